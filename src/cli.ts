@@ -1,0 +1,61 @@
+// bin/rootbox: the command line. `serve` runs the daemon in the foreground; `doctor` checks the
+// host; `config docs` prints the configuration reference; `config show` the effective config.
+
+import { parseArgs } from 'node:util';
+import { configReference, loadConfig } from './config/index.js';
+import { isAppError } from './errors.js';
+import { serve } from './main.js';
+
+const USAGE = `usage: rootbox <command> [--config FILE]
+
+commands:
+  serve          run the daemon in the foreground (embedded defaults when no config)
+  doctor         check this host for what rootbox needs; exit 1 when something required is missing
+  config docs    print the configuration reference (Markdown)
+  config show    print the effective configuration (secrets hidden)
+`;
+
+async function main(argv: string[]): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    options: { config: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
+    allowPositionals: true,
+  });
+  const [cmd, sub] = positionals;
+  if (values.help || !cmd) {
+    process.stdout.write(USAGE);
+    return cmd || values.help ? 0 : 2;
+  }
+  switch (cmd) {
+    case 'serve':
+      await serve(loadConfig({ file: values.config }));
+      return -1; // keep running
+    case 'doctor': {
+      const { runDoctor } = await import('./runtime/doctor.js');
+      return runDoctor(loadConfig({ file: values.config }));
+    }
+    case 'config':
+      if (sub === 'docs') {
+        process.stdout.write(configReference() + '\n');
+        return 0;
+      }
+      if (sub === 'show') {
+        const cfg = loadConfig({ file: values.config });
+        process.stdout.write(JSON.stringify(cfg, (k, v) => (/key|token|secret/i.test(k) && typeof v === 'string' ? '[set]' : v), 2) + '\n');
+        return 0;
+      }
+      break;
+  }
+  process.stderr.write(`rootbox: unknown command '${positionals.join(' ')}'\n\n${USAGE}`);
+  return 2;
+}
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    if (code >= 0) process.exitCode = code;
+  },
+  (err) => {
+    process.stderr.write(`rootbox: ${isAppError(err) ? err.detail : (err as Error).stack ?? String(err)}\n`);
+    process.exitCode = 1;
+  },
+);

@@ -1,0 +1,68 @@
+// The core slice of the config: identity of the host, listeners, TLS, logging, shutdown.
+
+import { z } from 'zod';
+import { bool, duration, port } from './fields.js';
+import type { EnvBinding } from './env.js';
+
+export const coreShape = {
+  domain: z
+    .string()
+    .regex(/^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$/, 'must be a lowercase DNS name like example.com')
+    .default('localhost')
+    .describe('Domain the daemon serves: the hosting API on the apex and api., verification on verify., servers on <slug>.'),
+  dataDir: z
+    .string()
+    .min(1)
+    .default('./var')
+    .describe('Directory for all state: LMDB, TLS material, secrets, images and server disks. Relative paths resolve against the working directory.'),
+  publicIp: z
+    .union([z.ipv4(), z.ipv6()], { error: 'must be an IPv4 or IPv6 address' })
+    .optional()
+    .describe('Public address written into ssh lines and exposed ports. Auto-detected from the first non-loopback interface; 127.0.0.1 when there is none.'),
+  http: z
+    .object({
+      host: z.string().default('0.0.0.0').describe('Address the plain HTTP listener binds.'),
+      port: port().default(8080).describe('Plain HTTP port. 0 picks a free port.'),
+      redirect: bool()
+        .prefault(false)
+        .describe('Production mode: answer every plain HTTP request with a redirect to HTTPS. Off with the embedded defaults, where HTTP serves everything directly.'),
+    })
+    .prefault({}),
+  https: z
+    .object({
+      host: z.string().default('0.0.0.0').describe('Address the HTTPS listener binds.'),
+      port: port().default(8443).describe('HTTPS port (HTTP/2 and HTTP/1.1). 0 picks a free port.'),
+      cert: z.string().optional().describe('PEM certificate chain for {domain} and *.{domain}. Without cert and key, a local CA and certificates are generated under dataDir/tls.'),
+      key: z.string().optional().describe('PEM private key matching `https.cert`.'),
+    })
+    .prefault({}),
+  ssh: z
+    .object({
+      host: z.string().default('0.0.0.0').describe('Address the SSH listener binds.'),
+      port: port().default(2222).describe('SSH port of the daemon\'s own SSH server.'),
+    })
+    .prefault({}),
+  log: z
+    .object({
+      level: z.enum(['debug', 'info', 'warn', 'error']).default('info').describe('Lowest level written to stdout.'),
+    })
+    .prefault({}),
+  shutdownTimeout: duration().prefault('10s').describe('How long SIGTERM waits for in-flight requests before closing them.'),
+};
+
+export const coreEnv: EnvBinding[] = [
+  { env: 'ROOTBOX_DOMAIN', path: 'domain' },
+  { env: 'ROOTBOX_DATA_DIR', path: 'dataDir' },
+  { env: 'ROOTBOX_PUBLIC_IP', path: 'publicIp' },
+  { env: 'ROOTBOX_HTTP_HOST', path: 'http.host' },
+  { env: 'ROOTBOX_HTTP_PORT', path: 'http.port' },
+  { env: 'ROOTBOX_HTTP_REDIRECT', path: 'http.redirect' },
+  { env: 'ROOTBOX_HTTPS_HOST', path: 'https.host' },
+  { env: 'ROOTBOX_HTTPS_PORT', path: 'https.port' },
+  { env: 'ROOTBOX_TLS_CERT', path: 'https.cert' },
+  { env: 'ROOTBOX_TLS_KEY', path: 'https.key' },
+  { env: 'ROOTBOX_SSH_HOST', path: 'ssh.host' },
+  { env: 'ROOTBOX_SSH_PORT', path: 'ssh.port' },
+  { env: 'ROOTBOX_LOG_LEVEL', path: 'log.level' },
+  { env: 'ROOTBOX_SHUTDOWN_TIMEOUT', path: 'shutdownTimeout' },
+];

@@ -1,0 +1,5 @@
+// Public surface of the config module: load once, frozen; the schema; the reference renderer.
+export { loadConfig, detectPublicIp, deepFreeze, DEFAULT_CONFIG_FILE, type LoadOptions } from './load.js';
+export { configSchema, envBindings, type Config } from './schema.js';
+export { configReference, configFields } from './docs.js';
+export { parseDuration } from './fields.js';

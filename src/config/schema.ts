@@ -1,0 +1,19 @@
+// The whole config schema, assembled from one slice per concern. Every field carries a
+// description; `bin/rootbox config docs` prints them and the README's reference is checked
+// against that output by a test.
+
+import { z } from 'zod';
+import { coreEnv, coreShape } from './core.js';
+import { verifyEnv, verifySchema } from './verify.js';
+import type { EnvBinding } from './env.js';
+
+export const configSchema = z
+  .object({
+    ...coreShape,
+    verify: verifySchema,
+  })
+  .strict();
+
+export const envBindings: readonly EnvBinding[] = [...coreEnv, ...verifyEnv];
+
+export type Config = z.output<typeof configSchema> & { publicIp: string };

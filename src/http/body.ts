@@ -1,0 +1,37 @@
+// Request body reading with a hard size cap, and JSON parsing with clear 400/413/415 errors.
+
+import { AppError } from '../errors.js';
+import type { Req } from './types.js';
+
+export async function readBody(req: Req, limit: number): Promise<Buffer> {
+  const declared = Number(req.headers['content-length']);
+  if (Number.isFinite(declared) && declared > limit) {
+    throw new AppError('too_large', 'body_too_large', `request body is ${declared} bytes; this route accepts at most ${limit}`);
+  }
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > limit) {
+      req.resume?.();
+      throw new AppError('too_large', 'body_too_large', `request body exceeds ${limit} bytes, the limit of this route`);
+    }
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks, size);
+}
+
+/** Parses a JSON body. An empty body reads as undefined (routes whose body is optional). */
+export async function readJson(req: Req, limit: number): Promise<unknown> {
+  const buf = await readBody(req, limit);
+  if (buf.length === 0) return undefined;
+  const type = String(req.headers['content-type'] ?? '').split(';')[0].trim().toLowerCase();
+  if (type && type !== 'application/json' && !type.endsWith('+json')) {
+    throw new AppError('unsupported_media_type', 'unsupported_media_type', `send the body as application/json (got ${type.slice(0, 100)})`);
+  }
+  try {
+    return JSON.parse(buf.toString('utf8'));
+  } catch (e) {
+    throw new AppError('bad_request', 'invalid_json', `the body is not valid JSON: ${(e as Error).message.slice(0, 200)}`);
+  }
+}

@@ -1,0 +1,60 @@
+// Types shared by every HTTP-facing module: the request both listeners hand over (HTTP/1.1
+// IncomingMessage or the HTTP/2 compatibility request), a handler's context and its reply.
+
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Http2ServerRequest, Http2ServerResponse } from 'node:http2';
+import type { Logger } from '../log/index.js';
+
+export type Req = IncomingMessage | Http2ServerRequest;
+export type Res = ServerResponse | Http2ServerResponse;
+
+export interface Reply {
+  status: number;
+  headers?: Record<string, string | string[]>;
+  /** An object is sent as JSON; a string or Buffer as is (set content-type in headers). */
+  body?: unknown;
+}
+
+/** Returned by a handler that wrote the response itself (streams, proxying). */
+export const HANDLED = Symbol('handled');
+export type HandlerResult = Reply | typeof HANDLED;
+
+export interface Ctx {
+  req: Req;
+  res: Res;
+  method: string;
+  /** Path without the query string, percent-decoding not applied. */
+  path: string;
+  query: URLSearchParams;
+  params: Record<string, string>;
+  host: string;
+  /** Address of the peer that connected to us. */
+  ip: string;
+  /** `https` or `http`, as the client reached us. */
+  scheme: 'http' | 'https';
+  requestId: string;
+  log: Logger;
+  /** Reads the body as JSON with the route's size limit and content-type rule. */
+  json(): Promise<unknown>;
+  /** Reads the raw body with the route's size limit. */
+  raw(): Promise<Buffer>;
+}
+
+export type Handler = (ctx: Ctx) => HandlerResult | Promise<HandlerResult>;
+
+export interface RouteOptions {
+  /** Largest accepted body in bytes (413 beyond). Default 64 KiB. */
+  bodyLimit?: number;
+}
+
+/** Something that answers requests for one host family (an API or the proxy). */
+export interface HttpApp {
+  handle(req: Req, res: Res, info: RequestInfo): Promise<void>;
+}
+
+export interface RequestInfo {
+  host: string;
+  scheme: 'http' | 'https';
+  requestId: string;
+  ip: string;
+}

@@ -1,0 +1,74 @@
+// `rootbox doctor`: checks the host for everything the runtime needs and prints a table of what
+// is there, what is missing and how to get it. Exit code 1 when a required check fails.
+
+import { spawnSync } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { release } from 'node:os';
+import type { Config } from '../config/index.js';
+
+export interface Check {
+  name: string;
+  required: boolean;
+  ok: boolean;
+  detail: string;
+  fix: string;
+}
+
+const run = (cmd: string, args: string[]) => {
+  const r = spawnSync(cmd, args, { encoding: 'utf8', timeout: 10_000 });
+  return { ok: r.status === 0, out: `${r.stdout ?? ''}${r.stderr ?? ''}`.trim(), missing: (r.error as NodeJS.ErrnoException | undefined)?.code === 'ENOENT' };
+};
+const read = (p: string) => {
+  try {
+    return readFileSync(p, 'utf8');
+  } catch {
+    return '';
+  }
+};
+const APT = 'apt-get install -y';
+
+export function hostChecks(): Check[] {
+  const checks: Check[] = [];
+  const add = (c: Check) => checks.push(c);
+  const root = process.getuid?.() === 0;
+  add({ name: 'root', required: true, ok: root, detail: root ? 'running as root' : `uid ${process.getuid?.()}`, fix: 'run rootbox as root (the systemd unit does)' });
+  const runc = run('runc', ['--version']);
+  add({ name: 'runc', required: true, ok: runc.ok, detail: runc.ok ? runc.out.split('\n')[0] : 'not found', fix: `${APT} runc` });
+  const fs = read('/proc/filesystems');
+  add({ name: 'overlayfs', required: true, ok: /\boverlay\b/.test(fs), detail: /\boverlay\b/.test(fs) ? 'overlay in /proc/filesystems' : 'overlay not registered', fix: 'modprobe overlay' });
+  const loop = existsSync('/dev/loop-control');
+  add({ name: 'loop devices', required: true, ok: loop, detail: loop ? '/dev/loop-control present' : '/dev/loop-control missing', fix: 'modprobe loop' });
+  const userns = Number(read('/proc/sys/user/max_user_namespaces').trim() || '0');
+  add({ name: 'user namespaces', required: true, ok: userns > 0, detail: `max_user_namespaces=${userns}`, fix: 'sysctl -w user.max_user_namespaces=15000' });
+  const [maj, min] = release().split('.').map((n) => parseInt(n, 10));
+  const idmap = maj > 5 || (maj === 5 && min >= 12);
+  add({ name: 'idmapped mounts', required: true, ok: idmap, detail: `kernel ${release()}${idmap ? ' (mount_setattr available)' : ' is older than 5.12'}`, fix: 'use a kernel >= 5.12' });
+  const nft = run('nft', ['list', 'tables']);
+  add({ name: 'nftables', required: true, ok: nft.ok, detail: nft.ok ? 'nft works' : nft.missing ? 'nft not found' : nft.out.slice(0, 120), fix: `${APT} nftables` });
+  const v2 = existsSync('/sys/fs/cgroup/cgroup.controllers');
+  const v1 = ['memory', 'pids', 'cpu'].every((c) => existsSync(`/sys/fs/cgroup/${c}`));
+  add({ name: 'cgroups', required: true, ok: v1 || v2, detail: v2 ? 'cgroup v2' : v1 ? 'cgroup v1 (memory, pids, cpu)' : 'memory/pids/cpu controllers not mounted', fix: 'mount the cgroup controllers (systemd does)' });
+  const ip = run('ip', ['-V']);
+  add({ name: 'iproute2', required: true, ok: ip.ok, detail: ip.ok ? ip.out : 'ip not found', fix: `${APT} iproute2` });
+  const mkfs = run('mkfs.ext4', ['-V']);
+  add({ name: 'mkfs.ext4', required: true, ok: mkfs.ok, detail: mkfs.ok ? mkfs.out.split('\n')[0] : 'not found', fix: `${APT} e2fsprogs` });
+  const tini = existsSync('/usr/bin/tini-static') || existsSync('/usr/bin/tini');
+  add({ name: 'tini', required: true, ok: tini, detail: tini ? 'present' : 'not found', fix: `${APT} tini` });
+  const deb = run('debootstrap', ['--version']);
+  add({ name: 'debootstrap', required: false, ok: deb.ok, detail: deb.ok ? deb.out : 'not found (needed to build the base image)', fix: `${APT} debootstrap` });
+  return checks;
+}
+
+export function formatChecks(checks: Check[]): string {
+  const rows = checks.map((c) => [c.ok ? 'ok' : c.required ? 'MISSING' : 'missing (optional)', c.name, c.detail, c.ok ? '' : c.fix]);
+  const widths = [0, 1, 2].map((i) => Math.max(...rows.map((r) => r[i].length), 6));
+  return rows.map((r) => `${r[0].padEnd(widths[0])}  ${r[1].padEnd(widths[1])}  ${r[2].padEnd(widths[2])}  ${r[3]}`.trimEnd()).join('\n');
+}
+
+export function runDoctor(_cfg: Readonly<Config>): number {
+  const checks = hostChecks();
+  process.stdout.write(formatChecks(checks) + '\n');
+  const bad = checks.filter((c) => c.required && !c.ok);
+  process.stdout.write(bad.length ? `\n${bad.length} required check(s) failed.\n` : '\nall required checks passed.\n');
+  return bad.length ? 1 : 0;
+}

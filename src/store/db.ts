@@ -1,0 +1,83 @@
+// The LMDB environment: one env under <dataDir>/db with named databases, the schema version
+// and its migrations. Area modules (feedback.ts, stats.ts, …) get their databases from here;
+// nothing outside src/store touches lmdb.
+
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { open, type Database, type RootDatabase } from 'lmdb';
+import { AppError } from '../errors.js';
+
+export type Key = string | number | (string | number)[];
+export type Db<V = unknown> = Database<V, Key>;
+
+export interface Migration {
+  version: number;
+  description: string;
+  /** Runs inside one synchronous write transaction with the version bump. */
+  up(env: LmdbEnv): void;
+}
+
+export class LmdbEnv {
+  readonly root: RootDatabase<unknown, Key>;
+  private readonly dbs = new Map<string, Db<any>>();
+
+  constructor(path: string) {
+    mkdirSync(path, { recursive: true, mode: 0o700 });
+    this.root = open<unknown, Key>({ path, maxDbs: 64, encoding: 'msgpack' });
+  }
+
+  db<V>(name: string): Db<V> {
+    let d = this.dbs.get(name);
+    if (!d) {
+      d = this.root.openDB<V, Key>({ name, encoding: 'msgpack' });
+      this.dbs.set(name, d);
+    }
+    return d as Db<V>;
+  }
+
+  /** A synchronous read-write transaction: every read inside sees the writes before it, and all
+   *  writes commit together or not at all. Use for check-then-write (locks, allocations). */
+  txSync<T>(fn: () => T): T {
+    return this.root.transactionSync(fn);
+  }
+
+  /** An asynchronous batched transaction; resolves once committed. */
+  tx<T>(fn: () => T): Promise<T> {
+    return this.root.transaction(fn);
+  }
+
+  /** Resolves when every commit so far is flushed to disk. */
+  get flushed(): Promise<unknown> {
+    return this.root.flushed as unknown as Promise<unknown>;
+  }
+
+  async close(): Promise<void> {
+    await this.root.close();
+  }
+}
+
+export const SCHEMA_VERSION_KEY = 'schemaVersion';
+
+/** Opens the env under <dataDir>/db and brings the schema to the newest migration. */
+export function openEnv(dataDir: string, migrations: readonly Migration[]): LmdbEnv {
+  const env = new LmdbEnv(join(dataDir, 'db'));
+  const meta = env.db<number>('meta');
+  const latest = migrations.reduce((m, x) => Math.max(m, x.version), 0);
+  const current = meta.get(SCHEMA_VERSION_KEY) ?? 0;
+  if (current > latest) {
+    void env.close();
+    throw new AppError(
+      'internal',
+      'store_too_new',
+      `the database at ${dataDir}/db has schema version ${current}, newer than this daemon understands (${latest}); run a newer rootbox`,
+    );
+  }
+  for (const m of [...migrations].sort((a, b) => a.version - b.version)) {
+    if (m.version <= current) continue;
+    env.txSync(() => {
+      m.up(env);
+      meta.putSync(SCHEMA_VERSION_KEY, m.version);
+    });
+  }
+  return env;
+}

@@ -1,0 +1,32 @@
+// Public surface of the store: open it once, use the typed areas, close it on shutdown.
+// This folder is the only user of LMDB.
+
+import { openEnv, type LmdbEnv } from './db.js';
+import { FeedbackStore } from './feedback.js';
+import { migrations } from './migrations.js';
+import { StatsStore } from './stats.js';
+
+export interface Store {
+  readonly feedback: FeedbackStore;
+  readonly stats: StatsStore;
+  /** Schema version the store is at after migrations. */
+  readonly schemaVersion: number;
+  close(): Promise<void>;
+}
+
+export function openStore(dataDir: string): Store {
+  const env: LmdbEnv = openEnv(dataDir, migrations);
+  const stats = new StatsStore(env);
+  return {
+    feedback: new FeedbackStore(env),
+    stats,
+    schemaVersion: env.db<number>('meta').get('schemaVersion') ?? 0,
+    async close() {
+      await stats.flush();
+      await env.close();
+    },
+  };
+}
+
+export type { FeedbackRecord } from './feedback.js';
+export type { Migration } from './db.js';
