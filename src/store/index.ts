@@ -4,11 +4,13 @@
 import { openEnv, type LmdbEnv } from './db.js';
 import { FeedbackStore } from './feedback.js';
 import { migrations } from './migrations.js';
+import { ServerStore } from './servers.js';
 import { StatsStore } from './stats.js';
 
 export interface Store {
   readonly feedback: FeedbackStore;
   readonly stats: StatsStore;
+  readonly servers: ServerStore;
   /** Schema version the store is at after migrations. */
   readonly schemaVersion: number;
   close(): Promise<void>;
@@ -20,6 +22,7 @@ export function openStore(dataDir: string): Store {
   return {
     feedback: new FeedbackStore(env),
     stats,
+    servers: new ServerStore(env),
     schemaVersion: env.db<number>('meta').get('schemaVersion') ?? 0,
     async close() {
       await stats.flush();
@@ -29,4 +32,5 @@ export function openStore(dataDir: string): Store {
 }
 
 export type { FeedbackRecord } from './feedback.js';
+export type { ServerRecord } from './servers.js';
 export type { Migration } from './db.js';

@@ -1,0 +1,3 @@
+// Public surface of the runtime: the only module that spawns processes (runc, ip, nft, mount…).
+export type { Runtime, RuntimeServer, ServerSpec, ServerState, ServerStats, ExecOptions, PtyOptions, PipeProcess, PtyProcess, ExitInfo, Presence } from './types.js';
+export { hostChecks, formatChecks, runDoctor, type Check } from './doctor.js';

@@ -1,0 +1,104 @@
+// The runtime's contract with the rest of the daemon (hosting, proxy, ssh, billing). The
+// implementation lives beside this file; callers import these types from src/runtime/index.ts.
+
+import type { Readable, Writable } from 'node:stream';
+
+export type ServerState = 'creating' | 'running' | 'sleeping' | 'waking' | 'stopped' | 'failed';
+
+export interface ServerSpec {
+  /** `srv_<id>`; also the container id under runc. */
+  id: string;
+  /** Hostname inside the container. */
+  slug: string;
+  /** cgroup memory limit (tier RAM ceiling). */
+  memoryBytes: number;
+  /** Size of the server's disk image (tier disk ceiling). */
+  diskBytes: number;
+}
+
+export interface RuntimeServer {
+  id: string;
+  slug: string;
+  /** Container address on the bridge, e.g. 10.88.0.5. */
+  ip: string;
+  /** First host uid/gid of the server's 65536-id range; container uid 0 maps to it. */
+  uidBase: number;
+  memoryBytes: number;
+  diskBytes: number;
+  /** Host path of the server's merged root filesystem; mounted while the server exists, asleep too. */
+  rootfs: string;
+  state: ServerState;
+}
+
+export interface ServerStats {
+  memoryBytes: number;
+  oomKills: number;
+  diskUsedBytes: number;
+  egressBytes: number;
+}
+
+export interface ExecOptions {
+  argv: string[];
+  env?: Record<string, string>;
+  cwd?: string;
+}
+
+export interface PtyOptions extends ExecOptions {
+  cols: number;
+  rows: number;
+  term: string;
+}
+
+export interface ExitInfo {
+  code: number | null;
+  signal: string | null;
+}
+
+/** A process inside a server without a terminal: binary-safe pipes. */
+export interface PipeProcess {
+  stdin: Writable;
+  stdout: Readable;
+  stderr: Readable;
+  exited: Promise<ExitInfo>;
+  kill(signal?: NodeJS.Signals): void;
+}
+
+/** A process inside a server on a pseudo-terminal (runc exec -t under node-pty). */
+export interface PtyProcess {
+  onData(fn: (data: Buffer) => void): void;
+  write(data: string | Buffer): void;
+  resize(cols: number, rows: number): void;
+  exited: Promise<ExitInfo>;
+  kill(signal?: NodeJS.Signals): void;
+}
+
+export interface Runtime {
+  /** Allocates ids, disk, network identity and bundle, and starts the server. */
+  create(spec: ServerSpec): Promise<RuntimeServer>;
+  /** Starts a stopped/sleeping server (wake). Resolves once its init runs. */
+  start(id: string): Promise<void>;
+  /** Stops the container (SIGTERM, grace, SIGKILL); memory freed; disk, mounts and IP kept. */
+  stop(id: string): Promise<void>;
+  /** Removes everything the server had: container, mounts, loop device, veth, rules, ids. */
+  delete(id: string): Promise<void>;
+  /** Raises (or lowers) the memory limit live and grows the disk online. */
+  resize(id: string, limits: { memoryBytes: number; diskBytes: number }): Promise<void>;
+  exec(id: string, opts: ExecOptions): PipeProcess;
+  execPty(id: string, opts: PtyOptions): PtyProcess;
+  stats(id: string): Promise<ServerStats>;
+  get(id: string): RuntimeServer | undefined;
+  list(): RuntimeServer[];
+}
+
+/**
+ * Keeps servers awake while something uses them and wakes them on demand. Implemented by the
+ * proxy's idle tracker; used by the proxy itself, the SSH server and exposed TCP ports.
+ */
+export interface Presence {
+  /** Starts the server if it sleeps; concurrent callers share one start. */
+  wake(id: string): Promise<void>;
+  /** Marks the server busy until the returned release function is called (open connections). */
+  hold(id: string): () => void;
+  /** Records activity now (a request, a keystroke). */
+  touch(id: string): void;
+}
