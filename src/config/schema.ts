@@ -4,6 +4,7 @@
 
 import { z } from 'zod';
 import { coreEnv, coreShape } from './core.js';
+import { proxyEnv, proxySchema } from './proxy.js';
 import { verifyEnv, verifySchema } from './verify.js';
 import type { EnvBinding } from './env.js';
 
@@ -11,9 +12,10 @@ export const configSchema = z
   .object({
     ...coreShape,
     verify: verifySchema,
+    proxy: proxySchema,
   })
   .strict();
 
-export const envBindings: readonly EnvBinding[] = [...coreEnv, ...verifyEnv];
+export const envBindings: readonly EnvBinding[] = [...coreEnv, ...verifyEnv, ...proxyEnv];
 
 export type Config = z.output<typeof configSchema> & { publicIp: string };
