@@ -54,7 +54,7 @@ export async function startDaemon(cfg: Readonly<Config>, log: Logger = createLog
           tls,
           log,
           apps: {
-            hosting: createHostingApi({ log }),
+            hosting: createHostingApi({ log, store }),
             verify: createVerifyApi({ log, serviceName: cfg.verify.serviceName }),
             proxy: createProxy({ log }),
           },

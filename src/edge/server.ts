@@ -153,7 +153,8 @@ export class Edge {
   }
 
   private redirect(req: Req, res: Res, host: string): void {
-    const port = this.opts.https.port === 443 ? '' : `:${this.opts.https.port}`;
+    const https = this.ports.https;
+    const port = https === 443 ? '' : `:${https}`;
     const safeHost = /^[a-z0-9.-]+$/.test(host) ? host : this.opts.domain;
     const location = `https://${safeHost}${port}${(req.url ?? '/').startsWith('/') ? req.url : '/'}`;
     sendReply(res, { status: 308, headers: { location }, body: { error: 'use_https', detail: `this service is served at ${location}` } });

@@ -72,12 +72,17 @@ export function openEnv(dataDir: string, migrations: readonly Migration[]): Lmdb
       `the database at ${dataDir}/db has schema version ${current}, newer than this daemon understands (${latest}); run a newer rootbox`,
     );
   }
-  for (const m of [...migrations].sort((a, b) => a.version - b.version)) {
-    if (m.version <= current) continue;
-    env.txSync(() => {
-      m.up(env);
-      meta.putSync(SCHEMA_VERSION_KEY, m.version);
-    });
+  try {
+    for (const m of [...migrations].sort((a, b) => a.version - b.version)) {
+      if (m.version <= current) continue;
+      env.txSync(() => {
+        m.up(env);
+        meta.putSync(SCHEMA_VERSION_KEY, m.version);
+      });
+    }
+  } catch (e) {
+    void env.close();
+    throw e;
   }
   return env;
 }

@@ -1,0 +1,32 @@
+// POST /feedback: anyone may tell the operator something, no credential needed; stored in LMDB,
+// rate-limited per source IP.
+
+import { randomBytes } from 'node:crypto';
+import { z } from 'zod';
+import { AppError } from '../errors.js';
+import { validate, type Ctx, type Reply } from '../http/index.js';
+import { RateLimiter } from '../ratelimit.js';
+import type { Store } from '../store/index.js';
+
+export const feedbackBody = z
+  .object({
+    message: z.string().trim().min(1, 'must not be empty').max(5000, 'must be at most 5000 characters'),
+    contact: z.string().trim().max(200, 'must be at most 200 characters').optional(),
+  })
+  .strict();
+
+export function feedbackHandler(store: Store, limiter = new RateLimiter({ burst: 5, perSecond: 1 / 60 })) {
+  return async (ctx: Ctx): Promise<Reply> => {
+    const v = limiter.take(ctx.ip);
+    if (!v.ok) {
+      throw new AppError('rate_limited', 'rate_limited', `too much feedback from this address; try again in ${v.retryAfter} s`, {
+        headers: { 'retry-after': String(v.retryAfter) },
+      });
+    }
+    const body = validate(feedbackBody, await ctx.json());
+    const id = `fb_${Date.now().toString(36)}${randomBytes(4).toString('hex')}`;
+    await store.feedback.add({ id, message: body.message, contact: body.contact, ip: ctx.ip, at: Date.now() });
+    ctx.log.info('feedback stored', { id });
+    return { status: 200, body: { ok: true } };
+  };
+}
