@@ -1,0 +1,14 @@
+#!/usr/bin/env node
+// Rewrites the configuration reference in README.md (between the config markers) from the zod
+// schema, via the bundled CLI's `config docs`. Run after changing any config field.
+import { execFileSync } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
+
+const root = new URL('..', import.meta.url).pathname;
+execFileSync(process.execPath, ['build.mjs'], { cwd: root, stdio: 'inherit' });
+const ref = execFileSync(process.execPath, ['dist/rootbox.js', 'config', 'docs'], { cwd: root, encoding: 'utf8' }).trimEnd();
+const readme = readFileSync(root + 'README.md', 'utf8');
+const next = readme.replace(/(<!-- config:begin -->\n)[\s\S]*?(<!-- config:end -->)/, `$1${ref}\n$2`);
+if (next === readme && !readme.includes(ref)) throw new Error('README.md has no <!-- config:begin --> / <!-- config:end --> markers');
+writeFileSync(root + 'README.md', next);
+console.log('README.md configuration reference updated');
