@@ -1,9 +1,12 @@
 // Public surface of the store: open it once, use the typed areas, close it on shutdown.
 // This folder is the only user of LMDB.
 
+import { AccountStore } from './accounts.js';
+import { CodeStore } from './codes.js';
 import { openEnv, type LmdbEnv } from './db.js';
 import { FeedbackStore } from './feedback.js';
 import { migrations } from './migrations.js';
+import { PaymentStore } from './payments.js';
 import { ServerStore } from './servers.js';
 import { StatsStore } from './stats.js';
 
@@ -11,6 +14,9 @@ export interface Store {
   readonly feedback: FeedbackStore;
   readonly stats: StatsStore;
   readonly servers: ServerStore;
+  readonly accounts: AccountStore;
+  readonly codes: CodeStore;
+  readonly payments: PaymentStore;
   /** Schema version the store is at after migrations. */
   readonly schemaVersion: number;
   close(): Promise<void>;
@@ -23,6 +29,9 @@ export function openStore(dataDir: string): Store {
     feedback: new FeedbackStore(env),
     stats,
     servers: new ServerStore(env),
+    accounts: new AccountStore(env),
+    codes: new CodeStore(env),
+    payments: new PaymentStore(env),
     schemaVersion: env.db<number>('meta').get('schemaVersion') ?? 0,
     async close() {
       await stats.flush();
@@ -33,4 +42,7 @@ export function openStore(dataDir: string): Store {
 
 export type { FeedbackRecord } from './feedback.js';
 export type { ServerRecord } from './servers.js';
+export type { AccountRecord } from './accounts.js';
+export type { PendingCode } from './codes.js';
+export { PaymentStore, paymentKey, type PaymentRecord, type PaymentStatus, type PaymentKey } from './payments.js';
 export type { Migration } from './db.js';

@@ -1,0 +1,11 @@
+// Public surface of the x402 payments module: a generic paywall (any amount, any resource),
+// the facilitator port with its HTTP implementation, the reconciler of pending settlements,
+// the header codec and the network presets.
+
+export { Paywall, PAYMENT_EXPOSE_HEADERS, type PaywallOptions, type ChargeRequest, type VerifiedPayment, type Settlement, type Paid } from './paywall.js';
+export { Reconciler, EXPIRY_GRACE_SECONDS, type ReconcileSummary, type SettledListener } from './reconcile.js';
+export { HttpFacilitator, FacilitatorError, type Facilitator, type SettleResult, type HttpFacilitatorOptions } from './facilitator.js';
+export { encodeHeader, decodeHeader, safeJson, MAX_HEADER_BYTES } from './codec.js';
+export { NETWORKS, formatUsd, usdToAtomic, type NetworkName, type NetworkPreset } from './networks.js';
+export type { PaymentPayload, PaymentRequired, PaymentRequirements, ResourceInfo, SettleResponse, VerifyResponse, SupportedResponse, Authorization } from './types.js';
+export { requirementsSchema, paymentPayloadSchema, settleResponseSchema, verifyResponseSchema } from './types.js';

@@ -1,0 +1,190 @@
+// The x402 paywall, independent of what is sold: terms for an amount and a resource → decode
+// and validate the payment header → local checks (viem) → facilitator /verify → atomic
+// (asset, payer, nonce) lock → the caller's paid work → facilitator /settle → PAYMENT-RESPONSE.
+// The work runs at most once per payment; a payment is settled only after the work succeeded;
+// an unknown settlement outcome is recorded as pending for the reconciler (reconcile.ts).
+
+import { AppError } from '../errors.js';
+import type { Logger } from '../log/index.js';
+import { paymentKey, type PaymentRecord, type PaymentStore } from '../store/index.js';
+import { checkSignature, checkTerms, parsePayload } from './check.js';
+import { decodeHeader, encodeHeader } from './codec.js';
+import { FacilitatorError, type Facilitator } from './facilitator.js';
+import { formatUsd, type NetworkPreset } from './networks.js';
+import { challenge, paymentRequired, requirementsFor, type TermsConfig } from './terms.js';
+import type { PaymentPayload, PaymentRequired, PaymentRequirements, ResourceInfo, SettleResponse } from './types.js';
+
+export interface PaywallOptions {
+  net: NetworkPreset;
+  /** Recipient; without it every charge answers 503 not_configured. */
+  payTo?: string;
+  maxTimeoutSeconds: number;
+  facilitator: Facilitator;
+  store: PaymentStore;
+  log: Logger;
+  /** Clock in ms (tests move it). */
+  now?: () => number;
+}
+
+export interface ChargeRequest {
+  /** Request headers (lowercase names); the payment is read from X-PAYMENT or PAYMENT-SIGNATURE. */
+  headers: Record<string, string | string[] | undefined>;
+  /** Price in atomic units of the asset. */
+  amount: bigint;
+  resource: ResourceInfo;
+  /** What is bought (`verify`, `recharge`); stored with the payment. */
+  purpose: string;
+  meta?: Record<string, string>;
+}
+
+export interface VerifiedPayment {
+  payer: string;
+  amount: bigint;
+  network: string;
+  asset: string;
+  nonce: string;
+  requirements: PaymentRequirements;
+  payload: PaymentPayload;
+}
+
+export interface Settlement {
+  /** `pending`: the facilitator did not answer in time; the reconciler finishes it. */
+  status: 'settled' | 'pending';
+  transaction?: string;
+  response: SettleResponse;
+}
+
+export interface Paid<T> {
+  result: T;
+  payment: VerifiedPayment;
+  settlement: Settlement;
+  /** PAYMENT-RESPONSE and X-PAYMENT-RESPONSE, to add to the success reply. */
+  headers: Record<string, string>;
+}
+
+/** Response headers a browser client may read on paid routes (CORS). */
+export const PAYMENT_EXPOSE_HEADERS = 'PAYMENT-REQUIRED, PAYMENT-RESPONSE, X-PAYMENT-RESPONSE';
+
+export class Paywall {
+  private readonly terms?: TermsConfig;
+  private readonly now: () => number;
+  private readonly inflight = new Set<string>();
+
+  constructor(private readonly opts: PaywallOptions) {
+    this.now = opts.now ?? Date.now;
+    if (opts.payTo) this.terms = { net: opts.net, payTo: opts.payTo, maxTimeoutSeconds: opts.maxTimeoutSeconds };
+  }
+
+  get configured(): boolean {
+    return this.terms !== undefined;
+  }
+
+  get network(): NetworkPreset {
+    return this.opts.net;
+  }
+
+  private cfg(): TermsConfig {
+    if (!this.terms) throw new AppError('unavailable', 'not_configured', 'payments are not configured on this host (no payTo address); the operator must set verify.x402.payTo');
+    return this.terms;
+  }
+
+  /** The `accepts` entry for an amount. */
+  requirements(amount: bigint): PaymentRequirements {
+    return requirementsFor(this.cfg(), amount);
+  }
+
+  /** The terms object (as in the PAYMENT-REQUIRED header). */
+  paymentRequired(amount: bigint, resource: ResourceInfo, error = 'payment required'): PaymentRequired {
+    return paymentRequired(this.cfg(), amount, resource, error);
+  }
+
+  /** The 402 error for an unpaid request. */
+  challenge(amount: bigint, resource: ResourceInfo, code = 'payment_required', detail?: string): AppError {
+    return challenge(this.cfg(), amount, resource, code, detail ?? `pay ${formatUsd(amount)} with x402 (scheme exact, ${this.opts.net.network}) and repeat the request with the X-PAYMENT or PAYMENT-SIGNATURE header`);
+  }
+
+  hasPayment(headers: ChargeRequest['headers']): boolean {
+    return headers['x-payment'] !== undefined || headers['payment-signature'] !== undefined;
+  }
+
+  /** Takes payment for `work`: runs it once the payment is verified and locked, settles after. */
+  async charge<T>(req: ChargeRequest, work: (p: VerifiedPayment) => Promise<T>): Promise<Paid<T>> {
+    const cfg = this.cfg();
+    const ours = requirementsFor(cfg, req.amount);
+    const fail = (code: string, detail: string, headers?: Record<string, string>) => challenge(cfg, req.amount, req.resource, code, detail, headers);
+    const raw = req.headers['payment-signature'] ?? req.headers['x-payment'];
+    if (raw === undefined) throw this.challenge(req.amount, req.resource);
+    let payload: PaymentPayload;
+    try {
+      payload = parsePayload(decodeHeader(raw));
+      checkTerms(payload, ours, Math.floor(this.now() / 1000));
+      await checkSignature(payload, cfg.net);
+    } catch (e) {
+      if (e instanceof AppError && e.kind === 'payment_required') throw fail(e.code, e.detail);
+      throw e;
+    }
+    const auth = payload.payload.authorization;
+    const key = paymentKey(ours.asset, auth.from, auth.nonce);
+    const id = key.join(':');
+    const used = () => fail('payment_already_used', 'this payment authorization was already used; sign a new one (new nonce) for this request');
+    if (this.inflight.has(id) || this.opts.store.isUsed(key)) throw used();
+    this.inflight.add(id);
+    try {
+      let verdict;
+      try {
+        verdict = await this.opts.facilitator.verify(payload, ours);
+      } catch (e) {
+        if (!(e instanceof FacilitatorError)) throw e;
+        throw new AppError('upstream', 'facilitator_unavailable', `the payment could not be verified: ${e.message}; nothing was charged, retry later`);
+      }
+      if (!verdict.isValid) throw fail('payment_rejected', `the facilitator rejected the payment: ${verdict.invalidReason ?? 'no reason given'}${verdict.invalidMessage ? ` (${verdict.invalidMessage.slice(0, 200)})` : ''}`);
+      const locked = this.opts.store.lock({
+        asset: ours.asset,
+        payer: auth.from,
+        nonce: auth.nonce,
+        purpose: req.purpose,
+        meta: req.meta,
+        amount: ours.amount,
+        network: ours.network,
+        payTo: ours.payTo,
+        resource: req.resource.url,
+        validBefore: Number(auth.validBefore),
+        lockedAt: this.now(),
+      });
+      if (!locked) throw used();
+    } finally {
+      this.inflight.delete(id);
+    }
+    const payment: VerifiedPayment = { payer: auth.from, amount: req.amount, network: ours.network, asset: ours.asset, nonce: auth.nonce, requirements: ours, payload };
+    let result: T;
+    try {
+      result = await work(payment);
+    } catch (e) {
+      this.opts.store.update(key, { status: 'abandoned', reason: e instanceof AppError ? e.code : 'internal', updatedAt: this.now() });
+      throw e;
+    }
+    const s = await this.opts.facilitator.settle(payload, ours);
+    if (s.outcome === 'settled') {
+      this.opts.store.update(key, { status: 'settled', transaction: s.response.transaction, attempts: 1, updatedAt: this.now() });
+      return { result, payment, settlement: { status: 'settled', transaction: s.response.transaction, response: s.response }, headers: responseHeaders(s.response) };
+    }
+    if (s.outcome === 'refused') {
+      this.opts.store.update(key, { status: 'refused', reason: s.response.errorReason ?? 'refused', attempts: 1, updatedAt: this.now() });
+      throw fail('payment_settlement_failed', `the facilitator could not settle the payment: ${s.response.errorReason ?? 'no reason given'}; nothing was charged`, responseHeaders(s.response));
+    }
+    this.opts.log.warn('settlement outcome unknown; recorded as pending', { payer: auth.from, nonce: auth.nonce, reason: s.reason });
+    this.opts.store.update(key, { status: 'pending', settle: { payload, requirements: ours }, reason: s.reason, attempts: 1, updatedAt: this.now() });
+    const response: SettleResponse = { success: false, errorReason: 'settlement_pending', transaction: '', network: ours.network, payer: auth.from };
+    return { result, payment, settlement: { status: 'pending', response }, headers: responseHeaders(response) };
+  }
+
+  /** The record of a payment, for operators and tests. */
+  record(asset: string, payer: string, nonce: string): PaymentRecord | undefined {
+    return this.opts.store.get(paymentKey(asset, payer, nonce));
+  }
+}
+
+function responseHeaders(r: SettleResponse): Record<string, string> {
+  const v = encodeHeader(r);
+  return { 'payment-response': v, 'x-payment-response': v };
+}

@@ -1,0 +1,103 @@
+// x402 payments as the paywall records them. One record per payment, keyed by (asset, payer,
+// nonce) lowercased; `lock` is the atomic check-then-write that makes the paid work run at most
+// once per payment. Payments whose settlement outcome is unknown are also indexed as pending
+// so the reconciler finds them without a scan.
+
+import type { LmdbEnv } from './db.js';
+
+export type PaymentStatus =
+  /** Locked; paid work running or settlement in progress. */
+  | 'locked'
+  /** The facilitator settled it. */
+  | 'settled'
+  /** Settlement outcome unknown; retried by the reconciler. */
+  | 'pending'
+  /** The facilitator refused to settle it; the payer kept the money. */
+  | 'refused'
+  /** The paid work failed; never settled. */
+  | 'abandoned'
+  /** Pending until the authorization expired without a settlement. */
+  | 'expired';
+
+export interface PaymentRecord {
+  asset: string;
+  payer: string;
+  nonce: string;
+  status: PaymentStatus;
+  /** What was bought, e.g. `verify` or `recharge`. */
+  purpose: string;
+  meta?: Record<string, string>;
+  amount: string;
+  network: string;
+  payTo: string;
+  resource: string;
+  /** Unix seconds after which the authorization cannot settle any more. */
+  validBefore: number;
+  lockedAt: number;
+  updatedAt: number;
+  attempts: number;
+  transaction?: string;
+  reason?: string;
+  /** Kept while pending: the exact /settle request to repeat. */
+  settle?: { payload: unknown; requirements: unknown };
+}
+
+export type PaymentKey = [string, string, string];
+
+export const paymentKey = (asset: string, payer: string, nonce: string): PaymentKey => [asset.toLowerCase(), payer.toLowerCase(), nonce.toLowerCase()];
+
+export class PaymentStore {
+  private readonly db;
+  private readonly pendingIdx;
+
+  constructor(private readonly env: LmdbEnv) {
+    this.db = env.db<PaymentRecord>('payments');
+    this.pendingIdx = env.db<number>('payments_pending');
+  }
+
+  get(key: PaymentKey): PaymentRecord | undefined {
+    return this.db.get(key);
+  }
+
+  isUsed(key: PaymentKey): boolean {
+    return this.db.get(key) !== undefined;
+  }
+
+  /** Writes the record with status `locked` unless the key exists; true when this call won. */
+  lock(rec: Omit<PaymentRecord, 'status' | 'attempts' | 'updatedAt'>): boolean {
+    const key = paymentKey(rec.asset, rec.payer, rec.nonce);
+    return this.env.txSync(() => {
+      if (this.db.get(key) !== undefined) return false;
+      this.db.putSync(key, { ...rec, asset: key[0], payer: key[1], nonce: key[2], status: 'locked', attempts: 0, updatedAt: rec.lockedAt });
+      return true;
+    });
+  }
+
+  /** Applies a change and keeps the pending index in step; returns the new record. */
+  update(key: PaymentKey, change: Partial<Omit<PaymentRecord, 'asset' | 'payer' | 'nonce'>>): PaymentRecord | undefined {
+    return this.env.txSync(() => {
+      const rec = this.db.get(key);
+      if (!rec) return undefined;
+      const next: PaymentRecord = { ...rec, ...change, updatedAt: change.updatedAt ?? Date.now() };
+      if (next.status !== 'pending') delete next.settle;
+      this.db.putSync(key, next);
+      if (next.status === 'pending') this.pendingIdx.putSync(key, next.validBefore);
+      else if (rec.status === 'pending') this.pendingIdx.removeSync(key);
+      return next;
+    });
+  }
+
+  /** Every payment whose settlement outcome is still unknown. */
+  pending(): PaymentRecord[] {
+    const out: PaymentRecord[] = [];
+    for (const { key } of this.pendingIdx.getRange()) {
+      const rec = this.db.get(key as PaymentKey);
+      if (rec) out.push(rec);
+    }
+    return out;
+  }
+
+  count(): number {
+    return this.db.getCount();
+  }
+}
