@@ -11,6 +11,7 @@ const USAGE = `usage: rootbox <command> [--config FILE]
 commands:
   serve          run the daemon in the foreground (embedded defaults when no config)
   doctor         check this host for what rootbox needs; exit 1 when something required is missing
+  image build    build the base server image with debootstrap unless cached (--force rebuilds)
   config docs    print the configuration reference (Markdown)
   config show    print the effective configuration (secrets hidden)
 `;
@@ -18,7 +19,7 @@ commands:
 async function main(argv: string[]): Promise<number> {
   const { values, positionals } = parseArgs({
     args: argv,
-    options: { config: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
+    options: { config: { type: 'string' }, help: { type: 'boolean', short: 'h' }, force: { type: 'boolean' } },
     allowPositionals: true,
   });
   const [cmd, sub] = positionals;
@@ -34,6 +35,13 @@ async function main(argv: string[]): Promise<number> {
       const { runDoctor } = await import('./runtime/doctor.js');
       return runDoctor(loadConfig({ file: values.config }));
     }
+    case 'image':
+      if (sub === 'build') {
+        const { buildImage, imageOptions } = await import('./runtime/image.js');
+        await buildImage(imageOptions(loadConfig({ file: values.config })), (l) => process.stdout.write(l + '\n'), values.force === true);
+        return 0;
+      }
+      break;
     case 'config':
       if (sub === 'docs') {
         process.stdout.write(configReference() + '\n');

@@ -6,16 +6,18 @@ import { z } from 'zod';
 import { coreEnv, coreShape } from './core.js';
 import { proxyEnv, proxySchema } from './proxy.js';
 import { verifyEnv, verifySchema } from './verify.js';
+import { runtimeEnv, runtimeSchema } from './runtime.js';
 import type { EnvBinding } from './env.js';
 
 export const configSchema = z
   .object({
     ...coreShape,
     verify: verifySchema,
+    runtime: runtimeSchema,
     proxy: proxySchema,
   })
   .strict();
 
-export const envBindings: readonly EnvBinding[] = [...coreEnv, ...verifyEnv, ...proxyEnv];
+export const envBindings: readonly EnvBinding[] = [...coreEnv, ...verifyEnv, ...proxyEnv, ...runtimeEnv];
 
 export type Config = z.output<typeof configSchema> & { publicIp: string };

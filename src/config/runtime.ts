@@ -1,0 +1,66 @@
+// The runtime slice of the config: where images, bundles and runc state live; the container
+// network (bridge, subnet, nftables table); uid ranges; default process limits; stop grace.
+
+import { z } from 'zod';
+import { duration } from './fields.js';
+import type { EnvBinding } from './env.js';
+
+const ifname = z
+  .string()
+  .regex(/^[a-z][a-z0-9]{0,9}$/, 'must be 1-10 lowercase letters/digits starting with a letter');
+
+export const runtimeSchema = z
+  .object({
+    imageDir: z
+      .string()
+      .optional()
+      .describe('Directory of built base images (`<name>-<recipe hash>/rootfs`). Default `<dataDir>/images`. Share one across data dirs (tests do, through ROOTBOX_IMAGE_DIR) to build the image once.'),
+    image: z
+      .string()
+      .regex(/^[a-z0-9][a-z0-9-]{0,30}$/)
+      .default('bookworm')
+      .describe('Name of the base image servers are created from; `rootbox image build` builds it.'),
+    mirror: z.string().url().default('http://deb.debian.org/debian').describe('Debian mirror debootstrap downloads the base image from.'),
+    bridge: ifname.default('rbx0').describe('Name of the Linux bridge containers attach to; host-side veths are named `<bridge>v<n>`.'),
+    subnet: z
+      .string()
+      .regex(/^\d+\.\d+\.\d+\.\d+\/(1[6-9]|2[0-4])$/, 'must be an IPv4 CIDR between /16 and /24, e.g. 10.88.0.0/16')
+      .default('10.88.0.0/16')
+      .describe('IPv4 subnet of the bridge; the host takes the first address, servers the rest.'),
+    nftTable: z
+      .string()
+      .regex(/^[a-z][a-z0-9_]{0,30}$/)
+      .default('rootbox')
+      .describe('Name of the nftables tables (`inet <name>` and `bridge <name>`) holding NAT, isolation and egress counters.'),
+    uidStart: z.coerce
+      .number()
+      .int()
+      .min(65536)
+      .max(4_000_000_000)
+      .default(1_000_000_000)
+      .describe('First host uid of the server uid ranges; each server gets the next free block of 65536 ids.'),
+    uidRanges: z.coerce.number().int().min(1).max(60000).default(4096).describe('Most uid ranges (and so servers) this host hands out.'),
+    pidsLimit: z.coerce.number().int().min(16).max(1_000_000).default(1024).describe('Most processes/threads one server may run (fork bombs stop here).'),
+    cpuShares: z.coerce.number().int().min(2).max(262144).default(1024).describe('cgroup cpu.shares of every server (relative weight under contention).'),
+    stopGrace: duration().prefault('3s').describe('How long stop waits after SIGTERM before SIGKILL.'),
+    reconcile: z
+      .enum(['on', 'off'])
+      .default('on')
+      .describe('At start-up, adopt running containers, remove orphans and start servers that should run. `off` leaves runc state untouched.'),
+  })
+  .prefault({});
+
+export const runtimeEnv: EnvBinding[] = [
+  { env: 'ROOTBOX_IMAGE_DIR', path: 'runtime.imageDir' },
+  { env: 'ROOTBOX_IMAGE', path: 'runtime.image' },
+  { env: 'ROOTBOX_MIRROR', path: 'runtime.mirror' },
+  { env: 'ROOTBOX_BRIDGE', path: 'runtime.bridge' },
+  { env: 'ROOTBOX_SUBNET', path: 'runtime.subnet' },
+  { env: 'ROOTBOX_NFT_TABLE', path: 'runtime.nftTable' },
+  { env: 'ROOTBOX_UID_START', path: 'runtime.uidStart' },
+  { env: 'ROOTBOX_PIDS_LIMIT', path: 'runtime.pidsLimit' },
+  { env: 'ROOTBOX_STOP_GRACE', path: 'runtime.stopGrace' },
+  { env: 'ROOTBOX_RECONCILE', path: 'runtime.reconcile' },
+];
+
+export type RuntimeConfig = z.output<typeof runtimeSchema>;
