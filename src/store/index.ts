@@ -7,6 +7,7 @@ import { openEnv, type LmdbEnv } from './db.js';
 import { FeedbackStore } from './feedback.js';
 import { migrations } from './migrations.js';
 import { PaymentStore } from './payments.js';
+import { RuntimeStore } from './runtime.js';
 import { ServerStore } from './servers.js';
 import { StatsStore } from './stats.js';
 
@@ -14,6 +15,7 @@ export interface Store {
   readonly feedback: FeedbackStore;
   readonly stats: StatsStore;
   readonly servers: ServerStore;
+  readonly runtime: RuntimeStore;
   readonly accounts: AccountStore;
   readonly codes: CodeStore;
   readonly payments: PaymentStore;
@@ -29,6 +31,7 @@ export function openStore(dataDir: string): Store {
     feedback: new FeedbackStore(env),
     stats,
     servers: new ServerStore(env),
+    runtime: new RuntimeStore(env),
     accounts: new AccountStore(env),
     codes: new CodeStore(env),
     payments: new PaymentStore(env),
@@ -42,6 +45,7 @@ export function openStore(dataDir: string): Store {
 
 export type { FeedbackRecord } from './feedback.js';
 export type { ServerRecord } from './servers.js';
+export type { RuntimeRecord } from './runtime.js';
 export type { AccountRecord } from './accounts.js';
 export type { PendingCode } from './codes.js';
 export { PaymentStore, paymentKey, type PaymentRecord, type PaymentStatus, type PaymentKey } from './payments.js';

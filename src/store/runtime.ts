@@ -1,0 +1,102 @@
+// The runtime's records: one per server (network identity, uid range, limits, desired state),
+// plus the two allocation indexes (ip → id, first uid of a range → id). Allocation and release run in
+// one write transaction with the record, so two creates never share an address or a uid range.
+
+import type { LmdbEnv } from './db.js';
+
+export interface RuntimeRecord {
+  id: string;
+  slug: string;
+  ip: string;
+  /** First host uid/gid of the server's range; container uid 0 maps to it. */
+  uidBase: number;
+  memoryBytes: number;
+  diskBytes: number;
+  /** What the server should be doing; reconcile() restores it after a host reboot. */
+  desired: 'running' | 'stopped';
+  createdAt: number;
+}
+
+export interface AllocateLimits {
+  uidStart: number;
+  uidRanges: number;
+  /** Candidate addresses in preference order (the subnet's hosts minus the gateway). */
+  ips: () => Iterable<string>;
+}
+
+export const UID_RANGE = 65536;
+
+export class RuntimeStore {
+  private readonly db;
+  private readonly ips;
+  private readonly uids;
+
+  constructor(private readonly env: LmdbEnv) {
+    this.db = env.db<RuntimeRecord>('rt_servers');
+    this.ips = env.db<string>('rt_ips');
+    this.uids = env.db<string>('rt_uids');
+  }
+
+  get(id: string): RuntimeRecord | undefined {
+    return this.db.get(id);
+  }
+
+  all(): RuntimeRecord[] {
+    return [...this.db.getRange().map(({ value }) => value)];
+  }
+
+  /**
+   * Allocates the lowest free uid range and address and writes the record, atomically.
+   * Returns a reason instead when the id exists or a pool is exhausted.
+   */
+  allocate(
+    rec: Omit<RuntimeRecord, 'ip' | 'uidBase'>,
+    lim: AllocateLimits,
+  ): RuntimeRecord | 'exists' | 'no_ip' | 'no_uid' {
+    return this.env.txSync(() => {
+      if (this.db.get(rec.id)) return 'exists';
+      let uidBase = -1;
+      for (let i = 0; i < lim.uidRanges; i++) {
+        if (this.uids.get(lim.uidStart + i * UID_RANGE) === undefined) {
+          uidBase = lim.uidStart + i * UID_RANGE;
+          break;
+        }
+      }
+      if (uidBase < 0) return 'no_uid';
+      let ip: string | undefined;
+      for (const cand of lim.ips()) {
+        if (this.ips.get(cand) === undefined) {
+          ip = cand;
+          break;
+        }
+      }
+      if (!ip) return 'no_ip';
+      const full: RuntimeRecord = { ...rec, ip, uidBase };
+      this.uids.putSync(uidBase, rec.id);
+      this.ips.putSync(ip, rec.id);
+      this.db.putSync(rec.id, full);
+      return full;
+    });
+  }
+
+  update(id: string, change: Partial<Pick<RuntimeRecord, 'memoryBytes' | 'diskBytes' | 'desired'>>): RuntimeRecord | undefined {
+    return this.env.txSync(() => {
+      const rec = this.db.get(id);
+      if (!rec) return undefined;
+      const next = { ...rec, ...change };
+      this.db.putSync(id, next);
+      return next;
+    });
+  }
+
+  /** Deletes the record and frees its address and uid range. */
+  remove(id: string): void {
+    this.env.txSync(() => {
+      const rec = this.db.get(id);
+      if (!rec) return;
+      this.db.removeSync(id);
+      if (this.ips.get(rec.ip) === id) this.ips.removeSync(rec.ip);
+      if (this.uids.get(rec.uidBase) === id) this.uids.removeSync(rec.uidBase);
+    });
+  }
+}
