@@ -5,8 +5,11 @@ import type { Config } from './config/index.js';
 import { Edge, TlsManager } from './edge/index.js';
 import { createHostingApi } from './hosting/index.js';
 import { startAll, type Part } from './lifecycle.js';
+import { createLlm } from './llm/index.js';
 import { createLogger, type Logger } from './log/index.js';
+import { createPayments, type Payments } from './payments/index.js';
 import { createProxy } from './proxy/index.js';
+import { SshServer } from './ssh/index.js';
 import { openStore, type Store } from './store/index.js';
 import { createVerifyApi } from './verify/index.js';
 
@@ -14,6 +17,8 @@ export interface Daemon {
   readonly edge: Edge;
   readonly store: Store;
   readonly tls: TlsManager;
+  readonly ssh: SshServer;
+  readonly payments: Payments;
   readonly log: Logger;
   stop(): Promise<void>;
 }
@@ -22,6 +27,8 @@ export async function startDaemon(cfg: Readonly<Config>, log: Logger = createLog
   let store!: Store;
   let tls!: TlsManager;
   let edge!: Edge;
+  let ssh!: SshServer;
+  let payments!: Payments;
   let statsTimer: NodeJS.Timeout | undefined;
   const parts: Part[] = [
     {
@@ -35,6 +42,14 @@ export async function startDaemon(cfg: Readonly<Config>, log: Logger = createLog
         clearInterval(statsTimer);
         await store.close();
       },
+    },
+    {
+      name: 'payments',
+      start: () => {
+        payments = createPayments(cfg.verify.x402, store.payments, log.child({ part: 'payments' }));
+        payments.start();
+      },
+      stop: () => payments.stop(),
     },
     {
       name: 'tls',
@@ -55,7 +70,16 @@ export async function startDaemon(cfg: Readonly<Config>, log: Logger = createLog
           log,
           apps: {
             hosting: createHostingApi({ log, store }),
-            verify: createVerifyApi({ log, serviceName: cfg.verify.serviceName }),
+            verify: createVerifyApi({
+              log,
+              serviceName: cfg.verify.serviceName,
+              paywall: payments.paywall,
+              llm: createLlm(cfg.verify.llm),
+              models: cfg.verify.llm.models,
+              llmSettings: { temperature: cfg.verify.llm.temperature, maxTokens: cfg.verify.llm.maxTokens, passTimeoutMs: cfg.verify.llm.passTimeout },
+              facilitatorUrl: cfg.verify.x402.facilitatorUrl,
+              stats: store.stats,
+            }),
             proxy: createProxy({ log }),
           },
         });
@@ -63,9 +87,17 @@ export async function startDaemon(cfg: Readonly<Config>, log: Logger = createLog
       },
       stop: () => edge.stop(cfg.shutdownTimeout),
     },
+    {
+      name: 'ssh',
+      start: async () => {
+        ssh = new SshServer({ options: { ...cfg.ssh, dataDir: cfg.dataDir }, servers: store.servers, log: log.child({ part: 'ssh' }) });
+        await ssh.start();
+      },
+      stop: () => ssh.stop(),
+    },
   ];
   const stopAll = await startAll(parts, log);
-  return { edge, store, tls, log, stop: stopAll };
+  return { edge, store, tls, ssh, payments, log, stop: stopAll };
 }
 
 /** Runs the daemon in the foreground until SIGTERM/SIGINT. */

@@ -3,6 +3,7 @@
 // the header codec and the network presets.
 
 export { Paywall, PAYMENT_EXPOSE_HEADERS, type PaywallOptions, type ChargeRequest, type VerifiedPayment, type Settlement, type Paid } from './paywall.js';
+export { createPayments, type Payments, type X402Settings } from './setup.js';
 export { Reconciler, EXPIRY_GRACE_SECONDS, type ReconcileSummary, type SettledListener } from './reconcile.js';
 export { HttpFacilitator, FacilitatorError, type Facilitator, type SettleResult, type HttpFacilitatorOptions } from './facilitator.js';
 export { encodeHeader, decodeHeader, safeJson, MAX_HEADER_BYTES } from './codec.js';

@@ -1,0 +1,53 @@
+// The LLM port over the openai SDK against any OpenAI-compatible base URL (OpenAI, vLLM,
+// Ollama, llama.cpp server): chat.completions with response_format json_schema (strict). The
+// SDK's own retries are off; the caller decides about retries and deadlines. A global limiter
+// caps requests in flight.
+
+import OpenAI from 'openai';
+import { Limiter } from './limiter.js';
+import { LlmError, type ChatRequest, type Llm } from './types.js';
+
+export interface OpenAiLlmOptions {
+  baseUrl: string;
+  apiKey?: string;
+  concurrency: number;
+}
+
+export class OpenAiLlm implements Llm {
+  private readonly client: OpenAI;
+  private readonly limiter: Limiter;
+
+  constructor(opts: OpenAiLlmOptions) {
+    // Local servers (Ollama, llama.cpp) need no key, but the SDK insists on one.
+    this.client = new OpenAI({ baseURL: opts.baseUrl, apiKey: opts.apiKey || 'none', maxRetries: 0, timeout: 10 * 60_000 });
+    this.limiter = new Limiter(opts.concurrency);
+  }
+
+  async chat(req: ChatRequest): Promise<string> {
+    return this.limiter.run(req.signal, async () => {
+      let completion;
+      try {
+        completion = await this.client.chat.completions.create(
+          {
+            model: req.model,
+            temperature: req.temperature,
+            max_tokens: req.maxTokens,
+            messages: [
+              { role: 'system', content: req.system },
+              { role: 'user', content: req.user },
+            ],
+            response_format: { type: 'json_schema', json_schema: { name: req.format.name, strict: true, schema: req.format.schema } },
+          },
+          { signal: req.signal },
+        );
+      } catch (e) {
+        if (req.signal.aborted) throw new LlmError('timeout', 'the model did not answer in time');
+        const status = e instanceof OpenAI.APIError ? e.status : undefined;
+        throw new LlmError('provider', `provider error${status ? ` ${status}` : ''}: ${String((e as Error).message).slice(0, 200)}`, status);
+      }
+      const content = completion?.choices?.[0]?.message?.content;
+      if (typeof content !== 'string' || !content.trim()) throw new LlmError('empty', 'the model returned no content');
+      return content;
+    });
+  }
+}
