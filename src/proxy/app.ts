@@ -1,0 +1,155 @@
+// The <slug>.{domain} app: finds the server, then either serves its /root/www (no run.sh; never
+// wakes it) or forwards to its app on port 80, holding the request (bounded count, time and
+// buffered body) while a sleeping server wakes and its app starts listening. WebSocket upgrades
+// take the same path and keep the server awake for as long as they are open.
+
+import type { IncomingMessage } from 'node:http';
+import type { Duplex, Readable } from 'node:stream';
+import { PassThrough } from 'node:stream';
+import type { ProxyConfig } from '../config/proxy.js';
+import { AppError } from '../errors.js';
+import { statusOf, type HttpApp, type Req, type RequestInfo, type Res } from '../http/index.js';
+import type { Logger } from '../log/index.js';
+import type { Forwarder, ForwardFailure } from './forward.js';
+import { writeRawError } from './forward.js';
+import type { IdleTracker } from './idle.js';
+import { sendErrorPage } from './pages.js';
+import type { Publication } from './publish.js';
+import type { Site, Sites } from './sites.js';
+import { serveStatic } from './static.js';
+
+export interface ProxyAppDeps {
+  sites: Sites;
+  presence: Pick<IdleTracker, 'wake' | 'hold' | 'needsWake'>;
+  publication: Publication;
+  forwarder: Forwarder;
+  cfg: Pick<ProxyConfig, 'wakeTimeout' | 'appStartGrace' | 'holdLimit' | 'holdBodyLimit'>;
+  log: Logger;
+}
+
+const unknown = (slug: string) => new AppError('not_found', 'unknown_server', `no server is named ${slug.slice(0, 63)}`);
+const suspended = () =>
+  new AppError('payment_required', 'server_suspended', 'this server is paused because its account ran out of credit', {
+    extra: { hint: 'The owner can add credit or verify a phone to bring it back.' },
+  });
+
+function hasBody(req: Req): boolean {
+  const len = req.headers['content-length'];
+  if (len !== undefined) return Number(len) > 0;
+  if (req.headers['transfer-encoding'] !== undefined) return true;
+  const stream = (req as { stream?: { endAfterHeaders?: boolean } }).stream;
+  return stream ? stream.endAfterHeaders === false : false;
+}
+
+export class ProxyApp implements HttpApp {
+  private readonly held = new Map<string, number>();
+
+  constructor(private readonly d: ProxyAppDeps) {}
+
+  async handle(req: Req, res: Res, info: RequestInfo): Promise<void> {
+    const slug = info.host.split('.')[0];
+    const site = this.d.sites.lookup(slug);
+    if (!site) return sendErrorPage(req, res, unknown(slug), info.requestId);
+    if (site.suspended) return sendErrorPage(req, res, suspended(), info.requestId);
+    if (!(await this.d.publication.hasApp(site.id, site.rootfs))) return serveStatic(req, res, site, info.requestId);
+    const release = this.d.presence.hold(site.id);
+    res.once('close', release);
+    let body: Readable | undefined;
+    try {
+      body = await this.ready(site, req);
+    } catch (e) {
+      release();
+      return sendErrorPage(req, res, e instanceof AppError ? e : this.wakeFailed(site, e), info.requestId);
+    }
+    if ((res as { destroyed?: boolean }).destroyed) return;
+    this.d.forwarder.web(req, res, site.upstream, info, { body, onFailure: (f) => this.failed(site, f) });
+  }
+
+  upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, info: RequestInfo & { slug: string }): void {
+    void this.upgradeAsync(req, socket, head, info).catch((e) => {
+      this.d.log.error('upgrade failed', { err: e });
+      socket.destroy();
+    });
+  }
+
+  private async upgradeAsync(req: IncomingMessage, socket: Duplex, head: Buffer, info: RequestInfo & { slug: string }): Promise<void> {
+    const site = this.d.sites.lookup(info.slug);
+    if (!site) return writeRawError(socket, 404, 'unknown_server', `no server is named ${info.slug}`);
+    if (site.suspended) return writeRawError(socket, 402, 'server_suspended', 'this server is paused because its account ran out of credit');
+    if (String(req.headers.upgrade ?? '').toLowerCase() !== 'websocket') {
+      return writeRawError(socket, 400, 'upgrade_not_supported', 'only WebSocket upgrades are forwarded');
+    }
+    if (!(await this.d.publication.hasApp(site.id, site.rootfs))) {
+      return writeRawError(socket, 404, 'no_app', 'WebSockets need an app: an executable /root/run.sh serving on 0.0.0.0:80');
+    }
+    const release = this.d.presence.hold(site.id);
+    socket.once('close', release);
+    try {
+      await this.ready(site, req);
+    } catch (e) {
+      const err = e instanceof AppError ? e : this.wakeFailed(site, e);
+      return writeRawError(socket, statusOf(err.kind), err.code, err.detail);
+    }
+    if (socket.destroyed) return;
+    this.d.forwarder.ws(req, socket, head, site.upstream, info, (f) => this.failed(site, f));
+  }
+
+  /**
+   * Makes sure the app can answer: wakes a sleeping server (holding the request, its body read
+   * into memory up to holdBodyLimit) or waits briefly for an app that is starting. Returns the
+   * buffered body stream when one was made.
+   */
+  private async ready(site: Site, req: Req): Promise<Readable | undefined> {
+    const { presence, publication, cfg } = this.d;
+    if (!presence.needsWake(site.id)) {
+      if (publication.isReady(site.id)) return undefined;
+      if (await publication.waitReady(site.id, site.upstream, Date.now() + cfg.appStartGrace)) return undefined;
+      throw new AppError('upstream', 'app_down', 'the app of this server is not accepting connections on port 80', {
+        extra: { hint: '/root/run.sh exists but nothing listens on 0.0.0.0:80; see /var/log/run.sh.log on the server.' },
+      });
+    }
+    const n = this.held.get(site.id) ?? 0;
+    if (n >= cfg.holdLimit) {
+      throw new AppError('unavailable', 'wake_queue_full', 'too many requests are waiting for this server to wake', { headers: { 'retry-after': '2' } });
+    }
+    this.held.set(site.id, n + 1);
+    let body: PassThrough | undefined;
+    if (hasBody(req)) {
+      body = new PassThrough({ highWaterMark: Math.max(16 * 1024, cfg.holdBodyLimit / 2) });
+      req.on('error', (e) => body!.destroy(e));
+      (req as Readable).pipe(body);
+    }
+    const deadline = Date.now() + cfg.wakeTimeout;
+    try {
+      publication.markDown(site.id);
+      await withDeadline(presence.wake(site.id), deadline);
+      if (!(await publication.waitReady(site.id, site.upstream, deadline))) throw 'timeout';
+      return body;
+    } catch (e) {
+      body?.destroy();
+      if (e !== 'timeout') throw e;
+      throw new AppError('timeout', 'wake_timeout', `the server did not start answering on port 80 within ${Math.round(cfg.wakeTimeout / 1000)} s of waking`, {
+        extra: { hint: 'Its /root/run.sh must start a server bound to 0.0.0.0:80; see /var/log/run.sh.log on the server.' },
+      });
+    } finally {
+      const m = (this.held.get(site.id) ?? 1) - 1;
+      if (m <= 0) this.held.delete(site.id);
+      else this.held.set(site.id, m);
+    }
+  }
+
+  private failed(site: Site, f: ForwardFailure): void {
+    if (f === 'refused' || f === 'timeout') this.d.publication.markDown(site.id);
+  }
+
+  private wakeFailed(site: Site, e: unknown): AppError {
+    this.d.log.error('wake failed', { server: site.id, err: e });
+    return new AppError('unavailable', 'wake_failed', 'the server could not be started', { cause: e, headers: { 'retry-after': '5' } });
+  }
+}
+
+function withDeadline<T>(p: Promise<T>, deadline: number): Promise<T> {
+  let t: NodeJS.Timeout;
+  const timeout = new Promise<never>((_, reject) => (t = setTimeout(() => reject('timeout'), Math.max(0, deadline - Date.now()))));
+  return Promise.race([p, timeout]).finally(() => clearTimeout(t));
+}
