@@ -40,6 +40,9 @@ export const coreShape = {
     .object({
       host: z.string().default('0.0.0.0').describe('Address the SSH listener binds.'),
       port: port().default(2222).describe('SSH port of the daemon\'s own SSH server.'),
+      maxAuthFailures: z.coerce.number().int().min(1).default(10).describe('Failed SSH logins one source address may make per `ssh.authFailureWindow`; after that its connections are dropped until the window ends.'),
+      authFailureWindow: duration().prefault('5m').describe('Window over which failed SSH logins per source address are counted.'),
+      loginGraceTime: duration().prefault('30s').describe('Time an SSH client has to authenticate before the connection is closed.'),
     })
     .prefault({}),
   log: z
@@ -63,6 +66,9 @@ export const coreEnv: EnvBinding[] = [
   { env: 'ROOTBOX_TLS_KEY', path: 'https.key' },
   { env: 'ROOTBOX_SSH_HOST', path: 'ssh.host' },
   { env: 'ROOTBOX_SSH_PORT', path: 'ssh.port' },
+  { env: 'ROOTBOX_SSH_MAX_AUTH_FAILURES', path: 'ssh.maxAuthFailures' },
+  { env: 'ROOTBOX_SSH_AUTH_FAILURE_WINDOW', path: 'ssh.authFailureWindow' },
+  { env: 'ROOTBOX_SSH_LOGIN_GRACE_TIME', path: 'ssh.loginGraceTime' },
   { env: 'ROOTBOX_LOG_LEVEL', path: 'log.level' },
   { env: 'ROOTBOX_SHUTDOWN_TIMEOUT', path: 'shutdownTimeout' },
 ];

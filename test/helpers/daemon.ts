@@ -32,6 +32,7 @@ export async function startTestDaemon(overrides: Record<string, unknown> = {}, e
       dataDir,
       http: { host: '127.0.0.1', port: 0 },
       https: { host: '127.0.0.1', port: 0 },
+      ssh: { host: '127.0.0.1', port: 0 },
       shutdownTimeout: '2s',
       ...overrides,
     },

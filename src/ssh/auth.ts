@@ -1,0 +1,71 @@
+// Public-key authentication: the key a client proves it holds identifies the server it opens.
+// User `root` only; the signature over the session id is verified against the stored public key;
+// every other method (password, keyboard-interactive, hostbased) is refused and counted as a
+// failure for the client's address, as is an unknown key or a bad signature.
+
+import { timingSafeEqual } from 'node:crypto';
+import ssh2 from 'ssh2';
+import type { AuthContext } from 'ssh2';
+import type { Logger } from '../log/index.js';
+import type { ServerRecord } from '../store/index.js';
+import { fingerprintOfBlob, publicKeyBlob } from './keys.js';
+import type { AuthLimiter } from './ratelimit.js';
+
+export interface ServerLookup {
+  byKeyFingerprint(fp: string): ServerRecord | undefined;
+}
+
+export interface AuthDeps {
+  servers: ServerLookup;
+  limiter: AuthLimiter;
+  log: Logger;
+}
+
+export type AuthOutcome = { ok: true; server: ServerRecord } | { ok: false; blocked: boolean } | { ok: 'query' };
+
+const ONLY_PUBLICKEY: ['publickey'] = ['publickey'];
+
+function sameBytes(a: Buffer, b: Buffer): boolean {
+  return a.length === b.length && timingSafeEqual(a, b);
+}
+
+/**
+ * Decides one authentication request. Rejects and answers key queries itself; on success it
+ * returns the server and leaves ctx.accept() to the caller. A blocked address is reported so the
+ * connection can hang up.
+ */
+export function authenticate(ctx: AuthContext, ip: string, deps: AuthDeps): AuthOutcome {
+  const refuse = (why: string, count: boolean): AuthOutcome => {
+    const blocked = count ? deps.limiter.fail(ip) : deps.limiter.blocked(ip);
+    if (count) deps.log.info('ssh auth refused', { ip, method: ctx.method, user: ctx.username, why });
+    ctx.reject(ONLY_PUBLICKEY);
+    return { ok: false, blocked };
+  };
+  if (deps.limiter.blocked(ip)) return refuse('too many failed attempts from this address', false);
+  if (ctx.method === 'none') return refuse('none', false);
+  if (ctx.method !== 'publickey') return refuse(`method ${ctx.method} is not offered`, true);
+  if (ctx.username !== 'root') return refuse('user is not root', true);
+
+  const fp = fingerprintOfBlob(ctx.key.data);
+  const server = deps.servers.byKeyFingerprint(fp);
+  const stored = server ? publicKeyBlob(server.sshPublicKey) : null;
+  // The index maps the fingerprint to a server; the stored key must also be byte-identical.
+  if (!server || !stored || !sameBytes(stored, ctx.key.data)) return refuse('unknown key', true);
+
+  // Without a signature the client only asks whether this key would do (RFC 4252 §7).
+  if (!ctx.signature || !ctx.blob) {
+    ctx.accept();
+    return { ok: 'query' };
+  }
+  const key = ssh2.utils.parseKey(server.sshPublicKey);
+  if (key instanceof Error || Array.isArray(key)) return refuse('stored key does not parse', true);
+  let valid = false;
+  try {
+    valid = key.verify(ctx.blob, ctx.signature, ctx.hashAlgo as never) === true;
+  } catch {
+    valid = false;
+  }
+  if (!valid) return refuse('bad signature', true);
+  // The caller accepts (ctx.accept() emits 'ready' synchronously, so it records the server first).
+  return { ok: true, server };
+}

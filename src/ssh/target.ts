@@ -1,0 +1,71 @@
+// The server an authenticated SSH connection opened: whether it may be used right now
+// (suspended, unknown to the runtime), waking it when it sleeps, and holding it awake while a
+// channel is open. Without a Presence (no idle tracker wired) waking falls back to starting the
+// container through the runtime directly.
+
+import { AppError } from '../errors.js';
+import type { Presence, Runtime, RuntimeServer } from '../runtime/index.js';
+import type { ServerRecord } from '../store/index.js';
+
+export interface Target {
+  readonly id: string;
+  readonly slug: string;
+  /** A sentence for the user when the server must not be used now; null when it may. */
+  refusal(): string | null;
+  /** Wakes the server if needed and returns its runtime view (ip, state). */
+  ready(): Promise<RuntimeServer>;
+  /** Keeps the server awake until the returned function is called. */
+  hold(): () => void;
+  touch(): void;
+}
+
+export interface TargetDeps {
+  runtime?: Runtime;
+  presence?: Presence;
+  /** Fresh record lookup, so a suspension made while connected applies to new channels. */
+  current(id: string): ServerRecord | undefined;
+}
+
+const waking = new Map<string, Promise<void>>();
+
+/** Wake without an idle tracker: start a stopped or sleeping container, one start per server. */
+function startIfStopped(runtime: Runtime, id: string): Promise<void> {
+  const st = runtime.get(id)?.state;
+  if (st !== 'sleeping' && st !== 'stopped') return Promise.resolve();
+  let p = waking.get(id);
+  if (!p) {
+    p = runtime.start(id).finally(() => waking.delete(id));
+    waking.set(id, p);
+  }
+  return p;
+}
+
+export function createTarget(rec: ServerRecord, deps: TargetDeps): Target {
+  const id = rec.id;
+  return {
+    id,
+    slug: rec.slug,
+    refusal() {
+      const now = deps.current(id);
+      if (!now) return `server ${id} no longer exists`;
+      if (now.suspended) return `server ${now.slug} (${id}) is suspended: the free grant is used up and there is no credit; add credit or verify a phone number to resume it`;
+      return null;
+    },
+    async ready() {
+      const runtime = deps.runtime;
+      if (!runtime) throw new AppError('unavailable', 'runtime_unavailable', 'servers cannot be reached on this host right now (container runtime not running)');
+      if (deps.presence) await deps.presence.wake(id);
+      else await startIfStopped(runtime, id);
+      const rs = runtime.get(id);
+      if (!rs) throw new AppError('not_found', 'server_not_found', `server ${id} is not known to the container runtime`);
+      if (rs.state === 'failed' || rs.state === 'creating') throw new AppError('unavailable', 'server_not_ready', `server ${rec.slug} is ${rs.state}; try again in a moment`);
+      return rs;
+    },
+    hold() {
+      return deps.presence ? deps.presence.hold(id) : () => {};
+    },
+    touch() {
+      deps.presence?.touch(id);
+    },
+  };
+}
