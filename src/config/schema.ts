@@ -4,6 +4,7 @@
 
 import { z } from 'zod';
 import { coreEnv, coreShape } from './core.js';
+import { hostingEnv, hostingSchema } from './hosting.js';
 import { proxyEnv, proxySchema } from './proxy.js';
 import { verifyEnv, verifySchema } from './verify.js';
 import { runtimeEnv, runtimeSchema } from './runtime.js';
@@ -12,12 +13,13 @@ import type { EnvBinding } from './env.js';
 export const configSchema = z
   .object({
     ...coreShape,
+    hosting: hostingSchema,
     verify: verifySchema,
     runtime: runtimeSchema,
     proxy: proxySchema,
   })
   .strict();
 
-export const envBindings: readonly EnvBinding[] = [...coreEnv, ...verifyEnv, ...proxyEnv, ...runtimeEnv];
+export const envBindings: readonly EnvBinding[] = [...coreEnv, ...hostingEnv, ...verifyEnv, ...proxyEnv, ...runtimeEnv];
 
 export type Config = z.output<typeof configSchema> & { publicIp: string };

@@ -2,18 +2,12 @@
 // rate-limited per source IP.
 
 import { randomBytes } from 'node:crypto';
-import { z } from 'zod';
 import { AppError } from '../errors.js';
 import { validate, type Ctx, type Reply } from '../http/index.js';
 import { RateLimiter } from '../ratelimit.js';
 import type { Store } from '../store/index.js';
+import { FeedbackRequest } from './schemas.js';
 
-export const feedbackBody = z
-  .object({
-    message: z.string().trim().min(1, 'must not be empty').max(5000, 'must be at most 5000 characters'),
-    contact: z.string().trim().max(200, 'must be at most 200 characters').optional(),
-  })
-  .strict();
 
 export function feedbackHandler(store: Store, limiter = new RateLimiter({ burst: 5, perSecond: 1 / 60 })) {
   return async (ctx: Ctx): Promise<Reply> => {
@@ -23,7 +17,7 @@ export function feedbackHandler(store: Store, limiter = new RateLimiter({ burst:
         headers: { 'retry-after': String(v.retryAfter) },
       });
     }
-    const body = validate(feedbackBody, await ctx.json());
+    const body = validate(FeedbackRequest, await ctx.json());
     const id = `fb_${Date.now().toString(36)}${randomBytes(4).toString('hex')}`;
     await store.feedback.add({ id, message: body.message, contact: body.contact, ip: ctx.ip, at: Date.now() });
     ctx.log.info('feedback stored', { id });

@@ -3,6 +3,7 @@
 
 import { AccountStore } from './accounts.js';
 import { CodeStore } from './codes.js';
+import { ExposureStore } from './exposures.js';
 import { openEnv, type LmdbEnv } from './db.js';
 import { FeedbackStore } from './feedback.js';
 import { migrations } from './migrations.js';
@@ -18,6 +19,7 @@ export interface Store {
   readonly runtime: RuntimeStore;
   readonly accounts: AccountStore;
   readonly codes: CodeStore;
+  readonly exposures: ExposureStore;
   readonly payments: PaymentStore;
   /** Schema version the store is at after migrations. */
   readonly schemaVersion: number;
@@ -34,6 +36,7 @@ export function openStore(dataDir: string): Store {
     runtime: new RuntimeStore(env),
     accounts: new AccountStore(env),
     codes: new CodeStore(env),
+    exposures: new ExposureStore(env),
     payments: new PaymentStore(env),
     schemaVersion: env.db<number>('meta').get('schemaVersion') ?? 0,
     async close() {
@@ -48,5 +51,6 @@ export type { ServerRecord } from './servers.js';
 export type { RuntimeRecord } from './runtime.js';
 export type { AccountRecord } from './accounts.js';
 export type { PendingCode } from './codes.js';
+export type { Exposure } from './exposures.js';
 export { PaymentStore, paymentKey, type PaymentRecord, type PaymentStatus, type PaymentKey } from './payments.js';
 export type { Migration } from './db.js';

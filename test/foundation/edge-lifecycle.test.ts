@@ -143,7 +143,7 @@ test('configured certificate files are reloaded when they change', async () => {
   const peerName = () =>
     new Promise<string>((resolve, reject) => {
       const s = tlsConnect({ host: '127.0.0.1', port: edge.ports.https, servername: 'api.example', ca: caPem.certPem, checkServerIdentity: () => undefined }, () => {
-        const cn = s.getPeerCertificate().subject.CN;
+        const cn = String(s.getPeerCertificate().subject.CN);
         s.destroy();
         resolve(cn);
       });

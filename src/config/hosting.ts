@@ -1,0 +1,49 @@
+// The hosting slice of the config: account limits, slugs, exposed-port pool, SMS provider.
+
+import { z } from 'zod';
+import { list } from './fields.js';
+import type { EnvBinding } from './env.js';
+
+const portRange = z
+  .string()
+  .regex(/^\d{1,5}-\d{1,5}$/, 'must be a port range like 20000-20999')
+  .refine((s) => {
+    const [a, b] = s.split('-').map(Number);
+    return a >= 1024 && b <= 65535 && a <= b;
+  }, 'must lie within 1024-65535 with start <= end');
+
+export const hostingSchema = z
+  .object({
+    anonServersPerIp: z.coerce.number().int().min(0).max(1000).default(3).describe('Servers that anonymous accounts may hold per source IP (403 beyond). Phone-verified accounts have no IP limit.'),
+    maxServersPerAccount: z.coerce.number().int().min(1).max(10_000).default(20).describe('Servers one account may hold at once (403 beyond).'),
+    portPool: portRange.default('20000-20999').describe('Public TCP ports handed out by POST /expose, as `first-last`.'),
+    brandSlugs: list(z.string().regex(/^[a-z0-9-]+$/)).prefault([]).describe('Extra slugs nobody may take (brand names), comma-separated in the environment; reserved labels such as api, verify, www, ssh, admin, mail are always refused.'),
+    rateLimit: z
+      .object({
+        perIpPerMinute: z.coerce.number().int().min(1).default(120).describe('Hosting API requests per source IP per minute (429 with Retry-After beyond).'),
+        perKeyPerMinute: z.coerce.number().int().min(1).default(240).describe('Hosting API requests per api_key per minute.'),
+        createsPerIpPerHour: z.coerce.number().int().min(1).default(30).describe('POST /create calls per source IP per hour.'),
+      })
+      .prefault({}),
+    sms: z
+      .object({
+        provider: z.enum(['log', 'twilio']).default('log').describe('`log` writes verification codes to the daemon log (for operators testing); `twilio` sends them with Twilio\'s Messages API.'),
+        twilioBaseUrl: z.string().url().default('https://api.twilio.com').describe('Base URL of the Twilio API.'),
+        twilioAccountSid: z.string().optional().describe('Twilio account SID.'),
+        twilioAuthToken: z.string().optional().describe('Twilio auth token. Never logged.'),
+        twilioFrom: z.string().optional().describe('Sender: an E.164 number or a Messaging Service SID (MG…).'),
+      })
+      .prefault({}),
+  })
+  .prefault({});
+
+export const hostingEnv: EnvBinding[] = [
+  { env: 'ROOTBOX_ANON_SERVERS_PER_IP', path: 'hosting.anonServersPerIp' },
+  { env: 'ROOTBOX_PORT_POOL', path: 'hosting.portPool' },
+  { env: 'ROOTBOX_BRAND_SLUGS', path: 'hosting.brandSlugs' },
+  { env: 'ROOTBOX_SMS_PROVIDER', path: 'hosting.sms.provider' },
+  { env: 'ROOTBOX_TWILIO_BASE_URL', path: 'hosting.sms.twilioBaseUrl' },
+  { env: 'ROOTBOX_TWILIO_ACCOUNT_SID', path: 'hosting.sms.twilioAccountSid' },
+  { env: 'ROOTBOX_TWILIO_AUTH_TOKEN', path: 'hosting.sms.twilioAuthToken' },
+  { env: 'ROOTBOX_TWILIO_FROM', path: 'hosting.sms.twilioFrom' },
+];

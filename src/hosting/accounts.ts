@@ -1,0 +1,83 @@
+// Accounts and credentials: anonymous sign-up, Bearer authentication (hash lookup, constant-time
+// compare, revocation), key rotation, and tiers (anonymous → verified with a proven phone →
+// paid with a positive balance) with their per-server ceilings (spec part 8).
+
+import { randomBytes } from 'node:crypto';
+import { AppError } from '../errors.js';
+import type { AccountRecord, Store } from '../store/index.js';
+import { API_KEY_RE, hashKey, newApiKey, sameHash, type HostSecret } from './keys.js';
+
+export type Tier = 'anonymous' | 'verified' | 'paid';
+
+const MB = 1024 * 1024;
+const GB = 1024 * MB;
+export const TIER_LIMITS: Record<Tier, { memoryBytes: number; diskBytes: number }> = {
+  anonymous: { memoryBytes: 256 * MB, diskBytes: 256 * MB },
+  verified: { memoryBytes: 2 * GB, diskBytes: 1 * GB },
+  paid: { memoryBytes: 4 * GB, diskBytes: 5 * GB },
+};
+
+export const tierOf = (a: AccountRecord): Tier => (a.balanceUsd > 0 ? 'paid' : a.phone ? 'verified' : 'anonymous');
+
+export class Accounts {
+  constructor(
+    private readonly store: Store,
+    private readonly secret: HostSecret,
+  ) {}
+
+  /** Resolves `Authorization: Bearer rbx_…` to its account; 401 with a precise code otherwise. */
+  authenticate(header: string | string[] | undefined): AccountRecord {
+    if (typeof header !== 'string' || header.length === 0) {
+      throw new AppError('unauthorized', 'missing_api_key', 'send your api_key as `Authorization: Bearer <API_KEY>`', { headers: { 'www-authenticate': 'Bearer' } });
+    }
+    const m = /^Bearer\s+(\S+)\s*$/i.exec(header);
+    if (!m || !API_KEY_RE.test(m[1])) {
+      throw new AppError('unauthorized', 'invalid_api_key', 'the Authorization header must be `Bearer rbx_` followed by 32 letters and digits', { headers: { 'www-authenticate': 'Bearer error="invalid_token"' } });
+    }
+    const hash = hashKey(m[1]);
+    const acc = this.store.accounts.byKeyHash(hash);
+    if (!acc || !sameHash(acc.keyHash, hash)) {
+      const revoked = this.store.accounts.isRevoked(hash);
+      throw new AppError('unauthorized', revoked ? 'revoked_api_key' : 'invalid_api_key', revoked ? 'this api_key was replaced by a newer one and no longer works' : 'no account has this api_key', {
+        headers: { 'www-authenticate': 'Bearer error="invalid_token"' },
+      });
+    }
+    return acc;
+  }
+
+  create(ip: string, phone: string | null = null): { account: AccountRecord; apiKey: string } {
+    const apiKey = newApiKey();
+    const account: AccountRecord = {
+      id: `acc_${randomBytes(8).toString('hex')}`,
+      keyHash: hashKey(apiKey),
+      keyEnc: this.secret.encrypt(apiKey),
+      phone,
+      createdIp: ip,
+      createdAt: Date.now(),
+      balanceUsd: 0,
+    };
+    this.store.accounts.insert(account);
+    return { account, apiKey };
+  }
+
+  /** The account's current key, recovered from its ciphertext (phone login). */
+  keyOf(account: AccountRecord): string {
+    return this.secret.decrypt(account.keyEnc);
+  }
+
+  rotate(account: AccountRecord): string {
+    const apiKey = newApiKey();
+    this.store.accounts.rotateKey(account.id, hashKey(apiKey), this.secret.encrypt(apiKey));
+    return apiKey;
+  }
+
+  /** Servers held by anonymous accounts created from this IP (the per-IP cap counts these). */
+  anonymousServersFromIp(ip: string): number {
+    let n = 0;
+    for (const s of this.store.servers.all()) {
+      const a = this.store.accounts.get(s.accountId);
+      if (a && !a.phone && a.createdIp === ip) n++;
+    }
+    return n;
+  }
+}

@@ -1,0 +1,103 @@
+// POST /create: the whole sign-up-and-create flow of spec part 4 — anonymous accounts, Bearer
+// accounts, the two-step phone flow (verification_required, then code), never_sleep, the
+// per-IP cap for anonymous accounts, host capacity, and the create answer.
+
+import { freemem } from 'node:os';
+import { statfsSync } from 'node:fs';
+import { AppError } from '../errors.js';
+import { validate, type Ctx, type Reply } from '../http/index.js';
+import type { AccountRecord } from '../store/index.js';
+import { TIER_LIMITS, tierOf } from './accounts.js';
+import type { HostingCore } from './core.js';
+import { E164 } from './phone.js';
+import { CreateRequest } from './schemas.js';
+
+function checkCapacity(core: HostingCore, account: AccountRecord): void {
+  const need = TIER_LIMITS[tierOf(account)];
+  if (freemem() < Math.min(need.memoryBytes, 512 * 1024 * 1024)) {
+    throw new AppError('unavailable', 'at_capacity', 'this host is out of memory for new servers right now; try again later');
+  }
+  try {
+    const fs = statfsSync(core.cfg.dataDir);
+    if (fs.bavail * fs.bsize < 2 * 1024 * 1024 * 1024) throw new AppError('unavailable', 'at_capacity', 'this host is out of disk space for new servers right now; try again later');
+  } catch (e) {
+    if (e instanceof AppError) throw e;
+  }
+}
+
+export async function handleCreate(ctx: Ctx, core: HostingCore): Promise<Reply> {
+  const body = validate(CreateRequest, (await ctx.json()) ?? {});
+  const auth = ctx.req.headers.authorization;
+  let account: AccountRecord | undefined = auth !== undefined ? core.accounts.authenticate(auth) : undefined;
+  let apiKey: string | undefined;
+  let accountNote: string | undefined;
+  let madeAccount: string | undefined;
+
+  if (body.code !== undefined && body.phone === undefined) {
+    throw new AppError('bad_request', 'invalid_request', 'code: send it together with the phone it was texted to');
+  }
+  if (body.phone !== undefined) {
+    const phone = body.phone.trim();
+    if (!E164.test(phone)) throw new AppError('bad_request', 'invalid_phone', 'phone: must be an E.164 number like +14155550123');
+    if (body.code === undefined) {
+      const { expiresIn } = await core.phone.sendCode(phone, ctx.ip);
+      return {
+        status: 200,
+        body: { verification_required: true, phone, expires_in: expiresIn, detail: `a 6-digit code was texted to ${phone}; send the same body again with "code" to finish. No server was created yet.` },
+      };
+    }
+    if (!/^\d{6}$/.test(body.code)) throw new AppError('bad_request', 'invalid_code', 'code: must be the 6 digits from the SMS');
+    core.phone.checkCode(phone, body.code);
+    const known = core.store.accounts.byPhone(phone);
+    if (known) {
+      accountNote = account && account.id !== known.id ? `logged into the existing account of ${phone}, not the one of the api_key you sent` : `logged into the existing account of ${phone}`;
+      account = known;
+    } else if (account && !account.phone && core.store.accounts.attachPhone(account.id, phone)) {
+      account = core.store.accounts.get(account.id)!;
+      accountNote = 'phone verified and attached to your account; your api_key is unchanged';
+      await core.servers.applyTier(account);
+    } else {
+      const made = core.accounts.create(ctx.ip, phone);
+      account = made.account;
+      madeAccount = account.id;
+      accountNote = `created a new verified account for ${phone}`;
+    }
+    apiKey = core.accounts.keyOf(account);
+  } else if (!account) {
+    if (core.accounts.anonymousServersFromIp(ctx.ip) >= core.cfg.hosting.anonServersPerIp) {
+      throw new AppError('forbidden', 'ip_limit', `anonymous accounts from this address already hold ${core.cfg.hosting.anonServersPerIp} servers; verify a phone ({"phone": "+…"}) to lift the limit`);
+    }
+    const made = core.accounts.create(ctx.ip);
+    account = made.account;
+    apiKey = made.apiKey;
+    madeAccount = account.id;
+    accountNote = 'created a new anonymous account; keep the api_key, it is shown only now. Verify a phone to raise the limits.';
+  } else if (!account.phone && core.accounts.anonymousServersFromIp(ctx.ip) >= core.cfg.hosting.anonServersPerIp) {
+    throw new AppError('forbidden', 'ip_limit', `anonymous accounts from this address already hold ${core.cfg.hosting.anonServersPerIp} servers; verify a phone to lift the limit`);
+  }
+
+  try {
+    if (body.never_sleep && !account.phone) {
+      throw new AppError('forbidden', 'phone_required', 'never_sleep needs a verified phone: send {"phone": "+…"} first');
+    }
+    checkCapacity(core, account);
+    const created = await core.servers.create(account, { subdomains: body.subdomains, neverSleep: body.never_sleep });
+    const view = await core.servers.view(created.record, account);
+    return {
+      status: 200,
+      body: {
+        ...view,
+        ssh: `ssh -i ~/.ssh/${created.record.id} root@${core.cfg.publicIp} -p ${core.cfg.ssh.port}`,
+        ssh_private_key: created.privateKey,
+        ...(apiKey ? { api_key: apiKey } : {}),
+        ...(created.subdomainNote ? { subdomain_note: created.subdomainNote } : {}),
+        ...(accountNote ? { account_note: accountNote } : {}),
+      },
+    };
+  } catch (e) {
+    if (madeAccount && core.store.servers.listByAccount(madeAccount).length === 0 && !core.store.accounts.get(madeAccount)?.phone) {
+      core.store.accounts.remove(madeAccount);
+    }
+    throw e;
+  }
+}

@@ -1,0 +1,58 @@
+// api_keys: `rbx_` + 32 base62 characters. Stored as a SHA-256 hash (lookup) and as AES-256-GCM
+// ciphertext under the host secret (so a phone login can return the same key). The host secret
+// is 32 random bytes in <dataDir>/secrets/host.key, made once.
+
+import { createCipheriv, createDecipheriv, createHash, createHmac, randomBytes, randomInt, timingSafeEqual } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
+export const API_KEY_RE = /^rbx_[0-9A-Za-z]{32}$/;
+
+export function randomBase62(n: number): string {
+  let s = '';
+  for (let i = 0; i < n; i++) s += BASE62[randomInt(62)];
+  return s;
+}
+
+export const newApiKey = (): string => `rbx_${randomBase62(32)}`;
+export const hashKey = (key: string): string => createHash('sha256').update(key).digest('hex');
+
+/** Constant-time comparison of two hex digests of equal length. */
+export function sameHash(a: string, b: string): boolean {
+  const x = Buffer.from(a, 'hex');
+  const y = Buffer.from(b, 'hex');
+  return x.length === y.length && timingSafeEqual(x, y);
+}
+
+export class HostSecret {
+  private readonly key: Buffer;
+
+  constructor(dataDir: string) {
+    const dir = join(dataDir, 'secrets');
+    const file = join(dir, 'host.key');
+    if (!existsSync(file)) {
+      mkdirSync(dir, { recursive: true, mode: 0o700 });
+      writeFileSync(file, randomBytes(32), { mode: 0o600, flag: 'wx' });
+    }
+    this.key = readFileSync(file);
+  }
+
+  encrypt(plain: string): string {
+    const iv = randomBytes(12);
+    const c = createCipheriv('aes-256-gcm', this.key, iv);
+    const ct = Buffer.concat([c.update(plain, 'utf8'), c.final()]);
+    return Buffer.concat([iv, c.getAuthTag(), ct]).toString('base64');
+  }
+
+  decrypt(sealed: string): string {
+    const b = Buffer.from(sealed, 'base64');
+    const d = createDecipheriv('aes-256-gcm', this.key, b.subarray(0, 12));
+    d.setAuthTag(b.subarray(12, 28));
+    return Buffer.concat([d.update(b.subarray(28)), d.final()]).toString('utf8');
+  }
+
+  mac(value: string): string {
+    return createHmac('sha256', this.key).update(value).digest('hex');
+  }
+}

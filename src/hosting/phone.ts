@@ -1,0 +1,64 @@
+// Phone verification: E.164 numbers, 6-digit codes stored as HMACs, 10-minute expiry, 5
+// attempts (then the code is locked), resend limits per number and per IP. A number counts as
+// proven only when a code sent to it comes back.
+
+import { randomInt } from 'node:crypto';
+import { timingSafeEqual } from 'node:crypto';
+import { AppError } from '../errors.js';
+import type { SmsSender } from '../sms/index.js';
+import type { Store } from '../store/index.js';
+import type { HostSecret } from './keys.js';
+
+export const E164 = /^\+[1-9]\d{6,14}$/;
+const CODE_TTL = 10 * 60_000;
+const ATTEMPTS = 5;
+const HOUR = 3_600_000;
+const LIMITS = { perNumberGapMs: 30_000, perNumberPerHour: 5, perIpPerHour: 10 };
+
+export class PhoneVerifier {
+  constructor(
+    private readonly store: Store,
+    private readonly secret: HostSecret,
+    private readonly sms: SmsSender,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  private limited(detail: string, retryAfterMs: number): AppError {
+    const s = Math.max(1, Math.ceil(retryAfterMs / 1000));
+    return new AppError('rate_limited', 'sms_rate_limited', `${detail}; try again in ${s} s`, { headers: { 'retry-after': String(s) } });
+  }
+
+  /** Texts a fresh code to the number (replacing any pending one). */
+  async sendCode(phone: string, ip: string): Promise<{ expiresIn: number }> {
+    const t = this.now();
+    const byNumber = this.store.codes.recentSends(`phone:${phone}`, HOUR, t);
+    const byIp = this.store.codes.recentSends(`ip:${ip}`, HOUR, t);
+    const last = byNumber[byNumber.length - 1];
+    if (last !== undefined && t - last < LIMITS.perNumberGapMs) throw this.limited('a code was just sent to this number', LIMITS.perNumberGapMs - (t - last));
+    if (byNumber.length >= LIMITS.perNumberPerHour) throw this.limited('too many codes sent to this number this hour', HOUR - (t - byNumber[0]));
+    if (byIp.length >= LIMITS.perIpPerHour) throw this.limited('too many codes requested from this address this hour', HOUR - (t - byIp[0]));
+    const code = String(randomInt(0, 1_000_000)).padStart(6, '0');
+    await this.sms.send(phone, `Your rootbox code is ${code}. It expires in 10 minutes. Reply STOP to opt out.`);
+    this.store.codes.put({ phone, codeMac: this.secret.mac(`${phone}:${code}`), expiresAt: t + CODE_TTL, attemptsLeft: ATTEMPTS });
+    this.store.codes.recordSend([`phone:${phone}`, `ip:${ip}`], t, HOUR);
+    return { expiresIn: CODE_TTL / 1000 };
+  }
+
+  /** Proves the number with the code, or throws 400/429 saying why. */
+  checkCode(phone: string, code: string): void {
+    const rec = this.store.codes.spendAttempt(phone);
+    if (!rec) throw new AppError('bad_request', 'code_not_pending', 'no code is pending for this number; send {"phone": …} first to get one');
+    if (this.now() > rec.expiresAt) {
+      this.store.codes.remove(phone);
+      throw new AppError('bad_request', 'code_expired', 'the code expired; send {"phone": …} again for a new one');
+    }
+    if (rec.attemptsLeft <= 0) throw new AppError('rate_limited', 'code_locked', 'too many wrong codes; this code is locked. Send {"phone": …} again for a new one', { headers: { 'retry-after': '30' } });
+    const want = Buffer.from(rec.codeMac, 'hex');
+    const got = Buffer.from(this.secret.mac(`${phone}:${code}`), 'hex');
+    if (!timingSafeEqual(want, got)) {
+      const left = rec.attemptsLeft - 1;
+      throw new AppError('bad_request', 'code_invalid', left > 0 ? `wrong code; ${left} attempt(s) left` : 'wrong code; no attempts left, the code is now locked');
+    }
+    this.store.codes.remove(phone);
+  }
+}

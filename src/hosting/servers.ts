@@ -1,0 +1,169 @@
+// Server management for the hosting API: create (slug choice, limits, key pair, runtime),
+// list, read, restart and delete, and the Server object of spec part 2.
+
+import { randomBytes } from 'node:crypto';
+import { AppError } from '../errors.js';
+import type { Logger } from '../log/index.js';
+import type { Runtime, ServerState } from '../runtime/index.js';
+import type { AccountRecord, ServerRecord, Store } from '../store/index.js';
+import { TIER_LIMITS, tierOf } from './accounts.js';
+import { planSlugs, randomSlug } from './slugs.js';
+
+export interface KeyPair {
+  privateKey: string;
+  publicKey: string;
+  fingerprint: string;
+}
+
+export interface Credits {
+  tier: string;
+  ram_gb_hours_left: number;
+  egress_gb_left: number;
+  balance_usd: number;
+}
+
+export interface ExposedPort {
+  public: string;
+  container_port: number;
+  protocol: 'tcp';
+}
+
+export interface ServerDeps {
+  store: Store;
+  runtime: Runtime;
+  log: Logger;
+  domain: string;
+  brands: ReadonlySet<string>;
+  maxServersPerAccount: number;
+  makeKeyPair(comment: string): KeyPair;
+  credits(account: AccountRecord): Credits;
+  exposedPorts(serverId: string): ExposedPort[];
+  /** Releases everything outside the runtime a server holds (exposed ports, idle tracking). */
+  release(serverId: string): Promise<void>;
+  /** Truthful state (running/sleeping/waking…) as the proxy's idle tracker sees it. */
+  stateOf?(serverId: string): ServerState | undefined;
+}
+
+export interface CreateInput {
+  subdomains?: string[];
+  neverSleep?: boolean;
+}
+
+export interface Created {
+  record: ServerRecord;
+  privateKey: string;
+  subdomainNote?: string;
+}
+
+export class Servers {
+  constructor(private readonly d: ServerDeps) {}
+
+  private chooseAndInsert(account: AccountRecord, input: CreateInput, base: Omit<ServerRecord, 'slug'>): { record: ServerRecord; note?: string } {
+    const plan = planSlugs(input.subdomains, this.d.brands);
+    for (const slug of plan.candidates) {
+      const record = { ...base, slug };
+      if (this.d.store.servers.insert(record)) {
+        return { record, note: plan.skipped.length ? `skipped ${plan.skipped.join('; ')}` : undefined };
+      }
+    }
+    if (plan.candidates.length > 0) {
+      throw new AppError('conflict', 'subdomain_taken', `every wanted subdomain is taken: ${plan.candidates.join(', ')}; ask for another or omit "subdomains" for a random one`);
+    }
+    for (let i = 0; i < 20; i++) {
+      const record = { ...base, slug: randomSlug() };
+      if (this.d.store.servers.insert(record)) {
+        const why = input.subdomains?.length ? `none of the wanted subdomains is usable (${plan.skipped.join('; ')})` : 'no subdomain was asked for';
+        return { record, note: `${why}; assigned ${record.slug}.${this.d.domain}` };
+      }
+    }
+    throw new AppError('unavailable', 'no_slug', 'could not find a free subdomain; try again');
+  }
+
+  async create(account: AccountRecord, input: CreateInput): Promise<Created> {
+    if (this.d.store.servers.listByAccount(account.id).length >= this.d.maxServersPerAccount) {
+      throw new AppError('forbidden', 'server_limit', `this account already holds ${this.d.maxServersPerAccount} servers; delete one first`);
+    }
+    const limits = TIER_LIMITS[tierOf(account)];
+    const id = `srv_${randomBytes(6).toString('hex')}`;
+    const keys = this.d.makeKeyPair(id);
+    const { record, note } = this.chooseAndInsert(account, input, {
+      id,
+      accountId: account.id,
+      sshPublicKey: keys.publicKey,
+      keyFingerprint: keys.fingerprint,
+      memoryBytes: limits.memoryBytes,
+      diskBytes: limits.diskBytes,
+      neverSleep: input.neverSleep ?? false,
+      suspended: false,
+      flag: null,
+      createdAt: Date.now(),
+    });
+    try {
+      await this.d.runtime.create({ id, slug: record.slug, memoryBytes: limits.memoryBytes, diskBytes: limits.diskBytes });
+    } catch (e) {
+      this.d.store.servers.remove(id);
+      await this.d.runtime.delete(id).catch(() => {});
+      if (e instanceof AppError) throw e;
+      this.d.log.error('server create failed', { id, err: e });
+      throw new AppError('unavailable', 'create_failed', 'the server could not be created on this host right now; try again in a minute');
+    }
+    this.d.log.info('server created', { id, slug: record.slug, account: account.id });
+    return { record, privateKey: keys.privateKey, subdomainNote: note };
+  }
+
+  /** The caller's server, or 404 (also for another account's server: no existence leak). */
+  owned(account: AccountRecord, id: string): ServerRecord {
+    const rec = /^srv_[0-9a-f]{1,32}$/.test(id) ? this.d.store.servers.get(id) : undefined;
+    if (!rec || rec.accountId !== account.id) throw new AppError('not_found', 'server_not_found', `you have no server ${id.slice(0, 40)}`);
+    return rec;
+  }
+
+  list(account: AccountRecord): ServerRecord[] {
+    return this.d.store.servers.listByAccount(account.id);
+  }
+
+  async restart(rec: ServerRecord): Promise<void> {
+    if (rec.suspended) throw new AppError('payment_required', 'suspended', 'this server is suspended until credit is added');
+    await this.d.runtime.stop(rec.id);
+    await this.d.runtime.start(rec.id);
+  }
+
+  async delete(rec: ServerRecord): Promise<void> {
+    await this.d.release(rec.id);
+    await this.d.runtime.delete(rec.id);
+    this.d.store.servers.remove(rec.id);
+    this.d.log.info('server deleted', { id: rec.id, slug: rec.slug });
+  }
+
+  /** Applies the account's tier ceilings to all its servers, live. */
+  async applyTier(account: AccountRecord): Promise<void> {
+    const limits = TIER_LIMITS[tierOf(account)];
+    for (const s of this.list(account)) {
+      if (s.memoryBytes === limits.memoryBytes && s.diskBytes === limits.diskBytes) continue;
+      const diskBytes = Math.max(s.diskBytes, limits.diskBytes);
+      await this.d.runtime.resize(s.id, { memoryBytes: limits.memoryBytes, diskBytes });
+      this.d.store.servers.update(s.id, () => ({ memoryBytes: limits.memoryBytes, diskBytes }));
+    }
+  }
+
+  async view(rec: ServerRecord, account: AccountRecord) {
+    const rt = this.d.runtime.get(rec.id);
+    const state: ServerState = this.d.stateOf?.(rec.id) ?? rt?.state ?? 'failed';
+    let diskMb = 0;
+    if (rt) {
+      const stats = await this.d.runtime.stats(rec.id).catch(() => undefined);
+      diskMb = stats ? Math.round((stats.diskUsedBytes / 1048576) * 10) / 10 : 0;
+    }
+    return {
+      id: rec.id,
+      subdomain: `${rec.slug}.${this.d.domain}`,
+      state,
+      never_sleep: rec.neverSleep,
+      suspended: rec.suspended,
+      flag: rec.flag,
+      exposed_ports: this.d.exposedPorts(rec.id),
+      usage: { disk_mb_used: diskMb, domains: [`${rec.slug}.${this.d.domain}`] },
+      credits: this.d.credits(account),
+    };
+  }
+}

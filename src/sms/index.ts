@@ -1,0 +1,72 @@
+// SMS port: sends a text to a phone number. Two providers: `twilio` (its real Messages API over
+// HTTPS, base URL configurable) and `log` (writes the text to the daemon log so an operator can
+// test phone sign-up without a provider).
+
+import { AppError } from '../errors.js';
+import type { Logger } from '../log/index.js';
+
+export interface SmsSender {
+  readonly name: string;
+  send(to: string, text: string): Promise<void>;
+}
+
+export interface SmsConfig {
+  provider: 'log' | 'twilio';
+  twilioBaseUrl: string;
+  twilioAccountSid?: string;
+  twilioAuthToken?: string;
+  twilioFrom?: string;
+}
+
+export function logSender(log: Logger): SmsSender {
+  return {
+    name: 'log',
+    async send(to, text) {
+      log.info('sms (log provider): not sent, written here for the operator', { to, text });
+    },
+  };
+}
+
+export function twilioSender(cfg: SmsConfig, log: Logger, timeoutMs = 10_000): SmsSender {
+  const { twilioAccountSid: sid, twilioAuthToken: token, twilioFrom: from } = cfg;
+  return {
+    name: 'twilio',
+    async send(to, text) {
+      if (!sid || !token || !from) {
+        throw new AppError('unavailable', 'not_configured', 'SMS is not configured on this host (Twilio account, token or sender missing)');
+      }
+      const form = new URLSearchParams({ To: to, Body: text });
+      form.set(from.startsWith('MG') ? 'MessagingServiceSid' : 'From', from);
+      const url = `${cfg.twilioBaseUrl.replace(/\/$/, '')}/2010-04-01/Accounts/${encodeURIComponent(sid)}/Messages.json`;
+      let res: Response;
+      try {
+        res = await fetch(url, {
+          method: 'POST',
+          headers: { authorization: `Basic ${Buffer.from(`${sid}:${token}`).toString('base64')}`, 'content-type': 'application/x-www-form-urlencoded' },
+          body: form,
+          signal: AbortSignal.timeout(timeoutMs),
+        });
+      } catch (e) {
+        log.warn('sms provider unreachable', { provider: 'twilio', err: (e as Error).message });
+        throw new AppError('upstream', 'sms_failed', 'the SMS provider could not be reached; try again in a minute');
+      }
+      const body = (await res.text().catch(() => '')).slice(0, 2000);
+      if (res.status !== 201 && res.status !== 200) {
+        let reason = `status ${res.status}`;
+        try {
+          const j = JSON.parse(body) as { code?: number; message?: string };
+          if (j.message) reason = `${j.code ?? res.status}: ${j.message}`;
+        } catch {
+          /* not JSON */
+        }
+        log.warn('sms provider refused the message', { provider: 'twilio', status: res.status, reason });
+        if (res.status === 400) throw new AppError('bad_request', 'sms_rejected', `the SMS provider refused this number (${reason})`);
+        throw new AppError('upstream', 'sms_failed', 'the SMS provider failed to send the code; try again in a minute');
+      }
+    },
+  };
+}
+
+export function createSmsSender(cfg: SmsConfig, log: Logger): SmsSender {
+  return cfg.provider === 'twilio' ? twilioSender(cfg, log) : logSender(log);
+}
