@@ -83,6 +83,7 @@ export class SshServer {
       host: options.host,
       port: this.port,
       nativeCrypto: crypto.native,
+      ssh2: crypto.from,
       hostKeys: this.hostKeys.map((k) => k.fingerprint),
     });
   }
