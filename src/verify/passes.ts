@@ -54,7 +54,7 @@ async function runPass(s: PassSettings, artifact: string, rubric: string, pass: 
     const prompt = buildPrompt(artifact, rubric, pass);
     try {
       const content = await s.llm.chat({
-        model: s.models[(pass + attempt) % s.models.length],
+        model: s.models[pass % s.models.length],
         system: prompt.system,
         user: prompt.user,
         temperature: temperatureFor(s.temperature, pass),
