@@ -52,7 +52,14 @@ export class Forwarder {
     this.agent = new Agent({ keepAlive: true, maxSockets: opts.maxSockets, maxFreeSockets: 64, timeout: 4000, scheduling: 'lifo' });
     this.proxy = new ProxyServer({ xfwd: false, selfHandleResponse: true, proxyTimeout: opts.upstreamTimeout });
     this.proxy.on('error', () => {}); // every call passes its own callback; this only keeps stray errors from throwing
-    this.proxy.on('proxyReq', (proxyReq, req) => this.armConnectTimeout(proxyReq, this.ctx.get(req)));
+    this.proxy.on('proxyReq', (proxyReq, req, res) => {
+      this.armConnectTimeout(proxyReq, this.ctx.get(req));
+      // A 101 to a request that asked for no upgrade: refuse it instead of leaving the client hanging.
+      proxyReq.on('upgrade', (_r: IncomingMessage, s: Socket) => {
+        s.destroy();
+        this.failed(Object.assign(new Error('unexpected 101'), { code: 'BAD_STATUS' }), req as Req, res as Res);
+      });
+    });
     this.proxy.on('proxyReqWs', (proxyReq, req) => {
       const ctx = this.ctx.get(req);
       this.armConnectTimeout(proxyReq, ctx);
@@ -123,12 +130,20 @@ export class Forwarder {
     }
     ctx?.onFailure?.(failure);
     this.opts.log.debug('forward failed', { rid: info.requestId, code, err: err.message });
-    sendErrorPage(req, res, e, info.requestId);
+    try {
+      sendErrorPage(req, res, e, info.requestId);
+    } catch {
+      (res as { destroy(): void }).destroy();
+    }
   }
 
   private respond(proxyRes: IncomingMessage, req: Req, res: Res): void {
-    proxyRes.on('error', () => (res as { destroy(): void }).destroy());
-    proxyRes.on('aborted', () => (res as { destroy(): void }).destroy());
+    // An app that dies mid-body cuts this response (the client sees a truncated stream), nothing more.
+    const cut = () => {
+      if (res.headersSent && !res.writableFinished) (res as { destroy(): void }).destroy();
+    };
+    proxyRes.on('error', cut);
+    proxyRes.on('aborted', cut);
     const status = proxyRes.statusCode ?? 0;
     if ((res as { destroyed?: boolean }).destroyed) return void proxyRes.destroy();
     if (status < 200 || status > 599) {
@@ -139,7 +154,9 @@ export class Forwarder {
     try {
       res.writeHead(status, headers as never);
     } catch (err) {
+      // node refused a header we let through: forget them all and answer 502 instead.
       proxyRes.destroy();
+      for (const n of res.getHeaderNames()) res.removeHeader(n);
       return this.failed(err as Error, req, res);
     }
     if (req.method === 'HEAD' || NO_BODY.has(status)) {
