@@ -3,6 +3,7 @@
 // against that output by a test.
 
 import { z } from 'zod';
+import { billingEnv, billingSchema } from './billing.js';
 import { coreEnv, coreShape } from './core.js';
 import { hostingEnv, hostingSchema } from './hosting.js';
 import { proxyEnv, proxySchema } from './proxy.js';
@@ -14,12 +15,13 @@ export const configSchema = z
   .object({
     ...coreShape,
     hosting: hostingSchema,
+    billing: billingSchema,
     verify: verifySchema,
     runtime: runtimeSchema,
     proxy: proxySchema,
   })
   .strict();
 
-export const envBindings: readonly EnvBinding[] = [...coreEnv, ...hostingEnv, ...verifyEnv, ...proxyEnv, ...runtimeEnv];
+export const envBindings: readonly EnvBinding[] = [...coreEnv, ...hostingEnv, ...billingEnv, ...verifyEnv, ...proxyEnv, ...runtimeEnv];
 
 export type Config = z.output<typeof configSchema> & { publicIp: string };

@@ -2,6 +2,7 @@
 // This folder is the only user of LMDB.
 
 import { AccountStore } from './accounts.js';
+import { BillingStore } from './billing.js';
 import { CodeStore } from './codes.js';
 import { ExposureStore } from './exposures.js';
 import { openEnv, type LmdbEnv } from './db.js';
@@ -20,6 +21,7 @@ export interface Store {
   readonly accounts: AccountStore;
   readonly codes: CodeStore;
   readonly exposures: ExposureStore;
+  readonly billing: BillingStore;
   readonly payments: PaymentStore;
   /** Schema version the store is at after migrations. */
   readonly schemaVersion: number;
@@ -37,6 +39,7 @@ export function openStore(dataDir: string): Store {
     accounts: new AccountStore(env),
     codes: new CodeStore(env),
     exposures: new ExposureStore(env),
+    billing: new BillingStore(env),
     payments: new PaymentStore(env),
     schemaVersion: env.db<number>('meta').get('schemaVersion') ?? 0,
     async close() {
@@ -52,5 +55,6 @@ export type { RuntimeRecord } from './runtime.js';
 export type { AccountRecord } from './accounts.js';
 export type { PendingCode } from './codes.js';
 export type { Exposure } from './exposures.js';
+export type { LedgerEntry, Usage, BillingState, MeterCursor, Prices, Grant } from './billing.js';
 export { PaymentStore, paymentKey, type PaymentRecord, type PaymentStatus, type PaymentKey } from './payments.js';
 export type { Migration } from './db.js';

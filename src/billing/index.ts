@@ -1,0 +1,154 @@
+// Billing: the metering loop, credits and the grant, running out (envelope, suspension),
+// recharge through x402 and host-side credit, and the usage ledger. Routes are mounted by the
+// hosting API; this module owns their logic.
+
+import { AppError } from '../errors.js';
+import type { Logger } from '../log/index.js';
+import type { Paywall } from '../payments/index.js';
+import { usdToAtomic } from '../payments/index.js';
+import type { Runtime } from '../runtime/index.js';
+import type { AccountRecord, Grant, Store } from '../store/index.js';
+import { creditsOf, envelopeError, isExhausted, type Credits } from './credits.js';
+import { enforce } from './enforce.js';
+import { Meter, type UsageSource } from './meter.js';
+
+export { creditsOf, isExhausted, upgradeEnvelope, type Credits } from './credits.js';
+export { Meter, type UsageSample, type UsageSource } from './meter.js';
+
+export interface BillingConfig {
+  ramUsdPerGbHour: number;
+  diskUsdPerGbMonth: number;
+  egressUsdPerGb: number;
+  grantRamGbHours: number;
+  grantEgressGb: number;
+  verifiedGrantRamGbHours: number;
+  verifiedGrantEgressGb: number;
+  meterInterval: number;
+  suspendAfter: number;
+  maxRechargeUsd: number;
+}
+
+export interface BillingDeps {
+  cfg: BillingConfig;
+  store: Store;
+  runtime: Pick<Runtime, 'stop' | 'start'>;
+  usage: UsageSource;
+  log: Logger;
+  /** Called after credit or a tier change, to raise the ceilings of running servers live. */
+  onTierChange?(account: AccountRecord): Promise<void>;
+  now?: () => number;
+}
+
+export class Billing {
+  readonly meter: Meter;
+  private timer?: NodeJS.Timeout;
+  private running?: Promise<void>;
+  private readonly now: () => number;
+
+  constructor(private readonly d: BillingDeps) {
+    this.now = d.now ?? Date.now;
+    const { ramUsdPerGbHour, diskUsdPerGbMonth, egressUsdPerGb } = d.cfg;
+    this.meter = new Meter(d.store, d.usage, { ramUsdPerGbHour, diskUsdPerGbMonth, egressUsdPerGb }, (a) => this.grantOf(a), d.log);
+  }
+
+  grantOf(a: AccountRecord | undefined): Grant {
+    return a?.phone
+      ? { ramGbHours: this.d.cfg.verifiedGrantRamGbHours, egressGb: this.d.cfg.verifiedGrantEgressGb }
+      : { ramGbHours: this.d.cfg.grantRamGbHours, egressGb: this.d.cfg.grantEgressGb };
+  }
+
+  credits(a: AccountRecord): Credits {
+    return creditsOf(this.d.store, (x) => this.grantOf(x), a);
+  }
+
+  /** Throws the 402 upgrade envelope when the account has run out (read endpoints). */
+  assertNotExhausted(a: AccountRecord, baseUrl: string): void {
+    if (isExhausted(this.credits(a))) throw envelopeError(baseUrl, this.d.cfg.suspendAfter);
+  }
+
+  /** One metering and enforcement pass at `now` (tests call it with a controlled clock). */
+  async tick(now = this.now()): Promise<void> {
+    await this.meter.tick(now, this.d.cfg.meterInterval);
+    await enforce({ store: this.d.store, runtime: this.d.runtime, credits: (a) => this.credits(a), suspendAfterMs: this.d.cfg.suspendAfter, log: this.d.log }, now);
+  }
+
+  start(): void {
+    this.timer = setInterval(() => {
+      if (this.running) return;
+      this.running = this.tick()
+        .catch((e) => this.d.log.error('billing pass failed', { err: e }))
+        .finally(() => (this.running = undefined));
+    }, Math.min(this.d.cfg.meterInterval, 60_000));
+    this.timer.unref();
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.timer);
+    await this.running;
+  }
+
+  /** Adds credit once per source; resumes suspended servers and raises ceilings. */
+  async credit(accountId: string, usd: number, source: string): Promise<boolean> {
+    const applied = this.d.store.billing.credit(accountId, usd, source, this.now());
+    if (!applied) return false;
+    const account = this.d.store.accounts.get(accountId)!;
+    this.d.log.info('credit added', { account: accountId, usd, source });
+    await this.d.onTierChange?.(account);
+    await enforce({ store: this.d.store, runtime: this.d.runtime, credits: (a) => this.credits(a), suspendAfterMs: this.d.cfg.suspendAfter, log: this.d.log }, this.now());
+    return true;
+  }
+
+  /** POST /account/recharge: x402 payment for exactly `usd`, credited once per payment. */
+  async recharge(paywall: Paywall, account: AccountRecord, usdRaw: unknown, headers: Record<string, string | string[] | undefined>, url: string) {
+    if (typeof usdRaw !== 'number' || !Number.isFinite(usdRaw) || usdRaw < 0.01 || usdRaw > this.d.cfg.maxRechargeUsd) {
+      throw new AppError('bad_request', 'invalid_request', `usd: must be a number from 0.01 to ${this.d.cfg.maxRechargeUsd}`);
+    }
+    const amount = usdToAtomic(usdRaw.toFixed(6).replace(/0+$/, '').replace(/\.$/, ''));
+    if (amount === null || Math.abs(Number(amount) / 1e6 - usdRaw) > 1e-9) throw new AppError('bad_request', 'invalid_request', 'usd: at most 6 decimal places');
+    const paid = await paywall.charge(
+      { headers, amount, resource: { url, description: `rootbox credit: $${usdRaw} for account ${account.id}`, mimeType: 'application/json' }, purpose: 'recharge', meta: { account: account.id, usd: String(usdRaw) } },
+      async () => true,
+    );
+    const source = `x402:${paid.payment.payer.toLowerCase()}:${paid.payment.nonce.toLowerCase()}`;
+    if (paid.settlement.status === 'settled') await this.credit(account.id, usdRaw, source);
+    const fresh = this.d.store.accounts.get(account.id)!;
+    return {
+      headers: paid.headers,
+      body: {
+        ok: true,
+        credited_usd: paid.settlement.status === 'settled' ? usdRaw : 0,
+        settlement: paid.settlement.status,
+        detail: paid.settlement.status === 'settled' ? `added $${usdRaw} to your balance` : 'the payment is being settled; the credit is added as soon as it confirms',
+        credits: this.credits(fresh),
+      },
+    };
+  }
+
+  /** Credits a payment the reconciler settled later (purpose `recharge`). */
+  async onSettled(rec: { purpose: string; payer: string; nonce: string; meta?: Record<string, string> }): Promise<void> {
+    if (rec.purpose !== 'recharge' || !rec.meta?.account || !rec.meta.usd) return;
+    await this.credit(rec.meta.account, Number(rec.meta.usd), `x402:${rec.payer.toLowerCase()}:${rec.nonce.toLowerCase()}`);
+  }
+
+  usage(account: AccountRecord, limitRaw: string | null, cursor: string | null) {
+    const limit = Math.min(Math.max(Number(limitRaw ?? 50) || 50, 1), 500);
+    let before: [number, string] | undefined;
+    if (cursor) {
+      try {
+        const v = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
+        if (Array.isArray(v) && typeof v[0] === 'number' && typeof v[1] === 'string') before = [v[0], v[1]];
+      } catch {
+        /* fall through */
+      }
+      if (!before) throw new AppError('bad_request', 'invalid_request', 'cursor: pass the next_cursor of the previous page');
+    }
+    const page = this.d.store.billing.entries(account.id, limit, before);
+    return {
+      entries: page.items.map((e) => ({
+        kind: e.kind, server: e.serverId ?? null, from: new Date(e.from).toISOString(), to: new Date(e.to).toISOString(),
+        ram_gb_hours: e.ramGbHours, disk_gb_months: e.diskGbMonths, egress_gb: e.egressGb, usd: e.usd, source: e.source ?? null,
+      })),
+      next_cursor: page.next ? Buffer.from(JSON.stringify(page.next)).toString('base64url') : null,
+    };
+  }
+}

@@ -1,0 +1,82 @@
+// Metering: every interval, each server's period since its cursor is measured and charged —
+// RAM GB-hours from the memory in use while awake, disk GB-months from disk used, egress GB
+// from the nftables counter plus bytes the daemon itself sent for it (proxy, exposed ports).
+// The charge and the cursor move commit together (store/billing.ts), so it is exactly once.
+
+import type { Logger } from '../log/index.js';
+import type { AccountRecord, Grant, Prices, ServerRecord, Store } from '../store/index.js';
+
+export interface UsageSample {
+  awake: boolean;
+  memoryBytes: number;
+  diskUsedBytes: number;
+  /** Cumulative egress counter of the server's network (nftables). */
+  egressBytes: number;
+}
+
+/** Where the meter reads a server's current usage (the runtime in production). */
+export type UsageSource = (serverId: string) => Promise<UsageSample | undefined>;
+
+const GB = 1024 ** 3;
+const HOUR = 3_600_000;
+const MONTH_HOURS = 730;
+
+export class Meter {
+  /** Bytes sent for a server by the daemon (proxy, exposed ports) since its last charge. */
+  private readonly extraEgress = new Map<string, number>();
+
+  constructor(
+    private readonly store: Store,
+    private readonly source: UsageSource,
+    private readonly prices: Prices,
+    private readonly grant: (a: AccountRecord | undefined) => Grant,
+    private readonly log: Logger,
+  ) {}
+
+  addEgress(serverId: string, bytes: number): void {
+    this.extraEgress.set(serverId, (this.extraEgress.get(serverId) ?? 0) + bytes);
+  }
+
+  /** Charges every server whose period since its cursor is at least `minPeriodMs` long. */
+  async tick(now: number, minPeriodMs: number): Promise<number> {
+    let charged = 0;
+    for (const server of this.store.servers.all()) {
+      try {
+        if (await this.meterOne(server, now, minPeriodMs)) charged++;
+      } catch (e) {
+        this.log.warn('metering failed for a server', { id: server.id, err: (e as Error).message });
+      }
+    }
+    return charged;
+  }
+
+  private async meterOne(server: ServerRecord, now: number, minPeriodMs: number): Promise<boolean> {
+    const sample = await this.source(server.id);
+    const cur = this.store.billing.cursor(server.id);
+    if (!cur) {
+      this.store.billing.startMeter(server.id, now, sample?.egressBytes ?? 0);
+      return false;
+    }
+    if (now - cur.at < minPeriodMs || !sample) return false;
+    const hours = (now - cur.at) / HOUR;
+    const extra = this.extraEgress.get(server.id) ?? 0;
+    const counted = sample.egressBytes >= cur.egress ? sample.egressBytes - cur.egress : sample.egressBytes;
+    this.extraEgress.delete(server.id);
+    const ok = this.store.billing.charge(
+      {
+        accountId: server.accountId,
+        serverId: server.id,
+        from: cur.at,
+        to: now,
+        ramGbHours: sample.awake ? (sample.memoryBytes / GB) * hours : 0,
+        diskGbMonths: (sample.diskUsedBytes / GB) * (hours / MONTH_HOURS),
+        egressGb: (counted + extra) / GB,
+      },
+      sample.egressBytes,
+      this.prices,
+      this.grant,
+    );
+    if (!ok) this.addEgress(server.id, extra);
+    return ok;
+  }
+}

@@ -1,0 +1,30 @@
+// The billing slice of the config: prices, the free grant, the metering period and the grace
+// before suspension.
+
+import { z } from 'zod';
+import { duration } from './fields.js';
+import type { EnvBinding } from './env.js';
+
+export const billingSchema = z
+  .object({
+    ramUsdPerGbHour: z.coerce.number().min(0).default(0.005).describe('Price of RAM while a server is awake, per GB-hour of memory in use.'),
+    diskUsdPerGbMonth: z.coerce.number().min(0).default(0.25).describe('Price of disk actually used, per GB-month (a month is 730 hours).'),
+    egressUsdPerGb: z.coerce.number().min(0).default(0.05).describe('Price of traffic sent out by servers, per GB, once the egress grant is used.'),
+    grantRamGbHours: z.coerce.number().min(0).default(50).describe('Free RAM GB-hours of an anonymous account.'),
+    grantEgressGb: z.coerce.number().min(0).default(2).describe('Free egress GB of an anonymous account.'),
+    verifiedGrantRamGbHours: z.coerce.number().min(0).default(500).describe('Free RAM GB-hours of a phone-verified account (replaces the anonymous grant once the phone is proven).'),
+    verifiedGrantEgressGb: z.coerce.number().min(0).default(20).describe('Free egress GB of a phone-verified account.'),
+    meterInterval: duration().prefault('1m').describe('How often usage is measured and written to the ledger.'),
+    suspendAfter: duration().prefault('48h').describe('How long after the grant and balance run out an account\'s servers are suspended.'),
+    maxRechargeUsd: z.coerce.number().min(1).default(1000).describe('Largest amount one POST /account/recharge may add.'),
+  })
+  .prefault({});
+
+export const billingEnv: EnvBinding[] = [
+  { env: 'ROOTBOX_RAM_USD_PER_GB_HOUR', path: 'billing.ramUsdPerGbHour' },
+  { env: 'ROOTBOX_DISK_USD_PER_GB_MONTH', path: 'billing.diskUsdPerGbMonth' },
+  { env: 'ROOTBOX_EGRESS_USD_PER_GB', path: 'billing.egressUsdPerGb' },
+  { env: 'ROOTBOX_GRANT_RAM_GB_HOURS', path: 'billing.grantRamGbHours' },
+  { env: 'ROOTBOX_GRANT_EGRESS_GB', path: 'billing.grantEgressGb' },
+  { env: 'ROOTBOX_METER_INTERVAL', path: 'billing.meterInterval' },
+];

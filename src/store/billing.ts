@@ -1,0 +1,154 @@
+// Billing records: per-server meter cursors, the usage ledger, per-account usage totals and
+// billing state, and applied credits. A metered period is charged in one transaction that also
+// moves the server's cursor, so a crash or restart neither charges a period twice nor skips it.
+
+import type { AccountRecord } from './accounts.js';
+import type { LmdbEnv } from './db.js';
+
+export interface MeterCursor {
+  /** End of the last charged period (ms). */
+  at: number;
+  /** Egress counter value at `at`. */
+  egress: number;
+}
+
+export interface Usage {
+  ramGbHours: number;
+  egressGb: number;
+  diskGbMonths: number;
+  /** Dollars drawn from the balance by usage. */
+  spentUsd: number;
+}
+
+export interface LedgerEntry {
+  kind: 'usage' | 'credit';
+  accountId: string;
+  serverId?: string;
+  from: number;
+  to: number;
+  ramGbHours: number;
+  diskGbMonths: number;
+  egressGb: number;
+  /** Dollars: drawn from the balance (usage) or added to it (credit). */
+  usd: number;
+  /** For credits: where they came from (`x402:<payer>:<nonce>`, `admin`). */
+  source?: string;
+}
+
+export interface BillingState {
+  /** When the grant and the balance were first seen used up (cleared when credit returns). */
+  exhaustedAt?: number;
+  suspended?: boolean;
+}
+
+export interface Prices {
+  ramUsdPerGbHour: number;
+  diskUsdPerGbMonth: number;
+  egressUsdPerGb: number;
+}
+
+export interface Grant {
+  ramGbHours: number;
+  egressGb: number;
+}
+
+const round = (n: number) => Math.round(n * 1e9) / 1e9;
+export const ZERO_USAGE: Usage = { ramGbHours: 0, egressGb: 0, diskGbMonths: 0, spentUsd: 0 };
+
+export class BillingStore {
+  private readonly cursors;
+  private readonly ledger;
+  private readonly usage;
+  private readonly state;
+  private readonly credits;
+  private readonly accounts;
+
+  constructor(private readonly env: LmdbEnv) {
+    this.cursors = env.db<MeterCursor>('meter_cursors');
+    this.ledger = env.db<LedgerEntry>('ledger');
+    this.usage = env.db<Usage>('account_usage');
+    this.state = env.db<BillingState>('billing_state');
+    this.credits = env.db<{ accountId: string; usd: number; at: number }>('credits_applied');
+    this.accounts = env.db<AccountRecord>('accounts');
+  }
+
+  cursor(serverId: string): MeterCursor | undefined {
+    return this.cursors.get(serverId);
+  }
+
+  startMeter(serverId: string, at: number, egress: number): void {
+    this.cursors.putSync(serverId, { at, egress });
+  }
+
+  stopMeter(serverId: string): void {
+    this.cursors.removeSync(serverId);
+  }
+
+  usageOf(accountId: string): Usage {
+    return this.usage.get(accountId) ?? ZERO_USAGE;
+  }
+
+  stateOf(accountId: string): BillingState {
+    return this.state.get(accountId) ?? {};
+  }
+
+  setState(accountId: string, s: BillingState): void {
+    this.state.putSync(accountId, s);
+  }
+
+  /**
+   * Charges one period of one server, drawing on the grant first and then on the balance, and
+   * moves the cursor — all in one transaction. Returns false when the cursor is no longer at
+   * `expectFrom` (the period was already charged).
+   */
+  charge(e: Omit<LedgerEntry, 'kind' | 'usd'> & { serverId: string }, nextEgress: number, p: Prices, grant: (a: AccountRecord | undefined) => Grant): boolean {
+    return this.env.txSync(() => {
+      const cur = this.cursors.get(e.serverId);
+      if (!cur || cur.at !== e.from || e.to <= e.from) return false;
+      const used = this.usage.get(e.accountId) ?? ZERO_USAGE;
+      const acc = this.accounts.get(e.accountId);
+      const g = grant(acc);
+      const ramPaid = Math.max(0, e.ramGbHours - Math.max(0, g.ramGbHours - used.ramGbHours));
+      const egressPaid = Math.max(0, e.egressGb - Math.max(0, g.egressGb - used.egressGb));
+      const usd = round(ramPaid * p.ramUsdPerGbHour + egressPaid * p.egressUsdPerGb + e.diskGbMonths * p.diskUsdPerGbMonth);
+      this.ledger.putSync([e.accountId, e.to, e.serverId], { ...e, kind: 'usage', usd });
+      this.usage.putSync(e.accountId, {
+        ramGbHours: round(used.ramGbHours + e.ramGbHours),
+        egressGb: round(used.egressGb + e.egressGb),
+        diskGbMonths: round(used.diskGbMonths + e.diskGbMonths),
+        spentUsd: round(used.spentUsd + usd),
+      });
+      if (acc && usd > 0) this.accounts.putSync(e.accountId, { ...acc, balanceUsd: round(acc.balanceUsd - usd) });
+      this.cursors.putSync(e.serverId, { at: e.to, egress: nextEgress });
+      return true;
+    });
+  }
+
+  /** Adds credit once per source key; false when that source was already applied. */
+  credit(accountId: string, usd: number, source: string, at: number): boolean {
+    return this.env.txSync(() => {
+      if (this.credits.get(source) !== undefined) return false;
+      const acc = this.accounts.get(accountId);
+      if (!acc) return false;
+      this.credits.putSync(source, { accountId, usd, at });
+      this.accounts.putSync(accountId, { ...acc, balanceUsd: round(acc.balanceUsd + usd) });
+      this.ledger.putSync([accountId, at, source], { kind: 'credit', accountId, from: at, to: at, ramGbHours: 0, diskGbMonths: 0, egressGb: 0, usd, source });
+      return true;
+    });
+  }
+
+  /** Ledger entries of an account, newest first, after an optional cursor (exclusive). */
+  entries(accountId: string, limit: number, before?: [number, string]): { items: LedgerEntry[]; next?: [number, string] } {
+    const start = before ? [accountId, before[0], before[1]] : [accountId, Number.MAX_SAFE_INTEGER];
+    const items: LedgerEntry[] = [];
+    let last: [number, string] | undefined;
+    for (const { key, value } of this.ledger.getRange({ start, end: [accountId], reverse: true, exclusiveStart: !!before } as never)) {
+      const k = key as [string, number, string];
+      if (k[0] !== accountId) break;
+      items.push(value);
+      last = [k[1], k[2]];
+      if (items.length >= limit) break;
+    }
+    return { items, next: items.length >= limit ? last : undefined };
+  }
+}

@@ -1,0 +1,160 @@
+// Billing arithmetic and exactly-once charging against the real LMDB store with a controlled
+// clock. Usage samples come from a scripted UsageSource (the runtime's stats in production), so
+// the expected charges are exact; runtime stop/start calls are recorded.
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Billing, type UsageSample } from '../../src/billing/index.js';
+import { silentLogger } from '../../src/log/index.js';
+import { openStore, type Store } from '../../src/store/index.js';
+
+const GB = 1024 ** 3;
+const HOUR = 3_600_000;
+const dirs: string[] = [];
+test.after(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
+
+const cfg = {
+  ramUsdPerGbHour: 0.005, diskUsdPerGbMonth: 0.25, egressUsdPerGb: 0.05,
+  grantRamGbHours: 10, grantEgressGb: 1, verifiedGrantRamGbHours: 100, verifiedGrantEgressGb: 10,
+  meterInterval: 60_000, suspendAfter: 48 * HOUR, maxRechargeUsd: 100,
+};
+
+function setup(dir = mkdtempSync(join(tmpdir(), 'rbx-bill-'))) {
+  if (!dirs.includes(dir)) dirs.push(dir);
+  const store = openStore(dir);
+  const samples = new Map<string, UsageSample>();
+  const calls: string[] = [];
+  const billing = new Billing({
+    cfg, store, log: silentLogger,
+    runtime: { stop: async (id) => void calls.push(`stop ${id}`), start: async (id) => void calls.push(`start ${id}`) },
+    usage: async (id) => samples.get(id),
+  });
+  return { dir, store, samples, calls, billing };
+}
+
+function account(store: Store, id: string, phone: string | null = null) {
+  store.accounts.insert({ id, keyHash: id.padEnd(64, '0'), keyEnc: '', phone, createdIp: '192.0.2.1', createdAt: 0, balanceUsd: 0 });
+}
+function server(store: Store, id: string, accountId: string, neverSleep = false) {
+  store.servers.insert({ id, accountId, slug: id.replace('_', '-'), sshPublicKey: '', keyFingerprint: id, memoryBytes: GB, diskBytes: GB, neverSleep, suspended: false, flag: null, createdAt: 0 });
+}
+
+test('RAM is charged in GB-hours only while awake; disk in GB-months; egress from counter deltas', async () => {
+  const { store, samples, billing } = setup();
+  account(store, 'acc_a');
+  server(store, 'srv_awake', 'acc_a');
+  server(store, 'srv_sleep', 'acc_a');
+  server(store, 'srv_never', 'acc_a', true);
+  const t0 = 1_000_000_000_000;
+  samples.set('srv_awake', { awake: true, memoryBytes: 0.5 * GB, diskUsedBytes: 1 * GB, egressBytes: 100 });
+  samples.set('srv_sleep', { awake: false, memoryBytes: 0, diskUsedBytes: 2 * GB, egressBytes: 0 });
+  samples.set('srv_never', { awake: true, memoryBytes: 0.25 * GB, diskUsedBytes: 0, egressBytes: 0 });
+  await billing.tick(t0);
+  samples.set('srv_awake', { awake: true, memoryBytes: 0.5 * GB, diskUsedBytes: 1 * GB, egressBytes: 100 + 0.5 * GB });
+  await billing.tick(t0 + 2 * HOUR);
+  const entries = billing.usage(store.accounts.get('acc_a')!, '10', null).entries;
+  const by = (id: string) => entries.find((e) => e.server === id)!;
+  assert.is(by('srv_awake').ram_gb_hours, 1);
+  assert.is(by('srv_sleep').ram_gb_hours, 0);
+  assert.is(by('srv_never').ram_gb_hours, 0.5);
+  assert.ok(Math.abs(by('srv_sleep').disk_gb_months - 4 / 730) < 1e-12);
+  assert.is(by('srv_awake').egress_gb, 0.5);
+  const c = billing.credits(store.accounts.get('acc_a')!);
+  assert.is(c.ram_gb_hours_left, 8.5);
+  assert.is(c.egress_gb_left, 0.5);
+  assert.ok(c.balance_usd < 0 && c.balance_usd > -0.01, 'disk draws on the balance');
+  await store.close();
+});
+
+test('a restart in the middle of a period charges it exactly once and skips nothing', async () => {
+  const first = setup();
+  account(first.store, 'acc_r');
+  server(first.store, 'srv_r', 'acc_r');
+  const t0 = 1_000_000_000_000;
+  first.samples.set('srv_r', { awake: true, memoryBytes: GB, diskUsedBytes: 0, egressBytes: 0 });
+  await first.billing.tick(t0);
+  await first.billing.tick(t0 + HOUR);
+  await first.store.close();
+  const again = setup(first.dir);
+  again.samples.set('srv_r', { awake: true, memoryBytes: GB, diskUsedBytes: 0, egressBytes: 0 });
+  await again.billing.tick(t0 + HOUR);
+  await again.billing.tick(t0 + HOUR + 30_000);
+  await again.billing.tick(t0 + 3 * HOUR);
+  const used = again.store.billing.usageOf('acc_r');
+  assert.is(used.ramGbHours, 3, 'hours 0-1 once, 1-3 once');
+  assert.is(again.billing.usage(again.store.accounts.get('acc_r')!, null, null).entries.length, 2);
+  await again.store.close();
+});
+
+test('grant used up → upgrade envelope → 48 h later suspension → credit → servers back', async () => {
+  const { store, samples, calls, billing } = setup();
+  account(store, 'acc_x');
+  server(store, 'srv_x', 'acc_x');
+  const t0 = 1_000_000_000_000;
+  samples.set('srv_x', { awake: true, memoryBytes: 2 * GB, diskUsedBytes: 0, egressBytes: 0 });
+  await billing.tick(t0);
+  await billing.tick(t0 + 4 * HOUR);
+  const acc = () => store.accounts.get('acc_x')!;
+  assert.not.throws(() => billing.assertNotExhausted(acc(), 'https://api.example'));
+  await billing.tick(t0 + 6 * HOUR);
+  let envelope: Record<string, unknown> | undefined;
+  try {
+    billing.assertNotExhausted(acc(), 'https://api.example');
+  } catch (e) {
+    envelope = (e as { extra: Record<string, unknown> }).extra;
+  }
+  assert.equal({ ...envelope, message: undefined }, { upgrade_required: true, reason: 'free_tier_exceeded', upgrade_url: 'https://api.example/account/recharge', message: undefined });
+  assert.match(String(envelope!.message), /48h/);
+  await billing.tick(t0 + 30 * HOUR);
+  assert.is(store.servers.get('srv_x')!.suspended, false, 'not before 48 h');
+  await billing.tick(t0 + 55 * HOUR);
+  assert.is(store.servers.get('srv_x')!.suspended, true);
+  assert.equal(calls, ['stop srv_x']);
+  assert.ok(await billing.credit('acc_x', 5, 'admin:1'));
+  assert.not.ok(await billing.credit('acc_x', 5, 'admin:1'), 'the same credit source applies once');
+  assert.is(store.servers.get('srv_x')!.suspended, false);
+  assert.equal(calls, ['stop srv_x', 'start srv_x']);
+  assert.is(billing.credits(acc()).tier, 'paid');
+  await store.close();
+});
+
+test('verifying a phone replaces the anonymous grant with the larger verified one', async () => {
+  const { store, samples, billing } = setup();
+  account(store, 'acc_p');
+  server(store, 'srv_p', 'acc_p');
+  samples.set('srv_p', { awake: true, memoryBytes: GB, diskUsedBytes: 0, egressBytes: 0 });
+  await billing.tick(0 + 1e12);
+  await billing.tick(1e12 + 20 * HOUR);
+  assert.ok(store.accounts.get('acc_p')!.balanceUsd < 0);
+  store.accounts.attachPhone('acc_p', '+14155550111');
+  const c = billing.credits(store.accounts.get('acc_p')!);
+  assert.is(c.tier, 'verified');
+  assert.is(c.ram_gb_hours_left, 80);
+  await store.close();
+});
+
+test('the usage ledger pages with an opaque cursor', async () => {
+  const { store, samples, billing } = setup();
+  account(store, 'acc_l');
+  server(store, 'srv_l', 'acc_l');
+  samples.set('srv_l', { awake: true, memoryBytes: GB, diskUsedBytes: 0, egressBytes: 0 });
+  for (let i = 0; i < 6; i++) await billing.tick(1e12 + i * HOUR);
+  const a = billing.usage(store.accounts.get('acc_l')!, '3', null);
+  assert.is(a.entries.length, 3);
+  assert.ok(a.next_cursor);
+  const b = billing.usage(store.accounts.get('acc_l')!, '3', a.next_cursor);
+  assert.is(b.entries.length, 2);
+  assert.is(b.next_cursor, null);
+  assert.ok(a.entries[0].to > b.entries[0].to, 'newest first');
+  try {
+    billing.usage(store.accounts.get('acc_l')!, '3', 'garbage!');
+    assert.unreachable();
+  } catch (e) {
+    assert.is((e as { code: string }).code, 'invalid_request');
+  }
+  await store.close();
+});
+
+test.run();
