@@ -34,7 +34,7 @@ for (const file of files) {
   process.stdout.write(`\n── ${name}\n`);
   const child = spawn(process.execPath, ['--import', 'tsx', file], {
     cwd: root,
-    env: { ...process.env, NO_COLOR: '1', FORCE_COLOR: '0' },
+    env: { ROOTBOX_IMAGE_DIR: join(root, 'var', 'images'), ...process.env, NO_COLOR: '1', FORCE_COLOR: '0' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
