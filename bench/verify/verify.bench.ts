@@ -1,0 +1,114 @@
+// Benchmark of the verification service, each figure beside a /healthz baseline from the same
+// run: (1) server-side overhead of a paid quick call with an instant LLM and facilitator,
+// (2) wall time of a deep call against its slowest pass, (3) unpaid 402 answers per second
+// (load from a separate process). Run: node --import tsx bench/verify/verify.bench.ts
+
+import { spawn } from 'node:child_process';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { startTestDaemon } from '../../test/helpers/daemon.js';
+import { encode, newPayer, signPayment } from '../../test/payments/fixtures/payer.js';
+import { call } from '../../test/verify/fixtures/client.js';
+
+const PAY_TO = '0x' + '3c'.repeat(20);
+const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))];
+const f = (n: number) => n.toFixed(2);
+
+/** An instant (or delayed per model) OpenAI-compatible server and an instant facilitator. */
+let llmDelay: (model: string) => number = () => 0;
+function instantServer(handler: (path: string, body: any) => unknown): Promise<{ server: Server; url: string }> {
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c) => chunks.push(c));
+    req.on('end', () => {
+      const body = chunks.length ? JSON.parse(Buffer.concat(chunks).toString()) : {};
+      const out = handler(req.url ?? '', body) as { delay?: number; json: unknown };
+      const send = () => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(out.json));
+      out.delay ? setTimeout(send, out.delay) : send();
+    });
+  });
+  return new Promise((r) => server.listen(0, '127.0.0.1', () => r({ server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` })));
+}
+
+const llm = await instantServer((_p, b) => ({
+  delay: llmDelay(b.model),
+  json: { id: 'x', object: 'chat.completion', created: 0, model: b.model, choices: [{ index: 0, message: { role: 'assistant', content: '{"reasoning":"Fine. It checks out.","verdict":"pass"}' }, finish_reason: 'stop' }] },
+}));
+let tx = 0;
+const fac = await instantServer((p, b) =>
+  p === '/verify'
+    ? { json: { isValid: true, payer: b.paymentPayload.payload.authorization.from } }
+    : { json: { success: true, transaction: '0x' + (++tx).toString(16).padStart(64, '0'), network: b.paymentRequirements.network, payer: b.paymentPayload.payload.authorization.from } },
+);
+const models = Array.from({ length: 10 }, (_, i) => `m${i}`);
+const d = await startTestDaemon({
+  log: { level: 'error' },
+  verify: { llm: { baseUrl: `${llm.url}/v1`, models, passTimeout: '10s' }, x402: { payTo: PAY_TO, facilitatorUrl: fac.url } },
+});
+
+async function timed(fn: () => Promise<{ status: number }>, expect: number): Promise<number> {
+  const t = performance.now();
+  const r = await fn();
+  const ms = performance.now() - t;
+  if (r.status !== expect) throw new Error(`expected ${expect}, got ${r.status}`);
+  return ms;
+}
+
+try {
+  const port = d.http;
+  const payer = newPayer();
+  const unpaid = await call(port, 'POST', '/v1/verify/quick', { body: { artifact: 'x' } });
+  const terms = JSON.parse(Buffer.from(unpaid.headers['payment-required'], 'base64').toString()).accepts[0];
+  const N = 200;
+  const payments = await Promise.all(Array.from({ length: N + 20 }, async () => encode(await signPayment(payer, terms))));
+  const body = { artifact: 'def add(a, b): return a + b' };
+
+  // Peers measured in the same run: /healthz, one direct LLM round trip, one facilitator round trip.
+  const health: number[] = [];
+  const paid: number[] = [];
+  const llmRt: number[] = [];
+  const facRt: number[] = [];
+  for (let i = 0; i < 20; i++) await call(port, 'POST', '/v1/verify/quick', { body, headers: { 'x-payment': payments[N + i] } }); // warm-up
+  for (let i = 0; i < N; i++) {
+    health.push(await timed(() => call(port, 'GET', '/healthz'), 200));
+    paid.push(await timed(() => call(port, 'POST', '/v1/verify/quick', { body, headers: { 'x-payment': payments[i] } }), 200));
+    llmRt.push(await timed(() => fetch(`${llm.url}/v1/chat/completions`, { method: 'POST', body: JSON.stringify({ model: 'm0' }) }).then(async (r) => (await r.text(), r)), 200));
+    facRt.push(await timed(() => fetch(`${fac.url}/verify`, { method: 'POST', body: JSON.stringify({ paymentPayload: { payload: { authorization: { from: '0x' } } } }) }).then(async (r) => (await r.text(), r)), 200));
+  }
+  const h50 = pct(health, 50);
+  const p50 = pct(paid, 50);
+  const upstream = pct(llmRt, 50) + 2 * pct(facRt, 50);
+  console.log('1. paid quick call (instant LLM and facilitator), p50 over', N);
+  console.log(`   /healthz p50 ${f(h50)} ms | paid call p50 ${f(p50)} ms (p90 ${f(pct(paid, 90))}) | ratio ${f(p50 / h50)}x`);
+  console.log(`   upstream round trips inside a paid call (1 LLM, concurrent x3 + verify + settle): ~${f(upstream)} ms`);
+  console.log(`   server-side overhead = paid - healthz - upstream = ${f(p50 - h50 - upstream)} ms p50 (target <= 5 ms)`);
+
+  // 2. Deep call wall time against its slowest pass.
+  const slowest = 300;
+  llmDelay = (m) => (m === 'm9' ? slowest : 100);
+  const pay = await Promise.all(Array.from({ length: 10 }, async () => encode(await signPayment(payer, { ...terms, amount: '200000' }))));
+  const deep: number[] = [];
+  for (const p of pay) deep.push(await timed(() => call(port, 'POST', '/v1/verify/deep', { body, headers: { 'x-payment': p } }), 200));
+  llmDelay = () => 0;
+  console.log(`2. deep call (10 passes; 9 take 100 ms, the slowest ${slowest} ms), 10 calls`);
+  console.log(`   wall p50 ${f(pct(deep, 50))} ms vs slowest pass ${slowest} ms → ${f(pct(deep, 50) / slowest)}x (target <= 1.2x); /healthz p50 ${f(h50)} ms`);
+
+  // 3. Unpaid 402 throughput vs /healthz throughput, load from another process.
+  const load = (method: string, path: string, b: string) =>
+    new Promise<{ perSecond: number; statuses: Record<string, number> }>((resolve, reject) => {
+      const c = spawn(process.execPath, [new URL('./load.mjs', import.meta.url).pathname, String(port), 'verify.localhost', method, path, b, '32', '4000']);
+      let out = '';
+      c.stdout.on('data', (x) => (out += x));
+      c.on('close', () => (out ? resolve(JSON.parse(out)) : reject(new Error('load failed'))));
+    });
+  const hz = await load('GET', '/healthz', '-');
+  const un = await load('POST', '/v1/verify/quick', JSON.stringify(body));
+  console.log('3. throughput, 32 keep-alive connections for 4 s from a separate process');
+  console.log(`   /healthz ${hz.perSecond}/s ${JSON.stringify(hz.statuses)} | unpaid 402 ${un.perSecond}/s ${JSON.stringify(un.statuses)} | ratio ${f(un.perSecond / hz.perSecond)} (target >= 5000/s)`);
+} finally {
+  await d.stop();
+  llm.server.close();
+  fac.server.close();
+  llm.server.closeAllConnections();
+  fac.server.closeAllConnections();
+}
