@@ -73,4 +73,14 @@ test('the official client surfaces a 502 without being charged', async () => {
   assert.is(w.fac.transfers.length, before);
 });
 
+test('the official client pays over HTTPS (TLS with SNI verify.localhost) as well', async () => {
+  const account = privateKeyToAccount(generatePrivateKey());
+  const pay = wrapFetchWithPayment(hostFetch(w.daemon.https, undefined, w.daemon.ca), registerExactEvmScheme(new x402Client(), { signer: account }));
+  w.llm.script = () => ({ verdict: 'pass' });
+  const res = await pay(`https://verify.localhost:${w.daemon.https}/v1/verify/quick`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ artifact: 'hello' }) });
+  assert.is(res.status, 200, await res.clone().text());
+  assert.is((await res.json()).verdict, 'pass');
+  assert.is(new x402HTTPClient(new x402Client()).getPaymentSettleResponse((n) => res.headers.get(n)).success, true);
+});
+
 test.run();
