@@ -43,6 +43,8 @@ function hasBody(req: Req): boolean {
 
 export class ProxyApp implements HttpApp {
   private readonly held = new Map<string, number>();
+  private readonly warming = new Map<string, Promise<boolean>>();
+  private readonly wokeAt = new Map<string, number>();
 
   constructor(private readonly d: ProxyAppDeps) {}
 
@@ -101,9 +103,12 @@ export class ProxyApp implements HttpApp {
    */
   private async ready(site: Site, req: Req): Promise<Readable | undefined> {
     const { presence, publication, cfg } = this.d;
-    if (!presence.needsWake(site.id)) {
+    let warming = this.warming.get(site.id);
+    if (!warming && !presence.needsWake(site.id)) {
       if (publication.isReady(site.id)) return undefined;
-      if (await publication.waitReady(site.id, site.upstream, Date.now() + cfg.appStartGrace)) return undefined;
+      // Just started (by SSH, a port, a restart) or run.sh just appeared: give the app its time.
+      const deadline = Math.max(Date.now() + cfg.appStartGrace, (this.wokeAt.get(site.id) ?? 0) + cfg.wakeTimeout);
+      if (await publication.waitReady(site.id, site.upstream, deadline)) return undefined;
       throw new AppError('upstream', 'app_down', 'the app of this server is not accepting connections on port 80', {
         extra: { hint: '/root/run.sh exists but nothing listens on 0.0.0.0:80; see /var/log/run.sh.log on the server.' },
       });
@@ -119,23 +124,41 @@ export class ProxyApp implements HttpApp {
       req.on('error', (e) => body!.destroy(e));
       (req as Readable).pipe(body);
     }
-    const deadline = Date.now() + cfg.wakeTimeout;
     try {
-      publication.markDown(site.id);
-      await withDeadline(presence.wake(site.id), deadline);
-      if (!(await publication.waitReady(site.id, site.upstream, deadline))) throw 'timeout';
-      return body;
-    } catch (e) {
+      warming ??= this.warm(site);
+      if (await warming) return body;
       body?.destroy();
-      if (e !== 'timeout') throw e;
       throw new AppError('timeout', 'wake_timeout', `the server did not start answering on port 80 within ${Math.round(cfg.wakeTimeout / 1000)} s of waking`, {
         extra: { hint: 'Its /root/run.sh must start a server bound to 0.0.0.0:80; see /var/log/run.sh.log on the server.' },
       });
+    } catch (e) {
+      body?.destroy();
+      throw e;
     } finally {
       const m = (this.held.get(site.id) ?? 1) - 1;
       if (m <= 0) this.held.delete(site.id);
       else this.held.set(site.id, m);
     }
+  }
+
+  /** One wake of a server and the wait for its app, shared by every request that arrives meanwhile. */
+  private warm(site: Site): Promise<boolean> {
+    const { presence, publication, cfg } = this.d;
+    const deadline = Date.now() + cfg.wakeTimeout;
+    const p = (async () => {
+      publication.markDown(site.id);
+      const woke = await withDeadline(presence.wake(site.id), deadline);
+      if (!woke) return false;
+      this.wokeAt.set(site.id, Date.now());
+      return publication.waitReady(site.id, site.upstream, deadline);
+    })().finally(() => this.warming.delete(site.id));
+    this.warming.set(site.id, p);
+    return p;
+  }
+
+  /** True while a wake of this server is under way, including its app's start. */
+  isWarming(id: string): boolean {
+    return this.warming.has(id);
   }
 
   private failed(site: Site, f: ForwardFailure): void {
@@ -148,8 +171,9 @@ export class ProxyApp implements HttpApp {
   }
 }
 
-function withDeadline<T>(p: Promise<T>, deadline: number): Promise<T> {
+/** Resolves true when `p` settles in time, false at the deadline; rejections pass through. */
+function withDeadline(p: Promise<unknown>, deadline: number): Promise<boolean> {
   let t: NodeJS.Timeout;
-  const timeout = new Promise<never>((_, reject) => (t = setTimeout(() => reject('timeout'), Math.max(0, deadline - Date.now()))));
-  return Promise.race([p, timeout]).finally(() => clearTimeout(t));
+  const timeout = new Promise<false>((resolve) => (t = setTimeout(() => resolve(false), Math.max(0, deadline - Date.now()))));
+  return Promise.race([p.then(() => true), timeout]).finally(() => clearTimeout(t));
 }

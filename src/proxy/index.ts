@@ -70,7 +70,10 @@ export function createProxy(deps: ProxyDeps): Proxy {
     upgrade: (req, socket, head, info) => app.upgrade(req, socket, head, info),
     presence: tracker,
     tracker,
-    state: (id) => tracker.state(id),
+    state: (id) => {
+      const st = tracker.state(id);
+      return st === 'running' && app.isWarming(id) ? 'waking' : st;
+    },
     start: () => tracker.start(),
     async stop() {
       tracker.stop();
