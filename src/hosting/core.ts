@@ -22,6 +22,8 @@ export interface HostingDeps {
   ports: PortListener;
   makeKeyPair(comment: string): KeyPair;
   credits(account: AccountRecord): Credits;
+  /** The SSH port clients should use (the bound port when configured as 0). */
+  sshPort(): number;
   stateOf?(serverId: string): ServerState | undefined;
   /** Forgets a deleted server outside the runtime (idle tracking). */
   forget?(serverId: string): void;
@@ -36,6 +38,7 @@ export interface HostingCore {
   servers: Servers;
   exposures: Exposures;
   credits(account: AccountRecord): Credits;
+  sshPort(): number;
 }
 
 export function buildCore(d: HostingDeps): HostingCore {
@@ -66,5 +69,6 @@ export function buildCore(d: HostingDeps): HostingCore {
     servers,
     exposures,
     credits: d.credits,
+    sshPort: d.sshPort,
   };
 }

@@ -87,7 +87,7 @@ export async function handleCreate(ctx: Ctx, core: HostingCore): Promise<Reply> 
       status: 200,
       body: {
         ...view,
-        ssh: `ssh -i ~/.ssh/${created.record.id} root@${core.cfg.publicIp} -p ${core.cfg.ssh.port}`,
+        ssh: `ssh -i ~/.ssh/${created.record.id} root@${core.cfg.publicIp} -p ${core.sshPort()}`,
         ssh_private_key: created.privateKey,
         ...(apiKey ? { api_key: apiKey } : {}),
         ...(created.subdomainNote ? { subdomain_note: created.subdomainNote } : {}),
