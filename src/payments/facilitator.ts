@@ -60,7 +60,7 @@ export class HttpFacilitator implements Facilitator {
     const signal = AbortSignal.timeout(timeoutMs);
     let res: Response;
     try {
-      res = await this.fetch(`${this.base}/${op}`, { ...init, signal, redirect: 'error' });
+      res = await this.fetch(`${this.base}/${op}`, { ...init, signal, redirect: 'follow' });
     } catch (e) {
       throw new FacilitatorError(op, signal.aborted ? `no answer within ${timeoutMs} ms` : `unreachable (${(e as Error).message})`);
     }
