@@ -78,7 +78,7 @@ test('unknown keys and broken JSON are refused, not ignored', () => {
 test('the README configuration reference is exactly what the schema documents', () => {
   const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
   const ref = configReference();
-  assert.ok(readme.includes(ref), 'README.md is out of date: paste the output of `bin/rootbox config docs` into it');
+  assert.ok(readme.includes(ref), 'README.md configuration reference is out of date: run `npm run docs`');
   for (const line of ref.split('\n').slice(2)) assert.ok(!/\|\s*\|\s*$/.test(line), `undocumented field: ${line}`);
 });
 
