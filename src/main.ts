@@ -8,7 +8,7 @@ import { startAll, type Part } from './lifecycle.js';
 import { createLlm } from './llm/index.js';
 import { createLogger, type Logger } from './log/index.js';
 import { createPayments, type Payments } from './payments/index.js';
-import { createProxy } from './proxy/index.js';
+import { createProxy, type Proxy } from './proxy/index.js';
 import { SshServer } from './ssh/index.js';
 import { openStore, type Store } from './store/index.js';
 import { createVerifyApi } from './verify/index.js';
@@ -29,6 +29,7 @@ export async function startDaemon(cfg: Readonly<Config>, log: Logger = createLog
   let edge!: Edge;
   let ssh!: SshServer;
   let payments!: Payments;
+  let proxy!: Proxy;
   let statsTimer: NodeJS.Timeout | undefined;
   const parts: Part[] = [
     {
@@ -60,6 +61,14 @@ export async function startDaemon(cfg: Readonly<Config>, log: Logger = createLog
       stop: () => tls.close(),
     },
     {
+      name: 'proxy',
+      start: () => {
+        proxy = createProxy({ log: log.child({ part: 'proxy' }), cfg: cfg.proxy, servers: store.servers });
+        proxy.start();
+      },
+      stop: () => proxy.stop(),
+    },
+    {
       name: 'edge',
       start: async () => {
         edge = new Edge({
@@ -80,7 +89,7 @@ export async function startDaemon(cfg: Readonly<Config>, log: Logger = createLog
               facilitatorUrl: cfg.verify.x402.facilitatorUrl,
               stats: store.stats,
             }),
-            proxy: createProxy({ log }),
+            proxy,
           },
         });
         await edge.start();

@@ -129,6 +129,11 @@ export class IdleTracker implements Presence {
     this.sleeping.set(id, p);
   }
 
+  forget(id: string): void {
+    this.last.delete(id);
+    this.holds.delete(id);
+  }
+
   /** Resolves when every sleep started so far has finished (tests, shutdown). */
   async settled(): Promise<void> {
     await Promise.all([...this.sleeping.values(), ...[...this.waking.values()].map((p) => p.catch(() => {}))]);

@@ -32,6 +32,8 @@ export interface Proxy extends HttpApp, UpgradeApp {
   state(id: string): ServerState | undefined;
   /** Starts the idle checks. */
   start(): void;
+  /** Forgets a deleted server (idle tracking, cached run.sh and port state). */
+  forget(id: string): void;
   /** Stops the idle checks and closes kept-alive upstream connections. */
   stop(): Promise<void>;
   /** The idle tracker itself (tests and benchmarks read its counters). */
@@ -75,6 +77,10 @@ export function createProxy(deps: ProxyDeps): Proxy {
       return st === 'running' && app.isWarming(id) ? 'waking' : st;
     },
     start: () => tracker.start(),
+    forget: (id) => {
+      tracker.forget(id);
+      publication.forget(id);
+    },
     async stop() {
       tracker.stop();
       forwarder.close();
