@@ -12,6 +12,9 @@ export interface RunOptions {
   okCodes?: number[];
   env?: NodeJS.ProcessEnv;
   cwd?: string;
+  /** /dev/null for stdout and stderr: for commands whose children outlive them (runc create),
+   *  which would otherwise hold our pipes open forever. */
+  detachedStdio?: boolean;
 }
 
 export interface RunResult {
@@ -33,20 +36,20 @@ export class CommandError extends AppError {
 export function run(cmd: string, args: readonly string[], opts: RunOptions = {}): Promise<RunResult> {
   return new Promise((resolve, reject) => {
     const child = spawn(cmd, args, {
-      stdio: [opts.input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
+      stdio: opts.detachedStdio ? 'ignore' : [opts.input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
       env: opts.env ?? process.env,
       cwd: opts.cwd,
     });
     const out: Buffer[] = [];
     const err: Buffer[] = [];
-    child.stdout!.on('data', (d: Buffer) => out.push(d));
-    child.stderr!.on('data', (d: Buffer) => err.push(d));
+    child.stdout?.on('data', (d: Buffer) => out.push(d));
+    child.stderr?.on('data', (d: Buffer) => err.push(d));
     const timer = setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs ?? 60_000);
     child.on('error', (e) => {
       clearTimeout(timer);
       reject(new CommandError(`${cmd} ${args.join(' ')}`, null, e.message));
     });
-    child.on('close', (code, signal) => {
+    child.on(opts.detachedStdio ? 'exit' : 'close', (code, signal) => {
       clearTimeout(timer);
       const res = { code: code ?? -1, stdout: Buffer.concat(out).toString('utf8'), stderr: Buffer.concat(err).toString('utf8') };
       if (code !== null && (opts.okCodes ?? [0]).includes(code)) resolve(res);

@@ -1,0 +1,53 @@
+// Reading a server's cgroup from the host: memory in use (without reclaimable page cache) and OOM
+// kills, on cgroup v1 (memory controller at /sys/fs/cgroup/memory) or v2 (unified). Also the
+// check that nothing is left behind after delete.
+
+import { existsSync, readFileSync, rmdirSync } from 'node:fs';
+import { join } from 'node:path';
+
+const ROOT = '/sys/fs/cgroup';
+const V2 = existsSync(join(ROOT, 'cgroup.controllers'));
+const V1_CONTROLLERS = ['memory', 'pids', 'cpu', 'cpuacct', 'cpuset', 'devices', 'freezer', 'blkio', 'net_cls', 'net_prio', 'perf_event', 'hugetlb', 'rdma', 'misc', 'systemd'];
+
+const read = (p: string): string | undefined => {
+  try {
+    return readFileSync(p, 'utf8');
+  } catch {
+    return undefined;
+  }
+};
+
+const field = (text: string | undefined, name: string): number => {
+  const m = text ? new RegExp(`^${name} (\\d+)$`, 'm').exec(text) : null;
+  return m ? Number(m[1]) : 0;
+};
+
+/** Directories that exist for a cgroup path, across hierarchies. */
+export function cgroupDirs(path: string): string[] {
+  if (V2) return [join(ROOT, path)].filter(existsSync);
+  return V1_CONTROLLERS.map((c) => join(ROOT, c, path)).filter(existsSync);
+}
+
+/** Removes empty cgroup dirs runc left (it normally removes them itself). */
+export function removeCgroup(path: string): void {
+  for (const d of cgroupDirs(path)) {
+    try {
+      rmdirSync(d);
+    } catch {
+      /* busy or gone */
+    }
+  }
+}
+
+export function memoryStats(path: string): { memoryBytes: number; oomKills: number } {
+  if (V2) {
+    const dir = join(ROOT, path);
+    const current = Number(read(join(dir, 'memory.current')) ?? 0);
+    const inactive = field(read(join(dir, 'memory.stat')), 'inactive_file');
+    return { memoryBytes: Math.max(0, current - inactive), oomKills: field(read(join(dir, 'memory.events')), 'oom_kill') };
+  }
+  const dir = join(ROOT, 'memory', path);
+  const usage = Number(read(join(dir, 'memory.usage_in_bytes')) ?? 0);
+  const inactive = field(read(join(dir, 'memory.stat')), 'total_inactive_file');
+  return { memoryBytes: Math.max(0, usage - inactive), oomKills: field(read(join(dir, 'memory.oom_control')), 'oom_kill') };
+}

@@ -1,0 +1,117 @@
+// A server's disk and root filesystem on the host:
+//   servers/<id>/disk.img  sparse ext4 file, size = the tier's disk ceiling
+//   servers/<id>/disk      its loop mount (mount -o loop: the loop device is freed on umount)
+//     upper/ work/         overlay upper and work dirs (upper owned by the server's root uid)
+//   servers/<id>/rootfs    overlay: idmapped base image (read-only) + upper; stays mounted while
+//                          the server sleeps so the proxy can serve /root/www without waking it.
+
+import { closeSync, existsSync, ftruncateSync, mkdirSync, openSync, readFileSync, rmSync, statSync, statfsSync } from 'node:fs';
+import { chown, mkdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import { mountIdmappedOverlay } from './helper.js';
+import { run, tryRun } from './proc.js';
+
+export interface DiskPaths {
+  dir: string;
+  img: string;
+  disk: string;
+  upper: string;
+  work: string;
+  rootfs: string;
+}
+
+export const diskPaths = (serverDir: string): DiskPaths => ({
+  dir: serverDir,
+  img: join(serverDir, 'disk.img'),
+  disk: join(serverDir, 'disk'),
+  upper: join(serverDir, 'disk', 'upper'),
+  work: join(serverDir, 'disk', 'work'),
+  rootfs: join(serverDir, 'rootfs'),
+});
+
+/** Mount points currently in the host's mount table (unescaped). */
+export function mountedPaths(): Set<string> {
+  const text = readFileSync('/proc/self/mountinfo', 'utf8');
+  const out = new Set<string>();
+  for (const line of text.split('\n')) {
+    const f = line.split(' ');
+    if (f.length > 4) out.add(f[4].replace(/\\(\d{3})/g, (_, o) => String.fromCharCode(parseInt(o, 8))));
+  }
+  return out;
+}
+
+/** Creates the sparse image and its ext4 filesystem (no reserved blocks: the ceiling is the user's). */
+export async function makeDisk(p: DiskPaths, bytes: number): Promise<void> {
+  mkdirSync(p.dir, { recursive: true, mode: 0o711 });
+  const fd = openSync(p.img, 'wx', 0o600);
+  try {
+    ftruncateSync(fd, bytes);
+  } finally {
+    closeSync(fd);
+  }
+  await run('mkfs.ext4', ['-q', '-F', '-m', '0', '-E', 'lazy_itable_init=1,lazy_journal_init=1', p.img], { timeoutMs: 120_000 });
+}
+
+/** Mounts disk and overlay when not mounted yet (idempotent; used by create and after a reboot). */
+export async function mountRootfs(p: DiskPaths, helper: string, lower: string, uidBase: number): Promise<void> {
+  const mounted = mountedPaths();
+  if (!mounted.has(p.disk)) {
+    await mkdir(p.disk, { recursive: true, mode: 0o711 });
+    await run('mount', ['-o', 'loop,nodev,noatime', p.img, p.disk]);
+  }
+  if (!existsSync(p.upper)) {
+    await mkdir(p.upper, { mode: 0o755 });
+    await chown(p.upper, uidBase, uidBase);
+  }
+  await mkdir(p.work, { recursive: true, mode: 0o700 });
+  if (!mounted.has(p.rootfs)) {
+    await mkdir(p.rootfs, { recursive: true, mode: 0o755 });
+    await mountIdmappedOverlay(helper, { uidBase, lower, upper: p.upper, work: p.work, target: p.rootfs });
+  }
+}
+
+/** Unmounts overlay and disk (the loop device goes with it) and removes the server's files. */
+export async function destroyDisk(p: DiskPaths): Promise<void> {
+  for (const m of [p.rootfs, p.disk]) {
+    if (mountedPaths().has(m)) {
+      if (!(await tryRun('umount', [m]))) await run('umount', ['-l', m]);
+    }
+  }
+  rmSync(p.dir, { recursive: true, force: true });
+}
+
+/** The loop device backing a server's image, if attached. */
+export async function loopOf(img: string): Promise<string | undefined> {
+  const r = await tryRun('losetup', ['-n', '-O', 'NAME', '-j', img]);
+  return r?.stdout.trim().split('\n')[0] || undefined;
+}
+
+/** Grows the image, the loop device and the mounted ext4 online. Never shrinks. */
+export async function growDisk(p: DiskPaths, bytes: number): Promise<void> {
+  if (statSync(p.img).size >= bytes) return;
+  const fd = openSync(p.img, 'r+');
+  try {
+    ftruncateSync(fd, bytes);
+  } finally {
+    closeSync(fd);
+  }
+  const loop = await loopOf(p.img);
+  if (!loop) {
+    // Not mounted (only between a host reboot and reconcile): grow the filesystem offline.
+    await run('e2fsck', ['-f', '-y', '-p', p.img], { okCodes: [0, 1], timeoutMs: 120_000 });
+    await run('resize2fs', [p.img], { timeoutMs: 120_000 });
+    return;
+  }
+  await run('losetup', ['-c', loop]);
+  await run('resize2fs', [loop], { timeoutMs: 120_000 });
+}
+
+/** Bytes in use on the server's disk (what the user wrote, plus ext4 metadata). */
+export function diskUsed(p: DiskPaths): number {
+  try {
+    const s = statfsSync(p.disk);
+    return (s.blocks - s.bfree) * s.bsize;
+  } catch {
+    return 0;
+  }
+}

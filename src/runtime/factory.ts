@@ -1,0 +1,55 @@
+// Building the runtime from the config: finds the base image, compiles the idmapped-mount helper,
+// writes the init files, opens the data dir for container roots, sets up bridge and nftables,
+// and reconciles runc with the store. Also the start/stop Part for the daemon's composition root.
+
+import { join } from 'node:path';
+import type { Config } from '../config/index.js';
+import { AppError } from '../errors.js';
+import type { Logger } from '../log/index.js';
+import type { RuntimeStore } from '../store/runtime.js';
+import { ensureHelper } from './helper.js';
+import { findImage, imageOptions, recipeHash } from './image.js';
+import { reconcile, type ReconcileReport } from './reconcile.js';
+import { ContainerRuntime } from './runtime.js';
+import { ensureInitDir } from './supervisor.js';
+
+export type RuntimeSettings = Pick<Config, 'dataDir' | 'runtime'>;
+
+export interface CreatedRuntime {
+  runtime: ContainerRuntime;
+  reconciled?: ReconcileReport;
+}
+
+/**
+ * Prepares the host and returns the runtime. Throws `image_missing` when the base image of the
+ * current recipe has not been built (`rootbox image build`).
+ */
+export async function createRuntime(cfg: RuntimeSettings, store: RuntimeStore, log: Logger): Promise<CreatedRuntime> {
+  const img = imageOptions(cfg);
+  const image = findImage(img);
+  if (!image) {
+    throw new AppError('unavailable', 'image_missing', `base image ${img.name} (recipe ${recipeHash()}) is not built in ${img.imageDir}; run \`rootbox image build\``);
+  }
+  ContainerRuntime.openPath(cfg.dataDir);
+  const helper = await ensureHelper(join(cfg.dataDir, 'runtime', 'bin'));
+  const initDir = ensureInitDir(join(cfg.dataDir, 'runtime', 'init'));
+  const runtime = new ContainerRuntime({ dataDir: cfg.dataDir, cfg: cfg.runtime, store, log: log.child({ part: 'runtime' }), image, helper, initDir });
+  await runtime.net.setup();
+  const reconciled = cfg.runtime.reconcile === 'on' ? await reconcile(runtime) : undefined;
+  return { runtime, reconciled };
+}
+
+/**
+ * The daemon Part: start prepares the runtime (after the store); stop leaves every container
+ * running (they survive a daemon restart and are adopted at the next start).
+ */
+export function runtimePart(cfg: RuntimeSettings, store: () => RuntimeStore, log: Logger, ready: (rt: ContainerRuntime) => void): { name: string; start(): Promise<void>; stop(): void } {
+  return {
+    name: 'runtime',
+    async start() {
+      const { runtime } = await createRuntime(cfg, store(), log);
+      ready(runtime);
+    },
+    stop() {},
+  };
+}

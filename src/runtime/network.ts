@@ -1,0 +1,165 @@
+// Server networking: the bridge, addresses, one veth per running container and the nftables
+// tables `inet <t>` (NAT, isolation, egress counters) and `bridge <t>` (no frames between ports).
+//
+// Policy (inet <t>):
+//   input    from the bridge: only replies to connections the host opened (proxy, ssh
+//            direct-tcpip); containers reach no host service, loopback-bound or not.
+//   forward  into the bridge: only replies; bridge→bridge (routed container↔container): drop;
+//            IPv6 from containers: drop; DNS to the host's resolvers: allowed and counted;
+//            private, link-local (169.254/16, the metadata address), loopback, CGNAT, multicast and
+//            documentation ranges: drop; everything else: counted per source address in the
+//            `egress` map (a named counter per server) and accepted; an unknown source: drop.
+//   postrouting  masquerade the subnet out of any other interface (ip_forward is switched on).
+// The bridge table drops every frame forwarded from one container port to another, so two
+// servers cannot talk at layer 2 either (ARP included).
+
+import { writeFileSync } from 'node:fs';
+import { AppError } from '../errors.js';
+import { hostNameservers } from './image.js';
+import { run, tryRun } from './proc.js';
+
+export interface NetConfig {
+  bridge: string;
+  subnet: string;
+  nftTable: string;
+}
+
+const BLOCKED = [
+  '0.0.0.0/8', '10.0.0.0/8', '100.64.0.0/10', '127.0.0.0/8', '169.254.0.0/16', '172.16.0.0/12', '192.0.0.0/24',
+  '192.0.2.0/24', '192.168.0.0/16', '198.18.0.0/15', '198.51.100.0/24', '203.0.113.0/24', '224.0.0.0/3',
+];
+
+const toInt = (ip: string) => ip.split('.').reduce((n, o) => n * 256 + Number(o), 0);
+const toIp = (n: number) => [24, 16, 8, 0].map((s) => (n >>> s) & 255).join('.');
+
+export class Network {
+  readonly bridge: string;
+  readonly table: string;
+  readonly prefix: number;
+  readonly gateway: string;
+  private readonly base: number;
+
+  constructor(private readonly cfg: NetConfig) {
+    const [addr, len] = cfg.subnet.split('/');
+    this.prefix = Number(len);
+    this.base = (toInt(addr) & ~((2 ** (32 - this.prefix)) - 1)) >>> 0;
+    this.gateway = toIp(this.base + 1);
+    this.bridge = cfg.bridge;
+    this.table = cfg.nftTable;
+  }
+
+  /** Server addresses in allocation order (gateway and broadcast excluded). */
+  *hosts(): Iterable<string> {
+    const size = 2 ** (32 - this.prefix);
+    for (let i = 2; i < size - 1; i++) yield toIp(this.base + i);
+  }
+
+  /** Host-side veth name of a server: `<bridge>v<host index base36>` (at most 15 chars). */
+  vethOf(ip: string): string {
+    return `${this.bridge}v${(toInt(ip) - this.base).toString(36)}`;
+  }
+
+  /** Locally administered unicast MAC derived from the address: 0a:58:<ip bytes>. */
+  static macOf(ip: string): string {
+    return ['0a', '58', ...ip.split('.').map((o) => Number(o).toString(16).padStart(2, '0'))].join(':');
+  }
+
+  private counterOf(ip: string): string {
+    return `eg_${ip.replace(/\./g, '_')}`;
+  }
+
+  /** Creates the bridge, switches on forwarding and (re)loads the rules; idempotent, and
+   *  keeps existing per-server counters. */
+  async setup(): Promise<void> {
+    const br = this.bridge;
+    if (!(await tryRun('ip', ['link', 'show', 'dev', br]))) {
+      await run('ip', ['link', 'add', br, 'type', 'bridge']);
+    }
+    await run('ip', ['-b', '-'], {
+      input: `addr replace ${this.gateway}/${this.prefix} dev ${br}\nlink set ${br} up\n`,
+    });
+    writeFileSync('/proc/sys/net/ipv4/ip_forward', '1\n');
+    const t = this.table;
+    const dns = hostNameservers().filter((ip) => !ip.includes(':'));
+    const lines = [
+      `add table inet ${t}`,
+      `add map inet ${t} egress { type ipv4_addr : counter; }`,
+      `add set inet ${t} dns { type ipv4_addr; }`,
+      `flush set inet ${t} dns`,
+      ...(dns.length ? [`add element inet ${t} dns { ${dns.join(', ')} }`] : []),
+      `add chain inet ${t} input { type filter hook input priority 0; policy accept; }`,
+      `add chain inet ${t} forward { type filter hook forward priority 0; policy accept; }`,
+      `add chain inet ${t} postrouting { type nat hook postrouting priority srcnat; policy accept; }`,
+      `flush chain inet ${t} input`,
+      `flush chain inet ${t} forward`,
+      `flush chain inet ${t} postrouting`,
+      `add rule inet ${t} input iifname "${br}" ct state established,related accept`,
+      `add rule inet ${t} input iifname "${br}" drop`,
+      `add rule inet ${t} forward iifname "${br}" oifname "${br}" drop`,
+      `add rule inet ${t} forward oifname "${br}" ct state established,related accept`,
+      `add rule inet ${t} forward oifname "${br}" drop`,
+      `add rule inet ${t} forward iifname "${br}" meta nfproto ipv6 drop`,
+      `add rule inet ${t} forward iifname "${br}" ip daddr @dns meta l4proto { tcp, udp } th dport 53 counter name ip saddr map @egress accept`,
+      `add rule inet ${t} forward iifname "${br}" ip daddr { ${BLOCKED.join(', ')} } drop`,
+      `add rule inet ${t} forward iifname "${br}" counter name ip saddr map @egress accept`,
+      `add rule inet ${t} forward iifname "${br}" drop`,
+      `add rule inet ${t} postrouting ip saddr ${this.cfg.subnet} oifname != "${br}" masquerade`,
+      `add table bridge ${t}`,
+      `add chain bridge ${t} forward { type filter hook forward priority 0; policy accept; }`,
+      `flush chain bridge ${t} forward`,
+      `add rule bridge ${t} forward iifname "${br}v*" oifname "${br}v*" drop`,
+    ];
+    await run('nft', ['-f', '-'], { input: lines.join('\n') + '\n' });
+  }
+
+  /** Removes bridge and tables (tests and `rootbox` uninstall; never on a normal stop). */
+  async teardown(): Promise<void> {
+    await tryRun('nft', ['delete', 'table', 'inet', this.table]);
+    await tryRun('nft', ['delete', 'table', 'bridge', this.table]);
+    await tryRun('ip', ['link', 'del', this.bridge]);
+  }
+
+  /** Per-server counter; kept while the server exists (asleep too). */
+  async addServer(ip: string): Promise<void> {
+    const c = this.counterOf(ip);
+    await run('nft', ['-f', '-'], {
+      input: `add counter inet ${this.table} ${c}\nadd element inet ${this.table} egress { ${ip} : "${c}" }\n`,
+    }).catch(async (e) => {
+      // "element exists" after a crash between the two halves: fine when it maps to our counter.
+      if (!/exists/i.test((e as Error).message)) throw e;
+    });
+  }
+
+  async removeServer(ip: string): Promise<void> {
+    await tryRun('nft', ['delete', 'element', 'inet', this.table, 'egress', `{ ${ip} }`]);
+    await tryRun('nft', ['delete', 'counter', 'inet', this.table, this.counterOf(ip)]);
+  }
+
+  /** Wires a created (not yet started) container: veth pair, eth0 with address, MAC and route. */
+  async attach(ip: string, pid: number): Promise<void> {
+    const host = this.vethOf(ip);
+    await tryRun('ip', ['link', 'del', host]); // a leftover from a container that just died
+    await run('ip', ['-b', '-'], {
+      input: `link add ${host} type veth peer name eth0 address ${Network.macOf(ip)} netns ${pid}\nlink set ${host} master ${this.bridge} up\n`,
+    });
+    await run('nsenter', [`--net=/proc/${pid}/ns/net`, 'ip', '-b', '-'], {
+      input: `addr add ${ip}/${this.prefix} dev eth0\nlink set eth0 up\nroute add default via ${this.gateway}\n`,
+    });
+  }
+
+  /** Removes the host side of a server's veth if it is still there. */
+  async detach(ip: string): Promise<void> {
+    await tryRun('ip', ['link', 'del', this.vethOf(ip)]);
+  }
+
+  async egressBytes(ip: string): Promise<number> {
+    const r = await tryRun('nft', ['-j', 'list', 'counter', 'inet', this.table, this.counterOf(ip)]);
+    if (!r) return 0;
+    try {
+      const doc = JSON.parse(r.stdout) as { nftables: { counter?: { bytes: number } }[] };
+      return doc.nftables.find((x) => x.counter)?.counter?.bytes ?? 0;
+    } catch {
+      throw new AppError('internal', 'nft_output', 'unexpected output from nft list counter');
+    }
+  }
+}

@@ -1,0 +1,73 @@
+// Start-up reconciliation of the store (desired state) with runc (actual state):
+//   - a container runc knows but the store does not (an orphan of a crashed create or delete) is
+//     killed and deleted, and a server directory without a record is unmounted and removed;
+//   - a running container of a known server is adopted as it is;
+//   - a known server whose container is gone or stopped (host reboot, crash) gets its disk and
+//     overlay mounted again, its counter re-added, and is started when it should be running;
+//     otherwise it stays asleep with its rootfs mounted (the proxy serves /root/www from it).
+
+import { existsSync, readdirSync } from 'node:fs';
+import { destroyDisk, diskPaths } from './disk.js';
+import { mountRootfs } from './disk.js';
+import type { ContainerRuntime } from './runtime.js';
+import { cgroupPath } from './spec.js';
+import { removeCgroup } from './cgroup.js';
+
+export interface ReconcileReport {
+  adopted: string[];
+  started: string[];
+  sleeping: string[];
+  orphans: string[];
+  failed: string[];
+}
+
+export async function reconcile(rt: ContainerRuntime): Promise<ReconcileReport> {
+  const { store, log, helper, image } = rt.deps;
+  const report: ReconcileReport = { adopted: [], started: [], sleeping: [], orphans: [], failed: [] };
+  const records = new Map(store.all().map((r) => [r.id, r]));
+  const containers = await rt.runc.list();
+  for (const c of containers) {
+    if (records.has(c.id)) continue;
+    report.orphans.push(c.id);
+    await rt.runc.kill(c.id, 'KILL', true);
+    await rt.runc.delete(c.id, true).catch((err) => log.warn('orphan delete failed', { container: c.id, err }));
+    removeCgroup(cgroupPath(c.id));
+  }
+  const dir = rt.serverDir('');
+  if (existsSync(dir)) {
+    for (const name of readdirSync(dir)) {
+      if (records.has(name)) continue;
+      report.orphans.push(name);
+      await destroyDisk(diskPaths(rt.serverDir(name))).catch((err) => log.warn('orphan disk cleanup failed', { server: name, err }));
+    }
+  }
+  const status = new Map(containers.map((c) => [c.id, c.status]));
+  for (const rec of records.values()) {
+    try {
+      await rt.serial(rec.id, async () => {
+        await mountRootfs(diskPaths(rt.serverDir(rec.id)), helper, image, rec.uidBase);
+        await rt.net.addServer(rec.ip);
+        rt.writeBundle(rec);
+        if (status.get(rec.id) === 'running') {
+          rt.view(rec, 'running');
+          report.adopted.push(rec.id);
+        } else if (rec.desired === 'running') {
+          rt.view(rec, 'waking');
+          await rt.boot(rec);
+          rt.view(rec, 'running');
+          report.started.push(rec.id);
+        } else {
+          if (status.has(rec.id)) await rt.halt(rec, 0);
+          rt.view(rec, 'sleeping');
+          report.sleeping.push(rec.id);
+        }
+      });
+    } catch (err) {
+      rt.view(rec, 'failed');
+      report.failed.push(rec.id);
+      log.error('reconcile: server could not be restored', { server: rec.id, err });
+    }
+  }
+  log.info('runtime reconciled', { adopted: report.adopted.length, started: report.started.length, sleeping: report.sleeping.length, orphans: report.orphans.length, failed: report.failed.length });
+  return report;
+}

@@ -1,0 +1,83 @@
+// runc, one function per verb (go-runc style), all under one state root so the daemon only ever
+// sees its own containers. Detached containers get /dev/null as stdio (never a pipe of the
+// daemon's, which would die with it); runc's own errors go to a per-bundle JSON log read back on
+// failure.
+
+import { readFileSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { CommandError, run, tryRun } from './proc.js';
+
+export interface RuncState {
+  id: string;
+  pid: number;
+  status: 'creating' | 'created' | 'running' | 'paused' | 'stopped';
+  bundle: string;
+}
+
+export class Runc {
+  constructor(readonly root: string) {}
+
+  private args(...rest: string[]): string[] {
+    return ['--root', this.root, ...rest];
+  }
+
+  private lastLogError(bundle: string): string {
+    try {
+      const lines = readFileSync(join(bundle, 'runc.log'), 'utf8').trim().split('\n').reverse();
+      for (const l of lines) {
+        const rec = JSON.parse(l) as { level?: string; msg?: string };
+        if (rec.level === 'error' && rec.msg) return rec.msg;
+      }
+    } catch {
+      /* no log */
+    }
+    return '';
+  }
+
+  /** `runc create`: namespaces and init set up, user process not started. Returns init's pid. */
+  async create(id: string, bundle: string): Promise<number> {
+    const pidFile = join(bundle, 'init.pid');
+    const log = join(bundle, 'runc.log');
+    rmSync(log, { force: true });
+    try {
+      await run('runc', ['--root', this.root, '--log', log, '--log-format', 'json', 'create', '--bundle', bundle, '--pid-file', pidFile, id], { timeoutMs: 60_000, detachedStdio: true });
+    } catch (e) {
+      const err = e as CommandError;
+      throw new CommandError(`runc create ${id}`, err.exitCode, this.lastLogError(bundle) || err.stderr);
+    }
+    return Number(readFileSync(pidFile, 'utf8').trim());
+  }
+
+  async start(id: string): Promise<void> {
+    await run('runc', this.args('start', id));
+  }
+
+  async kill(id: string, signal: string, all = false): Promise<boolean> {
+    return (await tryRun('runc', this.args('kill', ...(all ? ['--all'] : []), id, signal))) !== null;
+  }
+
+  async delete(id: string, force = false): Promise<void> {
+    await run('runc', this.args('delete', ...(force ? ['--force'] : []), id));
+  }
+
+  async state(id: string): Promise<RuncState | undefined> {
+    const r = await tryRun('runc', this.args('state', id));
+    return r ? (JSON.parse(r.stdout) as RuncState) : undefined;
+  }
+
+  async list(): Promise<RuncState[]> {
+    const r = await run('runc', this.args('list', '--format', 'json'));
+    return (JSON.parse(r.stdout || 'null') as RuncState[] | null) ?? [];
+  }
+
+  /** Live memory limit (cgroup v1: memory.limit_in_bytes; memsw left alone, the host has no swap). */
+  async updateMemory(id: string, bytes: number): Promise<void> {
+    await run('runc', this.args('update', '--memory', String(bytes), id));
+  }
+
+  /** argv (after the runc binary) of `runc exec` for a process in a running container. */
+  execArgs(id: string, o: { tty: boolean; argv: string[]; env?: Record<string, string>; cwd?: string; processJson?: string }): string[] {
+    const env = Object.entries(o.env ?? {}).flatMap(([k, v]) => ['--env', `${k}=${v}`]);
+    return this.args('exec', ...(o.tty ? ['-t'] : []), ...(o.cwd ? ['--cwd', o.cwd] : []), ...env, id, ...o.argv);
+  }
+}

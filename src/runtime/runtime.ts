@@ -1,0 +1,289 @@
+// The container runtime: servers as runc containers with their own disk, network identity and
+// uid range. Owns the lifecycle (create, start/wake, stop/sleep, delete, resize), exec, stats and
+// the in-memory view of every server; reconcile.ts brings runc and the store together at boot.
+// Operations on one server are serialised; different servers proceed in parallel.
+
+import { chmodSync, chownSync, mkdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { RuntimeConfig } from '../config/runtime.js';
+import { AppError, badRequest, conflict, notFound } from '../errors.js';
+import type { Logger } from '../log/index.js';
+import type { RuntimeRecord, RuntimeStore } from '../store/runtime.js';
+import { cgroupPath, ociSpec } from './spec.js';
+import { destroyDisk, diskPaths, diskUsed, growDisk, mountRootfs, makeDisk } from './disk.js';
+import { pipeExec, ptyExec } from './exec.js';
+import { memoryStats, removeCgroup } from './cgroup.js';
+import { Network } from './network.js';
+import { Runc } from './runc.js';
+import { resolvConf } from './image.js';
+import type { ExecOptions, PipeProcess, PtyOptions, PtyProcess, Runtime, RuntimeServer, ServerSpec, ServerState, ServerStats } from './types.js';
+
+export interface RuntimeDeps {
+  dataDir: string;
+  cfg: RuntimeConfig;
+  store: RuntimeStore;
+  log: Logger;
+  /** Base image rootfs (the idmapped lower layer). */
+  image: string;
+  /** Compiled idmapped-mount helper. */
+  helper: string;
+  /** Directory bind-mounted at /run/rootbox (tini + supervisor). */
+  initDir: string;
+}
+
+const ID = /^srv_[A-Za-z0-9_-]{1,60}$/;
+const SLUG = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
+const MiB = 1024 * 1024;
+
+export class ContainerRuntime implements Runtime {
+  readonly net: Network;
+  readonly runc: Runc;
+  readonly servers = new Map<string, RuntimeServer>();
+  private readonly queues = new Map<string, Promise<unknown>>();
+
+  constructor(readonly deps: RuntimeDeps) {
+    this.net = new Network(deps.cfg);
+    this.runc = new Runc(join(deps.dataDir, 'runc'));
+  }
+
+  serverDir(id: string): string {
+    return join(this.deps.dataDir, 'servers', id);
+  }
+
+  /** Runs fn after every earlier operation on the same server. */
+  serial<T>(id: string, fn: () => Promise<T>): Promise<T> {
+    const prev = this.queues.get(id) ?? Promise.resolve();
+    const next = prev.then(fn, fn);
+    const tail = next.catch(() => {});
+    this.queues.set(id, tail);
+    void tail.then(() => {
+      if (this.queues.get(id) === tail) this.queues.delete(id);
+    });
+    return next;
+  }
+
+  view(rec: RuntimeRecord, state: ServerState): RuntimeServer {
+    const s: RuntimeServer = {
+      id: rec.id, slug: rec.slug, ip: rec.ip, uidBase: rec.uidBase, memoryBytes: rec.memoryBytes,
+      diskBytes: rec.diskBytes, rootfs: diskPaths(this.serverDir(rec.id)).rootfs, state,
+    };
+    this.servers.set(rec.id, s);
+    return s;
+  }
+
+  private setState(id: string, state: ServerState): void {
+    const s = this.servers.get(id);
+    if (s) s.state = state;
+  }
+
+  private record(id: string): RuntimeRecord {
+    const rec = this.deps.store.get(id);
+    if (!rec) throw notFound('server_not_found', `no server ${id} on this host`);
+    return rec;
+  }
+
+  writeBundle(rec: RuntimeRecord): void {
+    const bundle = join(this.serverDir(rec.id), 'bundle');
+    mkdirSync(bundle, { recursive: true, mode: 0o700 });
+    const spec = ociSpec({
+      id: rec.id, slug: rec.slug, rootfs: diskPaths(this.serverDir(rec.id)).rootfs, uidBase: rec.uidBase,
+      memoryBytes: rec.memoryBytes, initDir: this.deps.initDir, limits: this.deps.cfg,
+    });
+    writeFileSync(join(bundle, 'config.json.tmp'), JSON.stringify(spec));
+    renameSync(join(bundle, 'config.json.tmp'), join(bundle, 'config.json'));
+  }
+
+  /** Files a new server starts with that depend on it (hostname, hosts, resolver). */
+  private personalise(rec: RuntimeRecord): void {
+    const root = diskPaths(this.serverDir(rec.id)).rootfs;
+    const files: [string, string][] = [
+      ['etc/hostname', `${rec.slug}\n`],
+      ['etc/hosts', `127.0.0.1\tlocalhost\n127.0.1.1\t${rec.slug}\n::1\tlocalhost ip6-localhost ip6-loopback\n`],
+      ['etc/resolv.conf', resolvConf()],
+    ];
+    for (const [rel, text] of files) {
+      const p = join(root, rel);
+      rmSync(p, { force: true }); // resolv.conf may be a symlink in some images: never follow it
+      writeFileSync(p, text, { mode: 0o644 });
+      chownSync(p, rec.uidBase, rec.uidBase);
+    }
+  }
+
+  /** runc create → veth into the container's netns → runc start. Leaves no half-made container. */
+  async boot(rec: RuntimeRecord): Promise<void> {
+    const dir = this.serverDir(rec.id);
+    const st = await this.runc.state(rec.id);
+    if (st?.status === 'running') return;
+    if (st) await this.runc.delete(rec.id, true);
+    await this.net.detach(rec.ip);
+    await mountRootfs(diskPaths(dir), this.deps.helper, this.deps.image, rec.uidBase);
+    const pid = await this.runc.create(rec.id, join(dir, 'bundle'));
+    try {
+      await this.net.attach(rec.ip, pid);
+      await this.runc.start(rec.id);
+    } catch (e) {
+      await this.runc.delete(rec.id, true).catch(() => {});
+      await this.net.detach(rec.ip);
+      throw e;
+    }
+  }
+
+  async create(spec: ServerSpec): Promise<RuntimeServer> {
+    if (!ID.test(spec.id)) throw badRequest('invalid_server_id', 'server id must look like srv_<letters, digits, _ or ->');
+    if (!SLUG.test(spec.slug)) throw badRequest('invalid_slug', 'slug must be a DNS label: lowercase letters, digits and inner hyphens, at most 63');
+    if (!(spec.memoryBytes >= 32 * MiB)) throw badRequest('invalid_memory', 'memoryBytes must be at least 32 MiB');
+    if (!(spec.diskBytes >= 64 * MiB)) throw badRequest('invalid_disk', 'diskBytes must be at least 64 MiB');
+    return this.serial(spec.id, async () => {
+      const got = this.deps.store.allocate(
+        { id: spec.id, slug: spec.slug, memoryBytes: spec.memoryBytes, diskBytes: spec.diskBytes, desired: 'running', createdAt: Date.now() },
+        { uidStart: this.deps.cfg.uidStart, uidRanges: this.deps.cfg.uidRanges, ips: () => this.net.hosts() },
+      );
+      if (got === 'exists') throw conflict('server_exists', `server ${spec.id} already exists`);
+      if (got === 'no_ip') throw new AppError('unavailable', 'no_address', 'every address of the server subnet is in use');
+      if (got === 'no_uid') throw new AppError('unavailable', 'no_uid_range', 'every uid range of this host is in use');
+      const rec = got;
+      this.view(rec, 'creating');
+      const p = diskPaths(this.serverDir(rec.id));
+      try {
+        await makeDisk(p, rec.diskBytes);
+        await mountRootfs(p, this.deps.helper, this.deps.image, rec.uidBase);
+        this.personalise(rec);
+        this.writeBundle(rec);
+        await this.net.addServer(rec.ip);
+        await this.boot(rec);
+      } catch (e) {
+        this.deps.log.error('create failed; rolling back', { server: rec.id, err: e });
+        await this.teardown(rec).catch((err) => this.deps.log.error('rollback failed', { server: rec.id, err }));
+        throw e;
+      }
+      this.deps.log.info('server created', { server: rec.id, ip: rec.ip, uidBase: rec.uidBase });
+      return this.view(rec, 'running');
+    });
+  }
+
+  start(id: string): Promise<void> {
+    return this.serial(id, async () => {
+      const rec = this.deps.store.update(id, { desired: 'running' }) ?? this.record(id);
+      if (this.servers.get(id)?.state === 'running' && (await this.runc.state(id))?.status === 'running') return;
+      this.view(rec, 'waking');
+      try {
+        await this.boot(rec);
+      } catch (e) {
+        this.setState(id, 'failed');
+        throw e;
+      }
+      this.setState(id, 'running');
+    });
+  }
+
+  stop(id: string): Promise<void> {
+    return this.serial(id, async () => {
+      const rec = this.deps.store.update(id, { desired: 'stopped' }) ?? this.record(id);
+      await this.halt(rec, this.deps.cfg.stopGrace);
+      this.view(rec, 'sleeping');
+    });
+  }
+
+  /** SIGTERM, up to `graceMs`, SIGKILL to everything, runc delete, veth gone. */
+  async halt(rec: RuntimeRecord, graceMs: number): Promise<void> {
+    const st = await this.runc.state(rec.id);
+    if (st && st.status !== 'stopped' && st.pid > 0) {
+      if (graceMs > 0 && st.status === 'running') {
+        await this.runc.kill(rec.id, 'TERM');
+        const deadline = Date.now() + graceMs;
+        while (Date.now() < deadline && alive(st.pid)) await sleep(10);
+      }
+      if (alive(st.pid)) await this.runc.kill(rec.id, 'KILL', true);
+      const deadline = Date.now() + 5000;
+      while (Date.now() < deadline && alive(st.pid)) await sleep(10);
+    }
+    if (st) await this.runc.delete(rec.id, true);
+    removeCgroup(cgroupPath(rec.id));
+    await this.net.detach(rec.ip);
+  }
+
+  /** Everything a server has, released; the store record last. */
+  private async teardown(rec: RuntimeRecord): Promise<void> {
+    await this.halt(rec, 0);
+    await this.net.removeServer(rec.ip);
+    await destroyDisk(diskPaths(this.serverDir(rec.id)));
+    this.deps.store.remove(rec.id);
+    this.servers.delete(rec.id);
+  }
+
+  delete(id: string): Promise<void> {
+    return this.serial(id, async () => {
+      await this.teardown(this.record(id));
+      this.deps.log.info('server deleted', { server: id });
+    });
+  }
+
+  resize(id: string, limits: { memoryBytes: number; diskBytes: number }): Promise<void> {
+    if (!(limits.memoryBytes >= 32 * MiB)) throw badRequest('invalid_memory', 'memoryBytes must be at least 32 MiB');
+    if (!(limits.diskBytes >= 64 * MiB)) throw badRequest('invalid_disk', 'diskBytes must be at least 64 MiB');
+    return this.serial(id, async () => {
+      const old = this.record(id);
+      const p = diskPaths(this.serverDir(id));
+      const diskBytes = Math.max(limits.diskBytes, statSync(p.img).size); // disks never shrink
+      if (diskBytes > statSync(p.img).size) await growDisk(p, diskBytes);
+      const rec = this.deps.store.update(id, { memoryBytes: limits.memoryBytes, diskBytes })!;
+      this.writeBundle(rec);
+      if ((await this.runc.state(id))?.status === 'running') await this.runc.updateMemory(id, limits.memoryBytes);
+      this.view(rec, this.servers.get(id)?.state ?? 'running');
+      if (rec.memoryBytes !== old.memoryBytes || rec.diskBytes !== old.diskBytes) this.deps.log.info('server resized', { server: id, memoryBytes: rec.memoryBytes, diskBytes });
+    });
+  }
+
+  private running(id: string): void {
+    const s = this.servers.get(id);
+    if (!s) throw notFound('server_not_found', `no server ${id} on this host`);
+    if (s.state !== 'running') throw conflict('server_not_running', `server ${id} is ${s.state}; wake it first`);
+  }
+
+  exec(id: string, opts: ExecOptions): PipeProcess {
+    this.running(id);
+    if (!opts.argv.length) throw badRequest('invalid_argv', 'exec needs a command');
+    return pipeExec(this.runc.execArgs(id, { tty: false, argv: opts.argv, env: opts.env, cwd: opts.cwd }));
+  }
+
+  execPty(id: string, opts: PtyOptions): PtyProcess {
+    this.running(id);
+    if (!opts.argv.length) throw badRequest('invalid_argv', 'exec needs a command');
+    const env = { TERM: opts.term, ...opts.env };
+    return ptyExec(this.runc.execArgs(id, { tty: true, argv: opts.argv, env, cwd: opts.cwd }), opts);
+  }
+
+  async stats(id: string): Promise<ServerStats> {
+    const rec = this.record(id);
+    const running = this.servers.get(id)?.state === 'running';
+    const mem = running ? memoryStats(cgroupPath(id)) : { memoryBytes: 0, oomKills: 0 };
+    return { ...mem, diskUsedBytes: diskUsed(diskPaths(this.serverDir(id))), egressBytes: await this.net.egressBytes(rec.ip) };
+  }
+
+  get(id: string): RuntimeServer | undefined {
+    return this.servers.get(id);
+  }
+
+  list(): RuntimeServer[] {
+    return [...this.servers.values()];
+  }
+
+  /** Lets the container's root user traverse to its rootfs (runc needs o+x on every parent). */
+  static openPath(dataDir: string): void {
+    for (const d of [dataDir, join(dataDir, 'servers')]) {
+      mkdirSync(d, { recursive: true });
+      chmodSync(d, statSync(d).mode | 0o111);
+    }
+  }
+}
+
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}

@@ -1,0 +1,86 @@
+// The OCI runtime spec (bundle/config.json) of one server.
+//
+// Isolation, in order of what it stops:
+// - user namespace: container ids 0..65535 map to the server's own host range (uidBase…); root
+//   inside is an unprivileged host uid that owns nothing outside its own files;
+// - no_new_privs; capabilities trimmed to what a root user administering a Debian system needs:
+//     CHOWN, DAC_OVERRIDE, FOWNER, FSETID (file ownership and modes, apt/dpkg),
+//     SETUID, SETGID, SETPCAP, SETFCAP (switching users: su, sshd-style privilege drop; dpkg file caps),
+//     KILL (signal any process of the server), NET_BIND_SERVICE (listen on :80), SYS_CHROOT.
+//   Not granted: SYS_ADMIN, NET_ADMIN (no re-addressing or spoofing), NET_RAW (ping uses ICMP
+//   datagram sockets through net.ipv4.ping_group_range instead), MKNOD, SYS_PTRACE, AUDIT_*,
+//   SYS_MODULE, SYS_TIME, SYS_RAWIO, SYS_BOOT, SYS_RESOURCE, …;
+// - seccomp deny list (seccomp.ts); masked and read-only /proc and /sys paths;
+// - cgroups: memory limit = tier RAM ceiling (the OOM killer acts inside the server's cgroup),
+//   pids limit, cpu shares; oom_score_adj 500 so under host pressure servers go before the daemon.
+
+import type { RuntimeConfig } from '../config/runtime.js';
+import { seccompProfile } from './seccomp.js';
+import { INIT_ARGS, INIT_MOUNT } from './supervisor.js';
+
+export const CAPABILITIES = [
+  'CAP_CHOWN', 'CAP_DAC_OVERRIDE', 'CAP_FOWNER', 'CAP_FSETID', 'CAP_SETUID', 'CAP_SETGID', 'CAP_SETPCAP',
+  'CAP_SETFCAP', 'CAP_KILL', 'CAP_NET_BIND_SERVICE', 'CAP_SYS_CHROOT',
+];
+
+export const CONTAINER_ENV = ['PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', 'HOME=/root', 'LANG=C.UTF-8', 'TERM=xterm-256color'];
+
+export interface SpecInput {
+  id: string;
+  slug: string;
+  rootfs: string;
+  uidBase: number;
+  memoryBytes: number;
+  initDir: string;
+  limits: Pick<RuntimeConfig, 'pidsLimit' | 'cpuShares'>;
+}
+
+export const cgroupPath = (id: string) => `/rootbox/${id}`;
+
+export function ociSpec(s: SpecInput): Record<string, unknown> {
+  const caps = CAPABILITIES;
+  return {
+    ociVersion: '1.0.2',
+    process: {
+      terminal: false,
+      user: { uid: 0, gid: 0 },
+      args: INIT_ARGS,
+      env: CONTAINER_ENV,
+      cwd: '/root',
+      capabilities: { bounding: caps, effective: caps, permitted: caps, inheritable: [], ambient: [] },
+      noNewPrivileges: true,
+      oomScoreAdj: 500,
+    },
+    root: { path: s.rootfs, readonly: false },
+    hostname: s.slug,
+    mounts: [
+      { destination: '/proc', type: 'proc', source: 'proc', options: ['nosuid', 'noexec', 'nodev'] },
+      { destination: '/dev', type: 'tmpfs', source: 'tmpfs', options: ['nosuid', 'strictatime', 'mode=755', 'size=65536k'] },
+      { destination: '/dev/pts', type: 'devpts', source: 'devpts', options: ['nosuid', 'noexec', 'newinstance', 'ptmxmode=0666', 'mode=0620'] },
+      { destination: '/dev/shm', type: 'tmpfs', source: 'shm', options: ['nosuid', 'noexec', 'nodev', 'mode=1777', 'size=65536k'] },
+      { destination: '/dev/mqueue', type: 'mqueue', source: 'mqueue', options: ['nosuid', 'noexec', 'nodev'] },
+      { destination: '/sys', type: 'sysfs', source: 'sysfs', options: ['nosuid', 'noexec', 'nodev', 'ro'] },
+      { destination: '/run', type: 'tmpfs', source: 'tmpfs', options: ['nosuid', 'nodev', 'mode=755', 'size=65536k'] },
+      { destination: INIT_MOUNT, type: 'bind', source: s.initDir, options: ['bind', 'ro', 'nosuid', 'nodev'] },
+    ],
+    linux: {
+      uidMappings: [{ containerID: 0, hostID: s.uidBase, size: 65536 }],
+      gidMappings: [{ containerID: 0, hostID: s.uidBase, size: 65536 }],
+      namespaces: [{ type: 'pid' }, { type: 'network' }, { type: 'ipc' }, { type: 'uts' }, { type: 'mount' }, { type: 'user' }, { type: 'cgroup' }],
+      cgroupsPath: cgroupPath(s.id),
+      resources: {
+        devices: [{ allow: false, access: 'rwm' }],
+        memory: { limit: s.memoryBytes },
+        pids: { limit: s.limits.pidsLimit },
+        cpu: { shares: s.limits.cpuShares },
+      },
+      sysctl: { 'net.ipv4.ping_group_range': '0 65535' },
+      seccomp: seccompProfile(),
+      maskedPaths: [
+        '/proc/acpi', '/proc/asound', '/proc/kcore', '/proc/keys', '/proc/latency_stats', '/proc/timer_list',
+        '/proc/timer_stats', '/proc/sched_debug', '/proc/scsi', '/sys/firmware', '/sys/devices/virtual/powercap',
+      ],
+      readonlyPaths: ['/proc/bus', '/proc/fs', '/proc/irq', '/proc/sys', '/proc/sysrq-trigger'],
+    },
+  };
+}
