@@ -12,6 +12,8 @@ commands:
   serve          run the daemon in the foreground (embedded defaults when no config)
   doctor         check this host for what rootbox needs; exit 1 when something required is missing
   image build    build the base server image with debootstrap unless cached (--force rebuilds)
+  admin credit <account-or-server> <usd>
+                 add credit to an account (by account id or one of its server ids)
   config docs    print the configuration reference (Markdown)
   config show    print the effective configuration (secrets hidden)
 `;
@@ -39,6 +41,13 @@ async function main(argv: string[]): Promise<number> {
       if (sub === 'build') {
         const { buildImage, imageOptions } = await import('./runtime/image.js');
         await buildImage(imageOptions(loadConfig({ file: values.config })), (l) => process.stdout.write(l + '\n'), values.force === true);
+        return 0;
+      }
+      break;
+    case 'admin':
+      if (sub === 'credit' && positionals.length === 4) {
+        const { adminCredit } = await import('./billing/admin.js');
+        process.stdout.write((await adminCredit(loadConfig({ file: values.config }).dataDir, positionals[2], positionals[3])) + '\n');
         return 0;
       }
       break;

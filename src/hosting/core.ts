@@ -1,7 +1,9 @@
 // The hosting API's services wired together once: accounts, phone verification, servers and
 // exposed ports. Built by createHostingApi from its dependencies.
 
+import type { Billing } from '../billing/index.js';
 import type { Config } from '../config/index.js';
+import type { Paywall } from '../payments/index.js';
 import type { Logger } from '../log/index.js';
 import type { Presence, Runtime, ServerState } from '../runtime/index.js';
 import type { SmsSender } from '../sms/index.js';
@@ -21,7 +23,9 @@ export interface HostingDeps {
   sms: SmsSender;
   ports: PortListener;
   makeKeyPair(comment: string): KeyPair;
-  credits(account: AccountRecord): Credits;
+  billing: Billing;
+  /** x402 paywall for recharges; absent or unconfigured → 503 not_configured. */
+  paywall?: Paywall;
   /** The SSH port clients should use (the bound port when configured as 0). */
   sshPort(): number;
   stateOf?(serverId: string): ServerState | undefined;
@@ -52,7 +56,7 @@ export function buildCore(d: HostingDeps): HostingCore {
     brands: new Set(d.cfg.hosting.brandSlugs),
     maxServersPerAccount: d.cfg.hosting.maxServersPerAccount,
     makeKeyPair: d.makeKeyPair,
-    credits: d.credits,
+    credits: (a) => d.billing.credits(a),
     exposedPorts: (id) => exposures.list(id),
     release: async (id) => {
       await exposures.releaseServer(id);
@@ -68,7 +72,7 @@ export function buildCore(d: HostingDeps): HostingCore {
     phone: new PhoneVerifier(d.store, secret, d.sms),
     servers,
     exposures,
-    credits: d.credits,
+    credits: (a) => d.billing.credits(a),
     sshPort: d.sshPort,
   };
 }

@@ -12,6 +12,7 @@ import { handleCreate } from './create.js';
 import { feedbackHandler } from './feedback.js';
 import { hostingOpenApi } from './openapi.js';
 import { ExposeRequest } from './schemas.js';
+import { recharge, rechargeInfo } from './recharge.js';
 import type { Logger } from '../log/index.js';
 import type { Store } from '../store/index.js';
 
@@ -48,6 +49,7 @@ export function createHostingService(deps: HostingDeps): HostingApi {
     return h(ctx, account);
   };
   const ok = { status: 200, body: { ok: true } };
+  const base = (ctx: Ctx) => `${ctx.scheme}://${ctx.host}`;
 
   const router = new Router(deps.log)
     .on('GET', '/healthz', () => ({ status: 200, body: { ok: true, service: HOSTING_SERVICE } }))
@@ -57,8 +59,15 @@ export function createHostingService(deps: HostingDeps): HostingApi {
       limited(creates.take(ctx.ip), 'address (creates per hour)');
       return handleCreate(ctx, core);
     }), { bodyLimit: 16 * 1024 })
-    .on('GET', '/servers', authed(async (_ctx, a) => ({ status: 200, body: { servers: await Promise.all(core.servers.list(a).map((s) => core.servers.view(s, a))) } })))
-    .on('GET', '/servers/:id', authed(async (ctx, a) => ({ status: 200, body: await core.servers.view(core.servers.owned(a, ctx.params.id), a) })))
+    .on('GET', '/servers', authed(async (ctx, a) => {
+      deps.billing.assertNotExhausted(a, base(ctx));
+      return { status: 200, body: { servers: await Promise.all(core.servers.list(a).map((s) => core.servers.view(s, a))) } };
+    }))
+    .on('GET', '/servers/:id', authed(async (ctx, a) => {
+      const rec = core.servers.owned(a, ctx.params.id);
+      deps.billing.assertNotExhausted(a, base(ctx));
+      return { status: 200, body: await core.servers.view(rec, a) };
+    }))
     .on('DELETE', '/servers/:id', authed(async (ctx, a) => {
       await core.servers.delete(core.servers.owned(a, ctx.params.id));
       return ok;
@@ -68,7 +77,13 @@ export function createHostingService(deps: HostingDeps): HostingApi {
       await core.servers.restart(rec);
       return { status: 200, body: await core.servers.view(rec, a) };
     }))
-    .on('GET', '/credits', authed((_ctx, a) => ({ status: 200, body: core.credits(a) })))
+    .on('GET', '/credits', authed((ctx, a) => {
+      deps.billing.assertNotExhausted(a, base(ctx));
+      return { status: 200, body: core.credits(a) };
+    }))
+    .on('GET', '/usage', authed((ctx, a) => ({ status: 200, body: deps.billing.usage(a, ctx.query.get('limit'), ctx.query.get('cursor')) })))
+    .on('GET', '/account/recharge', authed((ctx, a) => rechargeInfo(ctx, deps.billing, a, deps.paywall)))
+    .on('POST', '/account/recharge', authed((ctx, a) => recharge(ctx, deps.billing, a, deps.paywall)), { bodyLimit: 4096 })
     .on('POST', '/expose', authed(async (ctx, a) => {
       const body = validate(ExposeRequest, await ctx.json());
       core.servers.owned(a, body.server);
