@@ -69,6 +69,7 @@ export class Paywall {
   private readonly terms?: TermsConfig;
   private readonly now: () => number;
   private readonly inflight = new Set<string>();
+  private readonly challenges = new Map<string, AppError>();
 
   constructor(private readonly opts: PaywallOptions) {
     this.now = opts.now ?? Date.now;
@@ -98,9 +99,19 @@ export class Paywall {
     return paymentRequired(this.cfg(), amount, resource, error);
   }
 
-  /** The 402 error for an unpaid request. */
+  /** The 402 error for an unpaid request. The default one is cached per amount and resource
+   *  (the hot path of unpaid traffic); a fresh AppError carries the cached header and body. */
   challenge(amount: bigint, resource: ResourceInfo, code = 'payment_required', detail?: string): AppError {
-    return challenge(this.cfg(), amount, resource, code, detail ?? `pay ${formatUsd(amount)} with x402 (scheme exact, ${this.opts.net.network}) and repeat the request with the X-PAYMENT or PAYMENT-SIGNATURE header`);
+    const cfg = this.cfg();
+    if (code !== 'payment_required' || detail !== undefined) return challenge(cfg, amount, resource, code, detail ?? code);
+    const key = `${amount}|${resource.url}|${resource.description ?? ''}|${resource.mimeType ?? ''}`;
+    let c = this.challenges.get(key);
+    if (!c) {
+      c = challenge(cfg, amount, resource, code, `pay ${formatUsd(amount)} with x402 (scheme exact, ${this.opts.net.network}) and repeat the request with the X-PAYMENT or PAYMENT-SIGNATURE header`);
+      if (this.challenges.size >= 256) this.challenges.clear();
+      this.challenges.set(key, c);
+    }
+    return new AppError('payment_required', c.code, c.detail, { headers: c.headers, extra: c.extra });
   }
 
   hasPayment(headers: ChargeRequest['headers']): boolean {
