@@ -5,7 +5,7 @@
 //   servers/<id>/rootfs    overlay: idmapped base image (read-only) + upper; stays mounted while
 //                          the server sleeps so the proxy can serve /root/www without waking it.
 
-import { closeSync, existsSync, ftruncateSync, mkdirSync, openSync, readFileSync, rmSync, statSync, statfsSync } from 'node:fs';
+import { closeSync, existsSync, fstatSync, ftruncateSync, mkdirSync, openSync, readFileSync, rmSync, statfsSync, writeFileSync } from 'node:fs';
 import { chown, mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { mountIdmappedOverlay } from './helper.js';
@@ -56,6 +56,7 @@ export async function makeDisk(p: DiskPaths, bytes: number): Promise<void> {
 export async function mountRootfs(p: DiskPaths, helper: string, lower: string, uidBase: number): Promise<void> {
   const mounted = mountedPaths();
   if (!mounted.has(p.disk)) {
+    if (existsSync(growMarker(p))) await offlineResize(p);
     await mkdir(p.disk, { recursive: true, mode: 0o711 });
     await run('mount', ['-o', 'loop,nodev,noatime', p.img, p.disk]);
   }
@@ -86,24 +87,56 @@ export async function loopOf(img: string): Promise<string | undefined> {
   return r?.stdout.trim().split('\n')[0] || undefined;
 }
 
-/** Grows the image, the loop device and the mounted ext4 online. Never shrinks. */
-export async function growDisk(p: DiskPaths, bytes: number): Promise<void> {
-  if (statSync(p.img).size >= bytes) return;
+const growMarker = (p: DiskPaths) => join(p.dir, 'disk.grow');
+
+async function offlineResize(p: DiskPaths): Promise<void> {
+  await run('e2fsck', ['-f', '-p', p.img], { okCodes: [0, 1], timeoutMs: 120_000 });
+  await run('resize2fs', [p.img], { timeoutMs: 120_000 });
+  rmSync(growMarker(p), { force: true });
+}
+
+/**
+ * Grows the image and the loop device, then the ext4 online. Online growth needs
+ * CAP_SYS_RESOURCE; without it (some sandboxes) the growth is deferred: a marker file makes the
+ * next sleep (or the next mount after a reboot) resize the filesystem offline. Never shrinks.
+ */
+export async function growDisk(p: DiskPaths, bytes: number): Promise<'online' | 'offline' | 'deferred'> {
   const fd = openSync(p.img, 'r+');
   try {
-    ftruncateSync(fd, bytes);
+    if (fstatSync(fd).size < bytes) ftruncateSync(fd, bytes);
   } finally {
     closeSync(fd);
   }
   const loop = await loopOf(p.img);
   if (!loop) {
-    // Not mounted (only between a host reboot and reconcile): grow the filesystem offline.
-    await run('e2fsck', ['-f', '-y', '-p', p.img], { okCodes: [0, 1], timeoutMs: 120_000 });
-    await run('resize2fs', [p.img], { timeoutMs: 120_000 });
-    return;
+    await offlineResize(p);
+    return 'offline';
   }
   await run('losetup', ['-c', loop]);
-  await run('resize2fs', [loop], { timeoutMs: 120_000 });
+  try {
+    await run('resize2fs', [loop], { timeoutMs: 120_000 });
+    return 'online';
+  } catch {
+    writeFileSync(growMarker(p), `${bytes}\n`);
+    return 'deferred';
+  }
+}
+
+/** Applies a deferred growth while the server is stopped: unmount, resize offline, mount again.
+ *  Leaves everything mounted (and the marker in place) when something still uses the rootfs. */
+export async function applyDeferredGrow(p: DiskPaths, helper: string, lower: string, uidBase: number): Promise<boolean> {
+  if (!existsSync(growMarker(p))) return false;
+  if (!(await tryRun('umount', [p.rootfs]))) return false;
+  if (!(await tryRun('umount', [p.disk]))) {
+    await mountRootfs(p, helper, lower, uidBase);
+    return false;
+  }
+  try {
+    await offlineResize(p);
+  } finally {
+    await mountRootfs(p, helper, lower, uidBase);
+  }
+  return true;
 }
 
 /** Bytes in use on the server's disk (what the user wrote, plus ext4 metadata). */

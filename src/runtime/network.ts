@@ -6,14 +6,15 @@
 //            direct-tcpip); containers reach no host service, loopback-bound or not.
 //   forward  into the bridge: only replies; bridge→bridge (routed container↔container): drop;
 //            IPv6 from containers: drop; DNS to the host's resolvers: allowed and counted;
-//            private, link-local (169.254/16, the metadata address), loopback, CGNAT, multicast and
-//            documentation ranges: drop; everything else: counted per source address in the
+//            private, link-local (169.254/16, the metadata address), loopback, CGNAT, multicast
+//            ranges and the host's own LAN subnets: drop; everything else: counted per source address in the
 //            `egress` map (a named counter per server) and accepted; an unknown source: drop.
 //   postrouting  masquerade the subnet out of any other interface (ip_forward is switched on).
 // The bridge table drops every frame forwarded from one container port to another, so two
 // servers cannot talk at layer 2 either (ARP included).
 
 import { writeFileSync } from 'node:fs';
+import { networkInterfaces } from 'node:os';
 import { AppError } from '../errors.js';
 import { hostNameservers } from './image.js';
 import { run, tryRun } from './proc.js';
@@ -26,8 +27,30 @@ export interface NetConfig {
 
 const BLOCKED = [
   '0.0.0.0/8', '10.0.0.0/8', '100.64.0.0/10', '127.0.0.0/8', '169.254.0.0/16', '172.16.0.0/12', '192.0.0.0/24',
-  '192.0.2.0/24', '192.168.0.0/16', '198.18.0.0/15', '198.51.100.0/24', '203.0.113.0/24', '224.0.0.0/3',
+  '192.168.0.0/16', '198.18.0.0/15', '224.0.0.0/3',
 ];
+
+/** The host's directly connected IPv4 networks (its LAN), except the bridge's own. */
+function hostSubnets(bridge: string): string[] {
+  const out: string[] = [];
+  for (const [name, addrs] of Object.entries(networkInterfaces())) {
+    if (name === bridge) continue;
+    for (const a of addrs ?? []) {
+      if (a.family !== 'IPv4' || a.internal || !a.cidr) continue;
+      const [ip, len] = a.cidr.split('/');
+      const l = Number(len);
+      const net = (toInt(ip) & (l === 0 ? 0 : ~((2 ** (32 - l)) - 1))) >>> 0;
+      const covered = [...BLOCKED, ...out].some((b) => {
+        const [bip, blen] = b.split('/');
+        const bl = Number(blen);
+        const mask = bl === 0 ? 0 : ~((2 ** (32 - bl)) - 1);
+        return bl <= l && ((net & mask) >>> 0) === ((toInt(bip) & mask) >>> 0);
+      });
+      if (!covered) out.push(`${toIp(net)}/${l}`);
+    }
+  }
+  return out;
+}
 
 const toInt = (ip: string) => ip.split('.').reduce((n, o) => n * 256 + Number(o), 0);
 const toIp = (n: number) => [24, 16, 8, 0].map((s) => (n >>> s) & 255).join('.');
@@ -100,7 +123,7 @@ export class Network {
       `add rule inet ${t} forward oifname "${br}" drop`,
       `add rule inet ${t} forward iifname "${br}" meta nfproto ipv6 drop`,
       `add rule inet ${t} forward iifname "${br}" ip daddr @dns meta l4proto { tcp, udp } th dport 53 counter name ip saddr map @egress accept`,
-      `add rule inet ${t} forward iifname "${br}" ip daddr { ${BLOCKED.join(', ')} } drop`,
+      `add rule inet ${t} forward iifname "${br}" ip daddr { ${[...BLOCKED, ...hostSubnets(br)].join(', ')} } drop`,
       `add rule inet ${t} forward iifname "${br}" counter name ip saddr map @egress accept`,
       `add rule inet ${t} forward iifname "${br}" drop`,
       `add rule inet ${t} postrouting ip saddr ${this.cfg.subnet} oifname != "${br}" masquerade`,

@@ -10,7 +10,7 @@ import { AppError, badRequest, conflict, notFound } from '../errors.js';
 import type { Logger } from '../log/index.js';
 import type { RuntimeRecord, RuntimeStore } from '../store/runtime.js';
 import { cgroupPath, ociSpec } from './spec.js';
-import { destroyDisk, diskPaths, diskUsed, growDisk, mountRootfs, makeDisk } from './disk.js';
+import { applyDeferredGrow, destroyDisk, diskPaths, diskUsed, growDisk, mountRootfs, makeDisk } from './disk.js';
 import { pipeExec, ptyExec } from './exec.js';
 import { memoryStats, removeCgroup } from './cgroup.js';
 import { Network } from './network.js';
@@ -180,6 +180,8 @@ export class ContainerRuntime implements Runtime {
     return this.serial(id, async () => {
       const rec = this.deps.store.update(id, { desired: 'stopped' }) ?? this.record(id);
       await this.halt(rec, this.deps.cfg.stopGrace);
+      const p = diskPaths(this.serverDir(id));
+      if (await applyDeferredGrow(p, this.deps.helper, this.deps.image, rec.uidBase)) this.deps.log.info('disk grown offline while asleep', { server: id });
       this.view(rec, 'sleeping');
     });
   }
@@ -225,7 +227,10 @@ export class ContainerRuntime implements Runtime {
       const old = this.record(id);
       const p = diskPaths(this.serverDir(id));
       const diskBytes = Math.max(limits.diskBytes, statSync(p.img).size); // disks never shrink
-      if (diskBytes > statSync(p.img).size) await growDisk(p, diskBytes);
+      if (diskBytes > statSync(p.img).size) {
+        const how = await growDisk(p, diskBytes);
+        if (how === 'deferred') this.deps.log.warn('online disk growth refused (no CAP_SYS_RESOURCE); grows at the next sleep', { server: id });
+      }
       const rec = this.deps.store.update(id, { memoryBytes: limits.memoryBytes, diskBytes })!;
       this.writeBundle(rec);
       if ((await this.runc.state(id))?.status === 'running') await this.runc.updateMemory(id, limits.memoryBytes);

@@ -86,3 +86,52 @@ export async function sh(rt: ContainerRuntime, id: string, script: string, input
 
 let seq = 0;
 export const newId = (tag: string) => `srv_t${process.pid.toString(36)}${tag}${(seq++).toString(36)}`;
+
+/** A run.sh serving /root/www/index.html on port 80 with python3 (the image has no web server). */
+export const RUN_SH = `#!/bin/bash
+echo "run.sh starting pid $$"
+exec python3 -c '
+import socket
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", 80))
+s.listen(64)
+while True:
+    c, _ = s.accept()
+    try:
+        c.recv(65536)
+        body = open("/root/www/index.html", "rb").read()
+        c.sendall(b"HTTP/1.0 200 OK\\r\\nContent-Length: %d\\r\\n\\r\\n" % len(body) + body)
+    except Exception:
+        pass
+    c.close()
+'
+`;
+
+/** GET http://ip:port/ → body, or null when the connection fails or times out. */
+export function httpGet(ip: string, port = 80, timeoutMs = 1000): Promise<string | null> {
+  return import('node:http').then(
+    ({ get }) =>
+      new Promise((resolve) => {
+        const req = get({ host: ip, port, path: '/', timeout: timeoutMs, agent: false }, (res) => {
+          const chunks: Buffer[] = [];
+          res.on('data', (d: Buffer) => chunks.push(d));
+          res.on('end', () => resolve(Buffer.concat(chunks).toString()));
+          res.on('error', () => resolve(null));
+        });
+        req.on('timeout', () => req.destroy());
+        req.on('error', () => resolve(null));
+      }),
+  );
+}
+
+/** Polls fn until it returns a value that is not null/false, or gives up after timeoutMs. */
+export async function waitFor<T>(fn: () => Promise<T | null | false> | T | null | false, timeoutMs: number, everyMs = 25): Promise<T | null> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (v !== null && v !== false) return v as T;
+    if (Date.now() > deadline) return null;
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+}

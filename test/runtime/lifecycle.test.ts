@@ -1,0 +1,181 @@
+// Lifecycle of one real runc server, shared by the tests of this file in order: create, exec,
+// run.sh supervision, sleep/wake, resize, stats, adoption by a new runtime, delete.
+
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { createHash, randomBytes } from 'node:crypto';
+import { existsSync, readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { run, tryRun } from '../../src/runtime/proc.js';
+import { cgroupDirs } from '../../src/runtime/cgroup.js';
+import { cgroupPath } from '../../src/runtime/spec.js';
+import { httpGet, MiB, newId, RUN_SH, sh, startRuntime, waitFor, type RuntimeEnv } from './helpers/env.js';
+
+let env: RuntimeEnv;
+const id = newId('life');
+let ip = '';
+
+test.before(async () => {
+  env = await startRuntime('life', 11);
+});
+test.after(async () => {
+  await env?.cleanup();
+});
+
+test('create returns a running server whose commands run as root with the slug as hostname', async () => {
+  const s = await env.rt.create({ id, slug: 'life-one', memoryBytes: 256 * MiB, diskBytes: 512 * MiB });
+  ip = s.ip;
+  assert.is(s.state, 'running');
+  assert.match(s.ip, /^10\.199\.11\.\d+$/);
+  const r = await sh(env.rt, id, 'id -u; hostname; cat /etc/hostname; echo err >&2; exit 7');
+  assert.is(r.code, 7);
+  assert.is(r.out, '0\nlife-one\nlife-one\n');
+  assert.is(r.err, 'err\n');
+  assert.equal(env.rt.get(id)?.state, 'running');
+  assert.ok(env.rt.list().some((x) => x.id === id));
+});
+
+test('exec pipes are binary-safe in both directions', async () => {
+  const data = randomBytes(300_000);
+  const r = env.rt.exec(id, { argv: ['sha256sum'] });
+  let out = '';
+  r.stdout.on('data', (d) => (out += d));
+  r.stdin.end(data);
+  assert.is((await r.exited).code, 0);
+  assert.is(out.split(' ')[0], createHash('sha256').update(data).digest('hex'));
+  const back = env.rt.exec(id, { argv: ['head', '-c', '65536', '/dev/urandom'] });
+  const chunks: Buffer[] = [];
+  back.stdout.on('data', (d: Buffer) => chunks.push(d));
+  back.stdin.end();
+  await back.exited;
+  assert.is(Buffer.concat(chunks).length, 65536);
+});
+
+test('execPty runs on a terminal of the requested size, follows resize and reports the exit status', async () => {
+  const p = env.rt.execPty(id, { argv: ['/bin/bash', '--norc', '-i'], cols: 90, rows: 30, term: 'xterm' });
+  let out = '';
+  p.onData((d) => (out += d.toString()));
+  // runc sizes the inner terminal just after the process starts: type once the prompt is there,
+  // like a person would (a program started before that gets SIGWINCH with the size).
+  assert.ok(await waitFor(() => out.includes('# '), 5000), out);
+  await new Promise((r) => setTimeout(r, 200));
+  p.write('stty size; tty; echo "TERM=$TERM"\n');
+  assert.ok(await waitFor(() => /30 90/.test(out) && /TERM=xterm/.test(out), 5000), out);
+  assert.match(out, /\/dev\/pts\/\d+/);
+  p.resize(120, 40);
+  await new Promise((r) => setTimeout(r, 100));
+  p.write('stty size; exit 3\n');
+  const exit = await p.exited;
+  assert.match(out, /40 120/);
+  assert.equal(exit, { code: 3, signal: null });
+});
+
+test('run.sh serving /root/www answers on port 80 from the host within about a second, and its output is logged', async () => {
+  const w = await sh(env.rt, id, 'mkdir -p /root/www && echo hello-from-www > /root/www/index.html && cat > /root/run.sh.new && mv /root/run.sh.new /root/run.sh', RUN_SH);
+  assert.is(w.code, 0, w.err);
+  const started = Date.now();
+  const chmod = await sh(env.rt, id, 'chmod +x /root/run.sh');
+  assert.is(chmod.code, 0);
+  const body = await waitFor(() => httpGet(ip), 5000);
+  const took = Date.now() - started;
+  assert.is(body, 'hello-from-www\n');
+  assert.ok(took < 2500, `port 80 took ${took} ms`);
+  const log = await sh(env.rt, id, 'cat /var/log/run.sh.log');
+  assert.match(log.out, /run\.sh starting pid/);
+  // the host view of the rootfs shows the same file (the proxy serves static sites from it)
+  assert.is(readFileSync(join(env.rt.get(id)!.rootfs, 'root/www/index.html'), 'utf8'), 'hello-from-www\n');
+});
+
+test('a killed run.sh is started again by the supervisor', async () => {
+  const before = await sh(env.rt, id, 'pgrep -f "python3 -c" | head -1');
+  assert.match(before.out, /^\d+\n$/);
+  await sh(env.rt, id, `kill -9 ${before.out.trim()}`);
+  const after = await waitFor(async () => {
+    const r = await sh(env.rt, id, 'pgrep -f "python3 -c" | head -1');
+    return r.out.trim() && r.out.trim() !== before.out.trim() ? r.out.trim() : null;
+  }, 5000);
+  assert.ok(after, 'run.sh came back');
+  assert.is(await waitFor(() => httpGet(ip), 3000), 'hello-from-www\n');
+  const log = await sh(env.rt, id, 'cat /var/log/run.sh.log');
+  assert.match(log.out, /exited with status 137/);
+});
+
+test('stop frees the container memory but keeps the rootfs mounted; start keeps files and serves again', async () => {
+  await sh(env.rt, id, 'echo kept > /root/note.txt');
+  const rootfs = env.rt.get(id)!.rootfs;
+  await env.rt.stop(id);
+  assert.is(env.rt.get(id)?.state, 'sleeping');
+  assert.is(cgroupDirs(cgroupPath(id)).length, 0, 'cgroup removed: no memory held');
+  assert.is((await env.rt.runc.state(id)), undefined);
+  assert.is(await httpGet(ip, 80, 300), null);
+  assert.is(readFileSync(join(rootfs, 'root/note.txt'), 'utf8'), 'kept\n', 'host view stays readable while asleep');
+  assert.throws(() => env.rt.exec(id, { argv: ['true'] }), /wake it first/);
+  const t = Date.now();
+  await env.rt.start(id);
+  assert.is(env.rt.get(id)?.state, 'running');
+  assert.is(await waitFor(() => httpGet(ip), 3000), 'hello-from-www\n');
+  assert.ok(Date.now() - t < 3000);
+  assert.is((await sh(env.rt, id, 'cat /root/note.txt')).out, 'kept\n');
+});
+
+// Online ext4 growth needs CAP_SYS_RESOURCE; some sandboxes run root without it, and then the
+// runtime grows the disk at the next sleep instead. Both paths must end with the bigger disk.
+const canGrowOnline = (BigInt('0x' + (/^CapEff:\s+([0-9a-f]+)$/m.exec(readFileSync('/proc/self/status', 'utf8'))?.[1] ?? '0')) >> 24n) & 1n;
+
+test('resize raises the memory limit live and grows the disk (online, or at the next sleep without CAP_SYS_RESOURCE)', async () => {
+  const size = async () => Number((await sh(env.rt, id, 'df -B1M --output=size / | tail -1')).out.trim());
+  assert.ok((await size()) < 520);
+  await env.rt.resize(id, { memoryBytes: 384 * MiB, diskBytes: 768 * MiB });
+  const limit = Number(readFileSync(join(cgroupDirs(cgroupPath(id)).find((d) => d.includes('/memory/')) ?? '', 'memory.limit_in_bytes'), 'utf8'));
+  assert.is(limit, 384 * MiB);
+  if (!canGrowOnline) {
+    await env.rt.stop(id);
+    await env.rt.start(id);
+  }
+  assert.ok((await size()) > 700, `disk size inside after growth`);
+  assert.is((await sh(env.rt, id, 'cat /root/note.txt')).out, 'kept\n');
+  assert.is(env.rt.get(id)?.diskBytes, 768 * MiB);
+  assert.is(statSync(join(env.rt.serverDir(id), 'disk.img')).size, 768 * MiB);
+});
+
+test('stats report memory in use, disk used and egress bytes', async () => {
+  await sh(env.rt, id, 'head -c 20000000 /dev/urandom > /root/blob');
+  const eg = await sh(env.rt, id, 'curl -sS -o /dev/null --max-time 10 http://deb.debian.org/debian/dists/bookworm/Release && echo fetched');
+  const st = await env.rt.stats(id);
+  assert.ok(st.memoryBytes > 1 * MiB, `memory ${st.memoryBytes}`);
+  assert.ok(st.diskUsedBytes > 20_000_000, `disk ${st.diskUsedBytes}`);
+  assert.is(st.oomKills, 0);
+  assert.is(eg.out, 'fetched\n', `egress through NAT: ${eg.err}`);
+  assert.ok(st.egressBytes > 500, `egress ${st.egressBytes}`);
+});
+
+test('a new runtime instance over the same data dir adopts the running server without restarting it', async () => {
+  const pid = (await env.rt.runc.state(id))!.pid;
+  const rt2 = await env.restart();
+  assert.is(rt2.get(id)?.state, 'running');
+  assert.is((await rt2.runc.state(id))!.pid, pid);
+  assert.is((await sh(rt2, id, 'cat /root/note.txt')).out, 'kept\n');
+  assert.is(await httpGet(ip), 'hello-from-www\n');
+});
+
+test('delete leaves no container, mount, loop device, veth, nft counter, cgroup, files or record behind', async () => {
+  const dir = env.rt.serverDir(id);
+  const img = join(dir, 'disk.img');
+  const veth = env.rt.net.vethOf(ip);
+  await env.rt.delete(id);
+  assert.is(env.rt.get(id), undefined);
+  assert.is(env.store.runtime.get(id), undefined);
+  assert.is(await env.rt.runc.state(id), undefined);
+  assert.is(readFileSync('/proc/self/mountinfo', 'utf8').includes(dir), false, 'no mount');
+  assert.is((await run('losetup', ['-a'])).stdout.includes(img), false, 'no loop device');
+  assert.is(await tryRun('ip', ['link', 'show', veth]), null, 'no veth');
+  const nft = (await run('nft', ['list', 'table', 'inet', env.rt.net.table])).stdout;
+  assert.is(nft.includes(ip), false, 'no map element');
+  assert.is(nft.includes(`eg_${ip.replace(/\./g, '_')}`), false, 'no counter');
+  assert.is(cgroupDirs(cgroupPath(id)).length, 0, 'no cgroup');
+  assert.is(existsSync(dir), false, 'no files');
+  const again = await env.rt.delete(id).then(() => null, (e: Error) => e);
+  assert.match(String(again?.message), /no server/);
+});
+
+test.run();
