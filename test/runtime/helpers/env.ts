@@ -25,7 +25,7 @@ export interface RuntimeEnv {
   cleanup(): Promise<void>;
 }
 
-export async function startRuntime(tag: string, n: number): Promise<RuntimeEnv> {
+export async function startRuntime(tag: string, n: number, runtime: Record<string, unknown> = {}): Promise<RuntimeEnv> {
   const dataDir = mkdtempSync(join(tmpdir(), `rbx-rt-${tag}-`));
   const cfg = loadConfig({
     env: {},
@@ -38,6 +38,7 @@ export async function startRuntime(tag: string, n: number): Promise<RuntimeEnv> 
         nftTable: `rbt${n}`,
         uidStart: 3_000_000_000 + n * 65536 * 64,
         stopGrace: '1s',
+        ...runtime,
       },
     },
   });
