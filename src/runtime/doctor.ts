@@ -5,6 +5,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { release } from 'node:os';
 import type { Config } from '../config/index.js';
+import { findImage, imageOptions, recipeHash } from './image.js';
 
 export interface Check {
   name: string;
@@ -54,6 +55,15 @@ export function hostChecks(): Check[] {
   add({ name: 'mkfs.ext4', required: true, ok: mkfs.ok, detail: mkfs.ok ? mkfs.out.split('\n')[0] : 'not found', fix: `${APT} e2fsprogs` });
   const tini = existsSync('/usr/bin/tini-static') || existsSync('/usr/bin/tini');
   add({ name: 'tini', required: true, ok: tini, detail: tini ? 'present' : 'not found', fix: `${APT} tini` });
+  const cc = run('cc', ['--version']);
+  add({ name: 'C compiler', required: true, ok: cc.ok, detail: cc.ok ? cc.out.split('\n')[0] : 'cc not found (compiles the idmapped-mount helper once)', fix: `${APT} gcc libc6-dev` });
+  const nsenter = run('nsenter', ['--version']);
+  add({ name: 'nsenter', required: true, ok: nsenter.ok, detail: nsenter.ok ? nsenter.out : 'not found (configures a container\'s eth0 from the host)', fix: `${APT} util-linux` });
+  const resize = run('resize2fs', []);
+  add({ name: 'resize2fs', required: true, ok: !resize.missing, detail: resize.missing ? 'not found' : 'present', fix: `${APT} e2fsprogs` });
+  const capEff = BigInt('0x' + (/^CapEff:\s+([0-9a-f]+)$/m.exec(read('/proc/self/status'))?.[1] ?? '0'));
+  const sysResource = ((capEff >> 24n) & 1n) === 1n;
+  add({ name: 'online disk growth', required: false, ok: sysResource, detail: sysResource ? 'CAP_SYS_RESOURCE held' : 'no CAP_SYS_RESOURCE: a grown disk is resized at the server\'s next sleep', fix: 'run rootbox with CAP_SYS_RESOURCE (plain root has it)' });
   const deb = run('debootstrap', ['--version']);
   add({ name: 'debootstrap', required: false, ok: deb.ok, detail: deb.ok ? deb.out : 'not found (needed to build the base image)', fix: `${APT} debootstrap` });
   return checks;
@@ -65,8 +75,11 @@ export function formatChecks(checks: Check[]): string {
   return rows.map((r) => `${r[0].padEnd(widths[0])}  ${r[1].padEnd(widths[1])}  ${r[2].padEnd(widths[2])}  ${r[3]}`.trimEnd()).join('\n');
 }
 
-export function runDoctor(_cfg: Readonly<Config>): number {
+export function runDoctor(cfg: Readonly<Config>): number {
   const checks = hostChecks();
+  const img = imageOptions(cfg);
+  const built = findImage(img);
+  checks.push({ name: 'base image', required: true, ok: !!built, detail: built ?? `${img.name} (recipe ${recipeHash()}) not built in ${img.imageDir}`, fix: 'rootbox image build' });
   process.stdout.write(formatChecks(checks) + '\n');
   const bad = checks.filter((c) => c.required && !c.ok);
   process.stdout.write(bad.length ? `\n${bad.length} required check(s) failed.\n` : '\nall required checks passed.\n');
