@@ -26,7 +26,8 @@ function checkCapacity(core: HostingCore, account: AccountRecord): void {
 }
 
 export async function handleCreate(ctx: Ctx, core: HostingCore): Promise<Reply> {
-  const body = validate(CreateRequest, (await ctx.json()) ?? {});
+  const raw = await ctx.json();
+  const body = validate(CreateRequest, raw === undefined ? {} : raw);
   const auth = ctx.req.headers.authorization;
   let account: AccountRecord | undefined = auth !== undefined ? core.accounts.authenticate(auth) : undefined;
   let apiKey: string | undefined;

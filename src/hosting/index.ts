@@ -13,8 +13,6 @@ import { feedbackHandler } from './feedback.js';
 import { hostingOpenApi } from './openapi.js';
 import { ExposeRequest } from './schemas.js';
 import { recharge, rechargeInfo } from './recharge.js';
-import type { Logger } from '../log/index.js';
-import type { Store } from '../store/index.js';
 
 export const HOSTING_SERVICE = 'rootbox';
 export type { HostingDeps, HostingCore } from './core.js';
@@ -36,7 +34,7 @@ export function createHostingService(deps: HostingDeps): HostingApi {
   const rl = deps.cfg.hosting.rateLimit;
   const perIp = new RateLimiter({ burst: rl.perIpPerMinute, perSecond: rl.perIpPerMinute / 60 });
   const perKey = new RateLimiter({ burst: rl.perKeyPerMinute, perSecond: rl.perKeyPerMinute / 60 });
-  const creates = new RateLimiter({ burst: Math.min(rl.createsPerIpPerHour, 10), perSecond: rl.createsPerIpPerHour / 3600 });
+  const creates = new RateLimiter({ burst: rl.createsPerIpPerHour, perSecond: rl.createsPerIpPerHour / 3600 });
 
   const open = (h: Handler): Handler => (ctx) => {
     limited(perIp.take(ctx.ip), 'address');
@@ -99,9 +97,3 @@ export function createHostingService(deps: HostingDeps): HostingApi {
   return { router, core };
 }
 
-/** The routes that need no runtime (health, feedback); used until the runtime is wired. */
-export function createHostingApi(deps: { log: Logger; store: Store }): Router {
-  return new Router(deps.log)
-    .on('GET', '/healthz', () => ({ status: 200, body: { ok: true, service: HOSTING_SERVICE } }))
-    .on('POST', '/feedback', feedbackHandler(deps.store), { bodyLimit: 16 * 1024 });
-}

@@ -152,7 +152,7 @@ export class Servers {
     let diskMb = 0;
     if (rt) {
       const stats = await this.d.runtime.stats(rec.id).catch(() => undefined);
-      diskMb = stats ? Math.round((stats.diskUsedBytes / 1048576) * 10) / 10 : 0;
+      diskMb = stats ? Math.round((stats.diskUsedBytes / 1048576) * 1000) / 1000 : 0;
     }
     return {
       id: rec.id,

@@ -21,6 +21,24 @@ export interface TestDaemon {
   stop(): Promise<void>;
 }
 
+const repo = new URL('../../', import.meta.url).pathname;
+let seq = 0;
+
+/** Runtime settings of its own for each test daemon: bridge, subnet, nft table and uid ranges
+ *  that collide with nothing else on the host; the base image cache is shared. */
+function ownRuntime(): Record<string, unknown> {
+  const n = 100 + ((process.pid + seq++) % 150);
+  return {
+    imageDir: process.env.ROOTBOX_IMAGE_DIR ?? join(repo, 'var', 'images'),
+    bridge: `rbd${n}`,
+    subnet: `10.197.${n}.0/24`,
+    nftTable: `rbd${n}`,
+    uidStart: 2_000_000_000 + n * 65536 * 64,
+    uidRanges: 64,
+    stopGrace: '1s',
+  };
+}
+
 export async function startTestDaemon(overrides: Record<string, unknown> = {}, env: NodeJS.ProcessEnv = {}): Promise<TestDaemon> {
   const dataDir = mkdtempSync(join(tmpdir(), 'rbx-test-'));
   const logs: Record<string, unknown>[] = [];
@@ -35,6 +53,7 @@ export async function startTestDaemon(overrides: Record<string, unknown> = {}, e
       ssh: { host: '127.0.0.1', port: 0 },
       shutdownTimeout: '2s',
       ...overrides,
+      runtime: { ...ownRuntime(), ...((overrides.runtime as object) ?? {}) },
     },
   });
   let daemon: Daemon;
@@ -55,7 +74,14 @@ export async function startTestDaemon(overrides: Record<string, unknown> = {}, e
     ca,
     logs,
     async stop() {
+      // Test daemons leave nothing behind: every server is deleted and the network torn down
+      // (a production daemon keeps its containers running across a stop).
+      for (const s of daemon.runtime.list()) {
+        await daemon.hosting.core.exposures.releaseServer(s.id).catch(() => {});
+        await daemon.runtime.delete(s.id).catch((e) => console.error('test daemon cleanup: delete failed', s.id, e));
+      }
       await daemon.stop();
+      await daemon.runtime.net.teardown().catch((e) => console.error('test daemon cleanup: network teardown failed', e));
       rmSync(dataDir, { recursive: true, force: true });
     },
   };
