@@ -161,7 +161,6 @@ export class Network {
   /** Wires a created (not yet started) container: veth pair, eth0 with address, MAC and route. */
   async attach(ip: string, pid: number): Promise<void> {
     const host = this.vethOf(ip);
-    await tryRun('ip', ['link', 'del', host]); // a leftover from a container that just died
     await run('ip', ['-b', '-'], {
       input: `link add ${host} type veth peer name eth0 address ${Network.macOf(ip)} netns ${pid}\nlink set ${host} master ${this.bridge} up\n`,
     });

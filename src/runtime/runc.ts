@@ -3,7 +3,7 @@
 // daemon's, which would die with it); runc's own errors go to a per-bundle JSON log read back on
 // failure.
 
-import { readFileSync, rmSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { CommandError, run, tryRun } from './proc.js';
 
@@ -46,6 +46,11 @@ export class Runc {
       throw new CommandError(`runc create ${id}`, err.exitCode, this.lastLogError(bundle) || err.stderr);
     }
     return Number(readFileSync(pidFile, 'utf8').trim());
+  }
+
+  /** Whether runc has state for the container (a file check, no process). */
+  exists(id: string): boolean {
+    return existsSync(join(this.root, id, 'state.json'));
   }
 
   async start(id: string): Promise<void> {

@@ -3,7 +3,7 @@
 // the in-memory view of every server; reconcile.ts brings runc and the store together at boot.
 // Operations on one server are serialised; different servers proceed in parallel.
 
-import { chmodSync, chownSync, mkdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { RuntimeConfig } from '../config/runtime.js';
 import { AppError, badRequest, conflict, notFound } from '../errors.js';
@@ -112,10 +112,13 @@ export class ContainerRuntime implements Runtime {
   /** runc create → veth into the container's netns → runc start. Leaves no half-made container. */
   async boot(rec: RuntimeRecord): Promise<void> {
     const dir = this.serverDir(rec.id);
-    const st = await this.runc.state(rec.id);
-    if (st?.status === 'running') return;
-    if (st) await this.runc.delete(rec.id, true);
-    await this.net.detach(rec.ip);
+    // fs checks first: a wake from a clean sleep spawns only runc create, ip, nsenter, runc start
+    if (this.runc.exists(rec.id)) {
+      const st = await this.runc.state(rec.id);
+      if (st?.status === 'running') return;
+      if (st) await this.runc.delete(rec.id, true);
+    }
+    if (existsSync(`/sys/class/net/${this.net.vethOf(rec.ip)}`)) await this.net.detach(rec.ip);
     await mountRootfs(diskPaths(dir), this.deps.helper, this.deps.image, rec.uidBase);
     const pid = await this.runc.create(rec.id, join(dir, 'bundle'));
     try {
@@ -284,11 +287,13 @@ export class ContainerRuntime implements Runtime {
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** True while the process exists and is not a zombie (an exited init waits for the host's PID 1
+ *  to reap it, which some hosts do slowly; its container is gone already). */
 function alive(pid: number): boolean {
   try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === 'EPERM';
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
+  } catch {
+    return false;
   }
 }
