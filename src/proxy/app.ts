@@ -53,12 +53,15 @@ export class ProxyApp implements HttpApp {
     const site = this.d.sites.lookup(slug);
     if (!site) return sendErrorPage(req, res, unknown(slug), info.requestId);
     if (site.suspended) return sendErrorPage(req, res, suspended(), info.requestId);
-    if (!(await this.d.publication.hasApp(site.id, site.rootfs))) return serveStatic(req, res, site, info.requestId);
-    const release = this.d.presence.hold(site.id);
+    const { publication, presence } = this.d;
+    const app = publication.knownApp(site.id) ?? (await publication.hasApp(site.id, site.rootfs));
+    if (!app) return serveStatic(req, res, site, info.requestId);
+    const release = presence.hold(site.id);
     res.once('close', release);
     let body: Readable | undefined;
     try {
-      body = await this.ready(site, req);
+      // The hot path (awake, app known to listen) stays synchronous.
+      if (this.warming.has(site.id) || presence.needsWake(site.id) || !publication.isReady(site.id)) body = await this.ready(site, req);
     } catch (e) {
       release();
       return sendErrorPage(req, res, e instanceof AppError ? e : this.wakeFailed(site, e), info.requestId);

@@ -150,7 +150,7 @@ export class Forwarder {
       proxyRes.destroy();
       return this.failed(Object.assign(new Error(`status ${status}`), { code: 'BAD_STATUS' }), req, res);
     }
-    const headers = cleanResponseHeaders(proxyRes.rawHeaders);
+    const headers = cleanResponseHeaders(proxyRes.headers);
     try {
       res.writeHead(status, headers as never);
     } catch (err) {

@@ -3,7 +3,7 @@
 // scratch: hop-by-hop headers, the headers HTTP/2 forbids (which would make node:http2 throw)
 // and anything node would refuse to write are dropped, so a hostile upstream cannot crash us.
 
-import { validateHeaderName, validateHeaderValue, type IncomingHttpHeaders } from 'node:http';
+import type { IncomingHttpHeaders } from 'node:http';
 import type { RequestInfo } from '../http/index.js';
 
 /** Hop-by-hop (RFC 9110 §7.6.1) plus the legacy ones proxies also drop. */
@@ -27,9 +27,8 @@ export function prepareRequestHeaders(headers: IncomingHttpHeaders, info: Reques
   const chunked = /(^|,)\s*chunked\s*$/i.test(String(headers['transfer-encoding'] ?? ''));
   const wsUpgrade = opts.upgrade ? headers.upgrade : undefined;
   const host = headers[':authority'] ?? headers.host;
-  for (const name of Object.keys(headers)) {
-    const n = name.toLowerCase();
-    if (HOP.has(n) || SPOOFABLE.has(n) || named.includes(n)) delete headers[name];
+  for (const name in headers) {
+    if (HOP.has(name) || SPOOFABLE.has(name) || named.includes(name)) delete headers[name];
   }
   // The request body framing survives (node re-encodes chunked bodies itself).
   if (chunked || opts.bodyUnframed) headers['transfer-encoding'] = 'chunked';
@@ -44,30 +43,18 @@ export function prepareRequestHeaders(headers: IncomingHttpHeaders, info: Reques
 }
 
 /**
- * The headers of an upstream response that are safe to send on, for HTTP/1.1 and HTTP/2 alike.
- * Reads rawHeaders so duplicate names are kept (set-cookie) and checks every name and value.
+ * The headers of an upstream response that are safe to send on, for HTTP/1.1 and HTTP/2 alike:
+ * node's parsed view (names lowercased, repeats joined, set-cookie kept as a list) minus the
+ * hop-by-hop headers, the ones Connection names and anything HTTP/2 forbids. Values node would
+ * still refuse make writeHead throw; the caller turns that into a 502.
  */
-export function cleanResponseHeaders(rawHeaders: readonly string[]): Record<string, string | string[]> {
-  const named = new Set<string>();
-  for (let i = 0; i + 1 < rawHeaders.length; i += 2) {
-    if (rawHeaders[i].toLowerCase() === 'connection') for (const t of connectionTokens(rawHeaders[i + 1])) named.add(t);
-  }
+export function cleanResponseHeaders(headers: IncomingHttpHeaders): Record<string, string | string[]> {
   const out: Record<string, string | string[]> = {};
-  for (let i = 0; i + 1 < rawHeaders.length; i += 2) {
-    const name = rawHeaders[i].toLowerCase();
-    const value = rawHeaders[i + 1];
-    if (HOP.has(name) || named.has(name) || name.startsWith(':')) continue;
-    try {
-      validateHeaderName(name);
-      validateHeaderValue(name, value);
-    } catch {
-      continue;
-    }
-    const prev = out[name];
-    if (prev === undefined) out[name] = value;
-    else if (name === 'content-length') continue; // node's parser already refuses conflicting lengths
-    else if (Array.isArray(prev)) prev.push(value);
-    else out[name] = name === 'set-cookie' ? [prev, value] : `${prev}, ${value}`;
+  const named = headers.connection ? connectionTokens(headers.connection) : undefined;
+  for (const name in headers) {
+    const value = headers[name];
+    if (value === undefined || HOP.has(name) || name.charCodeAt(0) === 58 /* : */ || (named && named.includes(name))) continue;
+    out[name] = value;
   }
   return out;
 }

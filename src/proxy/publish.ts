@@ -26,7 +26,7 @@ export function probe(up: Upstream, timeoutMs: number): Promise<boolean> {
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export class Publication {
-  private readonly runSh = new Map<string, { at: number; value: Promise<boolean> }>();
+  private readonly runSh = new Map<string, { at: number; value: Promise<boolean>; known?: boolean }>();
   private readonly ready = new Set<string>();
   private readonly waits = new Map<string, { until: number; value: Promise<boolean> }>();
 
@@ -41,10 +41,19 @@ export class Publication {
     const hit = this.runSh.get(id);
     const now = this.now();
     if (hit && now - hit.at < this.opts.checkInterval) return hit.value;
-    const value = walk(rootfs, ['root', 'run.sh']).then((f) => !!f && f.stat.isFile() && (f.stat.mode & 0o111) !== 0);
-    this.runSh.set(id, { at: now, value });
+    const entry: { at: number; value: Promise<boolean>; known?: boolean } = { at: now, value: Promise.resolve(false) };
+    entry.value = walk(rootfs, ['root', 'run.sh']).then((f) => (entry.known = !!f && f.stat.isFile() && (f.stat.mode & 0o111) !== 0));
+    // Keep answering from the previous result while the new check runs.
+    if (hit?.known !== undefined) entry.known = hit.known;
+    this.runSh.set(id, entry);
     if (this.runSh.size > 100_000) this.runSh.clear();
-    return value;
+    return entry.value;
+  }
+
+  /** The cached answer of hasApp when it is fresh and known, without waiting (the hot path). */
+  knownApp(id: string): boolean | undefined {
+    const hit = this.runSh.get(id);
+    return hit && this.now() - hit.at < this.opts.checkInterval ? hit.known : undefined;
   }
 
   isReady(id: string): boolean {

@@ -1,0 +1,192 @@
+// bench/proxy: requests/s and p99 latency, in one run, for
+//   (a) direct      — wrk → the app
+//   (b) rootbox     — wrk → the real edge + proxy (keep-alive agent) → the app
+//   (c) nginx       — wrk → nginx reverse proxy (keep-alive upstream) → the app
+// printed with rootbox/nginx and proxy/direct ratios. The app is an nginx instance on loopback
+// answering a 1 KiB page (fast enough that the proxies are what is measured), or, with
+// `--target host:port`, any app (e.g. a container's <ip>:80). Both proxies run one worker: the
+// daemon is one Node process, so nginx gets one worker process too (`--nginx-workers N` to change).
+//
+// Usage: node --import tsx bench/proxy/run.ts [--duration 10] [--connections 64] [--target ip:port]
+
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { connect, createServer, type AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+
+const arg = (name: string, def: string) => {
+  const i = process.argv.indexOf(`--${name}`);
+  return i > 0 ? process.argv[i + 1] : def;
+};
+const duration = Number(arg('duration', '10'));
+const connections = Number(arg('connections', '64'));
+const nginxWorkers = arg('nginx-workers', '1');
+const dir = mkdtempSync(join(tmpdir(), 'rbx-bench-proxy-'));
+const children: ChildProcess[] = [];
+
+async function freePort(): Promise<number> {
+  const s = createServer();
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+  const p = (s.address() as AddressInfo).port;
+  await new Promise((r) => s.close(r));
+  return p;
+}
+
+function nginx(name: string, server: string): ChildProcess {
+  const prefix = join(dir, name);
+  const conf = `worker_processes ${nginxWorkers};
+pid ${prefix}.pid;
+error_log ${prefix}.err warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path ${dir}/${name}-body;
+  proxy_temp_path ${dir}/${name}-proxy;
+  ${server}
+}
+`;
+  writeFileSync(`${prefix}.conf`, conf);
+  const child = spawn('nginx', ['-c', `${prefix}.conf`, '-p', dir, '-g', 'daemon off;'], { stdio: ['ignore', 'ignore', 'inherit'] });
+  children.push(child);
+  return child;
+}
+
+async function waitPort(port: number): Promise<void> {
+  for (let i = 0; i < 200; i++) {
+    const ok = await new Promise<boolean>((r) => {
+      const s = connect(port, '127.0.0.1');
+      s.once('connect', () => (s.destroy(), r(true)));
+      s.once('error', () => r(false));
+    });
+    if (ok) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`nothing listens on ${port}`);
+}
+
+interface Result {
+  /** CPU time (user + system) the proxy processes spent per request, µs. */
+  cpuUs?: number;
+  rps: number;
+  p50: number;
+  p99: number;
+  errors: string;
+}
+
+const ms = (v: string, unit: string) => Number(v) * ({ us: 0.001, ms: 1, s: 1000 } as Record<string, number>)[unit];
+
+/** user+system CPU seconds of a process and its children-by-pid list, from /proc. */
+function cpuSeconds(pids: number[]): number {
+  let ticks = 0;
+  for (const pid of pids) {
+    try {
+      const f = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      const fields = f.slice(f.lastIndexOf(')') + 2).split(' ');
+      ticks += Number(fields[11]) + Number(fields[12]);
+    } catch {
+      /* gone */
+    }
+  }
+  return ticks / 100; // USER_HZ
+}
+
+/** The pids of a process and its direct children (nginx master + workers). */
+function family(pid: number): number[] {
+  const out = [pid];
+  for (const d of readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      const f = readFileSync(`/proc/${d}/stat`, 'utf8');
+      if (Number(f.slice(f.lastIndexOf(')') + 2).split(' ')[1]) === pid) out.push(Number(d));
+    } catch {
+      /* gone */
+    }
+  }
+  return out;
+}
+
+async function measured(url: string, host: string | undefined, pid: number): Promise<Result> {
+  await wrk(url, host, true);
+  const pids = family(pid);
+  const before = cpuSeconds(pids);
+  const r = await wrk(url, host, false);
+  const used = cpuSeconds(pids) - before;
+  return { ...r, cpuUs: (used * 1e6) / (r.rps * duration) };
+}
+
+async function wrk(url: string, host: string | undefined, warm = true): Promise<Result> {
+  const args = ['-t1', `-c${connections}`, `-d${duration}s`, '--latency', ...(host ? ['-H', `Host: ${host}`] : []), url];
+  // warm-up (connections, JIT, keep-alive pools)
+  if (warm) {
+    await run('wrk', ['-t1', `-c${connections}`, '-d2s', ...(host ? ['-H', `Host: ${host}`] : []), url]);
+    return { rps: 0, p50: 0, p99: 0, errors: '' };
+  }
+  const out = await run('wrk', args);
+  const rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(out)?.[1] ?? NaN);
+  const lat = (pct: string) => {
+    const m = new RegExp(`\\s${pct}%\\s+([\\d.]+)(us|ms|s)`).exec(out);
+    return m ? ms(m[1], m[2]) : NaN;
+  };
+  const errors = /Non-2xx or 3xx responses: (\d+)|Socket errors: .*/.exec(out)?.[0] ?? 'none';
+  return { rps, p50: lat('50'), p99: lat('99'), errors };
+}
+
+function run(cmd: string, args: string[]): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const c = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    c.stdout.on('data', (d) => (out += d));
+    c.on('error', reject);
+    c.on('close', () => resolve(out));
+  });
+}
+
+async function main(): Promise<void> {
+  let target = arg('target', '');
+  if (!target) {
+    const appPort = await freePort();
+    const page = 'x'.repeat(1024);
+    nginx('app', `server { listen 127.0.0.1:${appPort}; keepalive_requests 100000; location / { default_type text/html; return 200 "${page}"; } }`);
+    target = `127.0.0.1:${appPort}`;
+  }
+  const [th, tp] = target.split(':');
+  await waitPort(Number(tp));
+  const nginxPort = await freePort();
+  const nginxProxy = nginx(
+    'proxy',
+    `upstream app { server ${target}; keepalive 64; keepalive_requests 100000; }
+  server { listen 127.0.0.1:${nginxPort}; keepalive_requests 100000;
+    location / { proxy_pass http://app; proxy_http_version 1.1; proxy_set_header Connection "";
+      proxy_set_header Host $host; proxy_set_header X-Forwarded-For $remote_addr; proxy_set_header X-Forwarded-Proto $scheme; proxy_set_header X-Forwarded-Host $host; } }`,
+  );
+  await waitPort(nginxPort);
+  const rb = spawn(process.execPath, ['--import', 'tsx', new URL('./serve.ts', import.meta.url).pathname, th, tp], { stdio: ['ignore', 'pipe', 'inherit'] });
+  children.push(rb);
+  const line = await new Promise<string>((r) => createInterface({ input: rb.stdout! }).once('line', r));
+  const rbPort = JSON.parse(line).http as number;
+
+  await wrk(`http://${target}/`, undefined, true);
+  const direct = await wrk(`http://${target}/`, undefined, false);
+  const rootbox = await measured(`http://127.0.0.1:${rbPort}/`, 'bench.rbx.test', rb.pid!);
+  const viaNginx = await measured(`http://127.0.0.1:${nginxPort}/`, 'bench.rbx.test', nginxProxy.pid!);
+
+  const row = (name: string, r: Result) =>
+    `${name.padEnd(8)} ${r.rps.toFixed(0).padStart(9)} req/s   p50 ${r.p50.toFixed(2).padStart(7)} ms   p99 ${r.p99.toFixed(2).padStart(7)} ms   ${r.cpuUs ? `proxy CPU ${r.cpuUs.toFixed(1)} µs/req   ` : ''}errors: ${r.errors}`;
+  console.log(`bench/proxy — ${duration}s per run, ${connections} connections, wrk -t1, nginx workers ${nginxWorkers}, app ${target}`);
+  console.log(row('direct', direct));
+  console.log(row('rootbox', rootbox));
+  console.log(row('nginx', viaNginx));
+  console.log(`rootbox / nginx  throughput ${(rootbox.rps / viaNginx.rps).toFixed(2)}x (target ≥ 0.5x)   p99 ${(rootbox.p99 / viaNginx.p99).toFixed(2)}x`);
+  console.log(`rootbox / nginx  CPU per request ${(rootbox.cpuUs! / viaNginx.cpuUs!).toFixed(2)}x (less sensitive to other load on the machine)`);
+  console.log(`rootbox / direct throughput ${(rootbox.rps / direct.rps).toFixed(2)}x   nginx / direct throughput ${(viaNginx.rps / direct.rps).toFixed(2)}x`);
+}
+
+try {
+  await main();
+} finally {
+  for (const c of children) if (c.pid && c.exitCode === null) c.kill('SIGTERM');
+  await new Promise((r) => setTimeout(r, 300));
+  rmSync(dir, { recursive: true, force: true });
+}
