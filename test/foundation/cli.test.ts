@@ -9,7 +9,14 @@ import { run } from '../helpers/run.js';
 
 const bin = new URL('../../bin/rootbox', import.meta.url).pathname;
 const tmp = mkdtempSync(join(tmpdir(), 'rbx-cli-'));
-test.after(() => rmSync(tmp, { recursive: true, force: true }));
+// The daemon started here gets a network of its own (bridge, subnet, nft tables, uid ranges),
+// removed again afterwards: `serve` keeps its network and containers when it stops, by design.
+const net = { ROOTBOX_IMAGE_DIR: process.env.ROOTBOX_IMAGE_DIR ?? new URL('../../var/images', import.meta.url).pathname, ROOTBOX_BRIDGE: 'rbcli0', ROOTBOX_SUBNET: '10.196.0.0/24', ROOTBOX_NFT_TABLE: 'rbcli0', ROOTBOX_UID_START: String(1_900_000_000) };
+test.after(async () => {
+  await run('ip', ['link', 'del', net.ROOTBOX_BRIDGE]).catch(() => {});
+  for (const family of ['inet', 'bridge']) await run('nft', ['delete', 'table', family, net.ROOTBOX_NFT_TABLE]).catch(() => {});
+  rmSync(tmp, { recursive: true, force: true });
+});
 
 const freePort = () =>
   new Promise<number>((resolve) => {
@@ -23,7 +30,7 @@ test('serve with embedded defaults answers healthz over HTTPS (generated CA) and
   const [http, https] = [await freePort(), await freePort()];
   const dataDir = join(tmp, 'serve');
   const child = spawn(bin, ['serve'], {
-    env: { ...process.env, ROOTBOX_DATA_DIR: dataDir, ROOTBOX_HTTP_PORT: String(http), ROOTBOX_HTTPS_PORT: String(https), ROOTBOX_HTTP_HOST: '127.0.0.1', ROOTBOX_HTTPS_HOST: '127.0.0.1', ROOTBOX_SSH_PORT: String(await freePort()) },
+    env: { ...process.env, ...net, ROOTBOX_DATA_DIR: dataDir, ROOTBOX_HTTP_PORT: String(http), ROOTBOX_HTTPS_PORT: String(https), ROOTBOX_HTTP_HOST: '127.0.0.1', ROOTBOX_HTTPS_HOST: '127.0.0.1', ROOTBOX_SSH_PORT: String(await freePort()) },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
@@ -31,8 +38,8 @@ test('serve with embedded defaults answers healthz over HTTPS (generated CA) and
   child.stderr.on('data', (d) => (out += d));
   const exited = new Promise<number | null>((r) => child.on('close', (c) => r(c)));
   try {
-    for (let i = 0; i < 100 && !out.includes('edge listening'); i++) await new Promise((r) => setTimeout(r, 100));
-    assert.match(out, /edge listening/);
+    for (let i = 0; i < 300 && !out.includes('edge listening') && child.exitCode === null; i++) await new Promise((r) => setTimeout(r, 100));
+    assert.ok(out.includes('edge listening'), out);
     assert.match(out, new RegExp(`"ca":"${join(dataDir, 'tls', 'ca.pem')}"`), 'prints where the CA is');
     const a = await run('curl', ['-sS', '--cacert', join(dataDir, 'tls', 'ca.pem'), '--resolve', `api.localhost:${https}:127.0.0.1`, `https://api.localhost:${https}/healthz`]);
     assert.equal(JSON.parse(a.stdout), { ok: true, service: 'rootbox' });
@@ -51,7 +58,7 @@ test('serve with embedded defaults answers healthz over HTTPS (generated CA) and
 });
 
 test('serve refuses a bad config value, naming the key, with exit code 1', async () => {
-  const r = await run(bin, ['serve'], { env: { ...process.env, ROOTBOX_DATA_DIR: join(tmp, 'bad'), ROOTBOX_SSH_PORT: 'twenty-two' } });
+  const r = await run(bin, ['serve'], { env: { ...process.env, ...net, ROOTBOX_DATA_DIR: join(tmp, 'bad'), ROOTBOX_SSH_PORT: 'twenty-two' } });
   assert.is(r.code, 1);
   assert.match(r.stderr, /config key `ssh\.port` \(from ROOTBOX_SSH_PORT\)/);
 });
