@@ -1,47 +1,35 @@
-// Test environment for the SSH front door: a real daemon (real LMDB, real ssh2 listener on a
-// free loopback port) in a data dir that can outlive one daemon (host key stability), server
-// records with real key pairs written as identity files, and OpenSSH client argument lists.
+// Test environment for the SSH front door: the shared real test daemon (LMDB, runc runtime on its
+// own bridge, ssh2 listener on a free loopback port), optionally in a data dir that outlives one
+// daemon (host key stability); server records with real key pairs written as identity files,
+// with or without a real container behind them; and OpenSSH client argument lists.
 
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { loadConfig } from '../../../src/config/index.js';
-import { createLogger } from '../../../src/log/index.js';
-import { startDaemon, type Daemon } from '../../../src/main.js';
+import type { Daemon } from '../../../src/main.js';
 import { generateServerKeyPair } from '../../../src/ssh/index.js';
 import type { ServerRecord } from '../../../src/store/index.js';
+import { startTestDaemon } from '../../helpers/daemon.js';
 
 export interface SshTestDaemon {
   daemon: Daemon;
   port: number;
   dataDir: string;
   logs: Record<string, unknown>[];
+  /** Stops the daemon (deleting its containers); removes the data dir unless keepDir. */
   stop(opts?: { keepDir?: boolean }): Promise<void>;
 }
 
-export async function startSshDaemon(opts: { dataDir?: string; ssh?: Record<string, unknown> } = {}): Promise<SshTestDaemon> {
+export async function startSshDaemon(opts: { dataDir?: string; ssh?: Record<string, unknown>; proxy?: Record<string, unknown> } = {}): Promise<SshTestDaemon> {
   const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), 'rbx-ssh-'));
-  const logs: Record<string, unknown>[] = [];
-  const log = createLogger({ level: 'debug', sink: (l) => logs.push(JSON.parse(l)) });
-  const cfg = loadConfig({
-    env: {},
-    file: undefined,
-    overrides: {
-      dataDir,
-      http: { host: '127.0.0.1', port: 0 },
-      https: { host: '127.0.0.1', port: 0 },
-      ssh: { host: '127.0.0.1', port: 0, ...opts.ssh },
-      shutdownTimeout: '2s',
-    },
-  });
-  const daemon = await startDaemon(cfg, log);
+  const t = await startTestDaemon({ dataDir, ssh: { host: '127.0.0.1', port: 0, ...opts.ssh }, ...(opts.proxy ? { proxy: opts.proxy } : {}) });
   return {
-    daemon,
-    port: daemon.ssh.port,
+    daemon: t.daemon,
+    port: t.daemon.ssh.port,
     dataDir,
-    logs,
+    logs: t.logs,
     async stop({ keepDir = false } = {}) {
-      await daemon.stop();
+      await t.stop();
       if (!keepDir) rmSync(dataDir, { recursive: true, force: true });
     },
   };
@@ -55,8 +43,11 @@ export interface TestServer {
 
 let seq = 0;
 
-/** Inserts a server record with a fresh key pair into the daemon's store. */
-export function addServer(d: SshTestDaemon, slug: string, over: Partial<ServerRecord> = {}): TestServer {
+/**
+ * Inserts a server record with a fresh key pair into the daemon's store; with `container`, also
+ * creates its real runc container the way the hosting API does (record first, then runtime).
+ */
+export async function addServer(d: SshTestDaemon, slug: string, over: Partial<ServerRecord> = {}, container = false): Promise<TestServer> {
   const id = `srv_${slug.replace(/-/g, '')}${++seq}`;
   const pair = generateServerKeyPair(id);
   const rec: ServerRecord = {
@@ -65,8 +56,8 @@ export function addServer(d: SshTestDaemon, slug: string, over: Partial<ServerRe
     slug,
     sshPublicKey: pair.publicKey,
     keyFingerprint: pair.fingerprint,
-    memoryBytes: 256 << 20,
-    diskBytes: 256 << 20,
+    memoryBytes: 512 << 20,
+    diskBytes: 1 << 30,
     neverSleep: false,
     suspended: false,
     flag: null,
@@ -74,6 +65,7 @@ export function addServer(d: SshTestDaemon, slug: string, over: Partial<ServerRe
     ...over,
   };
   if (!d.daemon.store.servers.insert(rec)) throw new Error(`slug ${slug} taken`);
+  if (container) await d.daemon.runtime.create({ id, slug, memoryBytes: rec.memoryBytes, diskBytes: rec.diskBytes });
   const keyFile = join(d.dataDir, `${id}.key`);
   writeFileSync(keyFile, pair.privateKey, { mode: 0o600 });
   return { rec, keyFile };
