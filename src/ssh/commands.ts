@@ -12,12 +12,32 @@ const PICK_SHELL =
 
 const SFTP_SERVERS = ['/usr/lib/openssh/sftp-server', '/usr/libexec/openssh/sftp-server', '/usr/lib/ssh/sftp-server', '/usr/libexec/sftp-server'];
 
+/** Marks every process a session starts (inherited environment), so it can be found again. */
+export const SESSION_VAR = 'ROOTBOX_SSH_SESSION';
+
+/**
+ * Signals the process group of a session's top process, found as the process that came in from
+ * outside the container's pid namespace (ppid 0, not init) carrying the session's mark. Runs as
+ * its own exec when a client vanishes: runc forwards a signal only to the top process, and a
+ * SIGKILL of runc itself would orphan the command. When the top process is already gone (e.g.
+ * a login shell that exited on SIGHUP), nothing is signalled, so nohup'd work survives.
+ */
+export function killSessionCommand(token: string, signal: 'HUP' | 'KILL'): ExecOptions {
+  const script =
+    'm="$1"; sig="$2"; for d in /proc/[0-9]*; do n=${d#/proc/}; [ "$n" = 1 ] && continue; ' +
+    's=$(cat "$d/stat" 2>/dev/null) || continue; s=${s##*) }; set -- $s; [ "$2" = 0 ] || continue; ' +
+    'if tr "\\0" "\\n" <"$d/environ" 2>/dev/null | grep -qx "$m"; then kill -s "$sig" -- "-$n" 2>/dev/null || kill -s "$sig" "$n" 2>/dev/null; fi; done; exit 0';
+  return { argv: ['/bin/sh', '-c', script, 'rootbox-kill', `${SESSION_VAR}=${token}`, signal], env: { PATH }, cwd: '/' };
+}
+
 export interface SessionEnv {
   /** Client address and port, server address and port (SSH_CONNECTION). */
   connection: { clientIp: string; clientPort: number; serverIp: string; serverPort: number };
   /** Variables the client asked for with `env` requests (already filtered). */
   client: Record<string, string>;
   term?: string;
+  /** Session mark (see killSessionCommand). */
+  token: string;
 }
 
 const PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
@@ -33,6 +53,7 @@ export function baseEnv(e: SessionEnv): Record<string, string> {
     SSH_CLIENT: `${c.clientIp} ${c.clientPort} ${c.serverPort}`,
     SSH_CONNECTION: `${c.clientIp} ${c.clientPort} ${c.serverIp} ${c.serverPort}`,
     ...e.client,
+    [SESSION_VAR]: e.token,
   };
   if (e.term) env.TERM = e.term;
   return env;

@@ -1,13 +1,15 @@
 // One SSH session channel: pty-req, env, window-change and signal requests, then exactly one of
 // shell / exec / subsystem sftp, run inside the container through the runtime (a PTY under
 // node-pty when the client asked for one, binary-safe pipes otherwise). Exit status or signal
-// goes back to the client after all output; closing the channel or losing the connection
-// kills what is still running (SIGHUP, then SIGKILL after a grace period).
+// goes back to the client after all output. Closing the channel or losing the connection while
+// the command still runs hangs up its whole process group inside the container (SIGHUP, then
+// SIGKILL after a grace period if the top process is still there).
 
+import { randomBytes } from 'node:crypto';
 import type { ServerChannel, Session } from 'ssh2';
 import type { Logger } from '../log/index.js';
 import type { ExecOptions, ExitInfo, PipeProcess, PtyProcess, Runtime } from '../runtime/index.js';
-import { acceptEnv, execCommand, sftpCommand, shellCommand, type SessionEnv } from './commands.js';
+import { acceptEnv, execCommand, killSessionCommand, sftpCommand, shellCommand, type SessionEnv } from './commands.js';
 import type { Target } from './target.js';
 
 export interface SessionDeps {
@@ -57,6 +59,23 @@ export function serveSession(session: Session, deps: SessionDeps): void {
   let term: PtyProcess | undefined;
   let exited = false;
   let release: (() => void) | undefined = target.hold();
+  const token = randomBytes(12).toString('hex');
+
+  /** Signals the session's process group inside the container (see killSessionCommand). */
+  const killGroup = async (sig: 'HUP' | 'KILL') => {
+    if (!deps.runtime) return;
+    try {
+      const k = deps.runtime.exec(target.id, killSessionCommand(token, sig));
+      k.stdin.end();
+      k.stdout.resume();
+      k.stderr.resume();
+      const t = setTimeout(() => k.kill('SIGKILL'), 10_000);
+      await k.exited;
+      clearTimeout(t);
+    } catch (e) {
+      log.warn('ssh session kill failed', { server: target.id, err: e });
+    }
+  };
 
   const kill = (sig: NodeJS.Signals) => {
     try {
@@ -72,8 +91,15 @@ export function serveSession(session: Session, deps: SessionDeps): void {
     release?.();
     release = undefined;
     if ((term || pipe) && !exited) {
-      kill('SIGHUP');
-      const t = setTimeout(() => !exited && kill('SIGKILL'), grace);
+      // Not through runc's forwarding: it reaches only the top process, and once that is gone
+      // its children can no longer be found as its group.
+      void killGroup('HUP');
+      const t = setTimeout(() => {
+        if (exited) return;
+        void killGroup('KILL').then(() => {
+          if (!exited) kill('SIGKILL');
+        });
+      }, grace);
       t.unref();
     }
   };
@@ -155,7 +181,7 @@ export function serveSession(session: Session, deps: SessionDeps): void {
       return refuse(channel, (e as Error).message);
     }
     if (closed) return;
-    const opts = build({ connection: deps.connection, client: clientEnv, term: withPty ? pty?.term : undefined });
+    const opts = build({ connection: deps.connection, client: clientEnv, term: withPty ? pty?.term : undefined, token });
     log.info('ssh session', { server: target.id, what, pty: withPty });
     if (withPty && pty) {
       const p = deps.runtime.execPty(target.id, { ...opts, cols: pty.cols, rows: pty.rows, term: pty.term });
