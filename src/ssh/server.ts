@@ -107,6 +107,8 @@ export class SshServer {
       client.end();
       return;
     }
+    // Small SFTP replies must not wait behind Nagle's algorithm (uploads are request/response).
+    (client as unknown as { setNoDelay(v: boolean): void }).setNoDelay(true);
     this.clients.add(client);
     this.unauthenticated += 1;
     let authed = false;
