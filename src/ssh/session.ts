@@ -25,6 +25,9 @@ export interface SessionDeps {
 type Accept<T = void> = (() => T) | undefined;
 type Reject = (() => void) | undefined;
 
+/** Terminal output held for a client that does not read, before the session is ended. */
+const PTY_BUFFER_LIMIT = 16 * 1024 * 1024;
+
 /** Signals a client may send (RFC 4254 §6.10). */
 const SIGNALS = new Set(['ABRT', 'ALRM', 'FPE', 'HUP', 'ILL', 'INT', 'KILL', 'PIPE', 'QUIT', 'SEGV', 'TERM', 'USR1', 'USR2']);
 
@@ -186,8 +189,27 @@ export function serveSession(session: Session, deps: SessionDeps): void {
     if (withPty && pty) {
       const p = deps.runtime.execPty(target.id, { ...opts, cols: pty.cols, rows: pty.rows, term: pty.term });
       term = p;
+      // Terminal output is flow-controlled: when the client stops reading (SSH window full) the
+      // PTY is paused if the runtime's PtyProcess can pause; without that, a session that runs
+      // more than PTY_BUFFER_LIMIT ahead of its client is ended rather than buffered without bound.
+      const flow = p as PtyProcess & { pause?(): void; resume?(): void };
+      let paused = false;
+      channel.on('drain', () => {
+        if (paused) {
+          paused = false;
+          flow.resume?.();
+        }
+      });
       p.onData((d) => {
-        if (!closed) channel.write(d);
+        if (closed) return;
+        if (!channel.write(d) && !paused && flow.pause) {
+          paused = true;
+          flow.pause();
+        } else if (channel.writableLength > PTY_BUFFER_LIMIT) {
+          log.warn('ssh pty output overran its client; ending the session', { server: target.id });
+          channel.destroy();
+          terminate();
+        }
       });
       channel.on('data', (d: Buffer) => {
         if (!exited) p.write(d);
