@@ -82,15 +82,18 @@ export class Publication {
     }
     const entry = { until: deadline, value: Promise.resolve(false) };
     entry.value = (async () => {
-      let pause = 5;
+      // A refused connect costs microseconds: poll every 5 ms while the app is most likely to
+      // come up (its first second), then back off.
+      const began = this.now();
       while (this.now() < entry.until) {
         const left = entry.until - this.now();
         if (await probe(up, Math.max(1, Math.min(1000, left)))) {
           this.ready.add(id);
           return true;
         }
+        const waited = this.now() - began;
+        const pause = waited < 1000 ? 5 : waited < 5000 ? 20 : 50;
         await sleep(Math.min(pause, Math.max(0, entry.until - this.now())));
-        pause = Math.min(pause * 2, 50);
       }
       return this.ready.has(id);
     })().finally(() => {
