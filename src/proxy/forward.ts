@@ -50,7 +50,7 @@ export class Forwarder {
     // Free sockets are dropped after 4 s: most app servers close idle keep-alive connections
     // after 5 s, and reusing one they are closing gives a spurious reset.
     this.agent = new Agent({ keepAlive: true, maxSockets: opts.maxSockets, maxFreeSockets: 64, timeout: 4000, scheduling: 'lifo' });
-    this.proxy = new ProxyServer({ xfwd: false, selfHandleResponse: true, proxyTimeout: opts.upstreamTimeout });
+    this.proxy = new ProxyServer({ xfwd: false, selfHandleResponse: true, proxyTimeout: opts.upstreamTimeout, toProxy: true });
     this.proxy.on('error', () => {}); // every call passes its own callback; this only keeps stray errors from throwing
     this.proxy.on('proxyReq', (proxyReq, req, res) => {
       this.armConnectTimeout(proxyReq, this.ctx.get(req));

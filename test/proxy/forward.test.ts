@@ -50,11 +50,11 @@ test.before(async () => {
   writeFileSync(join(rootfs, 'root/run.sh'), '#!/bin/sh\nexec true\n');
   chmodSync(join(rootfs, 'root/run.sh'), 0o755);
   app = createServer((req, res) => {
-    if (req.url === '/echo') {
+    if (req.url?.startsWith('/echo')) {
       seen.headers = req.headers;
       const chunks: Buffer[] = [];
       req.on('data', (c) => chunks.push(c));
-      req.on('end', () => res.end(JSON.stringify({ headers: req.headers, body: Buffer.concat(chunks).toString() })));
+      req.on('end', () => res.end(JSON.stringify({ url: req.url, headers: req.headers, body: Buffer.concat(chunks).toString() })));
     } else if (req.url === '/upload') {
       req.on('data', (c: Buffer) => (counters.uploaded += c.length));
       req.on('end', () => res.end(String(counters.uploaded)));
@@ -131,6 +131,13 @@ test('requests reach the app with our X-Forwarded-* (client claims replaced) and
   assert.is(headers.host, `${h('app')}:8080`);
   assert.is(headers['x-kept'], 'yes');
   for (const gone of ['x-drop-me', 'keep-alive', 'proxy-authorization', 'te']) assert.is(headers[gone], undefined, gone);
+});
+
+test('the request target reaches the app byte for byte (no decoding or normalization)', async () => {
+  for (const path of ['/echo/a%2Fb/../c?q=a%20b&r=%2e', '/echo//double//slash', '/echo/%ZZ']) {
+    const r = await get(edge.http, h('app'), path);
+    assert.is(JSON.parse(r.text).url, path);
+  }
 });
 
 function h2request(path: string, host: string, opts: { method?: string; body?: Buffer } = {}): Promise<{ status: number; headers: Record<string, unknown>; body: Buffer }> {
