@@ -2,6 +2,7 @@
 //   (a) direct      — wrk → the app
 //   (b) rootbox     — wrk → the real edge + proxy (keep-alive agent) → the app
 //   (c) nginx       — wrk → nginx reverse proxy (keep-alive upstream) → the app
+//   (d) hp3 only    — wrk → http-proxy-3 alone on node:http (what the library costs by itself)
 // printed with rootbox/nginx and proxy/direct ratios. The app is an nginx instance on loopback
 // answering a 1 KiB page (fast enough that the proxies are what is measured), or, with
 // `--target host:port`, any app (e.g. a container's <ip>:80). Both proxies run one worker: the
@@ -162,14 +163,19 @@ async function main(): Promise<void> {
       proxy_set_header Host $host; proxy_set_header X-Forwarded-For $remote_addr; proxy_set_header X-Forwarded-Proto $scheme; proxy_set_header X-Forwarded-Host $host; } }`,
   );
   await waitPort(nginxPort);
-  const rb = spawn(process.execPath, ['--import', 'tsx', new URL('./serve.ts', import.meta.url).pathname, th, tp], { stdio: ['ignore', 'pipe', 'inherit'] });
-  children.push(rb);
-  const line = await new Promise<string>((r) => createInterface({ input: rb.stdout! }).once('line', r));
-  const rbPort = JSON.parse(line).http as number;
+  const helper = async (file: string) => {
+    const c = spawn(process.execPath, ['--import', 'tsx', new URL(file, import.meta.url).pathname, th, tp], { stdio: ['ignore', 'pipe', 'inherit'] });
+    children.push(c);
+    const line = await new Promise<string>((r) => createInterface({ input: c.stdout! }).once('line', r));
+    return { pid: c.pid!, port: JSON.parse(line).http as number };
+  };
+  const rb = await helper('./serve.ts');
+  const plain = await helper('./plain.ts');
 
   await wrk(`http://${target}/`, undefined, true);
   const direct = await wrk(`http://${target}/`, undefined, false);
-  const rootbox = await measured(`http://127.0.0.1:${rbPort}/`, 'bench.rbx.test', rb.pid!);
+  const rootbox = await measured(`http://127.0.0.1:${rb.port}/`, 'bench.rbx.test', rb.pid);
+  const library = await measured(`http://127.0.0.1:${plain.port}/`, 'bench.rbx.test', plain.pid);
   const viaNginx = await measured(`http://127.0.0.1:${nginxPort}/`, 'bench.rbx.test', nginxProxy.pid!);
 
   const row = (name: string, r: Result) =>
@@ -178,8 +184,10 @@ async function main(): Promise<void> {
   console.log(row('direct', direct));
   console.log(row('rootbox', rootbox));
   console.log(row('nginx', viaNginx));
+  console.log(row('hp3 only', library) + '   (http-proxy-3 alone: no edge, no policy)');
   console.log(`rootbox / nginx  throughput ${(rootbox.rps / viaNginx.rps).toFixed(2)}x (target ≥ 0.5x)   p99 ${(rootbox.p99 / viaNginx.p99).toFixed(2)}x`);
   console.log(`rootbox / nginx  CPU per request ${(rootbox.cpuUs! / viaNginx.cpuUs!).toFixed(2)}x (less sensitive to other load on the machine)`);
+  console.log(`http-proxy-3 alone / nginx throughput ${(library.rps / viaNginx.rps).toFixed(2)}x   rootbox / http-proxy-3 alone ${(rootbox.rps / library.rps).toFixed(2)}x`);
   console.log(`rootbox / direct throughput ${(rootbox.rps / direct.rps).toFixed(2)}x   nginx / direct throughput ${(viaNginx.rps / direct.rps).toFixed(2)}x`);
 }
 
