@@ -41,6 +41,17 @@ export class LmdbEnv {
     return this.root.transactionSync(fn);
   }
 
+  /** Read-modify-write of one record in one transaction; undefined when the record is absent. */
+  patch<V extends object>(db: Db<V>, key: Key, change: (rec: V) => Partial<V>): V | undefined {
+    return this.txSync(() => {
+      const rec = db.get(key);
+      if (rec === undefined) return undefined;
+      const next = { ...rec, ...change(rec) };
+      db.putSync(key, next);
+      return next;
+    });
+  }
+
   /** An asynchronous batched transaction; resolves once committed. */
   tx<T>(fn: () => T): Promise<T> {
     return this.root.transaction(fn);

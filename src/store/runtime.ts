@@ -80,13 +80,7 @@ export class RuntimeStore {
   }
 
   update(id: string, change: Partial<Pick<RuntimeRecord, 'memoryBytes' | 'diskBytes' | 'desired'>>): RuntimeRecord | undefined {
-    return this.env.txSync(() => {
-      const rec = this.db.get(id);
-      if (!rec) return undefined;
-      const next = { ...rec, ...change };
-      this.db.putSync(id, next);
-      return next;
-    });
+    return this.env.patch<RuntimeRecord>(this.db, id, () => change);
   }
 
   /** Deletes the record and frees its address and uid range. */

@@ -74,13 +74,7 @@ export class ServerStore {
 
   /** Applies a change to an existing record (slug and key are fixed for a server's life). */
   update(id: string, change: (rec: ServerRecord) => Partial<Pick<ServerRecord, 'memoryBytes' | 'diskBytes' | 'neverSleep' | 'suspended' | 'flag'>>): ServerRecord | undefined {
-    return this.env.txSync(() => {
-      const rec = this.db.get(id);
-      if (!rec) return undefined;
-      const next = { ...rec, ...change(rec) };
-      this.db.putSync(id, next);
-      return next;
-    });
+    return this.env.patch<ServerRecord>(this.db, id, change);
   }
 
   remove(id: string): void {
