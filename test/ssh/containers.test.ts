@@ -9,6 +9,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import ssh2 from 'ssh2';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { run } from '../helpers/run.js';
@@ -63,9 +64,14 @@ async function waitFor<T>(what: string, fn: () => Promise<T | undefined | false>
 }
 
 test.before(async () => {
-  d = await startSshDaemon({ proxy: { idleTimeout: '2s', idleCheckInterval: '500ms' } });
-  A = await addServer(d, 'ssh-alpha', {}, true);
-  B = await addServer(d, 'ssh-bravo', {}, true);
+  try {
+    d = await startSshDaemon({ proxy: { idleTimeout: '2s', idleCheckInterval: '500ms' } });
+    A = await addServer(d, 'ssh-alpha', {}, true);
+    B = await addServer(d, 'ssh-bravo', {}, true);
+  } catch (e) {
+    console.error('ssh container suite setup failed:', e);
+    throw e;
+  }
 });
 
 test.after(async () => {
@@ -116,6 +122,30 @@ test('exec passes the exit status, keeps stdout and stderr apart, and takes LANG
     c.stdin.end(data);
   });
   assert.ok(echoed.equals(data), `echoed ${echoed.length} bytes, sent ${data.length}`);
+});
+
+test('a signal request reaches the running command (ssh2 client; OpenSSH has no command for it)', async () => {
+  const out = await new Promise<string>((resolve, reject) => {
+    const c = new ssh2.Client();
+    c.on('error', reject);
+    c.on('ready', () =>
+      c.exec(`trap 'echo got-term; kill $!; exit 3' TERM; echo ready; sleep 30 & wait`, (err, ch) => {
+        if (err) return reject(err);
+        let text = '';
+        ch.on('data', (b: Buffer) => {
+          text += b;
+          if (text === 'ready\n') ch.signal('TERM');
+        });
+        ch.stderr.resume();
+        ch.on('close', (code: number) => {
+          c.end();
+          resolve(`${text.trim().replace(/\n/g, ' ')} exit=${code}`);
+        });
+      }),
+    );
+    c.connect({ host: '127.0.0.1', port: d.port, username: 'root', privateKey: readFileSync(A.keyFile), readyTimeout: 20_000 });
+  });
+  assert.is(out, 'ready got-term exit=3');
 });
 
 test('100 MB goes up and down with scp (SFTP and legacy -O) with matching sha256', async () => {
