@@ -1,7 +1,8 @@
 // Public-key authentication: the key a client proves it holds identifies the server it opens.
 // User `root` only; the signature over the session id is verified against the stored public key;
-// every other method (password, keyboard-interactive, hostbased) is refused and counted as a
-// failure for the client's address, as is an unknown key or a bad signature.
+// every other method (password, keyboard-interactive, hostbased) is refused, as is an unknown key
+// or a bad signature. The connection counts a login that never succeeded as one failure for its
+// address (so a client offering several agent keys is not punished once per key).
 
 import { timingSafeEqual } from 'node:crypto';
 import ssh2 from 'ssh2';
@@ -21,7 +22,11 @@ export interface AuthDeps {
   log: Logger;
 }
 
-export type AuthOutcome = { ok: true; server: ServerRecord } | { ok: false; blocked: boolean } | { ok: 'query' };
+export type AuthOutcome =
+  | { ok: true; server: ServerRecord }
+  /** `why` is set for a real failed attempt (not the initial `none` probe); `blocked` when the address is over its limit. */
+  | { ok: false; blocked: boolean; why?: string }
+  | { ok: 'query' };
 
 const ONLY_PUBLICKEY: ['publickey'] = ['publickey'];
 
@@ -35,11 +40,10 @@ function sameBytes(a: Buffer, b: Buffer): boolean {
  * connection can hang up.
  */
 export function authenticate(ctx: AuthContext, ip: string, deps: AuthDeps): AuthOutcome {
-  const refuse = (why: string, count: boolean): AuthOutcome => {
-    const blocked = count ? deps.limiter.fail(ip) : deps.limiter.blocked(ip);
-    if (count) deps.log.info('ssh auth refused', { ip, method: ctx.method, user: ctx.username, why });
+  const refuse = (why: string, counts: boolean): AuthOutcome => {
+    if (counts) deps.log.debug('ssh auth refused', { ip, method: ctx.method, user: ctx.username, why });
     ctx.reject(ONLY_PUBLICKEY);
-    return { ok: false, blocked };
+    return { ok: false, blocked: deps.limiter.blocked(ip), why: counts ? why : undefined };
   };
   if (deps.limiter.blocked(ip)) return refuse('too many failed attempts from this address', false);
   if (ctx.method === 'none') return refuse('none', false);

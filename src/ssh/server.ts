@@ -91,10 +91,14 @@ export class SshServer {
   async stop(): Promise<void> {
     const srv = this.srv;
     this.srv = undefined;
+    const closed = new Promise<void>((resolve) => (srv ? srv.close(() => resolve()) : resolve()));
     for (const c of this.clients) c.end();
-    await new Promise<void>((resolve) => (srv ? srv.close(() => resolve()) : resolve()));
-    // ssh2 closes the sockets on end(); give stragglers a moment, then drop them hard.
-    for (const c of this.clients) (c as unknown as { _sock?: { destroy(): void } })._sock?.destroy();
+    // end() sends a disconnect and half-closes; a client that never closes its side is dropped.
+    const hard = setTimeout(() => {
+      for (const c of this.clients) (c as unknown as { _sock?: { destroy(): void } })._sock?.destroy();
+    }, 1000);
+    await closed;
+    clearTimeout(hard);
     this.clients.clear();
   }
 
@@ -115,6 +119,7 @@ export class SshServer {
     let server: ServerRecord | undefined;
     let target: Target | undefined;
     let refusals = 0;
+    let failure: string | undefined;
     const cleanups = new Set<() => void>();
     const onConnectionClose = (fn: () => void) => {
       cleanups.add(fn);
@@ -131,7 +136,10 @@ export class SshServer {
       if (r.ok === true) {
         server = r.server;
         ctx.accept();
-      } else if (r.ok === false && ctx.method !== 'none' && (r.blocked || ++refusals >= MAX_AUTH_TRIES)) client.end();
+      } else if (r.ok === false) {
+        if (r.why) failure = r.why;
+        if (r.blocked || (r.why && ++refusals >= MAX_AUTH_TRIES)) client.end();
+      }
     });
 
     client.on('ready', () => {
@@ -164,7 +172,13 @@ export class SshServer {
 
     client.on('close', () => {
       clearTimeout(grace);
-      if (!authed) this.unauthenticated -= 1;
+      if (!authed) {
+        this.unauthenticated -= 1;
+        if (failure) {
+          const blocked = this.limiter.fail(ip);
+          log.info('ssh login failed', { ip, why: failure, attempts: refusals, blocked });
+        }
+      }
       this.clients.delete(client);
       for (const fn of [...cleanups]) fn();
       cleanups.clear();

@@ -118,7 +118,9 @@ test('server A\'s public key with a signature from another key is refused (the s
     c.connect({ host: '127.0.0.1', port: d.port, username: 'root', authHandler: [{ type: 'publickey', username: 'root', key: forged }] as never, readyTimeout: 10_000 });
   });
   assert.match(outcome, /All configured authentication methods failed/);
-  assert.ok(d.logs.some((l) => l.msg === 'ssh auth refused' && l.why === 'bad signature'));
+  // The failure is counted (and logged) when the connection closes.
+  for (let i = 0; i < 50 && !d.logs.some((l) => l.msg === 'ssh login failed'); i++) await new Promise((r) => setTimeout(r, 100));
+  assert.ok(d.logs.some((l) => l.msg === 'ssh login failed' && l.why === 'bad signature'));
 });
 
 test('a key of server A opens A only: B being suspended does not affect A, and B\'s key gets B\'s refusal', async () => {
@@ -138,6 +140,12 @@ test('failed logins are rate-limited per address: after the limit even the right
   const d = await daemon({ ssh: { maxAuthFailures: 3, authFailureWindow: '3s' } });
   const { keyFile } = await addServer(d, 'limit-check');
   const stray = strayKey(d.dataDir);
+  // Offering several wrong keys before the right one (an agent full of keys) is one login, not a failure.
+  const many = ['-i', strayKey(d.dataDir), '-i', strayKey(d.dataDir), '-i', strayKey(d.dataDir), '-i', strayKey(d.dataDir)];
+  for (let i = 0; i < 2; i++) {
+    const r = await run('ssh', [...many, ...sshArgs(d.port, keyFile), 'true'], { timeoutMs: 15_000 });
+    assert.match(r.stderr, /rootbox: server srv_\w+ (does not exist|is not known to the container runtime)/, r.stderr);
+  }
   for (let i = 0; i < 3; i++) {
     const r = await run('ssh', [...sshArgs(d.port, stray), 'true'], { timeoutMs: 15_000 });
     assert.match(r.stderr, /Permission denied/);
