@@ -93,6 +93,14 @@ export function serveSession(session: Session, deps: SessionDeps): void {
     unregister();
     release?.();
     release = undefined;
+    if (pipe) {
+      // Close our ends like sshd does: a writer left behind gets EPIPE instead of blocking on a
+      // pipe nobody reads (the channel is gone, so ssh2 would never consume it).
+      pipe.stdout.unpipe();
+      pipe.stdout.destroy();
+      pipe.stderr.destroy();
+      pipe.stdin.destroy();
+    }
     if ((term || pipe) && !exited) {
       // Not through runc's forwarding: it reaches only the top process, and once that is gone
       // its children can no longer be found as its group.
