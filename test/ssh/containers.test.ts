@@ -34,6 +34,11 @@ let B: TestServer;
 const work = mkdtempSync(join(tmpdir(), 'rbx-ssh-files-'));
 const tmuxSession = `rbxssh${process.pid}`;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** Fails instead of hanging when a client never finishes. */
+function within<T>(ms: number, what: string, p: Promise<T>): Promise<T> {
+  let t: NodeJS.Timeout;
+  return Promise.race([p, new Promise<T>((_, reject) => (t = setTimeout(() => reject(new Error(`${what}: no result in ${ms} ms`)), ms)))]).finally(() => clearTimeout(t));
+}
 const sha = (file: string) => createHash('sha256').update(readFileSync(file)).digest('hex');
 
 const ssh = (s: TestServer, command: string, extra: string[] = [], timeoutMs = 60_000) => run('ssh', [...sshArgs(d.port, s.keyFile, extra), command], { timeoutMs });
@@ -113,20 +118,20 @@ test('exec passes the exit status, keeps stdout and stderr apart, and takes LANG
   assert.is(env.stdout.trim(), 'lang=C.UTF-8 time=C x=unset');
   // Binary-safe both ways: every byte value, CR/LF and NUL untouched.
   const data = Buffer.concat([Buffer.from([0, 1, 2, 255, 10, 13, 0, 3, 4]), randomBytes(256 * 1024)]);
-  const echoed = await new Promise<Buffer>((resolve, reject) => {
+  const echoed = await within(30_000, 'ssh cat', new Promise<Buffer>((resolve, reject) => {
     const c = spawn('ssh', [...sshArgs(d.port, A.keyFile), 'cat']);
     const out: Buffer[] = [];
     c.stdout.on('data', (b: Buffer) => out.push(b));
     c.on('error', reject);
     c.on('close', () => resolve(Buffer.concat(out)));
     c.stdin.end(data);
-  });
+  }));
   assert.ok(echoed.equals(data), `echoed ${echoed.length} bytes, sent ${data.length}`);
 });
 
 test('a signal request reaches the running command (ssh2 client; OpenSSH has no command for it)', async () => {
-  const out = await new Promise<string>((resolve, reject) => {
-    const c = new ssh2.Client();
+  const c = new ssh2.Client();
+  const out = await within(30_000, 'signal session', new Promise<string>((resolve, reject) => {
     c.on('error', reject);
     c.on('ready', () =>
       c.exec(`trap 'echo got-term; kill $!; exit 3' TERM; echo ready; sleep 30 & wait`, (err, ch) => {
@@ -144,7 +149,7 @@ test('a signal request reaches the running command (ssh2 client; OpenSSH has no 
       }),
     );
     c.connect({ host: '127.0.0.1', port: d.port, username: 'root', privateKey: readFileSync(A.keyFile), readyTimeout: 20_000 });
-  });
+  })).finally(() => c.end());
   assert.is(out, 'ready got-term exit=3');
 });
 
@@ -284,7 +289,11 @@ test('a client that vanishes mid-transfer or mid-command leaves no process behin
 test('a terminal client that stops reading does not make the daemon buffer without bound', async () => {
   const c = spawn('ssh', ['-tt', ...sshArgs(d.port, A.keyFile), 'yes rootbox-flood'], { stdio: ['pipe', 'pipe', 'ignore'] });
   try {
-    await new Promise((r) => c.stdout.once('data', r));
+    await new Promise((resolve, reject) => {
+      const t = setTimeout(() => reject(new Error('no output from `yes` in 20 s')), 20_000);
+      c.stdout.once('data', () => (clearTimeout(t), resolve(null)));
+      c.once('exit', (code) => (clearTimeout(t), reject(new Error(`ssh exited ${code} before any output`))));
+    });
     c.kill('SIGSTOP');
     await waitFor('the session to be ended or paused', async () => {
       const overran = d.logs.some((l) => l.msg === 'ssh pty output overran its client; ending the session');
