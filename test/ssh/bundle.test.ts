@@ -26,6 +26,12 @@ test('the bundle loads ssh2 natively from node_modules and serves SSH', async ()
     ROOTBOX_HTTPS_PORT: '0',
     ROOTBOX_SSH_HOST: '127.0.0.1',
     ROOTBOX_SSH_PORT: '0',
+    // A network of its own, removed below: `serve` keeps its network when it stops, by design.
+    ROOTBOX_IMAGE_DIR: process.env.ROOTBOX_IMAGE_DIR ?? join(root, 'var', 'images'),
+    ROOTBOX_BRIDGE: 'rbssh0',
+    ROOTBOX_SUBNET: '10.195.0.0/24',
+    ROOTBOX_NFT_TABLE: 'rbssh0',
+    ROOTBOX_UID_START: String(1_800_000_000),
   };
   const child = spawn(process.execPath, [join(root, 'dist/rootbox.js'), 'serve'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
   try {
@@ -51,6 +57,8 @@ test('the bundle loads ssh2 natively from node_modules and serves SSH', async ()
   } finally {
     child.kill('SIGTERM');
     await new Promise((r) => (child.exitCode !== null ? r(null) : child.once('exit', r)));
+    await run('ip', ['link', 'del', 'rbssh0']).catch(() => {});
+    for (const family of ['inet', 'bridge']) await run('nft', ['delete', 'table', family, 'rbssh0']).catch(() => {});
     rmSync(dataDir, { recursive: true, force: true });
   }
 });
