@@ -66,10 +66,14 @@ export class Billing {
     if (isExhausted(this.credits(a))) throw envelopeError(baseUrl, this.d.cfg.suspendAfter);
   }
 
+  private enforce(now: number): Promise<void> {
+    return enforce({ store: this.d.store, runtime: this.d.runtime, credits: (a) => this.credits(a), suspendAfterMs: this.d.cfg.suspendAfter, log: this.d.log }, now);
+  }
+
   /** One metering and enforcement pass at `now` (tests call it with a controlled clock). */
   async tick(now = this.now()): Promise<void> {
     await this.meter.tick(now, this.d.cfg.meterInterval);
-    await enforce({ store: this.d.store, runtime: this.d.runtime, credits: (a) => this.credits(a), suspendAfterMs: this.d.cfg.suspendAfter, log: this.d.log }, now);
+    await this.enforce(now);
   }
 
   start(): void {
@@ -94,7 +98,7 @@ export class Billing {
     const account = this.d.store.accounts.get(accountId)!;
     this.d.log.info('credit added', { account: accountId, usd, source });
     await this.d.onTierChange?.(account);
-    await enforce({ store: this.d.store, runtime: this.d.runtime, credits: (a) => this.credits(a), suspendAfterMs: this.d.cfg.suspendAfter, log: this.d.log }, this.now());
+    await this.enforce(this.now());
     return true;
   }
 

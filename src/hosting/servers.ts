@@ -149,11 +149,7 @@ export class Servers {
   async view(rec: ServerRecord, account: AccountRecord) {
     const rt = this.d.runtime.get(rec.id);
     const state: ServerState = this.d.stateOf?.(rec.id) ?? rt?.state ?? 'failed';
-    let diskMb = 0;
-    if (rt) {
-      const stats = await this.d.runtime.stats(rec.id).catch(() => undefined);
-      diskMb = stats ? Math.round((stats.diskUsedBytes / 1048576) * 1000) / 1000 : 0;
-    }
+    const diskMb = rt ? Math.round((this.d.runtime.diskUsedBytes(rec.id) / 1048576) * 1000) / 1000 : 0;
     return {
       id: rec.id,
       subdomain: `${rec.slug}.${this.d.domain}`,

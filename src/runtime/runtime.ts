@@ -265,7 +265,11 @@ export class ContainerRuntime implements Runtime {
     const rec = this.record(id);
     const running = this.servers.get(id)?.state === 'running';
     const mem = running ? memoryStats(cgroupPath(id)) : { memoryBytes: 0, oomKills: 0 };
-    return { ...mem, diskUsedBytes: diskUsed(diskPaths(this.serverDir(id))), egressBytes: await this.net.egressBytes(rec.ip) };
+    return { ...mem, diskUsedBytes: this.diskUsedBytes(id), egressBytes: await this.net.egressBytes(rec.ip) };
+  }
+
+  diskUsedBytes(id: string): number {
+    return diskUsed(diskPaths(this.serverDir(id)));
   }
 
   get(id: string): RuntimeServer | undefined {

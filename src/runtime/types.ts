@@ -86,6 +86,8 @@ export interface Runtime {
   exec(id: string, opts: ExecOptions): PipeProcess;
   execPty(id: string, opts: PtyOptions): PtyProcess;
   stats(id: string): Promise<ServerStats>;
+  /** Disk used by the server's image, from one statfs (cheap; for read endpoints). */
+  diskUsedBytes(id: string): number;
   get(id: string): RuntimeServer | undefined;
   list(): RuntimeServer[];
 }
