@@ -76,7 +76,14 @@ export async function startDaemon(cfg: Readonly<Config>, log: Logger = createLog
     {
       name: 'proxy',
       start: () => {
-        d.proxy = createProxy({ log: log.child({ part: 'proxy' }), cfg: cfg.proxy, servers: d.store.servers, runtime: d.runtime });
+        d.proxy = createProxy({
+          log: log.child({ part: 'proxy' }),
+          cfg: cfg.proxy,
+          servers: d.store.servers,
+          runtime: d.runtime,
+          // billing starts after the proxy; bytes sent before it exists are not billed
+          egress: (id, n) => d.billing?.meter.addEgress(id, n),
+        });
         d.proxy.start();
       },
       stop: () => d.proxy.stop(),

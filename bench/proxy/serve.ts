@@ -32,7 +32,7 @@ const nope: HttpApp = { handle: async (_q, r) => void r.writeHead(404).end() };
 const tls = new TlsManager({ domain: 'rbx.test', dataDir: dir, log });
 const edge = new Edge({ domain: 'rbx.test', http: { host: '127.0.0.1', port: 0, redirect: false }, https: { host: '127.0.0.1', port: 0 }, tls, log, apps: { hosting: nope, verify: nope, proxy } });
 await edge.start();
-process.stdout.write(JSON.stringify({ http: edge.ports.http }) + '\n');
+process.stdout.write(JSON.stringify(edge.ports) + "\n");
 const stop = async () => {
   await edge.stop(200);
   await proxy.stop();

@@ -118,11 +118,11 @@ export class Edge {
 
   private async onRequest(req: Req, res: Res, scheme: 'http' | 'https'): Promise<void> {
     this.inflight++;
-    res.once('close', () => {
+    res.on('close', () => {
       if (--this.inflight === 0) this.drained?.();
     });
-    req.on('error', () => {});
-    res.on('error', () => {});
+    req.on('error', noop);
+    res.on('error', noop);
     const info = this.info(req, scheme);
     try {
       res.setHeader('x-request-id', info.requestId);
@@ -194,6 +194,8 @@ export class Edge {
     await closed;
   }
 }
+
+function noop(): void {}
 
 function listen(server: HttpServer | Http2SecureServer, port: number, host: string): Promise<void> {
   return new Promise((resolve, reject) => {

@@ -25,6 +25,8 @@ export interface ProxyAppDeps {
   forwarder: Forwarder;
   cfg: Pick<ProxyConfig, 'wakeTimeout' | 'appStartGrace' | 'holdLimit' | 'holdBodyLimit'>;
   log: Logger;
+  /** Bytes sent to clients on behalf of a server (billed as its egress). */
+  egress?: (serverId: string, bytes: number) => void;
 }
 
 const unknown = (slug: string) => new AppError('not_found', 'unknown_server', `no server is named ${slug.slice(0, 63)}`);
@@ -55,9 +57,13 @@ export class ProxyApp implements HttpApp {
     if (site.suspended) return sendErrorPage(req, res, suspended(), info.requestId);
     const { publication, presence } = this.d;
     const app = publication.knownApp(site.id) ?? (await publication.hasApp(site.id, site.rootfs));
-    if (!app) return serveStatic(req, res, site, info.requestId);
+    if (!app) {
+      const egress = this.d.egress;
+      if (egress) res.once('finish', () => egress(site.id, Number(res.getHeader('content-length') ?? 0)));
+      return serveStatic(req, res, site, info.requestId);
+    }
     const release = presence.hold(site.id);
-    res.once('close', release);
+    res.on('close', release);
     let body: Readable | undefined;
     try {
       // The hot path (awake, app known to listen) stays synchronous.
@@ -67,7 +73,7 @@ export class ProxyApp implements HttpApp {
       return sendErrorPage(req, res, e instanceof AppError ? e : this.wakeFailed(site, e), info.requestId);
     }
     if ((res as { destroyed?: boolean }).destroyed) return;
-    this.d.forwarder.web(req, res, site.upstream, info, { body, onFailure: (f) => this.failed(site, f) });
+    this.d.forwarder.web(req, res, site.upstream, info, { serverId: site.id, body, onFailure: (f) => this.failed(site, f) });
   }
 
   upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, info: RequestInfo & { slug: string }): void {
@@ -96,7 +102,7 @@ export class ProxyApp implements HttpApp {
       return writeRawError(socket, statusOf(err.kind), err.code, err.detail);
     }
     if (socket.destroyed) return;
-    this.d.forwarder.ws(req, socket, head, site.upstream, info, (f) => this.failed(site, f));
+    this.d.forwarder.ws(req, socket, head, site.upstream, info, site.id, (f) => this.failed(site, f));
   }
 
   /**

@@ -1,37 +1,39 @@
 // Header hygiene at the proxy boundary. Requests to an app lose their hop-by-hop headers and
-// the client's own X-Forwarded-* claims, and gain ours. Responses from an app are rebuilt from
-// scratch: hop-by-hop headers, the headers HTTP/2 forbids (which would make node:http2 throw)
-// and anything node would refuse to write are dropped, so a hostile upstream cannot crash us.
+// the client's own X-Forwarded-* claims, and gain ours (http1.ts writes plain requests; this
+// file rewrites a WebSocket handshake for http-proxy-3). Responses are rebuilt by http1.ts's
+// reader, which drops the same hop-by-hop set and everything HTTP/2 forbids.
 
 import type { IncomingHttpHeaders } from 'node:http';
 import type { RequestInfo } from '../http/index.js';
 
 /** Hop-by-hop (RFC 9110 §7.6.1) plus the legacy ones proxies also drop. */
-const HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'proxy-authenticate', 'proxy-authorization', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'http2-settings']);
+export const HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'proxy-authenticate', 'proxy-authorization', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'http2-settings']);
 /** Client claims about itself that only we may make. */
-const SPOOFABLE = new Set(['x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host', 'x-forwarded-port', 'x-real-ip', 'forwarded']);
+const SPOOFABLE = ['x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host', 'x-forwarded-port', 'x-real-ip', 'forwarded'];
+/**
+ * What a plain request to an app never carries from the client: hop-by-hop, spoofable, and the
+ * two we write ourselves or already answered (Host from the request's authority; Expect, since
+ * node's server has sent the 100 Continue).
+ */
+export const REQUEST_DROP = new Set([...HOP, ...SPOOFABLE, 'host', 'expect']);
 
-const connectionTokens = (v: string | string[] | undefined): string[] =>
+export const connectionTokens = (v: string | string[] | undefined): string[] =>
   (Array.isArray(v) ? v.join(',') : v ?? '')
     .split(',')
     .map((t) => t.trim().toLowerCase())
     .filter(Boolean);
 
 /**
- * Rewrites `headers` (the incoming request's, mutated in place: http-proxy copies them) for the
- * upstream. `upgrade` keeps Connection/Upgrade for a WebSocket handshake. `bodyUnframed` marks
- * an HTTP/2 request whose body has no length: it is sent chunked.
+ * Rewrites a WebSocket handshake's `headers` in place (http-proxy-3 copies them) for the app:
+ * hop-by-hop and spoofable headers go, Connection/Upgrade are set for the upgrade, ours added.
  */
-export function prepareRequestHeaders(headers: IncomingHttpHeaders, info: RequestInfo, opts: { upgrade: boolean; bodyUnframed: boolean }): void {
+export function prepareUpgradeHeaders(headers: IncomingHttpHeaders, info: RequestInfo): void {
   const named = connectionTokens(headers.connection);
-  const chunked = /(^|,)\s*chunked\s*$/i.test(String(headers['transfer-encoding'] ?? ''));
-  const wsUpgrade = opts.upgrade ? headers.upgrade : undefined;
-  const host = headers[':authority'] ?? headers.host;
+  const wsUpgrade = headers.upgrade;
+  const host = headers.host;
   for (const name in headers) {
-    if (HOP.has(name) || SPOOFABLE.has(name) || named.includes(name)) delete headers[name];
+    if (HOP.has(name) || SPOOFABLE.includes(name) || named.includes(name)) delete headers[name];
   }
-  // The request body framing survives (node re-encodes chunked bodies itself).
-  if (chunked || opts.bodyUnframed) headers['transfer-encoding'] = 'chunked';
   if (wsUpgrade) {
     headers.connection = 'Upgrade';
     headers.upgrade = wsUpgrade;
@@ -40,21 +42,4 @@ export function prepareRequestHeaders(headers: IncomingHttpHeaders, info: Reques
   headers['x-real-ip'] = info.ip;
   headers['x-forwarded-proto'] = info.scheme;
   if (typeof host === 'string') headers['x-forwarded-host'] = host;
-}
-
-/**
- * The headers of an upstream response that are safe to send on, for HTTP/1.1 and HTTP/2 alike:
- * node's parsed view (names lowercased, repeats joined, set-cookie kept as a list) minus the
- * hop-by-hop headers, the ones Connection names and anything HTTP/2 forbids. Values node would
- * still refuse make writeHead throw; the caller turns that into a 502.
- */
-export function cleanResponseHeaders(headers: IncomingHttpHeaders): Record<string, string | string[]> {
-  const out: Record<string, string | string[]> = {};
-  const named = headers.connection ? connectionTokens(headers.connection) : undefined;
-  for (const name in headers) {
-    const value = headers[name];
-    if (value === undefined || HOP.has(name) || name.charCodeAt(0) === 58 /* : */ || (named && named.includes(name))) continue;
-    out[name] = value;
-  }
-  return out;
 }

@@ -23,6 +23,8 @@ export interface ProxyDeps {
   runtime?: Pick<Runtime, 'start' | 'stop' | 'get' | 'list'>;
   /** Replaces the store + runtime lookup (tests, benchmarks). */
   sites?: Sites;
+  /** Told the bytes sent to clients for a server (app answers, WebSockets, static files): its billed egress. */
+  egress?: (serverId: string, bytes: number) => void;
 }
 
 export interface Proxy extends HttpApp, UpgradeApp {
@@ -65,8 +67,9 @@ export function createProxy(deps: ProxyDeps): Proxy {
     upstreamTimeout: cfg.upstreamTimeout,
     maxSockets: cfg.maxSocketsPerServer,
     log: deps.log,
+    egress: deps.egress,
   });
-  const app = new ProxyApp({ sites, presence: tracker, publication, forwarder, cfg, log: deps.log });
+  const app = new ProxyApp({ sites, presence: tracker, publication, forwarder, cfg, log: deps.log, egress: deps.egress });
   return {
     handle: (req, res, info) => app.handle(req, res, info),
     upgrade: (req, socket, head, info) => app.upgrade(req, socket, head, info),

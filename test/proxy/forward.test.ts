@@ -23,7 +23,7 @@ let wss: WebSocketServer;
 const hostile: NetServer[] = [];
 const sockets = new Set<Socket>();
 
-/** Hostile upstreams: each answers every connection with these raw bytes (then maybe closes). */
+/** Hostile upstreams: each answers every request with these raw bytes (then maybe closes). */
 const RAW: Record<string, { reply: string; close: boolean }> = {
   garbage: { reply: 'HELLO THERE\r\n\r\n', close: true },
   badheader: { reply: 'HTTP/1.1 200 OK\r\nContent-Length: 2\r\nBad Header: x\r\n\r\nok', close: true },
@@ -86,7 +86,7 @@ test.before(async () => {
     const srv = createNetServer((s) => {
       sockets.add(s);
       s.on('error', () => {});
-      s.once('data', () => {
+      s.on('data', () => {
         s.write(h.reply);
         if (h.close) s.destroy();
       });

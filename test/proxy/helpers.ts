@@ -44,12 +44,12 @@ export function testConfig(over: Partial<Record<keyof ProxyConfig, unknown>> = {
   return proxySchema.parse(over);
 }
 
-export async function startEdge(opts: { sites: Sites; runtime?: Pick<Runtime, 'start' | 'stop' | 'get' | 'list'>; cfg?: ProxyConfig }): Promise<TestEdge> {
+export async function startEdge(opts: { sites: Sites; runtime?: Pick<Runtime, 'start' | 'stop' | 'get' | 'list'>; cfg?: ProxyConfig; egress?: (id: string, bytes: number) => void }): Promise<TestEdge> {
   const dataDir = mkdtempSync(join(tmpdir(), 'rbx-proxy-'));
   const logs: Record<string, unknown>[] = [];
   const log: Logger = createLogger({ level: 'debug', sink: (l) => logs.push(JSON.parse(l)) });
   const tls = new TlsManager({ domain: DOMAIN, dataDir, log });
-  const proxy = createProxy({ log, sites: opts.sites, runtime: opts.runtime ?? runningRuntime(opts.sites), cfg: opts.cfg ?? testConfig() });
+  const proxy = createProxy({ log, sites: opts.sites, runtime: opts.runtime ?? runningRuntime(opts.sites), cfg: opts.cfg ?? testConfig(), egress: opts.egress });
   const edge = new Edge({
     domain: DOMAIN,
     http: { host: '127.0.0.1', port: 0, redirect: false },

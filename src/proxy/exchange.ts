@@ -1,0 +1,264 @@
+// One request forwarded to an app over a pooled connection: the head and body go up (a chunked
+// or unsized HTTP/2 body is re-framed as chunked), the answer comes back through http1.ts's
+// reader into the client's response, with back-pressure both ways. A stale kept-alive
+// connection is retried once for a bodiless GET/HEAD. Every way it can end — complete, client
+// gone, app refusing, timing out, lying or dying — settles it exactly once, gives the
+// connection back (reused only after a clean, complete exchange) and reports the egress.
+
+import type { Readable } from 'node:stream';
+import { AppError } from '../errors.js';
+import type { Req, RequestInfo, Res } from '../http/index.js';
+import type { Logger } from '../log/index.js';
+import type { ForwardFailure } from './forward.js';
+import { ResponseReader, UpstreamProtocolError, requestHead, type ReaderEvents, type ResponseHead } from './http1.js';
+import { sendErrorPage } from './pages.js';
+import type { Conn, ConnOwner, Upstream, UpstreamPool } from './pool.js';
+
+export interface ExchangeOptions {
+  body?: Readable;
+  onFailure?: (f: ForwardFailure) => void;
+  egress?: (bytes: number) => void;
+  log: Logger;
+}
+
+const noop = () => {};
+const codeOf = (e: Error) => (e as { code?: string }).code;
+
+export class Exchange implements ConnOwner, ReaderEvents {
+  private conn: Conn | undefined;
+  private reader!: ResponseReader;
+  private settled = false;
+  /** Any byte came back on the current connection. */
+  private answered = false;
+  private retried = false;
+  private timedOut = false;
+  private paused = false;
+  private bodyDone: boolean;
+  private pumping = false;
+  private sent = 0;
+  private cancelWait = noop;
+  private readonly chunked: boolean;
+  private readonly wire: string;
+  private readonly source: Readable | undefined;
+
+  constructor(
+    private readonly pool: UpstreamPool,
+    private readonly req: Req,
+    private readonly res: Res,
+    private readonly upstream: Upstream,
+    private readonly info: RequestInfo,
+    private readonly o: ExchangeOptions,
+  ) {
+    const h = req.headers;
+    const cl = h['content-length'];
+    const stream = (req as { stream?: { endAfterHeaders?: boolean } }).stream;
+    const bodiless = req.method === 'GET' || req.method === 'HEAD';
+    const hasBody = cl !== undefined ? cl !== '0' : h['transfer-encoding'] !== undefined || (!bodiless && stream?.endAfterHeaders === false);
+    this.chunked = hasBody && cl === undefined;
+    this.source = hasBody ? (o.body ?? (req as Readable)) : undefined;
+    this.bodyDone = !hasBody;
+    const host = String(h[':authority'] ?? h.host ?? '');
+    this.wire = requestHead(req.method ?? 'GET', req.url ?? '/', host, req.rawHeaders, { ip: info.ip, proto: info.scheme }, this.chunked);
+    res.on('close', () => this.clientGone());
+  }
+
+  start(): void {
+    this.reader = new ResponseReader(this, this.req.method === 'HEAD');
+    this.answered = false;
+    this.cancelWait = this.pool.acquire(this.upstream, this.retried, (c) => this.attach(c));
+  }
+
+  private attach(c: Conn): void {
+    this.cancelWait = noop;
+    if (this.settled) return this.pool.release(c, true);
+    this.conn = c;
+    c.owner = this;
+    c.sock.write(this.wire);
+    if (this.source && !this.pumping) {
+      this.pumping = true;
+      this.source.on('data', this.onBody);
+      this.source.once('end', this.onBodyEnd);
+      this.source.once('error', this.onBodyError);
+    }
+  }
+
+  // --- request body ---------------------------------------------------------------------------
+
+  private readonly onBody = (chunk: Buffer): void => {
+    const s = this.conn?.sock;
+    if (!s || chunk.length === 0) return;
+    let ok: boolean;
+    if (this.chunked) {
+      s.cork();
+      s.write(`${chunk.length.toString(16)}\r\n`);
+      s.write(chunk);
+      ok = s.write('\r\n');
+      s.uncork();
+    } else ok = s.write(chunk);
+    if (!ok) this.source!.pause();
+  };
+
+  private readonly onBodyEnd = (): void => {
+    this.bodyDone = true;
+    if (this.chunked) this.conn?.sock.write('0\r\n\r\n');
+  };
+
+  private readonly onBodyError = (): void => {
+    this.clientGone();
+    (this.res as { destroy(): void }).destroy();
+  };
+
+  onDrain(): void {
+    if (this.source && !this.bodyDone) this.source.resume();
+  }
+
+  private detachSource(): void {
+    const s = this.source;
+    if (!s || !this.pumping) return;
+    s.off('data', this.onBody);
+    s.off('end', this.onBodyEnd);
+    s.off('error', this.onBodyError);
+    s.on('error', noop);
+    if (!this.bodyDone) s.resume(); // what the app did not take is drained, so the client connection stays usable
+  }
+
+  // --- the answer -----------------------------------------------------------------------------
+
+  onData(chunk: Buffer): void {
+    this.answered = true;
+    try {
+      this.reader.feed(chunk);
+    } catch (e) {
+      this.fail(e as Error);
+    }
+  }
+
+  head(h: ResponseHead): void {
+    const res = this.res;
+    if (this.settled) return;
+    try {
+      res.writeHead(h.status, h.headers as never);
+    } catch (e) {
+      // node refused a value we let through: forget every header and answer 502 instead.
+      for (const n of res.getHeaderNames()) res.removeHeader(n);
+      res.setHeader('x-request-id', this.info.requestId);
+      throw new UpstreamProtocolError(`header refused: ${(e as Error).message}`);
+    }
+    this.sent += h.size;
+  }
+
+  data(chunk: Buffer): void {
+    if (this.settled) return;
+    this.sent += chunk.length;
+    // A copy: the chunk is a view of the pool's shared read buffer, and the response may queue it.
+    if (!(this.res as NodeJS.WritableStream).write(Buffer.from(chunk)) && !this.paused && this.conn) {
+      this.paused = true;
+      this.conn.sock.pause();
+      this.res.once('drain', this.resumeUp);
+    }
+  }
+
+  private readonly resumeUp = (): void => {
+    this.paused = false;
+    this.conn?.sock.resume();
+  };
+
+  end(reusable: boolean): void {
+    if (this.settled) return;
+    this.settle(reusable && this.bodyDone);
+    this.res.end();
+  }
+
+  // --- failures -------------------------------------------------------------------------------
+
+  onClose(): void {
+    if (this.settled) return;
+    if (this.mayRetry(undefined)) return this.retry();
+    try {
+      this.reader.eof(); // ends a close-delimited answer, else throws
+    } catch (e) {
+      this.fail(e as Error);
+    }
+  }
+
+  onError(err: Error): void {
+    if (this.settled) return;
+    if (this.mayRetry(err)) return this.retry();
+    this.fail(err);
+  }
+
+  onTimeout(): void {
+    this.timedOut = true;
+    this.fail(Object.assign(new Error('upstream inactivity timeout'), { code: 'ETIMEDOUT' }));
+  }
+
+  /** A kept-alive connection the app closed as we reused it: a bodiless GET/HEAD is sent again, once. */
+  private mayRetry(err: Error | undefined): boolean {
+    const code = err && codeOf(err);
+    return !this.answered && !this.retried && !!this.conn?.reused && !this.source && (this.req.method === 'GET' || this.req.method === 'HEAD') && (!err || code === 'ECONNRESET' || code === 'EPIPE');
+  }
+
+  private retry(): void {
+    this.retried = true;
+    this.release(false);
+    this.start();
+  }
+
+  private clientGone(): void {
+    if (!this.settled) this.settle(false);
+  }
+
+  private fail(err: Error): void {
+    if (this.settled) return;
+    this.settle(false);
+    const res = this.res;
+    if ((res as { destroyed?: boolean }).destroyed || res.writableEnded) return;
+    if (res.headersSent) return void (res as { destroy(): void }).destroy(); // cut: the client sees a truncated answer
+    const [failure, e] = this.classify(err);
+    this.o.onFailure?.(failure);
+    this.o.log.debug('forward failed', { rid: this.info.requestId, code: codeOf(err), err: err.message });
+    try {
+      sendErrorPage(this.req, res, e, this.info.requestId);
+    } catch {
+      (res as { destroy(): void }).destroy();
+    }
+  }
+
+  private classify(err: Error): [ForwardFailure, AppError] {
+    const code = codeOf(err);
+    if (code === 'ECONNREFUSED') {
+      return ['refused', new AppError('upstream', 'app_down', 'the app of this server is not accepting connections on port 80', {
+        extra: { hint: 'Its /root/run.sh may have crashed or be restarting; see /var/log/run.sh.log on the server.' },
+      })];
+    }
+    if (this.timedOut || code === 'ETIMEDOUT' || code === 'EHOSTUNREACH') {
+      const detail = this.timedOut ? 'the app of this server did not answer in time' : 'the app of this server did not accept the connection in time';
+      return ['timeout', new AppError('timeout', 'upstream_timeout', detail, { extra: { hint: 'Check that the server started by /root/run.sh answers requests on 0.0.0.0:80.' } })];
+    }
+    const why = err instanceof UpstreamProtocolError ? err.message : String(code ?? err.message);
+    return [err instanceof UpstreamProtocolError ? 'bad_response' : 'error', new AppError('upstream', 'bad_gateway', `the app of this server broke the connection or sent an invalid response (${why.slice(0, 80)})`, {
+      extra: { hint: 'See /var/log/run.sh.log on the server.' },
+    })];
+  }
+
+  /** Ends the exchange for good: no more waiting, body pumping or connection; egress reported. */
+  private settle(reusable: boolean): void {
+    this.settled = true;
+    this.cancelWait();
+    this.detachSource();
+    this.release(reusable);
+    if (this.sent > 0) this.o.egress?.(this.sent);
+  }
+
+  private release(reusable: boolean): void {
+    const c = this.conn;
+    if (!c) return;
+    this.conn = undefined;
+    if (this.paused) {
+      this.paused = false;
+      this.res.off('drain', this.resumeUp);
+      c.sock.resume();
+    }
+    this.pool.release(c, reusable);
+  }
+}

@@ -1,0 +1,245 @@
+// The HTTP/1.1 wire format on the upstream side of the proxy: the request head we send to an app
+// and an incremental reader for what the app answers. The reader treats the app as hostile: it
+// bounds the head, accepts only valid names and values, settles the body framing as RFC 9112
+// §6.3 says (refusing the ambiguous cases a smuggling attempt relies on), decodes chunked
+// bodies, skips interim 1xx answers and tells whether the connection can be reused afterwards.
+// The headers it hands on are already cleaned for HTTP/1.1 and HTTP/2 clients (headers.ts).
+
+import { HOP, REQUEST_DROP, connectionTokens } from './headers.js';
+
+/** An app's answer that cannot be forwarded; becomes a 502 page. */
+export class UpstreamProtocolError extends Error {
+  readonly code = 'BAD_RESPONSE';
+}
+
+export interface ResponseHead {
+  status: number;
+  /** Cleaned: no hop-by-hop, pseudo or Connection-named headers; set-cookie as a list. */
+  headers: Record<string, string | string[]>;
+  /** Bytes of the head as the app sent it (for egress accounting). */
+  size: number;
+}
+
+export interface ReaderEvents {
+  head(h: ResponseHead): void;
+  /** A piece of the body: a view of the fed bytes, valid only during the call. */
+  data(chunk: Buffer): void;
+  /** The response is complete; `reusable` when the connection may carry another request. */
+  end(reusable: boolean): void;
+}
+
+const MAX_HEAD = 64 * 1024;
+const MAX_LINE = 4096;
+const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+const STATUS_LINE = /^HTTP\/1\.([01]) ([1-5]\d\d)(?: [^\r\n]*)?$/;
+/** Headers node itself keeps once (the first wins); a second copy is dropped, as node's client does. */
+const SINGLE = new Set(['content-type', 'content-length', 'location', 'etag', 'last-modified', 'server', 'age', 'expires', 'retry-after', 'authorization', 'from', 'host', 'referer', 'user-agent', 'max-forwards', 'if-modified-since', 'if-unmodified-since', 'proxy-authorization']);
+
+const enum S {
+  Head,
+  Length,
+  ChunkSize,
+  ChunkData,
+  ChunkEnd,
+  Trailers,
+  Close,
+  Done,
+}
+
+export class ResponseReader {
+  private state = S.Head;
+  private pending: Buffer | undefined;
+  private left = 0;
+  private keepAlive = false;
+
+  /** `headRequest`: the answer to HEAD has no body whatever its headers say. */
+  constructor(
+    private readonly on: ReaderEvents,
+    private readonly headRequest: boolean,
+  ) {}
+
+  get done(): boolean {
+    return this.state === S.Done;
+  }
+
+  /** Feeds bytes from the app (kept only as copies); throws UpstreamProtocolError on anything invalid. */
+  feed(chunk: Buffer): void {
+    if (this.pending) {
+      chunk = Buffer.concat([this.pending, chunk]);
+      this.pending = undefined;
+    }
+    let at = 0;
+    while (at < chunk.length) {
+      switch (this.state) {
+        case S.Head: {
+          const end = chunk.indexOf('\r\n\r\n', at, 'latin1');
+          if (end < 0) {
+            if (chunk.length - at > MAX_HEAD) throw new UpstreamProtocolError('response head too large');
+            this.pending = Buffer.from(chunk.subarray(at));
+            return;
+          }
+          if (end - at > MAX_HEAD) throw new UpstreamProtocolError('response head too large');
+          this.parseHead(chunk.toString('latin1', at, end), end + 4 - at);
+          at = end + 4;
+          if ((this.state as S) === S.Done) return this.finish(at < chunk.length);
+          break;
+        }
+        case S.Length: {
+          const n = Math.min(this.left, chunk.length - at);
+          this.left -= n;
+          const part = at === 0 && n === chunk.length ? chunk : chunk.subarray(at, at + n);
+          at += n;
+          if (this.left === 0) this.state = S.Done;
+          this.on.data(part);
+          if ((this.state as S) === S.Done) return this.finish(at < chunk.length);
+          break;
+        }
+        case S.ChunkEnd: {
+          // exactly CRLF after a chunk's data, checked as soon as the bytes are there
+          if (chunk[at] !== 13 || (at + 1 < chunk.length && chunk[at + 1] !== 10)) throw new UpstreamProtocolError('missing CRLF after chunk data');
+          if (at + 1 === chunk.length) {
+            this.pending = Buffer.from(chunk.subarray(at));
+            return;
+          }
+          at += 2;
+          this.state = S.ChunkSize;
+          break;
+        }
+        case S.ChunkSize:
+        case S.Trailers: {
+          const eol = chunk.indexOf('\r\n', at, 'latin1');
+          if (eol < 0) {
+            if (chunk.length - at > MAX_LINE) throw new UpstreamProtocolError('chunk line too long');
+            this.pending = Buffer.from(chunk.subarray(at));
+            return;
+          }
+          const line = chunk.toString('latin1', at, eol);
+          at = eol + 2;
+          this.chunkLine(line);
+          if ((this.state as S) === S.Done) return this.finish(at < chunk.length);
+          break;
+        }
+        case S.ChunkData: {
+          const n = Math.min(this.left, chunk.length - at);
+          this.left -= n;
+          const part = chunk.subarray(at, at + n);
+          at += n;
+          if (this.left === 0) this.state = S.ChunkEnd;
+          this.on.data(part);
+          break;
+        }
+        case S.Close:
+          this.on.data(at === 0 ? chunk : chunk.subarray(at));
+          return;
+        case S.Done:
+          return; // unreachable: a completed answer returns above
+      }
+    }
+  }
+
+  /** The app closed the connection: ends a close-delimited body, else the answer was cut. */
+  eof(): void {
+    if (this.state === S.Close) {
+      this.state = S.Done;
+      this.on.end(false);
+      return;
+    }
+    if (this.state !== S.Done) throw new UpstreamProtocolError(this.state === S.Head ? 'connection closed before a response' : 'response cut short');
+  }
+
+  private finish(extra: boolean): void {
+    this.on.end(this.keepAlive && !extra);
+  }
+
+  private parseHead(text: string, size: number): void {
+    const lines = text.split('\r\n');
+    const m = STATUS_LINE.exec(lines[0]);
+    if (!m) throw new UpstreamProtocolError('invalid status line');
+    const status = Number(m[2]);
+    const headers: Record<string, string | string[]> = {};
+    let length: string | undefined;
+    let te: string | undefined;
+    let conn: string | undefined;
+    for (let i = 1; i < lines.length; i++) {
+      const line = lines[i];
+      const colon = line.indexOf(':');
+      // obs-fold (a line starting with whitespace) and names with spaces are refused alike.
+      if (colon <= 0) throw new UpstreamProtocolError('invalid header line');
+      const rawName = line.slice(0, colon);
+      if (!TOKEN.test(rawName)) throw new UpstreamProtocolError('invalid header name');
+      // Values are checked by node when they are written to the client (a refusal becomes a 502).
+      const value = line.slice(colon + 1).trim();
+      const name = rawName.toLowerCase();
+      if (name === 'content-length') {
+        if (!/^\d{1,15}$/.test(value) || (length !== undefined && length !== value)) throw new UpstreamProtocolError('invalid Content-Length');
+        length = value;
+      } else if (name === 'transfer-encoding') te = te === undefined ? value : `${te}, ${value}`;
+      else if (name === 'connection') conn = conn === undefined ? value : `${conn}, ${value}`;
+      if (HOP.has(name)) continue;
+      const prev = headers[name];
+      if (prev === undefined) headers[name] = name === 'set-cookie' ? [value] : value;
+      else if (Array.isArray(prev)) prev.push(value);
+      else if (!SINGLE.has(name)) headers[name] = `${prev}, ${value}`;
+    }
+    if (status < 200) {
+      // 100 Continue, 102, 103: interim answers are read and dropped; a 101 is never asked for.
+      if (status === 101) throw new UpstreamProtocolError('unexpected 101 Switching Protocols');
+      return;
+    }
+    const tokens = conn ? connectionTokens(conn) : [];
+    for (const t of tokens) delete headers[t];
+    this.keepAlive = m[1] === '1' ? !tokens.includes('close') : tokens.includes('keep-alive');
+    if (this.headRequest || status === 204 || status === 304) {
+      this.state = S.Done;
+      if (status === 204) delete headers['content-length'];
+    } else if (te !== undefined) {
+      // Only plain chunked is understood; with a Content-Length too, the framing is suspicious
+      // and the connection is not reused (RFC 9112 §6.3 ¶3).
+      if (te.trim().toLowerCase() !== 'chunked') throw new UpstreamProtocolError('unsupported Transfer-Encoding');
+      if (length !== undefined) this.keepAlive = false;
+      delete headers['content-length'];
+      this.state = S.ChunkSize;
+    } else if (length !== undefined) {
+      this.left = Number(length);
+      this.state = this.left === 0 ? S.Done : S.Length;
+    } else {
+      this.keepAlive = false;
+      this.state = S.Close;
+    }
+    this.on.head({ status, headers, size });
+  }
+
+  private chunkLine(line: string): void {
+    if (this.state === S.Trailers) {
+      if (line === '') this.state = S.Done; // trailers themselves are dropped
+      return;
+    }
+    const m = /^([0-9a-fA-F]{1,12})[ \t]*(?:;.*)?$/.exec(line);
+    if (!m) throw new UpstreamProtocolError('invalid chunk size');
+    this.left = parseInt(m[1], 16);
+    this.state = this.left === 0 ? S.Trailers : S.ChunkData;
+  }
+}
+
+/**
+ * The head of a request to an app: request line, the client's headers minus hop-by-hop,
+ * pseudo and spoofable ones (given as node's rawHeaders), then ours. `chunked` when the body is
+ * re-framed as chunked (a chunked HTTP/1.1 body, or an HTTP/2 body of unknown length).
+ */
+export function requestHead(method: string, target: string, host: string, raw: string[], xf: { ip: string; proto: string }, chunked: boolean): string {
+  let named: string[] | undefined;
+  for (let i = 0; i < raw.length; i += 2) {
+    if (raw[i].length === 10 && raw[i].toLowerCase() === 'connection') named = [...(named ?? []), ...connectionTokens(raw[i + 1])];
+  }
+  let head = `${method} ${target} HTTP/1.1\r\nhost: ${host}\r\n`;
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i];
+    if (name.charCodeAt(0) === 58 /* : */) continue;
+    const lower = name.toLowerCase();
+    if (REQUEST_DROP.has(lower) || (named && named.includes(lower))) continue;
+    head += `${name}: ${raw[i + 1]}\r\n`;
+  }
+  head += `x-forwarded-for: ${xf.ip}\r\nx-real-ip: ${xf.ip}\r\nx-forwarded-proto: ${xf.proto}\r\nx-forwarded-host: ${host}\r\n`;
+  if (chunked) head += 'transfer-encoding: chunked\r\n';
+  return head + '\r\n';
+}
