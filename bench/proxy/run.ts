@@ -3,12 +3,15 @@
 //   (b) rootbox     — wrk → the real edge + proxy (keep-alive agent) → the app
 //   (c) nginx       — wrk → nginx reverse proxy (keep-alive upstream) → the app
 //   (d) hp3 only    — wrk → http-proxy-3 alone on node:http (what the library costs by itself)
-// printed with rootbox/nginx and proxy/direct ratios. The app is an nginx instance on loopback
+//   (e) node floor  — wrk → node:http answering the page itself (no proxying: the least any
+//                     proxy on node's HTTP server can cost)
+// printed with rootbox/nginx and proxy/direct ratios; with --tls also (b) and (c) over HTTPS
+// (HTTP/1.1 over TLS, how production traffic arrives). The app is an nginx instance on loopback
 // answering a 1 KiB page (fast enough that the proxies are what is measured), or, with
-// `--target host:port`, any app (e.g. a container's <ip>:80). Both proxies run one worker: the
+// `--target ip:80`, any app (e.g. a container's <ip>:80). Both proxies run one worker: the
 // daemon is one Node process, so nginx gets one worker process too (`--nginx-workers N` to change).
 //
-// Usage: node --import tsx bench/proxy/run.ts [--duration 10] [--connections 64] [--target ip:port]
+// Usage: node --import tsx bench/proxy/run.ts [--duration 10] [--connections 64] [--target ip:80] [--tls]
 
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -24,6 +27,7 @@ const arg = (name: string, def: string) => {
 const duration = Number(arg('duration', '10'));
 const connections = Number(arg('connections', '64'));
 const nginxWorkers = arg('nginx-workers', '1');
+const tls = process.argv.includes('--tls');
 const dir = mkdtempSync(join(tmpdir(), 'rbx-bench-proxy-'));
 const children: ChildProcess[] = [];
 
@@ -54,10 +58,10 @@ http {
   return child;
 }
 
-async function waitPort(port: number): Promise<void> {
+async function waitPort(port: number, host = '127.0.0.1'): Promise<void> {
   for (let i = 0; i < 200; i++) {
     const ok = await new Promise<boolean>((r) => {
-      const s = connect(port, '127.0.0.1');
+      const s = connect(port, host);
       s.once('connect', () => (s.destroy(), r(true)));
       s.once('error', () => r(false));
     });
@@ -144,16 +148,33 @@ function run(cmd: string, args: string[]): Promise<string> {
   });
 }
 
+/** nginx as the same reverse proxy on an HTTPS listener (a throwaway self-signed certificate). */
+async function nginxTlsProxy(target: string): Promise<{ port: number; pid: number }> {
+  await run('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', join(dir, 'k.pem'), '-out', join(dir, 'c.pem'), '-days', '1', '-subj', '/CN=bench.rbx.test']);
+  const port = await freePort();
+  const child = nginx(
+    'proxytls',
+    `upstream app { server ${target}; keepalive 64; keepalive_requests 100000; }
+  server { listen 127.0.0.1:${port} ssl; ssl_certificate ${dir}/c.pem; ssl_certificate_key ${dir}/k.pem; keepalive_requests 100000;
+    location / { proxy_pass http://app; proxy_http_version 1.1; proxy_set_header Connection "";
+      proxy_set_header Host $host; proxy_set_header X-Forwarded-For $remote_addr; proxy_set_header X-Forwarded-Proto $scheme; proxy_set_header X-Forwarded-Host $host; } }`,
+  );
+  await waitPort(port);
+  return { port, pid: child.pid! };
+}
+
 async function main(): Promise<void> {
   let target = arg('target', '');
   if (!target) {
-    const appPort = await freePort();
+    // Port 80, as the daemon always forwards to <server ip>:80; a loopback address of its own.
+    const appIp = arg('app-ip', '127.0.0.2');
     const page = 'x'.repeat(1024);
-    nginx('app', `server { listen 127.0.0.1:${appPort}; keepalive_requests 100000; location / { default_type text/html; return 200 "${page}"; } }`);
-    target = `127.0.0.1:${appPort}`;
+    nginx('app', `server { listen ${appIp}:80; keepalive_requests 100000; location / { default_type text/html; return 200 "${page}"; } }`);
+    target = `${appIp}:80`;
   }
   const [th, tp] = target.split(':');
-  await waitPort(Number(tp));
+  if (tp !== '80') throw new Error('the app must listen on port 80: the daemon forwards to <server ip>:80');
+  await waitPort(Number(tp), th);
   const nginxPort = await freePort();
   const nginxProxy = nginx(
     'proxy',
@@ -167,16 +188,27 @@ async function main(): Promise<void> {
     const c = spawn(process.execPath, ['--import', 'tsx', new URL(file, import.meta.url).pathname, th, tp], { stdio: ['ignore', 'pipe', 'inherit'] });
     children.push(c);
     const line = await new Promise<string>((r) => createInterface({ input: c.stdout! }).once('line', r));
-    return { pid: c.pid!, port: JSON.parse(line).http as number };
+    const ports = JSON.parse(line) as { http: number; https?: number };
+    return { pid: c.pid!, port: ports.http, https: ports.https ?? 0 };
   };
   const rb = await helper('./serve.ts');
   const plain = await helper('./plain.ts');
+  const floor = await helper('./floor.ts');
 
   await wrk(`http://${target}/`, undefined, true);
   const direct = await wrk(`http://${target}/`, undefined, false);
   const rootbox = await measured(`http://127.0.0.1:${rb.port}/`, 'bench.rbx.test', rb.pid);
   const library = await measured(`http://127.0.0.1:${plain.port}/`, 'bench.rbx.test', plain.pid);
   const viaNginx = await measured(`http://127.0.0.1:${nginxPort}/`, 'bench.rbx.test', nginxProxy.pid!);
+  const nodeFloor = await measured(`http://127.0.0.1:${floor.port}/`, undefined, floor.pid);
+  let tlsRows: { rootbox: Result; nginx: Result } | undefined;
+  if (tls) {
+    const nginxTls = await nginxTlsProxy(target);
+    tlsRows = {
+      rootbox: await measured(`https://127.0.0.1:${rb.https}/`, 'bench.rbx.test', rb.pid),
+      nginx: await measured(`https://127.0.0.1:${nginxTls.port}/`, 'bench.rbx.test', nginxTls.pid),
+    };
+  }
 
   const row = (name: string, r: Result) =>
     `${name.padEnd(8)} ${r.rps.toFixed(0).padStart(9)} req/s   p50 ${r.p50.toFixed(2).padStart(7)} ms   p99 ${r.p99.toFixed(2).padStart(7)} ms   ${r.cpuUs ? `proxy CPU ${r.cpuUs.toFixed(1)} µs/req   ` : ''}errors: ${r.errors}`;
@@ -185,9 +217,16 @@ async function main(): Promise<void> {
   console.log(row('rootbox', rootbox));
   console.log(row('nginx', viaNginx));
   console.log(row('hp3 only', library) + '   (http-proxy-3 alone: no edge, no policy)');
+  console.log(row('floor', nodeFloor) + '   (node:http answering by itself: no proxying)');
+  if (tlsRows) {
+    console.log(row('rb TLS', tlsRows.rootbox));
+    console.log(row('ngx TLS', tlsRows.nginx));
+  }
   console.log(`rootbox / nginx  throughput ${(rootbox.rps / viaNginx.rps).toFixed(2)}x (target ≥ 0.5x)   p99 ${(rootbox.p99 / viaNginx.p99).toFixed(2)}x`);
   console.log(`rootbox / nginx  CPU per request ${(rootbox.cpuUs! / viaNginx.cpuUs!).toFixed(2)}x (less sensitive to other load on the machine)`);
   console.log(`http-proxy-3 alone / nginx throughput ${(library.rps / viaNginx.rps).toFixed(2)}x   rootbox / http-proxy-3 alone ${(rootbox.rps / library.rps).toFixed(2)}x`);
+  console.log(`node floor / nginx proxy  CPU per request ${(nodeFloor.cpuUs! / viaNginx.cpuUs!).toFixed(2)}x   rootbox / node floor ${(rootbox.cpuUs! / nodeFloor.cpuUs!).toFixed(2)}x`);
+  if (tlsRows) console.log(`over TLS: rootbox / nginx throughput ${(tlsRows.rootbox.rps / tlsRows.nginx.rps).toFixed(2)}x   CPU per request ${(tlsRows.rootbox.cpuUs! / tlsRows.nginx.cpuUs!).toFixed(2)}x`);
   console.log(`rootbox / direct throughput ${(rootbox.rps / direct.rps).toFixed(2)}x   nginx / direct throughput ${(viaNginx.rps / direct.rps).toFixed(2)}x`);
 }
 

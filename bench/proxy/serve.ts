@@ -1,6 +1,7 @@
-// Benchmark helper process: the real Edge + proxy (as the daemon builds them) in front of one
-// app at the host:port given in argv, published as bench.rbx.test (its rootfs has an executable
-// /root/run.sh, so requests are forwarded). Prints {"http": port} on stdout when listening.
+// Benchmark helper process: the real Edge + proxy (as the daemon builds them: server records
+// looked up in a real LMDB store per request) in front of one app at the host:port given in
+// argv, published as bench.rbx.test (its rootfs has an executable /root/run.sh, so requests are
+// forwarded). Prints {"http": port, "https": port} on stdout when listening.
 
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -9,8 +10,9 @@ import { proxySchema } from '../../src/config/proxy.js';
 import { Edge, TlsManager } from '../../src/edge/index.js';
 import type { HttpApp } from '../../src/http/index.js';
 import { createLogger } from '../../src/log/index.js';
-import { createProxy, type Site } from '../../src/proxy/index.js';
+import { createProxy } from '../../src/proxy/index.js';
 import type { RuntimeServer } from '../../src/runtime/types.js';
+import { openStore } from '../../src/store/index.js';
 
 const [host, port] = [process.argv[2], Number(process.argv[3])];
 const dir = mkdtempSync(join(tmpdir(), 'rbx-bench-proxy-'));
@@ -20,12 +22,13 @@ writeFileSync(join(rootfs, 'root/run.sh'), '#!/bin/sh\n');
 chmodSync(join(rootfs, 'root/run.sh'), 0o755);
 
 const log = createLogger({ level: 'error' });
-const site: Site = { id: 'srv_bench', slug: 'bench', rootfs, upstream: { host, port }, neverSleep: true, suspended: false };
-const rec: RuntimeServer = { id: site.id, slug: 'bench', ip: host, uidBase: 0, memoryBytes: 0, diskBytes: 0, rootfs, state: 'running' };
+const store = openStore(join(dir, 'data'));
+store.servers.insert({ id: 'srv_bench', accountId: 'acc_bench', slug: 'bench', sshPublicKey: '', keyFingerprint: 'bench', memoryBytes: 0, diskBytes: 0, neverSleep: true, suspended: false, flag: null, createdAt: 0 });
+const rec: RuntimeServer = { id: 'srv_bench', slug: 'bench', ip: host, uidBase: 0, memoryBytes: 0, diskBytes: 0, rootfs, state: 'running' };
 const proxy = createProxy({
   log,
   cfg: proxySchema.parse({}),
-  sites: { lookup: (s) => (s === 'bench' ? site : undefined), neverSleep: () => true },
+  servers: store.servers,
   runtime: { start: async () => {}, stop: async () => {}, get: (id) => (id === rec.id ? rec : undefined), list: () => [rec] },
 });
 const nope: HttpApp = { handle: async (_q, r) => void r.writeHead(404).end() };
@@ -37,6 +40,7 @@ const stop = async () => {
   await edge.stop(200);
   await proxy.stop();
   tls.close();
+  await store.close();
   rmSync(dir, { recursive: true, force: true });
   process.exit(0);
 };

@@ -83,6 +83,7 @@ export function createProxy(deps: ProxyDeps): Proxy {
     forget: (id) => {
       tracker.forget(id);
       publication.forget(id);
+      sites.forget?.(id);
     },
     async stop() {
       tracker.stop();
@@ -92,5 +93,5 @@ export function createProxy(deps: ProxyDeps): Proxy {
 }
 
 export { IdleTracker, type IdleOptions } from './idle.js';
-export type { Site, Sites, ServerLookup } from './sites.js';
+export { storeSites, type Site, type Sites, type ServerLookup } from './sites.js';
 export type { Upstream } from './forward.js';

@@ -1,6 +1,8 @@
 // slug → what the proxy needs to answer for it: the server's id, the host view of its root
 // filesystem, where its app listens (container ip, port 80) and its flags. The real
-// implementation joins the hosting store's record with the runtime's; tests give their own.
+// implementation joins the hosting store's record with the runtime's and keeps the answer for a
+// second (a store read and decode per request cost more than the rest of the lookup); a deleted
+// server is forgotten at once. Tests give their own.
 
 import type { Runtime } from '../runtime/types.js';
 import type { ServerRecord } from '../store/index.js';
@@ -21,6 +23,8 @@ export interface Sites {
   lookup(slug: string): Site | undefined;
   /** never_sleep of a server by id (the idle tracker asks at every check). */
   neverSleep(id: string): boolean;
+  /** Drops what is remembered of a deleted server. */
+  forget?(id: string): void;
 }
 
 export interface ServerLookup {
@@ -28,20 +32,37 @@ export interface ServerLookup {
   get(id: string): ServerRecord | undefined;
 }
 
-export function storeSites(servers: ServerLookup, runtime: Pick<Runtime, 'get'> | undefined, appPort = 80): Sites {
+const MAX_REMEMBERED = 10_000;
+
+export function storeSites(servers: ServerLookup, runtime: Pick<Runtime, 'get'> | undefined, opts: { ttlMs?: number; now?: () => number } = {}): Sites {
+  const ttl = opts.ttlMs ?? 1000;
+  const now = opts.now ?? Date.now;
+  const remembered = new Map<string, { site: Site; at: number }>();
+  const read = (slug: string): Site | undefined => {
+    const rec = servers.bySlug(slug);
+    const rt = rec && runtime?.get(rec.id);
+    if (!rec || !rt) return undefined;
+    return { id: rec.id, slug: rec.slug, rootfs: rt.rootfs, upstream: { host: rt.ip, port: 80 }, neverSleep: rec.neverSleep, suspended: rec.suspended };
+  };
   return {
     lookup(slug) {
-      const rec = servers.bySlug(slug);
-      const rt = rec && runtime?.get(rec.id);
-      if (!rec || !rt) return undefined;
-      return {
-        id: rec.id,
-        slug: rec.slug,
-        rootfs: rt.rootfs,
-        upstream: { host: rt.ip, port: appPort },
-        neverSleep: rec.neverSleep,
-        suspended: rec.suspended,
-      };
+      const t = now();
+      const hit = remembered.get(slug);
+      if (hit && t - hit.at < ttl) return hit.site;
+      const site = read(slug);
+      if (!site) {
+        remembered.delete(slug);
+        return undefined;
+      }
+      // the same object while unchanged, so the upstream pool keeps its identity
+      const same = hit && hit.site.id === site.id && hit.site.upstream.host === site.upstream.host && hit.site.rootfs === site.rootfs;
+      const kept = same ? Object.assign(hit.site, { neverSleep: site.neverSleep, suspended: site.suspended }) : site;
+      if (remembered.size >= MAX_REMEMBERED) remembered.clear();
+      remembered.set(slug, { site: kept, at: t });
+      return kept;
+    },
+    forget(id) {
+      for (const [slug, e] of remembered) if (e.site.id === id) remembered.delete(slug);
     },
     neverSleep(id) {
       return servers.get(id)?.neverSleep ?? false;
