@@ -7,6 +7,7 @@ import type { Config } from '../config/index.js';
 import { AppError } from '../errors.js';
 import type { Logger } from '../log/index.js';
 import type { RuntimeStore } from '../store/runtime.js';
+import { ensureExecWrapper } from './execwrap.js';
 import { ensureHelper } from './helper.js';
 import { findImage, imageOptions, recipeHash } from './image.js';
 import { reconcile, type ReconcileReport } from './reconcile.js';
@@ -33,7 +34,8 @@ export async function createRuntime(cfg: RuntimeSettings, store: RuntimeStore, l
   ContainerRuntime.openPath(cfg.dataDir);
   const helper = await ensureHelper(join(cfg.dataDir, 'runtime', 'bin'));
   const initDir = ensureInitDir(join(cfg.dataDir, 'runtime', 'init'));
-  const runtime = new ContainerRuntime({ dataDir: cfg.dataDir, cfg: cfg.runtime, store, log: log.child({ part: 'runtime' }), image, helper, initDir });
+  const execWrapper = await ensureExecWrapper(initDir, (err) => log.warn('exec wrapper not built (apt-get install -y gcc libc6-dev); a command killed by a signal reads as exit 128+n', { err }));
+  const runtime = new ContainerRuntime({ dataDir: cfg.dataDir, cfg: cfg.runtime, store, log: log.child({ part: 'runtime' }), image, helper, initDir, execWrapper });
   await runtime.net.setup();
   const reconciled = cfg.runtime.reconcile === 'on' ? await reconcile(runtime) : undefined;
   return { runtime, reconciled };

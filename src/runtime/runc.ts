@@ -81,8 +81,9 @@ export class Runc {
   }
 
   /** argv (after the runc binary) of `runc exec` for a process in a running container. */
-  execArgs(id: string, o: { tty: boolean; argv: string[]; env?: Record<string, string>; cwd?: string; processJson?: string }): string[] {
+  execArgs(id: string, o: { tty: boolean; argv: string[]; env?: Record<string, string>; cwd?: string; processJson?: string; preserveFds?: number }): string[] {
     const env = Object.entries(o.env ?? {}).flatMap(([k, v]) => ['--env', `${k}=${v}`]);
-    return this.args('exec', ...(o.tty ? ['-t'] : []), ...(o.cwd ? ['--cwd', o.cwd] : []), ...env, id, ...o.argv);
+    const fds = o.preserveFds ? ['--preserve-fds', String(o.preserveFds)] : [];
+    return this.args('exec', ...(o.tty ? ['-t'] : []), ...fds, ...(o.cwd ? ['--cwd', o.cwd] : []), ...env, id, ...o.argv);
   }
 }

@@ -4,14 +4,15 @@
 // Operations on one server are serialised; different servers proceed in parallel.
 
 import { chmodSync, chownSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import type { RuntimeConfig } from '../config/runtime.js';
 import { AppError, badRequest, conflict, notFound } from '../errors.js';
 import type { Logger } from '../log/index.js';
 import type { RuntimeRecord, RuntimeStore } from '../store/runtime.js';
 import { cgroupPath, ociSpec } from './spec.js';
 import { applyDeferredGrow, destroyDisk, diskPaths, diskUsed, growDisk, mountRootfs, makeDisk } from './disk.js';
-import { pipeExec, ptyExec } from './exec.js';
+import { pipeExec, ptyExec, type Wrapping } from './exec.js';
+import { INIT_MOUNT } from './supervisor.js';
 import { memoryStats, removeCgroup } from './cgroup.js';
 import { Network } from './network.js';
 import { Runc } from './runc.js';
@@ -29,6 +30,8 @@ export interface RuntimeDeps {
   helper: string;
   /** Directory bind-mounted at /run/rootbox (tini + supervisor). */
   initDir: string;
+  /** Host path of the rbx-exec wrapper in initDir (execwrap.ts); without it execs run unwrapped. */
+  execWrapper?: string;
 }
 
 const ID = /^srv_[A-Za-z0-9_-]{1,60}$/;
@@ -248,17 +251,27 @@ export class ContainerRuntime implements Runtime {
     if (s.state !== 'running') throw conflict('server_not_running', `server ${id} is ${s.state}; wake it first`);
   }
 
+  /** The wrapper (exit reports, see execwrap.ts) when it was built. */
+  private wrapping(): Wrapping | undefined {
+    const host = this.deps.execWrapper;
+    return host ? { host, inside: `${INIT_MOUNT}/${basename(host)}` } : undefined;
+  }
+
   exec(id: string, opts: ExecOptions): PipeProcess {
     this.running(id);
     if (!opts.argv.length) throw badRequest('invalid_argv', 'exec needs a command');
-    return pipeExec(this.runc.execArgs(id, { tty: false, argv: opts.argv, env: opts.env, cwd: opts.cwd }));
+    const w = this.wrapping();
+    const argv = w ? [w.inside, 'run', ...opts.argv] : opts.argv;
+    return pipeExec(this.runc.execArgs(id, { tty: false, argv, env: opts.env, cwd: opts.cwd, preserveFds: w ? 1 : 0 }), !!w);
   }
 
   execPty(id: string, opts: PtyOptions): PtyProcess {
     this.running(id);
     if (!opts.argv.length) throw badRequest('invalid_argv', 'exec needs a command');
     const env = { TERM: opts.term, ...opts.env };
-    return ptyExec(this.runc.execArgs(id, { tty: true, argv: opts.argv, env, cwd: opts.cwd }), opts);
+    const w = this.wrapping();
+    const argv = w ? [w.inside, 'run', ...opts.argv] : opts.argv;
+    return ptyExec(this.runc.execArgs(id, { tty: true, argv, env, cwd: opts.cwd, preserveFds: w ? 1 : 0 }), opts, w);
   }
 
   async stats(id: string): Promise<ServerStats> {

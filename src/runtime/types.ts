@@ -51,7 +51,9 @@ export interface PtyOptions extends ExecOptions {
 
 export interface ExitInfo {
   code: number | null;
+  /** Signal that ended the process (e.g. SIGTERM); code is null then. */
   signal: string | null;
+  coreDumped?: boolean;
 }
 
 /** A process inside a server without a terminal: binary-safe pipes. */
@@ -66,7 +68,12 @@ export interface PipeProcess {
 /** A process inside a server on a pseudo-terminal (runc exec -t under node-pty). */
 export interface PtyProcess {
   onData(fn: (data: Buffer) => void): void;
-  write(data: string | Buffer): void;
+  /** Stops reading the terminal (the program blocks once its output buffer is full). */
+  pause(): void;
+  resume(): void;
+  /** Queues input; false when the queue is long: wait for onDrain before writing more. */
+  write(data: string | Buffer): boolean;
+  onDrain(fn: () => void): void;
   resize(cols: number, rows: number): void;
   exited: Promise<ExitInfo>;
   kill(signal?: NodeJS.Signals): void;
