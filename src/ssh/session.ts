@@ -25,9 +25,6 @@ export interface SessionDeps {
 type Accept<T = void> = (() => T) | undefined;
 type Reject = (() => void) | undefined;
 
-/** Terminal output held for a client that does not read, before the session is ended. */
-const PTY_BUFFER_LIMIT = 16 * 1024 * 1024;
-
 /** Signals a client may send (RFC 4254 §6.10). */
 const SIGNALS = new Set(['ABRT', 'ALRM', 'FPE', 'HUP', 'ILL', 'INT', 'KILL', 'PIPE', 'QUIT', 'SEGV', 'TERM', 'USR1', 'USR2']);
 
@@ -177,7 +174,7 @@ export function serveSession(session: Session, deps: SessionDeps): void {
     await flushed(channel.stderr);
     await flushed(channel);
     if (closed) return;
-    if (info.signal) channel.exit(info.signal.replace(/^SIG/, ''), false, '');
+    if (info.signal) channel.exit(info.signal.replace(/^SIG/, ''), !!info.coreDumped, '');
     else channel.exit(info.code ?? 255);
     channel.end();
   }
@@ -197,30 +194,19 @@ export function serveSession(session: Session, deps: SessionDeps): void {
     if (withPty && pty) {
       const p = deps.runtime.execPty(target.id, { ...opts, cols: pty.cols, rows: pty.rows, term: pty.term });
       term = p;
-      // Terminal output is flow-controlled: when the client stops reading (SSH window full) the
-      // PTY is paused if the runtime's PtyProcess can pause; without that, a session that runs
-      // more than PTY_BUFFER_LIMIT ahead of its client is ended rather than buffered without bound.
-      const flow = p as PtyProcess & { pause?(): void; resume?(): void };
-      let paused = false;
-      channel.on('drain', () => {
-        if (paused) {
-          paused = false;
-          flow.resume?.();
-        }
-      });
+      // Flow control both ways. Output: when the client stops reading (its SSH window is used
+      // up, the channel's buffer passes its high-water mark) the terminal is no longer read, so
+      // the program blocks on its next write until the client catches up. Input: while the
+      // terminal's input queue is long the channel is paused; ssh2 then stops granting window,
+      // so a client that floods keystrokes is held back instead of buffered here.
+      channel.on('drain', () => p.resume());
       p.onData((d) => {
         if (closed) return;
-        if (!channel.write(d) && !paused && flow.pause) {
-          paused = true;
-          flow.pause();
-        } else if (channel.writableLength > PTY_BUFFER_LIMIT) {
-          log.warn('ssh pty output overran its client; ending the session', { server: target.id });
-          channel.destroy();
-          terminate();
-        }
+        if (!channel.write(d)) p.pause();
       });
+      p.onDrain(() => channel.resume());
       channel.on('data', (d: Buffer) => {
-        if (!exited) p.write(d);
+        if (!exited && !p.write(d)) channel.pause();
       });
       return finish(channel, await p.exited);
     }
