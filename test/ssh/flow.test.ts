@@ -1,6 +1,7 @@
 // How sessions end and how they hold back, against a real runc container with the OpenSSH
 // client: a command killed by a signal reaches the client as exit-signal (pipes and PTY), told
-// apart from `exit 143`; a terminal client that stops reading pauses the program instead of
+// apart from `exit 143`; on a terminal, signal requests and Ctrl-C reach the command under the
+// exec wrapper; a terminal client that stops reading pauses the program instead of
 // filling the daemon's memory, and output flows again once it reads; a client that floods a
 // terminal with input is held back by the SSH window instead of buffered in the daemon.
 
@@ -92,6 +93,43 @@ test('a command killed by a signal ends with exit-signal, with and without a ter
   assert.equal(await ssh2Exit('kill -TERM $$', false), { code: null, signal: 'SIGTERM' });
   assert.equal(await ssh2Exit('kill -KILL $$', true), { code: null, signal: 'SIGKILL' });
   assert.equal(await ssh2Exit('sleep 30 & p=$!; (sleep 0.3; kill -USR1 $p) & wait $p; exit $?', false), { code: 138, signal: undefined });
+});
+
+test('on a terminal, a signal request reaches the command and Ctrl-C interrupts the foreground job of a login shell', async () => {
+  const c = new ssh2.Client();
+  const text = await new Promise<string>((resolve, reject) => {
+    const t = setTimeout(() => reject(new Error('pty session: no end in 30 s')), 30_000);
+    c.on('error', reject);
+    c.on('ready', () =>
+      c.exec(`trap 'echo got-term; exit 3' TERM; echo ready; sleep 30 & wait`, { pty: true }, (err, ch) => {
+        if (err) return reject(err);
+        let out = '';
+        ch.on('data', (b: Buffer) => {
+          out += b;
+          if (/ready\r?\n$/.test(out)) ch.signal('TERM');
+        });
+        ch.on('exit', (code: number) => (out += ` exit=${code}`));
+        ch.on('close', () => {
+          c.shell({ term: 'xterm' }, (err2, sh) => {
+            if (err2) return reject(err2);
+            let screen = '';
+            const step = (re: RegExp, send: string) => () => re.test(screen) && (sh.write(send), true);
+            const steps = [step(/# $/, 'sleep 100\n'), step(/sleep 100\r?\n/, '\x03'), step(/\^C[\s\S]*# $/, 'echo "rc=$?"\n'), step(/rc=\d+[\s\S]*# $/, 'exit\n')];
+            sh.on('data', (b: Buffer) => {
+              screen += b;
+              while (steps.length && steps[0]()) steps.shift();
+            });
+            sh.on('close', () => {
+              clearTimeout(t);
+              resolve(`${out.trim().replace(/\s+/g, ' ')} | ${/rc=(\d+)/.exec(screen)?.[0]}`);
+            });
+          });
+        });
+      }),
+    );
+    c.connect({ host: '127.0.0.1', port: d.port, username: 'root', privateKey: readFileSync(A.keyFile), readyTimeout: 20_000 });
+  }).finally(() => c.end());
+  assert.is(text, 'ready got-term exit=3 | rc=130');
 });
 
 test('a terminal client that stops reading pauses the program (bounded memory, session kept) and output flows again when it reads', async () => {
