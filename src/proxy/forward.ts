@@ -40,7 +40,7 @@ export interface WebOptions {
 const TARGET = /^[\x21-\x7e]+$/;
 
 export class Forwarder {
-  readonly pool: UpstreamPool;
+  private readonly pool: UpstreamPool;
   private readonly proxy: ProxyServer;
 
   constructor(private readonly opts: ForwardOptions) {
