@@ -14,10 +14,7 @@
 // The report is only a hint about the session's own command: a process inside the server could
 // forge one for its own session, nothing more (the socket reaches nothing else).
 
-import { createHash } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { run } from './proc.js';
+import { compileOnce } from './compile.js';
 
 const SOURCE = `#define _GNU_SOURCE
 #include <errno.h>
@@ -117,29 +114,15 @@ int main(int argc, char **argv) {
 }
 `;
 
-const NAME = `rbx-exec-${createHash('sha256').update(SOURCE).digest('hex').slice(0, 12)}`;
-
 /**
  * Compiles the wrapper into the init directory when missing; returns its host path, or undefined
  * when it cannot be built (execs then run unwrapped: a signal death reads as exit 128+n).
  */
 export async function ensureExecWrapper(initDir: string, onError: (e: Error) => void): Promise<string | undefined> {
-  const bin = join(initDir, NAME);
-  if (existsSync(bin)) return bin;
-  mkdirSync(initDir, { recursive: true });
-  const src = `${bin}.${process.pid}.c`;
-  const tmp = `${bin}.${process.pid}`;
   try {
-    writeFileSync(src, SOURCE);
-    await run('cc', ['-static', '-O2', '-Wall', '-o', tmp, src], { timeoutMs: 60_000 });
-    chmodSync(tmp, 0o755);
-    renameSync(tmp, bin);
-    return bin;
+    return await compileOnce(initDir, 'rbx-exec', SOURCE, ['-static']);
   } catch (e) {
     onError(e as Error);
-    rmSync(tmp, { force: true });
     return undefined;
-  } finally {
-    rmSync(src, { force: true });
   }
 }

@@ -5,10 +5,8 @@
 // The lower clone is never attached anywhere: overlayfs takes it through /proc/self/fd/N, so no
 // extra mount is left to track. Cost: ~4 ms per mount.
 
-import { createHash } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, renameSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { AppError } from '../errors.js';
+import { compileOnce } from './compile.js';
 import { run } from './proc.js';
 
 const SOURCE = `#define _GNU_SOURCE
@@ -110,24 +108,13 @@ int main(int argc, char **argv) {
 }
 `;
 
-const hash = createHash('sha256').update(SOURCE).digest('hex').slice(0, 12);
-
 /** Path of the compiled helper, compiling it first when missing. */
 export async function ensureHelper(binDir: string): Promise<string> {
-  const bin = join(binDir, `rbx-idmount-${hash}`);
-  if (existsSync(bin)) return bin;
-  mkdirSync(binDir, { recursive: true });
-  const src = join(binDir, `rbx-idmount-${hash}.c`);
-  writeFileSync(src, SOURCE);
-  const tmp = `${bin}.${process.pid}`;
   try {
-    await run('cc', ['-O2', '-Wall', '-o', tmp, src], { timeoutMs: 60_000 });
+    return await compileOnce(binDir, 'rbx-idmount', SOURCE);
   } catch (e) {
     throw new AppError('unavailable', 'helper_build_failed', `cannot compile the idmapped-mount helper (apt-get install -y gcc libc6-dev): ${(e as Error).message}`);
   }
-  chmodSync(tmp, 0o755);
-  renameSync(tmp, bin);
-  return bin;
 }
 
 /** Mounts overlay(lower = idmapped read-only view of `lower` shifted to uidBase, upper, work) at target. */
