@@ -11,6 +11,7 @@ import type { Req, RequestInfo, Res } from '../http/index.js';
 import type { Logger } from '../log/index.js';
 import type { ForwardFailure } from './forward.js';
 import { ResponseReader, UpstreamProtocolError, requestHead, type ReaderEvents, type ResponseHead } from './http1.js';
+import { afterBatch, holdWrites } from './batch.js';
 import { sendErrorPage } from './pages.js';
 import type { Conn, ConnOwner, Upstream, UpstreamPool } from './pool.js';
 
@@ -36,6 +37,8 @@ export class Exchange implements ConnOwner, ReaderEvents {
   private bodyDone: boolean;
   private pumping = false;
   private sent = 0;
+  /** The answer's head and body so far, while all of it came in the read being handled. */
+  private staged: { head: ResponseHead; parts: Buffer[] } | undefined;
   private cancelWait = noop;
   private readonly chunked: boolean;
   private readonly wire: string;
@@ -73,6 +76,7 @@ export class Exchange implements ConnOwner, ReaderEvents {
     if (this.settled) return this.pool.release(c, true);
     this.conn = c;
     c.owner = this;
+    holdWrites(c.sock);
     c.sock.write(this.wire);
     if (this.source && !this.pumping) {
       this.pumping = true;
@@ -128,22 +132,17 @@ export class Exchange implements ConnOwner, ReaderEvents {
     this.answered = true;
     try {
       this.reader.feed(chunk);
+      // The answer did not end in this read: stream it from here on.
+      if (this.staged) this.unstage();
     } catch (e) {
+      this.staged = undefined;
       this.fail(e as Error);
     }
   }
 
   head(h: ResponseHead): void {
-    const res = this.res;
     if (this.settled) return;
-    try {
-      res.writeHead(h.status, h.headers as never);
-    } catch (e) {
-      // node refused a value we let through: forget every header and answer 502 instead.
-      for (const n of res.getHeaderNames()) res.removeHeader(n);
-      res.setHeader('x-request-id', this.info.requestId);
-      throw new UpstreamProtocolError(`header refused: ${(e as Error).message}`);
-    }
+    this.staged = { head: h, parts: [] };
     this.sent += h.size;
   }
 
@@ -151,10 +150,32 @@ export class Exchange implements ConnOwner, ReaderEvents {
     if (this.settled) return;
     this.sent += chunk.length;
     // A copy: the chunk is a view of the pool's shared read buffer, and the response may queue it.
-    if (!(this.res as NodeJS.WritableStream).write(Buffer.from(chunk)) && !this.paused && this.conn) {
+    const copy = Buffer.from(chunk);
+    if (this.staged) return void this.staged.parts.push(copy);
+    if (!(this.res as NodeJS.WritableStream).write(copy) && !this.paused && this.conn) {
       this.paused = true;
       this.conn.sock.pause();
       this.res.once('drain', this.resumeUp);
+    }
+  }
+
+  /** Writes the head (a refusal by node becomes a 502) and whatever body came with it. */
+  private unstage(): void {
+    const { head, parts } = this.staged!;
+    this.staged = undefined;
+    this.writeHead(head);
+    for (const p of parts) (this.res as NodeJS.WritableStream).write(p);
+  }
+
+  private writeHead(h: ResponseHead): void {
+    const res = this.res;
+    try {
+      h.headers.push('x-request-id', this.info.requestId);
+      res.writeHead(h.status, h.headers as never);
+    } catch (e) {
+      // node refused a value we let through: forget every header and answer 502 instead.
+      for (const n of res.getHeaderNames()) res.removeHeader(n);
+      throw new UpstreamProtocolError(`header refused: ${(e as Error).message}`);
     }
   }
 
@@ -166,7 +187,23 @@ export class Exchange implements ConnOwner, ReaderEvents {
   end(reusable: boolean): void {
     if (this.settled) return;
     this.settle(reusable && this.bodyDone);
-    this.res.end();
+    const staged = this.staged;
+    if (!staged) return void this.res.end();
+    // All of the answer came in one read: it is written with the rest of this batch's writes.
+    this.staged = undefined;
+    afterBatch(() => this.finish(staged.head, staged.parts));
+  }
+
+  private finish(head: ResponseHead, parts: Buffer[]): void {
+    const res = this.res;
+    if ((res as { destroyed?: boolean }).destroyed || res.headersSent) return;
+    try {
+      this.writeHead(head);
+    } catch (e) {
+      return this.failPage(e as Error);
+    }
+    if (parts.length === 0) res.end();
+    else res.end(parts.length === 1 ? parts[0] : Buffer.concat(parts));
   }
 
   // --- failures -------------------------------------------------------------------------------
@@ -211,6 +248,11 @@ export class Exchange implements ConnOwner, ReaderEvents {
   private fail(err: Error): void {
     if (this.settled) return;
     this.settle(false);
+    this.failPage(err);
+  }
+
+  /** A 502/504 page when nothing was sent yet, else a cut answer. */
+  private failPage(err: Error): void {
     const res = this.res;
     if ((res as { destroyed?: boolean }).destroyed || res.writableEnded) return;
     if (res.headersSent) return void (res as { destroy(): void }).destroy(); // cut: the client sees a truncated answer

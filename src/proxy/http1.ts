@@ -14,8 +14,11 @@ export class UpstreamProtocolError extends Error {
 
 export interface ResponseHead {
   status: number;
-  /** Cleaned: no hop-by-hop, pseudo or Connection-named headers; set-cookie as a list. */
-  headers: Record<string, string | string[]>;
+  /**
+   * name, value, name, value… in the app's order and case (what node's writeHead takes as is),
+   * cleaned: no hop-by-hop or Connection-named headers, one copy of the single-value ones.
+   */
+  headers: string[];
   /** Bytes of the head as the app sent it (for egress accounting). */
   size: number;
 }
@@ -33,7 +36,9 @@ const MAX_LINE = 4096;
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 const STATUS_LINE = /^HTTP\/1\.([01]) ([1-5]\d\d)(?: [^\r\n]*)?$/;
 /** Headers node itself keeps once (the first wins); a second copy is dropped, as node's client does. */
-const SINGLE = new Set(['content-type', 'content-length', 'location', 'etag', 'last-modified', 'server', 'age', 'expires', 'retry-after', 'authorization', 'from', 'host', 'referer', 'user-agent', 'max-forwards', 'if-modified-since', 'if-unmodified-since', 'proxy-authorization']);
+const SINGLE = new Map(
+  ['content-type', 'content-length', 'location', 'etag', 'last-modified', 'server', 'age', 'expires', 'retry-after', 'authorization', 'from', 'host', 'referer', 'user-agent', 'max-forwards', 'if-modified-since', 'if-unmodified-since', 'proxy-authorization'].map((n, i) => [n, 1 << i]),
+);
 
 const enum S {
   Head,
@@ -152,34 +157,43 @@ export class ResponseReader {
   }
 
   private parseHead(text: string, size: number): void {
-    const lines = text.split('\r\n');
-    const m = STATUS_LINE.exec(lines[0]);
+    let eol = text.indexOf('\r\n');
+    if (eol < 0) eol = text.length;
+    const m = STATUS_LINE.exec(text.slice(0, eol));
     if (!m) throw new UpstreamProtocolError('invalid status line');
     const status = Number(m[2]);
-    const headers: Record<string, string | string[]> = {};
+    // name, value, name, value… as the app sent them, minus what may not be passed on
+    const headers: string[] = [];
     let length: string | undefined;
     let te: string | undefined;
     let conn: string | undefined;
-    for (let i = 1; i < lines.length; i++) {
-      const line = lines[i];
-      const colon = line.indexOf(':');
+    let seen = 0; // bits of SINGLE
+    while (eol < text.length) {
+      const start = eol + 2;
+      eol = text.indexOf('\r\n', start);
+      if (eol < 0) eol = text.length;
+      const colon = text.indexOf(':', start);
       // obs-fold (a line starting with whitespace) and names with spaces are refused alike.
-      if (colon <= 0) throw new UpstreamProtocolError('invalid header line');
-      const rawName = line.slice(0, colon);
+      if (colon <= start || colon > eol) throw new UpstreamProtocolError('invalid header line');
+      const rawName = text.slice(start, colon);
       if (!TOKEN.test(rawName)) throw new UpstreamProtocolError('invalid header name');
       // Values are checked by node when they are written to the client (a refusal becomes a 502).
-      const value = line.slice(colon + 1).trim();
+      const value = text.slice(colon + 1, eol).trim();
       const name = rawName.toLowerCase();
       if (name === 'content-length') {
         if (!/^\d{1,15}$/.test(value) || (length !== undefined && length !== value)) throw new UpstreamProtocolError('invalid Content-Length');
+        if (length !== undefined) continue;
         length = value;
+        if (status === 204) continue;
       } else if (name === 'transfer-encoding') te = te === undefined ? value : `${te}, ${value}`;
       else if (name === 'connection') conn = conn === undefined ? value : `${conn}, ${value}`;
       if (HOP.has(name)) continue;
-      const prev = headers[name];
-      if (prev === undefined) headers[name] = name === 'set-cookie' ? [value] : value;
-      else if (Array.isArray(prev)) prev.push(value);
-      else if (!SINGLE.has(name)) headers[name] = `${prev}, ${value}`;
+      const bit = SINGLE.get(name);
+      if (bit !== undefined) {
+        if (seen & bit) continue;
+        seen |= bit;
+      }
+      headers.push(rawName, value);
     }
     if (status < 200) {
       // 100 Continue, 102, 103: interim answers are read and dropped; a 101 is never asked for.
@@ -187,17 +201,18 @@ export class ResponseReader {
       return;
     }
     const tokens = conn ? connectionTokens(conn) : [];
-    for (const t of tokens) delete headers[t];
     this.keepAlive = m[1] === '1' ? !tokens.includes('close') : tokens.includes('keep-alive');
+    let drop: string[] | undefined = tokens.length > 0 ? tokens : undefined;
     if (this.headRequest || status === 204 || status === 304) {
       this.state = S.Done;
-      if (status === 204) delete headers['content-length'];
     } else if (te !== undefined) {
       // Only plain chunked is understood; with a Content-Length too, the framing is suspicious
       // and the connection is not reused (RFC 9112 §6.3 ¶3).
       if (te.trim().toLowerCase() !== 'chunked') throw new UpstreamProtocolError('unsupported Transfer-Encoding');
-      if (length !== undefined) this.keepAlive = false;
-      delete headers['content-length'];
+      if (length !== undefined) {
+        this.keepAlive = false;
+        drop = [...(drop ?? []), 'content-length'];
+      }
       this.state = S.ChunkSize;
     } else if (length !== undefined) {
       this.left = Number(length);
@@ -206,7 +221,7 @@ export class ResponseReader {
       this.keepAlive = false;
       this.state = S.Close;
     }
-    this.on.head({ status, headers, size });
+    this.on.head({ status, headers: drop ? without(headers, drop) : headers, size });
   }
 
   private chunkLine(line: string): void {
@@ -219,6 +234,13 @@ export class ResponseReader {
     this.left = parseInt(m[1], 16);
     this.state = this.left === 0 ? S.Trailers : S.ChunkData;
   }
+}
+
+/** A flat header list without the names in `drop` (lowercase). */
+function without(flat: string[], drop: string[]): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < flat.length; i += 2) if (!drop.includes(flat[i].toLowerCase())) out.push(flat[i], flat[i + 1]);
+  return out;
 }
 
 /**

@@ -40,7 +40,7 @@ export function sendWelcome(req: Req, res: Res, slug: string): void {
 export function sendErrorPage(req: Req, res: Res, err: AppError, requestId: string): void {
   const status = statusOf(err.kind);
   const headOnly = req.method === 'HEAD';
-  const headers: Record<string, string> = { 'cache-control': 'no-store', ...(err.headers ?? {}) };
+  const headers: Record<string, string> = { 'cache-control': 'no-store', ...(err.headers ?? {}), 'x-request-id': requestId };
   if (!wantsHtml(req)) {
     sendReply(res, { status, headers, body: { ...(err.extra ?? {}), error: err.code, detail: err.detail } }, headOnly);
     return;

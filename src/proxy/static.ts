@@ -63,6 +63,7 @@ const notFound = (path: string) =>
   });
 
 export async function serveStatic(req: Req, res: Res, site: StaticSite, requestId: string): Promise<void> {
+  res.setHeader('x-request-id', requestId);
   const method = req.method ?? 'GET';
   if (method !== 'GET' && method !== 'HEAD') {
     return sendErrorPage(req, res, new AppError('method_not_allowed', 'method_not_allowed', `${method.slice(0, 20)} is not allowed on static files; use GET or HEAD`, { headers: { allow: 'GET, HEAD' } }), requestId);
