@@ -16,12 +16,20 @@ export function hostOf(raw: string | string[] | undefined): string {
   return h.replace(/\.$/, '');
 }
 
+const HOSTING: Target = Object.freeze({ app: 'hosting' });
+const VERIFY: Target = Object.freeze({ app: 'verify' });
+const SLUG = /^[a-z0-9-]{1,63}$/;
+
 export function route(host: string, domain: string): Target {
-  if (host === domain || host === `api.${domain}`) return { app: 'hosting' };
-  if (host === `verify.${domain}`) return { app: 'verify' };
-  if (host.endsWith(`.${domain}`)) {
-    const slug = host.slice(0, -(domain.length + 1));
-    if (/^[a-z0-9-]{1,63}$/.test(slug)) return { app: 'proxy', slug };
+  const n = host.length - domain.length;
+  if (n >= 0 && host.endsWith(domain)) {
+    if (n === 0) return HOSTING;
+    if (host.charCodeAt(n - 1) === 46 /* . */) {
+      const sub = host.slice(0, n - 1);
+      if (sub === 'api') return HOSTING;
+      if (sub === 'verify') return VERIFY;
+      if (SLUG.test(sub)) return { app: 'proxy', slug: sub };
+    }
   }
   return { app: 'none', host };
 }

@@ -108,15 +108,24 @@ export class Edge {
   }
 
   private info(req: Req, scheme: 'http' | 'https'): RequestInfo {
-    return {
-      host: hostOf(req.headers[':authority'] ?? req.headers.host),
-      scheme,
-      requestId: newRequestId(req.headers['x-request-id']),
-      ip: req.socket?.remoteAddress ?? '',
-    };
+    let host: string | string[] | undefined;
+    let rid: string | string[] | undefined;
+    if (req.httpVersionMajor >= 2) {
+      host = req.headers[':authority'] ?? req.headers.host;
+      rid = req.headers['x-request-id'];
+    } else {
+      // HTTP/1.1: read the two from the raw list (node builds req.headers only when asked)
+      const raw = req.rawHeaders;
+      for (let i = 0; i < raw.length; i += 2) {
+        const n = raw[i];
+        if (n.length === 4 && host === undefined && n.toLowerCase() === 'host') host = raw[i + 1];
+        else if (n.length === 12 && rid === undefined && n.toLowerCase() === 'x-request-id') rid = raw[i + 1];
+      }
+    }
+    return { host: hostOf(host), scheme, requestId: newRequestId(rid), ip: req.socket?.remoteAddress ?? '' };
   }
 
-  private async onRequest(req: Req, res: Res, scheme: 'http' | 'https'): Promise<void> {
+  private onRequest(req: Req, res: Res, scheme: 'http' | 'https'): void {
     this.inflight++;
     res.on('close', () => {
       if (--this.inflight === 0) this.drained?.();
@@ -131,20 +140,19 @@ export class Edge {
       // in one step (node's writeHead is slower once a header was set before it).
       if (target?.app !== 'proxy') res.setHeader('x-request-id', info.requestId);
       if (!target) return this.redirect(req, res, info.host);
-      switch (target.app) {
-        case 'hosting':
-          return await this.opts.apps.hosting.handle(req, res, info);
-        case 'verify':
-          return await this.opts.apps.verify.handle(req, res, info);
-        case 'proxy':
-          return await this.opts.apps.proxy.handle(req, res, info);
-        default:
-          throw this.unknownHost(info.host, scheme);
-      }
+      const app = target.app === 'none' ? undefined : this.opts.apps[target.app];
+      if (!app) throw this.unknownHost(info.host, scheme);
+      // most answers start synchronously; only a returned promise needs watching
+      const pending = app.handle(req, res, info);
+      if (pending) pending.catch((err: unknown) => this.failed(res, err, info));
     } catch (err) {
-      if (!res.headersSent) res.setHeader('x-request-id', info.requestId);
-      sendReply(res, errorReply(err, info.requestId, this.opts.log));
+      this.failed(res, err, info);
     }
+  }
+
+  private failed(res: Res, err: unknown, info: RequestInfo): void {
+    if (!res.headersSent) res.setHeader('x-request-id', info.requestId);
+    sendReply(res, errorReply(err, info.requestId, this.opts.log));
   }
 
   private unknownHost(host: string, scheme: string): AppError {

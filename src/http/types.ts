@@ -49,7 +49,8 @@ export interface RouteOptions {
 
 /** Something that answers requests for one host family (an API or the proxy). */
 export interface HttpApp {
-  handle(req: Req, res: Res, info: RequestInfo): Promise<void>;
+  /** Settles when the answer is under way; may return nothing when it was started synchronously. */
+  handle(req: Req, res: Res, info: RequestInfo): Promise<void> | void;
 }
 
 export interface RequestInfo {

@@ -50,30 +50,50 @@ export class ProxyApp implements HttpApp {
 
   constructor(private readonly d: ProxyAppDeps) {}
 
-  async handle(req: Req, res: Res, info: RequestInfo): Promise<void> {
-    const slug = info.host.split('.')[0];
+  /** Answers one request; synchronous when the server is awake and its app known to listen. */
+  handle(req: Req, res: Res, info: RequestInfo): Promise<void> | void {
+    const slug = info.host.slice(0, info.host.indexOf('.'));
     const site = this.d.sites.lookup(slug);
     if (!site) return sendErrorPage(req, res, unknown(slug), info.requestId);
     if (site.suspended) return sendErrorPage(req, res, suspended(), info.requestId);
     const { publication, presence } = this.d;
-    const app = publication.knownApp(site.id) ?? (await publication.hasApp(site.id, site.rootfs));
-    if (!app) {
-      const egress = this.d.egress;
-      if (egress) res.once('finish', () => egress(site.id, Number(res.getHeader('content-length') ?? 0)));
-      return serveStatic(req, res, site, info.requestId);
-    }
-    const release = presence.hold(site.id);
-    res.on('close', release);
+    const app = publication.knownApp(site.id);
+    if (app === undefined) return this.checked(req, res, info, site);
+    if (!app) return this.static(req, res, info, site);
+    if (this.warming.has(site.id) || presence.needsWake(site.id) || !publication.isReady(site.id)) return this.waited(req, res, info, site);
+    this.forward(req, res, info, site, presence.hold(site.id), undefined);
+  }
+
+  /** Whether the server has an app was not known a moment ago: look, then go on. */
+  private async checked(req: Req, res: Res, info: RequestInfo, site: Site): Promise<void> {
+    if (!(await this.d.publication.hasApp(site.id, site.rootfs))) return this.static(req, res, info, site);
+    const { presence, publication } = this.d;
+    if (this.warming.has(site.id) || presence.needsWake(site.id) || !publication.isReady(site.id)) return this.waited(req, res, info, site);
+    this.forward(req, res, info, site, presence.hold(site.id), undefined);
+  }
+
+  private static(req: Req, res: Res, info: RequestInfo, site: Site): Promise<void> {
+    const egress = this.d.egress;
+    if (egress) res.once('finish', () => egress(site.id, Number(res.getHeader('content-length') ?? 0)));
+    return serveStatic(req, res, site, info.requestId);
+  }
+
+  /** The server sleeps, wakes or its app is starting: hold the request until it can answer. */
+  private async waited(req: Req, res: Res, info: RequestInfo, site: Site): Promise<void> {
+    const release = this.d.presence.hold(site.id);
     let body: Readable | undefined;
     try {
-      // The hot path (awake, app known to listen) stays synchronous.
-      if (this.warming.has(site.id) || presence.needsWake(site.id) || !publication.isReady(site.id)) body = await this.ready(site, req);
+      body = await this.ready(site, req);
     } catch (e) {
       release();
       return sendErrorPage(req, res, e instanceof AppError ? e : this.wakeFailed(site, e), info.requestId);
     }
-    if ((res as { destroyed?: boolean }).destroyed) return;
-    this.d.forwarder.web(req, res, site.upstream, info, { serverId: site.id, body, onFailure: (f) => this.failed(site, f) });
+    if ((res as { destroyed?: boolean }).destroyed) return release();
+    this.forward(req, res, info, site, release, body);
+  }
+
+  private forward(req: Req, res: Res, info: RequestInfo, site: Site, release: () => void, body: Readable | undefined): void {
+    this.d.forwarder.web(req, res, site.upstream, info, { serverId: site.id, body, onFailure: (f) => this.failed(site, f), onDone: release });
   }
 
   upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, info: RequestInfo & { slug: string }): void {

@@ -9,20 +9,41 @@ import type { Readable } from 'node:stream';
 import { AppError } from '../errors.js';
 import type { Req, RequestInfo, Res } from '../http/index.js';
 import type { Logger } from '../log/index.js';
-import type { ForwardFailure } from './forward.js';
+import type { ForwardFailure, WebOptions } from './forward.js';
 import { ResponseReader, UpstreamProtocolError, requestHead, type ReaderEvents, type ResponseHead } from './http1.js';
 import { afterBatch, holdWrites } from './batch.js';
 import { sendErrorPage } from './pages.js';
 import type { Conn, ConnOwner, Upstream, UpstreamPool } from './pool.js';
 
-export interface ExchangeOptions {
-  body?: Readable;
-  onFailure?: (f: ForwardFailure) => void;
-  egress?: (bytes: number) => void;
+/** What every exchange shares: the log and where egress bytes are reported. */
+export interface ExchangeShared {
   log: Logger;
+  egress?: (serverId: string, bytes: number) => void;
 }
 
 const noop = () => {};
+
+/** Content-Length, Transfer-Encoding and the authority of a request (HTTP/1.1: from the raw list). */
+function framing(req: Req): { length?: string; te?: string; host: string } {
+  if (req.httpVersionMajor >= 2) {
+    const h = req.headers;
+    return { length: h['content-length'], te: h['transfer-encoding'] as string | undefined, host: String(h[':authority'] ?? h.host ?? '') };
+  }
+  // node's parser has refused conflicting lengths and a length beside Transfer-Encoding
+  let length: string | undefined;
+  let te: string | undefined;
+  let host = '';
+  const raw = req.rawHeaders;
+  for (let i = 0; i < raw.length; i += 2) {
+    const n = raw[i];
+    if (n.length === 4) {
+      if (!host && n.toLowerCase() === 'host') host = raw[i + 1];
+    } else if (n.length === 14) {
+      if (n.toLowerCase() === 'content-length') length = raw[i + 1];
+    } else if (n.length === 17 && n.toLowerCase() === 'transfer-encoding') te = raw[i + 1];
+  }
+  return { length, te, host };
+}
 const codeOf = (e: Error) => (e as { code?: string }).code;
 
 export class Exchange implements ConnOwner, ReaderEvents {
@@ -50,17 +71,16 @@ export class Exchange implements ConnOwner, ReaderEvents {
     private readonly res: Res,
     private readonly upstream: Upstream,
     private readonly info: RequestInfo,
-    private readonly o: ExchangeOptions,
+    private readonly o: WebOptions,
+    private readonly shared: ExchangeShared,
   ) {
-    const h = req.headers;
-    const cl = h['content-length'];
+    const { length, te, host } = framing(req);
     const stream = (req as { stream?: { endAfterHeaders?: boolean } }).stream;
     const bodiless = req.method === 'GET' || req.method === 'HEAD';
-    const hasBody = cl !== undefined ? cl !== '0' : h['transfer-encoding'] !== undefined || (!bodiless && stream?.endAfterHeaders === false);
-    this.chunked = hasBody && cl === undefined;
+    const hasBody = length !== undefined ? length !== '0' : te !== undefined || (!bodiless && stream?.endAfterHeaders === false);
+    this.chunked = hasBody && length === undefined;
     this.source = hasBody ? (o.body ?? (req as Readable)) : undefined;
     this.bodyDone = !hasBody;
-    const host = String(h[':authority'] ?? h.host ?? '');
     this.wire = requestHead(req.method ?? 'GET', req.url ?? '/', host, req.rawHeaders, { ip: info.ip, proto: info.scheme }, this.chunked);
     res.on('close', () => this.clientGone());
   }
@@ -258,7 +278,7 @@ export class Exchange implements ConnOwner, ReaderEvents {
     if (res.headersSent) return void (res as { destroy(): void }).destroy(); // cut: the client sees a truncated answer
     const [failure, e] = this.classify(err);
     this.o.onFailure?.(failure);
-    this.o.log.debug('forward failed', { rid: this.info.requestId, code: codeOf(err), err: err.message });
+    this.shared.log.debug('forward failed', { rid: this.info.requestId, code: codeOf(err), err: err.message });
     try {
       sendErrorPage(this.req, res, e, this.info.requestId);
     } catch {
@@ -289,7 +309,8 @@ export class Exchange implements ConnOwner, ReaderEvents {
     this.cancelWait();
     this.detachSource();
     this.release(reusable);
-    if (this.sent > 0) this.o.egress?.(this.sent);
+    if (this.sent > 0) this.shared.egress?.(this.o.serverId, this.sent);
+    this.o.onDone?.();
   }
 
   private release(reusable: boolean): void {

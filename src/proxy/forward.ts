@@ -35,6 +35,8 @@ export interface WebOptions {
   /** Replaces the request stream when the body was buffered during a wake. */
   body?: Readable;
   onFailure?: (f: ForwardFailure) => void;
+  /** Called once when the exchange is over, whichever way it ended. */
+  onDone?: () => void;
 }
 
 const TARGET = /^[\x21-\x7e]+$/;
@@ -60,13 +62,10 @@ export class Forwarder {
   web(req: Req, res: Res, upstream: Upstream, info: RequestInfo, o: WebOptions): void {
     // HTTP/1.1 request targets were checked by node's parser; an HTTP/2 :path is checked here.
     if ((req.httpVersionMajor ?? 1) >= 2 && !TARGET.test(req.url ?? '')) {
+      o.onDone?.();
       return sendErrorPage(req, res, new AppError('bad_request', 'invalid_target', 'the request target has characters that cannot be forwarded'), info.requestId);
     }
-    new Exchange(this.pool, req, res, upstream, info, {
-      ...o,
-      log: this.opts.log,
-      egress: this.opts.egress ? (n) => this.opts.egress!(o.serverId, n) : undefined,
-    }).start();
+    new Exchange(this.pool, req, res, upstream, info, o, this.opts).start();
   }
 
   /** Forwards a WebSocket handshake and then both byte streams. */
