@@ -93,7 +93,7 @@ export class ProxyApp implements HttpApp {
   }
 
   private forward(req: Req, res: Res, info: RequestInfo, site: Site, release: () => void, body: Readable | undefined): void {
-    this.d.forwarder.web(req, res, site.upstream, info, { serverId: site.id, body, onFailure: (f) => this.failed(site, f), onDone: release });
+    this.d.forwarder.web(req, res, site.upstream, info, { serverId: site.id, body, onFailure: this.failed, onDone: release });
   }
 
   upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, info: RequestInfo & { slug: string }): void {
@@ -122,7 +122,7 @@ export class ProxyApp implements HttpApp {
       return writeRawError(socket, statusOf(err.kind), err.code, err.detail);
     }
     if (socket.destroyed) return;
-    this.d.forwarder.ws(req, socket, head, site.upstream, info, site.id, (f) => this.failed(site, f));
+    this.d.forwarder.ws(req, socket, head, site.upstream, info, site.id, this.failed);
   }
 
   /**
@@ -190,9 +190,10 @@ export class ProxyApp implements HttpApp {
     return this.warming.has(id);
   }
 
-  private failed(site: Site, f: ForwardFailure): void {
-    if (f === 'refused' || f === 'timeout') this.d.publication.markDown(site.id);
-  }
+  /** A forward that got no answer marks the app down, so the next request probes it first. */
+  private readonly failed = (serverId: string, f: ForwardFailure): void => {
+    if (f === 'refused' || f === 'timeout') this.d.publication.markDown(serverId);
+  };
 
   private wakeFailed(site: Site, e: unknown): AppError {
     this.d.log.error('wake failed', { server: site.id, err: e });

@@ -13,6 +13,7 @@ import type { ForwardFailure, WebOptions } from './forward.js';
 import { ResponseReader, UpstreamProtocolError, requestHead, type ReaderEvents, type ResponseHead } from './http1.js';
 import { afterBatch, holdWrites } from './batch.js';
 import { sendErrorPage } from './pages.js';
+import { Upload } from './upload.js';
 import type { Conn, ConnOwner, Upstream, UpstreamPool } from './pool.js';
 
 /** What every exchange shares: the log and where egress bytes are reported. */
@@ -55,15 +56,13 @@ export class Exchange implements ConnOwner, ReaderEvents {
   private retried = false;
   private timedOut = false;
   private paused = false;
-  private bodyDone: boolean;
-  private pumping = false;
   private sent = 0;
   /** The answer's head and body so far, while all of it came in the read being handled. */
   private staged: { head: ResponseHead; parts: Buffer[] } | undefined;
   private cancelWait = noop;
-  private readonly chunked: boolean;
   private readonly wire: string;
-  private readonly source: Readable | undefined;
+  /** The request body's way up; only for requests that have one. */
+  private readonly upload: Upload | undefined;
 
   constructor(
     private readonly pool: UpstreamPool,
@@ -78,10 +77,9 @@ export class Exchange implements ConnOwner, ReaderEvents {
     const stream = (req as { stream?: { endAfterHeaders?: boolean } }).stream;
     const bodiless = req.method === 'GET' || req.method === 'HEAD';
     const hasBody = length !== undefined ? length !== '0' : te !== undefined || (!bodiless && stream?.endAfterHeaders === false);
-    this.chunked = hasBody && length === undefined;
-    this.source = hasBody ? (o.body ?? (req as Readable)) : undefined;
-    this.bodyDone = !hasBody;
-    this.wire = requestHead(req.method ?? 'GET', req.url ?? '/', host, req.rawHeaders, { ip: info.ip, proto: info.scheme }, this.chunked);
+    const chunked = hasBody && length === undefined;
+    if (hasBody) this.upload = new Upload(o.body ?? (req as Readable), chunked, () => this.bodyFailed());
+    this.wire = requestHead(req.method ?? 'GET', req.url ?? '/', host, req.rawHeaders, info.ip, info.scheme, chunked);
     res.on('close', () => this.clientGone());
   }
 
@@ -98,52 +96,16 @@ export class Exchange implements ConnOwner, ReaderEvents {
     c.owner = this;
     holdWrites(c.sock);
     c.sock.write(this.wire);
-    if (this.source && !this.pumping) {
-      this.pumping = true;
-      this.source.on('data', this.onBody);
-      this.source.once('end', this.onBodyEnd);
-      this.source.once('error', this.onBodyError);
-    }
+    this.upload?.attach(c.sock);
   }
 
-  // --- request body ---------------------------------------------------------------------------
-
-  private readonly onBody = (chunk: Buffer): void => {
-    const s = this.conn?.sock;
-    if (!s || chunk.length === 0) return;
-    let ok: boolean;
-    if (this.chunked) {
-      s.cork();
-      s.write(`${chunk.length.toString(16)}\r\n`);
-      s.write(chunk);
-      ok = s.write('\r\n');
-      s.uncork();
-    } else ok = s.write(chunk);
-    if (!ok) this.source!.pause();
-  };
-
-  private readonly onBodyEnd = (): void => {
-    this.bodyDone = true;
-    if (this.chunked) this.conn?.sock.write('0\r\n\r\n');
-  };
-
-  private readonly onBodyError = (): void => {
+  private bodyFailed(): void {
     this.clientGone();
     (this.res as { destroy(): void }).destroy();
-  };
-
-  onDrain(): void {
-    if (this.source && !this.bodyDone) this.source.resume();
   }
 
-  private detachSource(): void {
-    const s = this.source;
-    if (!s || !this.pumping) return;
-    s.off('data', this.onBody);
-    s.off('end', this.onBodyEnd);
-    s.off('error', this.onBodyError);
-    s.on('error', noop);
-    if (!this.bodyDone) s.resume(); // what the app did not take is drained, so the client connection stays usable
+  onDrain(): void {
+    this.upload?.drained();
   }
 
   // --- the answer -----------------------------------------------------------------------------
@@ -206,7 +168,7 @@ export class Exchange implements ConnOwner, ReaderEvents {
 
   end(reusable: boolean): void {
     if (this.settled) return;
-    this.settle(reusable && this.bodyDone);
+    this.settle(reusable && (this.upload?.done ?? true));
     const staged = this.staged;
     if (!staged) return void this.res.end();
     // All of the answer came in one read: it is written with the rest of this batch's writes.
@@ -252,7 +214,7 @@ export class Exchange implements ConnOwner, ReaderEvents {
   /** A kept-alive connection the app closed as we reused it: a bodiless GET/HEAD is sent again, once. */
   private mayRetry(err: Error | undefined): boolean {
     const code = err && codeOf(err);
-    return !this.answered && !this.retried && !!this.conn?.reused && !this.source && (this.req.method === 'GET' || this.req.method === 'HEAD') && (!err || code === 'ECONNRESET' || code === 'EPIPE');
+    return !this.answered && !this.retried && !!this.conn?.reused && !this.upload && (this.req.method === 'GET' || this.req.method === 'HEAD') && (!err || code === 'ECONNRESET' || code === 'EPIPE');
   }
 
   private retry(): void {
@@ -277,7 +239,7 @@ export class Exchange implements ConnOwner, ReaderEvents {
     if ((res as { destroyed?: boolean }).destroyed || res.writableEnded) return;
     if (res.headersSent) return void (res as { destroy(): void }).destroy(); // cut: the client sees a truncated answer
     const [failure, e] = this.classify(err);
-    this.o.onFailure?.(failure);
+    this.o.onFailure?.(this.o.serverId, failure);
     this.shared.log.debug('forward failed', { rid: this.info.requestId, code: codeOf(err), err: err.message });
     try {
       sendErrorPage(this.req, res, e, this.info.requestId);
@@ -307,7 +269,7 @@ export class Exchange implements ConnOwner, ReaderEvents {
   private settle(reusable: boolean): void {
     this.settled = true;
     this.cancelWait();
-    this.detachSource();
+    this.upload?.detach();
     this.release(reusable);
     if (this.sent > 0) this.shared.egress?.(this.o.serverId, this.sent);
     this.o.onDone?.();

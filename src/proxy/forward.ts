@@ -34,7 +34,7 @@ export interface WebOptions {
   serverId: string;
   /** Replaces the request stream when the body was buffered during a wake. */
   body?: Readable;
-  onFailure?: (f: ForwardFailure) => void;
+  onFailure?: (serverId: string, f: ForwardFailure) => void;
   /** Called once when the exchange is over, whichever way it ended. */
   onDone?: () => void;
 }
@@ -69,14 +69,14 @@ export class Forwarder {
   }
 
   /** Forwards a WebSocket handshake and then both byte streams. */
-  ws(req: IncomingMessage, socket: Duplex, head: Buffer, upstream: Upstream, info: RequestInfo, serverId: string, onFailure?: (f: ForwardFailure) => void): void {
+  ws(req: IncomingMessage, socket: Duplex, head: Buffer, upstream: Upstream, info: RequestInfo, serverId: string, onFailure?: (serverId: string, f: ForwardFailure) => void): void {
     prepareUpgradeHeaders(req.headers, info);
     const egress = this.opts.egress;
     if (egress) socket.once('close', () => egress(serverId, (socket as Duplex & { bytesWritten?: number }).bytesWritten ?? 0));
     const target = { host: upstream.host, port: upstream.port, protocol: 'http:' };
     this.proxy.ws(req, socket, head, { target, agent: false }, (err) => {
       const code = (err as { code?: string }).code;
-      onFailure?.(code === 'ECONNREFUSED' ? 'refused' : code === 'ETIMEDOUT' ? 'timeout' : 'error');
+      onFailure?.(serverId, code === 'ECONNREFUSED' ? 'refused' : code === 'ETIMEDOUT' ? 'timeout' : 'error');
       writeRawError(socket, 502, 'app_down', 'the app of this server did not accept the WebSocket connection');
     });
   }

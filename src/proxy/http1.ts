@@ -248,7 +248,7 @@ function without(flat: string[], drop: string[]): string[] {
  * pseudo and spoofable ones (given as node's rawHeaders), then ours. `chunked` when the body is
  * re-framed as chunked (a chunked HTTP/1.1 body, or an HTTP/2 body of unknown length).
  */
-export function requestHead(method: string, target: string, host: string, raw: string[], xf: { ip: string; proto: string }, chunked: boolean): string {
+export function requestHead(method: string, target: string, host: string, raw: string[], ip: string, proto: string, chunked: boolean): string {
   let named: string[] | undefined;
   for (let i = 0; i < raw.length; i += 2) {
     if (raw[i].length === 10 && raw[i].toLowerCase() === 'connection') named = [...(named ?? []), ...connectionTokens(raw[i + 1])];
@@ -261,7 +261,7 @@ export function requestHead(method: string, target: string, host: string, raw: s
     if (REQUEST_DROP.has(lower) || (named && named.includes(lower))) continue;
     head += `${name}: ${raw[i + 1]}\r\n`;
   }
-  head += `x-forwarded-for: ${xf.ip}\r\nx-real-ip: ${xf.ip}\r\nx-forwarded-proto: ${xf.proto}\r\nx-forwarded-host: ${host}\r\n`;
+  head += `x-forwarded-for: ${ip}\r\nx-real-ip: ${ip}\r\nx-forwarded-proto: ${proto}\r\nx-forwarded-host: ${host}\r\n`;
   if (chunked) head += 'transfer-encoding: chunked\r\n';
   return head + '\r\n';
 }
