@@ -17,7 +17,14 @@ function flush(): void {
   corked.clear();
   // what the tasks hold or schedule in turn waits for the next batch
   const now = tasks.splice(0, tasks.length);
-  for (const t of now) t();
+  for (const t of now) {
+    try {
+      t();
+    } catch (e) {
+      // a task's own failure must not cost the others their turn, nor the daemon its life
+      process.emitWarning(e as Error);
+    }
+  }
 }
 
 function schedule(): void {
@@ -34,7 +41,7 @@ export function holdWrites(s: Socket): void {
   schedule();
 }
 
-/** Runs `task` once the current batch of events has been handled (it must not throw). */
+/** Runs `task` once the current batch of events has been handled (tasks handle their own errors). */
 export function afterBatch(task: () => void): void {
   tasks.push(task);
   schedule();

@@ -184,8 +184,12 @@ export class Exchange implements ConnOwner, ReaderEvents {
     } catch (e) {
       return this.failPage(e as Error);
     }
-    if (parts.length === 0) res.end();
-    else res.end(parts.length === 1 ? parts[0] : Buffer.concat(parts));
+    try {
+      if (parts.length === 0) res.end();
+      else res.end(parts.length === 1 ? parts[0] : Buffer.concat(parts));
+    } catch {
+      (res as { destroy(): void }).destroy();
+    }
   }
 
   // --- failures -------------------------------------------------------------------------------
