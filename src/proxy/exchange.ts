@@ -95,7 +95,7 @@ export class Exchange implements ConnOwner, ReaderEvents {
     this.conn = c;
     c.owner = this;
     holdWrites(c.sock);
-    c.sock.write(this.wire);
+    c.sock.write(this.wire, 'latin1'); // node decoded the client's header bytes as latin1: the same bytes go up
     this.upload?.attach(c.sock);
   }
 

@@ -8,7 +8,7 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { mkdirSync, mkdtempSync, chmodSync, rmSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
-import { createServer as createNetServer, type AddressInfo, type Server as NetServer, type Socket } from 'node:net';
+import { connect, createServer as createNetServer, type AddressInfo, type Server as NetServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ResponseReader, type ResponseHead } from '../../src/proxy/http1.js';
@@ -148,7 +148,7 @@ async function upstream(name: string, answer: (s: Socket, req: string) => void):
   return { id: `srv_${name}`, slug: name, rootfs, upstream: { host: '127.0.0.1', port: (srv.address() as AddressInfo).port }, neverSleep: false, suspended: false };
 }
 
-const ok = (body: string, extra = '') => `HTTP/1.1 200 OK\r\nContent-Length: ${body.length}\r\n${extra}\r\n${body}`;
+const ok = (body: string, extra = '') => `HTTP/1.1 200 OK\r\nContent-Length: ${Buffer.byteLength(body)}\r\n${extra}\r\n${body}`;
 
 test.before(async () => {
   mkdirSync(join(rootfs, 'root'), { recursive: true });
@@ -247,6 +247,20 @@ test('a client leaving mid-answer closes that upstream connection; the next requ
   for (let i = 0; i < 50 && stats.endless.open > 0; i++) await new Promise((r) => setTimeout(r, 20));
   assert.is(stats.endless.open, 0);
   assert.is((await get(edge.http, host('keep'), '/')).text, 'kept');
+});
+
+test('header bytes beyond ASCII (obs-text) reach the app as the client sent them', async () => {
+  const got = await new Promise<Buffer>((resolve, reject) => {
+    const s = connect({ host: '127.0.0.1', port: edge.http });
+    const chunks: Buffer[] = [];
+    s.on('data', (d) => chunks.push(d));
+    s.on('error', reject);
+    s.on('close', () => resolve(Buffer.concat(chunks)));
+    s.write(Buffer.from(`GET /latin HTTP/1.1\r\nHost: ${host('echo')}\r\nX-Name: caf\xe9\r\nConnection: close\r\n\r\n`, 'latin1'));
+  });
+  // the echo app decodes what it received as latin1 and answers in UTF-8
+  const body = JSON.parse(got.subarray(got.indexOf('\r\n\r\n') + 4).toString('utf8')) as string;
+  assert.ok(body.includes('\r\nX-Name: caf\xe9\r\n'), body); // one byte 0xE9, not UTF-8's two
 });
 
 test('a burst of answers that each arrive in one read reach their own clients, with their own request ids', async () => {
