@@ -8,10 +8,13 @@
 // printed with rootbox/nginx and proxy/direct ratios; with --tls also (b) and (c) over HTTPS
 // (HTTP/1.1 over TLS, how production traffic arrives). The app is an nginx instance on loopback
 // answering a 1 KiB page (fast enough that the proxies are what is measured), or, with
-// `--target ip:80`, any app (e.g. a container's <ip>:80). Both proxies run one worker: the
-// daemon is one Node process, so nginx gets one worker process too (`--nginx-workers N` to change).
+// `--target ip:80`, any app. With `--container`, the issue's own setup: the same nginx page served
+// from inside a real runc container by a real daemon (container.ts), and the rootbox row goes
+// through that daemon's edge over the container's veth, as the nginx row does. Both proxies run
+// one worker: the daemon is one Node process, so nginx gets one worker process too
+// (`--nginx-workers N` to change).
 //
-// Usage: node --import tsx bench/proxy/run.ts [--duration 10] [--connections 64] [--target ip:80] [--tls]
+// Usage: node --import tsx bench/proxy/run.ts [--duration 10] [--connections 64] [--target ip:80] [--container] [--tls]
 
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -164,8 +167,22 @@ async function nginxTlsProxy(target: string): Promise<{ port: number; pid: numbe
 }
 
 async function main(): Promise<void> {
+  const helper = async (file: string, args: string[]) => {
+    const c = spawn(process.execPath, ['--import', 'tsx', new URL(file, import.meta.url).pathname, ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
+    children.push(c);
+    const line = await new Promise<string>((r, j) => {
+      createInterface({ input: c.stdout! }).once('line', r);
+      c.once('exit', (code) => j(new Error(`${file} exited (${code}) before it was ready`)));
+    });
+    const out = JSON.parse(line) as { http: number; https?: number; target?: string; host?: string };
+    return { pid: c.pid!, port: out.http, https: out.https ?? 0, target: out.target, host: out.host };
+  };
   let target = arg('target', '');
-  if (!target) {
+  let inContainer: Awaited<ReturnType<typeof helper>> | undefined;
+  if (process.argv.includes('--container')) {
+    inContainer = await helper('./container.ts', []);
+    target = inContainer.target!;
+  } else if (!target) {
     // Port 80, as the daemon always forwards to <server ip>:80; a loopback address of its own.
     const appIp = arg('app-ip', '127.0.0.2');
     const page = 'x'.repeat(1024);
@@ -184,20 +201,14 @@ async function main(): Promise<void> {
       proxy_set_header Host $host; proxy_set_header X-Forwarded-For $remote_addr; proxy_set_header X-Forwarded-Proto $scheme; proxy_set_header X-Forwarded-Host $host; } }`,
   );
   await waitPort(nginxPort);
-  const helper = async (file: string) => {
-    const c = spawn(process.execPath, ['--import', 'tsx', new URL(file, import.meta.url).pathname, th, tp], { stdio: ['ignore', 'pipe', 'inherit'] });
-    children.push(c);
-    const line = await new Promise<string>((r) => createInterface({ input: c.stdout! }).once('line', r));
-    const ports = JSON.parse(line) as { http: number; https?: number };
-    return { pid: c.pid!, port: ports.http, https: ports.https ?? 0 };
-  };
-  const rb = await helper('./serve.ts');
-  const plain = await helper('./plain.ts');
-  const floor = await helper('./floor.ts');
+  const rb = inContainer ?? (await helper('./serve.ts', [th, tp]));
+  const rbHost = rb.host ?? 'bench.rbx.test';
+  const plain = await helper('./plain.ts', [th, tp]);
+  const floor = await helper('./floor.ts', [th, tp]);
 
   await wrk(`http://${target}/`, undefined, true);
   const direct = await wrk(`http://${target}/`, undefined, false);
-  const rootbox = await measured(`http://127.0.0.1:${rb.port}/`, 'bench.rbx.test', rb.pid);
+  const rootbox = await measured(`http://127.0.0.1:${rb.port}/`, rbHost, rb.pid);
   const library = await measured(`http://127.0.0.1:${plain.port}/`, 'bench.rbx.test', plain.pid);
   const viaNginx = await measured(`http://127.0.0.1:${nginxPort}/`, 'bench.rbx.test', nginxProxy.pid!);
   const nodeFloor = await measured(`http://127.0.0.1:${floor.port}/`, undefined, floor.pid);
@@ -205,14 +216,14 @@ async function main(): Promise<void> {
   if (tls) {
     const nginxTls = await nginxTlsProxy(target);
     tlsRows = {
-      rootbox: await measured(`https://127.0.0.1:${rb.https}/`, 'bench.rbx.test', rb.pid),
+      rootbox: await measured(`https://127.0.0.1:${rb.https}/`, rbHost, rb.pid),
       nginx: await measured(`https://127.0.0.1:${nginxTls.port}/`, 'bench.rbx.test', nginxTls.pid),
     };
   }
 
   const row = (name: string, r: Result) =>
     `${name.padEnd(8)} ${r.rps.toFixed(0).padStart(9)} req/s   p50 ${r.p50.toFixed(2).padStart(7)} ms   p99 ${r.p99.toFixed(2).padStart(7)} ms   ${r.cpuUs ? `proxy CPU ${r.cpuUs.toFixed(1)} µs/req   ` : ''}errors: ${r.errors}`;
-  console.log(`bench/proxy — ${duration}s per run, ${connections} connections, wrk -t1, nginx workers ${nginxWorkers}, app ${target}`);
+  console.log(`bench/proxy — ${duration}s per run, ${connections} connections, wrk -t1, nginx workers ${nginxWorkers}, app ${target}${inContainer ? ' (nginx in a runc container, through a real daemon)' : ''}`);
   console.log(row('direct', direct));
   console.log(row('rootbox', rootbox));
   console.log(row('nginx', viaNginx));
@@ -233,7 +244,9 @@ async function main(): Promise<void> {
 try {
   await main();
 } finally {
+  // every helper cleans up after itself (the container one deletes its server): wait for them
+  const exited = children.map((c) => (c.exitCode !== null || c.signalCode !== null ? Promise.resolve() : new Promise((r) => c.once('exit', r))));
   for (const c of children) if (c.pid && c.exitCode === null) c.kill('SIGTERM');
-  await new Promise((r) => setTimeout(r, 300));
+  await Promise.race([Promise.all(exited), new Promise((r) => setTimeout(r, 30_000))]);
   rmSync(dir, { recursive: true, force: true });
 }
