@@ -134,7 +134,8 @@ export class Edge {
     res.on('error', noop);
     const info = this.info(req, scheme);
     try {
-      if (this.stopping && 'shouldKeepAlive' in res) res.setHeader('connection', 'close');
+      // node then answers with Connection: close and closes after it (no header set here: see below)
+      if (this.stopping && 'shouldKeepAlive' in res) res.shouldKeepAlive = false;
       const target = scheme === 'http' && this.opts.http.redirect ? undefined : route(info.host, this.opts.domain);
       // The proxy adds the id to what it sends itself: a forwarded answer's head is then written
       // in one step (node's writeHead is slower once a header was set before it).

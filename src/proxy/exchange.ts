@@ -152,7 +152,7 @@ export class Exchange implements ConnOwner, ReaderEvents {
   private writeHead(h: ResponseHead): void {
     const res = this.res;
     try {
-      h.headers.push('x-request-id', this.info.requestId);
+      if (!h.requestId) h.headers.push('x-request-id', this.info.requestId);
       res.writeHead(h.status, h.headers as never);
     } catch (e) {
       // node refused a value we let through: forget every header and answer 502 instead.

@@ -19,6 +19,8 @@ export interface ResponseHead {
    * cleaned: no hop-by-hop or Connection-named headers, one copy of the single-value ones.
    */
   headers: string[];
+  /** The app set its own X-Request-Id (it is then passed on instead of ours). */
+  requestId: boolean;
   /** Bytes of the head as the app sent it (for egress accounting). */
   size: number;
 }
@@ -168,6 +170,7 @@ export class ResponseReader {
     let te: string | undefined;
     let conn: string | undefined;
     let seen = 0; // bits of SINGLE
+    let requestId = false;
     while (eol < text.length) {
       const start = eol + 2;
       eol = text.indexOf('\r\n', start);
@@ -187,6 +190,7 @@ export class ResponseReader {
         if (status === 204) continue;
       } else if (name === 'transfer-encoding') te = te === undefined ? value : `${te}, ${value}`;
       else if (name === 'connection') conn = conn === undefined ? value : `${conn}, ${value}`;
+      else if (name === 'x-request-id') requestId = true;
       if (HOP.has(name)) continue;
       const bit = SINGLE.get(name);
       if (bit !== undefined) {
@@ -221,7 +225,7 @@ export class ResponseReader {
       this.keepAlive = false;
       this.state = S.Close;
     }
-    this.on.head({ status, headers: drop ? without(headers, drop) : headers, size });
+    this.on.head({ status, headers: drop ? without(headers, drop) : headers, requestId, size });
   }
 
   private chunkLine(line: string): void {

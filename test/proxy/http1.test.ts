@@ -168,6 +168,7 @@ test.before(async () => {
       const t = setInterval(() => (i < bytes.length && !s.destroyed ? s.write(bytes[i++]) : clearInterval(t)), 1);
     }),
     await upstream('slow', (s) => setTimeout(() => s.write(ok('slow')), 40)),
+    await upstream('ownid', (s) => s.write(ok('mine', 'X-Request-Id: app-chosen\r\n'))),
     await upstream('endless', (s) => {
       s.write('HTTP/1.1 200 OK\r\nContent-Length: 100000000\r\n\r\n');
       const t = setInterval(() => (s.destroyed ? clearInterval(t) : s.write(Buffer.alloc(16384, 1))), 5);
@@ -273,6 +274,13 @@ test('a burst of answers that each arrive in one read reach their own clients, w
   });
   // the cap of 2 connections held: the burst queued and was carried over at most two
   assert.ok(stats.echo.maxOpen <= 2, `open ${stats.echo.maxOpen}`);
+});
+
+test('answers carry our request id, or the app\'s own when it sets one (never both)', async () => {
+  const ours = await get(edge.http, host('keep'), '/', { headers: { 'x-request-id': 'client-given-1' } });
+  assert.is(ours.headers['x-request-id'], 'client-given-1');
+  const theirs = await get(edge.http, host('ownid'), '/');
+  assert.is(theirs.headers['x-request-id'], 'app-chosen');
 });
 
 test('bytes sent for a server are reported as its egress', async () => {
