@@ -56,17 +56,18 @@ export class ProxyApp implements HttpApp {
     const site = this.d.sites.lookup(slug);
     if (!site) return sendErrorPage(req, res, unknown(slug), info.requestId);
     if (site.suspended) return sendErrorPage(req, res, suspended(), info.requestId);
-    const { publication, presence } = this.d;
-    const app = publication.knownApp(site.id);
+    const app = this.d.publication.knownApp(site.id);
     if (app === undefined) return this.checked(req, res, info, site);
-    if (!app) return this.static(req, res, info, site);
-    if (this.warming.has(site.id) || presence.needsWake(site.id) || !publication.isReady(site.id)) return this.waited(req, res, info, site);
-    this.forward(req, res, info, site, presence.hold(site.id), undefined);
+    return app ? this.toApp(req, res, info, site) : this.static(req, res, info, site);
   }
 
   /** Whether the server has an app was not known a moment ago: look, then go on. */
   private async checked(req: Req, res: Res, info: RequestInfo, site: Site): Promise<void> {
-    if (!(await this.d.publication.hasApp(site.id, site.rootfs))) return this.static(req, res, info, site);
+    return (await this.d.publication.hasApp(site.id, site.rootfs)) ? this.toApp(req, res, info, site) : this.static(req, res, info, site);
+  }
+
+  /** Forwards at once to an app that is up; waits first for one that sleeps or is starting. */
+  private toApp(req: Req, res: Res, info: RequestInfo, site: Site): Promise<void> | void {
     const { presence, publication } = this.d;
     if (this.warming.has(site.id) || presence.needsWake(site.id) || !publication.isReady(site.id)) return this.waited(req, res, info, site);
     this.forward(req, res, info, site, presence.hold(site.id), undefined);

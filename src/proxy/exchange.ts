@@ -1,9 +1,11 @@
 // One request forwarded to an app over a pooled connection: the head and body go up (a chunked
 // or unsized HTTP/2 body is re-framed as chunked), the answer comes back through http1.ts's
-// reader into the client's response, with back-pressure both ways. A stale kept-alive
-// connection is retried once for a bodiless GET/HEAD. Every way it can end — complete, client
-// gone, app refusing, timing out, lying or dying — settles it exactly once, gives the
-// connection back (reused only after a clean, complete exchange) and reports the egress.
+// reader into the client's response, with back-pressure both ways. An answer that arrives whole
+// in one read is written after the current batch of events, with the other writes of that batch
+// (batch.ts); a longer one streams as it comes. A stale kept-alive connection is retried once for
+// a bodiless GET/HEAD. Every way it can end — complete, client gone, app refusing, timing out,
+// lying or dying — settles it exactly once, gives the connection back (reused only after a
+// clean, complete exchange), reports the egress and tells its owner (onDone).
 
 import type { Readable } from 'node:stream';
 import { AppError } from '../errors.js';
