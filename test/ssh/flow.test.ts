@@ -36,6 +36,17 @@ async function hostPids(args: string): Promise<number[]> {
   return r.stdout.split('\n').filter(Boolean).map(Number);
 }
 
+/** Whether a host process is in the foreground process group of its terminal. */
+function foreground(pid: number): boolean {
+  try {
+    const f = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const [, , pgrp, , , tpgid] = f.slice(f.lastIndexOf(')') + 2).split(' ');
+    return pgrp === tpgid;
+  } catch {
+    return false;
+  }
+}
+
 /** CPU ticks (utime + stime) a host process has used so far. */
 function cpuTicks(pid: number): number {
   const s = readFileSync(`/proc/${pid}/stat`, 'utf8');
@@ -110,19 +121,27 @@ test('on a terminal, a signal request reaches the command and Ctrl-C interrupts 
         });
         ch.on('exit', (code: number) => (out += ` exit=${code}`));
         ch.on('close', () => {
-          c.shell({ term: 'xterm' }, (err2, sh) => {
+          c.shell({ term: 'xterm' }, async (err2, sh) => {
             if (err2) return reject(err2);
             let screen = '';
-            const step = (re: RegExp, send: string) => () => re.test(screen) && (sh.write(send), true);
-            const steps = [step(/# $/, 'sleep 100\n'), step(/sleep 100\r?\n/, '\x03'), step(/\^C[\s\S]*# $/, 'echo "rc=$?"\n'), step(/rc=\d+[\s\S]*# $/, 'exit\n')];
-            sh.on('data', (b: Buffer) => {
-              screen += b;
-              while (steps.length && steps[0]()) steps.shift();
-            });
+            sh.on('data', (b: Buffer) => (screen += b));
             sh.on('close', () => {
               clearTimeout(t);
               resolve(`${out.trim().replace(/\s+/g, ' ')} | ${/rc=(\d+)/.exec(screen)?.[0]}`);
             });
+            try {
+              await waitFor('a prompt', () => /# $/.test(screen));
+              sh.write('sleep 1007\n');
+              // ^C only once the job owns the terminal: typed earlier, it reaches the shell instead
+              await waitFor('sleep 1007 as the foreground job', async () => (await hostPids('sleep 1007')).some(foreground));
+              sh.write('\x03');
+              await waitFor('the prompt after ^C', () => /\^C[\s\S]*# $/.test(screen));
+              sh.write('echo "rc=$?"\n');
+              await waitFor('the status', () => /rc=\d+[\s\S]*# $/.test(screen));
+              sh.write('exit\n');
+            } catch (e) {
+              reject(new Error(`${(e as Error).message}; screen: ${JSON.stringify(screen.slice(-300))}`));
+            }
           });
         });
       }),
