@@ -6,7 +6,7 @@ import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, writeFileSy
 import { join } from 'node:path';
 import ssh2 from 'ssh2';
 import { AppError } from '../errors.js';
-import { fingerprintOf } from './keys.js';
+import { fingerprintOf, generateKeyPair } from './keys.js';
 
 export interface HostKey {
   type: 'ssh-ed25519' | 'ecdsa-sha2-nistp256';
@@ -19,8 +19,8 @@ export interface HostKey {
 }
 
 const KINDS = [
-  { type: 'ssh-ed25519', file: 'ssh_host_ed25519_key', gen: () => ssh2.utils.generateKeyPairSync('ed25519', { comment: 'rootbox' }) },
-  { type: 'ecdsa-sha2-nistp256', file: 'ssh_host_ecdsa_key', gen: () => ssh2.utils.generateKeyPairSync('ecdsa', { bits: 256, comment: 'rootbox' }) },
+  { type: 'ssh-ed25519', file: 'ssh_host_ed25519_key', gen: () => generateKeyPair('ed25519', 'rootbox') },
+  { type: 'ecdsa-sha2-nistp256', file: 'ssh_host_ecdsa_key', gen: () => generateKeyPair('ecdsa', 'rootbox') },
 ] as const;
 
 function writeAtomic(path: string, data: string, mode: number): void {

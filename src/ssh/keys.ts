@@ -38,12 +38,29 @@ export function fingerprintOf(line: string): string | null {
 }
 
 /**
+ * A key pair from ssh2's generator that ssh2 (and OpenSSH) can read back. ssh2 strips leading
+ * zero bytes from an ed25519 public key (mscdex/ssh2#1390, #1513), so about one pair in 256 comes
+ * out with a 31-byte key that ssh, ssh-keygen and ssh2 itself refuse; such a pair is made again.
+ */
+export function generateKeyPair(type: 'ed25519' | 'ecdsa', comment: string): { private: string; public: string } {
+  for (let attempt = 0; attempt < 16; attempt++) {
+    const pair = type === 'ed25519' ? ssh2.utils.generateKeyPairSync('ed25519', { comment }) : ssh2.utils.generateKeyPairSync('ecdsa', { bits: 256, comment });
+    const priv = ssh2.utils.parseKey(pair.private);
+    const pub = ssh2.utils.parseKey(pair.public);
+    if (priv instanceof Error || Array.isArray(priv) || !priv.isPrivateKey()) continue;
+    if (pub instanceof Error || Array.isArray(pub) || !pub.getPublicSSH().equals(priv.getPublicSSH())) continue;
+    return pair;
+  }
+  throw new Error(`ssh2 made no readable ${type} key pair in 16 attempts`);
+}
+
+/**
  * A fresh ed25519 key pair for a new server. `comment` ends up in both the public key line and
  * the private key block (use the server id); it must be a single line of printable text.
  */
 export function generateServerKeyPair(comment: string): ServerKeyPair {
   const safe = comment.replace(/[^\x21-\x7e]/g, '').slice(0, 64);
-  const pair = ssh2.utils.generateKeyPairSync('ed25519', { comment: safe });
+  const pair = generateKeyPair('ed25519', safe);
   const publicKey = pair.public.trim();
   const fingerprint = fingerprintOf(publicKey);
   if (!fingerprint) throw new Error('ssh2 produced a public key line that does not parse');
