@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { loadConfig, type Config } from '../../src/config/index.js';
 import { createLogger, type Logger } from '../../src/log/index.js';
 import { startDaemon, type Daemon } from '../../src/main.js';
+import { run } from './run.js';
 
 export interface TestDaemon {
   cfg: Readonly<Config>;
@@ -60,6 +61,9 @@ export async function startTestDaemon(overrides: Record<string, unknown> = {}, e
   try {
     daemon = await startDaemon(cfg, log);
   } catch (e) {
+    // a daemon that failed part-way may have made its network already
+    const { bridge, nftTable } = cfg.runtime;
+    for (const args of [['nft', 'delete', 'table', 'inet', nftTable], ['nft', 'delete', 'table', 'bridge', nftTable], ['ip', 'link', 'del', bridge]]) await run(args[0], args.slice(1));
     rmSync(dataDir, { recursive: true, force: true });
     throw e;
   }
