@@ -6,7 +6,7 @@ import { duration } from './fields.js';
 import type { EnvBinding } from './env.js';
 
 export const billingSchema = z
-  .object({
+  .strictObject({
     ramUsdPerGbHour: z.coerce.number().min(0).default(0.005).describe('Price of RAM while a server is awake, per GB-hour of memory in use.'),
     diskUsdPerGbMonth: z.coerce.number().min(0).default(0.25).describe('Price of disk actually used, per GB-month (a month is 730 hours).'),
     egressUsdPerGb: z.coerce.number().min(0).default(0.05).describe('Price of traffic sent out by servers, per GB, once the egress grant is used.'),

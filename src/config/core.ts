@@ -20,7 +20,7 @@ export const coreShape = {
     .optional()
     .describe('Public address written into ssh lines and exposed ports. Auto-detected from the first non-loopback interface; 127.0.0.1 when there is none.'),
   http: z
-    .object({
+    .strictObject({
       host: z.string().default('0.0.0.0').describe('Address the plain HTTP listener binds.'),
       port: port().default(8080).describe('Plain HTTP port. 0 picks a free port.'),
       redirect: bool()
@@ -29,7 +29,7 @@ export const coreShape = {
     })
     .prefault({}),
   https: z
-    .object({
+    .strictObject({
       host: z.string().default('0.0.0.0').describe('Address the HTTPS listener binds.'),
       port: port().default(8443).describe('HTTPS port (HTTP/2 and HTTP/1.1). 0 picks a free port.'),
       cert: z.string().optional().describe('PEM certificate chain for {domain} and *.{domain}. Without cert and key, a local CA and certificates are generated under dataDir/tls.'),
@@ -37,7 +37,7 @@ export const coreShape = {
     })
     .prefault({}),
   ssh: z
-    .object({
+    .strictObject({
       host: z.string().default('0.0.0.0').describe('Address the SSH listener binds.'),
       port: port().default(2222).describe('SSH port of the daemon\'s own SSH server.'),
       maxAuthFailures: z.coerce.number().int().min(1).default(10).describe('Failed SSH logins one source address may make per `ssh.authFailureWindow`; after that its connections are dropped until the window ends.'),
@@ -46,7 +46,7 @@ export const coreShape = {
     })
     .prefault({}),
   log: z
-    .object({
+    .strictObject({
       level: z.enum(['debug', 'info', 'warn', 'error']).default('info').describe('Lowest level written to stdout.'),
     })
     .prefault({}),

@@ -13,20 +13,20 @@ const portRange = z
   }, 'must lie within 1024-65535 with start <= end');
 
 export const hostingSchema = z
-  .object({
+  .strictObject({
     anonServersPerIp: z.coerce.number().int().min(0).max(1000).default(3).describe('Servers that anonymous accounts may hold per source IP (403 beyond). Phone-verified accounts have no IP limit.'),
     maxServersPerAccount: z.coerce.number().int().min(1).max(10_000).default(20).describe('Servers one account may hold at once (403 beyond).'),
     portPool: portRange.default('20000-20999').describe('Public TCP ports handed out by POST /expose, as `first-last`.'),
     brandSlugs: list(z.string().regex(/^[a-z0-9-]+$/)).prefault([]).describe('Extra slugs nobody may take (brand names), comma-separated in the environment; reserved labels such as api, verify, www, ssh, admin, mail are always refused.'),
     rateLimit: z
-      .object({
+      .strictObject({
         perIpPerMinute: z.coerce.number().int().min(1).default(120).describe('Hosting API requests per source IP per minute (429 with Retry-After beyond).'),
         perKeyPerMinute: z.coerce.number().int().min(1).default(240).describe('Hosting API requests per api_key per minute.'),
         createsPerIpPerHour: z.coerce.number().int().min(1).default(30).describe('POST /create calls per source IP per hour.'),
       })
       .prefault({}),
     sms: z
-      .object({
+      .strictObject({
         provider: z.enum(['log', 'twilio']).default('log').describe('`log` writes verification codes to the daemon log (for operators testing); `twilio` sends them with Twilio\'s Messages API.'),
         twilioBaseUrl: z.string().url().default('https://api.twilio.com').describe('Base URL of the Twilio API.'),
         twilioAccountSid: z.string().optional().describe('Twilio account SID.'),

@@ -8,7 +8,7 @@ import type { EnvBinding } from './env.js';
 const bytes = () => z.coerce.number().int().min(0);
 
 export const proxySchema = z
-  .object({
+  .strictObject({
     idleTimeout: duration()
       .prefault('5m')
       .describe('A server sleeps (its container is stopped, RAM freed) after this long without an HTTP request to its app, open WebSocket or stream, SSH session or exposed-port connection. never_sleep servers never sleep.'),

@@ -10,7 +10,7 @@ const ifname = z
   .regex(/^[a-z][a-z0-9]{0,9}$/, 'must be 1-10 lowercase letters/digits starting with a letter');
 
 export const runtimeSchema = z
-  .object({
+  .strictObject({
     imageDir: z
       .string()
       .optional()

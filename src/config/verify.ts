@@ -6,10 +6,10 @@ import { duration, list } from './fields.js';
 import type { EnvBinding } from './env.js';
 
 export const verifySchema = z
-  .object({
+  .strictObject({
     serviceName: z.string().min(1).default('rootbox-verify').describe('Name reported as `service` in reports, /healthz and the service card.'),
     llm: z
-      .object({
+      .strictObject({
         baseUrl: z.string().url().optional().describe('OpenAI-compatible API base URL (OpenAI, vLLM, Ollama, llama.cpp server), e.g. https://api.openai.com/v1. Without it the paid route answers 503 not_configured.'),
         apiKey: z.string().optional().describe('API key for the LLM provider; falls back to OPENAI_API_KEY. Never logged.'),
         models: list(z.string().min(1)).prefault([]).describe('Models rotated across passes (pass i uses models[i mod n]). Comma-separated in the environment. Without any model the paid route answers 503 not_configured.'),
@@ -20,7 +20,7 @@ export const verifySchema = z
       })
       .prefault({}),
     x402: z
-      .object({
+      .strictObject({
         network: z.enum(['base', 'base-sepolia']).default('base').describe('Payment network preset: `base` (eip155:8453, USDC 0x8335…2913) or `base-sepolia` (eip155:84532, USDC 0x036C…CF7e).'),
         payTo: z
           .string()

@@ -75,6 +75,23 @@ test('unknown keys and broken JSON are refused, not ignored', () => {
   assert.match(errorOf(() => loadConfig({ file: join(tmp, 'missing.json'), env: {} })), /cannot read config file/);
 });
 
+test('unknown keys nested in any section are refused like top-level ones', () => {
+  const cases: [Record<string, unknown>, RegExp][] = [
+    [{ https: { prot: 1 } }, /https.*prot|prot.*https/],
+    [{ ssh: { loginGrace: '5s' } }, /loginGrace/],
+    [{ hosting: { rateLimit: { perIpPerMin: 1 } } }, /perIpPerMin/],
+    [{ verify: { x402: { payto: '0x0' } } }, /payto/],
+    [{ runtime: { imagedir: '/x' } }, /imagedir/],
+    [{ proxy: { idletimeout: '1m' } }, /idletimeout/],
+    [{ billing: { grantRam: 1 } }, /grantRam/],
+  ];
+  for (const [i, [body, re]] of cases.entries()) {
+    const f = join(tmp, `nested-${i}.json`);
+    writeFileSync(f, JSON.stringify(body));
+    assert.match(errorOf(() => loadConfig({ file: f, env: {} })), re, JSON.stringify(body));
+  }
+});
+
 test('the README configuration reference is exactly what the schema documents', () => {
   const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
   const ref = configReference();
