@@ -3,3 +3,5 @@ export { loadConfig, detectPublicIp, deepFreeze, DEFAULT_CONFIG_FILE, type LoadO
 export { configSchema, envBindings, type Config } from './schema.js';
 export { configReference, configFields } from './docs.js';
 export { parseDuration } from './fields.js';
+export { proxySchema, type ProxyConfig } from './proxy.js';
+export type { RuntimeConfig } from './runtime.js';

@@ -1,7 +1,7 @@
 // /openapi.json of the hosting API: OpenAPI 3.1.0 whose schemas come from schemas.ts, the same
 // zod schemas the handlers validate with.
 
-import { componentsOf, jsonBody, jsonResponse as res } from '../http/openapi.js';
+import { componentsOf, jsonBody, jsonResponse as res } from '../http/index.js';
 import { registry } from './schemas.js';
 
 const errors = (...codes: number[]) =>

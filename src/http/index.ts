@@ -5,3 +5,4 @@ export { sendReply, json } from './reply.js';
 export { readBody, readJson } from './body.js';
 export { validate } from './validate.js';
 export { HANDLED, type Ctx, type Handler, type HandlerResult, type HttpApp, type Reply, type Req, type Res, type RequestInfo, type RouteOptions } from './types.js';
+export { componentsOf, jsonBody, jsonResponse } from './openapi.js';

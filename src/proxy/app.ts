@@ -6,7 +6,7 @@
 import type { IncomingMessage } from 'node:http';
 import type { Duplex, Readable } from 'node:stream';
 import { PassThrough } from 'node:stream';
-import type { ProxyConfig } from '../config/proxy.js';
+import type { ProxyConfig } from '../config/index.js';
 import { AppError } from '../errors.js';
 import { statusOf, type HttpApp, type Req, type RequestInfo, type Res } from '../http/index.js';
 import type { Logger } from '../log/index.js';

@@ -6,7 +6,7 @@
 
 import { AppError } from '../errors.js';
 import type { Logger } from '../log/index.js';
-import type { Presence, Runtime, ServerState } from '../runtime/types.js';
+import type { Presence, Runtime, ServerState } from '../runtime/index.js';
 
 export interface IdleOptions {
   runtime: Pick<Runtime, 'start' | 'stop' | 'get' | 'list'>;

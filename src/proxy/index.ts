@@ -3,10 +3,10 @@
 // `presence` is what the SSH server and exposed TCP ports use to wake and keep servers awake;
 // `state(id)` is the truthful running/sleeping/waking state for the hosting API.
 
-import { proxySchema, type ProxyConfig } from '../config/proxy.js';
+import { proxySchema, type ProxyConfig } from '../config/index.js';
 import type { HttpApp } from '../http/index.js';
 import type { Logger } from '../log/index.js';
-import type { Presence, Runtime, ServerState } from '../runtime/types.js';
+import type { Presence, Runtime, ServerState } from '../runtime/index.js';
 import type { UpgradeApp } from '../edge/index.js';
 import { ProxyApp } from './app.js';
 import { Forwarder } from './forward.js';

@@ -4,7 +4,7 @@
 // second (a store read and decode per request cost more than the rest of the lookup); a deleted
 // server is forgotten at once. Tests give their own.
 
-import type { Runtime } from '../runtime/types.js';
+import type { Runtime } from '../runtime/index.js';
 import type { ServerRecord } from '../store/index.js';
 import type { Upstream } from './forward.js';
 

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import type { Config } from '../config/index.js';
 import { AppError } from '../errors.js';
 import type { Logger } from '../log/index.js';
-import type { RuntimeStore } from '../store/runtime.js';
+import type { RuntimeStore } from '../store/index.js';
 import { ensureExecWrapper } from './execwrap.js';
 import { ensureHelper } from './helper.js';
 import { findImage, imageOptions, recipeHash } from './image.js';

@@ -5,10 +5,10 @@
 
 import { chmodSync, chownSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
-import type { RuntimeConfig } from '../config/runtime.js';
+import type { RuntimeConfig } from '../config/index.js';
 import { AppError, badRequest, conflict, notFound } from '../errors.js';
 import type { Logger } from '../log/index.js';
-import type { RuntimeRecord, RuntimeStore } from '../store/runtime.js';
+import type { RuntimeRecord, RuntimeStore } from '../store/index.js';
 import { cgroupPath, ociSpec } from './spec.js';
 import { applyDeferredGrow, destroyDisk, diskPaths, diskUsed, growDisk, mountRootfs, makeDisk } from './disk.js';
 import { pipeExec, ptyExec, type Wrapping } from './exec.js';

@@ -14,7 +14,7 @@
 // - cgroups: memory limit = tier RAM ceiling (the OOM killer acts inside the server's cgroup),
 //   pids limit, cpu shares; oom_score_adj 500 so under host pressure servers go before the daemon.
 
-import type { RuntimeConfig } from '../config/runtime.js';
+import type { RuntimeConfig } from '../config/index.js';
 import { seccompProfile } from './seccomp.js';
 import { INIT_ARGS, INIT_MOUNT } from './supervisor.js';
 

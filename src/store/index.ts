@@ -51,7 +51,7 @@ export function openStore(dataDir: string): Store {
 
 export type { FeedbackRecord } from './feedback.js';
 export type { ServerRecord } from './servers.js';
-export type { RuntimeRecord } from './runtime.js';
+export type { RuntimeRecord, RuntimeStore } from './runtime.js';
 export type { AccountRecord } from './accounts.js';
 export type { PendingCode } from './codes.js';
 export type { Exposure } from './exposures.js';

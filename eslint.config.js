@@ -1,0 +1,58 @@
+// Lint for src/: module boundaries (DESIGN part 4) and the few rules that catch real bugs.
+// A module is a folder under src/; others reach it only through its index.ts. lmdb, child_process,
+// ssh2, node-pty and http-proxy-3 each belong to one module. `npm run lint` runs this.
+
+import tseslint from 'typescript-eslint';
+
+const internals = {
+  // `../<module>/<file>` where file is not index: another module's internals.
+  regex: '^\\.\\./[a-z0-9-]+/(?!index(\\.js)?$)[^/]+$',
+  message: "import another module only through its index.ts (DESIGN part 4)",
+};
+const rootInternals = {
+  // from a file at src/ itself (main.ts, cli.ts …): `./<module>/<file>` that is not index.
+  regex: '^\\./[a-z0-9-]+/(?!index(\\.js)?$)[^/]+$',
+  message: "import a module only through its index.ts (DESIGN part 4)",
+};
+const owned = (name, owner) => ({ name, message: `${name} is used only inside src/${owner}/ (DESIGN part 3)` });
+const OWNERS = [
+  ['lmdb', 'store'],
+  ['child_process', 'runtime'],
+  ['node:child_process', 'runtime'],
+  ['ssh2', 'ssh'],
+  ['node-pty', 'runtime'],
+  ['http-proxy-3', 'proxy'],
+];
+
+function restricted(module) {
+  return {
+    'no-restricted-imports': [
+      'error',
+      {
+        paths: OWNERS.filter(([, owner]) => owner !== module).map(([n, o]) => owned(n, o)),
+        patterns: [module ? internals : rootInternals],
+      },
+    ],
+  };
+}
+
+const modules = ['billing', 'config', 'edge', 'hosting', 'http', 'llm', 'log', 'payments', 'presence', 'proxy', 'runtime', 'sms', 'ssh', 'store', 'verify', 'admin'];
+
+export default tseslint.config(
+  { ignores: ['dist/**', 'node_modules/**', 'var/**', 'test/**', 'bench/**', 'scripts/**', '*.mjs', '*.js'] },
+  {
+    files: ['src/**/*.ts'],
+    languageOptions: { parser: tseslint.parser },
+    plugins: { '@typescript-eslint': tseslint.plugin },
+    rules: {
+      'no-debugger': 'error',
+      'no-dupe-keys': 'error',
+      'no-unreachable': 'error',
+      'no-self-assign': 'error',
+      'no-fallthrough': 'error',
+      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_', caughtErrors: 'none' }],
+      ...restricted(undefined),
+    },
+  },
+  ...modules.map((m) => ({ files: [`src/${m}/**/*.ts`], rules: restricted(m) })),
+);
