@@ -2,12 +2,19 @@
 //   servers/<id>/disk.img  sparse ext4 file, size = the tier's disk ceiling
 //   servers/<id>/disk      its loop mount (mount -o loop: the loop device is freed on umount)
 //     upper/ work/         overlay upper and work dirs (upper owned by the server's root uid)
+//     init/                the server's copy of the init files (tini, supervisor, exec wrapper),
+//                          bind-mounted read-only at /run/rootbox. A copy on the server's own
+//                          filesystem, not a bind of <dataDir>/runtime/init, because a bind shows
+//                          its source path in the server's /proc/self/mountinfo; this one reads
+//                          `/init` on the server's loop device.
 //   servers/<id>/rootfs    overlay: idmapped base image (read-only) + upper; stays mounted while
 //                          the server sleeps so the proxy can serve /root/www without waking it.
+// Both host mounts are nosuid,nodev: what a server writes never becomes a setuid program or a
+// device node on the host's side, and neither mount names a host path in its options.
 
-import { closeSync, existsSync, fstatSync, ftruncateSync, mkdirSync, openSync, readFileSync, rmSync, statfsSync, writeFileSync } from 'node:fs';
+import { chmodSync, closeSync, copyFileSync, existsSync, fstatSync, ftruncateSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, statSync, statfsSync, utimesSync, writeFileSync } from 'node:fs';
 import { chown, mkdir } from 'node:fs/promises';
-import { join } from 'node:path';
+import { join, relative } from 'node:path';
 import { mountIdmappedOverlay } from './helper.js';
 import { run, tryRun } from './proc.js';
 
@@ -17,6 +24,7 @@ export interface DiskPaths {
   disk: string;
   upper: string;
   work: string;
+  init: string;
   rootfs: string;
 }
 
@@ -26,18 +34,35 @@ export const diskPaths = (serverDir: string): DiskPaths => ({
   disk: join(serverDir, 'disk'),
   upper: join(serverDir, 'disk', 'upper'),
   work: join(serverDir, 'disk', 'work'),
+  init: join(serverDir, 'disk', 'init'),
   rootfs: join(serverDir, 'rootfs'),
 });
 
-/** Mount points currently in the host's mount table (unescaped). */
-export function mountedPaths(): Set<string> {
+const unoctal = (s: string) => s.replace(/\\(\d{3})/g, (_, o) => String.fromCharCode(parseInt(o, 8)));
+
+/** Mount points currently in the host's mount table (unescaped), each with its per-mount options. */
+export function mountTable(): Map<string, string[]> {
   const text = readFileSync('/proc/self/mountinfo', 'utf8');
-  const out = new Set<string>();
+  const out = new Map<string, string[]>();
   for (const line of text.split('\n')) {
     const f = line.split(' ');
-    if (f.length > 4) out.add(f[4].replace(/\\(\d{3})/g, (_, o) => String.fromCharCode(parseInt(o, 8))));
+    if (f.length > 5) out.set(unoctal(f[4]), f[5].split(','));
   }
   return out;
+}
+
+/** Mount points currently in the host's mount table (unescaped). */
+export function mountedPaths(): Set<string> {
+  return new Set(mountTable().keys());
+}
+
+/** Host mounts of a server's root carry these flags (remounted with them when an older daemon
+ *  mounted them without). */
+const SAFE = ['nosuid', 'nodev'];
+
+async function ensureSafeFlags(table: Map<string, string[]>, target: string, also: string[] = []): Promise<void> {
+  const opts = table.get(target);
+  if (opts && !SAFE.every((f) => opts.includes(f))) await run('mount', ['-o', ['remount', 'bind', ...SAFE, ...also].join(','), target]);
 }
 
 /** Creates the sparse image and its ext4 filesystem (no reserved blocks: the ceiling is the user's). */
@@ -54,12 +79,12 @@ export async function makeDisk(p: DiskPaths, bytes: number): Promise<void> {
 
 /** Mounts disk and overlay when not mounted yet (idempotent; used by create and after a reboot). */
 export async function mountRootfs(p: DiskPaths, helper: string, lower: string, uidBase: number): Promise<void> {
-  const mounted = mountedPaths();
+  const mounted = mountTable();
   if (!mounted.has(p.disk)) {
     if (existsSync(growMarker(p))) await offlineResize(p);
     await mkdir(p.disk, { recursive: true, mode: 0o711 });
-    await run('mount', ['-o', 'loop,nodev,noatime', p.img, p.disk]);
-  }
+    await run('mount', ['-o', `loop,${SAFE.join(',')},noatime`, p.img, p.disk]);
+  } else await ensureSafeFlags(mounted, p.disk, ['noatime']);
   if (!existsSync(p.upper)) {
     await mkdir(p.upper, { mode: 0o755 });
     await chown(p.upper, uidBase, uidBase);
@@ -67,8 +92,41 @@ export async function mountRootfs(p: DiskPaths, helper: string, lower: string, u
   await mkdir(p.work, { recursive: true, mode: 0o700 });
   if (!mounted.has(p.rootfs)) {
     await mkdir(p.rootfs, { recursive: true, mode: 0o755 });
-    await mountIdmappedOverlay(helper, { uidBase, lower, upper: p.upper, work: p.work, target: p.rootfs });
+    await mountIdmappedOverlay(helper, { uidBase, lower, dir: p.disk, upper: relative(p.disk, p.upper), work: relative(p.disk, p.work), target: p.rootfs });
+  } else await ensureSafeFlags(mounted, p.rootfs);
+}
+
+/**
+ * Brings the server's copy of the init files (every file of `from` without a dot in its name:
+ * tini, supervisor, rbx-exec-<hash>) up to date: copies what differs in size or mtime, removes
+ * what is gone. Files appear inside a running server at once (the bind is of the directory).
+ * A copy that fails (the user filled the disk) keeps the previous version when there is one.
+ */
+export function syncInitFiles(from: string, p: DiskPaths): void {
+  mkdirSync(p.init, { recursive: true, mode: 0o755 });
+  const want = readdirSync(from, { withFileTypes: true }).filter((e) => e.isFile() && !e.name.includes('.')).map((e) => e.name);
+  for (const name of want) {
+    const src = statSync(join(from, name));
+    const dst = join(p.init, name);
+    let have: ReturnType<typeof statSync> | undefined;
+    try {
+      have = statSync(dst);
+    } catch {
+      have = undefined;
+    }
+    if (have && have.size === src.size && Math.trunc(have.mtimeMs) === Math.trunc(src.mtimeMs)) continue;
+    const tmp = `${dst}.tmp`;
+    try {
+      copyFileSync(join(from, name), tmp);
+      chmodSync(tmp, 0o755);
+      utimesSync(tmp, src.atime, src.mtime);
+      renameSync(tmp, dst);
+    } catch (e) {
+      rmSync(tmp, { force: true });
+      if (!have) throw e;
+    }
   }
+  for (const name of readdirSync(p.init)) if (!want.includes(name)) rmSync(join(p.init, name), { force: true, recursive: true });
 }
 
 /** Unmounts overlay and disk (the loop device goes with it) and removes the server's files. */

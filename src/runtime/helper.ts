@@ -4,6 +4,10 @@
 // idmapped mounts; the kernel can (open_tree + mount_setattr(MOUNT_ATTR_IDMAP) with a userns fd).
 // The lower clone is never attached anywhere: overlayfs takes it through /proc/self/fd/N, so no
 // extra mount is left to track. Cost: ~4 ms per mount.
+// The overlay's options are what /proc/self/mountinfo shows inside the server, so they name no
+// host path: the helper runs in the server's disk directory and gets upper and work as relative
+// names (overlayfs keeps the strings it was given). The overlay is mounted nosuid,nodev: nothing
+// a server writes can become a setuid binary or a device node on the host's side of its root.
 
 import { AppError } from '../errors.js';
 import { compileOnce } from './compile.js';
@@ -94,13 +98,14 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (argc == 8 && !strcmp(argv[1], "overlay")) {
-    /* overlay <uid base> <count> <lower> <upper> <work> <target>: overlay whose lower layer is an
-       idmapped read-only clone of <lower> that is never attached anywhere else */
+    /* overlay <uid base> <count> <lower> <upper> <work> <target>: nosuid,nodev overlay whose lower
+       layer is an idmapped read-only clone of <lower> that is never attached anywhere else; upper
+       and work are passed as given (relative to the cwd keeps host paths out of mountinfo) */
     int tree = idmapped_tree(argv[2], argv[3], argv[4]);
     char opts[3 * 4096];
     int n = snprintf(opts, sizeof opts, "lowerdir=/proc/self/fd/%d,upperdir=%s,workdir=%s", tree, argv[5], argv[6]);
     if (n < 0 || n >= (int)sizeof opts) { fprintf(stderr, "rbx-idmount: paths too long\\n"); return 1; }
-    if (mount("overlay", argv[7], "overlay", 0, opts)) die("mount overlay");
+    if (mount("overlay", argv[7], "overlay", MS_NOSUID | MS_NODEV, opts)) die("mount overlay");
     return 0;
   }
   fprintf(stderr, "usage: rbx-idmount bind BASE COUNT SRC DST | overlay BASE COUNT LOWER UPPER WORK TARGET\\n");
@@ -117,7 +122,10 @@ export async function ensureHelper(binDir: string): Promise<string> {
   }
 }
 
-/** Mounts overlay(lower = idmapped read-only view of `lower` shifted to uidBase, upper, work) at target. */
-export async function mountIdmappedOverlay(helper: string, o: { uidBase: number; lower: string; upper: string; work: string; target: string }): Promise<void> {
-  await run(helper, ['overlay', String(o.uidBase), '65536', o.lower, o.upper, o.work, o.target], { timeoutMs: 30_000 });
+/**
+ * Mounts overlay(lower = idmapped read-only view of `lower` shifted to uidBase, upper, work) at
+ * target, nosuid,nodev. `upper` and `work` are names relative to `dir`, where the helper runs.
+ */
+export async function mountIdmappedOverlay(helper: string, o: { uidBase: number; lower: string; dir: string; upper: string; work: string; target: string }): Promise<void> {
+  await run(helper, ['overlay', String(o.uidBase), '65536', o.lower, o.upper, o.work, o.target], { timeoutMs: 30_000, cwd: o.dir });
 }

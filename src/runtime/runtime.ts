@@ -10,7 +10,7 @@ import { AppError, badRequest, conflict, notFound } from '../errors.js';
 import type { Logger } from '../log/index.js';
 import type { RuntimeRecord, RuntimeStore } from '../store/index.js';
 import { cgroupPath, ociSpec } from './spec.js';
-import { applyDeferredGrow, destroyDisk, diskPaths, diskUsed, growDisk, mountRootfs, makeDisk } from './disk.js';
+import { applyDeferredGrow, destroyDisk, diskPaths, diskUsed, growDisk, mountRootfs, makeDisk, syncInitFiles } from './disk.js';
 import { pipeExec, ptyExec, type Wrapping } from './exec.js';
 import { INIT_MOUNT } from './supervisor.js';
 import { memoryStats, removeCgroup } from './cgroup.js';
@@ -88,9 +88,11 @@ export class ContainerRuntime implements Runtime {
   writeBundle(rec: RuntimeRecord): void {
     const bundle = join(this.serverDir(rec.id), 'bundle');
     mkdirSync(bundle, { recursive: true, mode: 0o700 });
+    const p = diskPaths(this.serverDir(rec.id));
+    syncInitFiles(this.deps.initDir, p); // the init bind comes from the server's own disk (disk.ts)
     const spec = ociSpec({
-      id: rec.id, slug: rec.slug, rootfs: diskPaths(this.serverDir(rec.id)).rootfs, uidBase: rec.uidBase,
-      memoryBytes: rec.memoryBytes, initDir: this.deps.initDir, limits: this.deps.cfg,
+      id: rec.id, slug: rec.slug, rootfs: p.rootfs, uidBase: rec.uidBase,
+      memoryBytes: rec.memoryBytes, initDir: p.init, limits: this.deps.cfg,
     });
     writeFileSync(join(bundle, 'config.json.tmp'), JSON.stringify(spec));
     renameSync(join(bundle, 'config.json.tmp'), join(bundle, 'config.json'));

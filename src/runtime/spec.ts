@@ -13,6 +13,10 @@
 // - seccomp deny list (seccomp.ts); masked and read-only /proc and /sys paths;
 // - cgroups: memory limit = tier RAM ceiling (the OOM killer acts inside the server's cgroup),
 //   pids limit, cpu shares; oom_score_adj 500 so under host pressure servers go before the daemon.
+//
+// Nothing the server can read names a host path: its /proc/self/mountinfo shows the overlay root
+// with relative upper/work (helper.ts) and the init bind from the server's own disk (disk.ts
+// syncInitFiles), whose path on that filesystem is just `/init`.
 
 import type { RuntimeConfig } from '../config/index.js';
 import { seccompProfile } from './seccomp.js';
@@ -31,6 +35,8 @@ export interface SpecInput {
   rootfs: string;
   uidBase: number;
   memoryBytes: number;
+  /** Host directory bind-mounted read-only at /run/rootbox: the server's own copy of the init
+   *  files on its disk (DiskPaths.init), never the shared <dataDir>/runtime/init. */
   initDir: string;
   limits: Pick<RuntimeConfig, 'pidsLimit' | 'cpuShares'>;
 }
