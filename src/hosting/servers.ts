@@ -105,7 +105,7 @@ export class Servers {
       await this.d.runtime.delete(id).catch(() => {});
       if (e instanceof AppError) throw e;
       this.d.log.error('server create failed', { id, err: e });
-      throw new AppError('unavailable', 'create_failed', 'the server could not be created on this host right now; try again in a minute');
+      throw new AppError('unavailable', 'create_failed', 'the server could not be created on this host right now; try again in a minute', { cause: e });
     }
     this.d.log.info('server created', { id, slug: record.slug, account: account.id });
     return { record, privateKey: keys.privateKey, subdomainNote: note };

@@ -7,7 +7,7 @@ import type { IncomingMessage } from 'node:http';
 import type { Duplex, Readable } from 'node:stream';
 import { PassThrough } from 'node:stream';
 import type { ProxyConfig } from '../config/index.js';
-import { AppError } from '../errors.js';
+import { AppError, errorFields } from '../errors.js';
 import { statusOf, type HttpApp, type Req, type RequestInfo, type Res } from '../http/index.js';
 import type { Logger } from '../log/index.js';
 import type { Forwarder, ForwardFailure } from './forward.js';
@@ -87,7 +87,7 @@ export class ProxyApp implements HttpApp {
       body = await this.ready(site, req);
     } catch (e) {
       release();
-      return sendErrorPage(req, res, e instanceof AppError ? e : this.wakeFailed(site, e), info.requestId);
+      return sendErrorPage(req, res, e instanceof AppError ? e : this.wakeFailed(site, e, info.requestId), info.requestId);
     }
     if ((res as { destroyed?: boolean }).destroyed) return release();
     this.forward(req, res, info, site, release, body);
@@ -119,7 +119,7 @@ export class ProxyApp implements HttpApp {
     try {
       await this.ready(site, req);
     } catch (e) {
-      const err = e instanceof AppError ? e : this.wakeFailed(site, e);
+      const err = e instanceof AppError ? e : this.wakeFailed(site, e, info.requestId);
       return writeRawError(socket, statusOf(err.kind), err.code, err.detail);
     }
     if (socket.destroyed) return;
@@ -196,8 +196,9 @@ export class ProxyApp implements HttpApp {
     if (f === 'refused' || f === 'timeout') this.d.publication.markDown(serverId);
   };
 
-  private wakeFailed(site: Site, e: unknown): AppError {
-    this.d.log.error('wake failed', { server: site.id, err: e });
+  /** A wake that failed inside the host: the log gets why (command, stderr, stack), the visitor a generic page. */
+  private wakeFailed(site: Site, e: unknown, requestId: string): AppError {
+    this.d.log.error('wake failed', { server: site.id, rid: requestId, err: errorFields(e) });
     return new AppError('unavailable', 'wake_failed', 'the server could not be started', { cause: e, headers: { 'retry-after': '5' } });
   }
 }

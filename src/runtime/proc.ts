@@ -1,9 +1,11 @@
 // Running host tools (runc, ip, nft, mount, losetup, mkfs…): one promise per command with a
-// typed failure carrying the exit code and stderr (like go-runc), an optional stdin and a
-// time limit. Every child process of the daemon starts here or in exec.ts.
+// typed failure carrying the command, its arguments, exit code and stderr (like go-runc's
+// ExitError), an optional stdin and a time limit. Every child process of the daemon starts here
+// or in exec.ts. A CommandError is internal: it names host paths and quotes tool output, so it is
+// logged and never shown to a client (see src/errors.ts).
 
 import { spawn } from 'node:child_process';
-import { AppError } from '../errors.js';
+import { InternalError } from '../errors.js';
 
 export interface RunOptions {
   input?: string | Buffer;
@@ -23,13 +25,32 @@ export interface RunResult {
   stderr: string;
 }
 
-export class CommandError extends AppError {
-  constructor(
-    readonly command: string,
-    readonly exitCode: number | null,
-    readonly stderr: string,
-  ) {
-    super('internal', 'runtime_command_failed', `${command} failed (exit ${exitCode ?? 'signal'}): ${stderr.trim().slice(0, 500)}`);
+const STDERR_KEPT = 4096;
+
+/** A host command that failed: what ran, how it ended and what it said on stderr. */
+export class CommandError extends InternalError {
+  readonly command: string;
+  readonly args: readonly string[];
+  readonly exitCode: number | null;
+  readonly signal: string | null;
+  readonly stderr: string;
+
+  constructor(command: string, args: readonly string[], how: { exitCode: number | null; signal?: string | null; stderr: string }) {
+    const stderr = how.stderr.trim().slice(-STDERR_KEPT);
+    const ended = how.exitCode !== null ? `exit ${how.exitCode}` : how.signal ? `killed by ${how.signal}` : 'did not run';
+    super(`${command} ${args.join(' ')} failed (${ended}): ${stderr.slice(0, 500)}`, {
+      command,
+      args: [...args],
+      exit_code: how.exitCode,
+      signal: how.signal ?? null,
+      stderr,
+    });
+    this.name = 'CommandError';
+    this.command = command;
+    this.args = args;
+    this.exitCode = how.exitCode;
+    this.signal = how.signal ?? null;
+    this.stderr = stderr;
   }
 }
 
@@ -47,13 +68,13 @@ export function run(cmd: string, args: readonly string[], opts: RunOptions = {})
     const timer = setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs ?? 60_000);
     child.on('error', (e) => {
       clearTimeout(timer);
-      reject(new CommandError(`${cmd} ${args.join(' ')}`, null, e.message));
+      reject(new CommandError(cmd, args, { exitCode: null, stderr: e.message }));
     });
     child.on(opts.detachedStdio ? 'exit' : 'close', (code, signal) => {
       clearTimeout(timer);
       const res = { code: code ?? -1, stdout: Buffer.concat(out).toString('utf8'), stderr: Buffer.concat(err).toString('utf8') };
       if (code !== null && (opts.okCodes ?? [0]).includes(code)) resolve(res);
-      else reject(new CommandError(`${cmd} ${args.join(' ')}`, code, res.stderr || (signal ? `killed by ${signal}` : res.stdout)));
+      else reject(new CommandError(cmd, args, { exitCode: code, signal, stderr: res.stderr || res.stdout }));
     });
     if (opts.input !== undefined) child.stdin!.end(opts.input);
   });

@@ -42,8 +42,8 @@ export class Runc {
     try {
       await run('runc', ['--root', this.root, '--log', log, '--log-format', 'json', 'create', '--bundle', bundle, '--pid-file', pidFile, id], { timeoutMs: 60_000, detachedStdio: true });
     } catch (e) {
-      const err = e as CommandError;
-      throw new CommandError(`runc create ${id}`, err.exitCode, this.lastLogError(bundle) || err.stderr);
+      if (!(e instanceof CommandError)) throw e;
+      throw new CommandError(e.command, e.args, { exitCode: e.exitCode, signal: e.signal, stderr: this.lastLogError(bundle) || e.stderr });
     }
     return Number(readFileSync(pidFile, 'utf8').trim());
   }

@@ -5,6 +5,7 @@
 
 import { connect } from 'node:net';
 import type { Connection, ServerChannel, TcpipRequestInfo } from 'ssh2';
+import { AppError, errorFields, publicDetail } from '../errors.js';
 import type { Logger } from '../log/index.js';
 import type { Target } from './target.js';
 
@@ -49,7 +50,8 @@ export function forwardTcp(client: Connection, accept: () => ServerChannel, reje
     try {
       ip = (await target.ready()).ip;
     } catch (e) {
-      return refuse(OPEN_FAILURE.CONNECT_FAILED, (e as Error).message);
+      if (!(e instanceof AppError)) log.error('ssh forward: server could not be made ready', { server: target.id, err: errorFields(e) });
+      return refuse(OPEN_FAILURE.CONNECT_FAILED, publicDetail(e));
     }
     const dest = String(info.destIP).toLowerCase();
     if (dest !== ip && !SELF.has(dest)) {

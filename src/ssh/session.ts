@@ -7,6 +7,7 @@
 
 import { randomBytes } from 'node:crypto';
 import type { ServerChannel, Session } from 'ssh2';
+import { AppError, errorFields, publicDetail } from '../errors.js';
 import type { Logger } from '../log/index.js';
 import type { ExecOptions, ExitInfo, PipeProcess, PtyProcess, Runtime } from '../runtime/index.js';
 import { acceptEnv, execCommand, killSessionCommand, sftpCommand, shellCommand, type SessionEnv } from './commands.js';
@@ -186,7 +187,8 @@ export function serveSession(session: Session, deps: SessionDeps): void {
     try {
       await target.ready();
     } catch (e) {
-      return refuse(channel, (e as Error).message);
+      if (!(e instanceof AppError)) log.error('ssh: server could not be made ready', { server: target.id, err: errorFields(e) });
+      return refuse(channel, publicDetail(e));
     }
     if (closed) return;
     const opts = build({ connection: deps.connection, client: clientEnv, term: withPty ? pty?.term : undefined, token });
