@@ -1,5 +1,6 @@
 // bin/rootbox: the command line. `serve` runs the daemon in the foreground; `doctor` checks the
-// host; `config docs` prints the configuration reference; `config show` the effective config.
+// host; `admin …` talks to the running daemon (src/admin/); `config docs` prints the
+// configuration reference; `config show` the effective config.
 
 import { parseArgs } from 'node:util';
 import { configReference, loadConfig } from './config/index.js';
@@ -13,7 +14,8 @@ commands:
   doctor         check this host for what rootbox needs; exit 1 when something required is missing
   image build    build the base server image with debootstrap unless cached (--force rebuilds)
   admin credit <account-or-server> <usd>
-                 add credit to an account (by account id or one of its server ids)
+                 add credit to an account (by account id or one of its server ids); a running
+                 daemon applies the new tier's ceilings to the account's servers at once
   config docs    print the configuration reference (Markdown)
   config show    print the effective configuration (secrets hidden)
 `;
@@ -46,8 +48,8 @@ async function main(argv: string[]): Promise<number> {
       break;
     case 'admin':
       if (sub === 'credit' && positionals.length === 4) {
-        const { adminCredit } = await import('./billing/admin.js');
-        process.stdout.write((await adminCredit(loadConfig({ file: values.config }).dataDir, positionals[2], positionals[3])) + '\n');
+        const { creditCommand } = await import('./admin/index.js');
+        process.stdout.write((await creditCommand(loadConfig({ file: values.config }).dataDir, positionals[2], positionals[3])) + '\n');
         return 0;
       }
       break;

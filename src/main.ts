@@ -2,6 +2,7 @@
 // start the parts in order (rolling back on failure), and wire signals (SIGTERM/SIGINT:
 // graceful stop; SIGHUP: reload TLS). Containers keep running when the daemon stops.
 
+import { startAdmin, type AdminListener } from './admin/index.js';
 import { Billing } from './billing/index.js';
 import type { Config } from './config/index.js';
 import { Edge, TlsManager } from './edge/index.js';
@@ -29,6 +30,7 @@ export interface Daemon {
   readonly billing: Billing;
   readonly hosting: HostingApi;
   readonly log: Logger;
+  readonly admin: AdminListener;
   stop(): Promise<void>;
 }
 
@@ -102,6 +104,7 @@ export async function startDaemon(cfg: Readonly<Config>, log: Logger = createLog
             return { awake: (d.proxy.state(id) ?? d.runtime.get(id)?.state) === 'running', memoryBytes: s.memoryBytes, diskUsedBytes: s.diskUsedBytes, egressBytes: s.egressBytes };
           },
           onTierChange: (a) => d.hosting.core.servers.applyTier(a),
+          syncTiers: async () => d.hosting?.core.syncTiers(),
         });
         d.payments.reconciler.onSettled((rec) => void d.billing.onSettled(rec).catch((e) => log.error('crediting a settled recharge failed', { err: e })));
         d.billing.start();
@@ -128,6 +131,7 @@ export async function startDaemon(cfg: Readonly<Config>, log: Logger = createLog
           forget: (id) => d.proxy.forget(id),
         });
         await d.hosting.core.exposures.restore((msg, f) => log.warn(msg, f));
+        await d.hosting.core.syncTiers(); // stored tiers (e.g. credit added while stopped) apply at start
       },
       stop: () => d.tcp.closeAll(),
     },
@@ -172,6 +176,13 @@ export async function startDaemon(cfg: Readonly<Config>, log: Logger = createLog
         await d.ssh.start();
       },
       stop: () => d.ssh.stop(),
+    },
+    {
+      name: 'admin',
+      start: async () => {
+        d.admin = await startAdmin(cfg.dataDir, { store: d.store, billing: d.billing, log: log.child({ part: 'admin' }) });
+      },
+      stop: () => d.admin.close(),
     },
   ];
   const stopAll = await startAll(parts, log);

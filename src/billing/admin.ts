@@ -1,20 +1,36 @@
-// `rootbox admin credit <account-or-server> <usd>`: credits an account from the host. It writes
-// to the same LMDB environment as the running daemon (LMDB allows several processes); the
-// daemon's next billing pass resumes suspended servers.
+// Host-side credit (`rootbox admin credit <account-or-server> <usd>`): what the target and the
+// amount mean, and the offline path. While the daemon runs, the CLI asks it over the admin
+// channel (src/admin/), so the credit goes through Billing.credit and the new tier's ceilings
+// are applied to running servers at once. Without a running daemon the credit is written to the
+// store directly; the daemon applies stored tiers when it starts (and after each billing pass).
 
-import { randomUUID } from 'node:crypto';
 import { AppError } from '../errors.js';
-import { openStore } from '../store/index.js';
+import { openStore, type Store } from '../store/index.js';
 
-export async function adminCredit(dataDir: string, target: string, usdRaw: string): Promise<string> {
-  const usd = Number(usdRaw);
-  if (!Number.isFinite(usd) || usd <= 0 || usd > 1_000_000) throw new AppError('bad_request', 'invalid_amount', `usd must be a positive number, got ${usdRaw}`);
+export interface CreditRequest {
+  accountId: string;
+  usd: number;
+}
+
+/** A credit source the CLI makes up once per invocation, so a repeated request credits once. */
+export const ADMIN_SOURCE_RE = /^admin:[0-9a-f-]{36}$/;
+
+/** Checks the amount and resolves an account id or one of its server ids to the account. */
+export function resolveCredit(store: Store, target: string, usdRaw: string): CreditRequest {
+  const usd = /^\s*\d+(\.\d+)?\s*$/.test(usdRaw) ? Number(usdRaw) : NaN;
+  if (!Number.isFinite(usd) || usd <= 0 || usd > 1_000_000) throw new AppError('bad_request', 'invalid_amount', `usd must be a positive number up to 1000000, got ${usdRaw.slice(0, 40)}`);
+  const accountId = target.startsWith('srv_') ? store.servers.get(target)?.accountId : target;
+  if (!accountId || !store.accounts.get(accountId)) throw new AppError('not_found', 'unknown_target', `no account or server ${target.slice(0, 80)}`);
+  return { accountId, usd: Math.round(usd * 1e6) / 1e6 };
+}
+
+/** Credits straight into the store (no daemon running on this data dir). */
+export async function adminCreditOffline(dataDir: string, target: string, usdRaw: string, source: string): Promise<string> {
   const store = openStore(dataDir);
   try {
-    const accountId = target.startsWith('srv_') ? store.servers.get(target)?.accountId : target;
-    if (!accountId || !store.accounts.get(accountId)) throw new AppError('not_found', 'unknown_target', `no account or server ${target}`);
-    store.billing.credit(accountId, Math.round(usd * 1e6) / 1e6, `admin:${randomUUID()}`, Date.now());
-    return `credited $${usd} to ${accountId}; balance now $${store.accounts.get(accountId)!.balanceUsd}`;
+    const { accountId, usd } = resolveCredit(store, target, usdRaw);
+    store.billing.credit(accountId, usd, source, Date.now());
+    return `credited $${usd} to ${accountId}; balance now $${store.accounts.get(accountId)!.balanceUsd}. The daemon is not running: it applies the tier's ceilings when it starts.`;
   } finally {
     await store.close();
   }

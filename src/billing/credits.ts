@@ -40,8 +40,9 @@ export function upgradeEnvelope(baseUrl: string, suspendAfterMs: number) {
   };
 }
 
-/** The 402 a read endpoint answers with while the account is exhausted. */
-export function envelopeError(baseUrl: string, suspendAfterMs: number): AppError {
+/** The 402 a read endpoint answers with while the account is exhausted; `more` adds what the
+ *  endpoint would have answered (e.g. the server and its `suspended` flag) beside the envelope. */
+export function envelopeError(baseUrl: string, suspendAfterMs: number, more: Record<string, unknown> = {}): AppError {
   const env = upgradeEnvelope(baseUrl, suspendAfterMs);
-  return new AppError('payment_required', 'free_tier_exceeded', env.message, { extra: env });
+  return new AppError('payment_required', 'free_tier_exceeded', env.message, { extra: { ...more, ...env } });
 }

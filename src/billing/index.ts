@@ -14,6 +14,7 @@ import { Meter, type UsageSource } from './meter.js';
 
 export { creditsOf, isExhausted, upgradeEnvelope, type Credits } from './credits.js';
 export { Meter, type UsageSample, type UsageSource } from './meter.js';
+export { ADMIN_SOURCE_RE, adminCreditOffline, resolveCredit } from './admin.js';
 
 export interface BillingConfig {
   ramUsdPerGbHour: number;
@@ -36,6 +37,9 @@ export interface BillingDeps {
   log: Logger;
   /** Called after credit or a tier change, to raise the ceilings of running servers live. */
   onTierChange?(account: AccountRecord): Promise<void>;
+  /** Called after each pass: brings servers whose ceilings lag behind their account's tier up
+   *  to it (a credit written while the daemon could not be told, e.g. by `rootbox admin credit`). */
+  syncTiers?(): Promise<unknown>;
   now?: () => number;
 }
 
@@ -61,9 +65,10 @@ export class Billing {
     return creditsOf(this.d.store, (x) => this.grantOf(x), a);
   }
 
-  /** Throws the 402 upgrade envelope when the account has run out (read endpoints). */
-  assertNotExhausted(a: AccountRecord, baseUrl: string): void {
-    if (isExhausted(this.credits(a))) throw envelopeError(baseUrl, this.d.cfg.suspendAfter);
+  /** Throws the 402 upgrade envelope when the account has run out (read endpoints, POST
+   *  /create); `more` is answered beside the envelope (see envelopeError). */
+  assertNotExhausted(a: AccountRecord, baseUrl: string, more?: Record<string, unknown>): void {
+    if (isExhausted(this.credits(a))) throw envelopeError(baseUrl, this.d.cfg.suspendAfter, more);
   }
 
   private enforce(now: number): Promise<void> {
@@ -74,6 +79,7 @@ export class Billing {
   async tick(now = this.now()): Promise<void> {
     await this.meter.tick(now, this.d.cfg.meterInterval);
     await this.enforce(now);
+    await this.d.syncTiers?.().catch((e) => this.d.log.warn('applying tier ceilings failed', { err: (e as Error).message }));
   }
 
   start(): void {
@@ -97,7 +103,8 @@ export class Billing {
     if (!applied) return false;
     const account = this.d.store.accounts.get(accountId)!;
     this.d.log.info('credit added', { account: accountId, usd, source });
-    await this.d.onTierChange?.(account);
+    // The credit is committed; ceilings that cannot be raised now are raised by the next pass.
+    await this.d.onTierChange?.(account).catch((e) => this.d.log.warn('raising ceilings after credit failed; the next pass retries', { account: accountId, err: (e as Error).message }));
     await this.enforce(this.now());
     return true;
   }

@@ -1,4 +1,5 @@
-// The hosting slice of the config: account limits, slugs, exposed-port pool, SMS provider.
+// The hosting slice of the config: account limits, slugs, exposed-port pool and its per-tier
+// caps, SMS provider.
 
 import { z } from 'zod';
 import { list } from './fields.js';
@@ -12,11 +13,26 @@ const portRange = z
     return a >= 1024 && b <= 65535 && a <= b;
   }, 'must lie within 1024-65535 with start <= end');
 
+const portLimit = (who: string, perServer: number, perAccount: number) =>
+  z
+    .strictObject({
+      perServer: z.coerce.number().int().min(0).max(65535).default(perServer).describe(`Ports one server of ${who} may expose at once (POST /expose answers 403 \`port_limit\` beyond).`),
+      perAccount: z.coerce.number().int().min(0).max(65535).default(perAccount).describe(`Ports all servers of ${who} may expose together (403 \`port_limit\` beyond).`),
+    })
+    .prefault({});
+
 export const hostingSchema = z
   .strictObject({
     anonServersPerIp: z.coerce.number().int().min(0).max(1000).default(3).describe('Servers that anonymous accounts may hold per source IP (403 beyond). Phone-verified accounts have no IP limit.'),
     maxServersPerAccount: z.coerce.number().int().min(1).max(10_000).default(20).describe('Servers one account may hold at once (403 beyond).'),
     portPool: portRange.default('20000-20999').describe('Public TCP ports handed out by POST /expose, as `first-last`.'),
+    portLimits: z
+      .strictObject({
+        anonymous: portLimit('an anonymous account (no verified phone)', 2, 3),
+        verified: portLimit('a phone-verified account', 5, 10),
+        paid: portLimit('an account with a positive balance', 20, 50),
+      })
+      .prefault({}),
     brandSlugs: list(z.string().regex(/^[a-z0-9-]+$/)).prefault([]).describe('Extra slugs nobody may take (brand names), comma-separated in the environment; reserved labels such as api, verify, www, ssh, admin, mail are always refused.'),
     rateLimit: z
       .strictObject({

@@ -1,5 +1,6 @@
 // The hosting API's services wired together once: accounts, phone verification, servers and
-// exposed ports. Built by createHostingApi from its dependencies.
+// exposed ports, and keeping servers' ceilings in line with their account's tier. Built by
+// createHostingApi from its dependencies.
 
 import type { Billing } from '../billing/index.js';
 import type { Config } from '../config/index.js';
@@ -8,7 +9,7 @@ import type { Logger } from '../log/index.js';
 import type { Presence, Runtime, ServerState } from '../runtime/index.js';
 import type { SmsSender } from '../sms/index.js';
 import type { AccountRecord, Store } from '../store/index.js';
-import { Accounts } from './accounts.js';
+import { Accounts, TIER_LIMITS, tierOf } from './accounts.js';
 import { Exposures, type PortListener } from './expose.js';
 import { HostSecret } from './keys.js';
 import { PhoneVerifier } from './phone.js';
@@ -42,12 +43,17 @@ export interface HostingCore {
   servers: Servers;
   exposures: Exposures;
   credits(account: AccountRecord): Credits;
+  /** 402 with the upgrade envelope when the account's grant is used up and it has no credit. */
+  assertNotExhausted(account: AccountRecord, baseUrl: string, more?: Record<string, unknown>): void;
+  /** Raises the ceilings of servers that lag behind their account's tier (daemon start, each
+   *  billing pass); returns how many accounts were brought up to date. */
+  syncTiers(): Promise<number>;
   sshPort(): number;
 }
 
 export function buildCore(d: HostingDeps): HostingCore {
   const secret = new HostSecret(d.cfg.dataDir);
-  const exposures = new Exposures(d.store, d.ports, d.cfg.hosting.portPool, d.cfg.publicIp);
+  const exposures = new Exposures(d.store, d.ports, d.cfg.hosting.portPool, d.cfg.publicIp, d.cfg.hosting.portLimits);
   const servers = new Servers({
     store: d.store,
     runtime: d.runtime,
@@ -73,6 +79,28 @@ export function buildCore(d: HostingDeps): HostingCore {
     servers,
     exposures,
     credits: (a) => d.billing.credits(a),
+    assertNotExhausted: (a, baseUrl, more) => d.billing.assertNotExhausted(a, baseUrl, more),
+    syncTiers: () => syncTiers(d, servers),
     sshPort: d.sshPort,
   };
+}
+
+/** A server lags when its RAM or disk ceiling is below its account's tier (a credit the daemon
+ *  was not told about, or a raise a crash interrupted). Ceilings above the tier are left alone:
+ *  lowering a running cgroup under its usage would fail or kill processes. */
+async function syncTiers(d: HostingDeps, servers: Servers): Promise<number> {
+  let n = 0;
+  for (const account of d.store.accounts.all()) {
+    const want = TIER_LIMITS[tierOf(account)];
+    const lagging = servers.list(account).filter((s) => d.runtime.get(s.id) && (s.memoryBytes < want.memoryBytes || s.diskBytes < want.diskBytes));
+    if (!lagging.length) continue;
+    try {
+      await servers.applyTier(account);
+      n++;
+      d.log.info('tier ceilings applied', { account: account.id, tier: tierOf(account), servers: lagging.map((s) => s.id) });
+    } catch (e) {
+      d.log.warn('applying tier ceilings failed; retried at the next pass', { account: account.id, err: (e as Error).message });
+    }
+  }
+  return n;
 }

@@ -76,6 +76,9 @@ export async function handleCreate(ctx: Ctx, core: HostingCore): Promise<Reply> 
   } else if (!account.phone && core.accounts.anonymousServersFromIp(ctx.ip) >= core.cfg.hosting.anonServersPerIp) {
     throw new AppError('forbidden', 'ip_limit', `anonymous accounts from this address already hold ${core.cfg.hosting.anonServersPerIp} servers; verify a phone to lift the limit`);
   }
+  // A used-up grant with no credit gets the upgrade envelope, not a server paused 48 h later
+  // (new accounts start with a fresh grant). A phone login still learns its api_key.
+  if (!madeAccount) core.assertNotExhausted(account, `${ctx.scheme}://${ctx.host}`, apiKey ? { api_key: apiKey, account_note: accountNote } : undefined);
 
   try {
     if (body.never_sleep && !account.phone) {

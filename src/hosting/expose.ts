@@ -1,10 +1,21 @@
-// POST/DELETE /expose: publishes a container TCP port on a public port from the configured pool.
+// POST/DELETE /expose: publishes a container TCP port on a public port from the configured pool,
+// within the tier's caps per server and per account (so no tenant can take the whole pool).
 // Allocation lives in the store; the listening and piping is done by a PortListener (the
 // proxy's TcpExposer). At start-up every stored exposure is opened again.
 
 import { AppError } from '../errors.js';
-import type { Store } from '../store/index.js';
+import type { Config } from '../config/index.js';
+import type { AccountRecord, Store } from '../store/index.js';
+import { tierOf, type Tier } from './accounts.js';
 import type { ExposedPort } from './servers.js';
+
+export type PortLimits = Config['hosting']['portLimits'];
+
+const RAISE: Record<Tier, string> = {
+  anonymous: 'verify a phone or add credit to raise it',
+  verified: 'add credit to raise it',
+  paid: 'ask the operator to raise it',
+};
 
 export interface PortListener {
   open(port: number, serverId: string, containerPort: number): Promise<void>;
@@ -20,6 +31,7 @@ export class Exposures {
     private readonly listener: PortListener,
     pool: string,
     private readonly publicIp: string,
+    private readonly limits: PortLimits,
   ) {
     [this.first, this.last] = pool.split('-').map(Number);
   }
@@ -33,8 +45,31 @@ export class Exposures {
     return this.store.exposures.byServer(serverId).map((e) => this.view(e.port, e.containerPort));
   }
 
-  async expose(serverId: string, containerPort: number): Promise<ExposedPort> {
+  /** Refuses a new exposure beyond the tier's caps. Synchronous with the allocation that follows
+   *  it, so concurrent requests cannot both pass the check. */
+  private checkLimits(account: AccountRecord, serverId: string, containerPort: number): void {
+    const mine = this.store.exposures.byServer(serverId);
+    if (mine.some((e) => e.containerPort === containerPort)) return; // already exposed: answered as is
+    const tier = tierOf(this.store.accounts.get(account.id) ?? account);
+    const lim = this.limits[tier];
+    if (mine.length >= lim.perServer) {
+      throw new AppError('forbidden', 'port_limit', `server ${serverId} already exposes ${mine.length} ports; a server of a ${tier} account may expose at most ${lim.perServer} (${lim.perAccount} per account). Unexpose one (DELETE /expose) or ${RAISE[tier]}.`, {
+        extra: { limit: lim.perServer, scope: 'server', tier },
+      });
+    }
+    const servers = new Set(this.store.servers.listByAccount(account.id).map((s) => s.id));
+    servers.add(serverId);
+    const held = this.store.exposures.all().filter((e) => servers.has(e.serverId)).length;
+    if (held >= lim.perAccount) {
+      throw new AppError('forbidden', 'port_limit', `your servers already expose ${held} ports; a ${tier} account may expose at most ${lim.perAccount} in all (${lim.perServer} per server). Unexpose one (DELETE /expose) or ${RAISE[tier]}.`, {
+        extra: { limit: lim.perAccount, scope: 'account', tier },
+      });
+    }
+  }
+
+  async expose(account: AccountRecord, serverId: string, containerPort: number): Promise<ExposedPort> {
     for (let tries = 0; tries < 5; tries++) {
+      this.checkLimits(account, serverId, containerPort);
       const got = this.store.exposures.allocate(serverId, containerPort, this.first, this.last);
       if (!got) throw new AppError('unavailable', 'port_pool_exhausted', 'every public port of this host is in use; try again later');
       if (!got.created) return this.view(got.exposure.port, containerPort);

@@ -57,14 +57,17 @@ export function createHostingService(deps: HostingDeps): HostingApi {
       limited(creates.take(ctx.ip), 'address (creates per hour)');
       return handleCreate(ctx, core);
     }), { bodyLimit: 16 * 1024 })
+    // While the account is exhausted, read endpoints answer 402 with the upgrade envelope and,
+    // beside it, what they would have answered: `servers`, `server` + `suspended`, `credits`.
     .on('GET', '/servers', authed(async (ctx, a) => {
-      deps.billing.assertNotExhausted(a, base(ctx));
-      return { status: 200, body: { servers: await Promise.all(core.servers.list(a).map((s) => core.servers.view(s, a))) } };
+      const servers = await Promise.all(core.servers.list(a).map((s) => core.servers.view(s, a)));
+      core.assertNotExhausted(a, base(ctx), { servers });
+      return { status: 200, body: { servers } };
     }))
     .on('GET', '/servers/:id', authed(async (ctx, a) => {
-      const rec = core.servers.owned(a, ctx.params.id);
-      deps.billing.assertNotExhausted(a, base(ctx));
-      return { status: 200, body: await core.servers.view(rec, a) };
+      const view = await core.servers.view(core.servers.owned(a, ctx.params.id), a);
+      core.assertNotExhausted(a, base(ctx), { suspended: view.suspended, server: view });
+      return { status: 200, body: view };
     }))
     .on('DELETE', '/servers/:id', authed(async (ctx, a) => {
       await core.servers.delete(core.servers.owned(a, ctx.params.id));
@@ -76,8 +79,9 @@ export function createHostingService(deps: HostingDeps): HostingApi {
       return { status: 200, body: await core.servers.view(rec, a) };
     }))
     .on('GET', '/credits', authed((ctx, a) => {
-      deps.billing.assertNotExhausted(a, base(ctx));
-      return { status: 200, body: core.credits(a) };
+      const credits = core.credits(a);
+      core.assertNotExhausted(a, base(ctx), { credits });
+      return { status: 200, body: credits };
     }))
     .on('GET', '/usage', authed((ctx, a) => ({ status: 200, body: deps.billing.usage(a, ctx.query.get('limit'), ctx.query.get('cursor')) })))
     .on('GET', '/account/recharge', authed((ctx, a) => rechargeInfo(ctx, deps.billing, a, deps.paywall)))
@@ -85,7 +89,7 @@ export function createHostingService(deps: HostingDeps): HostingApi {
     .on('POST', '/expose', authed(async (ctx, a) => {
       const body = validate(ExposeRequest, await ctx.json());
       core.servers.owned(a, body.server);
-      return { status: 200, body: await core.exposures.expose(body.server, body.port) };
+      return { status: 200, body: await core.exposures.expose(a, body.server, body.port) };
     }), { bodyLimit: 4096 })
     .on('DELETE', '/expose', authed(async (ctx, a) => {
       const body = validate(ExposeRequest, await ctx.json());

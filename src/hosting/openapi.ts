@@ -34,7 +34,7 @@ export function hostingOpenApi(serverUrl?: string): Record<string, unknown> {
               description: 'The server, or a verification_required answer in phone step 1',
               content: { 'application/json': { schema: { oneOf: [{ $ref: '#/components/schemas/CreateResponse' }, { $ref: '#/components/schemas/VerificationRequired' }] } } },
             },
-            ...errors(400, 401, 403, 409, 429, 503),
+            ...errors(400, 401, 402, 403, 409, 429, 503),
           },
         },
       },
@@ -46,7 +46,7 @@ export function hostingOpenApi(serverUrl?: string): Record<string, unknown> {
       '/servers/{id}/restart': { post: { summary: 'Restart a server', security: bearer, parameters: idParam, responses: { '200': res('Server', 'The restarted server'), ...errors(401, 402, 404) } } },
       '/credits': { get: { summary: 'Your credits', security: bearer, responses: { '200': res('Credits', 'Credits'), ...errors(401, 402) } } },
       '/expose': {
-        post: { summary: 'Publish a container TCP port on a public port', security: bearer, requestBody: jsonBody('ExposeRequest'), responses: { '200': res('ExposedPort', 'The public port'), ...errors(400, 401, 404, 503) } },
+        post: { summary: 'Publish a container TCP port on a public port', security: bearer, requestBody: jsonBody('ExposeRequest'), responses: { '200': res('ExposedPort', 'The public port'), ...errors(400, 401, 403, 404, 503) } },
         delete: { summary: 'Stop publishing a container TCP port', security: bearer, requestBody: jsonBody('ExposeRequest'), responses: { '200': { description: 'Released', content: { 'application/json': { schema: { type: 'object', properties: { ok: { type: 'boolean' } } } } } }, ...errors(400, 401, 404) } },
       },
       '/usage': { get: { summary: 'Your usage ledger, newest first', security: bearer, parameters: [{ name: 'limit', in: 'query', schema: { type: 'integer', minimum: 1, maximum: 500 } }, { name: 'cursor', in: 'query', schema: { type: 'string' } }], responses: { '200': { description: 'A page of ledger entries and next_cursor', content: { 'application/json': { schema: { type: 'object', properties: { entries: { type: 'array', items: { type: 'object' } }, next_cursor: { type: ['string', 'null'] } } } } } }, ...errors(400, 401) } } },

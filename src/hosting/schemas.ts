@@ -80,6 +80,15 @@ export const UpgradeEnvelope = z.object({
   reason: z.literal('free_tier_exceeded'),
   upgrade_url: z.string(),
   message: z.string(),
+  error: z.literal('free_tier_exceeded'),
+  detail: z.string(),
+  // Beside the envelope, a read endpoint answers what it would have answered:
+  suspended: z.boolean().optional().describe('GET /servers/{id}: whether the server is suspended (stopped until credit is added).'),
+  server: Server.optional().describe('GET /servers/{id}: the Server object.'),
+  servers: z.array(Server).optional().describe('GET /servers: the Server objects.'),
+  credits: Credits.optional().describe('GET /credits: the Credits object.'),
+  api_key: z.string().optional().describe('POST /create with a phone login into an exhausted account: its api_key, to recharge with.'),
+  account_note: z.string().optional(),
 });
 registry.add(UpgradeEnvelope, { id: 'UpgradeEnvelope' });
 
