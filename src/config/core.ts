@@ -40,9 +40,34 @@ export const coreShape = {
     .strictObject({
       host: z.string().default('0.0.0.0').describe('Address the SSH listener binds.'),
       port: port().default(2222).describe('SSH port of the daemon\'s own SSH server.'),
-      maxAuthFailures: z.coerce.number().int().min(1).default(10).describe('Failed SSH logins one source address may make per `ssh.authFailureWindow`; after that its connections are dropped until the window ends.'),
+      maxAuthFailures: z.coerce
+        .number()
+        .int()
+        .min(1)
+        .default(10)
+        .describe('Failed SSH logins one source address may make per `ssh.authFailureWindow`; after that, until the window ends, its attempts other than a valid key end the connection at once (a valid key still logs in).'),
       authFailureWindow: duration().prefault('5m').describe('Window over which failed SSH logins per source address are counted.'),
-      loginGraceTime: duration().prefault('30s').describe('Time an SSH client has to authenticate before the connection is closed.'),
+      loginGraceTime: duration().prefault('30s').describe('Time from accepting an SSH connection until it must have authenticated; then its socket is destroyed, whatever state the handshake is in.'),
+      maxUnauthenticatedPerAddress: z.coerce
+        .number()
+        .int()
+        .min(1)
+        .default(10)
+        .describe('SSH connections not yet authenticated that one source (an IPv4 address or an IPv6 /64) may hold at once; more are closed on accept, before any handshake.'),
+      maxUnauthenticated: z.coerce.number().int().min(1).default(256).describe('SSH connections not yet authenticated the listener holds at once, from all sources; more are closed on accept.'),
+      maxChannels: z.coerce.number().int().min(1).default(20).describe('Channels (sessions and `ssh -L` forwards) one SSH connection may have open at once; one more is refused with the reason.'),
+      maxExecs: z.coerce
+        .number()
+        .int()
+        .min(1)
+        .default(10)
+        .describe('Commands (shell, exec, sftp) one SSH connection may run at once; each is a `runc exec` on the host. One more gets the reason on stderr and exit status 1.'),
+      maxExecsPerServer: z.coerce
+        .number()
+        .int()
+        .min(1)
+        .default(40)
+        .describe('Commands (shell, exec, sftp) one server may run at once over all its SSH connections (each `runc exec` costs host memory outside the server\'s limit). One more gets the reason on stderr and exit status 1.'),
     })
     .prefault({}),
   log: z
@@ -69,6 +94,11 @@ export const coreEnv: EnvBinding[] = [
   { env: 'ROOTBOX_SSH_MAX_AUTH_FAILURES', path: 'ssh.maxAuthFailures' },
   { env: 'ROOTBOX_SSH_AUTH_FAILURE_WINDOW', path: 'ssh.authFailureWindow' },
   { env: 'ROOTBOX_SSH_LOGIN_GRACE_TIME', path: 'ssh.loginGraceTime' },
+  { env: 'ROOTBOX_SSH_MAX_UNAUTHENTICATED_PER_ADDRESS', path: 'ssh.maxUnauthenticatedPerAddress' },
+  { env: 'ROOTBOX_SSH_MAX_UNAUTHENTICATED', path: 'ssh.maxUnauthenticated' },
+  { env: 'ROOTBOX_SSH_MAX_CHANNELS', path: 'ssh.maxChannels' },
+  { env: 'ROOTBOX_SSH_MAX_EXECS', path: 'ssh.maxExecs' },
+  { env: 'ROOTBOX_SSH_MAX_EXECS_PER_SERVER', path: 'ssh.maxExecsPerServer' },
   { env: 'ROOTBOX_LOG_LEVEL', path: 'log.level' },
   { env: 'ROOTBOX_SHUTDOWN_TIMEOUT', path: 'shutdownTimeout' },
 ];

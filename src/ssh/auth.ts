@@ -2,7 +2,10 @@
 // User `root` only; the signature over the session id is verified against the stored public key;
 // every other method (password, keyboard-interactive, hostbased) is refused, as is an unknown key
 // or a bad signature. The connection counts a login that never succeeded as one failure for its
-// address (so a client offering several agent keys is not punished once per key).
+// address (so a client offering several agent keys is not punished once per key). An address over
+// its failure budget still logs in with a valid key (strangers behind the same NAT must not lock
+// its users out); only its other attempts end the connection at once: another method or a bad
+// signature.
 
 import { timingSafeEqual } from 'node:crypto';
 import ssh2 from 'ssh2';
@@ -24,8 +27,8 @@ export interface AuthDeps {
 
 export type AuthOutcome =
   | { ok: true; server: ServerRecord }
-  /** `why` is set for a real failed attempt (not the initial `none` probe); `blocked` when the address is over its limit. */
-  | { ok: false; blocked: boolean; why?: string }
+  /** `why` is set for a real failed attempt (not the initial `none` probe); `hangUp` when the address is over its failure budget and the attempt cannot succeed. */
+  | { ok: false; hangUp: boolean; why?: string }
   | { ok: 'query' };
 
 const ONLY_PUBLICKEY: ['publickey'] = ['publickey'];
@@ -36,19 +39,21 @@ function sameBytes(a: Buffer, b: Buffer): boolean {
 
 /**
  * Decides one authentication request. Rejects and answers key queries itself; on success it
- * returns the server and leaves ctx.accept() to the caller. A blocked address is reported so the
- * connection can hang up.
+ * returns the server and leaves ctx.accept() to the caller. Over the address's failure budget,
+ * an attempt that cannot be a valid key login is reported so the connection can hang up; a key
+ * that is only offered (agents offer several) or unknown does not hang up, so the right key
+ * offered later still gets in.
  */
 export function authenticate(ctx: AuthContext, ip: string, deps: AuthDeps): AuthOutcome {
-  const refuse = (why: string, counts: boolean): AuthOutcome => {
-    if (counts) deps.log.debug('ssh auth refused', { ip, method: ctx.method, user: ctx.username, why });
+  const blocked = deps.limiter.blocked(ip);
+  const refuse = (why: string, counts: boolean, hangUp = false): AuthOutcome => {
+    if (counts) deps.log.debug('ssh auth refused', { ip, method: ctx.method, user: ctx.username, why, blocked });
     ctx.reject(ONLY_PUBLICKEY);
-    return { ok: false, blocked: deps.limiter.blocked(ip), why: counts ? why : undefined };
+    return { ok: false, hangUp: blocked && hangUp, why: counts ? why : undefined };
   };
-  if (deps.limiter.blocked(ip)) return refuse('too many failed attempts from this address', false);
   if (ctx.method === 'none') return refuse('none', false);
-  if (ctx.method !== 'publickey') return refuse(`method ${ctx.method} is not offered`, true);
-  if (ctx.username !== 'root') return refuse('user is not root', true);
+  if (ctx.method !== 'publickey') return refuse(`method ${ctx.method} is not offered`, true, true);
+  if (ctx.username !== 'root') return refuse('user is not root', true, true);
 
   const fp = fingerprintOfBlob(ctx.key.data);
   const server = deps.servers.byKeyFingerprint(fp);
@@ -62,14 +67,14 @@ export function authenticate(ctx: AuthContext, ip: string, deps: AuthDeps): Auth
     return { ok: 'query' };
   }
   const key = ssh2.utils.parseKey(server.sshPublicKey);
-  if (key instanceof Error || Array.isArray(key)) return refuse('stored key does not parse', true);
+  if (key instanceof Error || Array.isArray(key)) return refuse('stored key does not parse', true, true);
   let valid = false;
   try {
     valid = key.verify(ctx.blob, ctx.signature, ctx.hashAlgo as never) === true;
   } catch {
     valid = false;
   }
-  if (!valid) return refuse('bad signature', true);
+  if (!valid) return refuse('bad signature', true, true);
   // The caller accepts (ctx.accept() emits 'ready' synchronously, so it records the server first).
   return { ok: true, server };
 }

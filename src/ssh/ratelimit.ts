@@ -1,5 +1,6 @@
-// Failed SSH logins per source IP in a fixed window. When an address reaches the limit, its new
-// connections are dropped and its auth attempts refused until the window ends. Memory is bounded:
+// Failed SSH logins per source IP in a fixed window. When an address reaches the limit it is
+// "blocked" until the window ends: its attempts that cannot be a valid key login end their
+// connection at once (a valid key still logs in, see auth.ts). Memory is bounded:
 // expired entries are swept, and past `maxTracked` addresses the oldest entries are evicted.
 
 export interface AuthLimiterOptions {

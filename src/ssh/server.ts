@@ -1,17 +1,22 @@
 // The SSH listener: one ssh2 server for all servers on this host. It checks the native crypto
-// binding, loads the host keys, limits failed logins per address, authenticates by key (the key
-// names the server), wakes the server at login and hands channels to the session and forward
-// handlers. stop() closes the listener and every connection, which kills what they run.
+// binding, loads the host keys, admits TCP connections itself (unauthenticated ones capped per
+// source and in total, each under a hard login deadline: admission.ts) before handing them to
+// ssh2, limits failed logins per address, authenticates by key (the key names the server), wakes
+// the server at login and hands channels to the session and forward handlers, at most
+// `maxChannels` open per connection. stop() closes the listener and every connection, which
+// kills what they run.
 
-import type { AddressInfo } from 'node:net';
+import { createServer, type AddressInfo, type Server as NetServer, type Socket } from 'node:net';
 import ssh2 from 'ssh2';
 import type { Connection, ServerChannel, Session } from 'ssh2';
 import type { Logger } from '../log/index.js';
 import type { Presence, Runtime } from '../runtime/index.js';
 import type { ServerRecord } from '../store/index.js';
+import { Admission, type Ticket } from './admission.js';
 import { ALGORITHMS, assertNativeCrypto } from './algorithms.js';
 import { authenticate, type ServerLookup } from './auth.js';
-import { forwardTcp } from './forward.js';
+import { Budget, CommandSlots } from './budget.js';
+import { forwardTcp, rejectWithReason } from './forward.js';
 import { loadHostKeys, type HostKey } from './hostkeys.js';
 import { AuthLimiter, normalizeIp } from './ratelimit.js';
 import { serveSession } from './session.js';
@@ -24,6 +29,11 @@ export interface SshOptions {
   maxAuthFailures: number;
   authFailureWindow: number;
   loginGraceTime: number;
+  maxUnauthenticatedPerAddress: number;
+  maxUnauthenticated: number;
+  maxChannels: number;
+  maxExecs: number;
+  maxExecsPerServer: number;
 }
 
 export interface SshDeps {
@@ -35,24 +45,46 @@ export interface SshDeps {
   log: Logger;
 }
 
-/** Connections that have not authenticated yet, per daemon (OpenSSH's MaxStartups idea). */
-const MAX_UNAUTHENTICATED = 200;
 /** Refused auth requests one connection may make before it is dropped (OpenSSH MaxAuthTries). */
 const MAX_AUTH_TRIES = 6;
+/** SSH_OPEN_RESOURCE_SHORTAGE (RFC 4254 §5.1): OpenSSH prints "open failed: resource shortage: …". */
+const RESOURCE_SHORTAGE = 4;
+/** How long a socket whose side ssh2 ended (disconnect sent) may wait for the client's FIN. */
+const LINGER_MS = 1000;
+
+type SockOf = { _sock?: Socket };
 
 export class SshServer {
   private srv?: ssh2.Server;
+  private tcp?: NetServer;
+  private readonly sockets = new Set<Socket>();
   private readonly clients = new Set<Connection>();
+  private readonly tickets = new WeakMap<Socket, Ticket>();
   private readonly limiter: AuthLimiter;
-  private unauthenticated = 0;
+  private readonly admission: Admission;
+  private readonly commands: CommandSlots;
   hostKeys: HostKey[] = [];
 
   constructor(private readonly deps: SshDeps) {
-    this.limiter = new AuthLimiter({ maxFailures: deps.options.maxAuthFailures, windowMs: deps.options.authFailureWindow });
+    const o = deps.options;
+    this.commands = new CommandSlots(o.maxExecsPerServer);
+    this.limiter = new AuthLimiter({ maxFailures: o.maxAuthFailures, windowMs: o.authFailureWindow });
+    this.admission = new Admission({
+      maxPerSource: o.maxUnauthenticatedPerAddress,
+      maxTotal: o.maxUnauthenticated,
+      graceMs: o.loginGraceTime,
+      onTimeout: (source, ip) => deps.log.info('ssh login timed out', { ip, source }),
+      onRefused: (ip, why, limit) => deps.log.info('ssh connection refused', { ip, why, limit }),
+    });
   }
 
   get port(): number {
-    return (this.srv?.address() as AddressInfo | null)?.port ?? 0;
+    return (this.tcp?.address() as AddressInfo | null)?.port ?? 0;
+  }
+
+  /** Open TCP connections and the unauthenticated ones among them (of one address's source when given). */
+  stats(ip?: string): { connections: number; unauthenticated: number } {
+    return { connections: this.sockets.size, unauthenticated: this.admission.unauthenticated(ip === undefined ? undefined : normalizeIp(ip)) };
   }
 
   async start(): Promise<void> {
@@ -69,16 +101,19 @@ export class SshServer {
       },
       (client, info) => this.onConnection(client, info),
     );
-    srv.on('error', (e: Error) => log.error('ssh listener error', { err: e }));
+    // ssh2 never listens itself: admitted sockets are injected, so refusals cost no crypto.
+    const tcp = createServer({ noDelay: true }, (socket) => this.onSocket(srv, socket));
+    tcp.on('error', (e: Error) => log.error('ssh listener error', { err: e }));
     await new Promise<void>((resolve, reject) => {
       const onErr = (e: Error) => reject(e);
-      srv.once('error', onErr);
-      srv.listen(options.port, options.host, () => {
-        srv.removeListener('error', onErr);
+      tcp.once('error', onErr);
+      tcp.listen(options.port, options.host, () => {
+        tcp.removeListener('error', onErr);
         resolve();
       });
     });
     this.srv = srv;
+    this.tcp = tcp;
     log.info('ssh listening', {
       host: options.host,
       port: this.port,
@@ -89,32 +124,51 @@ export class SshServer {
   }
 
   async stop(): Promise<void> {
-    const srv = this.srv;
+    const tcp = this.tcp;
+    this.tcp = undefined;
     this.srv = undefined;
-    const closed = new Promise<void>((resolve) => (srv ? srv.close(() => resolve()) : resolve()));
-    for (const c of this.clients) c.end();
+    const closed = new Promise<void>((resolve) => (tcp ? tcp.close(() => resolve()) : resolve()));
+    const withClient = new Set<Socket>();
+    for (const c of this.clients) {
+      const sock = (c as unknown as SockOf)._sock;
+      if (sock) withClient.add(sock);
+      c.end();
+    }
+    for (const s of this.sockets) if (!withClient.has(s)) s.destroy();
     // end() sends a disconnect and half-closes; a client that never closes its side is dropped.
     const hard = setTimeout(() => {
-      for (const c of this.clients) (c as unknown as { _sock?: { destroy(): void } })._sock?.destroy();
-    }, 1000);
+      for (const s of this.sockets) s.destroy();
+    }, LINGER_MS);
     await closed;
     clearTimeout(hard);
     this.clients.clear();
   }
 
+  /** A new TCP connection: admitted (and handed to ssh2) or destroyed before any SSH work. */
+  private onSocket(srv: ssh2.Server, socket: Socket): void {
+    const ip = normalizeIp(socket.remoteAddress);
+    const ticket = this.admission.admit(socket, ip);
+    if (!ticket) return;
+    this.sockets.add(socket);
+    this.tickets.set(socket, ticket);
+    socket.once('close', () => this.sockets.delete(socket));
+    // ssh2 only half-closes (after a protocol error, a refused login, a keepalive timeout, end()):
+    // a client that never closes its side would keep the socket forever.
+    socket.once('finish', () => setTimeout(() => socket.destroy(), LINGER_MS).unref());
+    srv.injectSocket(socket);
+  }
+
   private onConnection(client: Connection, info: { ip: string; port: number }): void {
     const { log } = this.deps;
     const ip = normalizeIp(info.ip);
+    const socket = (client as unknown as SockOf)._sock;
+    const ticket = socket && this.tickets.get(socket);
     client.on('error', (e: Error) => log.debug('ssh connection error', { ip, err: e.message }));
-    if (this.limiter.blocked(ip) || this.unauthenticated >= MAX_UNAUTHENTICATED) {
-      log.info('ssh connection dropped', { ip, why: this.limiter.blocked(ip) ? 'too many failed logins' : 'too many unauthenticated connections' });
-      client.end();
-      return;
-    }
-    // Small SFTP replies must not wait behind Nagle's algorithm (uploads are request/response).
-    (client as unknown as { setNoDelay(v: boolean): void }).setNoDelay(true);
+    if (!socket || !ticket || socket.destroyed) return void socket?.destroy();
     this.clients.add(client);
-    this.unauthenticated += 1;
+    const channels = new Budget(this.deps.options.maxChannels);
+    const execs = new Budget(this.deps.options.maxExecs);
+    const takeExec = () => this.commands.take(server!.id, execs);
     let authed = false;
     let server: ServerRecord | undefined;
     let target: Target | undefined;
@@ -125,27 +179,30 @@ export class SshServer {
       cleanups.add(fn);
       return () => cleanups.delete(fn);
     };
-    const grace = setTimeout(() => {
-      log.info('ssh login timed out', { ip });
-      client.end();
-    }, this.deps.options.loginGraceTime);
-    grace.unref();
 
+    let hungUp = false;
     client.on('authentication', (ctx) => {
+      // Requests already in flight when we hung up are not looked at (no more crypto for them).
+      if (hungUp) return ctx.reject();
       const r = authenticate(ctx, ip, { servers: this.deps.servers, limiter: this.limiter, log });
       if (r.ok === true) {
         server = r.server;
         ctx.accept();
       } else if (r.ok === false) {
-        if (r.why) failure = r.why;
-        if (r.blocked || (r.why && ++refusals >= MAX_AUTH_TRIES)) client.end();
+        if (r.why) {
+          failure = r.why;
+          refusals += 1;
+        }
+        if (r.hangUp || refusals >= MAX_AUTH_TRIES) {
+          hungUp = true;
+          client.end();
+        }
       }
     });
 
     client.on('ready', () => {
-      clearTimeout(grace);
       authed = true;
-      this.unauthenticated -= 1;
+      ticket.authenticated();
       if (!server) return client.end();
       target = createTarget(server, {
         runtime: this.deps.runtime?.(),
@@ -159,21 +216,44 @@ export class SshServer {
 
     const connection = () => ({ clientIp: ip, clientPort: info.port, serverIp: this.deps.options.host, serverPort: this.port });
 
+    /** A channel slot for this open, freed when the open is refused or the channel closes. */
+    const slot = (kind: string, reject: () => void): (() => void) | null => {
+      const release = channels.take();
+      if (!release) {
+        log.info('ssh channel refused', { ip, server: server?.id, kind, why: 'too many open channels', limit: channels.max });
+        rejectWithReason(client, reject, RESOURCE_SHORTAGE, `rootbox: too many open channels on this connection (limit ${channels.max}); close one first`);
+      }
+      return release;
+    };
+
     client.on('session', (accept: () => Session, reject: () => void) => {
       if (!target) return reject();
+      const release = slot('session', reject);
+      if (!release) return;
       const session = accept();
-      serveSession(session, { target, runtime: this.deps.runtime?.(), connection: connection(), log, onConnectionClose });
+      session.once('close', release);
+      serveSession(session, { target, runtime: this.deps.runtime?.(), connection: connection(), log, onConnectionClose, takeExec });
     });
 
     client.on('tcpip', (accept: () => ServerChannel, reject: () => void, req) => {
       if (!target) return reject();
-      forwardTcp(client, accept, reject, req, { target, log, onConnectionClose });
+      const release = slot('direct-tcpip', reject);
+      if (!release) return;
+      const acceptCounted = () => {
+        const ch = accept();
+        if (ch) ch.once('close', release);
+        else release();
+        return ch;
+      };
+      const rejectCounted = () => {
+        release();
+        reject();
+      };
+      forwardTcp(client, acceptCounted, rejectCounted, req, { target, log, onConnectionClose });
     });
 
     client.on('close', () => {
-      clearTimeout(grace);
       if (!authed) {
-        this.unauthenticated -= 1;
         if (failure) {
           const blocked = this.limiter.fail(ip);
           log.info('ssh login failed', { ip, why: failure, attempts: refusals, blocked });

@@ -3,7 +3,10 @@
 // node-pty when the client asked for one, binary-safe pipes otherwise). Exit status or signal
 // goes back to the client after all output. Closing the channel or losing the connection while
 // the command still runs hangs up its whole process group inside the container (SIGHUP, then
-// SIGKILL after a grace period if the top process is still there).
+// SIGKILL after a grace period if the top process is still there). Each running command is a
+// `runc exec` on the host, so commands are counted (per connection and per server, see
+// server.ts); one over a limit gets a line on stderr saying why and exit status 1. A command's
+// slot is freed when its process exits.
 
 import { randomBytes } from 'node:crypto';
 import type { ServerChannel, Session } from 'ssh2';
@@ -20,6 +23,8 @@ export interface SessionDeps {
   log: Logger;
   /** Registers a cleanup run when the whole connection goes away; returns an unregister function. */
   onConnectionClose(fn: () => void): () => void;
+  /** A slot for one more command (shell, exec, sftp): its release function, or why there is none. */
+  takeExec(): (() => void) | string;
   killGraceMs?: number;
 }
 
@@ -60,6 +65,12 @@ export function serveSession(session: Session, deps: SessionDeps): void {
   let term: PtyProcess | undefined;
   let exited = false;
   let release: (() => void) | undefined = target.hold();
+  /** This session's command slot, held until its process exits (or it never starts one). */
+  let slot: (() => void) | undefined;
+  const freeSlot = () => {
+    slot?.();
+    slot = undefined;
+  };
   const token = randomBytes(12).toString('hex');
 
   /** Signals the session's process group inside the container (see killSessionCommand). */
@@ -91,6 +102,7 @@ export function serveSession(session: Session, deps: SessionDeps): void {
     unregister();
     release?.();
     release = undefined;
+    if (!term && !pipe) freeSlot();
     if (pipe) {
       // Close our ends like sshd does: a writer left behind gets EPIPE instead of blocking on a
       // pipe nobody reads (the channel is gone, so ssh2 would never consume it).
@@ -146,6 +158,12 @@ export function serveSession(session: Session, deps: SessionDeps): void {
     const channel = accept();
     if (!channel) return;
     channel.on('error', (e: Error) => log.debug('ssh channel error', { server: target.id, err: e }));
+    const taken = deps.takeExec();
+    if (typeof taken === 'string') {
+      log.info('ssh command refused', { server: target.id, what, why: taken });
+      return refuse(channel, taken);
+    }
+    slot = taken;
     run(channel, build, usePty && pty !== undefined, what).catch((e) => {
       log.error('ssh session failed', { server: target.id, what, err: e });
       refuse(channel, 'internal error starting the session');
@@ -163,6 +181,7 @@ export function serveSession(session: Session, deps: SessionDeps): void {
   });
 
   function refuse(channel: ServerChannel, message: string): void {
+    freeSlot();
     if (closed) return;
     channel.stderr.write(`rootbox: ${message}\r\n`);
     channel.exit(1);
@@ -171,6 +190,7 @@ export function serveSession(session: Session, deps: SessionDeps): void {
 
   async function finish(channel: ServerChannel, info: ExitInfo): Promise<void> {
     exited = true;
+    freeSlot();
     if (closed) return;
     await flushed(channel.stderr);
     await flushed(channel);
