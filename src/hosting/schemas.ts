@@ -92,5 +92,9 @@ export const UpgradeEnvelope = z.object({
 });
 registry.add(UpgradeEnvelope, { id: 'UpgradeEnvelope' });
 
-export const ErrorBody = z.object({ error: z.string(), detail: z.string() });
+export const ErrorBody = z.object({
+  error: z.string(),
+  detail: z.string(),
+  request_id: z.string().optional().describe('On every 5xx: the id of the request (also the X-Request-Id header); quote it when reporting the failure.'),
+});
 registry.add(ErrorBody, { id: 'Error' });
