@@ -33,7 +33,9 @@ export class Meter {
     private readonly log: Logger,
   ) {}
 
+  /** Bytes the daemon wrote to clients for a server (counted where they were written). */
   addEgress(serverId: string, bytes: number): void {
+    if (!(bytes > 0) || !Number.isFinite(bytes)) return; // a bad count must not poison the bill (NaN)
     this.extraEgress.set(serverId, (this.extraEgress.get(serverId) ?? 0) + bytes);
   }
 

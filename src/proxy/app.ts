@@ -10,6 +10,7 @@ import type { ProxyConfig } from '../config/index.js';
 import { AppError, errorFields } from '../errors.js';
 import { statusOf, type HttpApp, type Req, type RequestInfo, type Res } from '../http/index.js';
 import type { Logger } from '../log/index.js';
+import { EgressMeter } from './egress.js';
 import type { Forwarder, ForwardFailure } from './forward.js';
 import { writeRawError } from './forward.js';
 import type { IdleTracker } from './idle.js';
@@ -47,8 +48,12 @@ export class ProxyApp implements HttpApp {
   private readonly held = new Map<string, number>();
   private readonly warming = new Map<string, Promise<boolean>>();
   private readonly wokeAt = new Map<string, number>();
+  /** Counts what answers, static or forwarded, and WebSockets send to their clients. */
+  private readonly meter: EgressMeter | undefined;
 
-  constructor(private readonly d: ProxyAppDeps) {}
+  constructor(private readonly d: ProxyAppDeps) {
+    if (d.egress) this.meter = new EgressMeter(d.egress);
+  }
 
   /** Answers one request; synchronous when the server is awake and its app known to listen. */
   handle(req: Req, res: Res, info: RequestInfo): Promise<void> | void {
@@ -74,8 +79,7 @@ export class ProxyApp implements HttpApp {
   }
 
   private static(req: Req, res: Res, info: RequestInfo, site: Site): Promise<void> {
-    const egress = this.d.egress;
-    if (egress) res.once('finish', () => egress(site.id, Number(res.getHeader('content-length') ?? 0)));
+    this.meter?.answer(res, site.id);
     return serveStatic(req, res, site, info.requestId);
   }
 
@@ -94,6 +98,7 @@ export class ProxyApp implements HttpApp {
   }
 
   private forward(req: Req, res: Res, info: RequestInfo, site: Site, release: () => void, body: Readable | undefined): void {
+    this.meter?.answer(res, site.id);
     this.d.forwarder.web(req, res, site.upstream, info, { serverId: site.id, body, onFailure: this.failed, onDone: release });
   }
 
@@ -123,6 +128,7 @@ export class ProxyApp implements HttpApp {
       return writeRawError(socket, statusOf(err.kind), err.code, err.detail);
     }
     if (socket.destroyed) return;
+    this.meter?.socket(socket, site.id);
     this.d.forwarder.ws(req, socket, head, site.upstream, info, site.id, this.failed);
   }
 

@@ -5,7 +5,8 @@
 // (batch.ts); a longer one streams as it comes. A stale kept-alive connection is retried once for
 // a bodiless GET/HEAD. Every way it can end — complete, client gone, app refusing, timing out,
 // lying or dying — settles it exactly once, gives the connection back (reused only after a
-// clean, complete exchange), reports the egress and tells its owner (onDone).
+// clean, complete exchange) and tells its owner (onDone). Egress is counted by the caller on the
+// client's connection (egress.ts), not here.
 
 import type { Readable } from 'node:stream';
 import { AppError } from '../errors.js';
@@ -18,10 +19,9 @@ import { sendErrorPage } from './pages.js';
 import { Upload } from './upload.js';
 import type { Conn, ConnOwner, Upstream, UpstreamPool } from './pool.js';
 
-/** What every exchange shares: the log and where egress bytes are reported. */
+/** What every exchange shares. */
 export interface ExchangeShared {
   log: Logger;
-  egress?: (serverId: string, bytes: number) => void;
 }
 
 const noop = () => {};
@@ -58,7 +58,6 @@ export class Exchange implements ConnOwner, ReaderEvents {
   private retried = false;
   private timedOut = false;
   private paused = false;
-  private sent = 0;
   /** The answer's head and body so far, while all of it came in the read being handled. */
   private staged: { head: ResponseHead; parts: Buffer[] } | undefined;
   private cancelWait = noop;
@@ -127,12 +126,10 @@ export class Exchange implements ConnOwner, ReaderEvents {
   head(h: ResponseHead): void {
     if (this.settled) return;
     this.staged = { head: h, parts: [] };
-    this.sent += h.size;
   }
 
   data(chunk: Buffer): void {
     if (this.settled) return;
-    this.sent += chunk.length;
     // A copy: the chunk is a view of the pool's shared read buffer, and the response may queue it.
     const copy = Buffer.from(chunk);
     if (this.staged) return void this.staged.parts.push(copy);
@@ -271,13 +268,12 @@ export class Exchange implements ConnOwner, ReaderEvents {
     })];
   }
 
-  /** Ends the exchange for good: no more waiting, body pumping or connection; egress reported. */
+  /** Ends the exchange for good: no more waiting, body pumping or connection. */
   private settle(reusable: boolean): void {
     this.settled = true;
     this.cancelWait();
     this.upload?.detach();
     this.release(reusable);
-    if (this.sent > 0) this.shared.egress?.(this.o.serverId, this.sent);
     this.o.onDone?.();
   }
 

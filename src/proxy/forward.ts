@@ -23,8 +23,6 @@ export interface ForwardOptions {
   upstreamTimeout: number;
   maxSockets: number;
   log: Logger;
-  /** Bytes sent to clients on behalf of a server (billed as its egress). */
-  egress?: (serverId: string, bytes: number) => void;
 }
 
 /** Why a forward failed before anything reached the client (the caller may mark the app down). */
@@ -71,8 +69,6 @@ export class Forwarder {
   /** Forwards a WebSocket handshake and then both byte streams. */
   ws(req: IncomingMessage, socket: Duplex, head: Buffer, upstream: Upstream, info: RequestInfo, serverId: string, onFailure?: (serverId: string, f: ForwardFailure) => void): void {
     prepareUpgradeHeaders(req.headers, info);
-    const egress = this.opts.egress;
-    if (egress) socket.once('close', () => egress(serverId, (socket as Duplex & { bytesWritten?: number }).bytesWritten ?? 0));
     const target = { host: upstream.host, port: upstream.port, protocol: 'http:' };
     this.proxy.ws(req, socket, head, { target, agent: false }, (err) => {
       const code = (err as { code?: string }).code;

@@ -67,7 +67,6 @@ export function createProxy(deps: ProxyDeps): Proxy {
     upstreamTimeout: cfg.upstreamTimeout,
     maxSockets: cfg.maxSocketsPerServer,
     log: deps.log,
-    egress: deps.egress,
   });
   const app = new ProxyApp({ sites, presence: tracker, publication, forwarder, cfg, log: deps.log, egress: deps.egress });
   return {

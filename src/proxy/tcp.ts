@@ -1,10 +1,14 @@
 // Exposed TCP ports: the daemon accepts on a public port and pipes each connection to a port
 // of the server's container, waking the server first and holding it awake while the connection
-// is open. Bytes sent back to clients are reported for egress metering.
+// is open. Each direction ends on its own: a client that sends its request and shuts down its
+// write side (FIN) still gets the answer, the FIN is passed on to the container and back, and the
+// pair is closed once both directions are done (or at once when either side fails). Bytes the
+// client's socket took are reported for egress metering (egress.ts).
 
 import { createServer, connect, type Server, type Socket } from 'node:net';
 import type { Logger } from '../log/index.js';
 import type { Presence, Runtime } from '../runtime/index.js';
+import { EgressMeter } from './egress.js';
 
 export interface TcpExposerDeps {
   host: string;
@@ -18,13 +22,16 @@ export interface TcpExposerDeps {
 
 export class TcpExposer {
   private readonly listeners = new Map<number, { server: Server; sockets: Set<Socket> }>();
+  private readonly meter: EgressMeter | undefined;
 
-  constructor(private readonly d: TcpExposerDeps) {}
+  constructor(private readonly d: TcpExposerDeps) {
+    if (d.onEgress) this.meter = new EgressMeter(d.onEgress);
+  }
 
   async open(port: number, serverId: string, containerPort: number): Promise<void> {
     if (this.listeners.has(port)) return;
     const sockets = new Set<Socket>();
-    const server = createServer((client) => void this.pipe(client, serverId, containerPort, sockets));
+    const server = createServer({ allowHalfOpen: true }, (client) => void this.pipe(client, serverId, containerPort, sockets));
     server.on('error', (e) => this.d.log.warn('exposed port error', { port, err: e.message }));
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
@@ -46,8 +53,15 @@ export class TcpExposer {
       client.destroy();
       upstream?.destroy();
     };
+    // A socket that closed with both of its directions done waits for the other one; any other
+    // close (an error, a reset, a destroy) ends the pair.
+    const clean = (s: Socket) => s.readableEnded && s.writableFinished;
+    const closed = (s: Socket, other: () => Socket | undefined) => () => {
+      const o = other();
+      if (!clean(s) || !o || o.closed) done();
+    };
     client.on('error', done);
-    client.on('close', done);
+    client.on('close', closed(client, () => upstream));
     client.pause();
     try {
       await this.d.presence.wake(serverId);
@@ -57,17 +71,17 @@ export class TcpExposer {
     }
     const ip = this.d.runtime.get(serverId)?.ip;
     if (!ip || client.destroyed) return done();
-    upstream = connect({ host: ip, port: containerPort, timeout: this.d.connectTimeoutMs ?? 10_000 });
-    upstream.on('timeout', () => upstream?.setTimeout(0) && done());
-    upstream.once('connect', () => upstream?.setTimeout(0));
-    upstream.on('error', done);
-    upstream.on('close', done);
-    upstream.on('data', (chunk: Buffer) => {
-      this.d.onEgress?.(serverId, chunk.length);
-      this.d.presence.touch(serverId);
-    });
-    client.pipe(upstream);
-    upstream.pipe(client);
+    const up = connect({ host: ip, port: containerPort, timeout: this.d.connectTimeoutMs ?? 10_000, allowHalfOpen: true });
+    upstream = up;
+    up.on('timeout', () => up.setTimeout(0) && done());
+    up.once('connect', () => up.setTimeout(0));
+    up.on('error', done);
+    up.on('close', closed(up, () => client));
+    up.on('data', () => this.d.presence.touch(serverId));
+    this.meter?.socket(client, serverId);
+    // pipe() ends the other side when one side's FIN arrives: the half-close goes through
+    client.pipe(up);
+    up.pipe(client);
     client.resume();
   }
 

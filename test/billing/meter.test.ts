@@ -135,6 +135,23 @@ test('verifying a phone replaces the anonymous grant with the larger verified on
   await store.close();
 });
 
+test('egress the daemon reports is charged; a NaN, negative or infinite count is ignored instead of poisoning the bill', async () => {
+  const { store, samples, billing } = setup();
+  account(store, 'acc_e');
+  server(store, 'srv_e', 'acc_e');
+  samples.set('srv_e', { awake: false, memoryBytes: 0, diskUsedBytes: 0, egressBytes: 0 });
+  await billing.tick(1e12);
+  billing.meter.addEgress('srv_e', 0.25 * GB);
+  billing.meter.addEgress('srv_e', NaN);
+  billing.meter.addEgress('srv_e', -GB);
+  billing.meter.addEgress('srv_e', Infinity);
+  billing.meter.addEgress('srv_e', 0.25 * GB);
+  await billing.tick(1e12 + HOUR);
+  assert.is(store.billing.usageOf('acc_e').egressGb, 0.5);
+  assert.is(billing.credits(store.accounts.get('acc_e')!).egress_gb_left, 0.5);
+  await store.close();
+});
+
 test('the usage ledger pages with an opaque cursor', async () => {
   const { store, samples, billing } = setup();
   account(store, 'acc_l');

@@ -287,7 +287,7 @@ test('bytes sent for a server are reported as its egress', async () => {
   egress.clear();
   for (let i = 0; i < 3; i++) await get(edge.http, host('keep'), '/');
   const n = egress.get('srv_keep') ?? 0;
-  // three 4-byte bodies and their heads as the app sent them
+  // three 4-byte bodies and their heads, as written to the client
   assert.ok(n >= 3 * 4 && n < 3 * 200, `egress ${n}`);
 });
 
