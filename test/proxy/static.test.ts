@@ -20,6 +20,7 @@ let unixServer: Server;
 const host = `site.${DOMAIN}`;
 const hostShadow = readFileSync('/etc/shadow', 'utf8');
 const big = Buffer.alloc(300_000, 0).map((_, i) => i % 251);
+const egress = new Map<string, number>();
 
 test.before(async () => {
   mkdirSync(join(www, 'sub'), { recursive: true });
@@ -47,6 +48,7 @@ test.before(async () => {
   unixServer = createServer(() => {});
   await new Promise<void>((r) => unixServer.listen(join(www, 'sock'), r));
   edge = await startEdge({
+    egress: (id, n) => egress.set(id, (egress.get(id) ?? 0) + n),
     sites: sitesOf([
       { id: 'srv_site', slug: 'site', rootfs, upstream: { host: '127.0.0.1', port: 1 }, neverSleep: false, suspended: false },
       { id: 'srv_empty', slug: 'empty', rootfs: empty, upstream: { host: '127.0.0.1', port: 1 }, neverSleep: false, suspended: false },
@@ -182,6 +184,19 @@ test('an unknown slug is 404 unknown_server', async () => {
   const r = await get(edge.http, `nosuch.${DOMAIN}`, '/');
   assert.is(r.status, 404);
   assert.is(JSON.parse(r.text).error, 'unknown_server');
+});
+
+test('pipelined answers on one connection are billed once each: the bytes written, heads included', async () => {
+  egress.clear();
+  const one = (path: string, last = false) => `GET ${path} HTTP/1.1\r\nhost: ${host}\r\n${last ? 'connection: close\r\n' : ''}\r\n`;
+  const out = await raw(edge.http, one('/big.bin') + one('/') + one('/big.bin') + one('/nothing-here') + one('/big.bin', true), 10_000);
+  assert.is(out.split('HTTP/1.1 ').length - 1, 5);
+  const sent = Buffer.byteLength(out, 'latin1');
+  assert.ok(sent > 3 * big.length);
+  const end = Date.now() + 5000;
+  while ((egress.get('srv_site') ?? 0) < sent && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
+  await new Promise((r) => setTimeout(r, 200));
+  assert.is(egress.get('srv_site'), sent);
 });
 
 test.run();
