@@ -114,7 +114,8 @@ export function syncInitFiles(from: string, p: DiskPaths): void {
     } catch {
       have = undefined;
     }
-    if (have && have.size === src.size && Math.trunc(have.mtimeMs) === Math.trunc(src.mtimeMs)) continue;
+    // utimes keeps about a millisecond of the source's mtime: closer than 2 ms is the same version
+    if (have && have.size === src.size && Math.abs(have.mtimeMs - src.mtimeMs) < 2) continue;
     const tmp = `${dst}.tmp`;
     try {
       copyFileSync(join(from, name), tmp);

@@ -3,7 +3,7 @@
 
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { closeSync, openSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, openSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { diskPaths, mountTable } from '../../src/runtime/disk.js';
 import { run } from '../../src/runtime/proc.js';
@@ -42,6 +42,11 @@ test('the init files a server runs come from its own disk and are current', asyn
   assert.is(r.code, 0, r.err);
   assert.match(r.out, /\/run\/rootbox\/tini/);
   assert.match(r.out, /supervisor/);
+  // writing the bundle again copies nothing that is current (it runs for every server at start)
+  const tini = join(paths().init, 'tini');
+  const ino = statSync(tini).ino;
+  env.rt.writeBundle(env.store.runtime.get(id)!);
+  assert.is(statSync(tini).ino, ino, 'tini was not copied again');
   // a file the daemon adds to its init dir reaches a running server when its bundle is written
   // (reconcile writes every bundle at start, so an upgraded daemon's exec wrapper is there)
   writeFileSync(join(env.rt.deps.initDir, 'marker'), 'v2\n', { mode: 0o755 });
