@@ -70,7 +70,9 @@ async function waitFor<T>(what: string, fn: () => Promise<T | undefined | false>
 
 test.before(async () => {
   try {
-    d = await startSshDaemon({ proxy: { idleTimeout: '2s', idleCheckInterval: '500ms' } });
+    // 20 parallel logins from 127.0.0.1 are more handshakes at once than one address may hold by
+    // default (ssh.maxUnauthenticatedPerAddress, 10: the rest would be refused at accept).
+    d = await startSshDaemon({ ssh: { maxUnauthenticatedPerAddress: 32 }, proxy: { idleTimeout: '2s', idleCheckInterval: '500ms' } });
     A = await addServer(d, 'ssh-alpha', {}, true);
     B = await addServer(d, 'ssh-bravo', {}, true);
   } catch (e) {
