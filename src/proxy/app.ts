@@ -125,7 +125,7 @@ export class ProxyApp implements HttpApp {
       await this.ready(site, req);
     } catch (e) {
       const err = e instanceof AppError ? e : this.wakeFailed(site, e, info.requestId);
-      return writeRawError(socket, statusOf(err.kind), err.code, err.detail);
+      return writeRawError(socket, statusOf(err.kind), err.code, err.detail, info.requestId);
     }
     if (socket.destroyed) return;
     this.meter?.socket(socket, site.id);

@@ -73,7 +73,7 @@ export class Forwarder {
     this.proxy.ws(req, socket, head, { target, agent: false }, (err) => {
       const code = (err as { code?: string }).code;
       onFailure?.(serverId, code === 'ECONNREFUSED' ? 'refused' : code === 'ETIMEDOUT' ? 'timeout' : 'error');
-      writeRawError(socket, 502, 'app_down', 'the app of this server did not accept the WebSocket connection');
+      writeRawError(socket, 502, 'app_down', 'the app of this server did not accept the WebSocket connection', info.requestId);
     });
   }
 
@@ -82,10 +82,12 @@ export class Forwarder {
   }
 }
 
-/** Answers an HTTP/1.1 upgrade request that cannot be forwarded, on its raw socket. */
-export function writeRawError(socket: Duplex, status: number, code: string, detail: string): void {
+/** Answers an HTTP/1.1 upgrade request that cannot be forwarded, on its raw socket (a 5xx names
+ *  the request id, like every other error page). */
+export function writeRawError(socket: Duplex, status: number, code: string, detail: string, requestId?: string): void {
   if (!socket.writable || (socket as Duplex & { bytesWritten?: number }).bytesWritten! > 0) return void socket.destroy();
-  const body = JSON.stringify({ error: code, detail });
+  const body = JSON.stringify({ error: code, detail, ...(requestId && status >= 500 ? { request_id: requestId } : {}) });
   const reason = { 400: 'Bad Request', 404: 'Not Found', 402: 'Payment Required', 502: 'Bad Gateway', 503: 'Service Unavailable', 504: 'Gateway Timeout' }[status] ?? 'Error';
-  socket.end(`HTTP/1.1 ${status} ${reason}\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+  const rid = requestId ? `x-request-id: ${requestId}\r\n` : '';
+  socket.end(`HTTP/1.1 ${status} ${reason}\r\nconnection: close\r\n${rid}content-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
 }

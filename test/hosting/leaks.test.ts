@@ -7,7 +7,7 @@ import * as assert from 'uvu/assert';
 import { existsSync, realpathSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
-import { get, type Res } from '../proxy/helpers.js';
+import { get, raw, type Res } from '../proxy/helpers.js';
 import { RUN_SH, sh } from '../runtime/helpers/env.js';
 
 let d: TestDaemon;
@@ -78,10 +78,11 @@ test('a wake that fails shows a subdomain visitor a generic page with the reques
   assert.is(w.code, 0, w.err);
   await d.daemon.runtime.stop(id);
 
-  const [html, json] = await withBrokenRunc(async () => [
+  const [html, json, ws] = await withBrokenRunc(async () => [
     await get(d.http, `${slug}.localhost`, '/', { headers: { accept: 'text/html' } }),
     await get(d.http, `${slug}.localhost`, '/'),
-  ]);
+    await raw(d.http, `GET / HTTP/1.1\r\nHost: ${slug}.localhost\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n`),
+  ] as const);
   for (const r of [html, json]) {
     assert.is(r.status, 503, r.text);
     assertNothingOfTheHost(r);
@@ -94,6 +95,13 @@ test('a wake that fails shows a subdomain visitor a generic page with the reques
     assert.match(line.err.stderr, /not a directory/);
     assert.match(line.err.stack, /CommandError/);
   }
+  // a WebSocket handshake gets the same, on its raw socket
+  const [wsHead, wsBody] = ws.split('\r\n\r\n');
+  assert.match(wsHead, /^HTTP\/1\.1 503 /);
+  assertNothingOfTheHost({ status: 503, headers: {}, body: Buffer.from(ws), text: ws });
+  const wsRid = /x-request-id: (\S+)/i.exec(wsHead)?.[1];
+  assert.ok(wsRid && JSON.parse(wsBody).request_id === wsRid, wsHead);
+  assert.ok(logged('wake failed', wsRid!), 'the WebSocket wake failure is logged with its request id');
   assert.match(html.text, /<h1>503: the server could not be started<\/h1>/);
   assert.is(JSON.parse(json.text).error, 'wake_failed');
 
