@@ -180,8 +180,7 @@ export class ResponseReader {
       if (colon <= start || colon > eol) throw new UpstreamProtocolError('invalid header line');
       const rawName = text.slice(start, colon);
       if (!TOKEN.test(rawName)) throw new UpstreamProtocolError('invalid header name');
-      // Values are checked by node when they are written to the client (a refusal becomes a 502).
-      const value = text.slice(colon + 1, eol).trim();
+      const value = fieldValue(text, colon + 1, eol);
       const name = rawName.toLowerCase();
       if (name === 'content-length') {
         if (!/^\d{1,15}$/.test(value) || (length !== undefined && length !== value)) throw new UpstreamProtocolError('invalid Content-Length');
@@ -212,7 +211,7 @@ export class ResponseReader {
     } else if (te !== undefined) {
       // Only plain chunked is understood; with a Content-Length too, the framing is suspicious
       // and the connection is not reused (RFC 9112 §6.3 ¶3).
-      if (te.trim().toLowerCase() !== 'chunked') throw new UpstreamProtocolError('unsupported Transfer-Encoding');
+      if (te.toLowerCase() !== 'chunked') throw new UpstreamProtocolError('unsupported Transfer-Encoding');
       if (length !== undefined) {
         this.keepAlive = false;
         drop = [...(drop ?? []), 'content-length'];
@@ -238,6 +237,17 @@ export class ResponseReader {
     this.left = parseInt(m[1], 16);
     this.state = this.left === 0 ? S.Trailers : S.ChunkData;
   }
+}
+
+/**
+ * A field value without the optional whitespace around it: spaces and tabs only (RFC 9110 §5.5;
+ * String.trim would also take CR, LF, VT, FF and NBSP, so "5<VT>" would read as a length of 5).
+ * Values passed on are checked by node when they are written to the client (a refusal becomes a 502).
+ */
+function fieldValue(text: string, from: number, to: number): string {
+  while (from < to && (text.charCodeAt(from) === 32 || text.charCodeAt(from) === 9)) from++;
+  while (to > from && (text.charCodeAt(to - 1) === 32 || text.charCodeAt(to - 1) === 9)) to--;
+  return text.slice(from, to);
 }
 
 /** A flat header list without the names in `drop` (lowercase). */

@@ -1,0 +1,37 @@
+// Differential checks of the proxy's hand-written HTTP/1.1 response reader (src/proxy/http1.ts)
+// against node's own client parser (llhttp, through the public http.request API): streams the
+// reader once read differently, each a fixed defect. Both must agree on refusing or accepting,
+// the status, the headers passed on, the body bytes, where the message ends and whether the
+// connection may be reused.
+
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { differ } from './http1-compare.js';
+import { runLlhttp, runReader, type Outcome, type ReaderOutcome } from './http1-run.js';
+
+/** JSON with everything outside printable ASCII escaped (a NBSP must not look like a space). */
+const esc = (x: unknown) => JSON.stringify(Buffer.isBuffer(x) ? x.toString('latin1') : x).replace(/[\x7f-\xff]/g, (c) => `\\x${c.charCodeAt(0).toString(16)}`);
+const show = (o: Outcome) => esc({ ...o, body: o.body.length > 200 ? `${o.body.length} bytes` : o.body.toString('latin1') });
+
+/** One stream read by both (the reader cut a byte at a time, and where llhttp ends); fails unless they agree. */
+async function agree(stream: string, head = false): Promise<ReaderOutcome> {
+  const bytes = Buffer.from(stream, 'latin1');
+  const L = await runLlhttp(bytes, head);
+  const R = runReader(bytes, head, [...Array.from({ length: bytes.length }, (_, i) => i), ...(L.end ? [L.end] : [])].sort((a, b) => a - b));
+  const why = differ(L, R);
+  assert.is(why, undefined, `${why}: ${esc(stream)}\n  llhttp: ${show(L)}\n  reader: ${show(R)}`);
+  return R;
+}
+
+// --- streams the reader once read differently -------------------------------------------------
+
+const refused = async (stream: string) => assert.ok((await agree(stream)).error, esc(stream));
+
+test('a length or coding beside a VT, FF or NBSP is refused, and an NBSP at the edge of a value is kept (String.trim took them for whitespace)', async () => {
+  await refused('HTTP/1.1 200 OK\r\nContent-Length: \x0b5\r\n\r\nhello');
+  await refused('HTTP/1.1 200 OK\r\nContent-Length: 5\xa0\r\n\r\nhello');
+  await refused('HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\x0c\r\n\r\n0\r\n\r\n');
+  assert.equal((await agree('HTTP/1.1 200 OK\r\nX-A: \xa0v\xa0\r\nContent-Length: 0\r\n\r\n')).headers, ['X-A', '\xa0v\xa0', 'Content-Length', '0']);
+});
+
+test.run();
