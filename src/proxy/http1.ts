@@ -36,6 +36,8 @@ export interface ReaderEvents {
 const MAX_HEAD = 64 * 1024;
 const MAX_LINE = 4096;
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+/** Bytes a field value may not hold: controls other than HTAB (obs-text 0x80-0xFF is allowed). */
+const CTL = /[\x00-\x08\x0a-\x1f\x7f]/;
 const STATUS_LINE = /^HTTP\/1\.([01]) ([1-5]\d\d)(?: [^\r\n]*)?$/;
 /** Headers node itself keeps once (the first wins); a second copy is dropped, as node's client does. */
 const SINGLE = new Map(
@@ -242,12 +244,15 @@ export class ResponseReader {
 /**
  * A field value without the optional whitespace around it: spaces and tabs only (RFC 9110 §5.5;
  * String.trim would also take CR, LF, VT, FF and NBSP, so "5<VT>" would read as a length of 5).
- * Values passed on are checked by node when they are written to the client (a refusal becomes a 502).
+ * Control bytes are refused in every field, also those that are not passed on: a bare CR or LF
+ * in a dropped hop-by-hop value would hide a line that a parser ending lines there reads.
  */
 function fieldValue(text: string, from: number, to: number): string {
   while (from < to && (text.charCodeAt(from) === 32 || text.charCodeAt(from) === 9)) from++;
   while (to > from && (text.charCodeAt(to - 1) === 32 || text.charCodeAt(to - 1) === 9)) to--;
-  return text.slice(from, to);
+  const value = text.slice(from, to);
+  if (CTL.test(value)) throw new UpstreamProtocolError('invalid header value');
+  return value;
 }
 
 /** A flat header list without the names in `drop` (lowercase). */

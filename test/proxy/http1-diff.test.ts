@@ -34,4 +34,12 @@ test('a length or coding beside a VT, FF or NBSP is refused, and an NBSP at the 
   assert.equal((await agree('HTTP/1.1 200 OK\r\nX-A: \xa0v\xa0\r\nContent-Length: 0\r\n\r\n')).headers, ['X-A', '\xa0v\xa0', 'Content-Length', '0']);
 });
 
+test('a bare CR or LF or another control byte is refused in every header, also in those not passed on and in interim answers', async () => {
+  // a parser that ends lines at a bare CR sees a Transfer-Encoding here, and reads the body as chunked
+  await refused('HTTP/1.1 200 OK\r\nKeep-Alive: a\rTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\nhello');
+  await refused('HTTP/1.1 200 OK\r\nConnection: x-a\nContent-Length: 9\r\nContent-Length: 5\r\n\r\nhello');
+  await refused('HTTP/1.1 200 OK\r\nUpgrade: \x00\r\nContent-Length: 0\r\n\r\n');
+  await refused('HTTP/1.1 103 Early Hints\r\nLink: \x7f\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n');
+});
+
 test.run();
