@@ -1,8 +1,9 @@
 // The HTTP/1.1 wire format on the upstream side of the proxy: the request head we send to an app
 // and an incremental reader for what the app answers. The reader treats the app as hostile: it
-// bounds the head, accepts only valid names and values, settles the body framing as RFC 9112
-// §6.3 says (refusing the ambiguous cases a smuggling attempt relies on), decodes chunked
-// bodies, skips interim 1xx answers and tells whether the connection can be reused afterwards.
+// bounds the head, accepts only valid names and values (in every field, trailers included),
+// settles the body framing as RFC 9112 §6.3 says (refusing the ambiguous cases a smuggling
+// attempt relies on), decodes chunked bodies, skips interim 1xx answers and tells whether the
+// connection can be reused afterwards.
 // The headers it hands on are already cleaned for HTTP/1.1 and HTTP/2 clients (headers.ts).
 
 import { HOP, REQUEST_DROP, connectionTokens } from './headers.js';
@@ -231,7 +232,10 @@ export class ResponseReader {
 
   private chunkLine(line: string): void {
     if (this.state === S.Trailers) {
-      if (line === '') this.state = S.Done; // trailers themselves are dropped
+      // trailer fields are checked like header fields (a bare CR or LF in one would end it early
+      // for a laxer parser), then dropped
+      if (line === '') this.state = S.Done;
+      else checkField(line);
       return;
     }
     const m = /^([0-9a-fA-F]{1,12})[ \t]*(?:;.*)?$/.exec(line);
@@ -253,6 +257,13 @@ function fieldValue(text: string, from: number, to: number): string {
   const value = text.slice(from, to);
   if (CTL.test(value)) throw new UpstreamProtocolError('invalid header value');
   return value;
+}
+
+/** Refuses a trailer line that would not do as a header line. */
+function checkField(line: string): void {
+  const colon = line.indexOf(':');
+  if (colon <= 0 || !TOKEN.test(line.slice(0, colon))) throw new UpstreamProtocolError('invalid trailer field');
+  fieldValue(line, colon + 1, line.length);
 }
 
 /** A flat header list without the names in `drop` (lowercase). */

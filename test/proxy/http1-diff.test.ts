@@ -42,4 +42,12 @@ test('a bare CR or LF or another control byte is refused in every header, also i
   await refused('HTTP/1.1 103 Early Hints\r\nLink: \x7f\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n');
 });
 
+test('trailer fields are checked like header fields: a bare LF cannot hide the next answer in them', async () => {
+  // read as trailers, the second answer was swallowed; a parser ending lines at LF serves it
+  await refused('HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\nX: a\n\nHTTP/1.1 302 Found\r\nLocation: /evil\r\n\r\n');
+  await refused('HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nno colon here\r\n\r\n');
+  await refused('HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nX: a\rb\r\n\r\n');
+  assert.is((await agree('HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\nX-Sum: 1\r\n\r\n')).reusable, true);
+});
+
 test.run();
