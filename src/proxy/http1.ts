@@ -209,8 +209,13 @@ export class ResponseReader {
     const tokens = conn ? connectionTokens(conn) : [];
     this.keepAlive = m[1] === '1' ? !tokens.includes('close') : tokens.includes('keep-alive');
     let drop: string[] | undefined = tokens.length > 0 ? tokens : undefined;
-    if (this.headRequest || status === 204 || status === 304) {
+    if (status === 204 || status === 304) {
       this.state = S.Done;
+    } else if (this.headRequest) {
+      // No body, but an answer that would otherwise run to the close may be followed by the body a
+      // GET gets (an app that answers HEAD like GET): the connection is not reused, as node's client.
+      this.state = S.Done;
+      if (te !== undefined ? !/(^|,)[ \t]*chunked$/i.test(te) : length === undefined) this.keepAlive = false;
     } else if (te !== undefined) {
       // Only plain chunked is understood; with a Content-Length too, the framing is suspicious
       // and the connection is not reused (RFC 9112 §6.3 ¶3).

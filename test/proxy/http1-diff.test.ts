@@ -50,4 +50,14 @@ test('trailer fields are checked like header fields: a bare LF cannot hide the n
   assert.is((await agree('HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\nX-Sum: 1\r\n\r\n')).reusable, true);
 });
 
+test('a HEAD answer without a length or chunked coding is not reused: an app answering HEAD like GET sends a body up to the close', async () => {
+  const gotBody = await agree('HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nbody as for a GET', true);
+  assert.is(gotBody.reusable, false);
+  assert.is(gotBody.body.length, 0);
+  assert.is((await agree('HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n', true)).reusable, false);
+  assert.is((await agree('HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n', true)).reusable, true);
+  assert.is((await agree('HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n', true)).reusable, true);
+  assert.is((await agree('HTTP/1.1 204 No Content\r\n\r\n', true)).reusable, true);
+});
+
 test.run();
