@@ -84,7 +84,8 @@ export class ResponseReader {
         case S.Head: {
           const end = chunk.indexOf('\r\n\r\n', at, 'latin1');
           if (end < 0) {
-            if (chunk.length - at > MAX_HEAD) throw new UpstreamProtocolError('response head too large');
+            // (what is held may end in the first three bytes of the CRLFCRLF)
+            if (chunk.length - at > MAX_HEAD + 3) throw new UpstreamProtocolError('response head too large');
             this.pending = Buffer.from(chunk.subarray(at));
             return;
           }
@@ -119,10 +120,11 @@ export class ResponseReader {
         case S.Trailers: {
           const eol = chunk.indexOf('\r\n', at, 'latin1');
           if (eol < 0) {
-            if (chunk.length - at > MAX_LINE) throw new UpstreamProtocolError('chunk line too long');
+            if (chunk.length - at > MAX_LINE + 1) throw new UpstreamProtocolError('chunk line too long');
             this.pending = Buffer.from(chunk.subarray(at));
             return;
           }
+          if (eol - at > MAX_LINE) throw new UpstreamProtocolError('chunk line too long');
           const line = chunk.toString('latin1', at, eol);
           at = eol + 2;
           this.chunkLine(line);

@@ -60,4 +60,19 @@ test('a HEAD answer without a length or chunked coding is not reused: an app ans
   assert.is((await agree('HTTP/1.1 204 No Content\r\n\r\n', true)).reusable, true);
 });
 
+test('the 64 KiB head and 4 KiB chunk-line limits hold however the answer is cut into reads', () => {
+  const every = (b: Buffer) => Array.from({ length: b.length }, (_, i) => i);
+  const longLine = Buffer.from(`HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1;${'e'.repeat(5000)}\r\nx\r\n0\r\n\r\n`, 'latin1');
+  assert.match(runReader(longLine, false, []).error ?? 'read', /chunk line too long/); // in one read it passed
+  assert.match(runReader(longLine, false, every(longLine)).error ?? 'read', /chunk line too long/);
+  const status = 'HTTP/1.1 200 OK\r\nContent-Length: 0\r\nX-Fill: ';
+  const fullHead = Buffer.from(`${status}${'f'.repeat(64 * 1024 - status.length)}\r\n\r\n`, 'latin1');
+  assert.is(runReader(fullHead, false, []).error, undefined);
+  // cut before the last LF: the 64 KiB held with CRLFCR were refused as too large
+  assert.is(runReader(fullHead, false, [fullHead.length - 1]).error, undefined);
+  const overHead = Buffer.from(`${status}${'f'.repeat(64 * 1024 - status.length + 1)}\r\n\r\n`, 'latin1');
+  assert.match(runReader(overHead, false, []).error ?? 'read', /too large/);
+  assert.match(runReader(overHead, false, [overHead.length - 1]).error ?? 'read', /too large/);
+});
+
 test.run();
