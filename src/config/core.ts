@@ -26,6 +26,16 @@ export const coreShape = {
       redirect: bool()
         .prefault(false)
         .describe('Production mode: answer every plain HTTP request with a redirect to HTTPS. Off with the embedded defaults, where HTTP serves everything directly.'),
+      maxConnectionsPerAddress: z.coerce
+        .number()
+        .int()
+        .min(1)
+        .default(128)
+        .describe('Connections one source (an IPv4 address or an IPv6 /64) may hold open to the HTTP and HTTPS listeners together; one more is closed at once (over plain HTTP after a 429 {error, detail}).'),
+      maxConnections: z.coerce.number().int().min(1).default(10000).describe('Connections the HTTP and HTTPS listeners hold open together, from all sources; one more is closed at once.'),
+      headerTimeout: duration()
+        .prefault('10s')
+        .describe('Time a connection has to send a complete request head, from its opening (TLS handshake included) and, on HTTP/1.1, from the end of its previous answer; then it is closed (408 when a head was under way).'),
     })
     .prefault({}),
   https: z
@@ -34,6 +44,13 @@ export const coreShape = {
       port: port().default(8443).describe('HTTPS port (HTTP/2 and HTTP/1.1). 0 picks a free port.'),
       cert: z.string().optional().describe('PEM certificate chain for {domain} and *.{domain}. Without cert and key, a local CA and certificates are generated under dataDir/tls.'),
       key: z.string().optional().describe('PEM private key matching `https.cert`.'),
+      maxStreamResets: z.coerce
+        .number()
+        .int()
+        .min(1)
+        .default(100)
+        .describe('HTTP/2 streams a client may reset on one connection at once, and again per `https.streamResetWindow` (rapid reset); one more ends the connection with GOAWAY ENHANCE_YOUR_CALM.'),
+      streamResetWindow: duration().prefault('10s').describe('Time over which `https.maxStreamResets` resets are allowed again.'),
     })
     .prefault({}),
   ssh: z

@@ -1,17 +1,26 @@
 // The edge: one HTTPS listener (HTTP/2 with HTTP/1.1 fallback, SNI) and one plain HTTP listener
-// (redirect in production, direct serving with the embedded defaults). It assigns request ids,
-// dispatches by Host, passes WebSocket upgrades on, keeps misbehaving clients from hurting
-// anyone else, and drains in-flight requests on stop.
+// (redirect in production, direct serving with the embedded defaults). It owns its listening
+// sockets and admits each connection (per-source and total caps, request-head deadline:
+// guard.ts) before HTTP or TLS sees it; then it assigns request ids, dispatches by Host
+// (target.ts checks the host and makes absolute-form targets origin-form), passes WebSocket
+// upgrades on, answers whatever node's parser refuses with {error, detail}, bounds HTTP/2 stream
+// resets (resets.ts), lets a client that shut its write side after its request still get the
+// answer, and drains in-flight requests on stop.
 
-import { createServer as createHttpServer, type IncomingMessage, type Server as HttpServer } from 'node:http';
-import { createSecureServer, type Http2SecureServer, type Http2Session } from 'node:http2';
-import type { AddressInfo, Socket } from 'node:net';
+import { createServer as createHttpServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from 'node:http';
+import { createSecureServer, type Http2SecureServer, type ServerHttp2Session } from 'node:http2';
+import { createServer as createNetServer, type AddressInfo, type Server as NetServer, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
+import { configSchema } from '../config/index.js';
 import type { Logger } from '../log/index.js';
 import { errorReply, newRequestId, sendReply, type HttpApp, type Req, type RequestInfo, type Res } from '../http/index.js';
 import { AppError } from '../errors.js';
 import { hostOf, route } from './dispatch.js';
+import { ConnGuard } from './guard.js';
+import { boundResets } from './resets.js';
+import { named, type Named } from './target.js';
 import type { TlsManager } from './tls.js';
+import { answerRefusals, rawAnswer } from './wire.js';
 
 export interface UpgradeApp {
   upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, info: RequestInfo & { slug: string }): void;
@@ -24,20 +33,25 @@ export interface EdgeApps {
   proxy: HttpApp & Partial<UpgradeApp>;
 }
 
+/** The `http` / `https` config slices; limits left out take the config defaults. */
 export interface EdgeOptions {
   domain: string;
-  http: { host: string; port: number; redirect: boolean };
-  https: { host: string; port: number };
+  http: { host: string; port: number; redirect: boolean; maxConnectionsPerAddress?: number; maxConnections?: number; headerTimeout?: number };
+  https: { host: string; port: number; maxStreamResets?: number; streamResetWindow?: number };
   tls: TlsManager;
   apps: EdgeApps;
   log: Logger;
 }
 
+const HTTP_DEFAULTS = configSchema.shape.http.parse({});
+const HTTPS_DEFAULTS = configSchema.shape.https.parse({});
+
 export class Edge {
   private https?: Http2SecureServer;
   private http?: HttpServer;
-  private readonly sockets = new Set<Socket>();
-  private readonly sessions = new Set<Http2Session>();
+  private readonly front: { https?: NetServer; http?: NetServer } = {};
+  private readonly sessions = new Set<ServerHttp2Session>();
+  private guard!: ConnGuard;
   private inflight = 0;
   private drained?: () => void;
   private stopping = false;
@@ -46,13 +60,21 @@ export class Edge {
 
   get ports(): { http: number; https: number } {
     return {
-      http: (this.http?.address() as AddressInfo | null)?.port ?? 0,
-      https: (this.https?.address() as AddressInfo | null)?.port ?? 0,
+      http: (this.front.http?.address() as AddressInfo | null)?.port ?? 0,
+      https: (this.front.https?.address() as AddressInfo | null)?.port ?? 0,
     };
+  }
+
+  /** Open connections, in all or from one source (an IPv4 address or an IPv6 /64). */
+  connections(ip?: string): number {
+    return this.guard?.count(ip) ?? 0;
   }
 
   async start(): Promise<void> {
     const { tls, log } = this.opts;
+    const h = { ...HTTP_DEFAULTS, ...this.opts.http };
+    const hs = { ...HTTPS_DEFAULTS, ...this.opts.https };
+    this.guard = new ConnGuard({ maxPerAddress: h.maxConnectionsPerAddress, maxTotal: h.maxConnections, headerTimeout: h.headerTimeout, log });
     this.https = createSecureServer(
       {
         allowHTTP1: true,
@@ -64,78 +86,86 @@ export class Edge {
             cb(e as Error);
           }
         },
-        settings: { enableConnectProtocol: false },
+        settings: { enableConnectProtocol: false, maxConcurrentStreams: 128 },
       },
       (req, res) => void this.onRequest(req, res, 'https'),
     );
-    this.https.on('session', (s) => {
-      this.sessions.add(s);
-      s.on('close', () => this.sessions.delete(s));
-      s.on('error', () => {});
-    });
+    // before http2's own listener makes the session: the guard links the TLS socket to its connection
+    this.https.prependListener('secureConnection', (s) => this.guard.secured(s));
+    this.https.on('session', (s) => this.onSession(s, { max: hs.maxStreamResets, windowMs: hs.streamResetWindow }));
     this.https.setTimeout(120_000);
-    this.http = createHttpServer({ requestTimeout: 0, headersTimeout: 30_000, keepAliveTimeout: 5_000 }, (req, res) =>
+    this.http = createHttpServer({ requestTimeout: 0, headersTimeout: h.headerTimeout, keepAliveTimeout: 5_000, requireHostHeader: false }, (req, res) =>
       void this.onRequest(req, res, 'http'),
     );
     this.http.setTimeout(120_000);
     for (const srv of [this.https, this.http] as const) {
-      srv.on('connection', (s: Socket) => {
-        this.sockets.add(s);
-        s.on('close', () => this.sockets.delete(s));
-      });
-      srv.on('secureConnection', (s: Socket) => {
-        this.sockets.add(s);
-        s.on('close', () => this.sockets.delete(s));
-      });
-      srv.on('clientError', (err: Error, socket: Duplex) => {
-        if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\n\r\n');
-        else socket.destroy();
-        log.debug('client error', { err: err.message });
-      });
+      // a client's FIN after its request ends only its side: the answer still goes out, then we close
+      (srv as { httpAllowHalfOpen?: boolean }).httpAllowHalfOpen = true;
+      answerRefusals(srv, log, (socket) => ConnGuard.of(socket));
       srv.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) =>
         this.onUpgrade(req, socket, head, srv === this.https ? 'https' : 'http'),
       );
     }
     this.https.on('tlsClientError', (err) => log.debug('TLS client error', { err: err.message }));
-    await listen(this.https, this.opts.https.port, this.opts.https.host);
+    this.front.https = createNetServer({ allowHalfOpen: true, noDelay: true }, (s) => this.accept(s, this.https!, true));
+    this.front.http = createNetServer({ allowHalfOpen: true, noDelay: true }, (s) => this.accept(s, this.http!, false));
+    await listen(this.front.https, this.opts.https.port, this.opts.https.host);
     try {
-      await listen(this.http, this.opts.http.port, this.opts.http.host);
+      await listen(this.front.http, this.opts.http.port, this.opts.http.host);
     } catch (e) {
-      await new Promise((r) => this.https!.close(r));
+      await new Promise((r) => this.front.https!.close(r));
       throw e;
     }
+    this.guard.start();
     log.info('edge listening', { https: this.ports.https, http: this.ports.http, domain: this.opts.domain });
   }
 
-  private info(req: Req, scheme: 'http' | 'https'): RequestInfo {
-    let host: string | string[] | undefined;
-    let rid: string | string[] | undefined;
-    if (req.httpVersionMajor >= 2) {
-      host = req.headers[':authority'] ?? req.headers.host;
-      rid = req.headers['x-request-id'];
-    } else {
-      // HTTP/1.1: read the two from the raw list (node builds req.headers only when asked)
-      const raw = req.rawHeaders;
-      for (let i = 0; i < raw.length; i += 2) {
-        const n = raw[i];
-        if (n.length === 4 && host === undefined && n.toLowerCase() === 'host') host = raw[i + 1];
-        else if (n.length === 12 && rid === undefined && n.toLowerCase() === 'x-request-id') rid = raw[i + 1];
-      }
+  private accept(sock: Socket, server: HttpServer | Http2SecureServer, tls: boolean): void {
+    if (this.guard.admit(sock, tls)) server.emit('connection', sock);
+  }
+
+  private onSession(s: ServerHttp2Session, bound: { max: number; windowMs: number }): void {
+    this.sessions.add(s);
+    s.on('close', () => this.sessions.delete(s));
+    s.on('error', noop);
+    const conn = ConnGuard.of(s.socket);
+    // TLS sockets are half-open (for HTTP/1.1 clients that shut their side): a client's FIN ends an HTTP/2 session
+    conn?.tls?.once('end', () => s.close());
+    const watch = boundResets(s, bound, (resets) =>
+      this.opts.log.info('HTTP/2 session ended: too many stream resets', { ip: conn?.sock.remoteAddress, resets }),
+    );
+    s.on('stream', (stream) => {
+      if (conn && !conn.taken) this.guard.taken(conn);
+      watch(stream);
+    });
+  }
+
+  private info(req: Req, scheme: 'http' | 'https'): [RequestInfo, unknown] {
+    let n: Named = { host: undefined, rid: undefined };
+    let refused: unknown;
+    try {
+      n = named(req);
+    } catch (e) {
+      refused = e;
     }
-    return { host: hostOf(host), scheme, requestId: newRequestId(rid), ip: req.socket?.remoteAddress ?? '' };
+    return [{ host: hostOf(n.host), scheme, requestId: newRequestId(n.rid), ip: req.socket?.remoteAddress ?? '' }, refused];
   }
 
   private onRequest(req: Req, res: Res, scheme: 'http' | 'https'): void {
     this.inflight++;
+    const conn = req.httpVersionMajor < 2 ? ConnGuard.of(req.socket) : undefined;
+    if (conn) this.guard.requestStarted(conn, res as ServerResponse);
     res.on('close', () => {
+      if (conn) this.guard.requestEnded(conn);
       if (--this.inflight === 0) this.drained?.();
     });
     req.on('error', noop);
     res.on('error', noop);
-    const info = this.info(req, scheme);
+    const [info, refused] = this.info(req, scheme);
     try {
       // node then answers with Connection: close and closes after it (no header set here: see below)
-      if (this.stopping && 'shouldKeepAlive' in res) res.shouldKeepAlive = false;
+      if ((this.stopping || refused) && 'shouldKeepAlive' in res) res.shouldKeepAlive = false;
+      if (refused) throw refused;
       const target = scheme === 'http' && this.opts.http.redirect ? undefined : route(info.host, this.opts.domain);
       // The proxy adds the id to what it sends itself: a forwarded answer's head is then written
       // in one step (node's writeHead is slower once a header was set before it).
@@ -174,7 +204,10 @@ export class Edge {
 
   private onUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer, scheme: 'http' | 'https'): void {
     socket.on('error', () => {});
-    const info = this.info(req, scheme);
+    const conn = ConnGuard.of(socket);
+    if (conn) this.guard.taken(conn);
+    const [info, refused] = this.info(req, scheme);
+    if (refused instanceof AppError) return rawAnswer(socket, 400, refused.code, refused.detail);
     const target = route(info.host, this.opts.domain);
     if (target.app === 'proxy' && this.opts.apps.proxy.upgrade && !(scheme === 'http' && this.opts.http.redirect)) {
       try {
@@ -183,17 +216,16 @@ export class Edge {
         this.opts.log.error('upgrade failed', { err: e });
       }
     }
-    const body = JSON.stringify({ error: 'upgrade_not_supported', detail: 'WebSocket upgrades are accepted only on <slug> hosts' });
-    socket.end(`HTTP/1.1 404 Not Found\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+    rawAnswer(socket, 404, 'upgrade_not_supported', 'WebSocket upgrades are accepted only on <slug> hosts');
   }
 
   /** Stops accepting, lets in-flight requests finish until the deadline, then closes the rest. */
   async stop(deadlineMs: number): Promise<void> {
     this.stopping = true;
     const closed = Promise.all(
-      [this.https, this.http].map((s) => (s ? new Promise<void>((r) => s.close(() => r())) : Promise.resolve())),
+      [this.front.https, this.front.http].map((s) => (s?.listening ? new Promise<void>((r) => s.close(() => r())) : Promise.resolve())),
     );
-    this.http?.closeIdleConnections();
+    this.guard?.closeIdle();
     for (const s of this.sessions) s.close();
     if (this.inflight > 0) {
       await Promise.race([
@@ -202,14 +234,14 @@ export class Edge {
       ]);
     }
     for (const s of this.sessions) s.destroy();
-    for (const s of this.sockets) s.destroy();
+    this.guard?.destroyAll();
     await closed;
   }
 }
 
 function noop(): void {}
 
-function listen(server: HttpServer | Http2SecureServer, port: number, host: string): Promise<void> {
+function listen(server: NetServer, port: number, host: string): Promise<void> {
   return new Promise((resolve, reject) => {
     const onError = (e: Error) => reject(new AppError('unavailable', 'listen_failed', `cannot listen on ${host}:${port}: ${e.message}`));
     server.once('error', onError);

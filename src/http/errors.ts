@@ -48,3 +48,36 @@ export function errorReply(err: unknown, requestId: string, log: Logger): Reply 
     body: { error: 'internal', detail: genericDetail(requestId), request_id: requestId },
   };
 }
+
+/** The parts of an answer to what node's HTTP/1.1 parser refused (its `err.code`, the bytes it
+ *  read); undefined for a broken connection, which gets no answer. */
+export function parserErrorReply(code: string | undefined, head?: Buffer): { status: number; error: string; detail: string } | undefined {
+  const e = (status: number, error: string, detail: string) => ({ status, error, detail });
+  switch (code) {
+    case 'HPE_HEADER_OVERFLOW':
+      return e(431, 'header_too_large', 'the request head (request line and headers) is larger than this server accepts (16 KiB)');
+    case 'HPE_INVALID_METHOD': // a token that is no method node knows is 501; anything else is no HTTP at all
+      return /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+ /.test(head?.subarray(0, 64).toString('latin1') ?? '')
+        ? e(501, 'unknown_method', 'the request method is not one this server implements')
+        : e(400, 'bad_request', 'the request is not valid HTTP/1.1');
+    case 'HPE_INVALID_VERSION':
+    case 'HPE_PAUSED_H2_UPGRADE':
+      return e(505, 'version_not_supported', 'this port speaks HTTP/1.1; HTTP/2 is served over TLS');
+    case 'HPE_INVALID_URL':
+      return e(400, 'invalid_target', 'the request target is not a valid path or URL');
+    case 'HPE_INVALID_HEADER_TOKEN':
+    case 'HPE_CR_EXPECTED':
+    case 'HPE_LF_EXPECTED':
+      return e(400, 'invalid_header', 'a request header line is malformed or has characters headers may not contain');
+    case 'HPE_INVALID_CONTENT_LENGTH':
+    case 'HPE_UNEXPECTED_CONTENT_LENGTH':
+    case 'HPE_INVALID_TRANSFER_ENCODING':
+    case 'HPE_INVALID_CHUNK_SIZE':
+    case 'HPE_CHUNK_EXTENSIONS_OVERFLOW':
+      return e(400, 'invalid_framing', 'the body framing (Content-Length, Transfer-Encoding or chunk sizes) is invalid or ambiguous');
+    case 'ERR_HTTP_REQUEST_TIMEOUT':
+      return e(408, 'request_timeout', 'the request did not arrive in time');
+    default:
+      return code?.startsWith('HPE_') ? e(400, 'bad_request', 'the request is not valid HTTP/1.1') : undefined;
+  }
+}

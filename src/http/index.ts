@@ -1,6 +1,6 @@
 // Public surface of the HTTP toolkit used by the APIs and the edge.
 export { Router, newRequestId, type RequestObserver } from './router.js';
-export { errorReply, statusOf } from './errors.js';
+export { errorReply, parserErrorReply, statusOf } from './errors.js';
 export { sendReply, json } from './reply.js';
 export { readBody, readJson } from './body.js';
 export { validate } from './validate.js';

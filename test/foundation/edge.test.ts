@@ -95,7 +95,7 @@ test('malformed requests map to 400/404/405/413/415 with {error, detail} and the
   assert.is((await https('api.localhost', '/healthz')).status, 200);
 });
 
-test('garbage on the wire gets a 400 and does not disturb other clients', async () => {
+test('garbage on the wire gets an {error, detail} answer (an unknown method: 501) and does not disturb other clients', async () => {
   const sock = new Socket();
   const answer = await new Promise<string>((resolve) => {
     let data = '';
@@ -104,7 +104,8 @@ test('garbage on the wire gets a 400 and does not disturb other clients', async 
     sock.on('close', () => resolve(data));
     sock.on('error', () => resolve(data));
   });
-  assert.match(answer, /^HTTP\/1\.1 400/);
+  assert.match(answer, /^HTTP\/1\.1 501/);
+  assert.is(JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4)).error, 'unknown_method');
   assert.is((await http('api.localhost', '/healthz')).status, 200);
 });
 

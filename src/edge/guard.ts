@@ -1,0 +1,168 @@
+// Admission and deadlines for the edge's connections, decided before HTTP or TLS sees a byte.
+// - At most `maxPerAddress` open connections per source (an IPv4 address or an IPv6 /64), counted
+//   across both listeners, and `maxTotal` in all. One more is closed at once: a plain HTTP one
+//   first gets a 429 (or 503 for the total) {error, detail}; a TLS one is just closed.
+// - A connection must deliver a complete request head within `headerTimeout` of opening (TLS
+//   handshake included) and, on HTTP/1.1, of the end of its previous answer; else it is closed,
+//   with a 408 {error, detail} when it had sent part of a head. Checked by one sweep every
+//   headerTimeout/10 (at most 1 s), not per byte, so the deadline holds however the bytes trickle.
+// The listeners (server.ts) report what happens on a connection through the Conn attached to its
+// socket: a request began or ended, an upgrade or an HTTP/2 stream took it over.
+
+import type { ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import type { TLSSocket } from 'node:tls';
+import type { Logger } from '../log/index.js';
+import { rawAnswer } from './wire.js';
+
+export interface GuardOptions {
+  maxPerAddress: number;
+  maxTotal: number;
+  headerTimeout: number;
+  log: Logger;
+}
+
+const CONN = Symbol('rootbox.edge.conn');
+
+/** One accepted connection, as the guard follows it. */
+export interface Conn {
+  readonly key: string;
+  readonly sock: Socket;
+  readonly tlsListener: boolean;
+  /** The TLS socket on top of `sock`, once its handshake is done. */
+  tls?: TLSSocket;
+  /** HTTP/1.1 requests whose answer has not ended. */
+  inflight: number;
+  /** Since when (ms) a request head is awaited; 0 while none is (answering, upgraded, HTTP/2). */
+  since: number;
+  /** Bytes the connection had read when the wait began (more at the deadline: a partial head). */
+  mark: number;
+  /** Left HTTP/1.1's request/answer turns for good: a WebSocket, or an HTTP/2 session. */
+  taken: boolean;
+  /** The answer of the latest HTTP/1.1 request (what a parser error in its body is answered on). */
+  res?: ServerResponse;
+}
+
+/** The source a connection counts against: an IPv4 address, or the /64 of an IPv6 one. */
+export function addressKey(ip: string): string {
+  if (ip.startsWith('::ffff:') && ip.includes('.')) return ip.slice(7);
+  if (!ip.includes(':')) return ip;
+  const [head, tail = ''] = ip.toLowerCase().split('::');
+  const left = head ? head.split(':') : [];
+  const right = ip.includes('::') && tail ? tail.split(':') : [];
+  const groups = [...left, ...Array(Math.max(0, 8 - left.length - right.length)).fill('0'), ...right];
+  return `${groups.slice(0, 4).map((g) => g.replace(/^0+(?=.)/, '')).join(':')}::/64`;
+}
+
+export class ConnGuard {
+  private readonly perKey = new Map<string, number>();
+  private readonly conns = new Set<Conn>();
+  /** Refused connections still writing their answer (they count toward the total). */
+  private closing = 0;
+  private timer?: NodeJS.Timeout;
+
+  constructor(private readonly o: GuardOptions) {}
+
+  /** The Conn of a raw or TLS socket the guard admitted. */
+  static of(sock: unknown): Conn | undefined {
+    return (sock as { [CONN]?: Conn } | undefined)?.[CONN];
+  }
+
+  /** Counts a new connection; false (and the socket closed) when its source or the host is full. */
+  admit(sock: Socket, tlsListener: boolean): boolean {
+    const key = addressKey(sock.remoteAddress ?? '');
+    const n = this.perKey.get(key) ?? 0;
+    if (n >= this.o.maxPerAddress || this.conns.size + this.closing >= this.o.maxTotal) {
+      this.refuse(sock, tlsListener, n >= this.o.maxPerAddress, key);
+      return false;
+    }
+    this.perKey.set(key, n + 1);
+    const c: Conn = { key, sock, tlsListener, inflight: 0, since: Date.now(), mark: 0, taken: false };
+    (sock as { [CONN]?: Conn })[CONN] = c;
+    this.conns.add(c);
+    sock.once('close', () => this.release(c));
+    return true;
+  }
+
+  /** Links a finished TLS handshake to the connection below it. */
+  secured(tls: TLSSocket): void {
+    const c = ConnGuard.of((tls as { _parent?: unknown })._parent); // node's TLSSocket keeps the socket it wraps here
+    if (!c) return;
+    c.tls = tls;
+    (tls as { [CONN]?: Conn })[CONN] = c;
+  }
+
+  requestStarted(c: Conn, res: ServerResponse): void {
+    c.inflight++;
+    c.res = res;
+    c.since = 0;
+  }
+
+  requestEnded(c: Conn): void {
+    if (--c.inflight > 0 || c.taken) return;
+    c.res = undefined;
+    c.since = Date.now();
+    c.mark = (c.tls ?? c.sock).bytesRead;
+  }
+
+  /** A WebSocket or an HTTP/2 session owns the connection now: no more head deadline. */
+  taken(c: Conn): void {
+    c.taken = true;
+    c.since = 0;
+  }
+
+  /** Connections a client holds open: per source and in all (tests, figures). */
+  count(ip?: string): number {
+    return ip === undefined ? this.conns.size : (this.perKey.get(addressKey(ip)) ?? 0);
+  }
+
+  start(): void {
+    const step = Math.max(25, Math.min(1000, Math.floor(this.o.headerTimeout / 10)));
+    this.timer = setInterval(() => this.sweep(), step);
+    this.timer.unref();
+  }
+
+  /** Closes HTTP/1.1 connections that wait for a request (a stopping edge keeps the busy ones). */
+  closeIdle(): void {
+    for (const c of this.conns) if (c.inflight === 0 && !c.taken) c.sock.destroy();
+  }
+
+  destroyAll(): void {
+    clearInterval(this.timer);
+    for (const c of this.conns) c.sock.destroy();
+  }
+
+  private sweep(): void {
+    const limit = Date.now() - this.o.headerTimeout;
+    for (const c of this.conns) if (c.since !== 0 && c.since <= limit) this.expire(c);
+  }
+
+  private expire(c: Conn): void {
+    c.since = 0;
+    const s = c.tls ?? c.sock;
+    const http1 = c.tlsListener ? c.tls !== undefined && c.tls.alpnProtocol !== 'h2' : true;
+    // a partial head on HTTP/1.1 gets an answer; an idle keep-alive, a TLS handshake or an HTTP/2 preface does not
+    if (http1 && s.bytesRead > c.mark && s.writable) {
+      const secs = Math.round(this.o.headerTimeout / 100) / 10;
+      rawAnswer(s, 408, 'request_timeout', `the request head did not arrive within ${secs} s of the connection opening or of the previous answer`);
+    } else c.sock.destroy();
+  }
+
+  private refuse(sock: Socket, tlsListener: boolean, perAddress: boolean, key: string): void {
+    sock.on('error', () => {});
+    this.o.log.debug('connection refused', { source: key, reason: perAddress ? 'per-address cap' : 'total cap' });
+    if (tlsListener || this.closing >= this.o.maxTotal) return void sock.destroy();
+    this.closing++;
+    sock.once('close', () => this.closing--);
+    sock.resume(); // whatever it sends is dropped
+    if (perAddress) rawAnswer(sock, 429, 'too_many_connections', `this address already holds ${this.o.maxPerAddress} open connections to this host; close some and retry`, { 'retry-after': '1' });
+    else rawAnswer(sock, 503, 'too_many_connections', `this host holds its maximum of ${this.o.maxTotal} connections; retry shortly`, { 'retry-after': '1' });
+  }
+
+  private release(c: Conn): void {
+    if (!this.conns.delete(c)) return;
+    const n = (this.perKey.get(c.key) ?? 1) - 1;
+    if (n <= 0) this.perKey.delete(c.key);
+    else this.perKey.set(c.key, n);
+  }
+}
