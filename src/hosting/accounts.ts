@@ -71,10 +71,12 @@ export class Accounts {
     return apiKey;
   }
 
-  /** Servers held by anonymous accounts created from this IP (the per-IP cap counts these). */
+  /** Servers held by anonymous accounts created from this IP (the per-IP cap counts these),
+   *  creates in flight included so concurrent creates cannot pass the cap together (a crashed
+   *  run's pending servers are gone before the API listens). */
   anonymousServersFromIp(ip: string): number {
     let n = 0;
-    for (const s of this.store.servers.all()) {
+    for (const s of this.store.servers.all({ withPending: true })) {
       const a = this.store.accounts.get(s.accountId);
       if (a && !a.phone && a.createdIp === ip) n++;
     }

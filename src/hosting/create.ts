@@ -1,6 +1,8 @@
 // POST /create: the whole sign-up-and-create flow of spec part 4 — anonymous accounts, Bearer
 // accounts, the two-step phone flow (verification_required, then code), never_sleep, the
-// per-IP cap for anonymous accounts, host capacity, and the create answer.
+// per-IP cap for anonymous accounts, host capacity, and the create answer. The server (and an
+// anonymous account made for it) stays pending until the answer is ready: servers.commit() is
+// its last step, so a crash before it leaves nothing a restart would keep (pending.ts).
 
 import { freemem } from 'node:os';
 import { statfsSync } from 'node:fs';
@@ -9,6 +11,7 @@ import { validate, type Ctx, type Reply } from '../http/index.js';
 import type { AccountRecord } from '../store/index.js';
 import { TIER_LIMITS, tierOf } from './accounts.js';
 import type { HostingCore } from './core.js';
+import type { Created } from './servers.js';
 import { E164 } from './phone.js';
 import { CreateRequest } from './schemas.js';
 
@@ -33,6 +36,7 @@ export async function handleCreate(ctx: Ctx, core: HostingCore): Promise<Reply> 
   let apiKey: string | undefined;
   let accountNote: string | undefined;
   let madeAccount: string | undefined;
+  let heldAccount: string | undefined;
 
   if (body.code !== undefined && body.phone === undefined) {
     throw new AppError('bad_request', 'invalid_request', 'code: send it together with the phone it was texted to');
@@ -68,10 +72,10 @@ export async function handleCreate(ctx: Ctx, core: HostingCore): Promise<Reply> 
     if (core.accounts.anonymousServersFromIp(ctx.ip) >= core.cfg.hosting.anonServersPerIp) {
       throw new AppError('forbidden', 'ip_limit', `anonymous accounts from this address already hold ${core.cfg.hosting.anonServersPerIp} servers; verify a phone ({"phone": "+…"}) to lift the limit`);
     }
-    const made = core.accounts.create(ctx.ip);
+    const made = core.servers.pending.holdNewAccount(() => core.accounts.create(ctx.ip));
     account = made.account;
     apiKey = made.apiKey;
-    madeAccount = account.id;
+    madeAccount = heldAccount = account.id;
     accountNote = 'created a new anonymous account; keep the api_key, it is shown only now. Verify a phone to raise the limits.';
   } else if (!account.phone && core.accounts.anonymousServersFromIp(ctx.ip) >= core.cfg.hosting.anonServersPerIp) {
     throw new AppError('forbidden', 'ip_limit', `anonymous accounts from this address already hold ${core.cfg.hosting.anonServersPerIp} servers; verify a phone to lift the limit`);
@@ -80,14 +84,15 @@ export async function handleCreate(ctx: Ctx, core: HostingCore): Promise<Reply> 
   // (new accounts start with a fresh grant). A phone login still learns its api_key.
   if (!madeAccount) core.assertNotExhausted(account, `${ctx.scheme}://${ctx.host}`, apiKey ? { api_key: apiKey, account_note: accountNote } : undefined);
 
+  let created: Created | undefined;
   try {
     if (body.never_sleep && !account.phone) {
       throw new AppError('forbidden', 'phone_required', 'never_sleep needs a verified phone: send {"phone": "+…"} first');
     }
     checkCapacity(core, account);
-    const created = await core.servers.create(account, { subdomains: body.subdomains, neverSleep: body.never_sleep });
+    created = await core.servers.create(account, { subdomains: body.subdomains, neverSleep: body.never_sleep });
     const view = await core.servers.view(created.record, account);
-    return {
+    const answer = {
       status: 200,
       body: {
         ...view,
@@ -98,10 +103,12 @@ export async function handleCreate(ctx: Ctx, core: HostingCore): Promise<Reply> 
         ...(accountNote ? { account_note: accountNote } : {}),
       },
     };
+    core.servers.commit(created, heldAccount); // nothing may fail after this but writing the answer
+    created = undefined;
+    return answer;
   } catch (e) {
-    if (madeAccount && core.store.servers.listByAccount(madeAccount).length === 0 && !core.store.accounts.get(madeAccount)?.phone) {
-      core.store.accounts.remove(madeAccount);
-    }
+    if (created) await core.servers.abandon(created.record.id);
+    if (madeAccount) core.servers.pending.dropAccount(madeAccount);
     throw e;
   }
 }

@@ -1,7 +1,9 @@
 // POST/DELETE /expose: publishes a container TCP port on a public port from the configured pool,
 // within the tier's caps per server and per account (so no tenant can take the whole pool).
 // Allocation lives in the store; the listening and piping is done by a PortListener (the
-// proxy's TcpExposer). At start-up every stored exposure is opened again.
+// proxy's TcpExposer). A new exposure is stored pending, its port opened, then committed with a
+// synced transaction before the answer: an answered /expose survives a crash, an unanswered one
+// is dropped. At start-up every committed exposure of a live server is opened again.
 
 import { AppError } from '../errors.js';
 import type { Config } from '../config/index.js';
@@ -42,7 +44,10 @@ export class Exposures {
   }
 
   list(serverId: string): ExposedPort[] {
-    return this.store.exposures.byServer(serverId).map((e) => this.view(e.port, e.containerPort));
+    return this.store.exposures
+      .byServer(serverId)
+      .filter((e) => !e.pending)
+      .map((e) => this.view(e.port, e.containerPort));
   }
 
   /** Refuses a new exposure beyond the tier's caps. Synchronous with the allocation that follows
@@ -70,24 +75,34 @@ export class Exposures {
   async expose(account: AccountRecord, serverId: string, containerPort: number): Promise<ExposedPort> {
     for (let tries = 0; tries < 5; tries++) {
       this.checkLimits(account, serverId, containerPort);
-      const got = this.store.exposures.allocate(serverId, containerPort, this.first, this.last);
+      const got = this.store.exposures.allocate(serverId, containerPort, this.first, this.last, { pending: true });
       if (!got) throw new AppError('unavailable', 'port_pool_exhausted', 'every public port of this host is in use; try again later');
-      if (!got.created) return this.view(got.exposure.port, containerPort);
+      const { port } = got.exposure;
+      if (!got.created) {
+        if (got.exposure.pending) throw new AppError('conflict', 'expose_in_progress', `port ${containerPort} of ${serverId} is being exposed by another request; try again in a moment`);
+        return this.view(port, containerPort);
+      }
       try {
-        await this.listener.open(got.exposure.port, serverId, containerPort);
-        return this.view(got.exposure.port, containerPort);
+        await this.listener.open(port, serverId, containerPort);
       } catch {
         // Something else on the host holds this port: keep it marked (so it is skipped) under a
         // placeholder owner and try the next one.
-        this.store.exposures.release(got.exposure.port);
-        this.store.exposures.allocate('srv_host', got.exposure.port, got.exposure.port, got.exposure.port);
+        this.store.atomically(() => {
+          this.store.exposures.releaseIf(port, serverId);
+          this.store.exposures.allocate('srv_host', port, port, port);
+        });
+        continue;
       }
+      if (this.store.exposures.commit(port, serverId)) return this.view(port, containerPort);
+      // the server was deleted meanwhile and its ports released
+      await this.listener.close(port);
+      throw new AppError('not_found', 'server_not_found', `you have no server ${serverId}`);
     }
     throw new AppError('unavailable', 'port_pool_exhausted', 'could not bind a public port; try again later');
   }
 
   async unexpose(serverId: string, containerPort: number): Promise<void> {
-    const e = this.store.exposures.byServer(serverId).find((x) => x.containerPort === containerPort);
+    const e = this.store.exposures.byServer(serverId).find((x) => x.containerPort === containerPort && !x.pending);
     if (!e) throw new AppError('not_found', 'not_exposed', `port ${containerPort} of ${serverId} is not exposed`);
     await this.listener.close(e.port);
     this.store.exposures.release(e.port);
@@ -100,10 +115,11 @@ export class Exposures {
     }
   }
 
-  /** Opens every stored exposure again (daemon start). */
+  /** Opens every committed exposure of a live server again (daemon start); placeholders, never
+   *  answered exposures and those of servers gone or being deleted are dropped. */
   async restore(log: (msg: string, f: Record<string, unknown>) => void): Promise<void> {
     for (const e of this.store.exposures.all()) {
-      if (e.serverId === 'srv_host') {
+      if (e.serverId === 'srv_host' || e.pending || !this.store.servers.get(e.serverId)) {
         this.store.exposures.release(e.port);
         continue;
       }

@@ -1,12 +1,15 @@
 // Server management for the hosting API: create (slug choice, limits, key pair, runtime),
-// list, read, restart and delete, and the Server object of spec part 2.
+// list, read, restart and delete, and the Server object of spec part 2. A create is pending
+// (invisible, removed after a crash) until commit(), the last step before its answer; a delete
+// marks the server first, so a crash part-way is finished at the next start (pending.ts).
 
 import { randomBytes } from 'node:crypto';
-import { AppError } from '../errors.js';
+import { AppError, isAppError } from '../errors.js';
 import type { Logger } from '../log/index.js';
 import type { Runtime, ServerState } from '../runtime/index.js';
 import type { AccountRecord, ServerRecord, Store } from '../store/index.js';
 import { TIER_LIMITS, tierOf } from './accounts.js';
+import { PendingWork } from './pending.js';
 import { planSlugs, randomSlug } from './slugs.js';
 
 export interface KeyPair {
@@ -56,7 +59,13 @@ export interface Created {
 }
 
 export class Servers {
-  constructor(private readonly d: ServerDeps) {}
+  readonly pending: PendingWork;
+
+  /** Construction is the hosting start: pending work of an earlier run is removed here. */
+  constructor(private readonly d: ServerDeps) {
+    this.pending = new PendingWork({ store: d.store, runtime: d.runtime, log: d.log, release: d.release });
+    this.pending.recover();
+  }
 
   private chooseAndInsert(account: AccountRecord, input: CreateInput, base: Omit<ServerRecord, 'slug'>): { record: ServerRecord; note?: string } {
     const plan = planSlugs(input.subdomains, this.d.brands);
@@ -79,13 +88,16 @@ export class Servers {
     throw new AppError('unavailable', 'no_slug', 'could not find a free subdomain; try again');
   }
 
+  /** Makes the server (pending: nobody sees it until commit). */
   async create(account: AccountRecord, input: CreateInput): Promise<Created> {
-    if (this.d.store.servers.listByAccount(account.id).length >= this.d.maxServersPerAccount) {
+    this.pending.sweep();
+    if (this.d.store.servers.listByAccount(account.id, { withPending: true }).length >= this.d.maxServersPerAccount) {
       throw new AppError('forbidden', 'server_limit', `this account already holds ${this.d.maxServersPerAccount} servers; delete one first`);
     }
     const limits = TIER_LIMITS[tierOf(account)];
     const id = `srv_${randomBytes(6).toString('hex')}`;
     const keys = this.d.makeKeyPair(id);
+    const pending = this.pending.mark('create');
     const { record, note } = this.chooseAndInsert(account, input, {
       id,
       accountId: account.id,
@@ -97,18 +109,40 @@ export class Servers {
       suspended: false,
       flag: null,
       createdAt: Date.now(),
+      pending,
     });
+    this.pending.begin(id);
+    this.d.log.info('creating server', { id, slug: record.slug, account: account.id });
     try {
-      await this.d.runtime.create({ id, slug: record.slug, memoryBytes: limits.memoryBytes, diskBytes: limits.diskBytes });
+      await this.d.runtime.create({ id, slug: record.slug, memoryBytes: limits.memoryBytes, diskBytes: limits.diskBytes, pendingUntil: pending.until });
     } catch (e) {
-      this.d.store.servers.remove(id);
-      await this.d.runtime.delete(id).catch(() => {});
+      await this.abandon(id);
       if (e instanceof AppError) throw e;
       this.d.log.error('server create failed', { id, err: e });
       throw new AppError('unavailable', 'create_failed', 'the server could not be created on this host right now; try again in a minute', { cause: e });
     }
-    this.d.log.info('server created', { id, slug: record.slug, account: account.id });
     return { record, privateKey: keys.privateKey, subdomainNote: note };
+  }
+
+  /** The create's last step before its answer is written: one synced commit makes the server
+   *  (and the account the create made, if any) durable and visible. */
+  commit(created: Created, madeAccount?: string): void {
+    const { id, slug, accountId } = created.record;
+    const ok = this.d.store.commitCreate(id, madeAccount);
+    this.pending.end(id);
+    // past its deadline the create counts as abandoned: the caller rolls it back
+    if (!ok) throw new AppError('unavailable', 'create_failed', 'the server took too long to create; try again');
+    created.record = this.d.store.servers.get(id) ?? created.record;
+    this.d.log.info('server created', { id, slug, account: accountId });
+  }
+
+  /** Rolls back a create that will not be answered 200 (host side first, the record last). A
+   *  failed rollback stays pending and is retried by the next sweep or start. */
+  async abandon(id: string): Promise<void> {
+    const rec = this.d.store.servers.getAny(id);
+    this.pending.end(id);
+    if (!rec?.pending) return;
+    await this.pending.finish(rec).catch((err) => this.d.log.error('rolling back a create failed; retried later', { id, err }));
   }
 
   /** The caller's server, or 404 (also for another account's server: no existence leak). */
@@ -128,10 +162,22 @@ export class Servers {
     await this.d.runtime.start(rec.id);
   }
 
+  /** Marked first (invisible, finished by the next start if cut off), then ports, runtime and
+   *  the record; the answer follows the record's synced removal. */
   async delete(rec: ServerRecord): Promise<void> {
-    await this.d.release(rec.id);
-    await this.d.runtime.delete(rec.id);
-    this.d.store.servers.remove(rec.id);
+    this.pending.sweep();
+    const m = this.pending.mark('delete');
+    this.pending.begin(rec.id);
+    try {
+      if (!this.d.store.beginDelete(rec.id, m.by, m.until)) throw new AppError('not_found', 'server_not_found', `you have no server ${rec.id}`);
+      await this.d.release(rec.id);
+      await this.d.runtime.delete(rec.id).catch((e) => {
+        if (!(isAppError(e) && e.code === 'server_not_found')) throw e;
+      });
+      this.d.store.servers.remove(rec.id);
+    } finally {
+      this.pending.end(rec.id);
+    }
     this.d.log.info('server deleted', { id: rec.id, slug: rec.slug });
   }
 

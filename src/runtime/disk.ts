@@ -130,14 +130,25 @@ export function syncInitFiles(from: string, p: DiskPaths): void {
   for (const name of readdirSync(p.init)) if (!want.includes(name)) rmSync(join(p.init, name), { force: true, recursive: true });
 }
 
-/** Unmounts overlay and disk (the loop device goes with it) and removes the server's files. */
+/** Unmounts overlay and disk (the loop device goes with it) and removes the server's files. A
+ *  loop device still backed by the image (a mount cut off by a crash between attaching and
+ *  mounting) is detached too. */
 export async function destroyDisk(p: DiskPaths): Promise<void> {
   for (const m of [p.rootfs, p.disk]) {
     if (mountedPaths().has(m)) {
       if (!(await tryRun('umount', [m]))) await run('umount', ['-l', m]);
     }
   }
+  if (existsSync(p.img)) {
+    for (const dev of await loopsOf(p.img)) await tryRun('losetup', ['-d', dev]);
+  }
   rmSync(p.dir, { recursive: true, force: true });
+}
+
+/** Every loop device backed by the image. */
+async function loopsOf(img: string): Promise<string[]> {
+  const r = await tryRun('losetup', ['-n', '-O', 'NAME', '-j', img]);
+  return r?.stdout.split('\n').map((l) => l.trim()).filter(Boolean) ?? [];
 }
 
 /** The loop device backing a server's image, if attached. */

@@ -174,6 +174,43 @@ export class Network {
     await tryRun('ip', ['link', 'del', this.vethOf(ip)]);
   }
 
+  /** Removes egress elements, counters and veths of addresses no server holds (what a crash
+   *  between two steps, or a command that outlived a killed daemon, can leave). Returns what went. */
+  async prune(keep: ReadonlySet<string>): Promise<string[]> {
+    const gone: string[] = [];
+    const list = async (args: string[]) => {
+      const r = await tryRun('nft', ['-j', ...args]);
+      try {
+        return r ? ((JSON.parse(r.stdout) as { nftables: Record<string, any>[] }).nftables ?? []) : [];
+      } catch {
+        return [];
+      }
+    };
+    for (const x of await list(['list', 'map', 'inet', this.table, 'egress'])) {
+      for (const e of (x.map?.elem ?? []) as unknown[][]) {
+        const ip = e[0];
+        if (typeof ip === 'string' && !keep.has(ip) && (await tryRun('nft', ['delete', 'element', 'inet', this.table, 'egress', `{ ${ip} }`]))) gone.push(`egress ${ip}`);
+      }
+    }
+    const counters = new Set([...keep].map((ip) => this.counterOf(ip)));
+    for (const x of await list(['list', 'counters', 'table', 'inet', this.table])) {
+      const name = x.counter?.name as string | undefined;
+      if (name?.startsWith('eg_') && !counters.has(name) && (await tryRun('nft', ['delete', 'counter', 'inet', this.table, name]))) gone.push(`counter ${name}`);
+    }
+    const veths = new Set([...keep].map((ip) => this.vethOf(ip)));
+    const links = await tryRun('ip', ['-j', 'link', 'show', 'master', this.bridge]);
+    let names: string[] = [];
+    try {
+      names = links ? (JSON.parse(links.stdout || '[]') as { ifname: string }[]).map((l) => l.ifname) : [];
+    } catch {
+      names = [];
+    }
+    for (const n of names) {
+      if (n.startsWith(`${this.bridge}v`) && !veths.has(n) && (await tryRun('ip', ['link', 'del', n]))) gone.push(`veth ${n}`);
+    }
+    return gone;
+  }
+
   async egressBytes(ip: string): Promise<number> {
     const r = await tryRun('nft', ['-j', 'list', 'counter', 'inet', this.table, this.counterOf(ip)]);
     if (!r) return 0;

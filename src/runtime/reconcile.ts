@@ -1,14 +1,22 @@
-// Start-up reconciliation of the store (desired state) with runc (actual state):
+// Start-up reconciliation of the store (desired state) with runc and the host (actual state):
+//   - host commands a killed daemon left running on this data dir are ended first (leftovers.ts),
+//     so none of them recreates something after it was cleaned up;
+//   - a pending record (a create never committed, a delete under way) is torn down with all it
+//     holds: container, cgroup, veth, nft element and counter, mounts, loop device, files, and
+//     its address and uid range go back to the pool;
 //   - a container runc knows but the store does not (an orphan of a crashed create or delete) is
 //     killed and deleted, and a server directory without a record is unmounted and removed;
 //   - a running container of a known server is adopted as it is;
 //   - a known server whose container is gone or stopped (host reboot, crash) gets its disk and
 //     overlay mounted again, its counter re-added, and is started when it should be running;
-//     otherwise it stays asleep with its rootfs mounted (the proxy serves /root/www from it).
+//     otherwise it stays asleep with its rootfs mounted (the proxy serves /root/www from it);
+//   - nft elements, counters and veths of addresses no record holds are removed.
 
 import { existsSync, readdirSync } from 'node:fs';
+import { dirname } from 'node:path';
 import { destroyDisk, diskPaths } from './disk.js';
 import { mountRootfs } from './disk.js';
+import { endLeftovers } from './leftovers.js';
 import type { ContainerRuntime } from './runtime.js';
 import { cgroupPath } from './spec.js';
 import { removeCgroup } from './cgroup.js';
@@ -18,12 +26,25 @@ export interface ReconcileReport {
   started: string[];
   sleeping: string[];
   orphans: string[];
+  /** Pending records (uncommitted creates, unfinished deletes) torn down. */
+  removed: string[];
   failed: string[];
 }
 
 export async function reconcile(rt: ContainerRuntime): Promise<ReconcileReport> {
-  const { store, log, helper, image } = rt.deps;
-  const report: ReconcileReport = { adopted: [], started: [], sleeping: [], orphans: [], failed: [] };
+  const { store, log, helper, image, dataDir } = rt.deps;
+  const report: ReconcileReport = { adopted: [], started: [], sleeping: [], orphans: [], removed: [], failed: [] };
+  const ended = await endLeftovers(dataDir, dirname(helper));
+  if (ended.length) log.warn('reconcile: ended commands a previous daemon left running', { commands: ended });
+  for (const rec of store.all().filter((r) => r.pending !== undefined)) {
+    try {
+      await rt.serial(rec.id, () => rt.teardown(rec));
+      report.removed.push(rec.id);
+    } catch (err) {
+      report.failed.push(rec.id);
+      log.error('reconcile: an unfinished create or delete could not be removed', { server: rec.id, err });
+    }
+  }
   const records = new Map(store.all().map((r) => [r.id, r]));
   const containers = await rt.runc.list();
   for (const c of containers) {
@@ -39,10 +60,12 @@ export async function reconcile(rt: ContainerRuntime): Promise<ReconcileReport> 
       if (records.has(name)) continue;
       report.orphans.push(name);
       await destroyDisk(diskPaths(rt.serverDir(name))).catch((err) => log.warn('orphan disk cleanup failed', { server: name, err }));
+      removeCgroup(cgroupPath(name));
     }
   }
   const status = new Map(containers.map((c) => [c.id, c.status]));
   for (const rec of records.values()) {
+    if (rec.pending !== undefined) continue; // its teardown failed above; the next start retries
     try {
       await rt.serial(rec.id, async () => {
         await mountRootfs(diskPaths(rt.serverDir(rec.id)), helper, image, rec.uidBase);
@@ -68,6 +91,8 @@ export async function reconcile(rt: ContainerRuntime): Promise<ReconcileReport> 
       log.error('reconcile: server could not be restored', { server: rec.id, err });
     }
   }
-  log.info('runtime reconciled', { adopted: report.adopted.length, started: report.started.length, sleeping: report.sleeping.length, orphans: report.orphans.length, failed: report.failed.length });
+  const pruned = await rt.net.prune(new Set(store.all().map((r) => r.ip)));
+  if (pruned.length) log.warn('reconcile: removed network leftovers', { items: pruned });
+  log.info('runtime reconciled', { adopted: report.adopted.length, started: report.started.length, sleeping: report.sleeping.length, orphans: report.orphans.length, removed: report.removed.length, failed: report.failed.length });
   return report;
 }

@@ -35,6 +35,8 @@ export interface RuntimeDeps {
 }
 
 const ID = /^srv_[A-Za-z0-9_-]{1,60}$/;
+/** How long a create may stay uncommitted when the caller does not commit it itself. */
+const CREATE_DEADLINE_MS = 10 * 60_000;
 const SLUG = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
 const MiB = 1024 * 1024;
 
@@ -142,8 +144,10 @@ export class ContainerRuntime implements Runtime {
     if (!(spec.memoryBytes >= 32 * MiB)) throw badRequest('invalid_memory', 'memoryBytes must be at least 32 MiB');
     if (!(spec.diskBytes >= 64 * MiB)) throw badRequest('invalid_disk', 'diskBytes must be at least 64 MiB');
     return this.serial(spec.id, async () => {
+      // The record is written pending before anything exists on the host: a crash from here on
+      // leaves a record that reconcile tears down with all it holds.
       const got = this.deps.store.allocate(
-        { id: spec.id, slug: spec.slug, memoryBytes: spec.memoryBytes, diskBytes: spec.diskBytes, desired: 'running', createdAt: Date.now() },
+        { id: spec.id, slug: spec.slug, memoryBytes: spec.memoryBytes, diskBytes: spec.diskBytes, desired: 'running', createdAt: Date.now(), pending: spec.pendingUntil ?? Date.now() + CREATE_DEADLINE_MS },
         { uidStart: this.deps.cfg.uidStart, uidRanges: this.deps.cfg.uidRanges, ips: () => this.net.hosts() },
       );
       if (got === 'exists') throw conflict('server_exists', `server ${spec.id} already exists`);
@@ -164,6 +168,7 @@ export class ContainerRuntime implements Runtime {
         await this.teardown(rec).catch((err) => this.deps.log.error('rollback failed', { server: rec.id, err }));
         throw e;
       }
+      if (spec.pendingUntil === undefined) this.deps.store.commit(rec.id);
       this.deps.log.info('server created', { server: rec.id, ip: rec.ip, uidBase: rec.uidBase });
       return this.view(rec, 'running');
     });
@@ -213,7 +218,7 @@ export class ContainerRuntime implements Runtime {
   }
 
   /** Everything a server has, released; the store record last. */
-  private async teardown(rec: RuntimeRecord): Promise<void> {
+  async teardown(rec: RuntimeRecord): Promise<void> {
     await this.halt(rec, 0);
     await this.net.removeServer(rec.ip);
     await destroyDisk(diskPaths(this.serverDir(rec.id)));
@@ -223,7 +228,9 @@ export class ContainerRuntime implements Runtime {
 
   delete(id: string): Promise<void> {
     return this.serial(id, async () => {
-      await this.teardown(this.record(id));
+      // doomed first: a crash part-way through is finished by reconcile, never booted again
+      const rec = this.deps.store.doom(id, Date.now()) ?? this.record(id);
+      await this.teardown(rec);
       this.deps.log.info('server deleted', { server: id });
     });
   }

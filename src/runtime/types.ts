@@ -14,6 +14,9 @@ export interface ServerSpec {
   memoryBytes: number;
   /** Size of the server's disk image (tier disk ceiling). */
   diskBytes: number;
+  /** Keep the runtime record pending after create (the caller commits it, store.commitCreate)
+   *  until this deadline; without it the runtime commits its record itself once created. */
+  pendingUntil?: number;
 }
 
 export interface RuntimeServer {

@@ -36,7 +36,12 @@ export class LmdbEnv {
   }
 
   /** A synchronous read-write transaction: every read inside sees the writes before it, and all
-   *  writes commit together or not at all. Use for check-then-write (locks, allocations). */
+   *  writes commit together or not at all. Use for check-then-write (locks, allocations).
+   *  Durability: lmdb-js opens the env with overlappingSync (its default off Windows), under which
+   *  a lone putSync/removeSync commits without waiting for the disk (flushed a moment later),
+   *  while a transactionSync like this one commits synchronously and synced: when it returns the
+   *  change survives a process kill and a power cut. Write what an answer acknowledges here.
+   *  Nested calls become child transactions of the outer one. */
   txSync<T>(fn: () => T): T {
     return this.root.transactionSync(fn);
   }

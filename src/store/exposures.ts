@@ -1,5 +1,7 @@
 // Exposed TCP ports: public port → (server, container port), allocated from the configured
-// pool atomically so two requests never get the same port.
+// pool atomically so two requests never get the same port. A new exposure is `pending` until
+// its port listens and the change is committed; a restarted daemon drops pending ones. Every
+// change here commits with a synced transaction, so an answered /expose survives a crash.
 
 import type { LmdbEnv } from './db.js';
 
@@ -7,6 +9,8 @@ export interface Exposure {
   port: number;
   serverId: string;
   containerPort: number;
+  /** Allocated, not yet acknowledged. */
+  pending?: boolean;
 }
 
 export class ExposureStore {
@@ -16,6 +20,7 @@ export class ExposureStore {
     this.db = env.db<Exposure>('exposures');
   }
 
+  /** Exposures of a server, pending ones included. */
   byServer(serverId: string): Exposure[] {
     return this.all().filter((e) => e.serverId === serverId);
   }
@@ -24,14 +29,15 @@ export class ExposureStore {
     return [...this.db.getRange().map(({ value }) => value)];
   }
 
-  /** The server's exposure of a container port, or a newly allocated one; undefined when the pool is full. */
-  allocate(serverId: string, containerPort: number, first: number, last: number): { exposure: Exposure; created: boolean } | undefined {
+  /** The server's exposure of a container port, or a newly allocated one (pending when asked);
+   *  undefined when the pool is full. */
+  allocate(serverId: string, containerPort: number, first: number, last: number, o: { pending?: boolean } = {}): { exposure: Exposure; created: boolean } | undefined {
     return this.env.txSync(() => {
       const existing = this.byServer(serverId).find((e) => e.containerPort === containerPort);
       if (existing) return { exposure: existing, created: false };
       for (let port = first; port <= last; port++) {
         if (this.db.get(port) !== undefined) continue;
-        const exposure = { port, serverId, containerPort };
+        const exposure: Exposure = { port, serverId, containerPort, ...(o.pending ? { pending: true } : {}) };
         this.db.putSync(port, exposure);
         return { exposure, created: true };
       }
@@ -39,7 +45,24 @@ export class ExposureStore {
     });
   }
 
+  /** Acknowledges a pending exposure; false when it is no longer this server's. */
+  commit(port: number, serverId: string): boolean {
+    return this.env.txSync(() => {
+      const e = this.db.get(port);
+      if (!e || e.serverId !== serverId) return false;
+      if (e.pending) this.db.putSync(port, { port, serverId, containerPort: e.containerPort });
+      return true;
+    });
+  }
+
   release(port: number): void {
-    this.db.removeSync(port);
+    this.env.txSync(() => this.db.removeSync(port));
+  }
+
+  /** Releases the port only while it still holds this server's exposure (not a newer one). */
+  releaseIf(port: number, serverId: string): void {
+    this.env.txSync(() => {
+      if (this.db.get(port)?.serverId === serverId) this.db.removeSync(port);
+    });
   }
 }

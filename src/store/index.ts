@@ -10,7 +10,7 @@ import { FeedbackStore } from './feedback.js';
 import { migrations } from './migrations.js';
 import { PaymentStore } from './payments.js';
 import { RuntimeStore } from './runtime.js';
-import { ServerStore } from './servers.js';
+import { ServerStore, type ServerRecord } from './servers.js';
 import { StatsStore } from './stats.js';
 
 export interface Store {
@@ -25,23 +25,49 @@ export interface Store {
   readonly payments: PaymentStore;
   /** Schema version the store is at after migrations. */
   readonly schemaVersion: number;
+  /** Runs fn in one synchronous, synced write transaction: the writes of every area it calls
+   *  commit together (nested area transactions become child transactions) or not at all. */
+  atomically<T>(fn: () => T): T;
+  /** Commits a pending create in one synced transaction: the server record and the runtime
+   *  record lose their pending mark and the made account (if any) its hold. False (nothing
+   *  written) when the create no longer stands (record gone or past its deadline). */
+  commitCreate(id: string, madeAccount?: string): boolean;
+  /** Marks a server and its runtime record as being deleted, in one synced transaction;
+   *  undefined when there is no such server. */
+  beginDelete(id: string, by: string, until: number): ServerRecord | undefined;
   close(): Promise<void>;
 }
 
 export function openStore(dataDir: string): Store {
   const env: LmdbEnv = openEnv(dataDir, migrations);
   const stats = new StatsStore(env);
+  const servers = new ServerStore(env);
+  const runtime = new RuntimeStore(env);
   return {
     feedback: new FeedbackStore(env),
     stats,
-    servers: new ServerStore(env),
-    runtime: new RuntimeStore(env),
+    servers,
+    runtime,
     accounts: new AccountStore(env),
     codes: new CodeStore(env),
     exposures: new ExposureStore(env),
     billing: new BillingStore(env),
     payments: new PaymentStore(env),
     schemaVersion: env.db<number>('meta').get('schemaVersion') ?? 0,
+    atomically: (fn) => env.txSync(fn),
+    commitCreate: (id, madeAccount) =>
+      env.txSync(() => {
+        if (!servers.commit(id)) return false;
+        runtime.commit(id);
+        if (madeAccount) servers.releaseHold(madeAccount);
+        return true;
+      }),
+    beginDelete: (id, by, until) =>
+      env.txSync(() => {
+        const rec = servers.markDeleting(id, by, until);
+        if (rec) runtime.doom(id, until);
+        return rec;
+      }),
     async close() {
       await stats.flush();
       await env.close();
@@ -50,7 +76,7 @@ export function openStore(dataDir: string): Store {
 }
 
 export type { FeedbackRecord } from './feedback.js';
-export type { ServerRecord } from './servers.js';
+export type { ServerRecord, PendingOp, AccountHold } from './servers.js';
 export type { RuntimeRecord, RuntimeStore } from './runtime.js';
 export type { AccountRecord } from './accounts.js';
 export type { PendingCode } from './codes.js';

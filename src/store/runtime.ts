@@ -1,6 +1,9 @@
 // The runtime's records: one per server (network identity, uid range, limits, desired state),
 // plus the two allocation indexes (ip → id, first uid of a range → id). Allocation and release run in
 // one write transaction with the record, so two creates never share an address or a uid range.
+// A record is written `pending` before anything is made on the host and stays so until its
+// create is committed; a record being deleted is pending again. Reconcile at start tears down
+// every pending record with all it holds instead of bringing it back.
 
 import type { LmdbEnv } from './db.js';
 
@@ -15,6 +18,8 @@ export interface RuntimeRecord {
   /** What the server should be doing; reconcile() restores it after a host reboot. */
   desired: 'running' | 'stopped';
   createdAt: number;
+  /** Set (a deadline, epoch ms) while the create is not committed or a delete is under way. */
+  pending?: number;
 }
 
 export interface AllocateLimits {
@@ -81,6 +86,32 @@ export class RuntimeStore {
 
   update(id: string, change: Partial<Pick<RuntimeRecord, 'memoryBytes' | 'diskBytes' | 'desired'>>): RuntimeRecord | undefined {
     return this.env.patch<RuntimeRecord>(this.db, id, () => change);
+  }
+
+  /** Ends the pending state of a created record; false when there is no record. */
+  commit(id: string): boolean {
+    return this.env.txSync(() => {
+      const rec = this.db.get(id);
+      if (!rec) return false;
+      if (rec.pending !== undefined) {
+        const { pending: _, ...done } = rec;
+        this.db.putSync(id, done);
+      }
+      return true;
+    });
+  }
+
+  /** Marks a record for teardown (a delete under way): reconcile removes it instead of booting it. */
+  doom(id: string, until: number): RuntimeRecord | undefined {
+    return this.env.patch<RuntimeRecord>(this.db, id, () => ({ pending: until }));
+  }
+
+  /** The allocation indexes as stored: [ip, id] and [first uid, id]. */
+  allocations(): { ips: [string, string][]; uids: [number, string][] } {
+    return {
+      ips: [...this.ips.getRange().map(({ key, value }) => [key as string, value] as [string, string])],
+      uids: [...this.uids.getRange().map(({ key, value }) => [key as number, value] as [number, string])],
+    };
   }
 
   /** Deletes the record and frees its address and uid range. */

@@ -1,8 +1,22 @@
 // Server records as the hosting API sees them: owner, slug, SSH public key, tier limits and
 // flags. Secondary indexes (slug → id, SSH key fingerprint → id) are written in the same
 // transaction as the record. The runtime keeps its own records (ip, uid range) elsewhere.
+//
+// A record carries `pending` while its create is not yet answered or its delete not finished:
+// such a server is invisible (get, bySlug, byKeyFingerprint, listByAccount and all skip it; its
+// slug stays reserved) and a restarted daemon removes it with everything it holds. Accounts made
+// by an anonymous create are held the same way until that create is committed.
 
 import type { LmdbEnv } from './db.js';
+
+/** Work on a server that is not acknowledged (create) or not finished (delete). */
+export interface PendingOp {
+  op: 'create' | 'delete';
+  /** Instance id of the daemon doing it; pending work of another instance is abandoned. */
+  by: string;
+  /** Epoch ms after which even that daemon treats it as abandoned. */
+  until: number;
+}
 
 export interface ServerRecord {
   id: string;
@@ -18,49 +32,73 @@ export interface ServerRecord {
   suspended: boolean;
   flag: string | null;
   createdAt: number;
+  pending?: PendingOp;
 }
+
+/** An account made by a create that is not committed yet. */
+export interface AccountHold {
+  accountId: string;
+  by: string;
+  until: number;
+}
+
+const visible = (r: ServerRecord | undefined): ServerRecord | undefined => (r && !r.pending ? r : undefined);
 
 export class ServerStore {
   private readonly db;
   private readonly slugs;
   private readonly keys;
   private readonly byAccount;
+  private readonly holds;
 
   constructor(private readonly env: LmdbEnv) {
     this.db = env.db<ServerRecord>('servers');
     this.slugs = env.db<string>('server_slugs');
     this.keys = env.db<string>('server_keys');
     this.byAccount = env.db<string>('server_by_account');
+    this.holds = env.db<AccountHold>('account_holds');
   }
 
   get(id: string): ServerRecord | undefined {
+    return visible(this.db.get(id));
+  }
+
+  /** The record whether committed or pending. */
+  getAny(id: string): ServerRecord | undefined {
     return this.db.get(id);
   }
 
   bySlug(slug: string): ServerRecord | undefined {
     const id = this.slugs.get(slug);
-    return id ? this.db.get(id) : undefined;
+    return id ? visible(this.db.get(id)) : undefined;
   }
 
   byKeyFingerprint(fp: string): ServerRecord | undefined {
     const id = this.keys.get(fp);
-    return id ? this.db.get(id) : undefined;
+    return id ? visible(this.db.get(id)) : undefined;
   }
 
-  listByAccount(accountId: string): ServerRecord[] {
+  /** Committed servers of an account; with `withPending` also those being created or deleted. */
+  listByAccount(accountId: string, o: { withPending?: boolean } = {}): ServerRecord[] {
     const out: ServerRecord[] = [];
     for (const { key } of this.byAccount.getRange({ start: [accountId], end: [accountId, '\uffff'] })) {
       const rec = this.db.get((key as string[])[1]);
-      if (rec) out.push(rec);
+      if (rec && (o.withPending || !rec.pending)) out.push(rec);
     }
     return out;
   }
 
-  all(): ServerRecord[] {
-    return [...this.db.getRange().map(({ value }) => value)];
+  all(o: { withPending?: boolean } = {}): ServerRecord[] {
+    const out: ServerRecord[] = [];
+    for (const { value } of this.db.getRange()) if (o.withPending || !value.pending) out.push(value);
+    return out;
   }
 
-  /** Inserts a new record; false (and nothing written) when its slug is taken. */
+  pendingAll(): ServerRecord[] {
+    return this.all({ withPending: true }).filter((r) => r.pending);
+  }
+
+  /** Inserts a new record (pending or not); false (and nothing written) when its slug is taken. */
   insert(rec: ServerRecord): boolean {
     return this.env.txSync(() => {
       if (this.slugs.get(rec.slug) !== undefined) return false;
@@ -69,6 +107,28 @@ export class ServerStore {
       this.keys.putSync(rec.keyFingerprint, rec.id);
       this.byAccount.putSync([rec.accountId, rec.id], rec.id);
       return true;
+    });
+  }
+
+  /** Ends a pending create: the server becomes visible. False when the record is gone, is not
+   *  a pending create, or its deadline passed (it counts as abandoned then). */
+  commit(id: string, now = Date.now()): boolean {
+    return this.env.txSync(() => {
+      const rec = this.db.get(id);
+      if (!rec?.pending || rec.pending.op !== 'create' || rec.pending.until < now) return false;
+      const { pending: _, ...done } = rec;
+      this.db.putSync(id, done);
+      return true;
+    });
+  }
+
+  /** Marks a server as being deleted (invisible from now on); the record as it was, or undefined. */
+  markDeleting(id: string, by: string, until: number): ServerRecord | undefined {
+    return this.env.txSync(() => {
+      const rec = this.db.get(id);
+      if (!rec) return undefined;
+      this.db.putSync(id, { ...rec, pending: { op: 'delete', by, until } });
+      return rec;
     });
   }
 
@@ -82,9 +142,23 @@ export class ServerStore {
       const rec = this.db.get(id);
       if (!rec) return;
       this.db.removeSync(id);
-      this.slugs.removeSync(rec.slug);
-      this.keys.removeSync(rec.keyFingerprint);
+      if (this.slugs.get(rec.slug) === id) this.slugs.removeSync(rec.slug);
+      if (this.keys.get(rec.keyFingerprint) === id) this.keys.removeSync(rec.keyFingerprint);
       this.byAccount.removeSync([rec.accountId, rec.id]);
     });
+  }
+
+  /** Holds an account made by a create until that create commits (same transaction as the
+   *  account when called inside Store.atomically). */
+  hold(accountId: string, by: string, until: number): void {
+    this.env.txSync(() => this.holds.putSync(accountId, { accountId, by, until }));
+  }
+
+  releaseHold(accountId: string): void {
+    this.env.txSync(() => this.holds.removeSync(accountId));
+  }
+
+  holdsAll(): AccountHold[] {
+    return [...this.holds.getRange().map(({ value }) => value)];
   }
 }

@@ -1,0 +1,220 @@
+// The real daemon as a child process (`rootbox serve` from an esbuild bundle made once per test
+// process, the way bin/rootbox runs dist/rootbox.js), with a data dir, bridge, subnet, nft
+// tables, uid ranges and port pool of its own, so a test can SIGKILL it and start it again on
+// the same data dir (and every restart runs the same code, even while the tree is edited). remove() takes down everything it ever
+// made: servers (runc containers, mounts, loop devices, veths, cgroups), network and data dir.
+
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, rmdirSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { run } from '../../helpers/run.js';
+
+const root = new URL('../../../', import.meta.url).pathname;
+let bundle: Promise<string> | undefined;
+
+/** Bundles src/cli.ts like build.mjs, under var/ (so node_modules resolves), once per process. */
+function bundled(): Promise<string> {
+  bundle ??= (async () => {
+    const { build } = await import('esbuild');
+    const outfile = join(root, 'var', `procdaemon-${process.pid}`, 'rootbox.js');
+    await build({
+      entryPoints: [join(root, 'src/cli.ts')],
+      outfile,
+      bundle: true,
+      platform: 'node',
+      target: 'node20',
+      format: 'esm',
+      sourcemap: true,
+      external: ['lmdb', 'node-pty', 'ssh2', 'cpu-features', 'msgpackr-extract'],
+      banner: { js: "import { createRequire as __rbxCreateRequire } from 'node:module'; const require = __rbxCreateRequire(import.meta.url);" },
+      logLevel: 'warning',
+    });
+    return outfile;
+  })();
+  return bundle;
+}
+
+export interface ProcDaemonOptions {
+  /** A small number distinguishing this daemon's bridge, subnet, table and uids (1-250). */
+  n: number;
+  /** Extra config merged over the defaults (JSON config file). */
+  config?: Record<string, unknown>;
+}
+
+export class ProcDaemon {
+  readonly dataDir: string;
+  readonly bridge: string;
+  readonly table: string;
+  readonly cfgFile: string;
+  child?: ChildProcess;
+  http = 0;
+  https = 0;
+  ssh = 0;
+  /** Every log line of every run, parsed (non-JSON lines as {raw}). */
+  readonly logs: Record<string, any>[] = [];
+  private out = '';
+
+  constructor(readonly opts: ProcDaemonOptions) {
+    this.dataDir = mkdtempSync(join(tmpdir(), 'rbx-proc-'));
+    this.bridge = `rbk${opts.n}`;
+    this.table = `rbk${opts.n}`;
+    this.cfgFile = join(tmpdir(), `rbx-proc-${opts.n}-${process.pid}.json`);
+    const cfg = {
+      dataDir: this.dataDir,
+      publicIp: '127.0.0.1',
+      http: { host: '127.0.0.1', port: 0 },
+      https: { host: '127.0.0.1', port: 0 },
+      ssh: { host: '127.0.0.1', port: 0 },
+      shutdownTimeout: '2s',
+      log: { level: 'debug' },
+      runtime: {
+        imageDir: process.env.ROOTBOX_IMAGE_DIR ?? join(root, 'var', 'images'),
+        bridge: this.bridge,
+        subnet: `10.194.${opts.n}.0/24`,
+        nftTable: this.table,
+        uidStart: 2_500_000_000 + opts.n * 65536 * 32,
+        uidRanges: 32,
+        stopGrace: '1s',
+      },
+      ...opts.config,
+    };
+    writeFileSync(this.cfgFile, JSON.stringify(cfg, null, 2));
+  }
+
+  get running(): boolean {
+    return !!this.child && this.child.exitCode === null && this.child.signalCode === null;
+  }
+
+  /** Starts the daemon and resolves once SSH (its last part) listens. */
+  async start(timeoutMs = 120_000): Promise<void> {
+    this.out = '';
+    const child = spawn(process.execPath, ['--enable-source-maps', await bundled(), 'serve', '--config', this.cfgFile], {
+      cwd: root,
+      env: { ...process.env, ROOTBOX_CONFIG: '' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    this.child = child;
+    let buf = '';
+    const onLine = (l: string) => {
+      let rec: Record<string, any>;
+      try {
+        rec = JSON.parse(l);
+      } catch {
+        rec = { raw: l };
+      }
+      rec.pid = child.pid;
+      this.logs.push(rec);
+      if (rec.msg === 'edge listening') {
+        this.http = rec.http;
+        this.https = rec.https;
+      }
+      if (rec.msg === 'ssh listening') this.ssh = rec.port;
+    };
+    child.stdout!.on('data', (d: Buffer) => {
+      buf += d.toString();
+      this.out += d.toString();
+      let i;
+      while ((i = buf.indexOf('\n')) >= 0) {
+        onLine(buf.slice(0, i));
+        buf = buf.slice(i + 1);
+      }
+    });
+    child.stderr!.on('data', (d: Buffer) => {
+      this.out += d.toString();
+      for (const l of d.toString().split('\n')) if (l.trim()) this.logs.push({ raw: l, stderr: true, pid: child.pid });
+    });
+    await new Promise<void>((resolve, reject) => {
+      const t = setTimeout(() => reject(new Error(`daemon did not start in ${timeoutMs} ms:\n${this.out.slice(-4000)}`)), timeoutMs);
+      const check = setInterval(() => {
+        if (this.logs.some((r) => r.pid === child.pid && r.msg === 'ssh listening')) {
+          clearInterval(check);
+          clearTimeout(t);
+          resolve();
+        }
+      }, 20);
+      child.once('exit', (code, sig) => {
+        clearInterval(check);
+        clearTimeout(t);
+        reject(new Error(`daemon exited (${code ?? sig}) while starting:\n${this.out.slice(-4000)}`));
+      });
+    });
+  }
+
+  /** SIGKILL, as a crash: only the daemon process (its helpers, like under KillMode=process, live on). */
+  async kill(): Promise<void> {
+    const c = this.child;
+    if (!c || c.exitCode !== null || c.signalCode !== null) return;
+    const gone = new Promise((r) => c.once('exit', r));
+    c.kill('SIGKILL');
+    await gone;
+  }
+
+  async stop(): Promise<void> {
+    const c = this.child;
+    if (!c || c.exitCode !== null || c.signalCode !== null) return;
+    const gone = new Promise((r) => c.once('exit', r));
+    c.kill('SIGTERM');
+    const t = setTimeout(() => c.kill('SIGKILL'), 10_000);
+    await gone;
+    clearTimeout(t);
+  }
+
+  /** Log lines of the current (last started) run. */
+  current(): Record<string, any>[] {
+    return this.logs.filter((r) => r.pid === this.child?.pid);
+  }
+
+  /** Everything this daemon ever made on the host, removed (also after a failed test). */
+  async remove(): Promise<void> {
+    await this.kill();
+    const runcRoot = join(this.dataDir, 'runc');
+    const list = await run('runc', ['--root', runcRoot, 'list', '-q']);
+    for (const id of list.stdout.split('\n').filter(Boolean)) {
+      await run('runc', ['--root', runcRoot, 'kill', '--all', id, 'KILL']);
+      await run('runc', ['--root', runcRoot, 'delete', '--force', id]);
+    }
+    const servers = join(this.dataDir, 'servers');
+    const ids = existsSync(servers) ? readdirSync(servers) : [];
+    for (const m of mountsUnder(this.dataDir).reverse()) await run('umount', ['-l', m]);
+    for (const id of ids) removeCgroups(id);
+    await run('nft', ['delete', 'table', 'inet', this.table]);
+    await run('nft', ['delete', 'table', 'bridge', this.table]);
+    await run('ip', ['link', 'del', this.bridge]);
+    rmSync(this.dataDir, { recursive: true, force: true });
+    rmSync(this.cfgFile, { force: true });
+    rmSync(join(root, 'var', `procdaemon-${process.pid}`), { recursive: true, force: true });
+  }
+}
+
+/** Mount points under dir, in mount order. */
+export function mountsUnder(dir: string): string[] {
+  const out: string[] = [];
+  for (const line of readFileSync('/proc/self/mountinfo', 'utf8').split('\n')) {
+    const f = line.split(' ');
+    if (f.length < 5) continue;
+    const p = f[4].replace(/\\(\d{3})/g, (_, o) => String.fromCharCode(parseInt(o, 8)));
+    if (p.startsWith(dir + '/')) out.push(p);
+  }
+  return out;
+}
+
+const CGROUP = '/sys/fs/cgroup';
+
+/** cgroup directories of a server id, across hierarchies (v1 or v2). */
+export function cgroupsOf(id: string): string[] {
+  if (existsSync(join(CGROUP, 'cgroup.controllers'))) return [join(CGROUP, 'rootbox', id)].filter(existsSync);
+  return readdirSync(CGROUP)
+    .map((c) => join(CGROUP, c, 'rootbox', id))
+    .filter(existsSync);
+}
+
+function removeCgroups(id: string): void {
+  for (const d of cgroupsOf(id)) {
+    try {
+      rmdirSync(d);
+    } catch {
+      /* busy or gone */
+    }
+  }
+}
