@@ -14,6 +14,7 @@ import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
 import { run } from '../helpers/run.js';
 import { exchange, hold } from '../edge/clients.js';
 import { Edge, TlsManager } from '../../src/edge/index.js';
+import { addressKey } from '../../src/edge/guard.js';
 import { Router } from '../../src/http/index.js';
 import { createLogger } from '../../src/log/index.js';
 
@@ -167,6 +168,15 @@ test('an HTTP/2 client that cancels a few streams keeps its connection', async (
   } finally {
     session.close();
   }
+});
+
+test('a source is an IPv4 address (also when IPv4-mapped) or an IPv6 /64, however the address is written', () => {
+  assert.is(addressKey('203.0.113.9'), '203.0.113.9');
+  assert.is(addressKey('::ffff:203.0.113.9'), '203.0.113.9');
+  const net64 = addressKey('2001:db8:1:2::1');
+  for (const ip of ['2001:db8:1:2:ffff:ffff:ffff:ffff', '2001:0DB8:0001:0002:0:0:0:7', '2001:db8:1:2::']) assert.is(addressKey(ip), net64, ip);
+  assert.is.not(addressKey('2001:db8:1:3::1'), net64);
+  assert.is(addressKey('::1'), addressKey('0:0:0:0:0:0:0:1'));
 });
 
 test('over the total cap (http.maxConnections), connections from any address are refused; plain HTTP gets a 503', async () => {
