@@ -130,6 +130,8 @@ async function check(m: Model, seen: Set<string>, payHash: string): Promise<{ pr
 
   const h = await scanHost({ dataDir: d.dataDir, bridge: d.bridge, table: d.table, pool: POOL });
   for (const id of idsIn(h)) seen.add(id);
+  // every server the daemon ever mentioned (a create logs its id before it touches the host)
+  for (const l of d.logs) for (const id of JSON.stringify(l).match(/srv_[0-9a-f]{12}/g) ?? []) seen.add(id);
   const ipOf = new Map(rts.map((r) => [r.id, r.ip]));
   const stray = (what: string, items: string[]) => {
     for (const i of items) problems.push(`host: ${what} ${i} of no acknowledged server`);
@@ -205,9 +207,21 @@ test(`${KILLS} SIGKILLs under load: acknowledged changes survive, nothing unackn
   const last = await check(m, seen, payHash);
   for (const p of last.problems) if (!reported.has(p)) report.push(`after a clean restart: ${p}`);
   const secs = Math.round((Date.now() - started) / 1000);
+  const said = (msg: string) => d.logs.filter((l) => l.msg === msg);
+  const recovery = {
+    pendingTornDown: said('runtime reconciled').reduce((n, l) => n + (l.removed ?? 0), 0),
+    unacknowledgedRemoved: said('removed unacknowledged work of an earlier run').reduce((n, l) => n + l.servers.length, 0),
+    accountsDropped: said('removed unacknowledged work of an earlier run').reduce((n, l) => n + l.accounts.length, 0),
+    leftoverCommandsEnded: said('reconcile: ended commands a previous daemon left running').reduce((n, l) => n + l.commands.length, 0),
+    networkPruned: said('reconcile: removed network leftovers').reduce((n, l) => n + l.items.length, 0),
+  };
+  console.log(`recovery at the restarts: ${JSON.stringify(recovery)}`);
   console.log(`kill loop: ${KILLS} kills in ${secs} s, seed ${SEED}; acknowledged ${JSON.stringify(m.counts)}; refused ${JSON.stringify(m.refusals)}; committed but unanswered creates: ${tolerated}; problems: ${report.length}`);
   for (const l of report) console.log('  ' + l);
   assert.ok(m.counts.create >= 3 && m.counts.expose >= 3 && m.counts.delete >= 1 && m.counts.recharge >= 1, `the load ran every kind of change: ${JSON.stringify(m.counts)}`);
+  // A create can commit and be killed before its answer leaves only in the few ms of its synced
+  // commit; without a commit step nearly every create the kill cuts off would be counted here.
+  assert.ok(tolerated <= Math.max(3, Math.ceil(KILLS / 5)), `${tolerated} creates committed without an answer`);
   assert.is(m.counts.ipLimit, 0, 'no create was refused by the per-IP cap while fewer servers than the cap were acknowledged');
   assert.equal(report, []);
 });
