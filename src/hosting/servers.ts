@@ -132,7 +132,6 @@ export class Servers {
     this.pending.end(id);
     // past its deadline the create counts as abandoned: the caller rolls it back
     if (!ok) throw new AppError('unavailable', 'create_failed', 'the server took too long to create; try again');
-    created.record = this.d.store.servers.get(id) ?? created.record;
     this.d.log.info('server created', { id, slug, account: accountId });
   }
 

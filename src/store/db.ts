@@ -37,10 +37,12 @@ export class LmdbEnv {
 
   /** A synchronous read-write transaction: every read inside sees the writes before it, and all
    *  writes commit together or not at all. Use for check-then-write (locks, allocations).
-   *  Durability: lmdb-js opens the env with overlappingSync (its default off Windows), under which
-   *  a lone putSync/removeSync commits without waiting for the disk (flushed a moment later),
-   *  while a transactionSync like this one commits synchronously and synced: when it returns the
-   *  change survives a process kill and a power cut. Write what an answer acknowledges here.
+   *  Durability: the env runs with lmdb-js's default overlappingSync (noSync off): a commit is
+   *  made visible first and the same synchronous call then waits for fdatasync outside the write
+   *  lock (one fdatasync per transactionSync or lone putSync/removeSync, before it returns, seen
+   *  with strace), so a synchronous write that returned survives a kill and a power cut. The
+   *  asynchronous writes (put, transaction, tx below) resolve once committed; they are durable
+   *  only when `flushed` resolves. Write what an answer acknowledges synchronously.
    *  Nested calls become child transactions of the outer one. */
   txSync<T>(fn: () => T): T {
     return this.root.transactionSync(fn);

@@ -13,11 +13,16 @@ import { run } from '../../helpers/run.js';
 const root = new URL('../../../', import.meta.url).pathname;
 let bundle: Promise<string> | undefined;
 
-/** Bundles src/cli.ts like build.mjs, under var/ (so node_modules resolves), once per process. */
+const bundleFile = join(root, 'dist', `procdaemon-${process.pid}.js`);
+
+/** Bundles src/cli.ts like build.mjs, once per process, beside dist/rootbox.js (the same layout:
+ *  node_modules and dist/bin resolve as in production) under a name of its own. */
 function bundled(): Promise<string> {
   bundle ??= (async () => {
+    const native = join(root, 'scripts', 'native.mjs');
+    if (existsSync(native)) (await import(native)).buildNative(); // the runtime's C helpers, when missing
     const { build } = await import('esbuild');
-    const outfile = join(root, 'var', `procdaemon-${process.pid}`, 'rootbox.js');
+    const outfile = bundleFile;
     await build({
       entryPoints: [join(root, 'src/cli.ts')],
       outfile,
@@ -183,7 +188,7 @@ export class ProcDaemon {
     await run('ip', ['link', 'del', this.bridge]);
     rmSync(this.dataDir, { recursive: true, force: true });
     rmSync(this.cfgFile, { force: true });
-    rmSync(join(root, 'var', `procdaemon-${process.pid}`), { recursive: true, force: true });
+    for (const f of [bundleFile, `${bundleFile}.map`]) rmSync(f, { force: true });
   }
 }
 
