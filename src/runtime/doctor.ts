@@ -4,8 +4,10 @@
 import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { release } from 'node:os';
+import { relative } from 'node:path';
 import type { Config } from '../config/index.js';
 import { findImage, imageOptions, recipeHash } from './image.js';
+import { nativeBinary, type NativeProgram } from './native.js';
 
 export interface Check {
   name: string;
@@ -56,7 +58,9 @@ export function hostChecks(): Check[] {
   const tini = existsSync('/usr/bin/tini-static') || existsSync('/usr/bin/tini');
   add({ name: 'tini', required: true, ok: tini, detail: tini ? 'present' : 'not found', fix: `${APT} tini` });
   const cc = run('cc', ['--version']);
-  add({ name: 'C compiler', required: true, ok: cc.ok, detail: cc.ok ? cc.out.split('\n')[0] : 'cc not found (compiles the idmapped-mount helper once)', fix: `${APT} gcc libc6-dev` });
+  add({ name: 'C compiler', required: false, ok: cc.ok, detail: cc.ok ? cc.out.split('\n')[0] : 'cc not found (`npm run build` compiles the native helpers with it)', fix: `${APT} gcc libc6-dev` });
+  add(nativeCheck('idmapped-mount helper', 'rbx-idmount', true));
+  add(nativeCheck('exec wrapper', 'rbx-exec', false));
   const nsenter = run('nsenter', ['--version']);
   add({ name: 'nsenter', required: true, ok: nsenter.ok, detail: nsenter.ok ? nsenter.out : 'not found (configures a container\'s eth0 from the host)', fix: `${APT} util-linux` });
   const resize = run('resize2fs', []);
@@ -67,6 +71,17 @@ export function hostChecks(): Check[] {
   const deb = run('debootstrap', ['--version']);
   add({ name: 'debootstrap', required: false, ok: deb.ok, detail: deb.ok ? deb.out : 'not found (needed to build the base image)', fix: `${APT} debootstrap` });
   return checks;
+}
+
+/** A C helper built from its current source (native.ts); the exec wrapper is optional (without it a signal death reads as exit 128+n). */
+function nativeCheck(name: string, program: NativeProgram, required: boolean): Check {
+  try {
+    const b = nativeBinary(program);
+    const detail = b.built ? b.path : `${relative(b.root, b.path)} missing (not built from the current ${relative(b.root, b.source)})`;
+    return { name, required, ok: b.built, detail, fix: `npm run build (in ${b.root})` };
+  } catch (e) {
+    return { name, required, ok: false, detail: (e as Error).message, fix: 'run rootbox from its checkout (bin/rootbox)' };
+  }
 }
 
 export function formatChecks(checks: Check[]): string {

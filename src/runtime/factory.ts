@@ -1,4 +1,4 @@
-// Building the runtime from the config: finds the base image, compiles the idmapped-mount helper,
+// Building the runtime from the config: finds the base image and the built idmapped-mount helper,
 // writes the init files, opens the data dir for container roots, sets up bridge and nftables,
 // and reconciles runc with the store. Also the start/stop Part for the daemon's composition root.
 
@@ -8,7 +8,7 @@ import { AppError } from '../errors.js';
 import type { Logger } from '../log/index.js';
 import type { RuntimeStore } from '../store/index.js';
 import { ensureExecWrapper } from './execwrap.js';
-import { ensureHelper } from './helper.js';
+import { helperPath } from './helper.js';
 import { findImage, imageOptions, recipeHash } from './image.js';
 import { reconcile, type ReconcileReport } from './reconcile.js';
 import { ContainerRuntime } from './runtime.js';
@@ -32,9 +32,9 @@ export async function createRuntime(cfg: RuntimeSettings, store: RuntimeStore, l
     throw new AppError('unavailable', 'image_missing', `base image ${img.name} (recipe ${recipeHash()}) is not built in ${img.imageDir}; run \`rootbox image build\``);
   }
   ContainerRuntime.openPath(cfg.dataDir);
-  const helper = await ensureHelper(join(cfg.dataDir, 'runtime', 'bin'));
+  const helper = helperPath();
   const initDir = ensureInitDir(join(cfg.dataDir, 'runtime', 'init'));
-  const execWrapper = await ensureExecWrapper(initDir, (err) => log.warn('exec wrapper not built (apt-get install -y gcc libc6-dev); a command killed by a signal reads as exit 128+n', { err }));
+  const execWrapper = ensureExecWrapper(initDir, (err) => log.warn('exec wrapper not available; a command killed by a signal reads as exit 128+n', { err }));
   const runtime = new ContainerRuntime({ dataDir: cfg.dataDir, cfg: cfg.runtime, store, log: log.child({ part: 'runtime' }), image, helper, initDir, execWrapper });
   await runtime.net.setup();
   const reconciled = cfg.runtime.reconcile === 'on' ? await reconcile(runtime) : undefined;
