@@ -78,7 +78,7 @@ export class ProcDaemon {
         bridge: this.bridge,
         subnet: `10.194.${opts.n}.0/24`,
         nftTable: this.table,
-        uidStart: 2_500_000_000 + opts.n * 65536 * 32,
+        uidStart: 3_200_000_000 + opts.n * 65536 * 32,
         uidRanges: 32,
         stopGrace: '1s',
       },
