@@ -18,7 +18,9 @@ export function buildNative(root = fileURLToPath(new URL('..', import.meta.url))
   const srcDir = join(root, 'src', 'runtime', 'native');
   const outDir = join(root, 'dist', 'bin');
   const built = [];
-  for (const file of readdirSync(srcDir).filter((n) => n.endsWith('.c')).sort()) {
+  for (const file of readdirSync(srcDir)
+    .filter((n) => n.endsWith('.c'))
+    .sort()) {
     const source = join(srcDir, file);
     const text = readFileSync(source);
     const hash = createHash('sha256').update(text).digest('hex').slice(0, 12);
@@ -32,7 +34,7 @@ export function buildNative(root = fileURLToPath(new URL('..', import.meta.url))
       chmodSync(tmp, 0o755);
       renameSync(tmp, bin);
     } catch (e) {
-      const why = e.code === 'ENOENT' ? 'cc not found' : (e.stderr?.toString().trim() || e.message);
+      const why = e.code === 'ENOENT' ? 'cc not found' : e.stderr?.toString().trim() || e.message;
       throw new Error(`cannot compile ${relative(root, source)}: ${why}\n(apt-get install -y gcc libc6-dev, or run scripts/setup as root)`);
     } finally {
       rmSync(tmp, { force: true });

@@ -27,7 +27,11 @@ function checkout(): string {
   return dir;
 }
 const build = (dir: string) => run(process.execPath, [join(root, 'scripts', 'native.mjs'), dir], { timeoutMs: 120_000 });
-const built = (out: string) => out.split('\n').filter((l) => l.startsWith('built ')).map((l) => basename(l.slice(6)));
+const built = (out: string) =>
+  out
+    .split('\n')
+    .filter((l) => l.startsWith('built '))
+    .map((l) => basename(l.slice(6)));
 
 test.after(() => rmSync(tmp, { recursive: true, force: true }));
 
@@ -51,7 +55,10 @@ test('a missing helper is refused with the command that builds it', () => {
   } catch (e) {
     assert.instance(e, AppError);
     assert.is((e as AppError).code, 'helper_missing');
-    assert.match((e as Error).message, /dist\/bin\/rbx-idmount-[0-9a-f]{12} \(built from src\/runtime\/native\/rbx-idmount\.c\) is missing; run `npm run build` in /);
+    assert.match(
+      (e as Error).message,
+      /dist\/bin\/rbx-idmount-[0-9a-f]{12} \(built from src\/runtime\/native\/rbx-idmount\.c\) is missing; run `npm run build` in /,
+    );
   }
 });
 
@@ -59,7 +66,12 @@ test('an edited source is never served by the binary of the old one, and the bui
   const dir = checkout();
   const first = await build(dir);
   assert.is(first.code, 0, first.stderr);
-  assert.equal(built(first.stdout).map((b) => b.replace(/-[0-9a-f]{12}$/, '')).sort(), ['rbx-exec', 'rbx-idmount']);
+  assert.equal(
+    built(first.stdout)
+      .map((b) => b.replace(/-[0-9a-f]{12}$/, ''))
+      .sort(),
+    ['rbx-exec', 'rbx-idmount'],
+  );
   const old = helperPath(dir);
   const usage = await run(old, []);
   assert.is(usage.code, 2);
@@ -83,7 +95,11 @@ test('the exec wrapper is put into the init directory under its hashed name, rep
   mkdirSync(init);
   writeFileSync(join(init, 'rbx-exec-000000000000'), 'old build');
   const errors: Error[] = [];
-  assert.is(ensureExecWrapper(init, (e) => errors.push(e), dir), undefined, 'nothing to install before the build');
+  assert.is(
+    ensureExecWrapper(init, (e) => errors.push(e), dir),
+    undefined,
+    'nothing to install before the build',
+  );
   assert.match(errors[0]?.message ?? '', /the exec wrapper is not built: dist\/bin\/rbx-exec-[0-9a-f]{12} .* run `npm run build`/);
 
   assert.is((await build(dir)).code, 0);
@@ -96,7 +112,7 @@ test('the exec wrapper is put into the init directory under its hashed name, rep
   assert.is(r.code, 128 + 15);
 });
 
-test('a source that does not compile fails the build with the compiler\'s message and leaves no binary', async () => {
+test("a source that does not compile fails the build with the compiler's message and leaves no binary", async () => {
   const dir = checkout();
   writeFileSync(join(dir, 'src', 'runtime', 'native', 'broken.c'), 'int main(void) { return nope; }\n');
   const r = await build(dir);
