@@ -15,7 +15,6 @@ import { api, keyHash } from './helpers/killload.js';
 import { mountsUnder, ProcDaemon } from './helpers/procdaemon.js';
 import { run } from '../helpers/run.js';
 
-const POOL: [number, number] = [23410, 23415];
 let d: ProcDaemon;
 /** Key hashes of the accounts whose api_key a create answered. */
 const known = new Set<string>();
@@ -28,7 +27,7 @@ async function create() {
 }
 
 test.before(async () => {
-  d = new ProcDaemon({ n: 150 + (process.pid % 50), config: { hosting: { anonServersPerIp: 3, portPool: POOL.join('-'), rateLimit: { createsPerIpPerHour: 1000 } }, proxy: { idleTimeout: '1h' } } });
+  d = new ProcDaemon({ config: { hosting: { anonServersPerIp: 3, rateLimit: { createsPerIpPerHour: 1000 } }, proxy: { idleTimeout: '1h' } } });
   await d.start();
 });
 test.after(async () => {
@@ -59,7 +58,7 @@ async function records() {
   }
 }
 
-const scan = () => scanHost({ dataDir: d.dataDir, bridge: d.bridge, table: d.table, pool: POOL });
+const scan = () => scanHost({ dataDir: d.dataDir, bridge: d.bridge, table: d.table, pool: d.pool });
 
 test('exposes answered right after a start survive a SIGKILL right after their answers', async () => {
   const c = { body: await create() };
@@ -169,7 +168,7 @@ test('a runtime command a killed daemon left running on its data dir is ended be
 test('a restart removes network state and loop devices of servers that no longer exist', async () => {
   // what a crash between two steps can leave: an egress element and counter, a veth on the
   // bridge, and a server directory whose image is still attached to a loop device
-  const ip = `10.194.${d.opts.n}.250`;
+  const ip = `10.194.${d.n}.250`;
   const nft = await run('nft', ['-f', '-'], { input: `add counter inet ${d.table} eg_${ip.replace(/\./g, '_')}\nadd element inet ${d.table} egress { ${ip} : "eg_${ip.replace(/\./g, '_')}" }\n` });
   assert.is(nft.code, 0, nft.stderr);
   const veth = `${d.bridge}v${(250).toString(36)}`;

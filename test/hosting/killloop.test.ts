@@ -15,12 +15,11 @@ import { LocalFacilitator } from '../payments/fixtures/facilitator.js';
 import { idOfPath, idsIn, scanHost, withCgroups } from './helpers/hostscan.js';
 import { api, keyHash, Model, prng, worker } from './helpers/killload.js';
 import { ProcDaemon } from './helpers/procdaemon.js';
+import { run } from '../helpers/run.js';
 
 const KILLS = Number(process.env.ROOTBOX_KILLS ?? 22);
 const SEED = Number(process.env.ROOTBOX_KILL_SEED ?? Math.floor(Math.random() * 2 ** 31));
-const POOL: [number, number] = [23400, 23407];
 const CAP = 6;
-const N = 200 + (process.pid % 50);
 
 let fac: LocalFacilitator;
 let d: ProcDaemon;
@@ -28,9 +27,8 @@ let d: ProcDaemon;
 test.before(async () => {
   fac = await new LocalFacilitator().start();
   d = new ProcDaemon({
-    n: N,
     config: {
-      hosting: { anonServersPerIp: CAP, portPool: POOL.join('-'), rateLimit: { perIpPerMinute: 100_000, perKeyPerMinute: 100_000, createsPerIpPerHour: 100_000 } },
+      hosting: { anonServersPerIp: CAP, rateLimit: { perIpPerMinute: 100_000, perKeyPerMinute: 100_000, createsPerIpPerHour: 100_000 } },
       verify: { x402: { payTo: '0x1111111111111111111111111111111111111111', facilitatorUrl: fac.url, facilitatorTimeout: '2s', settleTimeout: '2s' } },
       billing: { meterInterval: '1h' },
       proxy: { idleTimeout: '1h' },
@@ -128,7 +126,7 @@ async function check(m: Model, seen: Set<string>, payHash: string): Promise<{ pr
   }
   for (const e of liveExp) if (!(await listens(e.port!))) problems.push(`host: acknowledged exposure ${e.server}:${e.containerPort} does not listen on ${e.port}`);
 
-  const h = await scanHost({ dataDir: d.dataDir, bridge: d.bridge, table: d.table, pool: POOL });
+  const h = await scanHost({ dataDir: d.dataDir, bridge: d.bridge, table: d.table, pool: d.pool });
   for (const id of idsIn(h)) seen.add(id);
   // every server the daemon ever mentioned (a create logs its id before it touches the host)
   for (const l of d.logs) for (const id of JSON.stringify(l).match(/srv_[0-9a-f]{12}/g) ?? []) seen.add(id);
@@ -146,7 +144,12 @@ async function check(m: Model, seen: Set<string>, payHash: string): Promise<{ pr
   stray('nft counter', h.nftCounters.filter((c) => ![...liveIps].some((ip) => c === `eg_${ip.replace(/\./g, '_')}`)));
   stray('cgroup', withCgroups([...seen].filter((id) => !live.has(id))));
   const wantPorts = new Set(liveExp.map((e) => e.port));
-  stray('listener on pool port', h.listening.filter((p) => !wantPorts.has(p)).map(String));
+  const strayPorts = h.listening.filter((p) => !wantPorts.has(p));
+  if (strayPorts.length || liveExp.some((e) => !h.listening.includes(e.port!))) {
+    const ss = await run('ss', ['-ltnpH', `sport >= :${d.pool[0]} and sport <= :${d.pool[1]}`]);
+    console.log(`    pool listeners (daemon pid ${d.child?.pid}):\n${ss.stdout}`);
+  }
+  stray('listener on pool port', strayPorts.map(String));
   for (const id of live.keys()) {
     const c = h.runc.find((x) => x.id === id);
     if (c?.status !== 'running') problems.push(`host: acknowledged server ${id} has container ${c?.status ?? 'none'}`);

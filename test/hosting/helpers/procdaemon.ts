@@ -41,10 +41,36 @@ function bundled(): Promise<string> {
 }
 
 export interface ProcDaemonOptions {
-  /** A small number distinguishing this daemon's bridge, subnet, table and uids (1-250). */
-  n: number;
-  /** Extra config merged over the defaults (JSON config file). */
+  /** Extra config merged over the defaults (JSON config file); `hosting` merges one level deep. */
   config?: Record<string, unknown>;
+}
+
+const FIRST = 150;
+const SLOTS = 100;
+const lockOf = (n: number) => join(tmpdir(), `rbx-procdaemon-${n}.lock`);
+
+/** A slot number no other ProcDaemon on this host holds (test files of several checkouts may
+ *  run at once): taken by creating its lock file, stale locks of dead processes taken over. */
+function takeSlot(): number {
+  for (let i = 0; i < SLOTS; i++) {
+    const n = FIRST + ((process.pid + i) % SLOTS);
+    try {
+      writeFileSync(lockOf(n), String(process.pid), { flag: 'wx' });
+      return n;
+    } catch {
+      const holder = Number(readFileSync(lockOf(n), 'utf8') || 0);
+      let alive = holder > 0;
+      try {
+        if (alive) process.kill(holder, 0);
+      } catch {
+        alive = false;
+      }
+      if (alive) continue;
+      writeFileSync(lockOf(n), String(process.pid));
+      return n;
+    }
+  }
+  throw new Error('no free ProcDaemon slot');
 }
 
 export class ProcDaemon {
@@ -60,11 +86,19 @@ export class ProcDaemon {
   readonly logs: Record<string, any>[] = [];
   private out = '';
 
-  constructor(readonly opts: ProcDaemonOptions) {
+  /** This daemon's slot: its bridge, subnet, table, uid ranges and port pool derive from it. */
+  readonly n: number;
+  /** Public ports /expose hands out (8 of them, this daemon's alone). */
+  readonly pool: [number, number];
+
+  constructor(readonly opts: ProcDaemonOptions = {}) {
+    this.n = takeSlot();
+    const n = this.n;
+    this.pool = [26000 + (n - FIRST) * 10, 26000 + (n - FIRST) * 10 + 7];
     this.dataDir = mkdtempSync(join(tmpdir(), 'rbx-proc-'));
-    this.bridge = `rbk${opts.n}`;
-    this.table = `rbk${opts.n}`;
-    this.cfgFile = join(tmpdir(), `rbx-proc-${opts.n}-${process.pid}.json`);
+    this.bridge = `rbk${n}`;
+    this.table = `rbk${n}`;
+    this.cfgFile = join(tmpdir(), `rbx-proc-${n}-${process.pid}.json`);
     const cfg = {
       dataDir: this.dataDir,
       publicIp: '127.0.0.1',
@@ -76,13 +110,14 @@ export class ProcDaemon {
       runtime: {
         imageDir: process.env.ROOTBOX_IMAGE_DIR ?? join(root, 'var', 'images'),
         bridge: this.bridge,
-        subnet: `10.194.${opts.n}.0/24`,
+        subnet: `10.194.${n}.0/24`,
         nftTable: this.table,
-        uidStart: 3_200_000_000 + opts.n * 65536 * 32,
+        uidStart: 3_200_000_000 + n * 65536 * 32,
         uidRanges: 32,
         stopGrace: '1s',
       },
       ...opts.config,
+      hosting: { portPool: this.pool.join('-'), ...(opts.config?.hosting as object) },
     };
     writeFileSync(this.cfgFile, JSON.stringify(cfg, null, 2));
   }
@@ -188,7 +223,7 @@ export class ProcDaemon {
     await run('ip', ['link', 'del', this.bridge]);
     rmSync(this.dataDir, { recursive: true, force: true });
     rmSync(this.cfgFile, { force: true });
-    for (const f of [bundleFile, `${bundleFile}.map`]) rmSync(f, { force: true });
+    for (const f of [bundleFile, `${bundleFile}.map`, lockOf(this.n)]) rmSync(f, { force: true });
   }
 }
 
