@@ -22,6 +22,9 @@ import { named, type Named } from './target.js';
 import type { TlsManager } from './tls.js';
 import { answerRefusals, rawAnswer } from './wire.js';
 
+/** How long an HTTP/2 session's streams may run on after the client's FIN (HTTP/2 has no half-close; a FIN means the peer left) before the session is destroyed. */
+const H2_FIN_GRACE_MS = 250;
+
 export interface UpgradeApp {
   upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, info: RequestInfo & { slug: string }): void;
 }
@@ -129,8 +132,13 @@ export class Edge {
     s.on('close', () => this.sessions.delete(s));
     s.on('error', noop);
     const conn = ConnGuard.of(s.socket);
-    // TLS sockets are half-open (for HTTP/1.1 clients that shut their side): a client's FIN ends an HTTP/2 session
-    conn?.tls?.once('end', () => s.close());
+    // TLS sockets are half-open (for HTTP/1.1 clients that shut their side): a client's FIN ends an HTTP/2 session.
+    // Its open streams get a short grace to finish; a peer that went away sends no more window updates, so a
+    // stream blocked on flow control would otherwise hold the session (and its server's answer) forever.
+    conn?.tls?.once('end', () => {
+      s.close();
+      if (!s.destroyed) setTimeout(() => s.destroy(), H2_FIN_GRACE_MS).unref();
+    });
     const watch = boundResets(s, bound, (resets) =>
       this.opts.log.info('HTTP/2 session ended: too many stream resets', { ip: conn?.sock.remoteAddress, resets }),
     );
