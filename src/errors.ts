@@ -1,48 +1,57 @@
 // The two kinds of error. AppError: the one error type the daemon raises on purpose for clients;
-// a closed `kind` (what went wrong, for mapping to a transport) and a stable `code` (what clients
-// match on). InternalError: a failure of the host itself (a command's exit status and stderr, a
-// path, a syscall), logged in full and never shown: a client only ever gets a generic sentence with
-// the request id. Nothing here knows about HTTP; src/http/errors.ts maps kinds to statuses in one
-// place.
+// a stable `code` from the catalogue (src/catalogue.ts: what clients match on) and the `kind` the
+// catalogue gives it (what went wrong, for mapping to a transport). AppError.of(code, detail)
+// builds one; an unknown code does not compile. InternalError: a failure of the host itself (a
+// command's exit status and stderr, a path, a syscall), logged in full and never shown: a client
+// only ever gets a generic sentence with the request id. Nothing here knows about HTTP;
+// src/http/errors.ts maps kinds to statuses in one place.
 
-export type ErrorKind =
-  | 'bad_request'
-  | 'unauthorized'
-  | 'payment_required'
-  | 'forbidden'
-  | 'not_found'
-  | 'method_not_allowed'
-  | 'conflict'
-  | 'too_large'
-  | 'unsupported_media_type'
-  | 'misdirected'
-  | 'rate_limited'
-  | 'upstream'
-  | 'timeout'
-  | 'unavailable'
-  | 'internal';
+import { CATALOGUE, kindAllowed, type ErrorCode, type ErrorKind, type KindsOf } from './catalogue.js';
+
+export { CATALOGUE, isErrorCode, type CodeOf, type ErrorCode, type ErrorKind } from './catalogue.js';
 
 export interface AppErrorOptions {
   cause?: unknown;
-  /** Extra fields merged into the error body (e.g. payment terms, retry hints). */
+  /** Extra fields merged into the error body (e.g. payment terms, hints). */
   extra?: Record<string, unknown>;
-  /** Extra response headers (e.g. Retry-After, PAYMENT-REQUIRED). */
+  /** Extra response headers (e.g. PAYMENT-REQUIRED, Allow). */
   headers?: Record<string, string>;
+  /** Seconds after which a retry may succeed (also set as the retry-after header; answered as
+   *  Retry-After and `retry_after`). */
+  retryAfter?: number;
 }
+
+/** Options of AppError.of: a code with `also` kinds may name one of them. */
+export type OfOptions<C extends ErrorCode> = AppErrorOptions & { kind?: KindsOf<C> };
+
+/** The long form's arguments, kind first: the kind must be one the catalogue gives the code. */
+type LongForm = { [C in ErrorCode]: [kind: KindsOf<C>, code: C, detail: string, opts?: AppErrorOptions] }[ErrorCode];
 
 export class AppError extends Error {
   readonly kind: ErrorKind;
-  readonly code: string;
+  readonly code: ErrorCode;
   readonly extra?: Record<string, unknown>;
   readonly headers?: Record<string, string>;
+  readonly retryAfter?: number;
 
-  constructor(kind: ErrorKind, code: string, detail: string, opts: AppErrorOptions = {}) {
+  /** The error of a catalogue code, with the kind the catalogue gives it (or opts.kind). */
+  static of<C extends ErrorCode>(code: C, detail: string, opts: OfOptions<C> = {}): AppError {
+    return new AppError(...([opts.kind ?? CATALOGUE[code].kind, code, detail, opts] as LongForm));
+  }
+
+  /** Prefer AppError.of; this long form names the kind too (checked against the catalogue). */
+  constructor(...[kind, code, detail, opts = {}]: LongForm) {
     super(detail, opts.cause === undefined ? undefined : { cause: opts.cause });
     this.name = 'AppError';
-    this.kind = kind;
+    // the types keep kind and code together; a code that slipped past them keeps its catalogue kind
+    this.kind = kindAllowed(code, kind) ? kind : (CATALOGUE[code]?.kind ?? kind);
     this.code = code;
     this.extra = opts.extra;
     this.headers = opts.headers;
+    if (opts.retryAfter !== undefined) {
+      this.retryAfter = Math.max(1, Math.ceil(opts.retryAfter));
+      this.headers = { ...opts.headers, 'retry-after': String(this.retryAfter) };
+    }
   }
 
   get detail(): string {
@@ -51,20 +60,6 @@ export class AppError extends Error {
 }
 
 export const isAppError = (e: unknown): e is AppError => e instanceof AppError;
-
-/** Shorthands for the common kinds; the code stays explicit at every call site. */
-export const badRequest = (code: string, detail: string, opts?: AppErrorOptions) =>
-  new AppError('bad_request', code, detail, opts);
-export const notFound = (code: string, detail: string, opts?: AppErrorOptions) =>
-  new AppError('not_found', code, detail, opts);
-export const conflict = (code: string, detail: string, opts?: AppErrorOptions) =>
-  new AppError('conflict', code, detail, opts);
-export const forbidden = (code: string, detail: string, opts?: AppErrorOptions) =>
-  new AppError('forbidden', code, detail, opts);
-export const unavailable = (code: string, detail: string, opts?: AppErrorOptions) =>
-  new AppError('unavailable', code, detail, opts);
-export const internal = (code: string, detail: string, opts?: AppErrorOptions) =>
-  new AppError('internal', code, detail, opts);
 
 /**
  * A failure inside the host that a client must not see (tool output, host paths). It is never an

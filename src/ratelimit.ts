@@ -1,6 +1,10 @@
 // Token-bucket rate limiting keyed by a string (an IP, an api key, a phone number). In memory:
 // limits protect this process, and a restart forgiving everyone is acceptable. Buckets that are
-// full again are dropped so the map does not grow without bound.
+// full again are dropped so the map does not grow without bound. Also the one way a 429 is built
+// (tooMany): every limit — API requests, feedback, SMS, wrong codes, the edge's connection cap —
+// answers "<what>; retry in N s" with Retry-After and `retry_after` N.
+
+import { AppError, type CodeOf } from './errors.js';
 
 export interface RateLimit {
   /** Burst size: how many events may happen at once. */
@@ -45,4 +49,10 @@ export class RateLimiter {
     const full = (this.limit.burst / this.limit.perSecond) * 1000;
     for (const [k, b] of this.buckets) if (t - b.at > full) this.buckets.delete(k);
   }
+}
+
+/** The 429 of a limit: `<what>; retry in N s`, with Retry-After and `retry_after` of N (at least 1). */
+export function tooMany(code: CodeOf<'rate_limited'>, what: string, retryAfterSeconds: number): AppError {
+  const s = Math.max(1, Math.ceil(retryAfterSeconds));
+  return AppError.of(code, `${what}; retry in ${s} s`, { kind: 'rate_limited', retryAfter: s });
 }

@@ -3,7 +3,7 @@
 
 import { randomUUID } from 'node:crypto';
 import { adminCreditOffline } from '../billing/index.js';
-import { AppError } from '../errors.js';
+import { AppError, isErrorCode } from '../errors.js';
 import { callAdmin, type AdminAnswer } from './client.js';
 
 const MiB = 1024 * 1024;
@@ -13,13 +13,13 @@ async function ask(dataDir: string, method: string, path: string, body?: unknown
     return await callAdmin(dataDir, method, path, body);
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
-    if (code === 'EACCES' || code === 'EPERM') throw new AppError('forbidden', 'admin_denied', 'the daemon\'s admin socket is root only; run this as root');
+    if (code === 'EACCES' || code === 'EPERM') throw AppError.of('admin_denied', 'the daemon\'s admin socket is root only; run this as root');
     throw e;
   }
 }
 
 function refused(a: AdminAnswer): never {
-  throw new AppError('bad_request', String(a.body.error ?? 'admin_failed'), String(a.body.detail ?? `the daemon answered ${a.status}`));
+  throw AppError.of(isErrorCode(a.body.error) ? a.body.error : 'admin_failed', String(a.body.detail ?? `the daemon answered ${a.status}`));
 }
 
 /** `rootbox admin credit <account-or-server> <usd>`. */

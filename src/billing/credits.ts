@@ -44,5 +44,5 @@ export function upgradeEnvelope(baseUrl: string, suspendAfterMs: number) {
  *  endpoint would have answered (e.g. the server and its `suspended` flag) beside the envelope. */
 export function envelopeError(baseUrl: string, suspendAfterMs: number, more: Record<string, unknown> = {}): AppError {
   const env = upgradeEnvelope(baseUrl, suspendAfterMs);
-  return new AppError('payment_required', 'free_tier_exceeded', env.message, { extra: { ...more, ...env } });
+  return AppError.of('free_tier_exceeded', env.message, { extra: { ...more, ...env } });
 }

@@ -112,10 +112,10 @@ export class Billing {
   /** POST /account/recharge: x402 payment for exactly `usd`, credited once per payment. */
   async recharge(paywall: Paywall, account: AccountRecord, usdRaw: unknown, headers: Record<string, string | string[] | undefined>, url: string) {
     if (typeof usdRaw !== 'number' || !Number.isFinite(usdRaw) || usdRaw < 0.01 || usdRaw > this.d.cfg.maxRechargeUsd) {
-      throw new AppError('bad_request', 'invalid_request', `usd: must be a number from 0.01 to ${this.d.cfg.maxRechargeUsd}`);
+      throw AppError.of('invalid_request', `usd: must be a number from 0.01 to ${this.d.cfg.maxRechargeUsd}`);
     }
     const amount = usdToAtomic(usdRaw.toFixed(6).replace(/0+$/, '').replace(/\.$/, ''));
-    if (amount === null || Math.abs(Number(amount) / 1e6 - usdRaw) > 1e-9) throw new AppError('bad_request', 'invalid_request', 'usd: at most 6 decimal places');
+    if (amount === null || Math.abs(Number(amount) / 1e6 - usdRaw) > 1e-9) throw AppError.of('invalid_request', 'usd: at most 6 decimal places');
     const paid = await paywall.charge(
       { headers, amount, resource: { url, description: `rootbox credit: $${usdRaw} for account ${account.id}`, mimeType: 'application/json' }, purpose: 'recharge', meta: { account: account.id, usd: String(usdRaw) } },
       async () => true,
@@ -151,7 +151,7 @@ export class Billing {
       } catch {
         /* fall through */
       }
-      if (!before) throw new AppError('bad_request', 'invalid_request', 'cursor: pass the next_cursor of the previous page');
+      if (!before) throw AppError.of('invalid_request', 'cursor: pass the next_cursor of the previous page');
     }
     const page = this.d.store.billing.entries(account.id, limit, before);
     return {

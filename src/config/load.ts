@@ -33,14 +33,14 @@ function readFile(path: string): Record<string, unknown> {
   try {
     text = readFileSync(path, 'utf8');
   } catch (e) {
-    throw new AppError('bad_request', 'config_unreadable', `cannot read config file ${path}: ${(e as Error).message}`);
+    throw AppError.of('config_unreadable', `cannot read config file ${path}: ${(e as Error).message}`);
   }
   try {
     const v = JSON.parse(text);
     if (v === null || typeof v !== 'object' || Array.isArray(v)) throw new Error('top level must be a JSON object');
     return v;
   } catch (e) {
-    throw new AppError('bad_request', 'config_invalid', `config file ${path} is not valid JSON: ${(e as Error).message}`);
+    throw AppError.of('config_invalid', `config file ${path} is not valid JSON: ${(e as Error).message}`);
   }
 }
 
@@ -76,7 +76,7 @@ export function loadConfig(opts: LoadOptions = {}): Readonly<Config> {
       const src = sources.get(key);
       return `config key \`${key}\`${src ? ` (from ${src})` : file ? ` (in ${file})` : ''}: ${i.message}`;
     });
-    throw new AppError('bad_request', 'config_invalid', lines.join('; '));
+    throw AppError.of('config_invalid', lines.join('; '));
   }
   const cfg = parsed.data as Config;
   cfg.dataDir = resolve(opts.cwd ?? process.cwd(), cfg.dataDir);

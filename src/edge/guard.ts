@@ -12,8 +12,10 @@
 import type { ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { TLSSocket } from 'node:tls';
+import { AppError } from '../errors.js';
+import { rawError } from '../http/index.js';
 import type { Logger } from '../log/index.js';
-import { rawAnswer } from './wire.js';
+import { tooMany } from '../ratelimit.js';
 
 export interface GuardOptions {
   maxPerAddress: number;
@@ -144,7 +146,7 @@ export class ConnGuard {
     // a partial head on HTTP/1.1 gets an answer; an idle keep-alive, a TLS handshake or an HTTP/2 preface does not
     if (http1 && s.bytesRead > c.mark && s.writable) {
       const secs = Math.round(this.o.headerTimeout / 100) / 10;
-      rawAnswer(s, 408, 'request_timeout', `the request head did not arrive within ${secs} s of the connection opening or of the previous answer`);
+      rawError(s, AppError.of('request_timeout', `the request head did not arrive within ${secs} s of the connection opening or of the previous answer`));
     } else c.sock.destroy();
   }
 
@@ -155,8 +157,12 @@ export class ConnGuard {
     this.closing++;
     sock.once('close', () => this.closing--);
     sock.resume(); // whatever it sends is dropped
-    if (perAddress) rawAnswer(sock, 429, 'too_many_connections', `this address already holds ${this.o.maxPerAddress} open connections to this host; close some and retry`, { 'retry-after': '1' });
-    else rawAnswer(sock, 503, 'too_many_connections', `this host holds its maximum of ${this.o.maxTotal} connections; retry shortly`, { 'retry-after': '1' });
+    rawError(
+      sock,
+      perAddress
+        ? tooMany('too_many_connections', `this address already holds ${this.o.maxPerAddress} open connections to this host; close some`, 1)
+        : AppError.of('too_many_connections', `this host holds its maximum of ${this.o.maxTotal} connections; retry shortly`, { kind: 'unavailable', retryAfter: 1 }),
+    );
   }
 
   private release(c: Conn): void {

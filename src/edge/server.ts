@@ -13,14 +13,14 @@ import { createServer as createNetServer, type AddressInfo, type Server as NetSe
 import type { Duplex } from 'node:stream';
 import { configSchema } from '../config/index.js';
 import type { Logger } from '../log/index.js';
-import { errorReply, newRequestId, sendReply, type HttpApp, type Req, type RequestInfo, type Res } from '../http/index.js';
+import { appErrorReply, errorReply, newRequestId, rawError, sendReply, type HttpApp, type Req, type RequestInfo, type Res } from '../http/index.js';
 import { AppError } from '../errors.js';
 import { hostOf, route } from './dispatch.js';
 import { ConnGuard } from './guard.js';
 import { boundResets } from './resets.js';
 import { named, type Named } from './target.js';
 import type { TlsManager } from './tls.js';
-import { answerRefusals, rawAnswer } from './wire.js';
+import { answerRefusals } from './wire.js';
 
 /** How long an HTTP/2 session's streams may run on after the client's FIN (HTTP/2 has no half-close; a FIN means the peer left) before the session is destroyed. */
 const H2_FIN_GRACE_MS = 250;
@@ -196,10 +196,10 @@ export class Edge {
 
   private unknownHost(host: string, scheme: string): AppError {
     const d = this.opts.domain;
-    if (!host) return new AppError('bad_request', 'missing_host', 'the request has no Host header');
+    if (!host) return AppError.of('missing_host', 'the request has no Host header');
     return scheme === 'https'
-      ? new AppError('misdirected', 'unknown_host', `this daemon serves ${d}, api.${d}, verify.${d} and <slug>.${d}, not ${host.slice(0, 100)}`)
-      : new AppError('not_found', 'unknown_host', `this daemon serves ${d}, api.${d}, verify.${d} and <slug>.${d}, not ${host.slice(0, 100)}`);
+      ? AppError.of('unknown_host', `this daemon serves ${d}, api.${d}, verify.${d} and <slug>.${d}, not ${host.slice(0, 100)}`, { kind: 'misdirected' })
+      : AppError.of('unknown_host', `this daemon serves ${d}, api.${d}, verify.${d} and <slug>.${d}, not ${host.slice(0, 100)}`);
   }
 
   private redirect(req: Req, res: Res, host: string): void {
@@ -207,7 +207,7 @@ export class Edge {
     const port = https === 443 ? '' : `:${https}`;
     const safeHost = /^[a-z0-9.-]+$/.test(host) ? host : this.opts.domain;
     const location = `https://${safeHost}${port}${(req.url ?? '/').startsWith('/') ? req.url : '/'}`;
-    sendReply(res, { status: 308, headers: { location }, body: { error: 'use_https', detail: `this service is served at ${location}` } });
+    sendReply(res, appErrorReply(AppError.of('use_https', `this service is served at ${location}`, { headers: { location } })));
   }
 
   private onUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer, scheme: 'http' | 'https'): void {
@@ -215,7 +215,7 @@ export class Edge {
     const conn = ConnGuard.of(socket);
     if (conn) this.guard.taken(conn);
     const [info, refused] = this.info(req, scheme);
-    if (refused instanceof AppError) return rawAnswer(socket, 400, refused.code, refused.detail);
+    if (refused instanceof AppError) return rawError(socket, refused, { requestId: info.requestId });
     const target = route(info.host, this.opts.domain);
     if (target.app === 'proxy' && this.opts.apps.proxy.upgrade && !(scheme === 'http' && this.opts.http.redirect)) {
       try {
@@ -224,7 +224,7 @@ export class Edge {
         this.opts.log.error('upgrade failed', { err: e });
       }
     }
-    rawAnswer(socket, 404, 'upgrade_not_supported', 'WebSocket upgrades are accepted only on <slug> hosts');
+    rawError(socket, AppError.of('upgrade_not_supported', 'WebSocket upgrades are accepted only on <slug> hosts', { kind: 'not_found' }), { requestId: info.requestId });
   }
 
   /** Stops accepting, lets in-flight requests finish until the deadline, then closes the rest. */
@@ -251,7 +251,7 @@ function noop(): void {}
 
 function listen(server: NetServer, port: number, host: string): Promise<void> {
   return new Promise((resolve, reject) => {
-    const onError = (e: Error) => reject(new AppError('unavailable', 'listen_failed', `cannot listen on ${host}:${port}: ${e.message}`));
+    const onError = (e: Error) => reject(AppError.of('listen_failed', `cannot listen on ${host}:${port}: ${e.message}`));
     server.once('error', onError);
     server.listen(port, host, () => {
       server.off('error', onError);

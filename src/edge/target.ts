@@ -19,9 +19,9 @@ export interface Named {
 
 const ABSOLUTE = /^https?:\/\/([^/?#@]+)((?:[/?][^#]*)?)$/i;
 
-const duplicate = () => new AppError('bad_request', 'duplicate_host', 'the request has more than one Host header');
+const duplicate = () => AppError.of('duplicate_host', 'the request has more than one Host header');
 const badTarget = () =>
-  new AppError('bad_request', 'invalid_target', 'the request target must be a path starting with / or an absolute http(s) URL with a host');
+  AppError.of('invalid_target', 'the request target must be a path starting with / or an absolute http(s) URL with a host');
 
 /** Reads (and normalises) host and request id of a request; throws the 400s above. */
 export function named(req: Req): Named {
@@ -32,7 +32,7 @@ export function named(req: Req): Named {
     const host = h.host as string | string[] | undefined;
     if (Array.isArray(host)) throw duplicate();
     if (authority !== undefined && host !== undefined && host.toLowerCase() !== authority.toLowerCase()) {
-      throw new AppError('bad_request', 'conflicting_host', 'the request names one host in :authority and another in Host');
+      throw AppError.of('conflicting_host', 'the request names one host in :authority and another in Host');
     }
     if (url.charCodeAt(0) !== 47 /* / */ && !(url === '*' && req.method === 'OPTIONS')) throw badTarget();
     return { host: authority ?? host, rid: h['x-request-id'] };

@@ -33,7 +33,7 @@ export class TlsManager {
   constructor(private readonly opts: TlsOptions) {
     if (opts.cert || opts.key) {
       if (!opts.cert || !opts.key) {
-        throw new AppError('bad_request', 'config_invalid', 'config keys `https.cert` and `https.key` must be set together');
+        throw AppError.of('config_invalid', 'config keys `https.cert` and `https.key` must be set together');
       }
       this.loadFiles();
       for (const f of [opts.cert, opts.key]) {
@@ -49,7 +49,7 @@ export class TlsManager {
     try {
       this.current = createSecureContext({ cert: readFileSync(this.opts.cert!), key: readFileSync(this.opts.key!) });
     } catch (e) {
-      throw new AppError('bad_request', 'tls_invalid', `cannot load TLS cert ${this.opts.cert} / key ${this.opts.key}: ${(e as Error).message}`);
+      throw AppError.of('tls_invalid', `cannot load TLS cert ${this.opts.cert} / key ${this.opts.key}: ${(e as Error).message}`);
     }
   }
 

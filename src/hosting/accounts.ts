@@ -28,11 +28,11 @@ export class Accounts {
   /** Resolves `Authorization: Bearer rbx_…` to its account; 401 with a precise code otherwise. */
   authenticate(header: string | string[] | undefined): AccountRecord {
     if (typeof header !== 'string' || header.length === 0) {
-      throw new AppError('unauthorized', 'missing_api_key', 'send your api_key as `Authorization: Bearer <API_KEY>`', { headers: { 'www-authenticate': 'Bearer' } });
+      throw AppError.of('missing_api_key', 'send your api_key as `Authorization: Bearer <API_KEY>`', { headers: { 'www-authenticate': 'Bearer' } });
     }
     const m = /^Bearer\s+(\S+)\s*$/i.exec(header);
     if (!m || !API_KEY_RE.test(m[1])) {
-      throw new AppError('unauthorized', 'invalid_api_key', 'the Authorization header must be `Bearer rbx_` followed by 32 letters and digits', { headers: { 'www-authenticate': 'Bearer error="invalid_token"' } });
+      throw AppError.of('invalid_api_key', 'the Authorization header must be `Bearer rbx_` followed by 32 letters and digits', { headers: { 'www-authenticate': 'Bearer error="invalid_token"' } });
     }
     const hash = hashKey(m[1]);
     const acc = this.store.accounts.byKeyHash(hash);

@@ -18,11 +18,11 @@ import { CreateRequest } from './schemas.js';
 function checkCapacity(core: HostingCore, account: AccountRecord): void {
   const need = TIER_LIMITS[tierOf(account)];
   if (freemem() < Math.min(need.memoryBytes, 512 * 1024 * 1024)) {
-    throw new AppError('unavailable', 'at_capacity', 'this host is out of memory for new servers right now; try again later');
+    throw AppError.of('at_capacity', 'this host is out of memory for new servers right now; try again later');
   }
   try {
     const fs = statfsSync(core.cfg.dataDir);
-    if (fs.bavail * fs.bsize < 2 * 1024 * 1024 * 1024) throw new AppError('unavailable', 'at_capacity', 'this host is out of disk space for new servers right now; try again later');
+    if (fs.bavail * fs.bsize < 2 * 1024 * 1024 * 1024) throw AppError.of('at_capacity', 'this host is out of disk space for new servers right now; try again later');
   } catch (e) {
     if (e instanceof AppError) throw e;
   }
@@ -39,11 +39,11 @@ export async function handleCreate(ctx: Ctx, core: HostingCore): Promise<Reply> 
   let heldAccount: string | undefined;
 
   if (body.code !== undefined && body.phone === undefined) {
-    throw new AppError('bad_request', 'invalid_request', 'code: send it together with the phone it was texted to');
+    throw AppError.of('invalid_request', 'code: send it together with the phone it was texted to');
   }
   if (body.phone !== undefined) {
     const phone = body.phone.trim();
-    if (!E164.test(phone)) throw new AppError('bad_request', 'invalid_phone', 'phone: must be an E.164 number like +14155550123');
+    if (!E164.test(phone)) throw AppError.of('invalid_phone', 'phone: must be an E.164 number like +14155550123');
     if (body.code === undefined) {
       const { expiresIn } = await core.phone.sendCode(phone, ctx.ip);
       return {
@@ -51,7 +51,7 @@ export async function handleCreate(ctx: Ctx, core: HostingCore): Promise<Reply> 
         body: { verification_required: true, phone, expires_in: expiresIn, detail: `a 6-digit code was texted to ${phone}; send the same body again with "code" to finish. No server was created yet.` },
       };
     }
-    if (!/^\d{6}$/.test(body.code)) throw new AppError('bad_request', 'invalid_code', 'code: must be the 6 digits from the SMS');
+    if (!/^\d{6}$/.test(body.code)) throw AppError.of('invalid_code', 'code: must be the 6 digits from the SMS');
     core.phone.checkCode(phone, body.code);
     const known = core.store.accounts.byPhone(phone);
     if (known) {
@@ -70,7 +70,7 @@ export async function handleCreate(ctx: Ctx, core: HostingCore): Promise<Reply> 
     apiKey = core.accounts.keyOf(account);
   } else if (!account) {
     if (core.accounts.anonymousServersFromIp(ctx.ip) >= core.cfg.hosting.anonServersPerIp) {
-      throw new AppError('forbidden', 'ip_limit', `anonymous accounts from this address already hold ${core.cfg.hosting.anonServersPerIp} servers; verify a phone ({"phone": "+…"}) to lift the limit`);
+      throw AppError.of('ip_limit', `anonymous accounts from this address already hold ${core.cfg.hosting.anonServersPerIp} servers; verify a phone ({"phone": "+…"}) to lift the limit`);
     }
     const made = core.servers.pending.holdNewAccount(() => core.accounts.create(ctx.ip));
     account = made.account;
@@ -78,7 +78,7 @@ export async function handleCreate(ctx: Ctx, core: HostingCore): Promise<Reply> 
     madeAccount = heldAccount = account.id;
     accountNote = 'created a new anonymous account; keep the api_key, it is shown only now. Verify a phone to raise the limits.';
   } else if (!account.phone && core.accounts.anonymousServersFromIp(ctx.ip) >= core.cfg.hosting.anonServersPerIp) {
-    throw new AppError('forbidden', 'ip_limit', `anonymous accounts from this address already hold ${core.cfg.hosting.anonServersPerIp} servers; verify a phone to lift the limit`);
+    throw AppError.of('ip_limit', `anonymous accounts from this address already hold ${core.cfg.hosting.anonServersPerIp} servers; verify a phone to lift the limit`);
   }
   // A used-up grant with no credit gets the upgrade envelope, not a server paused 48 h later
   // (new accounts start with a fresh grant). A phone login still learns its api_key.
@@ -87,7 +87,7 @@ export async function handleCreate(ctx: Ctx, core: HostingCore): Promise<Reply> 
   let created: Created | undefined;
   try {
     if (body.never_sleep && !account.phone) {
-      throw new AppError('forbidden', 'phone_required', 'never_sleep needs a verified phone: send {"phone": "+…"} first');
+      throw AppError.of('phone_required', 'never_sleep needs a verified phone: send {"phone": "+…"} first');
     }
     checkCapacity(core, account);
     created = await core.servers.create(account, { subdomains: body.subdomains, neverSleep: body.never_sleep });

@@ -58,7 +58,7 @@ export class Exposures {
     const tier = tierOf(this.store.accounts.get(account.id) ?? account);
     const lim = this.limits[tier];
     if (mine.length >= lim.perServer) {
-      throw new AppError('forbidden', 'port_limit', `server ${serverId} already exposes ${mine.length} ports; a server of a ${tier} account may expose at most ${lim.perServer} (${lim.perAccount} per account). Unexpose one (DELETE /expose) or ${RAISE[tier]}.`, {
+      throw AppError.of('port_limit', `server ${serverId} already exposes ${mine.length} ports; a server of a ${tier} account may expose at most ${lim.perServer} (${lim.perAccount} per account). Unexpose one (DELETE /expose) or ${RAISE[tier]}.`, {
         extra: { limit: lim.perServer, scope: 'server', tier },
       });
     }
@@ -66,7 +66,7 @@ export class Exposures {
     servers.add(serverId);
     const held = this.store.exposures.all().filter((e) => servers.has(e.serverId)).length;
     if (held >= lim.perAccount) {
-      throw new AppError('forbidden', 'port_limit', `your servers already expose ${held} ports; a ${tier} account may expose at most ${lim.perAccount} in all (${lim.perServer} per server). Unexpose one (DELETE /expose) or ${RAISE[tier]}.`, {
+      throw AppError.of('port_limit', `your servers already expose ${held} ports; a ${tier} account may expose at most ${lim.perAccount} in all (${lim.perServer} per server). Unexpose one (DELETE /expose) or ${RAISE[tier]}.`, {
         extra: { limit: lim.perAccount, scope: 'account', tier },
       });
     }
@@ -76,10 +76,10 @@ export class Exposures {
     for (let tries = 0; tries < 5; tries++) {
       this.checkLimits(account, serverId, containerPort);
       const got = this.store.exposures.allocate(serverId, containerPort, this.first, this.last, { pending: true });
-      if (!got) throw new AppError('unavailable', 'port_pool_exhausted', 'every public port of this host is in use; try again later');
+      if (!got) throw AppError.of('port_pool_exhausted', 'every public port of this host is in use; try again later');
       const { port } = got.exposure;
       if (!got.created) {
-        if (got.exposure.pending) throw new AppError('conflict', 'expose_in_progress', `port ${containerPort} of ${serverId} is being exposed by another request; try again in a moment`);
+        if (got.exposure.pending) throw AppError.of('expose_in_progress', `port ${containerPort} of ${serverId} is being exposed by another request; try again in a moment`);
         return this.view(port, containerPort);
       }
       try {
@@ -96,14 +96,14 @@ export class Exposures {
       if (this.store.exposures.commit(port, serverId)) return this.view(port, containerPort);
       // the server was deleted meanwhile and its ports released
       await this.listener.close(port);
-      throw new AppError('not_found', 'server_not_found', `you have no server ${serverId}`);
+      throw AppError.of('server_not_found', `you have no server ${serverId}`);
     }
-    throw new AppError('unavailable', 'port_pool_exhausted', 'could not bind a public port; try again later');
+    throw AppError.of('port_pool_exhausted', 'could not bind a public port; try again later');
   }
 
   async unexpose(serverId: string, containerPort: number): Promise<void> {
     const e = this.store.exposures.byServer(serverId).find((x) => x.containerPort === containerPort && !x.pending);
-    if (!e) throw new AppError('not_found', 'not_exposed', `port ${containerPort} of ${serverId} is not exposed`);
+    if (!e) throw AppError.of('not_exposed', `port ${containerPort} of ${serverId} is not exposed`);
     await this.listener.close(e.port);
     this.store.exposures.release(e.port);
   }

@@ -2,9 +2,8 @@
 // rate-limited per source IP.
 
 import { randomBytes } from 'node:crypto';
-import { AppError } from '../errors.js';
 import { validate, type Ctx, type Reply } from '../http/index.js';
-import { RateLimiter } from '../ratelimit.js';
+import { RateLimiter, tooMany } from '../ratelimit.js';
 import type { Store } from '../store/index.js';
 import { FeedbackRequest } from './schemas.js';
 
@@ -12,11 +11,7 @@ import { FeedbackRequest } from './schemas.js';
 export function feedbackHandler(store: Store, limiter = new RateLimiter({ burst: 5, perSecond: 1 / 60 })) {
   return async (ctx: Ctx): Promise<Reply> => {
     const v = limiter.take(ctx.ip);
-    if (!v.ok) {
-      throw new AppError('rate_limited', 'rate_limited', `too much feedback from this address; try again in ${v.retryAfter} s`, {
-        headers: { 'retry-after': String(v.retryAfter) },
-      });
-    }
+    if (!v.ok) throw tooMany('rate_limited', 'too much feedback from this address', v.retryAfter);
     const body = validate(FeedbackRequest, await ctx.json());
     const id = `fb_${Date.now().toString(36)}${randomBytes(4).toString('hex')}`;
     await store.feedback.add({ id, message: body.message, contact: body.contact, ip: ctx.ip, at: Date.now() });

@@ -5,6 +5,7 @@
 import { randomInt } from 'node:crypto';
 import { timingSafeEqual } from 'node:crypto';
 import { AppError } from '../errors.js';
+import { tooMany } from '../ratelimit.js';
 import type { SmsSender } from '../sms/index.js';
 import type { Store } from '../store/index.js';
 import type { HostSecret } from './keys.js';
@@ -24,8 +25,7 @@ export class PhoneVerifier {
   ) {}
 
   private limited(detail: string, retryAfterMs: number): AppError {
-    const s = Math.max(1, Math.ceil(retryAfterMs / 1000));
-    return new AppError('rate_limited', 'sms_rate_limited', `${detail}; try again in ${s} s`, { headers: { 'retry-after': String(s) } });
+    return tooMany('sms_rate_limited', detail, retryAfterMs / 1000);
   }
 
   /** Texts a fresh code to the number (replacing any pending one). */
@@ -47,17 +47,17 @@ export class PhoneVerifier {
   /** Proves the number with the code, or throws 400/429 saying why. */
   checkCode(phone: string, code: string): void {
     const rec = this.store.codes.spendAttempt(phone);
-    if (!rec) throw new AppError('bad_request', 'code_not_pending', 'no code is pending for this number; send {"phone": …} first to get one');
+    if (!rec) throw AppError.of('code_not_pending', 'no code is pending for this number; send {"phone": …} first to get one');
     if (this.now() > rec.expiresAt) {
       this.store.codes.remove(phone);
-      throw new AppError('bad_request', 'code_expired', 'the code expired; send {"phone": …} again for a new one');
+      throw AppError.of('code_expired', 'the code expired; send {"phone": …} again for a new one');
     }
-    if (rec.attemptsLeft <= 0) throw new AppError('rate_limited', 'code_locked', 'too many wrong codes; this code is locked. Send {"phone": …} again for a new one', { headers: { 'retry-after': '30' } });
+    if (rec.attemptsLeft <= 0) throw tooMany('code_locked', 'too many wrong codes; this code is locked. Send {"phone": …} again for a new one', 30);
     const want = Buffer.from(rec.codeMac, 'hex');
     const got = Buffer.from(this.secret.mac(`${phone}:${code}`), 'hex');
     if (!timingSafeEqual(want, got)) {
       const left = rec.attemptsLeft - 1;
-      throw new AppError('bad_request', 'code_invalid', left > 0 ? `wrong code; ${left} attempt(s) left` : 'wrong code; no attempts left, the code is now locked');
+      throw AppError.of('code_invalid', left > 0 ? `wrong code; ${left} attempt(s) left` : 'wrong code; no attempts left, the code is now locked');
     }
     this.store.codes.remove(phone);
   }

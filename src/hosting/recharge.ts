@@ -33,10 +33,10 @@ export function rechargeInfo(ctx: Ctx, billing: Billing, account: AccountRecord,
 }
 
 export async function recharge(ctx: Ctx, billing: Billing, account: AccountRecord, paywall?: Paywall): Promise<Reply> {
-  if (!paywall?.configured) throw new AppError('unavailable', 'not_configured', 'payments are not configured on this host (no payTo address); ask the operator, or verify a phone');
+  if (!paywall?.configured) throw AppError.of('not_configured', 'payments are not configured on this host (no payTo address); ask the operator, or verify a phone');
   const body = await ctx.json();
   if (!body || typeof body !== 'object' || Array.isArray(body) || Object.keys(body).some((k) => k !== 'usd')) {
-    throw new AppError('bad_request', 'invalid_request', 'body: must be {"usd": <amount>}');
+    throw AppError.of('invalid_request', 'body: must be {"usd": <amount>}');
   }
   const r = await billing.recharge(paywall, account, (body as { usd: unknown }).usd, ctx.req.headers as Record<string, string>, `${ctx.scheme}://${ctx.host}/account/recharge`);
   return { status: 200, headers: { ...r.headers, 'access-control-expose-headers': PAYMENT_EXPOSE_HEADERS, 'cache-control': 'no-store' }, body: r.body };

@@ -76,7 +76,7 @@ export class Servers {
       }
     }
     if (plan.candidates.length > 0) {
-      throw new AppError('conflict', 'subdomain_taken', `every wanted subdomain is taken: ${plan.candidates.join(', ')}; ask for another or omit "subdomains" for a random one`);
+      throw AppError.of('subdomain_taken', `every wanted subdomain is taken: ${plan.candidates.join(', ')}; ask for another or omit "subdomains" for a random one`);
     }
     for (let i = 0; i < 20; i++) {
       const record = { ...base, slug: randomSlug() };
@@ -85,14 +85,14 @@ export class Servers {
         return { record, note: `${why}; assigned ${record.slug}.${this.d.domain}` };
       }
     }
-    throw new AppError('unavailable', 'no_slug', 'could not find a free subdomain; try again');
+    throw AppError.of('no_slug', 'could not find a free subdomain; try again');
   }
 
   /** Makes the server (pending: nobody sees it until commit). */
   async create(account: AccountRecord, input: CreateInput): Promise<Created> {
     this.pending.sweep();
     if (this.d.store.servers.listByAccount(account.id, { withPending: true }).length >= this.d.maxServersPerAccount) {
-      throw new AppError('forbidden', 'server_limit', `this account already holds ${this.d.maxServersPerAccount} servers; delete one first`);
+      throw AppError.of('server_limit', `this account already holds ${this.d.maxServersPerAccount} servers; delete one first`);
     }
     const limits = TIER_LIMITS[tierOf(account)];
     const id = `srv_${randomBytes(6).toString('hex')}`;
@@ -119,7 +119,7 @@ export class Servers {
       await this.abandon(id);
       if (e instanceof AppError) throw e;
       this.d.log.error('server create failed', { id, err: e });
-      throw new AppError('unavailable', 'create_failed', 'the server could not be created on this host right now; try again in a minute', { cause: e });
+      throw AppError.of('create_failed', 'the server could not be created on this host right now; try again in a minute', { cause: e });
     }
     return { record, privateKey: keys.privateKey, subdomainNote: note };
   }
@@ -131,7 +131,7 @@ export class Servers {
     const ok = this.d.store.commitCreate(id, madeAccount);
     this.pending.end(id);
     // past its deadline the create counts as abandoned: the caller rolls it back
-    if (!ok) throw new AppError('unavailable', 'create_failed', 'the server took too long to create; try again');
+    if (!ok) throw AppError.of('create_failed', 'the server took too long to create; try again');
     this.d.log.info('server created', { id, slug, account: accountId });
   }
 
@@ -147,7 +147,7 @@ export class Servers {
   /** The caller's server, or 404 (also for another account's server: no existence leak). */
   owned(account: AccountRecord, id: string): ServerRecord {
     const rec = /^srv_[0-9a-f]{1,32}$/.test(id) ? this.d.store.servers.get(id) : undefined;
-    if (!rec || rec.accountId !== account.id) throw new AppError('not_found', 'server_not_found', `you have no server ${id.slice(0, 40)}`);
+    if (!rec || rec.accountId !== account.id) throw AppError.of('server_not_found', `you have no server ${id.slice(0, 40)}`);
     return rec;
   }
 
@@ -156,7 +156,7 @@ export class Servers {
   }
 
   async restart(rec: ServerRecord): Promise<void> {
-    if (rec.suspended) throw new AppError('payment_required', 'suspended', 'this server is suspended until credit is added');
+    if (rec.suspended) throw AppError.of('suspended', 'this server is suspended until credit is added');
     await this.d.runtime.stop(rec.id);
     await this.d.runtime.start(rec.id);
   }
@@ -168,7 +168,7 @@ export class Servers {
     const m = this.pending.mark('delete');
     this.pending.begin(rec.id);
     try {
-      if (!this.d.store.beginDelete(rec.id, m.by, m.until)) throw new AppError('not_found', 'server_not_found', `you have no server ${rec.id}`);
+      if (!this.d.store.beginDelete(rec.id, m.by, m.until)) throw AppError.of('server_not_found', `you have no server ${rec.id}`);
       await this.d.release(rec.id);
       await this.d.runtime.delete(rec.id).catch((e) => {
         if (!(isAppError(e) && e.code === 'server_not_found')) throw e;

@@ -6,7 +6,7 @@ import type { Req } from './types.js';
 export async function readBody(req: Req, limit: number): Promise<Buffer> {
   const declared = Number(req.headers['content-length']);
   if (Number.isFinite(declared) && declared > limit) {
-    throw new AppError('too_large', 'body_too_large', `request body is ${declared} bytes; this route accepts at most ${limit}`);
+    throw AppError.of('body_too_large', `request body is ${declared} bytes; this route accepts at most ${limit}`);
   }
   const chunks: Buffer[] = [];
   let size = 0;
@@ -14,7 +14,7 @@ export async function readBody(req: Req, limit: number): Promise<Buffer> {
     size += chunk.length;
     if (size > limit) {
       req.resume?.();
-      throw new AppError('too_large', 'body_too_large', `request body exceeds ${limit} bytes, the limit of this route`);
+      throw AppError.of('body_too_large', `request body exceeds ${limit} bytes, the limit of this route`);
     }
     chunks.push(chunk);
   }
@@ -27,11 +27,11 @@ export async function readJson(req: Req, limit: number): Promise<unknown> {
   if (buf.length === 0) return undefined;
   const type = String(req.headers['content-type'] ?? '').split(';')[0].trim().toLowerCase();
   if (type && type !== 'application/json' && !type.endsWith('+json')) {
-    throw new AppError('unsupported_media_type', 'unsupported_media_type', `send the body as application/json (got ${type.slice(0, 100)})`);
+    throw AppError.of('unsupported_media_type', `send the body as application/json (got ${type.slice(0, 100)})`);
   }
   try {
     return JSON.parse(buf.toString('utf8'));
   } catch (e) {
-    throw new AppError('bad_request', 'invalid_json', `the body is not valid JSON: ${(e as Error).message.slice(0, 200)}`);
+    throw AppError.of('invalid_json', `the body is not valid JSON: ${(e as Error).message.slice(0, 200)}`);
   }
 }

@@ -1,7 +1,7 @@
 // Public surface of the HTTP toolkit used by the APIs and the edge.
 export { Router, newRequestId, type RequestObserver } from './router.js';
-export { errorReply, parserErrorReply, statusOf } from './errors.js';
-export { sendReply, json } from './reply.js';
+export { appErrorReply, errorReply, parserError, rawError, statusOf, type RawErrorOptions } from './errors.js';
+export { sendReply, json, writeRaw } from './reply.js';
 export { readBody, readJson } from './body.js';
 export { validate } from './validate.js';
 export { HANDLED, type Ctx, type Handler, type HandlerResult, type HttpApp, type Reply, type Req, type Res, type RequestInfo, type RouteOptions } from './types.js';

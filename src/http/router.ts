@@ -93,11 +93,11 @@ export class Router implements HttpApp {
     try {
       if (!route) {
         if (allowed.length) {
-          throw new AppError('method_not_allowed', 'method_not_allowed', `${method} is not allowed on ${url.pathname}; use ${allowed.join(', ')}`, {
+          throw AppError.of('method_not_allowed', `${method} is not allowed on ${url.pathname}; use ${allowed.join(', ')}`, {
             headers: { allow: allowed.join(', ') },
           });
         }
-        throw new AppError('not_found', 'not_found', `no route for ${method} ${url.pathname.slice(0, 200)}`);
+        throw AppError.of('not_found', `no route for ${method} ${url.pathname.slice(0, 200)}`);
       }
       const result = await route.handler(ctx);
       if (result === HANDLED) status = res.statusCode;

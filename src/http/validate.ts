@@ -9,7 +9,7 @@ export function validate<S extends z.ZodType>(schema: S, value: unknown, what = 
   if (r.success) return r.data;
   const first = r.error.issues[0];
   const field = first.path.length ? first.path.join('.') : what;
-  throw new AppError('bad_request', 'invalid_request', `${field}: ${first.message}`, {
+  throw AppError.of('invalid_request', `${field}: ${first.message}`, {
     extra: { issues: r.error.issues.slice(0, 10).map((i) => ({ path: i.path.join('.'), message: i.message })) },
   });
 }

@@ -4,7 +4,7 @@
 // (65-byte ECDSA; longer smart-wallet signatures are left to the facilitator).
 
 import { getAddress, recoverTypedDataAddress, type Hex } from 'viem';
-import { AppError } from '../errors.js';
+import { AppError, type CodeOf } from '../errors.js';
 import type { NetworkPreset } from './networks.js';
 import { paymentPayloadSchema, type PaymentPayload, type PaymentRequirements } from './types.js';
 
@@ -24,7 +24,7 @@ const authorizationTypes = {
   ],
 } as const;
 
-const reject = (code: string, detail: string) => new AppError('payment_required', code, detail);
+const reject = (code: CodeOf<'payment_required'>, detail: string) => AppError.of(code, detail);
 const sameAddr = (a: string, b: string) => a.toLowerCase() === b.toLowerCase();
 
 /** Validates the decoded JSON as an x402 v2 exact-scheme EVM payment payload. */

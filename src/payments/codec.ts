@@ -26,14 +26,14 @@ const B64 = /^[A-Za-z0-9+/_-]+={0,2}$/;
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
 function invalid(detail: string): AppError {
-  return new AppError('payment_required', 'payment_invalid', detail);
+  return AppError.of('payment_invalid', detail);
 }
 
 /** Decodes a header written in standard base64 or base64url, padded or not, into JSON. */
 export function decodeHeader(raw: string | string[] | undefined, name = 'payment header'): unknown {
   if (Array.isArray(raw)) throw invalid(`send the ${name} once; it was sent ${raw.length} times`);
   if (raw === undefined) throw invalid(`the ${name} is missing`);
-  if (raw.length > MAX_HEADER_BYTES) throw new AppError('payment_required', 'payment_too_large', `the ${name} is ${raw.length} bytes; at most ${MAX_HEADER_BYTES} are accepted`);
+  if (raw.length > MAX_HEADER_BYTES) throw AppError.of('payment_too_large', `the ${name} is ${raw.length} bytes; at most ${MAX_HEADER_BYTES} are accepted`);
   const s = raw.trim();
   if (!s || !B64.test(s)) throw invalid(`the ${name} is not base64 or base64url`);
   const body = s.replace(/=+$/, '');

@@ -4,7 +4,7 @@
 // The work runs at most once per payment; a payment is settled only after the work succeeded;
 // an unknown settlement outcome is recorded as pending for the reconciler (reconcile.ts).
 
-import { AppError } from '../errors.js';
+import { AppError, type CodeOf } from '../errors.js';
 import type { Logger } from '../log/index.js';
 import { paymentKey, type PaymentRecord, type PaymentStore } from '../store/index.js';
 import { checkSignature, checkTerms, parsePayload } from './check.js';
@@ -85,7 +85,7 @@ export class Paywall {
   }
 
   private cfg(): TermsConfig {
-    if (!this.terms) throw new AppError('unavailable', 'not_configured', 'payments are not configured on this host (no payTo address); the operator must set verify.x402.payTo');
+    if (!this.terms) throw AppError.of('not_configured', 'payments are not configured on this host (no payTo address); the operator must set verify.x402.payTo');
     return this.terms;
   }
 
@@ -101,7 +101,7 @@ export class Paywall {
 
   /** The 402 error for an unpaid request. The default one is cached per amount and resource
    *  (the hot path of unpaid traffic); a fresh AppError carries the cached header and body. */
-  challenge(amount: bigint, resource: ResourceInfo, code = 'payment_required', detail?: string): AppError {
+  challenge(amount: bigint, resource: ResourceInfo, code: CodeOf<'payment_required'> = 'payment_required', detail?: string): AppError {
     const cfg = this.cfg();
     if (code !== 'payment_required' || detail !== undefined) return challenge(cfg, amount, resource, code, detail ?? code);
     const key = `${amount}|${resource.url}|${resource.description ?? ''}|${resource.mimeType ?? ''}`;
@@ -111,7 +111,7 @@ export class Paywall {
       if (this.challenges.size >= 256) this.challenges.clear();
       this.challenges.set(key, c);
     }
-    return new AppError('payment_required', c.code, c.detail, { headers: c.headers, extra: c.extra });
+    return AppError.of(c.code, c.detail, { headers: c.headers, extra: c.extra });
   }
 
   hasPayment(headers: ChargeRequest['headers']): boolean {
@@ -122,7 +122,7 @@ export class Paywall {
   async charge<T>(req: ChargeRequest, work: (p: VerifiedPayment) => Promise<T>): Promise<Paid<T>> {
     const cfg = this.cfg();
     const ours = requirementsFor(cfg, req.amount);
-    const fail = (code: string, detail: string, headers?: Record<string, string>) => challenge(cfg, req.amount, req.resource, code, detail, headers);
+    const fail = (code: CodeOf<'payment_required'>, detail: string, headers?: Record<string, string>) => challenge(cfg, req.amount, req.resource, code, detail, headers);
     const raw = req.headers['payment-signature'] ?? req.headers['x-payment'];
     if (raw === undefined) throw this.challenge(req.amount, req.resource);
     let payload: PaymentPayload;
@@ -131,7 +131,7 @@ export class Paywall {
       checkTerms(payload, ours, Math.floor(this.now() / 1000));
       await checkSignature(payload, cfg.net);
     } catch (e) {
-      if (e instanceof AppError && e.kind === 'payment_required') throw fail(e.code, e.detail);
+      if (e instanceof AppError && e.kind === 'payment_required') throw fail(e.code as CodeOf<'payment_required'>, e.detail);
       throw e;
     }
     const auth = payload.payload.authorization;
@@ -146,7 +146,7 @@ export class Paywall {
         verdict = await this.opts.facilitator.verify(payload, ours);
       } catch (e) {
         if (!(e instanceof FacilitatorError)) throw e;
-        throw new AppError('upstream', 'facilitator_unavailable', `the payment could not be verified: ${e.message}; nothing was charged, retry later`);
+        throw AppError.of('facilitator_unavailable', `the payment could not be verified: ${e.message}; nothing was charged, retry later`);
       }
       if (!verdict.isValid) throw fail('payment_rejected', `the facilitator rejected the payment: ${verdict.invalidReason ?? 'no reason given'}${verdict.invalidMessage ? ` (${verdict.invalidMessage.slice(0, 200)})` : ''}`);
       const locked = this.opts.store.lock({

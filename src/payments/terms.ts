@@ -2,7 +2,7 @@
 // and the 402 error that carries it (PAYMENT-REQUIRED header in the dual-alphabet encoding,
 // Cache-Control: no-store, and the same terms in the body for clients that read bodies).
 
-import { AppError } from '../errors.js';
+import { AppError, type CodeOf } from '../errors.js';
 import { encodeHeader } from './codec.js';
 import type { NetworkPreset } from './networks.js';
 import type { PaymentRequired, PaymentRequirements, ResourceInfo } from './types.js';
@@ -34,12 +34,12 @@ export function challenge(
   cfg: TermsConfig,
   amount: bigint,
   resource: ResourceInfo,
-  code: string,
+  code: CodeOf<'payment_required'>,
   detail: string,
   headers: Record<string, string> = {},
 ): AppError {
   const terms = paymentRequired(cfg, amount, resource, detail);
-  return new AppError('payment_required', code, detail, {
+  return AppError.of(code, detail, {
     headers: { 'payment-required': encodeHeader(terms), 'cache-control': 'no-store', ...headers },
     extra: { x402Version: 2, resource: terms.resource, accepts: terms.accepts },
   });

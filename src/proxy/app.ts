@@ -8,11 +8,10 @@ import type { Duplex, Readable } from 'node:stream';
 import { PassThrough } from 'node:stream';
 import type { ProxyConfig } from '../config/index.js';
 import { AppError, errorFields } from '../errors.js';
-import { statusOf, type HttpApp, type Req, type RequestInfo, type Res } from '../http/index.js';
+import { rawError, type HttpApp, type Req, type RequestInfo, type Res } from '../http/index.js';
 import type { Logger } from '../log/index.js';
 import { EgressMeter } from './egress.js';
 import type { Forwarder, ForwardFailure } from './forward.js';
-import { writeRawError } from './forward.js';
 import type { IdleTracker } from './idle.js';
 import { sendErrorPage } from './pages.js';
 import type { Publication } from './publish.js';
@@ -30,9 +29,9 @@ export interface ProxyAppDeps {
   egress?: (serverId: string, bytes: number) => void;
 }
 
-const unknown = (slug: string) => new AppError('not_found', 'unknown_server', `no server is named ${slug.slice(0, 63)}`);
+const unknown = (slug: string) => AppError.of('unknown_server', `no server is named ${slug.slice(0, 63)}`);
 const suspended = () =>
-  new AppError('payment_required', 'server_suspended', 'this server is paused because its account ran out of credit', {
+  AppError.of('server_suspended', 'this server is paused because its account ran out of credit', {
     extra: { hint: 'The owner can add credit or verify a phone to bring it back.' },
   });
 
@@ -111,13 +110,14 @@ export class ProxyApp implements HttpApp {
 
   private async upgradeAsync(req: IncomingMessage, socket: Duplex, head: Buffer, info: RequestInfo & { slug: string }): Promise<void> {
     const site = this.d.sites.lookup(info.slug);
-    if (!site) return writeRawError(socket, 404, 'unknown_server', `no server is named ${info.slug}`);
-    if (site.suspended) return writeRawError(socket, 402, 'server_suspended', 'this server is paused because its account ran out of credit');
+    const rid = { requestId: info.requestId };
+    if (!site) return rawError(socket, unknown(info.slug), rid);
+    if (site.suspended) return rawError(socket, suspended(), rid);
     if (String(req.headers.upgrade ?? '').toLowerCase() !== 'websocket') {
-      return writeRawError(socket, 400, 'upgrade_not_supported', 'only WebSocket upgrades are forwarded');
+      return rawError(socket, AppError.of('upgrade_not_supported', 'only WebSocket upgrades are forwarded'), rid);
     }
     if (!(await this.d.publication.hasApp(site.id, site.rootfs))) {
-      return writeRawError(socket, 404, 'no_app', 'WebSockets need an app: an executable /root/run.sh serving on 0.0.0.0:80');
+      return rawError(socket, AppError.of('no_app', 'WebSockets need an app: an executable /root/run.sh serving on 0.0.0.0:80'), rid);
     }
     const release = this.d.presence.hold(site.id);
     socket.once('close', release);
@@ -125,7 +125,7 @@ export class ProxyApp implements HttpApp {
       await this.ready(site, req);
     } catch (e) {
       const err = e instanceof AppError ? e : this.wakeFailed(site, e, info.requestId);
-      return writeRawError(socket, statusOf(err.kind), err.code, err.detail, info.requestId);
+      return rawError(socket, err, rid);
     }
     if (socket.destroyed) return;
     this.meter?.socket(socket, site.id);
@@ -145,13 +145,13 @@ export class ProxyApp implements HttpApp {
       // Just started (by SSH, a port, a restart) or run.sh just appeared: give the app its time.
       const deadline = Math.max(Date.now() + cfg.appStartGrace, (this.wokeAt.get(site.id) ?? 0) + cfg.wakeTimeout);
       if (await publication.waitReady(site.id, site.upstream, deadline)) return undefined;
-      throw new AppError('upstream', 'app_down', 'the app of this server is not accepting connections on port 80', {
+      throw AppError.of('app_down', 'the app of this server is not accepting connections on port 80', {
         extra: { hint: '/root/run.sh exists but nothing listens on 0.0.0.0:80; see /var/log/run.sh.log on the server.' },
       });
     }
     const n = this.held.get(site.id) ?? 0;
     if (n >= cfg.holdLimit) {
-      throw new AppError('unavailable', 'wake_queue_full', 'too many requests are waiting for this server to wake', { headers: { 'retry-after': '2' } });
+      throw AppError.of('wake_queue_full', 'too many requests are waiting for this server to wake', { retryAfter: 2 });
     }
     this.held.set(site.id, n + 1);
     let body: PassThrough | undefined;
@@ -164,7 +164,7 @@ export class ProxyApp implements HttpApp {
       warming ??= this.warm(site);
       if (await warming) return body;
       body?.destroy();
-      throw new AppError('timeout', 'wake_timeout', `the server did not start answering on port 80 within ${Math.round(cfg.wakeTimeout / 1000)} s of waking`, {
+      throw AppError.of('wake_timeout', `the server did not start answering on port 80 within ${Math.round(cfg.wakeTimeout / 1000)} s of waking`, {
         extra: { hint: 'Its /root/run.sh must start a server bound to 0.0.0.0:80; see /var/log/run.sh.log on the server.' },
       });
     } catch (e) {
@@ -205,7 +205,7 @@ export class ProxyApp implements HttpApp {
   /** A wake that failed inside the host: the log gets why (command, stderr, stack), the visitor a generic page. */
   private wakeFailed(site: Site, e: unknown, requestId: string): AppError {
     this.d.log.error('wake failed', { server: site.id, rid: requestId, err: errorFields(e) });
-    return new AppError('unavailable', 'wake_failed', 'the server could not be started', { cause: e, headers: { 'retry-after': '5' } });
+    return AppError.of('wake_failed', 'the server could not be started', { cause: e, retryAfter: 5 });
   }
 }
 

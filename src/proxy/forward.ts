@@ -6,35 +6,24 @@
 // upstream becomes a 502/504 page or a cut stream, never an exception.
 
 import type { IncomingMessage } from 'node:http';
-import type { Duplex, Readable } from 'node:stream';
+import type { Duplex } from 'node:stream';
 import { ProxyServer } from 'http-proxy-3';
 import { AppError } from '../errors.js';
-import type { Req, RequestInfo, Res } from '../http/index.js';
+import { rawError, type Req, type RequestInfo, type Res } from '../http/index.js';
 import type { Logger } from '../log/index.js';
-import { Exchange } from './exchange.js';
+import { Exchange, type ForwardFailure, type WebOptions } from './exchange.js';
 import { prepareUpgradeHeaders } from './headers.js';
 import { sendErrorPage } from './pages.js';
 import { UpstreamPool, type Upstream } from './pool.js';
 
 export type { Upstream } from './pool.js';
+export type { ForwardFailure, WebOptions } from './exchange.js';
 
 export interface ForwardOptions {
   connectTimeout: number;
   upstreamTimeout: number;
   maxSockets: number;
   log: Logger;
-}
-
-/** Why a forward failed before anything reached the client (the caller may mark the app down). */
-export type ForwardFailure = 'refused' | 'timeout' | 'bad_response' | 'error';
-
-export interface WebOptions {
-  serverId: string;
-  /** Replaces the request stream when the body was buffered during a wake. */
-  body?: Readable;
-  onFailure?: (serverId: string, f: ForwardFailure) => void;
-  /** Called once when the exchange is over, whichever way it ended. */
-  onDone?: () => void;
 }
 
 const TARGET = /^[\x21-\x7e]+$/;
@@ -61,7 +50,7 @@ export class Forwarder {
     // HTTP/1.1 request targets were checked by node's parser; an HTTP/2 :path is checked here.
     if ((req.httpVersionMajor ?? 1) >= 2 && !TARGET.test(req.url ?? '')) {
       o.onDone?.();
-      return sendErrorPage(req, res, new AppError('bad_request', 'invalid_target', 'the request target has characters that cannot be forwarded'), info.requestId);
+      return sendErrorPage(req, res, AppError.of('invalid_target', 'the request target has characters that cannot be forwarded'), info.requestId);
     }
     new Exchange(this.pool, req, res, upstream, info, o, this.opts).start();
   }
@@ -69,25 +58,17 @@ export class Forwarder {
   /** Forwards a WebSocket handshake and then both byte streams. */
   ws(req: IncomingMessage, socket: Duplex, head: Buffer, upstream: Upstream, info: RequestInfo, serverId: string, onFailure?: (serverId: string, f: ForwardFailure) => void): void {
     prepareUpgradeHeaders(req.headers, info);
+    // http-proxy-3 may have answered (101) before the app failed: then the socket is just closed
+    const writtenBefore = (socket as Duplex & { bytesWritten?: number }).bytesWritten ?? 0;
     const target = { host: upstream.host, port: upstream.port, protocol: 'http:' };
     this.proxy.ws(req, socket, head, { target, agent: false }, (err) => {
       const code = (err as { code?: string }).code;
       onFailure?.(serverId, code === 'ECONNREFUSED' ? 'refused' : code === 'ETIMEDOUT' ? 'timeout' : 'error');
-      writeRawError(socket, 502, 'app_down', 'the app of this server did not accept the WebSocket connection', info.requestId);
+      rawError(socket, AppError.of('app_down', 'the app of this server did not accept the WebSocket connection'), { requestId: info.requestId, writtenBefore });
     });
   }
 
   close(): void {
     this.pool.close();
   }
-}
-
-/** Answers an HTTP/1.1 upgrade request that cannot be forwarded, on its raw socket (a 5xx names
- *  the request id, like every other error page). */
-export function writeRawError(socket: Duplex, status: number, code: string, detail: string, requestId?: string): void {
-  if (!socket.writable || (socket as Duplex & { bytesWritten?: number }).bytesWritten! > 0) return void socket.destroy();
-  const body = JSON.stringify({ error: code, detail, ...(requestId && status >= 500 ? { request_id: requestId } : {}) });
-  const reason = { 400: 'Bad Request', 404: 'Not Found', 402: 'Payment Required', 502: 'Bad Gateway', 503: 'Service Unavailable', 504: 'Gateway Timeout' }[status] ?? 'Error';
-  const rid = requestId ? `x-request-id: ${requestId}\r\n` : '';
-  socket.end(`HTTP/1.1 ${status} ${reason}\r\nconnection: close\r\n${rid}content-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
 }

@@ -68,9 +68,9 @@ export class IdleTracker implements Presence {
     const p = (async () => {
       await this.sleeping.get(id);
       const srv = this.opts.runtime.get(id);
-      if (!srv) throw new AppError('not_found', 'server_not_found', `server ${id} does not exist`);
+      if (!srv) throw AppError.of('server_not_found', `server ${id} does not exist`);
       if (srv.state === 'running') return;
-      if (srv.state === 'creating') throw new AppError('unavailable', 'server_creating', 'the server is still being created', { headers: { 'retry-after': '2' } });
+      if (srv.state === 'creating') throw AppError.of('server_creating', 'the server is still being created', { retryAfter: 2 });
       const started = this.now();
       this.starts++;
       await this.opts.runtime.start(id);

@@ -1,12 +1,12 @@
 // What a visitor of <slug>.{domain} sees when there is no answer from the server's own content:
 // the friendly page of a server with nothing published, and the error pages (404, 502, 503,
 // 504…). Browsers get HTML; agents and curl (no text/html in Accept) get {error, detail} JSON.
-// Statuses come from the one kind → status table in src/http/errors.ts. Only AppErrors are shown
+// Status, headers and JSON body come from src/http/errors.ts, as for the APIs. Only AppErrors are shown
 // (their detail is public); a failure inside the host reaches this page as a generic AppError made
 // by the caller after logging it, and every 5xx names the request id.
 
 import { AppError } from '../errors.js';
-import { sendReply, statusOf, type Req, type Res } from '../http/index.js';
+import { appErrorReply, sendReply, type Req, type Res } from '../http/index.js';
 
 const esc = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 
@@ -40,11 +40,12 @@ export function sendWelcome(req: Req, res: Res, slug: string): void {
 
 /** Sends an AppError as a page (HTML for browsers, JSON otherwise). */
 export function sendErrorPage(req: Req, res: Res, err: AppError, requestId: string): void {
-  const status = statusOf(err.kind);
+  const reply = appErrorReply(err, requestId);
+  const status = reply.status;
   const headOnly = req.method === 'HEAD';
-  const headers: Record<string, string> = { 'cache-control': 'no-store', ...(err.headers ?? {}), 'x-request-id': requestId };
+  const headers = { 'cache-control': 'no-store', ...reply.headers, 'x-request-id': requestId };
   if (!wantsHtml(req)) {
-    sendReply(res, { status, headers, body: { ...(err.extra ?? {}), error: err.code, detail: err.detail, ...(status >= 500 ? { request_id: requestId } : {}) } }, headOnly);
+    sendReply(res, { status, headers, body: reply.body }, headOnly);
     return;
   }
   const hint = typeof err.extra?.hint === 'string' ? `<p>${esc(err.extra.hint)}</p>` : '';

@@ -31,24 +31,24 @@ export function urlSegments(rawUrl: string): { segments: string[]; trailingSlash
   const cut = path.search(/[?#]/);
   if (cut >= 0) path = path.slice(0, cut);
   if (!path.startsWith('/') || path.length > MAX_PATH) {
-    throw new AppError('bad_request', 'bad_path', 'the request path must start with / and be shorter than 4096 bytes');
+    throw AppError.of('bad_path', 'the request path must start with / and be shorter than 4096 bytes');
   }
   const out: string[] = [];
   const raw = path.split('/');
-  if (raw.length > MAX_SEGMENTS) throw new AppError('bad_request', 'bad_path', 'the request path has too many segments');
+  if (raw.length > MAX_SEGMENTS) throw AppError.of('bad_path', 'the request path has too many segments');
   for (const seg of raw) {
     let s: string;
     try {
       s = decodeURIComponent(seg);
     } catch {
-      throw new AppError('bad_request', 'bad_path', 'the request path has a malformed %-escape');
+      throw AppError.of('bad_path', 'the request path has a malformed %-escape');
     }
     if (s.includes('/') || s.includes('\0')) {
-      throw new AppError('bad_request', 'bad_path', 'the request path may not contain encoded slashes or NUL bytes');
+      throw AppError.of('bad_path', 'the request path may not contain encoded slashes or NUL bytes');
     }
     if (s === '' || s === '.') continue;
     if (s === '..') {
-      if (out.length === 0) throw new AppError('bad_request', 'bad_path', 'the request path climbs above the site root');
+      if (out.length === 0) throw AppError.of('bad_path', 'the request path climbs above the site root');
       out.pop();
       continue;
     }

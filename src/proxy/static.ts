@@ -58,7 +58,7 @@ function rangeOf(req: Req, size: number, etag: string, mtimeMs: number): { start
 }
 
 const notFound = (path: string) =>
-  new AppError('not_found', 'not_found', `nothing is published at ${path.slice(0, 200)}`, {
+  AppError.of('not_found', `nothing is published at ${path.slice(0, 200)}`, {
     extra: { hint: 'Static files are served from /root/www on the server.' },
   });
 
@@ -66,7 +66,7 @@ export async function serveStatic(req: Req, res: Res, site: StaticSite, requestI
   res.setHeader('x-request-id', requestId);
   const method = req.method ?? 'GET';
   if (method !== 'GET' && method !== 'HEAD') {
-    return sendErrorPage(req, res, new AppError('method_not_allowed', 'method_not_allowed', `${method.slice(0, 20)} is not allowed on static files; use GET or HEAD`, { headers: { allow: 'GET, HEAD' } }), requestId);
+    return sendErrorPage(req, res, AppError.of('method_not_allowed', `${method.slice(0, 20)} is not allowed on static files; use GET or HEAD`, { headers: { allow: 'GET, HEAD' } }), requestId);
   }
   let url: ReturnType<typeof urlSegments>;
   try {

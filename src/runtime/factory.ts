@@ -29,7 +29,7 @@ export async function createRuntime(cfg: RuntimeSettings, store: RuntimeStore, l
   const img = imageOptions(cfg);
   const image = findImage(img);
   if (!image) {
-    throw new AppError('unavailable', 'image_missing', `base image ${img.name} (recipe ${recipeHash()}) is not built in ${img.imageDir}; run \`rootbox image build\``);
+    throw AppError.of('image_missing', `base image ${img.name} (recipe ${recipeHash()}) is not built in ${img.imageDir}; run \`rootbox image build\``);
   }
   ContainerRuntime.openPath(cfg.dataDir);
   const helper = helperPath();

@@ -13,7 +13,7 @@ import { run } from './proc.js';
 /** Path of the helper built from its current source; throws `helper_missing` when it is not built. */
 export function helperPath(root?: string): string {
   const b = nativeBinary('rbx-idmount', root);
-  if (!b.built) throw new AppError('unavailable', 'helper_missing', `the idmapped-mount helper is not built: ${notBuilt(b)}`);
+  if (!b.built) throw AppError.of('helper_missing', `the idmapped-mount helper is not built: ${notBuilt(b)}`);
   return b.path;
 }
 

@@ -99,9 +99,9 @@ export async function buildImage(o: ImageOptions, progress: (line: string) => vo
       };
       child.stdout.on('data', onLine);
       child.stderr.on('data', onLine);
-      child.on('error', (e) => rej(new AppError('unavailable', 'debootstrap_missing', `cannot run debootstrap (apt-get install -y debootstrap): ${e.message}`)));
+      child.on('error', (e) => rej(AppError.of('debootstrap_missing', `cannot run debootstrap (apt-get install -y debootstrap): ${e.message}`)));
       child.on('close', (code) =>
-        code === 0 ? res() : rej(new AppError('internal', 'image_build_failed', `debootstrap exited with ${code}; last output:\n${tail}`)),
+        code === 0 ? res() : rej(AppError.of('image_build_failed', `debootstrap exited with ${code}; last output:\n${tail}`)),
       );
     });
     postInstall(join(scratch, 'rootfs'));

@@ -34,7 +34,7 @@ export interface NativeBinary {
 export function checkoutRoot(from = dirname(fileURLToPath(import.meta.url))): string {
   for (let dir = from; ; dir = dirname(dir)) {
     if (existsSync(join(dir, SOURCES))) return dir;
-    if (dirname(dir) === dir) throw new AppError('unavailable', 'native_missing', `no ${SOURCES} above ${from}: rootbox runs from its checkout (bin/rootbox)`);
+    if (dirname(dir) === dir) throw AppError.of('native_missing', `no ${SOURCES} above ${from}: rootbox runs from its checkout (bin/rootbox)`);
   }
 }
 

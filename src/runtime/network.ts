@@ -218,7 +218,7 @@ export class Network {
       const doc = JSON.parse(r.stdout) as { nftables: { counter?: { bytes: number } }[] };
       return doc.nftables.find((x) => x.counter)?.counter?.bytes ?? 0;
     } catch {
-      throw new AppError('internal', 'nft_output', 'unexpected output from nft list counter');
+      throw AppError.of('nft_output', 'unexpected output from nft list counter');
     }
   }
 }

@@ -6,7 +6,7 @@
 import { chmodSync, chownSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import type { RuntimeConfig } from '../config/index.js';
-import { AppError, badRequest, conflict, notFound } from '../errors.js';
+import { AppError } from '../errors.js';
 import type { Logger } from '../log/index.js';
 import type { RuntimeRecord, RuntimeStore } from '../store/index.js';
 import { cgroupPath, ociSpec } from './spec.js';
@@ -83,7 +83,7 @@ export class ContainerRuntime implements Runtime {
 
   private record(id: string): RuntimeRecord {
     const rec = this.deps.store.get(id);
-    if (!rec) throw notFound('server_not_found', `no server ${id} on this host`);
+    if (!rec) throw AppError.of('server_not_found', `no server ${id} on this host`);
     return rec;
   }
 
@@ -139,10 +139,10 @@ export class ContainerRuntime implements Runtime {
   }
 
   async create(spec: ServerSpec): Promise<RuntimeServer> {
-    if (!ID.test(spec.id)) throw badRequest('invalid_server_id', 'server id must look like srv_<letters, digits, _ or ->');
-    if (!SLUG.test(spec.slug)) throw badRequest('invalid_slug', 'slug must be a DNS label: lowercase letters, digits and inner hyphens, at most 63');
-    if (!(spec.memoryBytes >= 32 * MiB)) throw badRequest('invalid_memory', 'memoryBytes must be at least 32 MiB');
-    if (!(spec.diskBytes >= 64 * MiB)) throw badRequest('invalid_disk', 'diskBytes must be at least 64 MiB');
+    if (!ID.test(spec.id)) throw AppError.of('invalid_server_id', 'server id must look like srv_<letters, digits, _ or ->');
+    if (!SLUG.test(spec.slug)) throw AppError.of('invalid_slug', 'slug must be a DNS label: lowercase letters, digits and inner hyphens, at most 63');
+    if (!(spec.memoryBytes >= 32 * MiB)) throw AppError.of('invalid_memory', 'memoryBytes must be at least 32 MiB');
+    if (!(spec.diskBytes >= 64 * MiB)) throw AppError.of('invalid_disk', 'diskBytes must be at least 64 MiB');
     return this.serial(spec.id, async () => {
       // The record is written pending before anything exists on the host: a crash from here on
       // leaves a record that reconcile tears down with all it holds.
@@ -150,9 +150,9 @@ export class ContainerRuntime implements Runtime {
         { id: spec.id, slug: spec.slug, memoryBytes: spec.memoryBytes, diskBytes: spec.diskBytes, desired: 'running', createdAt: Date.now(), pending: spec.pendingUntil ?? Date.now() + CREATE_DEADLINE_MS },
         { uidStart: this.deps.cfg.uidStart, uidRanges: this.deps.cfg.uidRanges, ips: () => this.net.hosts() },
       );
-      if (got === 'exists') throw conflict('server_exists', `server ${spec.id} already exists`);
-      if (got === 'no_ip') throw new AppError('unavailable', 'no_address', 'every address of the server subnet is in use');
-      if (got === 'no_uid') throw new AppError('unavailable', 'no_uid_range', 'every uid range of this host is in use');
+      if (got === 'exists') throw AppError.of('server_exists', `server ${spec.id} already exists`);
+      if (got === 'no_ip') throw AppError.of('no_address', 'every address of the server subnet is in use');
+      if (got === 'no_uid') throw AppError.of('no_uid_range', 'every uid range of this host is in use');
       const rec = got;
       this.view(rec, 'creating');
       const p = diskPaths(this.serverDir(rec.id));
@@ -236,8 +236,8 @@ export class ContainerRuntime implements Runtime {
   }
 
   resize(id: string, limits: { memoryBytes: number; diskBytes: number }): Promise<void> {
-    if (!(limits.memoryBytes >= 32 * MiB)) throw badRequest('invalid_memory', 'memoryBytes must be at least 32 MiB');
-    if (!(limits.diskBytes >= 64 * MiB)) throw badRequest('invalid_disk', 'diskBytes must be at least 64 MiB');
+    if (!(limits.memoryBytes >= 32 * MiB)) throw AppError.of('invalid_memory', 'memoryBytes must be at least 32 MiB');
+    if (!(limits.diskBytes >= 64 * MiB)) throw AppError.of('invalid_disk', 'diskBytes must be at least 64 MiB');
     return this.serial(id, async () => {
       const old = this.record(id);
       const p = diskPaths(this.serverDir(id));
@@ -256,8 +256,8 @@ export class ContainerRuntime implements Runtime {
 
   private running(id: string): void {
     const s = this.servers.get(id);
-    if (!s) throw notFound('server_not_found', `no server ${id} on this host`);
-    if (s.state !== 'running') throw conflict('server_not_running', `server ${id} is ${s.state}; wake it first`);
+    if (!s) throw AppError.of('server_not_found', `no server ${id} on this host`);
+    if (s.state !== 'running') throw AppError.of('server_not_running', `server ${id} is ${s.state}; wake it first`);
   }
 
   /** The wrapper (exit reports, see execwrap.ts) when it was built. */
@@ -268,7 +268,7 @@ export class ContainerRuntime implements Runtime {
 
   exec(id: string, opts: ExecOptions): PipeProcess {
     this.running(id);
-    if (!opts.argv.length) throw badRequest('invalid_argv', 'exec needs a command');
+    if (!opts.argv.length) throw AppError.of('invalid_argv', 'exec needs a command');
     const w = this.wrapping();
     const argv = w ? [w.inside, 'run', ...opts.argv] : opts.argv;
     return pipeExec(this.runc.execArgs(id, { tty: false, argv, env: opts.env, cwd: opts.cwd, preserveFds: w ? 1 : 0 }), !!w);
@@ -276,7 +276,7 @@ export class ContainerRuntime implements Runtime {
 
   execPty(id: string, opts: PtyOptions): PtyProcess {
     this.running(id);
-    if (!opts.argv.length) throw badRequest('invalid_argv', 'exec needs a command');
+    if (!opts.argv.length) throw AppError.of('invalid_argv', 'exec needs a command');
     const env = { TERM: opts.term, ...opts.env };
     const w = this.wrapping();
     const argv = w ? [w.inside, 'run', ...opts.argv] : opts.argv;

@@ -33,7 +33,7 @@ export function twilioSender(cfg: SmsConfig, log: Logger, timeoutMs = 10_000): S
     name: 'twilio',
     async send(to, text) {
       if (!sid || !token || !from) {
-        throw new AppError('unavailable', 'not_configured', 'SMS is not configured on this host (Twilio account, token or sender missing)');
+        throw AppError.of('not_configured', 'SMS is not configured on this host (Twilio account, token or sender missing)');
       }
       const form = new URLSearchParams({ To: to, Body: text });
       form.set(from.startsWith('MG') ? 'MessagingServiceSid' : 'From', from);
@@ -48,7 +48,7 @@ export function twilioSender(cfg: SmsConfig, log: Logger, timeoutMs = 10_000): S
         });
       } catch (e) {
         log.warn('sms provider unreachable', { provider: 'twilio', err: (e as Error).message });
-        throw new AppError('upstream', 'sms_failed', 'the SMS provider could not be reached; try again in a minute');
+        throw AppError.of('sms_failed', 'the SMS provider could not be reached; try again in a minute');
       }
       const body = (await res.text().catch(() => '')).slice(0, 2000);
       if (res.status !== 201 && res.status !== 200) {
@@ -60,8 +60,8 @@ export function twilioSender(cfg: SmsConfig, log: Logger, timeoutMs = 10_000): S
           /* not JSON */
         }
         log.warn('sms provider refused the message', { provider: 'twilio', status: res.status, reason });
-        if (res.status === 400) throw new AppError('bad_request', 'sms_rejected', `the SMS provider refused this number (${reason})`);
-        throw new AppError('upstream', 'sms_failed', 'the SMS provider failed to send the code; try again in a minute');
+        if (res.status === 400) throw AppError.of('sms_rejected', `the SMS provider refused this number (${reason})`);
+        throw AppError.of('sms_failed', 'the SMS provider failed to send the code; try again in a minute');
       }
     },
   };

@@ -48,7 +48,7 @@ export function cryptoStatus(): CryptoStatus {
 export function assertNativeCrypto(): CryptoStatus {
   const st = cryptoStatus();
   if (!st.native) {
-    throw new AppError('unavailable', 'ssh_crypto_not_native', `ssh2's native crypto binding is not loaded (${st.from}); rebuild it with \`npm rebuild ssh2\` (needs a C++ toolchain) — without it SSH is several times slower`);
+    throw AppError.of('ssh_crypto_not_native', `ssh2's native crypto binding is not loaded (${st.from}); rebuild it with \`npm rebuild ssh2\` (needs a C++ toolchain) — without it SSH is several times slower`);
   }
   return st;
 }

@@ -53,12 +53,12 @@ export function createTarget(rec: ServerRecord, deps: TargetDeps): Target {
     },
     async ready() {
       const runtime = deps.runtime;
-      if (!runtime) throw new AppError('unavailable', 'runtime_unavailable', 'servers cannot be reached on this host right now (container runtime not running)');
+      if (!runtime) throw AppError.of('runtime_unavailable', 'servers cannot be reached on this host right now (container runtime not running)');
       if (deps.presence) await deps.presence.wake(id);
       else await startIfStopped(runtime, id);
       const rs = runtime.get(id);
-      if (!rs) throw new AppError('not_found', 'server_not_found', `server ${id} is not known to the container runtime`);
-      if (rs.state === 'failed' || rs.state === 'creating') throw new AppError('unavailable', 'server_not_ready', `server ${rec.slug} is ${rs.state}; try again in a moment`);
+      if (!rs) throw AppError.of('server_not_found', `server ${id} is not known to the container runtime`);
+      if (rs.state === 'failed' || rs.state === 'creating') throw AppError.of('server_not_ready', `server ${rec.slug} is ${rs.state}; try again in a moment`);
       return rs;
     },
     hold() {

@@ -84,8 +84,7 @@ export function openEnv(dataDir: string, migrations: readonly Migration[]): Lmdb
   const current = meta.get(SCHEMA_VERSION_KEY) ?? 0;
   if (current > latest) {
     void env.close();
-    throw new AppError(
-      'internal',
+    throw AppError.of(
       'store_too_new',
       `the database at ${dataDir}/db has schema version ${current}, newer than this daemon understands (${latest}); run a newer rootbox`,
     );

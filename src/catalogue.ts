@@ -1,0 +1,216 @@
+// The catalogue of stable error codes: every `error` a client, an operator or the CLI can see,
+// with its kind and what it means. Codes are what clients match on, so they never change meaning;
+// AppError.of(code, …) takes its kind from here, and a code missing from this list does not
+// compile. The kind decides the HTTP status in src/http/errors.ts (the status of each section is
+// in its heading; test/foundation/catalogue.test.ts checks headings, kinds and uses). A code with
+// `also` may be raised with one of those kinds instead (the caller names it): the same refusal
+// said over another scheme or cap. Codes in the last sections are the host's own (start-up, CLI).
+
+export type ErrorKind =
+  | 'redirect'
+  | 'bad_request'
+  | 'unauthorized'
+  | 'payment_required'
+  | 'forbidden'
+  | 'not_found'
+  | 'method_not_allowed'
+  | 'request_timeout'
+  | 'conflict'
+  | 'too_large'
+  | 'unsupported_media_type'
+  | 'expectation_failed'
+  | 'misdirected'
+  | 'rate_limited'
+  | 'header_too_large'
+  | 'internal'
+  | 'not_implemented'
+  | 'upstream'
+  | 'unavailable'
+  | 'timeout'
+  | 'version_not_supported';
+
+export interface CatalogueEntry {
+  readonly kind: ErrorKind;
+  readonly also: readonly ErrorKind[];
+  readonly about: string;
+}
+
+// (two signatures: with one generic signature, `also` left out would be inferred from the
+// `satisfies` below as any kind at all)
+function e<K extends ErrorKind>(kind: K, about: string): { kind: K; about: string; also: readonly [] };
+function e<K extends ErrorKind, A extends readonly ErrorKind[]>(kind: K, about: string, also: A): { kind: K; about: string; also: A };
+function e(kind: ErrorKind, about: string, also: readonly ErrorKind[] = []): CatalogueEntry {
+  return { kind, about, also };
+}
+
+export const CATALOGUE = {
+  // ── 308 redirect ──
+  use_https: e('redirect', 'the plain HTTP listener redirects to the same URL over HTTPS'),
+
+  // ── 400 bad_request ──
+  bad_request: e('bad_request', 'the bytes received are not valid HTTP/1.1'),
+  invalid_target: e('bad_request', 'the request target is not a path or absolute URL, or has bytes that cannot be forwarded'),
+  invalid_header: e('bad_request', 'a request header line is malformed'),
+  invalid_framing: e('bad_request', 'Content-Length, Transfer-Encoding or chunk sizes are invalid or ambiguous'),
+  missing_host: e('bad_request', 'the request has no Host header'),
+  duplicate_host: e('bad_request', 'the request has more than one Host header'),
+  conflicting_host: e('bad_request', 'an HTTP/2 request names different hosts in :authority and Host'),
+  upgrade_not_supported: e('bad_request', 'an upgrade that is not a WebSocket, or a WebSocket to a host that takes none', ['not_found']),
+  invalid_request: e('bad_request', 'a body, query or path value fails its schema (the first `issues` listed)'),
+  invalid_json: e('bad_request', 'the request body is not JSON'),
+  bad_path: e('bad_request', 'a static file path is malformed, too long or climbs above the site root'),
+  invalid_phone: e('bad_request', 'a phone number is not E.164'),
+  invalid_code: e('bad_request', 'a verification code is not 6 digits'),
+  code_not_pending: e('bad_request', 'no verification code was sent to this number'),
+  code_expired: e('bad_request', 'the verification code expired'),
+  code_invalid: e('bad_request', 'the verification code is wrong'),
+  sms_rejected: e('bad_request', 'the SMS provider refused the number'),
+  invalid_amount: e('bad_request', 'an admin credit amount is not a positive number up to 1000000'),
+  invalid_server_id: e('bad_request', 'a server id passed to the runtime is malformed'),
+  invalid_slug: e('bad_request', 'a slug passed to the runtime is not a DNS label'),
+  invalid_memory: e('bad_request', 'a memory limit is under 32 MiB'),
+  invalid_disk: e('bad_request', 'a disk limit is under 64 MiB'),
+  invalid_argv: e('bad_request', 'a command to run in a server is empty'),
+
+  // ── 401 unauthorized ──
+  missing_api_key: e('unauthorized', 'no Authorization: Bearer header'),
+  invalid_api_key: e('unauthorized', 'the api key is malformed or belongs to no account'),
+  revoked_api_key: e('unauthorized', 'the api key was replaced by a newer one'),
+
+  // ── 402 payment_required ──
+  payment_required: e('payment_required', 'pay with x402 and repeat the request (terms in PAYMENT-REQUIRED and the body)'),
+  free_tier_exceeded: e('payment_required', 'the free grant is used up and there is no credit (the upgrade envelope)'),
+  suspended: e('payment_required', 'the server is suspended until credit is added'),
+  server_suspended: e('payment_required', 'the server a visitor asked for is paused: its account ran out of credit'),
+  payment_invalid: e('payment_required', 'the payment header is missing, repeated or does not decode'),
+  payment_too_large: e('payment_required', 'the payment header is too long'),
+  payment_wrong_scheme: e('payment_required', 'the payment uses another scheme'),
+  payment_wrong_network: e('payment_required', 'the payment is on another network'),
+  payment_wrong_asset: e('payment_required', 'the payment is in another asset'),
+  payment_wrong_recipient: e('payment_required', 'the payment pays someone else'),
+  payment_wrong_amount: e('payment_required', 'the payment is for another amount'),
+  payment_not_yet_valid: e('payment_required', 'the authorization is not valid yet'),
+  payment_expired: e('payment_required', 'the authorization expired or expires too soon'),
+  payment_window_too_long: e('payment_required', 'the authorization stays valid longer than accepted'),
+  payment_signature_invalid: e('payment_required', 'the signature does not recover to the payer'),
+  payment_already_used: e('payment_required', 'the authorization (nonce) was already used'),
+  payment_rejected: e('payment_required', 'the facilitator rejected the payment'),
+  payment_settlement_failed: e('payment_required', 'the facilitator could not settle the payment'),
+
+  // ── 403 forbidden ──
+  ip_limit: e('forbidden', 'anonymous accounts from this address hold their maximum of servers'),
+  phone_required: e('forbidden', 'the option needs a verified phone'),
+  server_limit: e('forbidden', 'the account holds its maximum of servers'),
+  port_limit: e('forbidden', 'the server or account exposes its maximum of ports for its tier'),
+  admin_denied: e('forbidden', 'the admin socket is root only (CLI)'),
+
+  // ── 404 not_found ──
+  not_found: e('not_found', 'no route, or nothing published at this path'),
+  unknown_host: e('not_found', 'the Host is none this daemon serves (421 over HTTPS)', ['misdirected']),
+  server_not_found: e('not_found', 'the account has no such server, or the runtime does not know it'),
+  unknown_server: e('not_found', 'no server has the slug a visitor asked for'),
+  no_app: e('not_found', 'a WebSocket to a server that runs no app'),
+  not_exposed: e('not_found', 'the port is not exposed'),
+  unknown_tier: e('not_found', 'no verification tier has this name'),
+  unknown_target: e('not_found', 'no account or server for an admin credit'),
+
+  // ── 405 method_not_allowed ──
+  method_not_allowed: e('method_not_allowed', 'the method is not allowed here (Allow lists those that are); CONNECT anywhere'),
+
+  // ── 408 request_timeout ──
+  request_timeout: e('request_timeout', 'the request head did not arrive in time'),
+
+  // ── 409 conflict ──
+  subdomain_taken: e('conflict', 'every wanted subdomain is taken'),
+  expose_in_progress: e('conflict', 'another request is exposing the same port'),
+  server_exists: e('conflict', 'the runtime already has a server with this id'),
+  server_not_running: e('conflict', 'the server must be running for this'),
+
+  // ── 413 too_large ──
+  body_too_large: e('too_large', 'the request body exceeds the limit of its route'),
+
+  // ── 415 unsupported_media_type ──
+  unsupported_media_type: e('unsupported_media_type', 'the body is not application/json'),
+
+  // ── 417 expectation_failed ──
+  expectation_failed: e('expectation_failed', 'an Expect other than 100-continue'),
+
+  // ── 429 rate_limited ──
+  rate_limited: e('rate_limited', 'too many requests from this address or account (Retry-After)'),
+  sms_rate_limited: e('rate_limited', 'too many codes texted to this number or from this address (Retry-After)'),
+  code_locked: e('rate_limited', 'too many wrong codes; the code is locked (Retry-After)'),
+  too_many_connections: e('rate_limited', 'this address holds its maximum of connections (503 when the host holds its total)', ['unavailable']),
+
+  // ── 431 header_too_large ──
+  header_too_large: e('header_too_large', 'the request head is larger than accepted'),
+
+  // ── 500 internal ──
+  internal: e('internal', 'a failure inside the host; the detail is a generic sentence with the request id'),
+  nft_output: e('internal', 'nft printed something this daemon does not understand'),
+
+  // ── 501 not_implemented ──
+  unknown_method: e('not_implemented', 'a request method this server does not implement'),
+
+  // ── 502 upstream ──
+  app_down: e('upstream', "the server's app does not accept connections on port 80"),
+  bad_gateway: e('upstream', "the server's app broke the connection or sent an invalid answer"),
+  sms_failed: e('upstream', 'the SMS provider could not be reached or failed'),
+  facilitator_unavailable: e('upstream', 'the x402 facilitator could not be reached; nothing was charged'),
+  llm_failed: e('upstream', 'too few verifier passes completed because of language-model provider errors'),
+
+  // ── 503 unavailable ──
+  not_configured: e('unavailable', 'the feature is not configured on this host (SMS, payments, verification)'),
+  at_capacity: e('unavailable', 'the host is out of memory or disk for new servers'),
+  create_failed: e('unavailable', 'the server could not be created right now'),
+  no_slug: e('unavailable', 'no free random subdomain was found'),
+  port_pool_exhausted: e('unavailable', 'every public port is in use'),
+  runtime_unavailable: e('unavailable', 'the container runtime is not running'),
+  server_not_ready: e('unavailable', 'the server is being created or failed'),
+  server_creating: e('unavailable', 'the server is still being created (Retry-After)'),
+  wake_queue_full: e('unavailable', 'too many requests wait for this server to wake (Retry-After)'),
+  wake_failed: e('unavailable', 'the server could not be started (Retry-After)'),
+  no_address: e('unavailable', 'every address of the server subnet is in use'),
+  no_uid_range: e('unavailable', 'every uid range of the host is in use'),
+
+  // ── 504 timeout ──
+  upstream_timeout: e('timeout', "the server's app did not accept the connection or answer in time"),
+  wake_timeout: e('timeout', 'the server woke but its app did not answer on port 80 in time'),
+
+  // ── 505 version_not_supported ──
+  version_not_supported: e('version_not_supported', 'an HTTP version other than 1.x on the plain listener'),
+
+  // ── 400 bad_request: the host's own set-up (start-up and CLI, never an HTTP answer) ──
+  config_invalid: e('bad_request', 'the config file or environment is invalid'),
+  config_unreadable: e('bad_request', 'the config file cannot be read'),
+  tls_invalid: e('bad_request', 'the TLS certificate or key cannot be loaded'),
+
+  // ── 500 internal: the host's own set-up ──
+  admin_failed: e('internal', 'the daemon refused an admin command without a code (CLI)'),
+  image_build_failed: e('internal', 'debootstrap failed building the base image'),
+  ssh_host_key_invalid: e('internal', 'an SSH host key file is not a readable private key'),
+  store_too_new: e('internal', 'the database was written by a newer rootbox'),
+
+  // ── 503 unavailable: the host's own set-up ──
+  image_missing: e('unavailable', 'the base image is not built'),
+  helper_missing: e('unavailable', 'the idmapped-mount helper is not built'),
+  native_missing: e('unavailable', 'the C sources of the native helpers are not found'),
+  debootstrap_missing: e('unavailable', 'debootstrap is not installed'),
+  listen_failed: e('unavailable', 'a listening port cannot be bound'),
+  ssh_crypto_not_native: e('unavailable', "ssh2's native crypto binding is not loaded"),
+} as const satisfies Record<string, CatalogueEntry>;
+
+export type ErrorCode = keyof typeof CATALOGUE;
+
+/** The kinds a code may be raised with: its own, then its `also`. */
+export type KindsOf<C extends ErrorCode> = (typeof CATALOGUE)[C]['kind'] | (typeof CATALOGUE)[C]['also'][number];
+
+/** The codes whose kind is K (also through `also`). */
+export type CodeOf<K extends ErrorKind> = { [C in ErrorCode]: K extends KindsOf<C> ? C : never }[ErrorCode];
+
+export const isErrorCode = (s: unknown): s is ErrorCode => typeof s === 'string' && Object.hasOwn(CATALOGUE, s);
+
+/** Whether `kind` is one a code may be raised with. */
+export function kindAllowed(code: ErrorCode, kind: ErrorKind): boolean {
+  const entry: CatalogueEntry | undefined = CATALOGUE[code];
+  return entry !== undefined && (entry.kind === kind || entry.also.includes(kind));
+}
