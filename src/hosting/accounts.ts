@@ -38,7 +38,7 @@ export class Accounts {
     const acc = this.store.accounts.byKeyHash(hash);
     if (!acc || !sameHash(acc.keyHash, hash)) {
       const revoked = this.store.accounts.isRevoked(hash);
-      throw new AppError('unauthorized', revoked ? 'revoked_api_key' : 'invalid_api_key', revoked ? 'this api_key was replaced by a newer one and no longer works' : 'no account has this api_key', {
+      throw AppError.of(revoked ? 'revoked_api_key' : 'invalid_api_key', revoked ? 'this api_key was replaced by a newer one and no longer works' : 'no account has this api_key', {
         headers: { 'www-authenticate': 'Bearer error="invalid_token"' },
       });
     }

@@ -170,7 +170,8 @@ export class Exchange implements ConnOwner, ReaderEvents {
     } catch (e) {
       // node refused a value we let through: forget every header and answer 502 instead.
       for (const n of res.getHeaderNames()) res.removeHeader(n);
-      throw new UpstreamProtocolError(`header refused: ${(e as Error).message}`);
+      // node's message quotes the app's header; the 502 names only what kind of refusal it was
+      throw new UpstreamProtocolError(`header refused by node (${codeOf(e as Error) ?? 'invalid'})`, { cause: e });
     }
   }
 
