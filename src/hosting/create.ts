@@ -7,13 +7,14 @@
 import { freemem } from 'node:os';
 import { statfsSync } from 'node:fs';
 import { AppError } from '../errors.js';
-import { validate, type Ctx, type Reply } from '../http/index.js';
+import type { Reply, RouteCtx } from '../http/index.js';
 import type { AccountRecord } from '../store/index.js';
 import { TIER_LIMITS, tierOf } from './accounts.js';
 import type { HostingCore } from './core.js';
 import type { Created } from './servers.js';
 import { E164 } from './phone.js';
-import { CreateRequest } from './schemas.js';
+import type { CreateRequest } from './schemas.js';
+import type { z } from 'zod';
 
 function checkCapacity(core: HostingCore, account: AccountRecord): void {
   const need = TIER_LIMITS[tierOf(account)];
@@ -28,11 +29,10 @@ function checkCapacity(core: HostingCore, account: AccountRecord): void {
   }
 }
 
-export async function handleCreate(ctx: Ctx, core: HostingCore): Promise<Reply> {
-  const raw = await ctx.json();
-  const body = validate(CreateRequest, raw === undefined ? {} : raw);
-  const auth = ctx.req.headers.authorization;
-  let account: AccountRecord | undefined = auth !== undefined ? core.accounts.authenticate(auth) : undefined;
+/** The body and the caller (when a credential was sent) come validated by the route (routes.ts). */
+export async function handleCreate(ctx: RouteCtx<AccountRecord | undefined, z.output<typeof CreateRequest> | undefined>, core: HostingCore): Promise<Reply> {
+  const body = ctx.body ?? {};
+  let account = ctx.auth;
   let apiKey: string | undefined;
   let accountNote: string | undefined;
   let madeAccount: string | undefined;

@@ -1,22 +1,25 @@
-// The zod schemas of the hosting API: request bodies the handlers validate and the shapes they
-// answer with. /openapi.json is generated from these (openapi.ts).
+// The zod schemas of the hosting API: what the routes accept (the Router validates bodies,
+// queries and path parameters with them) and what they answer. /openapi.json is derived from the
+// route declarations that use them (routes.ts); SCHEMAS names the ones shown as components.
 
 import { z } from 'zod';
+import { challengeBodySchema } from '../payments/index.js';
 
-export const registry = z.registry<{ id: string }>();
-
-const serverId = z.string().regex(/^srv_[0-9a-f]{1,32}$/, 'must be a server id like srv_0a1b2c3d4e5f');
+const SERVER_ID = /^srv_[0-9a-f]{1,32}$/;
+const serverId = z.string().regex(SERVER_ID, 'must be a server id like srv_0a1b2c3d4e5f');
 
 export const CreateRequest = z
   .object({
-    subdomains: z.array(z.string().max(64, 'each wanted subdomain must be at most 64 characters')).max(20, 'at most 20 wanted subdomains').optional()
+    subdomains: z
+      .array(z.string().max(64, 'each wanted subdomain must be at most 64 characters'))
+      .max(20, 'at most 20 wanted subdomains')
+      .optional()
       .describe('Wanted slugs in order of preference; lowercased; a-z, 0-9, -; 3 to 32 characters.'),
     never_sleep: z.boolean().optional().describe('Keep the server awake at all times (needs a verified phone).'),
     phone: z.string().max(32, 'must be at most 32 characters').optional().describe('E.164 number for phone sign-up or login.'),
     code: z.string().max(16, 'must be at most 16 characters').optional().describe('The SMS code that completes phone sign-up or login.'),
   })
   .strict();
-registry.add(CreateRequest, { id: 'CreateRequest' });
 
 export const ExposeRequest = z
   .object({
@@ -24,7 +27,6 @@ export const ExposeRequest = z
     port: z.number().int('must be an integer').min(1).max(65535).describe('TCP port inside the container.'),
   })
   .strict();
-registry.add(ExposeRequest, { id: 'ExposeRequest' });
 
 export const FeedbackRequest = z
   .object({
@@ -32,7 +34,22 @@ export const FeedbackRequest = z
     contact: z.string().trim().max(200, 'must be at most 200 characters').optional(),
   })
   .strict();
-registry.add(FeedbackRequest, { id: 'FeedbackRequest' });
+
+export const RechargeRequest = z
+  .object({
+    usd: z
+      .number()
+      .min(0.01, 'must be at least 0.01')
+      .describe('Dollars to add, at most 6 decimals; the operator sets the largest amount (billing.maxRechargeUsd).'),
+  })
+  .strict();
+
+export const ServerPath = z.object({ id: z.string().regex(SERVER_ID).describe('Server id, srv_ followed by hex digits.') });
+
+export const UsageQuery = z.object({
+  limit: z.coerce.number().int('must be a whole number').min(1).max(500).optional().describe('Entries per page, 1 to 500 (default 50).'),
+  cursor: z.string().max(512).optional().describe('The next_cursor of the previous page.'),
+});
 
 export const Credits = z.object({
   tier: z.enum(['anonymous', 'verified', 'paid']),
@@ -40,10 +57,12 @@ export const Credits = z.object({
   egress_gb_left: z.number(),
   balance_usd: z.number(),
 });
-registry.add(Credits, { id: 'Credits' });
 
-export const ExposedPort = z.object({ public: z.string(), container_port: z.number().int(), protocol: z.literal('tcp') });
-registry.add(ExposedPort, { id: 'ExposedPort' });
+export const ExposedPort = z.object({
+  public: z.string().describe('host:port'),
+  container_port: z.number().int().min(1).max(65535),
+  protocol: z.literal('tcp'),
+});
 
 export const Server = z.object({
   id: z.string(),
@@ -53,10 +72,9 @@ export const Server = z.object({
   suspended: z.boolean(),
   flag: z.string().nullable(),
   exposed_ports: z.array(ExposedPort),
-  usage: z.object({ disk_mb_used: z.number(), domains: z.array(z.string()) }),
+  usage: z.object({ disk_mb_used: z.number().min(0), domains: z.array(z.string()) }),
   credits: Credits,
 });
-registry.add(Server, { id: 'Server' });
 
 export const CreateResponse = Server.extend({
   ssh: z.string(),
@@ -65,15 +83,13 @@ export const CreateResponse = Server.extend({
   subdomain_note: z.string().optional(),
   account_note: z.string().optional(),
 });
-registry.add(CreateResponse, { id: 'CreateResponse' });
 
 export const VerificationRequired = z.object({
   verification_required: z.literal(true),
   phone: z.string(),
-  expires_in: z.number().int(),
+  expires_in: z.number().int().min(0).describe('Seconds the code stays valid.'),
   detail: z.string(),
 });
-registry.add(VerificationRequired, { id: 'VerificationRequired' });
 
 export const UpgradeEnvelope = z.object({
   upgrade_required: z.literal(true),
@@ -90,11 +106,72 @@ export const UpgradeEnvelope = z.object({
   api_key: z.string().optional().describe('POST /create with a phone login into an exhausted account: its api_key, to recharge with.'),
   account_note: z.string().optional(),
 });
-registry.add(UpgradeEnvelope, { id: 'UpgradeEnvelope' });
 
-export const ErrorBody = z.object({
-  error: z.string(),
+export const PortLimitError = z.object({
+  error: z.literal('port_limit'),
   detail: z.string(),
-  request_id: z.string().optional().describe('On every 5xx: the id of the request (also the X-Request-Id header); quote it when reporting the failure.'),
+  limit: z.number().int().min(0).describe('The cap that was reached.'),
+  scope: z.enum(['server', 'account']),
+  tier: z.enum(['anonymous', 'verified', 'paid']),
 });
-registry.add(ErrorBody, { id: 'Error' });
+
+export const Ok = z.object({ ok: z.literal(true) });
+export const Health = z.object({ ok: z.literal(true), service: z.string() });
+export const ServerList = z.object({ servers: z.array(Server) });
+export const RotatedKey = z.object({ api_key: z.string().describe('The new api_key; the old one stops working.'), tier: Credits.shape.tier });
+
+export const UsagePage = z.object({
+  entries: z.array(
+    z.object({
+      kind: z.enum(['usage', 'credit']),
+      server: z.string().nullable(),
+      from: z.string().describe('ISO 8601'),
+      to: z.string().describe('ISO 8601'),
+      ram_gb_hours: z.number(),
+      disk_gb_months: z.number(),
+      egress_gb: z.number(),
+      usd: z.number().describe('Drawn from the balance (usage) or added to it (credit).'),
+      source: z.string().nullable().describe('Where a credit came from.'),
+    }),
+  ),
+  next_cursor: z.string().nullable(),
+});
+
+export const RechargeInfo = z.object({
+  how: z.string(),
+  endpoint: z.string(),
+  method: z.literal('POST'),
+  body: z.object({ usd: z.number() }),
+  payments_configured: z.boolean(),
+  verify_phone_instead: z.string(),
+  credits: Credits,
+});
+
+export const RechargeResult = z.object({
+  ok: z.literal(true),
+  credited_usd: z.number().describe('0 while the payment is being settled.'),
+  settlement: z.enum(['settled', 'pending']),
+  detail: z.string(),
+  credits: Credits,
+});
+
+export const OpenApi = z.record(z.string(), z.unknown()).describe('An OpenAPI 3.1 document.');
+
+/** The schemas listed under components.schemas, by name. */
+export const SCHEMAS: Record<string, z.ZodType> = {
+  CreateRequest,
+  ExposeRequest,
+  FeedbackRequest,
+  RechargeRequest,
+  Credits,
+  ExposedPort,
+  Server,
+  CreateResponse,
+  VerificationRequired,
+  UpgradeEnvelope,
+  PortLimitError,
+  PaymentRequired: challengeBodySchema,
+  UsagePage,
+  RechargeInfo,
+  RechargeResult,
+};

@@ -1,8 +1,10 @@
 // Public surface of the HTTP toolkit used by the APIs and the edge.
-export { Router, newRequestId, type RequestObserver } from './router.js';
+export { Router, newRequestId, type RequestObserver, type RouterOptions } from './router.js';
 export { appErrorReply, errorReply, parserError, rawError, statusOf, type RawErrorOptions } from './errors.js';
 export { sendReply, json, writeRaw } from './reply.js';
 export { readBody, readJson } from './body.js';
 export { validate } from './validate.js';
 export { HANDLED, type Ctx, type Handler, type HandlerResult, type HttpApp, type Reply, type Req, type Res, type RequestInfo, type RouteOptions } from './types.js';
-export { componentsOf, jsonBody, jsonResponse } from './openapi.js';
+export { documentOf, jsonSchemaOf, openApiDocument, type ApiInfo } from './openapi.js';
+export { routes, type Answers, type AnswerDoc, type Auth, type Authenticator, type BaseCtx, type Route, type RouteCtx, type Step } from './route.js';
+export { ErrorBody, BadRequestBody, ServerErrorBody } from './schemas.js';

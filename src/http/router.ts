@@ -1,6 +1,8 @@
-// A small method + path router for the APIs. Patterns are literal segments and `:name`
-// parameters. It builds the handler context, runs the handler, writes the reply, maps errors
-// (through errors.ts) and reports every answered request to an optional observer.
+// A method + path router for declared routes (route.ts). Patterns are literal segments and
+// `:name` parameters. For a request it runs the route's steps (rate limits), the authenticator
+// when the route needs the caller, validates path parameters, query and JSON body with the
+// route's zod schemas (400/404/413/415 on a mismatch), runs the handler, writes the reply, maps
+// errors (through errors.ts) and reports every answered request to an optional observer.
 
 import { randomUUID } from 'node:crypto';
 import type { Logger } from '../log/index.js';
@@ -8,34 +10,58 @@ import { AppError } from '../errors.js';
 import { readBody, readJson } from './body.js';
 import { errorReply } from './errors.js';
 import { sendReply } from './reply.js';
-import { HANDLED, type Ctx, type Handler, type HttpApp, type Req, type RequestInfo, type Res, type RouteOptions } from './types.js';
+import { DEFAULT_BODY_LIMIT, type Authenticator, type BaseCtx, type Method, type Route } from './route.js';
+import { HANDLED, type Ctx, type Handler, type HandlerResult, type HttpApp, type Req, type RequestInfo, type Res, type RouteOptions } from './types.js';
+import { validate } from './validate.js';
 
-interface Route {
-  method: string;
-  pattern: string;
+interface Entry<A> {
+  route: Route<A>;
   parts: string[];
-  handler: Handler;
-  opts: Required<RouteOptions>;
+  /** A route added with on(): undocumented, its handler reads its own inputs. */
+  plain?: Handler;
 }
 
 export type RequestObserver = (route: string, method: string, status: number, ms: number) => void;
 
-const DEFAULT_BODY_LIMIT = 64 * 1024;
+export interface RouterOptions<A> {
+  /** Who is calling, for routes whose auth is bearer or optional. */
+  auth?: Authenticator<A>;
+}
 
-export class Router implements HttpApp {
-  private readonly routes: Route[] = [];
+export class Router<A = never> implements HttpApp {
+  private readonly entries: Entry<A>[] = [];
   private observer?: RequestObserver;
 
-  constructor(private readonly log: Logger) {}
+  constructor(
+    private readonly log: Logger,
+    readonly options: RouterOptions<A> = {},
+  ) {}
 
+  /** Declared routes, in the order they were added (what the OpenAPI document describes). */
+  get routes(): readonly Route<A>[] {
+    return this.entries.filter((e) => !e.plain).map((e) => e.route);
+  }
+
+  add(...routes: Route<A>[]): this {
+    for (const route of routes) {
+      if (route.auth !== 'none' && !this.options.auth) throw new Error(`${route.method} ${route.path} needs a caller but the router has no authenticator`);
+      this.entries.push({ route, parts: route.path.split('/').filter(Boolean) });
+    }
+    return this;
+  }
+
+  /** An undocumented route whose handler reads its own inputs (test apps and fallbacks). */
   on(method: string, pattern: string, handler: Handler, opts: RouteOptions = {}): this {
-    this.routes.push({
-      method: method.toUpperCase(),
-      pattern,
-      parts: pattern.split('/').filter(Boolean),
-      handler,
-      opts: { bodyLimit: opts.bodyLimit ?? DEFAULT_BODY_LIMIT },
-    });
+    const route: Route<A> = {
+      method: method.toUpperCase() as Method,
+      path: pattern,
+      auth: 'none',
+      summary: '',
+      responses: {},
+      bodyLimit: opts.bodyLimit,
+      handler: () => HANDLED,
+    };
+    this.entries.push({ route, parts: route.path.split('/').filter(Boolean), plain: handler });
     return this;
   }
 
@@ -44,15 +70,15 @@ export class Router implements HttpApp {
     return this;
   }
 
-  private match(method: string, path: string): { route?: Route; params: Record<string, string>; allowed: string[] } {
+  private match(method: string, path: string): { entry?: Entry<A>; params: Record<string, string>; allowed: string[] } {
     const segs = path.split('/').filter(Boolean);
     const allowed: string[] = [];
-    for (const r of this.routes) {
-      if (r.parts.length !== segs.length) continue;
+    for (const e of this.entries) {
+      if (e.parts.length !== segs.length) continue;
       const params: Record<string, string> = {};
       let ok = true;
       for (let i = 0; i < segs.length && ok; i++) {
-        const p = r.parts[i];
+        const p = e.parts[i];
         if (p.startsWith(':')) {
           try {
             params[p.slice(1)] = decodeURIComponent(segs[i]);
@@ -62,8 +88,8 @@ export class Router implements HttpApp {
         } else ok = p === segs[i];
       }
       if (!ok) continue;
-      if (r.method === method || (method === 'HEAD' && r.method === 'GET')) return { route: r, params, allowed };
-      allowed.push(r.method);
+      if (e.route.method === method || (method === 'HEAD' && e.route.method === 'GET')) return { entry: e, params, allowed };
+      if (!allowed.includes(e.route.method)) allowed.push(e.route.method);
     }
     return { params: {}, allowed };
   }
@@ -73,40 +99,64 @@ export class Router implements HttpApp {
     const method = (req.method ?? 'GET').toUpperCase();
     const url = new URL(req.url ?? '/', 'http://x');
     const log = this.log.child({ rid: info.requestId });
-    const { route, params, allowed } = this.match(method, url.pathname);
-    const ctx: Ctx = {
+    const { entry, params, allowed } = this.match(method, url.pathname);
+    const base: BaseCtx = {
       req,
       res,
       method,
       path: url.pathname,
-      query: url.searchParams,
-      params,
+      search: url.searchParams,
+      rawParams: params,
       host: info.host,
       ip: info.ip,
       scheme: info.scheme,
       requestId: info.requestId,
       log,
-      json: () => readJson(req, route?.opts.bodyLimit ?? DEFAULT_BODY_LIMIT),
-      raw: () => readBody(req, route?.opts.bodyLimit ?? DEFAULT_BODY_LIMIT),
     };
     let status = 500;
     try {
-      if (!route) {
+      if (!entry) {
         if (allowed.length) {
-          throw AppError.of('method_not_allowed', `${method} is not allowed on ${url.pathname}; use ${allowed.join(', ')}`, {
-            headers: { allow: allowed.join(', ') },
-          });
+          throw new AppError(
+            'method_not_allowed',
+            'method_not_allowed',
+            `${method} is not allowed on ${url.pathname.slice(0, 200)}; use ${allowed.join(', ')}`,
+            {
+              headers: { allow: allowed.join(', ') },
+            },
+          );
         }
-        throw AppError.of('not_found', `no route for ${method} ${url.pathname.slice(0, 200)}`);
+        throw new AppError('not_found', 'not_found', `no route for ${method} ${url.pathname.slice(0, 200)}`);
       }
-      const result = await route.handler(ctx);
+      const result = entry.plain ? await entry.plain(plainCtx(base, entry.route.bodyLimit ?? DEFAULT_BODY_LIMIT)) : await this.run(entry.route, base);
       if (result === HANDLED) status = res.statusCode;
       else status = sendReply(res, result, method === 'HEAD');
     } catch (err) {
       status = sendReply(res, errorReply(err, info.requestId, log), method === 'HEAD');
     }
-    this.observer?.(route?.pattern ?? '(unmatched)', method, status, performance.now() - started);
+    this.observer?.(entry?.route.path ?? '(unmatched)', method, status, performance.now() - started);
   }
+
+  /** Steps, caller, path parameters, query, body, handler: in that order. */
+  private async run(r: Route<A>, base: BaseCtx): Promise<HandlerResult> {
+    for (const step of r.use ?? []) await step.run(base);
+    const auth =
+      r.auth === 'bearer' || (r.auth === 'optional' && base.req.headers.authorization !== undefined) ? await this.options.auth!.run(base) : undefined;
+    let params: unknown = {};
+    if (r.params) {
+      const p = r.params.safeParse(base.rawParams);
+      if (!p.success) throw r.notFound?.(base.rawParams) ?? new AppError('not_found', 'not_found', `no such resource: ${base.path.slice(0, 200)}`);
+      params = p.data;
+    }
+    const query = r.query ? validate(r.query, Object.fromEntries(base.search), 'query') : {};
+    const body = r.body ? validate(r.body, await readJson(base.req, r.bodyLimit ?? DEFAULT_BODY_LIMIT), 'body') : undefined;
+    return r.handler({ ...base, auth, params, query, body } as never);
+  }
+}
+
+function plainCtx(base: BaseCtx, limit: number): Ctx {
+  const { search, rawParams, ...rest } = base;
+  return { ...rest, query: search, params: rawParams, json: () => readJson(base.req, limit), raw: () => readBody(base.req, limit) };
 }
 
 export const newRequestId = (incoming?: string | string[]): string =>

@@ -9,5 +9,5 @@ export { HttpFacilitator, FacilitatorError, type Facilitator, type SettleResult,
 export { encodeHeader, decodeHeader, safeJson, MAX_HEADER_BYTES } from './codec.js';
 export { NETWORKS, formatUsd, usdToAtomic, type NetworkName, type NetworkPreset } from './networks.js';
 export type { PaymentPayload, PaymentRequired, PaymentRequirements, ResourceInfo, SettleResponse, VerifyResponse, SupportedResponse, Authorization } from './types.js';
-export { requirementsSchema, paymentPayloadSchema, settleResponseSchema, verifyResponseSchema } from './types.js';
+export { requirementsSchema, paymentPayloadSchema, settleResponseSchema, verifyResponseSchema, challengeBodySchema } from './types.js';
 export type { PaymentRecord, PaymentStatus } from '../store/index.js';

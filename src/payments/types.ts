@@ -33,6 +33,15 @@ export interface PaymentRequired {
   extensions?: Record<string, unknown>;
 }
 
+/** The JSON body of a 402 challenge (terms.ts): the terms beside the error code and detail. */
+export const challengeBodySchema = z.object({
+  x402Version: z.literal(2),
+  resource: resourceSchema,
+  accepts: z.array(requirementsSchema),
+  error: z.string().describe('Stable error code: payment_required, or why the payment sent was refused.'),
+  detail: z.string(),
+});
+
 export const authorizationSchema = z.object({
   from: address,
   to: address,

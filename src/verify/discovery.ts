@@ -1,7 +1,7 @@
 // The free descriptive endpoints' bodies: the service card (/v1/info) and the x402 manifest of
 // paid resources (/.well-known/x402) with method, URL, accepts, input and output schemas.
 
-import { z } from 'zod';
+import { jsonSchemaOf as schemaOf } from '../http/index.js';
 import type { Paywall } from '../payments/index.js';
 import { verifyReportSchema, verifyRequestSchema } from './schemas.js';
 import { DEFAULT_RUBRIC, MAX_ARTIFACT, MAX_RUBRIC, TIERS } from './tiers.js';
@@ -15,17 +15,17 @@ export interface DiscoveryContext {
   notConfigured: string[];
 }
 
-const schemaOf = (s: z.ZodType, io: 'input' | 'output') => {
-  const j = z.toJSONSchema(s, { io, unrepresentable: 'any' }) as Record<string, unknown>;
-  delete j.$schema;
-  return j;
-};
-
 export function serviceInfo(c: DiscoveryContext) {
   return {
     service: c.serviceName,
     version: '1.0.0',
-    tiers: Object.values(TIERS).map((t) => ({ tier: t.name, passes: t.passes, price: t.price, amount: t.amount.toString(), endpoint: `POST ${c.origin}/v1/verify/${t.name}` })),
+    tiers: Object.values(TIERS).map((t) => ({
+      tier: t.name,
+      passes: t.passes,
+      price: t.price,
+      amount: t.amount.toString(),
+      endpoint: `POST ${c.origin}/v1/verify/${t.name}`,
+    })),
     payment: {
       x402Version: 2 as const,
       scheme: 'exact' as const,

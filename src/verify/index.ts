@@ -1,18 +1,19 @@
 // Verification API (verify.{domain}): POST /v1/verify/{tier} paid with x402, and the free
-// endpoints /v1/info, /v1/stats, /healthz, /.well-known/x402, /openapi.json. Order of checks on
-// the paid route: tier (404) → body (400) → configured (503) → payment (402) → passes.
+// endpoints /v1/info, /v1/stats, /healthz, /.well-known/x402, /openapi.json (declared in
+// routes.ts). Order of checks on the paid route: tier (404) → body (400) → configured (503) →
+// payment (402) → passes; the first two are the route's own validation.
 
 import { AppError } from '../errors.js';
-import { Router, validate, type Ctx, type HttpApp, type Req, type RequestInfo, type Res } from '../http/index.js';
+import { documentOf, Router, type BaseCtx as Ctx, type HttpApp, type Req, type RequestInfo, type Res } from '../http/index.js';
 import type { Llm } from '../llm/index.js';
 import type { Logger } from '../log/index.js';
 import { PAYMENT_EXPOSE_HEADERS, type Paywall } from '../payments/index.js';
 import { aggregate, quorum } from './aggregate.js';
 import { serviceInfo, x402Manifest, type DiscoveryContext } from './discovery.js';
-import { openApiDocument } from './openapi.js';
 import { runPasses } from './passes.js';
-import { verifyRequestSchema } from './schemas.js';
-import { DEFAULT_RUBRIC, tierOf, TIER_NAMES } from './tiers.js';
+import { verifyRoutes, type VerifyCtx } from './routes.js';
+import { SCHEMAS } from './schemas.js';
+import { DEFAULT_RUBRIC, tierOf } from './tiers.js';
 
 /** Counters kept across restarts (the store's StatsStore fits). */
 export interface Counters {
@@ -33,7 +34,7 @@ export interface VerifyDeps {
 }
 
 const PREFIX = 'verify|';
-const BODY_LIMIT = 1024 * 1024;
+const DESCRIPTION = 'Judges a text artifact against a rubric with several independent AI verifier passes. Each call is paid with x402 (scheme exact).';
 
 export function createVerifyApi(deps: VerifyDeps): HttpApp {
   const stats = deps.stats;
@@ -51,37 +52,46 @@ export function createVerifyApi(deps: VerifyDeps): HttpApp {
   const disc = (ctx: Ctx): DiscoveryContext | undefined =>
     deps.paywall && { serviceName: deps.serviceName, origin: origin(ctx), paywall: deps.paywall, facilitatorUrl: deps.facilitatorUrl ?? '', notConfigured };
 
-  const router = new Router(deps.log)
-    .on('GET', '/healthz', () => ({ status: 200, body: { ok: true, service: deps.serviceName } }))
-    .on('GET', '/openapi.json', (ctx) => ({ status: 200, body: openApiDocument({ serviceName: deps.serviceName, serverUrl: origin(ctx) }) }))
-    .on('GET', '/v1/info', (ctx) => {
-      const d = disc(ctx);
-      if (!d) throw new AppError('unavailable', 'not_configured', 'payments are not wired on this host');
-      return { status: 200, body: serviceInfo(d) };
-    })
-    .on('GET', '/.well-known/x402', (ctx) => {
-      const d = disc(ctx);
-      if (!d) throw new AppError('unavailable', 'not_configured', 'payments are not wired on this host');
-      return { status: 200, body: x402Manifest(d) };
-    })
-    .on('GET', '/v1/stats', () => ({ status: 200, body: readStats(deps.serviceName, stats) }))
-    .on('POST', '/v1/verify/:tier', (ctx) => verifyHandler(ctx), { bodyLimit: BODY_LIMIT });
-  for (const path of ['/healthz', '/openapi.json', '/v1/info', '/.well-known/x402', '/v1/stats', '/v1/verify/:tier']) {
-    router.on('OPTIONS', path, () => ({ status: 204, headers: { 'access-control-allow-methods': 'GET, POST, OPTIONS', 'access-control-allow-headers': 'content-type, x-payment, payment-signature', 'access-control-max-age': '600' } }));
-  }
+  const router = new Router(deps.log);
+  const document = documentOf({
+    info: { title: `${deps.serviceName} verification API`, version: '1.0.0', description: DESCRIPTION },
+    routes: () => router.routes,
+    schemas: SCHEMAS,
+  });
+  const wired = (ctx: Ctx) => {
+    const d = disc(ctx);
+    if (!d) throw new AppError('unavailable', 'not_configured', 'payments are not wired on this host');
+    return d;
+  };
+  router.add(
+    ...verifyRoutes({
+      serviceName: deps.serviceName,
+      info: (ctx) => serviceInfo(wired(ctx)),
+      manifest: (ctx) => x402Manifest(wired(ctx)),
+      stats: () => readStats(deps.serviceName, stats),
+      document: (ctx) => document(origin(ctx)),
+      verify: (ctx) => verifyHandler(ctx),
+    }),
+  );
   if (stats) router.observe((route, method, status) => stats.increment(`${PREFIX}req|${method} ${route}|${status}`));
 
-  async function verifyHandler(ctx: Ctx) {
-    const tier = tierOf(ctx.params.tier);
-    if (!tier) throw new AppError('not_found', 'unknown_tier', `tier ${JSON.stringify(ctx.params.tier.slice(0, 40))} does not exist; use one of ${TIER_NAMES.join(', ')}`);
-    const raw = await ctx.json();
-    if (raw === undefined) throw new AppError('bad_request', 'invalid_request', 'send a JSON body {"artifact": "...", "rubric"?: "..."}');
-    const body = validate(verifyRequestSchema, raw);
+  /** Tier and body come validated by the route (routes.ts). */
+  async function verifyHandler(ctx: VerifyCtx) {
+    const tier = tierOf(ctx.params.tier)!;
+    const body = ctx.body;
     const { llm, paywall, llmSettings } = deps;
     if (!llm || !models.length || !paywall?.configured || !llmSettings) {
-      throw new AppError('unavailable', 'not_configured', `the verification service is not configured on this host: ${notConfigured.join(', ')} must be set by the operator`);
+      throw new AppError(
+        'unavailable',
+        'not_configured',
+        `the verification service is not configured on this host: ${notConfigured.join(', ')} must be set by the operator`,
+      );
     }
-    const resource = { url: `${origin(ctx)}/v1/verify/${tier.name}`, description: `${tier.name} verification: ${tier.passes} independent verifier passes`, mimeType: 'application/json' };
+    const resource = {
+      url: `${origin(ctx)}/v1/verify/${tier.name}`,
+      description: `${tier.name} verification: ${tier.passes} independent verifier passes`,
+      mimeType: 'application/json',
+    };
     if (!paywall.hasPayment(ctx.req.headers)) {
       stats?.increment(`${PREFIX}unpaid402`);
       throw paywall.challenge(tier.amount, resource);

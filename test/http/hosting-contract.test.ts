@@ -1,0 +1,190 @@
+// The hosting API against its own /openapi.json: a real daemon (runc containers, LMDB, local
+// Twilio and x402 facilitator) is driven through every declared route with good and bad input,
+// and every answer — status, required headers, content type, JSON body — must be what the
+// published document says (test/http/contract.ts). A route answering anything undocumented fails.
+import { Validator } from '@seriousme/openapi-schema-validator';
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { decodeHeader } from '../../src/payments/index.js';
+import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
+import { startTwilio, type FakeTwilio } from '../helpers/twilio.js';
+import { LocalFacilitator } from '../payments/fixtures/facilitator.js';
+import { encode, newPayer, signPayment, type Terms } from '../payments/fixtures/payer.js';
+import { Contract, send, type Answer, type SendOptions } from './contract.js';
+
+const HOUR = 3_600_000;
+let d: TestDaemon;
+let twilio: FakeTwilio;
+let fac: LocalFacilitator;
+let c: Contract;
+let clock = Date.now() + HOUR;
+
+test.before(async () => {
+  twilio = await startTwilio();
+  fac = await new LocalFacilitator().start();
+  d = await startTestDaemon({
+    publicIp: '127.0.0.1',
+    billing: { grantRamGbHours: 0.001, verifiedGrantRamGbHours: 0.001, grantEgressGb: 1, meterInterval: '1h' },
+    verify: { x402: { payTo: '0x' + '5a'.repeat(20), facilitatorUrl: fac.url, facilitatorTimeout: '1s', settleTimeout: '1s' } },
+    hosting: {
+      portPool: '25871-25874',
+      rateLimit: { perIpPerMinute: 600, createsPerIpPerHour: 40 },
+      sms: { provider: 'twilio', twilioBaseUrl: twilio.url, twilioAccountSid: twilio.sid, twilioAuthToken: twilio.token, twilioFrom: '+15005550006' },
+    },
+  });
+  const doc = await send(d.http, 'api.localhost', 'GET', '/openapi.json');
+  c = new Contract(doc.json, 'hosting');
+  c.check('GET', '/openapi.json', doc);
+});
+test.after(async () => {
+  await d?.stop();
+  await twilio?.close();
+  await fac?.stop();
+});
+
+/** A request whose answer must match the document. */
+const call = async (method: string, path: string, o: SendOptions & { key?: string } = {}): Promise<Answer> =>
+  c.check(method, path, await send(d.http, 'api.localhost', method, path, { ...o, headers: { ...(o.key ? { authorization: `Bearer ${o.key}` } : {}), ...o.headers } }));
+const expect = async (status: number, method: string, path: string, o: SendOptions & { key?: string } = {}) => {
+  const a = await call(method, path, o);
+  assert.is(a.status, status, `${method} ${path}: ${a.text.slice(0, 300)}`);
+  return a;
+};
+const passHours = async (hours: number) => {
+  await d.daemon.billing.tick((clock += HOUR));
+  await d.daemon.billing.tick((clock += hours * HOUR));
+};
+
+let A: Answer; // anonymous account and its server
+let V: Answer; // phone-verified account and its server
+
+test('the published document is valid OpenAPI 3.1 and has no ±2^53 stand-in integer bounds', async () => {
+  const r = await new Validator().validate(c.doc);
+  assert.ok(r.valid, JSON.stringify(r.errors));
+  assert.not.match(JSON.stringify(c.doc), /900719925474099[01]/);
+  assert.ok(c.doc.paths['/usage'].get.parameters.some((p: any) => p.name === 'limit' && p.schema.minimum === 1 && p.schema.maximum === 500));
+});
+
+test('POST /create answers each documented outcome: server, verification_required, 400, 401, 403, 409, 413, 415, 502', async () => {
+  A = await expect(200, 'POST', '/create');
+  await expect(200, 'POST', '/create', { body: { phone: '+15005550101' } });
+  V = await expect(200, 'POST', '/create', { body: { phone: '+15005550101', code: twilio.codeFor('+15005550101') } });
+  for (const body of [{ bogus: 1 }, { code: '123456' }, { phone: 'not a number' }, { subdomains: 'x' }, '{"subdomains":'])
+    assert.ok((await expect(400, 'POST', '/create', { body })).json.error);
+  assert.ok((await expect(400, 'POST', '/create', { body: { bogus: 1 } })).json.issues.length, '400 lists its issues');
+  await expect(401, 'POST', '/create', { key: 'rbx_short' });
+  await expect(403, 'POST', '/create', { key: A.json.api_key, body: { never_sleep: true } });
+  await expect(409, 'POST', '/create', { key: A.json.api_key, body: { subdomains: [A.json.subdomain.split('.')[0]] } });
+  await expect(413, 'POST', '/create', { body: { subdomains: ['x'.repeat(17 * 1024)] } });
+  await expect(415, 'POST', '/create', { body: 'phone=1', headers: { 'content-type': 'application/x-www-form-urlencoded' } });
+  twilio.mode = 'server_error';
+  await expect(502, 'POST', '/create', { body: { phone: '+15005550102' } });
+  twilio.mode = 'ok';
+});
+
+test('server routes answer 200, 401 and 404 (unknown, malformed and foreign ids) as documented', async () => {
+  const key = A.json.api_key;
+  assert.is((await expect(200, 'GET', '/servers', { key })).json.servers.length, 1);
+  await expect(401, 'GET', '/servers');
+  await expect(401, 'GET', '/servers', { key: 'rbx_' + 'A'.repeat(32) });
+  await expect(200, 'GET', `/servers/${A.json.id}`, { key });
+  for (const id of ['srv_ffffffff', 'nope', V.json.id]) await expect(404, 'GET', `/servers/${id}`, { key });
+  await expect(200, 'POST', `/servers/${A.json.id}/restart`, { key });
+  await expect(404, 'POST', '/servers/srv_0/restart', { key });
+  await expect(404, 'DELETE', '/servers/srv_0', { key });
+  await expect(200, 'GET', '/credits', { key });
+  await expect(200, 'POST', '/account/rotate-key', { key: V.json.api_key }).then((r) => (V.json.api_key = r.json.api_key));
+});
+
+test('GET /usage refuses limit 0, abc, 501 and 1.5 with 400 and takes 1 to 500 (documented 1..500)', async () => {
+  const key = A.json.api_key;
+  for (const q of ['limit=0', 'limit=abc', 'limit=501', 'limit=1.5', 'limit=', 'cursor=garbage']) await expect(400, 'GET', `/usage?${q}`, { key });
+  for (const q of ['', '?limit=1', '?limit=500']) await expect(200, 'GET', `/usage${q}`, { key });
+});
+
+test('POST and DELETE /expose answer 200, 400, 403 with the limit, 404 and 503 as documented', async () => {
+  const [a, v] = [A.json.api_key, V.json.api_key];
+  for (const port of [7001, 7002]) await expect(200, 'POST', '/expose', { key: a, body: { server: A.json.id, port } });
+  const lim = await expect(403, 'POST', '/expose', { key: a, body: { server: A.json.id, port: 7003 } });
+  assert.equal([lim.json.limit, lim.json.scope], [2, 'server']);
+  for (const body of [{ server: A.json.id, port: 0 }, { server: 'nope', port: 80 }, { server: A.json.id }]) await expect(400, 'POST', '/expose', { key: a, body });
+  await expect(404, 'POST', '/expose', { key: a, body: { server: V.json.id, port: 80 } });
+  let full: Answer | undefined;
+  for (let port = 7001; port < 7006 && !full; port++) {
+    const r = await call('POST', '/expose', { key: v, body: { server: V.json.id, port } });
+    if (r.status === 503) full = r;
+    else assert.is(r.status, 200, r.text);
+  }
+  assert.ok(full, 'a full port pool answers 503');
+  await expect(200, 'DELETE', '/expose', { key: a, body: { server: A.json.id, port: 7002 } });
+  await expect(404, 'DELETE', '/expose', { key: a, body: { server: A.json.id, port: 7002 } });
+  await expect(400, 'DELETE', '/expose', { key: a, body: { server: A.json.id, port: 'x' } });
+});
+
+test('/account/recharge answers JSON and HTML, 400 for bad amounts and 402 with x402 terms', async () => {
+  const key = A.json.api_key;
+  await expect(200, 'GET', '/account/recharge', { key });
+  const html = await expect(200, 'GET', '/account/recharge', { key, headers: { accept: 'text/html' } });
+  assert.match(html.text, /<h1>Add credit<\/h1>/);
+  for (const body of [{ usd: 'five' }, {}, { usd: 0 }, { usd: 1e9 }, { usd: 1, more: 1 }]) await expect(400, 'POST', '/account/recharge', { key, body });
+  const unpaid = await expect(402, 'POST', '/account/recharge', { key, body: { usd: 2 } });
+  assert.is(unpaid.json.accepts[0].amount, '2000000');
+  await expect(402, 'POST', '/account/recharge', { key, body: { usd: 2 }, headers: { 'x-payment': 'garbage' } });
+});
+
+test('POST /feedback answers 200, 400, 413, 415 and 429 with Retry-After', async () => {
+  await expect(200, 'POST', '/feedback', { body: { message: 'hello' } });
+  await expect(400, 'POST', '/feedback', { body: { message: '' } });
+  await expect(413, 'POST', '/feedback', { body: { message: 'x'.repeat(17 * 1024) } });
+  await expect(415, 'POST', '/feedback', { body: 'hi', headers: { 'content-type': 'text/plain' } });
+  let last: Answer | undefined;
+  for (let i = 0; i < 8 && last?.status !== 429; i++) last = await call('POST', '/feedback', { body: { message: `m${i}` } });
+  assert.is(last?.status, 429);
+  assert.ok(Number(last!.headers['retry-after']) >= 1);
+});
+
+test('every path answers a method it does not declare with 405 and Allow, as documented', async () => {
+  for (const [path, ops] of Object.entries(c.doc.paths as Record<string, object>)) {
+    const method = ['PUT', 'PATCH', 'DELETE', 'POST', 'GET'].find((m) => !(m.toLowerCase() in ops))!;
+    const r = await expect(405, method, path.replace('{id}', A.json.id), { key: A.json.api_key });
+    assert.ok(r.headers.allow, path);
+  }
+});
+
+test('an address over its request or create rate gets 429 with Retry-After', async () => {
+  let r: Answer | undefined;
+  for (let i = 0; i < 700 && r?.status !== 429; i++) r = await call('GET', '/credits', { from: '127.0.0.3' });
+  assert.is(r?.status, 429);
+  r = undefined;
+  for (let i = 0; i < 45 && r?.status !== 429; i++) r = await call('POST', '/create', { from: '127.0.0.2', body: { bogus: 1 } });
+  assert.is(r?.status, 429);
+});
+
+test('an exhausted account gets the 402 envelope on reads and /create; a suspended server 402 on restart; a paid recharge 200', async () => {
+  const key = A.json.api_key;
+  await passHours(2);
+  for (const path of ['/servers', `/servers/${A.json.id}`, '/credits']) assert.is((await expect(402, 'GET', path, { key })).json.upgrade_required, true);
+  await expect(402, 'POST', '/create', { key });
+  await passHours(49);
+  assert.is((await expect(402, 'GET', `/servers/${A.json.id}`, { key })).json.suspended, true);
+  assert.is((await expect(402, 'POST', `/servers/${A.json.id}/restart`, { key })).json.error, 'suspended');
+  const unpaid = await expect(402, 'POST', '/account/recharge', { key, body: { usd: 2 } });
+  const terms = (decodeHeader(unpaid.headers['payment-required'], 'PAYMENT-REQUIRED') as { accepts: Terms[] }).accepts[0];
+  const paid = await expect(200, 'POST', '/account/recharge', { key, body: { usd: 2 }, headers: { 'x-payment': encode(await signPayment(newPayer(), terms)) } });
+  assert.is(paid.json.credited_usd, 2);
+  await expect(200, 'GET', '/credits', { key });
+});
+
+test('delete answers 200 and the server is gone; /healthz answers', async () => {
+  await expect(200, 'DELETE', `/servers/${V.json.id}`, { key: V.json.api_key });
+  await expect(404, 'GET', `/servers/${V.json.id}`, { key: V.json.api_key });
+  await expect(200, 'GET', '/healthz');
+});
+
+test('every declared route was exercised', () => {
+  const { missing, unseen } = c.coverage();
+  console.log(`documented statuses not reached here: ${unseen.join('; ')}`);
+  assert.equal(missing, []);
+});
+
+test.run();
