@@ -126,9 +126,10 @@ export class ProcDaemon {
     return !!this.child && this.child.exitCode === null && this.child.signalCode === null;
   }
 
-  /** Starts the daemon and resolves once SSH (its last part) listens. */
+  /** Starts the daemon and resolves once its API (edge) and SSH listen. */
   async start(timeoutMs = 120_000): Promise<void> {
     this.out = '';
+    this.http = this.https = this.ssh = 0;
     const child = spawn(process.execPath, ['--enable-source-maps', await bundled(), 'serve', '--config', this.cfgFile], {
       cwd: root,
       env: { ...process.env, ROOTBOX_CONFIG: '' },
@@ -167,7 +168,8 @@ export class ProcDaemon {
     await new Promise<void>((resolve, reject) => {
       const t = setTimeout(() => reject(new Error(`daemon did not start in ${timeoutMs} ms:\n${this.out.slice(-4000)}`)), timeoutMs);
       const check = setInterval(() => {
-        if (this.logs.some((r) => r.pid === child.pid && r.msg === 'ssh listening')) {
+        const said = new Set(this.logs.filter((r) => r.pid === child.pid).map((r) => r.msg));
+        if (said.has('ssh listening') && said.has('edge listening')) {
           clearInterval(check);
           clearTimeout(t);
           resolve();
