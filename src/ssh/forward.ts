@@ -75,7 +75,7 @@ export function forwardTcp(client: Connection, accept: () => ServerChannel, reje
     });
     sock.on('error', (e) => {
       clearTimeout(timer);
-      if (!channel) refuse(OPEN_FAILURE.CONNECT_FAILED, `connect to port ${port} failed: ${(e as NodeJS.ErrnoException).code ?? e.message}`);
+      if (!channel) refuse(OPEN_FAILURE.CONNECT_FAILED, `connect to port ${port} failed: ${publicCode(e)}`);
       else channel.destroy();
     });
     sock.on('close', () => {
@@ -86,4 +86,10 @@ export function forwardTcp(client: Connection, accept: () => ServerChannel, reje
       if (channel) channel.end();
     });
   })();
+}
+
+/** An errno-style code (ECONNREFUSED…) is safe to show; a message may name host addresses. */
+function publicCode(e: Error): string {
+  const code = (e as NodeJS.ErrnoException).code;
+  return typeof code === 'string' && /^[A-Z][A-Z0-9_]{1,39}$/.test(code) ? code : 'connection error';
 }
