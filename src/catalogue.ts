@@ -164,7 +164,6 @@ export const CATALOGUE = {
   create_failed: e('unavailable', 'the server could not be created right now'),
   no_slug: e('unavailable', 'no free random subdomain was found'),
   port_pool_exhausted: e('unavailable', 'every public port is in use'),
-  runtime_unavailable: e('unavailable', 'the container runtime is not running'),
   server_not_ready: e('unavailable', 'the server is being created or failed'),
   server_creating: e('unavailable', 'the server is still being created (Retry-After)'),
   wake_queue_full: e('unavailable', 'too many requests wait for this server to wake (Retry-After)'),

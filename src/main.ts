@@ -1,9 +1,14 @@
 // Composition root: load config, open the store, build the runtime, the apps and the edge,
 // start the parts in order (rolling back on failure), and wire signals (SIGTERM/SIGINT:
 // graceful stop; SIGHUP: reload TLS). Containers keep running when the daemon stops.
+//
+// Start order — each part uses only parts started before it, so no wiring refers to a part that
+// does not exist yet: store → payments → tls → runtime → presence (idle tracker) → billing (built;
+// settled recharges credited) → proxy → ports (exposed TCP) → ssh → hosting (registers itself as
+// billing's tier keeper, reopens ports, applies tiers) → metering (billing's loop) → edge → admin.
 
 import { startAdmin, type AdminListener } from './admin/index.js';
-import { Billing } from './billing/index.js';
+import { Billing, runtimeUsage } from './billing/index.js';
 import type { Config } from './config/index.js';
 import { Edge, TlsManager } from './edge/index.js';
 import { createHostingService, type HostingApi } from './hosting/index.js';
@@ -11,21 +16,23 @@ import { startAll, type Part } from './lifecycle.js';
 import { createLlm } from './llm/index.js';
 import { createLogger, type Logger } from './log/index.js';
 import { createPayments, type Payments } from './payments/index.js';
+import { IdleTracker, TcpExposer } from './presence/index.js';
 import { createProxy, type Proxy } from './proxy/index.js';
-import { TcpExposer } from './proxy/tcp.js';
-import { createRuntime, type ContainerRuntime } from './runtime/index.js';
+import { createRuntime, type ContainerRuntime, type ReconcileReport, type Runtime } from './runtime/index.js';
 import { createSmsSender } from './sms/index.js';
 import { SshServer, generateServerKeyPair } from './ssh/index.js';
 import { openStore, type Store } from './store/index.js';
 import { createVerifyApi } from './verify/index.js';
 
-export interface Daemon {
+export interface Daemon<R extends Runtime = ContainerRuntime> {
   readonly edge: Edge;
   readonly store: Store;
   readonly tls: TlsManager;
   readonly ssh: SshServer;
   readonly payments: Payments;
-  readonly runtime: ContainerRuntime;
+  readonly runtime: R;
+  readonly presence: IdleTracker;
+  readonly ports: TcpExposer;
   readonly proxy: Proxy;
   readonly billing: Billing;
   readonly hosting: HostingApi;
@@ -34,8 +41,18 @@ export interface Daemon {
   stop(): Promise<void>;
 }
 
-export async function startDaemon(cfg: Readonly<Config>, log: Logger = createLogger({ level: cfg.log.level })): Promise<Daemon> {
-  const d = {} as { -readonly [K in keyof Daemon]: Daemon[K] } & { tcp: TcpExposer };
+/** Builds the runtime once the store is open. The daemon's own makes runc containers
+ *  (createRuntime); tests that need no container give a runtime of plain processes. */
+export type RuntimeMaker<R extends Runtime> = (cfg: Readonly<Config>, store: Store, log: Logger) => Promise<{ runtime: R; reconciled?: ReconcileReport }>;
+
+const containers: RuntimeMaker<ContainerRuntime> = (cfg, store, log) => createRuntime(cfg, store.runtime, log);
+
+export async function startDaemon<R extends Runtime = ContainerRuntime>(
+  cfg: Readonly<Config>,
+  log: Logger = createLogger({ level: cfg.log.level }),
+  makeRuntime: RuntimeMaker<R> = containers as unknown as RuntimeMaker<R>,
+): Promise<Daemon<R>> {
+  const d = {} as { -readonly [K in keyof Daemon<R>]: Daemon<R>[K] };
   let statsTimer: NodeJS.Timeout | undefined;
   const parts: Part[] = [
     {
@@ -69,26 +86,25 @@ export async function startDaemon(cfg: Readonly<Config>, log: Logger = createLog
     {
       name: 'runtime',
       start: async () => {
-        const { runtime, reconciled } = await createRuntime(cfg, d.store.runtime, log);
+        const { runtime, reconciled } = await makeRuntime(cfg, d.store, log);
         d.runtime = runtime;
         if (reconciled) log.info('reconciled servers with runc', { ...reconciled });
       },
       stop: () => {},
     },
     {
-      name: 'proxy',
+      name: 'presence',
       start: () => {
-        d.proxy = createProxy({
-          log: log.child({ part: 'proxy' }),
-          cfg: cfg.proxy,
-          servers: d.store.servers,
+        d.presence = new IdleTracker({
           runtime: d.runtime,
-          // billing starts after the proxy; bytes sent before it exists are not billed
-          egress: (id, n) => d.billing?.meter.addEgress(id, n),
+          neverSleep: (id) => d.store.servers.get(id)?.neverSleep ?? false,
+          idleTimeout: cfg.proxy.idleTimeout,
+          checkInterval: cfg.proxy.idleCheckInterval,
+          log: log.child({ part: 'presence' }),
         });
-        d.proxy.start();
+        d.presence.start();
       },
-      stop: () => d.proxy.stop(),
+      stop: () => d.presence.stop(),
     },
     {
       name: 'billing',
@@ -97,44 +113,58 @@ export async function startDaemon(cfg: Readonly<Config>, log: Logger = createLog
           cfg: cfg.billing,
           store: d.store,
           runtime: d.runtime,
+          usage: runtimeUsage(d.runtime, d.presence),
+          settlements: d.payments.reconciler,
           log: log.child({ part: 'billing' }),
-          usage: async (id) => {
-            if (!d.runtime.get(id)) return undefined;
-            const s = await d.runtime.stats(id);
-            return { awake: (d.proxy.state(id) ?? d.runtime.get(id)?.state) === 'running', memoryBytes: s.memoryBytes, diskUsedBytes: s.diskUsedBytes, egressBytes: s.egressBytes };
-          },
-          onTierChange: (a) => d.hosting.core.servers.applyTier(a),
-          syncTiers: async () => d.hosting?.core.syncTiers(),
         });
-        d.payments.reconciler.onSettled((rec) => void d.billing.onSettled(rec).catch((e) => log.error('crediting a settled recharge failed', { err: e })));
-        d.billing.start();
       },
-      stop: () => d.billing.stop(),
+      stop: () => {},
+    },
+    {
+      name: 'proxy',
+      start: () => {
+        d.proxy = createProxy({ log: log.child({ part: 'proxy' }), cfg: cfg.proxy, servers: d.store.servers, runtime: d.runtime, presence: d.presence, egress: d.billing.egress });
+        d.proxy.start();
+      },
+      stop: () => d.proxy.stop(),
+    },
+    {
+      name: 'ports',
+      start: () => {
+        d.ports = new TcpExposer({ host: '0.0.0.0', runtime: d.runtime, presence: d.presence, log: log.child({ part: 'expose' }), onEgress: d.billing.egress });
+      },
+      stop: () => d.ports.closeAll(),
+    },
+    {
+      name: 'ssh',
+      start: async () => {
+        d.ssh = new SshServer({ options: { ...cfg.ssh, dataDir: cfg.dataDir }, servers: d.store.servers, runtime: d.runtime, presence: d.presence, log: log.child({ part: 'ssh' }) });
+        await d.ssh.start();
+      },
+      stop: () => d.ssh.stop(),
     },
     {
       name: 'hosting',
       start: async () => {
-        d.tcp = new TcpExposer({ host: '0.0.0.0', runtime: d.runtime, presence: d.proxy.presence, log: log.child({ part: 'expose' }), onEgress: (id, n) => d.billing.meter.addEgress(id, n) });
         d.hosting = createHostingService({
           cfg,
           log: log.child({ part: 'hosting' }),
           store: d.store,
           runtime: d.runtime,
-          presence: d.proxy.presence,
+          presence: d.presence,
           sms: createSmsSender(cfg.hosting.sms, log.child({ part: 'sms' })),
-          ports: d.tcp,
+          ports: d.ports,
           makeKeyPair: generateServerKeyPair,
           billing: d.billing,
           paywall: d.payments.paywall,
-          sshPort: () => d.ssh?.port || cfg.ssh.port,
-          stateOf: (id) => d.proxy.state(id),
+          sshPort: () => d.ssh.port || cfg.ssh.port,
           forget: (id) => d.proxy.forget(id),
         });
-        await d.hosting.core.exposures.restore((msg, f) => log.warn(msg, f));
-        await d.hosting.core.syncTiers(); // stored tiers (e.g. credit added while stopped) apply at start
+        await d.hosting.core.start();
       },
-      stop: () => d.tcp.closeAll(),
+      stop: () => {},
     },
+    { name: 'metering', start: () => d.billing.start(), stop: () => d.billing.stop() },
     {
       name: 'edge',
       start: async () => {
@@ -164,20 +194,6 @@ export async function startDaemon(cfg: Readonly<Config>, log: Logger = createLog
       stop: () => d.edge.stop(cfg.shutdownTimeout),
     },
     {
-      name: 'ssh',
-      start: async () => {
-        d.ssh = new SshServer({
-          options: { ...cfg.ssh, dataDir: cfg.dataDir },
-          servers: d.store.servers,
-          runtime: () => d.runtime,
-          presence: () => d.proxy.presence,
-          log: log.child({ part: 'ssh' }),
-        });
-        await d.ssh.start();
-      },
-      stop: () => d.ssh.stop(),
-    },
-    {
       name: 'admin',
       start: async () => {
         d.admin = await startAdmin(cfg.dataDir, { store: d.store, billing: d.billing, log: log.child({ part: 'admin' }) });
@@ -185,8 +201,8 @@ export async function startDaemon(cfg: Readonly<Config>, log: Logger = createLog
       stop: () => d.admin.close(),
     },
   ];
-  const stopAll = await startAll(parts, log);
-  d.stop = stopAll;
+  d.log = log;
+  d.stop = await startAll(parts, log);
   return d;
 }
 

@@ -1,19 +1,23 @@
 // Billing: the metering loop, credits and the grant, running out (envelope, suspension),
-// recharge through x402 and host-side credit, and the usage ledger. Routes are mounted by the
-// hosting API; this module owns their logic.
+// recharge through x402 and host-side credit, the usage ledger, and egress counted where bytes
+// are written (egress.ts). Routes are mounted by the hosting API; this module owns their logic.
+// Servers' ceilings follow their account's tier through the keeper hosting registers
+// (keepTiers); settled recharges arrive from the payments reconciler.
 
 import { AppError } from '../errors.js';
 import type { Logger } from '../log/index.js';
-import type { Paywall } from '../payments/index.js';
+import type { Paywall, SettledListener } from '../payments/index.js';
 import { usdToAtomic } from '../payments/index.js';
 import type { Runtime } from '../runtime/index.js';
 import type { AccountRecord, Grant, Store } from '../store/index.js';
 import { creditsOf, envelopeError, isExhausted, type Credits } from './credits.js';
+import type { EgressSink } from './egress.js';
 import { enforce } from './enforce.js';
 import { Meter, type UsageSource } from './meter.js';
 
 export { creditsOf, isExhausted, upgradeEnvelope, type Credits } from './credits.js';
-export { Meter, type UsageSample, type UsageSource } from './meter.js';
+export { Meter, runtimeUsage, type UsageSample, type UsageSource } from './meter.js';
+export { EgressMeter, type EgressSink } from './egress.js';
 export { ADMIN_SOURCE_RE, adminCreditOffline, resolveCredit } from './admin.js';
 
 export interface BillingConfig {
@@ -35,16 +39,25 @@ export interface BillingDeps {
   runtime: Pick<Runtime, 'stop' | 'start'>;
   usage: UsageSource;
   log: Logger;
+  /** The payments reconciler: recharges it settles later are credited (onSettled). */
+  settlements?: { onSettled(fn: SettledListener): void };
+  now?: () => number;
+}
+
+/** Keeps servers' ceilings in line with their account's tier (hosting registers it). */
+export interface TierKeeper {
   /** Called after credit or a tier change, to raise the ceilings of running servers live. */
-  onTierChange?(account: AccountRecord): Promise<void>;
+  apply(account: AccountRecord): Promise<void>;
   /** Called after each pass: brings servers whose ceilings lag behind their account's tier up
    *  to it (a credit written while the daemon could not be told, e.g. by `rootbox admin credit`). */
-  syncTiers?(): Promise<unknown>;
-  now?: () => number;
+  sync(): Promise<unknown>;
 }
 
 export class Billing {
   readonly meter: Meter;
+  /** Where the daemon reports bytes it sent for a server (proxy answers, exposed ports). */
+  readonly egress: EgressSink = (id, bytes) => this.meter.addEgress(id, bytes);
+  private tiers?: TierKeeper;
   private timer?: NodeJS.Timeout;
   private running?: Promise<void>;
   private readonly now: () => number;
@@ -53,6 +66,12 @@ export class Billing {
     this.now = d.now ?? Date.now;
     const { ramUsdPerGbHour, diskUsdPerGbMonth, egressUsdPerGb } = d.cfg;
     this.meter = new Meter(d.store, d.usage, { ramUsdPerGbHour, diskUsdPerGbMonth, egressUsdPerGb }, (a) => this.grantOf(a), d.log);
+    d.settlements?.onSettled((rec) => void this.onSettled(rec).catch((e) => d.log.error('crediting a settled recharge failed', { err: e })));
+  }
+
+  /** Registers the one keeper of tier ceilings (hosting, when it is built). */
+  keepTiers(keeper: TierKeeper): void {
+    this.tiers = keeper;
   }
 
   grantOf(a: AccountRecord | undefined): Grant {
@@ -79,7 +98,7 @@ export class Billing {
   async tick(now = this.now()): Promise<void> {
     await this.meter.tick(now, this.d.cfg.meterInterval);
     await this.enforce(now);
-    await this.d.syncTiers?.().catch((e) => this.d.log.warn('applying tier ceilings failed', { err: (e as Error).message }));
+    await this.tiers?.sync().catch((e) => this.d.log.warn('applying tier ceilings failed', { err: (e as Error).message }));
   }
 
   start(): void {
@@ -104,7 +123,7 @@ export class Billing {
     const account = this.d.store.accounts.get(accountId)!;
     this.d.log.info('credit added', { account: accountId, usd, source });
     // The credit is committed; ceilings that cannot be raised now are raised by the next pass.
-    await this.d.onTierChange?.(account).catch((e) => this.d.log.warn('raising ceilings after credit failed; the next pass retries', { account: accountId, err: (e as Error).message }));
+    await this.tiers?.apply(account).catch((e) => this.d.log.warn('raising ceilings after credit failed; the next pass retries', { account: accountId, err: (e as Error).message }));
     await this.enforce(this.now());
     return true;
   }

@@ -4,6 +4,7 @@
 // The charge and the cursor move commit together (store/billing.ts), so it is exactly once.
 
 import type { Logger } from '../log/index.js';
+import type { Runtime, ServerState } from '../runtime/index.js';
 import type { AccountRecord, Grant, Prices, ServerRecord, Store } from '../store/index.js';
 
 export interface UsageSample {
@@ -16,6 +17,17 @@ export interface UsageSample {
 
 /** Where the meter reads a server's current usage (the runtime in production). */
 export type UsageSource = (serverId: string) => Promise<UsageSample | undefined>;
+
+/** The daemon's usage source: the runtime's stats, awake only while the server truly runs
+ *  (presence: a server still waking is not billed for RAM yet); undefined for a server the
+ *  runtime does not know. */
+export function runtimeUsage(runtime: Pick<Runtime, 'get' | 'stats'>, presence: { state(id: string): ServerState | undefined }): UsageSource {
+  return async (id) => {
+    if (!runtime.get(id)) return undefined;
+    const s = await runtime.stats(id);
+    return { awake: (presence.state(id) ?? runtime.get(id)?.state) === 'running', memoryBytes: s.memoryBytes, diskUsedBytes: s.diskUsedBytes, egressBytes: s.egressBytes };
+  };
+}
 
 const GB = 1024 ** 3;
 const HOUR = 3_600_000;

@@ -1,12 +1,14 @@
 // The hosting API's services wired together once: accounts, phone verification, servers and
-// exposed ports, and keeping servers' ceilings in line with their account's tier. Built by
-// createHostingApi from its dependencies.
+// exposed ports, and keeping servers' ceilings in line with their account's tier (registered
+// with billing as its tier keeper). Built by createHostingApi from its dependencies; start()
+// reopens stored exposures and applies stored tiers.
 
 import type { Billing } from '../billing/index.js';
 import type { Config } from '../config/index.js';
 import type { Paywall } from '../payments/index.js';
 import type { Logger } from '../log/index.js';
-import type { Presence, Runtime, ServerState } from '../runtime/index.js';
+import type { PresenceState } from '../presence/index.js';
+import type { Runtime } from '../runtime/index.js';
 import type { SmsSender } from '../sms/index.js';
 import type { AccountRecord, Store } from '../store/index.js';
 import { Accounts, TIER_LIMITS, tierOf } from './accounts.js';
@@ -20,7 +22,8 @@ export interface HostingDeps {
   log: Logger;
   store: Store;
   runtime: Runtime;
-  presence: Presence;
+  /** The truthful state of a server (waking while a wake is under way). */
+  presence: PresenceState;
   sms: SmsSender;
   ports: PortListener;
   makeKeyPair(comment: string): KeyPair;
@@ -29,8 +32,7 @@ export interface HostingDeps {
   paywall?: Paywall;
   /** The SSH port clients should use (the bound port when configured as 0). */
   sshPort(): number;
-  stateOf?(serverId: string): ServerState | undefined;
-  /** Forgets a deleted server outside the runtime (idle tracking). */
+  /** Forgets a deleted server outside the runtime (idle tracking, the proxy's caches). */
   forget?(serverId: string): void;
 }
 
@@ -49,6 +51,8 @@ export interface HostingCore {
    *  billing pass); returns how many accounts were brought up to date. */
   syncTiers(): Promise<number>;
   sshPort(): number;
+  /** Reopens the stored exposed ports and applies stored tiers (e.g. credit added while stopped). */
+  start(): Promise<void>;
 }
 
 export function buildCore(d: HostingDeps): HostingCore {
@@ -68,8 +72,10 @@ export function buildCore(d: HostingDeps): HostingCore {
       await exposures.releaseServer(id);
       d.forget?.(id);
     },
-    stateOf: d.stateOf,
+    stateOf: (id) => d.presence.state(id),
   });
+  const sync = () => syncTiers(d, servers);
+  d.billing.keepTiers({ apply: (a) => servers.applyTier(a), sync });
   return {
     cfg: d.cfg,
     log: d.log,
@@ -80,8 +86,12 @@ export function buildCore(d: HostingDeps): HostingCore {
     exposures,
     credits: (a) => d.billing.credits(a),
     assertNotExhausted: (a, baseUrl, more) => d.billing.assertNotExhausted(a, baseUrl, more),
-    syncTiers: () => syncTiers(d, servers),
+    syncTiers: sync,
     sshPort: d.sshPort,
+    async start() {
+      await exposures.restore((msg, f) => d.log.warn(msg, f));
+      await sync();
+    },
   };
 }
 

@@ -10,9 +10,9 @@ import type { ProxyConfig } from '../config/index.js';
 import { AppError, errorFields } from '../errors.js';
 import { rawError, type HttpApp, type Req, type RequestInfo, type Res } from '../http/index.js';
 import type { Logger } from '../log/index.js';
-import { EgressMeter } from './egress.js';
+import { EgressMeter } from '../billing/index.js';
+import type { IdleTracker } from '../presence/index.js';
 import type { Forwarder, ForwardFailure } from './forward.js';
-import type { IdleTracker } from './idle.js';
 import { sendErrorPage } from './pages.js';
 import type { Publication } from './publish.js';
 import type { Site, Sites } from './sites.js';
@@ -20,7 +20,7 @@ import { serveStatic } from './static.js';
 
 export interface ProxyAppDeps {
   sites: Sites;
-  presence: Pick<IdleTracker, 'wake' | 'hold' | 'needsWake'>;
+  presence: Pick<IdleTracker, 'wake' | 'hold' | 'needsWake' | 'startingUntil'>;
   publication: Publication;
   forwarder: Forwarder;
   cfg: Pick<ProxyConfig, 'wakeTimeout' | 'appStartGrace' | 'holdLimit' | 'holdBodyLimit'>;
@@ -189,12 +189,8 @@ export class ProxyApp implements HttpApp {
       return publication.waitReady(site.id, site.upstream, deadline);
     })().finally(() => this.warming.delete(site.id));
     this.warming.set(site.id, p);
+    presence.startingUntil(site.id, p); // the server shows `waking` until its app answers
     return p;
-  }
-
-  /** True while a wake of this server is under way, including its app's start. */
-  isWarming(id: string): boolean {
-    return this.warming.has(id);
   }
 
   /** A forward that got no answer marks the app down, so the next request probes it first. */

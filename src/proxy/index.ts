@@ -1,16 +1,16 @@
 // Public surface of the subdomain edge (<slug>.{domain}): static files from /root/www without a
-// wake, forwarding to the app on port 80, WebSockets, sleep after idleTimeout and wake on demand.
-// `presence` is what the SSH server and exposed TCP ports use to wake and keep servers awake;
+// wake, forwarding to the app on port 80, WebSockets, and waking a sleeping server on demand
+// through the presence module's idle tracker (which also puts servers to sleep).
 // `state(id)` is the truthful running/sleeping/waking state for the hosting API.
 
 import { proxySchema, type ProxyConfig } from '../config/index.js';
 import type { HttpApp } from '../http/index.js';
 import type { Logger } from '../log/index.js';
-import type { Presence, Runtime, ServerState } from '../runtime/index.js';
+import { IdleTracker } from '../presence/index.js';
+import type { Runtime, ServerState } from '../runtime/index.js';
 import type { UpgradeApp } from '../edge/index.js';
 import { ProxyApp } from './app.js';
 import { Forwarder } from './forward.js';
-import { IdleTracker } from './idle.js';
 import { Publication } from './publish.js';
 import { storeSites, type ServerLookup, type Sites } from './sites.js';
 
@@ -23,23 +23,24 @@ export interface ProxyDeps {
   runtime?: Pick<Runtime, 'start' | 'stop' | 'get' | 'list'>;
   /** Replaces the store + runtime lookup (tests, benchmarks). */
   sites?: Sites;
+  /** The daemon's idle tracker (started and stopped by its own part). Without it the proxy
+   *  makes one of its own over `runtime` and starts and stops it itself (tests, benchmarks). */
+  presence?: IdleTracker;
   /** Told the bytes sent to clients for a server (app answers, WebSockets, static files): its billed egress. */
   egress?: (serverId: string, bytes: number) => void;
 }
 
 export interface Proxy extends HttpApp, UpgradeApp {
-  /** Wake / hold / touch for the SSH server and exposed ports. */
-  readonly presence: Presence;
+  /** Wake / hold / touch / state: the idle tracker the proxy uses. */
+  readonly presence: IdleTracker;
   /** running / sleeping / waking / … as it truly is now; undefined for an unknown id. */
   state(id: string): ServerState | undefined;
-  /** Starts the idle checks. */
+  /** Starts the idle checks of a tracker of its own. */
   start(): void;
   /** Forgets a deleted server (idle tracking, cached run.sh and port state). */
   forget(id: string): void;
-  /** Stops the idle checks and closes kept-alive upstream connections. */
+  /** Stops the idle checks of a tracker of its own and closes kept-alive upstream connections. */
   stop(): Promise<void>;
-  /** The idle tracker itself (tests and benchmarks read its counters). */
-  readonly tracker: IdleTracker;
 }
 
 const EMPTY_RUNTIME: Pick<Runtime, 'start' | 'stop' | 'get' | 'list'> = {
@@ -51,17 +52,19 @@ const EMPTY_RUNTIME: Pick<Runtime, 'start' | 'stop' | 'get' | 'list'> = {
 
 export function createProxy(deps: ProxyDeps): Proxy {
   const cfg = deps.cfg ?? proxySchema.parse({});
-  const runtime = deps.runtime ?? EMPTY_RUNTIME;
   const sites = deps.sites ?? storeSites(deps.servers ?? { bySlug: () => undefined, get: () => undefined }, deps.runtime);
   const publication = new Publication({ checkInterval: cfg.publishCheckInterval });
-  const tracker = new IdleTracker({
-    runtime,
-    neverSleep: (id) => sites.neverSleep(id),
-    idleTimeout: cfg.idleTimeout,
-    checkInterval: cfg.idleCheckInterval,
-    log: deps.log,
-    onSleep: (id) => publication.markDown(id),
-  });
+  const own = !deps.presence;
+  const tracker =
+    deps.presence ??
+    new IdleTracker({
+      runtime: deps.runtime ?? EMPTY_RUNTIME,
+      neverSleep: (id) => sites.neverSleep(id),
+      idleTimeout: cfg.idleTimeout,
+      checkInterval: cfg.idleCheckInterval,
+      log: deps.log,
+    });
+  tracker.onSleep((id) => publication.markDown(id));
   const forwarder = new Forwarder({
     connectTimeout: cfg.connectTimeout,
     upstreamTimeout: cfg.upstreamTimeout,
@@ -73,24 +76,21 @@ export function createProxy(deps: ProxyDeps): Proxy {
     handle: (req, res, info) => app.handle(req, res, info),
     upgrade: (req, socket, head, info) => app.upgrade(req, socket, head, info),
     presence: tracker,
-    tracker,
-    state: (id) => {
-      const st = tracker.state(id);
-      return st === 'running' && app.isWarming(id) ? 'waking' : st;
+    state: (id) => tracker.state(id),
+    start: () => {
+      if (own) tracker.start();
     },
-    start: () => tracker.start(),
     forget: (id) => {
       tracker.forget(id);
       publication.forget(id);
       sites.forget?.(id);
     },
     async stop() {
-      tracker.stop();
+      if (own) tracker.stop();
       forwarder.close();
     },
   };
 }
 
-export { IdleTracker, type IdleOptions } from './idle.js';
 export { storeSites, type Site, type Sites, type ServerLookup } from './sites.js';
 export type { Upstream } from './forward.js';

@@ -1,6 +1,6 @@
 // Building the runtime from the config: finds the base image and the built idmapped-mount helper,
 // writes the init files, opens the data dir for container roots, sets up bridge and nftables,
-// and reconciles runc with the store. Also the start/stop Part for the daemon's composition root.
+// and reconciles runc with the store. main.ts calls it as its default runtime part.
 
 import { join } from 'node:path';
 import type { Config } from '../config/index.js';
@@ -41,17 +41,3 @@ export async function createRuntime(cfg: RuntimeSettings, store: RuntimeStore, l
   return { runtime, reconciled };
 }
 
-/**
- * The daemon Part: start prepares the runtime (after the store); stop leaves every container
- * running (they survive a daemon restart and are adopted at the next start).
- */
-export function runtimePart(cfg: RuntimeSettings, store: () => RuntimeStore, log: Logger, ready: (rt: ContainerRuntime) => void): { name: string; start(): Promise<void>; stop(): void } {
-  return {
-    name: 'runtime',
-    async start() {
-      const { runtime } = await createRuntime(cfg, store(), log);
-      ready(runtime);
-    },
-    stop() {},
-  };
-}

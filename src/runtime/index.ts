@@ -1,7 +1,7 @@
 // Public surface of the runtime: the only module that spawns processes (runc, ip, nft, mount…).
-export type { Runtime, RuntimeServer, ServerSpec, ServerState, ServerStats, ExecOptions, PtyOptions, PipeProcess, PtyProcess, ExitInfo, Presence } from './types.js';
+export type { Runtime, RuntimeServer, ServerSpec, ServerState, ServerStats, ExecOptions, PtyOptions, PipeProcess, PtyProcess, ExitInfo } from './types.js';
 export { hostChecks, formatChecks, runDoctor, type Check } from './doctor.js';
-export { createRuntime, runtimePart, type CreatedRuntime, type RuntimeSettings } from './factory.js';
+export { createRuntime, type CreatedRuntime, type RuntimeSettings } from './factory.js';
 export { ContainerRuntime } from './runtime.js';
 export { buildImage, findImage, imageOptions, recipeHash } from './image.js';
 export type { ReconcileReport } from './reconcile.js';

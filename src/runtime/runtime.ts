@@ -311,7 +311,7 @@ export class ContainerRuntime implements Runtime {
   }
 }
 
-export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** True while the process exists and is not a zombie (an exited init waits for the host's PID 1
  *  to reap it, which some hosts do slowly; its container is gone already). */

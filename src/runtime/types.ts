@@ -101,16 +101,3 @@ export interface Runtime {
   get(id: string): RuntimeServer | undefined;
   list(): RuntimeServer[];
 }
-
-/**
- * Keeps servers awake while something uses them and wakes them on demand. Implemented by the
- * proxy's idle tracker; used by the proxy itself, the SSH server and exposed TCP ports.
- */
-export interface Presence {
-  /** Starts the server if it sleeps; concurrent callers share one start. */
-  wake(id: string): Promise<void>;
-  /** Marks the server busy until the returned release function is called (open connections). */
-  hold(id: string): () => void;
-  /** Records activity now (a request, a keystroke). */
-  touch(id: string): void;
-}

@@ -10,7 +10,8 @@ import { createServer, type AddressInfo, type Server as NetServer, type Socket }
 import ssh2 from 'ssh2';
 import type { Connection, ServerChannel, Session } from 'ssh2';
 import type { Logger } from '../log/index.js';
-import type { Presence, Runtime } from '../runtime/index.js';
+import type { Presence } from '../presence/index.js';
+import type { Runtime } from '../runtime/index.js';
 import type { ServerRecord } from '../store/index.js';
 import { Admission, type Ticket } from './admission.js';
 import { ALGORITHMS, assertNativeCrypto } from './algorithms.js';
@@ -39,9 +40,9 @@ export interface SshOptions {
 export interface SshDeps {
   options: SshOptions;
   servers: ServerLookup & { get(id: string): ServerRecord | undefined };
-  /** A getter, so the runtime can be wired after the SSH part starts (or be absent). */
-  runtime?: () => Runtime | undefined;
-  presence?: () => Presence | undefined;
+  /** The runtime and the idle tracker: both started before the SSH part. */
+  runtime: Runtime;
+  presence: Presence;
   log: Logger;
 }
 
@@ -205,8 +206,8 @@ export class SshServer {
       ticket.authenticated();
       if (!server) return client.end();
       target = createTarget(server, {
-        runtime: this.deps.runtime?.(),
-        presence: this.deps.presence?.(),
+        runtime: this.deps.runtime,
+        presence: this.deps.presence,
         current: (id) => this.deps.servers.get(id),
       });
       log.info('ssh login', { ip, server: server.id, slug: server.slug });
@@ -232,7 +233,7 @@ export class SshServer {
       if (!release) return;
       const session = accept();
       session.once('close', release);
-      serveSession(session, { target, runtime: this.deps.runtime?.(), connection: connection(), log, onConnectionClose, takeExec });
+      serveSession(session, { target, runtime: this.deps.runtime, connection: connection(), log, onConnectionClose, takeExec });
     });
 
     client.on('tcpip', (accept: () => ServerChannel, reject: () => void, req) => {

@@ -1,10 +1,11 @@
 // The server an authenticated SSH connection opened: whether it may be used right now
 // (suspended, unknown to the runtime), waking it when it sleeps, and holding it awake while a
-// channel is open. Without a Presence (no idle tracker wired) waking falls back to starting the
-// container through the runtime directly.
+// channel is open. Waking, holding and touching are the presence module's (one wake per server
+// however many channels ask).
 
 import { AppError } from '../errors.js';
-import type { Presence, Runtime, RuntimeServer } from '../runtime/index.js';
+import type { Presence } from '../presence/index.js';
+import type { Runtime, RuntimeServer } from '../runtime/index.js';
 import type { ServerRecord } from '../store/index.js';
 
 export interface Target {
@@ -20,24 +21,10 @@ export interface Target {
 }
 
 export interface TargetDeps {
-  runtime?: Runtime;
-  presence?: Presence;
+  runtime: Pick<Runtime, 'get'>;
+  presence: Presence;
   /** Fresh record lookup, so a suspension made while connected applies to new channels. */
   current(id: string): ServerRecord | undefined;
-}
-
-const waking = new Map<string, Promise<void>>();
-
-/** Wake without an idle tracker: start a stopped or sleeping container, one start per server. */
-function startIfStopped(runtime: Runtime, id: string): Promise<void> {
-  const st = runtime.get(id)?.state;
-  if (st !== 'sleeping' && st !== 'stopped') return Promise.resolve();
-  let p = waking.get(id);
-  if (!p) {
-    p = runtime.start(id).finally(() => waking.delete(id));
-    waking.set(id, p);
-  }
-  return p;
 }
 
 export function createTarget(rec: ServerRecord, deps: TargetDeps): Target {
@@ -52,20 +39,17 @@ export function createTarget(rec: ServerRecord, deps: TargetDeps): Target {
       return null;
     },
     async ready() {
-      const runtime = deps.runtime;
-      if (!runtime) throw AppError.of('runtime_unavailable', 'servers cannot be reached on this host right now (container runtime not running)');
-      if (deps.presence) await deps.presence.wake(id);
-      else await startIfStopped(runtime, id);
-      const rs = runtime.get(id);
+      await deps.presence.wake(id);
+      const rs = deps.runtime.get(id);
       if (!rs) throw AppError.of('server_not_found', `server ${id} is not known to the container runtime`);
       if (rs.state === 'failed' || rs.state === 'creating') throw AppError.of('server_not_ready', `server ${rec.slug} is ${rs.state}; try again in a moment`);
       return rs;
     },
     hold() {
-      return deps.presence ? deps.presence.hold(id) : () => {};
+      return deps.presence.hold(id);
     },
     touch() {
-      deps.presence?.touch(id);
+      deps.presence.touch(id);
     },
   };
 }

@@ -156,9 +156,9 @@ test('the server sleeps after idleTimeout (state sleeping) and the next request 
 
 test('50 concurrent requests during one wake: 1 start, 50 answers', async () => {
   await until('sleep', () => rtState(app.id) === 'sleeping', IDLE + 10_000);
-  const startsBefore = d.daemon.proxy.tracker.starts;
+  const startsBefore = d.daemon.presence.starts;
   const replies = await Promise.all(Array.from({ length: 50 }, (_, i) => page(app, `/crowd${i}`)));
-  assert.is(d.daemon.proxy.tracker.starts - startsBefore, 1);
+  assert.is(d.daemon.presence.starts - startsBefore, 1);
   assert.equal(replies.map((r) => r.status), Array(50).fill(200));
   assert.equal(replies.map((r) => /path=(\S+)/.exec(r.text)![1]).sort(), Array.from({ length: 50 }, (_, i) => `/crowd${i}`).sort());
   const pids = new Set(replies.map((r) => /pid=(\d+)/.exec(r.text)![1]));
@@ -186,13 +186,13 @@ test('static /root/www of a sleeping server is served without waking it', async 
   const w = await sh(d.daemon.runtime, site.id, 'mkdir -p /root/www && echo "<p>static in a container</p>" > /root/www/index.html && ln -s /etc/shadow /root/www/shadow');
   assert.is(w.code, 0, w.err);
   await until('sleep', () => rtState(site.id) === 'sleeping', IDLE + 10_000);
-  const starts = d.daemon.proxy.tracker.starts;
+  const starts = d.daemon.presence.starts;
   const r = await page(site);
   assert.is(r.text, '<p>static in a container</p>\n');
   const shadow = await page(site, '/shadow');
   assert.is(shadow.status, 200, 'the container\'s own /etc/shadow (a file of the image) is its owner\'s to publish');
   assert.not.ok(shadow.text.includes(readFileSync('/etc/shadow', 'utf8').split('\n')[0]), 'never the host\'s');
-  assert.is(d.daemon.proxy.tracker.starts, starts);
+  assert.is(d.daemon.presence.starts, starts);
   assert.is(rtState(site.id), 'sleeping');
 });
 

@@ -104,7 +104,7 @@ test('printf ping | socat - TCP:host:port through /expose gets the answer: the F
   assert.ok(r.stdout.startsWith('got 4 bytes: ping\n'), `answer: ${JSON.stringify(r.stdout.slice(0, 80))}`);
   const answer = 'got 4 bytes: ping\n'.length + 1_000_000;
   assert.is(r.stdout.length, answer, 'the whole answer, then the end');
-  await until('the connection released its hold on the server', () => !d.daemon.proxy.tracker.busy(id), 5000);
+  await until('the connection released its hold on the server', () => !d.daemon.presence.busy(id), 5000);
   await until('the egress reported', () => billedOf(id) - before >= answer, 5000);
   assert.is(billedOf(id) - before, answer, 'billed: the bytes the client received');
 });
@@ -126,7 +126,7 @@ test('a container that shuts down its write side first: the client sees the end 
   assert.is(got, 'hello\n');
   await until('the container kept the late data', async () => (await sh(d.daemon.runtime, id, 'cat /tmp/late.txt 2>/dev/null')).out !== '', 5000);
   assert.is((await sh(d.daemon.runtime, id, 'cat /tmp/late.txt')).out, 'late data after the server half-closed');
-  await until('the connection released its hold on the server', () => !d.daemon.proxy.tracker.busy(id), 5000);
+  await until('the connection released its hold on the server', () => !d.daemon.presence.busy(id), 5000);
 });
 
 test.run();

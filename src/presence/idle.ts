@@ -2,11 +2,13 @@
 // open connections (hold/release) and puts a server to sleep (Runtime.stop) once nothing touched
 // it for `idleTimeout`, unless it is never_sleep. wake() starts a sleeping server once, however
 // many callers ask at the same time, and waits for a sleep in progress to finish first. It also
-// knows the truthful transient state (`waking`) that the runtime's own record cannot show.
+// knows the truthful transient state (`waking`, also while a woken app is still starting, as the
+// proxy reports) that the runtime's own record cannot show.
 
 import { AppError } from '../errors.js';
 import type { Logger } from '../log/index.js';
-import type { Presence, Runtime, ServerState } from '../runtime/index.js';
+import type { Runtime, ServerState } from '../runtime/index.js';
+import type { Presence, PresenceState } from './types.js';
 
 export interface IdleOptions {
   runtime: Pick<Runtime, 'start' | 'stop' | 'get' | 'list'>;
@@ -16,17 +18,16 @@ export interface IdleOptions {
   checkInterval: number;
   log: Logger;
   now?: () => number;
-  /** Called after a server was put to sleep (the proxy forgets its app was listening). */
-  onSleep?: (id: string) => void;
-  /** Called after a server was woken. */
-  onWake?: (id: string) => void;
 }
 
-export class IdleTracker implements Presence {
+export class IdleTracker implements Presence, PresenceState {
   private readonly last = new Map<string, number>();
   private readonly holds = new Map<string, number>();
   private readonly waking = new Map<string, Promise<void>>();
   private readonly sleeping = new Map<string, Promise<void>>();
+  /** Woken servers whose app is not answering yet (reported by the proxy). */
+  private readonly starting = new Map<string, Promise<unknown>>();
+  private readonly sleepListeners: ((id: string) => void)[] = [];
   private timer?: NodeJS.Timeout;
   /** Number of Runtime.start calls made by wake() (observability and tests). */
   starts = 0;
@@ -75,7 +76,6 @@ export class IdleTracker implements Presence {
       this.starts++;
       await this.opts.runtime.start(id);
       this.opts.log.info('server woke', { server: id, ms: this.now() - started });
-      this.opts.onWake?.(id);
     })().finally(() => {
       this.waking.delete(id);
       this.touch(id);
@@ -84,11 +84,29 @@ export class IdleTracker implements Presence {
     return p;
   }
 
-  /** The state to show: the runtime's, except while a wake is under way. */
+  /** The state to show: the runtime's, except while a wake is under way (`waking`), which
+   *  lasts for a running server until its app answers when a caller said it waits for that. */
   state(id: string): ServerState | undefined {
     const s = this.opts.runtime.get(id)?.state;
     if (s === undefined) return undefined;
-    return this.waking.has(id) ? 'waking' : s;
+    return this.waking.has(id) || (s === 'running' && this.starting.has(id)) ? 'waking' : s;
+  }
+
+  /** The server counts as waking until `until` settles (the proxy waits for a woken app). */
+  startingUntil(id: string, until: Promise<unknown>): void {
+    const p = until.then(
+      () => {},
+      () => {},
+    );
+    this.starting.set(id, p);
+    void p.then(() => {
+      if (this.starting.get(id) === p) this.starting.delete(id);
+    });
+  }
+
+  /** Called after a server was put to sleep (the proxy forgets its app was listening). */
+  onSleep(fn: (id: string) => void): void {
+    this.sleepListeners.push(fn);
   }
 
   /** Whether anything holds the server awake right now. */
@@ -121,7 +139,7 @@ export class IdleTracker implements Presence {
       try {
         await this.opts.runtime.stop(id);
         this.opts.log.info('server sleeps', { server: id, idleMs });
-        this.opts.onSleep?.(id);
+        for (const fn of this.sleepListeners) fn(id);
       } catch (err) {
         this.opts.log.error('could not put server to sleep', { server: id, err });
       }
@@ -132,11 +150,6 @@ export class IdleTracker implements Presence {
   forget(id: string): void {
     this.last.delete(id);
     this.holds.delete(id);
-  }
-
-  /** Resolves when every sleep started so far has finished (tests, shutdown). */
-  async settled(): Promise<void> {
-    await Promise.all([...this.sleeping.values(), ...[...this.waking.values()].map((p) => p.catch(() => {}))]);
   }
 
   start(): void {

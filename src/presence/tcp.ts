@@ -3,12 +3,14 @@
 // is open. Each direction ends on its own: a client that sends its request and shuts down its
 // write side (FIN) still gets the answer, the FIN is passed on to the container and back, and the
 // pair is closed once both directions are done (or at once when either side fails). Bytes the
-// client's socket took are reported for egress metering (egress.ts).
+// client's socket took are reported for egress metering (billing's EgressMeter). Hosting opens
+// and closes the ports (its PortListener).
 
 import { createServer, connect, type Server, type Socket } from 'node:net';
+import { EgressMeter } from '../billing/index.js';
 import type { Logger } from '../log/index.js';
-import type { Presence, Runtime } from '../runtime/index.js';
-import { EgressMeter } from './egress.js';
+import type { Runtime } from '../runtime/index.js';
+import type { Presence } from './types.js';
 
 export interface TcpExposerDeps {
   host: string;
