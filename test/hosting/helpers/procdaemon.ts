@@ -13,7 +13,6 @@ import { run } from '../../helpers/run.js';
 const root = new URL('../../../', import.meta.url).pathname;
 let bundle: Promise<string> | undefined;
 
-const bundleFile = join(root, 'dist', `procdaemon-${process.pid}.js`);
 
 /** Bundles src/cli.ts like build.mjs, once per process, beside dist/rootbox.js (the same layout:
  *  node_modules and dist/bin resolve as in production) under a name of its own. */
@@ -22,7 +21,7 @@ function bundled(): Promise<string> {
     const native = join(root, 'scripts', 'native.mjs');
     if (existsSync(native)) (await import(native)).buildNative(); // the runtime's C helpers, when missing
     const { build } = await import('esbuild');
-    const outfile = bundleFile;
+    const outfile = bundleOf(process.pid);
     await build({
       entryPoints: [join(root, 'src/cli.ts')],
       outfile,
@@ -49,28 +48,106 @@ const FIRST = 150;
 const SLOTS = 100;
 const lockOf = (n: number) => join(tmpdir(), `rbx-procdaemon-${n}.lock`);
 
-/** A slot number no other ProcDaemon on this host holds (test files of several checkouts may
- *  run at once): taken by creating its lock file, stale locks of dead processes taken over. */
-function takeSlot(): number {
+const cfgOf = (n: number, holder: number) => join(tmpdir(), `rbx-proc-${n}-${holder}.json`);
+const bundleOf = (holder: number) => join(root, 'dist', `procdaemon-${holder}.js`);
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** A slot number no other live ProcDaemon on this host holds (test files of several checkouts may
+ *  run at once), taken by creating its lock file; the lock of a dead process is taken over and
+ *  its previous holder returned, whose leftovers start() removes first. */
+function takeSlot(): { n: number; stale?: number } {
   for (let i = 0; i < SLOTS; i++) {
     const n = FIRST + ((process.pid + i) % SLOTS);
     try {
       writeFileSync(lockOf(n), String(process.pid), { flag: 'wx' });
-      return n;
+      return { n };
     } catch {
       const holder = Number(readFileSync(lockOf(n), 'utf8') || 0);
-      let alive = holder > 0;
-      try {
-        if (alive) process.kill(holder, 0);
-      } catch {
-        alive = false;
-      }
-      if (alive) continue;
+      if (holder > 0 && isAlive(holder)) continue;
       writeFileSync(lockOf(n), String(process.pid));
-      return n;
+      return { n, stale: holder };
     }
   }
   throw new Error('no free ProcDaemon slot');
+}
+
+/** Processes with exactly this argument (a daemon is found by its own config file). */
+function pidsWithArg(arg: string): number[] {
+  const out: number[] = [];
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      if (readFileSync(`/proc/${name}/cmdline`, 'utf8').split('\0').includes(arg)) out.push(Number(name));
+    } catch {
+      /* gone */
+    }
+  }
+  return out;
+}
+
+/** Removes everything a ProcDaemon of slot n held by `holder` made: its daemon if it still runs
+ *  (its test process died without cleaning up), containers, mounts, cgroups, network, files. */
+async function cleanSlot(n: number, holder: number): Promise<void> {
+  const cfgFile = cfgOf(n, holder);
+  let dataDir: string | undefined;
+  try {
+    dataDir = (JSON.parse(readFileSync(cfgFile, 'utf8')) as { dataDir: string }).dataDir;
+  } catch {
+    dataDir = undefined;
+  }
+  const running = (pid: number) => {
+    try {
+      return !readFileSync(`/proc/${pid}/stat`, 'utf8').includes(') Z');
+    } catch {
+      return false;
+    }
+  };
+  for (const pid of pidsWithArg(cfgFile)) {
+    process.kill(pid, 'SIGKILL');
+    for (let i = 0; i < 500 && running(pid); i++) await new Promise((r) => setTimeout(r, 10));
+  }
+  if (dataDir && existsSync(dataDir)) {
+    const runcRoot = join(dataDir, 'runc');
+    const list = await run('runc', ['--root', runcRoot, 'list', '-q']);
+    for (const id of list.stdout.split('\n').filter(Boolean)) {
+      await run('runc', ['--root', runcRoot, 'kill', '--all', id, 'KILL']);
+      await run('runc', ['--root', runcRoot, 'delete', '--force', id]);
+    }
+    const servers = join(dataDir, 'servers');
+    const ids = existsSync(servers) ? readdirSync(servers) : [];
+    for (const m of mountsUnder(dataDir).reverse()) await run('umount', ['-l', m]);
+    for (const id of ids) removeCgroups(id);
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+  await run('nft', ['delete', 'table', 'inet', `rbk${n}`]);
+  await run('nft', ['delete', 'table', 'bridge', `rbk${n}`]);
+  await run('ip', ['link', 'del', `rbk${n}`]);
+  for (const f of [cfgFile, bundleOf(holder), `${bundleOf(holder)}.map`]) rmSync(f, { force: true });
+}
+
+/** Leftovers of ProcDaemons whose test process died (killed by a time limit, Ctrl-C), once. */
+let collected: Promise<void> | undefined;
+function collectStale(): Promise<void> {
+  collected ??= (async () => {
+    for (const name of readdirSync(tmpdir())) {
+      const m = /^rbx-procdaemon-(\d+)\.lock$/.exec(name);
+      if (!m) continue;
+      const n = Number(m[1]);
+      const holder = Number(readFileSync(lockOf(n), 'utf8') || 0);
+      if (holder === process.pid || (holder > 0 && isAlive(holder))) continue;
+      await cleanSlot(n, holder);
+      rmSync(lockOf(n), { force: true });
+    }
+  })();
+  return collected;
 }
 
 export class ProcDaemon {
@@ -91,14 +168,19 @@ export class ProcDaemon {
   /** Public ports /expose hands out (8 of them, this daemon's alone). */
   readonly pool: [number, number];
 
+  /** The dead process whose slot this one took over (its leftovers go before the first start). */
+  private stale?: number;
+
   constructor(readonly opts: ProcDaemonOptions = {}) {
-    this.n = takeSlot();
+    const slot = takeSlot();
+    this.n = slot.n;
+    this.stale = slot.stale;
     const n = this.n;
     this.pool = [26000 + (n - FIRST) * 10, 26000 + (n - FIRST) * 10 + 7];
     this.dataDir = mkdtempSync(join(tmpdir(), 'rbx-proc-'));
     this.bridge = `rbk${n}`;
     this.table = `rbk${n}`;
-    this.cfgFile = join(tmpdir(), `rbx-proc-${n}-${process.pid}.json`);
+    this.cfgFile = cfgOf(n, process.pid);
     const cfg = {
       dataDir: this.dataDir,
       publicIp: '127.0.0.1',
@@ -130,7 +212,13 @@ export class ProcDaemon {
   async start(timeoutMs = 120_000): Promise<void> {
     this.out = '';
     this.http = this.https = this.ssh = 0;
-    const child = spawn(process.execPath, ['--enable-source-maps', await bundled(), 'serve', '--config', this.cfgFile], {
+    if (this.stale !== undefined) await cleanSlot(this.n, this.stale);
+    this.stale = undefined;
+    await collectStale();
+    // setpriv: the daemon is SIGKILLed if this test process dies without cleaning up
+    const node = [process.execPath, '--enable-source-maps', await bundled(), 'serve', '--config', this.cfgFile];
+    const [cmd, ...args] = existsSync('/usr/bin/setpriv') ? ['/usr/bin/setpriv', '--pdeathsig', 'KILL', '--', ...node] : node;
+    const child = spawn(cmd, args, {
       cwd: root,
       env: { ...process.env, ROOTBOX_CONFIG: '' },
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -210,22 +298,8 @@ export class ProcDaemon {
   /** Everything this daemon ever made on the host, removed (also after a failed test). */
   async remove(): Promise<void> {
     await this.kill();
-    const runcRoot = join(this.dataDir, 'runc');
-    const list = await run('runc', ['--root', runcRoot, 'list', '-q']);
-    for (const id of list.stdout.split('\n').filter(Boolean)) {
-      await run('runc', ['--root', runcRoot, 'kill', '--all', id, 'KILL']);
-      await run('runc', ['--root', runcRoot, 'delete', '--force', id]);
-    }
-    const servers = join(this.dataDir, 'servers');
-    const ids = existsSync(servers) ? readdirSync(servers) : [];
-    for (const m of mountsUnder(this.dataDir).reverse()) await run('umount', ['-l', m]);
-    for (const id of ids) removeCgroups(id);
-    await run('nft', ['delete', 'table', 'inet', this.table]);
-    await run('nft', ['delete', 'table', 'bridge', this.table]);
-    await run('ip', ['link', 'del', this.bridge]);
-    rmSync(this.dataDir, { recursive: true, force: true });
-    rmSync(this.cfgFile, { force: true });
-    for (const f of [bundleFile, `${bundleFile}.map`, lockOf(this.n)]) rmSync(f, { force: true });
+    await cleanSlot(this.n, process.pid);
+    rmSync(lockOf(this.n), { force: true });
   }
 }
 
