@@ -112,7 +112,7 @@ export const CATALOGUE = {
   no_app: e('not_found', 'a WebSocket to a server that runs no app'),
   not_exposed: e('not_found', 'the port is not exposed'),
   unknown_tier: e('not_found', 'no verification tier has this name'),
-  unknown_target: e('not_found', 'no account or server for an admin credit'),
+  unknown_target: e('not_found', 'no account or server for an admin command'),
 
   // ── 405 method_not_allowed ──
   method_not_allowed: e('method_not_allowed', 'the method is not allowed here (Allow lists those that are); CONNECT anywhere'),
@@ -182,6 +182,11 @@ export const CATALOGUE = {
   config_invalid: e('bad_request', 'the config file or environment is invalid'),
   config_unreadable: e('bad_request', 'the config file cannot be read'),
   tls_invalid: e('bad_request', 'the TLS certificate or key cannot be loaded'),
+  not_a_backup: e('bad_request', 'a file given to rootbox restore is not a rootbox store backup'),
+  no_store: e('bad_request', 'the data dir holds no store to back up or read'),
+
+  // ── 409 conflict: the host's own set-up ──
+  daemon_running: e('conflict', 'a daemon or another process holds the store, so the CLI does not write it (restore, offline credit) (CLI)'),
 
   // ── 500 internal: the host's own set-up ──
   admin_failed: e('internal', 'the daemon refused an admin command without a code (CLI)'),
@@ -196,6 +201,7 @@ export const CATALOGUE = {
   debootstrap_missing: e('unavailable', 'debootstrap is not installed'),
   listen_failed: e('unavailable', 'a listening port cannot be bound'),
   ssh_crypto_not_native: e('unavailable', "ssh2's native crypto binding is not loaded"),
+  daemon_not_running: e('unavailable', 'an admin command that acts on running servers needs the daemon (CLI)'),
 } as const satisfies Record<string, CatalogueEntry>;
 
 export type ErrorCode = keyof typeof CATALOGUE;

@@ -1,11 +1,15 @@
 // bin/rootbox: the command line. `serve` runs the daemon in the foreground; `doctor` checks the
-// host; `admin …` talks to the running daemon (src/admin/); `config docs` prints the
-// configuration reference; `config show` the effective config.
+// host; servers, accounts, status, backup, restore (and `admin credit`) are the operator's
+// commands (src/admin/); `config docs` prints the configuration reference; `config show` the
+// effective config.
 
 import { parseArgs } from 'node:util';
 import { configReference, loadConfig } from './config/index.js';
 import { isAppError } from './errors.js';
 import { serve } from './main.js';
+
+/** First words handed to src/admin/ (operator commands; `admin credit` is the older spelling). */
+const ADMIN_COMMANDS = new Set(['servers', 'accounts', 'status', 'backup', 'restore', 'admin']);
 
 const USAGE = `usage: rootbox <command> [--config FILE]
 
@@ -13,14 +17,14 @@ commands:
   serve          run the daemon in the foreground (embedded defaults when no config)
   doctor         check this host for what rootbox needs; exit 1 when something required is missing
   image build    build the base server image with debootstrap unless cached (--force rebuilds)
-  admin credit <account-or-server> <usd>
-                 add credit to an account (by account id or one of its server ids); a running
-                 daemon applies the new tier's ceilings to the account's servers at once
+  servers | accounts | status | backup | restore
+                 operate the host through the running daemon (rootbox servers --help)
   config docs    print the configuration reference (Markdown)
   config show    print the effective configuration (secrets hidden)
 `;
 
 async function main(argv: string[]): Promise<number> {
+  if (ADMIN_COMMANDS.has(argv.find((a, i) => !a.startsWith('-') && argv[i - 1] !== '--config') ?? '')) return (await import('./admin/index.js')).adminMain(argv);
   const { values, positionals } = parseArgs({
     args: argv,
     options: { config: { type: 'string' }, help: { type: 'boolean', short: 'h' }, force: { type: 'boolean' } },
@@ -43,13 +47,6 @@ async function main(argv: string[]): Promise<number> {
       if (sub === 'build') {
         const { buildImage, imageOptions } = await import('./runtime/image.js');
         await buildImage(imageOptions(loadConfig({ file: values.config })), (l) => process.stdout.write(l + '\n'), values.force === true);
-        return 0;
-      }
-      break;
-    case 'admin':
-      if (sub === 'credit' && positionals.length === 4) {
-        const { creditCommand } = await import('./admin/index.js');
-        process.stdout.write((await creditCommand(loadConfig({ file: values.config }).dataDir, positionals[2], positionals[3])) + '\n');
         return 0;
       }
       break;

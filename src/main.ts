@@ -196,7 +196,7 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
     {
       name: 'admin',
       start: async () => {
-        d.admin = await startAdmin(cfg.dataDir, { store: d.store, billing: d.billing, log: log.child({ part: 'admin' }) });
+        d.admin = await startAdmin(cfg.dataDir, { ...d, cfg, log: log.child({ part: 'admin' }) });
       },
       stop: () => d.admin.close(),
     },

@@ -1,17 +1,20 @@
-// The admin channel: how `bin/rootbox admin …` (a separate process) reaches the running daemon.
-// HTTP/1.1 with JSON bodies on `<dataDir>/admin.sock` (mode 0600: root only). The daemon side is
-// started by main.ts after the services; the CLI side falls back to the store when no daemon
-// listens. Commands live in commands.ts (CLI) and routes.ts (daemon).
+// The admin channel: how `bin/rootbox servers|accounts|status|admin …` (a separate process)
+// reaches the running daemon. HTTP/1.1 with JSON bodies on `<dataDir>/admin.sock` (mode 0600:
+// root only). The daemon side (routes.ts, actions.ts) is started by main.ts after every other
+// part; the CLI side (cli-*.ts, commands.ts) asks the daemon when it answers and otherwise reads
+// the store (and refuses what only the daemon can do). Views shared by both: views.ts, status.ts.
 
-import type { Logger } from '../log/index.js';
-import { adminRouter, type AdminDeps } from './routes.js';
+import { adminRouter } from './routes.js';
+import type { AdminDeps } from './actions.js';
 import { listenAdmin, type AdminListener } from './server.js';
 
 export { adminSocketPath, type AdminListener } from './server.js';
 export { callAdmin, type AdminAnswer } from './client.js';
 export { creditCommand } from './commands.js';
-export type { AdminDeps } from './routes.js';
+export { adminMain, ADMIN_USAGE } from './cli-main.js';
+export { OPERATOR_SUSPENDED } from './views.js';
+export type { AdminDeps } from './actions.js';
 
-export function startAdmin(dataDir: string, deps: AdminDeps & { log: Logger }): Promise<AdminListener> {
+export function startAdmin(dataDir: string, deps: AdminDeps): Promise<AdminListener> {
   return listenAdmin(dataDir, adminRouter(deps), deps.log);
 }

@@ -1,21 +1,24 @@
-// What the admin channel answers. Each route is one operator command of bin/rootbox; later
-// commands (servers, accounts, status) add routes here and reuse the channel.
-//   GET  /status  → the daemon's pid, uptime and how many accounts and servers it holds
-//   POST /credit  {target, usd, source} → credit through Billing (resumes suspended servers and
-//                 applies the new tier's ceilings to running servers before answering)
+// What the admin channel answers: one route per operator command of bin/rootbox.
+//   GET    /status                      → status.ts (daemon, parts, store, servers by state, host, certificate, config)
+//   GET    /servers[?account=]          → {servers: [ServerView]}
+//   GET    /servers/:ref                → {server, account}          (ref: srv_ id, slug or subdomain)
+//   POST   /servers/:ref/{stop,start,suspend,resume} → {server, …}
+//   DELETE /servers/:ref                → {ok, deleted}
+//   GET    /accounts                    → {accounts: [AccountView]}
+//   GET    /accounts/:ref               → {account, servers, ledger} (ref: acc_ id or one of its servers)
+//   POST   /accounts/:ref/rotate-key    → {account, api_key}
+//   POST   /accounts/:ref/revoke        → {account, revoked}
+//   POST   /credit {target, usd, source} → credit through Billing (resumes servers suspended by
+//          billing and applies the new tier's ceilings to running servers before answering)
 
 import { z } from 'zod';
-import { resolveCredit, ADMIN_SOURCE_RE, type Billing } from '../billing/index.js';
-import { Router, routes } from '../http/index.js';
+import { resolveCredit, ADMIN_SOURCE_RE } from '../billing/index.js';
+import { Router, routes, type Route } from '../http/index.js';
 import { tierOf } from '../hosting/index.js';
-import type { Logger } from '../log/index.js';
-import type { Store } from '../store/index.js';
-
-export interface AdminDeps {
-  store: Store;
-  billing: Billing;
-  log: Logger;
-}
+import { adminSocketPath } from './server.js';
+import { AdminActions, type AdminDeps } from './actions.js';
+import { statusView } from './status.js';
+import { accountView, ledgerView, serverView } from './views.js';
 
 const CreditBody = z
   .object({
@@ -25,34 +28,123 @@ const CreditBody = z
   })
   .strict();
 
-const Status = z.object({
-  ok: z.literal(true),
-  pid: z.number().int(),
-  uptime_s: z.number().int().min(0),
-  accounts: z.number().int().min(0),
-  servers: z.number().int().min(0),
-});
+const Ref = z.object({ ref: z.string().min(1).max(255) });
+const ServersQuery = z.object({ account: z.string().max(80).optional() });
+const unknown = 'No such server or account.';
 
-export function adminRouter(d: AdminDeps): Router {
-  const started = Date.now();
+function serverRoutes(a: AdminActions): Route[] {
   const route = routes();
-  return new Router(d.log).add(
+  const view = (id: string) => serverView(a.views, a.server(id));
+  const act = (verb: 'stop' | 'start' | 'suspend' | 'resume', summary: string) =>
+    route({
+      method: 'POST',
+      path: `/servers/:ref/${verb}`,
+      auth: 'none',
+      summary,
+      params: Ref,
+      responses: { 200: { description: 'Done; the server as it is now' }, 402: 'Suspended (start).', 404: unknown },
+      async handler({ params }) {
+        const rec = a.server(params.ref);
+        const running = await a[verb](rec);
+        return { status: 200, body: { server: view(rec.id), ...(verb === 'resume' ? { running } : {}) } };
+      },
+    });
+  return [
     route({
       method: 'GET',
-      path: '/status',
+      path: '/servers',
       auth: 'none',
-      summary: "The daemon's pid, uptime and how many accounts and servers it holds",
-      responses: { 200: { description: 'Status', json: Status } },
-      handler: () => ({
-        status: 200,
-        body: {
-          ok: true,
-          pid: process.pid,
-          uptime_s: Math.round((Date.now() - started) / 1000),
-          accounts: d.store.accounts.all().length,
-          servers: d.store.servers.all().length,
-        },
-      }),
+      summary: 'Every server (or those of one account)',
+      query: ServersQuery,
+      responses: { 200: { description: 'Servers' }, 404: unknown },
+      handler({ query }) {
+        const recs = query.account ? a.views.store.servers.listByAccount(a.account(query.account).id) : a.views.store.servers.all();
+        return { status: 200, body: { servers: recs.map((s) => serverView(a.views, s)) } };
+      },
+    }),
+    route({
+      method: 'GET',
+      path: '/servers/:ref',
+      auth: 'none',
+      summary: 'One server and its account',
+      params: Ref,
+      responses: { 200: { description: 'The server' }, 404: unknown },
+      handler({ params }) {
+        const rec = a.server(params.ref);
+        const acc = a.views.store.accounts.get(rec.accountId);
+        return { status: 200, body: { server: serverView(a.views, rec), account: acc ? accountView(a.views, acc) : null } };
+      },
+    }),
+    act('stop', 'Put a server to sleep now'),
+    act('start', 'Wake a server'),
+    act('suspend', 'Suspend a server (stopped; its subdomain answers 402) until resumed'),
+    act('resume', 'End an operator suspension and start the server'),
+    route({
+      method: 'DELETE',
+      path: '/servers/:ref',
+      auth: 'none',
+      summary: 'Delete a server and free everything it held',
+      params: Ref,
+      responses: { 200: { description: 'Deleted' }, 404: unknown },
+      async handler({ params }) {
+        const rec = a.server(params.ref);
+        await a.delete(rec);
+        return { status: 200, body: { ok: true, deleted: rec.id } };
+      },
+    }),
+  ];
+}
+
+function accountRoutes(a: AdminActions, d: AdminDeps): Route[] {
+  const route = routes();
+  return [
+    route({
+      method: 'GET',
+      path: '/accounts',
+      auth: 'none',
+      summary: 'Every account',
+      responses: { 200: { description: 'Accounts' } },
+      handler: () => ({ status: 200, body: { accounts: d.store.accounts.all().map((x) => accountView(a.views, x)) } }),
+    }),
+    route({
+      method: 'GET',
+      path: '/accounts/:ref',
+      auth: 'none',
+      summary: 'One account, its servers and its recent ledger',
+      params: Ref,
+      responses: { 200: { description: 'The account' }, 404: unknown },
+      handler({ params }) {
+        const acc = a.account(params.ref);
+        return {
+          status: 200,
+          body: { account: accountView(a.views, acc), servers: d.store.servers.listByAccount(acc.id).map((s) => serverView(a.views, s)), ledger: ledgerView(d.store, acc.id) },
+        };
+      },
+    }),
+    route({
+      method: 'POST',
+      path: '/accounts/:ref/rotate-key',
+      auth: 'none',
+      summary: "Replace the account's api_key (the old one answers 401 revoked_api_key)",
+      params: Ref,
+      responses: { 200: { description: 'The new api_key' }, 404: unknown },
+      handler({ params }) {
+        const acc = a.account(params.ref);
+        return { status: 200, body: { account: acc.id, api_key: a.rotateKey(acc) } };
+      },
+    }),
+    route({
+      method: 'POST',
+      path: '/accounts/:ref/revoke',
+      auth: 'none',
+      summary: "Revoke the account's api_key without handing out a new one",
+      params: Ref,
+      responses: { 200: { description: 'Revoked' }, 404: unknown },
+      handler({ params }) {
+        const acc = a.account(params.ref);
+        a.revoke(acc);
+        return { status: 200, body: { account: acc.id, revoked: true } };
+      },
     }),
     route({
       method: 'POST',
@@ -61,7 +153,7 @@ export function adminRouter(d: AdminDeps): Router {
       summary: 'Credit an account through Billing',
       body: CreditBody,
       bodyLimit: 4096,
-      responses: { 200: { description: 'Credited (or already credited from this source)' }, 404: 'No such account or server.' },
+      responses: { 200: { description: 'Credited (or already credited from this source)' }, 404: unknown },
       async handler({ body }) {
         const { accountId, usd } = resolveCredit(d.store, body.target, body.usd);
         const credited = await d.billing.credit(accountId, usd, body.source);
@@ -83,5 +175,39 @@ export function adminRouter(d: AdminDeps): Router {
         };
       },
     }),
+  ];
+}
+
+export function adminRouter(d: AdminDeps): Router {
+  const started = Date.now();
+  const a = new AdminActions(d);
+  const route = routes();
+  return new Router(d.log).add(
+    route({
+      method: 'GET',
+      path: '/status',
+      auth: 'none',
+      summary: 'The daemon, its parts, the store, servers by state, host headroom, certificate and configuration',
+      responses: { 200: { description: 'Status' } },
+      handler: () => ({
+        status: 200,
+        body: statusView({ ...a.views, cfg: d.cfg }, {
+          running: true,
+          pid: process.pid,
+          node: process.version,
+          uptime_s: Math.round((Date.now() - started) / 1000),
+          parts: {
+            store: { up: true },
+            runtime: { up: true },
+            billing: { up: true, meter_interval_ms: d.cfg.billing.meterInterval },
+            edge: { up: true, http_port: d.edge.ports.http, https_port: d.edge.ports.https },
+            ssh: { up: true, port: d.ssh.port },
+            admin: { up: true, socket: adminSocketPath(d.cfg.dataDir) },
+          },
+        }),
+      }),
+    }),
+    ...serverRoutes(a),
+    ...accountRoutes(a, d),
   );
 }

@@ -1,11 +1,15 @@
 // Running out and coming back: an account whose grant part is used up and whose balance is
 // not positive is marked exhausted; `suspendAfter` later its servers are suspended (stopped,
-// `suspended: true`). Credit or a verified phone clears it and the servers start again.
+// `suspended: true`). Credit or a verified phone clears it and the servers start again, except
+// those an operator suspended, which stay suspended until the operator resumes them.
 
 import type { Logger } from '../log/index.js';
 import type { Runtime } from '../runtime/index.js';
 import type { AccountRecord, Store } from '../store/index.js';
 import { isExhausted, type Credits } from './credits.js';
+
+/** The flag of a server an operator suspended (`rootbox servers suspend`, src/admin/). */
+export const OPERATOR_SUSPENDED = 'suspended_by_operator';
 
 export interface EnforceDeps {
   store: Store;
@@ -38,6 +42,7 @@ export async function enforce(d: EnforceDeps, now: number): Promise<void> {
       d.store.billing.setState(account.id, {});
       if (state.suspended) {
         for (const s of servers) {
+          if (s.flag === OPERATOR_SUSPENDED) continue; // the operator's suspension outlasts billing's
           d.store.servers.update(s.id, () => ({ suspended: false }));
           await d.runtime.start(s.id).catch((e) => d.log.warn('unsuspend: start failed', { id: s.id, err: (e as Error).message }));
         }

@@ -19,6 +19,7 @@ export { creditsOf, isExhausted, upgradeEnvelope, type Credits } from './credits
 export { Meter, runtimeUsage, type UsageSample, type UsageSource } from './meter.js';
 export { EgressMeter, type EgressSink } from './egress.js';
 export { ADMIN_SOURCE_RE, adminCreditOffline, resolveCredit } from './admin.js';
+export { OPERATOR_SUSPENDED } from './enforce.js';
 
 export interface BillingConfig {
   ramUsdPerGbHour: number;

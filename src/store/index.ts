@@ -84,3 +84,4 @@ export type { Exposure } from './exposures.js';
 export type { LedgerEntry, Usage, BillingState, MeterCursor, Prices, Grant } from './billing.js';
 export { PaymentStore, paymentKey, type PaymentRecord, type PaymentStatus, type PaymentKey } from './payments.js';
 export type { Migration } from './db.js';
+export { backupStore, restoreStore, summarize as summarizeStore, holders as storeHolders, SCHEMA_VERSION, type StoreSummary, type Restored } from './backup.js';

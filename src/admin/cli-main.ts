@@ -1,0 +1,82 @@
+// Entry of the operator commands of bin/rootbox (src/cli.ts hands them over as they came):
+// servers, accounts, status, backup, restore — and `admin credit`, kept for scripts written for it.
+// Exit status: 0 done, 1 refused or failed (the reason on stderr), 2 wrong usage.
+
+import { parseArgs } from 'node:util';
+import { loadConfig } from '../config/index.js';
+import { accountsCommand } from './cli-accounts.js';
+import { serversCommand, type CliOut } from './cli-servers.js';
+import { backupCommand, restoreCommand, statusCommand } from './cli-status.js';
+
+export const ADMIN_USAGE = `operator commands (act in the running daemon through <dataDir>/admin.sock; root only):
+  servers list [--account ACC] [--json]   every server: state, tier, RAM, disk, flags
+  servers show SERVER [--json]            one server (id, slug or subdomain) and its account
+  servers stop SERVER                     put it to sleep now (the next visitor wakes it)
+  servers start SERVER                    wake it
+  servers suspend SERVER                  stop it; its subdomain answers 402 and SSH is refused until resumed
+  servers resume SERVER                   end the suspension and start it
+  servers delete SERVER --yes             delete it with its disk and exposed ports
+  accounts list [--json]                  every account: tier, balance, what is left of the grant
+  accounts show ACCOUNT [--json]          one account (or a server's account), its servers and ledger
+  accounts credit ACCOUNT|SERVER USD      add credit; running servers get the new tier's ceilings at once
+  accounts rotate-key ACCOUNT             a new api_key (printed once); the old one stops working
+  accounts revoke ACCOUNT                 the api_key stops working; no new one is printed
+  status [--json]                         daemon and its parts, servers by state, host headroom,
+                                          certificate expiry, payments/LLM/SMS configured or not
+  backup FILE [--json]                    consistent snapshot of the store while the daemon serves
+  restore FILE [--json]                   put a backup in place of the store (daemon stopped)
+With the daemon stopped, list/show/status read the store, credit writes it, and the other
+commands refuse. --config FILE or ROOTBOX_DATA_DIR select the data dir.`;
+
+const stdio: CliOut = {
+  out: (t) => process.stdout.write(t + '\n'),
+  err: (t) => process.stderr.write(t + '\n'),
+};
+
+/** Runs `argv` (command first); -1 when it is no operator command of this module. */
+export async function adminMain(argv: string[], io: CliOut = stdio): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    options: {
+      config: { type: 'string' },
+      json: { type: 'boolean' },
+      yes: { type: 'boolean' },
+      account: { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
+    allowPositionals: true,
+  });
+  const [cmd, sub, ...rest] = positionals;
+  if (values.help) {
+    io.out(ADMIN_USAGE);
+    return 0;
+  }
+  const cfg = loadConfig({ file: values.config });
+  const flags = { json: values.json, yes: values.yes, account: values.account };
+  let code = -1;
+  switch (cmd) {
+    case 'servers':
+      code = await serversCommand(cfg, sub, rest, flags, io);
+      break;
+    case 'accounts':
+      code = await accountsCommand(cfg, sub, rest, flags, io);
+      break;
+    case 'admin': // the older spelling of `accounts credit`
+      if (sub === 'credit') code = await accountsCommand(cfg, 'credit', rest, flags, io);
+      break;
+    case 'status':
+      if (sub === undefined) code = await statusCommand(cfg, flags, io);
+      break;
+    case 'backup':
+      if (sub !== undefined && rest.length === 0) code = await backupCommand(cfg, sub, flags, io);
+      break;
+    case 'restore':
+      if (sub !== undefined && rest.length === 0) code = await restoreCommand(cfg, sub, flags, io);
+      break;
+  }
+  if (code === -1) {
+    io.err(`rootbox: unknown command '${positionals.join(' ')}'\n\n${ADMIN_USAGE}`);
+    return 2;
+  }
+  return code;
+}

@@ -1,0 +1,101 @@
+// `rootbox servers list|show|stop|start|suspend|resume|delete`. list and show answer from the
+// daemon, or from the store while it is stopped; the others act in the running daemon at once
+// and refuse without it.
+
+import type { Config } from '../config/index.js';
+import { AppError } from '../errors.js';
+import { ask, needDaemon, ok, withStore } from './cli-link.js';
+import { block, bytes, day, table } from './table.js';
+import { accountView, findAccount, findServer, serverView, type ServerView } from './views.js';
+
+export interface CliOut {
+  out(text: string): void;
+  err(text: string): void;
+}
+
+export interface CliFlags {
+  json?: boolean;
+  yes?: boolean;
+  account?: string;
+}
+
+const ACTIONS = ['stop', 'start', 'suspend', 'resume'] as const;
+
+function serverTable(servers: ServerView[]): string {
+  if (!servers.length) return 'no servers';
+  return table(
+    ['ID', 'SUBDOMAIN', 'ACCOUNT', 'TIER', 'STATE', 'RAM', 'DISK USED/CEILING', 'FLAGS', 'CREATED'],
+    servers.map((s) => [
+      s.id,
+      s.subdomain,
+      s.account,
+      s.tier,
+      s.state,
+      bytes(s.memory_bytes),
+      `${bytes(s.disk_used_bytes ?? s.disk_allocated_bytes)}/${bytes(s.disk_bytes)}`,
+      [s.suspended ? `suspended(${s.suspended_by})` : '', s.never_sleep ? 'never_sleep' : ''].filter(Boolean).join(',') || null,
+      day(s.created_at),
+    ]),
+  );
+}
+
+const emit = (io: CliOut, flags: CliFlags, body: unknown, human: () => string) => io.out(flags.json ? JSON.stringify(body, null, 2) : human());
+
+export async function serversCommand(cfg: Readonly<Config>, sub: string | undefined, args: string[], flags: CliFlags, io: CliOut): Promise<number> {
+  const dir = cfg.dataDir;
+  if (sub === 'list' && args.length === 0) {
+    const q = flags.account ? `?account=${encodeURIComponent(flags.account)}` : '';
+    const a = await ask(dir, 'GET', `/servers${q}`);
+    let body: { servers: ServerView[] };
+    if (a) body = ok(a);
+    else {
+      body = await withStore(cfg, io, (v) => {
+        let recs = v.store.servers.all();
+        if (flags.account) {
+          const acc = findAccount(v.store, cfg.domain, flags.account);
+          if (!acc) throw AppError.of('unknown_target', `no account ${flags.account.slice(0, 80)}`);
+          recs = v.store.servers.listByAccount(acc.id);
+        }
+        return { servers: recs.map((s) => serverView(v, s)) };
+      });
+    }
+    emit(io, flags, body, () => serverTable(body.servers));
+    return 0;
+  }
+  if (sub === 'show' && args.length === 1) {
+    const a = await ask(dir, 'GET', `/servers/${encodeURIComponent(args[0])}`);
+    let body: Record<string, unknown>;
+    if (a) body = ok(a);
+    else {
+      body = await withStore(cfg, io, (v) => {
+        const rec = findServer(v.store, cfg.domain, args[0]);
+        if (!rec) throw AppError.of('unknown_target', `no server ${args[0].slice(0, 80)}`);
+        const acc = v.store.accounts.get(rec.accountId);
+        return { server: serverView(v, rec), account: acc ? accountView(v, acc) : null };
+      });
+    }
+    emit(io, flags, body, () => block(body));
+    return 0;
+  }
+  if ((ACTIONS as readonly string[]).includes(sub ?? '') && args.length === 1) {
+    const a = await ask(dir, 'POST', `/servers/${encodeURIComponent(args[0])}/${sub}`);
+    if (!a) needDaemon(dir, `servers ${sub}`);
+    const body = ok<{ server: ServerView; running?: boolean }>(a);
+    const s = body.server;
+    const note = sub === 'resume' && body.running === false ? ' (still suspended: its account ran out of credit; `rootbox accounts credit` resumes it)' : '';
+    emit(io, flags, body, () => `${s.id} (${s.subdomain}): ${s.state}${s.suspended ? ', suspended' : ''}${note}`);
+    return 0;
+  }
+  if (sub === 'delete' && args.length === 1) {
+    if (!flags.yes) {
+      io.err(`rootbox: \`servers delete ${args[0]}\` removes the server, its disk and its exposed ports for good; repeat with --yes`);
+      return 2;
+    }
+    const a = await ask(dir, 'DELETE', `/servers/${encodeURIComponent(args[0])}`);
+    if (!a) needDaemon(dir, 'servers delete');
+    const body = ok<{ deleted: string }>(a);
+    emit(io, flags, body, () => `deleted ${body.deleted}`);
+    return 0;
+  }
+  return -1; // not a servers command: the caller prints the usage
+}

@@ -1,0 +1,71 @@
+// `rootbox status`: the daemon (pid, Node version, uptime, its parts and where they listen) when it
+// answers, the store (schema, size, record counts), servers by state with the memory and disk
+// they are allowed, the host's memory and disk headroom, the HTTPS certificate's expiry, and which
+// of payments, LLM and SMS are configured. Built by the daemon, or by the CLI from the store
+// (daemon: {running: false}) while it is stopped.
+
+import { statSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Config } from '../config/index.js';
+import { SCHEMA_VERSION } from '../store/index.js';
+import { certificateFacts, configFacts, hostFacts } from './host.js';
+import { serverView, type ViewDeps } from './views.js';
+
+export interface DaemonFacts {
+  running: true;
+  pid: number;
+  /** process.version of the daemon's Node runtime. */
+  node: string;
+  uptime_s: number;
+  /** Every part of the daemon is up once it answers (the admin channel starts last). */
+  parts: Record<string, { up: true } & Record<string, unknown>>;
+}
+
+function size(path: string): number | null {
+  try {
+    return statSync(path).size;
+  } catch {
+    return null;
+  }
+}
+
+export function statusView(d: ViewDeps & { cfg: Readonly<Config> }, daemon: DaemonFacts | { running: false; detail: string }) {
+  const servers = d.store.servers.all().map((s) => serverView(d, s));
+  const byState: Record<string, number> = {};
+  for (const s of servers) byState[s.state] = (byState[s.state] ?? 0) + 1;
+  const running = servers.filter((s) => s.state === 'running' || s.state === 'waking');
+  const sum = (xs: (number | null)[]) => xs.reduce<number>((a, b) => a + (b ?? 0), 0);
+  const host = hostFacts(d.cfg.dataDir);
+  const committed = sum(running.map((s) => s.memory_bytes));
+  return {
+    daemon,
+    data_dir: d.cfg.dataDir,
+    store: {
+      path: join(d.cfg.dataDir, 'db'),
+      schema_version: d.store.schemaVersion,
+      schema_version_of_this_build: SCHEMA_VERSION,
+      bytes: size(join(d.cfg.dataDir, 'db', 'data.mdb')),
+      accounts: d.store.accounts.all().length,
+      servers: servers.length,
+      feedback: d.store.feedback.count(),
+    },
+    servers: {
+      total: servers.length,
+      by_state: byState,
+      suspended: servers.filter((s) => s.suspended).length,
+      never_sleep: servers.filter((s) => s.never_sleep).length,
+      memory_ceiling_running_bytes: committed,
+      disk_ceiling_bytes: sum(servers.map((s) => s.disk_bytes)),
+      disk_allocated_bytes: sum(servers.map((s) => s.disk_allocated_bytes)),
+    },
+    host: {
+      ...host,
+      /** Memory the host has left if every running server used its whole ceiling. */
+      memory_headroom_bytes: host.memory.total_bytes - committed,
+    },
+    certificate: certificateFacts(d.cfg),
+    config: configFacts(d.cfg),
+  };
+}
+
+export type StatusView = ReturnType<typeof statusView>;

@@ -1,0 +1,162 @@
+// Backups of the store (`rootbox backup FILE`, `rootbox restore FILE`) and who holds it.
+//
+// A backup is one LMDB file: a compacting copy (mdb_env_copy2 with MDB_CP_COMPACT) written under a
+// single read transaction, so it is the store exactly as one commit left it, whatever writers do
+// meanwhile — the daemon keeps serving. The copy opens the env read-only beside the daemon (LMDB
+// is multi-process: the reader slot keeps the snapshot's pages from being reused) or alone when
+// no daemon runs, and never writes the live store. Restore checks that the file is a rootbox
+// store whose schema this build understands (an older one is migrated when the daemon next opens
+// it), then swaps it in with two renames, keeping the old db as db.before-restore-<time>. Whether
+// a daemon runs is the caller's check, with holders() here for processes that map the store.
+
+import { chmodSync, closeSync, copyFileSync, existsSync, fsyncSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync, statSync } from 'node:fs';
+import { basename, dirname, join, resolve } from 'node:path';
+import { open } from 'lmdb';
+import { AppError } from '../errors.js';
+import { SCHEMA_VERSION_KEY } from './db.js';
+import { migrations } from './migrations.js';
+
+/** The schema version this build writes (its newest migration). */
+export const SCHEMA_VERSION = migrations.reduce((m, x) => Math.max(m, x.version), 0);
+
+export interface StoreSummary {
+  schemaVersion: number;
+  /** Records per named database. */
+  records: Record<string, number>;
+  bytes: number;
+}
+
+const storeDir = (dataDir: string) => join(dataDir, 'db');
+// noSubdir: a directory whose name has a dot (a temporary one) is still an env directory
+const envOptions = { maxDbs: 64, encoding: 'msgpack', noSubdir: false } as const;
+
+function fsyncPath(path: string): void {
+  const fd = openSync(path, 'r');
+  try {
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** Reads what an env directory holds; not_a_backup when it is no rootbox store. Opens read-only
+ *  (LMDB makes a lock.mdb beside data.mdb; callers pass a directory of their own). */
+export async function summarize(dir: string, what: string): Promise<StoreSummary> {
+  let env;
+  try {
+    env = open({ path: dir, ...envOptions, readOnly: true });
+  } catch (e) {
+    throw AppError.of('not_a_backup', `${what} is not an LMDB database (${(e as Error).message})`);
+  }
+  try {
+    const names = [...env.getKeys()].filter((k): k is string => typeof k === 'string');
+    if (!names.includes('meta')) throw AppError.of('not_a_backup', `${what} is an LMDB database but not a rootbox store (no meta table)`);
+    const records: Record<string, number> = {};
+    let schemaVersion: unknown;
+    for (const name of names) {
+      const db = env.openDB({ name, ...envOptions });
+      records[name] = db.getCount();
+      if (name === 'meta') schemaVersion = db.get(SCHEMA_VERSION_KEY);
+    }
+    if (typeof schemaVersion !== 'number') throw AppError.of('not_a_backup', `${what} is an LMDB database but not a rootbox store (no schema version)`);
+    return { schemaVersion, records, bytes: statSync(join(dir, 'data.mdb')).size };
+  } catch (e) {
+    if (e instanceof AppError) throw e;
+    throw AppError.of('not_a_backup', `${what} cannot be read as a rootbox store (${(e as Error).message})`);
+  } finally {
+    await env.close();
+  }
+}
+
+/** Writes a consistent, compacted copy of the store of `dataDir` to `file` (replaced
+ *  atomically if it exists). Safe while the daemon writes. */
+export async function backupStore(dataDir: string, file: string): Promise<StoreSummary & { file: string }> {
+  const src = storeDir(dataDir);
+  if (!existsSync(join(src, 'data.mdb'))) throw AppError.of('no_store', `there is no store at ${src}`);
+  const target = resolve(file);
+  mkdirSync(dirname(target), { recursive: true });
+  const tmp = mkdtempSync(join(dirname(target), `.${basename(target)}.`));
+  try {
+    const env = open({ path: src, ...envOptions, readOnly: true });
+    try {
+      await env.backup(tmp, true);
+    } finally {
+      await env.close();
+    }
+    const copy = join(tmp, 'data.mdb');
+    chmodSync(copy, 0o600); // account records, phone numbers, key hashes: root only
+    fsyncPath(copy);
+    const summary = await summarize(tmp, 'the copy');
+    renameSync(copy, target);
+    fsyncPath(dirname(target));
+    return { ...summary, file: target };
+  } finally {
+    rmSync(tmp, { recursive: true, force: true });
+  }
+}
+
+export interface Restored extends StoreSummary {
+  /** Where the store that was there before now is (undefined when there was none). */
+  keptAs?: string;
+}
+
+/** Replaces the store of `dataDir` by the backup `file`. The caller makes sure no daemon runs. */
+export async function restoreStore(dataDir: string, file: string, now = new Date()): Promise<Restored> {
+  if (!existsSync(file) || !statSync(file).isFile()) throw AppError.of('not_a_backup', `${file} is not a file`);
+  const stamp = now.toISOString().replace(/[:.]/g, '-');
+  mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+  const stage = join(dataDir, `db.restoring-${stamp}`);
+  mkdirSync(stage, { mode: 0o700 });
+  try {
+    copyFileSync(file, join(stage, 'data.mdb'));
+    chmodSync(join(stage, 'data.mdb'), 0o600);
+    fsyncPath(join(stage, 'data.mdb'));
+    const summary = await summarize(stage, file);
+    if (summary.schemaVersion > SCHEMA_VERSION) {
+      throw AppError.of(
+        'store_too_new',
+        `${file} has schema version ${summary.schemaVersion}, newer than this rootbox understands (${SCHEMA_VERSION}); restore it with the rootbox that wrote it or a newer one`,
+      );
+    }
+    rmSync(join(stage, 'lock.mdb'), { force: true });
+    const live = storeDir(dataDir);
+    let keptAs: string | undefined;
+    if (existsSync(live)) {
+      keptAs = join(dataDir, `db.before-restore-${stamp}`);
+      renameSync(live, keptAs);
+    }
+    try {
+      renameSync(stage, live);
+    } catch (e) {
+      if (keptAs) renameSync(keptAs, live); // put the old store back
+      throw e;
+    }
+    fsyncPath(dataDir);
+    return { ...summary, keptAs };
+  } finally {
+    rmSync(stage, { recursive: true, force: true });
+  }
+}
+
+/** Pids of other processes that have the store of `dataDir` mapped (a daemon, a CLI reading it):
+ *  LMDB maps data.mdb and lock.mdb into every process that opens the env. */
+export function holders(dataDir: string): number[] {
+  let files: string[];
+  try {
+    files = ['data.mdb', 'lock.mdb'].map((f) => join(realpathSync(storeDir(dataDir)), f));
+  } catch {
+    return []; // no store
+  }
+  const pids: number[] = [];
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name) || Number(name) === process.pid) continue;
+    let maps: string;
+    try {
+      maps = readFileSync(`/proc/${name}/maps`, 'utf8');
+    } catch {
+      continue; // gone, or not ours to read
+    }
+    if (files.some((f) => maps.includes(` ${f}\n`) || maps.endsWith(` ${f}`))) pids.push(Number(name));
+  }
+  return pids;
+}
