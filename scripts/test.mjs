@@ -1,15 +1,63 @@
 #!/usr/bin/env node
-// Runs every test/**/*.test.ts file in its own Node process (uvu suites, TypeScript through
-// tsx), one after another, each under a time limit, and ends with one line `N passed, N failed`.
-// Arguments filter files by substring: `npm test -- store edge`.
+// Runs test/**/*.test.ts files, each in its own Node process (uvu suites, TypeScript through
+// tsx) under a time limit, and ends with one line `N passed, N failed`.
+//
+// Two tiers. The fast tier (UNIT below) needs neither root nor runc: pure tests, and daemon tests
+// whose servers are plain processes (test/helpers/procruntime.ts; ROOTBOX_TEST_RUNTIME=process is
+// set for these files, always). Every other file is a container test (real runc, root).
+//   node scripts/test.mjs               every file (npm test)
+//   node scripts/test.mjs --unit        the fast tier, several files at a time (npm run test:unit)
+//   node scripts/test.mjs --containers  the container tests (npm run test:containers)
+// Other arguments filter files by substring: `npm test -- store edge`. ROOTBOX_TEST_JOBS sets
+// how many fast-tier files run at once (default: the number of CPUs, at least 4: most of these
+// files wait on timers and sockets more than they compute).
 
 import { spawn } from 'node:child_process';
 import { readdirSync, statSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import { join, relative } from 'node:path';
+
+/** The fast tier: test files that need no container, no root and no runc. Listed slowest first
+ *  (billing/exhausted waits 31 s for an SMS resend gap), so the long waits overlap. */
+const UNIT = [
+  'test/billing/exhausted.test.ts',
+  'test/proxy/wake.test.ts',
+  'test/http/hosting-contract.test.ts',
+  'test/ssh/auth.test.ts',
+  'test/ssh/starvation.test.ts',
+  'test/http/verify-contract.test.ts',
+  'test/proxy/forward.test.ts',
+  'test/foundation/edge-guard.test.ts',
+  'test/proxy/http1-diff.test.ts',
+  'test/payments/paywall.test.ts',
+  'test/foundation/edge-wire.test.ts',
+  'test/verify/paid.test.ts',
+  'test/proxy/http1.test.ts',
+  'test/verify/api.test.ts',
+  'test/hosting/ports.test.ts',
+  'test/verify/e2e.test.ts',
+  'test/foundation/edge.test.ts',
+  'test/edge/proxy.test.ts',
+  'test/billing/meter.test.ts',
+  'test/foundation/edge-lifecycle.test.ts',
+  'test/hosting/phone.test.ts',
+  'test/proxy/exchange-errors.test.ts',
+  'test/foundation/store.test.ts',
+  'test/foundation/config.test.ts',
+  'test/foundation/error-answers.test.ts',
+  'test/foundation/catalogue.test.ts',
+  'test/payments/codec.test.ts',
+  'test/proxy/sites.test.ts',
+  'test/hosting/pending.test.ts',
+  'test/foundation/log.test.ts',
+];
 
 const root = new URL('..', import.meta.url).pathname;
 const limitMs = Number(process.env.ROOTBOX_TEST_FILE_TIMEOUT_MS ?? 15 * 60_000);
-const filters = process.argv.slice(2);
+const args = process.argv.slice(2);
+const tier = args.includes('--unit') ? 'unit' : args.includes('--containers') ? 'containers' : 'all';
+const filters = args.filter((a) => !a.startsWith('--'));
+const jobs = tier === 'unit' ? Math.max(1, Number(process.env.ROOTBOX_TEST_JOBS ?? Math.max(4, availableParallelism()))) : 1;
 
 function find(dir) {
   return readdirSync(dir).flatMap((n) => {
@@ -19,32 +67,46 @@ function find(dir) {
   });
 }
 
-const files = find(join(root, 'test'))
-  .sort()
+const isUnit = (file) => UNIT.includes(relative(root, file));
+const all = find(join(root, 'test')).sort();
+for (const u of UNIT) if (!all.some((f) => relative(root, f) === u)) process.stdout.write(`!! ${u} is listed in the fast tier but does not exist\n`);
+const files = all
+  .filter((f) => tier === 'all' || (tier === 'unit') === isUnit(f))
   .filter((f) => filters.length === 0 || filters.some((s) => relative(root, f).includes(s)));
+if (tier === 'unit') files.sort((a, b) => UNIT.indexOf(relative(root, a)) - UNIT.indexOf(relative(root, b)));
 
 let passed = 0;
 let failed = 0;
 let skipped = 0;
 const failures = [];
 
-for (const file of files) {
+/** Runs one file; its output is written at once when files run one at a time, else when it ends. */
+async function runFile(file) {
   const name = relative(root, file);
   const started = Date.now();
-  process.stdout.write(`\n── ${name}\n`);
+  const live = jobs === 1;
+  let shown = '';
+  const show = (s) => (live ? process.stdout.write(s) : (shown += s));
+  show(`\n── ${name}\n`);
   const child = spawn(process.execPath, ['--import', 'tsx', file], {
     cwd: root,
-    env: { ROOTBOX_IMAGE_DIR: join(root, 'var', 'images'), ...process.env, NO_COLOR: '1', FORCE_COLOR: '0' },
+    env: {
+      ROOTBOX_IMAGE_DIR: join(root, 'var', 'images'),
+      ...process.env,
+      ...(isUnit(file) ? { ROOTBOX_TEST_RUNTIME: 'process' } : {}),
+      NO_COLOR: '1',
+      FORCE_COLOR: '0',
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
   child.stdout.on('data', (d) => {
     out += d;
-    process.stdout.write(d);
+    show(String(d));
   });
-  child.stderr.on('data', (d) => process.stderr.write(d));
+  child.stderr.on('data', (d) => (live ? process.stderr.write(d) : (shown += d)));
   const timer = setTimeout(() => {
-    process.stdout.write(`\n!! ${name} exceeded ${limitMs} ms; killing it\n`);
+    show(`\n!! ${name} exceeded ${limitMs} ms; killing it\n`);
     child.kill('SIGTERM');
     setTimeout(() => child.kill('SIGKILL'), 10_000).unref();
   }, limitMs);
@@ -67,13 +129,22 @@ for (const file of files) {
       failures.push(`${name} (exit ${code})`);
     }
   }
-  process.stdout.write(`   ${name}: ${((Date.now() - started) / 1000).toFixed(1)} s\n`);
+  show(`   ${name}: ${((Date.now() - started) / 1000).toFixed(1)} s\n`);
+  if (!live) process.stdout.write(shown);
 }
+
+const started = Date.now();
+const queue = [...files];
+await Promise.all(
+  Array.from({ length: Math.min(jobs, queue.length) }, async () => {
+    while (queue.length) await runFile(queue.shift());
+  }),
+);
 
 if (files.length === 0) {
   process.stdout.write('no test files matched\n');
   process.exitCode = 1;
 }
 if (failures.length) process.stdout.write(`\nfailed files:\n  ${failures.join('\n  ')}\n`);
-process.stdout.write(`\n${passed} passed, ${failed} failed${skipped ? `, ${skipped} skipped` : ''}\n`);
+process.stdout.write(`\n${passed} passed, ${failed} failed${skipped ? `, ${skipped} skipped` : ''} (${tier === 'all' ? 'all tiers' : tier === 'unit' ? 'fast tier' : 'container tests'}, ${((Date.now() - started) / 1000).toFixed(0)} s)\n`);
 if (failed > 0) process.exitCode = 1;

@@ -1,5 +1,5 @@
-// An account that used up its free grant and has no credit, against a real daemon with real
-// containers: POST /create answers 402 with the upgrade envelope and makes nothing (before, it
+// An account that used up its free grant and has no credit, against a real daemon (fast tier:
+// its servers are processes, see scripts/test.mjs): POST /create answers 402 with the upgrade envelope and makes nothing (before, it
 // made a server that was paused 48 h later); read endpoints answer the envelope with what they
 // would have answered beside it, so `suspended: true` of a suspended server is visible. Time is
 // moved by calling the daemon's billing pass with a chosen clock; SMS goes to a local Twilio.

@@ -1,17 +1,24 @@
 // Starts a real daemon (real LMDB, real TLS with its generated CA, real listeners) on free
-// loopback ports in a fresh data dir, and tears it all down again.
+// loopback ports in a fresh data dir, and tears it all down again. Its runtime is the real one
+// (runc containers, root) unless ROOTBOX_TEST_RUNTIME=process, which scripts/test.mjs sets for the
+// files of the fast tier: then servers are plain processes (procruntime.ts) and the daemon needs
+// neither root nor runc.
 
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadConfig, type Config } from '../../src/config/index.js';
 import { createLogger, type Logger } from '../../src/log/index.js';
-import { startDaemon, type Daemon } from '../../src/main.js';
+import { startDaemon, type Daemon, type RuntimeMaker } from '../../src/main.js';
+import { ContainerRuntime, type Runtime } from '../../src/runtime/index.js';
+import { ProcessRuntime } from './procruntime.js';
 import { run } from './run.js';
 
 export interface TestDaemon {
   cfg: Readonly<Config>;
-  daemon: Daemon;
+  /** Its runtime is a ContainerRuntime, or a ProcessRuntime in the fast tier (`containers` says which). */
+  daemon: Daemon<Runtime>;
+  containers: boolean;
   dataDir: string;
   http: number;
   https: number;
@@ -57,13 +64,15 @@ export async function startTestDaemon(overrides: Record<string, unknown> = {}, e
       runtime: { ...ownRuntime(), ...((overrides.runtime as object) ?? {}) },
     },
   });
-  let daemon: Daemon;
+  const containers = process.env.ROOTBOX_TEST_RUNTIME !== 'process';
+  const processes: RuntimeMaker<Runtime> = async (c) => ({ runtime: new ProcessRuntime({ dir: join(c.dataDir, 'processes') }) });
+  let daemon: Daemon<Runtime>;
   try {
-    daemon = await startDaemon(cfg, log);
+    daemon = containers ? await startDaemon(cfg, log) : await startDaemon(cfg, log, processes);
   } catch (e) {
     // a daemon that failed part-way may have made its network already
     const { bridge, nftTable } = cfg.runtime;
-    for (const args of [['nft', 'delete', 'table', 'inet', nftTable], ['nft', 'delete', 'table', 'bridge', nftTable], ['ip', 'link', 'del', bridge]]) await run(args[0], args.slice(1));
+    if (containers) for (const args of [['nft', 'delete', 'table', 'inet', nftTable], ['nft', 'delete', 'table', 'bridge', nftTable], ['ip', 'link', 'del', bridge]]) await run(args[0], args.slice(1));
     rmSync(dataDir, { recursive: true, force: true });
     throw e;
   }
@@ -72,6 +81,7 @@ export async function startTestDaemon(overrides: Record<string, unknown> = {}, e
   return {
     cfg,
     daemon,
+    containers,
     dataDir,
     http,
     https,
@@ -85,7 +95,7 @@ export async function startTestDaemon(overrides: Record<string, unknown> = {}, e
         await daemon.runtime.delete(s.id).catch((e) => console.error('test daemon cleanup: delete failed', s.id, e));
       }
       await daemon.stop();
-      await daemon.runtime.net.teardown().catch((e) => console.error('test daemon cleanup: network teardown failed', e));
+      if (daemon.runtime instanceof ContainerRuntime) await daemon.runtime.net.teardown().catch((e) => console.error('test daemon cleanup: network teardown failed', e));
       rmSync(dataDir, { recursive: true, force: true });
     },
   };

@@ -1,4 +1,4 @@
-// Fair shares of the exposed-port pool against a real daemon with real containers: each tier may
+// Fair shares of the exposed-port pool against a real daemon (fast tier: its servers are processes): each tier may
 // expose a configured number of ports per server and per account (403 `port_limit` with the
 // limit beyond), so one tenant can no longer take the whole pool from the others.
 import { test } from 'uvu';

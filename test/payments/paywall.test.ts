@@ -28,7 +28,8 @@ const AMOUNT = 100_000n;
 
 test.before(async () => {
   await fac.start();
-  const http = new HttpFacilitator({ url: fac.url, timeoutMs: 400, settleTimeoutMs: 400 });
+  // 1 s: the first verify checks a signature cold, which took over 400 ms with other test files running beside this one
+  const http = new HttpFacilitator({ url: fac.url, timeoutMs: 1000, settleTimeoutMs: 1000 });
   paywall = new Paywall({ net: NETWORKS.base, payTo: PAY_TO, maxTimeoutSeconds: 300, facilitator: http, store: store.payments, log });
   reconciler = new Reconciler({ facilitator: http, store: store.payments, log });
 });

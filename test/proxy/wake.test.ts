@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import WebSocket from 'ws';
 import type { Site } from '../../src/proxy/index.js';
 import { get, sitesOf, startEdge, testConfig, DOMAIN, type TestEdge } from './helpers.js';
-import { freePort, ProcessRuntime } from './procruntime.js';
+import { freePort, ProcessRuntime } from '../helpers/procruntime.js';
 
 const top = mkdtempSync(join(tmpdir(), 'rbx-wake-'));
 const rt = new ProcessRuntime();

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadConfig, type Config } from '../../../src/config/index.js';
 import { silentLogger } from '../../../src/log/index.js';
-import { buildImage, createRuntime, imageOptions, type ContainerRuntime } from '../../../src/runtime/index.js';
+import { buildImage, createRuntime, imageOptions, type ContainerRuntime, type Runtime } from '../../../src/runtime/index.js';
 import { openStore, type Store } from '../../../src/store/index.js';
 
 const repo = new URL('../../../', import.meta.url).pathname;
@@ -74,7 +74,7 @@ export async function startRuntime(tag: string, n: number, runtime: Record<strin
 }
 
 /** Output of a command run inside the server, or a thrown error with its stderr. */
-export async function sh(rt: ContainerRuntime, id: string, script: string, input?: string | Buffer): Promise<{ code: number | null; out: string; err: string }> {
+export async function sh(rt: Pick<Runtime, 'exec'>, id: string, script: string, input?: string | Buffer): Promise<{ code: number | null; out: string; err: string }> {
   const p = rt.exec(id, { argv: ['/bin/bash', '-c', script] });
   const out: Buffer[] = [];
   const err: Buffer[] = [];

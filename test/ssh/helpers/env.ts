@@ -7,12 +7,13 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Daemon } from '../../../src/main.js';
+import type { Runtime } from '../../../src/runtime/index.js';
 import { generateServerKeyPair } from '../../../src/ssh/index.js';
 import type { ServerRecord } from '../../../src/store/index.js';
 import { startTestDaemon } from '../../helpers/daemon.js';
 
 export interface SshTestDaemon {
-  daemon: Daemon;
+  daemon: Daemon<Runtime>;
   port: number;
   dataDir: string;
   logs: Record<string, unknown>[];
