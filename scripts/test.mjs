@@ -146,5 +146,7 @@ if (files.length === 0) {
   process.exitCode = 1;
 }
 if (failures.length) process.stdout.write(`\nfailed files:\n  ${failures.join('\n  ')}\n`);
-process.stdout.write(`\n${passed} passed, ${failed} failed${skipped ? `, ${skipped} skipped` : ''} (${tier === 'all' ? 'all tiers' : tier === 'unit' ? 'fast tier' : 'container tests'}, ${((Date.now() - started) / 1000).toFixed(0)} s)\n`);
+process.stdout.write(
+  `\n${passed} passed, ${failed} failed${skipped ? `, ${skipped} skipped` : ''} (${tier === 'all' ? 'all tiers' : tier === 'unit' ? 'fast tier' : 'container tests'}, ${((Date.now() - started) / 1000).toFixed(0)} s)\n`,
+);
 if (failed > 0) process.exitCode = 1;

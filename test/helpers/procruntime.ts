@@ -205,8 +205,17 @@ export class ProcessRuntime implements Runtime {
   execPty(id: string, opts: PtyOptions): PtyProcess {
     const { cwd, env } = this.where(this.running(id), opts);
     const pty = createRequire(import.meta.url)('node-pty') as typeof import('node-pty');
-    const p = pty.spawn(opts.argv[0], opts.argv.slice(1), { name: opts.term, cols: opts.cols, rows: opts.rows, cwd, env: { TERM: opts.term, ...env } as Record<string, string>, encoding: null });
-    const exited = new Promise<ExitInfo>((resolve) => p.onExit(({ exitCode, signal }) => resolve(signal ? { code: null, signal: signalName(signal) } : { code: exitCode, signal: null })));
+    const p = pty.spawn(opts.argv[0], opts.argv.slice(1), {
+      name: opts.term,
+      cols: opts.cols,
+      rows: opts.rows,
+      cwd,
+      env: { TERM: opts.term, ...env } as Record<string, string>,
+      encoding: null,
+    });
+    const exited = new Promise<ExitInfo>((resolve) =>
+      p.onExit(({ exitCode, signal }) => resolve(signal ? { code: null, signal: signalName(signal) } : { code: exitCode, signal: null })),
+    );
     return {
       onData: (fn) => void p.onData((d) => fn(Buffer.isBuffer(d) ? d : Buffer.from(d))),
       pause: () => p.pause(),
