@@ -131,7 +131,14 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
     {
       name: 'ports',
       start: () => {
-        d.ports = new TcpExposer({ host: '0.0.0.0', runtime: d.runtime, presence: d.presence, log: log.child({ part: 'expose' }), onEgress: d.billing.egress });
+        d.ports = new TcpExposer({
+          host: '0.0.0.0',
+          runtime: d.runtime,
+          presence: d.presence,
+          log: log.child({ part: 'expose' }),
+          onEgress: d.billing.egress,
+          suspended: (id) => d.store.servers.get(id)?.suspended === true,
+        });
       },
       stop: () => d.ports.closeAll(),
     },

@@ -26,7 +26,9 @@ export async function ask(dataDir: string, method: string, path: string, body?: 
 /** The body of a 200 answer; any other answer becomes the daemon's error. */
 export function ok<T = Record<string, unknown>>(a: AdminAnswer): T {
   if (a.status === 200) return a.body as T;
-  throw AppError.of(isErrorCode(a.body.error) ? a.body.error : 'admin_failed', String(a.body.detail ?? `the daemon answered ${a.status}`));
+  const rid = typeof a.body.request_id === 'string' ? a.body.request_id : undefined;
+  const detail = String(a.body.detail ?? `the daemon answered ${a.status}`) + (a.status >= 500 && rid ? ` (the daemon's log says why: journalctl -u rootbox | grep ${rid})` : '');
+  throw AppError.of(isErrorCode(a.body.error) ? a.body.error : 'admin_failed', detail);
 }
 
 export function needDaemon(dataDir: string, what: string): never {

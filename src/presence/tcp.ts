@@ -19,6 +19,8 @@ export interface TcpExposerDeps {
   log: Logger;
   /** Called with bytes sent from the container to the outside. */
   onEgress?(serverId: string, bytes: number): void;
+  /** A suspended server (out of credit, or by the operator) is not woken: connections are closed. */
+  suspended?(serverId: string): boolean;
   connectTimeoutMs?: number;
 }
 
@@ -46,6 +48,7 @@ export class TcpExposer {
   }
 
   private async pipe(client: Socket, serverId: string, containerPort: number, sockets: Set<Socket>): Promise<void> {
+    if (this.d.suspended?.(serverId)) return void client.destroy();
     sockets.add(client);
     const release = this.d.presence.hold(serverId);
     let upstream: Socket | undefined;

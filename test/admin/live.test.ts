@@ -5,6 +5,7 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { rmSync } from 'node:fs';
+import { connect } from 'node:net';
 import { join } from 'node:path';
 import { createLogger } from '../../src/log/index.js';
 import { startDaemon, type Daemon } from '../../src/main.js';
@@ -19,7 +20,8 @@ let stopped = false;
 
 test.before(async () => {
   ensureBuilt();
-  d = await startTestDaemon({ publicIp: '127.0.0.1', hosting: { anonServersPerIp: 20, rateLimit: { createsPerIpPerHour: 1000 } } });
+  const pool = 26200 + (process.pid % 50) * 4;
+  d = await startTestDaemon({ publicIp: '127.0.0.1', hosting: { anonServersPerIp: 20, portPool: `${pool}-${pool + 3}`, rateLimit: { createsPerIpPerHour: 1000 } } });
 });
 test.after(async () => {
   if (!stopped) return d?.stop();
@@ -119,6 +121,23 @@ test('servers suspend stops the server and its subdomain answers 402; start is r
   assert.is(await runcStatus(s.id), 'running');
   assert.is((await visit(s.slug)).status, 200);
   assert.is((await call(d.http, 'GET', `/servers/${s.id}`, { key: s.key })).body.flag, null);
+});
+
+test('a connection to an exposed port of a suspended server is closed and does not start it', async () => {
+  const s = await create();
+  const ex = await call(d.http, 'POST', '/expose', { key: s.key, body: { server: s.id, port: 8080 } });
+  assert.is(ex.status, 200, JSON.stringify(ex.body));
+  const port = Number(String(ex.body.public).split(':').pop());
+  assert.is((await cli('servers', 'suspend', s.id)).code, 0);
+  const closed = await new Promise<boolean>((resolve) => {
+    const c = connect({ host: '127.0.0.1', port });
+    c.on('error', () => {});
+    c.on('close', () => resolve(true));
+    setTimeout(() => resolve(false), 30_000).unref();
+  });
+  assert.ok(closed, 'the connection is closed');
+  assert.is(await runcStatus(s.id), undefined, 'still stopped');
+  assert.is(d.daemon.runtime.get(s.id)?.state, 'sleeping');
 });
 
 test('servers stop puts the server to sleep and servers start wakes it', async () => {
