@@ -49,7 +49,11 @@ export async function accountsCommand(cfg: Readonly<Config>, sub: string | undef
       body = await withStore(cfg, io, (v) => {
         const acc = findAccount(v.store, cfg.domain, args[0]);
         if (!acc) throw AppError.of('unknown_target', `no account ${args[0].slice(0, 80)}`);
-        return { account: accountView(v, acc), servers: v.store.servers.listByAccount(acc.id).map((s) => serverView(v, s)), ledger: ledgerView(v.store, acc.id) };
+        return {
+          account: accountView(v, acc),
+          servers: v.store.servers.listByAccount(acc.id).map((s) => serverView(v, s)),
+          ledger: ledgerView(v.store, acc.id),
+        };
       });
     }
     emit(body, () => block(body));

@@ -27,7 +27,9 @@ export async function ask(dataDir: string, method: string, path: string, body?: 
 export function ok<T = Record<string, unknown>>(a: AdminAnswer): T {
   if (a.status === 200) return a.body as T;
   const rid = typeof a.body.request_id === 'string' ? a.body.request_id : undefined;
-  const detail = String(a.body.detail ?? `the daemon answered ${a.status}`) + (a.status >= 500 && rid ? ` (the daemon's log says why: journalctl -u rootbox | grep ${rid})` : '');
+  const detail =
+    String(a.body.detail ?? `the daemon answered ${a.status}`) +
+    (a.status >= 500 && rid ? ` (the daemon's log says why: journalctl -u rootbox | grep ${rid})` : '');
   throw AppError.of(isErrorCode(a.body.error) ? a.body.error : 'admin_failed', detail);
 }
 
@@ -50,7 +52,8 @@ export const OFFLINE_NOTE = 'rootbox: the daemon is not running; read from the s
 /** Runs fn over the store of a stopped daemon (views without a live part), after saying so on
  *  stderr (stdout stays the answer, JSON with --json). */
 export async function withStore<T>(cfg: Readonly<Config>, io: { err(text: string): void }, fn: (v: ViewDeps) => T): Promise<T> {
-  if (!existsSync(join(cfg.dataDir, 'db', 'data.mdb'))) throw AppError.of('no_store', `there is no store in ${cfg.dataDir} (is this the daemon's data dir? set ROOTBOX_DATA_DIR or --config)`);
+  if (!existsSync(join(cfg.dataDir, 'db', 'data.mdb')))
+    throw AppError.of('no_store', `there is no store in ${cfg.dataDir} (is this the daemon's data dir? set ROOTBOX_DATA_DIR or --config)`);
   let store;
   try {
     store = openStore(cfg.dataDir);

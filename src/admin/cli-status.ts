@@ -37,17 +37,31 @@ function human(s: StatusView): string {
     out.push(`  parts up: ${parts.join('; ')}`);
   } else out.push(`daemon: not running (${dmn.detail})`);
   const st = s.store;
-  out.push(`store: ${st.path}, schema ${st.schema_version} (this rootbox: ${st.schema_version_of_this_build}), ${bytes(st.bytes)}, ${st.accounts} accounts, ${st.servers} servers, ${st.feedback} feedback`);
-  const by = Object.entries(s.servers.by_state).map(([k, v]) => `${k} ${v}`).join(', ');
+  out.push(
+    `store: ${st.path}, schema ${st.schema_version} (this rootbox: ${st.schema_version_of_this_build}), ${bytes(st.bytes)}, ${st.accounts} accounts, ${st.servers} servers, ${st.feedback} feedback`,
+  );
+  const by = Object.entries(s.servers.by_state)
+    .map(([k, v]) => `${k} ${v}`)
+    .join(', ');
   out.push(`servers: ${s.servers.total}${by ? ` (${by})` : ''}; suspended ${s.servers.suspended}; never_sleep ${s.servers.never_sleep}`);
   const h = s.host;
-  out.push(`memory: ${bytes(h.memory.available_bytes)} available of ${bytes(h.memory.total_bytes)}; running servers may use up to ${bytes(s.servers.memory_ceiling_running_bytes)} (headroom ${bytes(h.memory_headroom_bytes)})`);
-  out.push(`disk: ${bytes(h.disk.free_bytes)} free of ${bytes(h.disk.total_bytes)} at ${h.disk.path}; server disks take ${bytes(s.servers.disk_allocated_bytes)} of ${bytes(s.servers.disk_ceiling_bytes)} allowed`);
+  out.push(
+    `memory: ${bytes(h.memory.available_bytes)} available of ${bytes(h.memory.total_bytes)}; running servers may use up to ${bytes(s.servers.memory_ceiling_running_bytes)} (headroom ${bytes(h.memory_headroom_bytes)})`,
+  );
+  out.push(
+    `disk: ${bytes(h.disk.free_bytes)} free of ${bytes(h.disk.total_bytes)} at ${h.disk.path}; server disks take ${bytes(s.servers.disk_allocated_bytes)} of ${bytes(s.servers.disk_ceiling_bytes)} allowed`,
+  );
   const c = s.certificate;
-  out.push(c.error ? `certificate: ${c.file}: ${c.error}` : `certificate: ${c.source} ${c.file}, ${c.names?.join(' ')}, expires ${c.not_after} (${c.days_left} days)`);
+  out.push(
+    c.error ? `certificate: ${c.file}: ${c.error}` : `certificate: ${c.source} ${c.file}, ${c.names?.join(' ')}, expires ${c.not_after} (${c.days_left} days)`,
+  );
   const cf = s.config;
-  out.push(`payments (x402): ${cf.payments.configured ? `configured, ${cf.payments.network}, pay to ${cf.payments.pay_to}` : 'not configured (verify.x402.payTo)'}`);
-  out.push(`llm: ${cf.llm.configured ? `configured, models ${cf.llm.models.join(', ')}, api key ${cf.llm.api_key_set ? 'set' : 'not set'}` : 'not configured (verify.llm.baseUrl and models)'}`);
+  out.push(
+    `payments (x402): ${cf.payments.configured ? `configured, ${cf.payments.network}, pay to ${cf.payments.pay_to}` : 'not configured (verify.x402.payTo)'}`,
+  );
+  out.push(
+    `llm: ${cf.llm.configured ? `configured, models ${cf.llm.models.join(', ')}, api key ${cf.llm.api_key_set ? 'set' : 'not set'}` : 'not configured (verify.llm.baseUrl and models)'}`,
+  );
   out.push(`sms: ${cf.sms.provider}${cf.sms.configured ? '' : ' (not configured: Twilio account SID, auth token and sender)'}`);
   return out.join('\n');
 }
@@ -63,7 +77,11 @@ export async function statusCommand(cfg: Readonly<Config>, flags: CliFlags, io: 
   return 0;
 }
 
-const recordsLine = (r: Record<string, number>) => ['accounts', 'servers', 'ledger', 'feedback', 'payments'].filter((k) => k in r).map((k) => `${r[k]} ${k}`).join(', ');
+const recordsLine = (r: Record<string, number>) =>
+  ['accounts', 'servers', 'ledger', 'feedback', 'payments']
+    .filter((k) => k in r)
+    .map((k) => `${r[k]} ${k}`)
+    .join(', ');
 
 export async function backupCommand(cfg: Readonly<Config>, file: string, flags: CliFlags, io: CliOut): Promise<number> {
   const started = Date.now();
@@ -89,11 +107,18 @@ export async function restoreCommand(cfg: Readonly<Config>, file: string, flags:
   const r = await restoreStore(dir, file);
   const notes: string[] = [];
   if (r.keptAs) notes.push(`the store that was there is kept as ${r.keptAs}`);
-  if (r.schemaVersion < SCHEMA_VERSION) notes.push(`its schema ${r.schemaVersion} is older than this rootbox's ${SCHEMA_VERSION}: the daemon migrates it when it starts`);
+  if (r.schemaVersion < SCHEMA_VERSION)
+    notes.push(`its schema ${r.schemaVersion} is older than this rootbox's ${SCHEMA_VERSION}: the daemon migrates it when it starts`);
   if (!existsSync(join(dir, 'secrets', 'host.key'))) {
-    notes.push(`${join(dir, 'secrets', 'host.key')} is missing: copy it from the old host, or api keys cannot be handed back at phone login (they still authenticate)`);
+    notes.push(
+      `${join(dir, 'secrets', 'host.key')} is missing: copy it from the old host, or api keys cannot be handed back at phone login (they still authenticate)`,
+    );
   }
   const body = { ok: true, data_dir: dir, schema_version: r.schemaVersion, records: r.records, kept_as: r.keptAs ?? null, notes };
-  io.out(flags.json ? JSON.stringify(body, null, 2) : [`restored ${file} into ${join(dir, 'db')}: schema ${r.schemaVersion}, ${recordsLine(r.records)}`, ...notes].join('\n'));
+  io.out(
+    flags.json
+      ? JSON.stringify(body, null, 2)
+      : [`restored ${file} into ${join(dir, 'db')}: schema ${r.schemaVersion}, ${recordsLine(r.records)}`, ...notes].join('\n'),
+  );
   return 0;
 }

@@ -13,7 +13,13 @@ export function callAdmin(dataDir: string, method: string, path: string, body?: 
   const data = body === undefined ? undefined : JSON.stringify(body);
   return new Promise((resolve, reject) => {
     const req = request(
-      { socketPath: adminSocketPath(dataDir), method, path, headers: { host: 'admin', ...(data ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(data) } : {}) }, timeout: timeoutMs },
+      {
+        socketPath: adminSocketPath(dataDir),
+        method,
+        path,
+        headers: { host: 'admin', ...(data ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(data) } : {}) },
+        timeout: timeoutMs,
+      },
       (res) => {
         let text = '';
         res.setEncoding('utf8');

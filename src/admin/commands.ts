@@ -25,6 +25,10 @@ export async function creditCommand(dataDir: string, target: string, usd: string
     return adminCreditOffline(dataDir, target, usd, source);
   }
   const b = ok<Credited>(a);
-  const servers = b.servers.map((s) => `  ${s.id}: ${Math.round(s.memory_bytes / MiB)} MiB RAM, ${Math.round(s.disk_bytes / MiB)} MiB disk${s.suspended ? ', suspended' : ''}`);
-  return [`credited $${b.usd} to ${b.account}; balance now $${b.balance_usd}; tier ${b.tier}`, ...(servers.length ? ['ceilings now:', ...servers] : [])].join('\n');
+  const servers = b.servers.map(
+    (s) => `  ${s.id}: ${Math.round(s.memory_bytes / MiB)} MiB RAM, ${Math.round(s.disk_bytes / MiB)} MiB disk${s.suspended ? ', suspended' : ''}`,
+  );
+  return [`credited $${b.usd} to ${b.account}; balance now $${b.balance_usd}; tier ${b.tier}`, ...(servers.length ? ['ceilings now:', ...servers] : [])].join(
+    '\n',
+  );
 }

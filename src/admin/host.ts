@@ -53,7 +53,10 @@ export function certificateFacts(cfg: Pick<Config, 'dataDir' | 'https'>, now = D
       source,
       file,
       subject: cert.subject.replace(/\n/g, ', '),
-      names: (cert.subjectAltName ?? '').split(', ').filter(Boolean).map((n) => n.replace(/^DNS:/, '')),
+      names: (cert.subjectAltName ?? '')
+        .split(', ')
+        .filter(Boolean)
+        .map((n) => n.replace(/^DNS:/, '')),
       not_after: until.toISOString(),
       days_left: Math.floor((until.getTime() - now) / 86_400_000),
     };

@@ -117,7 +117,11 @@ function accountRoutes(a: AdminActions, d: AdminDeps): Route[] {
         const acc = a.account(params.ref);
         return {
           status: 200,
-          body: { account: accountView(a.views, acc), servers: d.store.servers.listByAccount(acc.id).map((s) => serverView(a.views, s)), ledger: ledgerView(d.store, acc.id) },
+          body: {
+            account: accountView(a.views, acc),
+            servers: d.store.servers.listByAccount(acc.id).map((s) => serverView(a.views, s)),
+            ledger: ledgerView(d.store, acc.id),
+          },
         };
       },
     }),
@@ -191,20 +195,23 @@ export function adminRouter(d: AdminDeps): Router {
       responses: { 200: { description: 'Status' } },
       handler: () => ({
         status: 200,
-        body: statusView({ ...a.views, cfg: d.cfg }, {
-          running: true,
-          pid: process.pid,
-          node: process.version,
-          uptime_s: Math.round((Date.now() - started) / 1000),
-          parts: {
-            store: { up: true },
-            runtime: { up: true },
-            billing: { up: true, meter_interval_ms: d.cfg.billing.meterInterval },
-            edge: { up: true, http_port: d.edge.ports.http, https_port: d.edge.ports.https },
-            ssh: { up: true, port: d.ssh.port },
-            admin: { up: true, socket: adminSocketPath(d.cfg.dataDir) },
+        body: statusView(
+          { ...a.views, cfg: d.cfg },
+          {
+            running: true,
+            pid: process.pid,
+            node: process.version,
+            uptime_s: Math.round((Date.now() - started) / 1000),
+            parts: {
+              store: { up: true },
+              runtime: { up: true },
+              billing: { up: true, meter_interval_ms: d.cfg.billing.meterInterval },
+              edge: { up: true, http_port: d.edge.ports.http, https_port: d.edge.ports.https },
+              ssh: { up: true, port: d.ssh.port },
+              admin: { up: true, socket: adminSocketPath(d.cfg.dataDir) },
+            },
           },
-        }),
+        ),
       }),
     }),
     ...serverRoutes(a),

@@ -47,7 +47,10 @@ async function clearStale(path: string): Promise<void> {
 export async function listenAdmin(dataDir: string, router: Router, log: Logger): Promise<AdminListener> {
   const path = adminSocketPath(dataDir);
   if (Buffer.byteLength(path) > SUN_PATH_MAX) {
-    log.warn('admin channel off: the data dir path is too long for a unix socket; `rootbox admin` commands write to the store and the daemon applies them at its next billing pass', { path });
+    log.warn(
+      'admin channel off: the data dir path is too long for a unix socket; `rootbox admin` commands write to the store and the daemon applies them at its next billing pass',
+      { path },
+    );
     return { close: async () => {} };
   }
   await clearStale(path);

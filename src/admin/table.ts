@@ -4,7 +4,11 @@
 export function table(headers: string[], rows: (string | number | null | undefined)[][]): string {
   const cells = rows.map((r) => r.map((c) => (c === null || c === undefined ? '-' : String(c))));
   const widths = headers.map((h, i) => Math.max(h.length, ...cells.map((r) => r[i]?.length ?? 0)));
-  const line = (r: string[]) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]))).join('  ').trimEnd();
+  const line = (r: string[]) =>
+    r
+      .map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i])))
+      .join('  ')
+      .trimEnd();
   return [line(headers), ...cells.map(line)].join('\n');
 }
 
@@ -27,7 +31,13 @@ export function block(obj: Record<string, unknown>, indent = ''): string {
     if (v !== null && typeof v === 'object' && !Array.isArray(v)) {
       out.push(`${indent}${k}:`, block(v as Record<string, unknown>, indent + '  '));
     } else {
-      const text = Array.isArray(v) ? (v.length ? v.map((x) => (typeof x === 'object' ? JSON.stringify(x) : String(x))).join(', ') : '-') : v === null || v === undefined ? '-' : String(v);
+      const text = Array.isArray(v)
+        ? v.length
+          ? v.map((x) => (typeof x === 'object' ? JSON.stringify(x) : String(x))).join(', ')
+          : '-'
+        : v === null || v === undefined
+          ? '-'
+          : String(v);
       out.push(`${indent}${k}: ${text}`);
     }
   }

@@ -76,7 +76,9 @@ export function serverView(d: ViewDeps, rec: ServerRecord) {
 
 function grantOf(cfg: Config['billing']) {
   return (a: AccountRecord) =>
-    a.phone ? { ramGbHours: cfg.verifiedGrantRamGbHours, egressGb: cfg.verifiedGrantEgressGb } : { ramGbHours: cfg.grantRamGbHours, egressGb: cfg.grantEgressGb };
+    a.phone
+      ? { ramGbHours: cfg.verifiedGrantRamGbHours, egressGb: cfg.verifiedGrantEgressGb }
+      : { ramGbHours: cfg.grantRamGbHours, egressGb: cfg.grantEgressGb };
 }
 
 export function accountView(d: ViewDeps, a: AccountRecord) {

@@ -9,7 +9,24 @@
 // it), then swaps it in with two renames, keeping the old db as db.before-restore-<time>. Whether
 // a daemon runs is the caller's check, with holders() here for processes that map the store.
 
-import { chmodSync, closeSync, copyFileSync, existsSync, fstatSync, fsyncSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, readSync, realpathSync, renameSync, rmSync, statSync } from 'node:fs';
+import {
+  chmodSync,
+  closeSync,
+  copyFileSync,
+  existsSync,
+  fstatSync,
+  fsyncSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  readSync,
+  realpathSync,
+  renameSync,
+  rmSync,
+  statSync,
+} from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import { open } from 'lmdb';
 import { AppError } from '../errors.js';
@@ -49,17 +66,25 @@ export function checkDataFile(file: string, what: string): void {
     const size = fstatSync(fd).size;
     const head = Buffer.alloc(4096);
     const n = readSync(fd, head, 0, head.length, 0);
-    const meta = (b: Buffer) => ({ magic: b.readUInt32LE(24), version: b.readUInt32LE(28), psize: b.readUInt32LE(48), lastPg: Number(b.readBigUInt64LE(144)), txnid: b.readBigUInt64LE(152) });
+    const meta = (b: Buffer) => ({
+      magic: b.readUInt32LE(24),
+      version: b.readUInt32LE(28),
+      psize: b.readUInt32LE(48),
+      lastPg: Number(b.readBigUInt64LE(144)),
+      txnid: b.readBigUInt64LE(152),
+    });
     const first = n >= 160 ? meta(head) : undefined;
     if (!first || first.magic !== 0xbeefc0de) throw AppError.of('not_a_backup', `${what} is not an LMDB database (no LMDB meta page at its start)`);
     if (first.version !== 2) throw AppError.of('not_a_backup', `${what} is an LMDB file of data version ${first.version}; this rootbox reads version 2`);
     const psize = first.psize;
-    if (psize < 512 || psize > 65536 || (psize & (psize - 1)) !== 0 || size < 2 * psize) throw AppError.of('not_a_backup', `${what} is not a whole LMDB database (bad page size or shorter than its two meta pages)`);
+    if (psize < 512 || psize > 65536 || (psize & (psize - 1)) !== 0 || size < 2 * psize)
+      throw AppError.of('not_a_backup', `${what} is not a whole LMDB database (bad page size or shorter than its two meta pages)`);
     const page1 = Buffer.alloc(160);
     readSync(fd, page1, 0, 160, psize);
     const second = meta(page1);
     const newest = second.magic === 0xbeefc0de && second.txnid > first.txnid ? second : first;
-    if ((newest.lastPg + 1) * psize > size) throw AppError.of('not_a_backup', `${what} is cut short: ${size} bytes, its last page ends at ${(newest.lastPg + 1) * psize}`);
+    if ((newest.lastPg + 1) * psize > size)
+      throw AppError.of('not_a_backup', `${what} is cut short: ${size} bytes, its last page ends at ${(newest.lastPg + 1) * psize}`);
   } finally {
     closeSync(fd);
   }

@@ -47,7 +47,14 @@ function feedback(from: string, message: string): Promise<number> {
   const data = JSON.stringify({ message });
   return new Promise((resolve, reject) => {
     const req = request(
-      { host: '127.0.0.1', port: d.http, localAddress: from, method: 'POST', path: '/feedback', headers: { host: 'api.localhost', 'content-type': 'application/json', 'content-length': Buffer.byteLength(data) } },
+      {
+        host: '127.0.0.1',
+        port: d.http,
+        localAddress: from,
+        method: 'POST',
+        path: '/feedback',
+        headers: { host: 'api.localhost', 'content-type': 'application/json', 'content-length': Buffer.byteLength(data) },
+      },
       (res) => {
         res.resume();
         res.on('end', () => resolve(res.statusCode!));
@@ -102,7 +109,10 @@ test('a backup taken under load holds every write acknowledged before it began, 
   assert.is(made.file, file);
   assert.is(made.schema_version, SCHEMA_VERSION);
   assert.is(statSync(file).mode & 0o777, 0o600, 'the backup is root only');
-  assert.ok(after.credits + after.notes > before.credits + before.notes, `the daemon kept acknowledging writes while the backup ran: ${JSON.stringify({ before, after })}`);
+  assert.ok(
+    after.credits + after.notes > before.credits + before.notes,
+    `the daemon kept acknowledging writes while the backup ran: ${JSON.stringify({ before, after })}`,
+  );
 
   const fresh = scratch();
   const r = await cli(fresh, 'restore', file, '--json');
@@ -119,7 +129,10 @@ test('a backup taken under load holds every write acknowledged before it began, 
   const balance = Math.round(store.accounts.get(account)!.balanceUsd * 100);
   assert.is(balance, credited.held, 'the balance agrees with the ledger of the same snapshot');
 
-  console.log(`  backup under load: ${made.ms} ms, ${made.bytes} bytes; credits acknowledged ${before.credits} before / ${after.credits} after the CLI ran, ${credited.held} in the backup; feedback ${before.notes} / ${after.notes}, in it:`, prefix(notes, new Set(store.feedback.list(100_000).map((f) => f.message))).held);
+  console.log(
+    `  backup under load: ${made.ms} ms, ${made.bytes} bytes; credits acknowledged ${before.credits} before / ${after.credits} after the CLI ran, ${credited.held} in the backup; feedback ${before.notes} / ${after.notes}, in it:`,
+    prefix(notes, new Set(store.feedback.list(100_000).map((f) => f.message))).held,
+  );
   const stored = prefix(notes, new Set(store.feedback.list(100_000).map((f) => f.message)));
   assert.ok(stored.held >= before.notes, `feedback acknowledged before the backup: ${before.notes}, in it: ${stored.held}`);
   assert.ok(stored.unbroken, 'feedback forms an unbroken prefix');
@@ -135,7 +148,10 @@ test('restore refuses while a daemon answers on the admin socket or another proc
   const busy = await cli(d.dataDir, 'restore', file);
   assert.is(busy.code, 1);
   assert.match(busy.stderr, /a daemon answers on .*admin\.sock; stop it first/);
-  assert.not.ok(readdirSync(d.dataDir).some((n) => n.startsWith('db.')), 'no db.before-restore-* and no staging left');
+  assert.not.ok(
+    readdirSync(d.dataDir).some((n) => n.startsWith('db.')),
+    'no db.before-restore-* and no staging left',
+  );
 
   const other = scratch();
   const held = openStore(other); // this test process holds the store, as a daemon without its socket would

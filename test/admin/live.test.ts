@@ -21,7 +21,10 @@ let stopped = false;
 test.before(async () => {
   ensureBuilt();
   const pool = 26200 + (process.pid % 50) * 4;
-  d = await startTestDaemon({ publicIp: '127.0.0.1', hosting: { anonServersPerIp: 20, portPool: `${pool}-${pool + 3}`, rateLimit: { createsPerIpPerHour: 1000 } } });
+  d = await startTestDaemon({
+    publicIp: '127.0.0.1',
+    hosting: { anonServersPerIp: 20, portPool: `${pool}-${pool + 3}`, rateLimit: { createsPerIpPerHour: 1000 } },
+  });
 });
 test.after(async () => {
   if (!stopped) return d?.stop();
@@ -82,7 +85,7 @@ test('servers list --json lists a new server running with its account, tier and 
   assert.is(shown.account.id, mine.account);
 });
 
-test('accounts credit raises a running server\'s cgroup memory limit at once', async () => {
+test("accounts credit raises a running server's cgroup memory limit at once", async () => {
   const s = await create();
   assert.is(cgroupMemoryLimit(s.id), 256 * MiB);
   const r = await cli('accounts', 'credit', s.id, '5');
@@ -181,7 +184,7 @@ test('servers delete asks for --yes, then removes the server and its container',
   assert.match(gone.stderr, new RegExp(`no server ${s.id}`));
 });
 
-test('status --json shows the daemon\'s process.version, its parts, servers by state, host headroom, the certificate and what is configured', async () => {
+test("status --json shows the daemon's process.version, its parts, servers by state, host headroom, the certificate and what is configured", async () => {
   const st = await json('status');
   assert.is(st.daemon.running, true);
   assert.is(st.daemon.node, process.version);
@@ -218,7 +221,11 @@ test('with the daemon stopped, list, show and status read the store; commands th
   const st = await json('status');
   assert.is(st.daemon.running, false);
   assert.is(st.servers.total, list.stdout.match(/"id": "srv_/g)!.length);
-  for (const args of [['servers', 'suspend', s.id], ['servers', 'stop', s.id], ['accounts', 'rotate-key', mine.account]]) {
+  for (const args of [
+    ['servers', 'suspend', s.id],
+    ['servers', 'stop', s.id],
+    ['accounts', 'rotate-key', mine.account],
+  ]) {
     const r = await cli(...args);
     assert.is(r.code, 1, args.join(' '));
     assert.match(r.stderr, /no daemon answers on .*admin\.sock; `rootbox .*` acts on running servers/);

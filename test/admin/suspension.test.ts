@@ -21,18 +21,40 @@ test('credit after billing suspended an account starts its servers again but not
     const calls: string[] = [];
     const billing = new Billing({
       cfg: {
-        ramUsdPerGbHour: 0.005, diskUsdPerGbMonth: 0.25, egressUsdPerGb: 0.05,
-        grantRamGbHours: 10, grantEgressGb: 1, verifiedGrantRamGbHours: 100, verifiedGrantEgressGb: 10,
-        meterInterval: 60_000, suspendAfter: 48 * HOUR, maxRechargeUsd: 100,
+        ramUsdPerGbHour: 0.005,
+        diskUsdPerGbMonth: 0.25,
+        egressUsdPerGb: 0.05,
+        grantRamGbHours: 10,
+        grantEgressGb: 1,
+        verifiedGrantRamGbHours: 100,
+        verifiedGrantEgressGb: 10,
+        meterInterval: 60_000,
+        suspendAfter: 48 * HOUR,
+        maxRechargeUsd: 100,
       },
       store,
       log: silentLogger,
       runtime: { stop: async (id) => void calls.push(`stop ${id}`), start: async (id) => void calls.push(`start ${id}`) },
-      usage: async (id) => (id === 'srv_run' ? { awake: true, memoryBytes: 2 * GB, diskUsedBytes: 0, egressBytes: 0 } : { awake: false, memoryBytes: 0, diskUsedBytes: 0, egressBytes: 0 }),
+      usage: async (id) =>
+        id === 'srv_run'
+          ? { awake: true, memoryBytes: 2 * GB, diskUsedBytes: 0, egressBytes: 0 }
+          : { awake: false, memoryBytes: 0, diskUsedBytes: 0, egressBytes: 0 },
     });
     store.accounts.insert({ id: 'acc_x', keyHash: 'a'.repeat(64), keyEnc: '', phone: null, createdIp: '192.0.2.1', createdAt: 0, balanceUsd: 0 });
     for (const id of ['srv_run', 'srv_op']) {
-      store.servers.insert({ id, accountId: 'acc_x', slug: id.replace('_', '-'), sshPublicKey: '', keyFingerprint: id, memoryBytes: GB, diskBytes: GB, neverSleep: false, suspended: false, flag: null, createdAt: 0 });
+      store.servers.insert({
+        id,
+        accountId: 'acc_x',
+        slug: id.replace('_', '-'),
+        sshPublicKey: '',
+        keyFingerprint: id,
+        memoryBytes: GB,
+        diskBytes: GB,
+        neverSleep: false,
+        suspended: false,
+        flag: null,
+        createdAt: 0,
+      });
     }
     store.servers.update('srv_op', () => ({ suspended: true, flag: OPERATOR_SUSPENDED }));
     const t0 = 1_000_000_000_000;
