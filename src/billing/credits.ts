@@ -30,19 +30,44 @@ export function isExhausted(c: Credits): boolean {
   return (c.ram_gb_hours_left <= 0 || c.egress_gb_left <= 0) && c.balance_usd <= 0;
 }
 
-export function upgradeEnvelope(baseUrl: string, suspendAfterMs: number) {
-  const hours = Math.round(suspendAfterMs / 3_600_000);
+/** Where an exhausted account stands, for the envelope's message. */
+export interface EnvelopeFacts {
+  /** Billing's clock: now, as of its latest pass. */
+  now: number;
+  /** When its servers are paused: first seen exhausted + suspendAfter (undefined: not seen by a pass yet). */
+  pausesAt?: number;
+  suspendAfterMs: number;
+  /** Its servers are paused already. */
+  paused: boolean;
+  /** Its phone is verified (verifying one is no way out then). */
+  verified: boolean;
+}
+
+/** "48h", "3h", "25 min": a time left, rounded to hours from one hour on. */
+function timeLeft(ms: number): string {
+  return ms >= 3_600_000 ? `${Math.round(ms / 3_600_000)}h` : `${Math.max(1, Math.ceil(ms / 60_000))} min`;
+}
+
+export function upgradeEnvelope(baseUrl: string, f: EnvelopeFacts) {
+  const recharge = `${baseUrl}/account/recharge`;
+  const ways = `add credit (POST ${recharge})${f.verified ? '' : ' or verify a phone'}`;
+  const left = (f.pausesAt ?? f.now + f.suspendAfterMs) - f.now;
+  const what = f.paused
+    ? `Your servers are paused; ${ways} to start them again.`
+    : left > 0
+      ? `Your servers will be paused in ${timeLeft(left)} unless you ${ways}.`
+      : `Your servers will be paused within a minute unless you ${ways}.`;
   return {
     upgrade_required: true as const,
     reason: 'free_tier_exceeded' as const,
-    upgrade_url: `${baseUrl}/account/recharge`,
-    message: `Your free grant is used up and your balance is empty. Your servers will be paused in ${hours}h unless you add credit (POST ${baseUrl}/account/recharge) or verify a phone.`,
+    upgrade_url: recharge,
+    message: `Your free grant is used up and your balance is empty. ${what}`,
   };
 }
 
 /** The 402 a read endpoint answers with while the account is exhausted; `more` adds what the
  *  endpoint would have answered (e.g. the server and its `suspended` flag) beside the envelope. */
-export function envelopeError(baseUrl: string, suspendAfterMs: number, more: Record<string, unknown> = {}): AppError {
-  const env = upgradeEnvelope(baseUrl, suspendAfterMs);
+export function envelopeError(baseUrl: string, facts: EnvelopeFacts, more: Record<string, unknown> = {}): AppError {
+  const env = upgradeEnvelope(baseUrl, facts);
   return AppError.of('free_tier_exceeded', env.message, { extra: { ...more, ...env } });
 }

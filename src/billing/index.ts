@@ -62,6 +62,8 @@ export class Billing {
   private timer?: NodeJS.Timeout;
   private running?: Promise<void>;
   private readonly now: () => number;
+  /** The clock of the latest pass (tests drive passes with a clock of their own). */
+  private lastPass?: number;
 
   constructor(private readonly d: BillingDeps) {
     this.now = d.now ?? Date.now;
@@ -88,7 +90,17 @@ export class Billing {
   /** Throws the 402 upgrade envelope when the account has run out (read endpoints, POST
    *  /create); `more` is answered beside the envelope (see envelopeError). */
   assertNotExhausted(a: AccountRecord, baseUrl: string, more?: Record<string, unknown>): void {
-    if (isExhausted(this.credits(a))) throw envelopeError(baseUrl, this.d.cfg.suspendAfter, more);
+    if (!isExhausted(this.credits(a))) return;
+    const state = this.d.store.billing.stateOf(a.id);
+    const suspendAfterMs = this.d.cfg.suspendAfter;
+    const facts = {
+      now: this.lastPass ?? this.now(),
+      pausesAt: state.exhaustedAt === undefined ? undefined : state.exhaustedAt + suspendAfterMs,
+      suspendAfterMs,
+      paused: state.suspended === true,
+      verified: Boolean((this.d.store.accounts.get(a.id) ?? a).phone),
+    };
+    throw envelopeError(baseUrl, facts, more);
   }
 
   private enforce(now: number): Promise<void> {
@@ -97,6 +109,7 @@ export class Billing {
 
   /** One metering and enforcement pass at `now` (tests call it with a controlled clock). */
   async tick(now = this.now()): Promise<void> {
+    this.lastPass = Math.max(this.lastPass ?? now, now);
     await this.meter.tick(now, this.d.cfg.meterInterval);
     await this.enforce(now);
     await this.tiers?.sync().catch((e) => this.d.log.warn('applying tier ceilings failed', { err: (e as Error).message }));

@@ -1,4 +1,4 @@
-// The core slice of the config: identity of the host, listeners, TLS, logging, shutdown.
+// The core slice of the config: identity of the host and how clients reach it (public URLs), listeners, TLS, logging, shutdown.
 
 import { z } from 'zod';
 import { bool, duration, port } from './fields.js';
@@ -19,6 +19,26 @@ export const coreShape = {
     .union([z.ipv4(), z.ipv6()], { error: 'must be an IPv4 or IPv6 address' })
     .optional()
     .describe('Public address written into ssh lines and exposed ports. Auto-detected from the first non-loopback interface; 127.0.0.1 when there is none.'),
+  public: z
+    .strictObject({
+      scheme: z
+        .enum(['http', 'https'])
+        .optional()
+        .describe('Scheme of every absolute URL the daemon writes (upgrade_url, the recharge endpoint, OpenAPI `servers`, links in pages); their host comes from `domain` ({domain}, api.{domain}, verify.{domain}, <slug>.{domain}). Default: the scheme of the listener the request came in on.'),
+      port: z.coerce
+        .number()
+        .int()
+        .min(1)
+        .max(65535)
+        .optional()
+        .describe("Port of those URLs, left out when it is the scheme's default (80, 443). Default: the port of the listener that serves the request, so a daemon on http://api.localhost:28080 writes :28080."),
+      sshHost: z
+        .string()
+        .regex(/^([a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*|[0-9a-f:.]+)$/i, 'must be a DNS name or an IP address')
+        .optional()
+        .describe('Host written into the `ssh` line of POST /create (`root@<host>`). Default: `publicIp`.'),
+    })
+    .prefault({}),
   http: z
     .strictObject({
       host: z.string().default('0.0.0.0').describe('Address the plain HTTP listener binds.'),
@@ -99,6 +119,9 @@ export const coreEnv: EnvBinding[] = [
   { env: 'ROOTBOX_DOMAIN', path: 'domain' },
   { env: 'ROOTBOX_DATA_DIR', path: 'dataDir' },
   { env: 'ROOTBOX_PUBLIC_IP', path: 'publicIp' },
+  { env: 'ROOTBOX_PUBLIC_SCHEME', path: 'public.scheme' },
+  { env: 'ROOTBOX_PUBLIC_PORT', path: 'public.port' },
+  { env: 'ROOTBOX_PUBLIC_SSH_HOST', path: 'public.sshHost' },
   { env: 'ROOTBOX_HTTP_HOST', path: 'http.host' },
   { env: 'ROOTBOX_HTTP_PORT', path: 'http.port' },
   { env: 'ROOTBOX_HTTP_REDIRECT', path: 'http.redirect' },

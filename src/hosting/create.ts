@@ -8,6 +8,7 @@ import { freemem } from 'node:os';
 import { statfsSync } from 'node:fs';
 import { AppError } from '../errors.js';
 import type { Reply, RouteCtx } from '../http/index.js';
+import { PublicUrls } from '../pages/index.js';
 import type { AccountRecord } from '../store/index.js';
 import { TIER_LIMITS, tierOf } from './accounts.js';
 import type { HostingCore } from './core.js';
@@ -82,7 +83,8 @@ export async function handleCreate(ctx: RouteCtx<AccountRecord | undefined, z.ou
   }
   // A used-up grant with no credit gets the upgrade envelope, not a server paused 48 h later
   // (new accounts start with a fresh grant). A phone login still learns its api_key.
-  if (!madeAccount) core.assertNotExhausted(account, `${ctx.scheme}://${ctx.host}`, apiKey ? { api_key: apiKey, account_note: accountNote } : undefined);
+  const base = new PublicUrls(core.cfg.public).origin(ctx.req, ctx.scheme, ctx.host);
+  if (!madeAccount) core.assertNotExhausted(account, base, apiKey ? { api_key: apiKey, account_note: accountNote } : undefined);
 
   let created: Created | undefined;
   try {
@@ -96,7 +98,7 @@ export async function handleCreate(ctx: RouteCtx<AccountRecord | undefined, z.ou
       status: 200,
       body: {
         ...view,
-        ssh: `ssh -i ~/.ssh/${created.record.id} root@${core.cfg.publicIp} -p ${core.sshPort()}`,
+        ssh: `ssh -i ~/.ssh/${created.record.id} root@${core.cfg.public.sshHost ?? core.cfg.publicIp} -p ${core.sshPort()}`,
         ssh_private_key: created.privateKey,
         ...(apiKey ? { api_key: apiKey } : {}),
         ...(created.subdomainNote ? { subdomain_note: created.subdomainNote } : {}),

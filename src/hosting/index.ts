@@ -70,7 +70,7 @@ export function createHostingService(deps: HostingDeps): HostingApi {
   const document = documentOf({ info: INFO, routes: () => router.routes, schemas: SCHEMAS, auth });
   router.add(
     ...hostingRoutes({ core, deps, service: HOSTING_SERVICE, ipLimit, createLimit, document }),
-    ...rechargeRoutes(deps.billing, ipLimit, deps.paywall),
+    ...rechargeRoutes(deps.billing, ipLimit, deps.paywall, deps.cfg),
     feedbackRoute(deps.store, ipLimit),
   );
   return { router, core };

@@ -1,50 +1,67 @@
-// GET /account/recharge (how to add credit: HTML for browsers, JSON for agents) and
-// POST /account/recharge {"usd": N} (paid with x402 for exactly that amount), declared here.
+// GET /account/recharge (how to add credit: HTML for browsers, JSON for agents; open without a
+// key — a browser follows upgrade_url as a link — and with the caller's credits when the request
+// carries its api_key) and POST /account/recharge {"usd": N} (authenticated, paid with x402 for
+// exactly that amount), declared here.
 
 import { AppError } from '../errors.js';
 import type { Billing } from '../billing/index.js';
+import type { Config } from '../config/index.js';
 import { challengeBodySchema, PAYMENT_EXPOSE_HEADERS, type Paywall } from '../payments/index.js';
 import { routes, type BaseCtx, type Reply, type Route, type Step } from '../http/index.js';
+import { PublicUrls, rechargeReply, wantsHtml } from '../pages/index.js';
 import type { AccountRecord } from '../store/index.js';
 import { RechargeInfo, RechargeRequest, RechargeResult } from './schemas.js';
 import { z } from 'zod';
 
-const esc = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+type RechargeConfig = Pick<Config, 'public' | 'billing'>;
 
-function rechargeInfo(ctx: BaseCtx, billing: Billing, account: AccountRecord, paywall?: Paywall): Reply {
-  const base = `${ctx.scheme}://${ctx.host}`;
-  const credits = billing.credits(account);
+function rechargeInfo(ctx: BaseCtx, api: string, cfg: RechargeConfig, billing: Billing, account: AccountRecord | undefined, paywall?: Paywall): Reply {
+  const credits = account && billing.credits(account);
+  const verified = Boolean(account?.phone);
+  const endpoint = `${api}/account/recharge`;
+  const b = cfg.billing;
+  if (wantsHtml(ctx.req)) {
+    return rechargeReply({
+      endpoint,
+      api,
+      paymentsConfigured: paywall?.configured ?? false,
+      maxUsd: b.maxRechargeUsd,
+      prices: { ramUsdPerGbHour: b.ramUsdPerGbHour, diskUsdPerGbMonth: b.diskUsdPerGbMonth, egressUsdPerGb: b.egressUsdPerGb },
+      credits,
+      verified,
+    });
+  }
   const info = {
     how: 'POST /account/recharge with {"usd": <amount>} and your Bearer api_key; the answer is 402 with x402 v2 payment terms for exactly that amount (USDC). Pay them with an x402 client and repeat the request with the X-PAYMENT header; the balance is credited once per payment.',
-    endpoint: `${base}/account/recharge`,
-    method: 'POST',
+    endpoint,
+    method: 'POST' as const,
     body: { usd: 5 },
     payments_configured: paywall?.configured ?? false,
-    verify_phone_instead: `POST ${base}/create with {"phone": "+…"} raises the free grant once the code is proven`,
-    credits,
+    ...(verified ? {} : { verify_phone_instead: `POST ${api}/create with {"phone": "+…"} raises the free grant once the code is proven` }),
+    ...(credits ? { credits } : {}),
   };
-  if (!String(ctx.req.headers.accept ?? '').includes('text/html')) return { status: 200, body: info };
-  const html = `<!doctype html><meta charset="utf-8"><title>Add credit · rootbox</title>
-<style>body{font:16px/1.5 system-ui,sans-serif;max-width:40em;margin:3em auto;padding:0 1em}code,pre{background:#f4f4f4;padding:.1em .3em}</style>
-<h1>Add credit</h1>
-<p>Balance: <b>$${credits.balance_usd}</b> · RAM left in the free grant: ${credits.ram_gb_hours_left} GB-hours · egress left: ${credits.egress_gb_left} GB · tier: ${esc(credits.tier)}</p>
-<p>${esc(info.how)}</p>
-<pre>curl -X POST ${esc(info.endpoint)} -H 'authorization: Bearer rbx_…' -H 'content-type: application/json' -d '{"usd": 5}'</pre>
-<p>Or verify a phone: <code>${esc(info.verify_phone_instead)}</code>.</p>`;
-  return { status: 200, headers: { 'content-type': 'text/html; charset=utf-8' }, body: html };
+  return { status: 200, headers: { vary: 'Accept, Authorization' }, body: info };
 }
 
-export function rechargeRoutes(billing: Billing, ipLimit: Step, paywall?: Paywall): Route<AccountRecord>[] {
+export function rechargeRoutes(billing: Billing, ipLimit: Step, paywall: Paywall | undefined, cfg: RechargeConfig): Route<AccountRecord>[] {
   const route = routes<AccountRecord>();
+  const urls = new PublicUrls(cfg.public);
+  const base = (ctx: BaseCtx) => urls.origin(ctx.req, ctx.scheme, ctx.host);
   return [
     route({
       method: 'GET',
       path: '/account/recharge',
-      auth: 'bearer',
-      summary: 'How to add credit (HTML for browsers, JSON for agents)',
+      auth: 'optional',
+      summary: 'How to add credit (HTML for browsers, JSON for agents); your credits too when the api_key is sent',
       use: [ipLimit],
-      responses: { 200: { description: 'Instructions and current credits', json: RechargeInfo, media: { 'text/html': z.string() } } },
-      handler: (ctx) => rechargeInfo(ctx, billing, ctx.auth, paywall),
+      responses: {
+        200: {
+          description: 'Instructions, and the current credits when the request carries the api_key. The HTML page asks for the key in the page and sends it only in the Authorization header.',
+          json: RechargeInfo,
+          media: { 'text/html': z.string() },
+        },
+      },
+      handler: (ctx) => rechargeInfo(ctx, base(ctx), cfg, billing, ctx.auth, paywall),
     }),
     route({
       method: 'POST',
@@ -78,7 +95,7 @@ export function rechargeRoutes(billing: Billing, ipLimit: Step, paywall?: Paywal
           ctx.auth,
           ctx.body.usd,
           ctx.req.headers as Record<string, string>,
-          `${ctx.scheme}://${ctx.host}/account/recharge`,
+          `${base(ctx)}/account/recharge`,
         );
         return { status: 200, headers: { ...r.headers, 'access-control-expose-headers': PAYMENT_EXPOSE_HEADERS, 'cache-control': 'no-store' }, body: r.body };
       },

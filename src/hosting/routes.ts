@@ -1,11 +1,14 @@
 // The hosting API's routes, each declared once (method, path, auth, inputs, every answer); the
 // Router serves them and /openapi.json describes them from these declarations. While an account
 // is exhausted, read endpoints answer 402 with the upgrade envelope and, beside it, what they
-// would have answered: `servers`, `server` + `suspended`, `credits`.
+// would have answered: `servers`, `server` + `suspended`, `credits`. `GET /` is the landing page
+// (HTML for browsers, JSON for agents). Absolute URLs are built from the configured public scheme
+// and port, or from the listener that serves the request (src/pages/urls.ts).
 
 import { z } from 'zod';
 import { AppError } from '../errors.js';
 import { routes, type BaseCtx, type Route, type Step } from '../http/index.js';
+import { landingInfo, landingReply, PublicUrls, wantsHtml, type LandingFacts } from '../pages/index.js';
 import type { AccountRecord } from '../store/index.js';
 import { tierOf } from './accounts.js';
 import type { HostingCore, HostingDeps } from './core.js';
@@ -17,6 +20,7 @@ import {
   ExposedPort,
   ExposeRequest,
   Health,
+  Landing,
   Ok,
   OpenApi,
   PortLimitError,
@@ -45,14 +49,35 @@ const envelope = {
   description: 'The account used up its free grant and has no credit: the upgrade envelope, with what the route would have answered beside it',
   json: UpgradeEnvelope,
 };
-const base = (ctx: BaseCtx) => `${ctx.scheme}://${ctx.host}`;
 const ok = { status: 200, body: { ok: true } };
 
 export function hostingRoutes({ core, deps, service, ipLimit, createLimit, document }: HostingRouteDeps): Route<AccountRecord>[] {
   const route = routes<AccountRecord>();
+  const urls = new PublicUrls(deps.cfg.public);
+  /** This API's origin as the client reaches it ({domain} or api.{domain}, whichever it asked). */
+  const base = (ctx: BaseCtx) => urls.origin(ctx.req, ctx.scheme, ctx.host);
+  const landing = (ctx: BaseCtx): LandingFacts => {
+    const b = deps.cfg.billing;
+    return {
+      domain: deps.cfg.domain,
+      api: base(ctx),
+      verify: urls.origin(ctx.req, ctx.scheme, `verify.${deps.cfg.domain}`),
+      prices: { ramUsdPerGbHour: b.ramUsdPerGbHour, diskUsdPerGbMonth: b.diskUsdPerGbMonth, egressUsdPerGb: b.egressUsdPerGb },
+      grant: { ramGbHours: b.grantRamGbHours, egressGb: b.grantEgressGb, verifiedRamGbHours: b.verifiedGrantRamGbHours, verifiedEgressGb: b.verifiedGrantEgressGb },
+    };
+  };
   const serverNotFound = (p: Record<string, string>) => new AppError('not_found', 'server_not_found', `you have no server ${String(p.id).slice(0, 40)}`);
   const server = { params: ServerPath, notFound: serverNotFound, use: [ipLimit] };
   return [
+    route({
+      method: 'GET',
+      path: '/',
+      auth: 'none',
+      summary: 'What this host offers: the landing page for browsers (Accept: text/html), the same facts as JSON otherwise',
+      use: [ipLimit],
+      responses: { 200: { description: 'How to create a server, where the API description and the verification service are, prices', json: Landing, media: { 'text/html': z.string() } } },
+      handler: (ctx) => (wantsHtml(ctx.req) ? landingReply(landing(ctx)) : { status: 200, headers: { vary: 'Accept' }, body: landingInfo(landing(ctx)) }),
+    }),
     route({
       method: 'GET',
       path: '/healthz',

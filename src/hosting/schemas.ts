@@ -143,8 +143,22 @@ export const RechargeInfo = z.object({
   method: z.literal('POST'),
   body: z.object({ usd: z.number() }),
   payments_configured: z.boolean(),
-  verify_phone_instead: z.string(),
-  credits: Credits,
+  verify_phone_instead: z.string().optional().describe('Absent for an account whose phone is verified.'),
+  credits: Credits.optional().describe('Your credits: present when the request carries your api_key.'),
+});
+
+const Grant = z.object({ ram_gb_hours: z.number(), egress_gb: z.number() });
+export const Landing = z.object({
+  service: z.string(),
+  domain: z.string(),
+  about: z.string(),
+  create: z.object({ method: z.literal('POST'), url: z.string(), curl: z.string().describe('The one line that creates a server.') }),
+  openapi: z.string().describe('This API described in OpenAPI 3.1.'),
+  recharge: z.string(),
+  feedback: z.string(),
+  verify: z.object({ info: z.string(), openapi: z.string() }).describe('The verification service.'),
+  prices: z.object({ ram_usd_per_gb_hour: z.number(), disk_usd_per_gb_month: z.number(), egress_usd_per_gb: z.number() }),
+  free_grant: z.object({ anonymous: Grant, verified_phone: Grant }),
 });
 
 export const RechargeResult = z.object({
@@ -174,4 +188,5 @@ export const SCHEMAS: Record<string, z.ZodType> = {
   UsagePage,
   RechargeInfo,
   RechargeResult,
+  Landing,
 };

@@ -11,6 +11,7 @@ import { AppError, errorFields } from '../errors.js';
 import { rawError, type HttpApp, type Req, type RequestInfo, type Res } from '../http/index.js';
 import type { Logger } from '../log/index.js';
 import { EgressMeter } from '../billing/index.js';
+import { PublicUrls } from '../pages/index.js';
 import type { IdleTracker } from '../presence/index.js';
 import type { Forwarder, ForwardFailure } from './forward.js';
 import { sendErrorPage } from './pages.js';
@@ -27,12 +28,14 @@ export interface ProxyAppDeps {
   log: Logger;
   /** Bytes sent to clients on behalf of a server (billed as its egress). */
   egress?: (serverId: string, bytes: number) => void;
+  /** How clients reach the hosting API, for links in pages (default: as this request reached us). */
+  urls?: PublicUrls;
 }
 
 const unknown = (slug: string) => AppError.of('unknown_server', `no server is named ${slug.slice(0, 63)}`);
-const suspended = () =>
+const suspended = (api: string) =>
   AppError.of('server_suspended', 'this server is paused because its account ran out of credit', {
-    extra: { hint: 'The owner can add credit or verify a phone to bring it back.' },
+    extra: { hint: 'The owner can add credit or verify a phone to bring it back.', upgrade_url: `${api}/account/recharge` },
   });
 
 function hasBody(req: Req): boolean {
@@ -50,16 +53,24 @@ export class ProxyApp implements HttpApp {
   /** Counts what answers, static or forwarded, and WebSockets send to their clients. */
   private readonly meter: EgressMeter | undefined;
 
+  private readonly urls: PublicUrls;
+
   constructor(private readonly d: ProxyAppDeps) {
     if (d.egress) this.meter = new EgressMeter(d.egress);
+    this.urls = d.urls ?? new PublicUrls();
+  }
+
+  /** Origin of the hosting API (api.{domain}) as the client reaches this daemon. */
+  private api(req: Req, info: RequestInfo): string {
+    return this.urls.origin(req, info.scheme, `api.${info.host.slice(info.host.indexOf('.') + 1)}`);
   }
 
   /** Answers one request; synchronous when the server is awake and its app known to listen. */
   handle(req: Req, res: Res, info: RequestInfo): Promise<void> | void {
     const slug = info.host.slice(0, info.host.indexOf('.'));
     const site = this.d.sites.lookup(slug);
-    if (!site) return sendErrorPage(req, res, unknown(slug), info.requestId);
-    if (site.suspended) return sendErrorPage(req, res, suspended(), info.requestId);
+    if (!site) return sendErrorPage(req, res, unknown(slug), info.requestId, this.api(req, info));
+    if (site.suspended) return sendErrorPage(req, res, suspended(this.api(req, info)), info.requestId, this.api(req, info));
     const app = this.d.publication.knownApp(site.id);
     if (app === undefined) return this.checked(req, res, info, site);
     return app ? this.toApp(req, res, info, site) : this.static(req, res, info, site);
@@ -79,7 +90,7 @@ export class ProxyApp implements HttpApp {
 
   private static(req: Req, res: Res, info: RequestInfo, site: Site): Promise<void> {
     this.meter?.answer(res, site.id);
-    return serveStatic(req, res, site, info.requestId);
+    return serveStatic(req, res, site, info.requestId, this.api(req, info));
   }
 
   /** The server sleeps, wakes or its app is starting: hold the request until it can answer. */
@@ -90,7 +101,7 @@ export class ProxyApp implements HttpApp {
       body = await this.ready(site, req);
     } catch (e) {
       release();
-      return sendErrorPage(req, res, e instanceof AppError ? e : this.wakeFailed(site, e, info.requestId), info.requestId);
+      return sendErrorPage(req, res, e instanceof AppError ? e : this.wakeFailed(site, e, info.requestId), info.requestId, this.api(req, info));
     }
     if ((res as { destroyed?: boolean }).destroyed) return release();
     this.forward(req, res, info, site, release, body);
@@ -112,7 +123,7 @@ export class ProxyApp implements HttpApp {
     const site = this.d.sites.lookup(info.slug);
     const rid = { requestId: info.requestId };
     if (!site) return rawError(socket, unknown(info.slug), rid);
-    if (site.suspended) return rawError(socket, suspended(), rid);
+    if (site.suspended) return rawError(socket, suspended(this.api(req, info)), rid);
     if (String(req.headers.upgrade ?? '').toLowerCase() !== 'websocket') {
       return rawError(socket, AppError.of('upgrade_not_supported', 'only WebSocket upgrades are forwarded'), rid);
     }

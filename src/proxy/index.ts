@@ -6,6 +6,7 @@
 import { proxySchema, type ProxyConfig } from '../config/index.js';
 import type { HttpApp } from '../http/index.js';
 import type { Logger } from '../log/index.js';
+import type { PublicUrls } from '../pages/index.js';
 import { IdleTracker } from '../presence/index.js';
 import type { Runtime, ServerState } from '../runtime/index.js';
 import type { UpgradeApp } from '../edge/index.js';
@@ -28,6 +29,8 @@ export interface ProxyDeps {
   presence?: IdleTracker;
   /** Told the bytes sent to clients for a server (app answers, WebSockets, static files): its billed egress. */
   egress?: (serverId: string, bytes: number) => void;
+  /** How clients reach this daemon (config `public`), for links in pages; default: as each request reached it. */
+  urls?: PublicUrls;
 }
 
 export interface Proxy extends HttpApp, UpgradeApp {
@@ -71,7 +74,7 @@ export function createProxy(deps: ProxyDeps): Proxy {
     maxSockets: cfg.maxSocketsPerServer,
     log: deps.log,
   });
-  const app = new ProxyApp({ sites, presence: tracker, publication, forwarder, cfg, log: deps.log, egress: deps.egress });
+  const app = new ProxyApp({ sites, presence: tracker, publication, forwarder, cfg, log: deps.log, egress: deps.egress, urls: deps.urls });
   return {
     handle: (req, res, info) => app.handle(req, res, info),
     upgrade: (req, socket, head, info) => app.upgrade(req, socket, head, info),

@@ -62,7 +62,8 @@ const notFound = (path: string) =>
     extra: { hint: 'Static files are served from /root/www on the server.' },
   });
 
-export async function serveStatic(req: Req, res: Res, site: StaticSite, requestId: string): Promise<void> {
+/** `api`: origin of the hosting API, for the links of the pages served here. */
+export async function serveStatic(req: Req, res: Res, site: StaticSite, requestId: string, api?: string): Promise<void> {
   res.setHeader('x-request-id', requestId);
   const method = req.method ?? 'GET';
   if (method !== 'GET' && method !== 'HEAD') {
@@ -89,8 +90,8 @@ export async function serveStatic(req: Req, res: Res, site: StaticSite, requestI
   }
   const opened = found ? await openInside(site.rootfs, found) : undefined;
   if (!opened) {
-    if (segments.length === 0) return sendWelcome(req, res, site.slug);
-    return sendErrorPage(req, res, notFound(shown), requestId);
+    if (segments.length === 0) return sendWelcome(req, res, site.slug, api);
+    return sendErrorPage(req, res, notFound(shown), requestId, api);
   }
   const { fh, stat } = opened;
   let handedOff = false;

@@ -121,9 +121,17 @@ test('POST and DELETE /expose answer 200, 400, 403 with the limit, 404 and 503 a
   await expect(400, 'DELETE', '/expose', { key: a, body: { server: A.json.id, port: 'x' } });
 });
 
+test('GET / answers the landing page as JSON for agents and as HTML for browsers', async () => {
+  assert.match((await expect(200, 'GET', '/')).json.create.curl, /^curl -X POST http:\/\/api\.localhost:\d+\/create$/);
+  assert.match((await expect(200, 'GET', '/', { headers: { accept: 'text/html' } })).text, /<h1>/);
+});
+
 test('/account/recharge answers JSON and HTML, 400 for bad amounts and 402 with x402 terms', async () => {
   const key = A.json.api_key;
-  await expect(200, 'GET', '/account/recharge', { key });
+  assert.ok((await expect(200, 'GET', '/account/recharge', { key })).json.credits);
+  assert.is((await expect(200, 'GET', '/account/recharge')).json.credits, undefined, 'without a key: the instructions only');
+  await expect(200, 'GET', '/account/recharge', { headers: { accept: 'text/html' } });
+  await expect(401, 'GET', '/account/recharge', { key: 'rbx_' + 'B'.repeat(32) });
   const html = await expect(200, 'GET', '/account/recharge', { key, headers: { accept: 'text/html' } });
   assert.match(html.text, /<h1>Add credit<\/h1>/);
   for (const body of [{ usd: 'five' }, {}, { usd: 0 }, { usd: 1e9 }, { usd: 1, more: 1 }]) await expect(400, 'POST', '/account/recharge', { key, body });

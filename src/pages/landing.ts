@@ -1,0 +1,56 @@
+// The apex page ({domain}/ and api.{domain}/): what this host offers, the one curl line that
+// creates a server, and where the API description and the verification service are — as HTML
+// for people and as JSON for agents, from the same facts.
+
+import type { Reply } from '../http/index.js';
+import { html } from './html.js';
+import { pageReply } from './layout.js';
+
+export interface LandingFacts {
+  domain: string;
+  /** Origin of the hosting API (api.{domain}) and of the verification service (verify.{domain}). */
+  api: string;
+  verify: string;
+  prices: { ramUsdPerGbHour: number; diskUsdPerGbMonth: number; egressUsdPerGb: number };
+  grant: { ramGbHours: number; egressGb: number; verifiedRamGbHours: number; verifiedEgressGb: number };
+}
+
+const ABOUT =
+  'Root Linux servers on demand: each is a full Debian machine you log into as root over SSH, with its own HTTPS address <slug>.{domain}. Idle servers sleep and wake on the next visit or SSH login; usage is paid from a free grant, then from credit.';
+
+export function landingInfo(f: LandingFacts) {
+  return {
+    service: 'rootbox',
+    domain: f.domain,
+    about: ABOUT.replace('{domain}', f.domain),
+    create: { method: 'POST' as const, url: `${f.api}/create`, curl: `curl -X POST ${f.api}/create` },
+    openapi: `${f.api}/openapi.json`,
+    recharge: `${f.api}/account/recharge`,
+    feedback: `${f.api}/feedback`,
+    verify: { info: `${f.verify}/v1/info`, openapi: `${f.verify}/openapi.json` },
+    prices: { ram_usd_per_gb_hour: f.prices.ramUsdPerGbHour, disk_usd_per_gb_month: f.prices.diskUsdPerGbMonth, egress_usd_per_gb: f.prices.egressUsdPerGb },
+    free_grant: {
+      anonymous: { ram_gb_hours: f.grant.ramGbHours, egress_gb: f.grant.egressGb },
+      verified_phone: { ram_gb_hours: f.grant.verifiedRamGbHours, egress_gb: f.grant.verifiedEgressGb },
+    },
+  };
+}
+
+export function landingReply(f: LandingFacts): Reply {
+  const i = landingInfo(f);
+  const main = html`<h1>Root Linux servers on demand</h1>
+<p class="lead">Each server is a full Debian machine: you are root, log in over SSH, and it has its own HTTPS address <code>&lt;name&gt;.${f.domain}</code>. Idle servers sleep and wake on the next visit or SSH login.</p>
+<h2>Create a server</h2>
+<pre><code>${i.create.curl}</code></pre>
+<p>No sign-up: the answer holds your <code>api_key</code>, the server's address, an <code>ssh</code> line and the private key it names (shown once). Save the key with <code>chmod 600</code> and run the <code>ssh</code> line.</p>
+<h2>Publish a site</h2>
+<ul><li>Put files in <code>/root/www</code>: they are served at once, even while the server sleeps.</li>
+<li>Or make <code>/root/run.sh</code> executable and have it start a server on port 80: it starts in about a second and comes back after every sleep. Processes started over SSH stop when the server sleeps; only <code>run.sh</code> comes back.</li></ul>
+<h2>What it costs</h2>
+<p>A free grant first: ${f.grant.ramGbHours} GB-hours of RAM and ${f.grant.egressGb} GB of traffic (${f.grant.verifiedRamGbHours} GB-hours and ${f.grant.verifiedEgressGb} GB with a verified phone). Then from your balance: $${f.prices.ramUsdPerGbHour} per GB-hour of RAM while awake, $${f.prices.diskUsdPerGbMonth} per GB-month of disk, $${f.prices.egressUsdPerGb} per GB of traffic. <a href="${i.recharge}">Add credit</a>.</p>
+<h2>For programs and agents</h2>
+<ul><li>API description (OpenAPI 3.1): <a href="${i.openapi}">${i.openapi}</a></li>
+<li>Verification service (judges a text against a rubric with independent AI passes, paid per call with x402): <a href="${i.verify.info}">${i.verify.info}</a> · <a href="${i.verify.openapi}">OpenAPI</a></li>
+<li>This page as JSON: ask with <code>Accept: application/json</code>.</li></ul>`;
+  return pageReply(200, { title: `rootbox · ${f.domain}`, where: f.domain, main, footer: html`Served by rootbox on ${f.domain} · feedback: <code>POST ${i.feedback}</code>` });
+}
