@@ -17,6 +17,7 @@ import { createLlm } from './llm/index.js';
 import { createLogger, type Logger } from './log/index.js';
 import { createPayments, type Payments } from './payments/index.js';
 import { IdleTracker, TcpExposer } from './presence/index.js';
+import { PublicUrls } from './pages/index.js';
 import { createProxy, type Proxy } from './proxy/index.js';
 import { createRuntime, type ContainerRuntime, type ReconcileReport, type Runtime } from './runtime/index.js';
 import { createSmsSender } from './sms/index.js';
@@ -123,7 +124,7 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
     {
       name: 'proxy',
       start: () => {
-        d.proxy = createProxy({ log: log.child({ part: 'proxy' }), cfg: cfg.proxy, servers: d.store.servers, runtime: d.runtime, presence: d.presence, egress: d.billing.egress });
+        d.proxy = createProxy({ log: log.child({ part: 'proxy' }), cfg: cfg.proxy, servers: d.store.servers, runtime: d.runtime, presence: d.presence, egress: d.billing.egress, urls: new PublicUrls(cfg.public) });
         d.proxy.start();
       },
       stop: () => d.proxy.stop(),
@@ -192,6 +193,7 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
               llmSettings: { temperature: cfg.verify.llm.temperature, maxTokens: cfg.verify.llm.maxTokens, passTimeoutMs: cfg.verify.llm.passTimeout },
               facilitatorUrl: cfg.verify.x402.facilitatorUrl,
               stats: d.store.stats,
+              urls: new PublicUrls(cfg.public),
             }),
             proxy: d.proxy,
           },

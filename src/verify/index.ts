@@ -8,6 +8,7 @@ import { documentOf, Router, type BaseCtx as Ctx, type HttpApp, type Req, type R
 import type { Llm } from '../llm/index.js';
 import type { Logger } from '../log/index.js';
 import { PAYMENT_EXPOSE_HEADERS, type Paywall } from '../payments/index.js';
+import { PublicUrls } from '../pages/index.js';
 import { aggregate, quorum } from './aggregate.js';
 import { serviceInfo, x402Manifest, type DiscoveryContext } from './discovery.js';
 import { runPasses } from './passes.js';
@@ -31,6 +32,8 @@ export interface VerifyDeps {
   llmSettings?: { temperature: number; maxTokens: number; passTimeoutMs: number };
   facilitatorUrl?: string;
   stats?: Counters;
+  /** How clients reach this daemon (config `public`); default: as each request reached it. */
+  urls?: PublicUrls;
 }
 
 const PREFIX = 'verify|';
@@ -44,11 +47,8 @@ export function createVerifyApi(deps: VerifyDeps): HttpApp {
     ...(models.length ? [] : ['verify.llm.models']),
     ...(deps.paywall?.configured ? [] : ['verify.x402.payTo']),
   ];
-  const origin = (ctx: Ctx) => {
-    const raw = ctx.req.headers.host ?? (ctx.req.headers as Record<string, string | undefined>)[':authority'];
-    const host = typeof raw === 'string' && /^[a-z0-9.-]+(:\d{1,5})?$/i.test(raw) ? raw.toLowerCase() : ctx.host;
-    return `${ctx.scheme}://${host}`;
-  };
+  const urls = deps.urls ?? new PublicUrls();
+  const origin = (ctx: Ctx) => urls.origin(ctx.req, ctx.scheme, ctx.host);
   const disc = (ctx: Ctx): DiscoveryContext | undefined =>
     deps.paywall && { serviceName: deps.serviceName, origin: origin(ctx), paywall: deps.paywall, facilitatorUrl: deps.facilitatorUrl ?? '', notConfigured };
 

@@ -65,7 +65,7 @@ test('grant used up → envelope → suspension after 48 h → recharge once →
   assert.is(env.status, 402);
   assert.is(env.body.upgrade_required, true);
   assert.is(env.body.reason, 'free_tier_exceeded');
-  assert.is(env.body.upgrade_url, `http://api.localhost:${d.http}/account/recharge`);
+  assert.is(env.body.upgrade_url, 'http://api.localhost/account/recharge');
   assert.match(env.body.message, /48h/);
   await billing.tick(t0 + 20 * HOUR);
   assert.is(d.daemon.runtime.get(id)?.state, 'running', 'not suspended before 48 h');

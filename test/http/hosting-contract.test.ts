@@ -122,7 +122,7 @@ test('POST and DELETE /expose answer 200, 400, 403 with the limit, 404 and 503 a
 });
 
 test('GET / answers the landing page as JSON for agents and as HTML for browsers', async () => {
-  assert.match((await expect(200, 'GET', '/')).json.create.curl, /^curl -X POST http:\/\/api\.localhost:\d+\/create$/);
+  assert.is((await expect(200, 'GET', '/')).json.create.curl, 'curl -X POST http://api.localhost/create');
   assert.match((await expect(200, 'GET', '/', { headers: { accept: 'text/html' } })).text, /<h1>/);
 });
 
