@@ -31,7 +31,7 @@ export const coreShape = {
         .min(1)
         .max(65535)
         .optional()
-        .describe("Port of those URLs, left out when it is the scheme's default (80, 443). Default: the port of the listener that serves the request, so a daemon on http://api.localhost:28080 writes :28080."),
+        .describe("Port of those URLs, left out when it is the scheme's default (80, 443). Default: the port the client named in its Host header, so a daemon reached at http://api.localhost:28080 writes :28080 (a Host without a port means the default port, as behind a port mapping); the listener's own port when no Host was sent."),
       sshHost: z
         .string()
         .regex(/^([a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*|[0-9a-f:.]+)$/i, 'must be a DNS name or an IP address')
