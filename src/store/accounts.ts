@@ -1,5 +1,7 @@
 // Accounts: the api_key's hash (lookup index) and its AES-GCM ciphertext (so a phone login can
-// hand back the same key), the verified phone (index), balance, and revoked key hashes.
+// hand back the same key), the verified phone (index), balance, and revoked key hashes. This
+// class is the only writer of the accounts database; a balance changes only through addBalance,
+// which billing's charge and credit call inside their transaction with the ledger entry.
 
 import type { LmdbEnv } from './db.js';
 
@@ -81,7 +83,9 @@ export class AccountStore {
     });
   }
 
-  /** Adds (or with a negative amount, takes) balance atomically; returns the new balance. */
+  /** Adds (or with a negative amount, takes) balance atomically; returns the new balance, or
+   *  undefined (nothing written) when there is no such account. Called by BillingStore only:
+   *  every change of a balance has its ledger entry in the same transaction. */
   addBalance(id: string, usd: number): number | undefined {
     return this.env.txSync(() => {
       const rec = this.db.get(id);

@@ -1,8 +1,10 @@
 // Billing records: per-server meter cursors, the usage ledger, per-account usage totals and
 // billing state, and applied credits. A metered period is charged in one transaction that also
 // moves the server's cursor, so a crash or restart neither charges a period twice nor skips it.
+// Balances are the account store's: charge and credit change them through AccountStore, inside
+// their own transaction, and never open the accounts database themselves.
 
-import type { AccountRecord } from './accounts.js';
+import type { AccountRecord, AccountStore } from './accounts.js';
 import type { LmdbEnv } from './db.js';
 
 export interface MeterCursor {
@@ -61,15 +63,16 @@ export class BillingStore {
   private readonly usage;
   private readonly state;
   private readonly credits;
-  private readonly accounts;
 
-  constructor(private readonly env: LmdbEnv) {
+  constructor(
+    private readonly env: LmdbEnv,
+    private readonly accounts: AccountStore,
+  ) {
     this.cursors = env.db<MeterCursor>('meter_cursors');
     this.ledger = env.db<LedgerEntry>('ledger');
     this.usage = env.db<Usage>('account_usage');
     this.state = env.db<BillingState>('billing_state');
     this.credits = env.db<{ accountId: string; usd: number; at: number }>('credits_applied');
-    this.accounts = env.db<AccountRecord>('accounts');
   }
 
   cursor(serverId: string): MeterCursor | undefined {
@@ -118,7 +121,7 @@ export class BillingStore {
         diskGbMonths: round(used.diskGbMonths + e.diskGbMonths),
         spentUsd: round(used.spentUsd + usd),
       });
-      if (acc && usd > 0) this.accounts.putSync(e.accountId, { ...acc, balanceUsd: round(acc.balanceUsd - usd) });
+      if (acc && usd > 0) this.accounts.addBalance(e.accountId, -usd);
       this.cursors.putSync(e.serverId, { at: e.to, egress: nextEgress });
       return true;
     });
@@ -128,10 +131,8 @@ export class BillingStore {
   credit(accountId: string, usd: number, source: string, at: number): boolean {
     return this.env.txSync(() => {
       if (this.credits.get(source) !== undefined) return false;
-      const acc = this.accounts.get(accountId);
-      if (!acc) return false;
+      if (this.accounts.addBalance(accountId, usd) === undefined) return false;
       this.credits.putSync(source, { accountId, usd, at });
-      this.accounts.putSync(accountId, { ...acc, balanceUsd: round(acc.balanceUsd + usd) });
       this.ledger.putSync([accountId, at, source], { kind: 'credit', accountId, from: at, to: at, ramGbHours: 0, diskGbMonths: 0, egressGb: 0, usd, source });
       return true;
     });

@@ -40,10 +40,10 @@ export class LmdbEnv {
    *  Durability: the env runs with lmdb-js's default overlappingSync (noSync off): a commit is
    *  made visible first and the same synchronous call then waits for fdatasync outside the write
    *  lock (one fdatasync per transactionSync or lone putSync/removeSync, before it returns, seen
-   *  with strace), so a synchronous write that returned survives a kill and a power cut. The
-   *  asynchronous writes (put, transaction, tx below) resolve once committed; they are durable
-   *  only when `flushed` resolves. Write what an answer acknowledges synchronously.
-   *  Nested calls become child transactions of the outer one. */
+   *  with strace), so a synchronous write that returned survives a kill and a power cut. An
+   *  asynchronous write (a Db's put, transaction) resolves once committed, which survives a kill
+   *  of the process but is on disk only after lmdb's next flush: write what an answer
+   *  acknowledges synchronously. Nested calls become child transactions of the outer one. */
   txSync<T>(fn: () => T): T {
     return this.root.transactionSync(fn);
   }
@@ -57,16 +57,6 @@ export class LmdbEnv {
       db.putSync(key, next);
       return next;
     });
-  }
-
-  /** An asynchronous batched transaction; resolves once committed. */
-  tx<T>(fn: () => T): Promise<T> {
-    return this.root.transaction(fn);
-  }
-
-  /** Resolves when every commit so far is flushed to disk. */
-  get flushed(): Promise<unknown> {
-    return this.root.flushed as unknown as Promise<unknown>;
   }
 
   async close(): Promise<void> {

@@ -43,15 +43,16 @@ export function openStore(dataDir: string): Store {
   const stats = new StatsStore(env);
   const servers = new ServerStore(env);
   const runtime = new RuntimeStore(env);
+  const accounts = new AccountStore(env);
   return {
     feedback: new FeedbackStore(env),
     stats,
     servers,
     runtime,
-    accounts: new AccountStore(env),
+    accounts,
     codes: new CodeStore(env),
     exposures: new ExposureStore(env),
-    billing: new BillingStore(env),
+    billing: new BillingStore(env, accounts),
     payments: new PaymentStore(env),
     schemaVersion: env.db<number>('meta').get('schemaVersion') ?? 0,
     atomically: (fn) => env.txSync(fn),
