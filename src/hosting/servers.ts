@@ -1,16 +1,21 @@
 // Server management for the hosting API: create (slug choice, limits, key pair, runtime),
-// list, read, restart and delete, and the Server object of spec part 2. A create is pending
+// list, read, restart and delete, tier ceilings, and the Server object of spec part 2. A create
+// writes the server record and the runtime's reservation in one transaction and stays pending
 // (invisible, removed after a crash) until commit(), the last step before its answer; a delete
 // marks the server first, so a crash part-way is finished at the next start (pending.ts).
+// This class is the one writer of a server's limits (the server record's memory and disk).
 
 import { randomBytes } from 'node:crypto';
 import { AppError, isAppError } from '../errors.js';
 import type { Logger } from '../log/index.js';
-import type { Runtime, ServerState } from '../runtime/index.js';
+import type { Runtime, ServerSpec, ServerState } from '../runtime/index.js';
 import type { AccountRecord, ServerRecord, Store } from '../store/index.js';
 import { TIER_LIMITS, tierOf } from './accounts.js';
 import { PendingWork } from './pending.js';
 import { planSlugs, randomSlug } from './slugs.js';
+
+/** What the runtime is given of a server: all of it from the server record. */
+const specOf = (r: ServerRecord): ServerSpec => ({ id: r.id, slug: r.slug, memoryBytes: r.memoryBytes, diskBytes: r.diskBytes, pendingUntil: r.pending?.until });
 
 export interface KeyPair {
   privateKey: string;
@@ -88,7 +93,9 @@ export class Servers {
     throw AppError.of('no_slug', 'could not find a free subdomain; try again');
   }
 
-  /** Makes the server (pending: nobody sees it until commit). */
+  /** Makes the server (pending: nobody sees it until commit). The server record (slug, key,
+   *  limits) and the runtime's record (address, uid range) are written in one transaction, or
+   *  neither is: a refused slug, address or uid range leaves nothing to undo. */
   async create(account: AccountRecord, input: CreateInput): Promise<Created> {
     this.pending.sweep();
     if (this.d.store.servers.listByAccount(account.id, { withPending: true }).length >= this.d.maxServersPerAccount) {
@@ -98,23 +105,27 @@ export class Servers {
     const id = `srv_${randomBytes(6).toString('hex')}`;
     const keys = this.d.makeKeyPair(id);
     const pending = this.pending.mark('create');
-    const { record, note } = this.chooseAndInsert(account, input, {
-      id,
-      accountId: account.id,
-      sshPublicKey: keys.publicKey,
-      keyFingerprint: keys.fingerprint,
-      memoryBytes: limits.memoryBytes,
-      diskBytes: limits.diskBytes,
-      neverSleep: input.neverSleep ?? false,
-      suspended: false,
-      flag: null,
-      createdAt: Date.now(),
-      pending,
+    const { record, note } = this.d.store.atomically(() => {
+      const chosen = this.chooseAndInsert(account, input, {
+        id,
+        accountId: account.id,
+        sshPublicKey: keys.publicKey,
+        keyFingerprint: keys.fingerprint,
+        memoryBytes: limits.memoryBytes,
+        diskBytes: limits.diskBytes,
+        neverSleep: input.neverSleep ?? false,
+        suspended: false,
+        flag: null,
+        createdAt: Date.now(),
+        pending,
+      });
+      this.d.runtime.reserve?.(specOf(chosen.record));
+      return chosen;
     });
     this.pending.begin(id);
     this.d.log.info('creating server', { id, slug: record.slug, account: account.id });
     try {
-      await this.d.runtime.create({ id, slug: record.slug, memoryBytes: limits.memoryBytes, diskBytes: limits.diskBytes, pendingUntil: pending.until });
+      await this.d.runtime.create(specOf(record));
     } catch (e) {
       await this.abandon(id);
       if (e instanceof AppError) throw e;
@@ -180,14 +191,16 @@ export class Servers {
     this.d.log.info('server deleted', { id: rec.id, slug: rec.slug });
   }
 
-  /** Applies the account's tier ceilings to all its servers, live. */
+  /** Applies the account's tier ceilings to all its servers, live: the host first, then the
+   *  server record (the only stored copy), so the record never names more than was applied and
+   *  a crash in between leaves a lagging record that the next sync raises again. */
   async applyTier(account: AccountRecord): Promise<void> {
     const limits = TIER_LIMITS[tierOf(account)];
     for (const s of this.list(account)) {
-      if (s.memoryBytes === limits.memoryBytes && s.diskBytes === limits.diskBytes) continue;
-      const diskBytes = Math.max(s.diskBytes, limits.diskBytes);
-      await this.d.runtime.resize(s.id, { memoryBytes: limits.memoryBytes, diskBytes });
-      this.d.store.servers.update(s.id, () => ({ memoryBytes: limits.memoryBytes, diskBytes }));
+      const want = { memoryBytes: limits.memoryBytes, diskBytes: Math.max(s.diskBytes, limits.diskBytes) }; // disks never shrink
+      if (s.memoryBytes === want.memoryBytes && s.diskBytes === want.diskBytes) continue;
+      await this.d.runtime.resize(s.id, want);
+      this.d.store.servers.setLimits(s.id, want);
     }
   }
 

@@ -70,23 +70,28 @@ export async function reconcile(rt: ContainerRuntime): Promise<ReconcileReport> 
       await rt.serial(rec.id, async () => {
         await mountRootfs(diskPaths(rt.serverDir(rec.id)), helper, image, rec.uidBase);
         await rt.net.addServer(rec.ip);
-        rt.writeBundle(rec);
+        const applied = rt.applied(rec.id); // slug and limits as its bundle and disk hold them
+        rt.writeBundle(rec, applied);
         if (status.get(rec.id) === 'running') {
-          rt.view(rec, 'running');
+          rt.view(rec, 'running', applied);
           report.adopted.push(rec.id);
         } else if (rec.desired === 'running') {
-          rt.view(rec, 'waking');
+          rt.view(rec, 'waking', applied);
           await rt.boot(rec);
           rt.view(rec, 'running');
           report.started.push(rec.id);
         } else {
           if (status.has(rec.id)) await rt.halt(rec, 0);
-          rt.view(rec, 'sleeping');
+          rt.view(rec, 'sleeping', applied);
           report.sleeping.push(rec.id);
         }
       });
     } catch (err) {
-      rt.view(rec, 'failed');
+      try {
+        rt.view(rec, 'failed');
+      } catch {
+        // no readable bundle: no view either (the runtime answers it as unknown)
+      }
       report.failed.push(rec.id);
       log.error('reconcile: server could not be restored', { server: rec.id, err });
     }

@@ -2,11 +2,14 @@
 // uid range. Owns the lifecycle (create, start/wake, stop/sleep, delete, resize), exec, stats and
 // the in-memory view of every server; reconcile.ts brings runc and the store together at boot.
 // Operations on one server are serialised; different servers proceed in parallel.
+// Its store record holds what it owns (address, uid range, desired state). Slug and limits are
+// given in the spec (create) and at resize and kept where they act: the bundle's config.json
+// (hostname, memory limit) and the disk image's size — read back when a runtime starts anew.
 
-import { chmodSync, chownSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, closeSync, existsSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import type { RuntimeConfig } from '../config/index.js';
-import { AppError } from '../errors.js';
+import { AppError, InternalError } from '../errors.js';
 import type { Logger } from '../log/index.js';
 import type { RuntimeRecord, RuntimeStore } from '../store/index.js';
 import { cgroupPath, ociSpec } from './spec.js';
@@ -40,11 +43,16 @@ const CREATE_DEADLINE_MS = 10 * 60_000;
 const SLUG = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
 const MiB = 1024 * 1024;
 
+/** What a server was given (ServerSpec without id), as applied on the host. */
+type Applied = Pick<ServerSpec, 'slug' | 'memoryBytes' | 'diskBytes'>;
+
 export class ContainerRuntime implements Runtime {
   readonly net: Network;
   readonly runc: Runc;
   readonly servers = new Map<string, RuntimeServer>();
   private readonly queues = new Map<string, Promise<unknown>>();
+  /** Ids reserved (reserve) whose create has not started yet. */
+  private readonly reserved = new Set<string>();
 
   constructor(readonly deps: RuntimeDeps) {
     this.net = new Network(deps.cfg);
@@ -67,13 +75,33 @@ export class ContainerRuntime implements Runtime {
     return next;
   }
 
-  view(rec: RuntimeRecord, state: ServerState): RuntimeServer {
+  /** Sets the in-memory view of a server: its state, and what it was given (`applied`; by
+   *  default as the view already has it, else as its bundle and disk say). */
+  view(rec: RuntimeRecord, state: ServerState, applied: Applied = this.applied(rec.id)): RuntimeServer {
     const s: RuntimeServer = {
-      id: rec.id, slug: rec.slug, ip: rec.ip, uidBase: rec.uidBase, memoryBytes: rec.memoryBytes,
-      diskBytes: rec.diskBytes, rootfs: diskPaths(this.serverDir(rec.id)).rootfs, state,
+      id: rec.id, slug: applied.slug, ip: rec.ip, uidBase: rec.uidBase, memoryBytes: applied.memoryBytes,
+      diskBytes: applied.diskBytes, rootfs: diskPaths(this.serverDir(rec.id)).rootfs, state,
     };
     this.servers.set(rec.id, s);
     return s;
+  }
+
+  /** Slug and limits as applied: from the view, or (a new runtime instance) from the server's
+   *  bundle (hostname, memory limit) and disk image (size). */
+  applied(id: string): Applied {
+    const known = this.servers.get(id);
+    if (known) return { slug: known.slug, memoryBytes: known.memoryBytes, diskBytes: known.diskBytes };
+    const file = join(this.serverDir(id), 'bundle', 'config.json');
+    let spec: { hostname?: unknown; linux?: { resources?: { memory?: { limit?: unknown } } } };
+    try {
+      spec = JSON.parse(readFileSync(file, 'utf8'));
+    } catch (e) {
+      throw new InternalError('a server bundle cannot be read', { server: id, file }, { cause: e });
+    }
+    const slug = spec.hostname;
+    const memoryBytes = spec.linux?.resources?.memory?.limit;
+    if (typeof slug !== 'string' || typeof memoryBytes !== 'number') throw new InternalError('a server bundle names no hostname or memory limit', { server: id, file });
+    return { slug, memoryBytes, diskBytes: statSync(diskPaths(this.serverDir(id)).img).size };
   }
 
   private setState(id: string, state: ServerState): void {
@@ -87,25 +115,33 @@ export class ContainerRuntime implements Runtime {
     return rec;
   }
 
-  writeBundle(rec: RuntimeRecord): void {
+  /** Writes the OCI bundle of a server (by default with the slug and memory limit it has now).
+   *  The file is synced before it replaces the old one: it is where the applied limit is kept. */
+  writeBundle(rec: RuntimeRecord, applied: Pick<Applied, 'slug' | 'memoryBytes'> = this.applied(rec.id)): void {
     const bundle = join(this.serverDir(rec.id), 'bundle');
     mkdirSync(bundle, { recursive: true, mode: 0o700 });
     const p = diskPaths(this.serverDir(rec.id));
     syncInitFiles(this.deps.initDir, p); // the init bind comes from the server's own disk (disk.ts)
     const spec = ociSpec({
-      id: rec.id, slug: rec.slug, rootfs: p.rootfs, uidBase: rec.uidBase,
-      memoryBytes: rec.memoryBytes, initDir: p.init, limits: this.deps.cfg,
+      id: rec.id, slug: applied.slug, rootfs: p.rootfs, uidBase: rec.uidBase,
+      memoryBytes: applied.memoryBytes, initDir: p.init, limits: this.deps.cfg,
     });
-    writeFileSync(join(bundle, 'config.json.tmp'), JSON.stringify(spec));
+    const fd = openSync(join(bundle, 'config.json.tmp'), 'w', 0o600);
+    try {
+      writeFileSync(fd, JSON.stringify(spec));
+      fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
     renameSync(join(bundle, 'config.json.tmp'), join(bundle, 'config.json'));
   }
 
   /** Files a new server starts with that depend on it (hostname, hosts, resolver). */
-  private personalise(rec: RuntimeRecord): void {
+  private personalise(rec: RuntimeRecord, slug: string): void {
     const root = diskPaths(this.serverDir(rec.id)).rootfs;
     const files: [string, string][] = [
-      ['etc/hostname', `${rec.slug}\n`],
-      ['etc/hosts', `127.0.0.1\tlocalhost\n127.0.1.1\t${rec.slug}\n::1\tlocalhost ip6-localhost ip6-loopback\n`],
+      ['etc/hostname', `${slug}\n`],
+      ['etc/hosts', `127.0.0.1\tlocalhost\n127.0.1.1\t${slug}\n::1\tlocalhost ip6-localhost ip6-loopback\n`],
       ['etc/resolv.conf', resolvConf()],
     ];
     for (const [rel, text] of files) {
@@ -138,29 +174,41 @@ export class ContainerRuntime implements Runtime {
     }
   }
 
-  async create(spec: ServerSpec): Promise<RuntimeServer> {
+  /** The runtime record of a new server, written pending before anything exists on the host: a
+   *  crash from then on leaves a record that reconcile tears down with all it holds. */
+  reserve(spec: ServerSpec): void {
+    this.allocate(spec);
+    this.reserved.add(spec.id);
+  }
+
+  private allocate(spec: ServerSpec): RuntimeRecord {
     if (!ID.test(spec.id)) throw AppError.of('invalid_server_id', 'server id must look like srv_<letters, digits, _ or ->');
     if (!SLUG.test(spec.slug)) throw AppError.of('invalid_slug', 'slug must be a DNS label: lowercase letters, digits and inner hyphens, at most 63');
     if (!(spec.memoryBytes >= 32 * MiB)) throw AppError.of('invalid_memory', 'memoryBytes must be at least 32 MiB');
     if (!(spec.diskBytes >= 64 * MiB)) throw AppError.of('invalid_disk', 'diskBytes must be at least 64 MiB');
+    const got = this.deps.store.allocate(
+      { id: spec.id, desired: 'running', createdAt: Date.now(), pending: spec.pendingUntil ?? Date.now() + CREATE_DEADLINE_MS },
+      { uidStart: this.deps.cfg.uidStart, uidRanges: this.deps.cfg.uidRanges, ips: () => this.net.hosts() },
+    );
+    if (got === 'exists') throw AppError.of('server_exists', `server ${spec.id} already exists`);
+    if (got === 'no_ip') throw AppError.of('no_address', 'every address of the server subnet is in use');
+    if (got === 'no_uid') throw AppError.of('no_uid_range', 'every uid range of this host is in use');
+    return got;
+  }
+
+  async create(spec: ServerSpec): Promise<RuntimeServer> {
+    // a reservation is taken once; one whose transaction was rolled back left no record
+    const reserved = this.reserved.delete(spec.id) ? this.deps.store.get(spec.id) : undefined;
+    const rec = reserved?.pending !== undefined && !this.servers.has(spec.id) ? reserved : this.allocate(spec);
+    const applied: Applied = { slug: spec.slug, memoryBytes: spec.memoryBytes, diskBytes: spec.diskBytes };
     return this.serial(spec.id, async () => {
-      // The record is written pending before anything exists on the host: a crash from here on
-      // leaves a record that reconcile tears down with all it holds.
-      const got = this.deps.store.allocate(
-        { id: spec.id, slug: spec.slug, memoryBytes: spec.memoryBytes, diskBytes: spec.diskBytes, desired: 'running', createdAt: Date.now(), pending: spec.pendingUntil ?? Date.now() + CREATE_DEADLINE_MS },
-        { uidStart: this.deps.cfg.uidStart, uidRanges: this.deps.cfg.uidRanges, ips: () => this.net.hosts() },
-      );
-      if (got === 'exists') throw AppError.of('server_exists', `server ${spec.id} already exists`);
-      if (got === 'no_ip') throw AppError.of('no_address', 'every address of the server subnet is in use');
-      if (got === 'no_uid') throw AppError.of('no_uid_range', 'every uid range of this host is in use');
-      const rec = got;
-      this.view(rec, 'creating');
+      this.view(rec, 'creating', applied);
       const p = diskPaths(this.serverDir(rec.id));
       try {
-        await makeDisk(p, rec.diskBytes);
+        await makeDisk(p, spec.diskBytes);
         await mountRootfs(p, this.deps.helper, this.deps.image, rec.uidBase);
-        this.personalise(rec);
-        this.writeBundle(rec);
+        this.personalise(rec, spec.slug);
+        this.writeBundle(rec, applied);
         await this.net.addServer(rec.ip);
         await this.boot(rec);
       } catch (e) {
@@ -170,13 +218,13 @@ export class ContainerRuntime implements Runtime {
       }
       if (spec.pendingUntil === undefined) this.deps.store.commit(rec.id);
       this.deps.log.info('server created', { server: rec.id, ip: rec.ip, uidBase: rec.uidBase });
-      return this.view(rec, 'running');
+      return this.view(rec, 'running', applied);
     });
   }
 
   start(id: string): Promise<void> {
     return this.serial(id, async () => {
-      const rec = this.deps.store.update(id, { desired: 'running' }) ?? this.record(id);
+      const rec = this.deps.store.setDesired(id, 'running') ?? this.record(id);
       if (this.servers.get(id)?.state === 'running' && (await this.runc.state(id))?.status === 'running') return;
       this.view(rec, 'waking');
       try {
@@ -191,7 +239,7 @@ export class ContainerRuntime implements Runtime {
 
   stop(id: string): Promise<void> {
     return this.serial(id, async () => {
-      const rec = this.deps.store.update(id, { desired: 'stopped' }) ?? this.record(id);
+      const rec = this.deps.store.setDesired(id, 'stopped') ?? this.record(id);
       await this.halt(rec, this.deps.cfg.stopGrace);
       const p = diskPaths(this.serverDir(id));
       if (await applyDeferredGrow(p, this.deps.helper, this.deps.image, rec.uidBase)) this.deps.log.info('disk grown offline while asleep', { server: id });
@@ -224,6 +272,7 @@ export class ContainerRuntime implements Runtime {
     await destroyDisk(diskPaths(this.serverDir(rec.id)));
     this.deps.store.remove(rec.id);
     this.servers.delete(rec.id);
+    this.reserved.delete(rec.id);
   }
 
   delete(id: string): Promise<void> {
@@ -239,18 +288,19 @@ export class ContainerRuntime implements Runtime {
     if (!(limits.memoryBytes >= 32 * MiB)) throw AppError.of('invalid_memory', 'memoryBytes must be at least 32 MiB');
     if (!(limits.diskBytes >= 64 * MiB)) throw AppError.of('invalid_disk', 'diskBytes must be at least 64 MiB');
     return this.serial(id, async () => {
-      const old = this.record(id);
+      const rec = this.record(id);
+      const old = this.applied(id);
       const p = diskPaths(this.serverDir(id));
       const diskBytes = Math.max(limits.diskBytes, statSync(p.img).size); // disks never shrink
       if (diskBytes > statSync(p.img).size) {
         const how = await growDisk(p, diskBytes);
         if (how === 'deferred') this.deps.log.warn('online disk growth refused (no CAP_SYS_RESOURCE); grows at the next sleep', { server: id });
       }
-      const rec = this.deps.store.update(id, { memoryBytes: limits.memoryBytes, diskBytes })!;
-      this.writeBundle(rec);
+      const now: Applied = { slug: old.slug, memoryBytes: limits.memoryBytes, diskBytes };
+      this.writeBundle(rec, now);
       if ((await this.runc.state(id))?.status === 'running') await this.runc.updateMemory(id, limits.memoryBytes);
-      this.view(rec, this.servers.get(id)?.state ?? 'running');
-      if (rec.memoryBytes !== old.memoryBytes || rec.diskBytes !== old.diskBytes) this.deps.log.info('server resized', { server: id, memoryBytes: rec.memoryBytes, diskBytes });
+      this.view(rec, this.servers.get(id)?.state ?? 'running', now);
+      if (now.memoryBytes !== old.memoryBytes || now.diskBytes !== old.diskBytes) this.deps.log.info('server resized', { server: id, memoryBytes: now.memoryBytes, diskBytes });
     });
   }
 

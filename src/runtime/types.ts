@@ -5,6 +5,9 @@ import type { Readable, Writable } from 'node:stream';
 
 export type ServerState = 'creating' | 'running' | 'sleeping' | 'waking' | 'stopped' | 'failed';
 
+/** What a server is, as its owner (hosting's server record) gives it to the runtime: at create,
+ *  and its limits again at resize. The runtime stores none of it in its own record; it keeps
+ *  what it applied in the server's bundle (hostname, memory limit) and disk image (size). */
 export interface ServerSpec {
   /** `srv_<id>`; also the container id under runc. */
   id: string;
@@ -26,6 +29,7 @@ export interface RuntimeServer {
   ip: string;
   /** First host uid/gid of the server's 65536-id range; container uid 0 maps to it. */
   uidBase: number;
+  /** The limits as applied (last create or resize), not as wanted (the server record's). */
   memoryBytes: number;
   diskBytes: number;
   /** Host path of the server's merged root filesystem; mounted while the server exists, asleep too. */
@@ -83,7 +87,12 @@ export interface PtyProcess {
 }
 
 export interface Runtime {
-  /** Allocates ids, disk, network identity and bundle, and starts the server. */
+  /** Writes the server's runtime record (pending, with its address and uid range) at once, so
+   *  the caller writes its own record in the same store transaction (Store.atomically); create()
+   *  of the same spec then builds on it. Throws, reserving nothing, when the id exists or a pool
+   *  is exhausted. Absent in a runtime that keeps no records in the store. */
+  reserve?(spec: ServerSpec): void;
+  /** Allocates ids (unless reserved), disk, network identity and bundle, and starts the server. */
   create(spec: ServerSpec): Promise<RuntimeServer>;
   /** Starts a stopped/sleeping server (wake). Resolves once its init runs. */
   start(id: string): Promise<void>;

@@ -1,20 +1,21 @@
-// The runtime's records: one per server (network identity, uid range, limits, desired state),
-// plus the two allocation indexes (ip → id, first uid of a range → id). Allocation and release run in
-// one write transaction with the record, so two creates never share an address or a uid range.
-// A record is written `pending` before anything is made on the host and stays so until its
-// create is committed; a record being deleted is pending again. Reconcile at start tears down
-// every pending record with all it holds instead of bringing it back.
+// The runtime's records: one per server, keyed by its id, holding only what the runtime owns
+// (network identity, uid range, desired state), plus the two allocation indexes (ip → id, first
+// uid of a range → id). Allocation and release run in one write transaction with the record, so
+// two creates never share an address or a uid range. What a server is (slug, memory and disk
+// limits) is the server record's (servers.ts), written by hosting alone; the runtime is given it
+// in the spec of create and resize and keeps what it applied in the server's OCI bundle.
+// A record is written `pending` before anything is made on the host (hosting reserves it in the
+// transaction that writes the server record) and stays so until its create is committed; a
+// record being deleted is pending again. Reconcile at start tears down every pending record with
+// all it holds instead of bringing it back.
 
 import type { LmdbEnv } from './db.js';
 
 export interface RuntimeRecord {
   id: string;
-  slug: string;
   ip: string;
   /** First host uid/gid of the server's range; container uid 0 maps to it. */
   uidBase: number;
-  memoryBytes: number;
-  diskBytes: number;
   /** What the server should be doing; reconcile() restores it after a host reboot. */
   desired: 'running' | 'stopped';
   createdAt: number;
@@ -84,8 +85,9 @@ export class RuntimeStore {
     });
   }
 
-  update(id: string, change: Partial<Pick<RuntimeRecord, 'memoryBytes' | 'diskBytes' | 'desired'>>): RuntimeRecord | undefined {
-    return this.env.patch<RuntimeRecord>(this.db, id, () => change);
+  /** Records what the server should be doing; undefined when there is no record. */
+  setDesired(id: string, desired: RuntimeRecord['desired']): RuntimeRecord | undefined {
+    return this.env.patch<RuntimeRecord>(this.db, id, () => ({ desired }));
   }
 
   /** Ends the pending state of a created record; false when there is no record. */

@@ -1,6 +1,9 @@
 // Server records as the hosting API sees them: owner, slug, SSH public key, tier limits and
 // flags. Secondary indexes (slug → id, SSH key fingerprint → id) are written in the same
-// transaction as the record. The runtime keeps its own records (ip, uid range) elsewhere.
+// transaction as the record. This is the one record of a server's limits (memory, disk): they
+// are written at insert and by setLimits, whose one caller is hosting (tier ceilings); flags
+// (update) are also set by billing and the operator. The runtime keeps only what it owns (ip,
+// uid range, desired state) in its own record (runtime.ts).
 //
 // A record carries `pending` while its create is not yet answered or its delete not finished:
 // such a server is invisible (get, bySlug, byKeyFingerprint, listByAccount and all skip it; its
@@ -132,9 +135,16 @@ export class ServerStore {
     });
   }
 
-  /** Applies a change to an existing record (slug and key are fixed for a server's life). */
-  update(id: string, change: (rec: ServerRecord) => Partial<Pick<ServerRecord, 'memoryBytes' | 'diskBytes' | 'neverSleep' | 'suspended' | 'flag'>>): ServerRecord | undefined {
+  /** Changes a record's flags (slug, key and owner are fixed for a server's life; limits are
+   *  setLimits'). */
+  update(id: string, change: (rec: ServerRecord) => Partial<Pick<ServerRecord, 'neverSleep' | 'suspended' | 'flag'>>): ServerRecord | undefined {
     return this.env.patch<ServerRecord>(this.db, id, change);
+  }
+
+  /** Records the memory and disk ceilings the server now has (hosting's tier keeping). */
+  setLimits(id: string, limits: Pick<ServerRecord, 'memoryBytes' | 'diskBytes'>): ServerRecord | undefined {
+    const { memoryBytes, diskBytes } = limits;
+    return this.env.patch<ServerRecord>(this.db, id, () => ({ memoryBytes, diskBytes }));
   }
 
   remove(id: string): void {

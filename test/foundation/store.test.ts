@@ -1,7 +1,7 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { openStore } from '../../src/store/index.js';
@@ -68,14 +68,15 @@ test('a store written by a newer schema is refused with a clear message', async 
 
 test('a migration and its version bump commit together or not at all', async () => {
   const dir = fresh();
+  const latest = Math.max(...migrations.map((m) => m.version));
   try {
-    openEnv(dir, [...migrations, { version: 2, description: 'broken', up: (env) => { env.db('meta').putSync('half', 1); throw new Error('boom'); } }]);
+    openEnv(dir, [...migrations, { version: latest + 1, description: 'broken', up: (env) => { env.db('meta').putSync('half', 1); throw new Error('boom'); } }]);
     assert.unreachable();
   } catch (e) {
     assert.match((e as Error).message, /boom/);
   }
   const env = openEnv(dir, migrations);
-  assert.is(env.db<number>('meta').get('schemaVersion'), 1);
+  assert.is(env.db<number>('meta').get('schemaVersion'), latest);
   assert.is(env.db('meta').get('half'), undefined);
   await env.close();
 });
@@ -94,6 +95,61 @@ test('server records keep their slug and key indexes consistent', async () => {
     assert.is(store.servers.bySlug('alpha'), undefined);
     assert.is(store.servers.byKeyFingerprint('fpA'), undefined);
     assert.equal(store.servers.listByAccount('acc_1'), []);
+  } finally {
+    await store.close();
+  }
+});
+
+test('a store whose runtime records hold slug, memory and disk (schema 1) opens with them dropped; addresses, uid ranges and server records stay', async () => {
+  const dir = fresh();
+  const rec = { id: 'srv_old', accountId: 'acc_1', slug: 'oldie', sshPublicKey: 'ssh-ed25519 AAAA', keyFingerprint: 'fpO', memoryBytes: 268435456, diskBytes: 268435456, neverSleep: false, suspended: false, flag: null, createdAt: 5 };
+  const v1 = openEnv(dir, migrations.filter((m) => m.version <= 1));
+  v1.txSync(() => {
+    v1.db('rt_servers').putSync('srv_old', { id: 'srv_old', slug: 'oldie', ip: '10.88.0.2', uidBase: 1_000_000_000, memoryBytes: 268435456, diskBytes: 268435456, desired: 'stopped', createdAt: 5 });
+    v1.db('rt_ips').putSync('10.88.0.2', 'srv_old');
+    v1.db('rt_uids').putSync(1_000_000_000, 'srv_old');
+    v1.db('servers').putSync('srv_old', rec);
+    v1.db('server_slugs').putSync('oldie', 'srv_old');
+  });
+  await v1.close();
+  const store = openStore(dir);
+  try {
+    assert.is(store.schemaVersion, Math.max(...migrations.map((m) => m.version)));
+    assert.equal(store.runtime.get('srv_old'), { id: 'srv_old', ip: '10.88.0.2', uidBase: 1_000_000_000, desired: 'stopped', createdAt: 5 });
+    assert.equal(store.runtime.allocations(), { ips: [['10.88.0.2', 'srv_old']], uids: [[1_000_000_000, 'srv_old']] });
+    const next = store.runtime.allocate({ id: 'srv_new', desired: 'running', createdAt: 6 }, { uidStart: 1_000_000_000, uidRanges: 2, ips: () => ['10.88.0.2', '10.88.0.3'] });
+    assert.equal(next, { id: 'srv_new', desired: 'running', createdAt: 6, ip: '10.88.0.3', uidBase: 1_000_000_000 + 65536 }, 'the old server keeps its address and uid range');
+    assert.equal(store.servers.bySlug('oldie'), rec, 'the server record, limits included, is as it was');
+  } finally {
+    await store.close();
+  }
+});
+
+test('each database of the store is opened by one area module (so balances are written by the account store alone)', () => {
+  const dir = new URL('../../src/store/', import.meta.url).pathname;
+  const owners = new Map<string, string[]>();
+  for (const f of readdirSync(dir).filter((n) => n.endsWith('.ts') && !['migrations.ts', 'db.ts', 'index.ts', 'backup.ts'].includes(n))) {
+    for (const m of readFileSync(join(dir, f), 'utf8').matchAll(/\.db<[^>]*>\('([a-z_]+)'\)/g)) owners.set(m[1], [...(owners.get(m[1]) ?? []), f]);
+  }
+  assert.ok(owners.size >= 20, `found ${owners.size} databases`);
+  for (const [name, files] of owners) assert.equal(files, [files[0]], `${name} is opened by ${files.join(' and ')}`);
+  assert.equal(owners.get('accounts'), ['accounts.ts']);
+});
+
+test('a charge takes from the balance and a credit adds to it, each with its ledger entry, once', async () => {
+  const store = openStore(fresh());
+  try {
+    store.accounts.insert({ id: 'acc_b', keyHash: 'h', keyEnc: 'x', phone: null, createdIp: '1.2.3.4', createdAt: 0, balanceUsd: 0 });
+    const prices = { ramUsdPerGbHour: 1, diskUsdPerGbMonth: 0, egressUsdPerGb: 0 };
+    const noGrant = () => ({ ramGbHours: 0, egressGb: 0 });
+    assert.ok(store.billing.credit('acc_b', 5, 'admin:one', 10));
+    assert.not.ok(store.billing.credit('acc_b', 5, 'admin:one', 11), 'a source is credited once');
+    assert.not.ok(store.billing.credit('acc_none', 5, 'admin:two', 11), 'no account, no credit');
+    store.billing.startMeter('srv_b', 100, 0);
+    assert.ok(store.billing.charge({ accountId: 'acc_b', serverId: 'srv_b', from: 100, to: 200, ramGbHours: 1.5, diskGbMonths: 0, egressGb: 0 }, 0, prices, noGrant));
+    assert.not.ok(store.billing.charge({ accountId: 'acc_b', serverId: 'srv_b', from: 100, to: 200, ramGbHours: 1.5, diskGbMonths: 0, egressGb: 0 }, 0, prices, noGrant), 'a period is charged once');
+    assert.is(store.accounts.get('acc_b')?.balanceUsd, 3.5);
+    assert.equal(store.billing.entries('acc_b', 10).items.map((e) => [e.kind, e.usd]), [['usage', 1.5], ['credit', 5]]);
   } finally {
     await store.close();
   }

@@ -1,14 +1,16 @@
-// Pending creates and deletes in the real store (LMDB): invisible until committed, committed
-// atomically with their runtime record and made account, and removed at the next start.
+// Pending creates and deletes in the real store (LMDB): invisible until committed, written and
+// committed atomically with their runtime record and made account, and removed at the next start.
 
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { loadConfig } from '../../src/config/index.js';
 import { PendingWork } from '../../src/hosting/pending.js';
+import { Servers } from '../../src/hosting/servers.js';
 import { createLogger } from '../../src/log/index.js';
-import type { Runtime } from '../../src/runtime/index.js';
+import { ContainerRuntime, type Runtime, type RuntimeServer, type ServerSpec } from '../../src/runtime/index.js';
 import { openStore, type ServerRecord, type Store } from '../../src/store/index.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'rbx-pending-'));
@@ -94,6 +96,73 @@ test('an account made by a create is held in the same transaction, or not made a
   assert.equal(store.servers.holdsAll().map((h) => [h.accountId, h.by]), [['acc_d2', work.by]]);
   assert.ok(work.dropAccount('acc_d2'));
   assert.is(store.accounts.get('acc_d2'), undefined);
+});
+
+/** Hosting's Servers over a store of their own and a real ContainerRuntime with one uid range;
+ *  `build` replaces its create (no container is made; reserve is the runtime's own). */
+function hosting(build?: (spec: ServerSpec) => Promise<RuntimeServer>) {
+  const own = mkdtempSync(join(tmpdir(), 'rbx-records-'));
+  const st = openStore(own);
+  const cfg = loadConfig({ env: {}, overrides: { dataDir: own, runtime: { uidRanges: 1, subnet: '10.199.250.0/24', bridge: 'rbtrec', nftTable: 'rbtrec' } } });
+  const rt = new ContainerRuntime({ dataDir: own, cfg: cfg.runtime, store: st.runtime, log, image: '', helper: '', initDir: '' });
+  const calls: string[] = [];
+  if (build) rt.create = build;
+  rt.delete = async (id) => void calls.push(`runtime.delete ${id}`);
+  const servers = new Servers({
+    store: st, runtime: rt, log, domain: 'example.test', brands: new Set(), maxServersPerAccount: 5,
+    makeKeyPair: (c) => ({ privateKey: 'k', publicKey: `ssh-ed25519 AAAA ${c}`, fingerprint: `fp-${c}` }),
+    credits: () => ({ tier: 'anonymous', ram_gb_hours_left: 1, egress_gb_left: 1, balance_usd: 0 }),
+    exposedPorts: () => [],
+    release: async (id) => void calls.push(`release ${id}`),
+  });
+  const acc = account('acc_r1');
+  st.accounts.insert(acc);
+  return {
+    store: st, rt, servers, calls, acc,
+    async close() {
+      await st.close();
+      rmSync(own, { recursive: true, force: true });
+    },
+  };
+}
+
+const view = (spec: ServerSpec): RuntimeServer => ({ ...spec, ip: '10.199.250.2', uidBase: 0, rootfs: '/', state: 'running' });
+
+test('a create writes the server record and the runtime record (address, uid range, no slug or limits) in one transaction, both pending until the commit', async () => {
+  let seen: { server?: ServerRecord; runtime?: object } = {};
+  const h = hosting(async (spec) => {
+    seen = { server: h.store.servers.getAny(spec.id), runtime: h.store.runtime.get(spec.id) };
+    return view(spec);
+  });
+  try {
+    const made = await h.servers.create(h.acc, { subdomains: ['records-one'] });
+    assert.ok(seen.server?.pending, 'the server record is there, pending, when the runtime starts building');
+    assert.equal(Object.keys(seen.runtime ?? {}).sort(), ['createdAt', 'desired', 'id', 'ip', 'pending', 'uidBase'], 'the runtime record holds only what the runtime owns');
+    assert.is(seen.server?.memoryBytes, 256 * 1024 * 1024, 'the limits are the server record\'s');
+    h.servers.commit(made);
+    assert.is(h.store.servers.get(made.record.id)?.pending, undefined);
+    assert.is(h.store.runtime.get(made.record.id)?.pending, undefined);
+  } finally {
+    await h.close();
+  }
+});
+
+test('a create refused for want of a uid range writes neither record and has nothing to undo', async () => {
+  const h = hosting();
+  try {
+    h.store.runtime.allocate({ id: 'srv_taken', desired: 'running', createdAt: 0 }, { uidStart: h.rt.deps.cfg.uidStart, uidRanges: 1, ips: () => ['10.199.250.9'] });
+    const err = await h.servers.create(h.acc, { subdomains: ['records-two'] }).then(
+      () => undefined,
+      (e: { code?: string }) => e,
+    );
+    assert.is(err?.code, 'no_uid_range');
+    assert.equal(h.store.servers.all({ withPending: true }), [], 'no server record was written');
+    assert.equal(h.store.runtime.all().map((r) => r.id), ['srv_taken']);
+    assert.equal(h.calls, [], 'no release and no runtime delete: there was nothing to undo');
+    assert.ok(h.store.servers.insert({ ...server('srv_r9', 'acc_r1'), slug: 'records-two' }), 'the slug was never taken');
+  } finally {
+    await h.close();
+  }
 });
 
 test.run();
