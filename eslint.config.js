@@ -24,13 +24,29 @@ const OWNERS = [
   ['http-proxy-3', 'proxy'],
 ];
 
+/** Arrows that must never exist (src/README.md): module → modules it may not import at all. */
+const FORBIDDEN = {
+  runtime: ['hosting', 'proxy', 'ssh', 'presence', 'billing', 'verify', 'payments', 'edge', 'admin'],
+  presence: ['proxy', 'ssh', 'hosting', 'edge', 'admin'],
+  payments: ['verify', 'hosting', 'billing', 'edge', 'admin'],
+  http: ['hosting', 'verify', 'proxy', 'ssh', 'billing', 'runtime', 'presence', 'edge', 'admin'],
+  edge: ['hosting', 'verify', 'proxy', 'ssh', 'billing', 'runtime', 'presence', 'admin'],
+  store: ['hosting', 'verify', 'proxy', 'ssh', 'billing', 'runtime', 'presence', 'edge', 'admin', 'payments'],
+  proxy: ['edge', 'hosting', 'ssh', 'admin'],
+  ssh: ['proxy', 'hosting', 'edge', 'admin'],
+};
+
 function restricted(module) {
+  const never = FORBIDDEN[module] ?? [];
   return {
     'no-restricted-imports': [
       'error',
       {
         paths: OWNERS.filter(([, owner]) => owner !== module).map(([n, o]) => owned(n, o)),
-        patterns: [module ? internals : rootInternals],
+        patterns: [
+          module ? internals : rootInternals,
+          ...(never.length ? [{ regex: `^\\.\\./(${never.join('|')})/`, message: `src/${module}/ must never import these modules (src/README.md, arrows that must never exist)` }] : []),
+        ],
       },
     ],
   };

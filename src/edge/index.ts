@@ -1,4 +1,4 @@
 // Public surface of the edge: listeners, TLS, Host dispatch.
-export { Edge, type EdgeApps, type EdgeOptions, type UpgradeApp } from './server.js';
+export { Edge, type EdgeApps, type EdgeOptions } from './server.js';
 export { TlsManager, type TlsOptions } from './tls.js';
 export { hostOf, route, type Target } from './dispatch.js';

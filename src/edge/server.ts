@@ -13,7 +13,7 @@ import { createServer as createNetServer, type AddressInfo, type Server as NetSe
 import type { Duplex } from 'node:stream';
 import { configSchema } from '../config/index.js';
 import type { Logger } from '../log/index.js';
-import { appErrorReply, errorReply, newRequestId, rawError, sendReply, type HttpApp, type Req, type RequestInfo, type Res } from '../http/index.js';
+import { appErrorReply, errorReply, newRequestId, rawError, sendReply, type HttpApp, type Req, type RequestInfo, type Res, type UpgradeApp } from '../http/index.js';
 import { AppError } from '../errors.js';
 import { hostOf, route } from './dispatch.js';
 import { ConnGuard } from './guard.js';
@@ -24,10 +24,6 @@ import { answerRefusals } from './wire.js';
 
 /** How long an HTTP/2 session's streams may run on after the client's FIN (HTTP/2 has no half-close; a FIN means the peer left) before the session is destroyed. */
 const H2_FIN_GRACE_MS = 250;
-
-export interface UpgradeApp {
-  upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, info: RequestInfo & { slug: string }): void;
-}
 
 export interface EdgeApps {
   hosting: HttpApp;

@@ -2,6 +2,7 @@
 // IncomingMessage or the HTTP/2 compatibility request), a handler's context and its reply.
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Duplex } from 'node:stream';
 import type { Http2ServerRequest, Http2ServerResponse } from 'node:http2';
 import type { Logger } from '../log/index.js';
 
@@ -51,6 +52,11 @@ export interface RouteOptions {
 export interface HttpApp {
   /** Settles when the answer is under way; may return nothing when it was started synchronously. */
   handle(req: Req, res: Res, info: RequestInfo): Promise<void> | void;
+}
+
+/** An app that also takes HTTP/1.1 upgrades (WebSockets) for a server's subdomain. */
+export interface UpgradeApp {
+  upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, info: RequestInfo & { slug: string }): void;
 }
 
 export interface RequestInfo {

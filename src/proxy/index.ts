@@ -4,12 +4,11 @@
 // `state(id)` is the truthful running/sleeping/waking state for the hosting API.
 
 import { proxySchema, type ProxyConfig } from '../config/index.js';
-import type { HttpApp } from '../http/index.js';
+import type { HttpApp, UpgradeApp } from '../http/index.js';
 import type { Logger } from '../log/index.js';
 import type { PublicUrls } from '../pages/index.js';
 import { IdleTracker } from '../presence/index.js';
 import type { Runtime, ServerState } from '../runtime/index.js';
-import type { UpgradeApp } from '../edge/index.js';
 import { ProxyApp } from './app.js';
 import { Forwarder } from './forward.js';
 import { Publication } from './publish.js';
