@@ -17,6 +17,7 @@ import { applyDeferredGrow, destroyDisk, diskPaths, diskUsed, growDisk, mountRoo
 import { pipeExec, ptyExec, type Wrapping } from './exec.js';
 import { INIT_MOUNT } from './supervisor.js';
 import { memoryStats, removeCgroup } from './cgroup.js';
+import { ensureLxcfsDir } from './lxcfs.js';
 import { Network } from './network.js';
 import { Runc } from './runc.js';
 import { resolvConf } from './image.js';
@@ -124,7 +125,7 @@ export class ContainerRuntime implements Runtime {
     syncInitFiles(this.deps.initDir, p); // the init bind comes from the server's own disk (disk.ts)
     const spec = ociSpec({
       id: rec.id, slug: applied.slug, rootfs: p.rootfs, uidBase: rec.uidBase,
-      memoryBytes: applied.memoryBytes, initDir: p.init, limits: this.deps.cfg,
+      memoryBytes: applied.memoryBytes, initDir: p.init, limits: this.deps.cfg, lxcfsDir: ensureLxcfsDir(this.deps.dataDir),
     });
     const fd = openSync(join(bundle, 'config.json.tmp'), 'w', 0o600);
     try {

@@ -14,12 +14,21 @@
 // - cgroups: memory limit = tier RAM ceiling (the OOM killer acts inside the server's cgroup),
 //   pids limit, cpu shares; oom_score_adj 500 so under host pressure servers go before the daemon.
 //
+// The server's own limits in view: lxcfs's /proc files (lxcfs.ts) are bound over /proc/meminfo,
+// cpuinfo, stat, uptime, loadavg, diskstats and swaps, so free/top/uptime answer from the server's
+// cgroup; /sys/fs/cgroup is the server's own cgroup tree (cgroup namespace), read-only, so it can
+// read its memory limit, usage and OOM counter. The masked directories get an empty read-only
+// tmpfs without a size (statfs reports 0 blocks, so `df` lists only the server's own
+// filesystems, not tmpfs mounts the size of the host's memory).
+//
 // Nothing the server can read names a host path: its /proc/self/mountinfo shows the overlay root
 // with relative upper/work (helper.ts) and the init bind from the server's own disk (disk.ts
 // syncInitFiles), whose path on that filesystem is just `/init`.
 
+import { existsSync } from 'node:fs';
 import type { RuntimeConfig } from '../config/index.js';
 import { seccompProfile } from './seccomp.js';
+import { LXCFS_PROC_FILES } from './lxcfs.js';
 import { INIT_ARGS, INIT_MOUNT } from './supervisor.js';
 
 export const CAPABILITIES = [
@@ -39,7 +48,16 @@ export interface SpecInput {
    *  files on its disk (DiskPaths.init), never the shared <dataDir>/runtime/init. */
   initDir: string;
   limits: Pick<RuntimeConfig, 'pidsLimit' | 'cpuShares'>;
+  /** Host directory whose proc/<file> are lxcfs's (or placeholders): ensureLxcfsDir. Without it
+   *  the server sees the host's /proc figures. */
+  lxcfsDir?: string;
 }
+
+/** Host information a server never reads: files get /dev/null, directories an empty tmpfs. */
+const MASKED_FILES = ['/proc/kcore', '/proc/keys', '/proc/latency_stats', '/proc/timer_list', '/proc/timer_stats', '/proc/sched_debug'];
+/** Masked by an explicit tmpfs of no size (see the header) where the host has them; runc's own
+ *  masking (maskedPaths, which skips absent paths) otherwise. */
+const MASKED_DIRS = ['/proc/acpi', '/proc/asound', '/proc/scsi', '/sys/firmware', '/sys/devices/virtual/powercap'];
 
 export const cgroupPath = (id: string) => `/rootbox/${id}`;
 
@@ -68,6 +86,9 @@ export function ociSpec(s: SpecInput): Record<string, unknown> {
       { destination: '/sys', type: 'sysfs', source: 'sysfs', options: ['nosuid', 'noexec', 'nodev', 'ro'] },
       { destination: '/run', type: 'tmpfs', source: 'tmpfs', options: ['nosuid', 'nodev', 'mode=755', 'size=65536k'] },
       { destination: INIT_MOUNT, type: 'bind', source: s.initDir, options: ['bind', 'ro', 'nosuid', 'nodev'] },
+      { destination: '/sys/fs/cgroup', type: 'cgroup', source: 'cgroup', options: ['nosuid', 'noexec', 'nodev', 'relatime', 'ro'] },
+      ...MASKED_DIRS.filter((d) => existsSync(d)).map((d) => ({ destination: d, type: 'tmpfs', source: 'tmpfs', options: ['ro', 'nosuid', 'nodev', 'noexec', 'size=0', 'mode=555'] })),
+      ...(s.lxcfsDir ? LXCFS_PROC_FILES.map((f) => ({ destination: `/proc/${f}`, type: 'bind', source: `${s.lxcfsDir}/proc/${f}`, options: ['bind', 'ro', 'nosuid', 'nodev', 'noexec'] })) : []),
     ],
     linux: {
       uidMappings: [{ containerID: 0, hostID: s.uidBase, size: 65536 }],
@@ -82,10 +103,7 @@ export function ociSpec(s: SpecInput): Record<string, unknown> {
       },
       sysctl: { 'net.ipv4.ping_group_range': '0 65535' },
       seccomp: seccompProfile(),
-      maskedPaths: [
-        '/proc/acpi', '/proc/asound', '/proc/kcore', '/proc/keys', '/proc/latency_stats', '/proc/timer_list',
-        '/proc/timer_stats', '/proc/sched_debug', '/proc/scsi', '/sys/firmware', '/sys/devices/virtual/powercap',
-      ],
+      maskedPaths: [...MASKED_FILES, ...MASKED_DIRS.filter((d) => !existsSync(d))],
       readonlyPaths: ['/proc/bus', '/proc/fs', '/proc/irq', '/proc/sys', '/proc/sysrq-trigger'],
     },
   };
