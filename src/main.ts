@@ -3,7 +3,8 @@
 // graceful stop; SIGHUP: reload TLS). Containers keep running when the daemon stops.
 //
 // Start order — each part uses only parts started before it, so no wiring refers to a part that
-// does not exist yet: store → payments → tls → runtime → presence (idle tracker) → billing (built;
+// does not exist yet: store → payments → tls → lxcfs (the servers' /proc view, before any boot)
+// → runtime → oom (OOM kills told to the server's user) → presence (idle tracker) → billing (built;
 // settled recharges credited) → proxy → ports (exposed TCP) → ssh → hosting (registers itself as
 // billing's tier keeper, reopens ports, applies tiers) → metering (billing's loop) → edge → admin.
 
@@ -19,7 +20,7 @@ import { createPayments, type Payments } from './payments/index.js';
 import { IdleTracker, TcpExposer } from './presence/index.js';
 import { PublicUrls } from './pages/index.js';
 import { createProxy, type Proxy } from './proxy/index.js';
-import { createRuntime, type ContainerRuntime, type ReconcileReport, type Runtime } from './runtime/index.js';
+import { ContainerRuntime, createRuntime, Lxcfs, OomWatch, type ReconcileReport, type Runtime } from './runtime/index.js';
 import { createSmsSender } from './sms/index.js';
 import { SshServer, generateServerKeyPair } from './ssh/index.js';
 import { openStore, type Store } from './store/index.js';
@@ -55,6 +56,8 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
 ): Promise<Daemon<R>> {
   const d = {} as { -readonly [K in keyof Daemon<R>]: Daemon<R>[K] };
   let statsTimer: NodeJS.Timeout | undefined;
+  let lxcfs: Lxcfs | undefined;
+  let oom: OomWatch | undefined;
   const parts: Part[] = [
     {
       name: 'store',
@@ -85,6 +88,14 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
       stop: () => d.tls.close(),
     },
     {
+      name: 'lxcfs', // for runc containers only (not a runtime of plain processes)
+      start: () => {
+        if (makeRuntime === (containers as unknown)) lxcfs = new Lxcfs({ dataDir: cfg.dataDir, log: log.child({ part: 'lxcfs' }) });
+        return lxcfs?.start();
+      },
+      stop: () => lxcfs?.stop(),
+    },
+    {
       name: 'runtime',
       start: async () => {
         const { runtime, reconciled } = await makeRuntime(cfg, d.store, log);
@@ -92,6 +103,14 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
         if (reconciled) log.info('reconciled servers with runc', { ...reconciled });
       },
       stop: () => {},
+    },
+    {
+      name: 'oom',
+      start: () => {
+        if (d.runtime instanceof ContainerRuntime) oom = new OomWatch({ servers: () => d.runtime.list(), log: log.child({ part: 'oom' }) });
+        oom?.start();
+      },
+      stop: () => oom?.stop(),
     },
     {
       name: 'presence',

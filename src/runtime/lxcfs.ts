@@ -150,7 +150,7 @@ export class Lxcfs {
       this.servingSince = 0;
       const why = Lxcfs.unavailable(this.o.binary);
       if (why) {
-        if (!this.warned) this.o.log.warn('lxcfs unavailable: servers see the host\'s memory, CPU and uptime figures in /proc', { reason: why });
+        if (!this.warned) this.o.log.warn("lxcfs unavailable: servers see the host's memory, CPU and uptime figures in /proc", { reason: why });
         this.warned = true;
         if (state === 'stale') await this.unmount();
         ensureLxcfsDir(this.o.dataDir);

@@ -1,0 +1,137 @@
+// The kernel's OOM kills, made visible to the server's user. Every couple of seconds the watch
+// reads the oom_kill counter of each running server's memory cgroup (one small file per server:
+// memory.oom_control on cgroup v1, memory.events on v2). When it grew, the daemon appends one line
+// per kill to /var/log/rootbox.log inside the server (rootfile.ts: never through a user's
+// symlink), naming the killed program when the kernel log says it (/dev/kmsg's `oom-kill:` line of
+// the server's cgroup) and the server's memory limit; hosting's logs endpoint counts those lines.
+// A cgroup made anew (the server slept and woke) starts its counter at 0: the watch tells the
+// cgroups apart by their directory's inode.
+
+import { closeSync, constants, openSync, readSync, statSync } from 'node:fs';
+import type { Logger } from '../log/index.js';
+import { cgroupDirs, memoryStats } from './cgroup.js';
+import { appendIn } from './rootfile.js';
+import { cgroupPath } from './spec.js';
+import type { RuntimeServer } from './types.js';
+
+export const ROOTBOX_LOG = '/var/log/rootbox.log';
+/** The words every OOM line of rootbox.log carries (the logs endpoint counts them). */
+export const OOM_MARK = 'out of memory:';
+
+export interface OomWatchOptions {
+  /** The servers as the runtime sees them now. */
+  servers: () => RuntimeServer[];
+  log: Logger;
+  /** Poll period (default 2 s). */
+  everyMs?: number;
+}
+
+interface Seen {
+  ino: number;
+  kills: number;
+}
+
+const MiB = 1024 * 1024;
+
+export class OomWatch {
+  private readonly seen = new Map<string, Seen>();
+  private timer?: NodeJS.Timeout;
+  private busy = false;
+  private first = true;
+  /** OOM lines written since start (for the host log and tests). */
+  written = 0;
+
+  constructor(private readonly o: OomWatchOptions) {}
+
+  start(): void {
+    void this.tick();
+    this.timer = setInterval(() => void this.tick(), this.o.everyMs ?? 2000);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    clearInterval(this.timer);
+  }
+
+  /** One look at every running server's counter. */
+  async tick(): Promise<void> {
+    if (this.busy) return;
+    this.busy = true;
+    try {
+      const running = this.o.servers().filter((s) => s.state === 'running');
+      const ids = new Set(running.map((s) => s.id));
+      for (const id of this.seen.keys()) if (!ids.has(id)) this.seen.delete(id);
+      for (const s of running) {
+        const dirs = cgroupDirs(cgroupPath(s.id));
+        const dir = dirs.find((d) => d.startsWith('/sys/fs/cgroup/memory/')) ?? (dirs.length === 1 ? dirs[0] : undefined);
+        if (!dir) continue;
+        let ino: number;
+        try {
+          ino = statSync(dir).ino;
+        } catch {
+          continue;
+        }
+        const kills = memoryStats(cgroupPath(s.id)).oomKills;
+        const before = this.seen.get(s.id);
+        this.seen.set(s.id, { ino, kills });
+        // at the daemon's start the kills so far were reported by the daemon before it
+        const base = before?.ino === ino ? before.kills : this.first ? kills : 0;
+        if (kills > base) await this.report(s, kills - base, kills);
+      }
+    } catch (err) {
+      this.o.log.error('oom watch failed', { err });
+    } finally {
+      this.first = false;
+      this.busy = false;
+    }
+  }
+
+  private async report(s: RuntimeServer, count: number, total: number): Promise<void> {
+    const victims = kernelVictims(cgroupPath(s.id), s.uidBase).slice(-count);
+    const at = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
+    const limit = `${Math.round(s.memoryBytes / MiB)} MiB`;
+    let text = '';
+    for (let i = 0; i < count; i++) {
+      const v = victims[i - (count - victims.length)];
+      const who = v ? `${v.task} (uid ${v.uid})` : 'a process';
+      text += `[rootbox ${at}] ${OOM_MARK} the kernel killed ${who}: this server's memory limit is ${limit}\n`;
+    }
+    const ok = await appendIn(s.rootfs, ROOTBOX_LOG, text, { uid: s.uidBase, gid: s.uidBase });
+    this.written += count;
+    this.o.log.warn('server process killed for memory', { server: s.id, kills: count, total, victims: victims.map((v) => v.task), logged: ok });
+  }
+}
+
+/** The kernel's `oom-kill:` summaries for a memory cgroup, oldest first (best effort: empty when
+ *  /dev/kmsg cannot be read). uid is the container's (host uid − uidBase). */
+function kernelVictims(cgroup: string, uidBase: number): { task: string; uid: number }[] {
+  const out: { task: string; uid: number }[] = [];
+  let fd: number;
+  try {
+    fd = openSync('/dev/kmsg', constants.O_RDONLY | constants.O_NONBLOCK); // one record per read, EAGAIN at the end
+  } catch {
+    return out;
+  }
+  const buf = Buffer.alloc(8192);
+  try {
+    for (let i = 0; i < 100_000; i++) {
+      let n: number;
+      try {
+        n = readSync(fd, buf, 0, buf.length, null);
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code === 'EPIPE') continue; // overwritten records
+        break; // EAGAIN: the end
+      }
+      if (n <= 0) break;
+      const rec = buf.toString('utf8', 0, n);
+      const msg = rec.slice(rec.indexOf(';') + 1);
+      if (!msg.startsWith('oom-kill:') || !msg.includes(`task_memcg=${cgroup},`)) continue;
+      const task = /,task=([^,]*),/.exec(msg)?.[1] ?? 'a process';
+      const uid = Number(/,uid=(\d+)/.exec(msg)?.[1] ?? NaN);
+      out.push({ task: task.replace(/[^\x20-\x7e]/g, '?').slice(0, 64), uid: Number.isFinite(uid) && uid >= uidBase ? uid - uidBase : uid });
+    }
+  } finally {
+    closeSync(fd);
+  }
+  return out;
+}
