@@ -13,6 +13,7 @@ import type { AccountRecord } from '../store/index.js';
 import { tierOf } from './accounts.js';
 import type { HostingCore, HostingDeps } from './core.js';
 import { handleCreate } from './create.js';
+import { LogsAnswer, LogsQuery, serverLogs } from './logs.js';
 import {
   CreateRequest,
   CreateResponse,
@@ -168,6 +169,23 @@ export function hostingRoutes({ core, deps, service, ipLimit, createLimit, docum
         const rec = core.servers.owned(ctx.auth, ctx.params.id);
         await core.servers.restart(rec);
         return { status: 200, body: await core.servers.view(rec, ctx.auth) };
+      },
+    }),
+    route({
+      method: 'GET',
+      path: '/servers/:id/logs',
+      auth: 'bearer',
+      summary: 'The last lines of /var/log/run.sh.log, the supervisor\'s events and the OOM kills of a server; never wakes it',
+      ...server,
+      query: LogsQuery,
+      responses: {
+        200: { description: 'lines, events (started, exited, restarting, changed, oom_kill) and oom_kills', json: LogsAnswer },
+        400: 'tail is not a whole number from 1 to 1000.',
+        404: 'No such server of yours.',
+      },
+      handler: async (ctx) => {
+        const rec = core.servers.owned(ctx.auth, ctx.params.id);
+        return { status: 200, body: await serverLogs(deps.runtime.get(rec.id)?.rootfs, ctx.query.tail ?? 100) };
       },
     }),
     route({

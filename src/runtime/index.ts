@@ -6,5 +6,5 @@ export { ContainerRuntime } from './runtime.js';
 export { buildImage, findImage, imageOptions, recipeHash } from './image.js';
 export type { ReconcileReport } from './reconcile.js';
 export { Lxcfs, lxcfsState, LXCFS_PROC_FILES } from './lxcfs.js';
-export { OomWatch, ROOTBOX_LOG, OOM_MARK } from './oom.js';
+export { OomWatch, ROOTBOX_LOG, OOM_MARK, oomKillsIn } from './oom.js';
 export { readTail } from './rootfile.js';

@@ -10,13 +10,23 @@
 import { closeSync, constants, openSync, readSync, statSync } from 'node:fs';
 import type { Logger } from '../log/index.js';
 import { cgroupDirs, memoryStats } from './cgroup.js';
-import { appendIn } from './rootfile.js';
+import { appendIn, readTail } from './rootfile.js';
 import { cgroupPath } from './spec.js';
 import type { RuntimeServer } from './types.js';
 
 export const ROOTBOX_LOG = '/var/log/rootbox.log';
 /** The words every OOM line of rootbox.log carries (the logs endpoint counts them). */
 export const OOM_MARK = 'out of memory:';
+/** First line of a rootbox.log started anew, followed by the number of kills before. */
+const OOM_BEFORE = 'log started anew at 1 MiB; out-of-memory kills before: ';
+const LOG_MAX = 1024 * 1024;
+
+/** OOM kills a rootbox.log tells: its lines with OOM_MARK, plus the count carried by its first line. */
+export function oomKillsIn(log: string): number {
+  const lines = log.split('\n');
+  const before = lines[0]?.includes(OOM_BEFORE) ? Number(lines[0].slice(lines[0].indexOf(OOM_BEFORE) + OOM_BEFORE.length)) || 0 : 0;
+  return before + lines.filter((l) => l.startsWith('[rootbox ') && l.includes(OOM_MARK)).length;
+}
 
 export interface OomWatchOptions {
   /** The servers as the runtime sees them now. */
@@ -96,7 +106,11 @@ export class OomWatch {
       const who = v ? `${v.task} (uid ${v.uid})` : 'a process';
       text += `[rootbox ${at}] ${OOM_MARK} the kernel killed ${who}: this server's memory limit is ${limit}\n`;
     }
-    const ok = await appendIn(s.rootfs, ROOTBOX_LOG, text, { uid: s.uidBase, gid: s.uidBase });
+    // the log stays small: past 1 MiB it starts anew, its first line carrying the count so far
+    const old = await readTail(s.rootfs, ROOTBOX_LOG, LOG_MAX + 1);
+    const full = !!old && old.length > LOG_MAX;
+    if (full) text = `[rootbox ${at}] ${OOM_BEFORE}${oomKillsIn(old.toString('utf8'))}\n${text}`;
+    const ok = await appendIn(s.rootfs, ROOTBOX_LOG, text, { uid: s.uidBase, gid: s.uidBase }, full);
     this.written += count;
     this.o.log.warn('server process killed for memory', { server: s.id, kills: count, total, victims: victims.map((v) => v.task), logged: ok });
   }

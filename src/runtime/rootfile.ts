@@ -9,7 +9,7 @@
 import { constants } from 'node:fs';
 import { open, type FileHandle } from 'node:fs/promises';
 
-const { O_RDONLY, O_WRONLY, O_APPEND, O_CREAT, O_DIRECTORY, O_NOFOLLOW, O_NONBLOCK, O_NOCTTY } = constants;
+const { O_RDONLY, O_WRONLY, O_APPEND, O_CREAT, O_TRUNC, O_DIRECTORY, O_NOFOLLOW, O_NONBLOCK, O_NOCTTY } = constants;
 
 const parts = (path: string) => path.split('/').filter((p) => p && p !== '.');
 
@@ -61,10 +61,10 @@ export async function readTail(root: string, path: string, maxBytes: number): Pr
   }
 }
 
-/** Appends text to a file inside the root, creating it (mode 0644, owned by `owner`: the
- *  server's root) when missing. False when the path cannot be reached without a symlink. */
-export async function appendIn(root: string, path: string, text: string, owner: { uid: number; gid: number }): Promise<boolean> {
-  const fh = await openIn(root, path, O_WRONLY | O_APPEND | O_CREAT, 0o644);
+/** Appends text to a file inside the root (emptied first with `truncate`), creating it (mode
+ *  0644, owned by `owner`: the server's root) when missing. False when the path cannot be reached without a symlink. */
+export async function appendIn(root: string, path: string, text: string, owner: { uid: number; gid: number }, truncate = false): Promise<boolean> {
+  const fh = await openIn(root, path, O_WRONLY | O_APPEND | O_CREAT | (truncate ? O_TRUNC : 0), 0o644);
   if (!fh) return false;
   try {
     const st = await fh.stat();

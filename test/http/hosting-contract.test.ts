@@ -96,6 +96,16 @@ test('server routes answer 200, 401 and 404 (unknown, malformed and foreign ids)
   await expect(200, 'POST', '/account/rotate-key', { key: V.json.api_key }).then((r) => (V.json.api_key = r.json.api_key));
 });
 
+test('GET /servers/:id/logs answers lines, events and oom_kills; 400 for tail 0, 1001, abc and 1.5; 401; 404 for unknown and foreign ids', async () => {
+  const key = A.json.api_key;
+  const r = await expect(200, 'GET', `/servers/${A.json.id}/logs`, { key });
+  assert.equal([Array.isArray(r.json.lines), Array.isArray(r.json.events), r.json.oom_kills], [true, true, 0]);
+  for (const q of ['tail=0', 'tail=1001', 'tail=abc', 'tail=1.5', 'tail=']) await expect(400, 'GET', `/servers/${A.json.id}/logs?${q}`, { key });
+  for (const q of ['?tail=1', '?tail=1000']) await expect(200, 'GET', `/servers/${A.json.id}/logs${q}`, { key });
+  for (const id of ['srv_ffffffff', 'nope', V.json.id]) await expect(404, 'GET', `/servers/${id}/logs`, { key });
+  await expect(401, 'GET', `/servers/${A.json.id}/logs`);
+});
+
 test('GET /usage refuses limit 0, abc, 501 and 1.5 with 400 and takes 1 to 500 (documented 1..500)', async () => {
   const key = A.json.api_key;
   for (const q of ['limit=0', 'limit=abc', 'limit=501', 'limit=1.5', 'limit=', 'cursor=garbage']) await expect(400, 'GET', `/usage?${q}`, { key });
