@@ -68,6 +68,13 @@ export function hostChecks(): Check[] {
   const capEff = BigInt('0x' + (/^CapEff:\s+([0-9a-f]+)$/m.exec(read('/proc/self/status'))?.[1] ?? '0'));
   const sysResource = ((capEff >> 24n) & 1n) === 1n;
   add({ name: 'online disk growth', required: false, ok: sysResource, detail: sysResource ? 'CAP_SYS_RESOURCE held' : 'no CAP_SYS_RESOURCE: a grown disk is resized at the server\'s next sleep', fix: 'run rootbox with CAP_SYS_RESOURCE (plain root has it)' });
+  // the servers' own limits in free/top/uptime (lxcfs.ts): optional, servers start without them
+  const fuse = existsSync('/dev/fuse') && /\bfuse\b/.test(fs);
+  const noView = 'servers start, but free, top, uptime and /proc/meminfo inside show the host\'s figures';
+  add({ name: 'FUSE', required: false, ok: fuse, detail: fuse ? '/dev/fuse present' : `/dev/fuse missing: ${noView}`, fix: 'modprobe fuse (in a container: give it /dev/fuse)' });
+  const lx = run('lxcfs', ['--version']);
+  const lxVersion = lx.out.replace(/"/g, '').split('\n')[0];
+  add({ name: 'lxcfs', required: false, ok: lx.ok && !lx.missing, detail: lx.ok ? `lxcfs ${lxVersion}` : `not installed: ${noView}`, fix: `${APT} lxcfs` });
   const deb = run('debootstrap', ['--version']);
   add({ name: 'debootstrap', required: false, ok: deb.ok, detail: deb.ok ? deb.out : 'not found (needed to build the base image)', fix: `${APT} debootstrap` });
   return checks;
