@@ -125,6 +125,7 @@ export const CATALOGUE = {
   expose_in_progress: e('conflict', 'another request is exposing the same port'),
   server_exists: e('conflict', 'the runtime already has a server with this id'),
   server_not_running: e('conflict', 'the server must be running for this'),
+  image_in_use: e('conflict', 'servers use the base image, so it cannot be rebuilt in place (CLI)'),
 
   // ── 413 too_large ──
   body_too_large: e('too_large', 'the request body exceeds the limit of its route'),
@@ -190,7 +191,7 @@ export const CATALOGUE = {
 
   // ── 500 internal: the host's own set-up ──
   admin_failed: e('internal', 'the daemon refused an admin command without a code (CLI)'),
-  image_build_failed: e('internal', 'debootstrap failed building the base image'),
+  image_build_failed: e('internal', 'debootstrap or apt failed building the base image'),
   ssh_host_key_invalid: e('internal', 'an SSH host key file is not a readable private key'),
   store_too_new: e('internal', 'the database was written by a newer rootbox'),
 

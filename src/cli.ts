@@ -17,6 +17,8 @@ commands:
   serve          run the daemon in the foreground (embedded defaults when no config)
   doctor         check this host for what rootbox needs; exit 1 when something required is missing
   image build    build the base server image with debootstrap unless cached (--force rebuilds)
+  image list     list built images and the servers using each
+  image prune    remove images no server of this data dir uses (the current one is kept)
   servers | accounts | status | backup | restore
                  operate the host through the running daemon (rootbox servers --help)
   config docs    print the configuration reference (Markdown)
@@ -44,10 +46,9 @@ async function main(argv: string[]): Promise<number> {
       return runDoctor(loadConfig({ file: values.config }));
     }
     case 'image':
-      if (sub === 'build') {
-        const { buildImage, imageOptions } = await import('./runtime/image.js');
-        await buildImage(imageOptions(loadConfig({ file: values.config })), (l) => process.stdout.write(l + '\n'), values.force === true);
-        return 0;
+      if (sub === 'build' || sub === 'list' || sub === 'prune') {
+        const { imageCommand } = await import('./runtime/index.js');
+        return imageCommand(loadConfig({ file: values.config }), sub, values.force === true, (t) => process.stdout.write(t));
       }
       break;
     case 'config':

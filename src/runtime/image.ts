@@ -1,24 +1,33 @@
-// Base images: a Debian bookworm rootfs built with debootstrap (minbase + the packages a root user
-// expects), versioned by a hash of its recipe and cached under <imageDir>/<name>-<hash>/rootfs.
-// A build runs in a scratch dir beside the cache and is renamed into place only when complete,
-// so a half-built image is never used; downloaded .debs are kept in <imageDir>/.debs.
+// Base images: a Debian bookworm rootfs (debootstrap minbase, then the packages a user works with
+// installed by apt inside it), versioned by a hash of its recipe and cached under
+// <imageDir>/<name>-<hash>/rootfs. A build runs in a scratch dir beside the cache and is renamed
+// into place only when complete, so a half-built image is never used; downloaded .debs are kept
+// in <imageDir>/.debs for the next build. Images are never changed once built: every server
+// records the image it was created from and keeps it as its lower layer (images.ts lists and
+// prunes them).
 
 import { createHash } from 'node:crypto';
 import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { AppError } from '../errors.js';
+import { FILES_TEXT, postInstall, preInstall } from './imagefiles.js';
 
+/** What a user expects on a machine to work on; installed with apt (no recommends). */
 export const IMAGE_PACKAGES = [
-  'bash', 'ca-certificates', 'curl', 'iproute2', 'iputils-ping', 'procps', 'less', 'nano',
-  'python3-minimal', 'openssh-sftp-server', 'rsync', 'tini', 'locales',
+  'bash', 'ca-certificates', 'curl', 'wget', 'openssh-client', 'openssh-sftp-server', 'rsync', 'tini', 'locales',
+  'python3', 'python3-venv', 'python3-pip', 'git', 'nano', 'vim-tiny', 'less', 'zip', 'unzip', 'xz-utils', 'jq',
+  'sqlite3', 'netcat-openbsd', 'procps', 'iproute2', 'iputils-ping', 'dnsutils', 'build-essential', 'nodejs', 'npm',
 ] as const;
 
-/** Everything that decides the image's content; its hash names the cache entry. Bump `rev` when
- *  the post-install steps below change. */
-export const RECIPE = { suite: 'bookworm', variant: 'minbase', packages: IMAGE_PACKAGES, rev: 1 } as const;
+/** Everything that decides the image's content; its hash (with the files of imagefiles.ts) names
+ *  the cache entry. Bump `rev` when the build steps below change. */
+export const RECIPE = { suite: 'bookworm', variant: 'minbase', packages: IMAGE_PACKAGES, rev: 2 } as const;
 
-export const recipeHash = (): string => createHash('sha256').update(JSON.stringify(RECIPE)).digest('hex').slice(0, 12);
+export const recipeHash = (): string => createHash('sha256').update(JSON.stringify(RECIPE)).update(FILES_TEXT).digest('hex').slice(0, 12);
+
+/** The first recipe's hash: servers created before records named their image all use it. */
+export const LEGACY_HASH = 'd4eee5e7e12f';
 
 export interface ImageOptions {
   imageDir: string;
@@ -26,12 +35,19 @@ export interface ImageOptions {
   mirror: string;
 }
 
-export const imageRoot = (o: Pick<ImageOptions, 'imageDir' | 'name'>): string => join(resolve(o.imageDir), `${o.name}-${recipeHash()}`, 'rootfs');
+/** `<name>-<hash>`: the directory of one built image, and what a server records. */
+export const imageTag = (o: Pick<ImageOptions, 'name'>, hash = recipeHash()): string => `${o.name}-${hash}`;
+
+export const tagRoot = (imageDir: string, tag: string): string => join(resolve(imageDir), tag, 'rootfs');
+
+export const imageRoot = (o: Pick<ImageOptions, 'imageDir' | 'name'>): string => tagRoot(o.imageDir, imageTag(o));
+
+/** Whether the image of `tag` is completely built (recipe.json is written last). */
+export const isBuilt = (imageDir: string, tag: string): boolean => existsSync(join(resolve(imageDir), tag, 'recipe.json'));
 
 /** The cached rootfs of the current recipe, or undefined when it has not been built. */
 export function findImage(o: Pick<ImageOptions, 'imageDir' | 'name'>): string | undefined {
-  const root = imageRoot(o);
-  return existsSync(join(root, '..', 'recipe.json')) ? root : undefined;
+  return isBuilt(o.imageDir, imageTag(o)) ? imageRoot(o) : undefined;
 }
 
 export function hostNameservers(): string[] {
@@ -47,22 +63,43 @@ export function hostNameservers(): string[] {
 
 export const resolvConf = (): string => hostNameservers().map((ip) => `nameserver ${ip}\n`).join('');
 
-/** Files written over debootstrap's result: sane defaults a fresh server starts with. */
-function postInstall(root: string): void {
-  writeFileSync(join(root, 'etc/hosts'), '127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n');
-  writeFileSync(join(root, 'etc/hostname'), 'rootbox\n');
-  writeFileSync(join(root, 'etc/resolv.conf'), resolvConf());
-  writeFileSync(join(root, 'etc/default/locale'), 'LANG=C.UTF-8\n');
-  mkdirSync(join(root, 'root'), { recursive: true, mode: 0o700 });
-  for (const d of ['var/cache/apt/archives', 'var/lib/apt/lists']) {
-    rmSync(join(root, d), { recursive: true, force: true });
-    mkdirSync(join(root, d, 'partial'), { recursive: true });
-  }
+/** Runs a build step, streaming its output lines to progress; rejects with the last lines. */
+function step(cmd: string, args: string[], progress: (line: string) => void, env?: NodeJS.ProcessEnv): Promise<void> {
+  return new Promise<void>((res, rej) => {
+    const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'], env: env ?? process.env });
+    let tail = '';
+    const onLine = (chunk: Buffer) => {
+      for (const line of chunk.toString('utf8').split('\n')) {
+        if (!line.trim()) continue;
+        tail = (tail + line + '\n').slice(-2000);
+        progress(`  ${line.trim()}`);
+      }
+    };
+    child.stdout.on('data', onLine);
+    child.stderr.on('data', onLine);
+    child.on('error', (e) =>
+      rej(cmd === 'debootstrap'
+        ? AppError.of('debootstrap_missing', `cannot run debootstrap (apt-get install -y debootstrap): ${e.message}`)
+        : AppError.of('image_build_failed', `cannot run ${cmd} (apt-get install -y util-linux): ${e.message}`)),
+    );
+    child.on('close', (code) => (code === 0 ? res() : rej(AppError.of('image_build_failed', `${cmd} exited with ${code}; last output:\n${tail}`))));
+  });
+}
+
+/** apt inside the new rootfs: in a private mount and pid namespace (its /proc and the bind of
+ *  the host's .deb cache vanish with it), chrooted, starting no services. */
+function aptInside(rootfs: string, debs: string, progress: (line: string) => void): Promise<void> {
+  const apt = '-o APT::Sandbox::User=root -o Binary::apt::APT::Keep-Downloaded-Packages=true -o APT::Keep-Downloaded-Packages=true';
+  const inside = `set -e; apt-get ${apt} update; apt-get ${apt} install -y --no-install-recommends ${RECIPE.packages.join(' ')}`;
+  const script = 'set -e; mount --bind "$1" "$2/var/cache/apt/archives"; exec chroot "$2" /bin/sh -c "$3"';
+  const env = { PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', HOME: '/root', LANG: 'C.UTF-8', DEBIAN_FRONTEND: 'noninteractive' };
+  const args = ['--mount', '--propagation', 'private', '--pid', '--fork', `--mount-proc=${join(rootfs, 'proc')}`, '/bin/sh', '-c', script, 'apt-inside', debs, rootfs, inside];
+  return step('unshare', args, progress, env);
 }
 
 /**
- * Returns the cached image or builds it. `progress` receives one line per debootstrap step
- * (`I: Retrieving …`, `I: Unpacking …`), then the final path.
+ * Returns the cached image or builds it. `progress` receives one line per build step
+ * (debootstrap's `I: Retrieving …`, apt's `Unpacking …`), then the final path.
  */
 export async function buildImage(o: ImageOptions, progress: (line: string) => void = () => {}, force = false): Promise<string> {
   const root = imageRoot(o);
@@ -73,39 +110,21 @@ export async function buildImage(o: ImageOptions, progress: (line: string) => vo
   }
   const scratch = `${dir}.build-${process.pid}`;
   const debs = join(resolve(o.imageDir), '.debs');
-  mkdirSync(debs, { recursive: true });
+  mkdirSync(join(debs, 'partial'), { recursive: true });
   rmSync(scratch, { recursive: true, force: true });
   mkdirSync(scratch, { recursive: true, mode: 0o755 });
-  const args = [
-    `--variant=${RECIPE.variant}`,
-    `--include=${RECIPE.packages.join(',')}`,
-    `--cache-dir=${debs}`,
-    RECIPE.suite,
-    join(scratch, 'rootfs'),
-    o.mirror,
-  ];
+  const rootfs = join(scratch, 'rootfs');
+  const args = [`--variant=${RECIPE.variant}`, `--cache-dir=${debs}`, RECIPE.suite, rootfs, o.mirror];
   progress(`building image ${o.name} (recipe ${recipeHash()}): debootstrap ${args.join(' ')}`);
   const started = Date.now();
   try {
-    await new Promise<void>((res, rej) => {
-      const child = spawn('debootstrap', args, { stdio: ['ignore', 'pipe', 'pipe'] });
-      let tail = '';
-      const onLine = (chunk: Buffer) => {
-        for (const line of chunk.toString('utf8').split('\n')) {
-          if (!line.trim()) continue;
-          tail = (tail + line + '\n').slice(-2000);
-          progress(`  ${line.trim()}`);
-        }
-      };
-      child.stdout.on('data', onLine);
-      child.stderr.on('data', onLine);
-      child.on('error', (e) => rej(AppError.of('debootstrap_missing', `cannot run debootstrap (apt-get install -y debootstrap): ${e.message}`)));
-      child.on('close', (code) =>
-        code === 0 ? res() : rej(AppError.of('image_build_failed', `debootstrap exited with ${code}; last output:\n${tail}`)),
-      );
-    });
-    postInstall(join(scratch, 'rootfs'));
-    writeFileSync(join(scratch, 'recipe.json'), JSON.stringify({ ...RECIPE, hash: recipeHash(), mirror: o.mirror, builtAt: new Date().toISOString() }, null, 2) + '\n');
+    await step('debootstrap', args, progress);
+    preInstall(rootfs, RECIPE.suite, o.mirror, resolvConf());
+    progress(`installing ${RECIPE.packages.length} packages with apt`);
+    await aptInside(rootfs, debs, progress);
+    postInstall(rootfs, resolvConf());
+    const meta = { ...RECIPE, hash: recipeHash(), mirror: o.mirror, builtAt: new Date().toISOString(), buildSeconds: Math.round((Date.now() - started) / 1000) };
+    writeFileSync(join(scratch, 'recipe.json'), JSON.stringify(meta, null, 2) + '\n');
     if (existsSync(dir)) rmSync(dir, { recursive: true, force: true });
     renameSync(scratch, dir);
   } catch (e) {

@@ -3,7 +3,9 @@ export type { Runtime, RuntimeServer, ServerSpec, ServerState, ServerStats, Exec
 export { hostChecks, formatChecks, runDoctor, type Check } from './doctor.js';
 export { createRuntime, type CreatedRuntime, type RuntimeSettings } from './factory.js';
 export { ContainerRuntime } from './runtime.js';
-export { buildImage, findImage, imageOptions, recipeHash } from './image.js';
+export { buildImage, findImage, imageOptions, imageTag, recipeHash } from './image.js';
+export { listImages, pruneImages, type ImageInfo } from './images.js';
+export { imageCommand } from './imagecli.js';
 export type { ReconcileReport } from './reconcile.js';
 export { Lxcfs, lxcfsState, LXCFS_PROC_FILES } from './lxcfs.js';
 export { OomWatch, ROOTBOX_LOG, OOM_MARK, oomKillsIn } from './oom.js';

@@ -32,7 +32,7 @@ export interface ReconcileReport {
 }
 
 export async function reconcile(rt: ContainerRuntime): Promise<ReconcileReport> {
-  const { store, log, helper, image, dataDir } = rt.deps;
+  const { store, log, helper, dataDir } = rt.deps;
   const report: ReconcileReport = { adopted: [], started: [], sleeping: [], orphans: [], removed: [], failed: [] };
   const ended = await endLeftovers(dataDir, dirname(helper));
   if (ended.length) log.warn('reconcile: ended commands a previous daemon left running', { commands: ended });
@@ -68,7 +68,7 @@ export async function reconcile(rt: ContainerRuntime): Promise<ReconcileReport> 
     if (rec.pending !== undefined) continue; // its teardown failed above; the next start retries
     try {
       await rt.serial(rec.id, async () => {
-        await mountRootfs(diskPaths(rt.serverDir(rec.id)), helper, image, rec.uidBase);
+        await mountRootfs(diskPaths(rt.serverDir(rec.id)), helper, rt.lower(rec), rec.uidBase);
         await rt.net.addServer(rec.ip);
         const applied = rt.applied(rec.id); // slug and limits as its bundle and disk hold them
         rt.writeBundle(rec, applied);

@@ -7,7 +7,7 @@
 // (hostname, memory limit) and the disk image's size — read back when a runtime starts anew.
 
 import { chmodSync, chownSync, closeSync, existsSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { basename, join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import type { RuntimeConfig } from '../config/index.js';
 import { AppError, InternalError } from '../errors.js';
 import type { Logger } from '../log/index.js';
@@ -21,6 +21,7 @@ import { ensureLxcfsDir } from './lxcfs.js';
 import { Network } from './network.js';
 import { Runc } from './runc.js';
 import { resolvConf } from './image.js';
+import { serverLower } from './images.js';
 import type { ExecOptions, PipeProcess, PtyOptions, PtyProcess, Runtime, RuntimeServer, ServerSpec, ServerState, ServerStats } from './types.js';
 
 export interface RuntimeDeps {
@@ -28,8 +29,11 @@ export interface RuntimeDeps {
   cfg: RuntimeConfig;
   store: RuntimeStore;
   log: Logger;
-  /** Base image rootfs (the idmapped lower layer). */
+  /** Rootfs of the current recipe's base image: the idmapped lower layer of new servers. */
   image: string;
+  /** Where built images live and the configured name: an existing server keeps the image its
+   *  record names (images.ts), whatever the current recipe is. */
+  images: { imageDir: string; name: string };
   /** Compiled idmapped-mount helper. */
   helper: string;
   /** Directory bind-mounted at /run/rootbox (tini + supervisor). */
@@ -137,6 +141,11 @@ export class ContainerRuntime implements Runtime {
     renameSync(join(bundle, 'config.json.tmp'), join(bundle, 'config.json'));
   }
 
+  /** The rootfs of the image the server was created from (its overlay's lower layer). */
+  lower(rec: RuntimeRecord): string {
+    return serverLower(rec.image, this.deps.images);
+  }
+
   /** Files a new server starts with that depend on it (hostname, hosts, resolver). */
   private personalise(rec: RuntimeRecord, slug: string): void {
     const root = diskPaths(this.serverDir(rec.id)).rootfs;
@@ -163,7 +172,7 @@ export class ContainerRuntime implements Runtime {
       if (st) await this.runc.delete(rec.id, true);
     }
     if (existsSync(`/sys/class/net/${this.net.vethOf(rec.ip)}`)) await this.net.detach(rec.ip);
-    await mountRootfs(diskPaths(dir), this.deps.helper, this.deps.image, rec.uidBase);
+    await mountRootfs(diskPaths(dir), this.deps.helper, this.lower(rec), rec.uidBase);
     const pid = await this.runc.create(rec.id, join(dir, 'bundle'));
     try {
       await this.net.attach(rec.ip, pid);
@@ -188,7 +197,7 @@ export class ContainerRuntime implements Runtime {
     if (!(spec.memoryBytes >= 32 * MiB)) throw AppError.of('invalid_memory', 'memoryBytes must be at least 32 MiB');
     if (!(spec.diskBytes >= 64 * MiB)) throw AppError.of('invalid_disk', 'diskBytes must be at least 64 MiB');
     const got = this.deps.store.allocate(
-      { id: spec.id, desired: 'running', createdAt: Date.now(), pending: spec.pendingUntil ?? Date.now() + CREATE_DEADLINE_MS },
+      { id: spec.id, desired: 'running', createdAt: Date.now(), pending: spec.pendingUntil ?? Date.now() + CREATE_DEADLINE_MS, image: basename(dirname(this.deps.image)) },
       { uidStart: this.deps.cfg.uidStart, uidRanges: this.deps.cfg.uidRanges, ips: () => this.net.hosts() },
     );
     if (got === 'exists') throw AppError.of('server_exists', `server ${spec.id} already exists`);
@@ -207,7 +216,7 @@ export class ContainerRuntime implements Runtime {
       const p = diskPaths(this.serverDir(rec.id));
       try {
         await makeDisk(p, spec.diskBytes);
-        await mountRootfs(p, this.deps.helper, this.deps.image, rec.uidBase);
+        await mountRootfs(p, this.deps.helper, this.lower(rec), rec.uidBase);
         this.personalise(rec, spec.slug);
         this.writeBundle(rec, applied);
         await this.net.addServer(rec.ip);
@@ -243,7 +252,7 @@ export class ContainerRuntime implements Runtime {
       const rec = this.deps.store.setDesired(id, 'stopped') ?? this.record(id);
       await this.halt(rec, this.deps.cfg.stopGrace);
       const p = diskPaths(this.serverDir(id));
-      if (await applyDeferredGrow(p, this.deps.helper, this.deps.image, rec.uidBase)) this.deps.log.info('disk grown offline while asleep', { server: id });
+      if (await applyDeferredGrow(p, this.deps.helper, this.lower(rec), rec.uidBase)) this.deps.log.info('disk grown offline while asleep', { server: id });
       this.view(rec, 'sleeping');
     });
   }

@@ -1,11 +1,23 @@
 // Init inside every server: tini (the host's static build, bind-mounted read-only at
 // /run/rootbox/tini) is PID 1, reaps zombies and forwards signals to the process group of the
 // supervisor below. The supervisor is a bash script (bind-mounted read-only beside tini) that:
-//   - starts /root/run.sh within ~0.5 s of it existing and being executable, from /root;
-//   - restarts it when it exits, with backoff 0.5 s doubling to 30 s (reset after 10 s of uptime);
+//   - starts /root/run.sh within ~0.5 s of it existing and being executable, from /root, in a
+//     process group of its own;
+//   - restarts it when it exits, with backoff 0.5 s doubling to 30 s; the backoff counts only
+//     failures of the same run.sh within 10 s of its start, and is forgotten after a run of 10 s;
+//   - watches run.sh (content, executable bit, mtime; checked every 0.5 s while it runs, every
+//     0.25 s while it waits): a new or changed run.sh ends the waiting at once, and a change while
+//     the app runs stops its process group (TERM, KILL after 3 s) and starts the new one, so a
+//     fixed run.sh is up within about a second whatever failed before; a removed or no longer
+//     executable run.sh stops the app;
 //   - starts it again after every container start (it is the container's main process);
-//   - appends its stdout/stderr to /var/log/run.sh.log, rotated at 1 MiB (copy-truncate, 2 kept).
-// Waiting uses bash's builtin `read -t` on a private pipe, so an idle server forks nothing.
+//   - appends its stdout/stderr and its own events (`[supervisor <time>] …`: starting, exited
+//     with status N, restarting in N s, run.sh changed) to /var/log/run.sh.log, rotated at 1 MiB
+//     (copy-truncate, 2 kept).
+// Waiting uses bash's builtin `read -t` on a private pipe and the run.sh checks are builtins
+// (`test -nt/-ot` against a reference copy of its mtime, `read` of its content), so a waiting
+// supervisor forks nothing; `touch` and `date` run once per start or event, `stat` once per 10 s
+// for rotation.
 
 import { copyFileSync, existsSync, mkdirSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -16,9 +28,13 @@ export const SUPERVISOR = `#!/bin/bash
 # rootbox supervisor: keeps /root/run.sh running. Managed by the host; read-only.
 LOG=/var/log/run.sh.log
 MAX=1048576
+RUN=/root/run.sh
+REF=/run/rootbox-run.sh.mtime
 exec 9<> <(:)
 exec </dev/null >/dev/null 2>&1
+set -m
 pause() { read -t "$1" -u 9 _ || true; }
+say() { echo "[supervisor $(date -Is)] $*" >> "$LOG"; }
 rotate() {
   local size
   size=$(stat -c %s "$LOG" 2>/dev/null || echo 0)
@@ -27,33 +43,78 @@ rotate() {
     cp "$LOG" "$LOG.1" && : > "$LOG"
   fi
 }
+runnable() { [ -f "$RUN" ] && [ -x "$RUN" ]; }
+# true when run.sh is not the one last started: other content, mtime or executable bit
+changed() {
+  runnable || return 0
+  { [ "$RUN" -nt "$REF" ] || [ "$RUN" -ot "$REF" ]; } && return 0
+  local body=
+  read -r -N 65536 body < "$RUN"
+  [ "$body" != "$seen" ]
+}
 child=
-trap '[ -n "$child" ] && kill -TERM "$child" 2>/dev/null; exit 0' TERM INT
-backoff=0.5
+seen=
+stop_child() {
+  [ -n "$child" ] || return 0
+  kill -TERM -- "-$child" 2>/dev/null
+  local i
+  for i in {1..30}; do kill -0 -- "-$child" 2>/dev/null || break; pause 0.1; done
+  kill -KILL -- "-$child" 2>/dev/null
+  wait "$child" 2>/dev/null
+  child=
+}
+trap 'stop_child; exit 0' TERM INT
 mkdir -p /var/log
+backoff=500
+fresh=0 # 1: run.sh is new or changed (at a container start it is neither: no delay)
 while :; do
-  if [ -f /root/run.sh ] && [ -x /root/run.sh ]; then
-    rotate
-    echo "[supervisor $(date -Is)] starting /root/run.sh" >> "$LOG"
-    ( cd /root && exec /root/run.sh ) >> "$LOG" 2>&1 &
-    child=$!
-    started=$SECONDS
-    ticks=0
-    while kill -0 "$child" 2>/dev/null; do
-      pause 0.5
-      ticks=$((ticks + 1))
-      [ $((ticks % 20)) -eq 0 ] && rotate
-    done
-    wait "$child"
-    status=$?
-    child=
-    echo "[supervisor $(date -Is)] /root/run.sh exited with status $status" >> "$LOG"
-    if [ $((SECONDS - started)) -ge 10 ]; then backoff=0.5; fi
-    pause "$backoff"
-    case $backoff in 0.5) backoff=1 ;; 1) backoff=2 ;; 2) backoff=4 ;; 4) backoff=8 ;; 8) backoff=16 ;; *) backoff=30 ;; esac
-  else
+  if ! runnable; then
+    fresh=1
     pause 0.5
+    continue
   fi
+  # a new or changed run.sh: let the writer finish before starting it
+  [ "$fresh" = 1 ] && pause 0.2
+  fresh=0
+  runnable || continue
+  rotate
+  touch -r "$RUN" "$REF" 2>/dev/null
+  seen=
+  read -r -N 65536 seen < "$RUN"
+  say "starting /root/run.sh"
+  ( cd /root && exec "$RUN" ) >> "$LOG" 2>&1 &
+  child=$!
+  started=$SECONDS
+  ticks=0
+  while kill -0 "$child" 2>/dev/null; do
+    pause 0.5
+    ticks=$((ticks + 1))
+    [ $((ticks % 20)) -eq 0 ] && rotate
+    if changed; then
+      say "/root/run.sh changed: stopping the running one"
+      stop_child
+      fresh=1
+      backoff=500
+      break
+    fi
+  done
+  [ "$fresh" = 1 ] && continue
+  wait "$child"
+  status=$?
+  child=
+  say "/root/run.sh exited with status $status"
+  if [ $((SECONDS - started)) -ge 10 ]; then backoff=500; fi
+  printf -v secs '%d.%d' $((backoff / 1000)) $((backoff % 1000 / 100))
+  say "restarting in $secs s"
+  for ((t = 0; t < backoff; t += 250)); do
+    pause 0.25
+    if changed; then
+      say "/root/run.sh changed: starting it now"
+      fresh=1
+      break
+    fi
+  done
+  if [ "$fresh" = 1 ]; then backoff=500; else backoff=$((backoff * 2 > 30000 ? 30000 : backoff * 2)); fi
 done
 `;
 

@@ -21,6 +21,9 @@ export interface RuntimeRecord {
   createdAt: number;
   /** Set (a deadline, epoch ms) while the create is not committed or a delete is under way. */
   pending?: number;
+  /** Base image (`<name>-<recipe hash>`) the server was created from and keeps as its lower layer;
+   *  absent on servers from before images were recorded (runtime/images.ts). */
+  image?: string;
 }
 
 export interface AllocateLimits {
