@@ -15,9 +15,35 @@ import { FILES_TEXT, postInstall, preInstall } from './imagefiles.js';
 
 /** What a user expects on a machine to work on; installed with apt (no recommends). */
 export const IMAGE_PACKAGES = [
-  'bash', 'ca-certificates', 'curl', 'wget', 'openssh-client', 'openssh-sftp-server', 'rsync', 'tini', 'locales',
-  'python3', 'python3-venv', 'python3-pip', 'git', 'nano', 'vim-tiny', 'less', 'zip', 'unzip', 'xz-utils', 'jq',
-  'sqlite3', 'netcat-openbsd', 'procps', 'iproute2', 'iputils-ping', 'dnsutils', 'build-essential', 'nodejs', 'npm',
+  'bash',
+  'ca-certificates',
+  'curl',
+  'wget',
+  'openssh-client',
+  'openssh-sftp-server',
+  'rsync',
+  'tini',
+  'locales',
+  'python3',
+  'python3-venv',
+  'python3-pip',
+  'git',
+  'nano',
+  'vim-tiny',
+  'less',
+  'zip',
+  'unzip',
+  'xz-utils',
+  'jq',
+  'sqlite3',
+  'netcat-openbsd',
+  'procps',
+  'iproute2',
+  'iputils-ping',
+  'dnsutils',
+  'build-essential',
+  'nodejs',
+  'npm',
 ] as const;
 
 /** Everything that decides the image's content; its hash (with the files of imagefiles.ts) names
@@ -61,7 +87,10 @@ export function hostNameservers(): string[] {
   return ns.length ? ns : ['1.1.1.1', '8.8.8.8'];
 }
 
-export const resolvConf = (): string => hostNameservers().map((ip) => `nameserver ${ip}\n`).join('');
+export const resolvConf = (): string =>
+  hostNameservers()
+    .map((ip) => `nameserver ${ip}\n`)
+    .join('');
 
 /** Runs a build step, streaming its output lines to progress; rejects with the last lines. */
 function step(cmd: string, args: string[], progress: (line: string) => void, env?: NodeJS.ProcessEnv): Promise<void> {
@@ -78,9 +107,11 @@ function step(cmd: string, args: string[], progress: (line: string) => void, env
     child.stdout.on('data', onLine);
     child.stderr.on('data', onLine);
     child.on('error', (e) =>
-      rej(cmd === 'debootstrap'
-        ? AppError.of('debootstrap_missing', `cannot run debootstrap (apt-get install -y debootstrap): ${e.message}`)
-        : AppError.of('image_build_failed', `cannot run ${cmd} (apt-get install -y util-linux): ${e.message}`)),
+      rej(
+        cmd === 'debootstrap'
+          ? AppError.of('debootstrap_missing', `cannot run debootstrap (apt-get install -y debootstrap): ${e.message}`)
+          : AppError.of('image_build_failed', `cannot run ${cmd} (apt-get install -y util-linux): ${e.message}`),
+      ),
     );
     child.on('close', (code) => (code === 0 ? res() : rej(AppError.of('image_build_failed', `${cmd} exited with ${code}; last output:\n${tail}`))));
   });
@@ -93,7 +124,21 @@ function aptInside(rootfs: string, debs: string, progress: (line: string) => voi
   const inside = `set -e; apt-get ${apt} update; apt-get ${apt} install -y --no-install-recommends ${RECIPE.packages.join(' ')}`;
   const script = 'set -e; mount --bind "$1" "$2/var/cache/apt/archives"; exec chroot "$2" /bin/sh -c "$3"';
   const env = { PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', HOME: '/root', LANG: 'C.UTF-8', DEBIAN_FRONTEND: 'noninteractive' };
-  const args = ['--mount', '--propagation', 'private', '--pid', '--fork', `--mount-proc=${join(rootfs, 'proc')}`, '/bin/sh', '-c', script, 'apt-inside', debs, rootfs, inside];
+  const args = [
+    '--mount',
+    '--propagation',
+    'private',
+    '--pid',
+    '--fork',
+    `--mount-proc=${join(rootfs, 'proc')}`,
+    '/bin/sh',
+    '-c',
+    script,
+    'apt-inside',
+    debs,
+    rootfs,
+    inside,
+  ];
   return step('unshare', args, progress, env);
 }
 
@@ -123,7 +168,13 @@ export async function buildImage(o: ImageOptions, progress: (line: string) => vo
     progress(`installing ${RECIPE.packages.length} packages with apt`);
     await aptInside(rootfs, debs, progress);
     postInstall(rootfs, resolvConf());
-    const meta = { ...RECIPE, hash: recipeHash(), mirror: o.mirror, builtAt: new Date().toISOString(), buildSeconds: Math.round((Date.now() - started) / 1000) };
+    const meta = {
+      ...RECIPE,
+      hash: recipeHash(),
+      mirror: o.mirror,
+      builtAt: new Date().toISOString(),
+      buildSeconds: Math.round((Date.now() - started) / 1000),
+    };
     writeFileSync(join(scratch, 'recipe.json'), JSON.stringify(meta, null, 2) + '\n');
     if (existsSync(dir)) rmSync(dir, { recursive: true, force: true });
     renameSync(scratch, dir);

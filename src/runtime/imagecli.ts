@@ -29,7 +29,10 @@ export async function imageCommand(cfg: Pick<Config, 'dataDir' | 'runtime'>, sub
       if (force) {
         const users = (await serverRecords(cfg.dataDir)).filter((r) => serverTag(r.image, o) === imageTag(o));
         if (users.length) {
-          throw AppError.of('image_in_use', `image ${imageTag(o)} is the lower layer of ${users.length} server(s) and cannot be rebuilt in place; change the recipe to build a new image beside it`);
+          throw AppError.of(
+            'image_in_use',
+            `image ${imageTag(o)} is the lower layer of ${users.length} server(s) and cannot be rebuilt in place; change the recipe to build a new image beside it`,
+          );
         }
       }
       await buildImage(o, (l) => out(l + '\n'), force);

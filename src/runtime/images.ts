@@ -89,7 +89,12 @@ export function pruneImages(o: Pick<ImageOptions, 'imageDir' | 'name'>, records:
 /** `rootbox image list` as text. */
 export function formatImages(list: ImageInfo[]): string {
   if (!list.length) return 'no images built (rootbox image build)\n';
-  return list
-    .map((i) => `${i.tag}${i.current ? '  (current)' : ''}  built ${i.builtAt ?? '?'}  ${i.servers.length} server${i.servers.length === 1 ? '' : 's'}${i.servers.length ? `: ${i.servers.join(' ')}` : ''}`)
-    .join('\n') + '\n';
+  return (
+    list
+      .map(
+        (i) =>
+          `${i.tag}${i.current ? '  (current)' : ''}  built ${i.builtAt ?? '?'}  ${i.servers.length} server${i.servers.length === 1 ? '' : 's'}${i.servers.length ? `: ${i.servers.join(' ')}` : ''}`,
+      )
+      .join('\n') + '\n'
+  );
 }

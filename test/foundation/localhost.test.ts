@@ -38,12 +38,16 @@ test('the resolver step puts myhostname after files on the hosts line, once, wha
       assert.is(r.status, 0, r.stderr);
     }
     const lines = readFileSync(file, 'utf8').split('\n');
-    assert.equal(lines.filter((l) => l.startsWith('hosts:')), [after], `from "${before}"`);
+    assert.equal(
+      lines.filter((l) => l.startsWith('hosts:')),
+      [after],
+      `from "${before}"`,
+    );
     assert.ok(lines.includes('passwd:         files') && lines.includes('networks:       files'), 'other lines untouched');
   }
 });
 
-test('on this host (after scripts/setup) node\'s dns.lookup resolves foo.localhost to loopback', async () => {
+test("on this host (after scripts/setup) node's dns.lookup resolves foo.localhost to loopback", async () => {
   const all = await lookup('foo.localhost', { all: true });
   assert.ok(all.length > 0);
   for (const a of all) assert.ok(a.address === '127.0.0.1' || a.address === '::1', a.address);
@@ -55,7 +59,11 @@ test('Python and Node clients reach a daemon on the embedded-default domain by n
   // run, not spawnSync: the daemon answering lives in this process
   const py = await run('python3', ['-c', `import urllib.request; r = urllib.request.urlopen("${url}", timeout=5); print(r.status)`], { timeoutMs: 20_000 });
   assert.is(py.stdout.trim(), '200', py.stderr);
-  const node = await run(process.execPath, ['-e', `fetch("${url}").then((r) => console.log(r.status), (e) => { console.error(e.cause ?? e); process.exit(1); })`], { timeoutMs: 20_000 });
+  const node = await run(
+    process.execPath,
+    ['-e', `fetch("${url}").then((r) => console.log(r.status), (e) => { console.error(e.cause ?? e); process.exit(1); })`],
+    { timeoutMs: 20_000 },
+  );
   assert.is(node.stdout.trim(), '200', node.stderr);
 });
 

@@ -24,7 +24,7 @@ async function run(script: string, input?: string): Promise<string> {
 }
 /** Bytes used on the server's disk (what `df /` inside shows as used). */
 async function used(): Promise<number> {
-  const out = await run("df -B1 --output=used,size / | tail -1");
+  const out = await run('df -B1 --output=used,size / | tail -1');
   return Number(out.trim().split(/\s+/)[0]);
 }
 
@@ -67,7 +67,9 @@ test('run.sh = `python3 -m http.server 80` is served through the edge within 2 s
 });
 
 test('git init and commit work', async () => {
-  const out = await run('cd /root && git init -q proj && cd proj && echo hi > a && git add a && git -c user.name=me -c user.email=me@example.com commit -qm first && git log --oneline');
+  const out = await run(
+    'cd /root && git init -q proj && cd proj && echo hi > a && git add a && git -c user.name=me -c user.email=me@example.com commit -qm first && git log --oneline',
+  );
   assert.match(out, /^[0-9a-f]{7,} first\n$/);
 });
 

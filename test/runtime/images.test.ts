@@ -54,7 +54,10 @@ async function close(): Promise<void> {
 }
 const marker = async (id: string) => (await sh(rt!, id, 'cat /etc/rbx-image')).out.trim();
 const cli = (...args: string[]) =>
-  spawnSync(bin, ['image', ...args], { encoding: 'utf8', env: { ...process.env, ROOTBOX_DATA_DIR: dataDir, ROOTBOX_IMAGE_DIR: imageDir, ROOTBOX_IMAGE: 'imgb' } });
+  spawnSync(bin, ['image', ...args], {
+    encoding: 'utf8',
+    env: { ...process.env, ROOTBOX_DATA_DIR: dataDir, ROOTBOX_IMAGE_DIR: imageDir, ROOTBOX_IMAGE: 'imgb' },
+  });
 
 test.before(async () => {
   const sharedCfg = loadConfig({ env: {}, overrides: { dataDir, runtime: { imageDir: IMAGE_DIR } } });
@@ -80,7 +83,7 @@ test('a server records the image it was created from', async () => {
   assert.is((await sh(rt!, a, 'echo mine > /root/file && cat /root/file')).out, 'mine\n');
 });
 
-test('after the host\'s current image changes, the old server keeps its own image through restart, sleep and wake; a new server gets the new one', async () => {
+test("after the host's current image changes, the old server keeps its own image through restart, sleep and wake; a new server gets the new one", async () => {
   await close();
   fakeImage('imgb');
   await open('imgb'); // a daemon whose current image is B adopts the running server of A
@@ -107,7 +110,10 @@ test('a server whose image is gone fails to start with image_missing instead of 
   const aside = join(imageDir, `${tagA}.aside`);
   spawnSync('mv', [join(imageDir, tagA), aside]);
   try {
-    const err = await rt!.start(a).then(() => null, (e) => e);
+    const err = await rt!.start(a).then(
+      () => null,
+      (e) => e,
+    );
     assert.is(err?.code, 'image_missing');
   } finally {
     spawnSync('mv', [aside, join(imageDir, tagA)]);
@@ -121,7 +127,11 @@ test('image list shows each image with its servers; image prune removes only unu
   const deadBuild = join(imageDir, `${imageTag({ name: 'imgd' })}.build-999999999`);
   mkdirSync(join(deadBuild, 'rootfs'), { recursive: true });
   const listed = listImages({ imageDir, name: 'imgb' }, store!.runtime.all());
-  assert.equal(listed.map((i) => [i.tag.split('-')[0], i.current, i.servers]).sort(), [['imga', false, [a]], ['imgb', true, [b]], ['imgc', false, []]]);
+  assert.equal(listed.map((i) => [i.tag.split('-')[0], i.current, i.servers]).sort(), [
+    ['imga', false, [a]],
+    ['imgb', true, [b]],
+    ['imgc', false, []],
+  ]);
   const list = cli('list');
   assert.is(list.status, 0, list.stderr);
   assert.match(list.stdout, new RegExp(`imga-\\w+ .*1 server: ${a}`));

@@ -67,17 +67,21 @@ test('an app killed soon after its start is back within about a second', async (
   assert.match(pid, /^\d+$/);
   const t0 = Date.now();
   await sh(env.rt, id, `kill -9 ${pid}`);
-  const back = await waitFor(async () => {
-    const now = (await sh(env.rt, id, 'pgrep -f "http[.]server 80"')).out.trim();
-    return now && now !== pid && (await httpGet(ip, 80, 500))?.trim() === 'again' ? true : null;
-  }, 10_000, 50);
+  const back = await waitFor(
+    async () => {
+      const now = (await sh(env.rt, id, 'pgrep -f "http[.]server 80"')).out.trim();
+      return now && now !== pid && (await httpGet(ip, 80, 500))?.trim() === 'again' ? true : null;
+    },
+    10_000,
+    50,
+  );
   const took = Date.now() - t0;
   console.log(`   (killed 1 s after start, served again after ${took} ms)`);
   assert.ok(back);
   assert.ok(took <= 2000, `took ${took} ms`);
 });
 
-test('a run.sh changed while its app runs replaces it within 2 s, stopping the old one\'s whole process group', async () => {
+test("a run.sh changed while its app runs replaces it within 2 s, stopping the old one's whole process group", async () => {
   await writeRunSh(serving('one', 'sleep 1001 &'));
   assert.ok(await served('one', 5000));
   assert.match((await sh(env.rt, id, 'pgrep -f "sleep 100[1]"')).out, /^\d+\n$/);
@@ -88,17 +92,21 @@ test('a run.sh changed while its app runs replaces it within 2 s, stopping the o
   console.log(`   (run.sh changed under a running app: new one served after ${took} ms)`);
   assert.ok(ok);
   assert.ok(took <= 2000, `took ${took} ms`);
-  assert.is((await sh(env.rt, id, 'pgrep -f "sleep 100[1]"')).out, '', 'the old run.sh\'s background child is gone too');
+  assert.is((await sh(env.rt, id, 'pgrep -f "sleep 100[1]"')).out, '', "the old run.sh's background child is gone too");
   assert.match(await log(), /run\.sh changed: stopping the running one/);
 });
 
 test('a touch or chmod of run.sh counts as a change; a run.sh made non-executable stops its app', async () => {
   const pid = (await sh(env.rt, id, 'pgrep -f "http[.]server 80"')).out.trim();
   await sh(env.rt, id, 'touch /root/run.sh');
-  const moved = await waitFor(async () => {
-    const now = (await sh(env.rt, id, 'pgrep -f "http[.]server 80"')).out.trim();
-    return now && now !== pid ? now : null;
-  }, 5000, 50);
+  const moved = await waitFor(
+    async () => {
+      const now = (await sh(env.rt, id, 'pgrep -f "http[.]server 80"')).out.trim();
+      return now && now !== pid ? now : null;
+    },
+    5000,
+    50,
+  );
   assert.ok(moved, 'restarted after touch');
   await sh(env.rt, id, 'chmod -x /root/run.sh');
   const gone = await waitFor(async () => ((await sh(env.rt, id, 'pgrep -f "http[.]server 80"')).out === '' ? true : null), 5000, 50);
