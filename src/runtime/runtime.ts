@@ -29,11 +29,10 @@ export interface RuntimeDeps {
   cfg: RuntimeConfig;
   store: RuntimeStore;
   log: Logger;
-  /** Rootfs of the current recipe's base image: the idmapped lower layer of new servers. */
+  /** Rootfs of the current recipe's base image (`<imageDir>/<name>-<hash>/rootfs`): the idmapped
+   *  lower layer of new servers. An existing server keeps the image its record names (images.ts),
+   *  from the same image dir, whatever the current recipe is. */
   image: string;
-  /** Where built images live and the configured name: an existing server keeps the image its
-   *  record names (images.ts), whatever the current recipe is. */
-  images: { imageDir: string; name: string };
   /** Compiled idmapped-mount helper. */
   helper: string;
   /** Directory bind-mounted at /run/rootbox (tini + supervisor). */
@@ -143,7 +142,8 @@ export class ContainerRuntime implements Runtime {
 
   /** The rootfs of the image the server was created from (its overlay's lower layer). */
   lower(rec: RuntimeRecord): string {
-    return serverLower(rec.image, this.deps.images);
+    const current = dirname(this.deps.image);
+    return serverLower(rec.image, { imageDir: dirname(current), name: basename(current).replace(/-[0-9a-f]{12}$/, '') });
   }
 
   /** Files a new server starts with that depend on it (hostname, hosts, resolver). */
@@ -197,7 +197,7 @@ export class ContainerRuntime implements Runtime {
     if (!(spec.memoryBytes >= 32 * MiB)) throw AppError.of('invalid_memory', 'memoryBytes must be at least 32 MiB');
     if (!(spec.diskBytes >= 64 * MiB)) throw AppError.of('invalid_disk', 'diskBytes must be at least 64 MiB');
     const got = this.deps.store.allocate(
-      { id: spec.id, desired: 'running', createdAt: Date.now(), pending: spec.pendingUntil ?? Date.now() + CREATE_DEADLINE_MS, image: basename(dirname(this.deps.image)) },
+      { id: spec.id, desired: 'running', createdAt: Date.now(), pending: spec.pendingUntil ?? Date.now() + CREATE_DEADLINE_MS, image: basename(dirname(this.deps.image)) }, // the current tag
       { uidStart: this.deps.cfg.uidStart, uidRanges: this.deps.cfg.uidRanges, ips: () => this.net.hosts() },
     );
     if (got === 'exists') throw AppError.of('server_exists', `server ${spec.id} already exists`);
