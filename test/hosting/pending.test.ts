@@ -137,7 +137,7 @@ test('a create writes the server record and the runtime record (address, uid ran
   try {
     const made = await h.servers.create(h.acc, { subdomains: ['records-one'] });
     assert.ok(seen.server?.pending, 'the server record is there, pending, when the runtime starts building');
-    assert.equal(Object.keys(seen.runtime ?? {}).sort(), ['createdAt', 'desired', 'id', 'ip', 'pending', 'uidBase'], 'the runtime record holds only what the runtime owns');
+    assert.equal(Object.keys(seen.runtime ?? {}).sort(), ['createdAt', 'desired', 'id', 'image', 'ip', 'pending', 'uidBase'], 'the runtime record holds only what the runtime owns');
     assert.is(seen.server?.memoryBytes, 256 * 1024 * 1024, 'the limits are the server record\'s');
     h.servers.commit(made);
     assert.is(h.store.servers.get(made.record.id)?.pending, undefined);
