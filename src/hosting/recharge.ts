@@ -56,7 +56,8 @@ export function rechargeRoutes(billing: Billing, ipLimit: Step, paywall: Paywall
       use: [ipLimit],
       responses: {
         200: {
-          description: 'Instructions, and the current credits when the request carries the api_key. The HTML page asks for the key in the page and sends it only in the Authorization header.',
+          description:
+            'Instructions, and the current credits when the request carries the api_key. The HTML page asks for the key in the page and sends it only in the Authorization header.',
           json: RechargeInfo,
           media: { 'text/html': z.string() },
         },
@@ -90,13 +91,7 @@ export function rechargeRoutes(billing: Billing, ipLimit: Step, paywall: Paywall
       async handler(ctx) {
         if (!paywall?.configured)
           throw AppError.of('not_configured', 'payments are not configured on this host (no payTo address); ask the operator, or verify a phone');
-        const r = await billing.recharge(
-          paywall,
-          ctx.auth,
-          ctx.body.usd,
-          ctx.req.headers as Record<string, string>,
-          `${base(ctx)}/account/recharge`,
-        );
+        const r = await billing.recharge(paywall, ctx.auth, ctx.body.usd, ctx.req.headers as Record<string, string>, `${base(ctx)}/account/recharge`);
         return { status: 200, headers: { ...r.headers, 'access-control-expose-headers': PAYMENT_EXPOSE_HEADERS, 'cache-control': 'no-store' }, body: r.body };
       },
     }),

@@ -64,7 +64,12 @@ export function hostingRoutes({ core, deps, service, ipLimit, createLimit, docum
       api: base(ctx),
       verify: urls.origin(ctx.req, ctx.scheme, `verify.${deps.cfg.domain}`),
       prices: { ramUsdPerGbHour: b.ramUsdPerGbHour, diskUsdPerGbMonth: b.diskUsdPerGbMonth, egressUsdPerGb: b.egressUsdPerGb },
-      grant: { ramGbHours: b.grantRamGbHours, egressGb: b.grantEgressGb, verifiedRamGbHours: b.verifiedGrantRamGbHours, verifiedEgressGb: b.verifiedGrantEgressGb },
+      grant: {
+        ramGbHours: b.grantRamGbHours,
+        egressGb: b.grantEgressGb,
+        verifiedRamGbHours: b.verifiedGrantRamGbHours,
+        verifiedEgressGb: b.verifiedGrantEgressGb,
+      },
     };
   };
   const serverNotFound = (p: Record<string, string>) => new AppError('not_found', 'server_not_found', `you have no server ${String(p.id).slice(0, 40)}`);
@@ -76,7 +81,13 @@ export function hostingRoutes({ core, deps, service, ipLimit, createLimit, docum
       auth: 'none',
       summary: 'What this host offers: the landing page for browsers (Accept: text/html), the same facts as JSON otherwise',
       use: [ipLimit],
-      responses: { 200: { description: 'How to create a server, where the API description and the verification service are, prices', json: Landing, media: { 'text/html': z.string() } } },
+      responses: {
+        200: {
+          description: 'How to create a server, where the API description and the verification service are, prices',
+          json: Landing,
+          media: { 'text/html': z.string() },
+        },
+      },
       handler: (ctx) => (wantsHtml(ctx.req) ? landingReply(landing(ctx)) : { status: 200, headers: { vary: 'Accept' }, body: landingInfo(landing(ctx)) }),
     }),
     route({

@@ -2,7 +2,7 @@
 // landing page, the recharge page, a server's welcome and error pages — built from escaped
 // fragments (html.ts) in one shared frame (layout.ts); content negotiation on Accept
 // (negotiate.ts); absolute URLs as clients reach this daemon (urls.ts).
-export { html, esc, trusted, Html } from './html.js';
+export { markup, esc, trusted, Html } from './html.js';
 export { pageReply, type PageSpec } from './layout.js';
 export { prefersHtml, wantsHtml } from './negotiate.js';
 export { PublicUrls, type PublicSettings } from './urls.js';

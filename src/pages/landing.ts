@@ -3,7 +3,7 @@
 // for people and as JSON for agents, from the same facts.
 
 import type { Reply } from '../http/index.js';
-import { html } from './html.js';
+import { markup } from './html.js';
 import { pageReply } from './layout.js';
 
 export interface LandingFacts {
@@ -38,19 +38,44 @@ export function landingInfo(f: LandingFacts) {
 
 export function landingReply(f: LandingFacts): Reply {
   const i = landingInfo(f);
-  const main = html`<h1>Root Linux servers on demand</h1>
-<p class="lead">Each server is a full Debian machine: you are root, log in over SSH, and it has its own HTTPS address <code>&lt;name&gt;.${f.domain}</code>. Idle servers sleep and wake on the next visit or SSH login.</p>
-<h2>Create a server</h2>
-<pre><code>${i.create.curl}</code></pre>
-<p>No sign-up: the answer holds your <code>api_key</code>, the server's address, an <code>ssh</code> line and the private key it names (shown once). Save the key with <code>chmod 600</code> and run the <code>ssh</code> line.</p>
-<h2>Publish a site</h2>
-<ul><li>Put files in <code>/root/www</code>: they are served at once, even while the server sleeps.</li>
-<li>Or make <code>/root/run.sh</code> executable and have it start a server on port 80: it starts in about a second and comes back after every sleep. Processes started over SSH stop when the server sleeps; only <code>run.sh</code> comes back.</li></ul>
-<h2>What it costs</h2>
-<p>A free grant first: ${f.grant.ramGbHours} GB-hours of RAM and ${f.grant.egressGb} GB of traffic (${f.grant.verifiedRamGbHours} GB-hours and ${f.grant.verifiedEgressGb} GB with a verified phone). Then from your balance: $${f.prices.ramUsdPerGbHour} per GB-hour of RAM while awake, $${f.prices.diskUsdPerGbMonth} per GB-month of disk, $${f.prices.egressUsdPerGb} per GB of traffic. <a href="${i.recharge}">Add credit</a>.</p>
-<h2>For programs and agents</h2>
-<ul><li>API description (OpenAPI 3.1): <a href="${i.openapi}">${i.openapi}</a></li>
-<li>Verification service (judges a text against a rubric with independent AI passes, paid per call with x402): <a href="${i.verify.info}">${i.verify.info}</a> · <a href="${i.verify.openapi}">OpenAPI</a></li>
-<li>This page as JSON: ask with <code>Accept: application/json</code>.</li></ul>`;
-  return pageReply(200, { title: `rootbox · ${f.domain}`, where: f.domain, main, footer: html`Served by rootbox on ${f.domain} · feedback: <code>POST ${i.feedback}</code>` });
+  const main = markup`<h1>Root Linux servers on demand</h1>
+    <p class="lead">
+      Each server is a full Debian machine: you are root, log in over SSH, and it has its own HTTPS address <code>&lt;name&gt;.${f.domain}</code>. Idle servers
+      sleep and wake on the next visit or SSH login.
+    </p>
+    <h2>Create a server</h2>
+    <pre><code>${i.create.curl}</code></pre>
+    <p>
+      No sign-up: the answer holds your <code>api_key</code>, the server's address, an <code>ssh</code> line and the private key it names (shown once). Save the
+      key with <code>chmod 600</code> and run the <code>ssh</code> line.
+    </p>
+    <h2>Publish a site</h2>
+    <ul>
+      <li>Put files in <code>/root/www</code>: they are served at once, even while the server sleeps.</li>
+      <li>
+        Or make <code>/root/run.sh</code> executable and have it start a server on port 80: it starts in about a second and comes back after every sleep.
+        Processes started over SSH stop when the server sleeps; only <code>run.sh</code> comes back.
+      </li>
+    </ul>
+    <h2>What it costs</h2>
+    <p>
+      A free grant first: ${f.grant.ramGbHours} GB-hours of RAM and ${f.grant.egressGb} GB of traffic (${f.grant.verifiedRamGbHours} GB-hours and
+      ${f.grant.verifiedEgressGb} GB with a verified phone). Then from your balance: $${f.prices.ramUsdPerGbHour} per GB-hour of RAM while awake,
+      $${f.prices.diskUsdPerGbMonth} per GB-month of disk, $${f.prices.egressUsdPerGb} per GB of traffic. <a href="${i.recharge}">Add credit</a>.
+    </p>
+    <h2>For programs and agents</h2>
+    <ul>
+      <li>API description (OpenAPI 3.1): <a href="${i.openapi}">${i.openapi}</a></li>
+      <li>
+        Verification service (judges a text against a rubric with independent AI passes, paid per call with x402):
+        <a href="${i.verify.info}">${i.verify.info}</a> · <a href="${i.verify.openapi}">OpenAPI</a>
+      </li>
+      <li>This page as JSON: ask with <code>Accept: application/json</code>.</li>
+    </ul>`;
+  return pageReply(200, {
+    title: `rootbox · ${f.domain}`,
+    where: f.domain,
+    main,
+    footer: markup`Served by rootbox on ${f.domain} · feedback: <code>POST ${i.feedback}</code>`,
+  });
 }

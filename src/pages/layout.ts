@@ -5,7 +5,7 @@
 
 import { createHash } from 'node:crypto';
 import type { Reply } from '../http/index.js';
-import { html, trusted, type Html } from './html.js';
+import { markup, trusted, type Html } from './html.js';
 
 const CSS = `*{box-sizing:border-box}
 body{margin:0;background:#f5f6f8;color:#1d2330;font:16px/1.55 system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif}
@@ -14,7 +14,7 @@ header{background:#16213a;color:#fff}
 header .w{display:flex;align-items:baseline;gap:.75rem;padding-top:.8rem;padding-bottom:.8rem}
 header b{font-size:1.05rem;letter-spacing:.02em}
 header span{color:#aab4c8;font-size:.9rem}
-main{padding:2.2rem 0 1rem}
+main.w{padding-top:2.2rem;padding-bottom:1rem}
 h1{font-size:1.65rem;line-height:1.25;margin:0 0 .8rem}
 h2{font-size:1.15rem;margin:2rem 0 .5rem}
 p,ul,ol{margin:.6rem 0}
@@ -32,7 +32,7 @@ table{border-collapse:collapse;margin:.4rem 0}
 th,td{text-align:left;padding:.25rem 1.2rem .25rem 0;vertical-align:top}
 th{font-weight:600;color:#3a4253}
 label{display:block;font-weight:600;margin:.6rem 0 .25rem}
-input{font:inherit;padding:.45rem .6rem;border:1px solid #c3c9d3;border-radius:6px;width:100%;max-width:28rem;background:#fff}
+input{display:block;font:inherit;padding:.45rem .6rem;border:1px solid #c3c9d3;border-radius:6px;width:100%;max-width:28rem;background:#fff}
 button{font:inherit;padding:.45rem .95rem;border:1px solid #1b5fd1;border-radius:6px;background:#1b5fd1;color:#fff;cursor:pointer;margin-top:.6rem}
 .out{margin-top:.8rem}
 footer{color:#687086;font-size:.85rem;border-top:1px solid #e0e4ea;margin-top:2.5rem;padding:1rem 0 2rem}`;
@@ -52,7 +52,7 @@ export interface PageSpec {
 
 /** A complete HTML answer: document, Content-Security-Policy and the usual page headers. */
 export function pageReply(status: number, spec: PageSpec, headers: Record<string, string> = {}): Reply {
-  const doc = html`<!doctype html>
+  const doc = markup`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
 <title>${spec.title}</title>
 <style>${trusted(CSS)}</style>
@@ -60,8 +60,8 @@ export function pageReply(status: number, spec: PageSpec, headers: Record<string
 <header><div class="w"><b>rootbox</b><span>${spec.where}</span></div></header>
 <main class="w">
 ${spec.main}
-<footer>${spec.footer ?? html`Served by rootbox.`}</footer>
-</main>${spec.script ? html`\n<script>${trusted(spec.script)}</script>` : ''}
+<footer>${spec.footer ?? markup`Served by rootbox.`}</footer>
+</main>${spec.script ? markup`\n<script>${trusted(spec.script)}</script>` : ''}
 </body></html>
 `;
   const csp = [

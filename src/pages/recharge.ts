@@ -4,7 +4,7 @@
 // have no name, the forms no action, and the CSP forbids submitting them anywhere.
 
 import type { Reply } from '../http/index.js';
-import { html } from './html.js';
+import { markup } from './html.js';
 import { pageReply } from './layout.js';
 
 export interface RechargeFacts {
@@ -72,37 +72,81 @@ const SCRIPT = `(function () {
 export function rechargeReply(f: RechargeFacts): Reply {
   const c = f.credits;
   const known = c
-    ? html`<table><tr><th>tier</th><td>${c.tier}</td></tr><tr><th>balance</th><td>$${c.balance_usd}</td></tr>
-<tr><th>RAM left in the free grant</th><td>${c.ram_gb_hours_left} GB-hours</td></tr><tr><th>traffic left in the free grant</th><td>${c.egress_gb_left} GB</td></tr></table>`
+    ? markup`<table>
+        <tr>
+          <th>tier</th>
+          <td>${c.tier}</td>
+        </tr>
+        <tr>
+          <th>balance</th>
+          <td>$${c.balance_usd}</td>
+        </tr>
+        <tr>
+          <th>RAM left in the free grant</th>
+          <td>${c.ram_gb_hours_left} GB-hours</td>
+        </tr>
+        <tr>
+          <th>traffic left in the free grant</th>
+          <td>${c.egress_gb_left} GB</td>
+        </tr>
+      </table>`
     : '';
-  const main = html`<h1>Add credit</h1>
-<p class="lead">Servers are paid from a free grant first (RAM hours and traffic), then from your balance in USD. When both are used up, the API answers <code>402</code> and your servers are paused 48 hours later; adding credit starts them again and raises their limits.</p>
-<p>Prices: $${f.prices.ramUsdPerGbHour} per GB-hour of RAM while awake, $${f.prices.diskUsdPerGbMonth} per GB-month of disk, $${f.prices.egressUsdPerGb} per GB of traffic.</p>
-${
-  f.paymentsConfigured
-    ? ''
-    : html`<div class="card note"><p>Payments are not configured on this host yet: ask its operator, or verify a phone to raise your free grant.</p></div>`
-}
-<div class="card"><b>Your balance</b>${known}
-<form id="show" autocomplete="off"><label for="key">Your api_key</label>
-<input id="key" type="password" placeholder="rbx_…" spellcheck="false" autocomplete="off">
-<p class="muted">It stays in this page: it is sent only in the Authorization header of this page's requests to the API, never in a URL.</p>
-<button type="submit">Show my balance</button></form>
-<div id="credits" class="out" aria-live="polite"></div></div>
-<div class="card"><b>Add credit with x402 (USDC)</b>
-<form id="pay" autocomplete="off"><label for="usd">Amount in USD (0.01 to ${f.maxUsd})</label>
-<input id="usd" type="number" min="0.01" max="${f.maxUsd}" step="0.01" value="5">
-<button type="submit">Get payment terms</button></form>
-<div id="terms" class="out" aria-live="polite"></div>
-<p>From a program: ask for the terms, pay them with an x402 client, and send the same request again with the <code>X-PAYMENT</code> header. The balance is credited once per payment.</p>
-<pre><code>curl -X POST ${f.endpoint} \\
+  const main = markup`<h1>Add credit</h1>
+    <p class="lead">
+      Servers are paid from a free grant first (RAM hours and traffic), then from your balance in USD. When both are used up, the API answers
+      <code>402</code> and your servers are paused 48 hours later; adding credit starts them again and raises their limits.
+    </p>
+    <p>
+      Prices: $${f.prices.ramUsdPerGbHour} per GB-hour of RAM while awake, $${f.prices.diskUsdPerGbMonth} per GB-month of disk, $${f.prices.egressUsdPerGb} per
+      GB of traffic.
+    </p>
+    ${
+      f.paymentsConfigured
+        ? ''
+        : markup`<div class="card note"><p>Payments are not configured on this host yet: ask its operator, or verify a phone to raise your free grant.</p></div>`
+    }
+    <div class="card">
+      <b>Your balance</b>${known}
+      <form id="show" autocomplete="off">
+        <label for="key">Your api_key</label>
+        <input id="key" type="password" placeholder="rbx_…" spellcheck="false" autocomplete="off" />
+        <p class="muted">It stays in this page: it is sent only in the Authorization header of this page's requests to the API, never in a URL.</p>
+        <button type="submit">Show my balance</button>
+      </form>
+      <div id="credits" class="out" aria-live="polite"></div>
+    </div>
+    <div class="card">
+      <b>Add credit with x402 (USDC)</b>
+      <form id="pay" autocomplete="off">
+        <label for="usd">Amount in USD (0.01 to ${f.maxUsd})</label>
+        <input id="usd" type="number" min="0.01" max="${f.maxUsd}" step="0.01" value="5" />
+        <button type="submit">Get payment terms</button>
+      </form>
+      <div id="terms" class="out" aria-live="polite"></div>
+      <p>
+        From a program: ask for the terms, pay them with an x402 client, and send the same request again with the <code>X-PAYMENT</code> header. The balance is
+        credited once per payment.
+      </p>
+      <pre><code>curl -X POST ${f.endpoint} \\
   -H 'authorization: Bearer rbx_…' -H 'content-type: application/json' \\
-  -d '{"usd": 5}'</code></pre></div>
-${
-  f.verified
-    ? ''
-    : html`<div class="card"><b>Or verify a phone</b>
-<p>A verified phone raises the free grant: <code>POST ${f.api}/create</code> with <code>{"phone": "+…"}</code>, then again with the texted <code>code</code>.</p></div>`
-}`;
-  return pageReply(200, { title: 'Add credit · rootbox', where: new URL(f.api).host, main, script: SCRIPT, footer: html`Served by rootbox · <a href="${f.api}/">what this host offers</a>` });
+  -d '{"usd": 5}'</code></pre>
+    </div>
+    ${
+      f.verified
+        ? ''
+        : markup`<div class="card">
+            <b>Or verify a phone</b>
+            <p>
+              A verified phone raises the free grant: <code>POST ${f.api}/create</code> with <code>{"phone": "+…"}</code>, then again with the texted
+              <code>code</code>.
+            </p>
+          </div>`
+    }`;
+  return pageReply(200, {
+    title: 'Add credit · rootbox',
+    where: new URL(f.api).host,
+    main,
+    script: SCRIPT,
+    footer: markup`Served by rootbox · <a href="${f.api}/">what this host offers</a>`,
+  });
 }
