@@ -31,7 +31,7 @@ const LogEvent = z.object({
 
 export const LogsAnswer = z.object({
   lines: z.array(z.string()).describe('The last lines of /var/log/run.sh.log, oldest first (each cut at 2000 characters).'),
-  events: z.array(LogEvent).describe('The supervisor\'s events and the host\'s OOM-kill lines, oldest first.'),
+  events: z.array(LogEvent).describe("The supervisor's events and the host's OOM-kill lines, oldest first."),
   oom_kills: z.number().int().min(0).describe('Processes of this server the kernel killed for lack of memory (as /var/log/rootbox.log tells).'),
 });
 export type LogsAnswer = z.infer<typeof LogsAnswer>;
@@ -70,7 +70,13 @@ export async function serverLogs(rootfs: string | undefined, tail = 100): Promis
   if (lines.length < tail) lines = [...(await tailLines(rootfs, `${RUN_LOG}.1`)), ...lines];
   const rootbox = await readTail(rootfs, ROOTBOX_LOG, 2 * 1024 * 1024);
   const text = rootbox?.toString('utf8') ?? '';
-  const events = [...lines, ...text.split('\n').slice(-1000).map((l) => l.slice(0, LINE_MAX))]
+  const events = [
+    ...lines,
+    ...text
+      .split('\n')
+      .slice(-1000)
+      .map((l) => l.slice(0, LINE_MAX)),
+  ]
     .map(event)
     .filter((e): e is LogEvent => !!e)
     .sort((a, b) => (Date.parse(a.at) || 0) - (Date.parse(b.at) || 0));

@@ -103,7 +103,7 @@ export class OomWatch {
     let text = '';
     for (let i = 0; i < count; i++) {
       const v = victims[i - (count - victims.length)];
-      const who = v ? `${v.task} (uid ${v.uid})` : 'a process';
+      const who = v ? `${v.task}${v.uid !== undefined ? ` (uid ${v.uid})` : ''}` : 'a process';
       text += `[rootbox ${at}] ${OOM_MARK} the kernel killed ${who}: this server's memory limit is ${limit}\n`;
     }
     // the log stays small: past 1 MiB it starts anew, its first line carrying the count so far
@@ -118,8 +118,8 @@ export class OomWatch {
 
 /** The kernel's `oom-kill:` summaries for a memory cgroup, oldest first (best effort: empty when
  *  /dev/kmsg cannot be read). uid is the container's (host uid − uidBase). */
-function kernelVictims(cgroup: string, uidBase: number): { task: string; uid: number }[] {
-  const out: { task: string; uid: number }[] = [];
+function kernelVictims(cgroup: string, uidBase: number): { task: string; uid?: number }[] {
+  const out: { task: string; uid?: number }[] = [];
   let fd: number;
   try {
     fd = openSync('/dev/kmsg', constants.O_RDONLY | constants.O_NONBLOCK); // one record per read, EAGAIN at the end
@@ -141,8 +141,12 @@ function kernelVictims(cgroup: string, uidBase: number): { task: string; uid: nu
       const msg = rec.slice(rec.indexOf(';') + 1);
       if (!msg.startsWith('oom-kill:') || !msg.includes(`task_memcg=${cgroup},`)) continue;
       const task = /,task=([^,]*),/.exec(msg)?.[1] ?? 'a process';
-      const uid = Number(/,uid=(\d+)/.exec(msg)?.[1] ?? NaN);
-      out.push({ task: task.replace(/[^\x20-\x7e]/g, '?').slice(0, 64), uid: Number.isFinite(uid) && uid >= uidBase ? uid - uidBase : uid });
+      const m = /,uid=(-?\d+)/.exec(msg);
+      const uid = m ? Number(m[1]) >>> 0 : undefined; // the kernel prints it as a signed int
+      out.push({
+        task: task.replace(/[^\x20-\x7e]/g, '?').slice(0, 64),
+        uid: uid !== undefined && uid >= uidBase && uid - uidBase < 65536 ? uid - uidBase : uid,
+      });
     }
   } finally {
     closeSync(fd);
