@@ -12,8 +12,9 @@
 //     executable run.sh stops the app;
 //   - starts it again after every container start (it is the container's main process);
 //   - appends its stdout/stderr and its own events (`[supervisor <time>] …`: starting, exited
-//     with status N, restarting in N s, run.sh changed) to /var/log/run.sh.log, rotated at 1 MiB
-//     (copy-truncate, 2 kept).
+//     with status N — with "(out of memory: …)" when the server's OOM-kill counter in
+//     /sys/fs/cgroup grew while it ran —, restarting in N s, run.sh changed) to
+//     /var/log/run.sh.log, rotated at 1 MiB (copy-truncate, 2 kept).
 // Waiting uses bash's builtin `read -t` on a private pipe and the run.sh checks are builtins
 // (`test -nt/-ot` against a reference copy of its mtime, `read` of its content), so a waiting
 // supervisor forks nothing; `touch` and `date` run once per start or event, `stat` once per 10 s
@@ -52,6 +53,16 @@ changed() {
   read -r -N 65536 body < "$RUN"
   [ "$body" != "$seen" ]
 }
+# the server's OOM-kill counter (its memory cgroup, read-only at /sys/fs/cgroup; v1 or v2) into $ooms
+oom_count() {
+  ooms=0
+  local f l
+  for f in /sys/fs/cgroup/memory/memory.oom_control /sys/fs/cgroup/memory.events; do
+    [ -r "$f" ] || continue
+    while read -r l; do case $l in "oom_kill "*) ooms=\${l#oom_kill } ;; esac; done < "$f"
+    return 0
+  done
+}
 child=
 seen=
 stop_child() {
@@ -81,6 +92,8 @@ while :; do
   touch -r "$RUN" "$REF" 2>/dev/null
   seen=
   read -r -N 65536 seen < "$RUN"
+  oom_count
+  ooms_before=$ooms
   say "starting /root/run.sh"
   ( cd /root && exec "$RUN" ) >> "$LOG" 2>&1 &
   child=$!
@@ -102,7 +115,12 @@ while :; do
   wait "$child"
   status=$?
   child=
-  say "/root/run.sh exited with status $status"
+  oom_count
+  if [ "$ooms" -gt "$ooms_before" ] && [ "$status" -gt 128 ]; then
+    say "/root/run.sh exited with status $status (out of memory: the kernel killed a process of this server at its memory limit)"
+  else
+    say "/root/run.sh exited with status $status"
+  fi
   if [ $((SECONDS - started)) -ge 10 ]; then backoff=500; fi
   printf -v secs '%d.%d' $((backoff / 1000)) $((backoff % 1000 / 100))
   say "restarting in $secs s"

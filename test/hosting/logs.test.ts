@@ -89,6 +89,16 @@ test('a memory hog killed by the kernel is counted by the logs endpoint and told
   assert.match(line, /\n0\n$/, "the file belongs to the server's root");
 });
 
+test('a run.sh killed for memory is told by the supervisor: exited with status 137 (out of memory)', async () => {
+  await inside(
+    `printf '#!/bin/bash\\nexec python3 -c "a = []\\nwhile True: a.append(bytearray(8 << 20))"\\n' > /root/run.sh.new && chmod +x /root/run.sh.new && mv /root/run.sh.new /root/run.sh`,
+  );
+  const ev = await waitFor(async () => (await logs()).events.find((e) => e.kind === 'exited' && /out of memory/.test(e.message)) ?? null, 15_000);
+  await inside('rm -f /root/run.sh');
+  assert.ok(ev, 'the supervisor said why run.sh ended');
+  assert.is(ev.status, 137);
+});
+
 test("a user's symlinks are never followed out of the server: a linked run.sh.log or /var/log read as absent", async () => {
   await inside(`mv /var/log/run.sh.log /var/log/run.sh.log.real; ln -s ${secretDir}/run.sh.log /var/log/run.sh.log`);
   let l = await logs();
