@@ -73,10 +73,12 @@ chmod +x /root/run.sh</code></pre>
 
 /** The body of an error page below its title, by error code: what a visitor can do, and what the
  *  owner can (with the error's own hint, which is about the owner's server). */
-function explain(code: string, hint: string | undefined, links: SiteLinks, retryAfter?: number): Html {
+function explain(e: ErrorFacts, links: SiteLinks): Html {
+  const { hint, retryAfter } = e;
   const recharge = links.api ? `${links.api}/account/recharge` : undefined;
-  switch (code) {
+  switch (e.code) {
     case 'server_suspended':
+      if (e.suspendedBy === 'operator') return markup`<div class="card note"><b>If this is your server</b><p>${e.hint} Its files are kept.</p></div>`;
       return markup`<div class="card note">
         <b>If this is your server</b>
         <p>
@@ -113,12 +115,14 @@ export interface ErrorFacts {
   hint?: string;
   requestId: string;
   retryAfter?: number;
+  /** A paused server: who paused it (`billing` or `operator`). */
+  suspendedBy?: string;
 }
 
 /** The HTML form of an error answer (its JSON form is the APIs' {error, detail, …}). */
 export function errorPageReply(e: ErrorFacts, links: SiteLinks, headers: Record<string, string>): Reply {
   const main = markup`<h1>${e.status} · ${e.detail}</h1>
-    ${explain(e.code, e.hint, links, e.retryAfter)}
+    ${explain(e, links)}
     <p class="muted">error <code>${e.code}</code> · request <code>${e.requestId}</code></p>`;
   return pageReply(e.status, { title: `${e.status} · ${links.host}`, where: links.host, main, footer: footer(links) }, headers);
 }

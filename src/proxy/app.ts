@@ -33,10 +33,14 @@ export interface ProxyAppDeps {
 }
 
 const unknown = (slug: string) => AppError.of('unknown_server', `no server is named ${slug.slice(0, 63)}`);
-const suspended = (api: string) =>
-  AppError.of('server_suspended', 'this server is paused because its account ran out of credit', {
-    extra: { hint: 'The owner can add credit or verify a phone to bring it back.', upgrade_url: `${api}/account/recharge` },
-  });
+const suspended = (site: Site, api: string) =>
+  site.suspendedByOperator
+    ? AppError.of('server_suspended', "this server is paused by the host's operator", {
+        extra: { hint: "The owner can ask the host's operator to resume it.", suspended_by: 'operator' },
+      })
+    : AppError.of('server_suspended', 'this server is paused because its account ran out of credit', {
+        extra: { hint: 'The owner can add credit or verify a phone to bring it back.', suspended_by: 'billing', upgrade_url: `${api}/account/recharge` },
+      });
 
 function hasBody(req: Req): boolean {
   const len = req.headers['content-length'];
@@ -70,7 +74,7 @@ export class ProxyApp implements HttpApp {
     const slug = info.host.slice(0, info.host.indexOf('.'));
     const site = this.d.sites.lookup(slug);
     if (!site) return sendErrorPage(req, res, unknown(slug), info.requestId, this.api(req, info));
-    if (site.suspended) return sendErrorPage(req, res, suspended(this.api(req, info)), info.requestId, this.api(req, info));
+    if (site.suspended) return sendErrorPage(req, res, suspended(site, this.api(req, info)), info.requestId, this.api(req, info));
     const app = this.d.publication.knownApp(site.id);
     if (app === undefined) return this.checked(req, res, info, site);
     return app ? this.toApp(req, res, info, site) : this.static(req, res, info, site);
@@ -123,7 +127,7 @@ export class ProxyApp implements HttpApp {
     const site = this.d.sites.lookup(info.slug);
     const rid = { requestId: info.requestId };
     if (!site) return rawError(socket, unknown(info.slug), rid);
-    if (site.suspended) return rawError(socket, suspended(this.api(req, info)), rid);
+    if (site.suspended) return rawError(socket, suspended(site, this.api(req, info)), rid);
     if (String(req.headers.upgrade ?? '').toLowerCase() !== 'websocket') {
       return rawError(socket, AppError.of('upgrade_not_supported', 'only WebSocket upgrades are forwarded'), rid);
     }

@@ -33,6 +33,11 @@ export function sendErrorPage(req: Req, res: Res, err: AppError, requestId: stri
   }
   const hint = typeof err.extra?.hint === 'string' ? err.extra.hint : undefined;
   const retryAfter = Number(reply.headers?.['retry-after']) || undefined;
-  const page = errorPageReply({ status: reply.status, code: err.code, detail: err.detail, hint, requestId, retryAfter }, linksOf(req, api), headers);
+  const suspendedBy = typeof err.extra?.suspended_by === 'string' ? err.extra.suspended_by : undefined;
+  const page = errorPageReply(
+    { status: reply.status, code: err.code, detail: err.detail, hint, requestId, retryAfter, suspendedBy },
+    linksOf(req, api),
+    headers,
+  );
   sendReply(res, page, headOnly);
 }

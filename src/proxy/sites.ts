@@ -6,6 +6,7 @@
 
 import type { Runtime } from '../runtime/index.js';
 import type { ServerRecord } from '../store/index.js';
+import { OPERATOR_SUSPENDED } from '../billing/index.js';
 import type { Upstream } from './forward.js';
 
 export interface Site {
@@ -17,6 +18,8 @@ export interface Site {
   upstream: Upstream;
   neverSleep: boolean;
   suspended: boolean;
+  /** Suspended by the host's operator (not for want of credit): its page says so. */
+  suspendedByOperator?: boolean;
 }
 
 export interface Sites {
@@ -42,7 +45,16 @@ export function storeSites(servers: ServerLookup, runtime: Pick<Runtime, 'get'> 
     const rec = servers.bySlug(slug);
     const rt = rec && runtime?.get(rec.id);
     if (!rec || !rt) return undefined;
-    return { id: rec.id, slug: rec.slug, rootfs: rt.rootfs, upstream: { host: rt.ip, port: 80 }, neverSleep: rec.neverSleep, suspended: rec.suspended };
+    const suspendedByOperator = rec.suspended && rec.flag === OPERATOR_SUSPENDED;
+    return {
+      id: rec.id,
+      slug: rec.slug,
+      rootfs: rt.rootfs,
+      upstream: { host: rt.ip, port: 80 },
+      neverSleep: rec.neverSleep,
+      suspended: rec.suspended,
+      suspendedByOperator,
+    };
   };
   return {
     lookup(slug) {
@@ -56,7 +68,9 @@ export function storeSites(servers: ServerLookup, runtime: Pick<Runtime, 'get'> 
       }
       // the same object while unchanged, so the upstream pool keeps its identity
       const same = hit && hit.site.id === site.id && hit.site.upstream.host === site.upstream.host && hit.site.rootfs === site.rootfs;
-      const kept = same ? Object.assign(hit.site, { neverSleep: site.neverSleep, suspended: site.suspended }) : site;
+      const kept = same
+        ? Object.assign(hit.site, { neverSleep: site.neverSleep, suspended: site.suspended, suspendedByOperator: site.suspendedByOperator })
+        : site;
       if (remembered.size >= MAX_REMEMBERED) remembered.clear();
       remembered.set(slug, { site: kept, at: t });
       return kept;

@@ -13,6 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
 import { run } from '../helpers/run.js';
+import { ensureBuilt, rootboxBin } from '../billing/api.js';
 import { sh } from '../runtime/helpers/env.js';
 import { decodePng, dumpDom, openTab, visibleText } from './browser.js';
 import { curl, shot, until } from './helpers.js';
@@ -21,8 +22,9 @@ const HOUR = 3_600_000;
 const shots = process.env.ROOTBOX_SCREENSHOTS ?? mkdtempSync(join(tmpdir(), 'rbx-shots-'));
 let d: TestDaemon;
 let api: string;
-/** The server the landing page's curl line made (anonymous account). */
+/** The server the landing page's curl line made (anonymous account), and one with a run.sh that never listens. */
 let A: { id: string; key: string; slug: string };
+let B: { id: string; site: string };
 
 const slugOf = (subdomain: string) => subdomain.split('.')[0];
 const text = async (url: string) => visibleText(await dumpDom(url));
@@ -142,6 +144,7 @@ test('an app that does not listen gets a 502 page, and after a sleep a 504 page,
   assert.is(made.status, 200, made.text);
   const { id, subdomain } = made.json;
   const site = `http://${slugOf(subdomain)}.localhost:${d.http}/`;
+  B = { id, site };
   const release = d.daemon.presence.hold(id);
   try {
     const w = await sh(d.daemon.runtime, id, `printf '#!/bin/sh\\nexec sleep 1000\\n' > /root/run.sh && chmod +x /root/run.sh`);
@@ -173,6 +176,18 @@ test('an app that does not listen gets a 502 page, and after a sleep a 504 page,
   assert.equal([agent.status, agent.json.error], [504, 'wake_timeout']);
 });
 
+test('a server the operator paused says so, without sending its owner to the recharge page', async () => {
+  ensureBuilt();
+  const r = await run(rootboxBin, ['servers', 'suspend', B.id], { env: { ...process.env, ROOTBOX_DATA_DIR: d.dataDir }, timeoutMs: 120_000 });
+  assert.is(r.code, 0, r.stderr);
+  const seen = await text(B.site);
+  assert.match(seen, "402 · this server is paused by the host's operator");
+  assert.match(seen, "If this is your server The owner can ask the host's operator to resume it. Its files are kept.");
+  assert.not.match(seen, 'recharge');
+  const agent = await curl(B.site);
+  assert.equal([agent.status, agent.json.error, agent.json.suspended_by, agent.json.upgrade_url], [402, 'server_suspended', 'operator', undefined]);
+});
+
 test("the upgrade envelope counts the time left from the account's own deadline, keeps the port, and says paused once paused", async () => {
   const billing = d.daemon.billing;
   const t0 = Date.now() + HOUR;
@@ -200,7 +215,10 @@ test("the upgrade envelope counts the time left from the account's own deadline,
   assert.match(dom, `href="${api}/account/recharge"`);
   await shot(shots, 'paused-402', site);
   const agent = await curl(site);
-  assert.equal([agent.status, agent.json.error, agent.json.upgrade_url], [402, 'server_suspended', `${api}/account/recharge`]);
+  assert.equal(
+    [agent.status, agent.json.error, agent.json.suspended_by, agent.json.upgrade_url],
+    [402, 'server_suspended', 'billing', `${api}/account/recharge`],
+  );
 });
 
 test.run();

@@ -23,7 +23,7 @@ function fixture() {
 
 test('a slug resolves to the record joined with the runtime: container ip, port 80, rootfs, flags', () => {
   const { sites } = fixture();
-  assert.equal(sites.lookup('alpha'), { id: 'srv_a', slug: 'alpha', rootfs: '/srv/a', upstream: { host: '10.0.0.9', port: 80 }, neverSleep: false, suspended: false });
+  assert.equal(sites.lookup('alpha'), { id: 'srv_a', slug: 'alpha', rootfs: '/srv/a', upstream: { host: '10.0.0.9', port: 80 }, neverSleep: false, suspended: false, suspendedByOperator: false });
   assert.is(sites.lookup('nobody'), undefined);
 });
 
