@@ -7,9 +7,8 @@
 // A cgroup made anew (the server slept and woke) starts its counter at 0: the watch tells the
 // cgroups apart by their directory's inode.
 
-import { closeSync, constants, openSync, readSync, statSync } from 'node:fs';
+import { closeSync, constants, existsSync, openSync, readFileSync, readSync, statSync } from 'node:fs';
 import type { Logger } from '../log/index.js';
-import { cgroupDirs, memoryStats } from './cgroup.js';
 import { appendIn, readTail } from './rootfile.js';
 import { cgroupPath } from './spec.js';
 import type { RuntimeServer } from './types.js';
@@ -72,16 +71,9 @@ export class OomWatch {
       const ids = new Set(running.map((s) => s.id));
       for (const id of this.seen.keys()) if (!ids.has(id)) this.seen.delete(id);
       for (const s of running) {
-        const dirs = cgroupDirs(cgroupPath(s.id));
-        const dir = dirs.find((d) => d.startsWith('/sys/fs/cgroup/memory/')) ?? (dirs.length === 1 ? dirs[0] : undefined);
-        if (!dir) continue;
-        let ino: number;
-        try {
-          ino = statSync(dir).ino;
-        } catch {
-          continue;
-        }
-        const kills = memoryStats(cgroupPath(s.id)).oomKills;
+        const c = oomCounter(cgroupPath(s.id));
+        if (!c) continue;
+        const { ino, kills } = c;
         const before = this.seen.get(s.id);
         this.seen.set(s.id, { ino, kills });
         // at the daemon's start the kills so far were reported by the daemon before it
@@ -113,6 +105,20 @@ export class OomWatch {
     const ok = await appendIn(s.rootfs, ROOTBOX_LOG, text, { uid: s.uidBase, gid: s.uidBase }, full);
     this.written += count;
     this.o.log.warn('server process killed for memory', { server: s.id, kills: count, total, victims: victims.map((v) => v.task), logged: ok });
+  }
+}
+
+const V2 = existsSync('/sys/fs/cgroup/cgroup.controllers');
+
+/** A memory cgroup's OOM-kill counter and its directory's inode (one stat, one small read). */
+function oomCounter(path: string): Seen | undefined {
+  const dir = V2 ? `/sys/fs/cgroup${path}` : `/sys/fs/cgroup/memory${path}`;
+  try {
+    const ino = statSync(dir).ino;
+    const text = readFileSync(`${dir}/${V2 ? 'memory.events' : 'memory.oom_control'}`, 'utf8');
+    return { ino, kills: Number(/^oom_kill (\d+)$/m.exec(text)?.[1] ?? 0) };
+  } catch {
+    return undefined;
   }
 }
 
