@@ -103,6 +103,7 @@ export class Lxcfs {
   private nextTry = 0;
   private servingSince = 0;
   private warned = false;
+  private spawned = 0;
   /** Restarts after the first start (for tests and the log). */
   restarts = 0;
 
@@ -171,7 +172,7 @@ export class Lxcfs {
   }
 
   private async spawn(): Promise<void> {
-    const first = this.restarts === 0 && !this.child;
+    const first = this.spawned++ === 0;
     this.nextTry = Date.now() + this.backoff;
     this.backoff = Math.min(this.backoff * 2, MAX_BACKOFF);
     const logFile = join(this.o.dataDir, 'runtime', 'lxcfs.log');
