@@ -102,7 +102,7 @@ test('a wake that fails shows a subdomain visitor a generic page with the reques
   const wsRid = /x-request-id: (\S+)/i.exec(wsHead)?.[1];
   assert.ok(wsRid && JSON.parse(wsBody).request_id === wsRid, wsHead);
   assert.ok(logged('wake failed', wsRid!), 'the WebSocket wake failure is logged with its request id');
-  assert.match(html.text, /<h1>503: the server could not be started<\/h1>/);
+  assert.match(html.text, /<h1>503 · the server could not be started<\/h1>/);
   assert.is(JSON.parse(json.text).error, 'wake_failed');
 
   // the failure is not sticky: with runc back, the next visit wakes the server (generous deadline:
