@@ -7,6 +7,8 @@ import type { LmdbEnv } from './db.js';
 export class StatsStore {
   private readonly db;
   private pending = new Map<string, number>();
+  /** Increments being committed: still counted by read() until the commit is visible. */
+  private committing: Map<string, number>[] = [];
 
   constructor(env: LmdbEnv) {
     this.db = env.db<number>('stats');
@@ -21,9 +23,17 @@ export class StatsStore {
     if (this.pending.size === 0) return;
     const batch = this.pending;
     this.pending = new Map();
-    await this.db.transaction(() => {
-      for (const [k, n] of batch) this.db.put(k, (this.db.get(k) ?? 0) + n);
-    });
+    this.committing.push(batch);
+    try {
+      await this.db.transaction(() => {
+        for (const [k, n] of batch) this.db.put(k, (this.db.get(k) ?? 0) + n);
+      });
+    } catch (e) {
+      for (const [k, n] of batch) this.increment(k, n); // kept for the next flush, never lost
+      throw e;
+    } finally {
+      this.committing = this.committing.filter((b) => b !== batch);
+    }
   }
 
   /** Every counter whose name starts with prefix, including unflushed increments. */
@@ -33,7 +43,7 @@ export class StatsStore {
       if (typeof key !== 'string' || !key.startsWith(prefix)) break;
       out[key] = value;
     }
-    for (const [k, n] of this.pending) if (k.startsWith(prefix)) out[k] = (out[k] ?? 0) + n;
+    for (const batch of [...this.committing, this.pending]) for (const [k, n] of batch) if (k.startsWith(prefix)) out[k] = (out[k] ?? 0) + n;
     return out;
   }
 }

@@ -167,4 +167,16 @@ test('stats counters persist across reopen', async () => {
   await store.close();
 });
 
+test('stats counters stay readable while their flush is being committed', async () => {
+  const store = openStore(fresh());
+  store.stats.increment('t|a', 3);
+  const flushing = store.stats.flush();
+  assert.is(store.stats.read('t|')['t|a'], 3, 'counted while the commit is under way');
+  await flushing;
+  assert.is(store.stats.read('t|')['t|a'], 3, 'counted once after it');
+  store.stats.increment('t|a', 2);
+  assert.is(store.stats.read('t|')['t|a'], 5);
+  await store.close();
+});
+
 test.run();
