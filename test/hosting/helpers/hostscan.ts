@@ -9,7 +9,7 @@ import { run } from '../../helpers/run.js';
 import { cgroupsOf, mountsUnder } from './procdaemon.js';
 
 export interface HostScan {
-  /** Mount points under the data dir. */
+  /** Mount points under the data dir (but its lxcfs, which outlives a killed daemon by design). */
   mounts: string[];
   /** Loop devices whose backing file lies under the data dir (deleted files included). */
   loops: { name: string; file: string }[];
@@ -61,7 +61,7 @@ export async function scanHost(o: { dataDir: string; bridge: string; table: stri
   const counters = ((await json('nft', ['-j', 'list', 'counters', 'table', 'inet', o.table]))?.nftables ?? []).filter((x: any) => x.counter).map((x: any) => x.counter.name as string);
   const dir = join(o.dataDir, 'servers');
   return {
-    mounts: mountsUnder(o.dataDir),
+    mounts: mountsUnder(o.dataDir).filter((m) => m !== join(o.dataDir, 'lxcfs')), // the daemon's own lxcfs, no server's
     loops: loops.filter((l) => (l['back-file'] ?? '').startsWith(o.dataDir + '/')).map((l) => ({ name: l.name, file: l['back-file']! })),
     veths: links.map((l) => l.ifname),
     runc: runc.map((c) => ({ id: c.id, status: c.status })),
