@@ -123,6 +123,7 @@ async function cleanSlot(n: number, holder: number): Promise<void> {
     }
     const servers = join(dataDir, 'servers');
     const ids = existsSync(servers) ? readdirSync(servers) : [];
+    for (const pid of pidsWithArg(join(dataDir, 'lxcfs'))) process.kill(pid, 'SIGKILL'); // outlives its daemon by design
     for (const m of mountsUnder(dataDir).reverse()) await run('umount', ['-l', m]);
     for (const id of ids) removeCgroups(id);
     rmSync(dataDir, { recursive: true, force: true });
