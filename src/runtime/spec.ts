@@ -16,7 +16,7 @@
 //
 // The server's own limits in view: lxcfs's /proc files (lxcfs.ts) are bound over /proc/meminfo,
 // cpuinfo, stat, uptime, loadavg, diskstats and swaps, so free/top/uptime answer from the server's
-// cgroup; /sys/fs/cgroup is the server's own cgroup tree (cgroup namespace), read-only, so it can
+// cgroup; /sys/fs/cgroup is the server's own cgroups (memory, cpu, cpuacct, pids), read-only, so it can
 // read its memory limit, usage and OOM counter. The masked directories get an empty read-only
 // tmpfs without a size (statfs reports 0 blocks, so `df` lists only the server's own
 // filesystems, not tmpfs mounts the size of the host's memory).
@@ -61,6 +61,23 @@ const MASKED_DIRS = ['/proc/acpi', '/proc/asound', '/proc/scsi', '/sys/firmware'
 
 export const cgroupPath = (id: string) => `/rootbox/${id}`;
 
+const CGROUP_V2 = existsSync('/sys/fs/cgroup/cgroup.controllers');
+const RO = ['bind', 'ro', 'nosuid', 'noexec', 'nodev'];
+
+/** The server's own cgroups, read-only: binds of its cgroup directories (runc makes them before it
+ *  opens the mount sources; the cgroup namespace shows them as `/`, no host path). On cgroup v1
+ *  the controllers sit on a sizeless tmpfs: runc's own `cgroup` mount puts them on a tmpfs the
+ *  size of half the host's memory, which df lists. */
+function cgroupMounts(id: string): Record<string, unknown>[] {
+  if (CGROUP_V2) return [{ destination: '/sys/fs/cgroup', type: 'bind', source: `/sys/fs/cgroup${cgroupPath(id)}`, options: RO }];
+  return [
+    { destination: '/sys/fs/cgroup', type: 'tmpfs', source: 'tmpfs', options: ['ro', 'nosuid', 'noexec', 'nodev', 'size=0', 'mode=755'] },
+    ...['memory', 'cpu', 'cpuacct', 'pids']
+      .filter((c) => existsSync(`/sys/fs/cgroup/${c}`))
+      .map((c) => ({ destination: `/sys/fs/cgroup/${c}`, type: 'bind', source: `/sys/fs/cgroup/${c}${cgroupPath(id)}`, options: RO })),
+  ];
+}
+
 export function ociSpec(s: SpecInput): Record<string, unknown> {
   const caps = CAPABILITIES;
   return {
@@ -86,7 +103,7 @@ export function ociSpec(s: SpecInput): Record<string, unknown> {
       { destination: '/sys', type: 'sysfs', source: 'sysfs', options: ['nosuid', 'noexec', 'nodev', 'ro'] },
       { destination: '/run', type: 'tmpfs', source: 'tmpfs', options: ['nosuid', 'nodev', 'mode=755', 'size=65536k'] },
       { destination: INIT_MOUNT, type: 'bind', source: s.initDir, options: ['bind', 'ro', 'nosuid', 'nodev'] },
-      { destination: '/sys/fs/cgroup', type: 'cgroup', source: 'cgroup', options: ['nosuid', 'noexec', 'nodev', 'relatime', 'ro'] },
+      ...cgroupMounts(s.id),
       ...MASKED_DIRS.filter((d) => existsSync(d)).map((d) => ({ destination: d, type: 'tmpfs', source: 'tmpfs', options: ['ro', 'nosuid', 'nodev', 'noexec', 'size=0', 'mode=555'] })),
       ...(s.lxcfsDir ? LXCFS_PROC_FILES.map((f) => ({ destination: `/proc/${f}`, type: 'bind', source: `${s.lxcfsDir}/proc/${f}`, options: ['bind', 'ro', 'nosuid', 'nodev', 'noexec'] })) : []),
     ],
