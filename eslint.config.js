@@ -7,12 +7,12 @@ import tseslint from 'typescript-eslint';
 const internals = {
   // `../<module>/<file>` where file is not index: another module's internals.
   regex: '^\\.\\./[a-z0-9-]+/(?!index(\\.js)?$)[^/]+$',
-  message: "import another module only through its index.ts (DESIGN part 4)",
+  message: 'import another module only through its index.ts (DESIGN part 4)',
 };
 const rootInternals = {
   // from a file at src/ itself (main.ts, cli.ts …): `./<module>/<file>` that is not index.
   regex: '^\\./[a-z0-9-]+/(?!index(\\.js)?$)[^/]+$',
-  message: "import a module only through its index.ts (DESIGN part 4)",
+  message: 'import a module only through its index.ts (DESIGN part 4)',
 };
 const owned = (name, owner) => ({ name, message: `${name} is used only inside src/${owner}/ (DESIGN part 3)` });
 const OWNERS = [
@@ -45,14 +45,38 @@ function restricted(module) {
         paths: OWNERS.filter(([, owner]) => owner !== module).map(([n, o]) => owned(n, o)),
         patterns: [
           module ? internals : rootInternals,
-          ...(never.length ? [{ regex: `^\\.\\./(${never.join('|')})/`, message: `src/${module}/ must never import these modules (src/README.md, arrows that must never exist)` }] : []),
+          ...(never.length
+            ? [
+                {
+                  regex: `^\\.\\./(${never.join('|')})/`,
+                  message: `src/${module}/ must never import these modules (src/README.md, arrows that must never exist)`,
+                },
+              ]
+            : []),
         ],
       },
     ],
   };
 }
 
-const modules = ['billing', 'config', 'edge', 'hosting', 'http', 'llm', 'log', 'payments', 'presence', 'proxy', 'runtime', 'sms', 'ssh', 'store', 'verify', 'admin'];
+const modules = [
+  'billing',
+  'config',
+  'edge',
+  'hosting',
+  'http',
+  'llm',
+  'log',
+  'payments',
+  'presence',
+  'proxy',
+  'runtime',
+  'sms',
+  'ssh',
+  'store',
+  'verify',
+  'admin',
+];
 
 export default tseslint.config(
   { ignores: ['dist/**', 'node_modules/**', 'var/**', 'test/**', 'bench/**', 'scripts/**', '*.mjs', '*.js'] },

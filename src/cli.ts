@@ -26,7 +26,8 @@ commands:
 `;
 
 async function main(argv: string[]): Promise<number> {
-  if (ADMIN_COMMANDS.has(argv.find((a, i) => !a.startsWith('-') && argv[i - 1] !== '--config') ?? '')) return (await import('./admin/index.js')).adminMain(argv);
+  if (ADMIN_COMMANDS.has(argv.find((a, i) => !a.startsWith('-') && argv[i - 1] !== '--config') ?? ''))
+    return (await import('./admin/index.js')).adminMain(argv);
   const { values, positionals } = parseArgs({
     args: argv,
     options: { config: { type: 'string' }, help: { type: 'boolean', short: 'h' }, force: { type: 'boolean' } },
@@ -72,7 +73,7 @@ main(process.argv.slice(2)).then(
     if (code >= 0) process.exitCode = code;
   },
   (err) => {
-    process.stderr.write(`rootbox: ${isAppError(err) ? err.detail : (err as Error).stack ?? String(err)}\n`);
+    process.stderr.write(`rootbox: ${isAppError(err) ? err.detail : ((err as Error).stack ?? String(err))}\n`);
     process.exitCode = 1;
   },
 );

@@ -83,7 +83,11 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
       name: 'tls',
       start: () => {
         d.tls = new TlsManager({ domain: cfg.domain, dataDir: cfg.dataDir, cert: cfg.https.cert, key: cfg.https.key, log });
-        if (d.tls.caFile) log.info('local CA for HTTPS clients', { ca: d.tls.caFile, hint: `curl --cacert ${d.tls.caFile} https://api.${cfg.domain}:${cfg.https.port}/healthz` });
+        if (d.tls.caFile)
+          log.info('local CA for HTTPS clients', {
+            ca: d.tls.caFile,
+            hint: `curl --cacert ${d.tls.caFile} https://api.${cfg.domain}:${cfg.https.port}/healthz`,
+          });
       },
       stop: () => d.tls.close(),
     },
@@ -143,7 +147,15 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
     {
       name: 'proxy',
       start: () => {
-        d.proxy = createProxy({ log: log.child({ part: 'proxy' }), cfg: cfg.proxy, servers: d.store.servers, runtime: d.runtime, presence: d.presence, egress: d.billing.egress, urls: new PublicUrls(cfg.public) });
+        d.proxy = createProxy({
+          log: log.child({ part: 'proxy' }),
+          cfg: cfg.proxy,
+          servers: d.store.servers,
+          runtime: d.runtime,
+          presence: d.presence,
+          egress: d.billing.egress,
+          urls: new PublicUrls(cfg.public),
+        });
         d.proxy.start();
       },
       stop: () => d.proxy.stop(),
@@ -165,7 +177,13 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
     {
       name: 'ssh',
       start: async () => {
-        d.ssh = new SshServer({ options: { ...cfg.ssh, dataDir: cfg.dataDir }, servers: d.store.servers, runtime: d.runtime, presence: d.presence, log: log.child({ part: 'ssh' }) });
+        d.ssh = new SshServer({
+          options: { ...cfg.ssh, dataDir: cfg.dataDir },
+          servers: d.store.servers,
+          runtime: d.runtime,
+          presence: d.presence,
+          log: log.child({ part: 'ssh' }),
+        });
         await d.ssh.start();
       },
       stop: () => d.ssh.stop(),

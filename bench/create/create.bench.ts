@@ -6,16 +6,24 @@ import { startTestDaemon } from '../../test/helpers/daemon.js';
 
 const N = Number(process.argv[2] ?? 50);
 const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))];
-const fmt = (xs: number[]) => `p50 ${pct(xs, 50).toFixed(1)} ms  p90 ${pct(xs, 90).toFixed(1)} ms  min ${Math.min(...xs).toFixed(1)}  max ${Math.max(...xs).toFixed(1)}`;
+const fmt = (xs: number[]) =>
+  `p50 ${pct(xs, 50).toFixed(1)} ms  p90 ${pct(xs, 90).toFixed(1)} ms  min ${Math.min(...xs).toFixed(1)}  max ${Math.max(...xs).toFixed(1)}`;
 
-const d = await startTestDaemon({ publicIp: '127.0.0.1', runtime: { uidStart: 3_500_000_000, uidRanges: 300 }, hosting: { anonServersPerIp: 1000, maxServersPerAccount: 10_000, rateLimit: { createsPerIpPerHour: 100_000, perIpPerMinute: 100_000 } } });
+const d = await startTestDaemon({
+  publicIp: '127.0.0.1',
+  runtime: { uidStart: 3_500_000_000, uidRanges: 300 },
+  hosting: { anonServersPerIp: 1000, maxServersPerAccount: 10_000, rateLimit: { createsPerIpPerHour: 100_000, perIpPerMinute: 100_000 } },
+});
 function post(path: string, key?: string): Promise<{ status: number; body: any }> {
   return new Promise((resolve, reject) => {
-    const req = request({ host: '127.0.0.1', port: d.http, path, method: 'POST', headers: { host: 'api.localhost', ...(key ? { authorization: `Bearer ${key}` } : {}) } }, (res) => {
-      let s = '';
-      res.on('data', (c) => (s += c));
-      res.on('end', () => resolve({ status: res.statusCode!, body: JSON.parse(s) }));
-    });
+    const req = request(
+      { host: '127.0.0.1', port: d.http, path, method: 'POST', headers: { host: 'api.localhost', ...(key ? { authorization: `Bearer ${key}` } : {}) } },
+      (res) => {
+        let s = '';
+        res.on('data', (c) => (s += c));
+        res.on('end', () => resolve({ status: res.statusCode!, body: JSON.parse(s) }));
+      },
+    );
     req.on('error', reject);
     req.end();
   });

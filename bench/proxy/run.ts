@@ -153,7 +153,23 @@ function run(cmd: string, args: string[]): Promise<string> {
 
 /** nginx as the same reverse proxy on an HTTPS listener (a throwaway self-signed certificate). */
 async function nginxTlsProxy(target: string): Promise<{ port: number; pid: number }> {
-  await run('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', join(dir, 'k.pem'), '-out', join(dir, 'c.pem'), '-days', '1', '-subj', '/CN=bench.rbx.test']);
+  await run('openssl', [
+    'req',
+    '-x509',
+    '-newkey',
+    'ec',
+    '-pkeyopt',
+    'ec_paramgen_curve:P-256',
+    '-nodes',
+    '-keyout',
+    join(dir, 'k.pem'),
+    '-out',
+    join(dir, 'c.pem'),
+    '-days',
+    '1',
+    '-subj',
+    '/CN=bench.rbx.test',
+  ]);
   const port = await freePort();
   const child = nginx(
     'proxytls',
@@ -223,7 +239,9 @@ async function main(): Promise<void> {
 
   const row = (name: string, r: Result) =>
     `${name.padEnd(8)} ${r.rps.toFixed(0).padStart(9)} req/s   p50 ${r.p50.toFixed(2).padStart(7)} ms   p99 ${r.p99.toFixed(2).padStart(7)} ms   ${r.cpuUs ? `proxy CPU ${r.cpuUs.toFixed(1)} µs/req   ` : ''}errors: ${r.errors}`;
-  console.log(`bench/proxy — ${duration}s per run, ${connections} connections, wrk -t1, nginx workers ${nginxWorkers}, app ${target}${inContainer ? ' (nginx in a runc container, through a real daemon)' : ''}`);
+  console.log(
+    `bench/proxy — ${duration}s per run, ${connections} connections, wrk -t1, nginx workers ${nginxWorkers}, app ${target}${inContainer ? ' (nginx in a runc container, through a real daemon)' : ''}`,
+  );
   console.log(row('direct', direct));
   console.log(row('rootbox', rootbox));
   console.log(row('nginx', viaNginx));
@@ -235,9 +253,16 @@ async function main(): Promise<void> {
   }
   console.log(`rootbox / nginx  throughput ${(rootbox.rps / viaNginx.rps).toFixed(2)}x (target ≥ 0.5x)   p99 ${(rootbox.p99 / viaNginx.p99).toFixed(2)}x`);
   console.log(`rootbox / nginx  CPU per request ${(rootbox.cpuUs! / viaNginx.cpuUs!).toFixed(2)}x (less sensitive to other load on the machine)`);
-  console.log(`http-proxy-3 alone / nginx throughput ${(library.rps / viaNginx.rps).toFixed(2)}x   rootbox / http-proxy-3 alone ${(rootbox.rps / library.rps).toFixed(2)}x`);
-  console.log(`node floor / nginx proxy  CPU per request ${(nodeFloor.cpuUs! / viaNginx.cpuUs!).toFixed(2)}x   rootbox / node floor ${(rootbox.cpuUs! / nodeFloor.cpuUs!).toFixed(2)}x`);
-  if (tlsRows) console.log(`over TLS: rootbox / nginx throughput ${(tlsRows.rootbox.rps / tlsRows.nginx.rps).toFixed(2)}x   CPU per request ${(tlsRows.rootbox.cpuUs! / tlsRows.nginx.cpuUs!).toFixed(2)}x`);
+  console.log(
+    `http-proxy-3 alone / nginx throughput ${(library.rps / viaNginx.rps).toFixed(2)}x   rootbox / http-proxy-3 alone ${(rootbox.rps / library.rps).toFixed(2)}x`,
+  );
+  console.log(
+    `node floor / nginx proxy  CPU per request ${(nodeFloor.cpuUs! / viaNginx.cpuUs!).toFixed(2)}x   rootbox / node floor ${(rootbox.cpuUs! / nodeFloor.cpuUs!).toFixed(2)}x`,
+  );
+  if (tlsRows)
+    console.log(
+      `over TLS: rootbox / nginx throughput ${(tlsRows.rootbox.rps / tlsRows.nginx.rps).toFixed(2)}x   CPU per request ${(tlsRows.rootbox.cpuUs! / tlsRows.nginx.cpuUs!).toFixed(2)}x`,
+    );
   console.log(`rootbox / direct throughput ${(rootbox.rps / direct.rps).toFixed(2)}x   nginx / direct throughput ${(viaNginx.rps / direct.rps).toFixed(2)}x`);
 }
 

@@ -23,7 +23,19 @@ chmodSync(join(rootfs, 'root/run.sh'), 0o755);
 
 const log = createLogger({ level: 'error' });
 const store = openStore(join(dir, 'data'));
-store.servers.insert({ id: 'srv_bench', accountId: 'acc_bench', slug: 'bench', sshPublicKey: '', keyFingerprint: 'bench', memoryBytes: 0, diskBytes: 0, neverSleep: true, suspended: false, flag: null, createdAt: 0 });
+store.servers.insert({
+  id: 'srv_bench',
+  accountId: 'acc_bench',
+  slug: 'bench',
+  sshPublicKey: '',
+  keyFingerprint: 'bench',
+  memoryBytes: 0,
+  diskBytes: 0,
+  neverSleep: true,
+  suspended: false,
+  flag: null,
+  createdAt: 0,
+});
 const rec: RuntimeServer = { id: 'srv_bench', slug: 'bench', ip: host, uidBase: 0, memoryBytes: 0, diskBytes: 0, rootfs, state: 'running' };
 const proxy = createProxy({
   log,
@@ -33,9 +45,16 @@ const proxy = createProxy({
 });
 const nope: HttpApp = { handle: async (_q, r) => void r.writeHead(404).end() };
 const tls = new TlsManager({ domain: 'rbx.test', dataDir: dir, log });
-const edge = new Edge({ domain: 'rbx.test', http: { host: '127.0.0.1', port: 0, redirect: false }, https: { host: '127.0.0.1', port: 0 }, tls, log, apps: { hosting: nope, verify: nope, proxy } });
+const edge = new Edge({
+  domain: 'rbx.test',
+  http: { host: '127.0.0.1', port: 0, redirect: false },
+  https: { host: '127.0.0.1', port: 0 },
+  tls,
+  log,
+  apps: { hosting: nope, verify: nope, proxy },
+});
 await edge.start();
-process.stdout.write(JSON.stringify(edge.ports) + "\n");
+process.stdout.write(JSON.stringify(edge.ports) + '\n');
 const stop = async () => {
   await edge.stop(200);
   await proxy.stop();

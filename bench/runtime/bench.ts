@@ -112,7 +112,9 @@ try {
   console.log(`start() resolved (wake)    ${fmt(wakes)}`);
   console.log(`wake -> :80 accepting      ${fmt(wake80)}   (target p50 <= 60 ms)`);
   console.log(`peer: same app on host     ${fmt(peers)}   wake/peer p50 ratio ${(stats(wake80).p50 / p50peer).toFixed(1)}x`);
-  console.log(`memory per awake idle server: cgroup p50 ${(stats(cg).p50 / MiB).toFixed(1)} MiB; MemAvailable delta awake-asleep ${((sleepAvail - awakeAvail) / runs / MiB).toFixed(1)} MiB/server`);
+  console.log(
+    `memory per awake idle server: cgroup p50 ${(stats(cg).p50 / MiB).toFixed(1)} MiB; MemAvailable delta awake-asleep ${((sleepAvail - awakeAvail) / runs / MiB).toFixed(1)} MiB/server`,
+  );
   console.log(`memory per sleeping server: cgroup ${(Math.max(...sleepingCg) / MiB).toFixed(1)} MiB (cgroup removed; only mounts and page cache remain)`);
   for (const id of ids) await env.rt.delete(id);
 
@@ -127,7 +129,9 @@ try {
     t = now();
     for (const id of bIds) await env.rt.start(id);
     const w = now() - t;
-    console.log(`${burst} servers in a row: create ${(c / 1000).toFixed(1)} s (${(c / burst).toFixed(0)} ms each), sleep ${(s / 1000).toFixed(1)} s (${(s / burst).toFixed(0)} ms each), wake ${(w / 1000).toFixed(1)} s (${(w / burst).toFixed(0)} ms each)`);
+    console.log(
+      `${burst} servers in a row: create ${(c / 1000).toFixed(1)} s (${(c / burst).toFixed(0)} ms each), sleep ${(s / 1000).toFixed(1)} s (${(s / burst).toFixed(0)} ms each), wake ${(w / 1000).toFixed(1)} s (${(w / burst).toFixed(0)} ms each)`,
+    );
   }
 } finally {
   await env.cleanup();

@@ -93,7 +93,9 @@ try {
       if (statSync(local).size !== MIB * 1048576) throw new Error(`${p.name}: short download`);
       rmSync(local);
     }
-    process.stdout.write(`round ${r + 1}: up ${peers.map((p) => `${p.name} ${up[p.name][r].toFixed(0)}`).join(' / ')} MiB/s; down ${peers.map((p) => `${p.name} ${down[p.name][r].toFixed(0)}`).join(' / ')} MiB/s\n`);
+    process.stdout.write(
+      `round ${r + 1}: up ${peers.map((p) => `${p.name} ${up[p.name][r].toFixed(0)}`).join(' / ')} MiB/s; down ${peers.map((p) => `${p.name} ${down[p.name][r].toFixed(0)}`).join(' / ')} MiB/s\n`,
+    );
   }
   const loginPeers: Peer[] = [...peers, { ...peers[1], name: 'sshd-x25519', extra: ['-o', 'KexAlgorithms=curve25519-sha256'] }];
   const trueMs: Record<string, number[]> = { rootbox: [], sshd: [], 'sshd-x25519': [] };

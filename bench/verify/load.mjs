@@ -16,7 +16,14 @@ const end = Date.now() + Number(ms);
 function one() {
   return new Promise((resolve) => {
     const req = request(
-      { host: '127.0.0.1', port: Number(port), method, path, agent, headers: { host, ...(body ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } : {}) } },
+      {
+        host: '127.0.0.1',
+        port: Number(port),
+        method,
+        path,
+        agent,
+        headers: { host, ...(body ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } : {}) },
+      },
       (res) => {
         res.resume();
         res.on('end', () => {

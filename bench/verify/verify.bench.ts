@@ -32,13 +32,26 @@ function instantServer(handler: (path: string, body: any) => unknown): Promise<{
 
 const llm = await instantServer((_p, b) => ({
   delay: llmDelay(b.model),
-  json: { id: 'x', object: 'chat.completion', created: 0, model: b.model, choices: [{ index: 0, message: { role: 'assistant', content: '{"reasoning":"Fine. It checks out.","verdict":"pass"}' }, finish_reason: 'stop' }] },
+  json: {
+    id: 'x',
+    object: 'chat.completion',
+    created: 0,
+    model: b.model,
+    choices: [{ index: 0, message: { role: 'assistant', content: '{"reasoning":"Fine. It checks out.","verdict":"pass"}' }, finish_reason: 'stop' }],
+  },
 }));
 let tx = 0;
 const fac = await instantServer((p, b) =>
   p === '/verify'
     ? { json: { isValid: true, payer: b.paymentPayload.payload.authorization.from } }
-    : { json: { success: true, transaction: '0x' + (++tx).toString(16).padStart(64, '0'), network: b.paymentRequirements.network, payer: b.paymentPayload.payload.authorization.from } },
+    : {
+        json: {
+          success: true,
+          transaction: '0x' + (++tx).toString(16).padStart(64, '0'),
+          network: b.paymentRequirements.network,
+          payer: b.paymentPayload.payload.authorization.from,
+        },
+      },
 );
 const models = Array.from({ length: 10 }, (_, i) => `m${i}`);
 const d = await startTestDaemon({
@@ -72,8 +85,21 @@ try {
   for (let i = 0; i < N; i++) {
     health.push(await timed(() => call(port, 'GET', '/healthz'), 200));
     paid.push(await timed(() => call(port, 'POST', '/v1/verify/quick', { body, headers: { 'x-payment': payments[i] } }), 200));
-    llmRt.push(await timed(() => fetch(`${llm.url}/v1/chat/completions`, { method: 'POST', body: JSON.stringify({ model: 'm0' }) }).then(async (r) => (await r.text(), r)), 200));
-    facRt.push(await timed(() => fetch(`${fac.url}/verify`, { method: 'POST', body: JSON.stringify({ paymentPayload: { payload: { authorization: { from: '0x' } } } }) }).then(async (r) => (await r.text(), r)), 200));
+    llmRt.push(
+      await timed(
+        () => fetch(`${llm.url}/v1/chat/completions`, { method: 'POST', body: JSON.stringify({ model: 'm0' }) }).then(async (r) => (await r.text(), r)),
+        200,
+      ),
+    );
+    facRt.push(
+      await timed(
+        () =>
+          fetch(`${fac.url}/verify`, { method: 'POST', body: JSON.stringify({ paymentPayload: { payload: { authorization: { from: '0x' } } } }) }).then(
+            async (r) => (await r.text(), r),
+          ),
+        200,
+      ),
+    );
   }
   const h50 = pct(health, 50);
   const p50 = pct(paid, 50);
@@ -104,7 +130,9 @@ try {
   const hz = await load('GET', '/healthz', '-');
   const un = await load('POST', '/v1/verify/quick', JSON.stringify(body));
   console.log('3. throughput, 32 keep-alive connections for 4 s from a separate process');
-  console.log(`   /healthz ${hz.perSecond}/s ${JSON.stringify(hz.statuses)} | unpaid 402 ${un.perSecond}/s ${JSON.stringify(un.statuses)} | ratio ${f(un.perSecond / hz.perSecond)} (target >= 5000/s)`);
+  console.log(
+    `   /healthz ${hz.perSecond}/s ${JSON.stringify(hz.statuses)} | unpaid 402 ${un.perSecond}/s ${JSON.stringify(un.statuses)} | ratio ${f(un.perSecond / hz.perSecond)} (target >= 5000/s)`,
+  );
 } finally {
   await d.stop();
   llm.server.close();

@@ -64,11 +64,20 @@ const d = await startTestDaemon({
 try {
   const create = async (key?: string) => {
     const body = await new Promise<string>((resolve, reject) => {
-      const r = request({ host: '127.0.0.1', port: d.http, path: '/create', method: 'POST', headers: { host: 'api.localhost', ...(key ? { authorization: `Bearer ${key}` } : {}) } }, (res) => {
-        let b = '';
-        res.on('data', (c) => (b += c));
-        res.on('end', () => resolve(b));
-      });
+      const r = request(
+        {
+          host: '127.0.0.1',
+          port: d.http,
+          path: '/create',
+          method: 'POST',
+          headers: { host: 'api.localhost', ...(key ? { authorization: `Bearer ${key}` } : {}) },
+        },
+        (res) => {
+          let b = '';
+          res.on('data', (c) => (b += c));
+          res.on('end', () => resolve(b));
+        },
+      );
       r.on('error', reject);
       r.end();
     });
@@ -83,7 +92,13 @@ try {
   const w = await sh(rt, app.id, `mkdir -p /root/www && echo hello > /root/www/index.html && cat > /root/run.sh && chmod +x /root/run.sh`, RUN_SH);
   if (w.code !== 0) throw new Error(w.err);
   for (let i = 0; i < 100; i++) {
-    if (await firstByte(d.http, app.host).then(() => true, () => false)) break;
+    if (
+      await firstByte(d.http, app.host).then(
+        () => true,
+        () => false,
+      )
+    )
+      break;
     await new Promise((r) => setTimeout(r, 100));
   }
   const awake: number[] = [];

@@ -18,7 +18,8 @@ export const ADMIN_SOURCE_RE = /^admin:[0-9a-f-]{36}$/;
 /** Checks the amount and resolves an account id or one of its server ids to the account. */
 export function resolveCredit(store: Store, target: string, usdRaw: string): CreditRequest {
   const usd = /^\s*\d+(\.\d+)?\s*$/.test(usdRaw) ? Number(usdRaw) : NaN;
-  if (!Number.isFinite(usd) || usd <= 0 || usd > 1_000_000) throw AppError.of('invalid_amount', `usd must be a positive number up to 1000000, got ${usdRaw.slice(0, 40)}`);
+  if (!Number.isFinite(usd) || usd <= 0 || usd > 1_000_000)
+    throw AppError.of('invalid_amount', `usd must be a positive number up to 1000000, got ${usdRaw.slice(0, 40)}`);
   const accountId = target.startsWith('srv_') ? store.servers.get(target)?.accountId : target;
   if (!accountId || !store.accounts.get(accountId)) throw AppError.of('unknown_target', `no account or server ${target.slice(0, 80)}`);
   return { accountId, usd: Math.round(usd * 1e6) / 1e6 };

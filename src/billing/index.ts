@@ -104,7 +104,10 @@ export class Billing {
   }
 
   private enforce(now: number): Promise<void> {
-    return enforce({ store: this.d.store, runtime: this.d.runtime, credits: (a) => this.credits(a), suspendAfterMs: this.d.cfg.suspendAfter, log: this.d.log }, now);
+    return enforce(
+      { store: this.d.store, runtime: this.d.runtime, credits: (a) => this.credits(a), suspendAfterMs: this.d.cfg.suspendAfter, log: this.d.log },
+      now,
+    );
   }
 
   /** One metering and enforcement pass at `now` (tests call it with a controlled clock). */
@@ -116,12 +119,15 @@ export class Billing {
   }
 
   start(): void {
-    this.timer = setInterval(() => {
-      if (this.running) return;
-      this.running = this.tick()
-        .catch((e) => this.d.log.error('billing pass failed', { err: e }))
-        .finally(() => (this.running = undefined));
-    }, Math.min(this.d.cfg.meterInterval, 60_000));
+    this.timer = setInterval(
+      () => {
+        if (this.running) return;
+        this.running = this.tick()
+          .catch((e) => this.d.log.error('billing pass failed', { err: e }))
+          .finally(() => (this.running = undefined));
+      },
+      Math.min(this.d.cfg.meterInterval, 60_000),
+    );
     this.timer.unref();
   }
 
@@ -137,7 +143,9 @@ export class Billing {
     const account = this.d.store.accounts.get(accountId)!;
     this.d.log.info('credit added', { account: accountId, usd, source });
     // The credit is committed; ceilings that cannot be raised now are raised by the next pass.
-    await this.tiers?.apply(account).catch((e) => this.d.log.warn('raising ceilings after credit failed; the next pass retries', { account: accountId, err: (e as Error).message }));
+    await this.tiers
+      ?.apply(account)
+      .catch((e) => this.d.log.warn('raising ceilings after credit failed; the next pass retries', { account: accountId, err: (e as Error).message }));
     await this.enforce(this.now());
     return true;
   }
@@ -150,7 +158,13 @@ export class Billing {
     const amount = usdToAtomic(usdRaw.toFixed(6).replace(/0+$/, '').replace(/\.$/, ''));
     if (amount === null || Math.abs(Number(amount) / 1e6 - usdRaw) > 1e-9) throw AppError.of('invalid_request', 'usd: at most 6 decimal places');
     const paid = await paywall.charge(
-      { headers, amount, resource: { url, description: `rootbox credit: $${usdRaw} for account ${account.id}`, mimeType: 'application/json' }, purpose: 'recharge', meta: { account: account.id, usd: String(usdRaw) } },
+      {
+        headers,
+        amount,
+        resource: { url, description: `rootbox credit: $${usdRaw} for account ${account.id}`, mimeType: 'application/json' },
+        purpose: 'recharge',
+        meta: { account: account.id, usd: String(usdRaw) },
+      },
       async () => true,
     );
     const source = `x402:${paid.payment.payer.toLowerCase()}:${paid.payment.nonce.toLowerCase()}`;
@@ -162,7 +176,10 @@ export class Billing {
         ok: true,
         credited_usd: paid.settlement.status === 'settled' ? usdRaw : 0,
         settlement: paid.settlement.status,
-        detail: paid.settlement.status === 'settled' ? `added $${usdRaw} to your balance` : 'the payment is being settled; the credit is added as soon as it confirms',
+        detail:
+          paid.settlement.status === 'settled'
+            ? `added $${usdRaw} to your balance`
+            : 'the payment is being settled; the credit is added as soon as it confirms',
         credits: this.credits(fresh),
       },
     };
@@ -189,8 +206,15 @@ export class Billing {
     const page = this.d.store.billing.entries(account.id, limit, before);
     return {
       entries: page.items.map((e) => ({
-        kind: e.kind, server: e.serverId ?? null, from: new Date(e.from).toISOString(), to: new Date(e.to).toISOString(),
-        ram_gb_hours: e.ramGbHours, disk_gb_months: e.diskGbMonths, egress_gb: e.egressGb, usd: e.usd, source: e.source ?? null,
+        kind: e.kind,
+        server: e.serverId ?? null,
+        from: new Date(e.from).toISOString(),
+        to: new Date(e.to).toISOString(),
+        ram_gb_hours: e.ramGbHours,
+        disk_gb_months: e.diskGbMonths,
+        egress_gb: e.egressGb,
+        usd: e.usd,
+        source: e.source ?? null,
       })),
       next_cursor: page.next ? Buffer.from(JSON.stringify(page.next)).toString('base64url') : null,
     };

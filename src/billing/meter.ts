@@ -25,7 +25,12 @@ export function runtimeUsage(runtime: Pick<Runtime, 'get' | 'stats'>, presence: 
   return async (id) => {
     if (!runtime.get(id)) return undefined;
     const s = await runtime.stats(id);
-    return { awake: (presence.state(id) ?? runtime.get(id)?.state) === 'running', memoryBytes: s.memoryBytes, diskUsedBytes: s.diskUsedBytes, egressBytes: s.egressBytes };
+    return {
+      awake: (presence.state(id) ?? runtime.get(id)?.state) === 'running',
+      memoryBytes: s.memoryBytes,
+      diskUsedBytes: s.diskUsedBytes,
+      egressBytes: s.egressBytes,
+    };
   };
 }
 

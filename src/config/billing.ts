@@ -12,10 +12,14 @@ export const billingSchema = z
     egressUsdPerGb: z.coerce.number().min(0).default(0.05).describe('Price of traffic sent out by servers, per GB, once the egress grant is used.'),
     grantRamGbHours: z.coerce.number().min(0).default(50).describe('Free RAM GB-hours of an anonymous account.'),
     grantEgressGb: z.coerce.number().min(0).default(2).describe('Free egress GB of an anonymous account.'),
-    verifiedGrantRamGbHours: z.coerce.number().min(0).default(500).describe('Free RAM GB-hours of a phone-verified account (replaces the anonymous grant once the phone is proven).'),
+    verifiedGrantRamGbHours: z.coerce
+      .number()
+      .min(0)
+      .default(500)
+      .describe('Free RAM GB-hours of a phone-verified account (replaces the anonymous grant once the phone is proven).'),
     verifiedGrantEgressGb: z.coerce.number().min(0).default(20).describe('Free egress GB of a phone-verified account.'),
     meterInterval: duration().prefault('1m').describe('How often usage is measured and written to the ledger.'),
-    suspendAfter: duration().prefault('48h').describe('How long after the grant and balance run out an account\'s servers are suspended.'),
+    suspendAfter: duration().prefault('48h').describe("How long after the grant and balance run out an account's servers are suspended."),
     maxRechargeUsd: z.coerce.number().min(1).default(1000).describe('Largest amount one POST /account/recharge may add.'),
   })
   .prefault({});

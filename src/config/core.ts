@@ -24,14 +24,18 @@ export const coreShape = {
       scheme: z
         .enum(['http', 'https'])
         .optional()
-        .describe('Scheme of every absolute URL the daemon writes (upgrade_url, the recharge endpoint, OpenAPI `servers`, links in pages); their host comes from `domain` ({domain}, api.{domain}, verify.{domain}, <slug>.{domain}). Default: the scheme of the listener the request came in on.'),
+        .describe(
+          'Scheme of every absolute URL the daemon writes (upgrade_url, the recharge endpoint, OpenAPI `servers`, links in pages); their host comes from `domain` ({domain}, api.{domain}, verify.{domain}, <slug>.{domain}). Default: the scheme of the listener the request came in on.',
+        ),
       port: z.coerce
         .number()
         .int()
         .min(1)
         .max(65535)
         .optional()
-        .describe("Port of those URLs, left out when it is the scheme's default (80, 443). Default: the port the client named in its Host header, so a daemon reached at http://api.localhost:28080 writes :28080 (a Host without a port means the default port, as behind a port mapping); the listener's own port when no Host was sent."),
+        .describe(
+          "Port of those URLs, left out when it is the scheme's default (80, 443). Default: the port the client named in its Host header, so a daemon reached at http://api.localhost:28080 writes :28080 (a Host without a port means the default port, as behind a port mapping); the listener's own port when no Host was sent.",
+        ),
       sshHost: z
         .string()
         .regex(/^([a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*|[0-9a-f:.]+)$/i, 'must be a DNS name or an IP address')
@@ -45,66 +49,102 @@ export const coreShape = {
       port: port().default(8080).describe('Plain HTTP port. 0 picks a free port.'),
       redirect: bool()
         .prefault(false)
-        .describe('Production mode: answer every plain HTTP request with a redirect to HTTPS. Off with the embedded defaults, where HTTP serves everything directly.'),
+        .describe(
+          'Production mode: answer every plain HTTP request with a redirect to HTTPS. Off with the embedded defaults, where HTTP serves everything directly.',
+        ),
       maxConnectionsPerAddress: z.coerce
         .number()
         .int()
         .min(1)
         .default(128)
-        .describe('Connections one source (an IPv4 address or an IPv6 /64) may hold open to the HTTP and HTTPS listeners together; one more is closed at once (over plain HTTP after a 429 {error, detail}).'),
-      maxConnections: z.coerce.number().int().min(1).default(10000).describe('Connections the HTTP and HTTPS listeners hold open together, from all sources; one more is closed at once.'),
+        .describe(
+          'Connections one source (an IPv4 address or an IPv6 /64) may hold open to the HTTP and HTTPS listeners together; one more is closed at once (over plain HTTP after a 429 {error, detail}).',
+        ),
+      maxConnections: z.coerce
+        .number()
+        .int()
+        .min(1)
+        .default(10000)
+        .describe('Connections the HTTP and HTTPS listeners hold open together, from all sources; one more is closed at once.'),
       headerTimeout: duration()
         .prefault('10s')
-        .describe('Time a connection has to send a complete request head, from its opening (TLS handshake included) and, on HTTP/1.1, from the end of its previous answer; then it is closed (408 when a head was under way).'),
+        .describe(
+          'Time a connection has to send a complete request head, from its opening (TLS handshake included) and, on HTTP/1.1, from the end of its previous answer; then it is closed (408 when a head was under way).',
+        ),
     })
     .prefault({}),
   https: z
     .strictObject({
       host: z.string().default('0.0.0.0').describe('Address the HTTPS listener binds.'),
       port: port().default(8443).describe('HTTPS port (HTTP/2 and HTTP/1.1). 0 picks a free port.'),
-      cert: z.string().optional().describe('PEM certificate chain for {domain} and *.{domain}. Without cert and key, a local CA and certificates are generated under dataDir/tls.'),
+      cert: z
+        .string()
+        .optional()
+        .describe('PEM certificate chain for {domain} and *.{domain}. Without cert and key, a local CA and certificates are generated under dataDir/tls.'),
       key: z.string().optional().describe('PEM private key matching `https.cert`.'),
       maxStreamResets: z.coerce
         .number()
         .int()
         .min(1)
         .default(100)
-        .describe('HTTP/2 streams a client may reset on one connection at once, and again per `https.streamResetWindow` (rapid reset); one more ends the connection with GOAWAY ENHANCE_YOUR_CALM.'),
+        .describe(
+          'HTTP/2 streams a client may reset on one connection at once, and again per `https.streamResetWindow` (rapid reset); one more ends the connection with GOAWAY ENHANCE_YOUR_CALM.',
+        ),
       streamResetWindow: duration().prefault('10s').describe('Time over which `https.maxStreamResets` resets are allowed again.'),
     })
     .prefault({}),
   ssh: z
     .strictObject({
       host: z.string().default('0.0.0.0').describe('Address the SSH listener binds.'),
-      port: port().default(2222).describe('SSH port of the daemon\'s own SSH server.'),
+      port: port().default(2222).describe("SSH port of the daemon's own SSH server."),
       maxAuthFailures: z.coerce
         .number()
         .int()
         .min(1)
         .default(10)
-        .describe('Failed SSH logins one source address may make per `ssh.authFailureWindow`; after that, until the window ends, its attempts other than a valid key end the connection at once (a valid key still logs in).'),
+        .describe(
+          'Failed SSH logins one source address may make per `ssh.authFailureWindow`; after that, until the window ends, its attempts other than a valid key end the connection at once (a valid key still logs in).',
+        ),
       authFailureWindow: duration().prefault('5m').describe('Window over which failed SSH logins per source address are counted.'),
-      loginGraceTime: duration().prefault('30s').describe('Time from accepting an SSH connection until it must have authenticated; then its socket is destroyed, whatever state the handshake is in.'),
+      loginGraceTime: duration()
+        .prefault('30s')
+        .describe('Time from accepting an SSH connection until it must have authenticated; then its socket is destroyed, whatever state the handshake is in.'),
       maxUnauthenticatedPerAddress: z.coerce
         .number()
         .int()
         .min(1)
         .default(10)
-        .describe('SSH connections not yet authenticated that one source (an IPv4 address or an IPv6 /64) may hold at once; more are closed on accept, before any handshake.'),
-      maxUnauthenticated: z.coerce.number().int().min(1).default(256).describe('SSH connections not yet authenticated the listener holds at once, from all sources; more are closed on accept.'),
-      maxChannels: z.coerce.number().int().min(1).default(20).describe('Channels (sessions and `ssh -L` forwards) one SSH connection may have open at once; one more is refused with the reason.'),
+        .describe(
+          'SSH connections not yet authenticated that one source (an IPv4 address or an IPv6 /64) may hold at once; more are closed on accept, before any handshake.',
+        ),
+      maxUnauthenticated: z.coerce
+        .number()
+        .int()
+        .min(1)
+        .default(256)
+        .describe('SSH connections not yet authenticated the listener holds at once, from all sources; more are closed on accept.'),
+      maxChannels: z.coerce
+        .number()
+        .int()
+        .min(1)
+        .default(20)
+        .describe('Channels (sessions and `ssh -L` forwards) one SSH connection may have open at once; one more is refused with the reason.'),
       maxExecs: z.coerce
         .number()
         .int()
         .min(1)
         .default(10)
-        .describe('Commands (shell, exec, sftp) one SSH connection may run at once; each is a `runc exec` on the host. One more gets the reason on stderr and exit status 1.'),
+        .describe(
+          'Commands (shell, exec, sftp) one SSH connection may run at once; each is a `runc exec` on the host. One more gets the reason on stderr and exit status 1.',
+        ),
       maxExecsPerServer: z.coerce
         .number()
         .int()
         .min(1)
         .default(40)
-        .describe('Commands (shell, exec, sftp) one server may run at once over all its SSH connections (each `runc exec` costs host memory outside the server\'s limit). One more gets the reason on stderr and exit status 1.'),
+        .describe(
+          "Commands (shell, exec, sftp) one server may run at once over all its SSH connections (each `runc exec` costs host memory outside the server's limit). One more gets the reason on stderr and exit status 1.",
+        ),
     })
     .prefault({}),
   log: z

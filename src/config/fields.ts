@@ -26,14 +26,20 @@ export const duration = () =>
 export const port = () => z.coerce.number().int().min(0).max(65535);
 
 export const bool = () =>
-  z.union([z.boolean(), z.enum(['true', 'false', '1', '0', 'yes', 'no'])]).transform((v) =>
-    typeof v === 'boolean' ? v : v === 'true' || v === '1' || v === 'yes',
-  );
+  z
+    .union([z.boolean(), z.enum(['true', 'false', '1', '0', 'yes', 'no'])])
+    .transform((v) => (typeof v === 'boolean' ? v : v === 'true' || v === '1' || v === 'yes'));
 
 /** A list given as a JSON array or, from the environment, a comma-separated string. */
 export const list = <T extends z.ZodType>(item: T) =>
   z.preprocess(
-    (v) => (typeof v === 'string' ? v.split(',').map((s) => s.trim()).filter(Boolean) : v),
+    (v) =>
+      typeof v === 'string'
+        ? v
+            .split(',')
+            .map((s) => s.trim())
+            .filter(Boolean)
+        : v,
     z.array(item),
   );
 

@@ -16,14 +16,32 @@ const portRange = z
 const portLimit = (who: string, perServer: number, perAccount: number) =>
   z
     .strictObject({
-      perServer: z.coerce.number().int().min(0).max(65535).default(perServer).describe(`Ports one server of ${who} may expose at once (POST /expose answers 403 \`port_limit\` beyond).`),
-      perAccount: z.coerce.number().int().min(0).max(65535).default(perAccount).describe(`Ports all servers of ${who} may expose together (403 \`port_limit\` beyond).`),
+      perServer: z.coerce
+        .number()
+        .int()
+        .min(0)
+        .max(65535)
+        .default(perServer)
+        .describe(`Ports one server of ${who} may expose at once (POST /expose answers 403 \`port_limit\` beyond).`),
+      perAccount: z.coerce
+        .number()
+        .int()
+        .min(0)
+        .max(65535)
+        .default(perAccount)
+        .describe(`Ports all servers of ${who} may expose together (403 \`port_limit\` beyond).`),
     })
     .prefault({});
 
 export const hostingSchema = z
   .strictObject({
-    anonServersPerIp: z.coerce.number().int().min(0).max(1000).default(3).describe('Servers that anonymous accounts may hold per source IP (403 beyond). Phone-verified accounts have no IP limit.'),
+    anonServersPerIp: z.coerce
+      .number()
+      .int()
+      .min(0)
+      .max(1000)
+      .default(3)
+      .describe('Servers that anonymous accounts may hold per source IP (403 beyond). Phone-verified accounts have no IP limit.'),
     maxServersPerAccount: z.coerce.number().int().min(1).max(10_000).default(20).describe('Servers one account may hold at once (403 beyond).'),
     portPool: portRange.default('20000-20999').describe('Public TCP ports handed out by POST /expose, as `first-last`.'),
     portLimits: z
@@ -33,7 +51,11 @@ export const hostingSchema = z
         paid: portLimit('an account with a positive balance', 20, 50),
       })
       .prefault({}),
-    brandSlugs: list(z.string().regex(/^[a-z0-9-]+$/)).prefault([]).describe('Extra slugs nobody may take (brand names), comma-separated in the environment; reserved labels such as api, verify, www, ssh, admin, mail are always refused.'),
+    brandSlugs: list(z.string().regex(/^[a-z0-9-]+$/))
+      .prefault([])
+      .describe(
+        'Extra slugs nobody may take (brand names), comma-separated in the environment; reserved labels such as api, verify, www, ssh, admin, mail are always refused.',
+      ),
     rateLimit: z
       .strictObject({
         perIpPerMinute: z.coerce.number().int().min(1).default(120).describe('Hosting API requests per source IP per minute (429 with Retry-After beyond).'),
@@ -43,7 +65,10 @@ export const hostingSchema = z
       .prefault({}),
     sms: z
       .strictObject({
-        provider: z.enum(['log', 'twilio']).default('log').describe('`log` writes verification codes to the daemon log (for operators testing); `twilio` sends them with Twilio\'s Messages API.'),
+        provider: z
+          .enum(['log', 'twilio'])
+          .default('log')
+          .describe("`log` writes verification codes to the daemon log (for operators testing); `twilio` sends them with Twilio's Messages API."),
         twilioBaseUrl: z.string().url().default('https://api.twilio.com').describe('Base URL of the Twilio API.'),
         twilioAccountSid: z.string().optional().describe('Twilio account SID.'),
         twilioAuthToken: z.string().optional().describe('Twilio auth token. Never logged.'),

@@ -11,17 +11,23 @@ export const proxySchema = z
   .strictObject({
     idleTimeout: duration()
       .prefault('5m')
-      .describe('A server sleeps (its container is stopped, RAM freed) after this long without an HTTP request to its app, open WebSocket or stream, SSH session or exposed-port connection. never_sleep servers never sleep.'),
+      .describe(
+        'A server sleeps (its container is stopped, RAM freed) after this long without an HTTP request to its app, open WebSocket or stream, SSH session or exposed-port connection. never_sleep servers never sleep.',
+      ),
     idleCheckInterval: duration().prefault('5s').describe('How often the idle tracker looks for servers to put to sleep.'),
     wakeTimeout: duration()
       .prefault('30s')
       .describe('How long a request for a sleeping run.sh server is held while the server starts and its app binds port 80; after that it gets a 504 page.'),
     appStartGrace: duration()
       .prefault('2s')
-      .describe('When a running server has /root/run.sh but nothing accepts on port 80 yet (it just appeared or is restarting), requests wait this long for the app before a 502 page.'),
+      .describe(
+        'When a running server has /root/run.sh but nothing accepts on port 80 yet (it just appeared or is restarting), requests wait this long for the app before a 502 page.',
+      ),
     publishCheckInterval: duration()
       .prefault('500ms')
-      .describe('How long the answer to "is /root/run.sh published?" is cached per server; bounds how fast the subdomain switches between static files and the app.'),
+      .describe(
+        'How long the answer to "is /root/run.sh published?" is cached per server; bounds how fast the subdomain switches between static files and the app.',
+      ),
     holdLimit: z.coerce
       .number()
       .int()
@@ -31,16 +37,18 @@ export const proxySchema = z
     holdBodyLimit: bytes()
       .default(1024 * 1024)
       .describe('Bytes of a held request body read into memory while the server wakes; beyond that the client is slowed down by back-pressure, never refused.'),
-    connectTimeout: duration().prefault('5s').describe('Time limit for opening a TCP connection to a server\'s port 80.'),
+    connectTimeout: duration().prefault('5s').describe("Time limit for opening a TCP connection to a server's port 80."),
     upstreamTimeout: duration()
       .prefault('120s')
-      .describe('An upstream connection that sends nothing for this long (no response headers, no body bytes) is closed; the client gets 504 if nothing was sent yet.'),
+      .describe(
+        'An upstream connection that sends nothing for this long (no response headers, no body bytes) is closed; the client gets 504 if nothing was sent yet.',
+      ),
     maxSocketsPerServer: z.coerce
       .number()
       .int()
       .min(1)
       .default(256)
-      .describe('Most concurrent connections the proxy opens to one server\'s port 80; kept alive and reused.'),
+      .describe("Most concurrent connections the proxy opens to one server's port 80; kept alive and reused."),
   })
   .prefault({});
 

@@ -5,16 +5,16 @@ import { z } from 'zod';
 import { duration } from './fields.js';
 import type { EnvBinding } from './env.js';
 
-const ifname = z
-  .string()
-  .regex(/^[a-z][a-z0-9]{0,9}$/, 'must be 1-10 lowercase letters/digits starting with a letter');
+const ifname = z.string().regex(/^[a-z][a-z0-9]{0,9}$/, 'must be 1-10 lowercase letters/digits starting with a letter');
 
 export const runtimeSchema = z
   .strictObject({
     imageDir: z
       .string()
       .optional()
-      .describe('Directory of built base images (`<name>-<recipe hash>/rootfs`). Default `<dataDir>/images`. Share one across data dirs (tests do, through ROOTBOX_IMAGE_DIR) to build the image once.'),
+      .describe(
+        'Directory of built base images (`<name>-<recipe hash>/rootfs`). Default `<dataDir>/images`. Share one across data dirs (tests do, through ROOTBOX_IMAGE_DIR) to build the image once.',
+      ),
     image: z
       .string()
       .regex(/^[a-z0-9][a-z0-9-]{0,30}$/)

@@ -53,7 +53,10 @@ export function addressKey(ip: string): string {
   const left = head ? head.split(':') : [];
   const right = ip.includes('::') && tail ? tail.split(':') : [];
   const groups = [...left, ...Array(Math.max(0, 8 - left.length - right.length)).fill('0'), ...right];
-  return `${groups.slice(0, 4).map((g) => g.replace(/^0+(?=.)/, '')).join(':')}::/64`;
+  return `${groups
+    .slice(0, 4)
+    .map((g) => g.replace(/^0+(?=.)/, ''))
+    .join(':')}::/64`;
 }
 
 export class ConnGuard {
@@ -161,7 +164,10 @@ export class ConnGuard {
       sock,
       perAddress
         ? tooMany('too_many_connections', `this address already holds ${this.o.maxPerAddress} open connections to this host; close some`, 1)
-        : AppError.of('too_many_connections', `this host holds its maximum of ${this.o.maxTotal} connections; retry shortly`, { kind: 'unavailable', retryAfter: 1 }),
+        : AppError.of('too_many_connections', `this host holds its maximum of ${this.o.maxTotal} connections; retry shortly`, {
+            kind: 'unavailable',
+            retryAfter: 1,
+          }),
     );
   }
 

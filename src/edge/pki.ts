@@ -32,16 +32,27 @@ export interface Ca {
 }
 
 const pem = (label: string, der: Buffer) =>
-  `-----BEGIN ${label}-----\n${der.toString('base64').replace(/(.{64})/g, '$1\n').replace(/\n$/, '')}\n-----END ${label}-----\n`;
+  `-----BEGIN ${label}-----\n${der
+    .toString('base64')
+    .replace(/(.{64})/g, '$1\n')
+    .replace(/\n$/, '')}\n-----END ${label}-----\n`;
 
 const name = (cn: string) => seq(set(seq(oid(OID.org), utf8('rootbox'))), set(seq(oid(OID.cn), utf8(cn))));
 const ext = (id: string, critical: boolean, value: Buffer) => seq(oid(id), ...(critical ? [bool(true)] : []), octets(value));
-const keyIdOf = (pub: KeyObject) => createHash('sha1').update(pub.export({ type: 'spki', format: 'der' })).digest();
+const keyIdOf = (pub: KeyObject) =>
+  createHash('sha1')
+    .update(pub.export({ type: 'spki', format: 'der' }))
+    .digest();
 
 function ipBytes(ip: string): Buffer {
   if (isIP(ip) === 4) return Buffer.from(ip.split('.').map(Number));
   const full = ip.includes('::') ? expandV6(ip) : ip.split(':');
-  return Buffer.from(full.flatMap((h) => { const n = parseInt(h || '0', 16); return [n >> 8, n & 0xff]; }));
+  return Buffer.from(
+    full.flatMap((h) => {
+      const n = parseInt(h || '0', 16);
+      return [n >> 8, n & 0xff];
+    }),
+  );
 }
 function expandV6(ip: string): string[] {
   const [a, b] = ip.split('::');
@@ -50,14 +61,7 @@ function expandV6(ip: string): string[] {
   return [...left, ...Array(8 - left.length - right.length).fill('0'), ...right];
 }
 
-function certificate(opts: {
-  subject: Buffer;
-  issuer: Buffer;
-  pub: KeyObject;
-  signer: KeyObject;
-  days: number;
-  extensions: Buffer[];
-}): Buffer {
+function certificate(opts: { subject: Buffer; issuer: Buffer; pub: KeyObject; signer: KeyObject; days: number; extensions: Buffer[] }): Buffer {
   const alg = seq(oid(OID.ecdsaSha256));
   const notBefore = new Date(Date.now() - 3600_000);
   const notAfter = new Date(Date.now() + opts.days * 86_400_000);

@@ -13,7 +13,18 @@ import { createServer as createNetServer, type AddressInfo, type Server as NetSe
 import type { Duplex } from 'node:stream';
 import { configSchema } from '../config/index.js';
 import type { Logger } from '../log/index.js';
-import { appErrorReply, errorReply, newRequestId, rawError, sendReply, type HttpApp, type Req, type RequestInfo, type Res, type UpgradeApp } from '../http/index.js';
+import {
+  appErrorReply,
+  errorReply,
+  newRequestId,
+  rawError,
+  sendReply,
+  type HttpApp,
+  type Req,
+  type RequestInfo,
+  type Res,
+  type UpgradeApp,
+} from '../http/index.js';
 import { AppError } from '../errors.js';
 import { hostOf, route } from './dispatch.js';
 import { ConnGuard } from './guard.js';
@@ -93,17 +104,16 @@ export class Edge {
     this.https.prependListener('secureConnection', (s) => this.guard.secured(s));
     this.https.on('session', (s) => this.onSession(s, { max: hs.maxStreamResets, windowMs: hs.streamResetWindow }));
     this.https.setTimeout(120_000);
-    this.http = createHttpServer({ requestTimeout: 0, headersTimeout: h.headerTimeout, keepAliveTimeout: 5_000, requireHostHeader: false }, (req, res) =>
-      void this.onRequest(req, res, 'http'),
+    this.http = createHttpServer(
+      { requestTimeout: 0, headersTimeout: h.headerTimeout, keepAliveTimeout: 5_000, requireHostHeader: false },
+      (req, res) => void this.onRequest(req, res, 'http'),
     );
     this.http.setTimeout(120_000);
     for (const srv of [this.https, this.http] as const) {
       // a client's FIN after its request ends only its side: the answer still goes out, then we close
       (srv as { httpAllowHalfOpen?: boolean }).httpAllowHalfOpen = true;
       answerRefusals(srv, log, (socket) => ConnGuard.of(socket));
-      srv.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) =>
-        this.onUpgrade(req, socket, head, srv === this.https ? 'https' : 'http'),
-      );
+      srv.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => this.onUpgrade(req, socket, head, srv === this.https ? 'https' : 'http'));
     }
     this.https.on('tlsClientError', (err) => log.debug('TLS client error', { err: err.message }));
     this.front.https = createNetServer({ allowHalfOpen: true, noDelay: true }, (s) => this.accept(s, this.https!, true));
@@ -220,7 +230,9 @@ export class Edge {
         this.opts.log.error('upgrade failed', { err: e });
       }
     }
-    rawError(socket, AppError.of('upgrade_not_supported', 'WebSocket upgrades are accepted only on <slug> hosts', { kind: 'not_found' }), { requestId: info.requestId });
+    rawError(socket, AppError.of('upgrade_not_supported', 'WebSocket upgrades are accepted only on <slug> hosts', { kind: 'not_found' }), {
+      requestId: info.requestId,
+    });
   }
 
   /** Stops accepting, lets in-flight requests finish until the deadline, then closes the rest. */
@@ -232,10 +244,7 @@ export class Edge {
     this.guard?.closeIdle();
     for (const s of this.sessions) s.close();
     if (this.inflight > 0) {
-      await Promise.race([
-        new Promise<void>((r) => (this.drained = r)),
-        new Promise<void>((r) => setTimeout(r, deadlineMs).unref()),
-      ]);
+      await Promise.race([new Promise<void>((r) => (this.drained = r)), new Promise<void>((r) => setTimeout(r, deadlineMs).unref())]);
     }
     for (const s of this.sessions) s.destroy();
     this.guard?.destroyAll();

@@ -20,8 +20,7 @@ export interface Named {
 const ABSOLUTE = /^https?:\/\/([^/?#@]+)((?:[/?][^#]*)?)$/i;
 
 const duplicate = () => AppError.of('duplicate_host', 'the request has more than one Host header');
-const badTarget = () =>
-  AppError.of('invalid_target', 'the request target must be a path starting with / or an absolute http(s) URL with a host');
+const badTarget = () => AppError.of('invalid_target', 'the request target must be a path starting with / or an absolute http(s) URL with a host');
 
 /** Reads (and normalises) host and request id of a request; throws the 400s above. */
 export function named(req: Req): Named {

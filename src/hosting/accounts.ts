@@ -32,15 +32,21 @@ export class Accounts {
     }
     const m = /^Bearer\s+(\S+)\s*$/i.exec(header);
     if (!m || !API_KEY_RE.test(m[1])) {
-      throw AppError.of('invalid_api_key', 'the Authorization header must be `Bearer rbx_` followed by 32 letters and digits', { headers: { 'www-authenticate': 'Bearer error="invalid_token"' } });
+      throw AppError.of('invalid_api_key', 'the Authorization header must be `Bearer rbx_` followed by 32 letters and digits', {
+        headers: { 'www-authenticate': 'Bearer error="invalid_token"' },
+      });
     }
     const hash = hashKey(m[1]);
     const acc = this.store.accounts.byKeyHash(hash);
     if (!acc || !sameHash(acc.keyHash, hash)) {
       const revoked = this.store.accounts.isRevoked(hash);
-      throw AppError.of(revoked ? 'revoked_api_key' : 'invalid_api_key', revoked ? 'this api_key was replaced by a newer one and no longer works' : 'no account has this api_key', {
-        headers: { 'www-authenticate': 'Bearer error="invalid_token"' },
-      });
+      throw AppError.of(
+        revoked ? 'revoked_api_key' : 'invalid_api_key',
+        revoked ? 'this api_key was replaced by a newer one and no longer works' : 'no account has this api_key',
+        {
+          headers: { 'www-authenticate': 'Bearer error="invalid_token"' },
+        },
+      );
     }
     return acc;
   }

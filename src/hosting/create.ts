@@ -24,7 +24,8 @@ function checkCapacity(core: HostingCore, account: AccountRecord): void {
   }
   try {
     const fs = statfsSync(core.cfg.dataDir);
-    if (fs.bavail * fs.bsize < 2 * 1024 * 1024 * 1024) throw AppError.of('at_capacity', 'this host is out of disk space for new servers right now; try again later');
+    if (fs.bavail * fs.bsize < 2 * 1024 * 1024 * 1024)
+      throw AppError.of('at_capacity', 'this host is out of disk space for new servers right now; try again later');
   } catch (e) {
     if (e instanceof AppError) throw e;
   }
@@ -49,14 +50,22 @@ export async function handleCreate(ctx: RouteCtx<AccountRecord | undefined, z.ou
       const { expiresIn } = await core.phone.sendCode(phone, ctx.ip);
       return {
         status: 200,
-        body: { verification_required: true, phone, expires_in: expiresIn, detail: `a 6-digit code was texted to ${phone}; send the same body again with "code" to finish. No server was created yet.` },
+        body: {
+          verification_required: true,
+          phone,
+          expires_in: expiresIn,
+          detail: `a 6-digit code was texted to ${phone}; send the same body again with "code" to finish. No server was created yet.`,
+        },
       };
     }
     if (!/^\d{6}$/.test(body.code)) throw AppError.of('invalid_code', 'code: must be the 6 digits from the SMS');
     core.phone.checkCode(phone, body.code);
     const known = core.store.accounts.byPhone(phone);
     if (known) {
-      accountNote = account && account.id !== known.id ? `logged into the existing account of ${phone}, not the one of the api_key you sent` : `logged into the existing account of ${phone}`;
+      accountNote =
+        account && account.id !== known.id
+          ? `logged into the existing account of ${phone}, not the one of the api_key you sent`
+          : `logged into the existing account of ${phone}`;
       account = known;
     } else if (account && !account.phone && core.store.accounts.attachPhone(account.id, phone)) {
       account = core.store.accounts.get(account.id)!;
@@ -71,7 +80,10 @@ export async function handleCreate(ctx: RouteCtx<AccountRecord | undefined, z.ou
     apiKey = core.accounts.keyOf(account);
   } else if (!account) {
     if (core.accounts.anonymousServersFromIp(ctx.ip) >= core.cfg.hosting.anonServersPerIp) {
-      throw AppError.of('ip_limit', `anonymous accounts from this address already hold ${core.cfg.hosting.anonServersPerIp} servers; verify a phone ({"phone": "+…"}) to lift the limit`);
+      throw AppError.of(
+        'ip_limit',
+        `anonymous accounts from this address already hold ${core.cfg.hosting.anonServersPerIp} servers; verify a phone ({"phone": "+…"}) to lift the limit`,
+      );
     }
     const made = core.servers.pending.holdNewAccount(() => core.accounts.create(ctx.ip));
     account = made.account;
@@ -79,7 +91,10 @@ export async function handleCreate(ctx: RouteCtx<AccountRecord | undefined, z.ou
     madeAccount = heldAccount = account.id;
     accountNote = 'created a new anonymous account; keep the api_key, it is shown only now. Verify a phone to raise the limits.';
   } else if (!account.phone && core.accounts.anonymousServersFromIp(ctx.ip) >= core.cfg.hosting.anonServersPerIp) {
-    throw AppError.of('ip_limit', `anonymous accounts from this address already hold ${core.cfg.hosting.anonServersPerIp} servers; verify a phone to lift the limit`);
+    throw AppError.of(
+      'ip_limit',
+      `anonymous accounts from this address already hold ${core.cfg.hosting.anonServersPerIp} servers; verify a phone to lift the limit`,
+    );
   }
   // A used-up grant with no credit gets the upgrade envelope, not a server paused 48 h later
   // (new accounts start with a fresh grant). A phone login still learns its api_key.

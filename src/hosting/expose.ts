@@ -58,17 +58,25 @@ export class Exposures {
     const tier = tierOf(this.store.accounts.get(account.id) ?? account);
     const lim = this.limits[tier];
     if (mine.length >= lim.perServer) {
-      throw AppError.of('port_limit', `server ${serverId} already exposes ${mine.length} ports; a server of a ${tier} account may expose at most ${lim.perServer} (${lim.perAccount} per account). Unexpose one (DELETE /expose) or ${RAISE[tier]}.`, {
-        extra: { limit: lim.perServer, scope: 'server', tier },
-      });
+      throw AppError.of(
+        'port_limit',
+        `server ${serverId} already exposes ${mine.length} ports; a server of a ${tier} account may expose at most ${lim.perServer} (${lim.perAccount} per account). Unexpose one (DELETE /expose) or ${RAISE[tier]}.`,
+        {
+          extra: { limit: lim.perServer, scope: 'server', tier },
+        },
+      );
     }
     const servers = new Set(this.store.servers.listByAccount(account.id).map((s) => s.id));
     servers.add(serverId);
     const held = this.store.exposures.all().filter((e) => servers.has(e.serverId)).length;
     if (held >= lim.perAccount) {
-      throw AppError.of('port_limit', `your servers already expose ${held} ports; a ${tier} account may expose at most ${lim.perAccount} in all (${lim.perServer} per server). Unexpose one (DELETE /expose) or ${RAISE[tier]}.`, {
-        extra: { limit: lim.perAccount, scope: 'account', tier },
-      });
+      throw AppError.of(
+        'port_limit',
+        `your servers already expose ${held} ports; a ${tier} account may expose at most ${lim.perAccount} in all (${lim.perServer} per server). Unexpose one (DELETE /expose) or ${RAISE[tier]}.`,
+        {
+          extra: { limit: lim.perAccount, scope: 'account', tier },
+        },
+      );
     }
   }
 
@@ -79,7 +87,8 @@ export class Exposures {
       if (!got) throw AppError.of('port_pool_exhausted', 'every public port of this host is in use; try again later');
       const { port } = got.exposure;
       if (!got.created) {
-        if (got.exposure.pending) throw AppError.of('expose_in_progress', `port ${containerPort} of ${serverId} is being exposed by another request; try again in a moment`);
+        if (got.exposure.pending)
+          throw AppError.of('expose_in_progress', `port ${containerPort} of ${serverId} is being exposed by another request; try again in a moment`);
         return this.view(port, containerPort);
       }
       try {
@@ -123,7 +132,9 @@ export class Exposures {
         this.store.exposures.release(e.port);
         continue;
       }
-      await this.listener.open(e.port, e.serverId, e.containerPort).catch((err) => log('could not reopen exposed port', { port: e.port, err: (err as Error).message }));
+      await this.listener
+        .open(e.port, e.serverId, e.containerPort)
+        .catch((err) => log('could not reopen exposed port', { port: e.port, err: (err as Error).message }));
     }
   }
 }

@@ -186,7 +186,7 @@ export function hostingRoutes({ core, deps, service, ipLimit, createLimit, docum
       method: 'GET',
       path: '/servers/:id/logs',
       auth: 'bearer',
-      summary: 'The last lines of /var/log/run.sh.log, the supervisor\'s events and the OOM kills of a server; never wakes it',
+      summary: "The last lines of /var/log/run.sh.log, the supervisor's events and the OOM kills of a server; never wakes it",
       ...server,
       query: LogsQuery,
       responses: {

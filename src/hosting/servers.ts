@@ -15,7 +15,13 @@ import { PendingWork } from './pending.js';
 import { planSlugs, randomSlug } from './slugs.js';
 
 /** What the runtime is given of a server: all of it from the server record. */
-const specOf = (r: ServerRecord): ServerSpec => ({ id: r.id, slug: r.slug, memoryBytes: r.memoryBytes, diskBytes: r.diskBytes, pendingUntil: r.pending?.until });
+const specOf = (r: ServerRecord): ServerSpec => ({
+  id: r.id,
+  slug: r.slug,
+  memoryBytes: r.memoryBytes,
+  diskBytes: r.diskBytes,
+  pendingUntil: r.pending?.until,
+});
 
 export interface KeyPair {
   privateKey: string;
@@ -81,7 +87,10 @@ export class Servers {
       }
     }
     if (plan.candidates.length > 0) {
-      throw AppError.of('subdomain_taken', `every wanted subdomain is taken: ${plan.candidates.join(', ')}; ask for another or omit "subdomains" for a random one`);
+      throw AppError.of(
+        'subdomain_taken',
+        `every wanted subdomain is taken: ${plan.candidates.join(', ')}; ask for another or omit "subdomains" for a random one`,
+      );
     }
     for (let i = 0; i < 20; i++) {
       const record = { ...base, slug: randomSlug() };

@@ -25,7 +25,10 @@ export async function readBody(req: Req, limit: number): Promise<Buffer> {
 export async function readJson(req: Req, limit: number): Promise<unknown> {
   const buf = await readBody(req, limit);
   if (buf.length === 0) return undefined;
-  const type = String(req.headers['content-type'] ?? '').split(';')[0].trim().toLowerCase();
+  const type = String(req.headers['content-type'] ?? '')
+    .split(';')[0]
+    .trim()
+    .toLowerCase();
   if (type && type !== 'application/json' && !type.endsWith('+json')) {
     throw AppError.of('unsupported_media_type', `send the body as application/json (got ${type.slice(0, 100)})`);
   }

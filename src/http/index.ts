@@ -4,7 +4,19 @@ export { appErrorReply, errorReply, parserError, rawError, statusOf, type RawErr
 export { sendReply, json, writeRaw } from './reply.js';
 export { readBody, readJson } from './body.js';
 export { validate } from './validate.js';
-export { HANDLED, type Ctx, type Handler, type HandlerResult, type HttpApp, type Reply, type Req, type Res, type RequestInfo, type RouteOptions, type UpgradeApp } from './types.js';
+export {
+  HANDLED,
+  type Ctx,
+  type Handler,
+  type HandlerResult,
+  type HttpApp,
+  type Reply,
+  type Req,
+  type Res,
+  type RequestInfo,
+  type RouteOptions,
+  type UpgradeApp,
+} from './types.js';
 export { documentOf, jsonSchemaOf, openApiDocument, type ApiInfo } from './openapi.js';
 export { routes, type Answers, type AnswerDoc, type Auth, type Authenticator, type BaseCtx, type Route, type RouteCtx, type Step } from './route.js';
 export { ErrorBody, BadRequestBody, ServerErrorBody } from './schemas.js';

@@ -5,8 +5,7 @@
 export type Level = 'debug' | 'info' | 'warn' | 'error';
 const order: Record<Level, number> = { debug: 10, info: 20, warn: 30, error: 40 };
 
-const SECRET_FIELD =
-  /(authorization|api_?key|secret|token|password|private_?key|signature|x-payment|payment-signature|cookie|code_hash|^code$)/i;
+const SECRET_FIELD = /(authorization|api_?key|secret|token|password|private_?key|signature|x-payment|payment-signature|cookie|code_hash|^code$)/i;
 
 export interface Logger {
   debug(msg: string, fields?: Record<string, unknown>): void;
@@ -31,9 +30,7 @@ function redact(value: unknown, depth = 0): unknown {
   return out;
 }
 
-export function createLogger(
-  opts: { level?: Level; sink?: Sink; base?: Record<string, unknown> } = {},
-): Logger {
+export function createLogger(opts: { level?: Level; sink?: Sink; base?: Record<string, unknown> } = {}): Logger {
   const min = order[opts.level ?? 'info'];
   const sink: Sink = opts.sink ?? ((line) => process.stdout.write(line + '\n'));
   const base = opts.base ?? {};

@@ -45,12 +45,14 @@ export function checkTerms(p: PaymentPayload, ours: PaymentRequirements, nowSeco
   if (a.amount !== ours.amount) throw reject('payment_wrong_amount', `the payment accepts amount ${a.amount.slice(0, 40)}; this resource costs ${ours.amount}`);
   const auth = p.payload.authorization;
   if (!sameAddr(auth.to, ours.payTo)) throw reject('payment_wrong_recipient', `the authorization pays ${auth.to}; pay ${ours.payTo}`);
-  if (auth.value !== ours.amount) throw reject('payment_wrong_amount', `the authorization transfers ${auth.value.slice(0, 40)}; this resource costs ${ours.amount}`);
+  if (auth.value !== ours.amount)
+    throw reject('payment_wrong_amount', `the authorization transfers ${auth.value.slice(0, 40)}; this resource costs ${ours.amount}`);
   const after = BigInt(auth.validAfter);
   const before = BigInt(auth.validBefore);
   const now = BigInt(nowSeconds);
   if (after > now) throw reject('payment_not_yet_valid', `the authorization is valid only after ${auth.validAfter} (now ${nowSeconds})`);
-  if (before < now + BigInt(MIN_REMAINING_SECONDS)) throw reject('payment_expired', `the authorization expired at ${auth.validBefore} (now ${nowSeconds}); sign a new one`);
+  if (before < now + BigInt(MIN_REMAINING_SECONDS))
+    throw reject('payment_expired', `the authorization expired at ${auth.validBefore} (now ${nowSeconds}); sign a new one`);
   if (before - now > BigInt(ours.maxTimeoutSeconds + WINDOW_SLACK_SECONDS)) {
     throw reject('payment_window_too_long', `the authorization stays valid ${before - now} s; at most ${ours.maxTimeoutSeconds} s are accepted`);
   }

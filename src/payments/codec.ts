@@ -38,7 +38,7 @@ export function decodeHeader(raw: string | string[] | undefined, name = 'payment
   if (!s || !B64.test(s)) throw invalid(`the ${name} is not base64 or base64url`);
   const body = s.replace(/=+$/, '');
   if (body.length % 4 === 1) throw invalid(`the ${name} has a truncated base64 length`);
-  if ((s.length - body.length) > 0 && s.length % 4 !== 0) throw invalid(`the ${name} has wrong base64 padding`);
+  if (s.length - body.length > 0 && s.length % 4 !== 0) throw invalid(`the ${name} has wrong base64 padding`);
   const bytes = Buffer.from(body.replace(/-/g, '+').replace(/_/g, '/'), 'base64');
   let text: string;
   try {

@@ -16,9 +16,7 @@ import {
 } from './types.js';
 
 export type SettleResult =
-  | { outcome: 'settled'; response: SettleResponse }
-  | { outcome: 'refused'; response: SettleResponse }
-  | { outcome: 'unknown'; reason: string };
+  { outcome: 'settled'; response: SettleResponse } | { outcome: 'refused'; response: SettleResponse } | { outcome: 'unknown'; reason: string };
 
 export interface Facilitator {
   verify(payload: PaymentPayload, requirements: PaymentRequirements): Promise<VerifyResponse>;

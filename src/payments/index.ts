@@ -8,6 +8,15 @@ export { Reconciler, EXPIRY_GRACE_SECONDS, type ReconcileSummary, type SettledLi
 export { HttpFacilitator, FacilitatorError, type Facilitator, type SettleResult, type HttpFacilitatorOptions } from './facilitator.js';
 export { encodeHeader, decodeHeader, safeJson, MAX_HEADER_BYTES } from './codec.js';
 export { NETWORKS, formatUsd, usdToAtomic, type NetworkName, type NetworkPreset } from './networks.js';
-export type { PaymentPayload, PaymentRequired, PaymentRequirements, ResourceInfo, SettleResponse, VerifyResponse, SupportedResponse, Authorization } from './types.js';
+export type {
+  PaymentPayload,
+  PaymentRequired,
+  PaymentRequirements,
+  ResourceInfo,
+  SettleResponse,
+  VerifyResponse,
+  SupportedResponse,
+  Authorization,
+} from './types.js';
 export { requirementsSchema, paymentPayloadSchema, settleResponseSchema, verifyResponseSchema, challengeBodySchema } from './types.js';
 export type { PaymentRecord, PaymentStatus } from '../store/index.js';

@@ -85,7 +85,8 @@ export class Paywall {
   }
 
   private cfg(): TermsConfig {
-    if (!this.terms) throw AppError.of('not_configured', 'payments are not configured on this host (no payTo address); the operator must set verify.x402.payTo');
+    if (!this.terms)
+      throw AppError.of('not_configured', 'payments are not configured on this host (no payTo address); the operator must set verify.x402.payTo');
     return this.terms;
   }
 
@@ -107,7 +108,13 @@ export class Paywall {
     const key = `${amount}|${resource.url}|${resource.description ?? ''}|${resource.mimeType ?? ''}`;
     let c = this.challenges.get(key);
     if (!c) {
-      c = challenge(cfg, amount, resource, code, `pay ${formatUsd(amount)} with x402 (scheme exact, ${this.opts.net.network}) and repeat the request with the X-PAYMENT or PAYMENT-SIGNATURE header`);
+      c = challenge(
+        cfg,
+        amount,
+        resource,
+        code,
+        `pay ${formatUsd(amount)} with x402 (scheme exact, ${this.opts.net.network}) and repeat the request with the X-PAYMENT or PAYMENT-SIGNATURE header`,
+      );
       if (this.challenges.size >= 256) this.challenges.clear();
       this.challenges.set(key, c);
     }
@@ -122,7 +129,8 @@ export class Paywall {
   async charge<T>(req: ChargeRequest, work: (p: VerifiedPayment) => Promise<T>): Promise<Paid<T>> {
     const cfg = this.cfg();
     const ours = requirementsFor(cfg, req.amount);
-    const fail = (code: CodeOf<'payment_required'>, detail: string, headers?: Record<string, string>) => challenge(cfg, req.amount, req.resource, code, detail, headers);
+    const fail = (code: CodeOf<'payment_required'>, detail: string, headers?: Record<string, string>) =>
+      challenge(cfg, req.amount, req.resource, code, detail, headers);
     const raw = req.headers['payment-signature'] ?? req.headers['x-payment'];
     if (raw === undefined) throw this.challenge(req.amount, req.resource);
     let payload: PaymentPayload;
@@ -148,7 +156,11 @@ export class Paywall {
         if (!(e instanceof FacilitatorError)) throw e;
         throw AppError.of('facilitator_unavailable', `the payment could not be verified: ${e.message}; nothing was charged, retry later`);
       }
-      if (!verdict.isValid) throw fail('payment_rejected', `the facilitator rejected the payment: ${verdict.invalidReason ?? 'no reason given'}${verdict.invalidMessage ? ` (${verdict.invalidMessage.slice(0, 200)})` : ''}`);
+      if (!verdict.isValid)
+        throw fail(
+          'payment_rejected',
+          `the facilitator rejected the payment: ${verdict.invalidReason ?? 'no reason given'}${verdict.invalidMessage ? ` (${verdict.invalidMessage.slice(0, 200)})` : ''}`,
+        );
       const locked = this.opts.store.lock({
         asset: ours.asset,
         payer: auth.from,
@@ -166,7 +178,15 @@ export class Paywall {
     } finally {
       this.inflight.delete(id);
     }
-    const payment: VerifiedPayment = { payer: auth.from, amount: req.amount, network: ours.network, asset: ours.asset, nonce: auth.nonce, requirements: ours, payload };
+    const payment: VerifiedPayment = {
+      payer: auth.from,
+      amount: req.amount,
+      network: ours.network,
+      asset: ours.asset,
+      nonce: auth.nonce,
+      requirements: ours,
+      payload,
+    };
     let result: T;
     try {
       result = await work(payment);
@@ -177,11 +197,20 @@ export class Paywall {
     const s = await this.opts.facilitator.settle(payload, ours);
     if (s.outcome === 'settled') {
       this.opts.store.update(key, { status: 'settled', transaction: s.response.transaction, attempts: 1, updatedAt: this.now() });
-      return { result, payment, settlement: { status: 'settled', transaction: s.response.transaction, response: s.response }, headers: responseHeaders(s.response) };
+      return {
+        result,
+        payment,
+        settlement: { status: 'settled', transaction: s.response.transaction, response: s.response },
+        headers: responseHeaders(s.response),
+      };
     }
     if (s.outcome === 'refused') {
       this.opts.store.update(key, { status: 'refused', reason: s.response.errorReason ?? 'refused', attempts: 1, updatedAt: this.now() });
-      throw fail('payment_settlement_failed', `the facilitator could not settle the payment: ${s.response.errorReason ?? 'no reason given'}; nothing was charged`, responseHeaders(s.response));
+      throw fail(
+        'payment_settlement_failed',
+        `the facilitator could not settle the payment: ${s.response.errorReason ?? 'no reason given'}; nothing was charged`,
+        responseHeaders(s.response),
+      );
     }
     this.opts.log.warn('settlement outcome unknown; recorded as pending', { payer: auth.from, nonce: auth.nonce, reason: s.reason });
     this.opts.store.update(key, { status: 'pending', settle: { payload, requirements: ours }, reason: s.reason, attempts: 1, updatedAt: this.now() });

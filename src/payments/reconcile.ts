@@ -27,9 +27,7 @@ export class Reconciler {
   private readonly listeners: SettledListener[] = [];
   private readonly now: () => number;
 
-  constructor(
-    private readonly opts: { facilitator: Facilitator; store: PaymentStore; log: Logger; now?: () => number },
-  ) {
+  constructor(private readonly opts: { facilitator: Facilitator; store: PaymentStore; log: Logger; now?: () => number }) {
     this.now = opts.now ?? Date.now;
   }
 
@@ -59,7 +57,13 @@ export class Reconciler {
       const attempts = rec.attempts + 1;
       if (s.outcome === 'settled' || (s.outcome === 'refused' && /nonce.*(used|already)/i.test(s.response.errorReason ?? ''))) {
         const tx = s.outcome === 'settled' ? s.response.transaction : undefined;
-        const next = this.opts.store.update(key, { status: 'settled', transaction: tx, reason: s.outcome === 'refused' ? s.response.errorReason ?? undefined : undefined, attempts, updatedAt: this.now() });
+        const next = this.opts.store.update(key, {
+          status: 'settled',
+          transaction: tx,
+          reason: s.outcome === 'refused' ? (s.response.errorReason ?? undefined) : undefined,
+          attempts,
+          updatedAt: this.now(),
+        });
         sum.settled++;
         this.opts.log.info('pending settlement settled', { payer: rec.payer, nonce: rec.nonce, transaction: tx });
         for (const fn of this.listeners) {

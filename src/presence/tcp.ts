@@ -66,7 +66,10 @@ export class TcpExposer {
       if (!clean(s) || !o || o.closed) done();
     };
     client.on('error', done);
-    client.on('close', closed(client, () => upstream));
+    client.on(
+      'close',
+      closed(client, () => upstream),
+    );
     client.pause();
     try {
       await this.d.presence.wake(serverId);
@@ -81,7 +84,10 @@ export class TcpExposer {
     up.on('timeout', () => up.setTimeout(0) && done());
     up.once('connect', () => up.setTimeout(0));
     up.on('error', done);
-    up.on('close', closed(up, () => client));
+    up.on(
+      'close',
+      closed(up, () => client),
+    );
     up.on('data', () => this.d.presence.touch(serverId));
     this.meter?.socket(client, serverId);
     // pipe() ends the other side when one side's FIN arrives: the half-close goes through

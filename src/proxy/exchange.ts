@@ -232,7 +232,14 @@ export class Exchange implements ConnOwner, ReaderEvents {
   /** A kept-alive connection the app closed as we reused it: a bodiless GET/HEAD is sent again, once. */
   private mayRetry(err: Error | undefined): boolean {
     const code = err && codeOf(err);
-    return !this.answered && !this.retried && !!this.conn?.reused && !this.upload && (this.req.method === 'GET' || this.req.method === 'HEAD') && (!err || code === 'ECONNRESET' || code === 'EPIPE');
+    return (
+      !this.answered &&
+      !this.retried &&
+      !!this.conn?.reused &&
+      !this.upload &&
+      (this.req.method === 'GET' || this.req.method === 'HEAD') &&
+      (!err || code === 'ECONNRESET' || code === 'EPIPE')
+    );
   }
 
   private retry(): void {
@@ -270,20 +277,29 @@ export class Exchange implements ConnOwner, ReaderEvents {
   private classify(err: Error): [ForwardFailure, AppError] {
     const code = codeOf(err);
     if (code === 'ECONNREFUSED') {
-      return ['refused', AppError.of('app_down', 'the app of this server is not accepting connections on port 80', {
-        extra: { hint: 'Its /root/run.sh may have crashed or be restarting; see /var/log/run.sh.log on the server.' },
-      })];
+      return [
+        'refused',
+        AppError.of('app_down', 'the app of this server is not accepting connections on port 80', {
+          extra: { hint: 'Its /root/run.sh may have crashed or be restarting; see /var/log/run.sh.log on the server.' },
+        }),
+      ];
     }
     if (this.timedOut || code === 'ETIMEDOUT' || code === 'EHOSTUNREACH') {
       const detail = this.timedOut ? 'the app of this server did not answer in time' : 'the app of this server did not accept the connection in time';
-      return ['timeout', AppError.of('upstream_timeout', detail, { extra: { hint: 'Check that the server started by /root/run.sh answers requests on 0.0.0.0:80.' } })];
+      return [
+        'timeout',
+        AppError.of('upstream_timeout', detail, { extra: { hint: 'Check that the server started by /root/run.sh answers requests on 0.0.0.0:80.' } }),
+      ];
     }
     // what the app sent wrong (our own words), or the socket's error code; never another
     // error's message, which may say anything about the host (it is logged by failPage)
     const why = err instanceof UpstreamProtocolError ? err.message : code && PUBLIC_CODE.test(code) ? code : 'connection error';
-    return [err instanceof UpstreamProtocolError ? 'bad_response' : 'error', AppError.of('bad_gateway', `the app of this server broke the connection or sent an invalid response (${why.slice(0, 80)})`, {
-      extra: { hint: 'See /var/log/run.sh.log on the server.' },
-    })];
+    return [
+      err instanceof UpstreamProtocolError ? 'bad_response' : 'error',
+      AppError.of('bad_gateway', `the app of this server broke the connection or sent an invalid response (${why.slice(0, 80)})`, {
+        extra: { hint: 'See /var/log/run.sh.log on the server.' },
+      }),
+    ];
   }
 
   /** Ends the exchange for good: no more waiting, body pumping or connection. */

@@ -56,7 +56,15 @@ export class Forwarder {
   }
 
   /** Forwards a WebSocket handshake and then both byte streams. */
-  ws(req: IncomingMessage, socket: Duplex, head: Buffer, upstream: Upstream, info: RequestInfo, serverId: string, onFailure?: (serverId: string, f: ForwardFailure) => void): void {
+  ws(
+    req: IncomingMessage,
+    socket: Duplex,
+    head: Buffer,
+    upstream: Upstream,
+    info: RequestInfo,
+    serverId: string,
+    onFailure?: (serverId: string, f: ForwardFailure) => void,
+  ): void {
     prepareUpgradeHeaders(req.headers, info);
     // http-proxy-3 may have answered (101) before the app failed: then the socket is just closed
     const writtenBefore = (socket as Duplex & { bytesWritten?: number }).bytesWritten ?? 0;

@@ -7,7 +7,18 @@ import type { IncomingHttpHeaders } from 'node:http';
 import type { RequestInfo } from '../http/index.js';
 
 /** Hop-by-hop (RFC 9110 §7.6.1) plus the legacy ones proxies also drop. */
-export const HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'proxy-authenticate', 'proxy-authorization', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'http2-settings']);
+export const HOP = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'proxy-authenticate',
+  'proxy-authorization',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+  'http2-settings',
+]);
 /** Client claims about itself that only we may make. */
 const SPOOFABLE = ['x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host', 'x-forwarded-port', 'x-real-ip', 'forwarded'];
 /**
@@ -18,7 +29,7 @@ const SPOOFABLE = ['x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host', '
 export const REQUEST_DROP = new Set([...HOP, ...SPOOFABLE, 'host', 'expect']);
 
 export const connectionTokens = (v: string | string[] | undefined): string[] =>
-  (Array.isArray(v) ? v.join(',') : v ?? '')
+  (Array.isArray(v) ? v.join(',') : (v ?? ''))
     .split(',')
     .map((t) => t.trim().toLowerCase())
     .filter(Boolean);

@@ -42,7 +42,26 @@ const CTL = /[\x00-\x08\x0a-\x1f\x7f]/;
 const STATUS_LINE = /^HTTP\/1\.([01]) ([1-5]\d\d)(?: [^\r\n]*)?$/;
 /** Headers node itself keeps once (the first wins); a second copy is dropped, as node's client does. */
 const SINGLE = new Map(
-  ['content-type', 'content-length', 'location', 'etag', 'last-modified', 'server', 'age', 'expires', 'retry-after', 'authorization', 'from', 'host', 'referer', 'user-agent', 'max-forwards', 'if-modified-since', 'if-unmodified-since', 'proxy-authorization'].map((n, i) => [n, 1 << i]),
+  [
+    'content-type',
+    'content-length',
+    'location',
+    'etag',
+    'last-modified',
+    'server',
+    'age',
+    'expires',
+    'retry-after',
+    'authorization',
+    'from',
+    'host',
+    'referer',
+    'user-agent',
+    'max-forwards',
+    'if-modified-since',
+    'if-unmodified-since',
+    'proxy-authorization',
+  ].map((n, i) => [n, 1 << i]),
 );
 
 const enum S {

@@ -149,7 +149,10 @@ export class UpstreamPool {
         },
       },
     });
-    const timer = setTimeout(() => sock.destroy(Object.assign(new Error('connect timeout'), { code: 'ETIMEDOUT', connecting: true })), this.opts.connectTimeout);
+    const timer = setTimeout(
+      () => sock.destroy(Object.assign(new Error('connect timeout'), { code: 'ETIMEDOUT', connecting: true })),
+      this.opts.connectTimeout,
+    );
     sock.once('connect', () => clearTimeout(timer));
     sock.once('close', () => clearTimeout(timer));
     sock.setTimeout(this.opts.activeTimeout);

@@ -67,7 +67,12 @@ export async function serveStatic(req: Req, res: Res, site: StaticSite, requestI
   res.setHeader('x-request-id', requestId);
   const method = req.method ?? 'GET';
   if (method !== 'GET' && method !== 'HEAD') {
-    return sendErrorPage(req, res, AppError.of('method_not_allowed', `${method.slice(0, 20)} is not allowed on static files; use GET or HEAD`, { headers: { allow: 'GET, HEAD' } }), requestId);
+    return sendErrorPage(
+      req,
+      res,
+      AppError.of('method_not_allowed', `${method.slice(0, 20)} is not allowed on static files; use GET or HEAD`, { headers: { allow: 'GET, HEAD' } }),
+      requestId,
+    );
   }
   let url: ReturnType<typeof urlSegments>;
   try {

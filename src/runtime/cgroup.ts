@@ -7,7 +7,23 @@ import { join } from 'node:path';
 
 const ROOT = '/sys/fs/cgroup';
 const V2 = existsSync(join(ROOT, 'cgroup.controllers'));
-const V1_CONTROLLERS = ['memory', 'pids', 'cpu', 'cpuacct', 'cpuset', 'devices', 'freezer', 'blkio', 'net_cls', 'net_prio', 'perf_event', 'hugetlb', 'rdma', 'misc', 'systemd'];
+const V1_CONTROLLERS = [
+  'memory',
+  'pids',
+  'cpu',
+  'cpuacct',
+  'cpuset',
+  'devices',
+  'freezer',
+  'blkio',
+  'net_cls',
+  'net_prio',
+  'perf_event',
+  'hugetlb',
+  'rdma',
+  'misc',
+  'systemd',
+];
 
 const read = (p: string): string | undefined => {
   try {

@@ -12,7 +12,24 @@
 // Both host mounts are nosuid,nodev: what a server writes never becomes a setuid program or a
 // device node on the host's side, and neither mount names a host path in its options.
 
-import { chmodSync, closeSync, copyFileSync, existsSync, fstatSync, ftruncateSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, statSync, statfsSync, utimesSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  closeSync,
+  copyFileSync,
+  existsSync,
+  fstatSync,
+  ftruncateSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  statfsSync,
+  utimesSync,
+  writeFileSync,
+} from 'node:fs';
 import { chown, mkdir } from 'node:fs/promises';
 import { join, relative } from 'node:path';
 import { mountIdmappedOverlay } from './helper.js';
@@ -104,7 +121,9 @@ export async function mountRootfs(p: DiskPaths, helper: string, lower: string, u
  */
 export function syncInitFiles(from: string, p: DiskPaths): void {
   mkdirSync(p.init, { recursive: true, mode: 0o755 });
-  const want = readdirSync(from, { withFileTypes: true }).filter((e) => e.isFile() && !e.name.includes('.')).map((e) => e.name);
+  const want = readdirSync(from, { withFileTypes: true })
+    .filter((e) => e.isFile() && !e.name.includes('.'))
+    .map((e) => e.name);
   for (const name of want) {
     const src = statSync(join(from, name));
     const dst = join(p.init, name);
@@ -148,7 +167,12 @@ export async function destroyDisk(p: DiskPaths): Promise<void> {
 /** Every loop device backed by the image. */
 async function loopsOf(img: string): Promise<string[]> {
   const r = await tryRun('losetup', ['-n', '-O', 'NAME', '-j', img]);
-  return r?.stdout.split('\n').map((l) => l.trim()).filter(Boolean) ?? [];
+  return (
+    r?.stdout
+      .split('\n')
+      .map((l) => l.trim())
+      .filter(Boolean) ?? []
+  );
 }
 
 /** The loop device backing a server's image, if attached. */

@@ -34,23 +34,55 @@ export function hostChecks(): Check[] {
   const checks: Check[] = [];
   const add = (c: Check) => checks.push(c);
   const root = process.getuid?.() === 0;
-  add({ name: 'root', required: true, ok: root, detail: root ? 'running as root' : `uid ${process.getuid?.()}`, fix: 'run rootbox as root (the systemd unit does)' });
+  add({
+    name: 'root',
+    required: true,
+    ok: root,
+    detail: root ? 'running as root' : `uid ${process.getuid?.()}`,
+    fix: 'run rootbox as root (the systemd unit does)',
+  });
   const runc = run('runc', ['--version']);
   add({ name: 'runc', required: true, ok: runc.ok, detail: runc.ok ? runc.out.split('\n')[0] : 'not found', fix: `${APT} runc` });
   const fs = read('/proc/filesystems');
-  add({ name: 'overlayfs', required: true, ok: /\boverlay\b/.test(fs), detail: /\boverlay\b/.test(fs) ? 'overlay in /proc/filesystems' : 'overlay not registered', fix: 'modprobe overlay' });
+  add({
+    name: 'overlayfs',
+    required: true,
+    ok: /\boverlay\b/.test(fs),
+    detail: /\boverlay\b/.test(fs) ? 'overlay in /proc/filesystems' : 'overlay not registered',
+    fix: 'modprobe overlay',
+  });
   const loop = existsSync('/dev/loop-control');
   add({ name: 'loop devices', required: true, ok: loop, detail: loop ? '/dev/loop-control present' : '/dev/loop-control missing', fix: 'modprobe loop' });
   const userns = Number(read('/proc/sys/user/max_user_namespaces').trim() || '0');
   add({ name: 'user namespaces', required: true, ok: userns > 0, detail: `max_user_namespaces=${userns}`, fix: 'sysctl -w user.max_user_namespaces=15000' });
-  const [maj, min] = release().split('.').map((n) => parseInt(n, 10));
+  const [maj, min] = release()
+    .split('.')
+    .map((n) => parseInt(n, 10));
   const idmap = maj > 5 || (maj === 5 && min >= 12);
-  add({ name: 'idmapped mounts', required: true, ok: idmap, detail: `kernel ${release()}${idmap ? ' (mount_setattr available)' : ' is older than 5.12'}`, fix: 'use a kernel >= 5.12' });
+  add({
+    name: 'idmapped mounts',
+    required: true,
+    ok: idmap,
+    detail: `kernel ${release()}${idmap ? ' (mount_setattr available)' : ' is older than 5.12'}`,
+    fix: 'use a kernel >= 5.12',
+  });
   const nft = run('nft', ['list', 'tables']);
-  add({ name: 'nftables', required: true, ok: nft.ok, detail: nft.ok ? 'nft works' : nft.missing ? 'nft not found' : nft.out.slice(0, 120), fix: `${APT} nftables` });
+  add({
+    name: 'nftables',
+    required: true,
+    ok: nft.ok,
+    detail: nft.ok ? 'nft works' : nft.missing ? 'nft not found' : nft.out.slice(0, 120),
+    fix: `${APT} nftables`,
+  });
   const v2 = existsSync('/sys/fs/cgroup/cgroup.controllers');
   const v1 = ['memory', 'pids', 'cpu'].every((c) => existsSync(`/sys/fs/cgroup/${c}`));
-  add({ name: 'cgroups', required: true, ok: v1 || v2, detail: v2 ? 'cgroup v2' : v1 ? 'cgroup v1 (memory, pids, cpu)' : 'memory/pids/cpu controllers not mounted', fix: 'mount the cgroup controllers (systemd does)' });
+  add({
+    name: 'cgroups',
+    required: true,
+    ok: v1 || v2,
+    detail: v2 ? 'cgroup v2' : v1 ? 'cgroup v1 (memory, pids, cpu)' : 'memory/pids/cpu controllers not mounted',
+    fix: 'mount the cgroup controllers (systemd does)',
+  });
   const ip = run('ip', ['-V']);
   add({ name: 'iproute2', required: true, ok: ip.ok, detail: ip.ok ? ip.out : 'ip not found', fix: `${APT} iproute2` });
   const mkfs = run('mkfs.ext4', ['-V']);
@@ -58,20 +90,44 @@ export function hostChecks(): Check[] {
   const tini = existsSync('/usr/bin/tini-static') || existsSync('/usr/bin/tini');
   add({ name: 'tini', required: true, ok: tini, detail: tini ? 'present' : 'not found', fix: `${APT} tini` });
   const cc = run('cc', ['--version']);
-  add({ name: 'C compiler', required: false, ok: cc.ok, detail: cc.ok ? cc.out.split('\n')[0] : 'cc not found (`npm run build` compiles the native helpers with it)', fix: `${APT} gcc libc6-dev` });
+  add({
+    name: 'C compiler',
+    required: false,
+    ok: cc.ok,
+    detail: cc.ok ? cc.out.split('\n')[0] : 'cc not found (`npm run build` compiles the native helpers with it)',
+    fix: `${APT} gcc libc6-dev`,
+  });
   add(nativeCheck('idmapped-mount helper', 'rbx-idmount', true));
   add(nativeCheck('exec wrapper', 'rbx-exec', false));
   const nsenter = run('nsenter', ['--version']);
-  add({ name: 'nsenter', required: true, ok: nsenter.ok, detail: nsenter.ok ? nsenter.out : 'not found (configures a container\'s eth0 from the host)', fix: `${APT} util-linux` });
+  add({
+    name: 'nsenter',
+    required: true,
+    ok: nsenter.ok,
+    detail: nsenter.ok ? nsenter.out : "not found (configures a container's eth0 from the host)",
+    fix: `${APT} util-linux`,
+  });
   const resize = run('resize2fs', []);
   add({ name: 'resize2fs', required: true, ok: !resize.missing, detail: resize.missing ? 'not found' : 'present', fix: `${APT} e2fsprogs` });
   const capEff = BigInt('0x' + (/^CapEff:\s+([0-9a-f]+)$/m.exec(read('/proc/self/status'))?.[1] ?? '0'));
   const sysResource = ((capEff >> 24n) & 1n) === 1n;
-  add({ name: 'online disk growth', required: false, ok: sysResource, detail: sysResource ? 'CAP_SYS_RESOURCE held' : 'no CAP_SYS_RESOURCE: a grown disk is resized at the server\'s next sleep', fix: 'run rootbox with CAP_SYS_RESOURCE (plain root has it)' });
+  add({
+    name: 'online disk growth',
+    required: false,
+    ok: sysResource,
+    detail: sysResource ? 'CAP_SYS_RESOURCE held' : "no CAP_SYS_RESOURCE: a grown disk is resized at the server's next sleep",
+    fix: 'run rootbox with CAP_SYS_RESOURCE (plain root has it)',
+  });
   // the servers' own limits in free/top/uptime (lxcfs.ts): optional, servers start without them
   const fuse = existsSync('/dev/fuse') && /\bfuse\b/.test(fs);
-  const noView = 'servers start, but free, top, uptime and /proc/meminfo inside show the host\'s figures';
-  add({ name: 'FUSE', required: false, ok: fuse, detail: fuse ? '/dev/fuse present' : `/dev/fuse missing: ${noView}`, fix: 'modprobe fuse (in a container: give it /dev/fuse)' });
+  const noView = "servers start, but free, top, uptime and /proc/meminfo inside show the host's figures";
+  add({
+    name: 'FUSE',
+    required: false,
+    ok: fuse,
+    detail: fuse ? '/dev/fuse present' : `/dev/fuse missing: ${noView}`,
+    fix: 'modprobe fuse (in a container: give it /dev/fuse)',
+  });
   const lx = run('lxcfs', ['--version']);
   const lxVersion = lx.out.replace(/"/g, '').split('\n')[0];
   add({ name: 'lxcfs', required: false, ok: lx.ok && !lx.missing, detail: lx.ok ? `lxcfs ${lxVersion}` : `not installed: ${noView}`, fix: `${APT} lxcfs` });
@@ -101,7 +157,13 @@ export function runDoctor(cfg: Readonly<Config>): number {
   const checks = hostChecks();
   const img = imageOptions(cfg);
   const built = findImage(img);
-  checks.push({ name: 'base image', required: true, ok: !!built, detail: built ?? `${img.name} (recipe ${recipeHash()}) not built in ${img.imageDir}`, fix: 'rootbox image build' });
+  checks.push({
+    name: 'base image',
+    required: true,
+    ok: !!built,
+    detail: built ?? `${img.name} (recipe ${recipeHash()}) not built in ${img.imageDir}`,
+    fix: 'rootbox image build',
+  });
   process.stdout.write(formatChecks(checks) + '\n');
   const bad = checks.filter((c) => c.required && !c.ok);
   process.stdout.write(bad.length ? `\n${bad.length} required check(s) failed.\n` : '\nall required checks passed.\n');

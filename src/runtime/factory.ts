@@ -35,9 +35,17 @@ export async function createRuntime(cfg: RuntimeSettings, store: RuntimeStore, l
   const helper = helperPath();
   const initDir = ensureInitDir(join(cfg.dataDir, 'runtime', 'init'));
   const execWrapper = ensureExecWrapper(initDir, (err) => log.warn('exec wrapper not available; a command killed by a signal reads as exit 128+n', { err }));
-  const runtime = new ContainerRuntime({ dataDir: cfg.dataDir, cfg: cfg.runtime, store, log: log.child({ part: 'runtime' }), image, helper, initDir, execWrapper });
+  const runtime = new ContainerRuntime({
+    dataDir: cfg.dataDir,
+    cfg: cfg.runtime,
+    store,
+    log: log.child({ part: 'runtime' }),
+    image,
+    helper,
+    initDir,
+    execWrapper,
+  });
   await runtime.net.setup();
   const reconciled = cfg.runtime.reconcile === 'on' ? await reconcile(runtime) : undefined;
   return { runtime, reconciled };
 }
-

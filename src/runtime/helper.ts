@@ -21,6 +21,9 @@ export function helperPath(root?: string): string {
  * Mounts overlay(lower = idmapped read-only view of `lower` shifted to uidBase, upper, work) at
  * target, nosuid,nodev. `upper` and `work` are names relative to `dir`, where the helper runs.
  */
-export async function mountIdmappedOverlay(helper: string, o: { uidBase: number; lower: string; dir: string; upper: string; work: string; target: string }): Promise<void> {
+export async function mountIdmappedOverlay(
+  helper: string,
+  o: { uidBase: number; lower: string; dir: string; upper: string; work: string; target: string },
+): Promise<void> {
   await run(helper, ['overlay', String(o.uidBase), '65536', o.lower, o.upper, o.work, o.target], { timeoutMs: 30_000, cwd: o.dir });
 }

@@ -26,8 +26,16 @@ export interface NetConfig {
 }
 
 const BLOCKED = [
-  '0.0.0.0/8', '10.0.0.0/8', '100.64.0.0/10', '127.0.0.0/8', '169.254.0.0/16', '172.16.0.0/12', '192.0.0.0/24',
-  '192.168.0.0/16', '198.18.0.0/15', '224.0.0.0/3',
+  '0.0.0.0/8',
+  '10.0.0.0/8',
+  '100.64.0.0/10',
+  '127.0.0.0/8',
+  '169.254.0.0/16',
+  '172.16.0.0/12',
+  '192.0.0.0/24',
+  '192.168.0.0/16',
+  '198.18.0.0/15',
+  '224.0.0.0/3',
 ];
 
 /** The host's directly connected IPv4 networks (its LAN), except the bridge's own. */
@@ -39,12 +47,12 @@ function hostSubnets(bridge: string): string[] {
       if (a.family !== 'IPv4' || a.internal || !a.cidr) continue;
       const [ip, len] = a.cidr.split('/');
       const l = Number(len);
-      const net = (toInt(ip) & (l === 0 ? 0 : ~((2 ** (32 - l)) - 1))) >>> 0;
+      const net = (toInt(ip) & (l === 0 ? 0 : ~(2 ** (32 - l) - 1))) >>> 0;
       const covered = [...BLOCKED, ...out].some((b) => {
         const [bip, blen] = b.split('/');
         const bl = Number(blen);
-        const mask = bl === 0 ? 0 : ~((2 ** (32 - bl)) - 1);
-        return bl <= l && ((net & mask) >>> 0) === ((toInt(bip) & mask) >>> 0);
+        const mask = bl === 0 ? 0 : ~(2 ** (32 - bl) - 1);
+        return bl <= l && (net & mask) >>> 0 === (toInt(bip) & mask) >>> 0;
       });
       if (!covered) out.push(`${toIp(net)}/${l}`);
     }
@@ -65,7 +73,7 @@ export class Network {
   constructor(private readonly cfg: NetConfig) {
     const [addr, len] = cfg.subnet.split('/');
     this.prefix = Number(len);
-    this.base = (toInt(addr) & ~((2 ** (32 - this.prefix)) - 1)) >>> 0;
+    this.base = (toInt(addr) & ~(2 ** (32 - this.prefix) - 1)) >>> 0;
     this.gateway = toIp(this.base + 1);
     this.bridge = cfg.bridge;
     this.table = cfg.nftTable;
@@ -189,13 +197,15 @@ export class Network {
     for (const x of await list(['list', 'map', 'inet', this.table, 'egress'])) {
       for (const e of (x.map?.elem ?? []) as unknown[][]) {
         const ip = e[0];
-        if (typeof ip === 'string' && !keep.has(ip) && (await tryRun('nft', ['delete', 'element', 'inet', this.table, 'egress', `{ ${ip} }`]))) gone.push(`egress ${ip}`);
+        if (typeof ip === 'string' && !keep.has(ip) && (await tryRun('nft', ['delete', 'element', 'inet', this.table, 'egress', `{ ${ip} }`])))
+          gone.push(`egress ${ip}`);
       }
     }
     const counters = new Set([...keep].map((ip) => this.counterOf(ip)));
     for (const x of await list(['list', 'counters', 'table', 'inet', this.table])) {
       const name = x.counter?.name as string | undefined;
-      if (name?.startsWith('eg_') && !counters.has(name) && (await tryRun('nft', ['delete', 'counter', 'inet', this.table, name]))) gone.push(`counter ${name}`);
+      if (name?.startsWith('eg_') && !counters.has(name) && (await tryRun('nft', ['delete', 'counter', 'inet', this.table, name])))
+        gone.push(`counter ${name}`);
     }
     const veths = new Set([...keep].map((ip) => this.vethOf(ip)));
     const links = await tryRun('ip', ['-j', 'link', 'show', 'master', this.bridge]);

@@ -98,6 +98,13 @@ export async function reconcile(rt: ContainerRuntime): Promise<ReconcileReport> 
   }
   const pruned = await rt.net.prune(new Set(store.all().map((r) => r.ip)));
   if (pruned.length) log.warn('reconcile: removed network leftovers', { items: pruned });
-  log.info('runtime reconciled', { adopted: report.adopted.length, started: report.started.length, sleeping: report.sleeping.length, orphans: report.orphans.length, removed: report.removed.length, failed: report.failed.length });
+  log.info('runtime reconciled', {
+    adopted: report.adopted.length,
+    started: report.started.length,
+    sleeping: report.sleeping.length,
+    orphans: report.orphans.length,
+    removed: report.removed.length,
+    failed: report.failed.length,
+  });
   return report;
 }

@@ -40,7 +40,10 @@ export class Runc {
     const log = join(bundle, 'runc.log');
     rmSync(log, { force: true });
     try {
-      await run('runc', ['--root', this.root, '--log', log, '--log-format', 'json', 'create', '--bundle', bundle, '--pid-file', pidFile, id], { timeoutMs: 60_000, detachedStdio: true });
+      await run('runc', ['--root', this.root, '--log', log, '--log-format', 'json', 'create', '--bundle', bundle, '--pid-file', pidFile, id], {
+        timeoutMs: 60_000,
+        detachedStdio: true,
+      });
     } catch (e) {
       if (!(e instanceof CommandError)) throw e;
       throw new CommandError(e.command, e.args, { exitCode: e.exitCode, signal: e.signal, stderr: this.lastLogError(bundle) || e.stderr });

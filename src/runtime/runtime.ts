@@ -6,7 +6,20 @@
 // given in the spec (create) and at resize and kept where they act: the bundle's config.json
 // (hostname, memory limit) and the disk image's size — read back when a runtime starts anew.
 
-import { chmodSync, chownSync, closeSync, existsSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  chownSync,
+  closeSync,
+  existsSync,
+  fsyncSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import type { RuntimeConfig } from '../config/index.js';
 import { AppError, InternalError } from '../errors.js';
@@ -83,8 +96,14 @@ export class ContainerRuntime implements Runtime {
    *  default as the view already has it, else as its bundle and disk say). */
   view(rec: RuntimeRecord, state: ServerState, applied: Applied = this.applied(rec.id)): RuntimeServer {
     const s: RuntimeServer = {
-      id: rec.id, slug: applied.slug, ip: rec.ip, uidBase: rec.uidBase, memoryBytes: applied.memoryBytes,
-      diskBytes: applied.diskBytes, rootfs: diskPaths(this.serverDir(rec.id)).rootfs, state,
+      id: rec.id,
+      slug: applied.slug,
+      ip: rec.ip,
+      uidBase: rec.uidBase,
+      memoryBytes: applied.memoryBytes,
+      diskBytes: applied.diskBytes,
+      rootfs: diskPaths(this.serverDir(rec.id)).rootfs,
+      state,
     };
     this.servers.set(rec.id, s);
     return s;
@@ -104,7 +123,8 @@ export class ContainerRuntime implements Runtime {
     }
     const slug = spec.hostname;
     const memoryBytes = spec.linux?.resources?.memory?.limit;
-    if (typeof slug !== 'string' || typeof memoryBytes !== 'number') throw new InternalError('a server bundle names no hostname or memory limit', { server: id, file });
+    if (typeof slug !== 'string' || typeof memoryBytes !== 'number')
+      throw new InternalError('a server bundle names no hostname or memory limit', { server: id, file });
     return { slug, memoryBytes, diskBytes: statSync(diskPaths(this.serverDir(id)).img).size };
   }
 
@@ -127,8 +147,14 @@ export class ContainerRuntime implements Runtime {
     const p = diskPaths(this.serverDir(rec.id));
     syncInitFiles(this.deps.initDir, p); // the init bind comes from the server's own disk (disk.ts)
     const spec = ociSpec({
-      id: rec.id, slug: applied.slug, rootfs: p.rootfs, uidBase: rec.uidBase,
-      memoryBytes: applied.memoryBytes, initDir: p.init, limits: this.deps.cfg, lxcfsDir: ensureLxcfsDir(this.deps.dataDir),
+      id: rec.id,
+      slug: applied.slug,
+      rootfs: p.rootfs,
+      uidBase: rec.uidBase,
+      memoryBytes: applied.memoryBytes,
+      initDir: p.init,
+      limits: this.deps.cfg,
+      lxcfsDir: ensureLxcfsDir(this.deps.dataDir),
     });
     const fd = openSync(join(bundle, 'config.json.tmp'), 'w', 0o600);
     try {
@@ -197,7 +223,13 @@ export class ContainerRuntime implements Runtime {
     if (!(spec.memoryBytes >= 32 * MiB)) throw AppError.of('invalid_memory', 'memoryBytes must be at least 32 MiB');
     if (!(spec.diskBytes >= 64 * MiB)) throw AppError.of('invalid_disk', 'diskBytes must be at least 64 MiB');
     const got = this.deps.store.allocate(
-      { id: spec.id, desired: 'running', createdAt: Date.now(), pending: spec.pendingUntil ?? Date.now() + CREATE_DEADLINE_MS, image: basename(dirname(this.deps.image)) }, // the current tag
+      {
+        id: spec.id,
+        desired: 'running',
+        createdAt: Date.now(),
+        pending: spec.pendingUntil ?? Date.now() + CREATE_DEADLINE_MS,
+        image: basename(dirname(this.deps.image)),
+      }, // the current tag
       { uidStart: this.deps.cfg.uidStart, uidRanges: this.deps.cfg.uidRanges, ips: () => this.net.hosts() },
     );
     if (got === 'exists') throw AppError.of('server_exists', `server ${spec.id} already exists`);
@@ -310,7 +342,8 @@ export class ContainerRuntime implements Runtime {
       this.writeBundle(rec, now);
       if ((await this.runc.state(id))?.status === 'running') await this.runc.updateMemory(id, limits.memoryBytes);
       this.view(rec, this.servers.get(id)?.state ?? 'running', now);
-      if (now.memoryBytes !== old.memoryBytes || now.diskBytes !== old.diskBytes) this.deps.log.info('server resized', { server: id, memoryBytes: now.memoryBytes, diskBytes });
+      if (now.memoryBytes !== old.memoryBytes || now.diskBytes !== old.diskBytes)
+        this.deps.log.info('server resized', { server: id, memoryBytes: now.memoryBytes, diskBytes });
     });
   }
 

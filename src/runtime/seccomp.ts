@@ -12,20 +12,59 @@ const ENOSYS = 38;
 /** Syscalls no server may make. */
 export const DENIED_SYSCALLS = [
   // mounts and the new mount API
-  'mount', 'umount', 'umount2', 'pivot_root', 'fsopen', 'fsconfig', 'fsmount', 'fspick', 'open_tree', 'move_mount', 'mount_setattr',
+  'mount',
+  'umount',
+  'umount2',
+  'pivot_root',
+  'fsopen',
+  'fsconfig',
+  'fsmount',
+  'fspick',
+  'open_tree',
+  'move_mount',
+  'mount_setattr',
   // namespaces
-  'unshare', 'setns',
+  'unshare',
+  'setns',
   // kernel code, kexec, reboot
-  'kexec_load', 'kexec_file_load', 'init_module', 'finit_module', 'delete_module', 'reboot',
+  'kexec_load',
+  'kexec_file_load',
+  'init_module',
+  'finit_module',
+  'delete_module',
+  'reboot',
   // bpf, perf, tracing the kernel
-  'bpf', 'perf_event_open', 'lookup_dcookie',
+  'bpf',
+  'perf_event_open',
+  'lookup_dcookie',
   // kernel keyrings (not namespaced)
-  'keyctl', 'add_key', 'request_key',
+  'keyctl',
+  'add_key',
+  'request_key',
   // swap, accounting, quotas, clock, syslog
-  'swapon', 'swapoff', 'acct', 'quotactl', 'quotactl_fd', 'settimeofday', 'clock_settime', 'clock_adjtime', 'adjtimex', 'syslog',
+  'swapon',
+  'swapoff',
+  'acct',
+  'quotactl',
+  'quotactl_fd',
+  'settimeofday',
+  'clock_settime',
+  'clock_adjtime',
+  'adjtimex',
+  'syslog',
   // handle-based opens (the classic container escape), userfaultfd, io_uring, raw io ports
-  'open_by_handle_at', 'name_to_handle_at', 'userfaultfd', 'io_uring_setup', 'io_uring_enter', 'io_uring_register',
-  'iopl', 'ioperm', 'vm86', 'vm86old', 'nfsservctl', 'uselib',
+  'open_by_handle_at',
+  'name_to_handle_at',
+  'userfaultfd',
+  'io_uring_setup',
+  'io_uring_enter',
+  'io_uring_register',
+  'iopl',
+  'ioperm',
+  'vm86',
+  'vm86old',
+  'nfsservctl',
+  'uselib',
 ] as const;
 
 /** clone() flags that create namespaces; clone() with any of them set is denied. */

@@ -32,8 +32,17 @@ import { LXCFS_PROC_FILES } from './lxcfs.js';
 import { INIT_ARGS, INIT_MOUNT } from './supervisor.js';
 
 export const CAPABILITIES = [
-  'CAP_CHOWN', 'CAP_DAC_OVERRIDE', 'CAP_FOWNER', 'CAP_FSETID', 'CAP_SETUID', 'CAP_SETGID', 'CAP_SETPCAP',
-  'CAP_SETFCAP', 'CAP_KILL', 'CAP_NET_BIND_SERVICE', 'CAP_SYS_CHROOT',
+  'CAP_CHOWN',
+  'CAP_DAC_OVERRIDE',
+  'CAP_FOWNER',
+  'CAP_FSETID',
+  'CAP_SETUID',
+  'CAP_SETGID',
+  'CAP_SETPCAP',
+  'CAP_SETFCAP',
+  'CAP_KILL',
+  'CAP_NET_BIND_SERVICE',
+  'CAP_SYS_CHROOT',
 ];
 
 export const CONTAINER_ENV = ['PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', 'HOME=/root', 'LANG=C.UTF-8', 'TERM=xterm-256color'];
@@ -104,8 +113,20 @@ export function ociSpec(s: SpecInput): Record<string, unknown> {
       { destination: '/run', type: 'tmpfs', source: 'tmpfs', options: ['nosuid', 'nodev', 'mode=755', 'size=65536k'] },
       { destination: INIT_MOUNT, type: 'bind', source: s.initDir, options: ['bind', 'ro', 'nosuid', 'nodev'] },
       ...cgroupMounts(s.id),
-      ...MASKED_DIRS.filter((d) => existsSync(d)).map((d) => ({ destination: d, type: 'tmpfs', source: 'tmpfs', options: ['ro', 'nosuid', 'nodev', 'noexec', 'size=0', 'mode=555'] })),
-      ...(s.lxcfsDir ? LXCFS_PROC_FILES.map((f) => ({ destination: `/proc/${f}`, type: 'bind', source: `${s.lxcfsDir}/proc/${f}`, options: ['bind', 'ro', 'nosuid', 'nodev', 'noexec'] })) : []),
+      ...MASKED_DIRS.filter((d) => existsSync(d)).map((d) => ({
+        destination: d,
+        type: 'tmpfs',
+        source: 'tmpfs',
+        options: ['ro', 'nosuid', 'nodev', 'noexec', 'size=0', 'mode=555'],
+      })),
+      ...(s.lxcfsDir
+        ? LXCFS_PROC_FILES.map((f) => ({
+            destination: `/proc/${f}`,
+            type: 'bind',
+            source: `${s.lxcfsDir}/proc/${f}`,
+            options: ['bind', 'ro', 'nosuid', 'nodev', 'noexec'],
+          }))
+        : []),
     ],
     linux: {
       uidMappings: [{ containerID: 0, hostID: s.uidBase, size: 65536 }],

@@ -50,7 +50,10 @@ export function sourceOf(ip: string): string {
   const bare = ip.split('%')[0];
   if (!isIPv6(bare)) return ip;
   const g = ipv6Groups(bare);
-  return `${g.slice(0, 4).map((n) => n.toString(16)).join(':')}::/64`;
+  return `${g
+    .slice(0, 4)
+    .map((n) => n.toString(16))
+    .join(':')}::/64`;
 }
 
 export class Admission {

@@ -17,14 +17,7 @@ export const ALGORITHMS = {
     'diffie-hellman-group18-sha512',
   ],
   serverHostKey: ['ssh-ed25519', 'ecdsa-sha2-nistp256'],
-  cipher: [
-    'chacha20-poly1305@openssh.com',
-    'aes128-gcm@openssh.com',
-    'aes256-gcm@openssh.com',
-    'aes128-ctr',
-    'aes192-ctr',
-    'aes256-ctr',
-  ],
+  cipher: ['chacha20-poly1305@openssh.com', 'aes128-gcm@openssh.com', 'aes256-gcm@openssh.com', 'aes128-ctr', 'aes192-ctr', 'aes256-ctr'],
   hmac: ['hmac-sha2-256-etm@openssh.com', 'hmac-sha2-512-etm@openssh.com', 'hmac-sha2-256', 'hmac-sha2-512'],
   compress: ['none', 'zlib@openssh.com'],
 };
@@ -48,7 +41,10 @@ export function cryptoStatus(): CryptoStatus {
 export function assertNativeCrypto(): CryptoStatus {
   const st = cryptoStatus();
   if (!st.native) {
-    throw AppError.of('ssh_crypto_not_native', `ssh2's native crypto binding is not loaded (${st.from}); rebuild it with \`npm rebuild ssh2\` (needs a C++ toolchain) — without it SSH is several times slower`);
+    throw AppError.of(
+      'ssh_crypto_not_native',
+      `ssh2's native crypto binding is not loaded (${st.from}); rebuild it with \`npm rebuild ssh2\` (needs a C++ toolchain) — without it SSH is several times slower`,
+    );
   }
   return st;
 }

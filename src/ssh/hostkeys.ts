@@ -34,7 +34,10 @@ function load(path: string, type: string): { privateKey: string; publicKey: stri
   const privateKey = readFileSync(path, 'utf8');
   const parsed = ssh2.utils.parseKey(privateKey);
   if (parsed instanceof Error || Array.isArray(parsed) || parsed.type !== type || !parsed.isPrivateKey()) {
-    throw AppError.of('ssh_host_key_invalid', `SSH host key ${path} is not a readable ${type} private key; fix or remove it (removing it changes the host key clients have pinned)`);
+    throw AppError.of(
+      'ssh_host_key_invalid',
+      `SSH host key ${path} is not a readable ${type} private key; fix or remove it (removing it changes the host key clients have pinned)`,
+    );
   }
   const publicKey = `${type} ${parsed.getPublicSSH().toString('base64')} rootbox`;
   return { privateKey, publicKey };

@@ -35,7 +35,8 @@ export function createTarget(rec: ServerRecord, deps: TargetDeps): Target {
     refusal() {
       const now = deps.current(id);
       if (!now) return `server ${id} no longer exists`;
-      if (now.suspended) return `server ${now.slug} (${id}) is suspended: the free grant is used up and there is no credit; add credit or verify a phone number to resume it`;
+      if (now.suspended)
+        return `server ${now.slug} (${id}) is suspended: the free grant is used up and there is no credit; add credit or verify a phone number to resume it`;
       return null;
     },
     async ready() {

@@ -31,7 +31,13 @@ export class ExposureStore {
 
   /** The server's exposure of a container port, or a newly allocated one (pending when asked);
    *  undefined when the pool is full. */
-  allocate(serverId: string, containerPort: number, first: number, last: number, o: { pending?: boolean } = {}): { exposure: Exposure; created: boolean } | undefined {
+  allocate(
+    serverId: string,
+    containerPort: number,
+    first: number,
+    last: number,
+    o: { pending?: boolean } = {},
+  ): { exposure: Exposure; created: boolean } | undefined {
     return this.env.txSync(() => {
       const existing = this.byServer(serverId).find((e) => e.containerPort === containerPort);
       if (existing) return { exposure: existing, created: false };

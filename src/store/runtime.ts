@@ -58,10 +58,7 @@ export class RuntimeStore {
    * Allocates the lowest free uid range and address and writes the record, atomically.
    * Returns a reason instead when the id exists or a pool is exhausted.
    */
-  allocate(
-    rec: Omit<RuntimeRecord, 'ip' | 'uidBase'>,
-    lim: AllocateLimits,
-  ): RuntimeRecord | 'exists' | 'no_ip' | 'no_uid' {
+  allocate(rec: Omit<RuntimeRecord, 'ip' | 'uidBase'>, lim: AllocateLimits): RuntimeRecord | 'exists' | 'no_ip' | 'no_uid' {
     return this.env.txSync(() => {
       if (this.db.get(rec.id)) return 'exists';
       let uidBase = -1;

@@ -29,7 +29,10 @@ const MAX_REASONING = 2000;
 
 /** Reads a model answer; null when it is not a usable verdict. */
 export function parsePass(content: string): VerifierPass | null {
-  const text = content.trim().replace(/^```(?:json)?\s*/i, '').replace(/\s*```$/, '');
+  const text = content
+    .trim()
+    .replace(/^```(?:json)?\s*/i, '')
+    .replace(/\s*```$/, '');
   let v: unknown;
   try {
     v = JSON.parse(text);

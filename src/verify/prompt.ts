@@ -27,8 +27,17 @@ const VERDICT_RULES = [
 
 /** Splits a rubric into criteria (lines, or clauses separated by `;`). */
 export function criteria(rubric: string): string[] {
-  const lines = rubric.split(/\n+/).map((s) => s.trim()).filter(Boolean);
-  const parts = lines.length > 1 ? lines : rubric.split(/;\s*/).map((s) => s.trim()).filter(Boolean);
+  const lines = rubric
+    .split(/\n+/)
+    .map((s) => s.trim())
+    .filter(Boolean);
+  const parts =
+    lines.length > 1
+      ? lines
+      : rubric
+          .split(/;\s*/)
+          .map((s) => s.trim())
+          .filter(Boolean);
   return parts.length ? parts : [rubric.trim()];
 }
 

@@ -37,7 +37,7 @@ test.after(async () => {
 
 const cli = (...args: string[]) => run(rootboxBin, ['admin', 'credit', ...args], { env: { ...process.env, ROOTBOX_DATA_DIR: d.dataDir }, timeoutMs: 120_000 });
 
-test('admin credit on a running daemon raises the running server\'s cgroup memory limit and disk to the paid tier at once', async () => {
+test("admin credit on a running daemon raises the running server's cgroup memory limit and disk to the paid tier at once", async () => {
   const created = await call(d.http, 'POST', '/create');
   assert.is(created.status, 200, JSON.stringify(created.body));
   const { id, api_key: key } = created.body;

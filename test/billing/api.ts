@@ -18,7 +18,17 @@ export function call(port: number, method: string, path: string, opts: { key?: s
   return new Promise((resolve, reject) => {
     const data = opts.body === undefined ? undefined : JSON.stringify(opts.body);
     const req = request(
-      { host: '127.0.0.1', port, method, path, headers: { host: opts.host ?? 'api.localhost', ...(opts.key ? { authorization: `Bearer ${opts.key}` } : {}), ...(data ? { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(data)) } : {}) } },
+      {
+        host: '127.0.0.1',
+        port,
+        method,
+        path,
+        headers: {
+          host: opts.host ?? 'api.localhost',
+          ...(opts.key ? { authorization: `Bearer ${opts.key}` } : {}),
+          ...(data ? { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(data)) } : {}),
+        },
+      },
       (res) => {
         let s = '';
         res.on('data', (c) => (s += c));

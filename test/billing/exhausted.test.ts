@@ -54,7 +54,11 @@ const isEnvelope = (r: Answer, message = /paused in 48h unless you add credit/) 
   assert.match(r.body.message, message);
 };
 const PAUSED = /servers are paused; add credit/;
-const counts = () => ({ servers: d.daemon.store.servers.all().length, containers: d.daemon.runtime.list().length, accounts: d.daemon.store.accounts.all().length });
+const counts = () => ({
+  servers: d.daemon.store.servers.all().length,
+  containers: d.daemon.runtime.list().length,
+  accounts: d.daemon.store.accounts.all().length,
+});
 
 let key: string;
 let id: string;
@@ -117,7 +121,7 @@ test('a phone login into an exhausted account answers 402 with the envelope and 
   const login = await call(d.http, 'POST', '/create', { body: { phone, code: twilio.codeFor(phone) } });
   isEnvelope(login, PAUSED); // its servers were paused with the others, 49 h after its grant ran out
   assert.not.match(login.body.message, /verify a phone/, 'a verified account is not told to verify a phone');
-  assert.is(login.body.api_key, phoneSignup.key, 'the account\'s key, so it can add credit');
+  assert.is(login.body.api_key, phoneSignup.key, "the account's key, so it can add credit");
   assert.match(login.body.account_note, /logged into the existing account/);
   assert.equal(counts(), before);
 });

@@ -16,9 +16,16 @@ const dirs: string[] = [];
 test.after(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
 
 const cfg = {
-  ramUsdPerGbHour: 0.005, diskUsdPerGbMonth: 0.25, egressUsdPerGb: 0.05,
-  grantRamGbHours: 10, grantEgressGb: 1, verifiedGrantRamGbHours: 100, verifiedGrantEgressGb: 10,
-  meterInterval: 60_000, suspendAfter: 48 * HOUR, maxRechargeUsd: 100,
+  ramUsdPerGbHour: 0.005,
+  diskUsdPerGbMonth: 0.25,
+  egressUsdPerGb: 0.05,
+  grantRamGbHours: 10,
+  grantEgressGb: 1,
+  verifiedGrantRamGbHours: 100,
+  verifiedGrantEgressGb: 10,
+  meterInterval: 60_000,
+  suspendAfter: 48 * HOUR,
+  maxRechargeUsd: 100,
 };
 
 function setup(dir = mkdtempSync(join(tmpdir(), 'rbx-bill-'))) {
@@ -27,7 +34,9 @@ function setup(dir = mkdtempSync(join(tmpdir(), 'rbx-bill-'))) {
   const samples = new Map<string, UsageSample>();
   const calls: string[] = [];
   const billing = new Billing({
-    cfg, store, log: silentLogger,
+    cfg,
+    store,
+    log: silentLogger,
     runtime: { stop: async (id) => void calls.push(`stop ${id}`), start: async (id) => void calls.push(`start ${id}`) },
     usage: async (id) => samples.get(id),
   });
@@ -38,7 +47,19 @@ function account(store: Store, id: string, phone: string | null = null) {
   store.accounts.insert({ id, keyHash: id.padEnd(64, '0'), keyEnc: '', phone, createdIp: '192.0.2.1', createdAt: 0, balanceUsd: 0 });
 }
 function server(store: Store, id: string, accountId: string, neverSleep = false) {
-  store.servers.insert({ id, accountId, slug: id.replace('_', '-'), sshPublicKey: '', keyFingerprint: id, memoryBytes: GB, diskBytes: GB, neverSleep, suspended: false, flag: null, createdAt: 0 });
+  store.servers.insert({
+    id,
+    accountId,
+    slug: id.replace('_', '-'),
+    sshPublicKey: '',
+    keyFingerprint: id,
+    memoryBytes: GB,
+    diskBytes: GB,
+    neverSleep,
+    suspended: false,
+    flag: null,
+    createdAt: 0,
+  });
 }
 
 test('RAM is charged in GB-hours only while awake; disk in GB-months; egress from counter deltas', async () => {
@@ -105,7 +126,10 @@ test('grant used up → upgrade envelope → 48 h later suspension → credit �
   } catch (e) {
     envelope = (e as { extra: Record<string, unknown> }).extra;
   }
-  assert.equal({ ...envelope, message: undefined }, { upgrade_required: true, reason: 'free_tier_exceeded', upgrade_url: 'https://api.example/account/recharge', message: undefined });
+  assert.equal(
+    { ...envelope, message: undefined },
+    { upgrade_required: true, reason: 'free_tier_exceeded', upgrade_url: 'https://api.example/account/recharge', message: undefined },
+  );
   assert.match(String(envelope!.message), /48h/);
   await billing.tick(t0 + 30 * HOUR);
   assert.is(store.servers.get('srv_x')!.suspended, false, 'not before 48 h');

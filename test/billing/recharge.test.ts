@@ -33,7 +33,18 @@ function call(method: string, path: string, opts: { key?: string; body?: unknown
   return new Promise<{ status: number; body: any; headers: Record<string, string | string[] | undefined> }>((resolve, reject) => {
     const data = opts.body === undefined ? undefined : JSON.stringify(opts.body);
     const req = request(
-      { host: '127.0.0.1', port: d.http, method, path, headers: { host: opts.host ?? 'api.localhost', ...(opts.key ? { authorization: `Bearer ${opts.key}` } : {}), ...(data ? { 'content-type': 'application/json' } : {}), ...opts.headers } },
+      {
+        host: '127.0.0.1',
+        port: d.http,
+        method,
+        path,
+        headers: {
+          host: opts.host ?? 'api.localhost',
+          ...(opts.key ? { authorization: `Bearer ${opts.key}` } : {}),
+          ...(data ? { 'content-type': 'application/json' } : {}),
+          ...opts.headers,
+        },
+      },
       (res) => {
         let s = '';
         res.on('data', (c) => (s += c));

@@ -42,7 +42,12 @@ export function exchange(port: number, payload: string | Buffer, o: ExchangeOpti
   return new Promise((resolve) => {
     const t0 = Date.now();
     const s: Socket = o.tls
-      ? tlsConnect({ socket: connect({ host: '127.0.0.1', port, localAddress: o.localAddress }), ca: o.tls.ca, servername: o.tls.servername, ALPNProtocols: ['http/1.1'] })
+      ? tlsConnect({
+          socket: connect({ host: '127.0.0.1', port, localAddress: o.localAddress }),
+          ca: o.tls.ca,
+          servername: o.tls.servername,
+          ALPNProtocols: ['http/1.1'],
+        })
       : connect({ host: '127.0.0.1', port, localAddress: o.localAddress });
     const chunks: Buffer[] = [];
     let closed = false;

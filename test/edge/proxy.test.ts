@@ -77,7 +77,9 @@ test("a client that shuts its write side gets the proxied app's answer: GET and 
   assert.is(post.status, 200, post.text);
   assert.equal(JSON.parse(post.body), { url: '/up', host: `app.${DOMAIN}`, body: 'hello' });
   assert.ok(post.closed, 'the edge closes once the answer is out');
-  const chunked = await exchange(edge.http, `POST /chunks HTTP/1.1\r\nHost: app.${DOMAIN}\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n`, { end: true });
+  const chunked = await exchange(edge.http, `POST /chunks HTTP/1.1\r\nHost: app.${DOMAIN}\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n`, {
+    end: true,
+  });
   assert.equal(JSON.parse(chunked.body).body, 'abc');
 });
 
@@ -87,7 +89,10 @@ test('a TLS client that shuts its write side after its request gets the answer (
     [`app.${DOMAIN}`, (body: string) => assert.is(JSON.parse(body).url, '/tls')],
     [`static.${DOMAIN}`, (body: string) => assert.is(body, page)],
   ] as const) {
-    const { out } = await socat(`OPENSSL:127.0.0.1:${edge.https},cafile=${ca},commonname=${host},snihost=${host}`, `GET ${host.startsWith('app') ? '/tls' : '/'} HTTP/1.1\r\nHost: ${host}\r\n\r\n`);
+    const { out } = await socat(
+      `OPENSSL:127.0.0.1:${edge.https},cafile=${ca},commonname=${host},snihost=${host}`,
+      `GET ${host.startsWith('app') ? '/tls' : '/'} HTTP/1.1\r\nHost: ${host}\r\n\r\n`,
+    );
     const a = parseAnswer(out);
     assert.is(a.status, 200, `${host}: ${out.slice(0, 200)}`);
     check(a.body);

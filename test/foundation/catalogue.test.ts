@@ -51,7 +51,11 @@ test('each code is listed once, under the heading of its status and kind', () =>
     seen.add(code);
     assert.ok(heading, `${code} is listed before any heading`);
     assert.is(kind, heading!.kind, `${code} (${kind}) sits under the ${heading!.kind} heading`);
-    assert.is(statusOf(kind as ErrorKind), heading!.status, `${code}: the heading says ${heading!.status}, src/http/errors.ts maps ${kind} to ${statusOf(kind as ErrorKind)}`);
+    assert.is(
+      statusOf(kind as ErrorKind),
+      heading!.status,
+      `${code}: the heading says ${heading!.status}, src/http/errors.ts maps ${kind} to ${statusOf(kind as ErrorKind)}`,
+    );
     assert.is(CATALOGUE[code as ErrorCode].kind, kind);
   }
   assert.is(entries, Object.keys(CATALOGUE).length, 'every entry of CATALOGUE is on a line of its own');

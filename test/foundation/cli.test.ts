@@ -11,7 +11,13 @@ const bin = new URL('../../bin/rootbox', import.meta.url).pathname;
 const tmp = mkdtempSync(join(tmpdir(), 'rbx-cli-'));
 // The daemon started here gets a network of its own (bridge, subnet, nft tables, uid ranges),
 // removed again afterwards: `serve` keeps its network and containers when it stops, by design.
-const net = { ROOTBOX_IMAGE_DIR: process.env.ROOTBOX_IMAGE_DIR ?? new URL('../../var/images', import.meta.url).pathname, ROOTBOX_BRIDGE: 'rbcli0', ROOTBOX_SUBNET: '10.196.0.0/24', ROOTBOX_NFT_TABLE: 'rbcli0', ROOTBOX_UID_START: String(1_900_000_000) };
+const net = {
+  ROOTBOX_IMAGE_DIR: process.env.ROOTBOX_IMAGE_DIR ?? new URL('../../var/images', import.meta.url).pathname,
+  ROOTBOX_BRIDGE: 'rbcli0',
+  ROOTBOX_SUBNET: '10.196.0.0/24',
+  ROOTBOX_NFT_TABLE: 'rbcli0',
+  ROOTBOX_UID_START: String(1_900_000_000),
+};
 test.after(async () => {
   await run('ip', ['link', 'del', net.ROOTBOX_BRIDGE]).catch(() => {});
   for (const family of ['inet', 'bridge']) await run('nft', ['delete', 'table', family, net.ROOTBOX_NFT_TABLE]).catch(() => {});
@@ -30,7 +36,16 @@ test('serve with embedded defaults answers healthz over HTTPS (generated CA) and
   const [http, https] = [await freePort(), await freePort()];
   const dataDir = join(tmp, 'serve');
   const child = spawn(bin, ['serve'], {
-    env: { ...process.env, ...net, ROOTBOX_DATA_DIR: dataDir, ROOTBOX_HTTP_PORT: String(http), ROOTBOX_HTTPS_PORT: String(https), ROOTBOX_HTTP_HOST: '127.0.0.1', ROOTBOX_HTTPS_HOST: '127.0.0.1', ROOTBOX_SSH_PORT: String(await freePort()) },
+    env: {
+      ...process.env,
+      ...net,
+      ROOTBOX_DATA_DIR: dataDir,
+      ROOTBOX_HTTP_PORT: String(http),
+      ROOTBOX_HTTPS_PORT: String(https),
+      ROOTBOX_HTTP_HOST: '127.0.0.1',
+      ROOTBOX_HTTPS_HOST: '127.0.0.1',
+      ROOTBOX_SSH_PORT: String(await freePort()),
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
@@ -41,7 +56,14 @@ test('serve with embedded defaults answers healthz over HTTPS (generated CA) and
     for (let i = 0; i < 300 && !out.includes('edge listening') && child.exitCode === null; i++) await new Promise((r) => setTimeout(r, 100));
     assert.ok(out.includes('edge listening'), out);
     assert.match(out, new RegExp(`"ca":"${join(dataDir, 'tls', 'ca.pem')}"`), 'prints where the CA is');
-    const a = await run('curl', ['-sS', '--cacert', join(dataDir, 'tls', 'ca.pem'), '--resolve', `api.localhost:${https}:127.0.0.1`, `https://api.localhost:${https}/healthz`]);
+    const a = await run('curl', [
+      '-sS',
+      '--cacert',
+      join(dataDir, 'tls', 'ca.pem'),
+      '--resolve',
+      `api.localhost:${https}:127.0.0.1`,
+      `https://api.localhost:${https}/healthz`,
+    ]);
     assert.equal(JSON.parse(a.stdout), { ok: true, service: 'rootbox' });
     const b = await run('curl', ['-sS', '--resolve', `api.localhost:${http}:127.0.0.1`, `http://api.localhost:${http}/healthz`]);
     assert.equal(JSON.parse(b.stdout), { ok: true, service: 'rootbox' });

@@ -32,7 +32,13 @@ test('environment overrides win over the file and are parsed to their types', ()
   const file = join(tmp, 'a.json');
   writeFileSync(file, JSON.stringify({ domain: 'file.example', https: { port: 9443 } }));
   const cfg = loadConfig({
-    env: { ROOTBOX_CONFIG: file, ROOTBOX_HTTPS_PORT: '10443', ROOTBOX_PUBLIC_IP: '203.0.113.7', ROOTBOX_LLM_MODELS: 'a, b', ROOTBOX_SHUTDOWN_TIMEOUT: '1500ms' },
+    env: {
+      ROOTBOX_CONFIG: file,
+      ROOTBOX_HTTPS_PORT: '10443',
+      ROOTBOX_PUBLIC_IP: '203.0.113.7',
+      ROOTBOX_LLM_MODELS: 'a, b',
+      ROOTBOX_SHUTDOWN_TIMEOUT: '1500ms',
+    },
   });
   assert.is(cfg.domain, 'file.example');
   assert.is(cfg.https.port, 10443);
@@ -68,11 +74,20 @@ test('a bad file value names the key and the file', () => {
 test('unknown keys and broken JSON are refused, not ignored', () => {
   const a = join(tmp, 'c.json');
   writeFileSync(a, JSON.stringify({ domian: 'typo.example' }));
-  assert.match(errorOf(() => loadConfig({ file: a, env: {} })), /domian/);
+  assert.match(
+    errorOf(() => loadConfig({ file: a, env: {} })),
+    /domian/,
+  );
   const b = join(tmp, 'd.json');
   writeFileSync(b, '{ "domain": ');
-  assert.match(errorOf(() => loadConfig({ file: b, env: {} })), /not valid JSON/);
-  assert.match(errorOf(() => loadConfig({ file: join(tmp, 'missing.json'), env: {} })), /cannot read config file/);
+  assert.match(
+    errorOf(() => loadConfig({ file: b, env: {} })),
+    /not valid JSON/,
+  );
+  assert.match(
+    errorOf(() => loadConfig({ file: join(tmp, 'missing.json'), env: {} })),
+    /cannot read config file/,
+  );
 });
 
 test('unknown keys nested in any section are refused like top-level ones', () => {
@@ -88,7 +103,11 @@ test('unknown keys nested in any section are refused like top-level ones', () =>
   for (const [i, [body, re]] of cases.entries()) {
     const f = join(tmp, `nested-${i}.json`);
     writeFileSync(f, JSON.stringify(body));
-    assert.match(errorOf(() => loadConfig({ file: f, env: {} })), re, JSON.stringify(body));
+    assert.match(
+      errorOf(() => loadConfig({ file: f, env: {} })),
+      re,
+      JSON.stringify(body),
+    );
   }
 });
 

@@ -32,7 +32,21 @@ test.after(async () => d?.stop());
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const curlFrom = (ip: string, extra: string[] = []) =>
-  run('curl', ['-sS', '--max-time', '10', '--interface', ip, '-o', '/dev/null', '-w', '%{http_code}', '--resolve', `api.localhost:${d.http}:127.0.0.1`, ...extra, `http://api.localhost:${d.http}/healthz`]);
+  run('curl', [
+    '-sS',
+    '--max-time',
+    '10',
+    '--interface',
+    ip,
+    '-o',
+    '/dev/null',
+    '-w',
+    '%{http_code}',
+    '--resolve',
+    `api.localhost:${d.http}:127.0.0.1`,
+    ...extra,
+    `http://api.localhost:${d.http}/healthz`,
+  ]);
 async function waitFor(cond: () => boolean, ms: number): Promise<boolean> {
   for (const end = Date.now() + ms; Date.now() < end; await sleep(50)) if (cond()) return true;
   return cond();
@@ -42,7 +56,9 @@ test('400 stalled connections from one address are closed within the head deadli
   const t0 = Date.now();
   // half send a request head that never ends (plain HTTP), half never start their TLS handshake
   const socks = await Promise.all(
-    Array.from({ length: 400 }, (_, i) => (i % 2 ? hold(d.http, 'GET /healthz HTTP/1.1\r\nHost: api.localhost\r\nX-Slow: ', '127.0.0.2') : hold(d.https, '', '127.0.0.2'))),
+    Array.from({ length: 400 }, (_, i) =>
+      i % 2 ? hold(d.http, 'GET /healthz HTTP/1.1\r\nHost: api.localhost\r\nX-Slow: ', '127.0.0.2') : hold(d.https, '', '127.0.0.2'),
+    ),
   );
   await sleep(200);
   assert.ok(d.daemon.edge.connections('127.0.0.2') <= PER_ADDRESS, `one address holds ${d.daemon.edge.connections('127.0.0.2')} connections`);
@@ -66,7 +82,10 @@ test('400 stalled connections from one address are closed within the head deadli
 test('one address gets at most its share of connections: the next one is refused at once with a 429, others are still admitted', async () => {
   const held = await Promise.all(Array.from({ length: PER_ADDRESS }, () => hold(d.http, '', '127.0.0.4')));
   try {
-    assert.ok(await waitFor(() => d.daemon.edge.connections('127.0.0.4') === PER_ADDRESS, 2000), `the edge counts ${d.daemon.edge.connections('127.0.0.4')} connections`);
+    assert.ok(
+      await waitFor(() => d.daemon.edge.connections('127.0.0.4') === PER_ADDRESS, 2000),
+      `the edge counts ${d.daemon.edge.connections('127.0.0.4')} connections`,
+    );
     const refused = await exchange(d.http, 'GET /healthz HTTP/1.1\r\nHost: api.localhost\r\n\r\n', { localAddress: '127.0.0.4', timeoutMs: 1500 });
     assert.ok(refused.closed, 'the connection over the cap is closed');
     assert.is(refused.status, 429);
@@ -97,7 +116,9 @@ test('connections that use their time are not cut by the head deadline: a slow u
     s.on('error', reject);
     s.on('close', () => resolve(got));
     s.once('secureConnect', async () => {
-      s.write(`POST /feedback HTTP/1.1\r\nHost: api.localhost\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n`);
+      s.write(
+        `POST /feedback HTTP/1.1\r\nHost: api.localhost\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n`,
+      );
       for (let i = 0; i < body.length; i += 6) {
         await sleep((HEAD_DEADLINE * 1.5) / (body.length / 6));
         s.write(body.slice(i, i + 6));
@@ -115,7 +136,10 @@ test('connections that use their time are not cut by the head deadline: a slow u
     session.close();
   }
   // keep-alive: the second request of a connection, sent well within the deadline after the first answer
-  const twice = await exchange(d.http, 'GET /healthz HTTP/1.1\r\nHost: api.localhost\r\n\r\nGET /healthz HTTP/1.1\r\nHost: api.localhost\r\nConnection: close\r\n\r\n');
+  const twice = await exchange(
+    d.http,
+    'GET /healthz HTTP/1.1\r\nHost: api.localhost\r\n\r\nGET /healthz HTTP/1.1\r\nHost: api.localhost\r\nConnection: close\r\n\r\n',
+  );
   assert.is(twice.text.match(/HTTP\/1\.1 200 /g)?.length, 2);
 });
 
@@ -184,7 +208,14 @@ test('over the total cap (http.maxConnections), connections from any address are
   const log = createLogger({ level: 'error', sink: () => {} });
   const tls = new TlsManager({ domain: 'localhost', dataDir: tmp, log });
   const app = new Router(log).on('GET', '/healthz', () => ({ status: 200, body: { ok: true } }));
-  const edge = new Edge({ domain: 'localhost', http: { host: '127.0.0.1', port: 0, redirect: false, maxConnections: 10 }, https: { host: '127.0.0.1', port: 0 }, tls, log, apps: { hosting: app, verify: app, proxy: app } });
+  const edge = new Edge({
+    domain: 'localhost',
+    http: { host: '127.0.0.1', port: 0, redirect: false, maxConnections: 10 },
+    https: { host: '127.0.0.1', port: 0 },
+    tls,
+    log,
+    apps: { hosting: app, verify: app, proxy: app },
+  });
   await edge.start();
   const held = await Promise.all(Array.from({ length: 10 }, (_, i) => hold(edge.ports.http, '', `127.0.0.${10 + i}`)));
   try {
@@ -194,7 +225,10 @@ test('over the total cap (http.maxConnections), connections from any address are
     assert.is(JSON.parse(r.body).error, 'too_many_connections');
     held.pop()!.destroy();
     assert.ok(await waitFor(() => edge.connections() < 10, 1000));
-    assert.is((await exchange(edge.ports.http, 'GET /healthz HTTP/1.1\r\nHost: api.localhost\r\nConnection: close\r\n\r\n', { localAddress: '127.0.0.30' })).status, 200);
+    assert.is(
+      (await exchange(edge.ports.http, 'GET /healthz HTTP/1.1\r\nHost: api.localhost\r\nConnection: close\r\n\r\n', { localAddress: '127.0.0.30' })).status,
+      200,
+    );
   } finally {
     for (const s of held) s.destroy();
     await edge.stop(500);

@@ -18,7 +18,11 @@ test.after(() => rmSync(tmp, { recursive: true, force: true }));
 const logs: Record<string, unknown>[] = [];
 const log = createLogger({ level: 'debug', sink: (l) => logs.push(JSON.parse(l)) });
 
-async function withEdge(apps: Partial<{ hosting: HttpApp; proxy: HttpApp & { upgrade?: never } }> & Record<string, unknown>, fn: (edge: Edge) => Promise<void>, redirect = false) {
+async function withEdge(
+  apps: Partial<{ hosting: HttpApp; proxy: HttpApp & { upgrade?: never } }> & Record<string, unknown>,
+  fn: (edge: Edge) => Promise<void>,
+  redirect = false,
+) {
   const tls = new TlsManager({ domain: 'localhost', dataDir: tmp, log });
   const fallback = new Router(log);
   const edge = new Edge({
@@ -77,14 +81,24 @@ test('stop lets an in-flight request finish, then refuses new connections', asyn
     return { status: 200, body: { done: true } };
   });
   const tls = new TlsManager({ domain: 'localhost', dataDir: tmp, log });
-  const edge = new Edge({ domain: 'localhost', http: { host: '127.0.0.1', port: 0, redirect: false }, https: { host: '127.0.0.1', port: 0 }, tls, log, apps: { hosting: app, verify: app, proxy: app } });
+  const edge = new Edge({
+    domain: 'localhost',
+    http: { host: '127.0.0.1', port: 0, redirect: false },
+    https: { host: '127.0.0.1', port: 0 },
+    tls,
+    log,
+    apps: { hosting: app, verify: app, proxy: app },
+  });
   await edge.start();
   const port = edge.ports.http;
   const inflight = get(port, 'api.localhost', '/slow');
   await new Promise((r) => setTimeout(r, 100));
   const stopped = edge.stop(5000);
   await new Promise((r) => setTimeout(r, 100));
-  const refused = await get(port, 'api.localhost', '/slow').then(() => false, () => true);
+  const refused = await get(port, 'api.localhost', '/slow').then(
+    () => false,
+    () => true,
+  );
   assert.ok(refused, 'new connections are refused while draining');
   release();
   const r = await inflight;
@@ -122,11 +136,15 @@ test('WebSocket upgrades for a slug reach the proxy over HTTP and HTTPS (HTTP/1.
 });
 
 test('in production mode plain HTTP redirects to HTTPS', async () => {
-  await withEdge({}, async (edge) => {
-    const r = await get(edge.ports.http, 'api.localhost', '/healthz?x=1');
-    assert.is(r.status, 308);
-    assert.is(r.headers.location, `https://api.localhost:${edge.ports.https}/healthz?x=1`);
-  }, true);
+  await withEdge(
+    {},
+    async (edge) => {
+      const r = await get(edge.ports.http, 'api.localhost', '/healthz?x=1');
+      assert.is(r.status, 308);
+      assert.is(r.headers.location, `https://api.localhost:${edge.ports.https}/healthz?x=1`);
+    },
+    true,
+  );
 });
 
 test('configured certificate files are reloaded when they change', async () => {
@@ -138,15 +156,25 @@ test('configured certificate files are reloaded when they change', async () => {
   writeFileSync(join(dir, 'key.pem'), first.keyPem);
   const tls = new TlsManager({ domain: 'example', dataDir: dir, cert: join(dir, 'cert.pem'), key: join(dir, 'key.pem'), log });
   const app = new Router(log);
-  const edge = new Edge({ domain: 'example', http: { host: '127.0.0.1', port: 0, redirect: false }, https: { host: '127.0.0.1', port: 0 }, tls, log, apps: { hosting: app, verify: app, proxy: app } });
+  const edge = new Edge({
+    domain: 'example',
+    http: { host: '127.0.0.1', port: 0, redirect: false },
+    https: { host: '127.0.0.1', port: 0 },
+    tls,
+    log,
+    apps: { hosting: app, verify: app, proxy: app },
+  });
   await edge.start();
   const peerName = () =>
     new Promise<string>((resolve, reject) => {
-      const s = tlsConnect({ host: '127.0.0.1', port: edge.ports.https, servername: 'api.example', ca: caPem.certPem, checkServerIdentity: () => undefined }, () => {
-        const cn = String(s.getPeerCertificate().subject.CN);
-        s.destroy();
-        resolve(cn);
-      });
+      const s = tlsConnect(
+        { host: '127.0.0.1', port: edge.ports.https, servername: 'api.example', ca: caPem.certPem, checkServerIdentity: () => undefined },
+        () => {
+          const cn = String(s.getPeerCertificate().subject.CN);
+          s.destroy();
+          resolve(cn);
+        },
+      );
       s.on('error', reject);
     });
   try {

@@ -15,7 +15,8 @@ test.before(async () => {
 });
 test.after(async () => d?.stop());
 
-const send = (payload: string | Buffer, tls = false) => exchange(tls ? d.https : d.http, payload, tls ? { tls: { ca: d.ca, servername: 'api.localhost' } } : {});
+const send = (payload: string | Buffer, tls = false) =>
+  exchange(tls ? d.https : d.http, payload, tls ? { tls: { ca: d.ca, servername: 'api.localhost' } } : {});
 
 function isJsonError(a: Answer, status: number, error: string, label: string): void {
   assert.is(a.status, status, `${label}: ${a.text.slice(0, 200)}`);
@@ -35,7 +36,12 @@ test("what node's HTTP/1.1 parser refuses is answered with {error, detail} and C
     ['unknown method', `FROB /healthz HTTP/1.1\r\n${H}\r\n`, 501, 'unknown_method'],
     ['invalid header characters', `GET /healthz HTTP/1.1\r\n${H}X-Bad: a\x01b\r\n\r\n`, 400, 'invalid_header'],
     ['space before the colon', `GET /healthz HTTP/1.1\r\n${H}X-Bad : a\r\n\r\n`, 400, 'invalid_header'],
-    ['Content-Length beside Transfer-Encoding', `POST /feedback HTTP/1.1\r\n${H}Content-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n`, 400, 'invalid_framing'],
+    [
+      'Content-Length beside Transfer-Encoding',
+      `POST /feedback HTTP/1.1\r\n${H}Content-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n`,
+      400,
+      'invalid_framing',
+    ],
     ['Content-Length not a number', `POST /feedback HTTP/1.1\r\n${H}Content-Length: 1x\r\n\r\n`, 400, 'invalid_framing'],
     ['bad chunk size', `POST /feedback HTTP/1.1\r\n${H}Transfer-Encoding: chunked\r\n\r\nzz\r\n`, 400, 'invalid_framing'],
     ['unsupported version', `GET /healthz HTTP/3.0\r\n${H}\r\n`, 505, 'version_not_supported'],
@@ -45,7 +51,12 @@ test("what node's HTTP/1.1 parser refuses is answered with {error, detail} and C
     ['a request target with a space', `GET /a b HTTP/1.1\r\n${H}\r\n`, 400, 'bad_request'],
   ];
   for (const [label, payload, status, error] of cases) isJsonError(await send(payload), status, error, label);
-  isJsonError(await send(`GET /healthz HTTP/1.1\r\nHost: api.localhost\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`, true), 431, 'header_too_large', 'oversized head over TLS');
+  isJsonError(
+    await send(`GET /healthz HTTP/1.1\r\nHost: api.localhost\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`, true),
+    431,
+    'header_too_large',
+    'oversized head over TLS',
+  );
   assert.is((await send('GET /healthz HTTP/1.1\r\nHost: api.localhost\r\nConnection: close\r\n\r\n')).status, 200);
 });
 
@@ -85,7 +96,7 @@ test('an HTTP/2 request whose Host differs from its :authority is refused with 4
   }
 });
 
-test("an absolute-form target routes by its authority, which wins over the Host header (RFC 9112 §3.2.2)", async () => {
+test('an absolute-form target routes by its authority, which wins over the Host header (RFC 9112 §3.2.2)', async () => {
   const api = await send('GET http://api.localhost/healthz HTTP/1.1\r\nHost: other.example\r\nConnection: close\r\n\r\n');
   assert.is(api.status, 200, api.text);
   assert.equal(JSON.parse(api.body), { ok: true, service: 'rootbox' });

@@ -48,7 +48,16 @@ test('Host dispatch: hosting on apex and api., verification on verify., proxy on
 });
 
 test('unknown hosts get 421 over HTTPS and 404 over HTTP, with an error body', async () => {
-  const a = await curl(['--cacert', caFile, '--resolve', `localhost:${d.https}:127.0.0.1`, '-H', 'Host: other.example', `https://localhost:${d.https}/healthz`, '--http1.1']);
+  const a = await curl([
+    '--cacert',
+    caFile,
+    '--resolve',
+    `localhost:${d.https}:127.0.0.1`,
+    '-H',
+    'Host: other.example',
+    `https://localhost:${d.https}/healthz`,
+    '--http1.1',
+  ]);
   assert.is(a.status, 421);
   assert.is(JSON.parse(a.body).error, 'unknown_host');
   const b = await http('other.example', '/healthz');
@@ -76,7 +85,8 @@ test("Node's http2 client reaches every host with SNI and a verified certificate
 });
 
 test('malformed requests map to 400/404/405/413/415 with {error, detail} and the daemon keeps serving', async () => {
-  const post = (body: string, type = 'application/json') => http('api.localhost', '/feedback', ['-X', 'POST', '-H', `content-type: ${type}`, '--data-binary', body]);
+  const post = (body: string, type = 'application/json') =>
+    http('api.localhost', '/feedback', ['-X', 'POST', '-H', `content-type: ${type}`, '--data-binary', body]);
   const cases: [Promise<{ status: number; body: string }>, number, string][] = [
     [post('{"message": '), 400, 'invalid_json'],
     [post('message=hi', 'application/x-www-form-urlencoded'), 415, 'unsupported_media_type'],
@@ -122,14 +132,26 @@ test('a request without Host is refused with 400', async () => {
 });
 
 test('feedback is stored and answered with ok', async () => {
-  const r = await http('api.localhost', '/feedback', ['-H', 'content-type: application/json', '--data-binary', JSON.stringify({ message: 'works', contact: 'me@example.com' })]);
+  const r = await http('api.localhost', '/feedback', [
+    '-H',
+    'content-type: application/json',
+    '--data-binary',
+    JSON.stringify({ message: 'works', contact: 'me@example.com' }),
+  ]);
   assert.is(r.status, 200);
   assert.equal(JSON.parse(r.body), { ok: true });
   assert.is(d.daemon.store.feedback.list(1)[0].message, 'works');
 });
 
 test('the request id is echoed and a client-supplied sane id is kept', async () => {
-  const r = await run('curl', ['-si', '-H', 'x-request-id: test-req-12345', '--resolve', `api.localhost:${d.http}:127.0.0.1`, `http://api.localhost:${d.http}/healthz`]);
+  const r = await run('curl', [
+    '-si',
+    '-H',
+    'x-request-id: test-req-12345',
+    '--resolve',
+    `api.localhost:${d.http}:127.0.0.1`,
+    `http://api.localhost:${d.http}/healthz`,
+  ]);
   assert.match(r.stdout, /x-request-id: test-req-12345/i);
 });
 

@@ -77,7 +77,8 @@ function ask(port: number, request: string): Promise<Answer> {
 }
 
 const get = (host: string, path: string, extra = '') => `GET ${path} HTTP/1.1\r\nHost: ${host}\r\nX-Request-Id: ${RID}\r\nConnection: close\r\n${extra}\r\n`;
-const upgrade = (host: string) => `GET /socket HTTP/1.1\r\nHost: ${host}\r\nX-Request-Id: ${RID}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n`;
+const upgrade = (host: string) =>
+  `GET /socket HTTP/1.1\r\nHost: ${host}\r\nX-Request-Id: ${RID}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n`;
 
 let edge: Edge;
 let tls: TlsManager;
@@ -135,7 +136,11 @@ test('the router, the proxy page and a raw answer agree for every code and kind:
     const viaPage = await ask(port(pages), get('x', `/e/${i}`));
     const viaRaw = await ask(port(raw), get('x', `/e/${i}`));
     const status = statusOf(err.kind);
-    for (const [name, a] of [['router', viaRouter], ['page', viaPage], ['raw', viaRaw]] as const) {
+    for (const [name, a] of [
+      ['router', viaRouter],
+      ['page', viaPage],
+      ['raw', viaRaw],
+    ] as const) {
       assert.is(a.status, status, `${what} via ${name}: ${a.raw.slice(0, 300)}`);
       assert.is(a.body.error, err.code, `${what} via ${name}`);
       assert.is(a.body.detail, err.detail, `${what} via ${name}`);

@@ -70,7 +70,17 @@ test('a migration and its version bump commit together or not at all', async () 
   const dir = fresh();
   const latest = Math.max(...migrations.map((m) => m.version));
   try {
-    openEnv(dir, [...migrations, { version: latest + 1, description: 'broken', up: (env) => { env.db('meta').putSync('half', 1); throw new Error('boom'); } }]);
+    openEnv(dir, [
+      ...migrations,
+      {
+        version: latest + 1,
+        description: 'broken',
+        up: (env) => {
+          env.db('meta').putSync('half', 1);
+          throw new Error('boom');
+        },
+      },
+    ]);
     assert.unreachable();
   } catch (e) {
     assert.match((e as Error).message, /boom/);
@@ -84,13 +94,28 @@ test('a migration and its version bump commit together or not at all', async () 
 test('server records keep their slug and key indexes consistent', async () => {
   const store = openStore(fresh());
   try {
-    const rec = { id: 'srv_a', accountId: 'acc_1', slug: 'alpha', sshPublicKey: 'ssh-ed25519 AAAA', keyFingerprint: 'fpA', memoryBytes: 1, diskBytes: 1, neverSleep: false, suspended: false, flag: null, createdAt: 1 };
+    const rec = {
+      id: 'srv_a',
+      accountId: 'acc_1',
+      slug: 'alpha',
+      sshPublicKey: 'ssh-ed25519 AAAA',
+      keyFingerprint: 'fpA',
+      memoryBytes: 1,
+      diskBytes: 1,
+      neverSleep: false,
+      suspended: false,
+      flag: null,
+      createdAt: 1,
+    };
     assert.ok(store.servers.insert(rec));
     assert.not.ok(store.servers.insert({ ...rec, id: 'srv_b', keyFingerprint: 'fpB' }), 'slug taken');
     assert.is(store.servers.get('srv_b'), undefined);
     assert.is(store.servers.bySlug('alpha')?.id, 'srv_a');
     assert.is(store.servers.byKeyFingerprint('fpA')?.id, 'srv_a');
-    assert.equal(store.servers.listByAccount('acc_1').map((s) => s.id), ['srv_a']);
+    assert.equal(
+      store.servers.listByAccount('acc_1').map((s) => s.id),
+      ['srv_a'],
+    );
     store.servers.remove('srv_a');
     assert.is(store.servers.bySlug('alpha'), undefined);
     assert.is(store.servers.byKeyFingerprint('fpA'), undefined);
@@ -102,10 +127,34 @@ test('server records keep their slug and key indexes consistent', async () => {
 
 test('a store whose runtime records hold slug, memory and disk (schema 1) opens with them dropped; addresses, uid ranges and server records stay', async () => {
   const dir = fresh();
-  const rec = { id: 'srv_old', accountId: 'acc_1', slug: 'oldie', sshPublicKey: 'ssh-ed25519 AAAA', keyFingerprint: 'fpO', memoryBytes: 268435456, diskBytes: 268435456, neverSleep: false, suspended: false, flag: null, createdAt: 5 };
-  const v1 = openEnv(dir, migrations.filter((m) => m.version <= 1));
+  const rec = {
+    id: 'srv_old',
+    accountId: 'acc_1',
+    slug: 'oldie',
+    sshPublicKey: 'ssh-ed25519 AAAA',
+    keyFingerprint: 'fpO',
+    memoryBytes: 268435456,
+    diskBytes: 268435456,
+    neverSleep: false,
+    suspended: false,
+    flag: null,
+    createdAt: 5,
+  };
+  const v1 = openEnv(
+    dir,
+    migrations.filter((m) => m.version <= 1),
+  );
   v1.txSync(() => {
-    v1.db('rt_servers').putSync('srv_old', { id: 'srv_old', slug: 'oldie', ip: '10.88.0.2', uidBase: 1_000_000_000, memoryBytes: 268435456, diskBytes: 268435456, desired: 'stopped', createdAt: 5 });
+    v1.db('rt_servers').putSync('srv_old', {
+      id: 'srv_old',
+      slug: 'oldie',
+      ip: '10.88.0.2',
+      uidBase: 1_000_000_000,
+      memoryBytes: 268435456,
+      diskBytes: 268435456,
+      desired: 'stopped',
+      createdAt: 5,
+    });
     v1.db('rt_ips').putSync('10.88.0.2', 'srv_old');
     v1.db('rt_uids').putSync(1_000_000_000, 'srv_old');
     v1.db('servers').putSync('srv_old', rec);
@@ -117,8 +166,15 @@ test('a store whose runtime records hold slug, memory and disk (schema 1) opens 
     assert.is(store.schemaVersion, Math.max(...migrations.map((m) => m.version)));
     assert.equal(store.runtime.get('srv_old'), { id: 'srv_old', ip: '10.88.0.2', uidBase: 1_000_000_000, desired: 'stopped', createdAt: 5 });
     assert.equal(store.runtime.allocations(), { ips: [['10.88.0.2', 'srv_old']], uids: [[1_000_000_000, 'srv_old']] });
-    const next = store.runtime.allocate({ id: 'srv_new', desired: 'running', createdAt: 6 }, { uidStart: 1_000_000_000, uidRanges: 2, ips: () => ['10.88.0.2', '10.88.0.3'] });
-    assert.equal(next, { id: 'srv_new', desired: 'running', createdAt: 6, ip: '10.88.0.3', uidBase: 1_000_000_000 + 65536 }, 'the old server keeps its address and uid range');
+    const next = store.runtime.allocate(
+      { id: 'srv_new', desired: 'running', createdAt: 6 },
+      { uidStart: 1_000_000_000, uidRanges: 2, ips: () => ['10.88.0.2', '10.88.0.3'] },
+    );
+    assert.equal(
+      next,
+      { id: 'srv_new', desired: 'running', createdAt: 6, ip: '10.88.0.3', uidBase: 1_000_000_000 + 65536 },
+      'the old server keeps its address and uid range',
+    );
     assert.equal(store.servers.bySlug('oldie'), rec, 'the server record, limits included, is as it was');
   } finally {
     await store.close();
@@ -146,10 +202,21 @@ test('a charge takes from the balance and a credit adds to it, each with its led
     assert.not.ok(store.billing.credit('acc_b', 5, 'admin:one', 11), 'a source is credited once');
     assert.not.ok(store.billing.credit('acc_none', 5, 'admin:two', 11), 'no account, no credit');
     store.billing.startMeter('srv_b', 100, 0);
-    assert.ok(store.billing.charge({ accountId: 'acc_b', serverId: 'srv_b', from: 100, to: 200, ramGbHours: 1.5, diskGbMonths: 0, egressGb: 0 }, 0, prices, noGrant));
-    assert.not.ok(store.billing.charge({ accountId: 'acc_b', serverId: 'srv_b', from: 100, to: 200, ramGbHours: 1.5, diskGbMonths: 0, egressGb: 0 }, 0, prices, noGrant), 'a period is charged once');
+    assert.ok(
+      store.billing.charge({ accountId: 'acc_b', serverId: 'srv_b', from: 100, to: 200, ramGbHours: 1.5, diskGbMonths: 0, egressGb: 0 }, 0, prices, noGrant),
+    );
+    assert.not.ok(
+      store.billing.charge({ accountId: 'acc_b', serverId: 'srv_b', from: 100, to: 200, ramGbHours: 1.5, diskGbMonths: 0, egressGb: 0 }, 0, prices, noGrant),
+      'a period is charged once',
+    );
     assert.is(store.accounts.get('acc_b')?.balanceUsd, 3.5);
-    assert.equal(store.billing.entries('acc_b', 10).items.map((e) => [e.kind, e.usd]), [['usage', 1.5], ['credit', 5]]);
+    assert.equal(
+      store.billing.entries('acc_b', 10).items.map((e) => [e.kind, e.usd]),
+      [
+        ['usage', 1.5],
+        ['credit', 5],
+      ],
+    );
   } finally {
     await store.close();
   }

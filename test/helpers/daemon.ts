@@ -72,7 +72,13 @@ export async function startTestDaemon(overrides: Record<string, unknown> = {}, e
   } catch (e) {
     // a daemon that failed part-way may have made its network already
     const { bridge, nftTable } = cfg.runtime;
-    if (containers) for (const args of [['nft', 'delete', 'table', 'inet', nftTable], ['nft', 'delete', 'table', 'bridge', nftTable], ['ip', 'link', 'del', bridge]]) await run(args[0], args.slice(1));
+    if (containers)
+      for (const args of [
+        ['nft', 'delete', 'table', 'inet', nftTable],
+        ['nft', 'delete', 'table', 'bridge', nftTable],
+        ['ip', 'link', 'del', bridge],
+      ])
+        await run(args[0], args.slice(1));
     rmSync(dataDir, { recursive: true, force: true });
     throw e;
   }
@@ -95,7 +101,8 @@ export async function startTestDaemon(overrides: Record<string, unknown> = {}, e
         await daemon.runtime.delete(s.id).catch((e) => console.error('test daemon cleanup: delete failed', s.id, e));
       }
       await daemon.stop();
-      if (daemon.runtime instanceof ContainerRuntime) await daemon.runtime.net.teardown().catch((e) => console.error('test daemon cleanup: network teardown failed', e));
+      if (daemon.runtime instanceof ContainerRuntime)
+        await daemon.runtime.net.teardown().catch((e) => console.error('test daemon cleanup: network teardown failed', e));
       rmSync(dataDir, { recursive: true, force: true });
     },
   };

@@ -51,8 +51,10 @@ export async function startTwilio(): Promise<FakeTwilio> {
         res.writeHead(status, { 'content-type': 'application/json' });
         res.end(JSON.stringify(body));
       };
-      if (req.method !== 'POST' || req.url !== `/2010-04-01/Accounts/${sid}/Messages.json`) return send(404, { code: 20404, message: 'The requested resource was not found', status: 404 });
-      if (req.headers.authorization !== `Basic ${Buffer.from(`${sid}:${token}`).toString('base64')}`) return send(401, { code: 20003, message: 'Authenticate', status: 401 });
+      if (req.method !== 'POST' || req.url !== `/2010-04-01/Accounts/${sid}/Messages.json`)
+        return send(404, { code: 20404, message: 'The requested resource was not found', status: 404 });
+      if (req.headers.authorization !== `Basic ${Buffer.from(`${sid}:${token}`).toString('base64')}`)
+        return send(401, { code: 20003, message: 'Authenticate', status: 401 });
       const form = new URLSearchParams(raw);
       if (state.mode === 'hang') return;
       if (state.mode === 'server_error') return send(500, { code: 20500, message: 'Internal Server Error', status: 500 });
@@ -61,11 +63,28 @@ export async function startTwilio(): Promise<FakeTwilio> {
         return res.end('{"sid": ');
       }
       const to = form.get('To') ?? '';
-      if (state.mode === 'invalid_number' || !/^\+\d+$/.test(to)) return send(400, { code: 21211, message: `The 'To' number ${to} is not a valid phone number.`, status: 400 });
-      if (!form.get('Body') || (!form.get('From') && !form.get('MessagingServiceSid'))) return send(400, { code: 21603, message: "A 'From' or 'MessagingServiceSid' parameter is required", status: 400 });
-      const msg: SentSms = { to, from: form.get('From') ?? undefined, messagingServiceSid: form.get('MessagingServiceSid') ?? undefined, body: form.get('Body')! };
+      if (state.mode === 'invalid_number' || !/^\+\d+$/.test(to))
+        return send(400, { code: 21211, message: `The 'To' number ${to} is not a valid phone number.`, status: 400 });
+      if (!form.get('Body') || (!form.get('From') && !form.get('MessagingServiceSid')))
+        return send(400, { code: 21603, message: "A 'From' or 'MessagingServiceSid' parameter is required", status: 400 });
+      const msg: SentSms = {
+        to,
+        from: form.get('From') ?? undefined,
+        messagingServiceSid: form.get('MessagingServiceSid') ?? undefined,
+        body: form.get('Body')!,
+      };
       state.messages.push(msg);
-      send(201, { sid: 'SM' + Math.random().toString(16).slice(2).padEnd(32, '0'), account_sid: sid, to, from: msg.from, body: msg.body, status: 'queued', num_segments: '1', direction: 'outbound-api', error_code: null });
+      send(201, {
+        sid: 'SM' + Math.random().toString(16).slice(2).padEnd(32, '0'),
+        account_sid: sid,
+        to,
+        from: msg.from,
+        body: msg.body,
+        status: 'queued',
+        num_segments: '1',
+        direction: 'outbound-api',
+        error_code: null,
+      });
     });
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));

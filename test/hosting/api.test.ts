@@ -40,7 +40,8 @@ interface Res {
 async function api(method: string, path: string, opts: { key?: string; body?: unknown; raw?: string; ip?: string } = {}): Promise<Res> {
   const args = ['-sS', '-D', '-', '-X', method, '--cacert', join(d.dataDir, 'tls', 'ca.pem'), '--resolve', `api.localhost:${d.https}:127.0.0.1`];
   if (opts.key) args.push('-H', `authorization: Bearer ${opts.key}`);
-  if (opts.body !== undefined || opts.raw !== undefined) args.push('-H', 'content-type: application/json', '--data-binary', opts.raw ?? JSON.stringify(opts.body));
+  if (opts.body !== undefined || opts.raw !== undefined)
+    args.push('-H', 'content-type: application/json', '--data-binary', opts.raw ?? JSON.stringify(opts.body));
   if (opts.ip) args.push('--interface', opts.ip);
   const r = await run('curl', [...args, `https://api.localhost:${d.https}${path}`], { timeoutMs: 60_000 });
   const split = r.stdout.indexOf('\r\n\r\n');
@@ -64,7 +65,28 @@ function keyFile(res: Res): string {
 async function ssh(res: Res, command: string) {
   const m = /^ssh -i ~\/\.ssh\/(srv_\w+) root@([\d.]+) -p (\d+)$/.exec(res.body.ssh);
   assert.ok(m, `ssh line has the documented form: ${res.body.ssh}`);
-  return run('ssh', ['-i', keyFile(res), '-o', 'StrictHostKeyChecking=no', '-o', 'UserKnownHostsFile=/dev/null', '-o', 'IdentitiesOnly=yes', '-o', 'BatchMode=yes', '-o', 'LogLevel=ERROR', '-p', m![3], `root@${m![2]}`, command], { timeoutMs: 60_000 });
+  return run(
+    'ssh',
+    [
+      '-i',
+      keyFile(res),
+      '-o',
+      'StrictHostKeyChecking=no',
+      '-o',
+      'UserKnownHostsFile=/dev/null',
+      '-o',
+      'IdentitiesOnly=yes',
+      '-o',
+      'BatchMode=yes',
+      '-o',
+      'LogLevel=ERROR',
+      '-p',
+      m![3],
+      `root@${m![2]}`,
+      command,
+    ],
+    { timeoutMs: 60_000 },
+  );
 }
 const page = (slug: string, path = '/') =>
   run('curl', ['-sS', '--cacert', join(d.dataDir, 'tls', 'ca.pem'), '--resolve', `${slug}:${d.https}:127.0.0.1`, `https://${slug}:${d.https}${path}`]);
@@ -95,7 +117,13 @@ test('an empty POST /create makes an anonymous account and a server whose ssh li
 });
 
 test('every endpoint but /create and /feedback answers 401 for missing, malformed and revoked keys', async () => {
-  for (const [m, p] of [['GET', '/servers'], ['GET', `/servers/${anon.body.id}`], ['GET', '/credits'], ['DELETE', `/servers/${anon.body.id}`], ['POST', '/expose']]) {
+  for (const [m, p] of [
+    ['GET', '/servers'],
+    ['GET', `/servers/${anon.body.id}`],
+    ['GET', '/credits'],
+    ['DELETE', `/servers/${anon.body.id}`],
+    ['POST', '/expose'],
+  ]) {
     const r = await api(m, p);
     assert.is(r.status, 401, `${m} ${p}`);
     assert.is(r.body.error, 'missing_api_key');
@@ -156,10 +184,20 @@ test('never_sleep without a verified phone is 403', async () => {
 
 test('hostile and wrongly typed fields get 400/413/415 with {error, detail}', async () => {
   const cases: [unknown, number][] = [
-    [{ subdomains: 'abc' }, 400], [{ subdomains: [1, 2] }, 400], [{ subdomains: Array(50).fill('abc') }, 400],
-    [{ subdomains: ['a'.repeat(100000)] }, 413], [{ never_sleep: 'yes' }, 400], [{ phone: 14155550100 }, 400],
-    [{ phone: '+1 (415) 555' }, 400], [{ phone: '+14155550100', code: 'abcdef' }, 400], [{ code: '123456' }, 400],
-    [{ unexpected: true }, 400], [[], 400], ['text', 400], [null, 400], [JSON.parse('{"__proto__": {"admin": true}}'), 400],
+    [{ subdomains: 'abc' }, 400],
+    [{ subdomains: [1, 2] }, 400],
+    [{ subdomains: Array(50).fill('abc') }, 400],
+    [{ subdomains: ['a'.repeat(100000)] }, 413],
+    [{ never_sleep: 'yes' }, 400],
+    [{ phone: 14155550100 }, 400],
+    [{ phone: '+1 (415) 555' }, 400],
+    [{ phone: '+14155550100', code: 'abcdef' }, 400],
+    [{ code: '123456' }, 400],
+    [{ unexpected: true }, 400],
+    [[], 400],
+    ['text', 400],
+    [null, 400],
+    [JSON.parse('{"__proto__": {"admin": true}}'), 400],
   ];
   for (const [body, status] of cases) {
     const r = await api('POST', '/create', { key: anon.body.api_key, raw: JSON.stringify(body) });
@@ -212,12 +250,15 @@ test('the per-IP cap of anonymous servers answers 403', async () => {
 });
 
 test('/expose publishes a TCP echo server of the container; unexpose and delete release it', async () => {
-  const start = await ssh(anon, `nohup python3 -c '
+  const start = await ssh(
+    anon,
+    `nohup python3 -c '
 import socket
 s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("0.0.0.0", 7000)); s.listen()
 while True:
     c, _ = s.accept(); c.sendall(c.recv(100)); c.close()
-' >/dev/null 2>&1 & sleep 0.5`);
+' >/dev/null 2>&1 & sleep 0.5`,
+  );
   assert.is(start.code, 0, start.stderr);
   const ex = await api('POST', '/expose', { key: anon.body.api_key, body: { server: anon.body.id, port: 7000 } });
   assert.is(ex.status, 200, JSON.stringify(ex.body));

@@ -52,7 +52,12 @@ async function until(what: string, ok: () => boolean | Promise<boolean>, ms = 60
 async function records() {
   const store = openStore(d.dataDir);
   try {
-    return { servers: store.servers.all({ withPending: true }), runtime: store.runtime.all(), unknownAccounts: store.accounts.all().filter((a) => !known.has(a.keyHash)), exposures: store.exposures.all() };
+    return {
+      servers: store.servers.all({ withPending: true }),
+      runtime: store.runtime.all(),
+      unknownAccounts: store.accounts.all().filter((a) => !known.has(a.keyHash)),
+      exposures: store.exposures.all(),
+    };
   } finally {
     await store.close();
   }
@@ -93,14 +98,27 @@ test('a delete cut off by a crash is finished at the next start: the server neve
   const got = await api(d.http, 'GET', `/servers/${c.body.id}`, { key: c.body.api_key });
   if (got.status === 200) {
     // not deleted: then whole, with its acknowledged port
-    assert.equal(got.body.exposed_ports.map((p: { public: string }) => p.public), [e.body.public], 'a server that stayed keeps its exposed port');
+    assert.equal(
+      got.body.exposed_ports.map((p: { public: string }) => p.public),
+      [e.body.public],
+      'a server that stayed keeps its exposed port',
+    );
     assert.ok(await listens(port), 'and it listens');
   } else {
     assert.is(got.status, 404);
     const rec = await records();
-    assert.equal(rec.servers.map((s) => s.id), []);
-    assert.equal(rec.runtime.map((r) => r.id), []);
-    assert.equal(rec.exposures.map((x) => x.port), []);
+    assert.equal(
+      rec.servers.map((s) => s.id),
+      [],
+    );
+    assert.equal(
+      rec.runtime.map((r) => r.id),
+      [],
+    );
+    assert.equal(
+      rec.exposures.map((x) => x.port),
+      [],
+    );
     assert.equal([...idsIn(await scan())], [], 'nothing of it on the host');
     assert.equal(withCgroups([c.body.id]), []);
   }
@@ -126,9 +144,21 @@ test('a create cut off by a crash leaves no server, account, mount, loop device,
   }
   assert.ok(cut, 'a create was cut off by the kill');
   const rec = await records();
-  assert.equal(rec.servers.map((s) => s.id), [], 'no server record');
-  assert.equal(rec.runtime.map((r) => `${r.id} ${r.ip} ${r.uidBase}`), [], 'no runtime record, address or uid range');
-  assert.equal(rec.unknownAccounts.map((a) => a.id), [], 'no account whose api_key nobody got');
+  assert.equal(
+    rec.servers.map((s) => s.id),
+    [],
+    'no server record',
+  );
+  assert.equal(
+    rec.runtime.map((r) => `${r.id} ${r.ip} ${r.uidBase}`),
+    [],
+    'no runtime record, address or uid range',
+  );
+  assert.equal(
+    rec.unknownAccounts.map((a) => a.id),
+    [],
+    'no account whose api_key nobody got',
+  );
   const h = await scan();
   assert.equal([...idsIn(h)], [], 'no mount, loop device, server dir or container');
   assert.equal(h.veths, []);
@@ -169,7 +199,9 @@ test('a restart removes network state and loop devices of servers that no longer
   // what a crash between two steps can leave: an egress element and counter, a veth on the
   // bridge, and a server directory whose image is still attached to a loop device
   const ip = `10.194.${d.n}.250`;
-  const nft = await run('nft', ['-f', '-'], { input: `add counter inet ${d.table} eg_${ip.replace(/\./g, '_')}\nadd element inet ${d.table} egress { ${ip} : "eg_${ip.replace(/\./g, '_')}" }\n` });
+  const nft = await run('nft', ['-f', '-'], {
+    input: `add counter inet ${d.table} eg_${ip.replace(/\./g, '_')}\nadd element inet ${d.table} egress { ${ip} : "eg_${ip.replace(/\./g, '_')}" }\n`,
+  });
   assert.is(nft.code, 0, nft.stderr);
   const veth = `${d.bridge}v${(250).toString(36)}`;
   assert.is((await run('ip', ['link', 'add', veth, 'type', 'veth', 'peer', 'name', `${veth}p`])).code, 0);

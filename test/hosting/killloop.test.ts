@@ -85,7 +85,8 @@ async function check(m: Model, seen: Set<string>, payHash: string): Promise<{ pr
     e.state = got && m.servers.get(e.server)?.state === 'live' ? 'live' : 'gone';
     if (got) e.port = got.port;
   }
-  if (balance < m.rechargeAcked - 1e-9 || balance > m.rechargeAcked + m.rechargeMaybe + 1e-9) problems.push(`balance ${balance}, acknowledged ${m.rechargeAcked} (+${m.rechargeMaybe} cut off)`);
+  if (balance < m.rechargeAcked - 1e-9 || balance > m.rechargeAcked + m.rechargeMaybe + 1e-9)
+    problems.push(`balance ${balance}, acknowledged ${m.rechargeAcked} (+${m.rechargeMaybe} cut off)`);
   m.rechargeAcked = balance;
   m.rechargeMaybe = 0;
 
@@ -104,7 +105,8 @@ async function check(m: Model, seen: Set<string>, payHash: string): Promise<{ pr
   const liveExp = m.liveExposures().filter((e) => live.has(e.server));
   for (const x of exps) {
     if (x.serverId === 'srv_host') continue;
-    if (!liveExp.some((e) => e.server === x.serverId && e.containerPort === x.containerPort && e.port === x.port)) problems.push(`store: exposure ${x.serverId}:${x.containerPort} on ${x.port} was never acknowledged`);
+    if (!liveExp.some((e) => e.server === x.serverId && e.containerPort === x.containerPort && e.port === x.port))
+      problems.push(`store: exposure ${x.serverId}:${x.containerPort} on ${x.port} was never acknowledged`);
   }
   for (const a of accounts) if (!m.keys.has(a.keyHash) && !m.adopted.has(a.id)) problems.push(`store: account ${a.id} whose api_key nobody was given`);
 
@@ -116,15 +118,20 @@ async function check(m: Model, seen: Set<string>, payHash: string): Promise<{ pr
       continue;
     }
     const listed = (r.body.exposed_ports as { public: string; container_port: number }[]).map((p) => `${p.container_port}@${p.public.split(':').pop()}`).sort();
-    const want = liveExp.filter((e) => e.server === s.id).map((e) => `${e.containerPort}@${e.port}`).sort();
-    if (listed.join() !== want.join()) problems.push(`api: ${s.id} lists exposures [${listed}], acknowledged [${want}]${s.cutDelete ? ' (a delete of it was cut off)' : ''}`);
+    const want = liveExp
+      .filter((e) => e.server === s.id)
+      .map((e) => `${e.containerPort}@${e.port}`)
+      .sort();
+    if (listed.join() !== want.join())
+      problems.push(`api: ${s.id} lists exposures [${listed}], acknowledged [${want}]${s.cutDelete ? ' (a delete of it was cut off)' : ''}`);
   }
   for (const s of m.servers.values()) {
     if (s.state !== 'gone' || !s.key || !m.keys.has(keyHash(s.key))) continue;
     const r = await api(d.http, 'GET', `/servers/${s.id}`, { key: s.key });
     if (r.status !== 404 && r.status !== 401) problems.push(`api: deleted server ${s.id} answers ${r.status}`);
   }
-  for (const e of liveExp) if (!(await listens(e.port!))) problems.push(`host: acknowledged exposure ${e.server}:${e.containerPort} does not listen on ${e.port}`);
+  for (const e of liveExp)
+    if (!(await listens(e.port!))) problems.push(`host: acknowledged exposure ${e.server}:${e.containerPort} does not listen on ${e.port}`);
 
   const h = await scanHost({ dataDir: d.dataDir, bridge: d.bridge, table: d.table, pool: d.pool });
   for (const id of idsIn(h)) seen.add(id);
@@ -134,14 +141,35 @@ async function check(m: Model, seen: Set<string>, payHash: string): Promise<{ pr
   const stray = (what: string, items: string[]) => {
     for (const i of items) problems.push(`host: ${what} ${i} of no acknowledged server`);
   };
-  stray('mount', h.mounts.filter((p) => !live.has(idOfPath(p) ?? '')));
-  stray('loop device', h.loops.filter((l) => !live.has(idOfPath(l.file) ?? '') || l.file.includes('(deleted)')).map((l) => `${l.name} (${l.file})`));
-  stray('server dir', h.dirs.filter((x) => !live.has(x)));
-  stray('runc container', h.runc.filter((c) => !live.has(c.id)).map((c) => `${c.id} (${c.status})`));
+  stray(
+    'mount',
+    h.mounts.filter((p) => !live.has(idOfPath(p) ?? '')),
+  );
+  stray(
+    'loop device',
+    h.loops.filter((l) => !live.has(idOfPath(l.file) ?? '') || l.file.includes('(deleted)')).map((l) => `${l.name} (${l.file})`),
+  );
+  stray(
+    'server dir',
+    h.dirs.filter((x) => !live.has(x)),
+  );
+  stray(
+    'runc container',
+    h.runc.filter((c) => !live.has(c.id)).map((c) => `${c.id} (${c.status})`),
+  );
   const liveIps = new Set([...live.keys()].map((id) => ipOf.get(id)).filter(Boolean) as string[]);
-  stray('veth', h.veths.filter((v) => ![...liveIps].some((ip) => vethOf(ip) === v)));
-  stray('nft egress element', h.nftElements.filter((ip) => !liveIps.has(ip)));
-  stray('nft counter', h.nftCounters.filter((c) => ![...liveIps].some((ip) => c === `eg_${ip.replace(/\./g, '_')}`)));
+  stray(
+    'veth',
+    h.veths.filter((v) => ![...liveIps].some((ip) => vethOf(ip) === v)),
+  );
+  stray(
+    'nft egress element',
+    h.nftElements.filter((ip) => !liveIps.has(ip)),
+  );
+  stray(
+    'nft counter',
+    h.nftCounters.filter((c) => ![...liveIps].some((ip) => c === `eg_${ip.replace(/\./g, '_')}`)),
+  );
   stray('cgroup', withCgroups([...seen].filter((id) => !live.has(id))));
   const wantPorts = new Set(liveExp.map((e) => e.port));
   const strayPorts = h.listening.filter((p) => !wantPorts.has(p));
@@ -196,7 +224,9 @@ test(`${KILLS} SIGKILLs under load: acknowledged changes survive, nothing unackn
     if (c.problems.some((p) => !reported.has(p))) {
       // what the daemon said about it: warnings and errors of the killed run and this start
       const pids = [...new Set(d.logs.map((l) => l.pid))].slice(-2);
-      const said = d.logs.filter((l) => pids.includes(l.pid) && (l.level === 'warn' || l.level === 'error' || l.stderr || /expos|reconcil|removed|orphan/i.test(String(l.msg))));
+      const said = d.logs.filter(
+        (l) => pids.includes(l.pid) && (l.level === 'warn' || l.level === 'error' || l.stderr || /expos|reconcil|removed|orphan/i.test(String(l.msg))),
+      );
       for (const l of said.slice(-40)) console.log(`    [${l.pid}] ${JSON.stringify(l).slice(0, 400)}`);
     }
     for (const p of c.problems) {
@@ -219,9 +249,14 @@ test(`${KILLS} SIGKILLs under load: acknowledged changes survive, nothing unackn
     networkPruned: said('reconcile: removed network leftovers').reduce((n, l) => n + l.items.length, 0),
   };
   console.log(`recovery at the restarts: ${JSON.stringify(recovery)}`);
-  console.log(`kill loop: ${KILLS} kills in ${secs} s, seed ${SEED}; acknowledged ${JSON.stringify(m.counts)}; refused ${JSON.stringify(m.refusals)}; committed but unanswered creates: ${tolerated}; problems: ${report.length}`);
+  console.log(
+    `kill loop: ${KILLS} kills in ${secs} s, seed ${SEED}; acknowledged ${JSON.stringify(m.counts)}; refused ${JSON.stringify(m.refusals)}; committed but unanswered creates: ${tolerated}; problems: ${report.length}`,
+  );
   for (const l of report) console.log('  ' + l);
-  assert.ok(m.counts.create >= 3 && m.counts.expose >= 3 && m.counts.delete >= 1 && m.counts.recharge >= 1, `the load ran every kind of change: ${JSON.stringify(m.counts)}`);
+  assert.ok(
+    m.counts.create >= 3 && m.counts.expose >= 3 && m.counts.delete >= 1 && m.counts.recharge >= 1,
+    `the load ran every kind of change: ${JSON.stringify(m.counts)}`,
+  );
   // A create can commit and be killed before its answer leaves only in the few ms of its synced
   // commit; without a commit step nearly every create the kill cuts off would be counted here.
   assert.ok(tolerated <= Math.max(3, Math.ceil(KILLS / 5)), `${tolerated} creates committed without an answer`);

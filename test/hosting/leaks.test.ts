@@ -78,11 +78,17 @@ test('a wake that fails shows a subdomain visitor a generic page with the reques
   assert.is(w.code, 0, w.err);
   await d.daemon.runtime.stop(id);
 
-  const [html, json, ws] = await withBrokenRunc(async () => [
-    await get(d.http, `${slug}.localhost`, '/', { headers: { accept: 'text/html' } }),
-    await get(d.http, `${slug}.localhost`, '/'),
-    await raw(d.http, `GET / HTTP/1.1\r\nHost: ${slug}.localhost\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n`),
-  ] as const);
+  const [html, json, ws] = await withBrokenRunc(
+    async () =>
+      [
+        await get(d.http, `${slug}.localhost`, '/', { headers: { accept: 'text/html' } }),
+        await get(d.http, `${slug}.localhost`, '/'),
+        await raw(
+          d.http,
+          `GET / HTTP/1.1\r\nHost: ${slug}.localhost\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n`,
+        ),
+      ] as const,
+  );
   for (const r of [html, json]) {
     assert.is(r.status, 503, r.text);
     assertNothingOfTheHost(r);
@@ -108,8 +114,11 @@ test('a wake that fails shows a subdomain visitor a generic page with the reques
   // the failure is not sticky: with runc back, the next visit wakes the server (generous deadline:
   // the app is python, slow to start on a loaded machine)
   let last = '';
-  for (const t0 = Date.now(); last !== 'woke\n' && Date.now() - t0 < 60_000; ) {
-    last = await get(d.http, `${slug}.localhost`, '/').then((r) => r.text, (e: Error) => e.message);
+  for (const t0 = Date.now(); last !== 'woke\n' && Date.now() - t0 < 60_000;) {
+    last = await get(d.http, `${slug}.localhost`, '/').then(
+      (r) => r.text,
+      (e: Error) => e.message,
+    );
     if (last !== 'woke\n') await new Promise((res) => setTimeout(res, 200));
   }
   assert.is(last, 'woke\n');

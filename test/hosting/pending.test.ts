@@ -28,10 +28,28 @@ const log = createLogger({ level: 'error', sink: () => {} });
 const runtime = { get: () => undefined, delete: async () => {} } as unknown as Runtime;
 
 const server = (id: string, accountId: string, pending?: ServerRecord['pending']): ServerRecord => ({
-  id, accountId, slug: id.replace('_', '-'), sshPublicKey: `ssh-ed25519 AAAA ${id}`, keyFingerprint: `fp-${id}`,
-  memoryBytes: 1, diskBytes: 1, neverSleep: false, suspended: false, flag: null, createdAt: 0, ...(pending ? { pending } : {}),
+  id,
+  accountId,
+  slug: id.replace('_', '-'),
+  sshPublicKey: `ssh-ed25519 AAAA ${id}`,
+  keyFingerprint: `fp-${id}`,
+  memoryBytes: 1,
+  diskBytes: 1,
+  neverSleep: false,
+  suspended: false,
+  flag: null,
+  createdAt: 0,
+  ...(pending ? { pending } : {}),
 });
-const account = (id: string, phone: string | null = null) => ({ id, keyHash: `h-${id}`, keyEnc: 'x', phone, createdIp: '1.2.3.4', createdAt: 0, balanceUsd: 0 });
+const account = (id: string, phone: string | null = null) => ({
+  id,
+  keyHash: `h-${id}`,
+  keyEnc: 'x',
+  phone,
+  createdIp: '1.2.3.4',
+  createdAt: 0,
+  balanceUsd: 0,
+});
 
 test('a server whose create is pending is invisible to the API, SSH and subdomain lookups but keeps its slug; the commit shows it', () => {
   const rec = server('srv_a1', 'acc_a', { op: 'create', by: 'me', until: Date.now() + 60_000 });
@@ -40,8 +58,15 @@ test('a server whose create is pending is invisible to the API, SSH and subdomai
   assert.is(store.servers.bySlug('srv-a1'), undefined);
   assert.is(store.servers.byKeyFingerprint('fp-srv_a1'), undefined);
   assert.equal(store.servers.listByAccount('acc_a'), []);
-  assert.equal(store.servers.all().map((s) => s.id), []);
-  assert.equal(store.servers.all({ withPending: true }).map((s) => s.id), ['srv_a1'], 'the per-IP cap counts a create in flight');
+  assert.equal(
+    store.servers.all().map((s) => s.id),
+    [],
+  );
+  assert.equal(
+    store.servers.all({ withPending: true }).map((s) => s.id),
+    ['srv_a1'],
+    'the per-IP cap counts a create in flight',
+  );
   assert.not.ok(store.servers.insert({ ...server('srv_a2', 'acc_b'), slug: 'srv-a1' }), 'its slug stays taken');
   assert.ok(store.commitCreate('srv_a1'));
   assert.is(store.servers.get('srv_a1')?.pending, undefined);
@@ -55,7 +80,11 @@ test('a create past its deadline cannot commit, and commits nothing of it', () =
   store.servers.hold('acc_b', 'me', Date.now() + 60_000);
   assert.not.ok(store.commitCreate('srv_b1', 'acc_b'));
   assert.ok(store.servers.getAny('srv_b1')?.pending);
-  assert.equal(store.servers.holdsAll().map((h) => h.accountId), ['acc_b'], 'the hold stays with it');
+  assert.equal(
+    store.servers.holdsAll().map((h) => h.accountId),
+    ['acc_b'],
+    'the hold stays with it',
+  );
   store.servers.remove('srv_b1');
   store.servers.releaseHold('acc_b');
 });
@@ -71,7 +100,13 @@ test('a start removes what an earlier run left pending and the anonymous account
   store.exposures.allocate('srv_c2', 80, 30000, 30010);
   const made = new PendingWork({ store, runtime, log, release: async () => {} });
   assert.equal(made.recover(), { servers: ['srv_c1', 'srv_c2'], accounts: ['acc_anon'] });
-  assert.equal(store.servers.all({ withPending: true }).map((s) => s.id).filter((id) => id.startsWith('srv_c')), ['srv_c3']);
+  assert.equal(
+    store.servers
+      .all({ withPending: true })
+      .map((s) => s.id)
+      .filter((id) => id.startsWith('srv_c')),
+    ['srv_c3'],
+  );
   assert.equal(store.exposures.byServer('srv_c2'), [], 'the ports of a server being deleted go with it');
   assert.is(store.accounts.get('acc_anon'), undefined, 'nobody ever got its api_key');
   assert.ok(store.accounts.get('acc_phone'), 'a verified account is found again by its phone');
@@ -93,7 +128,10 @@ test('an account made by a create is held in the same transaction, or not made a
     store.accounts.insert(a);
     return { account: a };
   });
-  assert.equal(store.servers.holdsAll().map((h) => [h.accountId, h.by]), [['acc_d2', work.by]]);
+  assert.equal(
+    store.servers.holdsAll().map((h) => [h.accountId, h.by]),
+    [['acc_d2', work.by]],
+  );
   assert.ok(work.dropAccount('acc_d2'));
   assert.is(store.accounts.get('acc_d2'), undefined);
 });
@@ -109,7 +147,12 @@ function hosting(build?: (spec: ServerSpec) => Promise<RuntimeServer>) {
   if (build) rt.create = build;
   rt.delete = async (id) => void calls.push(`runtime.delete ${id}`);
   const servers = new Servers({
-    store: st, runtime: rt, log, domain: 'example.test', brands: new Set(), maxServersPerAccount: 5,
+    store: st,
+    runtime: rt,
+    log,
+    domain: 'example.test',
+    brands: new Set(),
+    maxServersPerAccount: 5,
     makeKeyPair: (c) => ({ privateKey: 'k', publicKey: `ssh-ed25519 AAAA ${c}`, fingerprint: `fp-${c}` }),
     credits: () => ({ tier: 'anonymous', ram_gb_hours_left: 1, egress_gb_left: 1, balance_usd: 0 }),
     exposedPorts: () => [],
@@ -118,7 +161,11 @@ function hosting(build?: (spec: ServerSpec) => Promise<RuntimeServer>) {
   const acc = account('acc_r1');
   st.accounts.insert(acc);
   return {
-    store: st, rt, servers, calls, acc,
+    store: st,
+    rt,
+    servers,
+    calls,
+    acc,
     async close() {
       await st.close();
       rmSync(own, { recursive: true, force: true });
@@ -137,8 +184,12 @@ test('a create writes the server record and the runtime record (address, uid ran
   try {
     const made = await h.servers.create(h.acc, { subdomains: ['records-one'] });
     assert.ok(seen.server?.pending, 'the server record is there, pending, when the runtime starts building');
-    assert.equal(Object.keys(seen.runtime ?? {}).sort(), ['createdAt', 'desired', 'id', 'image', 'ip', 'pending', 'uidBase'], 'the runtime record holds only what the runtime owns');
-    assert.is(seen.server?.memoryBytes, 256 * 1024 * 1024, 'the limits are the server record\'s');
+    assert.equal(
+      Object.keys(seen.runtime ?? {}).sort(),
+      ['createdAt', 'desired', 'id', 'image', 'ip', 'pending', 'uidBase'],
+      'the runtime record holds only what the runtime owns',
+    );
+    assert.is(seen.server?.memoryBytes, 256 * 1024 * 1024, "the limits are the server record's");
     h.servers.commit(made);
     assert.is(h.store.servers.get(made.record.id)?.pending, undefined);
     assert.is(h.store.runtime.get(made.record.id)?.pending, undefined);
@@ -150,14 +201,20 @@ test('a create writes the server record and the runtime record (address, uid ran
 test('a create refused for want of a uid range writes neither record and has nothing to undo', async () => {
   const h = hosting();
   try {
-    h.store.runtime.allocate({ id: 'srv_taken', desired: 'running', createdAt: 0 }, { uidStart: h.rt.deps.cfg.uidStart, uidRanges: 1, ips: () => ['10.199.250.9'] });
+    h.store.runtime.allocate(
+      { id: 'srv_taken', desired: 'running', createdAt: 0 },
+      { uidStart: h.rt.deps.cfg.uidStart, uidRanges: 1, ips: () => ['10.199.250.9'] },
+    );
     const err = await h.servers.create(h.acc, { subdomains: ['records-two'] }).then(
       () => undefined,
       (e: { code?: string }) => e,
     );
     assert.is(err?.code, 'no_uid_range');
     assert.equal(h.store.servers.all({ withPending: true }), [], 'no server record was written');
-    assert.equal(h.store.runtime.all().map((r) => r.id), ['srv_taken']);
+    assert.equal(
+      h.store.runtime.all().map((r) => r.id),
+      ['srv_taken'],
+    );
     assert.equal(h.calls, [], 'no release and no runtime delete: there was nothing to undo');
     assert.ok(h.store.servers.insert({ ...server('srv_r9', 'acc_r1'), slug: 'records-two' }), 'the slug was never taken');
   } finally {

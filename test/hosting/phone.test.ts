@@ -22,7 +22,11 @@ test.before(async () => {
   dir = mkdtempSync(join(tmpdir(), 'rbx-phone-'));
   store = openStore(dir);
   twilio = await startTwilio();
-  const sms = twilioSender({ provider: 'twilio', twilioBaseUrl: twilio.url, twilioAccountSid: twilio.sid, twilioAuthToken: twilio.token, twilioFrom: '+15005550006' }, log, 1000);
+  const sms = twilioSender(
+    { provider: 'twilio', twilioBaseUrl: twilio.url, twilioAccountSid: twilio.sid, twilioAuthToken: twilio.token, twilioFrom: '+15005550006' },
+    log,
+    1000,
+  );
   verifier = new PhoneVerifier(store, new HostSecret(dir), sms, () => now);
 });
 test.after(async () => {
@@ -98,7 +102,11 @@ test('resends are limited per number (30 s gap, 5 an hour) and per IP (10 an hou
 
 test('provider failures become clear errors and leave no pending code behind', async () => {
   now += 3_600_000;
-  for (const [mode, code] of [['server_error', 'sms_failed'], ['invalid_number', 'sms_rejected'], ['hang', 'sms_failed']] as const) {
+  for (const [mode, code] of [
+    ['server_error', 'sms_failed'],
+    ['invalid_number', 'sms_rejected'],
+    ['hang', 'sms_failed'],
+  ] as const) {
     twilio.mode = mode;
     const phone = `+1415555040${mode.length}`;
     const e = await err(verifier.sendCode(phone, `198.51.100.${mode.length}`));

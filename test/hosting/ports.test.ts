@@ -45,7 +45,10 @@ test('one anonymous server gets 2 ports of the pool, then 403 port_limit naming 
   a = await create();
   const answers = [];
   for (let port = 7001; port <= 7010; port++) answers.push(await expose(a.key, a.id, port));
-  assert.equal(answers.slice(0, 2).map((r) => r.status), [200, 200]);
+  assert.equal(
+    answers.slice(0, 2).map((r) => r.status),
+    [200, 200],
+  );
   for (const r of answers.slice(2)) isLimit(r, 2, 'server');
   assert.is(d.daemon.store.exposures.byServer(a.id).length, 2);
   const again = await expose(a.key, a.id, 7001);
@@ -79,7 +82,7 @@ test('concurrent exposes of one server cannot pass the cap together', async () =
   assert.is(d.daemon.store.exposures.byServer(c.id).length, 2);
 });
 
-test('unexposing frees a place; credit raises the caps to the paid tier\'s', async () => {
+test("unexposing frees a place; credit raises the caps to the paid tier's", async () => {
   assert.is((await call(d.http, 'DELETE', '/expose', { key: a.key, body: { server: a.id, port: 7002 } })).status, 200);
   assert.is((await expose(a.key, a.id, 7003)).status, 200);
   isLimit(await expose(a.key, a.id, 7004), 2, 'server');

@@ -33,7 +33,8 @@ test.after(async () => {
   rmSync(d.dataDir, { recursive: true, force: true });
 });
 
-const bundleMemory = (id: string) => JSON.parse(readFileSync(join(d.dataDir, 'servers', id, 'bundle', 'config.json'), 'utf8')).linux.resources.memory.limit as number;
+const bundleMemory = (id: string) =>
+  JSON.parse(readFileSync(join(d.dataDir, 'servers', id, 'bundle', 'config.json'), 'utf8')).linux.resources.memory.limit as number;
 
 async function hostname(daemon: Daemon<Runtime>, id: string): Promise<string> {
   const p = daemon.runtime.exec(id, { argv: ['hostname'] });
@@ -83,7 +84,11 @@ test('a data dir whose runtime records hold slug, memory and disk (schema 1) is 
   assert.is(again.store.schemaVersion, Math.max(...migrations.map((m) => m.version)));
   assert.equal(Object.keys(again.store.runtime.get(id)!).sort(), ['createdAt', 'desired', 'id', 'ip', 'uidBase'], 'slug and limits left the runtime record');
   const view = again.runtime.get(id);
-  assert.equal([view?.state, view?.slug, view?.memoryBytes, view?.diskBytes], ['running', slug, 4 * GiB, 5 * GiB], 'adopted, with the limits its bundle and disk hold');
+  assert.equal(
+    [view?.state, view?.slug, view?.memoryBytes, view?.diskBytes],
+    ['running', slug, 4 * GiB, 5 * GiB],
+    'adopted, with the limits its bundle and disk hold',
+  );
   assert.is(await hostname(again, id), slug);
   const shown = await call(again.edge.ports.http, 'GET', `/servers/${id}`, { key: apiKey });
   assert.equal([shown.status, shown.body.state, shown.body.subdomain], [200, 'running', created(slug)], JSON.stringify(shown.body));

@@ -66,7 +66,8 @@ export class Contract {
         const pointer = [...ptr, 'content', type, 'schema'].map((s) => s.replace(/~/g, '~0').replace(/\//g, '~1')).join('/');
         const validate = this.ajv.getSchema(`https://contract.test/${this.id}#/${pointer}`);
         if (!validate) throw new Error(`${where}: no schema at ${pointer}`);
-        if (!validate(a.json)) throw new Error(`${where}: body does not match the document: ${this.ajv.errorsText(validate.errors)}; body ${a.text.slice(0, 400)}`);
+        if (!validate(a.json))
+          throw new Error(`${where}: body does not match the document: ${this.ajv.errorsText(validate.errors)}; body ${a.text.slice(0, 400)}`);
       }
     }
     // a 405 counts for every operation of the path (each documents it); other answers for their own

@@ -44,7 +44,11 @@ test.after(async () => {
 
 /** A request whose answer must match the document. */
 const call = async (method: string, path: string, o: SendOptions & { key?: string } = {}): Promise<Answer> =>
-  c.check(method, path, await send(d.http, 'api.localhost', method, path, { ...o, headers: { ...(o.key ? { authorization: `Bearer ${o.key}` } : {}), ...o.headers } }));
+  c.check(
+    method,
+    path,
+    await send(d.http, 'api.localhost', method, path, { ...o, headers: { ...(o.key ? { authorization: `Bearer ${o.key}` } : {}), ...o.headers } }),
+  );
 const expect = async (status: number, method: string, path: string, o: SendOptions & { key?: string } = {}) => {
   const a = await call(method, path, o);
   assert.is(a.status, status, `${method} ${path}: ${a.text.slice(0, 300)}`);
@@ -117,7 +121,8 @@ test('POST and DELETE /expose answer 200, 400, 403 with the limit, 404 and 503 a
   for (const port of [7001, 7002]) await expect(200, 'POST', '/expose', { key: a, body: { server: A.json.id, port } });
   const lim = await expect(403, 'POST', '/expose', { key: a, body: { server: A.json.id, port: 7003 } });
   assert.equal([lim.json.limit, lim.json.scope], [2, 'server']);
-  for (const body of [{ server: A.json.id, port: 0 }, { server: 'nope', port: 80 }, { server: A.json.id }]) await expect(400, 'POST', '/expose', { key: a, body });
+  for (const body of [{ server: A.json.id, port: 0 }, { server: 'nope', port: 80 }, { server: A.json.id }])
+    await expect(400, 'POST', '/expose', { key: a, body });
   await expect(404, 'POST', '/expose', { key: a, body: { server: V.json.id, port: 80 } });
   let full: Answer | undefined;
   for (let port = 7001; port < 7006 && !full; port++) {
@@ -188,7 +193,11 @@ test('an exhausted account gets the 402 envelope on reads and /create; a suspend
   assert.is((await expect(402, 'POST', `/servers/${A.json.id}/restart`, { key })).json.error, 'suspended');
   const unpaid = await expect(402, 'POST', '/account/recharge', { key, body: { usd: 2 } });
   const terms = (decodeHeader(unpaid.headers['payment-required'], 'PAYMENT-REQUIRED') as { accepts: Terms[] }).accepts[0];
-  const paid = await expect(200, 'POST', '/account/recharge', { key, body: { usd: 2 }, headers: { 'x-payment': encode(await signPayment(newPayer(), terms)) } });
+  const paid = await expect(200, 'POST', '/account/recharge', {
+    key,
+    body: { usd: 2 },
+    headers: { 'x-payment': encode(await signPayment(newPayer(), terms)) },
+  });
   assert.is(paid.json.credited_usd, 2);
   await expect(200, 'GET', '/credits', { key });
 });

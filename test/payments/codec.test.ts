@@ -20,7 +20,11 @@ test('encoded headers use no + / - _ = and decode with the official client', () 
 
 test('random values always encode to the shared alphabet and round-trip', () => {
   for (let i = 0; i < 300; i++) {
-    const v = { s: randomBytes(1 + (i % 40)).toString('latin1') + String.fromCodePoint(0x1f600 + (i % 50)), n: i, k: { [randomBytes(3).toString('binary')]: '?>~' } };
+    const v = {
+      s: randomBytes(1 + (i % 40)).toString('latin1') + String.fromCodePoint(0x1f600 + (i % 50)),
+      n: i,
+      k: { [randomBytes(3).toString('binary')]: '?>~' },
+    };
     const h = encodeHeader(v);
     assert.ok(/^[A-Za-z0-9]+$/.test(h), `value ${i} encoded with a special character: ${h}`);
     assert.equal(decodeHeader(h), JSON.parse(JSON.stringify(v)));
@@ -31,7 +35,12 @@ test('random values always encode to the shared alphabet and round-trip', () => 
 test('decode accepts standard and url alphabets with and without padding', () => {
   const v = { a: '>>>???~~~', b: [1, 2, 3], c: 'ÿþ' };
   const text = JSON.stringify(v) + 'x'.slice(1);
-  for (const s of [Buffer.from(text).toString('base64'), Buffer.from(text).toString('base64').replace(/=+$/, ''), Buffer.from(text).toString('base64url'), Buffer.from(text).toString('base64url') + '=='.slice(0, (4 - (Buffer.from(text).toString('base64url').length % 4)) % 4)]) {
+  for (const s of [
+    Buffer.from(text).toString('base64'),
+    Buffer.from(text).toString('base64').replace(/=+$/, ''),
+    Buffer.from(text).toString('base64url'),
+    Buffer.from(text).toString('base64url') + '=='.slice(0, (4 - (Buffer.from(text).toString('base64url').length % 4)) % 4),
+  ]) {
     assert.equal(decodeHeader(s), v, s);
   }
 });
@@ -47,13 +56,34 @@ const code = (fn: () => unknown) => {
 };
 
 test('decode refuses oversized, non-base64, non-JSON, non-UTF-8 and repeated headers', () => {
-  assert.is(code(() => decodeHeader('A'.repeat(MAX_HEADER_BYTES + 1))), 'payment_too_large');
-  assert.is(code(() => decodeHeader('not base64!')), 'payment_invalid');
-  assert.is(code(() => decodeHeader(Buffer.from('hello world').toString('base64'))), 'payment_invalid');
-  assert.is(code(() => decodeHeader(Buffer.from([0x7b, 0xff, 0xfe, 0x7d]).toString('base64'))), 'payment_invalid');
-  assert.is(code(() => decodeHeader(['a', 'b'])), 'payment_invalid');
-  assert.is(code(() => decodeHeader('QUJD=')), 'payment_invalid');
-  assert.is(code(() => decodeHeader('')), 'payment_invalid');
+  assert.is(
+    code(() => decodeHeader('A'.repeat(MAX_HEADER_BYTES + 1))),
+    'payment_too_large',
+  );
+  assert.is(
+    code(() => decodeHeader('not base64!')),
+    'payment_invalid',
+  );
+  assert.is(
+    code(() => decodeHeader(Buffer.from('hello world').toString('base64'))),
+    'payment_invalid',
+  );
+  assert.is(
+    code(() => decodeHeader(Buffer.from([0x7b, 0xff, 0xfe, 0x7d]).toString('base64'))),
+    'payment_invalid',
+  );
+  assert.is(
+    code(() => decodeHeader(['a', 'b'])),
+    'payment_invalid',
+  );
+  assert.is(
+    code(() => decodeHeader('QUJD=')),
+    'payment_invalid',
+  );
+  assert.is(
+    code(() => decodeHeader('')),
+    'payment_invalid',
+  );
 });
 
 test.run();

@@ -83,7 +83,15 @@ test('an unpaid request gets 402 terms the official client decodes', async () =>
   assert.is(e.headers?.['cache-control'], 'no-store');
   const terms = decodePaymentRequiredHeader(e.headers!['payment-required']);
   assert.is(terms.x402Version, 2);
-  assert.equal(terms.accepts[0], { scheme: 'exact', network: 'eip155:8453', amount: '100000', asset: NETWORKS.base.asset, payTo: PAY_TO, maxTimeoutSeconds: 300, extra: { name: 'USD Coin', version: '2' } });
+  assert.equal(terms.accepts[0], {
+    scheme: 'exact',
+    network: 'eip155:8453',
+    amount: '100000',
+    asset: NETWORKS.base.asset,
+    payTo: PAY_TO,
+    maxTimeoutSeconds: 300,
+    extra: { name: 'USD Coin', version: '2' },
+  });
   assert.equal(terms.resource, resource);
 });
 
@@ -101,11 +109,15 @@ test('the same payment sent 10 times at once runs the work once and settles once
   const h = await header();
   const settles = fac.settleCalls;
   let runs = 0;
-  const results = await Promise.allSettled(Array.from({ length: 10 }, () => paywall.charge(req({ 'x-payment': h }), async () => {
-    runs++;
-    await new Promise((r) => setTimeout(r, 30));
-    return runs;
-  })));
+  const results = await Promise.allSettled(
+    Array.from({ length: 10 }, () =>
+      paywall.charge(req({ 'x-payment': h }), async () => {
+        runs++;
+        await new Promise((r) => setTimeout(r, 30));
+        return runs;
+      }),
+    ),
+  );
   assert.is(runs, 1);
   assert.is(results.filter((r) => r.status === 'fulfilled').length, 1);
   for (const r of results) if (r.status === 'rejected') assert.is((r.reason as AppError).code, 'payment_already_used');
@@ -149,8 +161,14 @@ test('expired, not-yet-valid and over-long authorizations are refused', async ()
 test('forged signatures are refused locally', async () => {
   const calls = fac.verifyCalls;
   const victim = newPayer();
-  assert.is((await refused(paywall.charge(req({ 'x-payment': await header({ claimFrom: victim.address }) }), async () => 1))).code, 'payment_signature_invalid');
-  assert.is((await refused(paywall.charge(req({ 'x-payment': await header({ domain: { chainId: 84532 } }) }), async () => 1))).code, 'payment_signature_invalid');
+  assert.is(
+    (await refused(paywall.charge(req({ 'x-payment': await header({ claimFrom: victim.address }) }), async () => 1))).code,
+    'payment_signature_invalid',
+  );
+  assert.is(
+    (await refused(paywall.charge(req({ 'x-payment': await header({ domain: { chainId: 84532 } }) }), async () => 1))).code,
+    'payment_signature_invalid',
+  );
   assert.is((await refused(paywall.charge(req({ 'x-payment': await header({ domain: { name: 'USDC' } }) }), async () => 1))).code, 'payment_signature_invalid');
   const p = await signPayment(payer, terms());
   p.payload.signature = (p.payload.signature.slice(0, -4) + 'ffff') as `0x${string}`;
@@ -162,7 +180,12 @@ test('oversized and malformed payment headers are refused with 402', async () =>
   const big = await refused(paywall.charge(req({ 'x-payment': 'A'.repeat(9 * 1024) }), async () => 1));
   assert.is(big.code, 'payment_too_large');
   assert.ok(big.headers?.['payment-required']);
-  for (const h of ['%%%', Buffer.from('{"x402Version":2}').toString('base64'), Buffer.from('[1,2]').toString('base64url'), Buffer.from('nope').toString('base64')]) {
+  for (const h of [
+    '%%%',
+    Buffer.from('{"x402Version":2}').toString('base64'),
+    Buffer.from('[1,2]').toString('base64url'),
+    Buffer.from('nope').toString('base64'),
+  ]) {
     const e = await refused(paywall.charge(req({ 'x-payment': h }), async () => 1));
     assert.is(e.code, 'payment_invalid', h);
     assert.is(e.kind, 'payment_required');
@@ -193,9 +216,11 @@ test('a facilitator that hangs or answers garbage on /verify gives 502 within th
 test('when the paid work fails nothing is settled and the payment stays used', async () => {
   const settles = fac.settleCalls;
   const h = await header();
-  const e = await refused(paywall.charge(req({ 'x-payment': h }), async () => {
-    throw new AppError('upstream', 'llm_failed', 'boom');
-  }));
+  const e = await refused(
+    paywall.charge(req({ 'x-payment': h }), async () => {
+      throw new AppError('upstream', 'llm_failed', 'boom');
+    }),
+  );
   assert.is(e.code, 'llm_failed');
   assert.is(fac.settleCalls, settles);
   const again = await refused(paywall.charge(req({ 'x-payment': h }), async () => 1));
@@ -244,7 +269,10 @@ test('a pending settlement whose retry finds the nonce used counts as settled; a
   // Meanwhile the authorization landed on chain (another attempt got through): the retry sees the nonce used.
   fac.settleMode = 'ok';
   const p = paid.payment.payload;
-  await fetch(`${fac.url}/settle`, { method: 'POST', body: JSON.stringify({ x402Version: 2, paymentPayload: p, paymentRequirements: paid.payment.requirements }) });
+  await fetch(`${fac.url}/settle`, {
+    method: 'POST',
+    body: JSON.stringify({ x402Version: 2, paymentPayload: p, paymentRequirements: paid.payment.requirements }),
+  });
   const transfers = fac.transfers.length;
   assert.is((await reconciler.reconcile()).settled, 1);
   assert.is(rec().status, 'settled');
@@ -252,7 +280,13 @@ test('a pending settlement whose retry finds the nonce used counts as settled; a
 });
 
 test('without a payTo address every charge answers 503 not_configured', async () => {
-  const p = new Paywall({ net: NETWORKS.base, maxTimeoutSeconds: 300, facilitator: new HttpFacilitator({ url: fac.url, timeoutMs: 100, settleTimeoutMs: 100 }), store: store.payments, log });
+  const p = new Paywall({
+    net: NETWORKS.base,
+    maxTimeoutSeconds: 300,
+    facilitator: new HttpFacilitator({ url: fac.url, timeoutMs: 100, settleTimeoutMs: 100 }),
+    store: store.payments,
+    log,
+  });
   assert.is(p.configured, false);
   const e = await refused(p.charge(req({ 'x-payment': await header() }), async () => 1));
   assert.is(e.code, 'not_configured');

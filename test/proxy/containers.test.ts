@@ -128,7 +128,10 @@ test('a run.sh server in a container is proxied, with X-Forwarded-For, over HTTP
   assert.is(r.status, 200, r.text);
   assert.match(r.text, /^hello from the container pid=\d+ path=\/first xff=127\.0\.0\.1$/);
   const h2 = await new Promise<string>((resolve, reject) => {
-    const s = h2connect(`https://${app.slug}.localhost:${d.https}`, { ca: readFileSync(d.daemon.tls.caFile!), lookup: (_h, o, cb) => (cb as any)(null, o.all ? [{ address: '127.0.0.1', family: 4 }] : '127.0.0.1', 4) });
+    const s = h2connect(`https://${app.slug}.localhost:${d.https}`, {
+      ca: readFileSync(d.daemon.tls.caFile!),
+      lookup: (_h, o, cb) => (cb as any)(null, o.all ? [{ address: '127.0.0.1', family: 4 }] : '127.0.0.1', 4),
+    });
     s.on('error', reject);
     const q = s.request({ ':path': '/h2' });
     let body = '';
@@ -159,7 +162,10 @@ test('50 concurrent requests during one wake: 1 start, 50 answers', async () => 
   const startsBefore = d.daemon.presence.starts;
   const replies = await Promise.all(Array.from({ length: 50 }, (_, i) => page(app, `/crowd${i}`)));
   assert.is(d.daemon.presence.starts - startsBefore, 1);
-  assert.equal(replies.map((r) => r.status), Array(50).fill(200));
+  assert.equal(
+    replies.map((r) => r.status),
+    Array(50).fill(200),
+  );
   assert.equal(replies.map((r) => /path=(\S+)/.exec(r.text)![1]).sort(), Array.from({ length: 50 }, (_, i) => `/crowd${i}`).sort());
   const pids = new Set(replies.map((r) => /pid=(\d+)/.exec(r.text)![1]));
   assert.is(pids.size, 1, 'one app process answered all of them');
@@ -183,15 +189,19 @@ test('a long WebSocket keeps the server awake; after it closes the server sleeps
 
 test('static /root/www of a sleeping server is served without waking it', async () => {
   site = await create(app.key);
-  const w = await sh(d.daemon.runtime, site.id, 'mkdir -p /root/www && echo "<p>static in a container</p>" > /root/www/index.html && ln -s /etc/shadow /root/www/shadow');
+  const w = await sh(
+    d.daemon.runtime,
+    site.id,
+    'mkdir -p /root/www && echo "<p>static in a container</p>" > /root/www/index.html && ln -s /etc/shadow /root/www/shadow',
+  );
   assert.is(w.code, 0, w.err);
   await until('sleep', () => rtState(site.id) === 'sleeping', IDLE + 10_000);
   const starts = d.daemon.presence.starts;
   const r = await page(site);
   assert.is(r.text, '<p>static in a container</p>\n');
   const shadow = await page(site, '/shadow');
-  assert.is(shadow.status, 200, 'the container\'s own /etc/shadow (a file of the image) is its owner\'s to publish');
-  assert.not.ok(shadow.text.includes(readFileSync('/etc/shadow', 'utf8').split('\n')[0]), 'never the host\'s');
+  assert.is(shadow.status, 200, "the container's own /etc/shadow (a file of the image) is its owner's to publish");
+  assert.not.ok(shadow.text.includes(readFileSync('/etc/shadow', 'utf8').split('\n')[0]), "never the host's");
   assert.is(d.daemon.presence.starts, starts);
   assert.is(rtState(site.id), 'sleeping');
 });

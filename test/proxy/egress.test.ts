@@ -123,13 +123,15 @@ interface Curl {
  *  curl's next write fails and it drops the download (exit 23), as a client cancelling would. */
 async function curl(m: Made, path: string, how: 'h1' | 'h2', extra: string[] = [], abortAfter?: number): Promise<Curl> {
   const host = `${m.slug}.localhost`;
-  const target = how === 'h1'
-    ? ['--http1.1', '-H', `host: ${host}`, `http://127.0.0.1:${d.http}${path}`]
-    : ['--http2', '--cacert', join(d.dataDir, 'tls', 'ca.pem'), '--resolve', `${host}:${d.https}:127.0.0.1`, `https://${host}:${d.https}${path}`];
+  const target =
+    how === 'h1'
+      ? ['--http1.1', '-H', `host: ${host}`, `http://127.0.0.1:${d.http}${path}`]
+      : ['--http2', '--cacert', join(d.dataDir, 'tls', 'ca.pem'), '--resolve', `${host}:${d.https}:127.0.0.1`, `https://${host}:${d.https}${path}`];
   const args = ['-sS', '-w', '%{stderr}written %{size_header} %{size_download} %{http_version}\\n', ...extra, ...target];
-  const r = abortAfter === undefined
-    ? await run('curl', ['-o', '/dev/null', ...args], { timeoutMs: 60_000 })
-    : await run('bash', ['-c', `set -o pipefail; curl "$@" | head -c ${abortAfter} >/dev/null`, 'curl', ...args], { timeoutMs: 60_000 });
+  const r =
+    abortAfter === undefined
+      ? await run('curl', ['-o', '/dev/null', ...args], { timeoutMs: 60_000 })
+      : await run('bash', ['-c', `set -o pipefail; curl "$@" | head -c ${abortAfter} >/dev/null`, 'curl', ...args], { timeoutMs: 60_000 });
   const [, head, body, version] = /written (\d+) (\d+) ([\d.]+)/.exec(r.stderr) ?? [];
   if (r.code === 0) assert.is(version, how === 'h1' ? '1.1' : '2', 'the protocol asked for');
   return { code: r.code, head: Number(head), body: Number(body), err: r.stderr };
@@ -155,7 +157,12 @@ test.before(async () => {
   const w = await sh(d.daemon.runtime, site.id, 'mkdir -p /root/www && truncate -s 1G /root/www/huge.bin && truncate -s 100M /root/www/big.bin');
   assert.is(w.code, 0, w.err);
   app = await create();
-  const a = await sh(d.daemon.runtime, app.id, `cat > /root/app.py && printf '#!/bin/bash\\nexec python3 /root/app.py\\n' > /root/run.sh && chmod +x /root/run.sh`, APP_PY);
+  const a = await sh(
+    d.daemon.runtime,
+    app.id,
+    `cat > /root/app.py && printf '#!/bin/bash\\nexec python3 /root/app.py\\n' > /root/run.sh && chmod +x /root/run.sh`,
+    APP_PY,
+  );
   assert.is(a.code, 0, a.err);
 });
 
@@ -218,7 +225,12 @@ test('a full static download bills its bytes exactly (head and body over HTTP/1.
 });
 
 /** Reads a slow answer; once `mid` bytes arrived, waits (while it still flows) until that much is billed. */
-async function billedWhileFlowing(id: string, open: (onData: (n: number) => void) => Promise<void>, total: number, mid: number): Promise<{ got: number; midBilled: number }> {
+async function billedWhileFlowing(
+  id: string,
+  open: (onData: (n: number) => void) => Promise<void>,
+  total: number,
+  mid: number,
+): Promise<{ got: number; midBilled: number }> {
   const before = billedOf(id);
   let got = 0;
   let midBilled = -1;
@@ -244,32 +256,47 @@ test('a slow answer proxied from an app is billed while it flows, and by the byt
   await settled(app.id);
   // HTTP/1.1
   let before = billedOf(app.id);
-  const h1 = await billedWhileFlowing(app.id, (onData) => new Promise((resolve, reject) => {
-    void import('node:http').then(({ request }) => {
-      const q = request({ host: '127.0.0.1', port: d.http, path, headers: { host: `${app.slug}.localhost` }, agent: false }, (res) => {
-        res.on('data', (c: Buffer) => onData(c.length));
-        res.on('end', resolve);
-        res.on('error', reject);
-      });
-      q.on('error', reject);
-      q.end();
-    });
-  }), total, 1 * MB);
+  const h1 = await billedWhileFlowing(
+    app.id,
+    (onData) =>
+      new Promise((resolve, reject) => {
+        void import('node:http').then(({ request }) => {
+          const q = request({ host: '127.0.0.1', port: d.http, path, headers: { host: `${app.slug}.localhost` }, agent: false }, (res) => {
+            res.on('data', (c: Buffer) => onData(c.length));
+            res.on('end', resolve);
+            res.on('error', reject);
+          });
+          q.on('error', reject);
+          q.end();
+        });
+      }),
+    total,
+    1 * MB,
+  );
   assert.is(h1.got, total);
   let n = (await settled(app.id)) - before;
   assert.ok(n > total && n < total + 1024, `HTTP/1.1: billed ${n} B for a ${total} B body and its head`);
   figures.push(`proxied 6 MB slow answer (h1): body ${total} B, billed ${h1.midBilled} B while flowing, ${n} B in all`);
   // HTTP/2
   before = billedOf(app.id);
-  const h2 = await billedWhileFlowing(app.id, (onData) => new Promise((resolve, reject) => {
-    const s = h2connect(`https://${app.slug}.localhost:${d.https}`, { ca: readFileSync(join(d.dataDir, 'tls', 'ca.pem')), lookup: (_h, o, cb) => (cb as any)(null, o.all ? [{ address: '127.0.0.1', family: 4 }] : '127.0.0.1', 4) });
-    s.on('error', reject);
-    const q = s.request({ ':path': path });
-    q.on('data', (c: Buffer) => onData(c.length));
-    q.on('end', () => (s.close(), resolve()));
-    q.on('error', reject);
-    q.end();
-  }), total, 1 * MB);
+  const h2 = await billedWhileFlowing(
+    app.id,
+    (onData) =>
+      new Promise((resolve, reject) => {
+        const s = h2connect(`https://${app.slug}.localhost:${d.https}`, {
+          ca: readFileSync(join(d.dataDir, 'tls', 'ca.pem')),
+          lookup: (_h, o, cb) => (cb as any)(null, o.all ? [{ address: '127.0.0.1', family: 4 }] : '127.0.0.1', 4),
+        });
+        s.on('error', reject);
+        const q = s.request({ ':path': path });
+        q.on('data', (c: Buffer) => onData(c.length));
+        q.on('end', () => (s.close(), resolve()));
+        q.on('error', reject);
+        q.end();
+      }),
+    total,
+    1 * MB,
+  );
   assert.is(h2.got, total);
   n = (await settled(app.id)) - before;
   assert.is(n, total, `HTTP/2: billed ${n} B of DATA for a ${total} B body`);
@@ -284,10 +311,12 @@ test('a WebSocket message stream from an app is billed while it is open, by the 
   await new Promise((r, j) => (ws.once('open', r), ws.once('error', j)));
   let got = 0;
   let frames = 0;
-  const done = new Promise<void>((resolve) => ws.on('message', (m: Buffer) => {
-    got += m.length;
-    if (++frames === count) resolve();
-  }));
+  const done = new Promise<void>((resolve) =>
+    ws.on('message', (m: Buffer) => {
+      got += m.length;
+      if (++frames === count) resolve();
+    }),
+  );
   ws.send(`${count} ${size} 80`);
   await until('1 MB of messages', () => got >= 1 * MB, 20_000);
   await until('the stream billed while open', () => billedOf(app.id) - before >= 1 * MB, 5000);

@@ -86,7 +86,12 @@ test.before(async () => {
   const r = await get(d.http, 'api.localhost', '/create', { method: 'POST' });
   assert.is(r.status, 200, r.text);
   ({ id, api_key: key } = JSON.parse(r.text));
-  const w = await sh(d.daemon.runtime, id, `cat > /root/app.py && printf '#!/bin/bash\\nexec python3 /root/app.py\\n' > /root/run.sh && chmod +x /root/run.sh`, APP_PY);
+  const w = await sh(
+    d.daemon.runtime,
+    id,
+    `cat > /root/app.py && printf '#!/bin/bash\\nexec python3 /root/app.py\\n' > /root/run.sh && chmod +x /root/run.sh`,
+    APP_PY,
+  );
   assert.is(w.code, 0, w.err);
   publicPort[7000] = await expose(7000);
   publicPort[7001] = await expose(7001);

@@ -119,7 +119,16 @@ test('requests reach the app with our X-Forwarded-* (client claims replaced) and
   const r = await get(edge.http, `${h('app')}:8080`, '/echo', {
     method: 'POST',
     body: 'payload',
-    headers: { 'x-forwarded-for': '6.6.6.6', 'x-real-ip': '6.6.6.6', connection: 'keep-alive, x-drop-me', 'x-drop-me': '1', 'keep-alive': 'timeout=5', 'proxy-authorization': 'Basic x', te: 'trailers', 'x-kept': 'yes' },
+    headers: {
+      'x-forwarded-for': '6.6.6.6',
+      'x-real-ip': '6.6.6.6',
+      connection: 'keep-alive, x-drop-me',
+      'x-drop-me': '1',
+      'keep-alive': 'timeout=5',
+      'proxy-authorization': 'Basic x',
+      te: 'trailers',
+      'x-kept': 'yes',
+    },
   });
   assert.is(r.status, 200);
   const { headers, body } = JSON.parse(r.text);
@@ -140,9 +149,16 @@ test('the request target reaches the app byte for byte (no decoding or normaliza
   }
 });
 
-function h2request(path: string, host: string, opts: { method?: string; body?: Buffer } = {}): Promise<{ status: number; headers: Record<string, unknown>; body: Buffer }> {
+function h2request(
+  path: string,
+  host: string,
+  opts: { method?: string; body?: Buffer } = {},
+): Promise<{ status: number; headers: Record<string, unknown>; body: Buffer }> {
   return new Promise((resolve, reject) => {
-    const session = h2connect(`https://${host}:${edge.https}`, { ca: readFileSync(edge.caFile), lookup: (_h, o, cb) => (cb as any)(null, o.all ? [{ address: '127.0.0.1', family: 4 }] : '127.0.0.1', 4) });
+    const session = h2connect(`https://${host}:${edge.https}`, {
+      ca: readFileSync(edge.caFile),
+      lookup: (_h, o, cb) => (cb as any)(null, o.all ? [{ address: '127.0.0.1', family: 4 }] : '127.0.0.1', 4),
+    });
     session.on('error', reject);
     const req = session.request({ ':path': path, ':method': opts.method ?? 'GET' });
     const chunks: Buffer[] = [];
@@ -174,7 +190,8 @@ test('HTTP/2-illegal and hop-by-hop response headers are stripped; HTTP/2 and HT
   const r = await h2request('/', h('h2illegal'));
   assert.is(r.status, 200);
   assert.is(r.body.toString(), 'ok');
-  for (const gone of ['connection', 'x-secret', 'keep-alive', 'upgrade', 'proxy-connection', 'te', 'transfer-encoding']) assert.is(r.headers[gone], undefined, gone);
+  for (const gone of ['connection', 'x-secret', 'keep-alive', 'upgrade', 'proxy-connection', 'te', 'transfer-encoding'])
+    assert.is(r.headers[gone], undefined, gone);
   assert.is(r.headers['x-kept'], 'yes');
   assert.equal(r.headers['set-cookie'], ['a=1', 'b=2']);
   const r1 = await get(edge.http, h('h2illegal'), '/');
@@ -261,11 +278,14 @@ test('200 MB stream up and down through the proxy without being buffered', async
   counters.uploaded = 0;
   let maxGap = 0;
   const up = await new Promise<string>((resolve, reject) => {
-    const req = request({ host: '127.0.0.1', port: edge.http, path: '/upload', method: 'POST', headers: { host: h('app'), 'content-length': String(total) }, agent: false }, (res) => {
-      let b = '';
-      res.on('data', (c) => (b += c));
-      res.on('end', () => resolve(b));
-    });
+    const req = request(
+      { host: '127.0.0.1', port: edge.http, path: '/upload', method: 'POST', headers: { host: h('app'), 'content-length': String(total) }, agent: false },
+      (res) => {
+        let b = '';
+        res.on('data', (c) => (b += c));
+        res.on('end', () => resolve(b));
+      },
+    );
     req.on('error', reject);
     const chunk = Buffer.alloc(1024 * 1024, 1);
     let sent = 0;

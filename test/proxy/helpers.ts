@@ -44,12 +44,23 @@ export function testConfig(over: Partial<Record<keyof ProxyConfig, unknown>> = {
   return proxySchema.parse(over);
 }
 
-export async function startEdge(opts: { sites: Sites; runtime?: Pick<Runtime, 'start' | 'stop' | 'get' | 'list'>; cfg?: ProxyConfig; egress?: (id: string, bytes: number) => void }): Promise<TestEdge> {
+export async function startEdge(opts: {
+  sites: Sites;
+  runtime?: Pick<Runtime, 'start' | 'stop' | 'get' | 'list'>;
+  cfg?: ProxyConfig;
+  egress?: (id: string, bytes: number) => void;
+}): Promise<TestEdge> {
   const dataDir = mkdtempSync(join(tmpdir(), 'rbx-proxy-'));
   const logs: Record<string, unknown>[] = [];
   const log: Logger = createLogger({ level: 'debug', sink: (l) => logs.push(JSON.parse(l)) });
   const tls = new TlsManager({ domain: DOMAIN, dataDir, log });
-  const proxy = createProxy({ log, sites: opts.sites, runtime: opts.runtime ?? runningRuntime(opts.sites), cfg: opts.cfg ?? testConfig(), egress: opts.egress });
+  const proxy = createProxy({
+    log,
+    sites: opts.sites,
+    runtime: opts.runtime ?? runningRuntime(opts.sites),
+    cfg: opts.cfg ?? testConfig(),
+    egress: opts.egress,
+  });
   const edge = new Edge({
     domain: DOMAIN,
     http: { host: '127.0.0.1', port: 0, redirect: false },
@@ -81,7 +92,16 @@ export async function startEdge(opts: { sites: Sites; runtime?: Pick<Runtime, 's
 
 /** A runtime whose servers are always running (for sites whose app is an in-test server). */
 export function runningRuntime(sites: Sites & { list?: Site[] }): Pick<Runtime, 'start' | 'stop' | 'get' | 'list'> {
-  const rec = (s: Site): RuntimeServer => ({ id: s.id, slug: s.slug, ip: s.upstream.host, uidBase: 0, memoryBytes: 0, diskBytes: 0, rootfs: s.rootfs, state: 'running' as ServerState });
+  const rec = (s: Site): RuntimeServer => ({
+    id: s.id,
+    slug: s.slug,
+    ip: s.upstream.host,
+    uidBase: 0,
+    memoryBytes: 0,
+    diskBytes: 0,
+    rootfs: s.rootfs,
+    state: 'running' as ServerState,
+  });
   return {
     start: async () => {},
     stop: async () => {},
@@ -101,7 +121,12 @@ export interface Res {
 }
 
 /** One HTTP/1.1 request through the edge's plain listener; the path is sent exactly as given. */
-export function get(port: number, host: string, path: string, opts: { method?: string; headers?: Record<string, string>; body?: Buffer | string } = {}): Promise<Res> {
+export function get(
+  port: number,
+  host: string,
+  path: string,
+  opts: { method?: string; headers?: Record<string, string>; body?: Buffer | string } = {},
+): Promise<Res> {
   return new Promise((resolve, reject) => {
     const r = request({ host: '127.0.0.1', port, path, method: opts.method ?? 'GET', headers: { host, ...(opts.headers ?? {}) }, agent: false }, (res) => {
       const chunks: Buffer[] = [];

@@ -7,7 +7,26 @@ import { HOP, connectionTokens } from '../../src/proxy/headers.js';
 import type { Outcome, ReaderOutcome } from './http1-run.js';
 
 /** Headers node's client (and so the reader) keeps one copy of, the first. */
-const SINGLE = new Set(['content-type', 'content-length', 'location', 'etag', 'last-modified', 'server', 'age', 'expires', 'retry-after', 'authorization', 'from', 'host', 'referer', 'user-agent', 'max-forwards', 'if-modified-since', 'if-unmodified-since', 'proxy-authorization']);
+const SINGLE = new Set([
+  'content-type',
+  'content-length',
+  'location',
+  'etag',
+  'last-modified',
+  'server',
+  'age',
+  'expires',
+  'retry-after',
+  'authorization',
+  'from',
+  'host',
+  'referer',
+  'user-agent',
+  'max-forwards',
+  'if-modified-since',
+  'if-unmodified-since',
+  'proxy-authorization',
+]);
 
 /**
  * What the proxy should pass on of the headers llhttp read: no hop-by-hop or Connection-named
@@ -52,7 +71,13 @@ export function view(bytes: Buffer, head: boolean): View {
   const hs = heads(bytes);
   const last = hs[hs.length - 1];
   const status = Number(bytes.toString('latin1', last.start + 9, last.start + 12));
-  return { bytes, head, heads: hs, final: { ...last, status, fields: fields(bytes.toString('latin1', last.start, last.end)) }, bodiless: head || status === 204 || status === 304 };
+  return {
+    bytes,
+    head,
+    heads: hs,
+    final: { ...last, status, fields: fields(bytes.toString('latin1', last.start, last.end)) },
+    bodiless: head || status === 204 || status === 304,
+  };
 }
 
 export const trimmed = (v: string) => v.replace(/^[ \t]+|[ \t]+$/g, '');
@@ -73,7 +98,7 @@ export const rename = (b: Buffer, at: number) => void (b[at] = 0x58);
 /** The heads in a stream, split at CRLFCRLF: interim 1xx ones, then the final one (or what is left). */
 export function heads(b: Buffer): { start: number; end: number }[] {
   const out: { start: number; end: number }[] = [];
-  for (let at = 0; ; ) {
+  for (let at = 0; ;) {
     const e = b.indexOf('\r\n\r\n', at, 'latin1');
     out.push({ start: at, end: e < 0 ? b.length : e + 4 });
     if (e < 0 || !/^HTTP\/\d\.\d 1(?!01)\d\d/.test(b.toString('latin1', at, at + 12))) return out;
@@ -95,7 +120,7 @@ export function fields(head: string): [string, string][] {
  * takes, keeping its length: whitespace after the size becomes leading zeros, an extension ;aaa.
  */
 export function walkChunks(b: Buffer, start: number): void {
-  for (let at = start; ; ) {
+  for (let at = start; ;) {
     const eol = b.indexOf('\r\n', at, 'latin1');
     const m = eol < 0 ? null : /^([0-9a-fA-F]+)([ \t]*)(;[^\r\n]*)?$/.exec(b.toString('latin1', at, eol));
     if (!m) return;

@@ -24,7 +24,11 @@ const show = (o: Outcome) => esc({ ...o, body: o.body.length > 200 ? `${o.body.l
 async function agree(stream: string, head = false): Promise<ReaderOutcome> {
   const bytes = Buffer.from(stream, 'latin1');
   const L = await runLlhttp(bytes, head);
-  const R = runReader(bytes, head, [...Array.from({ length: bytes.length }, (_, i) => i), ...(L.end ? [L.end] : [])].sort((a, b) => a - b));
+  const R = runReader(
+    bytes,
+    head,
+    [...Array.from({ length: bytes.length }, (_, i) => i), ...(L.end ? [L.end] : [])].sort((a, b) => a - b),
+  );
   const why = differ(L, R);
   assert.is(why, undefined, `${why}: ${esc(stream)}\n  llhttp: ${show(L)}\n  reader: ${show(R)}`);
   return R;
@@ -261,9 +265,14 @@ async function judge(i: number, c: GenCase, r: Rng): Promise<void> {
     if ((failures.get(kind)?.push(msg) ?? failures.set(kind, [msg])) && failures.get(kind)!.length <= 3) console.log(msg);
   };
   // the reader itself: any other cut gives the same answer, reused only when nothing followed in the last piece
-  if (!!R.error !== !!R2.error || R.status !== R2.status || !R.body.equals(R2.body) || JSON.stringify(R.headers) !== JSON.stringify(R2.headers)) return fail(`the reader reads differently when cut elsewhere: ${show(R2)}`);
+  if (!!R.error !== !!R2.error || R.status !== R2.status || !R.body.equals(R2.body) || JSON.stringify(R.headers) !== JSON.stringify(R2.headers))
+    return fail(`the reader reads differently when cut elsewhere: ${show(R2)}`);
   // reused only when the answer ended exactly at the end of a piece (nothing read after it)
-  if (!R.error && ((R.end !== undefined && R2.reusable !== (R2.endedIn?.[1] === R.end)) || (R2.end !== undefined && R.reusable !== (R.endedIn?.[1] === R2.end)))) return fail(`reuse depends on the cut: ${show(R2)}`);
+  if (
+    !R.error &&
+    ((R.end !== undefined && R2.reusable !== (R2.endedIn?.[1] === R.end)) || (R2.end !== undefined && R.reusable !== (R.endedIn?.[1] === R2.end)))
+  )
+    return fail(`reuse depends on the cut: ${show(R2)}`);
   if (!differ(L, R)) return void count('agree');
   const v = view(c.bytes, c.head);
   const b = Buffer.from(c.bytes);

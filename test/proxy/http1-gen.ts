@@ -59,7 +59,20 @@ function eol(r: Rng, notes: string[], p = 0.015): string {
 
 /** An odd but mostly legal field value, or one with bytes a parser must refuse. */
 function value(r: Rng, notes: string[]): string {
-  if (r.chance(0.9)) return r.pick(['1', 'text/html; charset=utf-8', 'a=b; Path=/; HttpOnly', 'max-age=0', '"etag-1"', '</a.css>; rel=preload', '', 'x, y', 'caf\xe9', 'a\tb', str(r, 1 + r.int(40), VCHAR + ' ')]);
+  if (r.chance(0.9))
+    return r.pick([
+      '1',
+      'text/html; charset=utf-8',
+      'a=b; Path=/; HttpOnly',
+      'max-age=0',
+      '"etag-1"',
+      '</a.css>; rel=preload',
+      '',
+      'x, y',
+      'caf\xe9',
+      'a\tb',
+      str(r, 1 + r.int(40), VCHAR + ' '),
+    ]);
   const bad = r.pick(ODD);
   const v = r.pick([`${bad}v`, `v${bad}`, `a${bad}b`, `${bad}`]);
   notes.push(`value ${JSON.stringify(v)}`);
@@ -67,7 +80,33 @@ function value(r: Rng, notes: string[]): string {
 }
 
 function name(r: Rng, notes: string[]): string {
-  if (r.chance(0.97)) return recase(r, r.pick(['X-A', 'X-Custom', 'Server', 'Date', 'Content-Type', 'Cache-Control', 'Set-Cookie', 'Vary', 'Location', 'ETag', 'Link', 'X-Request-Id', 'Keep-Alive', 'Upgrade', 'Proxy-Connection', 'TE', 'Trailer', 'Proxy-Authenticate', 'Http2-Settings', 'Age', str(r, 1 + r.int(12), TCHAR)]));
+  if (r.chance(0.97))
+    return recase(
+      r,
+      r.pick([
+        'X-A',
+        'X-Custom',
+        'Server',
+        'Date',
+        'Content-Type',
+        'Cache-Control',
+        'Set-Cookie',
+        'Vary',
+        'Location',
+        'ETag',
+        'Link',
+        'X-Request-Id',
+        'Keep-Alive',
+        'Upgrade',
+        'Proxy-Connection',
+        'TE',
+        'Trailer',
+        'Proxy-Authenticate',
+        'Http2-Settings',
+        'Age',
+        str(r, 1 + r.int(12), TCHAR),
+      ]),
+    );
   const n = r.pick(['Na me', 'Na(me', 'Na\0me', 'N\xe4me', '', '@', 'X-A ', ' X-A', 'X-A\t', 'Na"me', 'X:A']);
   notes.push(`name ${JSON.stringify(n)}`);
   return n;
@@ -90,7 +129,23 @@ function headers(r: Rng, notes: string[]): string {
   let out = '';
   for (let i = r.int(5); i > 0; i--) out += line(r, notes, name(r, notes), value(r, notes));
   if (r.chance(0.2)) {
-    const c = r.pick(['close', 'keep-alive', 'Keep-Alive', 'CLOSE', 'x-a', 'x-a, close', 'keep-alive, x-custom', 'upgrade', 'closed', 'close;', 'close , keep-alive', '', ',close', 'keep-alive, close', 'Upgrade, X-A']);
+    const c = r.pick([
+      'close',
+      'keep-alive',
+      'Keep-Alive',
+      'CLOSE',
+      'x-a',
+      'x-a, close',
+      'keep-alive, x-custom',
+      'upgrade',
+      'closed',
+      'close;',
+      'close , keep-alive',
+      '',
+      ',close',
+      'keep-alive, close',
+      'Upgrade, X-A',
+    ]);
     notes.push(`connection ${JSON.stringify(c)}`);
     out += line(r, notes, recase(r, 'Connection'), c);
   }
@@ -108,7 +163,10 @@ function headers(r: Rng, notes: string[]): string {
 
 function statusLine(r: Rng, notes: string[], code: string): string {
   let version = r.chance(0.9) ? 'HTTP/1.1' : 'HTTP/1.0';
-  if (r.chance(0.02)) notes.push(`version ${(version = r.pick(['HTTP/1.2', 'HTTP/2.0', 'HTTP/0.9', 'http/1.1', 'HTTP/1.1 ', 'HTTP/11', 'HTTP /1.1', 'HTTP/1.1\t', 'HTTP/1.a', 'ICY', 'HTTP/1.10', 'HTTP/2']))}`);
+  if (r.chance(0.02))
+    notes.push(
+      `version ${(version = r.pick(['HTTP/1.2', 'HTTP/2.0', 'HTTP/0.9', 'http/1.1', 'HTTP/1.1 ', 'HTTP/11', 'HTTP /1.1', 'HTTP/1.1\t', 'HTTP/1.a', 'ICY', 'HTTP/1.10', 'HTTP/2']))}`,
+    );
   let reason = ' ' + r.pick(['OK', 'Fine', 'Not Found', 'Whatever It Says', 'caf\xe9', 'a\tb']);
   if (r.chance(0.1)) reason = r.pick(['', ' ']);
   if (r.chance(0.03)) notes.push(`reason ${JSON.stringify((reason = ` O${r.pick(ODD)}K`))}`);
@@ -133,7 +191,24 @@ function body(r: Rng, big = false): string {
 
 function contentLength(r: Rng, notes: string[], n: number): string {
   if (r.chance(0.9)) return r.chance(0.05) ? `00${n}` : String(n);
-  const v = r.pick([`+${n}`, `-${n}`, `0x${n.toString(16)}`, `${n} ${n}`, `${n},${n}`, `${n}, ${n}`, '', `${n}.0`, `${n}e0`, `${n}\xa0`, `\x0b${n}`, `${n}\0`, '9'.repeat(16), '0'.repeat(16) + n, '0'.repeat(14) + n, `${n}a`]);
+  const v = r.pick([
+    `+${n}`,
+    `-${n}`,
+    `0x${n.toString(16)}`,
+    `${n} ${n}`,
+    `${n},${n}`,
+    `${n}, ${n}`,
+    '',
+    `${n}.0`,
+    `${n}e0`,
+    `${n}\xa0`,
+    `\x0b${n}`,
+    `${n}\0`,
+    '9'.repeat(16),
+    '0'.repeat(16) + n,
+    '0'.repeat(14) + n,
+    `${n}a`,
+  ]);
   notes.push(`content-length ${JSON.stringify(v)}`);
   return v;
 }
@@ -147,14 +222,41 @@ function chunked(r: Rng, notes: string[]): string {
     notes.push(`${what} ${JSON.stringify(v)}`);
     return v;
   };
-  const ext = () => (r.chance(0.15) ? bad(0.3, 'chunk ext', r.pick([';a', ';a=b', ';a="b c"', ';a=b;c=d']), [' ;a=b', '\t;a', '; a', ';a=\x01', ';\xff', ';a="\\"q"', ';', ';=b', ';a=', ';a\n', ';a\rb', ';' + 'e'.repeat(5000)]) : '');
+  const ext = () =>
+    r.chance(0.15)
+      ? bad(0.3, 'chunk ext', r.pick([';a', ';a=b', ';a="b c"', ';a=b;c=d']), [
+          ' ;a=b',
+          '\t;a',
+          '; a',
+          ';a=\x01',
+          ';\xff',
+          ';a="\\"q"',
+          ';',
+          ';=b',
+          ';a=',
+          ';a\n',
+          ';a\rb',
+          ';' + 'e'.repeat(5000),
+        ])
+      : '';
   for (let i = r.int(4); i >= 0; i--) {
     const data = body(r);
     if (data.length === 0) continue;
     let size = data.length.toString(16);
     size = r.chance(0.3) ? size.toUpperCase() : size;
     if (r.chance(0.05)) size = '0'.repeat(1 + r.int(14)) + size;
-    size = bad(0.03, 'chunk size', size, ['', 'g', `-${size}`, `0x${size}`, ` ${size}`, `${size} `, `${size}\t`, `${size}\0`, 'f'.repeat(17), `1${'0'.repeat(12)}`]);
+    size = bad(0.03, 'chunk size', size, [
+      '',
+      'g',
+      `-${size}`,
+      `0x${size}`,
+      ` ${size}`,
+      `${size} `,
+      `${size}\t`,
+      `${size}\0`,
+      'f'.repeat(17),
+      `1${'0'.repeat(12)}`,
+    ]);
     out += `${size}${ext()}${eol(r, notes, 0.01)}${data}${bad(0.02, 'after data', '\r\n', ['', '\n', 'XX', '\r', '\r\r\n'])}`;
   }
   if (r.chance(0.03)) {
@@ -168,7 +270,16 @@ function chunked(r: Rng, notes: string[]): string {
 
 /** What the app sends after the answer: nothing, a next answer, garbage. */
 function after(r: Rng): string {
-  return r.pick(['', '', '', 'HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhi', 'HTTP/1.1 302 Found\r\nLocation: /evil\r\n\r\n', 'garbage\r\n\r\n', '\r\n', '0\r\n\r\n']);
+  return r.pick([
+    '',
+    '',
+    '',
+    'HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhi',
+    'HTTP/1.1 302 Found\r\nLocation: /evil\r\n\r\n',
+    'garbage\r\n\r\n',
+    '\r\n',
+    '0\r\n\r\n',
+  ]);
 }
 
 export function generate(r: Rng): GenCase {
@@ -179,7 +290,12 @@ export function generate(r: Rng): GenCase {
   for (let i = r.chance(0.08) ? 1 + r.int(2) : 0; i > 0; i--) {
     const c = r.pick(['100', '102', '103', '199', '101']);
     notes.push(`interim ${c}`);
-    s += statusLine(r, notes, c) + (c === '103' ? 'Link: </a.css>; rel=preload\r\n' : '') + (r.chance(0.1) ? 'Content-Length: 3\r\n' : '') + headers(r, notes) + eol(r, notes);
+    s +=
+      statusLine(r, notes, c) +
+      (c === '103' ? 'Link: </a.css>; rel=preload\r\n' : '') +
+      (r.chance(0.1) ? 'Content-Length: 3\r\n' : '') +
+      headers(r, notes) +
+      eol(r, notes);
   }
   const status = code(r, notes);
   s += statusLine(r, notes, status) + headers(r, notes);
@@ -188,7 +304,21 @@ export function generate(r: Rng): GenCase {
   let payload = '';
   const te = () => {
     let v = 'chunked';
-    if (r.chance(0.15)) v = r.pick(['Chunked', 'CHUNKED', 'chunked ', 'chunked,', ',chunked', 'chunked, chunked', 'gzip, chunked', 'chunked, gzip', 'chunked;q=1', 'chunked\x0b', 'chunked\xa0', 'identity, chunked']);
+    if (r.chance(0.15))
+      v = r.pick([
+        'Chunked',
+        'CHUNKED',
+        'chunked ',
+        'chunked,',
+        ',chunked',
+        'chunked, chunked',
+        'gzip, chunked',
+        'chunked, gzip',
+        'chunked;q=1',
+        'chunked\x0b',
+        'chunked\xa0',
+        'identity, chunked',
+      ]);
     if (framing === 'other-te') v = r.pick(['gzip', 'identity', 'deflate', 'chunk', 'xchunked', '']);
     notes.push(`transfer-encoding ${JSON.stringify(v)}`);
     return line(r, notes, recase(r, 'Transfer-Encoding'), v) + (r.chance(0.04) ? line(r, notes, 'Transfer-Encoding', r.pick(['chunked', 'gzip'])) : '');

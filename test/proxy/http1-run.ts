@@ -86,7 +86,13 @@ export function runReader(bytes: Buffer, head: boolean, cuts: number[]): ReaderO
 export async function runLlhttp(bytes: Buffer, head: boolean, fine: [number, number] = [0, bytes.length]): Promise<Outcome> {
   let coarse = false;
   const sock = new Duplex({ read() {}, write: (_c, _e, cb) => cb() });
-  const req = request({ method: head ? 'HEAD' : 'GET', path: '/', headers: { connection: 'keep-alive' }, createConnection: () => sock as never, maxHeaderSize: 1 << 20 });
+  const req = request({
+    method: head ? 'HEAD' : 'GET',
+    path: '/',
+    headers: { connection: 'keep-alive' },
+    createConnection: () => sock as never,
+    maxHeaderSize: 1 << 20,
+  });
   const out = await collect(req, (res) => {
     // The parser can end a message only after a CRLFCRLF: up to the first one, one piece.
     const first = bytes.indexOf('\r\n\r\n');
@@ -119,7 +125,14 @@ export async function runLlhttpSocket(bytes: Buffer, head: boolean): Promise<Out
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   try {
-    const req = request({ host: '127.0.0.1', port: (server.address() as AddressInfo).port, method: head ? 'HEAD' : 'GET', agent: false, headers: { connection: 'keep-alive' }, maxHeaderSize: 1 << 20 });
+    const req = request({
+      host: '127.0.0.1',
+      port: (server.address() as AddressInfo).port,
+      method: head ? 'HEAD' : 'GET',
+      agent: false,
+      headers: { connection: 'keep-alive' },
+      maxHeaderSize: 1 << 20,
+    });
     return await collect(req, () => undefined);
   } finally {
     for (const s of sockets) s.destroy();
@@ -148,10 +161,12 @@ function collect(req: ClientRequest, feed: (res: () => IncomingMessage | undefin
       // a parse error after the message was complete belongs to bytes that followed it
       if (!res?.complete) out.error ??= e.code ? `${e.code} ${e.message}` : e.message;
     });
-    req.on('socket', () => process.nextTick(() => {
-      out.end = feed(() => res);
-      if (out.end !== undefined) out.reusable = req.shouldKeepAlive;
-    }));
+    req.on('socket', () =>
+      process.nextTick(() => {
+        out.end = feed(() => res);
+        if (out.end !== undefined) out.reusable = req.shouldKeepAlive;
+      }),
+    );
     req.on('close', () => {
       setImmediate(() => {
         if (!res?.complete) out.error ??= 'incomplete';

@@ -17,7 +17,10 @@ import { get, sitesOf, startEdge, testConfig, DOMAIN, type TestEdge } from './he
 
 function read(bytes: string, opts: { head?: boolean; chunkSize?: number; eof?: boolean } = {}) {
   const out = { head: undefined as ResponseHead | undefined, body: '', ended: undefined as boolean | undefined };
-  const r = new ResponseReader({ head: (h) => (out.head = h), data: (d) => (out.body += d.toString('latin1')), end: (reusable) => (out.ended = reusable) }, opts.head ?? false);
+  const r = new ResponseReader(
+    { head: (h) => (out.head = h), data: (d) => (out.body += d.toString('latin1')), end: (reusable) => (out.ended = reusable) },
+    opts.head ?? false,
+  );
   const buf = Buffer.from(bytes, 'latin1');
   const step = opts.chunkSize ?? 1;
   for (let i = 0; i < buf.length && out.ended === undefined; i += step) r.feed(buf.subarray(i, i + step));
@@ -98,7 +101,9 @@ test('reader: conflicting lengths, unknown codings, folded or nameless headers, 
 });
 
 test('reader: repeated headers (set-cookie too) are passed on as sent; single-value ones keep the first', () => {
-  const r = read('HTTP/1.1 200 OK\r\nVary: a\r\nVary: b\r\nSet-Cookie: x=1\r\nSet-Cookie: y=2\r\nContent-Type: text/a\r\nContent-Type: text/b\r\nContent-Length: 0\r\n\r\n');
+  const r = read(
+    'HTTP/1.1 200 OK\r\nVary: a\r\nVary: b\r\nSet-Cookie: x=1\r\nSet-Cookie: y=2\r\nContent-Type: text/a\r\nContent-Type: text/b\r\nContent-Length: 0\r\n\r\n',
+  );
   assert.equal(values(r.head, 'vary'), ['a', 'b']);
   assert.equal(values(r.head, 'set-cookie'), ['x=1', 'y=2']);
   assert.equal(values(r.head, 'content-type'), ['text/a']);
@@ -145,7 +150,14 @@ async function upstream(name: string, answer: (s: Socket, req: string) => void):
   });
   await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
   servers.push(srv);
-  return { id: `srv_${name}`, slug: name, rootfs, upstream: { host: '127.0.0.1', port: (srv.address() as AddressInfo).port }, neverSleep: false, suspended: false };
+  return {
+    id: `srv_${name}`,
+    slug: name,
+    rootfs,
+    upstream: { host: '127.0.0.1', port: (srv.address() as AddressInfo).port },
+    neverSleep: false,
+    suspended: false,
+  };
 }
 
 const ok = (body: string, extra = '') => `HTTP/1.1 200 OK\r\nContent-Length: ${Buffer.byteLength(body)}\r\n${extra}\r\n${body}`;
@@ -201,11 +213,21 @@ test('a kept-alive connection the app closed is retried once on a fresh one (GET
 
 test('a chunked request body reaches the app re-chunked, with our headers and no hop-by-hop ones', async () => {
   const body = await new Promise<string>((resolve, reject) => {
-    const r = request({ host: '127.0.0.1', port: edge.http, path: '/up', method: 'POST', headers: { host: host('echo'), 'transfer-encoding': 'chunked', connection: 'keep-alive, x-gone', 'x-gone': '1', expect: '100-continue' }, agent: false }, (res) => {
-      let b = '';
-      res.on('data', (c) => (b += c));
-      res.on('end', () => resolve(b));
-    });
+    const r = request(
+      {
+        host: '127.0.0.1',
+        port: edge.http,
+        path: '/up',
+        method: 'POST',
+        headers: { host: host('echo'), 'transfer-encoding': 'chunked', connection: 'keep-alive, x-gone', 'x-gone': '1', expect: '100-continue' },
+        agent: false,
+      },
+      (res) => {
+        let b = '';
+        res.on('data', (c) => (b += c));
+        res.on('end', () => resolve(b));
+      },
+    );
     r.on('error', reject);
     r.on('continue', () => {
       r.write('first ');
@@ -218,7 +240,10 @@ test('a chunked request body reaches the app re-chunked, with our headers and no
   assert.match(req, /\r\nx-forwarded-for: 127\.0\.0\.1\r\n/);
   assert.not.match(req, /x-gone|expect/i);
   const payload = req.slice(req.indexOf('\r\n\r\n') + 4);
-  const decoded = payload.split('\r\n').filter((_, i) => i % 2 === 1).join('');
+  const decoded = payload
+    .split('\r\n')
+    .filter((_, i) => i % 2 === 1)
+    .join('');
   assert.is(decoded, 'first second');
 });
 
@@ -276,7 +301,7 @@ test('a burst of answers that each arrive in one read reach their own clients, w
   assert.ok(stats.echo.maxOpen <= 2, `open ${stats.echo.maxOpen}`);
 });
 
-test('answers carry our request id, or the app\'s own when it sets one (never both)', async () => {
+test("answers carry our request id, or the app's own when it sets one (never both)", async () => {
   const ours = await get(edge.http, host('keep'), '/', { headers: { 'x-request-id': 'client-given-1' } });
   assert.is(ours.headers['x-request-id'], 'client-given-1');
   const theirs = await get(edge.http, host('ownid'), '/');

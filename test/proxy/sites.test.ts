@@ -7,7 +7,20 @@ import { storeSites } from '../../src/proxy/index.js';
 import type { RuntimeServer } from '../../src/runtime/types.js';
 import type { ServerRecord } from '../../src/store/index.js';
 
-const rec = (over: Partial<ServerRecord> = {}): ServerRecord => ({ id: 'srv_a', accountId: 'acc', slug: 'alpha', sshPublicKey: '', keyFingerprint: 'f', memoryBytes: 0, diskBytes: 0, neverSleep: false, suspended: false, flag: null, createdAt: 0, ...over });
+const rec = (over: Partial<ServerRecord> = {}): ServerRecord => ({
+  id: 'srv_a',
+  accountId: 'acc',
+  slug: 'alpha',
+  sshPublicKey: '',
+  keyFingerprint: 'f',
+  memoryBytes: 0,
+  diskBytes: 0,
+  neverSleep: false,
+  suspended: false,
+  flag: null,
+  createdAt: 0,
+  ...over,
+});
 const rt: RuntimeServer = { id: 'srv_a', slug: 'alpha', ip: '10.0.0.9', uidBase: 0, memoryBytes: 0, diskBytes: 0, rootfs: '/srv/a', state: 'running' };
 
 function fixture() {
@@ -23,7 +36,15 @@ function fixture() {
 
 test('a slug resolves to the record joined with the runtime: container ip, port 80, rootfs, flags', () => {
   const { sites } = fixture();
-  assert.equal(sites.lookup('alpha'), { id: 'srv_a', slug: 'alpha', rootfs: '/srv/a', upstream: { host: '10.0.0.9', port: 80 }, neverSleep: false, suspended: false, suspendedByOperator: false });
+  assert.equal(sites.lookup('alpha'), {
+    id: 'srv_a',
+    slug: 'alpha',
+    rootfs: '/srv/a',
+    upstream: { host: '10.0.0.9', port: 80 },
+    neverSleep: false,
+    suspended: false,
+    suspendedByOperator: false,
+  });
   assert.is(sites.lookup('nobody'), undefined);
 });
 

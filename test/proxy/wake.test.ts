@@ -47,7 +47,15 @@ test.before(async () => {
   edge = await startEdge({
     sites,
     runtime: rt,
-    cfg: testConfig({ idleTimeout: IDLE, idleCheckInterval: 100, wakeTimeout: '5s', holdLimit: 60, holdBodyLimit: 64 * 1024, publishCheckInterval: 200, appStartGrace: '300ms' }),
+    cfg: testConfig({
+      idleTimeout: IDLE,
+      idleCheckInterval: 100,
+      wakeTimeout: '5s',
+      holdLimit: 60,
+      holdBodyLimit: 64 * 1024,
+      publishCheckInterval: 200,
+      appStartGrace: '300ms',
+    }),
   });
 });
 
@@ -76,7 +84,10 @@ test('50 concurrent requests during one wake cause 1 start and get 50 answers', 
   const before = rt.starts;
   const replies = await Promise.all(Array.from({ length: 50 }, (_, i) => get(edge.http, host(s), `/r${i}`)));
   assert.is(rt.starts - before, 1);
-  assert.equal(replies.map((r) => r.status), Array(50).fill(200));
+  assert.equal(
+    replies.map((r) => r.status),
+    Array(50).fill(200),
+  );
   assert.equal(replies.map((r) => JSON.parse(r.text).url).sort(), Array.from({ length: 50 }, (_, i) => `/r${i}`).sort());
 });
 

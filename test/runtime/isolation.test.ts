@@ -37,7 +37,7 @@ test.after(async () => {
 const connect = async (id: string, ip: string, port: number) =>
   (await sh(env.rt, id, `timeout 2 bash -c 'exec 3<>/dev/tcp/${ip}/${port}' 2>/dev/null; echo $?`)).out.trim();
 
-test('root inside maps to the server\'s own unprivileged host uid, and ranges differ per server', async () => {
+test("root inside maps to the server's own unprivileged host uid, and ranges differ per server", async () => {
   const pid = (await env.rt.runc.state(a))!.pid;
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
   const uidBase = env.rt.get(a)!.uidBase;
@@ -49,7 +49,10 @@ test('root inside maps to the server\'s own unprivileged host uid, and ranges di
 });
 
 test('unshare, mount and other namespace or kernel calls fail inside', async () => {
-  const r = await sh(env.rt, a, `
+  const r = await sh(
+    env.rt,
+    a,
+    `
     unshare -U true 2>/dev/null && echo unshare-U-ok
     unshare -n true 2>/dev/null && echo unshare-n-ok
     mkdir -p /mnt/x; mount -t tmpfs none /mnt/x 2>/dev/null && echo mount-ok
@@ -57,7 +60,8 @@ test('unshare, mount and other namespace or kernel calls fail inside', async () 
     python3 -c 'import os; os.unshare(os.CLONE_NEWUSER)' 2>/dev/null && echo py-unshare-ok
     grep -E '^(NoNewPrivs|Seccomp):' /proc/self/status
     grep CapEff /proc/self/status
-    echo done`);
+    echo done`,
+  );
   assert.is(r.out.includes('-ok'), false, r.out);
   assert.match(r.out, /NoNewPrivs:\s+1/);
   assert.match(r.out, /Seccomp:\s+2/);
@@ -92,7 +96,10 @@ test('a container reaches neither its neighbour, nor host services, nor link-loc
   assert.is.not(await connect(a, ipB, 80), '0', 'A must not reach B');
   assert.is((await sh(env.rt, a, `ping -c 1 -W 1 ${ipB} >/dev/null 2>&1; echo $?`)).out.trim() !== '0', true, 'no ping to B');
   const gw = env.rt.net.gateway;
-  const hostIps = Object.values(networkInterfaces()).flat().filter((x) => x && x.family === 'IPv4').map((x) => x!.address);
+  const hostIps = Object.values(networkInterfaces())
+    .flat()
+    .filter((x) => x && x.family === 'IPv4')
+    .map((x) => x!.address);
   for (const ip of [gw, ...hostIps]) assert.is.not(await connect(a, ip, hostPort), '0', `A must not reach the host at ${ip}:${hostPort}`);
   assert.is.not(await connect(a, '169.254.169.254', 80), '0', 'no metadata service');
   assert.is.not(await connect(a, '10.0.0.1', 80), '0', 'no private ranges');

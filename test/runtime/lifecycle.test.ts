@@ -74,7 +74,12 @@ test('execPty runs on a terminal of the requested size, follows resize and repor
 });
 
 test('run.sh serving /root/www answers on port 80 from the host within about a second, and its output is logged', async () => {
-  const w = await sh(env.rt, id, 'mkdir -p /root/www && echo hello-from-www > /root/www/index.html && cat > /root/run.sh.new && mv /root/run.sh.new /root/run.sh', RUN_SH);
+  const w = await sh(
+    env.rt,
+    id,
+    'mkdir -p /root/www && echo hello-from-www > /root/www/index.html && cat > /root/run.sh.new && mv /root/run.sh.new /root/run.sh',
+    RUN_SH,
+  );
   assert.is(w.code, 0, w.err);
   const started = Date.now();
   const chmod = await sh(env.rt, id, 'chmod +x /root/run.sh');
@@ -109,7 +114,7 @@ test('stop frees the container memory but keeps the rootfs mounted; start keeps 
   await env.rt.stop(id);
   assert.is(env.rt.get(id)?.state, 'sleeping');
   assert.is(cgroupDirs(cgroupPath(id)).length, 0, 'cgroup removed: no memory held');
-  assert.is((await env.rt.runc.state(id)), undefined);
+  assert.is(await env.rt.runc.state(id), undefined);
   assert.is(await httpGet(ip, 80, 300), null);
   assert.is(readFileSync(join(rootfs, 'root/note.txt'), 'utf8'), 'kept\n', 'host view stays readable while asleep');
   assert.throws(() => env.rt.exec(id, { argv: ['true'] }), /wake it first/);
@@ -222,7 +227,10 @@ test('delete leaves no container, mount, loop device, veth, nft counter, cgroup,
   assert.is(nft.includes(`eg_${ip.replace(/\./g, '_')}`), false, 'no counter');
   assert.is(cgroupDirs(cgroupPath(id)).length, 0, 'no cgroup');
   assert.is(existsSync(dir), false, 'no files');
-  const again = await env.rt.delete(id).then(() => null, (e: Error) => e);
+  const again = await env.rt.delete(id).then(
+    () => null,
+    (e: Error) => e,
+  );
   assert.match(String(again?.message), /no server/);
 });
 

@@ -63,7 +63,14 @@ test('host keys are generated once and clients see the same keys after a restart
     assert.is(first.length, 2, 'ed25519 and ecdsa host keys offered');
     assert.ok(first.some((k) => k.startsWith('ssh-ed25519 ')));
     assert.ok(first.some((k) => k.startsWith('ecdsa-sha2-nistp256 ')));
-    const onDisk = ['ssh_host_ed25519_key.pub', 'ssh_host_ecdsa_key.pub'].map((f) => readFileSync(join(d1.dataDir, 'ssh', f), 'utf8').split(' ').slice(0, 2).join(' ')).sort();
+    const onDisk = ['ssh_host_ed25519_key.pub', 'ssh_host_ecdsa_key.pub']
+      .map((f) =>
+        readFileSync(join(d1.dataDir, 'ssh', f), 'utf8')
+          .split(' ')
+          .slice(0, 2)
+          .join(' '),
+      )
+      .sort();
     assert.equal(first, onDisk);
   } finally {
     await d1.stop({ keepDir: true });
@@ -76,7 +83,18 @@ test('only modern algorithms are negotiated: SHA-1 kex, CBC ciphers and RSA host
   const d = await daemon();
   const { keyFile } = await addServer(d, 'algo-check');
   for (const opt of ['KexAlgorithms=diffie-hellman-group14-sha1', 'Ciphers=aes128-cbc', 'HostKeyAlgorithms=ssh-rsa', 'Ciphers=aes128-ctr -o MACs=hmac-sha1']) {
-    const r = await run('ssh', [...sshArgs(d.port, keyFile, opt.split(' ').flatMap((o) => (o === '-o' ? [] : ['-o', o]))), 'true'], { timeoutMs: 15_000 });
+    const r = await run(
+      'ssh',
+      [
+        ...sshArgs(
+          d.port,
+          keyFile,
+          opt.split(' ').flatMap((o) => (o === '-o' ? [] : ['-o', o])),
+        ),
+        'true',
+      ],
+      { timeoutMs: 15_000 },
+    );
     assert.is(r.code, 255, opt);
     assert.match(r.stderr, /no matching/i, `${opt}: ${r.stderr}`);
   }
@@ -85,7 +103,7 @@ test('only modern algorithms are negotiated: SHA-1 kex, CBC ciphers and RSA host
   assert.match(ok.stderr, /kex: server->client cipher: (chacha20-poly1305@openssh.com|aes\d+-gcm@openssh.com)/);
 });
 
-test('a server\'s own key logs in as root; a key nobody has is refused', async () => {
+test("a server's own key logs in as root; a key nobody has is refused", async () => {
   const d = await daemon();
   const { keyFile, rec } = await addServer(d, 'login-ok');
   const ok = await run('ssh', [...sshArgs(d.port, keyFile), 'true'], { timeoutMs: 15_000 });
@@ -107,13 +125,28 @@ test('only root may log in, even with the right key', async () => {
 
 test('password and keyboard-interactive are never offered', async () => {
   const d = await daemon();
-  const r = await run('ssh', ['-p', String(d.port), ...CLIENT_OPTS, '-o', 'PubkeyAuthentication=no', '-o', 'PreferredAuthentications=password,keyboard-interactive', '-v', 'root@127.0.0.1', 'true'], { timeoutMs: 15_000 });
+  const r = await run(
+    'ssh',
+    [
+      '-p',
+      String(d.port),
+      ...CLIENT_OPTS,
+      '-o',
+      'PubkeyAuthentication=no',
+      '-o',
+      'PreferredAuthentications=password,keyboard-interactive',
+      '-v',
+      'root@127.0.0.1',
+      'true',
+    ],
+    { timeoutMs: 15_000 },
+  );
   assert.is(r.code, 255);
   assert.match(r.stderr, /Authentications that can continue: publickey\r?\n/);
   assert.not.match(r.stderr, /password:|Next authentication method: (password|keyboard)/);
 });
 
-test('server A\'s public key with a signature from another key is refused (the signature is verified)', async () => {
+test("server A's public key with a signature from another key is refused (the signature is verified)", async () => {
   const d = await daemon();
   const a = await addServer(d, 'forge-target');
   const real = ssh2.utils.parseKey(a.rec.sshPublicKey);
@@ -127,7 +160,13 @@ test('server A\'s public key with a signature from another key is refused (the s
       resolve('logged in');
     });
     c.on('error', (e) => resolve(`error: ${e.message}`));
-    c.connect({ host: '127.0.0.1', port: d.port, username: 'root', authHandler: [{ type: 'publickey', username: 'root', key: forged }] as never, readyTimeout: 10_000 });
+    c.connect({
+      host: '127.0.0.1',
+      port: d.port,
+      username: 'root',
+      authHandler: [{ type: 'publickey', username: 'root', key: forged }] as never,
+      readyTimeout: 10_000,
+    });
   });
   assert.match(outcome, /All configured authentication methods failed/);
   // The failure is counted (and logged) when the connection closes.
@@ -135,7 +174,7 @@ test('server A\'s public key with a signature from another key is refused (the s
   assert.ok(d.logs.some((l) => l.msg === 'ssh login failed' && l.why === 'bad signature'));
 });
 
-test('a key of server A opens A only: B being suspended does not affect A, and B\'s key gets B\'s refusal', async () => {
+test("a key of server A opens A only: B being suspended does not affect A, and B's key gets B's refusal", async () => {
   const d = await daemon();
   const a = await addServer(d, 'alpha-box');
   const b = await addServer(d, 'bravo-box', { suspended: true });
@@ -176,7 +215,10 @@ test('failed logins are limited per address, but the right key still logs in fro
     assert.match(r.stderr, /Permission denied/);
   }
   for (let i = 0; i < 50 && failed().length < 3; i++) await new Promise((r) => setTimeout(r, 50));
-  assert.equal(failed().map((l) => l.blocked), [false, false, true]);
+  assert.equal(
+    failed().map((l) => l.blocked),
+    [false, false, true],
+  );
   // Someone else on this address (a shared NAT) used up its budget: the owner's key still gets in,
   // alone or offered after wrong keys.
   const owner = await run('ssh', [...sshArgs(d.port, keyFile), 'true'], { timeoutMs: 15_000 });

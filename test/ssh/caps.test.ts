@@ -36,7 +36,9 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 function within<T>(ms: number, what: string, p: Promise<T>): Promise<T> {
   let t: NodeJS.Timeout;
-  return Promise.race([p, new Promise<T>((_, reject) => (t = setTimeout(() => reject(new Error(`${what}: no result in ${ms} ms`)), ms)))]).finally(() => clearTimeout(t));
+  return Promise.race([p, new Promise<T>((_, reject) => (t = setTimeout(() => reject(new Error(`${what}: no result in ${ms} ms`)), ms)))]).finally(() =>
+    clearTimeout(t),
+  );
 }
 
 test.before(async () => {
@@ -53,13 +55,17 @@ test.after(async () => {
 });
 
 function login(s: TestServer = A): Promise<ssh2.Client> {
-  return within(30_000, 'login', new Promise((resolve, reject) => {
-    const c = new ssh2.Client();
-    clients.push(c);
-    c.on('error', reject);
-    c.on('ready', () => resolve(c));
-    c.connect({ host: '127.0.0.1', port: d.port, username: 'root', privateKey: readFileSync(s.keyFile), readyTimeout: 20_000 });
-  }));
+  return within(
+    30_000,
+    'login',
+    new Promise((resolve, reject) => {
+      const c = new ssh2.Client();
+      clients.push(c);
+      c.on('error', reject);
+      c.on('ready', () => resolve(c));
+      c.connect({ host: '127.0.0.1', port: d.port, username: 'root', privateKey: readFileSync(s.keyFile), readyTimeout: 20_000 });
+    }),
+  );
 }
 
 interface Cmd {
@@ -71,33 +77,45 @@ interface Cmd {
 
 /** Runs `command`; resolves once stdout matched `ready` (or the command ended). */
 function exec(c: ssh2.Client, command: string, ready = /[\s\S]/): Promise<Cmd> {
-  return within(60_000, `exec ${command.slice(0, 30)}`, new Promise((resolve, reject) => {
-    c.exec(command, (err, ch) => {
-      if (err) return reject(err);
-      const cmd: Cmd = { ch, out: '', err: '', exit: new Promise((r) => ch.on('exit', (code: number | null) => r(code))) };
-      let done = false;
-      const check = () => {
-        if (!done && ready.test(cmd.out)) {
-          done = true;
-          resolve(cmd);
-        }
-      };
-      ch.on('data', (b: Buffer) => ((cmd.out += b), check()));
-      ch.stderr.on('data', (b: Buffer) => (cmd.err += b));
-      ch.on('close', () => {
-        if (!done) {
-          done = true;
-          resolve(cmd);
-        }
+  return within(
+    60_000,
+    `exec ${command.slice(0, 30)}`,
+    new Promise((resolve, reject) => {
+      c.exec(command, (err, ch) => {
+        if (err) return reject(err);
+        const cmd: Cmd = { ch, out: '', err: '', exit: new Promise((r) => ch.on('exit', (code: number | null) => r(code))) };
+        let done = false;
+        const check = () => {
+          if (!done && ready.test(cmd.out)) {
+            done = true;
+            resolve(cmd);
+          }
+        };
+        ch.on('data', (b: Buffer) => ((cmd.out += b), check()));
+        ch.stderr.on('data', (b: Buffer) => (cmd.err += b));
+        ch.on('close', () => {
+          if (!done) {
+            done = true;
+            resolve(cmd);
+          }
+        });
       });
-    });
-  }));
+    }),
+  );
 }
 
 const forward = (c: ssh2.Client) =>
-  within(30_000, 'forwardOut', new Promise<ClientChannel>((resolve, reject) => c.forwardOut('127.0.0.1', 0, 'localhost', 7000, (err, ch) => (err ? reject(err) : resolve(ch)))));
+  within(
+    30_000,
+    'forwardOut',
+    new Promise<ClientChannel>((resolve, reject) => c.forwardOut('127.0.0.1', 0, 'localhost', 7000, (err, ch) => (err ? reject(err) : resolve(ch)))),
+  );
 
-const refusal = <T>(p: Promise<T>) => p.then(() => 'opened', (e: Error) => e.message);
+const refusal = <T>(p: Promise<T>) =>
+  p.then(
+    () => 'opened',
+    (e: Error) => e.message,
+  );
 
 test('one connection holds at most 3 channels and runs at most 2 commands, is told why, and gets its slots back', async () => {
   const c = await login();
@@ -117,13 +135,17 @@ test('one connection holds at most 3 channels and runs at most 2 commands, is to
 
   // A closed channel frees its slot.
   fwd.close();
-  const again = await within(10_000, 'a slot for a forward', (async () => {
-    for (;;) {
-      const r = await refusal(forward(c));
-      if (r === 'opened') return r;
-      await sleep(100);
-    }
-  })());
+  const again = await within(
+    10_000,
+    'a slot for a forward',
+    (async () => {
+      for (;;) {
+        const r = await refusal(forward(c));
+        if (r === 'opened') return r;
+        await sleep(100);
+      }
+    })(),
+  );
   assert.is(again, 'opened');
 
   // A command's slot comes back when its process is gone (the channel closing hangs it up).
@@ -133,13 +155,17 @@ test('one connection holds at most 3 channels and runs at most 2 commands, is to
 
 /** Retries `command` until it prints `want` (a slot it waits for is freed asynchronously). */
 async function eventually(c: ssh2.Client, command: string, want: string): Promise<Cmd> {
-  return within(20_000, `${command} to run`, (async () => {
-    for (;;) {
-      const r = await exec(c, command);
-      if (r.out === want) return r;
-      await sleep(200);
-    }
-  })());
+  return within(
+    20_000,
+    `${command} to run`,
+    (async () => {
+      for (;;) {
+        const r = await exec(c, command);
+        if (r.out === want) return r;
+        await sleep(200);
+      }
+    })(),
+  );
 }
 
 test('a server runs at most 3 commands over all its connections, and says so', async () => {
@@ -172,26 +198,34 @@ test('OpenSSH prints the reason when a -L forward is over the channel cap', asyn
   let stderr = '';
   ssh.stderr!.on('data', (b) => (stderr += b));
   // Wait for the local listener, then open 4 tunnels through one connection whose cap is 3.
-  await within(20_000, 'ssh -L listening', (async () => {
-    for (;;) {
-      const ok = await new Promise<boolean>((r) => {
-        const s = connect(lport, '127.0.0.1');
-        s.on('connect', () => (sockets.push(s), r(true)));
-        s.on('error', () => r(false));
-      });
-      if (ok) return;
-      await sleep(100);
-    }
-  })());
+  await within(
+    20_000,
+    'ssh -L listening',
+    (async () => {
+      for (;;) {
+        const ok = await new Promise<boolean>((r) => {
+          const s = connect(lport, '127.0.0.1');
+          s.on('connect', () => (sockets.push(s), r(true)));
+          s.on('error', () => r(false));
+        });
+        if (ok) return;
+        await sleep(100);
+      }
+    })(),
+  );
   for (let i = 0; i < 3; i++) {
     const s = connect(lport, '127.0.0.1');
     s.on('error', () => {});
     sockets.push(s);
     await sleep(200);
   }
-  await within(10_000, 'the refusal on stderr', (async () => {
-    while (!/open failed: resource shortage: rootbox: too many open channels on this connection \(limit 3\)/.test(stderr)) await sleep(100);
-  })());
+  await within(
+    10_000,
+    'the refusal on stderr',
+    (async () => {
+      while (!/open failed: resource shortage: rootbox: too many open channels on this connection \(limit 3\)/.test(stderr)) await sleep(100);
+    })(),
+  );
   ssh.kill('SIGTERM');
 });
 

@@ -37,11 +37,14 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /** Fails instead of hanging when a client never finishes. */
 function within<T>(ms: number, what: string, p: Promise<T>): Promise<T> {
   let t: NodeJS.Timeout;
-  return Promise.race([p, new Promise<T>((_, reject) => (t = setTimeout(() => reject(new Error(`${what}: no result in ${ms} ms`)), ms)))]).finally(() => clearTimeout(t));
+  return Promise.race([p, new Promise<T>((_, reject) => (t = setTimeout(() => reject(new Error(`${what}: no result in ${ms} ms`)), ms)))]).finally(() =>
+    clearTimeout(t),
+  );
 }
 const sha = (file: string) => createHash('sha256').update(readFileSync(file)).digest('hex');
 
-const ssh = (s: TestServer, command: string, extra: string[] = [], timeoutMs = 60_000) => run('ssh', [...sshArgs(d.port, s.keyFile, extra), command], { timeoutMs });
+const ssh = (s: TestServer, command: string, extra: string[] = [], timeoutMs = 60_000) =>
+  run('ssh', [...sshArgs(d.port, s.keyFile, extra), command], { timeoutMs });
 const scpOpts = (s: TestServer) => ['-P', String(d.port), '-i', s.keyFile, ...CLIENT_OPTS];
 const rshFor = (s: TestServer) => `ssh -p ${d.port} -i ${s.keyFile} ${CLIENT_OPTS.join(' ')}`;
 
@@ -114,44 +117,56 @@ test('exec passes the exit status, keeps stdout and stderr apart, and takes LANG
   assert.is(io.code, 0);
   assert.is(io.stdout, 'out\nroot\n/root\nssh-alpha\n');
   assert.match(io.stderr, /(^|\n)err\n/);
-  const env = await run('ssh', [...sshArgs(d.port, A.keyFile, ['-o', 'SendEnv=LANG LC_TIME RBX_SECRET']), 'echo "lang=$LANG time=$LC_TIME x=${RBX_SECRET:-unset}"'], {
-    env: { ...process.env, LANG: 'C.UTF-8', LC_TIME: 'C', RBX_SECRET: 'leak' },
-  });
+  const env = await run(
+    'ssh',
+    [...sshArgs(d.port, A.keyFile, ['-o', 'SendEnv=LANG LC_TIME RBX_SECRET']), 'echo "lang=$LANG time=$LC_TIME x=${RBX_SECRET:-unset}"'],
+    {
+      env: { ...process.env, LANG: 'C.UTF-8', LC_TIME: 'C', RBX_SECRET: 'leak' },
+    },
+  );
   assert.is(env.stdout.trim(), 'lang=C.UTF-8 time=C x=unset');
   // Binary-safe both ways: every byte value, CR/LF and NUL untouched.
   const data = Buffer.concat([Buffer.from([0, 1, 2, 255, 10, 13, 0, 3, 4]), randomBytes(256 * 1024)]);
-  const echoed = await within(30_000, 'ssh cat', new Promise<Buffer>((resolve, reject) => {
-    const c = spawn('ssh', [...sshArgs(d.port, A.keyFile), 'cat']);
-    const out: Buffer[] = [];
-    c.stdout.on('data', (b: Buffer) => out.push(b));
-    c.on('error', reject);
-    c.on('close', () => resolve(Buffer.concat(out)));
-    c.stdin.end(data);
-  }));
+  const echoed = await within(
+    30_000,
+    'ssh cat',
+    new Promise<Buffer>((resolve, reject) => {
+      const c = spawn('ssh', [...sshArgs(d.port, A.keyFile), 'cat']);
+      const out: Buffer[] = [];
+      c.stdout.on('data', (b: Buffer) => out.push(b));
+      c.on('error', reject);
+      c.on('close', () => resolve(Buffer.concat(out)));
+      c.stdin.end(data);
+    }),
+  );
   assert.ok(echoed.equals(data), `echoed ${echoed.length} bytes, sent ${data.length}`);
 });
 
 test('a signal request reaches the running command (ssh2 client; OpenSSH has no command for it)', async () => {
   const c = new ssh2.Client();
-  const out = await within(30_000, 'signal session', new Promise<string>((resolve, reject) => {
-    c.on('error', reject);
-    c.on('ready', () =>
-      c.exec(`trap 'echo got-term; kill $!; exit 3' TERM; echo ready; sleep 30 & wait`, (err, ch) => {
-        if (err) return reject(err);
-        let text = '';
-        ch.on('data', (b: Buffer) => {
-          text += b;
-          if (text === 'ready\n') ch.signal('TERM');
-        });
-        ch.stderr.resume();
-        ch.on('close', (code: number) => {
-          c.end();
-          resolve(`${text.trim().replace(/\n/g, ' ')} exit=${code}`);
-        });
-      }),
-    );
-    c.connect({ host: '127.0.0.1', port: d.port, username: 'root', privateKey: readFileSync(A.keyFile), readyTimeout: 20_000 });
-  })).finally(() => c.end());
+  const out = await within(
+    30_000,
+    'signal session',
+    new Promise<string>((resolve, reject) => {
+      c.on('error', reject);
+      c.on('ready', () =>
+        c.exec(`trap 'echo got-term; kill $!; exit 3' TERM; echo ready; sleep 30 & wait`, (err, ch) => {
+          if (err) return reject(err);
+          let text = '';
+          ch.on('data', (b: Buffer) => {
+            text += b;
+            if (text === 'ready\n') ch.signal('TERM');
+          });
+          ch.stderr.resume();
+          ch.on('close', (code: number) => {
+            c.end();
+            resolve(`${text.trim().replace(/\n/g, ' ')} exit=${code}`);
+          });
+        }),
+      );
+      c.connect({ host: '127.0.0.1', port: d.port, username: 'root', privateKey: readFileSync(A.keyFile), readyTimeout: 20_000 });
+    }),
+  ).finally(() => c.end());
   assert.is(out, 'ready got-term exit=3');
 });
 
@@ -289,7 +304,11 @@ test('a client that vanishes mid-transfer or mid-command leaves no process behin
 });
 
 test('logging in wakes a sleeping server, and an open session keeps it awake past the idle timeout', async () => {
-  await waitFor('A to fall asleep (idleTimeout 2s)', async () => d.daemon.runtime.get(A.rec.id)?.state === 'sleeping' || d.daemon.runtime.get(A.rec.id)?.state === 'stopped', 30_000);
+  await waitFor(
+    'A to fall asleep (idleTimeout 2s)',
+    async () => d.daemon.runtime.get(A.rec.id)?.state === 'sleeping' || d.daemon.runtime.get(A.rec.id)?.state === 'stopped',
+    30_000,
+  );
   const woke = await ssh(A, 'echo awake; sleep 5; echo still-awake', [], 60_000);
   assert.is(woke.code, 0, woke.stderr);
   assert.is(woke.stdout, 'awake\nstill-awake\n');

@@ -180,7 +180,9 @@ test('a terminal client that stops reading pauses the program (bounded memory, s
 });
 
 test('a client flooding a terminal with input is held back by the SSH window, and the input arrives once the program reads', async () => {
-  const c = spawn('ssh', ['-tt', ...sshArgs(d.port, A.keyFile), 'stty raw -echo; sleep 4; head -c 20000000 | wc -c; sleep 2'], { stdio: ['pipe', 'pipe', 'ignore'] });
+  const c = spawn('ssh', ['-tt', ...sshArgs(d.port, A.keyFile), 'stty raw -echo; sleep 4; head -c 20000000 | wc -c; sleep 2'], {
+    stdio: ['pipe', 'pipe', 'ignore'],
+  });
   let out = '';
   c.stdout.on('data', (b: Buffer) => (out += b.toString('latin1')));
   const exit = new Promise<number | null>((resolve) => c.on('exit', (code) => resolve(code)));

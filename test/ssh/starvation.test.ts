@@ -130,7 +130,10 @@ test('silent, banner-only and mid-packet connections are all destroyed at the gr
   const conns = await Promise.all(kinds.map((k, i) => raw(d.port, `127.0.0.${10 + i}`, k)));
   await until('the server to see them', 2000, () => d.daemon.ssh.stats().connections === 3);
   await sleep(1000);
-  assert.ok(conns.every((r) => r.endAt === undefined), 'nothing is closed before the grace');
+  assert.ok(
+    conns.every((r) => r.endAt === undefined),
+    'nothing is closed before the grace',
+  );
   await until('the deadline to close them', 6000, () => conns.every((r) => r.endAt !== undefined));
   for (const [i, r] of conns.entries()) {
     assert.ok(await fullyClosed(r), `${kinds[i]}: the server only half-closed (error ${r.error})`);

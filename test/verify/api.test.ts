@@ -31,7 +31,15 @@ test('an unknown tier is 404 before the body or payment is looked at', async () 
 });
 
 test('bad bodies are 400 before payment: missing, empty, blank or long artifact, long rubric, bad JSON', async () => {
-  const bodies: (object | string)[] = [{}, { artifact: '' }, { artifact: '   ' }, { artifact: 'x'.repeat(100_001) }, { artifact: 'ok', rubric: 'r'.repeat(10_001) }, '{"artifact":', { artifact: 5 }];
+  const bodies: (object | string)[] = [
+    {},
+    { artifact: '' },
+    { artifact: '   ' },
+    { artifact: 'x'.repeat(100_001) },
+    { artifact: 'ok', rubric: 'r'.repeat(10_001) },
+    '{"artifact":',
+    { artifact: 5 },
+  ];
   for (const b of bodies) {
     const r = await verify(w.port, 'quick', b);
     assert.is(r.status, 400, JSON.stringify(b).slice(0, 80));
@@ -55,10 +63,27 @@ test('an unpaid call is 402 with x402 v2 terms in PAYMENT-REQUIRED, no-store and
   const terms = decodePaymentRequiredHeader(r.headers['payment-required']);
   assert.is(terms.x402Version, 2);
   assert.type(terms.error, 'string');
-  assert.equal(terms.resource, { url: 'http://verify.localhost/v1/verify/deep', description: 'deep verification: 10 independent verifier passes', mimeType: 'application/json' });
-  assert.equal(terms.accepts, [{ scheme: 'exact', network: 'eip155:8453', amount: '200000', asset: '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913', payTo: PAY_TO, maxTimeoutSeconds: 300, extra: { name: 'USD Coin', version: '2' } }]);
+  assert.equal(terms.resource, {
+    url: 'http://verify.localhost/v1/verify/deep',
+    description: 'deep verification: 10 independent verifier passes',
+    mimeType: 'application/json',
+  });
+  assert.equal(terms.accepts, [
+    {
+      scheme: 'exact',
+      network: 'eip155:8453',
+      amount: '200000',
+      asset: '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913',
+      payTo: PAY_TO,
+      maxTimeoutSeconds: 300,
+      extra: { name: 'USD Coin', version: '2' },
+    },
+  ]);
   assert.equal(r.json.accepts, terms.accepts);
-  for (const [tier, amount] of [['quick', '60000'], ['standard', '100000']]) {
+  for (const [tier, amount] of [
+    ['quick', '60000'],
+    ['standard', '100000'],
+  ]) {
     const t = decodePaymentRequiredHeader((await verify(w.port, tier, { artifact: 'a' })).headers['payment-required']);
     assert.is(t.accepts[0].amount, amount);
   }
@@ -91,7 +116,14 @@ test('healthz, info and the x402 manifest describe the service', async () => {
   const h = await call(w.port, 'GET', '/healthz');
   assert.equal(h.json, { ok: true, service: 'rootbox-verify' });
   const info = (await call(w.port, 'GET', '/v1/info')).json;
-  assert.equal(info.tiers.map((t: any) => [t.tier, t.passes, t.price]), [['quick', 3, '$0.06'], ['standard', 5, '$0.10'], ['deep', 10, '$0.20']]);
+  assert.equal(
+    info.tiers.map((t: any) => [t.tier, t.passes, t.price]),
+    [
+      ['quick', 3, '$0.06'],
+      ['standard', 5, '$0.10'],
+      ['deep', 10, '$0.20'],
+    ],
+  );
   assert.equal(info.not_configured, []);
   assert.is(info.payment.payTo, PAY_TO);
   assert.match(info.request.default_rubric, 'internally consistent');

@@ -53,7 +53,11 @@ test('the official client paying twice signs two payments and is charged twice, 
   w.llm.script = () => ({ verdict: 'fail' });
   const before = w.fac.transfers.length;
   for (let i = 0; i < 2; i++) {
-    const res = await pay('http://verify.localhost/v1/verify/quick', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ artifact: 'TODO' }) });
+    const res = await pay('http://verify.localhost/v1/verify/quick', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ artifact: 'TODO' }),
+    });
     assert.is(res.status, 200);
     assert.is((await res.json()).verdict, 'fail');
   }
@@ -67,7 +71,11 @@ test('the official client surfaces a 502 without being charged', async () => {
   const pay = wrapFetchWithPayment(hostFetch(w.port), registerExactEvmScheme(new x402Client(), { signer: account }));
   w.llm.script = () => ({ status: 500 });
   const before = w.fac.transfers.length;
-  const res = await pay('http://verify.localhost/v1/verify/standard', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ artifact: 'x' }) });
+  const res = await pay('http://verify.localhost/v1/verify/standard', {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ artifact: 'x' }),
+  });
   assert.is(res.status, 502);
   assert.is((await res.json()).error, 'llm_failed');
   assert.is(w.fac.transfers.length, before);
@@ -77,7 +85,11 @@ test('the official client pays over HTTPS (TLS with SNI verify.localhost) as wel
   const account = privateKeyToAccount(generatePrivateKey());
   const pay = wrapFetchWithPayment(hostFetch(w.daemon.https, undefined, w.daemon.ca), registerExactEvmScheme(new x402Client(), { signer: account }));
   w.llm.script = () => ({ verdict: 'pass' });
-  const res = await pay(`https://verify.localhost:${w.daemon.https}/v1/verify/quick`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ artifact: 'hello' }) });
+  const res = await pay(`https://verify.localhost:${w.daemon.https}/v1/verify/quick`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ artifact: 'hello' }),
+  });
   assert.is(res.status, 200, await res.clone().text());
   assert.is((await res.json()).verdict, 'pass');
   assert.is(new x402HTTPClient(new x402Client()).getPaymentSettleResponse((n) => res.headers.get(n)).success, true);

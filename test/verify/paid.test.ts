@@ -38,7 +38,19 @@ test('a paid quick call returns the report of the spec and settles once', async 
   const r = await verify(w.port, 'quick', { artifact: 'def add(a, b): return a + b  # adds two numbers' }, await payFor(w.port, 'quick'));
   assert.is(r.status, 200, r.text);
   const report = verifyReportSchema.strict().parse(r.json);
-  assert.equal(Object.keys(r.json), ['service', 'tier', 'price', 'passes_requested', 'passes_completed', 'verdict', 'tally', 'counts', 'passes', 'dissent', 'ms']);
+  assert.equal(Object.keys(r.json), [
+    'service',
+    'tier',
+    'price',
+    'passes_requested',
+    'passes_completed',
+    'verdict',
+    'tally',
+    'counts',
+    'passes',
+    'dissent',
+    'ms',
+  ]);
   assert.is(report.service, 'rootbox-verify');
   assert.is(report.tier, 'quick');
   assert.is(report.price, '$0.06');

@@ -58,7 +58,9 @@ export async function scanHost(o: { dataDir: string; bridge: string; table: stri
   const map = (await json('nft', ['-j', 'list', 'map', 'inet', o.table, 'egress']))?.nftables ?? [];
   const elems: string[] = [];
   for (const x of map) for (const e of x.map?.elem ?? []) elems.push(typeof e[0] === 'string' ? e[0] : JSON.stringify(e[0]));
-  const counters = ((await json('nft', ['-j', 'list', 'counters', 'table', 'inet', o.table]))?.nftables ?? []).filter((x: any) => x.counter).map((x: any) => x.counter.name as string);
+  const counters = ((await json('nft', ['-j', 'list', 'counters', 'table', 'inet', o.table]))?.nftables ?? [])
+    .filter((x: any) => x.counter)
+    .map((x: any) => x.counter.name as string);
   const dir = join(o.dataDir, 'servers');
   return {
     mounts: mountsUnder(o.dataDir).filter((m) => m !== join(o.dataDir, 'lxcfs')), // the daemon's own lxcfs, no server's

@@ -27,7 +27,12 @@ export function api(port: number, method: string, path: string, o: { key?: strin
         path,
         agent: false,
         timeout: 90_000,
-        headers: { host: 'api.localhost', ...(o.key ? { authorization: `Bearer ${o.key}` } : {}), ...(data ? { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(data)) } : {}), ...o.headers },
+        headers: {
+          host: 'api.localhost',
+          ...(o.key ? { authorization: `Bearer ${o.key}` } : {}),
+          ...(data ? { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(data)) } : {}),
+          ...o.headers,
+        },
       },
       (res) => {
         let s = '';

@@ -13,7 +13,6 @@ import { run } from '../../helpers/run.js';
 const root = new URL('../../../', import.meta.url).pathname;
 let bundle: Promise<string> | undefined;
 
-
 /** Bundles src/cli.ts like build.mjs, once per process, beside dist/rootbox.js (the same layout:
  *  node_modules and dist/bin resolve as in production) under a name of its own. */
 function bundled(): Promise<string> {

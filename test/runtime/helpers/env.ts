@@ -53,7 +53,10 @@ export async function startRuntime(tag: string, n: number, runtime: Record<strin
     throw e;
   }
   const env: RuntimeEnv = {
-    cfg, dataDir, store, rt,
+    cfg,
+    dataDir,
+    store,
+    rt,
     async restart() {
       await store.close();
       store = openStore(dataDir);
@@ -74,7 +77,12 @@ export async function startRuntime(tag: string, n: number, runtime: Record<strin
 }
 
 /** Output of a command run inside the server, or a thrown error with its stderr. */
-export async function sh(rt: Pick<Runtime, 'exec'>, id: string, script: string, input?: string | Buffer): Promise<{ code: number | null; out: string; err: string }> {
+export async function sh(
+  rt: Pick<Runtime, 'exec'>,
+  id: string,
+  script: string,
+  input?: string | Buffer,
+): Promise<{ code: number | null; out: string; err: string }> {
   const p = rt.exec(id, { argv: ['/bin/bash', '-c', script] });
   const out: Buffer[] = [];
   const err: Buffer[] = [];

@@ -79,7 +79,18 @@ export function strayKey(dir: string): string {
   return file;
 }
 
-export const CLIENT_OPTS = ['-o', 'StrictHostKeyChecking=no', '-o', 'UserKnownHostsFile=/dev/null', '-o', 'IdentitiesOnly=yes', '-o', 'BatchMode=yes', '-F', '/dev/null'];
+export const CLIENT_OPTS = [
+  '-o',
+  'StrictHostKeyChecking=no',
+  '-o',
+  'UserKnownHostsFile=/dev/null',
+  '-o',
+  'IdentitiesOnly=yes',
+  '-o',
+  'BatchMode=yes',
+  '-F',
+  '/dev/null',
+];
 
 /** `ssh` arguments up to and including the destination. */
 export function sshArgs(port: number, keyFile: string, extra: string[] = [], user = 'root'): string[] {
