@@ -20,7 +20,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, existsSync, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, statSync, symlinkSync, truncateSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from '../log/index.js';
-import { tryRun } from './proc.js';
+import { tryRun, alive, sleep } from './proc.js';
 
 /** The /proc files lxcfs virtualises that each server gets (runc allows binds over exactly these). */
 export const LXCFS_PROC_FILES = ['meminfo', 'cpuinfo', 'stat', 'uptime', 'loadavg', 'diskstats', 'swaps'] as const;
@@ -252,16 +252,5 @@ export class Lxcfs {
       if (alive(pid)) process.kill(pid, 'SIGKILL');
     }
     if (mountedType(this.dir)) await this.unmount();
-  }
-}
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-function alive(pid: number): boolean {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
-  } catch {
-    return false;
   }
 }

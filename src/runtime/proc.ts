@@ -5,6 +5,7 @@
 // logged and never shown to a client (see src/errors.ts).
 
 import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { InternalError } from '../errors.js';
 
 export interface RunOptions {
@@ -86,5 +87,18 @@ export async function tryRun(cmd: string, args: readonly string[], opts: RunOpti
     return await run(cmd, args, opts);
   } catch {
     return null;
+  }
+}
+
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** True while the process exists and is not a zombie (an exited init waits for the host's PID 1
+ *  to reap it, which some hosts do slowly; its container is gone already). */
+export function alive(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
+  } catch {
+    return false;
   }
 }

@@ -6,6 +6,7 @@
 // given in the spec (create) and at resize and kept where they act: the bundle's config.json
 // (hostname, memory limit) and the disk image's size — read back when a runtime starts anew.
 
+import { alive, sleep } from './proc.js';
 import {
   chmodSync,
   chownSync,
@@ -401,18 +402,5 @@ export class ContainerRuntime implements Runtime {
       mkdirSync(d, { recursive: true });
       chmodSync(d, statSync(d).mode | 0o111);
     }
-  }
-}
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-/** True while the process exists and is not a zombie (an exited init waits for the host's PID 1
- *  to reap it, which some hosts do slowly; its container is gone already). */
-function alive(pid: number): boolean {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
-  } catch {
-    return false;
   }
 }
