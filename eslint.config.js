@@ -67,6 +67,7 @@ const modules = [
   'http',
   'llm',
   'log',
+  'metrics',
   'payments',
   'presence',
   'proxy',

@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // Rewrites the configuration reference in README.md (between the config markers) from the zod
-// schema, via the bundled CLI's `config docs`. Run after changing any config field.
+// schema, via the bundled CLI's `config docs`, and the metrics reference (metrics markers) via
+// `metrics docs`. Run after changing any config field.
 import { execFileSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 
@@ -10,5 +11,8 @@ const ref = execFileSync(process.execPath, ['dist/rootbox.js', 'config', 'docs']
 const readme = readFileSync(root + 'README.md', 'utf8');
 const next = readme.replace(/(<!-- config:begin -->\n)[\s\S]*?(<!-- config:end -->)/, `$1${ref}\n$2`);
 if (next === readme && !readme.includes(ref)) throw new Error('README.md has no <!-- config:begin --> / <!-- config:end --> markers');
-writeFileSync(root + 'README.md', next);
-console.log('README.md configuration reference updated');
+const metrics = execFileSync(process.execPath, ['dist/rootbox.js', 'metrics', 'docs'], { cwd: root, encoding: 'utf8' }).trimEnd();
+const withMetrics = next.replace(/(<!-- metrics:begin -->\n)[\s\S]*?(<!-- metrics:end -->)/, `$1${metrics}\n$2`);
+if (withMetrics === next && !next.includes(metrics)) throw new Error('README.md has no <!-- metrics:begin --> / <!-- metrics:end --> markers');
+writeFileSync(root + 'README.md', withMetrics);
+console.log('README.md configuration and metrics references updated');

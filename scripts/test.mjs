@@ -37,6 +37,7 @@ const UNIT = [
   'test/hosting/ports.test.ts',
   'test/verify/e2e.test.ts',
   'test/foundation/edge.test.ts',
+  'test/metrics/metrics.test.ts',
   'test/edge/proxy.test.ts',
   'test/billing/meter.test.ts',
   'test/foundation/edge-lifecycle.test.ts',

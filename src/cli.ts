@@ -23,6 +23,7 @@ commands:
                  operate the host through the running daemon (rootbox servers --help)
   config docs    print the configuration reference (Markdown)
   config show    print the effective configuration (secrets hidden)
+  metrics docs   print the metrics reference (Markdown)
 `;
 
 async function main(argv: string[]): Promise<number> {
@@ -50,6 +51,12 @@ async function main(argv: string[]): Promise<number> {
       if (sub === 'build' || sub === 'list' || sub === 'prune') {
         const { imageCommand } = await import('./runtime/index.js');
         return imageCommand(loadConfig({ file: values.config }), sub, values.force === true, (t) => process.stdout.write(t));
+      }
+      break;
+    case 'metrics':
+      if (sub === 'docs') {
+        process.stdout.write((await import('./metrics/index.js')).metricsReference() + '\n');
+        return 0;
       }
       break;
     case 'config':

@@ -6,7 +6,8 @@
 // does not exist yet: store → payments → tls → lxcfs (the servers' /proc view, before any boot)
 // → runtime → oom (OOM kills told to the server's user) → presence (idle tracker) → billing (built;
 // settled recharges credited) → proxy → ports (exposed TCP) → ssh → hosting (registers itself as
-// billing's tier keeper, reopens ports, applies tiers) → metering (billing's loop) → edge → admin.
+// billing's tier keeper, reopens ports, applies tiers) → metering (billing's loop) → edge → admin
+// → metrics (its own loopback listener; scrape-time gauges read the runtime and the data dir).
 
 import { startAdmin, type AdminListener } from './admin/index.js';
 import { Billing, runtimeUsage } from './billing/index.js';
@@ -16,6 +17,7 @@ import { createHostingService, type HostingApi } from './hosting/index.js';
 import { startAll, type Part } from './lifecycle.js';
 import { createLlm } from './llm/index.js';
 import { createLogger, type Logger } from './log/index.js';
+import { setScrapeSources, startMetrics, type MetricsListener } from './metrics/index.js';
 import { createPayments, type Payments } from './payments/index.js';
 import { IdleTracker, TcpExposer } from './presence/index.js';
 import { PublicUrls } from './pages/index.js';
@@ -40,6 +42,8 @@ export interface Daemon<R extends Runtime = ContainerRuntime> {
   readonly hosting: HostingApi;
   readonly log: Logger;
   readonly admin: AdminListener;
+  /** The Prometheus listener (port 0 when `metrics.listen` is off or could not bind). */
+  readonly metrics: MetricsListener;
   stop(): Promise<void>;
 }
 
@@ -58,6 +62,7 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
   let statsTimer: NodeJS.Timeout | undefined;
   let lxcfs: Lxcfs | undefined;
   let oom: OomWatch | undefined;
+  let unscrape = () => {};
   const parts: Part[] = [
     {
       name: 'store',
@@ -245,6 +250,21 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
         d.admin = await startAdmin(cfg.dataDir, { ...d, cfg, log: log.child({ part: 'admin' }) });
       },
       stop: () => d.admin.close(),
+    },
+    {
+      name: 'metrics', // auxiliary: a port it cannot bind is logged, never a reason not to serve
+      start: async () => {
+        unscrape = setScrapeSources({ servers: () => d.runtime.list(), dataDir: cfg.dataDir });
+        d.metrics = await startMetrics(cfg.metrics.listen).catch((err: unknown) => {
+          log.error('metrics listener could not start; serving without it', { listen: cfg.metrics.listen, err });
+          return startMetrics('off');
+        });
+        if (d.metrics.port) log.info('metrics listening', { host: d.metrics.host, port: d.metrics.port });
+      },
+      stop: async () => {
+        unscrape();
+        await d.metrics.close();
+      },
     },
   ];
   d.log = log;

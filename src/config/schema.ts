@@ -6,6 +6,7 @@ import { z } from 'zod';
 import { billingEnv, billingSchema } from './billing.js';
 import { coreEnv, coreShape } from './core.js';
 import { hostingEnv, hostingSchema } from './hosting.js';
+import { metricsEnv, metricsSchema } from './metrics.js';
 import { proxyEnv, proxySchema } from './proxy.js';
 import { verifyEnv, verifySchema } from './verify.js';
 import { runtimeEnv, runtimeSchema } from './runtime.js';
@@ -19,9 +20,10 @@ export const configSchema = z
     verify: verifySchema,
     runtime: runtimeSchema,
     proxy: proxySchema,
+    metrics: metricsSchema,
   })
   .strict();
 
-export const envBindings: readonly EnvBinding[] = [...coreEnv, ...hostingEnv, ...billingEnv, ...verifyEnv, ...proxyEnv, ...runtimeEnv];
+export const envBindings: readonly EnvBinding[] = [...coreEnv, ...hostingEnv, ...billingEnv, ...verifyEnv, ...proxyEnv, ...runtimeEnv, ...metricsEnv];
 
 export type Config = z.output<typeof configSchema> & { publicIp: string };

@@ -26,6 +26,7 @@ import {
   type UpgradeApp,
 } from '../http/index.js';
 import { AppError } from '../errors.js';
+import { metrics } from '../metrics/index.js';
 import { hostOf, route } from './dispatch.js';
 import { ConnGuard } from './guard.js';
 import { boundResets } from './resets.js';
@@ -52,6 +53,9 @@ export interface EdgeOptions {
   apps: EdgeApps;
   log: Logger;
 }
+
+type HostKind = 'api' | 'verify' | 'site' | 'other';
+const KIND = { hosting: 'api', verify: 'verify', proxy: 'site', none: 'other' } as const;
 
 const HTTP_DEFAULTS = configSchema.shape.http.parse({});
 const HTTPS_DEFAULTS = configSchema.shape.https.parse({});
@@ -169,9 +173,13 @@ export class Edge {
     this.inflight++;
     const conn = req.httpVersionMajor < 2 ? ConnGuard.of(req.socket) : undefined;
     if (conn) this.guard.requestStarted(conn, res as ServerResponse);
+    const t0 = performance.now();
+    let kind: HostKind = 'other';
     res.on('close', () => {
       if (conn) this.guard.requestEnded(conn);
       if (--this.inflight === 0) this.drained?.();
+      metrics.httpRequest(kind, res.statusCode);
+      if (kind === 'site' && res.writableFinished) metrics.proxyAnswered((performance.now() - t0) / 1000);
     });
     req.on('error', noop);
     res.on('error', noop);
@@ -181,6 +189,7 @@ export class Edge {
       if ((this.stopping || refused) && 'shouldKeepAlive' in res) res.shouldKeepAlive = false;
       if (refused) throw refused;
       const target = scheme === 'http' && this.opts.http.redirect ? undefined : route(info.host, this.opts.domain);
+      if (target) kind = KIND[target.app];
       // The proxy adds the id to what it sends itself: a forwarded answer's head is then written
       // in one step (node's writeHead is slower once a header was set before it).
       if (target?.app !== 'proxy') res.setHeader('x-request-id', info.requestId);

@@ -13,6 +13,7 @@ import { FacilitatorError, type Facilitator } from './facilitator.js';
 import { formatUsd, type NetworkPreset } from './networks.js';
 import { challenge, paymentRequired, requirementsFor, type TermsConfig } from './terms.js';
 import type { PaymentPayload, PaymentRequired, PaymentRequirements, ResourceInfo, SettleResponse } from './types.js';
+import { metrics } from '../metrics/index.js';
 
 export interface PaywallOptions {
   net: NetworkPreset;
@@ -104,6 +105,7 @@ export class Paywall {
    *  (the hot path of unpaid traffic); a fresh AppError carries the cached header and body. */
   challenge(amount: bigint, resource: ResourceInfo, code: CodeOf<'payment_required'> = 'payment_required', detail?: string): AppError {
     const cfg = this.cfg();
+    metrics.payment('required');
     if (code !== 'payment_required' || detail !== undefined) return challenge(cfg, amount, resource, code, detail ?? code);
     const key = `${amount}|${resource.url}|${resource.description ?? ''}|${resource.mimeType ?? ''}`;
     let c = this.challenges.get(key);
@@ -125,8 +127,21 @@ export class Paywall {
     return headers['x-payment'] !== undefined || headers['payment-signature'] !== undefined;
   }
 
-  /** Takes payment for `work`: runs it once the payment is verified and locked, settles after. */
+  /** Takes payment for `work`: runs it once the payment is verified and locked, settles after.
+   *  Each outcome is counted once: required (no payment), settled, pending, or the error's code. */
   async charge<T>(req: ChargeRequest, work: (p: VerifiedPayment) => Promise<T>): Promise<Paid<T>> {
+    if (!this.hasPayment(req.headers)) return this.take(req, work); // counted as 'required' by challenge()
+    try {
+      const paid = await this.take(req, work);
+      metrics.payment(paid.settlement.status);
+      return paid;
+    } catch (e) {
+      metrics.payment(e instanceof AppError ? e.code : 'internal');
+      throw e;
+    }
+  }
+
+  private async take<T>(req: ChargeRequest, work: (p: VerifiedPayment) => Promise<T>): Promise<Paid<T>> {
     const cfg = this.cfg();
     const ours = requirementsFor(cfg, req.amount);
     const fail = (code: CodeOf<'payment_required'>, detail: string, headers?: Record<string, string>) =>

@@ -9,6 +9,7 @@ import { AppError } from '../errors.js';
 import type { Logger } from '../log/index.js';
 import type { Runtime, ServerState } from '../runtime/index.js';
 import type { Presence, PresenceState } from './types.js';
+import { metrics } from '../metrics/index.js';
 
 export interface IdleOptions {
   runtime: Pick<Runtime, 'start' | 'stop' | 'get' | 'list'>;
@@ -74,7 +75,11 @@ export class IdleTracker implements Presence, PresenceState {
       if (srv.state === 'creating') throw AppError.of('server_creating', 'the server is still being created', { retryAfter: 2 });
       const started = this.now();
       this.starts++;
-      await this.opts.runtime.start(id);
+      await this.opts.runtime.start(id).catch((err: unknown) => {
+        metrics.woke(0, false);
+        throw err;
+      });
+      metrics.woke((this.now() - started) / 1000, true);
       this.opts.log.info('server woke', { server: id, ms: this.now() - started });
     })().finally(() => {
       this.waking.delete(id);
@@ -139,6 +144,7 @@ export class IdleTracker implements Presence, PresenceState {
       try {
         await this.opts.runtime.stop(id);
         this.opts.log.info('server sleeps', { server: id, idleMs });
+        metrics.slept();
         for (const fn of this.sleepListeners) fn(id);
       } catch (err) {
         this.opts.log.error('could not put server to sleep', { server: id, err });

@@ -4,6 +4,7 @@
 
 import { AppError } from '../errors.js';
 import type { Logger } from '../log/index.js';
+import { metrics } from '../metrics/index.js';
 
 export interface SmsSender {
   readonly name: string;
@@ -68,5 +69,20 @@ export function twilioSender(cfg: SmsConfig, log: Logger, timeoutMs = 10_000): S
 }
 
 export function createSmsSender(cfg: SmsConfig, log: Logger): SmsSender {
-  return cfg.provider === 'twilio' ? twilioSender(cfg, log) : logSender(log);
+  return counted(cfg.provider === 'twilio' ? twilioSender(cfg, log) : logSender(log));
+}
+
+/** Counts each send by provider and result (rootbox_sms_sends_total). */
+function counted(inner: SmsSender): SmsSender {
+  return {
+    name: inner.name,
+    send: (to, text) =>
+      inner.send(to, text).then(
+        () => metrics.smsSent(inner.name, true),
+        (e: unknown) => {
+          metrics.smsSent(inner.name, false);
+          throw e;
+        },
+      ),
+  };
 }

@@ -22,6 +22,7 @@ import { loadHostKeys, type HostKey } from './hostkeys.js';
 import { AuthLimiter, normalizeIp } from './ratelimit.js';
 import { serveSession } from './session.js';
 import { createTarget, type Target } from './target.js';
+import { metrics } from '../metrics/index.js';
 
 export interface SshOptions {
   host: string;
@@ -193,6 +194,7 @@ export class SshServer {
         if (r.why) {
           failure = r.why;
           refusals += 1;
+          metrics.sshLoginFailed();
         }
         if (r.hangUp || refusals >= MAX_AUTH_TRIES) {
           hungUp = true;
@@ -204,6 +206,7 @@ export class SshServer {
     client.on('ready', () => {
       authed = true;
       ticket.authenticated();
+      metrics.sshSession();
       if (!server) return client.end();
       target = createTarget(server, {
         runtime: this.deps.runtime,

@@ -3,6 +3,7 @@
 // variant; unusable output (provider error, timeout, non-JSON, wrong shape) is retried once.
 
 import { LlmError, type Llm } from '../llm/index.js';
+import { metrics } from '../metrics/index.js';
 import { buildPrompt, PASS_FORMAT } from './prompt.js';
 
 export interface VerifierPass {
@@ -50,7 +51,20 @@ export function parsePass(content: string): VerifierPass | null {
 /** Per-pass temperature: base plus an offset in [-0.2, +0.2] cycling with the pass index. */
 export const temperatureFor = (base: number, pass: number): number => Math.min(2, Math.max(0, Math.round((base + ((pass % 5) - 2) * 0.1) * 100) / 100));
 
+/** One pass, timed and counted (rootbox_llm_pass_seconds, rootbox_llm_passes_total). */
 async function runPass(s: PassSettings, artifact: string, rubric: string, pass: number): Promise<VerifierPass> {
+  const t0 = performance.now();
+  try {
+    const v = await attemptPass(s, artifact, rubric, pass);
+    metrics.llmPass((performance.now() - t0) / 1000, true);
+    return v;
+  } catch (e) {
+    metrics.llmPass((performance.now() - t0) / 1000, false);
+    throw e;
+  }
+}
+
+async function attemptPass(s: PassSettings, artifact: string, rubric: string, pass: number): Promise<VerifierPass> {
   const signal = AbortSignal.timeout(s.passTimeoutMs);
   let last = 'no attempt';
   for (let attempt = 0; attempt < 2 && !signal.aborted; attempt++) {

@@ -59,6 +59,7 @@ export async function startTestDaemon(overrides: Record<string, unknown> = {}, e
       http: { host: '127.0.0.1', port: 0 },
       https: { host: '127.0.0.1', port: 0 },
       ssh: { host: '127.0.0.1', port: 0 },
+      metrics: { listen: '127.0.0.1:0' },
       shutdownTimeout: '2s',
       ...overrides,
       runtime: { ...ownRuntime(), ...((overrides.runtime as object) ?? {}) },

@@ -187,6 +187,7 @@ export class ProcDaemon {
       http: { host: '127.0.0.1', port: 0 },
       https: { host: '127.0.0.1', port: 0 },
       ssh: { host: '127.0.0.1', port: 0 },
+      metrics: { listen: '127.0.0.1:0' },
       shutdownTimeout: '2s',
       log: { level: 'debug' },
       runtime: {

@@ -1,0 +1,204 @@
+// The metric definitions (one prom-client registry owned by this module) and the recording
+// functions other modules call. Recording is O(1), never throws and works whether or not a
+// listener serves the registry: with metrics off the numbers are simply never read.
+
+import { statSync, statfsSync } from 'node:fs';
+import { freemem, totalmem } from 'node:os';
+import { join } from 'node:path';
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+
+export const registry = new Registry();
+
+/** What the scrape-time gauges read; set by the composition root, absent parts read as nothing. */
+export interface ScrapeSources {
+  /** The runtime's servers (state only). */
+  servers?: () => Iterable<{ state: string }>;
+  /** The data dir: disk headroom is its filesystem's, the LMDB file is <dataDir>/db/data.mdb. */
+  dataDir?: string;
+}
+let sources: ScrapeSources = {};
+
+/** Sets what the gauges read; the returned function puts back the previous sources (a daemon
+ *  stopping in a process that runs another, as tests do, leaves the other's in place). */
+export function setScrapeSources(s: ScrapeSources): () => void {
+  const previous = sources;
+  sources = s;
+  return () => {
+    if (sources === s) sources = previous;
+  };
+}
+
+const SERVER_STATES = ['creating', 'running', 'sleeping', 'waking', 'stopped', 'failed'];
+
+const httpRequests = new Counter({
+  name: 'rootbox_http_requests_total',
+  help: 'HTTP requests answered by the edge, by host kind (api, verify, site, other) and status code.',
+  labelNames: ['host', 'status'] as const,
+  registers: [registry],
+});
+const proxyLatency = new Histogram({
+  name: 'rootbox_proxy_response_seconds',
+  help: "Time from a proxied request's arrival to the end of the answer sent to the client (sites served by a server's app or static files).",
+  buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+  registers: [registry],
+});
+const wakes = new Counter({
+  name: 'rootbox_wakes_total',
+  help: 'Sleeping servers woken, by result (ok, failed).',
+  labelNames: ['result'] as const,
+  registers: [registry],
+});
+const wakeLatency = new Histogram({
+  name: 'rootbox_wake_seconds',
+  help: 'Time a wake took, from the first caller asking to the server running.',
+  buckets: [0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60],
+  registers: [registry],
+});
+const sleeps = new Counter({ name: 'rootbox_sleeps_total', help: 'Servers put to sleep after being idle.', registers: [registry] });
+const sshSessions = new Counter({ name: 'rootbox_ssh_sessions_total', help: 'SSH connections authenticated with a server key.', registers: [registry] });
+const sshFailedLogins = new Counter({ name: 'rootbox_ssh_failed_logins_total', help: 'SSH authentication attempts refused.', registers: [registry] });
+const payments = new Counter({
+  name: 'rootbox_payments_total',
+  help: 'x402 paywall outcomes: required (402 asked for payment), settled, pending (settlement unknown, reconciled later), or the refusal code (e.g. payment_rejected, payment_settlement_failed).',
+  labelNames: ['outcome'] as const,
+  registers: [registry],
+});
+const llmPasses = new Counter({
+  name: 'rootbox_llm_passes_total',
+  help: 'LLM verification passes, by result (ok, failed).',
+  labelNames: ['result'] as const,
+  registers: [registry],
+});
+const llmLatency = new Histogram({
+  name: 'rootbox_llm_pass_seconds',
+  help: 'Time one LLM verification pass took (successful or not).',
+  buckets: [0.5, 1, 2, 5, 10, 20, 30, 60, 120],
+  registers: [registry],
+});
+const smsSends = new Counter({
+  name: 'rootbox_sms_sends_total',
+  help: 'SMS sends, by provider (twilio, log) and result (ok, failed).',
+  labelNames: ['provider', 'result'] as const,
+  registers: [registry],
+});
+
+new Gauge({
+  name: 'rootbox_servers',
+  help: "Servers known to the runtime, by state (read at scrape from the runtime's list).",
+  labelNames: ['state'] as const,
+  registers: [registry],
+  collect() {
+    this.reset();
+    const counts = new Map(SERVER_STATES.map((s) => [s, 0]));
+    try {
+      for (const s of sources.servers?.() ?? []) counts.set(s.state, (counts.get(s.state) ?? 0) + 1);
+    } catch {
+      /* a runtime not started yet reads as no servers */
+    }
+    for (const [state, n] of counts) this.set({ state }, n);
+  },
+});
+new Gauge({
+  name: 'rootbox_host_memory_available_bytes',
+  help: 'Memory the host still has available (read at scrape).',
+  registers: [registry],
+  collect() {
+    this.set(freemem());
+  },
+});
+new Gauge({
+  name: 'rootbox_host_memory_total_bytes',
+  help: "The host's total memory.",
+  registers: [registry],
+  collect() {
+    this.set(totalmem());
+  },
+});
+new Gauge({
+  name: 'rootbox_host_disk_available_bytes',
+  help: "Bytes available to the daemon on the data dir's filesystem (read at scrape).",
+  registers: [registry],
+  collect() {
+    const s = safe(() => sources.dataDir && statfsSync(sources.dataDir));
+    this.set(s ? s.bavail * s.bsize : 0);
+  },
+});
+new Gauge({
+  name: 'rootbox_host_disk_total_bytes',
+  help: "Size of the data dir's filesystem.",
+  registers: [registry],
+  collect() {
+    const s = safe(() => sources.dataDir && statfsSync(sources.dataDir));
+    this.set(s ? s.blocks * s.bsize : 0);
+  },
+});
+new Gauge({
+  name: 'rootbox_lmdb_size_bytes',
+  help: "Size of the store's LMDB file (db/data.mdb in the data dir), read at scrape.",
+  registers: [registry],
+  collect() {
+    const s = safe(() => sources.dataDir && statSync(join(sources.dataDir, 'db', 'data.mdb')));
+    this.set(s ? s.size : 0);
+  },
+});
+
+function safe<T>(fn: () => T | '' | undefined): T | undefined {
+  try {
+    return fn() || undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+const guard = (fn: () => void): void => {
+  try {
+    fn();
+  } catch {
+    /* metrics never break what they measure */
+  }
+};
+
+/** The recording calls. Every one is O(1) and swallows its own errors. */
+export const metrics = {
+  httpRequest(host: 'api' | 'verify' | 'site' | 'other', status: number): void {
+    guard(() => httpRequests.inc({ host, status: String(status) }));
+  },
+  proxyAnswered(seconds: number): void {
+    guard(() => proxyLatency.observe(seconds));
+  },
+  woke(seconds: number, ok: boolean): void {
+    guard(() => {
+      wakes.inc({ result: ok ? 'ok' : 'failed' });
+      if (ok) wakeLatency.observe(seconds);
+    });
+  },
+  slept(): void {
+    guard(() => sleeps.inc());
+  },
+  sshSession(): void {
+    guard(() => sshSessions.inc());
+  },
+  sshLoginFailed(): void {
+    guard(() => sshFailedLogins.inc());
+  },
+  payment(outcome: string): void {
+    guard(() => payments.inc({ outcome }));
+  },
+  llmPass(seconds: number, ok: boolean): void {
+    guard(() => {
+      llmPasses.inc({ result: ok ? 'ok' : 'failed' });
+      llmLatency.observe(seconds);
+    });
+  },
+  smsSent(provider: string, ok: boolean): void {
+    guard(() => smsSends.inc({ provider, result: ok ? 'ok' : 'failed' }));
+  },
+};
+
+/** Markdown table of every metric, for the README (checked by a test). */
+export function metricsReference(): string {
+  const rows = (registry.getMetricsAsArray() as unknown as { name: string; help: string; type: string; labelNames?: readonly string[] }[]).map(
+    (m) => `| \`${m.name}\` | ${m.type} | ${(m.labelNames ?? []).map((l) => `\`${l}\``).join(', ')} | ${m.help.replace(/\|/g, '\\|')} |`,
+  );
+  return ['| metric | type | labels | meaning |', '|---|---|---|---|', ...rows].join('\n');
+}
