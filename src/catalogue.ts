@@ -191,12 +191,14 @@ export const CATALOGUE = {
 
   // ── 500 internal: the host's own set-up ──
   admin_failed: e('internal', 'the daemon refused an admin command without a code (CLI)'),
+  install_failed: e('internal', '`rootbox install` could not put the program, config or unit in place (CLI)'),
   image_build_failed: e('internal', 'debootstrap or apt failed building the base image'),
   ssh_host_key_invalid: e('internal', 'an SSH host key file is not a readable private key'),
   store_too_new: e('internal', 'the database was written by a newer rootbox'),
 
   // ── 503 unavailable: the host's own set-up ──
   image_missing: e('unavailable', 'the base image is not built'),
+  data_dir_untraversable: e('unavailable', "the data dir or image dir has an ancestor the servers' mapped uids cannot traverse (chmod o+x)"),
   helper_missing: e('unavailable', 'the idmapped-mount helper is not built'),
   native_missing: e('unavailable', 'the C sources of the native helpers are not found'),
   debootstrap_missing: e('unavailable', 'debootstrap is not installed'),

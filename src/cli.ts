@@ -14,6 +14,8 @@ const ADMIN_COMMANDS = new Set(['servers', 'accounts', 'status', 'backup', 'rest
 const USAGE = `usage: rootbox <command> [--config FILE]
 
 commands:
+  install        (root, from the checkout) install the program, config, image and systemd unit
+                 (rootbox install --help); uninstall removes them, data kept unless --purge
   serve          run the daemon in the foreground (embedded defaults when no config)
   doctor         check this host for what rootbox needs; exit 1 when something required is missing
   image build    build the base server image with debootstrap unless cached (--force rebuilds)
@@ -29,6 +31,7 @@ commands:
 async function main(argv: string[]): Promise<number> {
   if (ADMIN_COMMANDS.has(argv.find((a, i) => !a.startsWith('-') && argv[i - 1] !== '--config') ?? ''))
     return (await import('./admin/index.js')).adminMain(argv);
+  if (argv[0] === 'install' || argv[0] === 'uninstall') return (await import('./runtime/index.js')).installCommand(argv);
   const { values, positionals } = parseArgs({
     args: argv,
     options: { config: { type: 'string' }, help: { type: 'boolean', short: 'h' }, force: { type: 'boolean' } },
@@ -40,9 +43,12 @@ async function main(argv: string[]): Promise<number> {
     return cmd || values.help ? 0 : 2;
   }
   switch (cmd) {
-    case 'serve':
-      await serve(loadConfig({ file: values.config }));
+    case 'serve': {
+      const cfg = loadConfig({ file: values.config });
+      (await import('./runtime/index.js')).assertServable(cfg); // before any part touches the data dir
+      await serve(cfg);
       return -1; // keep running
+    }
     case 'doctor': {
       const { runDoctor } = await import('./runtime/doctor.js');
       return runDoctor(loadConfig({ file: values.config }));

@@ -4,10 +4,12 @@
 import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { release } from 'node:os';
-import { relative } from 'node:path';
+import { relative, resolve } from 'node:path';
 import type { Config } from '../config/index.js';
 import { findImage, imageOptions, recipeHash } from './image.js';
+import { imageBuildCommand } from './factory.js';
 import { nativeBinary, type NativeProgram } from './native.js';
+import { traverseAdvice, untraversable } from './traverse.js';
 
 export interface Check {
   name: string;
@@ -162,8 +164,21 @@ export function runDoctor(cfg: Readonly<Config>): number {
     required: true,
     ok: !!built,
     detail: built ?? `${img.name} (recipe ${recipeHash()}) not built in ${img.imageDir}`,
-    fix: 'rootbox image build',
+    fix: imageBuildCommand(cfg),
   });
+  for (const [what, dir] of [
+    ['data dir', cfg.dataDir],
+    ['image dir', img.imageDir],
+  ] as const) {
+    const bad = untraversable(dir);
+    checks.push({
+      name: `${what} reachable`,
+      required: true,
+      ok: bad.length === 0,
+      detail: bad.length ? traverseAdvice(what, bad) : `${resolve(dir)}: every ancestor has o+x`,
+      fix: `chmod o+x ${bad.join(' ')}`,
+    });
+  }
   process.stdout.write(formatChecks(checks) + '\n');
   const bad = checks.filter((c) => c.required && !c.ok);
   process.stdout.write(bad.length ? `\n${bad.length} required check(s) failed.\n` : '\nall required checks passed.\n');

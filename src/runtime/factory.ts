@@ -2,7 +2,7 @@
 // writes the init files, opens the data dir for container roots, sets up bridge and nftables,
 // and reconciles runc with the store. main.ts calls it as its default runtime part.
 
-import { join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import type { Config } from '../config/index.js';
 import { AppError } from '../errors.js';
 import type { Logger } from '../log/index.js';
@@ -13,6 +13,14 @@ import { findImage, imageOptions, recipeHash } from './image.js';
 import { reconcile, type ReconcileReport } from './reconcile.js';
 import { ContainerRuntime } from './runtime.js';
 import { ensureInitDir } from './supervisor.js';
+import { assertTraversable } from './traverse.js';
+
+/** The exact command that builds the image this config reads (the env pins both dirs whatever the config file says). */
+export function imageBuildCommand(cfg: RuntimeSettings): string {
+  const bin = process.argv[1] ? resolve(dirname(process.argv[1]), '..', 'bin', 'rootbox') : 'rootbox';
+  const img = imageOptions(cfg);
+  return `ROOTBOX_IMAGE_DIR=${resolve(img.imageDir)} ROOTBOX_IMAGE=${img.name} ${bin} image build`;
+}
 
 export type RuntimeSettings = Pick<Config, 'dataDir' | 'runtime'>;
 
@@ -28,9 +36,9 @@ export interface CreatedRuntime {
 export async function createRuntime(cfg: RuntimeSettings, store: RuntimeStore, log: Logger): Promise<CreatedRuntime> {
   const img = imageOptions(cfg);
   const image = findImage(img);
-  if (!image) {
-    throw AppError.of('image_missing', `base image ${img.name} (recipe ${recipeHash()}) is not built in ${img.imageDir}; run \`rootbox image build\``);
-  }
+  if (!image)
+    throw AppError.of('image_missing', `base image ${img.name} (recipe ${recipeHash()}) is not built in ${img.imageDir}; run: ${imageBuildCommand(cfg)}`);
+  assertTraversable(cfg.dataDir, img.imageDir);
   ContainerRuntime.openPath(cfg.dataDir);
   const helper = helperPath();
   const initDir = ensureInitDir(join(cfg.dataDir, 'runtime', 'init'));

@@ -10,3 +10,5 @@ export type { ReconcileReport } from './reconcile.js';
 export { Lxcfs, lxcfsState, LXCFS_PROC_FILES } from './lxcfs.js';
 export { OomWatch, ROOTBOX_LOG, OOM_MARK, oomKillsIn } from './oom.js';
 export { readTail } from './rootfile.js';
+export { installCommand } from './installcli.js';
+export { assertServable } from './traverse.js';

@@ -1,0 +1,47 @@
+// Whether the servers' mapped uids can reach the data dir and the image dir: every existing
+// ancestor needs the others-execute bit (they are no owner or group of it), else runc fails with
+// "mount …/rootfs: permission denied". `serve` (factory.ts) refuses to start and `doctor` reports
+// it, each naming the exact chmod.
+
+import { statSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import { AppError } from '../errors.js';
+import { imageOptions } from './image.js';
+
+/** Existing directories among `path` and its ancestors that others cannot traverse (o+x unset). */
+export function untraversable(path: string): string[] {
+  const bad: string[] = [];
+  let p = resolve(path);
+  for (;;) {
+    try {
+      if ((statSync(p).mode & 0o001) === 0) bad.push(p);
+    } catch {
+      // not created yet: the daemon makes it (with o+x)
+    }
+    const up = dirname(p);
+    if (up === p) break;
+    p = up;
+  }
+  return bad.reverse();
+}
+
+/** The sentence for `dirs` (non-empty): what breaks and the command that fixes it. */
+export function traverseAdvice(what: string, dirs: string[]): string {
+  return `the ${what} ${dirs.at(-1)} is not reachable by the servers' mapped uids (others-execute bit missing on ${dirs.join(', ')}); run: chmod o+x ${dirs.join(' ')}`;
+}
+
+/** Throws `data_dir_untraversable` when the servers' uids cannot reach `dataDir` or `imageDir`. */
+export function assertTraversable(dataDir: string, imageDir: string): void {
+  for (const [what, dir] of [
+    ['data dir', dataDir],
+    ['image dir', imageDir],
+  ] as const) {
+    const bad = untraversable(dir);
+    if (bad.length) throw AppError.of('data_dir_untraversable', traverseAdvice(what, bad));
+  }
+}
+
+/** `serve`'s first check: the servers' uids reach the data dir and image dir (the image itself is checked when the runtime starts). */
+export function assertServable(cfg: { dataDir: string; runtime: { imageDir?: string; image: string; mirror: string } }): void {
+  assertTraversable(cfg.dataDir, imageOptions(cfg).imageDir);
+}
