@@ -6,7 +6,8 @@
 import { statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { AppError } from '../errors.js';
-import { imageOptions } from './image.js';
+import { imageBuildCommand, type RuntimeSettings } from './factory.js';
+import { findImage, imageOptions, recipeHash } from './image.js';
 
 /** Existing directories among `path` and its ancestors that others cannot traverse (o+x unset). */
 export function untraversable(path: string): string[] {
@@ -41,7 +42,11 @@ export function assertTraversable(dataDir: string, imageDir: string): void {
   }
 }
 
-/** `serve`'s first check: the servers' uids reach the data dir and image dir (the image itself is checked when the runtime starts). */
-export function assertServable(cfg: { dataDir: string; runtime: { imageDir?: string; image: string; mirror: string } }): void {
-  assertTraversable(cfg.dataDir, imageOptions(cfg).imageDir);
+/** `serve`'s first checks, before any part touches the data dir: the base image is built (else the
+ *  exact command that builds it) and the servers' uids reach the data dir and image dir. */
+export function assertServable(cfg: RuntimeSettings): void {
+  const img = imageOptions(cfg);
+  if (!findImage(img))
+    throw AppError.of('image_missing', `base image ${img.name} (recipe ${recipeHash()}) is not built in ${img.imageDir}; run: ${imageBuildCommand(cfg)}`);
+  assertTraversable(cfg.dataDir, img.imageDir);
 }

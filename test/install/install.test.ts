@@ -169,6 +169,15 @@ test('a data dir under a 0700 parent is refused by doctor and serve, naming the 
   assert.not.ok(existsSync(join(parent, 'data', 'runc')), 'nothing of the runtime was made');
 });
 
+test('serve with no built image names the exact command that builds it, before touching the data dir', async () => {
+  const empty = join(root, 'no-images');
+  const env = { ...process.env, ROOTBOX_DATA_DIR: join(root, 'data3'), ROOTBOX_IMAGE_DIR: empty };
+  const srv = await run(rootboxBin, ['serve'], { env, timeoutMs: 60_000 });
+  assert.is(srv.code, 1, srv.stdout + srv.stderr);
+  assert.match(srv.stderr, `run: ROOTBOX_IMAGE_DIR=${empty} ROOTBOX_IMAGE=bookworm ${rootboxBin} image build`);
+  assert.not.ok(existsSync(join(root, 'data3')), 'the data dir was not touched');
+});
+
 test('uninstall removes unit and program and keeps data and config; --purge removes those too', async () => {
   const dirs = ['--prefix', join(root, 'opt2'), '--etc', join(root, 'etc2'), '--data-dir', join(root, 'data2'), '--unit-dir', join(root, 'unit2')];
   const i = await run(rootboxBin, ['install', ...dirs, '--no-enable'], { timeoutMs: 900_000 });
