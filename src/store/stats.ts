@@ -1,49 +1,54 @@
 // Request counters by (route, status) and named counters (unpaid 402s, paid hits), kept across
-// restarts. Increments are batched in memory and written every flush interval, so a hot path
-// never waits on a commit.
+// restarts. The totals live in memory (loaded at open) and are what read() answers; every flush
+// interval the changed totals are written as absolute values, so a hot path never waits on a
+// commit and a read never counts a batch twice or misses one that is being committed.
 
 import type { LmdbEnv } from './db.js';
 
 export class StatsStore {
   private readonly db;
-  private pending = new Map<string, number>();
-  /** Increments being committed: still counted by read() until the commit is visible. */
-  private committing: Map<string, number>[] = [];
+  private readonly totals = new Map<string, number>();
+  private readonly dirty = new Set<string>();
+  /** The last flush's commit (settled either way): a later flush, and so close, waits for it. */
+  private committing: Promise<void> = Promise.resolve();
 
   constructor(env: LmdbEnv) {
     this.db = env.db<number>('stats');
+    for (const { key, value } of this.db.getRange()) if (typeof key === 'string') this.totals.set(key, value);
   }
 
   increment(counter: string, by = 1): void {
-    this.pending.set(counter, (this.pending.get(counter) ?? 0) + by);
+    this.totals.set(counter, (this.totals.get(counter) ?? 0) + by);
+    this.dirty.add(counter);
   }
 
-  /** Writes pending increments in one transaction. */
+  /** Writes the changed totals in one transaction; resolves once this and every earlier flush committed. */
   async flush(): Promise<void> {
-    if (this.pending.size === 0) return;
-    const batch = this.pending;
-    this.pending = new Map();
-    this.committing.push(batch);
-    try {
-      await this.db.transaction(() => {
-        for (const [k, n] of batch) this.db.put(k, (this.db.get(k) ?? 0) + n);
-      });
-    } catch (e) {
-      for (const [k, n] of batch) this.increment(k, n); // kept for the next flush, never lost
-      throw e;
-    } finally {
-      this.committing = this.committing.filter((b) => b !== batch);
-    }
+    const earlier = this.committing; // never rejects: a failed flush does not stop the ones after it
+    if (this.dirty.size === 0) return earlier;
+    const batch = [...this.dirty].map((k) => [k, this.totals.get(k) ?? 0] as const);
+    this.dirty.clear();
+    const write = earlier
+      .then(() =>
+        this.db.transaction(() => {
+          for (const [k, n] of batch) this.db.put(k, n);
+        }),
+      )
+      .then(
+        () => undefined,
+        (e: unknown) => {
+          for (const [k] of batch) this.dirty.add(k); // written again by the next flush, never lost
+          throw e;
+        },
+      );
+    this.committing = write.catch(() => undefined);
+    return write;
   }
 
-  /** Every counter whose name starts with prefix, including unflushed increments. */
+  /** Every counter whose name starts with prefix. */
   read(prefix = ''): Record<string, number> {
     const out: Record<string, number> = {};
-    for (const { key, value } of this.db.getRange({ start: prefix })) {
-      if (typeof key !== 'string' || !key.startsWith(prefix)) break;
-      out[key] = value;
-    }
-    for (const batch of [...this.committing, this.pending]) for (const [k, n] of batch) if (k.startsWith(prefix)) out[k] = (out[k] ?? 0) + n;
+    for (const k of [...this.totals.keys()].sort()) if (k.startsWith(prefix)) out[k] = this.totals.get(k)!;
     return out;
   }
 }
