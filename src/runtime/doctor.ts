@@ -166,16 +166,16 @@ export function runDoctor(cfg: Readonly<Config>): number {
     detail: built ?? `${img.name} (recipe ${recipeHash()}) not built in ${img.imageDir}`,
     fix: imageBuildCommand(cfg),
   });
-  for (const [what, dir] of [
-    ['data dir', cfg.dataDir],
-    ['image dir', img.imageDir],
+  for (const [what, dir, self] of [
+    ['data dir', cfg.dataDir, false], // the daemon adds o+x to the data dir itself
+    ['image dir', img.imageDir, true],
   ] as const) {
-    const bad = untraversable(dir);
+    const bad = untraversable(dir, self);
     checks.push({
       name: `${what} reachable`,
       required: true,
       ok: bad.length === 0,
-      detail: bad.length ? traverseAdvice(what, bad) : `${resolve(dir)}: every ancestor has o+x`,
+      detail: bad.length ? traverseAdvice(what, dir, bad) : `${resolve(dir)}: every ancestor has o+x`,
       fix: `chmod o+x ${bad.join(' ')}`,
     });
   }

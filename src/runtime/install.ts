@@ -133,8 +133,8 @@ export async function install(o: InstallOptions, out: (t: string) => void): Prom
 
   mkdirSync(o.dataDir, { recursive: true, mode: 0o755 });
   chmodSync(o.dataDir, 0o755);
-  const bad = untraversable(o.dataDir);
-  if (bad.length) throw AppError.of('data_dir_untraversable', traverseAdvice('data dir', bad));
+  const bad = untraversable(o.dataDir, false);
+  if (bad.length) throw AppError.of('data_dir_untraversable', traverseAdvice('data dir', o.dataDir, bad));
   await placeImage(file, root, out);
 
   mkdirSync(o.unitDir, { recursive: true });

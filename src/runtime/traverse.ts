@@ -9,10 +9,11 @@ import { AppError } from '../errors.js';
 import { imageBuildCommand, type RuntimeSettings } from './factory.js';
 import { findImage, imageOptions, recipeHash } from './image.js';
 
-/** Existing directories among `path` and its ancestors that others cannot traverse (o+x unset). */
-export function untraversable(path: string): string[] {
+/** Existing directories among `path` (unless `self` is false) and its ancestors that others
+ *  cannot traverse (o+x unset). The daemon adds o+x to the data dir itself, not to its parents. */
+export function untraversable(path: string, self = true): string[] {
   const bad: string[] = [];
-  let p = resolve(path);
+  let p = self ? resolve(path) : dirname(resolve(path));
   for (;;) {
     try {
       if ((statSync(p).mode & 0o001) === 0) bad.push(p);
@@ -27,18 +28,18 @@ export function untraversable(path: string): string[] {
 }
 
 /** The sentence for `dirs` (non-empty): what breaks and the command that fixes it. */
-export function traverseAdvice(what: string, dirs: string[]): string {
-  return `the ${what} ${dirs.at(-1)} is not reachable by the servers' mapped uids (others-execute bit missing on ${dirs.join(', ')}); run: chmod o+x ${dirs.join(' ')}`;
+export function traverseAdvice(what: string, dir: string, dirs: string[]): string {
+  return `the ${what} ${resolve(dir)} is not reachable by the servers' mapped uids (others-execute bit missing on ${dirs.join(', ')}); run: chmod o+x ${dirs.join(' ')}`;
 }
 
 /** Throws `data_dir_untraversable` when the servers' uids cannot reach `dataDir` or `imageDir`. */
 export function assertTraversable(dataDir: string, imageDir: string): void {
-  for (const [what, dir] of [
-    ['data dir', dataDir],
-    ['image dir', imageDir],
+  for (const [what, dir, self] of [
+    ['data dir', dataDir, false],
+    ['image dir', imageDir, true],
   ] as const) {
-    const bad = untraversable(dir);
-    if (bad.length) throw AppError.of('data_dir_untraversable', traverseAdvice(what, bad));
+    const bad = untraversable(dir, self);
+    if (bad.length) throw AppError.of('data_dir_untraversable', traverseAdvice(what, dir, bad));
   }
 }
 

@@ -1,7 +1,7 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -9,6 +9,7 @@ import { run } from '../helpers/run.js';
 
 const bin = new URL('../../bin/rootbox', import.meta.url).pathname;
 const tmp = mkdtempSync(join(tmpdir(), 'rbx-cli-'));
+chmodSync(tmp, 0o755); // serve refuses a data dir whose parent the servers' uids cannot traverse
 // The daemon started here gets a network of its own (bridge, subnet, nft tables, uid ranges),
 // removed again afterwards: `serve` keeps its network and containers when it stops, by design.
 const net = {
