@@ -7,20 +7,7 @@
 // (hostname, memory limit) and the disk image's size — read back when a runtime starts anew.
 
 import { alive, sleep } from './proc.js';
-import {
-  chmodSync,
-  chownSync,
-  closeSync,
-  existsSync,
-  fsyncSync,
-  mkdirSync,
-  openSync,
-  readFileSync,
-  renameSync,
-  rmSync,
-  statSync,
-  writeFileSync,
-} from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, statSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import type { RuntimeConfig } from '../config/index.js';
 import { AppError, InternalError } from '../errors.js';
@@ -34,7 +21,7 @@ import { memoryStats, removeCgroup } from './cgroup.js';
 import { ensureLxcfsDir } from './lxcfs.js';
 import { Network } from './network.js';
 import { Runc } from './runc.js';
-import { resolvConf } from './image.js';
+import { personalise, writeDurably } from './bundle.js';
 import { serverLower } from './images.js';
 import type { ExecOptions, PipeProcess, PtyOptions, PtyProcess, Runtime, RuntimeServer, ServerSpec, ServerState, ServerStats } from './types.js';
 
@@ -157,36 +144,13 @@ export class ContainerRuntime implements Runtime {
       limits: this.deps.cfg,
       lxcfsDir: ensureLxcfsDir(this.deps.dataDir),
     });
-    const fd = openSync(join(bundle, 'config.json.tmp'), 'w', 0o600);
-    try {
-      writeFileSync(fd, JSON.stringify(spec));
-      fsyncSync(fd);
-    } finally {
-      closeSync(fd);
-    }
-    renameSync(join(bundle, 'config.json.tmp'), join(bundle, 'config.json'));
+    writeDurably(join(bundle, 'config.json'), JSON.stringify(spec));
   }
 
   /** The rootfs of the image the server was created from (its overlay's lower layer). */
   lower(rec: RuntimeRecord): string {
     const current = dirname(this.deps.image);
     return serverLower(rec.image, { imageDir: dirname(current), name: basename(current).replace(/-[0-9a-f]{12}$/, '') });
-  }
-
-  /** Files a new server starts with that depend on it (hostname, hosts, resolver). */
-  private personalise(rec: RuntimeRecord, slug: string): void {
-    const root = diskPaths(this.serverDir(rec.id)).rootfs;
-    const files: [string, string][] = [
-      ['etc/hostname', `${slug}\n`],
-      ['etc/hosts', `127.0.0.1\tlocalhost\n127.0.1.1\t${slug}\n::1\tlocalhost ip6-localhost ip6-loopback\n`],
-      ['etc/resolv.conf', resolvConf()],
-    ];
-    for (const [rel, text] of files) {
-      const p = join(root, rel);
-      rmSync(p, { force: true }); // resolv.conf may be a symlink in some images: never follow it
-      writeFileSync(p, text, { mode: 0o644 });
-      chownSync(p, rec.uidBase, rec.uidBase);
-    }
   }
 
   /** runc create → veth into the container's netns → runc start. Leaves no half-made container. */
@@ -250,7 +214,7 @@ export class ContainerRuntime implements Runtime {
       try {
         await makeDisk(p, spec.diskBytes);
         await mountRootfs(p, this.deps.helper, this.lower(rec), rec.uidBase);
-        this.personalise(rec, spec.slug);
+        personalise(diskPaths(this.serverDir(rec.id)).rootfs, rec.uidBase, spec.slug);
         this.writeBundle(rec, applied);
         await this.net.addServer(rec.ip);
         await this.boot(rec);

@@ -57,7 +57,7 @@ test('a tier change writes the limits to the server record only; the runtime rec
   apiKey = created.body.api_key;
   const { store, runtime, billing } = d.daemon;
   const rt = store.runtime.get(id)!;
-  assert.equal(Object.keys(rt).sort(), ['createdAt', 'desired', 'id', 'ip', 'uidBase']);
+  assert.equal(Object.keys(rt).sort(), ['createdAt', 'desired', 'id', 'image', 'ip', 'uidBase']);
   assert.is(bundleMemory(id), 256 * MiB);
 
   assert.ok(await billing.credit(store.servers.get(id)!.accountId, 5, 'test:records'));
@@ -82,7 +82,7 @@ test('a data dir whose runtime records hold slug, memory and disk (schema 1) is 
 
   again = await startDaemon(d.cfg, createLogger({ level: 'error', sink: () => {} }));
   assert.is(again.store.schemaVersion, Math.max(...migrations.map((m) => m.version)));
-  assert.equal(Object.keys(again.store.runtime.get(id)!).sort(), ['createdAt', 'desired', 'id', 'ip', 'uidBase'], 'slug and limits left the runtime record');
+  assert.equal(Object.keys(again.store.runtime.get(id)!).sort(), ['createdAt', 'desired', 'id', 'image', 'ip', 'uidBase'], 'slug and limits left the runtime record');
   const view = again.runtime.get(id);
   assert.equal(
     [view?.state, view?.slug, view?.memoryBytes, view?.diskBytes],

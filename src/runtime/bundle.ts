@@ -1,0 +1,36 @@
+// Files the runtime writes for a server on the host: its OCI bundle's config.json (written to a
+// temporary name, synced, then renamed over the old one: it is where the applied memory limit is
+// kept across daemon restarts) and the files a new server starts with that name it (hostname,
+// hosts, resolver), written without following any symlink in the image.
+
+import { chownSync, closeSync, fsyncSync, openSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { resolvConf } from './image.js';
+
+/** Replaces `path` with `text` so a crash leaves either the old file or the whole new one. */
+export function writeDurably(path: string, text: string): void {
+  const tmp = `${path}.tmp`;
+  const fd = openSync(tmp, 'w', 0o600);
+  try {
+    writeFileSync(fd, text);
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+  renameSync(tmp, path);
+}
+
+/** Files a new server starts with that depend on it (hostname, hosts, resolver), owned by its root. */
+export function personalise(rootfs: string, uidBase: number, slug: string): void {
+  const files: [string, string][] = [
+    ['etc/hostname', `${slug}\n`],
+    ['etc/hosts', `127.0.0.1\tlocalhost\n127.0.1.1\t${slug}\n::1\tlocalhost ip6-localhost ip6-loopback\n`],
+    ['etc/resolv.conf', resolvConf()],
+  ];
+  for (const [rel, text] of files) {
+    const p = join(rootfs, rel);
+    rmSync(p, { force: true }); // resolv.conf may be a symlink in some images: never follow it
+    writeFileSync(p, text, { mode: 0o644 });
+    chownSync(p, uidBase, uidBase);
+  }
+}
