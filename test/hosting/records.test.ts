@@ -82,7 +82,11 @@ test('a data dir whose runtime records hold slug, memory and disk (schema 1) is 
 
   again = await startDaemon(d.cfg, createLogger({ level: 'error', sink: () => {} }));
   assert.is(again.store.schemaVersion, Math.max(...migrations.map((m) => m.version)));
-  assert.equal(Object.keys(again.store.runtime.get(id)!).sort(), ['createdAt', 'desired', 'id', 'image', 'ip', 'uidBase'], 'slug and limits left the runtime record');
+  assert.equal(
+    Object.keys(again.store.runtime.get(id)!).sort(),
+    ['createdAt', 'desired', 'id', 'image', 'ip', 'uidBase'],
+    'slug and limits left the runtime record',
+  );
   const view = again.runtime.get(id);
   assert.equal(
     [view?.state, view?.slug, view?.memoryBytes, view?.diskBytes],
