@@ -14,7 +14,12 @@ export interface Answer {
   headers: Record<string, string | string[] | undefined>;
 }
 
-export function call(port: number, method: string, path: string, opts: { key?: string; body?: unknown; host?: string } = {}): Promise<Answer> {
+export function call(
+  port: number,
+  method: string,
+  path: string,
+  opts: { key?: string; body?: unknown; host?: string; headers?: Record<string, string> } = {},
+): Promise<Answer> {
   return new Promise((resolve, reject) => {
     const data = opts.body === undefined ? undefined : JSON.stringify(opts.body);
     const req = request(
@@ -27,6 +32,7 @@ export function call(port: number, method: string, path: string, opts: { key?: s
           host: opts.host ?? 'api.localhost',
           ...(opts.key ? { authorization: `Bearer ${opts.key}` } : {}),
           ...(data ? { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(data)) } : {}),
+          ...opts.headers,
         },
       },
       (res) => {

@@ -5,8 +5,8 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { readFileSync } from 'node:fs';
-import { request } from 'node:http';
 import { decodeHeader } from '../../src/payments/index.js';
+import { call as callApi } from './api.js';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
 import { LocalFacilitator } from '../payments/fixtures/facilitator.js';
 import { encode, newPayer, signPayment, type Terms } from '../payments/fixtures/payer.js';
@@ -29,40 +29,7 @@ test.after(async () => {
   await fac?.stop();
 });
 
-function call(method: string, path: string, opts: { key?: string; body?: unknown; host?: string; headers?: Record<string, string> } = {}) {
-  return new Promise<{ status: number; body: any; headers: Record<string, string | string[] | undefined> }>((resolve, reject) => {
-    const data = opts.body === undefined ? undefined : JSON.stringify(opts.body);
-    const req = request(
-      {
-        host: '127.0.0.1',
-        port: d.http,
-        method,
-        path,
-        headers: {
-          host: opts.host ?? 'api.localhost',
-          ...(opts.key ? { authorization: `Bearer ${opts.key}` } : {}),
-          ...(data ? { 'content-type': 'application/json' } : {}),
-          ...opts.headers,
-        },
-      },
-      (res) => {
-        let s = '';
-        res.on('data', (c) => (s += c));
-        res.on('end', () => {
-          let body: any = s;
-          try {
-            body = JSON.parse(s);
-          } catch {
-            /* html */
-          }
-          resolve({ status: res.statusCode!, body, headers: res.headers });
-        });
-      },
-    );
-    req.on('error', reject);
-    req.end(data);
-  });
-}
+const call = (method: string, path: string, opts: Parameters<typeof callApi>[3] = {}) => callApi(d.http, method, path, opts);
 
 test('grant used up → envelope → suspension after 48 h → recharge once → ceilings raised and server back', async () => {
   const created = await call('POST', '/create');
