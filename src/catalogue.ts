@@ -205,6 +205,7 @@ export const CATALOGUE = {
   listen_failed: e('unavailable', 'a listening port cannot be bound'),
   ssh_crypto_not_native: e('unavailable', "ssh2's native crypto binding is not loaded"),
   daemon_not_running: e('unavailable', 'an admin command that acts on running servers needs the daemon (CLI)'),
+  acme_not_configured: e('unavailable', 'a certificate was asked of ACME but no https.acme.directory (or DNS-01 setting) is configured'),
 } as const satisfies Record<string, CatalogueEntry>;
 
 export type ErrorCode = keyof typeof CATALOGUE;

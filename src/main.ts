@@ -3,12 +3,14 @@
 // graceful stop; SIGHUP: reload TLS). Containers keep running when the daemon stops.
 //
 // Start order — each part uses only parts started before it, so no wiring refers to a part that
-// does not exist yet: store → payments → tls → lxcfs (the servers' /proc view, before any boot)
+// does not exist yet: store → payments → tls → acme (stored certificates installed, the host's own
+// ordered or renewed in the background) → lxcfs (the servers' /proc view, before any boot)
 // → runtime → oom (OOM kills told to the server's user) → presence (idle tracker) → billing (built;
 // settled recharges credited) → proxy → ports (exposed TCP) → ssh → hosting (registers itself as
 // billing's tier keeper, reopens ports, applies tiers) → metering (billing's loop) → edge → admin
 // → metrics (its own loopback listener; scrape-time gauges read the runtime and the data dir).
 
+import { createAcme, type Acme } from './acme/index.js';
 import { startAdmin, type AdminListener } from './admin/index.js';
 import { Billing, runtimeUsage } from './billing/index.js';
 import type { Config } from './config/index.js';
@@ -22,7 +24,7 @@ import { createPayments, type Payments } from './payments/index.js';
 import { IdleTracker, TcpExposer } from './presence/index.js';
 import { PublicUrls } from './pages/index.js';
 import { createProxy, type Proxy } from './proxy/index.js';
-import { ContainerRuntime, createRuntime, Lxcfs, OomWatch, type ReconcileReport, type Runtime } from './runtime/index.js';
+import { ContainerRuntime, createRuntime, runCommand, Lxcfs, OomWatch, type ReconcileReport, type Runtime } from './runtime/index.js';
 import { createSmsSender } from './sms/index.js';
 import { SshServer, generateServerKeyPair } from './ssh/index.js';
 import { openStore, type Store } from './store/index.js';
@@ -32,6 +34,8 @@ export interface Daemon<R extends Runtime = ContainerRuntime> {
   readonly edge: Edge;
   readonly store: Store;
   readonly tls: TlsManager;
+  /** ACME certificates (the host's, servers' domains) and the HTTP-01 responder; `configured` false without https.acme. */
+  readonly acme: Acme;
   readonly ssh: SshServer;
   readonly payments: Payments;
   readonly runtime: R;
@@ -95,6 +99,22 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
           });
       },
       stop: () => d.tls.close(),
+    },
+    {
+      name: 'acme', // stored certificates into the TLS listener; the host's own ordered/renewed in the background
+      start: () => {
+        d.acme = createAcme({
+          domain: cfg.domain,
+          dataDir: cfg.dataDir,
+          settings: cfg.https.acme,
+          store: d.store.certificates,
+          sink: d.tls,
+          run: runCommand,
+          log,
+        });
+        d.acme.start();
+      },
+      stop: () => d.acme.stop(),
     },
     {
       name: 'lxcfs', // for runc containers only (not a runtime of plain processes)
@@ -223,6 +243,7 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
           http: cfg.http,
           https: cfg.https,
           tls: d.tls,
+          acmeChallenge: (path) => d.acme.http01.answer(path),
           log,
           apps: {
             hosting: d.hosting.router,

@@ -3,6 +3,7 @@
 import { z } from 'zod';
 import { bool, duration, port } from './fields.js';
 import type { EnvBinding } from './env.js';
+import { acmeEnv, acmeSchema } from './acme.js';
 
 export const coreShape = {
   domain: z
@@ -91,6 +92,7 @@ export const coreShape = {
           'HTTP/2 streams a client may reset on one connection at once, and again per `https.streamResetWindow` (rapid reset); one more ends the connection with GOAWAY ENHANCE_YOUR_CALM.',
         ),
       streamResetWindow: duration().prefault('10s').describe('Time over which `https.maxStreamResets` resets are allowed again.'),
+      acme: acmeSchema,
     })
     .prefault({}),
   ssh: z
@@ -169,6 +171,7 @@ export const coreEnv: EnvBinding[] = [
   { env: 'ROOTBOX_HTTPS_PORT', path: 'https.port' },
   { env: 'ROOTBOX_TLS_CERT', path: 'https.cert' },
   { env: 'ROOTBOX_TLS_KEY', path: 'https.key' },
+  ...acmeEnv,
   { env: 'ROOTBOX_SSH_HOST', path: 'ssh.host' },
   { env: 'ROOTBOX_SSH_PORT', path: 'ssh.port' },
   { env: 'ROOTBOX_SSH_MAX_AUTH_FAILURES', path: 'ssh.maxAuthFailures' },

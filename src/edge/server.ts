@@ -50,6 +50,8 @@ export interface EdgeOptions {
   http: { host: string; port: number; redirect: boolean; maxConnectionsPerAddress?: number; maxConnections?: number; headerTimeout?: number };
   https: { host: string; port: number; maxStreamResets?: number; streamResetWindow?: number };
   tls: TlsManager;
+  /** ACME HTTP-01: the key authorization for a /.well-known/acme-challenge/<token> path, served on the plain listener before Host routing and the redirect. */
+  acmeChallenge?: (path: string | undefined) => string | undefined;
   apps: EdgeApps;
   log: Logger;
 }
@@ -184,6 +186,9 @@ export class Edge {
     req.on('error', noop);
     res.on('error', noop);
     const [info, refused] = this.info(req, scheme);
+    const challenge = scheme === 'http' && req.method === 'GET' ? this.opts.acmeChallenge?.(req.url) : undefined;
+    if (challenge !== undefined)
+      return void res.writeHead(200, { 'content-type': 'text/plain', 'content-length': Buffer.byteLength(challenge) }).end(challenge);
     try {
       // node then answers with Connection: close and closes after it (no header set here: see below)
       if ((this.stopping || refused) && 'shouldKeepAlive' in res) res.shouldKeepAlive = false;

@@ -3,6 +3,11 @@
 // certificate for {domain} and *.{domain}, generated once under <dataDir>/tls. Names a wildcard
 // cannot cover for clients (any sub-name of a one-label domain such as `localhost`) get a leaf
 // certificate minted on demand by the local CA and cached.
+//
+// Certificates installed at run time (ACME: the host's own under id 'host', servers' domains under
+// theirs) are picked by SNI: exact name first, then `*.parent`; an unknown name gets the default.
+// The lookup is a Map read (never an order, never I/O). Installing swaps the context for new
+// handshakes only: open connections keep the one they negotiated. 'host' also becomes the default.
 
 import { createSecureContext, type SecureContext } from 'node:tls';
 import { existsSync, mkdirSync, readFileSync, unwatchFile, watchFile, writeFileSync } from 'node:fs';
@@ -21,12 +26,17 @@ export interface TlsOptions {
 
 const CA_NAME = 'rootbox local CA';
 const MAX_MINTED = 2000;
+const HOST_ID = 'host';
 
 export class TlsManager {
   private current!: SecureContext;
   private ca?: Ca;
   private readonly minted = new Map<string, SecureContext>();
   private readonly watched: string[] = [];
+  /** Installed certificates by id, and the id serving each SNI name (exact or `*.parent`). */
+  private readonly installed = new Map<string, { names: string[]; ctx: SecureContext }>();
+  private readonly byName = new Map<string, SecureContext>();
+  private fallback?: SecureContext;
   /** Where the local CA certificate is, when the embedded defaults are in use. */
   readonly caFile?: string;
 
@@ -47,7 +57,9 @@ export class TlsManager {
 
   private loadFiles(): void {
     try {
-      this.current = createSecureContext({ cert: readFileSync(this.opts.cert!), key: readFileSync(this.opts.key!) });
+      const ctx = createSecureContext({ cert: readFileSync(this.opts.cert!), key: readFileSync(this.opts.key!) });
+      if (this.installed?.has(HOST_ID)) this.fallback = ctx;
+      else this.current = ctx;
     } catch (e) {
       throw AppError.of('tls_invalid', `cannot load TLS cert ${this.opts.cert} / key ${this.opts.key}: ${(e as Error).message}`);
     }
@@ -86,9 +98,37 @@ export class TlsManager {
     }
   }
 
+  /** Installs (or replaces) a certificate for its names; throws when cert and key do not load. */
+  install(id: string, names: string[], certPem: string, keyPem: string): void {
+    const ctx = createSecureContext({ cert: certPem, key: keyPem });
+    this.installed.set(id, { names: names.map((n) => n.toLowerCase()), ctx });
+    if (id === HOST_ID) {
+      this.fallback ??= this.current;
+      this.current = ctx;
+    }
+    this.index();
+  }
+
+  uninstall(id: string): void {
+    if (!this.installed.delete(id)) return;
+    if (id === HOST_ID && this.fallback) this.current = this.fallback;
+    this.index();
+  }
+
+  private index(): void {
+    this.byName.clear();
+    // the host's names first, so a server's own certificate for a name wins over the wildcard
+    const ordered = [...this.installed].sort(([a], [b]) => (a === HOST_ID ? -1 : b === HOST_ID ? 1 : 0));
+    for (const [, { names, ctx }] of ordered) for (const n of names) this.byName.set(n, ctx);
+  }
+
   /** The context to present for an SNI name (or the default one when the client sent none). */
   contextFor(servername: string | undefined): SecureContext {
     const name = (servername ?? '').toLowerCase().replace(/\.$/, '');
+    if (this.byName.size && name) {
+      const hit = this.byName.get(name) ?? this.byName.get(`*.${name.slice(name.indexOf('.') + 1)}`);
+      if (hit) return hit;
+    }
     const d = this.opts.domain;
     if (!this.ca || !name || name === d || d.includes('.') || !name.endsWith(`.${d}`)) return this.current;
     if (!/^[a-z0-9.-]{1,253}$/.test(name)) return this.current;

@@ -12,3 +12,4 @@ export { OomWatch, ROOTBOX_LOG, OOM_MARK, oomKillsIn } from './oom.js';
 export { readTail } from './rootfile.js';
 export { installCommand } from './installcli.js';
 export { assertServable } from './traverse.js';
+export { run as runCommand } from './proc.js';

@@ -3,6 +3,7 @@
 
 import { AccountStore } from './accounts.js';
 import { BillingStore } from './billing.js';
+import { CertificateStore } from './certificates.js';
 import { CodeStore } from './codes.js';
 import { ExposureStore } from './exposures.js';
 import { openEnv, type LmdbEnv } from './db.js';
@@ -23,6 +24,7 @@ export interface Store {
   readonly exposures: ExposureStore;
   readonly billing: BillingStore;
   readonly payments: PaymentStore;
+  readonly certificates: CertificateStore;
   /** Schema version the store is at after migrations. */
   readonly schemaVersion: number;
   /** Runs fn in one synchronous, synced write transaction: the writes of every area it calls
@@ -54,6 +56,7 @@ export function openStore(dataDir: string): Store {
     exposures: new ExposureStore(env),
     billing: new BillingStore(env, accounts),
     payments: new PaymentStore(env),
+    certificates: new CertificateStore(env),
     schemaVersion: env.db<number>('meta').get('schemaVersion') ?? 0,
     atomically: (fn) => env.txSync(fn),
     commitCreate: (id, madeAccount) =>
@@ -77,6 +80,7 @@ export function openStore(dataDir: string): Store {
 }
 
 export type { FeedbackRecord } from './feedback.js';
+export type { CertificateRecord, CertificateStore } from './certificates.js';
 export type { ServerRecord, PendingOp, AccountHold } from './servers.js';
 export type { RuntimeRecord, RuntimeStore } from './runtime.js';
 export type { AccountRecord } from './accounts.js';
