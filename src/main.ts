@@ -148,6 +148,8 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
           runtime: d.runtime,
           neverSleep: (id) => d.store.servers.get(id)?.neverSleep ?? false,
           idleTimeout: cfg.proxy.idleTimeout,
+          dozeTimeout: cfg.proxy.dozeTimeout,
+          memoryFloor: cfg.proxy.dozeMemoryFloor,
           checkInterval: cfg.proxy.idleCheckInterval,
           log: log.child({ part: 'presence' }),
         });

@@ -1,4 +1,4 @@
-// The proxy slice of the config: the subdomain edge's idle/sleep policy, how requests are held
+// The proxy slice of the config: the subdomain edge's idle/doze/sleep policy, how requests are held
 // while a server wakes, and the limits put on upstream apps (connect and inactivity timeouts).
 
 import { z } from 'zod';
@@ -12,7 +12,17 @@ export const proxySchema = z
     idleTimeout: duration()
       .prefault('5m')
       .describe(
-        'A server sleeps (its container is stopped, RAM freed) after this long without an HTTP request to its app, open WebSocket or stream, SSH session or exposed-port connection. never_sleep servers never sleep.',
+        'A server goes to sleep after this long without activity: an HTTP request to its app, an SSH session, bytes on a WebSocket or exposed-port connection. It dozes first (see dozeTimeout); a WebSocket or exposed-port connection that stays open but quiet lets it doze (its next byte thaws it) but not be stopped. never_sleep servers never sleep.',
+      ),
+    dozeTimeout: duration()
+      .prefault('30m')
+      .describe(
+        'An idle server first dozes: its processes are frozen (cgroup freezer), its memory kept and not billed, its state shown as sleeping, and a request, SSH login or exposed-port connection thaws it in milliseconds. After dozing this long it is stopped (memory freed). 0 turns dozing off: idle servers are stopped at idleTimeout.',
+      ),
+    dozeMemoryFloor: bytes()
+      .default(1024 ** 3)
+      .describe(
+        'Host memory (MemAvailable) kept free: below it, dozing servers are stopped, least recently used first, until it is reached again (or none dozes). 0 turns it off.',
       ),
     idleCheckInterval: duration().prefault('5s').describe('How often the idle tracker looks for servers to put to sleep.'),
     wakeTimeout: duration()
@@ -55,6 +65,8 @@ export const proxySchema = z
 export const proxyEnv: EnvBinding[] = [
   { env: 'ROOTBOX_IDLE_TIMEOUT', path: 'proxy.idleTimeout' },
   { env: 'ROOTBOX_WAKE_TIMEOUT', path: 'proxy.wakeTimeout' },
+  { env: 'ROOTBOX_DOZE_TIMEOUT', path: 'proxy.dozeTimeout' },
+  { env: 'ROOTBOX_DOZE_MEMORY_FLOOR', path: 'proxy.dozeMemoryFloor' },
   { env: 'ROOTBOX_UPSTREAM_TIMEOUT', path: 'proxy.upstreamTimeout' },
 ];
 

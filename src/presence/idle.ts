@@ -1,37 +1,78 @@
 // The idle tracker: the daemon's one implementation of `Presence`. It records activity (touch),
-// open connections (hold/release) and puts a server to sleep (Runtime.stop) once nothing touched
-// it for `idleTimeout`, unless it is never_sleep. wake() starts a sleeping server once, however
-// many callers ask at the same time, and waits for a sleep in progress to finish first. It also
-// knows the truthful transient state (`waking`, also while a woken app is still starting, as the
-// proxy reports) that the runtime's own record cannot show.
+// work under way (hold: an HTTP exchange, an SSH channel) and open connections (connection: a
+// WebSocket, an exposed-port connection), and puts a server to rest once nothing touched it for
+// `idleTimeout`, unless it is never_sleep. Resting has two steps when the runtime can freeze:
+//   - doze: the server's processes are frozen (Runtime.freeze), memory and sockets kept, RAM not
+//     billed, state shown as `sleeping`; wake() — or any touch, e.g. a byte on a quiet open
+//     connection — thaws it in milliseconds;
+//   - sleep: after `dozeTimeout` dozing (or at once when dozing is off) the container is stopped
+//     (Runtime.stop, memory freed) and wake() starts it again. Dozing servers are also stopped,
+//     least recently used first, while host MemAvailable is below `memoryFloor` (floor.ts).
+// What idle means: a hold keeps the server awake (an SSH shell running a silent build must not be
+// frozen). An open connection that carries no bytes for idleTimeout lets the server doze — its
+// next byte from the client thaws it, and its bytes wait in the kernel meanwhile — but it is never
+// stopped for idleness while the connection is open (a stop would cut it). Kept-alive HTTP
+// connections are no holds: between requests the server is idle, and the next request thaws it.
+// wake() starts or thaws a server once, however many callers ask at the same time, and waits for
+// a sleep or freeze in progress first. The tracker also knows the truthful transient state
+// (`waking`, also while a woken app is still starting, as the proxy reports) that the runtime's
+// record cannot show. Nothing of a doze outlives the daemon: reconcile thaws frozen containers.
 
 import { AppError } from '../errors.js';
 import type { Logger } from '../log/index.js';
 import type { Runtime, ServerState } from '../runtime/index.js';
 import type { Presence, PresenceState } from './types.js';
 import { metrics } from '../metrics/index.js';
+import { hostMemAvailable, victims } from './floor.js';
 
 export interface IdleOptions {
-  runtime: Pick<Runtime, 'start' | 'stop' | 'get' | 'list'>;
+  runtime: Pick<Runtime, 'start' | 'stop' | 'get' | 'list' | 'freeze' | 'thaw'>;
   /** Whether a server must never sleep (read at every check, so a change applies at once). */
   neverSleep(id: string): boolean;
   idleTimeout: number;
   checkInterval: number;
+  /** How long a server dozes before it is stopped; 0 or absent (or a runtime that cannot freeze): no doze. */
+  dozeTimeout?: number;
+  /** Host memory kept available by stopping dozing servers (bytes; 0 or absent: none). */
+  memoryFloor?: number;
+  /** Host available memory in bytes (default: MemAvailable of /proc/meminfo). */
+  memAvailable?: () => number;
+  /** How often the memory floor is checked while servers doze (default 500 ms). */
+  floorInterval?: number;
   log: Logger;
   now?: () => number;
 }
 
+interface Doze {
+  since: number;
+  memoryBytes: number;
+}
+
+const count = (m: Map<string, number>, id: string, by: number) => {
+  const n = (m.get(id) ?? 0) + by;
+  if (n <= 0) m.delete(id);
+  else m.set(id, n);
+};
+
 export class IdleTracker implements Presence, PresenceState {
   private readonly last = new Map<string, number>();
   private readonly holds = new Map<string, number>();
+  private readonly conns = new Map<string, number>();
+  private readonly probes = new Map<string, Set<{ sent: () => number; seen: number }>>();
   private readonly waking = new Map<string, Promise<void>>();
   private readonly sleeping = new Map<string, Promise<void>>();
+  private readonly freezing = new Map<string, Promise<void>>();
+  private readonly dozing = new Map<string, Doze>();
   /** Woken servers whose app is not answering yet (reported by the proxy). */
   private readonly starting = new Map<string, Promise<unknown>>();
   private readonly sleepListeners: ((id: string) => void)[] = [];
   private timer?: NodeJS.Timeout;
+  private floorTimer?: NodeJS.Timeout;
   /** Number of Runtime.start calls made by wake() (observability and tests). */
   starts = 0;
+  /** Number of thaws made by wake() and dozes begun (observability and tests). */
+  thaws = 0;
+  dozes = 0;
 
   constructor(private readonly opts: IdleOptions) {}
 
@@ -39,36 +80,78 @@ export class IdleTracker implements Presence, PresenceState {
     return this.opts.now ? this.opts.now() : Date.now();
   }
 
-  touch(id: string): void {
+  private get dozeOn(): boolean {
+    return (this.opts.dozeTimeout ?? 0) > 0 && !!this.opts.runtime.freeze && !!this.opts.runtime.thaw;
+  }
+
+  private mark(id: string): void {
     this.last.set(id, this.now());
   }
 
+  /** Records activity now; a dozing (or freezing) server is thawed (not awaited: bytes for it wait in the kernel). */
+  touch(id: string): void {
+    this.mark(id);
+    if ((this.dozing.has(id) || this.freezing.has(id)) && !this.waking.has(id))
+      this.wake(id).catch((err: unknown) => this.opts.log.error('could not thaw a dozing server', { server: id, err }));
+  }
+
   hold(id: string): () => void {
-    this.holds.set(id, (this.holds.get(id) ?? 0) + 1);
-    this.touch(id);
+    return this.counted(this.holds, id);
+  }
+
+  /** An open connection (WebSocket, exposed port): no stop while open; it may doze while quiet.
+   *  Its owner calls touch() for the client's bytes (which thaw a dozing server); `sent`, when
+   *  given, is a byte count read at every check: a change is activity (what the server sent). */
+  connection(id: string, sent?: () => number): () => void {
+    const release = this.counted(this.conns, id);
+    if (!sent) return release;
+    const probe = { sent, seen: sent() };
+    const set = this.probes.get(id) ?? new Set();
+    this.probes.set(id, set.add(probe));
+    return () => {
+      set.delete(probe);
+      if (!set.size && this.probes.get(id) === set) this.probes.delete(id);
+      release();
+    };
+  }
+
+  /** Marks activity for connections whose byte count moved since the last check. */
+  private probe(id: string): void {
+    for (const p of this.probes.get(id) ?? []) {
+      const n = p.sent();
+      if (n !== p.seen) {
+        p.seen = n;
+        this.mark(id);
+      }
+    }
+  }
+
+  private counted(m: Map<string, number>, id: string): () => void {
+    count(m, id, 1);
+    this.mark(id);
     let released = false;
     return () => {
       if (released) return;
       released = true;
-      const n = (this.holds.get(id) ?? 1) - 1;
-      if (n <= 0) this.holds.delete(id);
-      else this.holds.set(id, n);
-      this.touch(id);
+      count(m, id, -1);
+      this.mark(id);
     };
   }
 
   /** True when a request must wait for wake() before the server's processes can answer. */
   needsWake(id: string): boolean {
-    return this.waking.has(id) || this.sleeping.has(id) || this.opts.runtime.get(id)?.state !== 'running';
+    return this.waking.has(id) || this.sleeping.has(id) || this.freezing.has(id) || this.dozing.has(id) || this.opts.runtime.get(id)?.state !== 'running';
   }
 
   wake(id: string): Promise<void> {
-    this.touch(id);
+    this.mark(id);
     const inflight = this.waking.get(id);
     if (inflight) return inflight;
     if (!this.needsWake(id)) return Promise.resolve();
     const p = (async () => {
       await this.sleeping.get(id);
+      await this.freezing.get(id);
+      if (this.dozing.has(id)) return this.thaw(id);
       const srv = this.opts.runtime.get(id);
       if (!srv) throw AppError.of('server_not_found', `server ${id} does not exist`);
       if (srv.state === 'running') return;
@@ -83,18 +166,37 @@ export class IdleTracker implements Presence, PresenceState {
       this.opts.log.info('server woke', { server: id, ms: this.now() - started });
     })().finally(() => {
       this.waking.delete(id);
-      this.touch(id);
+      this.mark(id);
     });
     this.waking.set(id, p);
     return p;
   }
 
-  /** The state to show: the runtime's, except while a wake is under way (`waking`), which
-   *  lasts for a running server until its app answers when a caller said it waits for that. */
+  private async thaw(id: string): Promise<void> {
+    const t0 = performance.now();
+    this.thaws++;
+    await this.opts.runtime.thaw!(id).catch((err: unknown) => {
+      metrics.woke(0, false);
+      throw err;
+    });
+    this.dozing.delete(id);
+    const ms = performance.now() - t0;
+    metrics.woke(ms / 1000, true);
+    this.opts.log.info('server thawed', { server: id, ms: Math.round(ms * 100) / 100 });
+  }
+
+  /** The state to show: the runtime's, `sleeping` while it dozes, `waking` while a wake is under
+   *  way, which lasts for a running server until its app answers when a caller said it waits for that. */
   state(id: string): ServerState | undefined {
     const s = this.opts.runtime.get(id)?.state;
     if (s === undefined) return undefined;
-    return this.waking.has(id) || (s === 'running' && this.starting.has(id)) ? 'waking' : s;
+    if (this.waking.has(id) || (s === 'running' && this.starting.has(id))) return 'waking';
+    return s === 'running' && this.dozing.has(id) ? 'sleeping' : s;
+  }
+
+  /** Whether the server dozes now (frozen, memory kept). */
+  isDozing(id: string): boolean {
+    return this.dozing.has(id) && !this.waking.has(id);
   }
 
   /** The server counts as waking until `until` settles (the proxy waits for a woken app). */
@@ -114,57 +216,118 @@ export class IdleTracker implements Presence, PresenceState {
     this.sleepListeners.push(fn);
   }
 
-  /** Whether anything holds the server awake right now. */
+  /** Whether anything holds the server awake right now (work under way, or an open connection). */
   busy(id: string): boolean {
-    return (this.holds.get(id) ?? 0) > 0;
+    return this.holds.has(id) || this.conns.has(id);
   }
 
-  /** One pass: every running server idle for idleTimeout, not held, not never_sleep, sleeps. */
+  private resting(id: string): boolean {
+    return this.waking.has(id) || this.sleeping.has(id) || this.freezing.has(id);
+  }
+
+  /** One pass: every running server idle for idleTimeout, not held, not never_sleep, dozes (or
+   *  sleeps); a server dozing for dozeTimeout with no open connection sleeps. */
   check(): void {
     const now = this.now();
     const seen = new Set<string>();
     for (const s of this.opts.runtime.list()) {
       seen.add(s.id);
-      if (s.state !== 'running') continue;
+      if (s.state !== 'running') {
+        if (!this.resting(s.id)) this.dozing.delete(s.id); // stopped by someone else
+        continue;
+      }
+      this.probe(s.id);
       const last = this.last.get(s.id);
       if (last === undefined) {
         this.last.set(s.id, now); // first seen (created, or running at boot): its idle time starts now
         continue;
       }
-      if (this.busy(s.id) || this.waking.has(s.id) || this.sleeping.has(s.id)) continue;
+      if (this.holds.has(s.id) || this.resting(s.id)) continue;
+      const doze = this.dozing.get(s.id);
+      if (doze) {
+        if (this.opts.neverSleep(s.id))
+          this.touch(s.id); // made never_sleep while it dozed
+        else if (now - doze.since >= this.opts.dozeTimeout! && !this.conns.has(s.id)) this.sleep(s.id, now - last, 'doze timeout');
+        continue;
+      }
       if (now - last < this.opts.idleTimeout) continue;
       if (this.opts.neverSleep(s.id)) continue;
-      this.sleep(s.id, now - last);
+      if (this.dozeOn) this.doze(s.id, now - last);
+      else if (!this.conns.has(s.id)) this.sleep(s.id, now - last, 'idle');
     }
-    for (const id of this.last.keys()) if (!seen.has(id) && !this.holds.has(id)) this.last.delete(id);
+    for (const id of this.last.keys()) if (!seen.has(id) && !this.holds.has(id) && !this.conns.has(id)) this.last.delete(id);
+    for (const id of this.dozing.keys()) if (!seen.has(id)) this.dozing.delete(id);
   }
 
-  private sleep(id: string, idleMs: number): void {
+  private doze(id: string, idleMs: number): void {
+    const p = (async () => {
+      try {
+        const { memoryBytes } = await this.opts.runtime.freeze!(id);
+        this.dozing.set(id, { since: this.now(), memoryBytes });
+        this.dozes++;
+        this.opts.log.info('server dozes', { server: id, idleMs, memoryBytes });
+        metrics.slept();
+      } catch (err) {
+        this.opts.log.error('could not freeze a server', { server: id, err });
+      }
+    })().finally(() => this.freezing.delete(id));
+    this.freezing.set(id, p);
+  }
+
+  /** Stops dozing servers, LRU first, while host available memory is below the floor. */
+  checkFloor(): void {
+    const floor = this.opts.memoryFloor ?? 0;
+    if (!(floor > 0) || this.dozing.size === 0) return;
+    let missing = floor - (this.opts.memAvailable ?? hostMemAvailable)();
+    if (missing <= 0) return;
+    const dozers = [];
+    for (const [id, d] of this.dozing) {
+      if (this.sleeping.has(id))
+        missing -= d.memoryBytes; // being stopped already: its memory is coming back
+      else if (!this.resting(id)) dozers.push({ id, last: this.last.get(id) ?? 0, memoryBytes: d.memoryBytes, connected: this.conns.has(id) });
+    }
+    for (const id of victims(dozers, missing)) this.sleep(id, this.now() - (this.last.get(id) ?? 0), 'memory floor');
+  }
+
+  private sleep(id: string, idleMs: number, why: string): void {
+    const dozed = this.dozing.has(id);
     const p = (async () => {
       try {
         await this.opts.runtime.stop(id);
-        this.opts.log.info('server sleeps', { server: id, idleMs });
-        metrics.slept();
+        this.opts.log.info('server sleeps', { server: id, idleMs, why });
+        if (!dozed) metrics.slept();
         for (const fn of this.sleepListeners) fn(id);
       } catch (err) {
         this.opts.log.error('could not put server to sleep', { server: id, err });
       }
-    })().finally(() => this.sleeping.delete(id));
+    })().finally(() => {
+      this.dozing.delete(id);
+      this.sleeping.delete(id);
+    });
     this.sleeping.set(id, p);
   }
 
   forget(id: string): void {
     this.last.delete(id);
     this.holds.delete(id);
+    this.conns.delete(id);
+    this.probes.delete(id);
+    this.dozing.delete(id);
   }
 
   start(): void {
     this.timer ??= setInterval(() => this.check(), this.opts.checkInterval);
     this.timer.unref();
+    if (this.dozeOn && (this.opts.memoryFloor ?? 0) > 0) {
+      this.floorTimer ??= setInterval(() => this.checkFloor(), this.opts.floorInterval ?? 500);
+      this.floorTimer.unref();
+    }
   }
 
   stop(): void {
     clearInterval(this.timer);
+    clearInterval(this.floorTimer);
     this.timer = undefined;
+    this.floorTimer = undefined;
   }
 }

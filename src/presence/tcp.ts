@@ -1,10 +1,12 @@
 // Exposed TCP ports: the daemon accepts on a public port and pipes each connection to a port
-// of the server's container, waking the server first and holding it awake while the connection
-// is open. Each direction ends on its own: a client that sends its request and shuts down its
-// write side (FIN) still gets the answer, the FIN is passed on to the container and back, and the
-// pair is closed once both directions are done (or at once when either side fails). Bytes the
-// client's socket took are reported for egress metering (billing's EgressMeter). Hosting opens
-// and closes the ports (its PortListener).
+// of the server's container, waking the server first. While the connection is open the server is
+// not stopped; bytes either way are activity, so a connection quiet for the idle timeout lets the
+// server doze and the client's next byte thaws it (presence.connection). Each direction ends on
+// its own: a client that sends its request and shuts down its write side (FIN) still gets the
+// answer, the FIN is passed on to the container and back, and the pair is closed once both
+// directions are done (or at once when either side fails). Bytes the client's socket took are
+// reported for egress metering (billing's EgressMeter). Hosting opens and closes the ports (its
+// PortListener).
 
 import { createServer, connect, type Server, type Socket } from 'node:net';
 import { EgressMeter } from '../billing/index.js';
@@ -50,7 +52,7 @@ export class TcpExposer {
   private async pipe(client: Socket, serverId: string, containerPort: number, sockets: Set<Socket>): Promise<void> {
     if (this.d.suspended?.(serverId)) return void client.destroy();
     sockets.add(client);
-    const release = this.d.presence.hold(serverId);
+    const release = this.d.presence.connection(serverId);
     let upstream: Socket | undefined;
     const done = () => {
       release();
@@ -93,6 +95,8 @@ export class TcpExposer {
     // pipe() ends the other side when one side's FIN arrives: the half-close goes through
     client.pipe(up);
     up.pipe(client);
+    // the client's bytes are activity, and thaw a server that dozed while the connection was quiet
+    client.on('data', () => this.d.presence.touch(serverId));
     client.resume();
   }
 

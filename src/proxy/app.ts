@@ -21,7 +21,7 @@ import { serveStatic } from './static.js';
 
 export interface ProxyAppDeps {
   sites: Sites;
-  presence: Pick<IdleTracker, 'wake' | 'hold' | 'needsWake' | 'startingUntil'>;
+  presence: Pick<IdleTracker, 'wake' | 'hold' | 'connection' | 'touch' | 'needsWake' | 'startingUntil'>;
   publication: Publication;
   forwarder: Forwarder;
   cfg: Pick<ProxyConfig, 'wakeTimeout' | 'appStartGrace' | 'holdLimit' | 'holdBodyLimit'>;
@@ -134,7 +134,8 @@ export class ProxyApp implements HttpApp {
     if (!(await this.d.publication.hasApp(site.id, site.rootfs))) {
       return rawError(socket, AppError.of('no_app', 'WebSockets need an app: an executable /root/run.sh serving on 0.0.0.0:80'), rid);
     }
-    const release = this.d.presence.hold(site.id);
+    // an open WebSocket: no stop while open; quiet for the idle timeout, the server may doze (presence)
+    const release = this.d.presence.connection(site.id, () => (socket as Duplex & { bytesWritten?: number }).bytesWritten ?? 0);
     socket.once('close', release);
     try {
       await this.ready(site, req);
@@ -144,6 +145,8 @@ export class ProxyApp implements HttpApp {
     }
     if (socket.destroyed) return;
     this.meter?.socket(socket, site.id);
+    socket.pause(); // the forwarder's pipe resumes it: the listener below takes no byte from it
+    socket.on('data', () => this.d.presence.touch(site.id)); // the client's bytes thaw a dozing server
     this.d.forwarder.ws(req, socket, head, site.upstream, info, site.id, this.failed);
   }
 

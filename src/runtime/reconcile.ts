@@ -6,7 +6,8 @@
 //     its address and uid range go back to the pool;
 //   - a container runc knows but the store does not (an orphan of a crashed create or delete) is
 //     killed and deleted, and a server directory without a record is unmounted and removed;
-//   - a running container of a known server is adopted as it is;
+//   - a running container of a known server is adopted as it is (a frozen one, dozing when the
+//     daemon stopped, is thawed first: the idle tracker that froze it is gone);
 //   - a known server whose container is gone or stopped (host reboot, crash) gets its disk and
 //     overlay mounted again, its counter re-added, and is started when it should be running;
 //     otherwise it stays asleep with its rootfs mounted (the proxy serves /root/www from it);
@@ -20,6 +21,7 @@ import { endLeftovers } from './leftovers.js';
 import type { ContainerRuntime } from './runtime.js';
 import { cgroupPath } from './spec.js';
 import { removeCgroup } from './cgroup.js';
+import { thaw } from './freezer.js';
 
 export interface ReconcileReport {
   adopted: string[];
@@ -72,7 +74,8 @@ export async function reconcile(rt: ContainerRuntime): Promise<ReconcileReport> 
         await rt.net.addServer(rec.ip);
         const applied = rt.applied(rec.id); // slug and limits as its bundle and disk hold them
         rt.writeBundle(rec, applied);
-        if (status.get(rec.id) === 'running') {
+        if (status.get(rec.id) === 'paused') thaw(cgroupPath(rec.id)); // a doze does not outlive the daemon that froze it
+        if (status.get(rec.id) === 'running' || status.get(rec.id) === 'paused') {
           rt.view(rec, 'running', applied);
           report.adopted.push(rec.id);
         } else if (rec.desired === 'running') {

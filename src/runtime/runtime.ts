@@ -18,6 +18,7 @@ import { applyDeferredGrow, destroyDisk, diskPaths, diskUsed, growDisk, mountRoo
 import { pipeExec, ptyExec, type Wrapping } from './exec.js';
 import { INIT_MOUNT } from './supervisor.js';
 import { memoryStats, removeCgroup } from './cgroup.js';
+import { freeze, thaw } from './freezer.js';
 import { ensureLxcfsDir } from './lxcfs.js';
 import { Network } from './network.js';
 import { Runc } from './runc.js';
@@ -254,8 +255,18 @@ export class ContainerRuntime implements Runtime {
     });
   }
 
+  /** Doze (freezer.ts): the server's processes frozen in place, memory kept; thaw() undoes it. */
+  freeze(id: string): Promise<{ memoryBytes: number }> {
+    return this.serial(id, async () => (this.running(id), await freeze(cgroupPath(id)), memoryStats(cgroupPath(id))));
+  }
+
+  thaw(id: string): Promise<void> {
+    return this.serial(id, async () => thaw(cgroupPath(id)));
+  }
+
   /** SIGTERM, up to `graceMs`, SIGKILL to everything, runc delete, veth gone. */
   async halt(rec: RuntimeRecord, graceMs: number): Promise<void> {
+    thaw(cgroupPath(rec.id)); // a dozing server gets its SIGTERM and grace like any other
     const st = await this.runc.state(rec.id);
     if (st && st.status !== 'stopped' && st.pid > 0) {
       if (graceMs > 0 && st.status === 'running') {

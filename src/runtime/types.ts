@@ -98,6 +98,11 @@ export interface Runtime {
   start(id: string): Promise<void>;
   /** Stops the container (SIGTERM, grace, SIGKILL); memory freed; disk, mounts and IP kept. */
   stop(id: string): Promise<void>;
+  /** Doze: freezes every process of a running server (cgroup freezer); memory, sockets and the
+   *  container are kept. Resolves with the memory it holds frozen. Absent where it cannot be done. */
+  freeze?(id: string): Promise<{ memoryBytes: number }>;
+  /** Lets the processes of a frozen server run again (a no-op when it is not frozen). */
+  thaw?(id: string): Promise<void>;
   /** Removes everything the server had: container, mounts, loop device, veth, rules, ids. */
   delete(id: string): Promise<void>;
   /** Raises (or lowers) the memory limit live and grows the disk online. */

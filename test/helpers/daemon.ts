@@ -62,6 +62,8 @@ export async function startTestDaemon(overrides: Record<string, unknown> = {}, e
       metrics: { listen: '127.0.0.1:0' },
       shutdownTimeout: '2s',
       ...overrides,
+      // the tests of sleep and wake test the stop; the doze tests turn dozing on (proxy.dozeTimeout)
+      proxy: { dozeTimeout: 0, ...((overrides.proxy as object) ?? {}) },
       runtime: { ...ownRuntime(), ...((overrides.runtime as object) ?? {}) },
     },
   });

@@ -5,7 +5,7 @@
 // Each method does what it says with real processes and files: start() spawns the server's
 // process (a small HTTP + WebSocket app that binds its port `bindDelay` ms after it starts, as a
 // run.sh app in a woken container does; a created server's process binds nothing) and stop()
-// kills it and waits for its exit; exec/execPty run a host process in the server's directory;
+// kills it and waits for its exit; freeze()/thaw() SIGSTOP and SIGCONT it (doze); exec/execPty run a host process in the server's directory;
 // stats read the process's resident memory from /proc and the disk its directory uses; delete
 // removes process, directory and record. What it cannot do it does not pretend: memory and disk
 // limits are recorded, not enforced (no cgroup, no disk image); egress is not counted (the
@@ -27,6 +27,8 @@ export interface ProcServer {
   /** ms between process start and binding the port; -1 never binds. */
   bindDelay: number;
   child?: ChildProcess;
+  /** Stopped by freeze() (SIGSTOP) until thaw() (SIGCONT). */
+  frozen?: boolean;
   /** Made by create(): its directory is removed by delete(). */
   owned: boolean;
 }
@@ -160,12 +162,27 @@ export class ProcessRuntime implements Runtime {
     this.stops++;
     const child = s.child;
     s.child = undefined;
+    s.frozen = false; // SIGKILL ends a stopped process too
     if (child && child.exitCode === null && child.signalCode === null) {
       const exited = new Promise((r) => child.once('exit', r));
       child.kill('SIGKILL');
       await exited;
     }
     s.rec.state = 'sleeping';
+  }
+
+  /** Doze: SIGSTOP of the server's process (memory kept); resolves with its resident memory. */
+  async freeze(id: string): Promise<{ memoryBytes: number }> {
+    const s = this.running(id);
+    s.child?.kill('SIGSTOP');
+    s.frozen = true;
+    return { memoryBytes: (await this.stats(id)).memoryBytes };
+  }
+
+  async thaw(id: string): Promise<void> {
+    const s = this.server(id);
+    if (s.frozen) s.child?.kill('SIGCONT');
+    s.frozen = false;
   }
 
   async delete(id: string): Promise<void> {

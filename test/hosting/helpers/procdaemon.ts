@@ -201,6 +201,7 @@ export class ProcDaemon {
       },
       ...opts.config,
       hosting: { portPool: this.pool.join('-'), ...(opts.config?.hosting as object) },
+      proxy: { dozeTimeout: 0, ...(opts.config?.proxy as object) }, // sleep tests test the stop; doze tests turn it on
     };
     writeFileSync(this.cfgFile, JSON.stringify(cfg, null, 2));
   }
