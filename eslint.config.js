@@ -30,7 +30,7 @@ const FORBIDDEN = {
   presence: ['proxy', 'ssh', 'hosting', 'edge', 'admin'],
   payments: ['verify', 'hosting', 'billing', 'edge', 'admin'],
   http: ['hosting', 'verify', 'proxy', 'ssh', 'billing', 'runtime', 'presence', 'edge', 'admin'],
-  edge: ['hosting', 'verify', 'proxy', 'ssh', 'billing', 'runtime', 'presence', 'admin'],
+  edge: ['hosting', 'verify', 'proxy', 'ssh', 'billing', 'runtime', 'presence', 'admin', 'domains'],
   store: ['hosting', 'verify', 'proxy', 'ssh', 'billing', 'runtime', 'presence', 'edge', 'admin', 'payments'],
   proxy: ['edge', 'hosting', 'ssh', 'admin'],
   ssh: ['proxy', 'hosting', 'edge', 'admin'],
@@ -62,6 +62,7 @@ function restricted(module) {
 const modules = [
   'billing',
   'config',
+  'domains',
   'edge',
   'hosting',
   'http',

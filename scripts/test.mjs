@@ -48,9 +48,11 @@ const UNIT = [
   'test/foundation/error-answers.test.ts',
   'test/foundation/catalogue.test.ts',
   'test/payments/codec.test.ts',
+  'test/payments/facilitator-auth.test.ts',
   'test/proxy/sites.test.ts',
   'test/hosting/pending.test.ts',
   'test/foundation/log.test.ts',
+  'test/domains/names.test.ts',
 ];
 
 const root = new URL('..', import.meta.url).pathname;

@@ -71,6 +71,8 @@ export const CATALOGUE = {
   invalid_memory: e('bad_request', 'a memory limit is under 32 MiB'),
   invalid_disk: e('bad_request', 'a disk limit is under 64 MiB'),
   invalid_argv: e('bad_request', 'a command to run in a server is empty'),
+  invalid_domain: e('bad_request', "a server's own domain is not a host name that can carry a public certificate (IDN names become punycode)"),
+  reserved_domain: e('bad_request', "a server's own domain is the service's domain or a name under it"),
 
   // ── 401 unauthorized ──
   missing_api_key: e('unauthorized', 'no Authorization: Bearer header'),
@@ -102,6 +104,7 @@ export const CATALOGUE = {
   phone_required: e('forbidden', 'the option needs a verified phone'),
   server_limit: e('forbidden', 'the account holds its maximum of servers'),
   port_limit: e('forbidden', 'the server or account exposes its maximum of ports for its tier'),
+  domain_limit: e('forbidden', "the account's servers carry the maximum of own domains for its tier (none for anonymous accounts)"),
   admin_denied: e('forbidden', 'the admin socket is root only (CLI)'),
 
   // ── 404 not_found ──
@@ -111,6 +114,7 @@ export const CATALOGUE = {
   unknown_server: e('not_found', 'no server has the slug a visitor asked for'),
   no_app: e('not_found', 'a WebSocket to a server that runs no app'),
   not_exposed: e('not_found', 'the port is not exposed'),
+  domain_not_found: e('not_found', 'the server has no such own domain'),
   unknown_tier: e('not_found', 'no verification tier has this name'),
   unknown_target: e('not_found', 'no account or server for an admin command'),
 
@@ -123,6 +127,7 @@ export const CATALOGUE = {
   // ── 409 conflict ──
   subdomain_taken: e('conflict', 'every wanted subdomain is taken'),
   expose_in_progress: e('conflict', 'another request is exposing the same port'),
+  domain_taken: e('conflict', 'the domain is attached to another server (of another account, or another of yours)'),
   server_exists: e('conflict', 'the runtime already has a server with this id'),
   server_not_running: e('conflict', 'the server must be running for this'),
   image_in_use: e('conflict', 'servers use the base image, so it cannot be rebuilt in place (CLI)'),
@@ -140,6 +145,7 @@ export const CATALOGUE = {
   rate_limited: e('rate_limited', 'too many requests from this address or account (Retry-After)'),
   sms_rate_limited: e('rate_limited', 'too many codes texted to this number or from this address (Retry-After)'),
   code_locked: e('rate_limited', 'too many wrong codes; the code is locked (Retry-After)'),
+  issuance_rate_limited: e('rate_limited', 'the domain used its certificate orders of this hour (Retry-After)'),
   too_many_connections: e('rate_limited', 'this address holds its maximum of connections (503 when the host holds its total)', ['unavailable']),
 
   // ── 431 header_too_large ──

@@ -14,6 +14,7 @@ import { createAcme, type Acme } from './acme/index.js';
 import { startAdmin, type AdminListener } from './admin/index.js';
 import { Billing, runtimeUsage } from './billing/index.js';
 import type { Config } from './config/index.js';
+import type { CertIssuer } from './domains/index.js';
 import { Edge, TlsManager } from './edge/index.js';
 import { createHostingService, type HostingApi } from './hosting/index.js';
 import { startAll, type Part } from './lifecycle.js';
@@ -231,10 +232,11 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
           paywall: d.payments.paywall,
           sshPort: () => d.ssh.port || cfg.ssh.port,
           forget: (id) => d.proxy.forget(id),
+          certs: domainCerts(d.acme),
         });
         await d.hosting.core.start();
       },
-      stop: () => {},
+      stop: () => d.hosting.core.domains.stop(),
     },
     { name: 'metering', start: () => d.billing.start(), stop: () => d.billing.stop() },
     {
@@ -247,6 +249,7 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
           tls: d.tls,
           acmeChallenge: (path) => d.acme.http01.answer(path),
           log,
+          aliases: d.hosting.core.domains.slugOf,
           apps: {
             hosting: d.hosting.router,
             verify: createVerifyApi({
@@ -293,6 +296,16 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
   d.log = log;
   d.stop = await startAll(parts, log);
   return d;
+}
+
+/** Servers' own domains get their certificates through HTTP-01, stored and served by SNI under their name. */
+function domainCerts(acme: Acme): CertIssuer {
+  return {
+    configured: acme.configured,
+    issue: async (name) => void acme.certificates.save(name, await acme.issue([name], 'http-01')),
+    remove: async (name) => void acme.certificates.remove(name),
+    notAfter: (name) => acme.certificates.load(name)?.notAfter,
+  };
 }
 
 /** Runs the daemon in the foreground until SIGTERM/SIGINT. */

@@ -1,7 +1,8 @@
 // The hosting slice of the config: account limits, slugs, exposed-port pool and its per-tier
-// caps, SMS provider.
+// caps, SMS provider, servers' own domains (domains.ts).
 
 import { z } from 'zod';
+import { domainsEnv, domainsSchema } from './domains.js';
 import { list } from './fields.js';
 import type { EnvBinding } from './env.js';
 
@@ -75,6 +76,7 @@ export const hostingSchema = z
         twilioFrom: z.string().optional().describe('Sender: an E.164 number or a Messaging Service SID (MG…).'),
       })
       .prefault({}),
+    domains: domainsSchema,
   })
   .prefault({});
 
@@ -87,4 +89,5 @@ export const hostingEnv: EnvBinding[] = [
   { env: 'ROOTBOX_TWILIO_ACCOUNT_SID', path: 'hosting.sms.twilioAccountSid' },
   { env: 'ROOTBOX_TWILIO_AUTH_TOKEN', path: 'hosting.sms.twilioAuthToken' },
   { env: 'ROOTBOX_TWILIO_FROM', path: 'hosting.sms.twilioFrom' },
+  ...domainsEnv,
 ];

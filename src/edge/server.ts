@@ -30,7 +30,7 @@ import { metrics } from '../metrics/index.js';
 import { hostOf, route } from './dispatch.js';
 import { ConnGuard } from './guard.js';
 import { boundResets } from './resets.js';
-import { named, type Named } from './target.js';
+import { aliased, named, type Aliases, type Named } from './target.js';
 import type { TlsManager } from './tls.js';
 import { answerRefusals } from './wire.js';
 
@@ -53,6 +53,8 @@ export interface EdgeOptions {
   /** ACME HTTP-01: the key authorization for a /.well-known/acme-challenge/<token> path, served on the plain listener before Host routing and the redirect. */
   acmeChallenge?: (path: string | undefined) => string | undefined;
   apps: EdgeApps;
+  /** Servers' own domains, served as their <slug>.{domain}. */
+  aliases?: Aliases;
   log: Logger;
 }
 
@@ -193,7 +195,8 @@ export class Edge {
       // node then answers with Connection: close and closes after it (no header set here: see below)
       if ((this.stopping || refused) && 'shouldKeepAlive' in res) res.shouldKeepAlive = false;
       if (refused) throw refused;
-      const target = scheme === 'http' && this.opts.http.redirect ? undefined : route(info.host, this.opts.domain);
+      const target =
+        scheme === 'http' && this.opts.http.redirect ? undefined : aliased(route(info.host, this.opts.domain), info, this.opts.domain, this.opts.aliases);
       if (target) kind = KIND[target.app];
       // The proxy adds the id to what it sends itself: a forwarded answer's head is then written
       // in one step (node's writeHead is slower once a header was set before it).
@@ -236,7 +239,7 @@ export class Edge {
     if (conn) this.guard.taken(conn);
     const [info, refused] = this.info(req, scheme);
     if (refused instanceof AppError) return rawError(socket, refused, { requestId: info.requestId });
-    const target = route(info.host, this.opts.domain);
+    const target = aliased(route(info.host, this.opts.domain), info, this.opts.domain, this.opts.aliases);
     if (target.app === 'proxy' && this.opts.apps.proxy.upgrade && !(scheme === 'http' && this.opts.http.redirect)) {
       try {
         return this.opts.apps.proxy.upgrade(req, socket, head, { ...info, slug: target.slug });

@@ -6,9 +6,11 @@
 //   its Host header (raw list and parsed object) to the target's authority — so the apps, static
 //   files and what the proxy forwards all see one consistent request.
 // - An HTTP/2 :path that is not origin-form (or `*`) is a 400 (`invalid_target`).
+// - A server's own domain is routed as its <slug>.{domain} (aliased()).
 
 import { AppError } from '../errors.js';
 import type { Req } from '../http/index.js';
+import type { Target } from './dispatch.js';
 
 export interface Named {
   /** The Host value as sent (or the absolute target's authority); undefined when absent. */
@@ -56,4 +58,20 @@ export function named(req: Req): Named {
   else raw.push('Host', authority);
   req.headers.host = authority;
   return { host: authority, rid };
+}
+
+/** A server's own domain (hosting.domains): its active host name → the server's slug. */
+export type Aliases = (host: string) => string | undefined;
+
+/**
+ * A host no rule of the edge knows may be a server's own domain: then it is served exactly like
+ * `<slug>.{domain}` (info.host becomes that name, so the proxy finds the server by it; the Host
+ * header the app sees stays the one the client sent). One map lookup, only for unknown hosts.
+ */
+export function aliased(target: Target, info: { host: string }, domain: string, aliases: Aliases | undefined): Target {
+  if (target.app !== 'none' || !aliases) return target;
+  const slug = aliases(info.host);
+  if (slug === undefined) return target;
+  info.host = `${slug}.${domain}`;
+  return { app: 'proxy', slug };
 }

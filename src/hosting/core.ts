@@ -5,6 +5,7 @@
 
 import type { Billing } from '../billing/index.js';
 import type { Config } from '../config/index.js';
+import { Domains, dnsLookup, type CertIssuer } from '../domains/index.js';
 import type { Paywall } from '../payments/index.js';
 import type { Logger } from '../log/index.js';
 import type { PresenceState } from '../presence/index.js';
@@ -34,6 +35,8 @@ export interface HostingDeps {
   sshPort(): number;
   /** Forgets a deleted server outside the runtime (idle tracking, the proxy's caches). */
   forget?(serverId: string): void;
+  /** Certificates for servers' own domains (ACME); absent: custom domains are refused (503). */
+  certs?: CertIssuer;
 }
 
 export interface HostingCore {
@@ -44,6 +47,8 @@ export interface HostingCore {
   phone: PhoneVerifier;
   servers: Servers;
   exposures: Exposures;
+  /** Servers' own domains; the edge routes an active one with domains.slugOf. */
+  domains: Domains;
   credits(account: AccountRecord): Credits;
   /** 402 with the upgrade envelope when the account's grant is used up and it has no credit. */
   assertNotExhausted(account: AccountRecord, baseUrl: string, more?: Record<string, unknown>): void;
@@ -57,6 +62,22 @@ export interface HostingCore {
 
 export function buildCore(d: HostingDeps): HostingCore {
   const secret = new HostSecret(d.cfg.dataDir);
+  const dc = d.cfg.hosting.domains;
+  const domains = new Domains({
+    settings: {
+      domain: d.cfg.domain,
+      publicIp: d.cfg.publicIp,
+      limits: dc.limits,
+      attemptsPerHour: dc.attemptsPerHour,
+      checkInterval: dc.checkInterval,
+      pendingTimeout: dc.pendingTimeout,
+    },
+    store: d.store,
+    dns: dnsLookup(dc.resolver),
+    certs: d.certs ?? { configured: false, issue: async () => {}, remove: async () => {}, notAfter: () => undefined },
+    mac: (v) => secret.mac(v),
+    log: d.log.child({ part: 'domains' }),
+  });
   const exposures = new Exposures(d.store, d.ports, d.cfg.hosting.portPool, d.cfg.publicIp, d.cfg.hosting.portLimits);
   const servers = new Servers({
     store: d.store,
@@ -70,9 +91,11 @@ export function buildCore(d: HostingDeps): HostingCore {
     exposedPorts: (id) => exposures.list(id),
     release: async (id) => {
       await exposures.releaseServer(id);
+      await domains.releaseServer(id);
       d.forget?.(id);
     },
     stateOf: (id) => d.presence.state(id),
+    domainsOf: (id) => domains.activeOf(id),
   });
   const sync = () => syncTiers(d, servers);
   d.billing.keepTiers({ apply: (a) => servers.applyTier(a), sync });
@@ -84,12 +107,15 @@ export function buildCore(d: HostingDeps): HostingCore {
     phone: new PhoneVerifier(d.store, secret, d.sms),
     servers,
     exposures,
+    domains,
     credits: (a) => d.billing.credits(a),
     assertNotExhausted: (a, baseUrl, more) => d.billing.assertNotExhausted(a, baseUrl, more),
     syncTiers: sync,
     sshPort: d.sshPort,
     async start() {
       await exposures.restore((msg, f) => d.log.warn(msg, f));
+      domains.load();
+      domains.start();
       await sync();
     },
   };

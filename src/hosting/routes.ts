@@ -13,6 +13,7 @@ import type { AccountRecord } from '../store/index.js';
 import { tierOf } from './accounts.js';
 import type { HostingCore, HostingDeps } from './core.js';
 import { handleCreate } from './create.js';
+import { domainRoutes } from './domains.js';
 import { LogsAnswer, LogsQuery, serverLogs } from './logs.js';
 import {
   CreateRequest,
@@ -272,5 +273,6 @@ export function hostingRoutes({ core, deps, service, ipLimit, createLimit, docum
       responses: { 200: { description: 'The new key', json: RotatedKey } },
       handler: (ctx) => ({ status: 200, body: { api_key: core.accounts.rotate(ctx.auth), tier: tierOf(ctx.auth) } }),
     }),
+    ...domainRoutes(core, ipLimit),
   ];
 }

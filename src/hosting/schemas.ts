@@ -115,6 +115,47 @@ export const PortLimitError = z.object({
   tier: z.enum(['anonymous', 'verified', 'paid']),
 });
 
+export const DomainRequest = z
+  .object({
+    domain: z
+      .string()
+      .max(300, 'must be at most 300 characters')
+      .describe("A host name you control, e.g. www.example.com; IDN names are stored as punycode. Not the service's own domain or a name under it."),
+  })
+  .strict();
+
+export const DomainPath = ServerPath.extend({ domain: z.string().max(300).describe('The domain as listed (punycode), or its IDN form.') });
+
+export const DnsRecord = z.object({
+  type: z.enum(['CNAME', 'A', 'AAAA', 'TXT']),
+  name: z.string(),
+  value: z.string(),
+});
+
+export const Domain = z.object({
+  domain: z.string().describe('Lowercase, punycode.'),
+  server: z.string(),
+  state: z
+    .enum(['pending_dns', 'issuing', 'active', 'failed'])
+    .describe('pending_dns: waiting for the records; issuing: ownership proven, certificate being ordered; active: served over HTTPS; failed: see reason.'),
+  reason: z.string().nullable().describe('Why the domain failed, or what the last check of a pending one did not find.'),
+  records: z
+    .array(DnsRecord)
+    .describe('The records to create: a CNAME to <slug>.{domain} (A/AAAA to the public address for a zone apex) and the TXT ownership token.'),
+  created_at: z.string().describe('ISO 8601'),
+  checked_at: z.string().nullable().describe('ISO 8601 of the last DNS check.'),
+  active_at: z.string().nullable().describe('ISO 8601'),
+});
+
+export const DomainList = z.object({ domains: z.array(Domain) });
+
+export const DomainLimitError = z.object({
+  error: z.literal('domain_limit'),
+  detail: z.string(),
+  limit: z.number().int().min(0).describe('Domains the tier allows the account in all.'),
+  tier: z.enum(['anonymous', 'verified', 'paid']),
+});
+
 export const Ok = z.object({ ok: z.literal(true) });
 export const Health = z.object({ ok: z.literal(true), service: z.string() });
 export const ServerList = z.object({ servers: z.array(Server) });
@@ -184,6 +225,9 @@ export const SCHEMAS: Record<string, z.ZodType> = {
   VerificationRequired,
   UpgradeEnvelope,
   PortLimitError,
+  DomainRequest,
+  Domain,
+  DomainLimitError,
   PaymentRequired: challengeBodySchema,
   UsagePage,
   RechargeInfo,

@@ -56,6 +56,8 @@ export interface ServerDeps {
   release(serverId: string): Promise<void>;
   /** Truthful state (running/sleeping/waking…) as the proxy's idle tracker sees it. */
   stateOf?(serverId: string): ServerState | undefined;
+  /** The server's active own domains (usage.domains lists them after its subdomain). */
+  domainsOf?(serverId: string): string[];
 }
 
 export interface CreateInput {
@@ -225,7 +227,7 @@ export class Servers {
       suspended: rec.suspended,
       flag: rec.flag,
       exposed_ports: this.d.exposedPorts(rec.id),
-      usage: { disk_mb_used: diskMb, domains: [`${rec.slug}.${this.d.domain}`] },
+      usage: { disk_mb_used: diskMb, domains: [`${rec.slug}.${this.d.domain}`, ...(this.d.domainsOf?.(rec.id) ?? [])] },
       credits: this.d.credits(account),
     };
   }

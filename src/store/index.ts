@@ -5,6 +5,7 @@ import { AccountStore } from './accounts.js';
 import { BillingStore } from './billing.js';
 import { CertificateStore } from './certificates.js';
 import { CodeStore } from './codes.js';
+import { DomainStore } from './domains.js';
 import { ExposureStore } from './exposures.js';
 import { openEnv, type LmdbEnv } from './db.js';
 import { FeedbackStore } from './feedback.js';
@@ -25,6 +26,7 @@ export interface Store {
   readonly billing: BillingStore;
   readonly payments: PaymentStore;
   readonly certificates: CertificateStore;
+  readonly domains: DomainStore;
   /** Schema version the store is at after migrations. */
   readonly schemaVersion: number;
   /** Runs fn in one synchronous, synced write transaction: the writes of every area it calls
@@ -57,6 +59,7 @@ export function openStore(dataDir: string): Store {
     billing: new BillingStore(env, accounts),
     payments: new PaymentStore(env),
     certificates: new CertificateStore(env),
+    domains: new DomainStore(env),
     schemaVersion: env.db<number>('meta').get('schemaVersion') ?? 0,
     atomically: (fn) => env.txSync(fn),
     commitCreate: (id, madeAccount) =>
@@ -86,6 +89,7 @@ export type { RuntimeRecord, RuntimeStore } from './runtime.js';
 export type { AccountRecord } from './accounts.js';
 export type { PendingCode } from './codes.js';
 export type { Exposure } from './exposures.js';
+export type { DomainRecord, DomainState, DomainStore } from './domains.js';
 export type { LedgerEntry, Usage, BillingState, MeterCursor, Prices, Grant } from './billing.js';
 export { PaymentStore, paymentKey, type PaymentRecord, type PaymentStatus, type PaymentKey } from './payments.js';
 export type { Migration } from './db.js';

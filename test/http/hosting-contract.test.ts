@@ -110,6 +110,20 @@ test('GET /servers/:id/logs answers lines, events and oom_kills; 400 for tail 0,
   await expect(401, 'GET', `/servers/${A.json.id}/logs`);
 });
 
+test('domain routes answer as documented: the list, 400 for bad names, 503 without an ACME directory, 404, 401 (the rest with ACME in test/domains)', async () => {
+  const [v, id] = [V.json.api_key, V.json.id];
+  assert.equal((await expect(200, 'GET', `/servers/${id}/domains`, { key: v })).json.domains, []);
+  for (const domain of ['https://www.example.com/', 'printer.local', 'blog.localhost', '192.0.2.1']) {
+    assert.is((await expect(400, 'POST', `/servers/${id}/domains`, { key: v, body: { domain } })).json.error, 'invalid_domain');
+  }
+  await expect(400, 'POST', `/servers/${id}/domains`, { key: v, body: { domain: 'www.example.com', extra: 1 } });
+  assert.is((await expect(503, 'POST', `/servers/${id}/domains`, { key: v, body: { domain: 'www.example.com' } })).json.error, 'not_configured');
+  await expect(404, 'POST', `/servers/${id}/domains/www.example.com/check`, { key: v });
+  await expect(404, 'DELETE', `/servers/${id}/domains/www.example.com`, { key: v });
+  for (const path of [`/servers/${A.json.id}/domains`, '/servers/srv_0/domains']) await expect(404, 'GET', path, { key: v });
+  await expect(401, 'GET', `/servers/${id}/domains`);
+});
+
 test('GET /usage refuses limit 0, abc, 501 and 1.5 with 400 and takes 1 to 500 (documented 1..500)', async () => {
   const key = A.json.api_key;
   for (const q of ['limit=0', 'limit=abc', 'limit=501', 'limit=1.5', 'limit=', 'cursor=garbage']) await expect(400, 'GET', `/usage?${q}`, { key });
@@ -169,7 +183,7 @@ test('POST /feedback answers 200, 400, 413, 415 and 429 with Retry-After', async
 test('every path answers a method it does not declare with 405 and Allow, as documented', async () => {
   for (const [path, ops] of Object.entries(c.doc.paths as Record<string, object>)) {
     const method = ['PUT', 'PATCH', 'DELETE', 'POST', 'GET'].find((m) => !(m.toLowerCase() in ops))!;
-    const r = await expect(405, method, path.replace('{id}', A.json.id), { key: A.json.api_key });
+    const r = await expect(405, method, path.replace('{id}', A.json.id).replace('{domain}', 'www.example.com'), { key: A.json.api_key });
     assert.ok(r.headers.allow, path);
   }
 });
