@@ -177,6 +177,7 @@ export const CATALOGUE = {
   wake_failed: e('unavailable', 'the server could not be started (Retry-After)'),
   no_address: e('unavailable', 'every address of the server subnet is in use'),
   no_uid_range: e('unavailable', 'every uid range of the host is in use'),
+  payments_unavailable: e('unavailable', 'the facilitator lacks our network or refuses our key, or the chain or gas wallet is unusable'),
 
   // ── 504 timeout ──
   upstream_timeout: e('timeout', "the server's app did not accept the connection or answer in time"),

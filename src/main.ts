@@ -83,9 +83,9 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
     },
     {
       name: 'payments',
-      start: () => {
+      start: async () => {
         d.payments = createPayments(cfg.verify.x402, d.store.payments, log.child({ part: 'payments' }));
-        d.payments.start();
+        await d.payments.start();
       },
       stop: () => d.payments.stop(),
     },

@@ -2,8 +2,11 @@
 // {x402Version, paymentPayload, paymentRequirements}, GET /supported. Every call has a deadline.
 // verify throws FacilitatorError when no answer can be trusted; settle never throws and says
 // whether the money moved (settled), definitely did not (refused), or cannot be known (unknown).
+// Each request carries the configured authentication (auth.ts: a CDP JWT or fixed headers).
 
 import type { z } from 'zod';
+import type { PaymentRecord } from '../store/index.js';
+import type { FacilitatorAuth } from './auth.js';
 import {
   settleResponseSchema,
   supportedResponseSchema,
@@ -16,18 +19,26 @@ import {
 } from './types.js';
 
 export type SettleResult =
-  { outcome: 'settled'; response: SettleResponse } | { outcome: 'refused'; response: SettleResponse } | { outcome: 'unknown'; reason: string };
+  | { outcome: 'settled'; response: SettleResponse }
+  | { outcome: 'refused'; response: SettleResponse }
+  /** `transaction`/`raw`: a transaction that was signed and may have been broadcast (self-settlement). */
+  | { outcome: 'unknown'; reason: string; transaction?: string; raw?: string };
 
 export interface Facilitator {
   verify(payload: PaymentPayload, requirements: PaymentRequirements): Promise<VerifyResponse>;
   settle(payload: PaymentPayload, requirements: PaymentRequirements): Promise<SettleResult>;
   supported(): Promise<SupportedResponse>;
+  /** Finishes a pending settlement from its record without submitting anything new (self-settlement);
+   *  without it the reconciler repeats settle(). */
+  resume?(rec: PaymentRecord): Promise<SettleResult>;
 }
 
 export class FacilitatorError extends Error {
   constructor(
     readonly operation: string,
     message: string,
+    /** The HTTP status the facilitator answered, when it answered. */
+    readonly status?: number,
   ) {
     super(`facilitator ${operation}: ${message}`);
     this.name = 'FacilitatorError';
@@ -40,6 +51,8 @@ export interface HttpFacilitatorOptions {
   timeoutMs: number;
   /** Deadline of /settle in ms (on-chain settlement is slower). */
   settleTimeoutMs: number;
+  /** Headers for each request (CDP JWT, fixed headers). */
+  auth?: FacilitatorAuth;
   fetch?: typeof fetch;
 }
 
@@ -56,9 +69,11 @@ export class HttpFacilitator implements Facilitator {
 
   private async call(op: string, init: RequestInit, timeoutMs: number): Promise<{ status: number; json: unknown }> {
     const signal = AbortSignal.timeout(timeoutMs);
+    const url = `${this.base}/${op}`;
     let res: Response;
     try {
-      res = await this.fetch(`${this.base}/${op}`, { ...init, signal, redirect: 'follow' });
+      const auth = this.opts.auth ? await this.opts.auth(init.method ?? 'GET', url) : {};
+      res = await this.fetch(url, { ...init, headers: { ...(init.headers as Record<string, string>), ...auth }, signal, redirect: 'follow' });
     } catch (e) {
       throw new FacilitatorError(op, signal.aborted ? `no answer within ${timeoutMs} ms` : `unreachable (${(e as Error).message})`);
     }
@@ -72,7 +87,7 @@ export class HttpFacilitator implements Facilitator {
     try {
       return { status: res.status, json: JSON.parse(text) };
     } catch {
-      throw new FacilitatorError(op, `answered ${res.status} with a body that is not JSON`);
+      throw new FacilitatorError(op, `answered ${res.status} with a body that is not JSON`, res.status);
     }
   }
 
@@ -113,7 +128,7 @@ export class HttpFacilitator implements Facilitator {
   async supported(): Promise<SupportedResponse> {
     const { status, json } = await this.call('supported', { method: 'GET', headers: { accept: 'application/json' } }, this.opts.timeoutMs);
     const r = supportedResponseSchema.safeParse(json);
-    if (status !== 200 || !r.success) throw new FacilitatorError('supported', `answered ${status} with an unexpected shape`);
+    if (status !== 200 || !r.success) throw new FacilitatorError('supported', `answered ${status}${r.success ? '' : ' with an unexpected shape'}`, status);
     return r.data;
   }
 }

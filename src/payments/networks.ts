@@ -1,10 +1,11 @@
 // Payment network presets: CAIP-2 network id, chain id, the USDC contract and its EIP-712
-// domain (name, version) that signatures are made against.
+// domain (name, version) that signatures are made against; or a `custom` network from config
+// (any EVM chain id and EIP-3009 token, e.g. a local anvil with a freshly deployed token).
 
 export type NetworkName = 'base' | 'base-sepolia';
 
 export interface NetworkPreset {
-  name: NetworkName;
+  name: NetworkName | 'custom';
   /** CAIP-2 id used on the wire, e.g. eip155:8453. */
   network: `eip155:${number}`;
   chainId: number;
@@ -33,6 +34,28 @@ export const NETWORKS: Readonly<Record<NetworkName, NetworkPreset>> = Object.fre
     decimals: 6,
   },
 });
+
+export interface NetworkSettings {
+  network: NetworkName | 'custom';
+  chainId?: number;
+  asset?: string;
+  assetName?: string;
+  assetVersion?: string;
+}
+
+/** The preset, or the custom network the config describes (its keys are checked by the config schema). */
+export function networkOf(x: NetworkSettings): NetworkPreset {
+  if (x.network !== 'custom') return NETWORKS[x.network];
+  if (!x.chainId || !x.asset || !x.assetName || !x.assetVersion) throw new Error('network custom needs chainId, asset, assetName and assetVersion');
+  return {
+    name: 'custom',
+    network: `eip155:${x.chainId}`,
+    chainId: x.chainId,
+    asset: x.asset as `0x${string}`,
+    eip712: { name: x.assetName, version: x.assetVersion },
+    decimals: 6,
+  };
+}
 
 /** Formats an atomic amount as dollars, e.g. 60000 → "$0.06" (USDC has 6 decimals). */
 export function formatUsd(atomic: bigint, decimals = 6): string {

@@ -2,7 +2,10 @@
 // and validate the payment header → local checks (viem) → facilitator /verify → atomic
 // (asset, payer, nonce) lock → the caller's paid work → facilitator /settle → PAYMENT-RESPONSE.
 // The work runs at most once per payment; a payment is settled only after the work succeeded;
-// an unknown settlement outcome is recorded as pending for the reconciler (reconcile.ts).
+// an unknown settlement outcome is recorded as pending for the reconciler (reconcile.ts). While
+// the health check (health.ts) finds payments unusable, every charge answers 503
+// payments_unavailable before anything else. The settler is a facilitator or the host itself
+// (selfsettle.ts), behind the same port.
 
 import { AppError, type CodeOf } from '../errors.js';
 import type { Logger } from '../log/index.js';
@@ -14,6 +17,7 @@ import { formatUsd, type NetworkPreset } from './networks.js';
 import { challenge, paymentRequired, requirementsFor, type TermsConfig } from './terms.js';
 import type { PaymentPayload, PaymentRequired, PaymentRequirements, ResourceInfo, SettleResponse } from './types.js';
 import { metrics } from '../metrics/index.js';
+import type { PaymentState } from './health.js';
 
 export interface PaywallOptions {
   net: NetworkPreset;
@@ -25,6 +29,10 @@ export interface PaywallOptions {
   log: Logger;
   /** Clock in ms (tests move it). */
   now?: () => number;
+  /** Says why payments cannot be taken now (health.ts). */
+  health?: { refusal(): string | undefined; readonly view: PaymentState };
+  /** Who verifies and settles, for the wording of refusals. */
+  settlement?: 'facilitator' | 'self';
 }
 
 export interface ChargeRequest {
@@ -85,20 +93,33 @@ export class Paywall {
     return this.opts.net;
   }
 
+  /** Who settles and whether payments can be taken now (for /v1/info and status). */
+  get state(): PaymentState {
+    return this.opts.health?.view ?? { settlement: this.opts.settlement ?? 'facilitator', available: true, problems: [], checked_at: null };
+  }
+
   private cfg(): TermsConfig {
     if (!this.terms)
       throw AppError.of('not_configured', 'payments are not configured on this host (no payTo address); the operator must set verify.x402.payTo');
+    const why = this.opts.health?.refusal();
+    if (why) throw AppError.of('payments_unavailable', `payments cannot be taken on this host right now: ${why}; nothing was charged, retry later`);
     return this.terms;
+  }
+
+  private get who(): string {
+    return this.opts.settlement === 'self' ? 'the on-chain check' : 'the facilitator';
   }
 
   /** The `accepts` entry for an amount. */
   requirements(amount: bigint): PaymentRequirements {
-    return requirementsFor(this.cfg(), amount);
+    if (!this.terms) this.cfg();
+    return requirementsFor(this.terms!, amount);
   }
 
   /** The terms object (as in the PAYMENT-REQUIRED header). */
   paymentRequired(amount: bigint, resource: ResourceInfo, error = 'payment required'): PaymentRequired {
-    return paymentRequired(this.cfg(), amount, resource, error);
+    if (!this.terms) this.cfg();
+    return paymentRequired(this.terms!, amount, resource, error);
   }
 
   /** The 402 error for an unpaid request. The default one is cached per amount and resource
@@ -174,7 +195,7 @@ export class Paywall {
       if (!verdict.isValid)
         throw fail(
           'payment_rejected',
-          `the facilitator rejected the payment: ${verdict.invalidReason ?? 'no reason given'}${verdict.invalidMessage ? ` (${verdict.invalidMessage.slice(0, 200)})` : ''}`,
+          `${this.who} rejected the payment: ${verdict.invalidReason ?? 'no reason given'}${verdict.invalidMessage ? ` (${verdict.invalidMessage.slice(0, 200)})` : ''}`,
         );
       const locked = this.opts.store.lock({
         asset: ours.asset,
@@ -223,13 +244,31 @@ export class Paywall {
       this.opts.store.update(key, { status: 'refused', reason: s.response.errorReason ?? 'refused', attempts: 1, updatedAt: this.now() });
       throw fail(
         'payment_settlement_failed',
-        `the facilitator could not settle the payment: ${s.response.errorReason ?? 'no reason given'}; nothing was charged`,
+        `${this.who === 'the facilitator' ? 'the facilitator' : 'the host'} could not settle the payment: ${s.response.errorReason ?? 'no reason given'}; nothing was charged`,
         responseHeaders(s.response),
       );
     }
-    this.opts.log.warn('settlement outcome unknown; recorded as pending', { payer: auth.from, nonce: auth.nonce, reason: s.reason });
-    this.opts.store.update(key, { status: 'pending', settle: { payload, requirements: ours }, reason: s.reason, attempts: 1, updatedAt: this.now() });
-    const response: SettleResponse = { success: false, errorReason: 'settlement_pending', transaction: '', network: ours.network, payer: auth.from };
+    this.opts.log.warn('settlement outcome unknown; recorded as pending', {
+      payer: auth.from,
+      nonce: auth.nonce,
+      reason: s.reason,
+      transaction: s.transaction,
+    });
+    this.opts.store.update(key, {
+      status: 'pending',
+      settle: { payload, requirements: ours, ...(s.raw ? { raw: s.raw } : {}) },
+      transaction: s.transaction,
+      reason: s.reason,
+      attempts: 1,
+      updatedAt: this.now(),
+    });
+    const response: SettleResponse = {
+      success: false,
+      errorReason: 'settlement_pending',
+      transaction: s.transaction ?? '',
+      network: ours.network,
+      payer: auth.from,
+    };
     return { result, payment, settlement: { status: 'pending', response }, headers: responseHeaders(response) };
   }
 

@@ -2,7 +2,9 @@
 // the same /settle request: EIP-3009 nonces are single-use on chain and facilitators remember
 // broadcast transactions, so a repeat can never move the money twice. Outcomes: settled (also
 // when the facilitator reports the nonce as already used: the earlier attempt landed), refused,
-// or expired when the authorization ran out and no answer ever came.
+// or expired when the authorization ran out and no answer ever came. A settler that can finish a
+// pending settlement from its record (self-settlement: receipt and authorizationState, never a
+// second transfer) does so through resume() instead of a repeated settle.
 
 import type { Logger } from '../log/index.js';
 import { paymentKey, type PaymentRecord, type PaymentStore } from '../store/index.js';
@@ -53,7 +55,8 @@ export class Reconciler {
         sum.expired++;
         continue;
       }
-      const s = await this.opts.facilitator.settle(req.payload, req.requirements);
+      const fac = this.opts.facilitator;
+      const s = fac.resume ? await fac.resume(rec) : await fac.settle(req.payload, req.requirements);
       const attempts = rec.attempts + 1;
       if (s.outcome === 'settled' || (s.outcome === 'refused' && /nonce.*(used|already)/i.test(s.response.errorReason ?? ''))) {
         const tx = s.outcome === 'settled' ? s.response.transaction : undefined;
@@ -80,7 +83,12 @@ export class Reconciler {
         this.opts.store.update(key, { status: 'expired', reason: s.reason, attempts, updatedAt: this.now() });
         sum.expired++;
       } else {
-        this.opts.store.update(key, { attempts, reason: s.reason, updatedAt: this.now() });
+        this.opts.store.update(key, {
+          attempts,
+          reason: s.reason,
+          updatedAt: this.now(),
+          ...(s.transaction ? { transaction: s.transaction, settle: { ...req, ...(s.raw ? { raw: s.raw } : {}) } } : {}),
+        });
         sum.pending++;
       }
     }

@@ -39,7 +39,7 @@ export interface PaymentRecord {
   transaction?: string;
   reason?: string;
   /** Kept while pending: the exact /settle request to repeat. */
-  settle?: { payload: unknown; requirements: unknown };
+  settle?: { payload: unknown; requirements: unknown; raw?: string };
 }
 
 export type PaymentKey = [string, string, string];

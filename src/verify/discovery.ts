@@ -1,5 +1,6 @@
 // The free descriptive endpoints' bodies: the service card (/v1/info) and the x402 manifest of
-// paid resources (/.well-known/x402) with method, URL, accepts, input and output schemas.
+// paid resources (/.well-known/x402) with method, URL, accepts, input and output schemas. The
+// card's payment part also says who settles and whether payments can be taken now (health).
 
 import { jsonSchemaOf as schemaOf } from '../http/index.js';
 import type { Paywall } from '../payments/index.js';
@@ -32,7 +33,8 @@ export function serviceInfo(c: DiscoveryContext) {
       network: c.paywall.network.network,
       asset: c.paywall.network.asset,
       payTo: c.paywall.configured ? c.paywall.requirements(1n).payTo : null,
-      facilitator: c.facilitatorUrl,
+      facilitator: c.paywall.state.settlement === 'self' ? null : c.facilitatorUrl,
+      ...c.paywall.state,
     },
     request: {
       artifact: `string, required, 1 to ${MAX_ARTIFACT} characters`,

@@ -53,7 +53,15 @@ export const infoSchema = z.object({
     network: z.string(),
     asset: z.string(),
     payTo: z.string().nullable(),
-    facilitator: z.string(),
+    facilitator: z.string().nullable().describe('Facilitator base URL; null when this host settles payments on chain itself.'),
+    settlement: z.enum(['facilitator', 'self']).describe('Who settles payments: an x402 facilitator, or this host on chain (self).'),
+    available: z.boolean().describe('false while payments cannot be taken: the paid routes answer 503 payments_unavailable.'),
+    problems: z.array(z.string()).describe('Why payments are unavailable, or checks of the facilitator or chain that could not run.'),
+    checked_at: z.string().nullable().describe('When the facilitator (/supported) or the chain was last checked.'),
+    gas_wallet: z
+      .object({ address: z.string(), balance_eth: z.string().nullable(), min_eth: z.string(), ok: z.boolean().nullable() })
+      .optional()
+      .describe('Self-settlement: the wallet that pays gas, its balance and the configured minimum.'),
   }),
   request: z.object({ artifact: z.string(), rubric: z.string(), default_rubric: z.string() }),
   not_configured: z.array(z.string()).describe('What the operator still has to configure before paid calls work; empty when ready.'),

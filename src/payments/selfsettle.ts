@@ -1,0 +1,222 @@
+// Self-settlement (verify.x402.settlement "self"): the host is its own facilitator. verify (before
+// the paid work) reads the chain: the authorization's nonce unused, the payer's balance, and an
+// eth_call simulation of transferWithAuthorization from the gas wallet. settle (after the work)
+// signs transferWithAuthorization with the gas wallet (one signer at a time: the gas nonce), sends
+// it and waits for the receipt until the deadline; no receipt by then is `unknown` (pending) with
+// the transaction kept. resume (the reconciler) never builds a second transfer while the first may
+// still land: it reads the receipt and authorizationState, re-broadcasts the same signed
+// transaction if the node lost it, and signs anew only when that one can no longer be mined
+// (refused as stale) and the authorization is still unused — the EIP-3009 nonce admits one
+// transfer, so the money can never move twice.
+
+import { readFileSync, statSync } from 'node:fs';
+import { getAddress, keccak256, type Hex } from 'viem';
+import { privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
+import type { Logger } from '../log/index.js';
+import type { PaymentRecord } from '../store/index.js';
+import { RpcUnreachable, transferData, type Chain, type TransferCall } from './chain.js';
+import { FacilitatorError, type Facilitator, type SettleResult } from './facilitator.js';
+import type { PaymentPayload, PaymentRequirements, SettleResponse, SupportedResponse, VerifyResponse } from './types.js';
+
+/** Reads the gas wallet's key: a file of mode 0600 or stricter holding a 0x-prefixed 32-byte hex key. */
+export function readGasKey(file: string): PrivateKeyAccount {
+  let mode: number;
+  let text: string;
+  try {
+    mode = statSync(file).mode;
+    text = readFileSync(file, 'utf8').trim();
+  } catch (e) {
+    throw new Error(`verify.x402.gasKeyFile cannot be read (${(e as NodeJS.ErrnoException).code ?? 'error'})`);
+  }
+  if (mode & 0o077) throw new Error(`verify.x402.gasKeyFile is readable by others (mode ${(mode & 0o777).toString(8)}); chmod 600 it`);
+  const hex = text.startsWith('0x') ? text : `0x${text}`;
+  if (!/^0x[0-9a-fA-F]{64}$/.test(hex)) throw new Error('verify.x402.gasKeyFile does not hold a 32-byte hex private key');
+  return privateKeyToAccount(hex as Hex);
+}
+
+export interface SelfSettlerOptions {
+  chain: Chain;
+  wallet: PrivateKeyAccount;
+  chainId: number;
+  network: string;
+  /** The EIP-3009 token contract. */
+  token: Hex;
+  /** Deadline of submitting and waiting for the receipt. */
+  settleTimeoutMs: number;
+  pollMs?: number;
+  log: Logger;
+  /** Called after a transaction was sent (the gas balance changed). */
+  onSent?: () => void;
+}
+
+const toCall = (p: PaymentPayload): TransferCall => {
+  const a = p.payload.authorization;
+  return {
+    from: getAddress(a.from),
+    to: getAddress(a.to),
+    value: BigInt(a.value),
+    validAfter: BigInt(a.validAfter),
+    validBefore: BigInt(a.validBefore),
+    nonce: a.nonce as Hex,
+    signature: p.payload.signature as Hex,
+  };
+};
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+export class SelfSettler implements Facilitator {
+  private signing: Promise<unknown> = Promise.resolve();
+  private readonly pollMs: number;
+
+  constructor(private readonly o: SelfSettlerOptions) {
+    this.pollMs = o.pollMs ?? 200;
+  }
+
+  get address(): Hex {
+    return this.o.wallet.address;
+  }
+
+  private answer(success: boolean, t: TransferCall, transaction: string, errorReason?: string): SettleResponse {
+    return { success, transaction, network: this.o.network, payer: t.from, amount: t.value.toString(), ...(errorReason ? { errorReason } : {}) };
+  }
+
+  async verify(p: PaymentPayload, _r: PaymentRequirements): Promise<VerifyResponse> {
+    const t = toCall(p);
+    const invalid = (invalidReason: string, invalidMessage: string) => ({ isValid: false, invalidReason, invalidMessage, payer: t.from });
+    if (t.signature.length !== 132) return invalid('unsupported_signature', 'self-settlement takes 65-byte ECDSA signatures only');
+    try {
+      const [used, balance, revert] = await Promise.all([
+        this.o.chain.authorizationUsed(t.from, t.nonce),
+        this.o.chain.balanceOf(t.from),
+        this.o.chain.simulate(this.address, t),
+      ]);
+      if (used) return invalid('nonce_already_used', 'the authorization nonce was already used on chain');
+      if (balance < t.value) return invalid('insufficient_funds', `the payer holds ${balance} atomic units; the payment needs ${t.value}`);
+      if (revert) return invalid('simulation_failed', `transferWithAuthorization would revert: ${revert.slice(0, 160)}`);
+      return { isValid: true, payer: t.from };
+    } catch (e) {
+      if (e instanceof RpcUnreachable) throw new FacilitatorError('verify', `the chain (RPC) did not answer: ${e.message}`);
+      throw e;
+    }
+  }
+
+  async supported(): Promise<SupportedResponse> {
+    return { kinds: [{ x402Version: 2, scheme: 'exact', network: this.o.network }], extensions: [], signers: { [this.o.network]: [this.address] } };
+  }
+
+  /** Signs and sends one transfer; one at a time, so each takes the next gas nonce. */
+  private submit(t: TransferCall): Promise<{ hash: Hex; raw: Hex; sent: boolean; unreachable?: boolean; error?: string }> {
+    const run = async () => {
+      const c = this.o.chain;
+      const [nonce, gas, fees] = await Promise.all([c.pendingNonce(this.address), c.estimateGas(this.address, t), c.fees()]);
+      const raw = await this.o.wallet.signTransaction({
+        type: 'eip1559',
+        chainId: this.o.chainId,
+        to: this.o.token,
+        data: transferData(t),
+        nonce,
+        gas: (gas * 12n) / 10n,
+        ...fees,
+      });
+      const hash = keccak256(raw);
+      try {
+        await c.sendRaw(raw);
+        this.o.onSent?.();
+        return { hash, raw, sent: true };
+      } catch (e) {
+        return { hash, raw, sent: false, unreachable: e instanceof RpcUnreachable, error: (e as Error).message };
+      }
+    };
+    const next = this.signing.then(run, run);
+    this.signing = next.catch(() => undefined);
+    return next;
+  }
+
+  settle(p: PaymentPayload, _r: PaymentRequirements): Promise<SettleResult> {
+    return this.first(p);
+  }
+
+  private async first(p: PaymentPayload): Promise<SettleResult> {
+    const t = toCall(p);
+    const deadline = Date.now() + this.o.settleTimeoutMs;
+    let s: Awaited<ReturnType<SelfSettler['submit']>>;
+    try {
+      s = await this.submit(t);
+    } catch (e) {
+      if (e instanceof RpcUnreachable) return { outcome: 'unknown', reason: e.message };
+      // estimateGas reverted: the transfer cannot happen now (spent balance, used nonce)
+      return this.afterRevert(t, (e as Error).message);
+    }
+    if (!s.sent) {
+      if (!s.unreachable) return this.afterRevert(t, s.error ?? 'refused by the node');
+      return { outcome: 'unknown', reason: `sending the transaction: ${s.error}`, transaction: s.hash, raw: s.raw };
+    }
+    return this.wait(t, s.hash, s.raw, deadline);
+  }
+
+  /** Polls for the receipt until the deadline; RPC errors on the way are waited out. */
+  private async wait(t: TransferCall, hash: Hex, raw: Hex | undefined, deadline: number): Promise<SettleResult> {
+    let last = 'no receipt yet';
+    for (;;) {
+      try {
+        const rc = await this.o.chain.receipt(hash);
+        if (rc?.status === 'success') return { outcome: 'settled', response: this.answer(true, t, hash) };
+        if (rc?.status === 'reverted') return this.afterRevert(t, `transaction ${hash} reverted`);
+      } catch (e) {
+        last = (e as Error).message;
+      }
+      if (Date.now() + this.pollMs > deadline) break;
+      await sleep(this.pollMs);
+    }
+    return { outcome: 'unknown', reason: `no receipt within the deadline (${last})`, transaction: hash, raw };
+  }
+
+  /** Our transfer cannot land: settled anyway if another transaction used the authorization (it pays us), else refused. */
+  private async afterRevert(t: TransferCall, why: string): Promise<SettleResult> {
+    try {
+      if (await this.o.chain.authorizationUsed(t.from, t.nonce)) {
+        const by = await this.o.chain.usedBy(t.from, t.nonce);
+        if (by) return { outcome: 'settled', response: this.answer(true, t, by) };
+        return { outcome: 'refused', response: this.answer(false, t, '', 'authorization_canceled') };
+      }
+    } catch (e) {
+      return { outcome: 'unknown', reason: (e as Error).message };
+    }
+    return { outcome: 'refused', response: this.answer(false, t, '', `transaction_failed: ${why.slice(0, 160)}`) };
+  }
+
+  async resume(rec: PaymentRecord): Promise<SettleResult> {
+    const req = rec.settle as { payload: PaymentPayload; requirements: PaymentRequirements; raw?: Hex } | undefined;
+    if (!req) return { outcome: 'unknown', reason: 'no settle request kept' };
+    return this.finish(req.payload, rec.transaction as Hex | undefined, req.raw);
+  }
+
+  private async finish(p: PaymentPayload, hash: Hex | undefined, raw: Hex | undefined): Promise<SettleResult> {
+    const t = toCall(p);
+    const c = this.o.chain;
+    const deadline = Date.now() + this.o.settleTimeoutMs;
+    try {
+      if (hash) {
+        const rc = await c.receipt(hash);
+        if (rc?.status === 'success') return { outcome: 'settled', response: this.answer(true, t, hash) };
+      }
+      if (await c.authorizationUsed(t.from, t.nonce)) return this.afterRevert(t, 'authorization used');
+      if (BigInt(Math.floor(Date.now() / 1000)) >= t.validBefore)
+        return { outcome: 'refused', response: this.answer(false, t, '', 'authorization_expired_unsettled') };
+      if (hash && (await c.knows(hash))) return this.wait(t, hash, raw, deadline);
+      if (hash && raw) {
+        try {
+          await c.sendRaw(raw);
+          this.o.log.info('re-broadcast a pending settlement transaction', { transaction: hash, payer: t.from });
+          return this.wait(t, hash, raw, deadline);
+        } catch (e) {
+          if (e instanceof RpcUnreachable) throw e;
+          this.o.log.warn('the node refused the pending settlement transaction; signing it anew', { transaction: hash, err: (e as Error).message });
+        }
+      }
+    } catch (e) {
+      return { outcome: 'unknown', reason: (e as Error).message, transaction: hash, raw };
+    }
+    return this.first(p);
+  }
+}
