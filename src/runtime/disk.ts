@@ -149,14 +149,15 @@ export function syncInitFiles(from: string, p: DiskPaths): void {
   for (const name of readdirSync(p.init)) if (!want.includes(name)) rmSync(join(p.init, name), { force: true, recursive: true });
 }
 
-/** Unmounts overlay and disk (the loop device goes with it) and removes the server's files. A
+/** Unmounts overlay and disk (the loop device goes with it) and any other mount in the server's
+ *  dir (its pinned namespaces), and removes the server's files. A
  *  loop device still backed by the image (a mount cut off by a crash between attaching and
  *  mounting) is detached too. */
 export async function destroyDisk(p: DiskPaths): Promise<void> {
-  for (const m of [p.rootfs, p.disk]) {
-    if (mountedPaths().has(m)) {
-      if (!(await tryRun('umount', [m]))) await run('umount', ['-l', m]);
-    }
+  // overlay, disk and whatever else is pinned in the server's dir (its namespaces), deepest first
+  const under = [...mountedPaths()].filter((m) => m.startsWith(p.dir + '/')).sort((a, b) => b.length - a.length);
+  for (const m of under) {
+    if (!(await tryRun('umount', [m]))) await run('umount', ['-l', m]);
   }
   if (existsSync(p.img)) {
     for (const dev of await loopsOf(p.img)) await tryRun('losetup', ['-d', dev]);

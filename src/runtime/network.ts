@@ -1,4 +1,5 @@
-// Server networking: the bridge, addresses, one veth per running container and the nftables
+// Server networking: the bridge, addresses, one veth per server (kept while it sleeps, in its own
+// user and network namespaces pinned on the host: ensureNamespaces) and the nftables
 // tables `inet <t>` (NAT, isolation, egress counters) and `bridge <t>` (no frames between ports).
 //
 // Policy (inet <t>):
@@ -13,17 +14,27 @@
 // The bridge table drops every frame forwarded from one container port to another, so two
 // servers cannot talk at layer 2 either (ARP included).
 
-import { writeFileSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, writeFileSync } from 'node:fs';
 import { networkInterfaces } from 'node:os';
+import { dirname, join } from 'node:path';
 import { AppError } from '../errors.js';
 import { hostNameservers } from './image.js';
-import { run, tryRun } from './proc.js';
+import { holder, run, tryRun } from './proc.js';
+import { mountedPaths } from './disk.js';
 
 export interface NetConfig {
   bridge: string;
   subnet: string;
   nftTable: string;
 }
+
+/** Where a server's kept namespaces are pinned (bind mounts of nsfs files; see ensureNamespaces). */
+export interface NsPaths {
+  user: string;
+  net: string;
+}
+
+export const nsPaths = (serverDir: string): NsPaths => ({ user: join(serverDir, 'ns', 'user'), net: join(serverDir, 'ns', 'net') });
 
 const BLOCKED = [
   '0.0.0.0/8',
@@ -166,20 +177,67 @@ export class Network {
     await tryRun('nft', ['delete', 'counter', 'inet', this.table, this.counterOf(ip)]);
   }
 
-  /** Wires a created (not yet started) container: veth pair, eth0 with address, MAC and route. */
-  async attach(ip: string, pid: number): Promise<void> {
-    const host = this.vethOf(ip);
-    await run('ip', ['-b', '-'], {
-      input: `link add ${host} type veth peer name eth0 address ${Network.macOf(ip)} netns ${pid}\nlink set ${host} master ${this.bridge} up\n`,
-    });
-    await run('nsenter', [`--net=/proc/${pid}/ns/net`, 'ip', '-b', '-'], {
-      input: `addr add ${ip}/${this.prefix} dev eth0\nlink set eth0 up\nroute add default via ${this.gateway}\n`,
-    });
+  /**
+   * The server's user and network namespaces, made once and kept across sleep (pinned by bind
+   * mounts of their nsfs files at `ns.user`/`ns.net`): the user namespace maps container ids
+   * 0..65535 to the server's range, the network namespace holds eth0 (address, MAC, default
+   * route, lo up) whose veth peer stays on the bridge. Its containers join both (spec.ts), so a
+   * wake makes no network and no uid map. Idempotent: a complete pair is left as it is; a partial
+   * one (a crash part-way, an older daemon's layout, a host reboot that dropped the mounts) is
+   * released and made again. `mounted`: the host's mount points when the caller read them.
+   */
+  async ensureNamespaces(ip: string, uidBase: number, ns: NsPaths, mounted: ReadonlySet<string>): Promise<void> {
+    const veth = this.vethOf(ip);
+    if (mounted.has(ns.user) && mounted.has(ns.net) && existsSync(`/sys/class/net/${veth}`)) return;
+    await this.releaseNamespaces(ip, ns, mounted);
+    mkdirSync(dirname(ns.user), { recursive: true, mode: 0o700 });
+    for (const f of [ns.user, ns.net]) closeSync(openSync(f, 'a', 0o600));
+    // a process in fresh namespaces holds them while they are set up and pinned
+    const h = holder('unshare', ['--user', '--net', 'cat']);
+    try {
+      await h.started();
+      writeFileSync(`/proc/${h.pid}/uid_map`, `0 ${uidBase} 65536\n`);
+      writeFileSync(`/proc/${h.pid}/gid_map`, `0 ${uidBase} 65536\n`);
+      await run('ip', [
+        'link',
+        'add',
+        veth,
+        'master',
+        this.bridge,
+        'up',
+        'type',
+        'veth',
+        'peer',
+        'name',
+        'eth0',
+        'address',
+        Network.macOf(ip),
+        'netns',
+        String(h.pid),
+      ]);
+      await run('nsenter', [`--net=/proc/${h.pid}/ns/net`, 'ip', '-b', '-'], {
+        input: `addr add ${ip}/${this.prefix} dev eth0\nlink set lo up\nlink set eth0 up\nroute add default via ${this.gateway}\n`,
+      });
+      await run('mount', ['--bind', `/proc/${h.pid}/ns/user`, ns.user]);
+      await run('mount', ['--bind', `/proc/${h.pid}/ns/net`, ns.net]);
+    } catch (e) {
+      await h.end();
+      await this.releaseNamespaces(ip, ns);
+      throw e;
+    }
+    await h.end();
+  }
+
+  /** Unpins a server's namespaces (the network namespace, eth0 and its veth go with them) and
+   *  removes its veth at once (a dropped namespace is cleaned up by the kernel a little later). */
+  async releaseNamespaces(ip: string, ns: NsPaths, mounted: ReadonlySet<string> = mountedPaths()): Promise<void> {
+    await this.detach(ip);
+    for (const f of [ns.net, ns.user]) if (mounted.has(f) && !(await tryRun('umount', [f]))) await run('umount', ['-l', f]);
   }
 
   /** Removes the host side of a server's veth if it is still there. */
   async detach(ip: string): Promise<void> {
-    await tryRun('ip', ['link', 'del', this.vethOf(ip)]);
+    if (existsSync(`/sys/class/net/${this.vethOf(ip)}`)) await tryRun('ip', ['link', 'del', this.vethOf(ip)]);
   }
 
   /** Removes egress elements, counters and veths of addresses no server holds (what a crash

@@ -90,6 +90,44 @@ export async function tryRun(cmd: string, args: readonly string[], opts: RunOpti
   }
 }
 
+/** A process kept alive while the caller works on it (a namespace holder, network.ts): started
+ *  by `started()` once it echoes a byte back (so it runs the command, not the tool that set it
+ *  up), ended by closing its stdin. A daemon that dies closes that stdin too, so it never
+ *  outlives a killed daemon. */
+export interface Holder {
+  pid: number;
+  started(timeoutMs?: number): Promise<void>;
+  end(): Promise<void>;
+}
+
+export function holder(cmd: string, args: readonly string[]): Holder {
+  const child = spawn(cmd, args, { stdio: ['pipe', 'pipe', 'pipe'] });
+  const exited = new Promise<void>((resolve) => child.once('close', () => resolve()));
+  const err: Buffer[] = [];
+  child.stderr!.on('data', (d: Buffer) => err.push(d));
+  child.stdin!.on('error', () => {}); // a holder that died: started() says so
+  const failed = (why: string) =>
+    new CommandError(cmd, args, { exitCode: child.exitCode, signal: child.signalCode, stderr: Buffer.concat(err).toString() || why });
+  return {
+    pid: child.pid ?? -1,
+    started(timeoutMs = 10_000) {
+      return new Promise<void>((resolve, reject) => {
+        const t = setTimeout(() => reject(failed('did not start in time')), timeoutMs);
+        child.stdout!.once('data', () => (clearTimeout(t), resolve()));
+        child.once('error', (e) => (clearTimeout(t), reject(failed(e.message))));
+        child.once('close', () => (clearTimeout(t), reject(failed('ended before it started'))));
+        child.stdin!.write('.');
+      });
+    },
+    async end() {
+      child.stdin!.end();
+      const t = setTimeout(() => child.kill('SIGKILL'), 5000);
+      await exited;
+      clearTimeout(t);
+    },
+  };
+}
+
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** True while the process exists and is not a zombie (an exited init waits for the host's PID 1

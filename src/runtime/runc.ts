@@ -3,9 +3,10 @@
 // daemon's, which would die with it); runc's own errors go to a per-bundle JSON log read back on
 // failure.
 
-import { existsSync, readFileSync, rmSync } from 'node:fs';
+import { constants, existsSync, openSync, readFileSync, rmSync } from 'node:fs';
+import { Socket } from 'node:net';
 import { join } from 'node:path';
-import { CommandError, run, tryRun } from './proc.js';
+import { alive, CommandError, run, tryRun } from './proc.js';
 
 export interface RuncState {
   id: string;
@@ -56,8 +57,38 @@ export class Runc {
     return existsSync(join(this.root, id, 'state.json'));
   }
 
-  async start(id: string): Promise<void> {
-    await run('runc', this.args('start', id));
+  /**
+   * `runc start`, done as runc does it without spawning runc (about 10 ms of a wake): the created
+   * container's init waits to open `<root>/<id>/exec.fifo` for writing; opening it for reading
+   * lets it go on, it writes one byte and execs the user process, and the fifo is removed (which
+   * is how runc tells `running` from `created`). Without the fifo (another runc's layout) or when
+   * `initPid` is unknown, it runs `runc start`. Throws when init ends before it was started.
+   */
+  async start(id: string, initPid?: number): Promise<void> {
+    const fifo = join(this.root, id, 'exec.fifo');
+    let fd: number;
+    try {
+      if (!initPid) throw new Error('no pid');
+      fd = openSync(fifo, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_CLOEXEC);
+    } catch {
+      await run('runc', this.args('start', id));
+      return;
+    }
+    const got = await new Promise<number>((resolve, reject) => {
+      const s = new Socket({ fd, readable: true, writable: false });
+      let n = 0;
+      // like runc: check now and then that init has not ended without ever opening the fifo
+      const watch = setInterval(() => {
+        if (!alive(initPid)) s.destroy(new Error('container init ended before it was started'));
+      }, 50);
+      s.on('data', (d: Buffer) => (n += d.length));
+      s.once('end', () => (clearInterval(watch), s.destroy(), resolve(n)));
+      s.once('error', (e) => (clearInterval(watch), reject(e)));
+    }).catch((e: Error) => {
+      throw new CommandError('runc', this.args('start', id), { exitCode: null, stderr: e.message });
+    });
+    if (got === 0) throw new CommandError('runc', this.args('start', id), { exitCode: null, stderr: 'container init ended before it was started' });
+    rmSync(fifo, { force: true });
   }
 
   async kill(id: string, signal: string, all = false): Promise<boolean> {

@@ -7,20 +7,20 @@
 // (hostname, memory limit) and the disk image's size — read back when a runtime starts anew.
 
 import { alive, sleep } from './proc.js';
-import { chmodSync, existsSync, mkdirSync, readFileSync, statSync } from 'node:fs';
+import { chmodSync, mkdirSync, readFileSync, statSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import type { RuntimeConfig } from '../config/index.js';
 import { AppError, InternalError } from '../errors.js';
 import type { Logger } from '../log/index.js';
 import type { RuntimeRecord, RuntimeStore } from '../store/index.js';
 import { cgroupPath, ociSpec } from './spec.js';
-import { applyDeferredGrow, destroyDisk, diskPaths, diskUsed, growDisk, mountRootfs, makeDisk, syncInitFiles } from './disk.js';
+import { applyDeferredGrow, destroyDisk, diskPaths, diskUsed, growDisk, mountedPaths, mountRootfs, makeDisk, syncInitFiles } from './disk.js';
 import { pipeExec, ptyExec, type Wrapping } from './exec.js';
 import { INIT_MOUNT } from './supervisor.js';
 import { memoryStats, removeCgroup } from './cgroup.js';
 import { freeze, thaw } from './freezer.js';
 import { ensureLxcfsDir } from './lxcfs.js';
-import { Network } from './network.js';
+import { Network, nsPaths } from './network.js';
 import { Runc } from './runc.js';
 import { personalise, writeDurably } from './bundle.js';
 import { serverLower } from './images.js';
@@ -59,6 +59,8 @@ export class ContainerRuntime implements Runtime {
   private readonly queues = new Map<string, Promise<unknown>>();
   /** Ids reserved (reserve) whose create has not started yet. */
   private readonly reserved = new Set<string>();
+  /** Called with each step of a start and its duration (bench/wake); unset, steps are not timed. */
+  trace?: (step: string, ms: number) => void;
 
   constructor(readonly deps: RuntimeDeps) {
     this.net = new Network(deps.cfg);
@@ -144,6 +146,7 @@ export class ContainerRuntime implements Runtime {
       initDir: p.init,
       limits: this.deps.cfg,
       lxcfsDir: ensureLxcfsDir(this.deps.dataDir),
+      ns: nsPaths(this.serverDir(rec.id)),
     });
     writeDurably(join(bundle, 'config.json'), JSON.stringify(spec));
   }
@@ -154,24 +157,45 @@ export class ContainerRuntime implements Runtime {
     return serverLower(rec.image, { imageDir: dirname(current), name: basename(current).replace(/-[0-9a-f]{12}$/, '') });
   }
 
-  /** runc create → veth into the container's netns → runc start. Leaves no half-made container. */
-  async boot(rec: RuntimeRecord): Promise<void> {
+  /** Times one step of a start when `trace` is set. */
+  private async step<T>(name: string, fn: () => Promise<T>): Promise<T> {
+    const trace = this.trace;
+    if (!trace) return fn();
+    const t0 = performance.now();
+    try {
+      return await fn();
+    } finally {
+      trace(name, performance.now() - t0);
+    }
+  }
+
+  /** Mounts and namespaces when missing (kept across sleep: a wake finds them) → runc create →
+   *  runc start. Leaves no half-made container. `meanwhile` runs once, while runc create runs
+   *  (start's synced store write, off the critical path), or at once when there is nothing to boot. */
+  async boot(rec: RuntimeRecord, meanwhile: () => void = () => {}): Promise<void> {
     const dir = this.serverDir(rec.id);
-    // fs checks first: a wake from a clean sleep spawns only runc create, ip, nsenter, runc start
+    // fs checks first: a wake from a clean sleep spawns only runc create and runc start
     if (this.runc.exists(rec.id)) {
       const st = await this.runc.state(rec.id);
-      if (st?.status === 'running') return;
+      if (st?.status === 'running') return meanwhile();
       if (st) await this.runc.delete(rec.id, true);
     }
-    if (existsSync(`/sys/class/net/${this.net.vethOf(rec.ip)}`)) await this.net.detach(rec.ip);
-    await mountRootfs(diskPaths(dir), this.deps.helper, this.lower(rec), rec.uidBase);
-    const pid = await this.runc.create(rec.id, join(dir, 'bundle'));
+    await this.step('mounts (kept)', () => mountRootfs(diskPaths(dir), this.deps.helper, this.lower(rec), rec.uidBase));
+    await this.step('namespaces + veth (kept)', () => this.net.ensureNamespaces(rec.ip, rec.uidBase, nsPaths(dir), mountedPaths()));
+    const creating = this.step('runc create', () => this.runc.create(rec.id, join(dir, 'bundle')));
     try {
-      await this.net.attach(rec.ip, pid);
-      await this.runc.start(rec.id);
+      const t0 = performance.now();
+      meanwhile(); // runc create is spawned by now
+      this.trace?.('store (beside runc create)', performance.now() - t0);
+    } catch (e) {
+      await creating.then(() => this.runc.delete(rec.id, true)).catch(() => {});
+      throw e;
+    }
+    const pid = await creating;
+    try {
+      await this.step('runc start', () => this.runc.start(rec.id, pid));
     } catch (e) {
       await this.runc.delete(rec.id, true).catch(() => {});
-      await this.net.detach(rec.ip);
       throw e;
     }
   }
@@ -232,11 +256,12 @@ export class ContainerRuntime implements Runtime {
 
   start(id: string): Promise<void> {
     return this.serial(id, async () => {
-      const rec = this.deps.store.setDesired(id, 'running') ?? this.record(id);
-      if (this.servers.get(id)?.state === 'running' && (await this.runc.state(id))?.status === 'running') return;
+      const rec = this.record(id);
+      const desire = () => void this.deps.store.setDesired(id, 'running');
+      if (this.servers.get(id)?.state === 'running' && (await this.runc.state(id))?.status === 'running') return desire();
       this.view(rec, 'waking');
       try {
-        await this.boot(rec);
+        await this.boot(rec, desire);
       } catch (e) {
         this.setState(id, 'failed');
         throw e;
@@ -264,7 +289,8 @@ export class ContainerRuntime implements Runtime {
     return this.serial(id, async () => thaw(cgroupPath(id)));
   }
 
-  /** SIGTERM, up to `graceMs`, SIGKILL to everything, runc delete, veth gone. */
+  /** SIGTERM, up to `graceMs`, SIGKILL to everything, runc delete. The namespaces and veth stay
+   *  (the next start joins them; teardown releases them). */
   async halt(rec: RuntimeRecord, graceMs: number): Promise<void> {
     thaw(cgroupPath(rec.id)); // a dozing server gets its SIGTERM and grace like any other
     const st = await this.runc.state(rec.id);
@@ -280,12 +306,12 @@ export class ContainerRuntime implements Runtime {
     }
     if (st) await this.runc.delete(rec.id, true);
     removeCgroup(cgroupPath(rec.id));
-    await this.net.detach(rec.ip);
   }
 
   /** Everything a server has, released; the store record last. */
   async teardown(rec: RuntimeRecord): Promise<void> {
     await this.halt(rec, 0);
+    await this.net.releaseNamespaces(rec.ip, nsPaths(this.serverDir(rec.id)));
     await this.net.removeServer(rec.ip);
     await destroyDisk(diskPaths(this.serverDir(rec.id)));
     this.deps.store.remove(rec.id);

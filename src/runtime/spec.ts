@@ -2,7 +2,8 @@
 //
 // Isolation, in order of what it stops:
 // - user namespace: container ids 0..65535 map to the server's own host range (uidBase…); root
-//   inside is an unprivileged host uid that owns nothing outside its own files;
+//   inside is an unprivileged host uid that owns nothing outside its own files. It and the network
+//   namespace are the server's own, kept while it sleeps (network.ts) and joined at every start;
 // - no_new_privs; capabilities trimmed to what a root user administering a Debian system needs:
 //     CHOWN, DAC_OVERRIDE, FOWNER, FSETID (file ownership and modes, apt/dpkg),
 //     SETUID, SETGID, SETPCAP, SETFCAP (switching users: su, sshd-style privilege drop; dpkg file caps),
@@ -60,6 +61,10 @@ export interface SpecInput {
   /** Host directory whose proc/<file> are lxcfs's (or placeholders): ensureLxcfsDir. Without it
    *  the server sees the host's /proc figures. */
   lxcfsDir?: string;
+  /** The server's kept user and network namespaces (network.ts ensureNamespaces), joined instead
+   *  of made: the uid map and eth0 are already there. Without them runc makes both (and the
+   *  caller wires the network). */
+  ns?: { user: string; net: string };
 }
 
 /** Host information a server never reads: files get /dev/null, directories an empty tmpfs. */
@@ -131,7 +136,15 @@ export function ociSpec(s: SpecInput): Record<string, unknown> {
     linux: {
       uidMappings: [{ containerID: 0, hostID: s.uidBase, size: 65536 }],
       gidMappings: [{ containerID: 0, hostID: s.uidBase, size: 65536 }],
-      namespaces: [{ type: 'pid' }, { type: 'network' }, { type: 'ipc' }, { type: 'uts' }, { type: 'mount' }, { type: 'user' }, { type: 'cgroup' }],
+      namespaces: [
+        { type: 'pid' },
+        s.ns ? { type: 'network', path: s.ns.net } : { type: 'network' },
+        { type: 'ipc' },
+        { type: 'uts' },
+        { type: 'mount' },
+        s.ns ? { type: 'user', path: s.ns.user } : { type: 'user' },
+        { type: 'cgroup' },
+      ],
       cgroupsPath: cgroupPath(s.id),
       resources: {
         devices: [{ allow: false, access: 'rwm' }],

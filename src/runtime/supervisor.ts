@@ -17,8 +17,9 @@
 //     /var/log/run.sh.log, rotated at 1 MiB (copy-truncate, 2 kept).
 // Waiting uses bash's builtin `read -t` on a private pipe and the run.sh checks are builtins
 // (`test -nt/-ot` against a reference copy of its mtime, `read` of its content), so a waiting
-// supervisor forks nothing; `touch` and `date` run once per start or event, `stat` once per 10 s
-// for rotation.
+// supervisor forks nothing; the time in its lines is bash's printf; `touch` and `stat` (rotation)
+// run once per start, after run.sh was started (a wake waits for no fork but run.sh's own), and
+// `stat` once per 10 s.
 
 import { copyFileSync, existsSync, mkdirSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -35,7 +36,12 @@ exec 9<> <(:)
 exec </dev/null >/dev/null 2>&1
 set -m
 pause() { read -t "$1" -u 9 _ || true; }
-say() { echo "[supervisor $(date -Is)] $*" >> "$LOG"; }
+# the time as date -Is writes it, from bash's own printf (no fork)
+say() {
+  local now
+  printf -v now '%(%Y-%m-%dT%H:%M:%S%z)T' -1
+  echo "[supervisor \${now:0:-2}:\${now: -2}] $*" >> "$LOG"
+}
 rotate() {
   local size
   size=$(stat -c %s "$LOG" 2>/dev/null || echo 0)
@@ -75,7 +81,7 @@ stop_child() {
   child=
 }
 trap 'stop_child; exit 0' TERM INT
-mkdir -p /var/log
+[ -d /var/log ] || mkdir -p /var/log
 backoff=500
 fresh=0 # 1: run.sh is new or changed (at a container start it is neither: no delay)
 while :; do
@@ -88,8 +94,6 @@ while :; do
   [ "$fresh" = 1 ] && pause 0.2
   fresh=0
   runnable || continue
-  rotate
-  touch -r "$RUN" "$REF" 2>/dev/null
   seen=
   read -r -N 65536 seen < "$RUN"
   oom_count
@@ -98,6 +102,10 @@ while :; do
   ( cd /root && exec "$RUN" ) >> "$LOG" 2>&1 &
   child=$!
   started=$SECONDS
+  # after the start, off a wake's path (each forks): the mtime reference (a change made in
+  # between differs from $seen, which changed() compares too) and the rotation check
+  touch -r "$RUN" "$REF" 2>/dev/null
+  rotate
   ticks=0
   while kill -0 "$child" 2>/dev/null; do
     pause 0.5
