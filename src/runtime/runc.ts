@@ -69,7 +69,7 @@ export class Runc {
     let fd: number;
     try {
       if (!initPid) throw new Error('no pid');
-      fd = openSync(fifo, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_CLOEXEC);
+      fd = openSync(fifo, constants.O_RDONLY | constants.O_NONBLOCK);
     } catch {
       await run('runc', this.args('start', id));
       return;
