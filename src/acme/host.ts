@@ -53,6 +53,7 @@ export class HostCertificate {
   private failures = 0;
   private lastMs?: number;
   private stopped = false;
+  private busy = false;
 
   constructor(private readonly d: HostCertDeps) {}
 
@@ -97,6 +98,7 @@ export class HostCertificate {
     const t0 = Date.now();
     this.lastAttempt = t0;
     this.nextAt = undefined;
+    this.busy = true;
     this.writeState();
     try {
       const issued = await this.d.order(this.d.names);
@@ -106,12 +108,14 @@ export class HostCertificate {
       this.lastMs = Date.now() - t0;
       this.failures = 0;
       this.lastError = undefined;
+      this.busy = false;
       this.d.log.info('ACME certificate installed', { names: this.d.names, notAfter: iso(issued.notAfter), ms: this.lastMs });
       this.schedule(this.dueAt(issued.notAfter));
     } catch (e) {
       if (this.stopped) return;
       this.failures++;
       this.lastError = reason(e);
+      this.busy = false;
       const wait = Math.min(this.d.retryAfterMs * 2 ** (this.failures - 1), MAX_BACKOFF);
       this.d.log.error(
         this.current ? 'ACME renewal failed; keeping the previous certificate' : 'ACME issuance failed; serving the default certificate meanwhile',
@@ -124,7 +128,7 @@ export class HostCertificate {
   status(now = Date.now()): HostCertState {
     const c = this.current;
     return {
-      state: this.running ? 'issuing' : this.lastError ? 'failed' : c ? 'active' : 'pending',
+      state: this.busy ? 'issuing' : this.lastError ? 'failed' : c ? 'active' : 'pending',
       names: this.d.names,
       not_after: iso(c?.notAfter),
       days_left: c ? Math.floor((c.notAfter - now) / 86_400_000) : null,

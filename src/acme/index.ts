@@ -38,7 +38,7 @@ export { Http01Responder } from './http01.js';
 export type { ChallengeType, Issued } from './order.js';
 export type { HostCertState } from './host.js';
 export type { DnsPublisher, RunCommand } from './publishers.js';
-export { readAcmeState, acmeStateFile } from './state.js';
+export { readAcmeState, acmeStateFile, acmeFacts, type AcmeFacts } from './state.js';
 
 /** Where certificates go to be served (the edge's TlsManager). */
 export interface CertificateSink {

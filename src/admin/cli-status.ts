@@ -55,6 +55,11 @@ function human(s: StatusView): string {
   out.push(
     c.error ? `certificate: ${c.file}: ${c.error}` : `certificate: ${c.source} ${c.file}, ${c.names?.join(' ')}, expires ${c.not_after} (${c.days_left} days)`,
   );
+  const a = s.acme;
+  if (a.configured)
+    out.push(
+      `acme: ${a.state}${a.not_after ? `, expires ${a.not_after} (${a.days_left} days)` : ''}${a.last_error ? `; last attempt failed: ${a.last_error}${a.not_after ? ' (still serving the previous certificate)' : ''}` : ''}${a.next_attempt ? `; next attempt ${a.next_attempt}` : ''}`,
+    );
   const cf = s.config;
   out.push(
     `payments (x402): ${cf.payments.configured ? `configured, ${cf.payments.network}, pay to ${cf.payments.pay_to}` : 'not configured (verify.x402.payTo)'}`,

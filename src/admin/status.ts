@@ -1,11 +1,13 @@
 // `rootbox status`: the daemon (pid, Node version, uptime, its parts and where they listen) when it
 // answers, the store (schema, size, record counts), servers by state with the memory and disk
 // they are allowed, the host's memory and disk headroom, the HTTPS certificate's expiry, and which
-// of payments, LLM and SMS are configured. Built by the daemon, or by the CLI from the store
+// of payments, LLM and SMS are configured; with ACME, the host certificate's state and last error.
+// Built by the daemon, or by the CLI from the store
 // (daemon: {running: false}) while it is stopped.
 
 import { statSync } from 'node:fs';
 import { join } from 'node:path';
+import { acmeFacts } from '../acme/index.js';
 import type { Config } from '../config/index.js';
 import { SCHEMA_VERSION } from '../store/index.js';
 import { certificateFacts, configFacts, hostFacts } from './host.js';
@@ -64,6 +66,8 @@ export function statusView(d: ViewDeps & { cfg: Readonly<Config> }, daemon: Daem
       memory_headroom_bytes: host.memory.total_bytes - committed,
     },
     certificate: certificateFacts(d.cfg),
+    /** ACME for {domain} + *.{domain}: state, expiry, last error (a failed renewal keeps the previous certificate). */
+    acme: acmeFacts(d.cfg),
     config: configFacts(d.cfg),
   };
 }

@@ -5,6 +5,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { release } from 'node:os';
 import { relative, resolve } from 'node:path';
+import { acmeFacts } from '../acme/index.js';
 import type { Config } from '../config/index.js';
 import { findImage, imageOptions, recipeHash } from './image.js';
 import { imageBuildCommand } from './factory.js';
@@ -149,6 +150,18 @@ function nativeCheck(name: string, program: NativeProgram, required: boolean): C
   }
 }
 
+/** With ACME configured: the host certificate's state. Required once there is no certificate to serve or it expires within a week. */
+export function acmeCheck(cfg: Readonly<Pick<Config, 'dataDir' | 'https'>>, now = Date.now()): Check | undefined {
+  const a = acmeFacts(cfg, now);
+  if (!a.configured) return undefined;
+  const fix = 'see the daemon log (ACME …) and the https.acme.dns settings; it retries by itself';
+  const expiry = a.not_after ? `expires ${a.not_after} (${a.days_left} days)` : 'no certificate yet';
+  if (!a.last_error) return { name: 'ACME certificate', required: false, ok: a.state === 'active', detail: `${a.state}, ${expiry}`, fix };
+  const urgent = !a.not_after || Date.parse(a.not_after) - now < 7 * 86_400_000;
+  const kept = a.not_after ? '; still serving the previous certificate' : '';
+  return { name: 'ACME certificate', required: urgent, ok: false, detail: `renewal failed ${a.failures}x: ${a.last_error}${kept}; ${expiry}`, fix };
+}
+
 export function formatChecks(checks: Check[]): string {
   const rows = checks.map((c) => [c.ok ? 'ok' : c.required ? 'MISSING' : 'missing (optional)', c.name, c.detail, c.ok ? '' : c.fix]);
   const widths = [0, 1, 2].map((i) => Math.max(...rows.map((r) => r[i].length), 6));
@@ -179,6 +192,8 @@ export function runDoctor(cfg: Readonly<Config>): number {
       fix: `chmod o+x ${bad.join(' ')}`,
     });
   }
+  const acme = acmeCheck(cfg);
+  if (acme) checks.push(acme);
   process.stdout.write(formatChecks(checks) + '\n');
   const bad = checks.filter((c) => c.required && !c.ok);
   process.stdout.write(bad.length ? `\n${bad.length} required check(s) failed.\n` : '\nall required checks passed.\n');

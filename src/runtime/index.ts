@@ -1,6 +1,6 @@
 // Public surface of the runtime: the only module that spawns processes (runc, ip, nft, mount…).
 export type { Runtime, RuntimeServer, ServerSpec, ServerState, ServerStats, ExecOptions, PtyOptions, PipeProcess, PtyProcess, ExitInfo } from './types.js';
-export { hostChecks, formatChecks, runDoctor, type Check } from './doctor.js';
+export { hostChecks, formatChecks, runDoctor, acmeCheck, type Check } from './doctor.js';
 export { createRuntime, type CreatedRuntime, type RuntimeSettings } from './factory.js';
 export { ContainerRuntime } from './runtime.js';
 export { buildImage, findImage, imageOptions, imageTag, recipeHash } from './image.js';

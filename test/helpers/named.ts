@@ -12,7 +12,7 @@
 
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createSocket } from 'node:dgram';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -27,6 +27,7 @@ export interface NamedServer {
   zones: string[];
   keyName: string;
   keyAlgorithm: 'hmac-sha256';
+  /** The secret named accepts now. */
   keySecret: string;
   dir: string;
   pid: number;
@@ -36,6 +37,8 @@ export interface NamedServer {
   remove(name: string, type: string): Promise<void>;
   /** Raw nsupdate commands (without `server`/`send`), e.g. ['update add x.example.test 60 TXT "v"']. */
   nsupdate(lines: string[]): Promise<void>;
+  /** Replaces the TSIG secret named accepts (config rewritten, SIGHUP); `keySecret` becomes the new one. */
+  setKeySecret(secret: string): Promise<void>;
   /** The answers `dig` gets from this server (short form), for assertions. */
   dig(name: string, type: string): Promise<string[]>;
   stop(): Promise<void>;
@@ -76,7 +79,7 @@ async function freeAddr(): Promise<string> {
 export async function startNamed(opts: NamedOptions): Promise<NamedServer> {
   const dir = mkdtempSync(join(tmpdir(), 'rbx-named-'));
   const keyName = opts.keyName ?? 'rootbox-acme.';
-  const keySecret = randomBytes(32).toString('base64');
+  let keySecret = randomBytes(32).toString('base64');
   let lastErr = '';
   for (let attempt = 0; attempt < 5; attempt++) {
     const addr = await freeAddr();
@@ -146,12 +149,12 @@ ${zoneConf}
     const pid = child.pid!;
     const server = `${addr}:53`;
     const nsupdate = async (lines: string[]) => {
-      const input = [`server ${addr} 53`, `key hmac-sha256:${keyName} ${keySecret}`, ...lines, 'send', ''].join('\n');
+      const input = [`server ${addr} 53`, `key hmac-sha256:${keyName} ${self.keySecret}`, ...lines, 'send', ''].join('\n');
       const r = await run('nsupdate', [], { input, timeoutMs: 15_000 });
       if (r.code !== 0) throw new Error(`nsupdate failed (${r.code}): ${r.stderr || r.stdout}`);
     };
     const quote = (type: string, value: string) => (type.toUpperCase() === 'TXT' && !value.startsWith('"') ? JSON.stringify(value) : value);
-    return {
+    const self: NamedServer = {
       addr,
       port: 53,
       server,
@@ -164,6 +167,22 @@ ${zoneConf}
       nsupdate,
       add: (name, type, value, ttl = 60) => nsupdate([`update add ${name}. ${ttl} ${type} ${quote(type, value)}`]),
       remove: (name, type) => nsupdate([`update delete ${name}. ${type}`]),
+      setKeySecret: async (secret) => {
+        const conf = join(dir, 'named.conf');
+        writeFileSync(conf, readFileSync(conf, 'utf8').replace(`secret "${keySecret}"`, `secret "${secret}"`));
+        keySecret = self.keySecret = secret;
+        process.kill(pid, 'SIGHUP');
+        // reloaded once an update signed with the new secret is accepted
+        for (let i = 0; ; i++) {
+          try {
+            await nsupdate([`update delete rekey-probe.${opts.zones[0]}. TXT`]);
+            return;
+          } catch (e) {
+            if (i > 50) throw e;
+            await new Promise((r) => setTimeout(r, 100));
+          }
+        }
+      },
       dig: async (name, type) => {
         const r = await run('dig', ['+short', '+norec', '+time=2', '+tries=2', `@${addr}`, name, type]);
         return r.stdout.split('\n').filter(Boolean);
@@ -180,6 +199,7 @@ ${zoneConf}
         rmSync(dir, { recursive: true, force: true });
       },
     };
+    return self;
   }
   rmSync(dir, { recursive: true, force: true });
   throw new Error(`named did not start: ${lastErr}`);
