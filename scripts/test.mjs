@@ -20,6 +20,7 @@ import { join, relative } from 'node:path';
 /** The fast tier: test files that need no container, no root and no runc. Listed slowest first
  *  (billing/exhausted waits 31 s for an SMS resend gap), so the long waits overlap. */
 const UNIT = [
+  'test/presence/doze-tracker.test.ts',
   'test/billing/exhausted.test.ts',
   'test/proxy/wake.test.ts',
   'test/http/hosting-contract.test.ts',
@@ -49,7 +50,7 @@ const UNIT = [
   'test/foundation/catalogue.test.ts',
   'test/payments/codec.test.ts',
   'test/payments/facilitator-auth.test.ts',
-  'test/payments/facilitator-auth.test.ts',
+  'test/payments/selfsettle.test.ts',
   'test/proxy/sites.test.ts',
   'test/hosting/pending.test.ts',
   'test/foundation/log.test.ts',

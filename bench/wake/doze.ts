@@ -1,0 +1,240 @@
+// bench/wake/doze.ts: what a doze costs and gives, with real runc containers behind a real daemon
+// of its own (test daemon: own bridge, subnet, uid ranges, data dir; everything deleted at the end;
+// doze on, idleTimeout 300 ms):
+//   1. doze → first byte of a minimal run.sh app through the edge (target p50 ≤ 5 ms), beside the
+//      same request awake, and the freezer's own thaw (one cgroup write, the floor) and
+//      Runtime.thaw (the same through the runtime's per-server queue);
+//   2. host memory held by N (100) dozing servers of an idle `python3 -m http.server` app: the
+//      sum of their cgroups' memory and the drop of host MemAvailable from before they existed;
+//   3. how fast the memory floor stops them when a memory hog needs room: a host process grows
+//      until MemAvailable is below the floor by half of what the dozing servers hold (at most
+//      512 MiB); the time until MemAvailable is back above it and how many dozing servers were
+//      stopped (least recently used first) to get there.
+// dozeRows() returns the printed rows (bench/wake/run.ts prints them among its own); run alone:
+//   node --import tsx bench/wake/doze.ts [--dozes 30] [--servers 100]
+
+import { spawn } from 'node:child_process';
+import { request } from 'node:http';
+import { connect } from 'node:net';
+import { loadavg } from 'node:os';
+import { createInterface } from 'node:readline';
+import { startTestDaemon, type TestDaemon } from '../../test/helpers/daemon.js';
+import { sh } from '../../test/runtime/helpers/env.js';
+import type { ContainerRuntime } from '../../src/runtime/index.js';
+import { hostMemAvailable } from '../../src/presence/floor.js';
+import { thaw } from '../../src/runtime/freezer.js';
+import { cgroupPath } from '../../src/runtime/spec.js';
+
+const arg = (name: string, def: string) => {
+  const i = process.argv.indexOf(`--${name}`);
+  return i > 0 ? process.argv[i + 1] : def;
+};
+const MiB = 1024 * 1024;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))];
+const fmt = (xs: number[], digits = 1) =>
+  `p50 ${pct(xs, 50).toFixed(digits).padStart(6)} ms   p90 ${pct(xs, 90).toFixed(digits).padStart(6)} ms   (n=${xs.length})`;
+const row = (label: string, value: string) => `${label.padEnd(40)}${value}`;
+
+const APP_SH = `#!/bin/bash
+exec python3 -c '
+import socket
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", 80))
+s.listen(128)
+while True:
+    c, _ = s.accept()
+    try:
+        c.recv(65536)
+        c.sendall(b"HTTP/1.1 200 OK\\r\\nConnection: close\\r\\nContent-Length: 5\\r\\n\\r\\nhello")
+    except Exception:
+        pass
+    c.close()
+'
+`;
+const IDLE_PY_SH = '#!/bin/bash\ncd /root && exec python3 -m http.server 80\n';
+const HOG_PY = `
+import sys
+held = []
+for line in sys.stdin:
+    held.append(bytearray(b"\\x01") * (int(line) << 20))
+    print("ok", flush=True)
+`;
+
+function firstByte(port: number, host: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const t0 = performance.now();
+    const r = request({ host: '127.0.0.1', port, path: '/', headers: { host }, agent: false }, (res) => {
+      const t = performance.now() - t0;
+      res.resume();
+      res.on('end', () => (res.statusCode === 200 ? resolve(t) : reject(new Error(`${host}: status ${res.statusCode}`))));
+    });
+    r.on('error', reject);
+    r.end();
+  });
+}
+
+const accepts = (ip: string) =>
+  new Promise<boolean>((resolve) => {
+    const s = connect({ host: ip, port: 80 });
+    s.once('connect', () => (s.destroy(), resolve(true)));
+    s.once('error', () => resolve(false));
+  });
+
+async function until(cond: () => boolean | Promise<boolean>, ms: number, every = 5): Promise<boolean> {
+  const end = Date.now() + ms;
+  while (!(await cond())) {
+    if (Date.now() > end) return false;
+    await sleep(every);
+  }
+  return true;
+}
+
+/** A server made through the runtime with a store record (so the edge knows its slug). */
+async function server(d: TestDaemon, n: number, runSh: string): Promise<{ id: string; host: string; ip: string }> {
+  const id = `srv_dozebench${n}`;
+  const slug = `dozebench${n}`;
+  d.daemon.store.servers.insert({
+    id,
+    accountId: 'acc_dozebench',
+    slug,
+    sshPublicKey: '',
+    keyFingerprint: '',
+    memoryBytes: 256 * MiB,
+    diskBytes: 256 * MiB,
+    neverSleep: false,
+    suspended: false,
+    flag: null,
+    createdAt: Date.now(),
+  });
+  const release = d.daemon.presence.hold(id); // no doze while its app starts (idleTimeout is short)
+  try {
+    const s = await d.daemon.runtime.create({ id, slug, memoryBytes: 256 * MiB, diskBytes: 256 * MiB });
+    const w = await sh(d.daemon.runtime, id, `cat > /root/run.sh && chmod +x /root/run.sh`, runSh);
+    if (w.code !== 0) throw new Error(w.err);
+    if (!(await until(() => accepts(s.ip), 60_000, 50))) throw new Error(`${id}: the app did not start`);
+    return { id, host: `${slug}.localhost`, ip: s.ip };
+  } finally {
+    release();
+  }
+}
+
+export async function dozeRows(_ctx?: unknown): Promise<string[]> {
+  const DOZES = Number(arg('dozes', '30'));
+  const SERVERS = Number(arg('servers', '100'));
+  const rows: string[] = [];
+  const avail0 = hostMemAvailable();
+  // the floor sits below what the servers will take, so that only the hog crosses it
+  const floor = avail0 - SERVERS * 40 * MiB - 1024 * MiB;
+  const d = await startTestDaemon({
+    publicIp: '127.0.0.1',
+    log: { level: 'warn' },
+    proxy: { idleTimeout: 300, idleCheckInterval: 50, dozeTimeout: '1h', dozeMemoryFloor: floor },
+    runtime: { uidStart: 3_900_000_000 + (process.pid % 20) * 65536 * 128, uidRanges: SERVERS + 8 },
+  });
+  const rt = d.daemon.runtime as ContainerRuntime;
+  const presence = d.daemon.presence;
+  try {
+    // 1. doze → first byte
+    const app = await server(d, 0, APP_SH);
+    const awake: number[] = [];
+    for (let i = 0; i < DOZES; i++) awake.push(await firstByte(d.http, app.host));
+    const dozeWake: number[] = [];
+    for (let i = 0; i < DOZES; i++) {
+      if (!(await until(() => presence.isDozing(app.id), 10_000))) throw new Error('the app server did not doze');
+      await sleep(20);
+      dozeWake.push(await firstByte(d.http, app.host));
+    }
+    const thawRaw: number[] = [];
+    const thawRt: number[] = [];
+    const idle = () => until(() => presence.isDozing(app.id), 10_000);
+    for (let i = 0; i < DOZES; i++) {
+      await idle(); // frozen by the tracker: thaw it under its feet, then let it see a touch
+      const t0 = performance.now();
+      thaw(cgroupPath(app.id));
+      thawRaw.push(performance.now() - t0);
+      await firstByte(d.http, app.host);
+      await idle();
+      const t1 = performance.now();
+      await rt.thaw(app.id);
+      thawRt.push(performance.now() - t1);
+      await firstByte(d.http, app.host);
+    }
+    rows.push(row('doze → first byte', fmt(dozeWake)));
+    rows.push(row('  same request, awake', fmt(awake)));
+    rows.push(row('  freezer thaw (one cgroup write)', fmt(thawRaw, 3)));
+    rows.push(row('  Runtime.thaw', fmt(thawRt, 3)));
+
+    // 2. memory of N dozing idle python servers
+    const before = hostMemAvailable();
+    const made: { id: string }[] = [];
+    const t0 = Date.now();
+    for (let i = 1; i <= SERVERS; i += 4)
+      made.push(...(await Promise.all([0, 1, 2, 3].filter((k) => i + k <= SERVERS).map((k) => server(d, i + k, IDLE_PY_SH)))));
+    const madeS = (Date.now() - t0) / 1000;
+    for (const s of made) {
+      presence.touch(s.id); // least recently used: the first made
+      await sleep(2);
+    }
+    await until(() => made.every((s) => presence.isDozing(s.id)), 60_000, 50);
+    await sleep(1000);
+    const dozing = made.filter((s) => presence.isDozing(s.id)).length;
+    let cg = 0;
+    for (const s of made) cg += (await rt.stats(s.id)).memoryBytes;
+    const drop = before - hostMemAvailable();
+    rows.push(
+      row(
+        `${SERVERS} dozing python http.server`,
+        `${dozing} dozing; cgroups hold ${(cg / MiB).toFixed(0)} MiB (${(cg / MiB / SERVERS).toFixed(1)} MiB each); host MemAvailable down ${(drop / MiB).toFixed(0)} MiB (made in ${madeS.toFixed(0)} s)`,
+      ),
+    );
+
+    // 3. the memory floor against a hog
+    const hog = spawn('python3', ['-c', HOG_PY], { stdio: ['pipe', 'pipe', 'inherit'] });
+    try {
+      const lines = createInterface({ input: hog.stdout! })[Symbol.asyncIterator]();
+      // under the floor by half of what the dozing servers hold (at most 512 MiB): stopping some of them is enough
+      const under = Math.min(512 * MiB, cg / 2);
+      const t = performance.now();
+      let grown = 0;
+      while (hostMemAvailable() > floor - under) {
+        const step = Math.max(32, Math.min(256, Math.floor((hostMemAvailable() - floor + under) / MiB)));
+        hog.stdin!.write(`${step}\n`);
+        await lines.next();
+        grown += step * MiB;
+      }
+      const crossed = performance.now();
+      const below = hostMemAvailable();
+      const back = await until(() => hostMemAvailable() >= floor, 60_000, 5);
+      const done = performance.now();
+      const stopped = made.filter((s) => rt.get(s.id)?.state === 'sleeping').length;
+      const order = made.map((s, i) => (rt.get(s.id)?.state === 'sleeping' ? i : -1)).filter((i) => i >= 0);
+      const lruFirst = order.every((v, i) => v === i);
+      rows.push(
+        row(
+          'memory floor vs a hog',
+          `hog ${(grown / MiB).toFixed(0)} MiB in ${((crossed - t) / 1000).toFixed(1)} s, ${((floor - below) / MiB).toFixed(0)} MiB under the floor; ` +
+            (back
+              ? `back above it ${(done - crossed).toFixed(0)} ms later, ${stopped} servers stopped${lruFirst ? ' (the least recently used ones)' : ' (NOT a prefix of LRU order)'}`
+              : `still under it after 60 s (${stopped} stopped)`),
+        ),
+      );
+    } finally {
+      hog.kill('SIGKILL');
+    }
+  } finally {
+    await d.stop();
+  }
+  return rows;
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  const load = () =>
+    loadavg()
+      .map((x) => x.toFixed(2))
+      .join(' ');
+  const before = load();
+  for (const l of await dozeRows()) console.log(l);
+  console.log(`load average: ${before} at the start, ${load()} at the end (2 cores, shared host)`);
+}

@@ -1,0 +1,75 @@
+// The idle tracker's doze over the process runtime (real processes, SIGSTOP/SIGCONT; no root):
+// an idle server is frozen (its process in state T) and shown as sleeping, wake() and a touch
+// thaw it without a start, and the memory floor stops dozing servers LRU first, as many as needed
+// (host memory given by the test here; the container test drives it with a real hog).
+
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { readFileSync } from 'node:fs';
+import { createLogger } from '../../src/log/index.js';
+import { IdleTracker } from '../../src/presence/index.js';
+import { victims } from '../../src/presence/floor.js';
+import { ProcessRuntime, freePort } from '../helpers/procruntime.js';
+
+const MiB = 1024 * 1024;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const procState = (pid: number) => /^State:\s+(\S)/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1];
+
+test('victims: least recently used first, connected ones last, only as many as the missing memory', () => {
+  const d = (id: string, last: number, mb: number, connected = false) => ({ id, last, memoryBytes: mb * MiB, connected });
+  const all = [d('c', 3, 100), d('a', 1, 100), d('b', 2, 100), d('held', 0, 500, true)];
+  assert.equal(victims(all, 0), []);
+  assert.equal(victims(all, 50 * MiB), ['a']);
+  assert.equal(victims(all, 150 * MiB), ['a', 'b']);
+  assert.equal(victims(all, 350 * MiB), ['a', 'b', 'c', 'held']);
+});
+
+test('a process server dozes (SIGSTOP, sleeping), wake() and touch() thaw it with no start, the floor stops the LRU one', async () => {
+  const rt = new ProcessRuntime();
+  const ids = ['srv_a', 'srv_b'];
+  for (const id of ids) rt.add(id, id.slice(4), '/nonexistent', await freePort());
+  let avail = 10_000 * MiB;
+  const t = new IdleTracker({
+    runtime: rt,
+    neverSleep: () => false,
+    idleTimeout: 100,
+    checkInterval: 20,
+    dozeTimeout: 60_000,
+    memoryFloor: 1000 * MiB,
+    memAvailable: () => avail + ids.filter((id) => rt.get(id)?.state === 'sleeping').length * 100 * MiB, // a stop frees memory
+    floorInterval: 20,
+    log: createLogger({ level: 'error', sink: () => {} }),
+  });
+  t.start();
+  try {
+    for (const id of ids) {
+      await t.wake(id);
+      await sleep(5);
+    }
+    assert.is(rt.starts, 2);
+    const pid = rt.servers.get('srv_a')!.child!.pid!;
+    await sleep(400);
+    assert.ok(t.isDozing('srv_a') && t.isDozing('srv_b'));
+    assert.is(t.state('srv_a'), 'sleeping');
+    assert.is(procState(pid), 'T', 'its process is stopped');
+    await t.wake('srv_a');
+    assert.is.not(procState(pid), 'T', 'running again');
+    assert.is(rt.starts, 2, 'no start');
+    assert.is(t.state('srv_a'), 'running');
+    await sleep(400);
+    assert.ok(t.isDozing('srv_a'));
+    t.touch('srv_a'); // e.g. a byte on a quiet WebSocket
+    await sleep(20);
+    assert.not.ok(t.isDozing('srv_a'));
+    await sleep(400); // both doze again; srv_b is now the least recently used
+    avail = 999 * MiB;
+    await sleep(200);
+    assert.is(rt.get('srv_b')?.state, 'sleeping', 'the LRU one stopped');
+    assert.ok(t.isDozing('srv_a'), 'one was enough');
+  } finally {
+    t.stop();
+    await rt.stopAll();
+  }
+});
+
+test.run();
