@@ -50,7 +50,7 @@ const UNIT = [
   'test/foundation/catalogue.test.ts',
   'test/payments/codec.test.ts',
   'test/payments/facilitator-auth.test.ts',
-  'test/payments/facilitator-auth.test.ts',
+  'test/payments/selfsettle.test.ts',
   'test/proxy/sites.test.ts',
   'test/hosting/pending.test.ts',
   'test/foundation/log.test.ts',
