@@ -59,6 +59,31 @@ async function accountKey(file: string): Promise<Buffer> {
   return key;
 }
 
+// one client per directory and account key: it keeps the account URL, so later orders skip the
+// account registration (re-registering an existing account without a contact is an empty update
+// some CAs refuse)
+const clients = new Map<string, acme.Client>();
+async function clientFor(s: OrderSettings): Promise<acme.Client> {
+  const id = `${s.directory}\n${s.accountKeyFile}`;
+  let c = clients.get(id);
+  if (!c) {
+    c = new acme.Client({ directoryUrl: s.directory, accountKey: await accountKey(s.accountKeyFile) });
+    try {
+      await c.createAccount({ termsOfServiceAgreed: true, ...(s.email ? { contact: [`mailto:${s.email}`] } : {}) });
+    } catch (e) {
+      // an account that exists already (a restart) answers 200 with its URL; acme-client then
+      // sends an update, which a CA may refuse when there is nothing to change: the URL is enough
+      try {
+        c.getAccountUrl();
+      } catch {
+        throw e;
+      }
+    }
+    clients.set(id, c);
+  }
+  return c;
+}
+
 /** What an ACME or publisher failure says, without stacks (CA problem documents are meant to be read). */
 export function reason(e: unknown): string {
   const err = e as { message?: string; detail?: string };
@@ -69,7 +94,7 @@ export async function order(names: string[], challenge: ChallengeType, s: OrderS
   if (challenge === 'dns-01' && !parts.dns) throw AppError.of('acme_not_configured', 'DNS-01 needs https.acme.dns settings');
   if (challenge === 'http-01' && !parts.http01) throw AppError.of('acme_not_configured', 'HTTP-01 needs the edge plain HTTP listener');
   useRoots(s.caPem);
-  const client = new acme.Client({ directoryUrl: s.directory, accountKey: await accountKey(s.accountKeyFile) });
+  const client = await clientFor(s);
   const [key, csr] = await acme.crypto.createCsr({ commonName: names[0], altNames: names }, await acme.crypto.createPrivateEcdsaKey('P-256'));
   const dnsRecord = (authz: { identifier: { value: string } }) => `_acme-challenge.${authz.identifier.value.replace(/^\*\./, '')}`;
   const cert = await client.auto({
