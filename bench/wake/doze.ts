@@ -7,7 +7,7 @@
 //   2. host memory held by N (100) dozing servers of an idle `python3 -m http.server` app: the
 //      sum of their cgroups' memory and the drop of host MemAvailable from before they existed;
 //   3. how fast the memory floor stops them when a memory hog needs room: a host process grows
-//      until MemAvailable is below the floor by half of what the dozing servers hold (at most
+//      until MemAvailable is below the floor by half of what the dozing servers took from it (64 to
 //      512 MiB); the time until MemAvailable is back above it and how many dozing servers were
 //      stopped (least recently used first) to get there.
 // dozeRows() returns the printed rows (bench/wake/run.ts prints them among its own); run alone:
@@ -195,7 +195,8 @@ export async function dozeRows(_ctx?: unknown): Promise<string[]> {
     try {
       const lines = createInterface({ input: hog.stdout! })[Symbol.asyncIterator]();
       // under the floor by half of what the dozing servers hold (at most 512 MiB): stopping some of them is enough
-      const under = Math.min(512 * MiB, cg / 2);
+      // (by the host's own count: their cgroups also hold the image's page cache, which they share)
+      const under = Math.max(64 * MiB, Math.min(512 * MiB, drop / 2));
       const t = performance.now();
       let grown = 0;
       while (hostMemAvailable() > floor - under) {
