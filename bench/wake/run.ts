@@ -84,7 +84,12 @@ async function doze(ctx: Record<string, unknown>): Promise<string[]> {
   if (!existsSync(file)) return ['doze → first byte                 (bench/wake/doze.ts not there yet: no doze rows)'];
   const mod = (await import(file.href)) as { dozeRows?: (ctx?: Record<string, unknown>) => Promise<unknown> };
   if (typeof mod.dozeRows !== 'function') return ['doze → first byte                 (bench/wake/doze.ts exports no dozeRows)'];
-  const rows = await mod.dozeRows(ctx);
+  let rows: unknown;
+  try {
+    rows = await mod.dozeRows(ctx);
+  } catch (e) {
+    return [`doze → first byte                 (dozeRows failed: ${(e as Error).message})`];
+  }
   if (Array.isArray(rows)) return rows.map((r) => (typeof r === 'string' ? r : JSON.stringify(r)));
   return [typeof rows === 'string' ? rows : JSON.stringify(rows)];
 }
@@ -96,6 +101,10 @@ const d = await startTestDaemon({
   hosting: { anonServersPerIp: 5, rateLimit: { createsPerIpPerHour: 1000 } },
   proxy: { idleTimeout: '1h' },
 });
+let stopped = false;
+const stop = async () => {
+  if (!stopped) ((stopped = true), await d.stop());
+};
 try {
   const create = async (key?: string) => {
     const body = await new Promise<string>((resolve, reject) => {
@@ -181,8 +190,6 @@ try {
     }
   }
 
-  const dozeLines = await doze({ daemon: d.daemon, http: d.http, host: app.host, id: app.id });
-
   // static page of a sleeping server
   const site = await create(app.key);
   const s = await sh(rt, site.id, 'mkdir -p /root/www && echo "<p>static</p>" > /root/www/index.html');
@@ -198,8 +205,11 @@ try {
   if (rt.get(site.id)?.state !== 'sleeping') throw new Error('the static site was woken');
 
   const total = pct(woken, 50);
+  const loadAfter = load();
+  await stop(); // the doze rows run a daemon of their own
+  const dozeLines = await doze({});
   console.log('bench/wake — real runc containers, a minimal python3 socket server as the run.sh app');
-  console.log(`load average before ${loadBefore}, after ${load()} (2 cores shared: expect noise)`);
+  console.log(`load average before ${loadBefore}, after the cold wakes ${loadAfter} (2 cores shared: expect noise)`);
   for (const l of dozeLines) console.log(l);
   console.log(`cold sleep → first byte            ${fmt(woken)}   target p50 ≤ 60 ms`);
   console.log(`run.sh app, awake → first byte     ${fmt(awake)}`);
@@ -215,5 +225,5 @@ try {
   console.log(`edge /healthz (peer)               ${fmt(health)}`);
   console.log(`static / healthz p50 ratio ${(pct(stat, 50) / pct(health, 50)).toFixed(2)}x`);
 } finally {
-  await d.stop();
+  await stop();
 }

@@ -82,8 +82,9 @@ export class Publication {
     }
     const entry = { until: deadline, value: Promise.resolve(false) };
     entry.value = (async () => {
-      // A refused connect costs microseconds: poll every 5 ms while the app is most likely to
-      // come up (its first second), then back off.
+      // A refused connect costs microseconds: poll every 1 ms while a woken app is most likely
+      // to come up (its first 250 ms: a cold wake's first byte waits for this), every 5 ms for
+      // the rest of its first second, then back off.
       const began = this.now();
       while (this.now() < entry.until) {
         const left = entry.until - this.now();
@@ -92,7 +93,7 @@ export class Publication {
           return true;
         }
         const waited = this.now() - began;
-        const pause = waited < 1000 ? 5 : waited < 5000 ? 20 : 50;
+        const pause = waited < 250 ? 1 : waited < 1000 ? 5 : waited < 5000 ? 20 : 50;
         await sleep(Math.min(pause, Math.max(0, entry.until - this.now())));
       }
       return this.ready.has(id);

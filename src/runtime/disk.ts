@@ -95,8 +95,7 @@ export async function makeDisk(p: DiskPaths, bytes: number): Promise<void> {
 }
 
 /** Mounts disk and overlay when not mounted yet (idempotent; used by create and after a reboot). */
-export async function mountRootfs(p: DiskPaths, helper: string, lower: string, uidBase: number): Promise<void> {
-  const mounted = mountTable();
+export async function mountRootfs(p: DiskPaths, helper: string, lower: string, uidBase: number, mounted = mountTable()): Promise<void> {
   if (!mounted.has(p.disk)) {
     if (existsSync(growMarker(p))) await offlineResize(p);
     await mkdir(p.disk, { recursive: true, mode: 0o711 });

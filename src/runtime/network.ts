@@ -186,7 +186,7 @@ export class Network {
    * one (a crash part-way, an older daemon's layout, a host reboot that dropped the mounts) is
    * released and made again. `mounted`: the host's mount points when the caller read them.
    */
-  async ensureNamespaces(ip: string, uidBase: number, ns: NsPaths, mounted: ReadonlySet<string>): Promise<void> {
+  async ensureNamespaces(ip: string, uidBase: number, ns: NsPaths, mounted: Pick<ReadonlySet<string>, 'has'>): Promise<void> {
     const veth = this.vethOf(ip);
     if (mounted.has(ns.user) && mounted.has(ns.net) && existsSync(`/sys/class/net/${veth}`)) return;
     await this.releaseNamespaces(ip, ns, mounted);
@@ -230,7 +230,7 @@ export class Network {
 
   /** Unpins a server's namespaces (the network namespace, eth0 and its veth go with them) and
    *  removes its veth at once (a dropped namespace is cleaned up by the kernel a little later). */
-  async releaseNamespaces(ip: string, ns: NsPaths, mounted: ReadonlySet<string> = mountedPaths()): Promise<void> {
+  async releaseNamespaces(ip: string, ns: NsPaths, mounted: Pick<ReadonlySet<string>, 'has'> = mountedPaths()): Promise<void> {
     await this.detach(ip);
     for (const f of [ns.net, ns.user]) if (mounted.has(f) && !(await tryRun('umount', [f]))) await run('umount', ['-l', f]);
   }

@@ -14,7 +14,7 @@ import { AppError, InternalError } from '../errors.js';
 import type { Logger } from '../log/index.js';
 import type { RuntimeRecord, RuntimeStore } from '../store/index.js';
 import { cgroupPath, ociSpec } from './spec.js';
-import { applyDeferredGrow, destroyDisk, diskPaths, diskUsed, growDisk, mountedPaths, mountRootfs, makeDisk, syncInitFiles } from './disk.js';
+import { applyDeferredGrow, destroyDisk, diskPaths, diskUsed, growDisk, mountTable, mountRootfs, makeDisk, syncInitFiles } from './disk.js';
 import { pipeExec, ptyExec, type Wrapping } from './exec.js';
 import { INIT_MOUNT } from './supervisor.js';
 import { memoryStats, removeCgroup } from './cgroup.js';
@@ -180,8 +180,9 @@ export class ContainerRuntime implements Runtime {
       if (st?.status === 'running') return meanwhile();
       if (st) await this.runc.delete(rec.id, true);
     }
-    await this.step('mounts (kept)', () => mountRootfs(diskPaths(dir), this.deps.helper, this.lower(rec), rec.uidBase));
-    await this.step('namespaces + veth (kept)', () => this.net.ensureNamespaces(rec.ip, rec.uidBase, nsPaths(dir), mountedPaths()));
+    const table = mountTable(); // read once: what mountRootfs mounts is none of the namespaces' paths
+    await this.step('mounts (kept)', () => mountRootfs(diskPaths(dir), this.deps.helper, this.lower(rec), rec.uidBase, table));
+    await this.step('namespaces + veth (kept)', () => this.net.ensureNamespaces(rec.ip, rec.uidBase, nsPaths(dir), table));
     const creating = this.step('runc create', () => this.runc.create(rec.id, join(dir, 'bundle')));
     try {
       const t0 = performance.now();
