@@ -51,7 +51,8 @@ async function main(argv: string[]): Promise<number> {
     }
     case 'doctor': {
       const { runDoctor } = await import('./runtime/doctor.js');
-      return runDoctor(loadConfig({ file: values.config }));
+      const cfg = loadConfig({ file: values.config });
+      return runDoctor(cfg, await (await import('./payments/index.js')).paymentChecks(cfg.verify.x402));
     }
     case 'image':
       if (sub === 'build' || sub === 'list' || sub === 'prune') {

@@ -27,6 +27,8 @@ export interface AdminDeps {
   proxy: { forget(id: string): void };
   edge: { readonly ports: { http: number; https: number } };
   ssh: { readonly port: number };
+  /** Whether payments can be taken now (payments/health.ts), for status. */
+  payments?: { health: { readonly view: { settlement: string; available: boolean; problems: string[] } } };
   log: Logger;
 }
 

@@ -209,6 +209,7 @@ export function adminRouter(d: AdminDeps): Router {
               edge: { up: true, http_port: d.edge.ports.http, https_port: d.edge.ports.https },
               ssh: { up: true, port: d.ssh.port },
               admin: { up: true, socket: adminSocketPath(d.cfg.dataDir) },
+              ...(d.payments && { payments: paymentsPart(d.payments.health.view) }),
             },
           },
         ),
@@ -217,4 +218,9 @@ export function adminRouter(d: AdminDeps): Router {
     ...serverRoutes(a),
     ...accountRoutes(a, d),
   );
+}
+
+/** The payments part of status: who settles, whether payments can be taken, and why not. */
+function paymentsPart(v: { settlement: string; available: boolean; problems: string[] }) {
+  return { up: true as const, settlement: v.settlement, available: v.available, ...(v.problems.length ? { problems: v.problems.join('; ') } : {}) };
 }

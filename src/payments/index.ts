@@ -8,6 +8,7 @@ export { createPayments, type Payments, type X402Settings, type PaymentsOverride
 export { PaymentHealth, type PaymentState, type GasState } from './health.js';
 export { facilitatorAuth, cdpJwt, cdpSigningKey, CDP_JWT_SECONDS, type FacilitatorAuth } from './auth.js';
 export { SelfSettler, readGasKey } from './selfsettle.js';
+export { paymentChecks, type PaymentCheck } from './doctor.js';
 export { ViemChain, RpcUnreachable, EIP3009_ABI, type Chain } from './chain.js';
 export { Reconciler, EXPIRY_GRACE_SECONDS, type ReconcileSummary, type SettledListener } from './reconcile.js';
 export { HttpFacilitator, FacilitatorError, type Facilitator, type SettleResult, type HttpFacilitatorOptions } from './facilitator.js';

@@ -168,7 +168,8 @@ export function formatChecks(checks: Check[]): string {
   return rows.map((r) => `${r[0].padEnd(widths[0])}  ${r[1].padEnd(widths[1])}  ${r[2].padEnd(widths[2])}  ${r[3]}`.trimEnd()).join('\n');
 }
 
-export function runDoctor(cfg: Readonly<Config>): number {
+/** `extra`: rows other parts checked (payments). */
+export function runDoctor(cfg: Readonly<Config>, extra: Check[] = []): number {
   const checks = hostChecks();
   const img = imageOptions(cfg);
   const built = findImage(img);
@@ -194,6 +195,7 @@ export function runDoctor(cfg: Readonly<Config>): number {
   }
   const acme = acmeCheck(cfg);
   if (acme) checks.push(acme);
+  checks.push(...extra);
   process.stdout.write(formatChecks(checks) + '\n');
   const bad = checks.filter((c) => c.required && !c.ok);
   process.stdout.write(bad.length ? `\n${bad.length} required check(s) failed.\n` : '\nall required checks passed.\n');

@@ -8,7 +8,7 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { generateKeyPairSync, type KeyObject } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
-import { cdpJwt, cdpSigningKey } from '../../src/payments/index.js';
+import { cdpJwt, cdpSigningKey, paymentChecks } from '../../src/payments/index.js';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
 import { CdpGate } from './fixtures/cdpgate.js';
 import { LocalFacilitator } from './fixtures/facilitator.js';
@@ -97,6 +97,9 @@ test('a key the facilitator does not know: /supported is refused, the paid route
   assert.match(info.json.payment.problems[0], /credentials/);
   assert.is(llm.calls.length, before, 'no pass ran');
   assert.ok(d.logs.some((l) => l.level === 'warn' && String(l.msg).includes('payments unavailable')));
+  const [row] = await paymentChecks(d.cfg.verify.x402);
+  assert.is(row.ok, false);
+  assert.match(row.detail, /auth cdp.*refused our credentials \(401\)/);
 });
 
 test('a facilitator whose /supported lacks our network → 503 payments_unavailable; once it lists it, fixed headers pay', async () => {

@@ -8,7 +8,10 @@ import * as assert from 'uvu/assert';
 import { decodePaymentRequiredHeader } from '@x402/core/http';
 import { decodePaymentResponseHeader, wrapFetchWithPayment, x402Client } from '@x402/fetch';
 import { registerExactEvmScheme } from '@x402/evm/exact/client';
-import { readFileSync } from 'node:fs';
+import { chmodSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { callAdmin } from '../../src/admin/index.js';
+import { paymentChecks } from '../../src/payments/index.js';
 import { getAddress, parseSignature, type Hex } from 'viem';
 import type { PrivateKeyAccount } from 'viem/accounts';
 import { call as api } from '../billing/api.js';
@@ -256,6 +259,29 @@ test('a gas wallet below minGasBalance: 503 payments_unavailable before any work
   assert.is(info.json.payment.available, false);
   assert.is(info.json.payment.gas_wallet.ok, false);
   assert.ok(poor.logs.some((l) => l.level === 'warn' && JSON.stringify(l).includes('minGasBalance')));
+  const status = await callAdmin(poor.dataDir, 'GET', '/status');
+  const part = (status?.body.daemon as { parts: Record<string, Record<string, unknown>> }).parts.payments;
+  assert.is(part.settlement, 'self');
+  assert.is(part.available, false);
+  assert.match(String(part.problems), /below minGasBalance/);
+  const [poorRow] = await paymentChecks(poor.cfg.verify.x402);
+  assert.is(poorRow.ok, false);
+  assert.match(poorRow.detail, /below minGasBalance/);
+  const [row] = await paymentChecks(d.cfg.verify.x402);
+  assert.is(row.ok, true, row.detail);
+  assert.match(row.detail, /self-settlement on eip155:31337, gas wallet 0x[0-9a-fA-F]{40}: usable, gas 0\.9\d* ETH \(min 0\.01\)/);
+});
+
+test('a gas key file others can read is refused at start, naming the fix', async () => {
+  const file = join(w.dir, 'loose.key');
+  writeFileSync(file, readFileSync(w.gasKeyFile, 'utf8'));
+  chmodSync(file, 0o644);
+  const err = await w.daemon({ x402: { gasKeyFile: file } }).then(
+    () => null,
+    (e: Error) => e,
+  );
+  assert.ok(err);
+  assert.match(err!.message, /gasKeyFile is readable by others \(mode 644\); chmod 600 it/);
 });
 
 test.run();
