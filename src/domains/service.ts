@@ -218,18 +218,15 @@ export class Domains {
 
   /** Checks now (POST …/check): a failed domain starts again; 429 when its orders this hour are used up. */
   async checkNow(rec: DomainRecord): Promise<DomainView> {
-    if (rec.state === 'failed') rec = this.d.store.domains.update(rec.domain, rec.serverId, { state: 'pending_dns' }) ?? rec;
-    if (rec.state === 'pending_dns') {
+    if (rec.state === 'failed' || rec.state === 'pending_dns') {
       const wait = this.orderWait(rec.domain);
       if (wait > 0) {
-        throw AppError.of(
-          'issuance_rate_limited',
-          `${rec.domain} used its ${this.d.settings.attemptsPerHour} certificate orders of this hour; check again later`,
-          {
-            retryAfter: Math.ceil(wait / 1000),
-          },
-        );
+        const n = this.d.settings.attemptsPerHour;
+        throw AppError.of('issuance_rate_limited', `${rec.domain} used its ${n} certificate orders of this hour; check again later`, {
+          retryAfter: Math.ceil(wait / 1000),
+        });
       }
+      if (rec.state === 'failed') this.d.store.domains.update(rec.domain, rec.serverId, { state: 'pending_dns' });
       await this.check(rec.domain, true);
     }
     const now = this.d.store.domains.get(rec.domain);
