@@ -13,7 +13,7 @@
 //      /healthz (the cheapest answer the daemon gives).
 // The host is shared: expect noise; the load average at the start and end is printed.
 //
-// Usage: node --import tsx bench/wake/run.ts [--wakes 20] [--static 200]
+// Usage: node --import tsx bench/wake/run.ts [--wakes 20] [--static 200] [--no-doze]
 
 import { existsSync } from 'node:fs';
 import { request } from 'node:http';
@@ -207,7 +207,7 @@ try {
   const total = pct(woken, 50);
   const loadAfter = load();
   await stop(); // the doze rows run a daemon of their own
-  const dozeLines = await doze({});
+  const dozeLines = process.argv.includes('--no-doze') ? ['doze → first byte                 (--no-doze)'] : await doze({});
   console.log('bench/wake — real runc containers, a minimal python3 socket server as the run.sh app');
   console.log(`load average before ${loadBefore}, after the cold wakes ${loadAfter} (2 cores shared: expect noise)`);
   for (const l of dozeLines) console.log(l);
