@@ -304,7 +304,10 @@ function domainCerts(acme: Acme): CertIssuer {
     configured: acme.configured,
     issue: async (name) => void acme.certificates.save(name, await acme.issue([name], 'http-01')),
     remove: async (name) => void acme.certificates.remove(name),
-    notAfter: (name) => acme.certificates.load(name)?.notAfter,
+    validity: (name) => {
+      const rec = acme.certificates.load(name);
+      return rec && { issuedAt: rec.issuedAt, notAfter: rec.notAfter };
+    },
   };
 }
 

@@ -74,7 +74,7 @@ export function buildCore(d: HostingDeps): HostingCore {
     },
     store: d.store,
     dns: dnsLookup(dc.resolver),
-    certs: d.certs ?? { configured: false, issue: async () => {}, remove: async () => {}, notAfter: () => undefined },
+    certs: d.certs ?? { configured: false, issue: async () => {}, remove: async () => {}, validity: () => undefined },
     mac: (v) => secret.mac(v),
     log: d.log.child({ part: 'domains' }),
   });
