@@ -338,11 +338,27 @@ test('delete removes routing and the certificate: the name is unknown again and 
   assert.is((await api('DELETE', `/servers/${A.id}/domains/www.example.test`, A.key)).status, 404);
 });
 
+test("an unproven claim yields to the account that publishes its own TXT token; the first holder's record is gone", async () => {
+  assert.is((await api('POST', `/servers/${A.id}/domains`, A.key, { domain: 'take.other.test' })).status, 200);
+  const refused = await api('POST', `/servers/${B.id}/domains`, B.key, { domain: 'take.other.test' });
+  assert.is(refused.status, 409, refused.text);
+  const mine = /TXT (\S+) "([0-9a-f]+)"/.exec(refused.json.detail);
+  assert.ok(mine, refused.json.detail);
+  assert.is(mine![1], '_rootbox.take.other.test');
+  await named.add(mine![1], 'TXT', mine![2]);
+  const taken = await api('POST', `/servers/${B.id}/domains`, B.key, { domain: 'take.other.test' });
+  assert.is(taken.status, 200, taken.text);
+  assert.is(taken.json.server, B.id);
+  assert.is(taken.json.records.find((r: any) => r.type === 'TXT').value, mine![2]);
+  assert.equal((await api('GET', `/servers/${A.id}/domains`, A.key)).json.domains, []);
+});
+
 test('deleting a server releases its domains (another account may then claim them)', async () => {
   const r = await api('POST', `/servers/${B.id}/domains`, B.key, { domain: 'shop.other.test' });
   assert.is(r.status, 200, r.text);
   assert.is((await api('DELETE', `/servers/${B.id}`, B.key)).status, 200);
   assert.is(d.daemon.store.domains.get('shop.other.test'), undefined);
+  assert.is(d.daemon.store.domains.get('take.other.test'), undefined);
   assert.is((await api('POST', `/servers/${A.id}/domains`, A.key, { domain: 'shop.other.test' })).status, 200);
 });
 
