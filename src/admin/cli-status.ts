@@ -60,6 +60,12 @@ function human(s: StatusView): string {
     out.push(
       `acme: ${a.state}${a.not_after ? `, expires ${a.not_after} (${a.days_left} days)` : ''}${a.last_error ? `; last attempt failed: ${a.last_error}${a.not_after ? ' (still serving the previous certificate)' : ''}` : ''}${a.next_attempt ? `; next attempt ${a.next_attempt}` : ''}`,
     );
+  if (s.domains.total)
+    out.push(
+      `domains: ${s.domains.total} (${Object.entries(s.domains.by_state)
+        .map(([k, v]) => `${k} ${v}`)
+        .join(', ')})`,
+    );
   const cf = s.config;
   out.push(
     `payments (x402): ${cf.payments.configured ? `configured, ${cf.payments.network}, pay to ${cf.payments.pay_to}` : 'not configured (verify.x402.payTo)'}`,

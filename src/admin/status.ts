@@ -1,6 +1,6 @@
 // `rootbox status`: the daemon (pid, Node version, uptime, its parts and where they listen) when it
 // answers, the store (schema, size, record counts), servers by state with the memory and disk
-// they are allowed, the host's memory and disk headroom, the HTTPS certificate's expiry, and which
+// they are allowed, servers' own domains by state, the host's memory and disk headroom, the HTTPS certificate's expiry, and which
 // of payments, LLM and SMS are configured; with ACME, the host certificate's state and last error.
 // Built by the daemon, or by the CLI from the store
 // (daemon: {running: false}) while it is stopped.
@@ -68,8 +68,16 @@ export function statusView(d: ViewDeps & { cfg: Readonly<Config> }, daemon: Daem
     certificate: certificateFacts(d.cfg),
     /** ACME for {domain} + *.{domain}: state, expiry, last error (a failed renewal keeps the previous certificate). */
     acme: acmeFacts(d.cfg),
+    /** Servers' own domains by state (pending_dns, issuing, active, failed). */
+    domains: countBy(d.store.domains.all().map((x) => x.state)),
     config: configFacts(d.cfg),
   };
+}
+
+function countBy(keys: string[]): { total: number; by_state: Record<string, number> } {
+  const by_state: Record<string, number> = {};
+  for (const k of keys) by_state[k] = (by_state[k] ?? 0) + 1;
+  return { total: keys.length, by_state };
 }
 
 export type StatusView = ReturnType<typeof statusView>;

@@ -5,11 +5,13 @@
 // TXT are added with nsupdate, then serves the server's static page, its run.sh app and a
 // WebSocket over HTTPS with a chain curl verifies against Pebble's root, and wakes the server;
 // limits per tier (anonymous none, paid 3), another account's claim 409, the service's own
-// domain refused, IDN → punycode, failed orders and their hourly cap, delete (routing and cert).
+// domain refused, IDN → punycode, failed orders and their hourly cap, delete (routing and cert),
+// `rootbox status` counting domains by state.
 
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import WebSocket from 'ws';
+import { callAdmin } from '../../src/admin/index.js';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
 import { startNamed, type NamedServer } from '../helpers/named.js';
 import { freePort, startPebble, type PebbleServer } from '../helpers/pebble.js';
@@ -282,6 +284,8 @@ test('once its CNAME and TXT exist the domain goes pending → active by the sch
   const s = await api('GET', `/servers/${A.id}`, A.key);
   assert.equal(s.json.usage.domains, [`alpha.${DOMAIN}`, 'www.example.test']);
   assert.ok(d.daemon.acme.certificates.load('www.example.test'), 'the certificate is stored');
+  const status = await callAdmin(d.dataDir, 'GET', '/status');
+  assert.equal((status!.body.domains as any).by_state.active, 1, 'rootbox status counts it');
   const late = await api('POST', `/servers/${B.id}/domains`, B.key, { domain: 'www.example.test' });
   assert.is(late.status, 409);
   assert.match(late.json.detail, /another account/);
