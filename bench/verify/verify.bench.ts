@@ -42,16 +42,18 @@ const llm = await instantServer((_p, b) => ({
 }));
 let tx = 0;
 const fac = await instantServer((p, b) =>
-  p === '/verify'
-    ? { json: { isValid: true, payer: b.paymentPayload.payload.authorization.from } }
-    : {
-        json: {
-          success: true,
-          transaction: '0x' + (++tx).toString(16).padStart(64, '0'),
-          network: b.paymentRequirements.network,
-          payer: b.paymentPayload.payload.authorization.from,
+  p === '/supported'
+    ? { json: { kinds: [{ x402Version: 2, scheme: 'exact', network: 'eip155:8453' }], extensions: [], signers: {} } }
+    : p === '/verify'
+      ? { json: { isValid: true, payer: b.paymentPayload.payload.authorization.from } }
+      : {
+          json: {
+            success: true,
+            transaction: '0x' + (++tx).toString(16).padStart(64, '0'),
+            network: b.paymentRequirements.network,
+            payer: b.paymentPayload.payload.authorization.from,
+          },
         },
-      },
 );
 const models = Array.from({ length: 10 }, (_, i) => `m${i}`);
 const d = await startTestDaemon({

@@ -1,7 +1,8 @@
 // The chain port of self-settlement and its viem implementation over one JSON-RPC URL: reads of
 // the EIP-3009 token (EIP-712 domain separator, balance, authorizationState, AuthorizationUsed
 // logs), an eth_call simulation of transferWithAuthorization, the gas wallet's balance and next
-// nonce, fees, and broadcasting a signed raw transaction. Calls in one tick share a JSON-RPC batch.
+// nonce, fees, and broadcasting a signed raw transaction. The token reads and the simulation made
+// in one tick share a JSON-RPC batch.
 // RpcUnreachable marks answers that never came (transport), as opposed to reverts.
 
 import {
@@ -70,6 +71,9 @@ export interface Chain {
   usedBy(authorizer: Hex, nonce: Hex): Promise<Hex | null>;
 }
 
+/** How long a fee estimate is reused (two seconds: one Base block). */
+export const FEE_CACHE_MS = 2000;
+
 /** How far back AuthorizationUsed logs are searched (an authorization lives at most about an hour). */
 export const LOG_LOOKBACK_BLOCKS = 10_000n;
 
@@ -90,13 +94,16 @@ const transport = (e: unknown) => e instanceof BaseError && e.walk((x) => x inst
 
 export class ViemChain implements Chain {
   private readonly client: PublicClient;
+  private readonly batched: PublicClient;
 
   constructor(
     rpcUrl: string,
     private readonly token: Hex,
     timeoutMs: number,
   ) {
-    this.client = createPublicClient({ transport: http(rpcUrl, { timeout: timeoutMs, retryCount: 0, batch: { wait: 0 } }) }) as PublicClient;
+    this.client = createPublicClient({ transport: http(rpcUrl, { timeout: timeoutMs, retryCount: 0 }) }) as PublicClient;
+    // the checks before the work are made together: one JSON-RPC batch (a batch costs a timer tick, so single calls go alone)
+    this.batched = createPublicClient({ transport: http(rpcUrl, { timeout: timeoutMs, retryCount: 0, batch: { wait: 0 } }) }) as PublicClient;
   }
 
   private async rpc<T>(what: string, fn: () => Promise<T>): Promise<T> {
@@ -109,7 +116,7 @@ export class ViemChain implements Chain {
   }
 
   private read<T>(functionName: 'balanceOf' | 'authorizationState' | 'DOMAIN_SEPARATOR', args: readonly unknown[]): Promise<T> {
-    return this.rpc(functionName, () => this.client.readContract({ address: this.token, abi: EIP3009_ABI, functionName, args } as never) as Promise<T>);
+    return this.rpc(functionName, () => this.batched.readContract({ address: this.token, abi: EIP3009_ABI, functionName, args } as never) as Promise<T>);
   }
 
   chainId = () => this.rpc('eth_chainId', () => this.client.getChainId());
@@ -120,14 +127,23 @@ export class ViemChain implements Chain {
   pendingNonce = (owner: Hex) => this.rpc('eth_getTransactionCount', () => this.client.getTransactionCount({ address: owner, blockTag: 'pending' }));
   sendRaw = (raw: Hex) => this.rpc('eth_sendRawTransaction', () => this.client.sendRawTransaction({ serializedTransaction: raw }));
 
-  async fees() {
-    const f = await this.rpc('fees', () => this.client.estimateFeesPerGas());
-    return { maxFeePerGas: f.maxFeePerGas, maxPriorityFeePerGas: f.maxPriorityFeePerGas };
+  private fee?: { at: number; value: Promise<{ maxFeePerGas: bigint; maxPriorityFeePerGas: bigint }> };
+
+  /** viem's estimate (max fee = 2 × base fee + tip: room for several blocks of rising base fee), kept FEE_CACHE_MS. */
+  fees() {
+    if (this.fee && Date.now() - this.fee.at < FEE_CACHE_MS) return this.fee.value;
+    const value = this.rpc('fees', () => this.client.estimateFeesPerGas()).then((f) => ({
+      maxFeePerGas: f.maxFeePerGas,
+      maxPriorityFeePerGas: f.maxPriorityFeePerGas,
+    }));
+    this.fee = { at: Date.now(), value };
+    value.catch(() => (this.fee = undefined));
+    return value;
   }
 
   async simulate(sender: Hex, t: TransferCall): Promise<string | null> {
     try {
-      await this.rpc('eth_call', () => this.client.call({ account: sender, to: this.token, data: transferData(t) }));
+      await this.rpc('eth_call', () => this.batched.call({ account: sender, to: this.token, data: transferData(t) }));
       return null;
     } catch (e) {
       if (e instanceof RpcUnreachable) throw e;

@@ -1,9 +1,9 @@
 // Self-settlement (verify.x402.settlement "self"): the host is its own facilitator. verify (before
 // the paid work) reads the chain: the authorization's nonce unused, the payer's balance, and an
 // eth_call simulation of transferWithAuthorization from the gas wallet. settle (after the work)
-// signs transferWithAuthorization with the gas wallet (one signer at a time: the gas nonce), sends
-// it and waits for the receipt until the deadline; no receipt by then is `unknown` (pending) with
-// the transaction kept. resume (the reconciler) never builds a second transfer while the first may
+// signs transferWithAuthorization with the gas wallet (one signer at a time: the gas nonce, counted
+// locally between reads), sends it and polls for the receipt (25 ms doubling up to pollMs) until
+// the deadline; no receipt by then is `unknown` (pending) with the transaction kept. resume (the reconciler) never builds a second transfer while the first may
 // still land: it reads the receipt and authorizationState, re-broadcasts the same signed
 // transaction if the node lost it, and signs anew only when that one can no longer be mined
 // (refused as stale) and the authorization is still unused — the EIP-3009 nonce admits one
@@ -64,8 +64,12 @@ const toCall = (p: PaymentPayload): TransferCall => {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** How long the gas wallet's nonce is counted locally before it is read from the chain again. */
+export const NONCE_RESYNC_MS = 5000;
+
 export class SelfSettler implements Facilitator {
   private signing: Promise<unknown> = Promise.resolve();
+  private nonce?: { next: number; at: number };
   private readonly pollMs: number;
 
   constructor(private readonly o: SelfSettlerOptions) {
@@ -85,11 +89,9 @@ export class SelfSettler implements Facilitator {
     const invalid = (invalidReason: string, invalidMessage: string) => ({ isValid: false, invalidReason, invalidMessage, payer: t.from });
     if (t.signature.length !== 132) return invalid('unsupported_signature', 'self-settlement takes 65-byte ECDSA signatures only');
     try {
-      const [used, balance, revert] = await Promise.all([
-        this.o.chain.authorizationUsed(t.from, t.nonce),
-        this.o.chain.balanceOf(t.from),
-        this.o.chain.simulate(this.address, t),
-      ]);
+      const c = this.o.chain;
+      // one JSON-RPC batch
+      const [used, balance, revert] = await Promise.all([c.authorizationUsed(t.from, t.nonce), c.balanceOf(t.from), c.simulate(this.address, t)]);
       if (used) return invalid('nonce_already_used', 'the authorization nonce was already used on chain');
       if (balance < t.value) return invalid('insufficient_funds', `the payer holds ${balance} atomic units; the payment needs ${t.value}`);
       if (revert) return invalid('simulation_failed', `transferWithAuthorization would revert: ${revert.slice(0, 160)}`);
@@ -104,27 +106,40 @@ export class SelfSettler implements Facilitator {
     return { kinds: [{ x402Version: 2, scheme: 'exact', network: this.o.network }], extensions: [], signers: { [this.o.network]: [this.address] } };
   }
 
-  /** Signs and sends one transfer; one at a time, so each takes the next gas nonce. */
+  /** The gas wallet's next nonce: read from the chain (pending) at most every NONCE_RESYNC_MS, counted here between. */
+  private async nextNonce(): Promise<number> {
+    if (!this.nonce || Date.now() - this.nonce.at > NONCE_RESYNC_MS) this.nonce = { next: await this.o.chain.pendingNonce(this.address), at: Date.now() };
+    return this.nonce.next++;
+  }
+
+  /** Signs and sends one transfer; one at a time, so each takes the next gas nonce. A send the node refuses
+   *  for its nonce (the wallet used elsewhere) is signed once more with the chain's nonce. */
   private submit(t: TransferCall): Promise<{ hash: Hex; raw: Hex; sent: boolean; unreachable?: boolean; error?: string }> {
     const run = async () => {
       const c = this.o.chain;
-      const [nonce, gas, fees] = await Promise.all([c.pendingNonce(this.address), c.estimateGas(this.address, t), c.fees()]);
-      const raw = await this.o.wallet.signTransaction({
-        type: 'eip1559',
-        chainId: this.o.chainId,
-        to: this.o.token,
-        data: transferData(t),
-        nonce,
-        gas: (gas * 12n) / 10n,
-        ...fees,
-      });
-      const hash = keccak256(raw);
-      try {
-        await c.sendRaw(raw);
-        this.o.onSent?.();
-        return { hash, raw, sent: true };
-      } catch (e) {
-        return { hash, raw, sent: false, unreachable: e instanceof RpcUnreachable, error: (e as Error).message };
+      // estimated again after the work: a transfer that can no longer happen (balance moved meanwhile) reverts here, not on chain at our gas
+      const [gas, fees] = await Promise.all([c.estimateGas(this.address, t), c.fees()]);
+      for (let attempt = 0; ; attempt++) {
+        const raw = await this.o.wallet.signTransaction({
+          type: 'eip1559',
+          chainId: this.o.chainId,
+          to: this.o.token,
+          data: transferData(t),
+          nonce: await this.nextNonce(),
+          gas: (gas * 12n) / 10n,
+          ...fees,
+        });
+        const hash = keccak256(raw);
+        try {
+          await c.sendRaw(raw);
+          this.o.onSent?.();
+          return { hash, raw, sent: true };
+        } catch (e) {
+          this.nonce = undefined;
+          const unreachable = e instanceof RpcUnreachable;
+          if (!unreachable && attempt === 0 && /nonce/i.test((e as Error).message)) continue;
+          return { hash, raw, sent: false, unreachable, error: (e as Error).message };
+        }
       }
     };
     const next = this.signing.then(run, run);
@@ -139,6 +154,8 @@ export class SelfSettler implements Facilitator {
   private async first(p: PaymentPayload): Promise<SettleResult> {
     const t = toCall(p);
     const deadline = Date.now() + this.o.settleTimeoutMs;
+    if (BigInt(Math.floor(Date.now() / 1000) + 2) >= t.validBefore)
+      return { outcome: 'refused', response: this.answer(false, t, '', 'authorization_expired: it ran out before the work was done') };
     let s: Awaited<ReturnType<SelfSettler['submit']>>;
     try {
       s = await this.submit(t);
@@ -157,6 +174,7 @@ export class SelfSettler implements Facilitator {
   /** Polls for the receipt until the deadline; RPC errors on the way are waited out. */
   private async wait(t: TransferCall, hash: Hex, raw: Hex | undefined, deadline: number): Promise<SettleResult> {
     let last = 'no receipt yet';
+    let polls = 0;
     for (;;) {
       try {
         const rc = await this.o.chain.receipt(hash);
@@ -165,8 +183,9 @@ export class SelfSettler implements Facilitator {
       } catch (e) {
         last = (e as Error).message;
       }
-      if (Date.now() + this.pollMs > deadline) break;
-      await sleep(this.pollMs);
+      const pause = Math.min(this.pollMs, 25 * 2 ** polls++);
+      if (Date.now() + pause > deadline) break;
+      await sleep(pause);
     }
     return { outcome: 'unknown', reason: `no receipt within the deadline (${last})`, transaction: hash, raw };
   }
