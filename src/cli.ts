@@ -73,7 +73,9 @@ async function main(argv: string[]): Promise<number> {
       }
       if (sub === 'show') {
         const cfg = loadConfig({ file: values.config });
-        process.stdout.write(JSON.stringify(cfg, (k, v) => (/key|token|secret/i.test(k) && typeof v === 'string' ? '[set]' : v), 2) + '\n');
+        const hidden = (k: string, v: unknown) =>
+          k === 'facilitatorHeaders' && v && typeof v === 'object' ? Object.fromEntries(Object.keys(v).map((h) => [h, '[set]'])) : v;
+        process.stdout.write(JSON.stringify(cfg, (k, v) => (/key|token|secret/i.test(k) && typeof v === 'string' ? '[set]' : hidden(k, v)), 2) + '\n');
         return 0;
       }
       break;

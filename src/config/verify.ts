@@ -135,7 +135,9 @@ export const verifySchema = z
           ),
         reconcileInterval: duration()
           .prefault('30s')
-          .describe('How often pending settlements (unknown outcome) are retried with the facilitator until settled, refused or expired.'),
+          .describe(
+            'How often pending settlements (unknown outcome) are finished: retried with the facilitator, or (settlement `self`) read from the receipt and authorizationState, the same signed transaction re-broadcast if the node lost it; until settled, refused or expired.',
+          ),
         maxTimeoutSeconds: z.coerce
           .number()
           .int()
