@@ -38,7 +38,7 @@ test.before(async () => {
     billing: { grantRamGbHours: 0, meterInterval: '1h' },
     proxy: { idleTimeout: '3s', idleCheckInterval: '300ms', wakeTimeout: '3s', appStartGrace: '1s' },
     hosting: { anonServersPerIp: 10, rateLimit: { createsPerIpPerHour: 100 } },
-    verify: { x402: { payTo: '0x' + '5a'.repeat(20) } },
+    verify: { x402: { payTo: '0x' + '5a'.repeat(20), facilitatorUrl: 'http://127.0.0.1:9/' } }, // no facilitator: the terms only, nothing leaves the host
   });
   api = `http://api.localhost:${d.http}`;
 });
