@@ -8,7 +8,7 @@ import * as assert from 'uvu/assert';
 import { decodePaymentRequiredHeader } from '@x402/core/http';
 import { decodePaymentResponseHeader, wrapFetchWithPayment, x402Client } from '@x402/fetch';
 import { registerExactEvmScheme } from '@x402/evm/exact/client';
-import { chmodSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { callAdmin } from '../../src/admin/index.js';
 import { paymentChecks } from '../../src/payments/index.js';
@@ -31,9 +31,10 @@ test.before(async () => {
 test.after(async () => {
   await w?.stop();
 });
-test.after.each(() => {
+test.after.each(async () => {
   w.proxy.restore();
   w.llm.script = () => ({ verdict: 'pass' });
+  await w.anvil.client.request({ method: 'evm_setAutomine' as never, params: [true] as never });
 });
 
 const body = JSON.stringify({ artifact: 'The sum 2 + 2 = 4 is right.' });
@@ -194,6 +195,56 @@ test('the RPC down before the transfer was signed: pending, then submitted once 
   assert.is((await d.daemon.payments.reconciler.reconcile()).settled, 1);
   assert.is(await bal(payer.address), 940_000n);
   assert.is(await gasTxs(), txs + 1);
+});
+
+test('a settlement pending when the daemon stops is finished by the next daemon from the chain', async () => {
+  const dataDir = mkdtempSync(join(w.dir, 'data-'));
+  const first = await w.daemon({ dataDir });
+  const payer = await w.payer(1_000_000n);
+  const txs = await gasTxs();
+  w.proxy.cutAfter('eth_sendRawTransaction');
+  const res = await quick(payer, first.http);
+  assert.is(res.status, 200, await res.clone().text());
+  const s = decodePaymentResponseHeader(res.headers.get('payment-response')!);
+  assert.is(s.errorReason, 'settlement_pending');
+  await first.stop();
+  w.proxy.restore();
+  const second = await w.daemon({ dataDir });
+  assert.is((await second.daemon.payments.reconciler.reconcile()).settled, 1);
+  const nonce = (await w.anvil.usedLogs(w.token, payer.address))[0].args.nonce as Hex;
+  const rec = second.daemon.payments.paywall.record(w.token, payer.address, nonce)!;
+  assert.is(rec.status, 'settled');
+  assert.is(rec.transaction, s.transaction);
+  assert.is(await gasTxs(), txs + 1);
+});
+
+test('a transaction the node dropped is re-broadcast as the same signed transaction, not a second one', async () => {
+  const payer = await w.payer(1_000_000n);
+  const txs = await gasTxs();
+  await w.anvil.client.request({ method: 'evm_setAutomine' as never, params: [false] as never });
+  const res = await quick(payer);
+  assert.is(res.status, 200, await res.clone().text());
+  const s = decodePaymentResponseHeader(res.headers.get('payment-response')!);
+  assert.is(s.errorReason, 'settlement_pending', 'no block within the deadline');
+  const hash = s.transaction as Hex;
+  await w.anvil.client.request({ method: 'anvil_dropTransaction' as never, params: [hash] as never });
+  const lost = await w.anvil.client.getTransaction({ hash }).then(
+    () => false,
+    () => true,
+  );
+  assert.ok(lost, 'the node lost the transaction');
+  assert.is((await d.daemon.payments.reconciler.reconcile()).pending, 1, 'still no block');
+  assert.is((await w.anvil.client.getTransaction({ hash })).hash, hash, 'the same signed transaction is back in the pool');
+  assert.ok(d.logs.some((l) => l.msg === 're-broadcast a pending settlement transaction' && l.transaction === hash));
+  await w.anvil.client.request({ method: 'evm_setAutomine' as never, params: [true] as never });
+  await w.anvil.client.request({ method: 'evm_mine' as never, params: [] as never });
+  assert.is((await d.daemon.payments.reconciler.reconcile()).settled, 1);
+  const receipt = await w.anvil.client.getTransactionReceipt({ hash });
+  assert.is(receipt.status, 'success', 'the re-broadcast transaction is the one that landed');
+  const nonce = (await w.anvil.usedLogs(w.token, payer.address))[0].args.nonce as Hex;
+  assert.is(d.daemon.payments.paywall.record(w.token, payer.address, nonce)?.transaction, hash);
+  assert.is(await gasTxs(), txs + 1, 'one transaction from the gas wallet');
+  assert.is(await bal(payer.address), 940_000n);
 });
 
 async function account(port: number) {
