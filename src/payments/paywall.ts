@@ -11,7 +11,8 @@ import { AppError, type CodeOf } from '../errors.js';
 import type { Logger } from '../log/index.js';
 import { paymentKey, type PaymentRecord, type PaymentStore } from '../store/index.js';
 import { checkSignature, checkTerms, parsePayload } from './check.js';
-import { decodeHeader, encodeHeader } from './codec.js';
+import { decodeHeader } from './codec.js';
+import { recordOutcome, responseHeaders } from './outcome.js';
 import { FacilitatorError, type Facilitator } from './facilitator.js';
 import { formatUsd, type NetworkPreset } from './networks.js';
 import { challenge, paymentRequired, requirementsFor, type TermsConfig } from './terms.js';
@@ -231,54 +232,22 @@ export class Paywall {
       throw e;
     }
     const s = await this.opts.facilitator.settle(payload, ours);
-    if (s.outcome === 'settled') {
-      this.opts.store.update(key, { status: 'settled', transaction: s.response.transaction, attempts: 1, updatedAt: this.now() });
-      return {
-        result,
-        payment,
-        settlement: { status: 'settled', transaction: s.response.transaction, response: s.response },
-        headers: responseHeaders(s.response),
-      };
-    }
-    if (s.outcome === 'refused') {
-      this.opts.store.update(key, { status: 'refused', reason: s.response.errorReason ?? 'refused', attempts: 1, updatedAt: this.now() });
+    const out = recordOutcome({ store: this.opts.store, log: this.opts.log, now: this.now() }, key, s, payload, ours);
+    const headers = responseHeaders(out.response);
+    if (out.kind === 'refused') {
+      const who = this.opts.settlement === 'self' ? 'the host' : 'the facilitator';
       throw fail(
         'payment_settlement_failed',
-        `${this.who === 'the facilitator' ? 'the facilitator' : 'the host'} could not settle the payment: ${s.response.errorReason ?? 'no reason given'}; nothing was charged`,
-        responseHeaders(s.response),
+        `${who} could not settle the payment: ${out.response.errorReason ?? 'no reason given'}; nothing was charged`,
+        headers,
       );
     }
-    this.opts.log.warn('settlement outcome unknown; recorded as pending', {
-      payer: auth.from,
-      nonce: auth.nonce,
-      reason: s.reason,
-      transaction: s.transaction,
-    });
-    this.opts.store.update(key, {
-      status: 'pending',
-      settle: { payload, requirements: ours, ...(s.raw ? { raw: s.raw } : {}) },
-      transaction: s.transaction,
-      reason: s.reason,
-      attempts: 1,
-      updatedAt: this.now(),
-    });
-    const response: SettleResponse = {
-      success: false,
-      errorReason: 'settlement_pending',
-      transaction: s.transaction ?? '',
-      network: ours.network,
-      payer: auth.from,
-    };
-    return { result, payment, settlement: { status: 'pending', response }, headers: responseHeaders(response) };
+    const transaction = out.response.transaction || undefined;
+    return { result, payment, settlement: { status: out.kind, transaction, response: out.response }, headers };
   }
 
   /** The record of a payment, for operators and tests. */
   record(asset: string, payer: string, nonce: string): PaymentRecord | undefined {
     return this.opts.store.get(paymentKey(asset, payer, nonce));
   }
-}
-
-function responseHeaders(r: SettleResponse): Record<string, string> {
-  const v = encodeHeader(r);
-  return { 'payment-response': v, 'x-payment-response': v };
 }

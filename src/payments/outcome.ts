@@ -1,0 +1,50 @@
+// What a settlement attempt leaves behind: the payment's record (settled with its transaction,
+// refused with the reason, or pending with what the reconciler needs to finish it) and the
+// PAYMENT-RESPONSE the client gets (a pending one says settlement_pending, with the transaction
+// hash when one was sent).
+
+import type { Logger } from '../log/index.js';
+import type { PaymentKey, PaymentStore } from '../store/index.js';
+import { encodeHeader } from './codec.js';
+import type { SettleResult } from './facilitator.js';
+import type { PaymentPayload, PaymentRequirements, SettleResponse } from './types.js';
+
+export type Outcome = { kind: 'settled' | 'pending' | 'refused'; response: SettleResponse };
+
+export function recordOutcome(
+  d: { store: PaymentStore; log: Logger; now: number },
+  key: PaymentKey,
+  s: SettleResult,
+  payload: PaymentPayload,
+  ours: PaymentRequirements,
+): Outcome {
+  if (s.outcome === 'settled') {
+    d.store.update(key, { status: 'settled', transaction: s.response.transaction, attempts: 1, updatedAt: d.now });
+    return { kind: 'settled', response: s.response };
+  }
+  if (s.outcome === 'refused') {
+    d.store.update(key, { status: 'refused', reason: s.response.errorReason ?? 'refused', attempts: 1, updatedAt: d.now });
+    return { kind: 'refused', response: s.response };
+  }
+  const payer = payload.payload.authorization.from;
+  d.log.warn('settlement outcome unknown; recorded as pending', {
+    payer,
+    nonce: payload.payload.authorization.nonce,
+    reason: s.reason,
+    transaction: s.transaction,
+  });
+  d.store.update(key, {
+    status: 'pending',
+    settle: { payload, requirements: ours, ...(s.raw ? { raw: s.raw } : {}) },
+    transaction: s.transaction,
+    reason: s.reason,
+    attempts: 1,
+    updatedAt: d.now,
+  });
+  return { kind: 'pending', response: { success: false, errorReason: 'settlement_pending', transaction: s.transaction ?? '', network: ours.network, payer } };
+}
+
+export function responseHeaders(r: SettleResponse): Record<string, string> {
+  const v = encodeHeader(r);
+  return { 'payment-response': v, 'x-payment-response': v };
+}
