@@ -306,6 +306,10 @@ test('a gas wallet below minGasBalance: 503 payments_unavailable before any work
   const res = await quick(payer, poor.http);
   assert.is(res.status, 503);
   assert.is(w.llm.calls.length, calls);
+  const key = await account(poor.http);
+  const recharge = await api(poor.http, 'POST', '/account/recharge', { key, body: { usd: 1 } });
+  assert.is(recharge.status, 503);
+  assert.is(recharge.body.error, 'payments_unavailable');
   const info = await call(poor.http, 'GET', '/v1/info');
   assert.is(info.json.payment.available, false);
   assert.is(info.json.payment.gas_wallet.ok, false);
