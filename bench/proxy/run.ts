@@ -12,14 +12,27 @@
 // from inside a real runc container by a real daemon (container.ts), and the rootbox row goes
 // through that daemon's edge over the container's veth, as the nginx row does. Both proxies run
 // one worker: the daemon is one Node process, so nginx gets one worker process too
-// (`--nginx-workers N` to change).
+// (`--nginx-workers N` to change). Two more proxy rows compare forwarders on a bare node:http
+// server: (f) rootbox's own (fwd.ts) and (g) an undici Pool (undici.ts).
+// Cores: with two or more, every proxy (the daemon with all its threads, nginx, the peers) is
+// pinned to one core (`--proxy-cpu`, default 0) and wrk and the app to another (`--load-cpu`,
+// default 1), so each proxy gets the same single core and the load does not steal from it;
+// `--load-cpu any` pins only the proxies; `--no-pin` leaves scheduling to the kernel. `--raw` adds
+// the rows of raw.ts, a prototype front that skips node's HTTP server; `--threads N` the rows of
+// threads.ts, the edge + proxy in N worker threads of one process sharing the listeners (on
+// `--threads-cpus`, default every core: more cores than nginx's one worker, which is the point). Each proxy row shows the share of its core it used
+// (near 100%: the proxy is the bottleneck, and requests/s compare proxies; less: the load side is).
 //
-// Usage: node --import tsx bench/proxy/run.ts [--duration 10] [--connections 64] [--target ip:80] [--container] [--tls]
+// `--repeat N` measures every row N times, the rows taking turns, and shows each row's median
+// and the spread of its rounds (the machine is shared: the spread is the noise).
+//
+// Usage: node --import tsx bench/proxy/run.ts [--duration 10] [--connections 64] [--target ip:80] [--container] [--tls] [--no-pin]
+//   [--repeat N] [--raw] [--threads N] [--threads-cpus list] [--proxy-cpu N] [--load-cpu N|any] [--nginx-workers N]
 
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { connect, createServer, type AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 
@@ -33,6 +46,21 @@ const nginxWorkers = arg('nginx-workers', '1');
 const tls = process.argv.includes('--tls');
 const dir = mkdtempSync(join(tmpdir(), 'rbx-bench-proxy-'));
 const children: ChildProcess[] = [];
+const pin = !process.argv.includes('--no-pin') && availableParallelism() >= 2;
+const proxyCpu = arg('proxy-cpu', '0');
+const loadCpu = arg('load-cpu', '1');
+/** The command pinned to `cpu` (taskset execs it: the pid stays the command's). */
+const pinned = (cpu: string, cmd: string, args: string[]): [string, string[]] => (pin && cpu !== 'any' ? ['taskset', ['-c', cpu, cmd, ...args]] : [cmd, args]);
+/** Pins every thread of a running process. */
+const pinPid = (cpu: string, pid: number) => (pin && cpu !== 'any' ? run('taskset', ['-a', '-cp', cpu, String(pid)]) : Promise.resolve(''));
+/** Also measure the prototypes (raw.ts: an HTTP/1.1 front without node:http). */
+const prototypes = process.argv.includes('--raw');
+/** Also measure threads.ts: the edge + proxy in this many worker threads sharing the listeners (0: not). */
+const threads = Number(arg('threads', '0'));
+/** The cores the threads row may use (default: every core). */
+const threadCpus = arg('threads-cpus', 'any');
+/** Rounds of every row (each row shows its median round and the spread). */
+const repeat = Math.max(1, Number(arg('repeat', '1')));
 
 async function freePort(): Promise<number> {
   const s = createServer();
@@ -42,7 +70,7 @@ async function freePort(): Promise<number> {
   return p;
 }
 
-function nginx(name: string, server: string): ChildProcess {
+function nginx(name: string, server: string, cpu = proxyCpu): ChildProcess {
   const prefix = join(dir, name);
   const conf = `worker_processes ${nginxWorkers};
 pid ${prefix}.pid;
@@ -56,7 +84,7 @@ http {
 }
 `;
   writeFileSync(`${prefix}.conf`, conf);
-  const child = spawn('nginx', ['-c', `${prefix}.conf`, '-p', dir, '-g', 'daemon off;'], { stdio: ['ignore', 'ignore', 'inherit'] });
+  const child = spawn(...pinned(cpu, 'nginx', ['-c', `${prefix}.conf`, '-p', dir, '-g', 'daemon off;']), { stdio: ['ignore', 'ignore', 'inherit'] });
   children.push(child);
   return child;
 }
@@ -74,9 +102,29 @@ async function waitPort(port: number, host = '127.0.0.1'): Promise<void> {
   throw new Error(`nothing listens on ${port}`);
 }
 
+/** Pids of the app nginx inside the container (master and worker), by their command line. */
+function appPids(): number[] {
+  const out: number[] = [];
+  for (const d of readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      if (readFileSync(`/proc/${d}/cmdline`, 'latin1').includes('/root/ngx/nginx')) out.push(Number(d));
+    } catch {
+      /* gone */
+    }
+  }
+  return out;
+}
+
 interface Result {
   /** CPU time (user + system) the proxy processes spent per request, µs. */
   cpuUs?: number;
+  /** Of which in user space (the rest is the kernel's: syscalls, TCP). */
+  userUs?: number;
+  /** Share of one core the proxy processes used during the run. */
+  core?: number;
+  /** With --repeat: (max − min) / median of the rounds' requests/s. */
+  spread?: number;
   rps: number;
   p50: number;
   p99: number;
@@ -85,19 +133,21 @@ interface Result {
 
 const ms = (v: string, unit: string) => Number(v) * ({ us: 0.001, ms: 1, s: 1000 } as Record<string, number>)[unit];
 
-/** user+system CPU seconds of a process and its children-by-pid list, from /proc. */
-function cpuSeconds(pids: number[]): number {
-  let ticks = 0;
+/** [user, system] CPU seconds of a list of processes, from /proc. */
+function cpuSeconds(pids: number[]): [number, number] {
+  let user = 0;
+  let sys = 0;
   for (const pid of pids) {
     try {
       const f = readFileSync(`/proc/${pid}/stat`, 'utf8');
       const fields = f.slice(f.lastIndexOf(')') + 2).split(' ');
-      ticks += Number(fields[11]) + Number(fields[12]);
+      user += Number(fields[11]);
+      sys += Number(fields[12]);
     } catch {
       /* gone */
     }
   }
-  return ticks / 100; // USER_HZ
+  return [user / 100, sys / 100]; // USER_HZ
 }
 
 /** The pids of a process and its direct children (nginx master + workers). */
@@ -118,20 +168,21 @@ function family(pid: number): number[] {
 async function measured(url: string, host: string | undefined, pid: number): Promise<Result> {
   await wrk(url, host, true);
   const pids = family(pid);
-  const before = cpuSeconds(pids);
+  const [u0, s0] = cpuSeconds(pids);
   const r = await wrk(url, host, false);
-  const used = cpuSeconds(pids) - before;
-  return { ...r, cpuUs: (used * 1e6) / (r.rps * duration) };
+  const [u1, s1] = cpuSeconds(pids);
+  const n = r.rps * duration;
+  return { ...r, cpuUs: ((u1 - u0 + s1 - s0) * 1e6) / n, userUs: ((u1 - u0) * 1e6) / n, core: (u1 - u0 + s1 - s0) / duration };
 }
 
 async function wrk(url: string, host: string | undefined, warm = true): Promise<Result> {
   const args = ['-t1', `-c${connections}`, `-d${duration}s`, '--latency', ...(host ? ['-H', `Host: ${host}`] : []), url];
   // warm-up (connections, JIT, keep-alive pools)
   if (warm) {
-    await run('wrk', ['-t1', `-c${connections}`, '-d2s', ...(host ? ['-H', `Host: ${host}`] : []), url]);
+    await run(...pinned(loadCpu, 'wrk', ['-t1', `-c${connections}`, '-d2s', ...(host ? ['-H', `Host: ${host}`] : []), url]));
     return { rps: 0, p50: 0, p99: 0, errors: '' };
   }
-  const out = await run('wrk', args);
+  const out = await run(...pinned(loadCpu, 'wrk', args));
   const rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(out)?.[1] ?? NaN);
   const lat = (pct: string) => {
     const m = new RegExp(`\\s${pct}%\\s+([\\d.]+)(us|ms|s)`).exec(out);
@@ -183,8 +234,11 @@ async function nginxTlsProxy(target: string): Promise<{ port: number; pid: numbe
 }
 
 async function main(): Promise<void> {
-  const helper = async (file: string, args: string[]) => {
-    const c = spawn(process.execPath, ['--import', 'tsx', new URL(file, import.meta.url).pathname, ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const helper = async (file: string, args: string[], cpu: string | undefined = proxyCpu) => {
+    const argv = ['--import', 'tsx', new URL(file, import.meta.url).pathname, ...args];
+    const c = spawn(...(cpu ? pinned(cpu, process.execPath, argv) : ([process.execPath, argv] as [string, string[]])), {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
     children.push(c);
     const line = await new Promise<string>((r, j) => {
       createInterface({ input: c.stdout! }).once('line', r);
@@ -196,13 +250,16 @@ async function main(): Promise<void> {
   let target = arg('target', '');
   let inContainer: Awaited<ReturnType<typeof helper>> | undefined;
   if (process.argv.includes('--container')) {
-    inContainer = await helper('./container.ts', []);
+    // set up on every core, then the daemon (all its threads) moves to the proxy core, the app to the load core
+    inContainer = await helper('./container.ts', [], undefined);
     target = inContainer.target!;
+    await pinPid(proxyCpu, inContainer.pid);
+    for (const pid of appPids()) await pinPid(loadCpu, pid);
   } else if (!target) {
     // Port 80, as the daemon always forwards to <server ip>:80; a loopback address of its own.
     const appIp = arg('app-ip', '127.0.0.2');
     const page = 'x'.repeat(1024);
-    nginx('app', `server { listen ${appIp}:80; keepalive_requests 100000; location / { default_type text/html; return 200 "${page}"; } }`);
+    nginx('app', `server { listen ${appIp}:80; keepalive_requests 100000; location / { default_type text/html; return 200 "${page}"; } }`, loadCpu);
     target = `${appIp}:80`;
   }
   const [th, tp] = target.split(':');
@@ -217,41 +274,84 @@ async function main(): Promise<void> {
       proxy_set_header Host $host; proxy_set_header X-Forwarded-For $remote_addr; proxy_set_header X-Forwarded-Proto $scheme; proxy_set_header X-Forwarded-Host $host; } }`,
   );
   await waitPort(nginxPort);
+  const nginxTls = tls ? await nginxTlsProxy(target) : undefined;
   const rb = inContainer ?? (await helper('./serve.ts', [th, tp]));
   const rbHost = rb.host ?? 'bench.rbx.test';
   const plain = await helper('./plain.ts', [th, tp]);
-  const floor = await helper('./floor.ts', [th, tp]);
+  const floor = await helper('./floor.ts', tls ? [join(dir, 'c.pem'), join(dir, 'k.pem')] : []);
+  const own = await helper('./fwd.ts', [th, tp]);
+  const undici = await helper('./undici.ts', [th, tp]);
+  const raw = prototypes ? await helper('./raw.ts', [th, tp, ...(tls ? [join(dir, 'c.pem'), join(dir, 'k.pem')] : [])]) : undefined;
 
-  await wrk(`http://${target}/`, undefined, true);
-  const direct = await wrk(`http://${target}/`, undefined, false);
-  const rootbox = await measured(`http://127.0.0.1:${rb.port}/`, rbHost, rb.pid);
-  const library = await measured(`http://127.0.0.1:${plain.port}/`, 'bench.rbx.test', plain.pid);
-  const viaNginx = await measured(`http://127.0.0.1:${nginxPort}/`, 'bench.rbx.test', nginxProxy.pid!);
-  const nodeFloor = await measured(`http://127.0.0.1:${floor.port}/`, undefined, floor.pid);
-  let tlsRows: { rootbox: Result; nginx: Result } | undefined;
-  if (tls) {
-    const nginxTls = await nginxTlsProxy(target);
-    tlsRows = {
-      rootbox: await measured(`https://127.0.0.1:${rb.https}/`, rbHost, rb.pid),
-      nginx: await measured(`https://127.0.0.1:${nginxTls.port}/`, 'bench.rbx.test', nginxTls.pid),
-    };
-  }
+  const thr = threads > 0 ? await helper('./threads.ts', [th, tp, String(threads)], threadCpus === 'any' ? undefined : threadCpus) : undefined;
+  const h = 'bench.rbx.test';
+  // one round measures every row once; with --repeat the rounds alternate and each row reports its median round
+  const round = async () => {
+    await wrk(`http://${target}/`, undefined, true);
+    const direct = await wrk(`http://${target}/`, undefined, false);
+    const rootbox = await measured(`http://127.0.0.1:${rb.port}/`, rbHost, rb.pid);
+    const viaNginx = await measured(`http://127.0.0.1:${nginxPort}/`, h, nginxProxy.pid!);
+    const library = await measured(`http://127.0.0.1:${plain.port}/`, h, plain.pid);
+    const ownFwd = await measured(`http://127.0.0.1:${own.port}/`, h, own.pid);
+    const viaUndici = await measured(`http://127.0.0.1:${undici.port}/`, h, undici.pid);
+    const nodeFloor = await measured(`http://127.0.0.1:${floor.port}/`, undefined, floor.pid);
+    const thrRow = thr && (await measured(`http://127.0.0.1:${thr.port}/`, h, thr.pid));
+    const rawRow = raw && (await measured(`http://127.0.0.1:${raw.port}/`, h, raw.pid));
+    const rbTls = tls ? await measured(`https://127.0.0.1:${rb.https}/`, rbHost, rb.pid) : undefined;
+    const ngxTls = tls ? await measured(`https://127.0.0.1:${nginxTls!.port}/`, h, nginxTls!.pid) : undefined;
+    const floorTls = tls ? await measured(`https://127.0.0.1:${floor.https}/`, undefined, floor.pid) : undefined;
+    const thrTls = thr && tls ? await measured(`https://127.0.0.1:${thr.https}/`, h, thr.pid) : undefined;
+    const rawTls = raw && tls ? await measured(`https://127.0.0.1:${raw.https}/`, h, raw.pid) : undefined;
+    return { direct, rootbox, viaNginx, library, ownFwd, viaUndici, nodeFloor, thrRow, rawRow, rbTls, ngxTls, floorTls, thrTls, rawTls };
+  };
+  type Round = Awaited<ReturnType<typeof round>>;
+  const rounds: Round[] = [];
+  for (let i = 0; i < repeat; i++) rounds.push(await round());
+  const pick = <K extends keyof Round>(k: K): Round[K] => {
+    const rs = rounds.map((r) => r[k]).filter((r): r is NonNullable<Round[K]> => !!r) as Result[];
+    if (rs.length === 0) return undefined as Round[K];
+    const sorted = [...rs].sort((a, b) => a.rps - b.rps);
+    const med = sorted[Math.floor(sorted.length / 2)];
+    return { ...med, spread: rs.length > 1 ? (sorted[sorted.length - 1].rps - sorted[0].rps) / med.rps : undefined } as Round[K];
+  };
+  const direct = pick('direct');
+  const rootbox = pick('rootbox');
+  const viaNginx = pick('viaNginx');
+  const library = pick('library');
+  const ownFwd = pick('ownFwd');
+  const viaUndici = pick('viaUndici');
+  const nodeFloor = pick('nodeFloor');
+  const thrRow = pick('thrRow');
+  const rawRow = pick('rawRow');
+  const thrTls = pick('thrTls');
+  const rawTls = pick('rawTls');
+  const tlsRows = tls ? { rootbox: pick('rbTls')!, nginx: pick('ngxTls')!, floor: pick('floorTls')! } : undefined;
 
   const row = (name: string, r: Result) =>
-    `${name.padEnd(8)} ${r.rps.toFixed(0).padStart(9)} req/s   p50 ${r.p50.toFixed(2).padStart(7)} ms   p99 ${r.p99.toFixed(2).padStart(7)} ms   ${r.cpuUs ? `proxy CPU ${r.cpuUs.toFixed(1)} µs/req   ` : ''}errors: ${r.errors}`;
+    `${name.padEnd(9)} ${r.rps.toFixed(0).padStart(9)} req/s   p50 ${r.p50.toFixed(2).padStart(7)} ms   p99 ${r.p99.toFixed(2).padStart(7)} ms   ${r.cpuUs ? `proxy CPU ${r.cpuUs.toFixed(1)} µs/req (user ${r.userUs!.toFixed(1)}; ${(r.core! * 100).toFixed(0)}% of a core)   ` : ''}${r.spread !== undefined ? `spread ±${((r.spread * 100) / 2).toFixed(0)}%   ` : ''}errors: ${r.errors}`;
   console.log(
-    `bench/proxy — ${duration}s per run, ${connections} connections, wrk -t1, nginx workers ${nginxWorkers}, app ${target}${inContainer ? ' (nginx in a runc container, through a real daemon)' : ''}`,
+    `bench/proxy — ${duration}s per run, ${connections} connections, wrk -t1, nginx workers ${nginxWorkers}, app ${target}${inContainer ? ' (nginx in a runc container, through a real daemon)' : ''}, ${pin ? `proxies on CPU ${proxyCpu}, wrk and app on CPU ${loadCpu}` : 'not pinned'}, node ${process.version}`,
   );
   console.log(row('direct', direct));
   console.log(row('rootbox', rootbox));
   console.log(row('nginx', viaNginx));
   console.log(row('hp3 only', library) + '   (http-proxy-3 alone: no edge, no policy)');
+  console.log(row('fwd only', ownFwd) + "   (rootbox's forwarder on bare node:http: no edge, no site lookup)");
+  console.log(row('undici', viaUndici) + '   (undici Pool on bare node:http)');
   console.log(row('floor', nodeFloor) + '   (node:http answering by itself: no proxying)');
+  if (rawRow) console.log(row('raw', rawRow) + '   (prototype: HTTP/1.1 front without node:http)');
+  if (thrRow) console.log(row(`rb ${threads}thr`, thrRow) + `   (prototype: edge + proxy in ${threads} worker threads, CPUs ${threadCpus})`);
   if (tlsRows) {
     console.log(row('rb TLS', tlsRows.rootbox));
     console.log(row('ngx TLS', tlsRows.nginx));
+    console.log(row('floor TLS', tlsRows.floor) + '   (node answering by itself over TLS, as the edge listens)');
+    if (rawTls) console.log(row('raw TLS', rawTls) + '   (prototype over node:tls)');
+    if (thrTls) console.log(row(`${threads}thr TLS`, thrTls) + `   (prototype: ${threads} worker threads over TLS)`);
   }
-  console.log(`rootbox / nginx  throughput ${(rootbox.rps / viaNginx.rps).toFixed(2)}x (target ≥ 0.5x)   p99 ${(rootbox.p99 / viaNginx.p99).toFixed(2)}x`);
+  console.log(`rootbox / nginx  throughput ${(rootbox.rps / viaNginx.rps).toFixed(2)}x (target ≥ 0.8x)   p99 ${(rootbox.p99 / viaNginx.p99).toFixed(2)}x`);
+  console.log(
+    `forwarders on bare node:http: own / nginx ${(ownFwd.rps / viaNginx.rps).toFixed(2)}x, undici / nginx ${(viaUndici.rps / viaNginx.rps).toFixed(2)}x; own / undici CPU per request ${(ownFwd.cpuUs! / viaUndici.cpuUs!).toFixed(2)}x`,
+  );
   console.log(`rootbox / nginx  CPU per request ${(rootbox.cpuUs! / viaNginx.cpuUs!).toFixed(2)}x (less sensitive to other load on the machine)`);
   console.log(
     `http-proxy-3 alone / nginx throughput ${(library.rps / viaNginx.rps).toFixed(2)}x   rootbox / http-proxy-3 alone ${(rootbox.rps / library.rps).toFixed(2)}x`,
@@ -261,7 +361,11 @@ async function main(): Promise<void> {
   );
   if (tlsRows)
     console.log(
-      `over TLS: rootbox / nginx throughput ${(tlsRows.rootbox.rps / tlsRows.nginx.rps).toFixed(2)}x   CPU per request ${(tlsRows.rootbox.cpuUs! / tlsRows.nginx.cpuUs!).toFixed(2)}x`,
+      `over TLS: rootbox / nginx throughput ${(tlsRows.rootbox.rps / tlsRows.nginx.rps).toFixed(2)}x (target ≥ 0.8x)   CPU per request ${(tlsRows.rootbox.cpuUs! / tlsRows.nginx.cpuUs!).toFixed(2)}x   node floor over TLS / nginx ${(tlsRows.floor.rps / tlsRows.nginx.rps).toFixed(2)}x`,
+    );
+  if (thrRow)
+    console.log(
+      `${threads} threads / nginx throughput ${(thrRow.rps / viaNginx.rps).toFixed(2)}x${thrTls && tlsRows ? `, over TLS ${(thrTls.rps / tlsRows.nginx.rps).toFixed(2)}x` : ''}`,
     );
   console.log(`rootbox / direct throughput ${(rootbox.rps / direct.rps).toFixed(2)}x   nginx / direct throughput ${(viaNginx.rps / direct.rps).toFixed(2)}x`);
 }
