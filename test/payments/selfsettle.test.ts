@@ -153,6 +153,39 @@ test('10 concurrent copies of one payment: one pass set, one transfer', async ()
   assert.is((await w.anvil.usedLogs(w.token, payer.address)).length, 1, 'one transfer');
 });
 
+test('8 concurrent payments from different payers: each settled by its own transaction, gas nonces in order', async () => {
+  const payers: PrivateKeyAccount[] = [];
+  for (let i = 0; i < 8; i++) payers.push(await w.payer(100_000n)); // the minter sends one at a time
+  const txs = await gasTxs();
+  const all = await Promise.all(payers.map((p) => quick(p)));
+  for (const r of all) assert.is(r.status, 200, await r.clone().text());
+  const hashes = all.map((r) => decodePaymentResponseHeader(r.headers.get('payment-response')!).transaction as Hex);
+  assert.is(new Set(hashes).size, 8);
+  const nonces = await Promise.all(hashes.map(async (hash) => (await w.anvil.client.getTransaction({ hash })).nonce));
+  assert.equal(
+    [...nonces].sort((a, b) => a - b),
+    Array.from({ length: 8 }, (_, i) => txs + i),
+  );
+  for (const p of payers) assert.is(await bal(p.address), 40_000n);
+});
+
+test('a gas wallet that falls below minGasBalance by paying gas turns the paid routes to 503', async () => {
+  const thin = await w.daemon({ gasEth: '0.010000000000000001' }); // one wei over the minimum
+  const ok = await quick(await w.payer(100_000n), thin.http);
+  assert.is(ok.status, 200, await ok.clone().text());
+  const until = Date.now() + 10_000;
+  let info = await call(thin.http, 'GET', '/v1/info');
+  while (info.json.payment.available && Date.now() < until) {
+    await new Promise((r) => setTimeout(r, 100));
+    info = await call(thin.http, 'GET', '/v1/info');
+  }
+  assert.is(info.json.payment.available, false, JSON.stringify(info.json.payment));
+  assert.is(info.json.payment.gas_wallet.ok, false);
+  const r = await call(thin.http, 'POST', '/v1/verify/quick', { body });
+  assert.is(r.status, 503);
+  assert.is(r.json.error, 'payments_unavailable');
+});
+
 test('the RPC dropping right after the transfer was sent: pending with its hash, reconciled once the RPC is back, sent once', async () => {
   const payer = await w.payer(1_000_000n);
   const txs = await gasTxs();
