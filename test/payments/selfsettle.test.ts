@@ -360,6 +360,18 @@ test('a gas wallet below minGasBalance: 503 payments_unavailable before any work
   assert.match(row.detail, /self-settlement on eip155:31337, gas wallet 0x[0-9a-fA-F]{40}: usable, gas 0\.9\d* ETH \(min 0\.01\)/);
 });
 
+test('a token whose EIP-712 domain is not the configured one, or an RPC of another chain: 503 before any work', async () => {
+  const named = await w.daemon({ x402: { assetName: 'USDC' } });
+  const r = await call(named.http, 'POST', '/v1/verify/quick', { body });
+  assert.is(r.status, 503);
+  assert.is(r.json.error, 'payments_unavailable');
+  assert.match(r.json.detail, /the token's EIP-712 domain is not \{name "USDC", version "2", chain 31337, 0x[0-9a-fA-F]{40}\}/);
+  const other = await w.daemon({ x402: { chainId: 8453 } });
+  const o = await call(other.http, 'POST', '/v1/verify/quick', { body });
+  assert.is(o.status, 503);
+  assert.match(o.json.detail, /the RPC serves chain 31337, the network is eip155:8453/);
+});
+
 test('a gas key file others can read is refused at start, naming the fix', async () => {
   const file = join(w.dir, 'loose.key');
   writeFileSync(file, readFileSync(w.gasKeyFile, 'utf8'));
