@@ -4,7 +4,8 @@
 // with this call (the union of the intervals the RPC proxy and the LLM server — peers.mjs, a
 // process of its own — spent on its requests, plus the wait from sending the transfer to the
 // receipt poll that found it: block inclusion), and the settlement latency = from the last
-// pass's answer to the paid answer (sign, send, receipt). Row 0: the facilitator path measured the
+// pass's answer to the paid answer (sign, send, receipt); and, free of scheduling noise on a busy
+// host, the CPU the process spent per paid call beside per /healthz. Row 0: the facilitator path measured the
 // same way; row 1: anvil mining a block per transaction; row 2: 2 s blocks like Base. Run: node --import tsx bench/verify/selfsettle.bench.ts [calls]
 
 import { spawn } from 'node:child_process';
@@ -96,10 +97,19 @@ async function row(label: string, blockTime: number | undefined, calls: number, 
     const overhead: number[] = [];
     const upstream: number[] = [];
     const settle: number[] = [];
+    const cpuHealth: number[] = [];
+    const cpuPaid: number[] = [];
+    const cpu = () => {
+      const u = process.cpuUsage();
+      return (u.user + u.system) / 1000;
+    };
     for (let i = 0; i < calls; i++) {
+      let c = cpu();
       let t = now();
       await call(port, 'GET', '/healthz');
       health.push(now() - t);
+      cpuHealth.push(cpu() - c);
+      c = cpu();
       await p.busy(); // clears
       t = now();
       const r = await call(port, 'POST', '/v1/verify/quick', { body, headers: { 'x-payment': payments[i] } });
@@ -107,6 +117,7 @@ async function row(label: string, blockTime: number | undefined, calls: number, 
       if (r.status !== 200) throw new Error(`paid call answered ${r.status}: ${r.text}`);
       const s = JSON.parse(Buffer.from(r.headers['payment-response'], 'base64').toString());
       if (!s.success) throw new Error(`settlement ${JSON.stringify(s)}`);
+      cpuPaid.push(cpu() - c);
       const { busy, lastLlm } = await p.busy();
       const sent = busy.find((b) => b[2] === 'send');
       const found = busy.find((b) => b[2] === 'receipt');
@@ -123,6 +134,9 @@ async function row(label: string, blockTime: number | undefined, calls: number, 
     console.log(`   chain (RPC requests + block inclusion) and LLM busy inside a call p50 ${f(pct(upstream, 50))} ms`);
     console.log(
       `   server-side overhead = wall - busy - /healthz: p50 ${f(pct(overhead, 50) - h50)} ms, p90 ${f(pct(overhead, 90) - h50)} ms (target <= 5 ms p50)`,
+    );
+    console.log(
+      `   CPU of this process (daemon + its client; no waiting) per paid call p50 ${f(pct(cpuPaid, 50))} ms vs per /healthz ${f(pct(cpuHealth, 50))} ms → ${f(pct(cpuPaid, 50) - pct(cpuHealth, 50))} ms`,
     );
     console.log(`   settlement latency (last pass answered → paid answer) p50 ${f(pct(settle, 50))} ms, p90 ${f(pct(settle, 90))} ms`);
   } finally {
