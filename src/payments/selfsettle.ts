@@ -45,8 +45,8 @@ export interface SelfSettlerOptions {
   settleTimeoutMs: number;
   pollMs?: number;
   log: Logger;
-  /** Called after a transaction was sent (the gas balance changed). */
-  onSent?: () => void;
+  /** Called when a transaction of ours was mined (the gas balance changed). */
+  onMined?: () => void;
 }
 
 const toCall = (p: PaymentPayload): TransferCall => {
@@ -132,7 +132,6 @@ export class SelfSettler implements Facilitator {
         const hash = keccak256(raw);
         try {
           await c.sendRaw(raw);
-          this.o.onSent?.();
           return { hash, raw, sent: true };
         } catch (e) {
           this.nonce = undefined;
@@ -178,6 +177,7 @@ export class SelfSettler implements Facilitator {
     for (;;) {
       try {
         const rc = await this.o.chain.receipt(hash);
+        if (rc) this.o.onMined?.();
         if (rc?.status === 'success') return { outcome: 'settled', response: this.answer(true, t, hash) };
         if (rc?.status === 'reverted') return this.afterRevert(t, `transaction ${hash} reverted`);
       } catch (e) {

@@ -74,7 +74,7 @@ export function createPayments(x: X402Settings, store: PaymentStore, log: Logger
       token: net.asset,
       settleTimeoutMs: x.settleTimeout,
       log,
-      onSent: () => {
+      onMined: () => {
         if (Date.now() - lastRefresh < 5000) return;
         lastRefresh = Date.now();
         void health?.check();
