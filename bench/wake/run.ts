@@ -13,7 +13,10 @@
 //      /healthz (the cheapest answer the daemon gives).
 // The host is shared: expect noise; the load average at the start and end is printed.
 //
-// Usage: node --import tsx bench/wake/run.ts [--wakes 20] [--static 200] [--no-doze]
+// Sleeping servers are parked (runtime.parkOnSleep, their container made at sleep time) unless
+// --no-park: then a cold wake runs runc create as well.
+//
+// Usage: node --import tsx bench/wake/run.ts [--wakes 20] [--static 200] [--no-doze] [--no-park]
 
 import { existsSync } from 'node:fs';
 import { request } from 'node:http';
@@ -100,6 +103,7 @@ const d = await startTestDaemon({
   log: { level: 'warn' },
   hosting: { anonServersPerIp: 5, rateLimit: { createsPerIpPerHour: 1000 } },
   proxy: { idleTimeout: '1h' },
+  runtime: { parkOnSleep: process.argv.includes('--no-park') ? 'off' : 'on' },
 });
 let stopped = false;
 const stop = async () => {
@@ -208,7 +212,9 @@ try {
   const loadAfter = load();
   await stop(); // the doze rows run a daemon of their own
   const dozeLines = process.argv.includes('--no-doze') ? ['doze → first byte                 (--no-doze)'] : await doze({});
-  console.log('bench/wake — real runc containers, a minimal python3 socket server as the run.sh app');
+  console.log(
+    `bench/wake — real runc containers, a minimal python3 socket server as the run.sh app; sleeping servers ${process.argv.includes('--no-park') ? 'not parked (--no-park)' : 'parked'}`,
+  );
   console.log(`load average before ${loadBefore}, after the cold wakes ${loadAfter} (2 cores shared: expect noise)`);
   for (const l of dozeLines) console.log(l);
   console.log(`cold sleep → first byte            ${fmt(woken)}   target p50 ≤ 60 ms`);

@@ -43,6 +43,12 @@ export const runtimeSchema = z
     pidsLimit: z.coerce.number().int().min(16).max(1_000_000).default(1024).describe('Most processes/threads one server may run (fork bombs stop here).'),
     cpuShares: z.coerce.number().int().min(2).max(262144).default(1024).describe('cgroup cpu.shares of every server (relative weight under contention).'),
     stopGrace: duration().prefault('3s').describe('How long stop waits after SIGTERM before SIGKILL.'),
+    parkOnSleep: z
+      .enum(['on', 'off'])
+      .default('on')
+      .describe(
+        "Park sleeping servers: when a server goes to sleep its container is made again at once and left in runc's `created` state (init waiting, no user process), so a wake is only runc's start plus the app's own start (a cold wake ~30-40 ms sooner). A parked server is asleep (no RAM billed, exec refused); its waiting init holds about 2 MB of host memory in the server's cgroup, which the memory floor (`proxy.dozeMemoryFloor`) frees, least recently parked first, and delete removes. `off`: a sleeping server has no container.",
+      ),
     reconcile: z
       .enum(['on', 'off'])
       .default('on')
@@ -60,6 +66,7 @@ export const runtimeEnv: EnvBinding[] = [
   { env: 'ROOTBOX_UID_START', path: 'runtime.uidStart' },
   { env: 'ROOTBOX_PIDS_LIMIT', path: 'runtime.pidsLimit' },
   { env: 'ROOTBOX_STOP_GRACE', path: 'runtime.stopGrace' },
+  { env: 'ROOTBOX_PARK_ON_SLEEP', path: 'runtime.parkOnSleep' },
   { env: 'ROOTBOX_RECONCILE', path: 'runtime.reconcile' },
 ];
 

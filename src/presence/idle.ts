@@ -26,7 +26,7 @@ import { metrics } from '../metrics/index.js';
 import { hostMemAvailable, victims } from './floor.js';
 
 export interface IdleOptions {
-  runtime: Pick<Runtime, 'start' | 'stop' | 'get' | 'list' | 'freeze' | 'thaw'>;
+  runtime: Pick<Runtime, 'start' | 'stop' | 'get' | 'list' | 'freeze' | 'thaw' | 'parked' | 'unpark'>;
   /** Whether a server must never sleep (read at every check, so a change applies at once). */
   neverSleep(id: string): boolean;
   idleTimeout: number;
@@ -274,10 +274,11 @@ export class IdleTracker implements Presence, PresenceState {
     this.freezing.set(id, p);
   }
 
-  /** Stops dozing servers, LRU first, while host available memory is below the floor. */
+  /** Stops dozing servers, LRU first, while host available memory is below the floor; when no
+   *  dozing server is left to stop, removes parked containers of sleeping servers (unparkFloor). */
   checkFloor(): void {
     const floor = this.opts.memoryFloor ?? 0;
-    if (!(floor > 0) || this.dozing.size === 0) return;
+    if (!(floor > 0)) return;
     let missing = floor - (this.opts.memAvailable ?? hostMemAvailable)();
     if (missing <= 0) return;
     const dozers = [];
@@ -286,7 +287,27 @@ export class IdleTracker implements Presence, PresenceState {
         missing -= d.memoryBytes; // being stopped already: its memory is coming back
       else if (!this.resting(id)) dozers.push({ id, last: this.last.get(id) ?? 0, memoryBytes: d.memoryBytes, connected: this.conns.has(id) });
     }
-    for (const id of victims(dozers, missing)) this.sleep(id, this.now() - (this.last.get(id) ?? 0), 'memory floor');
+    const stopping = victims(dozers, missing);
+    for (const id of stopping) this.sleep(id, this.now() - (this.last.get(id) ?? 0), 'memory floor');
+    if (stopping.length === dozers.length && this.sleeping.size === 0) this.unparkFloor(missing);
+  }
+
+  private unparking = false;
+
+  /** Parked containers removed, least recently parked first, as many as `missing` bytes need. */
+  private unparkFloor(missing: number): void {
+    const rt = this.opts.runtime;
+    if (!rt.parked || !rt.unpark || this.unparking || missing <= 0) return;
+    const parked = rt.parked().map((p) => ({ id: p.id, last: p.since, memoryBytes: p.memoryBytes, connected: false }));
+    const ids = victims(parked, missing);
+    if (!ids.length) return;
+    this.unparking = true;
+    void (async () => {
+      for (const id of ids) {
+        const freed = await rt.unpark!(id).catch((err: unknown) => (this.opts.log.error('could not unpark a server', { server: id, err }), false));
+        if (freed) this.opts.log.info('parked server unparked', { server: id, why: 'memory floor' });
+      }
+    })().finally(() => (this.unparking = false));
   }
 
   private sleep(id: string, idleMs: number, why: string): void {
@@ -318,7 +339,7 @@ export class IdleTracker implements Presence, PresenceState {
   start(): void {
     this.timer ??= setInterval(() => this.check(), this.opts.checkInterval);
     this.timer.unref();
-    if (this.dozeOn && (this.opts.memoryFloor ?? 0) > 0) {
+    if ((this.dozeOn || this.opts.runtime.parked) && (this.opts.memoryFloor ?? 0) > 0) {
       this.floorTimer ??= setInterval(() => this.checkFloor(), this.opts.floorInterval ?? 500);
       this.floorTimer.unref();
     }

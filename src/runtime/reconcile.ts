@@ -8,13 +8,16 @@
 //     killed and deleted, and a server directory without a record is unmounted and removed;
 //   - a running container of a known server is adopted as it is (a frozen one, dozing when the
 //     daemon stopped, is thawed first: the idle tracker that froze it is gone);
+//   - a `created` container of a sleeping server (parked, runtime.ts park()) is adopted as parked
+//     when its bundle is unchanged, else deleted and the server parked again; one of a server that
+//     should run is started (its parked start);
 //   - a known server whose container is gone or stopped (host reboot, crash) gets its disk and
 //     overlay mounted again, its counter re-added, and is started when it should be running;
 //     otherwise it stays asleep with its rootfs mounted (the proxy serves /root/www from it);
 //   - nft elements, counters and veths of addresses no record holds are removed.
 
-import { existsSync, readdirSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { existsSync, readFileSync, readdirSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { destroyDisk, diskPaths } from './disk.js';
 import { mountRootfs } from './disk.js';
 import { endLeftovers } from './leftovers.js';
@@ -73,19 +76,29 @@ export async function reconcile(rt: ContainerRuntime): Promise<ReconcileReport> 
         await mountRootfs(diskPaths(rt.serverDir(rec.id)), helper, rt.lower(rec), rec.uidBase);
         await rt.net.addServer(rec.ip);
         const applied = rt.applied(rec.id); // slug and limits as its bundle and disk hold them
+        const bundleFile = join(rt.serverDir(rec.id), 'bundle', 'config.json');
+        const before = readFileSync(bundleFile, 'utf8');
         rt.writeBundle(rec, applied);
+        const sameBundle = readFileSync(bundleFile, 'utf8') === before;
         if (status.get(rec.id) === 'paused') thaw(cgroupPath(rec.id)); // a doze does not outlive the daemon that froze it
         if (status.get(rec.id) === 'running' || status.get(rec.id) === 'paused') {
           rt.view(rec, 'running', applied);
           report.adopted.push(rec.id);
         } else if (rec.desired === 'running') {
+          if (status.get(rec.id) === 'created' && !sameBundle) await rt.halt(rec, 0); // parked from another bundle
           rt.view(rec, 'waking', applied);
           await rt.boot(rec);
           rt.view(rec, 'running');
           report.started.push(rec.id);
+        } else if (status.get(rec.id) === 'created' && sameBundle && rt.deps.cfg.parkOnSleep === 'on' && rt.runc.createdInit(rec.id)) {
+          rt.view(rec, 'sleeping', applied);
+          rt.adoptParked(rec.id);
+          report.sleeping.push(rec.id);
         } else {
+          const parked = status.get(rec.id) === 'created';
           if (status.has(rec.id)) await rt.halt(rec, 0);
           rt.view(rec, 'sleeping', applied);
+          if (parked) await rt.park(rec); // made with another bundle (an upgrade, a resize cut short)
           report.sleeping.push(rec.id);
         }
       });

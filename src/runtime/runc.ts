@@ -35,13 +35,14 @@ export class Runc {
     return '';
   }
 
-  /** `runc create`: namespaces and init set up, user process not started. Returns init's pid. */
+  /** `runc create`: namespaces and init set up, user process not started. Returns init's pid,
+   *  read from runc's state file (no --pid-file: runc writes that one O_SYNC, a disk flush on every
+   *  wake). */
   async create(id: string, bundle: string): Promise<number> {
-    const pidFile = join(bundle, 'init.pid');
     const log = join(bundle, 'runc.log');
     rmSync(log, { force: true });
     try {
-      await run('runc', ['--root', this.root, '--log', log, '--log-format', 'json', 'create', '--bundle', bundle, '--pid-file', pidFile, id], {
+      await run('runc', ['--root', this.root, '--log', log, '--log-format', 'json', 'create', '--bundle', bundle, id], {
         timeoutMs: 60_000,
         detachedStdio: true,
       });
@@ -49,7 +50,38 @@ export class Runc {
       if (!(e instanceof CommandError)) throw e;
       throw new CommandError(e.command, e.args, { exitCode: e.exitCode, signal: e.signal, stderr: this.lastLogError(bundle) || e.stderr });
     }
-    return Number(readFileSync(pidFile, 'utf8').trim());
+    const pid = this.initOf(id)?.pid;
+    if (!pid) throw new CommandError('runc', this.args('create', id), { exitCode: 0, stderr: 'runc create left no state' });
+    return pid;
+  }
+
+  /** Init's pid and start time (clock ticks since boot) from runc's state file. */
+  private initOf(id: string): { pid: number; start: number } | undefined {
+    try {
+      const st = JSON.parse(readFileSync(join(this.root, id, 'state.json'), 'utf8')) as { init_process_pid?: unknown; init_process_start?: unknown };
+      const pid = Number(st.init_process_pid);
+      return pid > 0 ? { pid, start: Number(st.init_process_start) } : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+
+  /**
+   * The pid of the container's init when it is `created` and waiting to be started (its
+   * exec.fifo there and the same process alive: pid and start time as runc recorded them), read
+   * from files without spawning runc; undefined otherwise.
+   */
+  createdInit(id: string): number | undefined {
+    const init = this.initOf(id);
+    if (!init || !existsSync(join(this.root, id, 'exec.fifo'))) return undefined;
+    try {
+      const stat = readFileSync(`/proc/${init.pid}/stat`, 'utf8');
+      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      if (f[0] === 'Z' || Number(f[19]) !== init.start) return undefined; // field 22: starttime
+    } catch {
+      return undefined;
+    }
+    return init.pid;
   }
 
   /** Whether runc has state for the container (a file check, no process). */

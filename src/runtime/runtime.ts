@@ -7,7 +7,7 @@
 // (hostname, memory limit) and the disk image's size — read back when a runtime starts anew.
 
 import { alive, sleep } from './proc.js';
-import { chmodSync, mkdirSync, readFileSync, statSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, statSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import type { RuntimeConfig } from '../config/index.js';
 import { AppError, InternalError } from '../errors.js';
@@ -59,6 +59,8 @@ export class ContainerRuntime implements Runtime {
   private readonly queues = new Map<string, Promise<unknown>>();
   /** Ids reserved (reserve) whose create has not started yet. */
   private readonly reserved = new Set<string>();
+  /** Servers parked asleep (a `created` container waiting for its start, see park()): since when. */
+  private readonly parkedSince = new Map<string, number>();
   /** Called with each step of a start and its duration (bench/wake); unset, steps are not timed. */
   trace?: (step: string, ms: number) => void;
 
@@ -170,35 +172,121 @@ export class ContainerRuntime implements Runtime {
   }
 
   /** Mounts and namespaces when missing (kept across sleep: a wake finds them) → runc create →
-   *  runc start. Leaves no half-made container. `meanwhile` runs once, while runc create runs
-   *  (start's synced store write, off the critical path), or at once when there is nothing to boot. */
+   *  runc start; a parked server (park()) only gets its start. Leaves no half-made container.
+   *  `meanwhile` runs once, while runc create (or the parked start) runs (start's synced store
+   *  write, off the critical path), or at once when there is nothing to boot. */
   async boot(rec: RuntimeRecord, meanwhile: () => void = () => {}): Promise<void> {
-    const dir = this.serverDir(rec.id);
-    // fs checks first: a wake from a clean sleep spawns only runc create and runc start
+    this.parkedSince.delete(rec.id);
+    const parked = this.runc.createdInit(rec.id); // files only: a parked wake spawns nothing
+    if (parked && this.inKeptNamespaces(rec, parked)) {
+      let stored = false;
+      try {
+        return await this.launch(
+          rec,
+          this.step('runc start (parked)', () => this.runc.start(rec.id, parked)),
+          () => (meanwhile(), (stored = true)),
+        );
+      } catch (err) {
+        if (!stored) throw err;
+        this.deps.log.warn('a parked container did not start; making it anew', { server: rec.id, err });
+        meanwhile = () => {};
+      }
+    }
     if (this.runc.exists(rec.id)) {
       const st = await this.runc.state(rec.id);
       if (st?.status === 'running') return meanwhile();
       if (st) await this.runc.delete(rec.id, true);
     }
-    const table = mountTable(); // read once: what mountRootfs mounts is none of the namespaces' paths
-    await this.step('mounts (kept)', () => mountRootfs(diskPaths(dir), this.deps.helper, this.lower(rec), rec.uidBase, table));
-    await this.step('namespaces + veth (kept)', () => this.net.ensureNamespaces(rec.ip, rec.uidBase, nsPaths(dir), table));
-    const creating = this.step('runc create', () => this.runc.create(rec.id, join(dir, 'bundle')));
-    try {
-      const t0 = performance.now();
-      meanwhile(); // runc create is spawned by now
-      this.trace?.('store (beside runc create)', performance.now() - t0);
-    } catch (e) {
-      await creating.then(() => this.runc.delete(rec.id, true)).catch(() => {});
-      throw e;
-    }
-    const pid = await creating;
+    const pid = await this.launch(rec, this.createContainer(rec), meanwhile);
     try {
       await this.step('runc start', () => this.runc.start(rec.id, pid));
     } catch (e) {
       await this.runc.delete(rec.id, true).catch(() => {});
       throw e;
     }
+  }
+
+  /** Whether a parked init is in the server's pinned namespaces and its veth is there (a few
+   *  stats): if not (pins remade, a veth lost), the parked container is dropped and made anew. */
+  private inKeptNamespaces(rec: RuntimeRecord, pid: number): boolean {
+    const ns = nsPaths(this.serverDir(rec.id));
+    try {
+      const same = (t: 'net' | 'user') => {
+        const a = statSync(`/proc/${pid}/ns/${t}`);
+        const b = statSync(ns[t]);
+        return a.ino === b.ino && a.dev === b.dev;
+      };
+      return same('net') && same('user') && existsSync(`/sys/class/net/${this.net.vethOf(rec.ip)}`);
+    } catch {
+      return false;
+    }
+  }
+
+  /** Awaits `op` (a runc create or start under way) with `meanwhile` run beside it; when either
+   *  fails the container is deleted. */
+  private async launch<T>(rec: RuntimeRecord, op: Promise<T>, meanwhile: () => void): Promise<T> {
+    try {
+      const t0 = performance.now();
+      meanwhile(); // the runc step is under way by now
+      this.trace?.('store (beside runc)', performance.now() - t0);
+    } catch (e) {
+      await op.then(() => this.runc.delete(rec.id, true)).catch(() => {});
+      throw e;
+    }
+    try {
+      return await op;
+    } catch (e) {
+      await this.runc.delete(rec.id, true).catch(() => {});
+      throw e;
+    }
+  }
+
+  /** Mounts and namespaces checked (made when missing), then runc create; init's pid. */
+  private async createContainer(rec: RuntimeRecord): Promise<number> {
+    const dir = this.serverDir(rec.id);
+    const table = mountTable(); // read once: what mountRootfs mounts is none of the namespaces' paths
+    await this.step('mounts (kept)', () => mountRootfs(diskPaths(dir), this.deps.helper, this.lower(rec), rec.uidBase, table));
+    await this.step('namespaces + veth (kept)', () => this.net.ensureNamespaces(rec.ip, rec.uidBase, nsPaths(dir), table));
+    return this.step('runc create', () => this.runc.create(rec.id, join(dir, 'bundle')));
+  }
+
+  /**
+   * Parks a stopped server (runtime.parkOnSleep): its container is made now, at sleep time, and
+   * left `created` — runc's init waiting on exec.fifo in the server's cgroup, no user process —
+   * so a wake is only the fifo open and the app's start. Sleeping all the same: nothing of it is
+   * billed as RAM, exec is refused, unpark() (the memory floor), resize, delete and halt remove it.
+   * A failure leaves it unparked (the next wake makes the container), never a half-made one.
+   */
+  async park(rec: RuntimeRecord): Promise<void> {
+    if (this.deps.cfg.parkOnSleep !== 'on') return;
+    try {
+      await this.createContainer(rec);
+      this.parkedSince.set(rec.id, Date.now());
+    } catch (err) {
+      this.deps.log.warn('could not park a sleeping server; it wakes cold', { server: rec.id, err });
+      await this.runc.delete(rec.id, true).catch(() => {});
+      removeCgroup(cgroupPath(rec.id));
+    }
+  }
+
+  /** Parked servers (park()): since when, and the memory their waiting init holds (its cgroup). */
+  parked(): { id: string; since: number; memoryBytes: number }[] {
+    return [...this.parkedSince].map(([id, since]) => ({ id, since, memoryBytes: memoryStats(cgroupPath(id)).memoryBytes }));
+  }
+
+  /** A parked server's container and cgroup removed (it stays asleep and wakes cold); false when
+   *  it was not parked (woken, deleted) by the time its turn came. */
+  unpark(id: string): Promise<boolean> {
+    return this.serial(id, async () => {
+      if (!this.parkedSince.has(id) || this.servers.get(id)?.state !== 'sleeping') return false;
+      await this.halt(this.record(id), 0);
+      return true;
+    });
+  }
+
+  /** Adopts a `created` container found at start-up as parked (reconcile). */
+  adoptParked(id: string): void {
+    this.parkedSince.set(id, Date.now());
   }
 
   /** The runtime record of a new server, written pending before anything exists on the host: a
@@ -278,6 +366,7 @@ export class ContainerRuntime implements Runtime {
       const p = diskPaths(this.serverDir(id));
       if (await applyDeferredGrow(p, this.deps.helper, this.lower(rec), rec.uidBase)) this.deps.log.info('disk grown offline while asleep', { server: id });
       this.view(rec, 'sleeping');
+      await this.park(rec);
     });
   }
 
@@ -293,6 +382,7 @@ export class ContainerRuntime implements Runtime {
   /** SIGTERM, up to `graceMs`, SIGKILL to everything, runc delete. The namespaces and veth stay
    *  (the next start joins them; teardown releases them). */
   async halt(rec: RuntimeRecord, graceMs: number): Promise<void> {
+    this.parkedSince.delete(rec.id);
     thaw(cgroupPath(rec.id)); // a dozing server gets its SIGTERM and grace like any other
     const st = await this.runc.state(rec.id);
     if (st && st.status !== 'stopped' && st.pid > 0) {
@@ -343,8 +433,12 @@ export class ContainerRuntime implements Runtime {
       }
       const now: Applied = { slug: old.slug, memoryBytes: limits.memoryBytes, diskBytes };
       this.writeBundle(rec, now);
-      if ((await this.runc.state(id))?.status === 'running') await this.runc.updateMemory(id, limits.memoryBytes);
+      const parked = this.parkedSince.has(id);
+      if (parked)
+        await this.halt(rec, 0); // parked with the old limit: parked again below with the new one
+      else if ((await this.runc.state(id))?.status === 'running') await this.runc.updateMemory(id, limits.memoryBytes);
       this.view(rec, this.servers.get(id)?.state ?? 'running', now);
+      if (parked) await this.park(rec);
       if (now.memoryBytes !== old.memoryBytes || now.diskBytes !== old.diskBytes)
         this.deps.log.info('server resized', { server: id, memoryBytes: now.memoryBytes, diskBytes });
     });

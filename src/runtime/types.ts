@@ -103,6 +103,12 @@ export interface Runtime {
   freeze?(id: string): Promise<{ memoryBytes: number }>;
   /** Lets the processes of a frozen server run again (a no-op when it is not frozen). */
   thaw?(id: string): Promise<void>;
+  /** Sleeping servers parked with a `created` container (runtime.parkOnSleep): since when, and
+   *  the host memory their waiting init holds. Absent where servers are never parked. */
+  parked?(): { id: string; since: number; memoryBytes: number }[];
+  /** Removes a parked server's container (it stays asleep; its next wake is cold). Resolves false
+   *  when it was no longer parked. */
+  unpark?(id: string): Promise<boolean>;
   /** Removes everything the server had: container, mounts, loop device, veth, rules, ids. */
   delete(id: string): Promise<void>;
   /** Raises (or lowers) the memory limit live and grows the disk online. */

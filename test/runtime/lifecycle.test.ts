@@ -108,13 +108,16 @@ test('a killed run.sh is started again by the supervisor', async () => {
   assert.match(log.out, /exited with status 137/);
 });
 
-test('stop frees the container memory but keeps the rootfs mounted; start keeps files and serves again', async () => {
+test('stop frees the container memory (parked: only runc init waits, no user process) but keeps the rootfs mounted; start keeps files and serves again', async () => {
   await sh(env.rt, id, 'echo kept > /root/note.txt');
   const rootfs = env.rt.get(id)!.rootfs;
   await env.rt.stop(id);
   assert.is(env.rt.get(id)?.state, 'sleeping');
-  assert.is(cgroupDirs(cgroupPath(id)).length, 0, 'cgroup removed: no memory held');
-  assert.is(await env.rt.runc.state(id), undefined);
+  const parked = await env.rt.runc.state(id);
+  assert.is(parked?.status, 'created', 'parked (runtime.parkOnSleep): the container made, not started');
+  const procs = cgroupDirs(cgroupPath(id)).find((d) => d.includes('/pids/')) ?? cgroupDirs(cgroupPath(id))[0];
+  assert.equal(readFileSync(join(procs, 'cgroup.procs'), 'utf8').trim().split('\n'), [String(parked!.pid)], 'nothing but the waiting init');
+  assert.is((await env.rt.stats(id)).memoryBytes, 0, 'no memory billed while asleep');
   assert.is(await httpGet(ip, 80, 300), null);
   assert.is(readFileSync(join(rootfs, 'root/note.txt'), 'utf8'), 'kept\n', 'host view stays readable while asleep');
   assert.throws(() => env.rt.exec(id, { argv: ['true'] }), /wake it first/);

@@ -2,7 +2,8 @@
 // namespaces (uid map, eth0, its veth on the bridge) are made once and kept while it sleeps, so a
 // start joins them and spawns only runc create (runc start is an open of its exec fifo); a pair
 // missing or half made (a crash part-way, a host reboot that dropped the pins) is made again; the
-// supervisor starts run.sh before any bookkeeping of its own.
+// supervisor starts run.sh before any bookkeeping of its own. Parking is off here (this is the
+// path of a server that is not parked; park.test.ts covers parked wakes).
 
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -17,7 +18,7 @@ const id = newId('w');
 let ip = '';
 
 test.before(async () => {
-  env = await startRuntime('wake', 53);
+  env = await startRuntime('wake', 53, { parkOnSleep: 'off' });
   ip = (await env.rt.create({ id, slug: 'wakepath', memoryBytes: 128 * MiB, diskBytes: 160 * MiB })).ip;
   const w = await sh(env.rt, id, 'mkdir -p /root/www && echo woke > /root/www/index.html && cat > /root/run.sh && chmod +x /root/run.sh', RUN_SH);
   assert.is(w.code, 0, w.err);
@@ -55,7 +56,7 @@ test('a sleeping server keeps its namespaces and veth; a wake joins the same one
   } finally {
     env.rt.trace = undefined;
   }
-  assert.equal(steps, ['mounts (kept)', 'namespaces + veth (kept)', 'store (beside runc create)', 'runc create', 'runc start']);
+  assert.equal(steps, ['store (beside runc)', 'mounts (kept)', 'namespaces + veth (kept)', 'runc create', 'runc start']);
   assert.equal(await nsOfInit(), before, 'the same network and user namespaces');
   assert.is(await waitFor(() => httpGet(ip), 10_000), 'woke\n');
   const inside = await sh(env.rt, id, 'cat /proc/self/uid_map; ip -4 -o addr show eth0; ip route; cat /proc/sys/net/ipv4/ping_group_range; ip -o link show lo');
