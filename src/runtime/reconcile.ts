@@ -97,6 +97,7 @@ export async function reconcile(rt: ContainerRuntime): Promise<ReconcileReport> 
         } else {
           const parked = status.get(rec.id) === 'created';
           if (status.has(rec.id)) await rt.halt(rec, 0);
+          else removeCgroup(cgroupPath(rec.id)); // a park or wake killed inside runc create leaves empty cgroups
           rt.view(rec, 'sleeping', applied);
           if (parked) await rt.park(rec); // made with another bundle (an upgrade, a resize cut short)
           report.sleeping.push(rec.id);

@@ -118,6 +118,10 @@ test('a fork bomb stops at the pids limit and the host stays responsive', async 
   assert.is((await sh(env.rt, b, 'echo neighbour-fine')).out, 'neighbour-fine\n');
   await env.rt.stop(a); // SIGKILL to everything in the server ends the bomb
   bomb.kill('SIGKILL');
+  const parked = await env.rt.runc.state(a); // parked (runtime.parkOnSleep): only the waiting init is left
+  assert.is(parked?.status, 'created');
+  assert.equal(readFileSync(`${pidsDir}/cgroup.procs`, 'utf8').trim().split('\n'), [String(parked!.pid)], 'nothing of the bomb is left');
+  assert.ok(await env.rt.unpark(a));
   assert.is(cgroupDirs(cgroupPath(a)).length, 0);
 });
 

@@ -88,6 +88,7 @@ test('a device node a server leaves in its files cannot be opened through the ho
 test('root mounts made without nosuid,nodev (an older daemon) get them at the next start', async () => {
   const p = paths();
   await env.rt.stop(id);
+  await env.rt.unpark(id); // an older daemon parked nothing: this start makes the container
   await run('mount', ['-o', 'remount,bind,suid,dev', p.rootfs]);
   await run('mount', ['-o', 'remount,bind,suid,dev,noatime', p.disk]);
   assert.not.ok(mountTable().get(p.rootfs)!.includes('nosuid'));
