@@ -314,7 +314,7 @@ export class IdleTracker implements Presence, PresenceState {
     const dozed = this.dozing.has(id);
     const p = (async () => {
       try {
-        await this.opts.runtime.stop(id);
+        await this.opts.runtime.stop(id, { park: why !== 'memory floor' }); // no parked init for memory the host is short of
         this.opts.log.info('server sleeps', { server: id, idleMs, why });
         if (!dozed) metrics.slept();
         for (const fn of this.sleepListeners) fn(id);

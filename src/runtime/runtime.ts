@@ -359,14 +359,14 @@ export class ContainerRuntime implements Runtime {
     });
   }
 
-  stop(id: string): Promise<void> {
+  stop(id: string, opts: { park?: boolean } = {}): Promise<void> {
     return this.serial(id, async () => {
       const rec = this.deps.store.setDesired(id, 'stopped') ?? this.record(id);
       await this.halt(rec, this.deps.cfg.stopGrace);
       const p = diskPaths(this.serverDir(id));
       if (await applyDeferredGrow(p, this.deps.helper, this.lower(rec), rec.uidBase)) this.deps.log.info('disk grown offline while asleep', { server: id });
-      this.view(rec, 'sleeping');
-      await this.park(rec);
+      if (opts.park !== false) await this.park(rec);
+      this.view(rec, 'sleeping'); // once it is parked: a sleep is done when its state says so
     });
   }
 

@@ -96,8 +96,9 @@ export interface Runtime {
   create(spec: ServerSpec): Promise<RuntimeServer>;
   /** Starts a stopped/sleeping server (wake). Resolves once its init runs. */
   start(id: string): Promise<void>;
-  /** Stops the container (SIGTERM, grace, SIGKILL); memory freed; disk, mounts and IP kept. */
-  stop(id: string): Promise<void>;
+  /** Stops the container (SIGTERM, grace, SIGKILL); memory freed; disk, mounts and IP kept.
+   *  `park: false`: not parked even where runtime.parkOnSleep is on (a stop for the memory floor). */
+  stop(id: string, opts?: { park?: boolean }): Promise<void>;
   /** Doze: freezes every process of a running server (cgroup freezer); memory, sockets and the
    *  container are kept. Resolves with the memory it holds frozen. Absent where it cannot be done. */
   freeze?(id: string): Promise<{ memoryBytes: number }>;

@@ -147,6 +147,16 @@ test('a new runtime instance adopts a parked container as it is, and parks anew 
   assert.is(await waitFor(() => httpGet(ips[a]), 10_000), 'pa\n');
 });
 
+test('a stop for the memory floor (park: false) parks nothing', async () => {
+  await env.rt.start(a);
+  await env.rt.stop(a, { park: false });
+  assert.is(env.rt.get(a)?.state, 'sleeping');
+  assert.is(await env.rt.runc.state(a), undefined);
+  assert.is(cgroupDirs(cgroupPath(a)).length, 0);
+  assert.equal(env.rt.parked(), []);
+  await env.rt.start(a);
+});
+
 test('delete of a parked server leaves no container, cgroup or process', async () => {
   await env.rt.stop(a);
   const pid = (await env.rt.runc.state(a))!.pid;
