@@ -69,6 +69,7 @@ const modules = [
   'llm',
   'log',
   'metrics',
+  'net',
   'payments',
   'presence',
   'proxy',

@@ -55,6 +55,7 @@ const UNIT = [
   'test/hosting/pending.test.ts',
   'test/foundation/log.test.ts',
   'test/domains/names.test.ts',
+  'test/net/fetch.test.ts',
 ];
 
 const root = new URL('..', import.meta.url).pathname;

@@ -1,9 +1,10 @@
 // The LLM port over the openai SDK against any OpenAI-compatible base URL (OpenAI, vLLM,
 // Ollama, llama.cpp server): chat.completions with response_format json_schema (strict). The
 // SDK's own retries are off; the caller decides about retries and deadlines. A global limiter
-// caps requests in flight.
+// caps requests in flight. Requests go through the lean fetch (src/net: node:http, kept-alive).
 
 import OpenAI from 'openai';
+import { leanFetch } from '../net/index.js';
 import { Limiter } from './limiter.js';
 import { LlmError, type ChatRequest, type Llm } from './types.js';
 
@@ -19,7 +20,7 @@ export class OpenAiLlm implements Llm {
 
   constructor(opts: OpenAiLlmOptions) {
     // Local servers (Ollama, llama.cpp) need no key, but the SDK insists on one.
-    this.client = new OpenAI({ baseURL: opts.baseUrl, apiKey: opts.apiKey || 'none', maxRetries: 0, timeout: 10 * 60_000 });
+    this.client = new OpenAI({ baseURL: opts.baseUrl, apiKey: opts.apiKey || 'none', maxRetries: 0, timeout: 10 * 60_000, fetch: leanFetch });
     this.limiter = new Limiter(opts.concurrency);
   }
 

@@ -18,6 +18,7 @@ import {
   type Hex,
   type PublicClient,
 } from 'viem';
+import { leanFetch } from '../net/index.js';
 
 export const EIP3009_ABI = parseAbi([
   'function balanceOf(address) view returns (uint256)',
@@ -101,9 +102,11 @@ export class ViemChain implements Chain {
     private readonly token: Hex,
     timeoutMs: number,
   ) {
-    this.client = createPublicClient({ transport: http(rpcUrl, { timeout: timeoutMs, retryCount: 0 }) }) as PublicClient;
+    this.client = createPublicClient({ transport: http(rpcUrl, { timeout: timeoutMs, retryCount: 0, fetchFn: leanFetch }) }) as PublicClient;
     // the checks before the work are made together: one JSON-RPC batch (a batch costs a timer tick, so single calls go alone)
-    this.batched = createPublicClient({ transport: http(rpcUrl, { timeout: timeoutMs, retryCount: 0, batch: { wait: 0 } }) }) as PublicClient;
+    this.batched = createPublicClient({
+      transport: http(rpcUrl, { timeout: timeoutMs, retryCount: 0, batch: { wait: 0 }, fetchFn: leanFetch }),
+    }) as PublicClient;
   }
 
   private async rpc<T>(what: string, fn: () => Promise<T>): Promise<T> {

@@ -5,6 +5,7 @@
 // Each request carries the configured authentication (auth.ts: a CDP JWT or fixed headers).
 
 import type { z } from 'zod';
+import { leanFetch } from '../net/index.js';
 import type { PaymentRecord } from '../store/index.js';
 import type { FacilitatorAuth } from './auth.js';
 import {
@@ -64,7 +65,7 @@ export class HttpFacilitator implements Facilitator {
 
   constructor(private readonly opts: HttpFacilitatorOptions) {
     this.base = opts.url.replace(/\/+$/, '');
-    this.fetch = opts.fetch ?? fetch;
+    this.fetch = opts.fetch ?? leanFetch;
   }
 
   private async call(op: string, init: RequestInit, timeoutMs: number): Promise<{ status: number; json: unknown }> {
