@@ -18,7 +18,7 @@
 //
 // Usage: node --import tsx bench/wake/run.ts [--wakes 20] [--static 200] [--no-doze] [--no-park]
 
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { connect } from 'node:net';
 import { loadavg } from 'node:os';
@@ -194,6 +194,16 @@ try {
     }
   }
 
+  // what a parked server holds while it sleeps: its waiting runc init (cgroup memory, private RSS)
+  await rt.stop(app.id);
+  const parkedRow = (() => {
+    const p = rt.parked().find((x) => x.id === app.id);
+    const pid = rt.runc.createdInit(app.id);
+    if (!p || !pid) return 'parked server holds                (not parked)';
+    const rss = (k: string) => Number(new RegExp(`^${k}:\\s+(\\d+) kB`, 'm').exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0) / 1024;
+    return `parked server holds                cgroup memory ${(p.memoryBytes / 2 ** 20).toFixed(1)} MiB; its init: RssAnon ${rss('RssAnon').toFixed(1)} MiB, VmRSS ${rss('VmRSS').toFixed(1)} MiB`;
+  })();
+
   // static page of a sleeping server
   const site = await create(app.key);
   const s = await sh(rt, site.id, 'mkdir -p /root/www && echo "<p>static</p>" > /root/www/index.html');
@@ -227,6 +237,7 @@ try {
   row('  (untimed: queue, record, view)', split.other);
   row('app start: → port 80 accepts', split.app);
   row('rest: proxy notices the port, forwards', split.rest);
+  console.log(parkedRow);
   console.log(`static page, server asleep         ${fmt(stat)}   target p50 ≤ 5 ms`);
   console.log(`edge /healthz (peer)               ${fmt(health)}`);
   console.log(`static / healthz p50 ratio ${(pct(stat, 50) / pct(health, 50)).toFixed(2)}x`);
