@@ -73,7 +73,7 @@ export class AdminActions {
   async suspend(rec: ServerRecord): Promise<void> {
     this.d.store.servers.update(rec.id, () => ({ suspended: true, flag: OPERATOR_SUSPENDED }));
     this.d.proxy.forget(rec.id); // the next request reads `suspended` from the store: 402
-    await this.d.runtime.stop(rec.id);
+    await this.d.runtime.stop(rec.id, { park: false }); // no parked container for a server that cannot wake
     this.d.proxy.forget(rec.id);
     this.d.log.info('admin: server suspended', { server: rec.id });
   }

@@ -33,7 +33,7 @@ export async function enforce(d: EnforceDeps, now: number): Promise<void> {
       d.store.billing.setState(account.id, { ...state, suspended: true });
       for (const s of servers) {
         d.store.servers.update(s.id, () => ({ suspended: true }));
-        await d.runtime.stop(s.id).catch((e) => d.log.warn('suspend: stop failed', { id: s.id, err: (e as Error).message }));
+        await d.runtime.stop(s.id, { park: false }).catch((e) => d.log.warn('suspend: stop failed', { id: s.id, err: (e as Error).message }));
       }
       d.log.info('account suspended', { account: account.id, servers: servers.length });
       continue;
