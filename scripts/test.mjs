@@ -56,6 +56,7 @@ const UNIT = [
   'test/foundation/log.test.ts',
   'test/domains/names.test.ts',
   'test/net/fetch.test.ts',
+  'test/payments/digest.test.ts',
 ];
 
 const root = new URL('..', import.meta.url).pathname;

@@ -1,9 +1,10 @@
 // Local checks of a decoded payment before any network call: the payload's shape, that the
 // `accepted` terms are ours, that the EIP-3009 authorization pays our recipient the exact amount
 // within a current, bounded validity window, and that its EIP-712 signature recovers `from`
-// (65-byte ECDSA; longer smart-wallet signatures are left to the facilitator).
+// (65-byte ECDSA; longer smart-wallet signatures are left to the facilitator). The EIP-712 digest is
+// written directly with the domain separator cached per network (authorizationDigest).
 
-import { getAddress, recoverTypedDataAddress, type Hex } from 'viem';
+import { domainSeparator, getAddress, keccak256, recoverAddress, toHex, type Hex } from 'viem';
 import { AppError, type CodeOf } from '../errors.js';
 import type { NetworkPreset } from './networks.js';
 import { paymentPayloadSchema, type PaymentPayload, type PaymentRequirements } from './types.js';
@@ -13,16 +14,36 @@ export const WINDOW_SLACK_SECONDS = 60;
 /** An authorization must stay valid at least this long for settlement to land (as facilitators require). */
 export const MIN_REMAINING_SECONDS = 6;
 
-const authorizationTypes = {
-  TransferWithAuthorization: [
-    { name: 'from', type: 'address' },
-    { name: 'to', type: 'address' },
-    { name: 'value', type: 'uint256' },
-    { name: 'validAfter', type: 'uint256' },
-    { name: 'validBefore', type: 'uint256' },
-    { name: 'nonce', type: 'bytes32' },
-  ],
-} as const;
+/** keccak256 of the EIP-3009 struct type (EIP-712 typeHash). */
+const TRANSFER_TYPEHASH = keccak256(
+  toHex('TransferWithAuthorization(address from,address to,uint256 value,uint256 validAfter,uint256 validBefore,bytes32 nonce)'),
+).slice(2);
+const UINT256_MAX = 2n ** 256n - 1n;
+/** The token's EIP-712 domain separator, computed once per network. */
+const separators = new WeakMap<NetworkPreset, string>();
+
+/** The EIP-712 digest of an authorization: 0x1901 ‖ domain separator (cached) ‖ struct hash, the
+ *  words written directly (what viem's hashTypedData computes, without re-deriving the types and
+ *  the domain each call). Throws for a value outside its type. */
+export function authorizationDigest(net: NetworkPreset, a: PaymentPayload['payload']['authorization']): Hex {
+  let ds = separators.get(net);
+  if (!ds) {
+    ds = domainSeparator({ domain: { name: net.eip712.name, version: net.eip712.version, chainId: net.chainId, verifyingContract: net.asset as Hex } }).slice(
+      2,
+    );
+    separators.set(net, ds);
+  }
+  const word = (n: bigint) => {
+    if (n < 0n || n > UINT256_MAX) throw new Error('uint256 out of range');
+    return n.toString(16).padStart(64, '0');
+  };
+  const addr = (x: string) => getAddress(x).slice(2).toLowerCase().padStart(64, '0');
+  if (!/^0x[0-9a-fA-F]{64}$/.test(a.nonce)) throw new Error('nonce is not bytes32');
+  const struct = keccak256(
+    `0x${TRANSFER_TYPEHASH}${addr(a.from)}${addr(a.to)}${word(BigInt(a.value))}${word(BigInt(a.validAfter))}${word(BigInt(a.validBefore))}${a.nonce.slice(2).toLowerCase()}`,
+  ).slice(2);
+  return keccak256(`0x1901${ds}${struct}`);
+}
 
 const reject = (code: CodeOf<'payment_required'>, detail: string) => AppError.of(code, detail);
 const sameAddr = (a: string, b: string) => a.toLowerCase() === b.toLowerCase();
@@ -64,20 +85,7 @@ export async function checkSignature(p: PaymentPayload, net: NetworkPreset): Pro
   if (signature.length !== 2 + 65 * 2) return; // smart-wallet (ERC-1271/6492): the facilitator checks it
   let signer: string;
   try {
-    signer = await recoverTypedDataAddress({
-      domain: { name: net.eip712.name, version: net.eip712.version, chainId: net.chainId, verifyingContract: net.asset },
-      types: authorizationTypes,
-      primaryType: 'TransferWithAuthorization',
-      message: {
-        from: getAddress(auth.from),
-        to: getAddress(auth.to),
-        value: BigInt(auth.value),
-        validAfter: BigInt(auth.validAfter),
-        validBefore: BigInt(auth.validBefore),
-        nonce: auth.nonce as Hex,
-      },
-      signature: signature as Hex,
-    });
+    signer = await recoverAddress({ hash: authorizationDigest(net, auth), signature: signature as Hex });
   } catch {
     throw reject('payment_signature_invalid', 'the payment signature cannot be recovered');
   }
