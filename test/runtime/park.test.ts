@@ -3,12 +3,13 @@
 // a wake is the fifo open and the app's start; the memory floor (IdleTracker.checkFloor) and
 // unpark() remove parked containers least recently parked first; delete leaves nothing; a new
 // runtime instance adopts a parked container (the same init) or, when its bundle changed, parks
-// anew; a parked init that died is replaced by a cold start. With parking off a sleeping server
+// anew; a resize parks again with the new limit; a stop for the memory floor parks nothing; a
+// parked init that died is replaced by a cold start. With parking off a sleeping server
 // has no container at all.
 
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { cgroupDirs } from '../../src/runtime/cgroup.js';
 import { cgroupPath } from '../../src/runtime/spec.js';
@@ -137,7 +138,7 @@ test('a new runtime instance adopts a parked container as it is, and parks anew 
   const file = join(rt2.serverDir(a), 'bundle', 'config.json');
   const spec = JSON.parse(readFileSync(file, 'utf8'));
   spec.process.env.push('OLD=1');
-  await import('node:fs').then((fs) => fs.writeFileSync(file, JSON.stringify(spec)));
+  writeFileSync(file, JSON.stringify(spec));
   const rt3 = await env.restart();
   const st = await rt3.runc.state(a);
   assert.is(st?.status, 'created', 'parked again');
@@ -145,6 +146,19 @@ test('a new runtime instance adopts a parked container as it is, and parks anew 
   assert.not.ok(existsSync(`/proc/${pid}`) && alive(pid), 'the old init is gone');
   await rt3.start(a);
   assert.is(await waitFor(() => httpGet(ips[a]), 10_000), 'pa\n');
+});
+
+test('a resize of a parked server parks it again with the new memory limit', async () => {
+  await env.rt.stop(a);
+  const before = (await env.rt.runc.state(a))!.pid;
+  await env.rt.resize(a, { memoryBytes: 192 * MiB, diskBytes: 160 * MiB });
+  const st = await env.rt.runc.state(a);
+  assert.is(st?.status, 'created');
+  assert.is.not(st?.pid, before);
+  const mem = cgroupDirs(cgroupPath(a)).find((d) => d.includes('/memory/'));
+  const limit = Number(readFileSync(mem ? join(mem, 'memory.limit_in_bytes') : join(cgroupDirs(cgroupPath(a))[0], 'memory.max'), 'utf8'));
+  assert.is(limit, 192 * MiB);
+  assert.is(env.rt.get(a)?.state, 'sleeping');
 });
 
 test('a stop for the memory floor (park: false) parks nothing', async () => {
