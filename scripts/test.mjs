@@ -23,6 +23,7 @@ const UNIT = [
   'test/presence/doze-tracker.test.ts',
   'test/billing/exhausted.test.ts',
   'test/proxy/wake.test.ts',
+  'test/proxy/thaw.test.ts',
   'test/http/hosting-contract.test.ts',
   'test/ssh/auth.test.ts',
   'test/ssh/starvation.test.ts',

@@ -11,7 +11,7 @@
 //      512 MiB); the time until MemAvailable is back above it and how many dozing servers were
 //      stopped (least recently used first) to get there.
 // dozeRows() returns the printed rows (bench/wake/run.ts prints them among its own); run alone:
-//   node --import tsx bench/wake/doze.ts [--dozes 30] [--servers 100]
+//   node --import tsx bench/wake/doze.ts [--dozes 30] [--servers 100]   (--servers 0: only part 1)
 
 import { spawn } from 'node:child_process';
 import { request } from 'node:http';
@@ -131,7 +131,7 @@ export async function dozeRows(_ctx?: unknown): Promise<string[]> {
     publicIp: '127.0.0.1',
     log: { level: 'warn' },
     proxy: { idleTimeout: 300, idleCheckInterval: 50, dozeTimeout: '1h', dozeMemoryFloor: floor },
-    runtime: { uidStart: 3_900_000_000 + (process.pid % 20) * 65536 * 128, uidRanges: SERVERS + 8 },
+    runtime: { uidStart: 3_900_000_000 + (process.pid % 11) * 65536 * 128, uidRanges: SERVERS + 8 },
   });
   const rt = d.daemon.runtime as ContainerRuntime;
   const presence = d.daemon.presence;
@@ -165,6 +165,8 @@ export async function dozeRows(_ctx?: unknown): Promise<string[]> {
     rows.push(row('  same request, awake', fmt(awake)));
     rows.push(row('  freezer thaw (one cgroup write)', fmt(thawRaw, 3)));
     rows.push(row('  Runtime.thaw', fmt(thawRt, 3)));
+
+    if (SERVERS <= 0) return rows; // --servers 0: the doze → first byte rows only
 
     // 2. memory of N dozing idle python servers
     const before = hostMemAvailable();

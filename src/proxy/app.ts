@@ -21,7 +21,7 @@ import { serveStatic } from './static.js';
 
 export interface ProxyAppDeps {
   sites: Sites;
-  presence: Pick<IdleTracker, 'wake' | 'hold' | 'connection' | 'touch' | 'needsWake' | 'startingUntil'>;
+  presence: Pick<IdleTracker, 'wake' | 'hold' | 'connection' | 'touch' | 'needsWake' | 'startingUntil' | 'isDozing'>;
   publication: Publication;
   forwarder: Forwarder;
   cfg: Pick<ProxyConfig, 'wakeTimeout' | 'appStartGrace' | 'holdLimit' | 'holdBodyLimit'>;
@@ -197,13 +197,16 @@ export class ProxyApp implements HttpApp {
 
   /** One wake of a server and the wait for its app, shared by every request that arrives meanwhile. */
   private warm(site: Site): Promise<boolean> {
-    const { presence, publication, cfg } = this.d;
+    const { presence, publication, cfg, forwarder } = this.d;
     const deadline = Date.now() + cfg.wakeTimeout;
     const p = (async () => {
-      publication.markDown(site.id);
+      // only a thaw: the app's port and sockets outlived the freeze (a cold start is probed)
+      const thaw = presence.isDozing(site.id);
+      if (!thaw) publication.markDown(site.id);
       const woke = await withDeadline(presence.wake(site.id), deadline);
       if (!woke) return false;
       this.wokeAt.set(site.id, Date.now());
+      if (thaw) return publication.afterThaw(site.id, site.upstream, deadline, () => forwarder.preconnect(site.upstream));
       return publication.waitReady(site.id, site.upstream, deadline);
     })().finally(() => this.warming.delete(site.id));
     this.warming.set(site.id, p);

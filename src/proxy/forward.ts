@@ -76,6 +76,11 @@ export class Forwarder {
     });
   }
 
+  /** Opens a kept-alive connection to `upstream` ahead of the next request; true once connected (pool.ts). */
+  preconnect(upstream: Upstream): Promise<boolean> {
+    return this.pool.preconnect(upstream);
+  }
+
   close(): void {
     this.pool.close();
   }

@@ -4,7 +4,8 @@
 // closing gives a spurious reset). Socket listeners are attached once per connection and call
 // whichever request currently owns it, so a request costs no listener churn. Reads skip node's
 // stream machinery (`onread` into one shared buffer): an owner gets views of that buffer and
-// must copy whatever it keeps beyond the call.
+// must copy whatever it keeps beyond the call. A connection may be opened ahead of a request
+// (preconnect: the check after a thaw that the app still listens, then the request's own).
 
 import { connect, type Socket } from 'node:net';
 
@@ -108,6 +109,40 @@ export class UpstreamPool {
       const i = entry.queue.indexOf(give);
       if (i >= 0) entry.queue.splice(i, 1);
     };
+  }
+
+  /**
+   * Opens one connection ahead of a request and keeps it free for the next acquire (after a
+   * thaw: its connect is the check that the app still listens, and the request then goes over
+   * it — no probe connection for the app to accept first). True once connected; false when the
+   * connect fails or the upstream is at its cap (nothing opened then).
+   */
+  preconnect(up: Upstream): Promise<boolean> {
+    const key = `${up.host}:${up.port}`;
+    let e = this.entries.get(key);
+    if (!e) this.entries.set(key, (e = { free: [], busy: 0, queue: [], upstream: up }));
+    if (e.busy >= this.opts.maxSockets) return Promise.resolve(false);
+    e.busy++;
+    const c = this.open(e, key);
+    return new Promise((resolve) => {
+      // until connected the pool's own bookkeeping owns it, as an exchange would
+      c.owner = { onData: noop, onDrain: noop, onError: noop, onTimeout: () => c.sock.destroy(), onClose: () => (this.release(c, false), resolve(false)) };
+      c.sock.once('connect', () => {
+        const entry = this.entries.get(key);
+        if (!entry) return void c.sock.destroy(); // the pool was closed meanwhile (onClose answers)
+        c.owner = undefined;
+        entry.busy--;
+        const next = entry.queue.shift();
+        if (next) {
+          entry.busy++;
+          next(c);
+        } else {
+          c.idleSince = Date.now();
+          entry.free.push(c);
+        }
+        resolve(true);
+      });
+    });
   }
 
   /** Gives a connection back: kept when `reusable`, else closed. Called once per acquire. */

@@ -2,7 +2,8 @@
 // an executable /root/run.sh in the server's root (symlinks resolved inside it), checked on the
 // host view of the rootfs and cached for `checkInterval`. Port 80 readiness is learned from
 // successful forwards and probed with plain TCP connects (one probe loop per server, shared by
-// every waiting request) after a wake, a failure, or when run.sh has just appeared.
+// every waiting request) after a wake, a failure, or when run.sh has just appeared. A thaw keeps
+// it: the connection the first request goes over is the check (afterThaw).
 
 import { connect } from 'node:net';
 import { walk } from './resolve.js';
@@ -102,6 +103,21 @@ export class Publication {
     });
     this.waits.set(id, entry);
     return entry.value;
+  }
+
+  /**
+   * After a wake that was only a thaw: a frozen app keeps its listening socket, so its readiness
+   * is kept, and `connect` — a connection opened ahead of the request, which the request then
+   * uses — confirms it without a probe. When that fails (the app died while frozen, the server
+   * was stopped meanwhile) this is a wake like any other: probed until it listens or `deadline`.
+   */
+  async afterThaw(id: string, up: Upstream, deadline: number, connect: () => Promise<boolean>): Promise<boolean> {
+    if (await connect()) {
+      this.ready.add(id);
+      return true;
+    }
+    this.ready.delete(id);
+    return this.waitReady(id, up, deadline);
   }
 
   forget(id: string): void {

@@ -11,6 +11,7 @@ import { Edge, TlsManager } from '../../src/edge/index.js';
 import type { HttpApp } from '../../src/http/index.js';
 import { createLogger, type Logger } from '../../src/log/index.js';
 import { proxySchema, type ProxyConfig } from '../../src/config/proxy.js';
+import type { IdleTracker } from '../../src/presence/index.js';
 import { createProxy, type Proxy, type Site, type Sites } from '../../src/proxy/index.js';
 import type { Runtime, RuntimeServer, ServerState } from '../../src/runtime/types.js';
 
@@ -49,6 +50,8 @@ export async function startEdge(opts: {
   runtime?: Pick<Runtime, 'start' | 'stop' | 'get' | 'list'>;
   cfg?: ProxyConfig;
   egress?: (id: string, bytes: number) => void;
+  /** An idle tracker of the test's own (started and stopped by the test), e.g. with doze on. */
+  presence?: IdleTracker;
 }): Promise<TestEdge> {
   const dataDir = mkdtempSync(join(tmpdir(), 'rbx-proxy-'));
   const logs: Record<string, unknown>[] = [];
@@ -60,6 +63,7 @@ export async function startEdge(opts: {
     runtime: opts.runtime ?? runningRuntime(opts.sites),
     cfg: opts.cfg ?? testConfig(),
     egress: opts.egress,
+    presence: opts.presence,
   });
   const edge = new Edge({
     domain: DOMAIN,

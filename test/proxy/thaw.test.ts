@@ -1,0 +1,171 @@
+// A request to a dozing server through the real edge and proxy, with servers whose "container" is
+// a plain process frozen by SIGSTOP (ProcessRuntime) and an idle tracker with doze on: a thaw
+// keeps what the proxy knew of the app (no readiness probe; the connection opened after the thaw
+// is the one the request goes over), while an app that died while frozen, and a server stopped
+// after its doze, still get the probe and wait for the app to listen.
+
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer as httpServer, type Server } from 'node:http';
+import { createServer as tcpServer, connect, type AddressInfo, type Server as TcpServer, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createLogger } from '../../src/log/index.js';
+import { IdleTracker } from '../../src/presence/index.js';
+import type { Site } from '../../src/proxy/index.js';
+import { get, sitesOf, startEdge, testConfig, DOMAIN, type TestEdge } from './helpers.js';
+import { freePort, ProcessRuntime } from '../helpers/procruntime.js';
+
+const top = mkdtempSync(join(tmpdir(), 'rbx-thaw-'));
+const rt = new ProcessRuntime();
+const sites = sitesOf([]);
+const IDLE = 300;
+const DOZE = 1500;
+const tracker = new IdleTracker({
+  runtime: rt,
+  neverSleep: () => false,
+  idleTimeout: IDLE,
+  checkInterval: 30,
+  dozeTimeout: DOZE,
+  log: createLogger({ level: 'error', sink: () => {} }),
+});
+let edge: TestEdge;
+const closers: (() => void)[] = [];
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** Whether something accepts a connection on 127.0.0.1:`port` now. */
+const accepts = (port: number) =>
+  new Promise<boolean>((resolve) => {
+    const c = connect({ host: '127.0.0.1', port });
+    c.once('connect', () => (c.destroy(), resolve(true)));
+    c.once('error', () => resolve(false));
+  });
+async function until(what: string, cond: () => boolean | Promise<boolean>, ms = 5000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!(await cond())) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await sleep(10);
+  }
+}
+const host = (s: Site) => `${s.slug}.${DOMAIN}`;
+
+/** A sleeping server whose app will listen on `port`; the proxy reaches it at `upstreamPort` (default: the same). */
+function addServer(slug: string, port: number, opts: { bindDelay?: number; upstreamPort?: number } = {}): Site {
+  const rootfs = join(top, slug);
+  mkdirSync(join(rootfs, 'root'), { recursive: true });
+  writeFileSync(join(rootfs, 'root/run.sh'), '#!/bin/sh\nexec my-app\n');
+  chmodSync(join(rootfs, 'root/run.sh'), 0o755);
+  rt.add(`srv_${slug}`, slug, rootfs, port, { bindDelay: opts.bindDelay ?? 0 });
+  const site: Site = { id: `srv_${slug}`, slug, rootfs, upstream: { host: '127.0.0.1', port: opts.upstreamPort ?? port }, neverSleep: false, suspended: false };
+  sites.list.push(site);
+  return site;
+}
+
+/** A TCP relay in front of an app's port that counts the connections made to it (and can cut them all). */
+async function relay(to: number): Promise<{ port: number; count: () => number; cutAll: () => void }> {
+  let n = 0;
+  const open = new Set<Socket>();
+  const srv: TcpServer = tcpServer((c) => {
+    n++;
+    const up = connect({ host: '127.0.0.1', port: to });
+    for (const s of [c, up]) {
+      open.add(s);
+      s.on('error', () => {});
+      s.on('close', () => (open.delete(s), c.destroy(), up.destroy()));
+    }
+    c.pipe(up).pipe(c);
+  });
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+  closers.push(() => (srv.close(), [...open].forEach((s) => s.destroy())));
+  return { port: (srv.address() as AddressInfo).port, count: () => n, cutAll: () => [...open].forEach((s) => s.destroy()) };
+}
+
+test.before(async () => {
+  edge = await startEdge({
+    sites,
+    runtime: rt,
+    presence: tracker,
+    cfg: testConfig({ wakeTimeout: '5s', publishCheckInterval: 60_000, appStartGrace: '300ms' }),
+  });
+  tracker.start();
+});
+
+test.after(async () => {
+  tracker.stop();
+  await edge?.stop();
+  for (const c of closers) c();
+  await rt.stopAll();
+  rmSync(top, { recursive: true, force: true });
+});
+
+test('a request to a dozing server is answered after a thaw over one connection: no readiness probe, no start', async () => {
+  const appPort = await freePort();
+  const r = await relay(appPort);
+  const s = addServer('thawed', appPort, { upstreamPort: r.port });
+  // started first (the relay accepts before the app listens: its cold wake could not be probed through it)
+  await tracker.wake(s.id);
+  await until('the app listens', () => accepts(appPort), 5000);
+  const first = await get(edge.http, host(s), '/one');
+  assert.is(first.status, 200);
+  const pid = JSON.parse(first.text).pid;
+  const starts = rt.starts;
+  for (let round = 0; round < 2; round++) {
+    r.cutAll(); // the app closed its kept-alive connections (as apps do after a few seconds)
+    await until('doze', () => tracker.isDozing(s.id), 3000);
+    assert.is(edge.proxy.state(s.id), 'sleeping');
+    const before = r.count();
+    const res = await get(edge.http, host(s), `/after-doze-${round}`);
+    assert.is(res.status, 200);
+    assert.is(JSON.parse(res.text).pid, pid, 'the same process answers (thawed, not started)');
+    assert.is(JSON.parse(res.text).url, `/after-doze-${round}`);
+    assert.is(r.count() - before, 1, 'one connection: the request went over the one opened after the thaw (no probe before it)');
+    assert.is(rt.starts, starts, 'no start');
+    assert.is(edge.proxy.state(s.id), 'running');
+  }
+});
+
+test('an app that died while its server dozed: the thaw finds its port closed, the request waits for the app to listen again', async () => {
+  const appPort = await freePort();
+  const s = addServer('died', appPort);
+  const first = await get(edge.http, host(s), '/one');
+  assert.is(first.status, 200);
+  const starts = rt.starts;
+  await until('doze', () => tracker.isDozing(s.id), 3000);
+  // killed while frozen (e.g. by the OOM killer); the server's supervisor starts it again a moment later
+  const child = rt.servers.get(s.id)!.child!;
+  const exited = new Promise((r) => child.once('exit', r));
+  child.kill('SIGKILL');
+  await exited;
+  let again: Server | undefined;
+  const restart = sleep(300).then(
+    () =>
+      new Promise<void>((r) => {
+        again = httpServer((req, res) => res.end(JSON.stringify({ restarted: true, url: req.url })));
+        again.listen(appPort, '127.0.0.1', r);
+      }),
+  );
+  closers.push(() => again?.close());
+  const res = await get(edge.http, host(s), '/after-death');
+  await restart;
+  assert.is(res.status, 200, `answered once the app listened again (got ${res.status} ${res.text.slice(0, 120)})`);
+  assert.equal(JSON.parse(res.text), { restarted: true, url: '/after-death' });
+  assert.is(rt.starts, starts, 'a thaw, not a start');
+  again?.closeAllConnections();
+});
+
+test('a server stopped after its doze timeout is started again and its app probed until it listens', async () => {
+  const s = addServer('stopped', await freePort(), { bindDelay: 250 });
+  const first = await get(edge.http, host(s), '/one');
+  assert.is(first.status, 200);
+  const pid = JSON.parse(first.text).pid;
+  await until('doze', () => tracker.isDozing(s.id), 3000);
+  await until('stop after the doze timeout', () => rt.get(s.id)?.state === 'sleeping', DOZE + 3000);
+  const starts = rt.starts;
+  const res = await get(edge.http, host(s), '/after-stop');
+  assert.is(res.status, 200, `answered once the started app listened (got ${res.status})`);
+  assert.is.not(JSON.parse(res.text).pid, pid, 'a freshly started app');
+  assert.is(rt.starts, starts + 1);
+});
+
+test.run();
