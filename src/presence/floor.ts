@@ -20,7 +20,8 @@ export interface Dozer {
   id: string;
   /** Last activity (epoch ms). */
   last: number;
-  /** Memory it holds frozen (cgroup usage without reclaimable page cache, at freeze). */
+  /** Memory a stop gives back: its anonymous memory at freeze (the cgroup's page cache of shared
+   *  image files stays cached), or its cgroup usage where that is not known. */
   memoryBytes: number;
   /** An open connection would be cut by a stop. */
   connected: boolean;

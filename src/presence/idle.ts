@@ -7,7 +7,9 @@
 //     connection — thaws it in milliseconds;
 //   - sleep: after `dozeTimeout` dozing (or at once when dozing is off) the container is stopped
 //     (Runtime.stop, memory freed) and wake() starts it again. Dozing servers are also stopped,
-//     least recently used first, while host MemAvailable is below `memoryFloor` (floor.ts).
+//     least recently used first, while host MemAvailable is below `memoryFloor` (floor.ts), each
+//     expected to give back its anonymous memory; a stopped one's memory counts as coming back
+//     until MemAvailable shows it or `floorSettle` has passed, so one shortfall stops one server.
 // What idle means: a hold keeps the server awake (an SSH shell running a silent build must not be
 // frozen). An open connection that carries no bytes for idleTimeout lets the server doze — its
 // next byte from the client thaws it, and its bytes wait in the kernel meanwhile — but it is never
@@ -39,13 +41,26 @@ export interface IdleOptions {
   memAvailable?: () => number;
   /** How often the memory floor is checked while servers doze (default 500 ms). */
   floorInterval?: number;
+  /** How long after a stop its expected release still counts as memory coming back, unless
+   *  MemAvailable has risen by it sooner (default 1500 ms: freed pages show up late). */
+  floorSettle?: number;
   log: Logger;
   now?: () => number;
 }
 
 interface Doze {
   since: number;
+  /** What a stop is expected to give back: its anonymous memory at freeze (else cgroup usage). */
   memoryBytes: number;
+}
+
+/** A stopped dozing server's memory on its way back to the host. */
+interface Release {
+  bytes: number;
+  /** Host MemAvailable when its stop began. */
+  availAtStop: number;
+  /** Epoch ms when its stop finished (undefined while stopping). */
+  doneAt?: number;
 }
 
 const count = (m: Map<string, number>, id: string, by: number) => {
@@ -63,6 +78,7 @@ export class IdleTracker implements Presence, PresenceState {
   private readonly sleeping = new Map<string, Promise<void>>();
   private readonly freezing = new Map<string, Promise<void>>();
   private readonly dozing = new Map<string, Doze>();
+  private readonly releasing = new Map<string, Release>();
   /** Woken servers whose app is not answering yet (reported by the proxy). */
   private readonly starting = new Map<string, Promise<unknown>>();
   private readonly sleepListeners: ((id: string) => void)[] = [];
@@ -262,10 +278,10 @@ export class IdleTracker implements Presence, PresenceState {
   private doze(id: string, idleMs: number): void {
     const p = (async () => {
       try {
-        const { memoryBytes } = await this.opts.runtime.freeze!(id);
-        this.dozing.set(id, { since: this.now(), memoryBytes });
+        const { memoryBytes, anonBytes } = await this.opts.runtime.freeze!(id);
+        this.dozing.set(id, { since: this.now(), memoryBytes: anonBytes ?? memoryBytes });
         this.dozes++;
-        this.opts.log.info('server dozes', { server: id, idleMs, memoryBytes });
+        this.opts.log.info('server dozes', { server: id, idleMs, memoryBytes, anonBytes });
         metrics.slept();
       } catch (err) {
         this.opts.log.error('could not freeze a server', { server: id, err });
@@ -279,17 +295,44 @@ export class IdleTracker implements Presence, PresenceState {
   checkFloor(): void {
     const floor = this.opts.memoryFloor ?? 0;
     if (!(floor > 0)) return;
-    let missing = floor - (this.opts.memAvailable ?? hostMemAvailable)();
+    const avail = this.memAvailable();
+    const missing = floor - avail - this.coming(avail); // what stops already give back is not asked twice
     if (missing <= 0) return;
     const dozers = [];
-    for (const [id, d] of this.dozing) {
-      if (this.sleeping.has(id))
-        missing -= d.memoryBytes; // being stopped already: its memory is coming back
-      else if (!this.resting(id)) dozers.push({ id, last: this.last.get(id) ?? 0, memoryBytes: d.memoryBytes, connected: this.conns.has(id) });
-    }
+    for (const [id, d] of this.dozing)
+      if (!this.resting(id) && !this.releasing.has(id))
+        dozers.push({ id, last: this.last.get(id) ?? 0, memoryBytes: d.memoryBytes, connected: this.conns.has(id) });
     const stopping = victims(dozers, missing);
     for (const id of stopping) this.sleep(id, this.now() - (this.last.get(id) ?? 0), 'memory floor');
     if (stopping.length === dozers.length && this.sleeping.size === 0) this.unparkFloor(missing);
+  }
+
+  private memAvailable(): number {
+    return (this.opts.memAvailable ?? hostMemAvailable)();
+  }
+
+  /** Memory of stopped dozing servers still coming back: counted while the stop runs and, once
+   *  done, until MemAvailable has risen by it or the settle window has passed (the kernel shows
+   *  freed pages in MemAvailable only some hundred ms after the processes are gone). */
+  private coming(avail: number): number {
+    const settle = this.opts.floorSettle ?? 1500;
+    const now = this.now();
+    let expected = 0;
+    let base = -Infinity;
+    for (const [id, r] of this.releasing) {
+      if (r.doneAt !== undefined && now - r.doneAt >= settle) this.releasing.delete(id);
+      else {
+        expected += r.bytes;
+        base = Math.max(base, r.availAtStop); // the latest stop's baseline: a rise counts only once it is past it
+      }
+    }
+    if (!expected) return 0;
+    const risen = Math.max(0, avail - base);
+    if (risen >= expected) {
+      for (const [id, r] of this.releasing) if (r.doneAt !== undefined) this.releasing.delete(id); // all shown: nothing more to wait for
+      return 0;
+    }
+    return expected - risen;
   }
 
   private unparking = false;
@@ -311,15 +354,19 @@ export class IdleTracker implements Presence, PresenceState {
   }
 
   private sleep(id: string, idleMs: number, why: string): void {
-    const dozed = this.dozing.has(id);
+    const dozed = this.dozing.get(id);
+    const release: Release | undefined = dozed && { bytes: dozed.memoryBytes, availAtStop: this.memAvailable() };
+    if (release) this.releasing.set(id, release);
     const p = (async () => {
       try {
         await this.opts.runtime.stop(id, { park: why !== 'memory floor' }); // no parked init for memory the host is short of
         this.opts.log.info('server sleeps', { server: id, idleMs, why });
         if (!dozed) metrics.slept();
         for (const fn of this.sleepListeners) fn(id);
+        if (release) release.doneAt = this.now();
       } catch (err) {
         this.opts.log.error('could not put server to sleep', { server: id, err });
+        if (this.releasing.get(id) === release) this.releasing.delete(id);
       }
     })().finally(() => {
       this.dozing.delete(id);
@@ -334,6 +381,7 @@ export class IdleTracker implements Presence, PresenceState {
     this.conns.delete(id);
     this.probes.delete(id);
     this.dozing.delete(id);
+    this.releasing.delete(id);
   }
 
   start(): void {

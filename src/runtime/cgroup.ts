@@ -55,15 +55,23 @@ export function removeCgroup(path: string): void {
   }
 }
 
-export function memoryStats(path: string): { memoryBytes: number; oomKills: number } {
+/** Memory in use without reclaimable page cache, its anonymous part (what the processes' exit
+ *  gives back to the host: page cache of shared image files stays cached), and OOM kills. */
+export function memoryStats(path: string): { memoryBytes: number; anonBytes: number; oomKills: number } {
   if (V2) {
     const dir = join(ROOT, path);
     const current = Number(read(join(dir, 'memory.current')) ?? 0);
-    const inactive = field(read(join(dir, 'memory.stat')), 'inactive_file');
-    return { memoryBytes: Math.max(0, current - inactive), oomKills: field(read(join(dir, 'memory.events')), 'oom_kill') };
+    const stat = read(join(dir, 'memory.stat'));
+    const inactive = field(stat, 'inactive_file');
+    return { memoryBytes: Math.max(0, current - inactive), anonBytes: field(stat, 'anon'), oomKills: field(read(join(dir, 'memory.events')), 'oom_kill') };
   }
   const dir = join(ROOT, 'memory', path);
   const usage = Number(read(join(dir, 'memory.usage_in_bytes')) ?? 0);
-  const inactive = field(read(join(dir, 'memory.stat')), 'total_inactive_file');
-  return { memoryBytes: Math.max(0, usage - inactive), oomKills: field(read(join(dir, 'memory.oom_control')), 'oom_kill') };
+  const stat = read(join(dir, 'memory.stat'));
+  const inactive = field(stat, 'total_inactive_file');
+  return {
+    memoryBytes: Math.max(0, usage - inactive),
+    anonBytes: field(stat, 'total_rss'),
+    oomKills: field(read(join(dir, 'memory.oom_control')), 'oom_kill'),
+  };
 }

@@ -371,7 +371,7 @@ export class ContainerRuntime implements Runtime {
   }
 
   /** Doze (freezer.ts): the server's processes frozen in place, memory kept; thaw() undoes it. */
-  freeze(id: string): Promise<{ memoryBytes: number }> {
+  freeze(id: string): Promise<{ memoryBytes: number; anonBytes: number }> {
     return this.serial(id, async () => (this.running(id), await freeze(cgroupPath(id)), memoryStats(cgroupPath(id))));
   }
 
@@ -476,8 +476,8 @@ export class ContainerRuntime implements Runtime {
   async stats(id: string): Promise<ServerStats> {
     const rec = this.record(id);
     const running = this.servers.get(id)?.state === 'running';
-    const mem = running ? memoryStats(cgroupPath(id)) : { memoryBytes: 0, oomKills: 0 };
-    return { ...mem, diskUsedBytes: this.diskUsedBytes(id), egressBytes: await this.net.egressBytes(rec.ip) };
+    const { memoryBytes, oomKills } = running ? memoryStats(cgroupPath(id)) : { memoryBytes: 0, oomKills: 0 };
+    return { memoryBytes, oomKills, diskUsedBytes: this.diskUsedBytes(id), egressBytes: await this.net.egressBytes(rec.ip) };
   }
 
   diskUsedBytes(id: string): number {

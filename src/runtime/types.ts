@@ -100,8 +100,9 @@ export interface Runtime {
    *  `park: false`: not parked even where runtime.parkOnSleep is on (a stop for the memory floor). */
   stop(id: string, opts?: { park?: boolean }): Promise<void>;
   /** Doze: freezes every process of a running server (cgroup freezer); memory, sockets and the
-   *  container are kept. Resolves with the memory it holds frozen. Absent where it cannot be done. */
-  freeze?(id: string): Promise<{ memoryBytes: number }>;
+   *  container are kept. Resolves with the memory it holds frozen (`anonBytes`: its anonymous part,
+   *  what a stop gives back to the host). Absent where it cannot be done. */
+  freeze?(id: string): Promise<{ memoryBytes: number; anonBytes?: number }>;
   /** Lets the processes of a frozen server run again (a no-op when it is not frozen). */
   thaw?(id: string): Promise<void>;
   /** Sleeping servers parked with a `created` container (runtime.parkOnSleep): since when, and

@@ -72,4 +72,49 @@ test('a process server dozes (SIGSTOP, sleeping), wake() and touch() thaw it wit
   }
 });
 
+test('the floor waits for a stopped server memory to show before it stops another (settle window), then goes on LRU', async () => {
+  const rt = new ProcessRuntime();
+  const ids = ['srv_a', 'srv_b', 'srv_c'];
+  for (const id of ids) rt.add(id, id.slice(4), '/nonexistent', await freePort());
+  let avail = 10_000 * MiB;
+  const t = new IdleTracker({
+    runtime: rt,
+    neverSleep: () => false,
+    idleTimeout: 100,
+    checkInterval: 20,
+    dozeTimeout: 60_000,
+    memoryFloor: 1000 * MiB,
+    memAvailable: () => avail, // a stop's memory never shows: only the settle window ends the wait
+    floorInterval: 20,
+    floorSettle: 1000,
+    log: createLogger({ level: 'error', sink: () => {} }),
+  });
+  t.start();
+  const asleep = () => ids.filter((id) => rt.get(id)?.state === 'sleeping');
+  try {
+    for (const id of ids) {
+      await t.wake(id);
+      await sleep(5);
+    }
+    const end = Date.now() + 5000;
+    while (!ids.every((id) => t.isDozing(id)) && Date.now() < end) await sleep(20);
+    assert.ok(
+      ids.every((id) => t.isDozing(id)),
+      'all three doze',
+    );
+    avail = 999 * MiB;
+    while (asleep().length === 0 && Date.now() < end) await sleep(10);
+    assert.equal(asleep(), ['srv_a'], 'the LRU one first');
+    await sleep(300); // many floor checks within the settle window
+    assert.equal(asleep(), ['srv_a'], 'no second stop while the memory of the first may still be coming');
+    const end2 = Date.now() + 5000;
+    while (asleep().length < 2 && Date.now() < end2) await sleep(20);
+    assert.equal(asleep(), ['srv_a', 'srv_b'], 'still short after the settle window: the next LRU one');
+    assert.ok(t.isDozing('srv_c'));
+  } finally {
+    t.stop();
+    await rt.stopAll();
+  }
+});
+
 test.run();
