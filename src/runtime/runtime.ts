@@ -5,9 +5,10 @@
 // Its store record holds what it owns (address, uid range, desired state). Slug and limits are
 // given in the spec (create) and at resize and kept where they act: the bundle's config.json
 // (hostname, memory limit) and the disk image's size — read back when a runtime starts anew.
+// Parking of sleeping servers (a `created` container kept for a fast wake) is park.ts.
 
 import { alive, sleep } from './proc.js';
-import { chmodSync, existsSync, mkdirSync, readFileSync, statSync } from 'node:fs';
+import { chmodSync, mkdirSync, readFileSync, statSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import type { RuntimeConfig } from '../config/index.js';
 import { AppError, InternalError } from '../errors.js';
@@ -23,6 +24,7 @@ import { ensureLxcfsDir } from './lxcfs.js';
 import { Network, nsPaths } from './network.js';
 import { Runc } from './runc.js';
 import { personalise, writeDurably } from './bundle.js';
+import { Parking } from './park.js';
 import { serverLower } from './images.js';
 import type { ExecOptions, PipeProcess, PtyOptions, PtyProcess, Runtime, RuntimeServer, ServerSpec, ServerState, ServerStats } from './types.js';
 
@@ -59,14 +61,26 @@ export class ContainerRuntime implements Runtime {
   private readonly queues = new Map<string, Promise<unknown>>();
   /** Ids reserved (reserve) whose create has not started yet. */
   private readonly reserved = new Set<string>();
-  /** Servers parked asleep (a `created` container waiting for its start, see park()): since when. */
-  private readonly parkedSince = new Map<string, number>();
+  /** Servers parked asleep (park.ts). */
+  private readonly parking: Parking;
   /** Called with each step of a start and its duration (bench/wake); unset, steps are not timed. */
   trace?: (step: string, ms: number) => void;
 
   constructor(readonly deps: RuntimeDeps) {
     this.net = new Network(deps.cfg);
     this.runc = new Runc(join(deps.dataDir, 'runc'));
+    this.parking = new Parking({
+      deps,
+      runc: this.runc,
+      net: this.net,
+      serverDir: (id) => this.serverDir(id),
+      serial: <T>(id: string, fn: () => Promise<T>) => this.serial(id, fn),
+      state: (id) => this.servers.get(id)?.state,
+      createContainer: (rec) => this.createContainer(rec),
+      launch: <T>(rec: RuntimeRecord, op: Promise<T>, meanwhile: () => void) => this.launch(rec, op, meanwhile),
+      step: <T>(name: string, fn: () => Promise<T>) => this.step(name, fn),
+      halt: (id) => this.halt(this.record(id), 0),
+    });
   }
 
   serverDir(id: string): string {
@@ -160,7 +174,7 @@ export class ContainerRuntime implements Runtime {
   }
 
   /** Times one step of a start when `trace` is set. */
-  private async step<T>(name: string, fn: () => Promise<T>): Promise<T> {
+  async step<T>(name: string, fn: () => Promise<T>): Promise<T> {
     const trace = this.trace;
     if (!trace) return fn();
     const t0 = performance.now();
@@ -176,22 +190,9 @@ export class ContainerRuntime implements Runtime {
    *  `meanwhile` runs once, while runc create (or the parked start) runs (start's synced store
    *  write, off the critical path), or at once when there is nothing to boot. */
   async boot(rec: RuntimeRecord, meanwhile: () => void = () => {}): Promise<void> {
-    this.parkedSince.delete(rec.id);
-    const parked = this.runc.createdInit(rec.id); // files only: a parked wake spawns nothing
-    if (parked && this.inKeptNamespaces(rec, parked)) {
-      let stored = false;
-      try {
-        return await this.launch(
-          rec,
-          this.step('runc start (parked)', () => this.runc.start(rec.id, parked)),
-          () => (meanwhile(), (stored = true)),
-        );
-      } catch (err) {
-        if (!stored) throw err;
-        this.deps.log.warn('a parked container did not start; making it anew', { server: rec.id, err });
-        meanwhile = () => {};
-      }
-    }
+    const parked = await this.parking.wake(rec, meanwhile);
+    if (parked.started) return;
+    if (parked.ran) meanwhile = () => {};
     if (this.runc.exists(rec.id)) {
       const st = await this.runc.state(rec.id);
       if (st?.status === 'running') return meanwhile();
@@ -206,25 +207,9 @@ export class ContainerRuntime implements Runtime {
     }
   }
 
-  /** Whether a parked init is in the server's pinned namespaces and its veth is there (a few
-   *  stats): if not (pins remade, a veth lost), the parked container is dropped and made anew. */
-  private inKeptNamespaces(rec: RuntimeRecord, pid: number): boolean {
-    const ns = nsPaths(this.serverDir(rec.id));
-    try {
-      const same = (t: 'net' | 'user') => {
-        const a = statSync(`/proc/${pid}/ns/${t}`);
-        const b = statSync(ns[t]);
-        return a.ino === b.ino && a.dev === b.dev;
-      };
-      return same('net') && same('user') && existsSync(`/sys/class/net/${this.net.vethOf(rec.ip)}`);
-    } catch {
-      return false;
-    }
-  }
-
   /** Awaits `op` (a runc create or start under way) with `meanwhile` run beside it; when either
    *  fails the container is deleted. */
-  private async launch<T>(rec: RuntimeRecord, op: Promise<T>, meanwhile: () => void): Promise<T> {
+  async launch<T>(rec: RuntimeRecord, op: Promise<T>, meanwhile: () => void): Promise<T> {
     try {
       const t0 = performance.now();
       meanwhile(); // the runc step is under way by now
@@ -242,7 +227,7 @@ export class ContainerRuntime implements Runtime {
   }
 
   /** Mounts and namespaces checked (made when missing), then runc create; init's pid. */
-  private async createContainer(rec: RuntimeRecord): Promise<number> {
+  async createContainer(rec: RuntimeRecord): Promise<number> {
     const dir = this.serverDir(rec.id);
     const table = mountTable(); // read once: what mountRootfs mounts is none of the namespaces' paths
     await this.step('mounts (kept)', () => mountRootfs(diskPaths(dir), this.deps.helper, this.lower(rec), rec.uidBase, table));
@@ -250,43 +235,24 @@ export class ContainerRuntime implements Runtime {
     return this.step('runc create', () => this.runc.create(rec.id, join(dir, 'bundle')));
   }
 
-  /**
-   * Parks a stopped server (runtime.parkOnSleep): its container is made now, at sleep time, and
-   * left `created` — runc's init waiting on exec.fifo in the server's cgroup, no user process —
-   * so a wake is only the fifo open and the app's start. Sleeping all the same: nothing of it is
-   * billed as RAM, exec is refused, unpark() (the memory floor), resize, delete and halt remove it.
-   * A failure leaves it unparked (the next wake makes the container), never a half-made one.
-   */
-  async park(rec: RuntimeRecord): Promise<void> {
-    if (this.deps.cfg.parkOnSleep !== 'on') return;
-    try {
-      await this.createContainer(rec);
-      this.parkedSince.set(rec.id, Date.now());
-    } catch (err) {
-      this.deps.log.warn('could not park a sleeping server; it wakes cold', { server: rec.id, err });
-      await this.runc.delete(rec.id, true).catch(() => {});
-      removeCgroup(cgroupPath(rec.id));
-    }
+  /** Parks a stopped server (park.ts; runtime.parkOnSleep): a failure leaves it unparked. */
+  park(rec: RuntimeRecord): Promise<void> {
+    return this.parking.park(rec);
   }
 
-  /** Parked servers (park()): since when, and the memory their waiting init holds (its cgroup). */
+  /** Parked servers: since when, and the memory their waiting init holds. */
   parked(): { id: string; since: number; memoryBytes: number }[] {
-    return [...this.parkedSince].map(([id, since]) => ({ id, since, memoryBytes: memoryStats(cgroupPath(id)).memoryBytes }));
+    return this.parking.list();
   }
 
-  /** A parked server's container and cgroup removed (it stays asleep and wakes cold); false when
-   *  it was not parked (woken, deleted) by the time its turn came. */
+  /** A parked server's container removed (it stays asleep, wakes cold); false when not parked. */
   unpark(id: string): Promise<boolean> {
-    return this.serial(id, async () => {
-      if (!this.parkedSince.has(id) || this.servers.get(id)?.state !== 'sleeping') return false;
-      await this.halt(this.record(id), 0);
-      return true;
-    });
+    return this.parking.unpark(id);
   }
 
   /** Adopts a `created` container found at start-up as parked (reconcile). */
   adoptParked(id: string): void {
-    this.parkedSince.set(id, Date.now());
+    this.parking.adopt(id);
   }
 
   /** The runtime record of a new server, written pending before anything exists on the host: a
@@ -382,7 +348,7 @@ export class ContainerRuntime implements Runtime {
   /** SIGTERM, up to `graceMs`, SIGKILL to everything, runc delete. The namespaces and veth stay
    *  (the next start joins them; teardown releases them). */
   async halt(rec: RuntimeRecord, graceMs: number): Promise<void> {
-    this.parkedSince.delete(rec.id);
+    this.parking.forget(rec.id);
     thaw(cgroupPath(rec.id)); // a dozing server gets its SIGTERM and grace like any other
     const st = await this.runc.state(rec.id);
     if (st && st.status !== 'stopped' && st.pid > 0) {
@@ -433,7 +399,7 @@ export class ContainerRuntime implements Runtime {
       }
       const now: Applied = { slug: old.slug, memoryBytes: limits.memoryBytes, diskBytes };
       this.writeBundle(rec, now);
-      const parked = this.parkedSince.has(id);
+      const parked = this.parking.has(id);
       if (parked)
         await this.halt(rec, 0); // parked with the old limit: parked again below with the new one
       else if ((await this.runc.state(id))?.status === 'running') await this.runc.updateMemory(id, limits.memoryBytes);
