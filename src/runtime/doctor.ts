@@ -9,7 +9,8 @@ import { acmeFacts } from '../acme/index.js';
 import type { Config } from '../config/index.js';
 import { findImage, imageOptions, recipeHash } from './image.js';
 import { imageBuildCommand } from './factory.js';
-import { nativeBinary, type NativeProgram } from './native.js';
+import { checkoutRoot, nativeBinary, type NativeProgram } from './native.js';
+import { addonChecks, nodeRuntimeCheck } from './noderuntime.js';
 import { traverseAdvice, untraversable } from './traverse.js';
 
 export interface Check {
@@ -170,7 +171,8 @@ export function formatChecks(checks: Check[]): string {
 
 /** `extra`: rows other parts checked (payments). */
 export function runDoctor(cfg: Readonly<Config>, extra: Check[] = []): number {
-  const checks = hostChecks();
+  const root = checkoutRoot();
+  const checks = [nodeRuntimeCheck(root), ...addonChecks(root), ...hostChecks()];
   const img = imageOptions(cfg);
   const built = findImage(img);
   checks.push({

@@ -4,6 +4,10 @@
 // writes the one config file that drives both the daemon and the image build, puts the base image
 // where that config reads it (hardlinked from the checkout's var/images when already built there),
 // installs the systemd unit and enables it when systemd runs. Never copies var/, .git or test/.
+// The Node runtime: when the host's Node is older than the LTS rootbox needs, the one
+// scripts/node-runtime put in <checkout>/node (fetching it now if setup has not) is copied to
+// <prefix>/node, which the installed bin/rootbox, and so the unit, runs; the native addons are
+// then loaded by that Node in the prefix, and a build for another Node is refused.
 // Running it twice is safe: files are replaced, the config keeps its other keys.
 
 import { spawnSync } from 'node:child_process';
@@ -12,6 +16,7 @@ import { dirname, join, resolve } from 'node:path';
 import { loadConfig } from '../config/index.js';
 import { AppError } from '../errors.js';
 import { buildImage, findImage, imageOptions, imageTag, isBuilt } from './image.js';
+import { ADDONS, addonProbeScript, NODE_LTS_MAJOR } from './noderuntime.js';
 import { traverseAdvice, untraversable } from './traverse.js';
 
 export interface InstallOptions {
@@ -70,6 +75,40 @@ export function unitText(source: string, o: Pick<InstallOptions, 'prefix' | 'etc
     .join('\n');
 }
 
+const read = (f: string) => (existsSync(f) ? readFileSync(f, 'utf8') : '');
+
+/** <prefix>/node: the checkout's shipped Node (fetched first when the host's is too old and setup
+ *  has not), or none when the host's Node is current; then the addons must load on it there. */
+function placeNode(root: string, prefix: string, out: (t: string) => void): void {
+  const [from, to] = [join(root, 'node'), join(prefix, 'node')];
+  if (Number(process.versions.node.split('.')[0]) < NODE_LTS_MAJOR || existsSync(join(from, 'bin', 'node'))) {
+    const r = spawnSync(join(root, 'scripts', 'node-runtime'), ['--if-older', from], { encoding: 'utf8' });
+    if (r.status !== 0) throw AppError.of('install_failed', `installing Node ${NODE_LTS_MAJOR} failed: ${(r.stderr || r.error?.message || '').trim()}`);
+  }
+  if (!existsSync(join(from, 'bin', 'node'))) rmSync(to, { recursive: true, force: true });
+  else if (read(join(from, '.integrity')) !== read(join(to, '.integrity')) || !existsSync(join(to, 'bin', 'node'))) {
+    rmSync(to, { recursive: true, force: true });
+    cpSync(from, to, { recursive: true });
+  }
+  const node = existsSync(join(to, 'bin', 'node')) ? join(to, 'bin', 'node') : process.execPath;
+  const version = spawnSync(node, ['--version'], { encoding: 'utf8' }).stdout.trim();
+  out(`Node ${version}: ${node === process.execPath ? `the host's ${node}` : node}`);
+  const probe = spawnSync(node, ['-e', addonProbeScript()], { cwd: prefix, encoding: 'utf8' });
+  let failed: string[] = [];
+  try {
+    failed = JSON.parse(probe.stdout) as string[];
+  } catch {
+    failed = [probe.stderr.trim() || `exit ${probe.status}`];
+  }
+  const fatal = failed.filter((f) => !ADDONS.some((a) => !a.required && f.startsWith(`${a.load}:`)));
+  if (fatal.length)
+    throw AppError.of(
+      'install_failed',
+      `native addons do not load on Node ${version} in ${prefix}: ${fatal.join('; ')}; run 'bash scripts/setup' in ${root} (it builds them for that Node), then install again`,
+    );
+  for (const f of failed) out(`warning: optional native addon does not load: ${f}`);
+}
+
 /** Puts the image the config reads in place: already there, linked from the checkout, or built. */
 async function placeImage(configFile: string, root: string, out: (t: string) => void): Promise<void> {
   const cfg = loadConfig({ file: configFile, env: {} });
@@ -114,6 +153,7 @@ export async function install(o: InstallOptions, out: (t: string) => void): Prom
   rmSync(join(o.prefix, 'node_modules'), { recursive: true, force: true });
   for (const m of modules) cpSync(join(root, 'node_modules', m), join(o.prefix, 'node_modules', m), { recursive: true });
   out(`program installed in ${o.prefix} (dist, bin, package.json, unit, src/runtime/native C sources, node_modules: ${modules.join(', ')})`);
+  placeNode(root, o.prefix, out);
 
   // the config: the flags over what an earlier install wrote
   mkdirSync(o.etc, { recursive: true, mode: 0o755 });

@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { run } from '../helpers/run.js';
 import { call, ensureBuilt, rootboxBin } from '../billing/api.js';
 
+const checkout = new URL('../../', import.meta.url).pathname;
 const root = mkdtempSync(join(tmpdir(), 'rbx-install-'));
 chmodSync(root, 0o755); // the servers' uids must traverse it (the 0700 case is the last test)
 const prefix = join(root, 'opt');
@@ -84,6 +85,9 @@ test('install puts program, config, image and unit in a scratch root (never var/
   ])
     assert.ok(existsSync(join(prefix, f)), f);
   for (const f of ['var', '.git', 'test', 'src/cli.ts', 'node_modules/esbuild', 'node_modules/uvu']) assert.not.ok(existsSync(join(prefix, f)), f);
+  // the Node the checkout ships (scripts/setup put it there: the host's is older) goes with the program
+  if (existsSync(join(checkout, 'node', 'bin', 'node')))
+    assert.is(readFileSync(join(prefix, 'node', '.integrity'), 'utf8'), readFileSync(join(checkout, 'node', '.integrity'), 'utf8'));
   const conf = JSON.parse(readFileSync(join(etc, 'config.json'), 'utf8'));
   assert.equal([conf.domain, conf.dataDir, conf.runtime.imageDir], ['example.test', data, join(data, 'images')]);
   const unit = service(readFileSync(unitFile, 'utf8'));
@@ -142,6 +146,12 @@ test("the unit's ExecStart, run with the unit's environment, serves a server cre
   assert.ok(v.stdout.endsWith('\n200'), v.stdout + v.stderr);
   const s = await run('runc', ['--root', join(data, 'runc'), 'state', c.body.id]);
   assert.is(JSON.parse(s.stdout).status, 'running', s.stderr);
+  // the daemon runs on the supported Node (the one installed beside it when the host's is older)
+  const st = await run(join(prefix, 'bin', 'rootbox'), ['status', '--json', '--config', file], { env, timeoutMs: 60_000 });
+  assert.is(st.code, 0, st.stderr);
+  const node = JSON.parse(st.stdout).daemon.node as string;
+  assert.ok(Number(node.slice(1).split('.')[0]) >= 24, node);
+  if (existsSync(join(prefix, 'node', 'bin', 'node'))) assert.is(node, (await run(join(prefix, 'node', 'bin', 'node'), ['--version'])).stdout.trim());
 });
 
 test('a data dir under a 0700 parent is refused by doctor and serve, naming the chmod', async () => {
