@@ -1,13 +1,18 @@
 // Types shared by every HTTP-facing module: the request both listeners hand over (HTTP/1.1
 // IncomingMessage or the HTTP/2 compatibility request), a handler's context and its reply.
 
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Http2ServerRequest, Http2ServerResponse } from 'node:http2';
 import type { Logger } from '../log/index.js';
 
 export type Req = IncomingMessage | Http2ServerRequest;
-export type Res = ServerResponse | Http2ServerResponse;
+/** writeHead as both response kinds take it: @types/node 24 overloads it differently on the two,
+ *  and TypeScript cannot call a method through a union of two overload sets. */
+interface WriteHead {
+  writeHead(statusCode: number, headers?: OutgoingHttpHeaders): this;
+}
+export type Res = (ServerResponse | Http2ServerResponse) & WriteHead;
 
 export interface Reply {
   status: number;
