@@ -211,8 +211,11 @@ export class ResponseReader {
         if (length !== undefined) continue;
         length = value;
         if (status === 204) continue;
-      } else if (name === 'transfer-encoding') te = te === undefined ? value : `${te}, ${value}`;
-      else if (name === 'connection') conn = conn === undefined ? value : `${conn}, ${value}`;
+      } else if (name === 'transfer-encoding') {
+        // an empty coding list is malformed (RFC 9112 §6.1), also where no body follows (node 24's llhttp agrees)
+        if (!value) throw new UpstreamProtocolError('empty Transfer-Encoding');
+        te = te === undefined ? value : `${te}, ${value}`;
+      } else if (name === 'connection') conn = conn === undefined ? value : `${conn}, ${value}`;
       else if (name === 'x-request-id') requestId = true;
       if (HOP.has(name)) continue;
       const bit = SINGLE.get(name);
