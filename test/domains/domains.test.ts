@@ -10,6 +10,7 @@
 
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
+import { readFileSync } from 'node:fs';
 import WebSocket from 'ws';
 import { callAdmin } from '../../src/admin/index.js';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
@@ -96,49 +97,8 @@ async function curl(host: string, path = '/', extra: string[] = []) {
   return { code: r.code, status: Number(status), version, body: r.stdout.slice(0, at), err: r.stderr };
 }
 
-/** An HTTP/1.1 + WebSocket echo app on :80 (the image has python3, no web server); answers with the Host it got. */
-const APP_PY = String.raw`
-import base64, hashlib, socket, threading
-GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
-def handle(c):
-    try:
-        buf = b""
-        while b"\r\n\r\n" not in buf:
-            d = c.recv(65536)
-            if not d: return
-            buf += d
-        head, rest = buf.split(b"\r\n\r\n", 1)
-        lines = head.decode("latin1").split("\r\n")
-        h = {k.strip().lower(): v.strip() for k, v in (l.split(":", 1) for l in lines[1:] if ":" in l)}
-        if h.get("upgrade", "").lower() == "websocket":
-            acc = base64.b64encode(hashlib.sha1(h["sec-websocket-key"].encode() + GUID).digest()).decode()
-            c.sendall(("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n\r\n" % acc).encode())
-            while True:
-                while len(rest) < 2:
-                    d = c.recv(65536)
-                    if not d: return
-                    rest += d
-                op, n = rest[0] & 15, rest[1] & 127
-                while len(rest) < 6 + n:
-                    d = c.recv(65536)
-                    if not d: return
-                    rest += d
-                if op == 8: return
-                mask, data = rest[2:6], rest[6:6 + n]
-                rest = rest[6 + n:]
-                c.sendall(bytes([0x81, n]) + bytes(b ^ mask[i % 4] for i, b in enumerate(data)))
-        body = ("app host=%s path=%s" % (h.get("host"), lines[0].split(" ")[1])).encode()
-        c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nConnection: close\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
-    finally:
-        c.close()
-s = socket.socket()
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("0.0.0.0", 80))
-s.listen(64)
-while True:
-    c, _ = s.accept()
-    threading.Thread(target=handle, args=(c,), daemon=True).start()
-`;
+/** The shared HTTP/1.1 + WebSocket echo app (test/fixtures/echoapp.py); answers with the Host it got. */
+const APP_PY = readFileSync(new URL('../fixtures/echoapp.py', import.meta.url), 'utf8');
 
 test.before(async () => {
   named = await startNamed({ zones: ['example.test', 'other.test'] });
@@ -304,7 +264,11 @@ test("the active domain serves the server's static page over HTTPS (HTTP/2) with
 });
 
 test('the active domain reaches the run.sh app (Host kept) and its WebSockets; a sleeping server is woken by a request for it', async () => {
-  const w = await inServer(A, `cat > /root/app.py && printf '#!/bin/bash\\nexec python3 /root/app.py\\n' > /root/run.sh && chmod +x /root/run.sh`, APP_PY);
+  const w = await inServer(
+    A,
+    `cat > /root/app.py && printf '#!/bin/bash\\nexec python3 /root/app.py \"app host={host} path={path}\"\\n' > /root/run.sh && chmod +x /root/run.sh`,
+    APP_PY,
+  );
   assert.is(w.code, 0, w.err);
   const r = await until('the app answers', async () => {
     const x = await curl('www.example.test', '/hello');

@@ -15,54 +15,9 @@ import { get } from './helpers.js';
 const IDLE = 3000;
 let d: TestDaemon;
 
-/** A threaded HTTP/1.1 + WebSocket echo server on :80 written with Python's standard library
- *  (the image has no web server). Small frames only; enough for the tests. */
-const APP_PY = String.raw`
-import base64, hashlib, os, socket, threading
-GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
-def recv_until(c, buf, n):
-    while len(buf) < n:
-        d = c.recv(65536)
-        if not d: return None
-        buf += d
-    return buf
-def ws(c, buf):
-    while True:
-        buf = recv_until(c, buf, 2)
-        if buf is None: return
-        op, n = buf[0] & 15, buf[1] & 127
-        buf = recv_until(c, buf, 6 + n)
-        if buf is None or op == 8: return
-        mask, data = buf[2:6], buf[6:6 + n]
-        buf = buf[6 + n:]
-        c.sendall(bytes([0x81, n]) + bytes(b ^ mask[i % 4] for i, b in enumerate(data)))
-def handle(c):
-    try:
-        buf = b""
-        while b"\r\n\r\n" not in buf:
-            d = c.recv(65536)
-            if not d: return
-            buf += d
-        head, rest = buf.split(b"\r\n\r\n", 1)
-        lines = head.decode("latin1").split("\r\n")
-        h = {k.strip().lower(): v.strip() for k, v in (l.split(":", 1) for l in lines[1:] if ":" in l)}
-        if h.get("upgrade", "").lower() == "websocket":
-            acc = base64.b64encode(hashlib.sha1(h["sec-websocket-key"].encode() + GUID).digest()).decode()
-            c.sendall(("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n\r\n" % acc).encode())
-            return ws(c, rest)
-        body = ("hello from the container pid=%d path=%s xff=%s" % (os.getpid(), lines[0].split(" ")[1], h.get("x-forwarded-for"))).encode()
-        c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nConnection: close\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
-    finally:
-        c.close()
-s = socket.socket()
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("0.0.0.0", 80))
-s.listen(128)
-while True:
-    c, _ = s.accept()
-    threading.Thread(target=handle, args=(c,), daemon=True).start()
-`;
-const RUN_SH = '#!/bin/bash\necho "run.sh starting"\nexec python3 /root/app.py\n';
+/** The shared HTTP/1.1 + WebSocket echo app (test/fixtures/echoapp.py), answering with its pid, path and X-Forwarded-For. */
+const APP_PY = readFileSync(new URL('../fixtures/echoapp.py', import.meta.url), 'utf8');
+const RUN_SH = `#!/bin/bash\necho "run.sh starting"\nexec python3 /root/app.py 'hello from the container pid={pid} path={path} xff={xff}'\n`;
 
 interface Made {
   id: string;
