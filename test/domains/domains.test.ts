@@ -19,6 +19,8 @@ import { freePort, startPebble, type PebbleServer } from '../helpers/pebble.js';
 import { run } from '../helpers/run.js';
 import { send, type Answer } from '../http/contract.js';
 import { sh } from '../runtime/helpers/env.js';
+import { until as waitUntil } from '../helpers/wait.js';
+const until = <T>(what: string, cond: () => T | Promise<T>, ms = 60_000) => waitUntil(what, cond, ms, 200);
 
 // The service lives under the customer's zone so that named (authoritative, no recursion) chases a
 // customer's CNAME to <slug>.{domain} inside one zone when Pebble resolves it.
@@ -37,7 +39,6 @@ interface Acct {
 let A: Acct; // anonymous first, then paid
 let B: Acct; // paid, another account
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const api = (method: string, path: string, key?: string, body?: unknown): Promise<Answer> =>
   send(d.http, API, method, path, { body, headers: key ? { authorization: `Bearer ${key}` } : {} });
 
@@ -45,16 +46,6 @@ async function create(key?: string, slug?: string): Promise<Acct> {
   const r = await api('POST', '/create', key, slug ? { subdomains: [slug] } : undefined);
   assert.is(r.status, 200, r.text);
   return { key: key ?? r.json.api_key, id: r.json.id, slug: r.json.subdomain.split('.')[0] };
-}
-
-async function until<T>(what: string, f: () => Promise<T | undefined>, ms = 60_000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await f();
-    if (v !== undefined) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(200);
-  }
 }
 
 const domainOf = async (m: Acct, name: string) => ((await api('GET', `/servers/${m.id}/domains`, m.key)).json.domains as any[]).find((x) => x.domain === name);

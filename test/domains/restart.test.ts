@@ -13,6 +13,8 @@ import { startNamed, type NamedServer } from '../helpers/named.js';
 import { freePort, startPebble, type PebbleServer } from '../helpers/pebble.js';
 import { run } from '../helpers/run.js';
 import { send, type Answer } from '../http/contract.js';
+import { until as waitUntil } from '../helpers/wait.js';
+const until = <T>(what: string, cond: () => T | Promise<T>, ms = 60_000) => waitUntil(what, cond, ms, 250);
 
 const DOMAIN = 'rbx.example.test';
 const API = `api.${DOMAIN}`;
@@ -25,19 +27,8 @@ let rootFile = '';
 let key = '';
 let id = '';
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const api = (method: string, path: string, body?: unknown): Promise<Answer> =>
   send(pd.http, API, method, path, { body, headers: key ? { authorization: `Bearer ${key}` } : {} });
-
-async function until<T>(what: string, f: () => Promise<T | undefined>, ms = 60_000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await f();
-    if (v !== undefined) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(250);
-  }
-}
 
 /** The certificate the daemon presents for `name` to a new connection, and whether it verifies against Pebble's root. */
 function served(name: string): Promise<{ serial: string; authorized: boolean; validTo: string }> {

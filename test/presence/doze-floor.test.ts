@@ -34,18 +34,11 @@ for line in sys.stdin:
     held.append(bytearray(b"\\x01") * (64 << 20))
     print("ok", flush=True)
 `;
+import { sleep, until } from '../helpers/wait.js';
 
 interface Made {
   id: string;
   slug: string;
-}
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-async function until(what: string, cond: () => boolean | Promise<boolean>, ms: number): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await cond())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(25);
-  }
 }
 const presence = () => d.daemon.presence;
 const page = (m: Made) => get(d.http, `${m.slug}.localhost`, '/');

@@ -12,6 +12,7 @@ import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
 import { sh } from '../runtime/helpers/env.js';
 import { get } from '../proxy/helpers.js';
 import { DOZE_APP_PY, DOZE_RUN_SH, fields } from './dozeapp.js';
+import { sleep, until } from '../helpers/wait.js';
 
 const IDLE = 1000;
 const DOZE = 2500;
@@ -23,14 +24,6 @@ interface Made {
   slug: string;
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-async function until(what: string, cond: () => boolean | Promise<boolean>, ms: number): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await cond())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(25);
-  }
-}
 const presence = () => d.daemon.presence;
 const rt = () => d.daemon.runtime as ContainerRuntime;
 const page = (m: Made, path = '/') => get(d.http, `${m.slug}.localhost`, path);

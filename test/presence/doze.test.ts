@@ -19,6 +19,7 @@ import { sh } from '../runtime/helpers/env.js';
 import { CLIENT_OPTS } from '../ssh/helpers/env.js';
 import { get } from '../proxy/helpers.js';
 import { DOZE_APP_PY, DOZE_RUN_SH, fields } from './dozeapp.js';
+import { sleep, until } from '../helpers/wait.js';
 
 const IDLE = 1500;
 const GB = 1024 ** 3;
@@ -31,14 +32,6 @@ let keyFile = '';
 let tcpPort = 0;
 const work = mkdtempSync(join(tmpdir(), 'rbx-doze-'));
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-async function until(what: string, cond: () => boolean | Promise<boolean>, ms: number): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await cond())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(25);
-  }
-}
 const presence = () => d.daemon.presence;
 const page = (path = '/') => get(d.http, `${slug}.localhost`, path);
 async function apiState(): Promise<string> {

@@ -16,6 +16,8 @@ import { IdleTracker } from '../../src/presence/index.js';
 import type { Site } from '../../src/proxy/index.js';
 import { get, sitesOf, startEdge, testConfig, DOMAIN, type TestEdge } from './helpers.js';
 import { freePort, ProcessRuntime } from '../helpers/procruntime.js';
+import { sleep, until as waitUntil } from '../helpers/wait.js';
+const until = <T>(what: string, cond: () => T | Promise<T>, ms = 5000) => waitUntil(what, cond, ms, 10);
 
 const top = mkdtempSync(join(tmpdir(), 'rbx-thaw-'));
 const rt = new ProcessRuntime();
@@ -33,7 +35,6 @@ const tracker = new IdleTracker({
 let edge: TestEdge;
 const closers: (() => void)[] = [];
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /** Whether something accepts a connection on 127.0.0.1:`port` now. */
 const accepts = (port: number) =>
   new Promise<boolean>((resolve) => {
@@ -41,13 +42,6 @@ const accepts = (port: number) =>
     c.once('connect', () => (c.destroy(), resolve(true)));
     c.once('error', () => resolve(false));
   });
-async function until(what: string, cond: () => boolean | Promise<boolean>, ms = 5000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await cond())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(10);
-  }
-}
 const host = (s: Site) => `${s.slug}.${DOMAIN}`;
 
 /** A sleeping server whose app will listen on `port`; the proxy reaches it at `upstreamPort` (default: the same). */

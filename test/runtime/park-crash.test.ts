@@ -12,6 +12,8 @@ import { cgroupPath } from '../../src/runtime/spec.js';
 import { scanHost } from '../hosting/helpers/hostscan.js';
 import { api } from '../hosting/helpers/killload.js';
 import { ProcDaemon } from '../hosting/helpers/procdaemon.js';
+import { until as waitUntil } from '../helpers/wait.js';
+const until = <T>(what: string, cond: () => T | Promise<T>, ms = 30_000) => waitUntil(what, cond, ms, 1);
 
 let d: ProcDaemon;
 
@@ -36,16 +38,6 @@ const creating = (id: string): number[] =>
       }
     })
     .map(Number);
-
-async function until<T>(what: string, fn: () => T | undefined | false | Promise<T | undefined | false>, ms = 30_000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 1));
-  }
-}
 
 test('a SIGKILL while a server is being parked leaves it asleep with a parked container or none, and no debris', async () => {
   const c = await api(d.http, 'POST', '/create');
