@@ -68,6 +68,7 @@ const UNIT = [
   'test/domains/names.test.ts',
   'test/net/fetch.test.ts',
   'test/payments/digest.test.ts',
+  'test/payments/signer.test.ts',
   'test/install/noderuntime.test.ts',
 ];
 

@@ -2,11 +2,13 @@
 // `accepted` terms are ours, that the EIP-3009 authorization pays our recipient the exact amount
 // within a current, bounded validity window, and that its EIP-712 signature recovers `from`
 // (65-byte ECDSA; longer smart-wallet signatures are left to the facilitator). The EIP-712 digest is
-// written directly with the domain separator cached per network (authorizationDigest).
+// written directly with the domain separator cached per network (authorizationDigest); repeat
+// payers' public keys are kept (signer.ts).
 
-import { domainSeparator, getAddress, keccak256, recoverAddress, toHex, type Hex } from 'viem';
+import { domainSeparator, getAddress, keccak256, toHex, type Hex } from 'viem';
 import { AppError, type CodeOf } from '../errors.js';
 import type { NetworkPreset } from './networks.js';
+import { signedBy } from './signer.js';
 import { paymentPayloadSchema, type PaymentPayload, type PaymentRequirements } from './types.js';
 
 /** Seconds a validity window may exceed maxTimeoutSeconds (clock skew between payer and us). */
@@ -79,15 +81,15 @@ export function checkTerms(p: PaymentPayload, ours: PaymentRequirements, nowSeco
   }
 }
 
-/** Recovers the signer of a 65-byte signature and compares it with `from`. */
+/** Checks that a 65-byte signature was made by `from` (signer.ts: recovery, or a kept key for a repeat payer). */
 export async function checkSignature(p: PaymentPayload, net: NetworkPreset): Promise<void> {
   const { authorization: auth, signature } = p.payload;
   if (signature.length !== 2 + 65 * 2) return; // smart-wallet (ERC-1271/6492): the facilitator checks it
-  let signer: string;
+  let ok: boolean;
   try {
-    signer = await recoverAddress({ hash: authorizationDigest(net, auth), signature: signature as Hex });
+    ok = signedBy(authorizationDigest(net, auth), signature as Hex, auth.from);
   } catch {
     throw reject('payment_signature_invalid', 'the payment signature cannot be recovered');
   }
-  if (!sameAddr(signer, auth.from)) throw reject('payment_signature_invalid', `the payment signature was not made by ${auth.from}`);
+  if (!ok) throw reject('payment_signature_invalid', `the payment signature was not made by ${auth.from}`);
 }

@@ -1,0 +1,62 @@
+// Whether a 65-byte secp256k1 signature over a digest was made by an address, with the public
+// keys of recent repeat payers kept. A payer seen for the first time costs one public-key
+// recovery (what viem's recoverAddress does, 2.8 ms in pure JS); the key it yields is kept when
+// it belongs to the claimed address. From the payer's second payment on, the check is the
+// equivalent verification against the kept key with precomputed multiplication tables (about
+// 0.9 ms): R = (h/s)·G + (r/s)·P must have x = r and the y parity named by v — exactly when
+// recovering with that parity would give P. Keys are kept only after a signature proved them, so
+// an entry cannot be planted for someone else's address; at most MAX_KEYS (least recently used
+// go first; each table is about 100 KB).
+
+import { invert } from '@noble/curves/abstract/modular';
+import { secp256k1 } from '@noble/curves/secp256k1';
+import { keccak256, type Hex } from 'viem';
+
+const Point = secp256k1.ProjectivePoint;
+type Point = InstanceType<typeof Point>;
+const N = secp256k1.CURVE.n;
+
+/** Repeat payers whose public key is kept. */
+export const MAX_KEYS = 128;
+/** wNAF window of a kept key's table (4: about 3 ms to build, 0.9 ms per check). */
+const WINDOW = 4;
+
+const keys = new Map<string, { point: Point; tabled: boolean }>();
+
+const addressOf = (p: Point): string => `0x${keccak256(p.toRawBytes(false).subarray(1)).slice(-40)}`;
+
+function keep(who: string, point: Point): void {
+  if (keys.size >= MAX_KEYS) keys.delete(keys.keys().next().value!);
+  keys.set(who, { point, tabled: false });
+}
+
+/** True when `signature` (r ‖ s ‖ v, v 0/1/27/28) over `hash` was made by `from`. Throws for a
+ *  signature that cannot be valid (r or s outside [1, n), another v). */
+export function signedBy(hash: Hex, signature: Hex, from: string): boolean {
+  if (signature.length !== 132) throw new Error('invalid signature length');
+  const v = parseInt(signature.slice(130), 16);
+  const parity = v === 0 || v === 27 ? 0 : v === 1 || v === 28 ? 1 : -1;
+  if (parity < 0) throw new Error('invalid v');
+  const sig = secp256k1.Signature.fromCompact(signature.slice(2, 130));
+  const who = from.toLowerCase();
+  const known = keys.get(who);
+  if (!known) {
+    const point = sig.addRecoveryBit(parity).recoverPublicKey(hash.slice(2));
+    const ok = addressOf(point) === who;
+    if (ok) keep(who, Point.fromAffine(point.toAffine()));
+    return ok;
+  }
+  keys.delete(who);
+  keys.set(who, known); // most recently used last
+  if (!known.tabled) {
+    known.point._setWindowSize(WINDOW);
+    known.tabled = true;
+  }
+  const si = invert(sig.s, N);
+  const u1 = (BigInt(hash) * si) % N;
+  const u2 = (sig.r * si) % N;
+  const R = (u1 === 0n ? Point.ZERO : Point.BASE.multiply(u1)).add(known.point.multiply(u2));
+  if (R.equals(Point.ZERO)) return false;
+  const { x, y } = R.toAffine();
+  return x === sig.r && Number(y & 1n) === parity;
+}
