@@ -131,6 +131,13 @@ async function row(label: string, blockTime: number | undefined, calls: number, 
       settle.push(end - lastLlm);
     }
     await prof.stop(calls);
+    // what the daemon spends anyway (timers, health checks) over a paid call's wall time: beside the 2 s blocks it is not small
+    const idle: number[] = [];
+    for (let i = 0; i < 3; i++) {
+      const c = cpu();
+      await new Promise((r) => setTimeout(r, pct(wall, 50)));
+      idle.push(cpu() - c);
+    }
     const h50 = pct(health, 50);
     console.log(`${label}, ${calls} paid quick calls`);
     console.log(`   /healthz p50 ${f(h50)} ms | paid call wall p50 ${f(pct(wall, 50))} ms (p90 ${f(pct(wall, 90))})`);
@@ -141,6 +148,7 @@ async function row(label: string, blockTime: number | undefined, calls: number, 
     console.log(
       `   CPU of this process (daemon + its client; no waiting) per paid call p50 ${f(pct(cpuPaid, 50))} ms vs per /healthz ${f(pct(cpuHealth, 50))} ms → ${f(pct(cpuPaid, 50) - pct(cpuHealth, 50))} ms`,
     );
+    console.log(`   CPU of the same process idle for a paid call's p50 wall time ${f(pct(idle, 50))} ms (spent anyway, not the call's)`);
     console.log(`   settlement latency (last pass answered → paid answer) p50 ${f(pct(settle, 50))} ms, p90 ${f(pct(settle, 90))} ms`);
   } finally {
     await d?.stop();

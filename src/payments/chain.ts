@@ -13,7 +13,6 @@ import {
   parseAbi,
   TimeoutError,
   BaseError,
-  TransactionReceiptNotFoundError,
   TransactionNotFoundError,
   type Hex,
   type PublicClient,
@@ -157,14 +156,16 @@ export class ViemChain implements Chain {
   estimateGas = (sender: Hex, t: TransferCall) =>
     this.rpc('eth_estimateGas', () => this.client.estimateGas({ account: sender, to: this.token, data: transferData(t) }));
 
+  /** The raw request: viem's getTransactionReceipt throws an error object (stack, message) for every
+   *  poll that finds no receipt yet, the common case while waiting for a block. */
   async receipt(hash: Hex): Promise<Receipt | null> {
-    try {
-      const r = await this.rpc('eth_getTransactionReceipt', () => this.client.getTransactionReceipt({ hash }));
-      return { status: r.status, blockNumber: r.blockNumber };
-    } catch (e) {
-      if (e instanceof TransactionReceiptNotFoundError) return null;
-      throw e;
-    }
+    const r = (await this.rpc('eth_getTransactionReceipt', () => this.client.request({ method: 'eth_getTransactionReceipt', params: [hash] }))) as {
+      status?: Hex;
+      blockNumber?: Hex;
+    } | null;
+    // not mined yet (a node may answer a pending receipt without a block); a receipt without a status is waited on as before
+    if (!r?.blockNumber || (r.status !== '0x1' && r.status !== '0x0')) return null;
+    return { status: r.status === '0x1' ? 'success' : 'reverted', blockNumber: BigInt(r.blockNumber) };
   }
 
   async knows(hash: Hex): Promise<boolean> {
