@@ -6,7 +6,7 @@
 // 0.9 ms): R = (h/s)·G + (r/s)·P must have x = r and the y parity named by v — exactly when
 // recovering with that parity would give P. Keys are kept only after a signature proved them, so
 // an entry cannot be planted for someone else's address; at most MAX_KEYS (least recently used
-// go first; each table is about 100 KB).
+// go first; each table is about 40 KB of heap, 5 MB for all).
 
 import { invert } from '@noble/curves/abstract/modular';
 import { secp256k1 } from '@noble/curves/secp256k1';
