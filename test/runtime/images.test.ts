@@ -94,8 +94,9 @@ test("after the host's current image changes, the old server keeps its own image
   assert.is((await sh(rt!, a, 'cat /root/file')).out, 'mine\n');
   await rt!.create({ id: b, slug: 'imgb', memoryBytes: 128 * MiB, diskBytes: 128 * MiB });
   assert.is(await marker(b), 'imgb');
-  // after a host reboot (containers and mounts gone), reconcile mounts each over its own image
-  await rt!.stop(a);
+  // after a host reboot (containers and mounts gone; so no parked container either), reconcile
+  // mounts each over its own image
+  await rt!.stop(a, { park: false });
   for (const m of ['rootfs', 'disk']) await run('umount', [join(dataDir, 'servers', a, m)]);
   await close();
   await open('imgb');
@@ -105,7 +106,7 @@ test("after the host's current image changes, the old server keeps its own image
 
 test('a server whose image is gone fails to start with image_missing instead of booting over another image', async () => {
   const tagA = imageTag({ name: 'imga' });
-  await rt!.stop(a);
+  await rt!.stop(a, { park: false }); // as a reboot leaves it: no parked container holding the old rootfs
   for (const m of ['rootfs', 'disk']) await run('umount', [join(dataDir, 'servers', a, m)]);
   const aside = join(imageDir, `${tagA}.aside`);
   spawnSync('mv', [join(imageDir, tagA), aside]);
