@@ -5,27 +5,29 @@
 // Its store record holds what it owns (address, uid range, desired state). Slug and limits are
 // given in the spec (create) and at resize and kept where they act: the bundle's config.json
 // (hostname, memory limit) and the disk image's size — read back when a runtime starts anew.
-// Parking of sleeping servers (a `created` container kept for a fast wake) is park.ts.
+// Split out: parking of sleeping servers (a `created` container kept for a fast wake) park.ts,
+// the start path start.ts, the halt halt.ts, the admission allocate.ts, what a server was given
+// (bundle, disk size, image) serverfiles.ts, exec execrun.ts, doze freezer.ts.
 
-import { alive, sleep } from './proc.js';
-import { chmodSync, mkdirSync, readFileSync, statSync } from 'node:fs';
+import { chmodSync, mkdirSync, statSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import type { RuntimeConfig } from '../config/index.js';
-import { AppError, InternalError } from '../errors.js';
+import { AppError } from '../errors.js';
 import type { Logger } from '../log/index.js';
 import type { RuntimeRecord, RuntimeStore } from '../store/index.js';
-import { cgroupPath, ociSpec } from './spec.js';
-import { applyDeferredGrow, destroyDisk, diskPaths, diskUsed, growDisk, mountTable, mountRootfs, makeDisk, syncInitFiles } from './disk.js';
-import { pipeExec, ptyExec, type Wrapping } from './exec.js';
-import { INIT_MOUNT } from './supervisor.js';
-import { memoryStats, removeCgroup } from './cgroup.js';
+import { cgroupPath } from './spec.js';
+import { applyDeferredGrow, destroyDisk, diskPaths, diskUsed, growDisk, mountRootfs, makeDisk } from './disk.js';
+import { memoryStats } from './cgroup.js';
 import { freeze, thaw } from './freezer.js';
-import { ensureLxcfsDir } from './lxcfs.js';
 import { Network, nsPaths } from './network.js';
 import { Runc } from './runc.js';
-import { personalise, writeDurably } from './bundle.js';
+import { personalise } from './bundle.js';
 import { Parking } from './park.js';
-import { serverLower } from './images.js';
+import { Starter } from './start.js';
+import { haltContainer } from './halt.js';
+import { allocateRecord, checkLimits } from './allocate.js';
+import { lowerOf, readApplied, writeBundle, type Applied } from './serverfiles.js';
+import { execIn, execPtyIn } from './execrun.js';
 import type { ExecOptions, PipeProcess, PtyOptions, PtyProcess, Runtime, RuntimeServer, ServerSpec, ServerState, ServerStats } from './types.js';
 
 export interface RuntimeDeps {
@@ -45,15 +47,6 @@ export interface RuntimeDeps {
   execWrapper?: string;
 }
 
-const ID = /^srv_[A-Za-z0-9_-]{1,60}$/;
-/** How long a create may stay uncommitted when the caller does not commit it itself. */
-const CREATE_DEADLINE_MS = 10 * 60_000;
-const SLUG = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
-const MiB = 1024 * 1024;
-
-/** What a server was given (ServerSpec without id), as applied on the host. */
-type Applied = Pick<ServerSpec, 'slug' | 'memoryBytes' | 'diskBytes'>;
-
 export class ContainerRuntime implements Runtime {
   readonly net: Network;
   readonly runc: Runc;
@@ -63,12 +56,23 @@ export class ContainerRuntime implements Runtime {
   private readonly reserved = new Set<string>();
   /** Servers parked asleep (park.ts). */
   private readonly parking: Parking;
+  /** The start path (start.ts). */
+  private readonly starter: Starter;
   /** Called with each step of a start and its duration (bench/wake); unset, steps are not timed. */
   trace?: (step: string, ms: number) => void;
 
   constructor(readonly deps: RuntimeDeps) {
     this.net = new Network(deps.cfg);
     this.runc = new Runc(join(deps.dataDir, 'runc'));
+    this.starter = new Starter({
+      helper: deps.helper,
+      runc: this.runc,
+      net: this.net,
+      serverDir: (id) => this.serverDir(id),
+      lower: (rec) => this.lower(rec),
+      wakeParked: (rec, meanwhile) => this.parking.wake(rec, meanwhile),
+      trace: () => this.trace,
+    });
     this.parking = new Parking({
       deps,
       runc: this.runc,
@@ -76,9 +80,9 @@ export class ContainerRuntime implements Runtime {
       serverDir: (id) => this.serverDir(id),
       serial: <T>(id: string, fn: () => Promise<T>) => this.serial(id, fn),
       state: (id) => this.servers.get(id)?.state,
-      createContainer: (rec) => this.createContainer(rec),
-      launch: <T>(rec: RuntimeRecord, op: Promise<T>, meanwhile: () => void) => this.launch(rec, op, meanwhile),
-      step: <T>(name: string, fn: () => Promise<T>) => this.step(name, fn),
+      createContainer: (rec) => this.starter.createContainer(rec),
+      launch: <T>(rec: RuntimeRecord, op: Promise<T>, meanwhile: () => void) => this.starter.launch(rec, op, meanwhile),
+      step: <T>(name: string, fn: () => Promise<T>) => this.starter.step(name, fn),
       halt: (id) => this.halt(this.record(id), 0),
     });
   }
@@ -121,18 +125,7 @@ export class ContainerRuntime implements Runtime {
   applied(id: string): Applied {
     const known = this.servers.get(id);
     if (known) return { slug: known.slug, memoryBytes: known.memoryBytes, diskBytes: known.diskBytes };
-    const file = join(this.serverDir(id), 'bundle', 'config.json');
-    let spec: { hostname?: unknown; linux?: { resources?: { memory?: { limit?: unknown } } } };
-    try {
-      spec = JSON.parse(readFileSync(file, 'utf8'));
-    } catch (e) {
-      throw new InternalError('a server bundle cannot be read', { server: id, file }, { cause: e });
-    }
-    const slug = spec.hostname;
-    const memoryBytes = spec.linux?.resources?.memory?.limit;
-    if (typeof slug !== 'string' || typeof memoryBytes !== 'number')
-      throw new InternalError('a server bundle names no hostname or memory limit', { server: id, file });
-    return { slug, memoryBytes, diskBytes: statSync(diskPaths(this.serverDir(id)).img).size };
+    return readApplied(this.serverDir(id), id);
   }
 
   private setState(id: string, state: ServerState): void {
@@ -149,90 +142,18 @@ export class ContainerRuntime implements Runtime {
   /** Writes the OCI bundle of a server (by default with the slug and memory limit it has now).
    *  The file is synced before it replaces the old one: it is where the applied limit is kept. */
   writeBundle(rec: RuntimeRecord, applied: Pick<Applied, 'slug' | 'memoryBytes'> = this.applied(rec.id)): void {
-    const bundle = join(this.serverDir(rec.id), 'bundle');
-    mkdirSync(bundle, { recursive: true, mode: 0o700 });
-    const p = diskPaths(this.serverDir(rec.id));
-    syncInitFiles(this.deps.initDir, p); // the init bind comes from the server's own disk (disk.ts)
-    const spec = ociSpec({
-      id: rec.id,
-      slug: applied.slug,
-      rootfs: p.rootfs,
-      uidBase: rec.uidBase,
-      memoryBytes: applied.memoryBytes,
-      initDir: p.init,
-      limits: this.deps.cfg,
-      lxcfsDir: ensureLxcfsDir(this.deps.dataDir),
-      ns: nsPaths(this.serverDir(rec.id)),
-    });
-    writeDurably(join(bundle, 'config.json'), JSON.stringify(spec));
+    writeBundle(this.deps, this.serverDir(rec.id), rec, applied);
   }
 
   /** The rootfs of the image the server was created from (its overlay's lower layer). */
   lower(rec: RuntimeRecord): string {
-    const current = dirname(this.deps.image);
-    return serverLower(rec.image, { imageDir: dirname(current), name: basename(current).replace(/-[0-9a-f]{12}$/, '') });
+    return lowerOf(this.deps.image, rec);
   }
 
-  /** Times one step of a start when `trace` is set. */
-  async step<T>(name: string, fn: () => Promise<T>): Promise<T> {
-    const trace = this.trace;
-    if (!trace) return fn();
-    const t0 = performance.now();
-    try {
-      return await fn();
-    } finally {
-      trace(name, performance.now() - t0);
-    }
-  }
-
-  /** Mounts and namespaces when missing (kept across sleep: a wake finds them) → runc create →
-   *  runc start; a parked server (park()) only gets its start. Leaves no half-made container.
-   *  `meanwhile` runs once, while runc create (or the parked start) runs (start's synced store
-   *  write, off the critical path), or at once when there is nothing to boot. */
-  async boot(rec: RuntimeRecord, meanwhile: () => void = () => {}): Promise<void> {
-    const parked = await this.parking.wake(rec, meanwhile);
-    if (parked.started) return;
-    if (parked.ran) meanwhile = () => {};
-    if (this.runc.exists(rec.id)) {
-      const st = await this.runc.state(rec.id);
-      if (st?.status === 'running') return meanwhile();
-      if (st) await this.runc.delete(rec.id, true);
-    }
-    const pid = await this.launch(rec, this.createContainer(rec), meanwhile);
-    try {
-      await this.step('runc start', () => this.runc.start(rec.id, pid));
-    } catch (e) {
-      await this.runc.delete(rec.id, true).catch(() => {});
-      throw e;
-    }
-  }
-
-  /** Awaits `op` (a runc create or start under way) with `meanwhile` run beside it; when either
-   *  fails the container is deleted. */
-  async launch<T>(rec: RuntimeRecord, op: Promise<T>, meanwhile: () => void): Promise<T> {
-    try {
-      const t0 = performance.now();
-      meanwhile(); // the runc step is under way by now
-      this.trace?.('store (beside runc)', performance.now() - t0);
-    } catch (e) {
-      await op.then(() => this.runc.delete(rec.id, true)).catch(() => {});
-      throw e;
-    }
-    try {
-      return await op;
-    } catch (e) {
-      await this.runc.delete(rec.id, true).catch(() => {});
-      throw e;
-    }
-  }
-
-  /** Mounts and namespaces checked (made when missing), then runc create; init's pid. */
-  async createContainer(rec: RuntimeRecord): Promise<number> {
-    const dir = this.serverDir(rec.id);
-    const table = mountTable(); // read once: what mountRootfs mounts is none of the namespaces' paths
-    await this.step('mounts (kept)', () => mountRootfs(diskPaths(dir), this.deps.helper, this.lower(rec), rec.uidBase, table));
-    await this.step('namespaces + veth (kept)', () => this.net.ensureNamespaces(rec.ip, rec.uidBase, nsPaths(dir), table));
-    return this.step('runc create', () => this.runc.create(rec.id, join(dir, 'bundle')));
+  /** Boots a server (start.ts): a parked one only gets its runc start, else mounts and namespaces
+   *  when missing → runc create → runc start; `meanwhile` runs beside the runc step. */
+  boot(rec: RuntimeRecord, meanwhile?: () => void): Promise<void> {
+    return this.starter.boot(rec, meanwhile);
   }
 
   /** Parks a stopped server (park.ts; runtime.parkOnSleep): a failure leaves it unparked. */
@@ -263,24 +184,7 @@ export class ContainerRuntime implements Runtime {
   }
 
   private allocate(spec: ServerSpec): RuntimeRecord {
-    if (!ID.test(spec.id)) throw AppError.of('invalid_server_id', 'server id must look like srv_<letters, digits, _ or ->');
-    if (!SLUG.test(spec.slug)) throw AppError.of('invalid_slug', 'slug must be a DNS label: lowercase letters, digits and inner hyphens, at most 63');
-    if (!(spec.memoryBytes >= 32 * MiB)) throw AppError.of('invalid_memory', 'memoryBytes must be at least 32 MiB');
-    if (!(spec.diskBytes >= 64 * MiB)) throw AppError.of('invalid_disk', 'diskBytes must be at least 64 MiB');
-    const got = this.deps.store.allocate(
-      {
-        id: spec.id,
-        desired: 'running',
-        createdAt: Date.now(),
-        pending: spec.pendingUntil ?? Date.now() + CREATE_DEADLINE_MS,
-        image: basename(dirname(this.deps.image)),
-      }, // the current tag
-      { uidStart: this.deps.cfg.uidStart, uidRanges: this.deps.cfg.uidRanges, ips: () => this.net.hosts() },
-    );
-    if (got === 'exists') throw AppError.of('server_exists', `server ${spec.id} already exists`);
-    if (got === 'no_ip') throw AppError.of('no_address', 'every address of the server subnet is in use');
-    if (got === 'no_uid') throw AppError.of('no_uid_range', 'every uid range of this host is in use');
-    return got;
+    return allocateRecord(spec, this.deps, basename(dirname(this.deps.image)), () => this.net.hosts()); // the current tag
   }
 
   async create(spec: ServerSpec): Promise<RuntimeServer> {
@@ -349,20 +253,7 @@ export class ContainerRuntime implements Runtime {
    *  (the next start joins them; teardown releases them). */
   async halt(rec: RuntimeRecord, graceMs: number): Promise<void> {
     this.parking.forget(rec.id);
-    thaw(cgroupPath(rec.id)); // a dozing server gets its SIGTERM and grace like any other
-    const st = await this.runc.state(rec.id);
-    if (st && st.status !== 'stopped' && st.pid > 0) {
-      if (graceMs > 0 && st.status === 'running') {
-        await this.runc.kill(rec.id, 'TERM');
-        const deadline = Date.now() + graceMs;
-        while (Date.now() < deadline && alive(st.pid)) await sleep(10);
-      }
-      if (alive(st.pid)) await this.runc.kill(rec.id, 'KILL', true);
-      const deadline = Date.now() + 5000;
-      while (Date.now() < deadline && alive(st.pid)) await sleep(10);
-    }
-    if (st) await this.runc.delete(rec.id, true);
-    removeCgroup(cgroupPath(rec.id));
+    await haltContainer(this.runc, rec.id, graceMs);
   }
 
   /** Everything a server has, released; the store record last. */
@@ -386,8 +277,7 @@ export class ContainerRuntime implements Runtime {
   }
 
   resize(id: string, limits: { memoryBytes: number; diskBytes: number }): Promise<void> {
-    if (!(limits.memoryBytes >= 32 * MiB)) throw AppError.of('invalid_memory', 'memoryBytes must be at least 32 MiB');
-    if (!(limits.diskBytes >= 64 * MiB)) throw AppError.of('invalid_disk', 'diskBytes must be at least 64 MiB');
+    checkLimits(limits);
     return this.serial(id, async () => {
       const rec = this.record(id);
       const old = this.applied(id);
@@ -416,27 +306,14 @@ export class ContainerRuntime implements Runtime {
     if (s.state !== 'running') throw AppError.of('server_not_running', `server ${id} is ${s.state}; wake it first`);
   }
 
-  /** The wrapper (exit reports, see execwrap.ts) when it was built. */
-  private wrapping(): Wrapping | undefined {
-    const host = this.deps.execWrapper;
-    return host ? { host, inside: `${INIT_MOUNT}/${basename(host)}` } : undefined;
-  }
-
   exec(id: string, opts: ExecOptions): PipeProcess {
     this.running(id);
-    if (!opts.argv.length) throw AppError.of('invalid_argv', 'exec needs a command');
-    const w = this.wrapping();
-    const argv = w ? [w.inside, 'run', ...opts.argv] : opts.argv;
-    return pipeExec(this.runc.execArgs(id, { tty: false, argv, env: opts.env, cwd: opts.cwd, preserveFds: w ? 1 : 0 }), !!w);
+    return execIn(this.runc, id, opts, this.deps.execWrapper);
   }
 
   execPty(id: string, opts: PtyOptions): PtyProcess {
     this.running(id);
-    if (!opts.argv.length) throw AppError.of('invalid_argv', 'exec needs a command');
-    const env = { TERM: opts.term, ...opts.env };
-    const w = this.wrapping();
-    const argv = w ? [w.inside, 'run', ...opts.argv] : opts.argv;
-    return ptyExec(this.runc.execArgs(id, { tty: true, argv, env, cwd: opts.cwd, preserveFds: w ? 1 : 0 }), opts, w);
+    return execPtyIn(this.runc, id, opts, this.deps.execWrapper);
   }
 
   async stats(id: string): Promise<ServerStats> {

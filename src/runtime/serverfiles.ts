@@ -1,0 +1,69 @@
+// What a server was given (slug, memory and disk limits), kept where it acts on the host: the
+// bundle's config.json (hostname, memory limit; written here, synced before it replaces the old
+// one) and the disk image's size — read back when a runtime starts anew — and the image rootfs
+// that is the lower layer of its overlay. The runtime (runtime.ts) keeps the in-memory view.
+
+import { mkdirSync, readFileSync, statSync } from 'node:fs';
+import { basename, dirname, join } from 'node:path';
+import type { RuntimeConfig } from '../config/index.js';
+import { InternalError } from '../errors.js';
+import type { RuntimeRecord } from '../store/index.js';
+import { writeDurably } from './bundle.js';
+import { diskPaths, syncInitFiles } from './disk.js';
+import { serverLower } from './images.js';
+import { ensureLxcfsDir } from './lxcfs.js';
+import { nsPaths } from './network.js';
+import { ociSpec } from './spec.js';
+import type { ServerSpec } from './types.js';
+
+/** What a server was given (ServerSpec without id), as applied on the host. */
+export type Applied = Pick<ServerSpec, 'slug' | 'memoryBytes' | 'diskBytes'>;
+
+/** Slug and limits as the server's bundle (hostname, memory limit) and disk image (size) say. */
+export function readApplied(serverDir: string, id: string): Applied {
+  const file = join(serverDir, 'bundle', 'config.json');
+  let spec: { hostname?: unknown; linux?: { resources?: { memory?: { limit?: unknown } } } };
+  try {
+    spec = JSON.parse(readFileSync(file, 'utf8'));
+  } catch (e) {
+    throw new InternalError('a server bundle cannot be read', { server: id, file }, { cause: e });
+  }
+  const slug = spec.hostname;
+  const memoryBytes = spec.linux?.resources?.memory?.limit;
+  if (typeof slug !== 'string' || typeof memoryBytes !== 'number')
+    throw new InternalError('a server bundle names no hostname or memory limit', { server: id, file });
+  return { slug, memoryBytes, diskBytes: statSync(diskPaths(serverDir).img).size };
+}
+
+/** Writes the OCI bundle of a server with the given slug and memory limit, synced before it
+ *  replaces the old one: it is where the applied limit is kept. */
+export function writeBundle(
+  deps: { dataDir: string; initDir: string; cfg: RuntimeConfig },
+  serverDir: string,
+  rec: RuntimeRecord,
+  applied: Pick<Applied, 'slug' | 'memoryBytes'>,
+): void {
+  const bundle = join(serverDir, 'bundle');
+  mkdirSync(bundle, { recursive: true, mode: 0o700 });
+  const p = diskPaths(serverDir);
+  syncInitFiles(deps.initDir, p); // the init bind comes from the server's own disk (disk.ts)
+  const spec = ociSpec({
+    id: rec.id,
+    slug: applied.slug,
+    rootfs: p.rootfs,
+    uidBase: rec.uidBase,
+    memoryBytes: applied.memoryBytes,
+    initDir: p.init,
+    limits: deps.cfg,
+    lxcfsDir: ensureLxcfsDir(deps.dataDir),
+    ns: nsPaths(serverDir),
+  });
+  writeDurably(join(bundle, 'config.json'), JSON.stringify(spec));
+}
+
+/** The rootfs of the image the server was created from (its overlay's lower layer), given the
+ *  rootfs of the current recipe's image (`<imageDir>/<name>-<hash>/rootfs`). */
+export function lowerOf(currentImage: string, rec: RuntimeRecord): string {
+  const current = dirname(currentImage);
+  return serverLower(rec.image, { imageDir: dirname(current), name: basename(current).replace(/-[0-9a-f]{12}$/, '') });
+}
