@@ -7,14 +7,12 @@
 //     connection — thaws it in milliseconds;
 //   - sleep: after `dozeTimeout` dozing (or at once when dozing is off) the container is stopped
 //     (Runtime.stop, memory freed) and wake() starts it again. Dozing servers are also stopped,
-//     least recently used first, while host MemAvailable is below `memoryFloor` (floor.ts), each
-//     expected to give back its anonymous memory; a stopped one's memory counts as coming back
-//     until MemAvailable shows it or `floorSettle` has passed, so one shortfall stops one server.
-// What idle means: a hold keeps the server awake (an SSH shell running a silent build must not be
-// frozen). An open connection that carries no bytes for idleTimeout lets the server doze — its
-// next byte from the client thaws it, and its bytes wait in the kernel meanwhile — but it is never
-// stopped for idleness while the connection is open (a stop would cut it). Kept-alive HTTP
-// connections are no holds: between requests the server is idle, and the next request thaws it.
+//     least recently used first, while host MemAvailable is below `memoryFloor` (floor.ts picks
+//     them, release.ts keeps the memory still coming back and removes parked containers).
+// What idle means (activity.ts keeps it): a hold keeps the server awake (an SSH shell running a
+// silent build must not be frozen). An open connection that carries no bytes for idleTimeout lets
+// the server doze — its next byte from the client thaws it, its bytes waiting in the kernel — but
+// it is never stopped for idleness while the connection is open (a stop would cut it).
 // wake() starts or thaws a server once, however many callers ask at the same time, and waits for
 // a sleep or freeze in progress first. The tracker also knows the truthful transient state
 // (`waking`, also while a woken app is still starting, as the proxy reports) that the runtime's
@@ -25,7 +23,9 @@ import type { Logger } from '../log/index.js';
 import type { Runtime, ServerState } from '../runtime/index.js';
 import type { Presence, PresenceState } from './types.js';
 import { metrics } from '../metrics/index.js';
-import { hostMemAvailable, victims } from './floor.js';
+import { victims } from './floor.js';
+import { Activity } from './activity.js';
+import { MemoryFloor } from './release.js';
 
 export interface IdleOptions {
   runtime: Pick<Runtime, 'start' | 'stop' | 'get' | 'list' | 'freeze' | 'thaw' | 'parked' | 'unpark'>;
@@ -54,31 +54,13 @@ interface Doze {
   memoryBytes: number;
 }
 
-/** A stopped dozing server's memory on its way back to the host. */
-interface Release {
-  bytes: number;
-  /** Host MemAvailable when its stop began. */
-  availAtStop: number;
-  /** Epoch ms when its stop finished (undefined while stopping). */
-  doneAt?: number;
-}
-
-const count = (m: Map<string, number>, id: string, by: number) => {
-  const n = (m.get(id) ?? 0) + by;
-  if (n <= 0) m.delete(id);
-  else m.set(id, n);
-};
-
 export class IdleTracker implements Presence, PresenceState {
-  private readonly last = new Map<string, number>();
-  private readonly holds = new Map<string, number>();
-  private readonly conns = new Map<string, number>();
-  private readonly probes = new Map<string, Set<{ sent: () => number; seen: number }>>();
+  private readonly activity: Activity;
+  private readonly floor: MemoryFloor;
   private readonly waking = new Map<string, Promise<void>>();
   private readonly sleeping = new Map<string, Promise<void>>();
   private readonly freezing = new Map<string, Promise<void>>();
   private readonly dozing = new Map<string, Doze>();
-  private readonly releasing = new Map<string, Release>();
   /** Woken servers whose app is not answering yet (reported by the proxy). */
   private readonly starting = new Map<string, Promise<unknown>>();
   private readonly sleepListeners: ((id: string) => void)[] = [];
@@ -90,7 +72,11 @@ export class IdleTracker implements Presence, PresenceState {
   thaws = 0;
   dozes = 0;
 
-  constructor(private readonly opts: IdleOptions) {}
+  constructor(private readonly opts: IdleOptions) {
+    const now = () => this.now();
+    this.activity = new Activity(now);
+    this.floor = new MemoryFloor({ ...opts, now });
+  }
 
   private now(): number {
     return this.opts.now ? this.opts.now() : Date.now();
@@ -101,7 +87,7 @@ export class IdleTracker implements Presence, PresenceState {
   }
 
   private mark(id: string): void {
-    this.last.set(id, this.now());
+    this.activity.mark(id);
   }
 
   /** Records activity now; a dozing (or freezing) server is thawed (not awaited: bytes for it wait in the kernel). */
@@ -112,46 +98,14 @@ export class IdleTracker implements Presence, PresenceState {
   }
 
   hold(id: string): () => void {
-    return this.counted(this.holds, id);
+    return this.activity.hold(id);
   }
 
   /** An open connection (WebSocket, exposed port): no stop while open; it may doze while quiet.
    *  Its owner calls touch() for the client's bytes (which thaw a dozing server); `sent`, when
    *  given, is a byte count read at every check: a change is activity (what the server sent). */
   connection(id: string, sent?: () => number): () => void {
-    const release = this.counted(this.conns, id);
-    if (!sent) return release;
-    const probe = { sent, seen: sent() };
-    const set = this.probes.get(id) ?? new Set();
-    this.probes.set(id, set.add(probe));
-    return () => {
-      set.delete(probe);
-      if (!set.size && this.probes.get(id) === set) this.probes.delete(id);
-      release();
-    };
-  }
-
-  /** Marks activity for connections whose byte count moved since the last check. */
-  private probe(id: string): void {
-    for (const p of this.probes.get(id) ?? []) {
-      const n = p.sent();
-      if (n !== p.seen) {
-        p.seen = n;
-        this.mark(id);
-      }
-    }
-  }
-
-  private counted(m: Map<string, number>, id: string): () => void {
-    count(m, id, 1);
-    this.mark(id);
-    let released = false;
-    return () => {
-      if (released) return;
-      released = true;
-      count(m, id, -1);
-      this.mark(id);
-    };
+    return this.activity.connection(id, sent);
   }
 
   /** True when a request must wait for wake() before the server's processes can answer. */
@@ -234,7 +188,7 @@ export class IdleTracker implements Presence, PresenceState {
 
   /** Whether anything holds the server awake right now (work under way, or an open connection). */
   busy(id: string): boolean {
-    return this.holds.has(id) || this.conns.has(id);
+    return this.activity.held(id) || this.activity.connected(id);
   }
 
   private resting(id: string): boolean {
@@ -252,26 +206,26 @@ export class IdleTracker implements Presence, PresenceState {
         if (!this.resting(s.id)) this.dozing.delete(s.id); // stopped by someone else
         continue;
       }
-      this.probe(s.id);
-      const last = this.last.get(s.id);
+      this.activity.probe(s.id);
+      const last = this.activity.lastAt(s.id);
       if (last === undefined) {
-        this.last.set(s.id, now); // first seen (created, or running at boot): its idle time starts now
+        this.activity.markAt(s.id, now); // first seen (created, or running at boot): its idle time starts now
         continue;
       }
-      if (this.holds.has(s.id) || this.resting(s.id)) continue;
+      if (this.activity.held(s.id) || this.resting(s.id)) continue;
       const doze = this.dozing.get(s.id);
       if (doze) {
         if (this.opts.neverSleep(s.id))
           this.touch(s.id); // made never_sleep while it dozed
-        else if (now - doze.since >= this.opts.dozeTimeout! && !this.conns.has(s.id)) this.sleep(s.id, now - last, 'doze timeout');
+        else if (now - doze.since >= this.opts.dozeTimeout! && !this.activity.connected(s.id)) this.sleep(s.id, now - last, 'doze timeout');
         continue;
       }
       if (now - last < this.opts.idleTimeout) continue;
       if (this.opts.neverSleep(s.id)) continue;
       if (this.dozeOn) this.doze(s.id, now - last);
-      else if (!this.conns.has(s.id)) this.sleep(s.id, now - last, 'idle');
+      else if (!this.activity.connected(s.id)) this.sleep(s.id, now - last, 'idle');
     }
-    for (const id of this.last.keys()) if (!seen.has(id) && !this.holds.has(id) && !this.conns.has(id)) this.last.delete(id);
+    this.activity.prune(seen);
     for (const id of this.dozing.keys()) if (!seen.has(id)) this.dozing.delete(id);
   }
 
@@ -293,80 +247,30 @@ export class IdleTracker implements Presence, PresenceState {
   /** Stops dozing servers, LRU first, while host available memory is below the floor; when no
    *  dozing server is left to stop, removes parked containers of sleeping servers (unparkFloor). */
   checkFloor(): void {
-    const floor = this.opts.memoryFloor ?? 0;
-    if (!(floor > 0)) return;
-    const avail = this.memAvailable();
-    const missing = floor - avail - this.coming(avail); // what stops already give back is not asked twice
+    const missing = this.floor.missing();
     if (missing <= 0) return;
     const dozers = [];
     for (const [id, d] of this.dozing)
-      if (!this.resting(id) && !this.releasing.has(id))
-        dozers.push({ id, last: this.last.get(id) ?? 0, memoryBytes: d.memoryBytes, connected: this.conns.has(id) });
+      if (!this.resting(id) && !this.floor.isReleasing(id))
+        dozers.push({ id, last: this.activity.lastAt(id) ?? 0, memoryBytes: d.memoryBytes, connected: this.activity.connected(id) });
     const stopping = victims(dozers, missing);
-    for (const id of stopping) this.sleep(id, this.now() - (this.last.get(id) ?? 0), 'memory floor');
-    if (stopping.length === dozers.length && this.sleeping.size === 0) this.unparkFloor(missing);
-  }
-
-  private memAvailable(): number {
-    return (this.opts.memAvailable ?? hostMemAvailable)();
-  }
-
-  /** Memory of stopped dozing servers still coming back: counted while the stop runs and, once
-   *  done, until MemAvailable has risen by it or the settle window has passed (the kernel shows
-   *  freed pages in MemAvailable only some hundred ms after the processes are gone). */
-  private coming(avail: number): number {
-    const settle = this.opts.floorSettle ?? 1500;
-    const now = this.now();
-    let expected = 0;
-    let base = -Infinity;
-    for (const [id, r] of this.releasing) {
-      if (r.doneAt !== undefined && now - r.doneAt >= settle) this.releasing.delete(id);
-      else {
-        expected += r.bytes;
-        base = Math.max(base, r.availAtStop); // the latest stop's baseline: a rise counts only once it is past it
-      }
-    }
-    if (!expected) return 0;
-    const risen = Math.max(0, avail - base);
-    if (risen >= expected) {
-      for (const [id, r] of this.releasing) if (r.doneAt !== undefined) this.releasing.delete(id); // all shown: nothing more to wait for
-      return 0;
-    }
-    return expected - risen;
-  }
-
-  private unparking = false;
-
-  /** Parked containers removed, least recently parked first, as many as `missing` bytes need. */
-  private unparkFloor(missing: number): void {
-    const rt = this.opts.runtime;
-    if (!rt.parked || !rt.unpark || this.unparking || missing <= 0) return;
-    const parked = rt.parked().map((p) => ({ id: p.id, last: p.since, memoryBytes: p.memoryBytes, connected: false }));
-    const ids = victims(parked, missing);
-    if (!ids.length) return;
-    this.unparking = true;
-    void (async () => {
-      for (const id of ids) {
-        const freed = await rt.unpark!(id).catch((err: unknown) => (this.opts.log.error('could not unpark a server', { server: id, err }), false));
-        if (freed) this.opts.log.info('parked server unparked', { server: id, why: 'memory floor' });
-      }
-    })().finally(() => (this.unparking = false));
+    for (const id of stopping) this.sleep(id, this.now() - (this.activity.lastAt(id) ?? 0), 'memory floor');
+    if (stopping.length === dozers.length && this.sleeping.size === 0) this.floor.unpark(missing);
   }
 
   private sleep(id: string, idleMs: number, why: string): void {
     const dozed = this.dozing.get(id);
-    const release: Release | undefined = dozed && { bytes: dozed.memoryBytes, availAtStop: this.memAvailable() };
-    if (release) this.releasing.set(id, release);
+    const release = dozed && this.floor.stopping(id, dozed.memoryBytes);
     const p = (async () => {
       try {
         await this.opts.runtime.stop(id, { park: why !== 'memory floor' }); // no parked init for memory the host is short of
         this.opts.log.info('server sleeps', { server: id, idleMs, why });
         if (!dozed) metrics.slept();
         for (const fn of this.sleepListeners) fn(id);
-        if (release) release.doneAt = this.now();
+        if (release) this.floor.stopped(release);
       } catch (err) {
         this.opts.log.error('could not put server to sleep', { server: id, err });
-        if (this.releasing.get(id) === release) this.releasing.delete(id);
+        this.floor.failed(id, release);
       }
     })().finally(() => {
       this.dozing.delete(id);
@@ -376,12 +280,9 @@ export class IdleTracker implements Presence, PresenceState {
   }
 
   forget(id: string): void {
-    this.last.delete(id);
-    this.holds.delete(id);
-    this.conns.delete(id);
-    this.probes.delete(id);
+    this.activity.forget(id);
     this.dozing.delete(id);
-    this.releasing.delete(id);
+    this.floor.forget(id);
   }
 
   start(): void {
