@@ -51,6 +51,7 @@ const UNIT = [
   'test/foundation/edge.test.ts',
   'test/metrics/metrics.test.ts',
   'test/edge/proxy.test.ts',
+  'test/edge/lane.test.ts',
   'test/billing/meter.test.ts',
   'test/foundation/edge-lifecycle.test.ts',
   'test/hosting/phone.test.ts',

@@ -117,6 +117,21 @@ export class EgressMeter {
     });
   }
 
+  /**
+   * Meters an HTTP/1.1 answer written straight onto its connection (the edge's lane), from now
+   * until the connection's next answer takes it over or it closes.
+   */
+  turn(sock: Duplex, serverId: string): void {
+    const s = sock as Owned;
+    const before = s[OWNER];
+    before?.end();
+    const c = new SocketCounter(this, serverId);
+    c.begin(sock);
+    s[OWNER] = c;
+    this.track(c);
+    if (!before) sock.once('close', () => s[OWNER]?.end());
+  }
+
   /** Meters a raw client socket (a WebSocket after its upgrade, an exposed port) until it closes. */
   socket(sock: Duplex, serverId: string): void {
     const c = new SocketCounter(this, serverId);

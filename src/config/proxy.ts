@@ -59,6 +59,12 @@ export const proxySchema = z
       .min(1)
       .default(256)
       .describe("Most concurrent connections the proxy opens to one server's port 80; kept alive and reused."),
+    lane: z
+      .enum(['on', 'off'])
+      .default('on')
+      .describe(
+        "HTTP/1.1 requests to a server's app (plain GET and HEAD, the app awake) are read and answered by the edge's own lean HTTP/1.1 path instead of node's HTTP server; everything else takes node's server as before. `off`: every request takes node's server.",
+      ),
   })
   .prefault({});
 
@@ -68,6 +74,7 @@ export const proxyEnv: EnvBinding[] = [
   { env: 'ROOTBOX_DOZE_TIMEOUT', path: 'proxy.dozeTimeout' },
   { env: 'ROOTBOX_DOZE_MEMORY_FLOOR', path: 'proxy.dozeMemoryFloor' },
   { env: 'ROOTBOX_UPSTREAM_TIMEOUT', path: 'proxy.upstreamTimeout' },
+  { env: 'ROOTBOX_PROXY_LANE', path: 'proxy.lane' },
 ];
 
 export type ProxyConfig = z.output<typeof proxySchema>;

@@ -43,6 +43,8 @@ export interface Conn {
   taken: boolean;
   /** The answer of the latest HTTP/1.1 request (what a parser error in its body is answered on). */
   res?: ServerResponse;
+  /** A request the lane forwarded and handed back to node's server unanswered: its id, and the error to answer it with (none: forward it again). */
+  replay?: { requestId: string; failure?: AppError };
 }
 
 /** The source a connection counts against: an IPv4 address, or the /64 of an IPv6 one. */
@@ -97,7 +99,7 @@ export class ConnGuard {
     (tls as { [CONN]?: Conn })[CONN] = c;
   }
 
-  requestStarted(c: Conn, res: ServerResponse): void {
+  requestStarted(c: Conn, res?: ServerResponse): void {
     c.inflight++;
     c.res = res;
     c.since = 0;

@@ -11,6 +11,7 @@ import { createServer as createHttpServer, type IncomingMessage, type Server as 
 import { createSecureServer, type Http2SecureServer, type ServerHttp2Session } from 'node:http2';
 import { createServer as createNetServer, type AddressInfo, type Server as NetServer, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
+import type { TLSSocket } from 'node:tls';
 import { configSchema } from '../config/index.js';
 import type { Logger } from '../log/index.js';
 import {
@@ -20,6 +21,8 @@ import {
   rawError,
   sendReply,
   type HttpApp,
+  type LaneApp,
+  type LaneRequest,
   type Req,
   type RequestInfo,
   type Res,
@@ -29,6 +32,7 @@ import { AppError } from '../errors.js';
 import { metrics } from '../metrics/index.js';
 import { hostOf, route } from './dispatch.js';
 import { ConnGuard } from './guard.js';
+import { LaneConnection, type LaneContext } from './lane.js';
 import { boundResets } from './resets.js';
 import { aliased, named, type Aliases, type Named } from './target.js';
 import type { TlsManager } from './tls.js';
@@ -41,7 +45,7 @@ export interface EdgeApps {
   hosting: HttpApp;
   verify: HttpApp;
   /** Serves <slug>.{domain}; receives WebSocket upgrades for those hosts too. */
-  proxy: HttpApp & Partial<UpgradeApp>;
+  proxy: HttpApp & Partial<UpgradeApp> & Partial<LaneApp>;
 }
 
 /** The `http` / `https` config slices; limits left out take the config defaults. */
@@ -73,6 +77,7 @@ export class Edge {
   private inflight = 0;
   private drained?: () => void;
   private stopping = false;
+  private lane?: LaneContext;
 
   constructor(private readonly opts: EdgeOptions) {}
 
@@ -108,6 +113,8 @@ export class Edge {
       },
       (req, res) => void this.onRequest(req, res, 'https'),
     );
+    this.lane = this.laneContext();
+    if (this.lane) this.laneOverTls(this.https);
     // before http2's own listener makes the session: the guard links the TLS socket to its connection
     this.https.prependListener('secureConnection', (s) => this.guard.secured(s));
     this.https.on('session', (s) => this.onSession(s, { max: hs.maxStreamResets, windowMs: hs.streamResetWindow }));
@@ -138,7 +145,53 @@ export class Edge {
   }
 
   private accept(sock: Socket, server: HttpServer | Http2SecureServer, tls: boolean): void {
-    if (this.guard.admit(sock, tls)) server.emit('connection', sock);
+    if (!this.guard.admit(sock, tls)) return;
+    if (tls || !this.lane) server.emit('connection', sock);
+    else new LaneConnection(sock, 'http', this.lane, (s) => server.emit('connection', s));
+  }
+
+  /** The lane's view of this edge, when the proxy takes lane requests. */
+  private laneContext(): LaneContext | undefined {
+    const app = this.opts.apps.proxy;
+    if (!app.lane) return undefined;
+    const laneApp = { lane: app.lane.bind(app) };
+    return {
+      guard: this.guard,
+      app: laneApp,
+      route: (r, rid, ip, scheme) => this.laneRoute(r, rid, ip, scheme),
+      began: () => void this.inflight++,
+      ended: (status, t0) => {
+        if (--this.inflight === 0) this.drained?.();
+        if (status === undefined) return;
+        metrics.httpRequest('site', status);
+        metrics.proxyAnswered((performance.now() - t0) / 1000);
+      },
+      stopping: () => this.stopping,
+    };
+  }
+
+  /**
+   * HTTP/1.1 over TLS starts in the lane too: the HTTP/2 server's own handler of a finished
+   * handshake (which makes an HTTP/2 session, or gives an http/1.1 socket to node's HTTP/1.1
+   * server) is kept for h2 and for what the lane hands over.
+   */
+  private laneOverTls(https: Http2SecureServer): void {
+    const lane = this.lane!;
+    const [own] = https.listeners('secureConnection') as Array<(s: TLSSocket) => void>;
+    https.removeListener('secureConnection', own);
+    https.on('secureConnection', (s: TLSSocket) => {
+      if (s.alpnProtocol === 'h2') return own.call(https, s);
+      new LaneConnection(s, 'https', lane, (t) => own.call(https, t as TLSSocket));
+    });
+  }
+
+  /** A lane head's target when it is a site's: its request info; undefined sends it to node's server. */
+  private laneRoute(r: LaneRequest, rid: string | undefined, ip: string, scheme: 'http' | 'https'): (RequestInfo & { slug: string }) | undefined {
+    if (this.stopping) return undefined;
+    if (scheme === 'http' && (this.opts.http.redirect || (this.opts.acmeChallenge && r.target.startsWith('/.well-known/acme-challenge/')))) return undefined;
+    const info: RequestInfo = { host: hostOf(r.host), scheme, requestId: newRequestId(rid), ip };
+    const target = aliased(route(info.host, this.opts.domain), info, this.opts.domain, this.opts.aliases);
+    return target.app === 'proxy' ? { ...info, slug: target.slug } : undefined;
   }
 
   private onSession(s: ServerHttp2Session, bound: { max: number; windowMs: number }): void {
@@ -170,7 +223,16 @@ export class Edge {
     } catch (e) {
       refused = e;
     }
-    return [{ host: hostOf(n.host), scheme, requestId: newRequestId(n.rid), ip: req.socket?.remoteAddress ?? '' }, refused];
+    const info: RequestInfo = { host: hostOf(n.host), scheme, requestId: newRequestId(n.rid), ip: req.socket?.remoteAddress ?? '' };
+    // the request the lane already forwarded: its id, and the failure to answer instead of forwarding it again
+    const conn = req.httpVersionMajor < 2 ? ConnGuard.of(req.socket) : undefined;
+    const replay = conn?.replay;
+    if (replay) {
+      conn.replay = undefined;
+      info.requestId = replay.requestId;
+      if (replay.failure) info.failure = replay.failure;
+    }
+    return [info, refused];
   }
 
   private onRequest(req: Req, res: Res, scheme: 'http' | 'https'): void {

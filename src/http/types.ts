@@ -4,6 +4,7 @@
 import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Http2ServerRequest, Http2ServerResponse } from 'node:http2';
+import type { AppError } from '../errors.js';
 import type { Logger } from '../log/index.js';
 
 export type Req = IncomingMessage | Http2ServerRequest;
@@ -69,4 +70,40 @@ export interface RequestInfo {
   scheme: 'http' | 'https';
   requestId: string;
   ip: string;
+  /** The edge's lane already forwarded this request and it failed after the app took it: answer this error, do not forward it again. */
+  failure?: AppError;
+}
+
+/**
+ * A request head read by the edge's own HTTP/1.1 reader (the lane, edge/lane.ts): a bodiless GET
+ * or HEAD in origin form with one Host, nothing framing a body, no Upgrade or Expect. Everything
+ * else goes to node's HTTP server.
+ */
+export interface LaneRequest {
+  method: 'GET' | 'HEAD';
+  target: string;
+  /** The Host header as sent. */
+  host: string;
+  /** name, value, name, value… as sent (node's rawHeaders shape). */
+  raw: string[];
+  /** The client asked to close after the answer (Connection: close). */
+  close: boolean;
+}
+
+/** How a lane exchange ended. */
+export type LaneOutcome =
+  /** answered whole; `reusable`: the client connection may take its next request */
+  | { kind: 'answered'; status: number; reusable: boolean }
+  /** nothing reached the client: node's HTTP server answers the same request (with `failure`, without forwarding it again) */
+  | { kind: 'replay'; failure?: AppError }
+  /** the answer was cut or the client left: the connection is closed */
+  | { kind: 'cut' };
+
+/** An app that answers lane requests itself, writing HTTP/1.1 on the client's connection. */
+export interface LaneApp {
+  /**
+   * Starts answering `r` on `sock` and returns true; `done` is called exactly once when it is
+   * over. Returns false, having done nothing, when only the full path can answer it.
+   */
+  lane(r: LaneRequest, sock: Duplex, info: RequestInfo & { slug: string }, done: (o: LaneOutcome) => void): boolean;
 }

@@ -8,7 +8,7 @@ import type { Duplex, Readable } from 'node:stream';
 import { PassThrough } from 'node:stream';
 import type { ProxyConfig } from '../config/index.js';
 import { AppError, errorFields } from '../errors.js';
-import { rawError, type HttpApp, type Req, type RequestInfo, type Res } from '../http/index.js';
+import { rawError, type HttpApp, type LaneApp, type LaneOutcome, type LaneRequest, type Req, type RequestInfo, type Res } from '../http/index.js';
 import type { Logger } from '../log/index.js';
 import { EgressMeter } from '../billing/index.js';
 import { PublicUrls } from '../pages/index.js';
@@ -50,7 +50,7 @@ function hasBody(req: Req): boolean {
   return stream ? stream.endAfterHeaders === false : false;
 }
 
-export class ProxyApp implements HttpApp {
+export class ProxyApp implements HttpApp, LaneApp {
   private readonly held = new Map<string, number>();
   private readonly warming = new Map<string, Promise<boolean>>();
   private readonly wokeAt = new Map<string, number>();
@@ -71,6 +71,7 @@ export class ProxyApp implements HttpApp {
 
   /** Answers one request; synchronous when the server is awake and its app known to listen. */
   handle(req: Req, res: Res, info: RequestInfo): Promise<void> | void {
+    if (info.failure) return sendErrorPage(req, res, info.failure, info.requestId, this.api(req, info));
     const slug = info.host.slice(0, info.host.indexOf('.'));
     const site = this.d.sites.lookup(slug);
     if (!site) return sendErrorPage(req, res, unknown(slug), info.requestId, this.api(req, info));
@@ -78,6 +79,51 @@ export class ProxyApp implements HttpApp {
     const app = this.d.publication.knownApp(site.id);
     if (app === undefined) return this.checked(req, res, info, site);
     return app ? this.toApp(req, res, info, site) : this.static(req, res, info, site);
+  }
+
+  /**
+   * A lane request (edge/lane.ts: a bodiless GET or HEAD) to a server with an app is answered
+   * here, on the client's connection: at once when the app is up, else after the same wake or
+   * wait as any request (its failure is answered by node's server as a page: replay). A server
+   * that is unknown, paused or has no app (static files) is not the lane's (false).
+   */
+  lane(r: LaneRequest, sock: Duplex, info: RequestInfo & { slug: string }, done: (o: LaneOutcome) => void): boolean {
+    const { sites, presence, publication } = this.d;
+    const site = sites.lookup(info.slug);
+    const app = site && !site.suspended ? publication.knownApp(site.id) : false;
+    if (!site || app === false) return false;
+    if (app && !this.warming.has(site.id) && !presence.needsWake(site.id) && publication.isReady(site.id))
+      this.direct(r, sock, info, site, presence.hold(site.id), done);
+    else void this.laneWaited(r, sock, info, site, done);
+    return true;
+  }
+
+  private async laneWaited(r: LaneRequest, sock: Duplex, info: RequestInfo, site: Site, done: (o: LaneOutcome) => void): Promise<void> {
+    // run.sh was not looked at lately: a server without one is served its files by node's server
+    if (this.d.publication.knownApp(site.id) === undefined && !(await this.d.publication.hasApp(site.id, site.rootfs))) return done({ kind: 'replay' });
+    const release = this.d.presence.hold(site.id);
+    try {
+      await this.ready(site, undefined);
+    } catch (e) {
+      release();
+      return done({ kind: 'replay', failure: e instanceof AppError ? e : this.wakeFailed(site, e, info.requestId) });
+    }
+    if (sock.destroyed) {
+      release();
+      return done({ kind: 'cut' });
+    }
+    this.direct(r, sock, info, site, release, done);
+  }
+
+  private direct(r: LaneRequest, sock: Duplex, info: RequestInfo, site: Site, release: () => void, done: (o: LaneOutcome) => void): void {
+    this.d.forwarder.direct(r, sock, site.upstream, info, {
+      serverId: site.id,
+      release,
+      meter: this.meter && ((s, id) => this.meter!.turn(s, id)),
+      onFailure: this.failed,
+      done,
+      log: this.d.log,
+    });
   }
 
   /** Whether the server has an app was not known a moment ago: look, then go on. */
@@ -155,7 +201,7 @@ export class ProxyApp implements HttpApp {
    * into memory up to holdBodyLimit) or waits briefly for an app that is starting. Returns the
    * buffered body stream when one was made.
    */
-  private async ready(site: Site, req: Req): Promise<Readable | undefined> {
+  private async ready(site: Site, req: Req | undefined): Promise<Readable | undefined> {
     const { presence, publication, cfg } = this.d;
     let warming = this.warming.get(site.id);
     if (!warming && !presence.needsWake(site.id)) {
@@ -173,7 +219,7 @@ export class ProxyApp implements HttpApp {
     }
     this.held.set(site.id, n + 1);
     let body: PassThrough | undefined;
-    if (hasBody(req)) {
+    if (req && hasBody(req)) {
       body = new PassThrough({ highWaterMark: Math.max(16 * 1024, cfg.holdBodyLimit / 2) });
       req.on('error', (e) => body!.destroy(e));
       (req as Readable).pipe(body);

@@ -9,9 +9,10 @@ import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { ProxyServer } from 'http-proxy-3';
 import { AppError } from '../errors.js';
-import { rawError, type Req, type RequestInfo, type Res } from '../http/index.js';
+import { rawError, type LaneRequest, type Req, type RequestInfo, type Res } from '../http/index.js';
 import type { Logger } from '../log/index.js';
 import { Exchange, type ForwardFailure, type WebOptions } from './exchange.js';
+import { DirectExchange, type DirectOptions } from './direct.js';
 import { prepareUpgradeHeaders } from './headers.js';
 import { sendErrorPage } from './pages.js';
 import { UpstreamPool, type Upstream } from './pool.js';
@@ -53,6 +54,11 @@ export class Forwarder {
       return sendErrorPage(req, res, AppError.of('invalid_target', 'the request target has characters that cannot be forwarded'), info.requestId);
     }
     new Exchange(this.pool, req, res, upstream, info, o, this.opts).start();
+  }
+
+  /** Forwards a lane request, answering it on the client's connection (direct.ts). */
+  direct(r: LaneRequest, sock: Duplex, upstream: Upstream, info: RequestInfo, o: DirectOptions): void {
+    new DirectExchange(this.pool, r, sock, upstream, info, { ...o, log: this.opts.log }).start();
   }
 
   /** Forwards a WebSocket handshake and then both byte streams. */

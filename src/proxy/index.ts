@@ -4,7 +4,7 @@
 // `state(id)` is the truthful running/sleeping/waking state for the hosting API.
 
 import { proxySchema, type ProxyConfig } from '../config/index.js';
-import type { HttpApp, UpgradeApp } from '../http/index.js';
+import type { HttpApp, LaneApp, UpgradeApp } from '../http/index.js';
 import type { Logger } from '../log/index.js';
 import type { PublicUrls } from '../pages/index.js';
 import { IdleTracker } from '../presence/index.js';
@@ -32,7 +32,7 @@ export interface ProxyDeps {
   urls?: PublicUrls;
 }
 
-export interface Proxy extends HttpApp, UpgradeApp {
+export interface Proxy extends HttpApp, UpgradeApp, Partial<LaneApp> {
   /** Wake / hold / touch / state: the idle tracker the proxy uses. */
   readonly presence: IdleTracker;
   /** running / sleeping / waking / … as it truly is now; undefined for an unknown id. */
@@ -77,6 +77,8 @@ export function createProxy(deps: ProxyDeps): Proxy {
   return {
     handle: (req, res, info) => app.handle(req, res, info),
     upgrade: (req, socket, head, info) => app.upgrade(req, socket, head, info),
+    // proxy.lane off: no lane requests; node's server reads every request
+    lane: cfg.lane === 'on' ? (r, sock, info, done) => app.lane(r, sock, info, done) : undefined,
     presence: tracker,
     state: (id) => tracker.state(id),
     start: () => {

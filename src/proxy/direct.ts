@@ -1,0 +1,259 @@
+// One lane request (edge/lane.ts: a bodiless GET or HEAD read by the edge's own HTTP/1.1 reader)
+// forwarded to an awake app and answered straight onto the client's connection, without node's
+// HTTP server objects: the head goes up over a pooled connection (pool.ts, http1.ts as for every
+// forward), the answer comes back through http1.ts's reader and is written as HTTP/1.1 by hand —
+// the app's cleaned headers, ours (x-request-id, date), and the body as the app framed it by
+// length, else re-framed as chunked. An answer that arrives whole in one read goes out with the
+// other writes of that batch of events (batch.ts); a longer one streams with back-pressure both
+// ways. Failures before the first byte reached the client are handed back to the edge (replay):
+// node's server then answers that request the usual way — forwarded again when the app never
+// took it (refused, stale keep-alive), else the error page without a second forward.
+
+import { STATUS_CODES } from 'node:http';
+import type { Duplex } from 'node:stream';
+import { AppError } from '../errors.js';
+import type { LaneOutcome, LaneRequest, RequestInfo } from '../http/index.js';
+import type { Logger } from '../log/index.js';
+import { holdWrites } from './batch.js';
+import { ResponseReader, UpstreamProtocolError, requestHead, type ReaderEvents, type ResponseHead } from './http1.js';
+import type { Conn, ConnOwner, Upstream, UpstreamPool } from './pool.js';
+import type { ForwardFailure } from './exchange.js';
+
+export interface DirectOptions {
+  serverId: string;
+  /** Called once the exchange is over (presence hold). */
+  release: () => void;
+  /** The answer owns the connection from its head on (egress metering). */
+  meter?: (sock: Duplex, serverId: string) => void;
+  onFailure?: (serverId: string, f: ForwardFailure) => void;
+  done: (o: LaneOutcome) => void;
+  log: Logger;
+}
+
+let dateText = '';
+let dateAt = 0;
+/** The Date header value, made once a second (as node's server does). */
+function httpDate(): string {
+  const now = Date.now();
+  if (now - dateAt >= 1000 || now < dateAt) {
+    dateAt = now - (now % 1000);
+    dateText = new Date(dateAt).toUTCString();
+  }
+  return dateText;
+}
+
+const badGateway = (why: string) =>
+  AppError.of('bad_gateway', `the app of this server broke the connection or sent an invalid response (${why.slice(0, 80)})`, {
+    extra: { hint: 'See /var/log/run.sh.log on the server.' },
+  });
+const codeOf = (e: Error) => (e as { code?: string }).code;
+const PUBLIC_CODE = /^[A-Z][A-Z0-9_]{1,39}$/;
+const CRLF = '\r\n';
+
+export class DirectExchange implements ConnOwner, ReaderEvents {
+  private conn: Conn | undefined;
+  private reader: ResponseReader;
+  private settled = false;
+  private answered = false;
+  private retried = false;
+  private timedOut = false;
+  /** The head to send, until it is sent with the first body bytes or the end. */
+  private headText: string | undefined;
+  private status = 0;
+  /** Re-frame the body as chunked (the app sent no length). */
+  private chunked = false;
+  private wrote = false;
+  private paused = false;
+  private cancelWait: () => void = () => {};
+  private readonly wire: string;
+
+  constructor(
+    private readonly pool: UpstreamPool,
+    private readonly r: LaneRequest,
+    private readonly sock: Duplex,
+    private readonly upstream: Upstream,
+    private readonly info: RequestInfo,
+    private readonly o: DirectOptions,
+  ) {
+    this.wire = requestHead(r.method, r.target, r.host, r.raw, info.ip, info.scheme, false);
+    this.reader = new ResponseReader(this, r.method === 'HEAD');
+    sock.once('close', this.clientGone);
+  }
+
+  start(): void {
+    this.answered = false;
+    this.reader = new ResponseReader(this, this.r.method === 'HEAD');
+    this.cancelWait = this.pool.acquire(this.upstream, this.retried, (c) => this.attach(c));
+  }
+
+  private attach(c: Conn): void {
+    this.cancelWait = () => {};
+    if (this.settled) return this.pool.release(c, true);
+    this.conn = c;
+    c.owner = this;
+    holdWrites(c.sock);
+    c.sock.write(this.wire, 'latin1');
+  }
+
+  onData(chunk: Buffer): void {
+    this.answered = true;
+    try {
+      this.reader.feed(chunk);
+    } catch (e) {
+      this.fail(e as Error);
+    }
+  }
+
+  onDrain(): void {}
+
+  head(h: ResponseHead): void {
+    if (this.settled) return;
+    this.status = h.status;
+    let s = `HTTP/1.1 ${h.status} ${STATUS_CODES[h.status] ?? 'unknown'}${CRLF}`;
+    const l = h.headers;
+    let length = false;
+    let date = false;
+    for (let i = 0; i < l.length; i += 2) {
+      const n = l[i];
+      if (n.length === 14 && n.toLowerCase() === 'content-length') length = true;
+      else if (n.length === 4 && n.toLowerCase() === 'date') date = true;
+      s += `${n}: ${l[i + 1]}${CRLF}`;
+    }
+    if (!h.requestId) s += `x-request-id: ${this.info.requestId}${CRLF}`;
+    if (!date) s += `date: ${httpDate()}${CRLF}`;
+    const bodiless = this.r.method === 'HEAD' || h.status === 204 || h.status === 304;
+    if (!length && !bodiless) {
+      this.chunked = true;
+      s += `transfer-encoding: chunked${CRLF}`;
+    }
+    if (this.r.close) s += `connection: close${CRLF}`;
+    this.headText = s + CRLF;
+  }
+
+  /** Sends the head once, with the answer now owning the connection (egress). */
+  private flushHead(): void {
+    if (this.headText === undefined) return;
+    this.o.meter?.(this.sock, this.o.serverId);
+    holdWrites(this.sock as never);
+    this.sock.write(this.headText, 'latin1');
+    this.headText = undefined;
+    this.wrote = true;
+  }
+
+  data(chunk: Buffer): void {
+    if (this.settled || chunk.length === 0) return;
+    this.flushHead();
+    const copy = Buffer.from(chunk); // a view of the pool's shared read buffer: the socket may queue it
+    let ok: boolean;
+    if (this.chunked) {
+      this.sock.write(`${copy.length.toString(16)}${CRLF}`, 'latin1');
+      this.sock.write(copy);
+      ok = this.sock.write(CRLF, 'latin1');
+    } else ok = this.sock.write(copy);
+    if (!ok && !this.paused && this.conn) {
+      this.paused = true;
+      this.conn.sock.pause();
+      this.sock.once('drain', this.resumeUp);
+    }
+  }
+
+  private readonly resumeUp = (): void => {
+    this.paused = false;
+    this.conn?.sock.resume();
+  };
+
+  end(reusable: boolean): void {
+    if (this.settled) return;
+    this.flushHead();
+    if (this.chunked) this.sock.write(`0${CRLF}${CRLF}`, 'latin1');
+    this.settle(reusable);
+    this.o.done({ kind: 'answered', status: this.status, reusable: !this.r.close });
+  }
+
+  onClose(): void {
+    if (this.settled) return;
+    if (this.mayRetry(undefined)) return this.retry();
+    try {
+      this.reader.eof();
+    } catch (e) {
+      this.fail(e as Error);
+    }
+  }
+
+  onError(err: Error): void {
+    if (this.settled) return;
+    if (this.mayRetry(err)) return this.retry();
+    this.fail(err);
+  }
+
+  onTimeout(): void {
+    this.timedOut = true;
+    this.fail(Object.assign(new Error('upstream inactivity timeout'), { code: 'ETIMEDOUT' }));
+  }
+
+  /** A kept-alive connection the app closed as we reused it: sent again once, on a new connection. */
+  private mayRetry(err: Error | undefined): boolean {
+    const code = err && codeOf(err);
+    return !this.answered && !this.retried && !!this.conn?.reused && (!err || code === 'ECONNRESET' || code === 'EPIPE');
+  }
+
+  private retry(): void {
+    this.retried = true;
+    this.release(false);
+    this.start();
+  }
+
+  private readonly clientGone = (): void => {
+    if (this.settled) return;
+    this.settle(false);
+    this.o.done({ kind: 'cut' });
+  };
+
+  private fail(err: Error): void {
+    if (this.settled) return;
+    this.settle(false);
+    if (this.wrote) {
+      this.sock.destroy(); // cut: the client sees a truncated answer
+      return this.o.done({ kind: 'cut' });
+    }
+    const code = codeOf(err);
+    // the app never took the request: the full path forwards it again (and probes a down app)
+    if (code === 'ECONNREFUSED' || (code === 'ETIMEDOUT' && !this.timedOut)) {
+      this.o.onFailure?.(this.o.serverId, code === 'ECONNREFUSED' ? 'refused' : 'timeout');
+      return this.o.done({ kind: 'replay' });
+    }
+    let failure: AppError;
+    if (this.timedOut) {
+      this.o.onFailure?.(this.o.serverId, 'timeout');
+      failure = AppError.of('upstream_timeout', 'the app of this server did not answer in time', {
+        extra: { hint: 'Check that the server started by /root/run.sh answers requests on 0.0.0.0:80.' },
+      });
+    } else {
+      const protocol = err instanceof UpstreamProtocolError;
+      this.o.onFailure?.(this.o.serverId, protocol ? 'bad_response' : 'error');
+      if (!protocol && !code) this.o.log.warn('forward failed', { rid: this.info.requestId, err: err.message });
+      failure = badGateway(protocol ? err.message : code && PUBLIC_CODE.test(code) ? code : 'connection error');
+    }
+    this.o.done({ kind: 'replay', failure });
+  }
+
+  private settle(reusable: boolean): void {
+    this.settled = true;
+    this.cancelWait();
+    this.sock.off('close', this.clientGone);
+    this.release(reusable);
+    this.o.release();
+  }
+
+  private release(reusable: boolean): void {
+    const c = this.conn;
+    if (!c) return;
+    this.conn = undefined;
+    if (this.paused) {
+      this.paused = false;
+      this.sock.off('drain', this.resumeUp);
+      c.sock.resume();
+    }
+    this.pool.release(c, reusable);
+  }
+}
