@@ -5,7 +5,8 @@
 // 301/302 after POST, become GET), the signal's reason as the rejection on abort, TypeError
 // 'fetch failed' with the cause when the connection fails, gzip/deflate/br bodies decoded.
 // Anything it does not handle (stream or form bodies, redirect modes other than follow) goes to
-// the global fetch.
+// the global fetch. leanPost is the same request without the WHATWG Response (status and body
+// bytes, a deadline of its own) for callers that read JSON directly (JSON-RPC).
 
 import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
@@ -40,7 +41,14 @@ function decode(body: Buffer, encoding: string | undefined): Buffer {
   }
 }
 
-function once(url: URL, method: string, headers: Record<string, string>, body: string | Uint8Array | undefined, signal?: AbortSignal | null) {
+function once(
+  url: URL,
+  method: string,
+  headers: Record<string, string>,
+  body: string | Uint8Array | undefined,
+  signal?: AbortSignal | null,
+  timeoutMs?: number,
+) {
   return new Promise<{ res: IncomingMessage; data: Buffer }>((resolve, reject) => {
     if (signal?.aborted) return reject(signal.reason);
     const https = url.protocol === 'https:';
@@ -52,7 +60,18 @@ function once(url: URL, method: string, headers: Record<string, string>, body: s
       reject(signal!.reason);
     };
     signal?.addEventListener('abort', onAbort, { once: true });
-    const done = () => signal?.removeEventListener('abort', onAbort);
+    const timer =
+      timeoutMs === undefined
+        ? undefined
+        : setTimeout(() => {
+            done();
+            req.destroy();
+            reject(new TypeError('fetch failed', { cause: new Error(`no answer within ${timeoutMs} ms`) }));
+          }, timeoutMs);
+    const done = () => {
+      signal?.removeEventListener('abort', onAbort);
+      clearTimeout(timer);
+    };
     const fail = (e: unknown) => (done(), reject(signal?.aborted ? signal.reason : new TypeError('fetch failed', { cause: e })));
     req.on('error', fail);
     req.on('response', (res) => {
@@ -75,6 +94,13 @@ function once(url: URL, method: string, headers: Record<string, string>, body: s
     });
     req.end(body);
   });
+}
+
+/** One POST without redirects, its answer read whole: the status and the (decoded) body bytes. Rejects
+ *  with TypeError('fetch failed', {cause}) when the connection fails or no whole answer came within timeoutMs. */
+export async function leanPost(url: URL, body: string, headers: Record<string, string>, timeoutMs: number): Promise<{ status: number; data: Buffer }> {
+  const { res, data } = await once(url, 'POST', headers, body, undefined, timeoutMs);
+  return { status: res.statusCode ?? 502, data };
 }
 
 /** fetch(url, init) over node:http(s) with kept-alive connections; see the header. */

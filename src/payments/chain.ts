@@ -1,23 +1,29 @@
-// The chain port of self-settlement and its viem implementation over one JSON-RPC URL: reads of
-// the EIP-3009 token (EIP-712 domain separator, balance, authorizationState, AuthorizationUsed
-// logs), an eth_call simulation of transferWithAuthorization, the gas wallet's balance and next
-// nonce, fees, and broadcasting a signed raw transaction. The token reads and the simulation made
-// in one tick share a JSON-RPC batch.
+// The chain port of self-settlement and its implementation over one JSON-RPC URL: reads of the
+// EIP-3009 token (EIP-712 domain separator, balance, authorizationState, AuthorizationUsed logs),
+// the preflight before the work (authorizationState, balance and an eth_estimateGas of
+// transferWithAuthorization from the gas wallet — it reverts exactly as an eth_call simulation
+// would — in one JSON-RPC batch), the gas wallet's balance and next nonce, fees, broadcasting a
+// signed raw transaction and its receipt. The calls on a paid request's path (preflight, send,
+// receipt, nonce, estimate) are written by hand: calldata of fixed ABI words, JSON-RPC over
+// src/net's leanPost (rpc.ts); the rare ones (fees, logs, health reads) go through viem's client.
 // RpcUnreachable marks answers that never came (transport), as opposed to reverts.
 
 import {
   createPublicClient,
-  encodeFunctionData,
   http,
-  HttpRequestError,
   parseAbi,
-  TimeoutError,
+  toFunctionSelector,
   BaseError,
-  TransactionNotFoundError,
+  getAddress,
+  HttpRequestError,
+  TimeoutError,
   type Hex,
   type PublicClient,
 } from 'viem';
 import { leanFetch } from '../net/index.js';
+import { JsonRpc, RpcError, RpcUnreachable } from './rpc.js';
+
+export { RpcUnreachable, RpcError } from './rpc.js';
 
 export const EIP3009_ABI = parseAbi([
   'function balanceOf(address) view returns (uint256)',
@@ -26,14 +32,6 @@ export const EIP3009_ABI = parseAbi([
   'function transferWithAuthorization(address from, address to, uint256 value, uint256 validAfter, uint256 validBefore, bytes32 nonce, uint8 v, bytes32 r, bytes32 s)',
   'event AuthorizationUsed(address indexed authorizer, bytes32 indexed nonce)',
 ]);
-
-/** An answer that never came: the RPC is down, slow, or cut the connection. */
-export class RpcUnreachable extends Error {
-  constructor(what: string, cause: unknown) {
-    super(`rpc ${what}: ${cause instanceof BaseError ? cause.shortMessage : (cause as Error).message}`.slice(0, 300));
-    this.name = 'RpcUnreachable';
-  }
-}
 
 export interface TransferCall {
   from: Hex;
@@ -50,17 +48,28 @@ export interface Receipt {
   blockNumber: bigint;
 }
 
+/** The chain's view of a transfer before the work. */
+export interface Preflight {
+  used: boolean;
+  balance: bigint;
+  /** The gas transferWithAuthorization takes from the gas wallet now; null when it would revert. */
+  gas: bigint | null;
+  /** The revert's message when it would revert. */
+  revert: string | null;
+}
+
 /** What self-settlement needs from the chain. */
 export interface Chain {
   chainId(): Promise<number>;
   domainSeparator(): Promise<Hex>;
   balanceOf(owner: Hex): Promise<bigint>;
   authorizationUsed(authorizer: Hex, nonce: Hex): Promise<boolean>;
-  /** null when the call would succeed from `sender`; else the revert's short message. */
-  simulate(sender: Hex, t: TransferCall): Promise<string | null>;
+  /** authorizationState, balanceOf and the gas estimate of the transfer from `sender`, in one request. */
+  preflight(sender: Hex, t: TransferCall): Promise<Preflight>;
   nativeBalance(owner: Hex): Promise<bigint>;
   pendingNonce(owner: Hex): Promise<number>;
   fees(): Promise<{ maxFeePerGas: bigint; maxPriorityFeePerGas: bigint }>;
+  /** Throws RpcError when the transfer would revert. */
   estimateGas(sender: Hex, t: TransferCall): Promise<bigint>;
   sendRaw(raw: Hex): Promise<Hex>;
   /** null while not mined (or unknown to the node). */
@@ -77,64 +86,112 @@ export const FEE_CACHE_MS = 2000;
 /** How far back AuthorizationUsed logs are searched (an authorization lives at most about an hour). */
 export const LOG_LOOKBACK_BLOCKS = 10_000n;
 
+const SELECTOR = {
+  balanceOf: toFunctionSelector(EIP3009_ABI[0]),
+  authorizationState: toFunctionSelector(EIP3009_ABI[1]),
+  transferWithAuthorization: toFunctionSelector(EIP3009_ABI[3]),
+};
+const UINT256_MAX = 2n ** 256n - 1n;
+const uint = (n: bigint) => {
+  if (n < 0n || n > UINT256_MAX) throw new Error('uint256 out of range');
+  return n.toString(16).padStart(64, '0');
+};
+const address = (a: Hex) => {
+  if (!/^0x[0-9a-fA-F]{40}$/.test(a)) throw new Error(`not an address: ${a}`);
+  return a.slice(2).toLowerCase().padStart(64, '0');
+};
+const bytes32 = (b: string) => {
+  if (!/^[0-9a-fA-F]{64}$/.test(b)) throw new Error('not 32 bytes');
+  return b.toLowerCase();
+};
+
+/** The calldata of transferWithAuthorization(from, to, value, validAfter, validBefore, nonce, v, r, s):
+ *  the selector and nine static 32-byte words (what viem's encodeFunctionData writes). */
 export function transferData(t: TransferCall): Hex {
   const sig = t.signature.slice(2);
-  const r = `0x${sig.slice(0, 64)}` as Hex;
-  const s = `0x${sig.slice(64, 128)}` as Hex;
+  if (!/^[0-9a-fA-F]{130}$/.test(sig)) throw new Error('not a 65-byte signature');
   let v = parseInt(sig.slice(128, 130), 16);
   if (v < 27) v += 27;
-  return encodeFunctionData({
-    abi: EIP3009_ABI,
-    functionName: 'transferWithAuthorization',
-    args: [t.from, t.to, t.value, t.validAfter, t.validBefore, t.nonce, v, r, s],
-  });
+  return `${SELECTOR.transferWithAuthorization}${address(t.from)}${address(t.to)}${uint(t.value)}${uint(t.validAfter)}${uint(t.validBefore)}${bytes32(t.nonce.slice(2))}${uint(BigInt(v))}${bytes32(sig.slice(0, 64))}${bytes32(sig.slice(64, 128))}`;
 }
 
-const transport = (e: unknown) => e instanceof BaseError && e.walk((x) => x instanceof HttpRequestError || x instanceof TimeoutError) !== null;
+/** The calldata of authorizationState(authorizer, nonce) and balanceOf(owner). */
+export const authorizationStateData = (authorizer: Hex, nonce: Hex): Hex => `${SELECTOR.authorizationState}${address(authorizer)}${bytes32(nonce.slice(2))}`;
+export const balanceOfData = (owner: Hex): Hex => `${SELECTOR.balanceOf}${address(owner)}`;
 
-export class ViemChain implements Chain {
+/** One ABI word of an eth_call answer (a bool or a uint256). */
+function word(method: string, x: unknown): bigint {
+  if (typeof x !== 'string' || !/^0x[0-9a-fA-F]{64}$/.test(x))
+    throw new RpcError(method, 0, `${method}: the token answered ${String(x).slice(0, 80)}, not one word`);
+  return BigInt(x);
+}
+const quantity = (method: string, x: unknown): bigint => {
+  if (typeof x !== 'string' || !/^0x[0-9a-fA-F]{1,64}$/.test(x)) throw new RpcError(method, 0, `${method}: not a quantity: ${String(x).slice(0, 80)}`);
+  return BigInt(x);
+};
+
+const isTransport = (e: unknown) => e instanceof BaseError && e.walk((x) => x instanceof HttpRequestError || x instanceof TimeoutError) !== null;
+
+export class RpcChain implements Chain {
+  private readonly rpc: JsonRpc;
+  /** viem's client, for the calls off a paid request's path (fees, logs, health reads). */
   private readonly client: PublicClient;
-  private readonly batched: PublicClient;
+  private readonly token: Hex;
 
-  constructor(
-    rpcUrl: string,
-    private readonly token: Hex,
-    timeoutMs: number,
-  ) {
+  constructor(rpcUrl: string, token: Hex, timeoutMs: number) {
+    this.token = getAddress(token);
+    this.rpc = new JsonRpc(rpcUrl, timeoutMs);
     this.client = createPublicClient({ transport: http(rpcUrl, { timeout: timeoutMs, retryCount: 0, fetchFn: leanFetch }) }) as PublicClient;
-    // the checks before the work are made together: one JSON-RPC batch (a batch costs a timer tick, so single calls go alone)
-    this.batched = createPublicClient({
-      transport: http(rpcUrl, { timeout: timeoutMs, retryCount: 0, batch: { wait: 0 }, fetchFn: leanFetch }),
-    }) as PublicClient;
   }
 
-  private async rpc<T>(what: string, fn: () => Promise<T>): Promise<T> {
+  private async viem<T>(what: string, fn: () => Promise<T>): Promise<T> {
     try {
       return await fn();
     } catch (e) {
-      if (transport(e) || !(e instanceof BaseError)) throw new RpcUnreachable(what, e);
+      if (isTransport(e) || !(e instanceof BaseError)) throw new RpcUnreachable(what, e);
       throw e;
     }
   }
 
-  private read<T>(functionName: 'balanceOf' | 'authorizationState' | 'DOMAIN_SEPARATOR', args: readonly unknown[]): Promise<T> {
-    return this.rpc(functionName, () => this.batched.readContract({ address: this.token, abi: EIP3009_ABI, functionName, args } as never) as Promise<T>);
-  }
+  private readCall = (data: Hex) => ({ method: 'eth_call', params: [{ to: this.token, data }, 'latest'] });
+  private estimateCall = (sender: Hex, t: TransferCall) => ({ method: 'eth_estimateGas', params: [{ from: sender, to: this.token, data: transferData(t) }] });
 
-  chainId = () => this.rpc('eth_chainId', () => this.client.getChainId());
-  domainSeparator = () => this.read<Hex>('DOMAIN_SEPARATOR', []);
-  balanceOf = (owner: Hex) => this.read<bigint>('balanceOf', [owner]);
-  authorizationUsed = (authorizer: Hex, nonce: Hex) => this.read<boolean>('authorizationState', [authorizer, nonce]);
-  nativeBalance = (owner: Hex) => this.rpc('eth_getBalance', () => this.client.getBalance({ address: owner }));
-  pendingNonce = (owner: Hex) => this.rpc('eth_getTransactionCount', () => this.client.getTransactionCount({ address: owner, blockTag: 'pending' }));
-  sendRaw = (raw: Hex) => this.rpc('eth_sendRawTransaction', () => this.client.sendRawTransaction({ serializedTransaction: raw }));
+  chainId = () => this.rpc.call<string>('eth_chainId', []).then((x) => Number(quantity('eth_chainId', x)));
+  domainSeparator = () =>
+    this.viem('DOMAIN_SEPARATOR', () => this.client.readContract({ address: this.token, abi: EIP3009_ABI, functionName: 'DOMAIN_SEPARATOR' }));
+  balanceOf = async (owner: Hex) => word('balanceOf', await this.rpc.call('eth_call', this.readCall(balanceOfData(owner)).params));
+  authorizationUsed = async (authorizer: Hex, nonce: Hex) =>
+    word('authorizationState', await this.rpc.call('eth_call', this.readCall(authorizationStateData(authorizer, nonce)).params)) !== 0n;
+  nativeBalance = async (owner: Hex) => quantity('eth_getBalance', await this.rpc.call('eth_getBalance', [owner, 'latest']));
+  pendingNonce = async (owner: Hex) => Number(quantity('eth_getTransactionCount', await this.rpc.call('eth_getTransactionCount', [owner, 'pending'])));
+  sendRaw = (raw: Hex) => this.rpc.call<Hex>('eth_sendRawTransaction', [raw]);
+  estimateGas = async (sender: Hex, t: TransferCall) => {
+    const c = this.estimateCall(sender, t);
+    return quantity(c.method, await this.rpc.call(c.method, c.params));
+  };
+
+  async preflight(sender: Hex, t: TransferCall): Promise<Preflight> {
+    const [used, balance, gas] = await this.rpc.batch([
+      this.readCall(authorizationStateData(t.from, t.nonce)),
+      this.readCall(balanceOfData(t.from)),
+      this.estimateCall(sender, t),
+    ]);
+    if (!used.ok) throw used.error;
+    if (!balance.ok) throw balance.error;
+    return {
+      used: word('authorizationState', used.result) !== 0n,
+      balance: word('balanceOf', balance.result),
+      gas: gas.ok ? quantity('eth_estimateGas', gas.result) : null,
+      revert: gas.ok ? null : gas.error.message,
+    };
+  }
 
   private fee?: { at: number; value: Promise<{ maxFeePerGas: bigint; maxPriorityFeePerGas: bigint }> };
 
-  /** viem's estimate (max fee = 2 × base fee + tip: room for several blocks of rising base fee), kept FEE_CACHE_MS. */
+  /** viem's estimate (max fee = base fee × its multiplier + tip: room for rising base fees), kept FEE_CACHE_MS. */
   fees() {
     if (this.fee && Date.now() - this.fee.at < FEE_CACHE_MS) return this.fee.value;
-    const value = this.rpc('fees', () => this.client.estimateFeesPerGas()).then((f) => ({
+    const value = this.viem('fees', () => this.client.estimateFeesPerGas()).then((f) => ({
       maxFeePerGas: f.maxFeePerGas,
       maxPriorityFeePerGas: f.maxPriorityFeePerGas,
     }));
@@ -143,45 +200,21 @@ export class ViemChain implements Chain {
     return value;
   }
 
-  async simulate(sender: Hex, t: TransferCall): Promise<string | null> {
-    try {
-      await this.rpc('eth_call', () => this.batched.call({ account: sender, to: this.token, data: transferData(t) }));
-      return null;
-    } catch (e) {
-      if (e instanceof RpcUnreachable) throw e;
-      return (e as BaseError).shortMessage ?? 'reverted';
-    }
-  }
-
-  estimateGas = (sender: Hex, t: TransferCall) =>
-    this.rpc('eth_estimateGas', () => this.client.estimateGas({ account: sender, to: this.token, data: transferData(t) }));
-
-  /** The raw request: viem's getTransactionReceipt throws an error object (stack, message) for every
-   *  poll that finds no receipt yet, the common case while waiting for a block. */
   async receipt(hash: Hex): Promise<Receipt | null> {
-    const r = (await this.rpc('eth_getTransactionReceipt', () => this.client.request({ method: 'eth_getTransactionReceipt', params: [hash] }))) as {
-      status?: Hex;
-      blockNumber?: Hex;
-    } | null;
+    const r = await this.rpc.call<{ status?: Hex; blockNumber?: Hex } | null>('eth_getTransactionReceipt', [hash]);
     // not mined yet (a node may answer a pending receipt without a block); a receipt without a status is waited on as before
     if (!r?.blockNumber || (r.status !== '0x1' && r.status !== '0x0')) return null;
     return { status: r.status === '0x1' ? 'success' : 'reverted', blockNumber: BigInt(r.blockNumber) };
   }
 
   async knows(hash: Hex): Promise<boolean> {
-    try {
-      await this.rpc('eth_getTransactionByHash', () => this.client.getTransaction({ hash }));
-      return true;
-    } catch (e) {
-      if (e instanceof TransactionNotFoundError) return false;
-      throw e;
-    }
+    return (await this.rpc.call<unknown>('eth_getTransactionByHash', [hash])) !== null;
   }
 
   async usedBy(authorizer: Hex, nonce: Hex): Promise<Hex | null> {
-    const latest = await this.rpc('eth_blockNumber', () => this.client.getBlockNumber());
+    const latest = await this.viem('eth_blockNumber', () => this.client.getBlockNumber());
     const fromBlock = latest > LOG_LOOKBACK_BLOCKS ? latest - LOG_LOOKBACK_BLOCKS : 0n;
-    const logs = await this.rpc('eth_getLogs', () =>
+    const logs = await this.viem('eth_getLogs', () =>
       this.client.getLogs({ address: this.token, event: EIP3009_ABI[4], args: { authorizer, nonce }, fromBlock, toBlock: latest }),
     );
     return logs[0]?.transactionHash ?? null;

@@ -5,7 +5,7 @@
 
 import { parseEther } from 'viem';
 import { facilitatorAuth } from './auth.js';
-import { ViemChain } from './chain.js';
+import { RpcChain } from './chain.js';
 import { HttpFacilitator } from './facilitator.js';
 import { chainProbe, facilitatorProbe, type Prober } from './health.js';
 import { networkOf } from './networks.js';
@@ -29,7 +29,7 @@ export async function paymentChecks(x: X402Settings): Promise<PaymentCheck[]> {
     const net = networkOf(x);
     if (x.settlement === 'self') {
       const wallet = readGasKey(x.gasKeyFile ?? '');
-      probe = chainProbe(new ViemChain(x.rpcUrl ?? '', net.asset, x.facilitatorTimeout), net, wallet.address, parseEther(x.minGasBalance ?? '0'));
+      probe = chainProbe(new RpcChain(x.rpcUrl ?? '', net.asset, x.facilitatorTimeout), net, wallet.address, parseEther(x.minGasBalance ?? '0'));
       what = `self-settlement on ${net.network}, gas wallet ${wallet.address}`;
     } else {
       const fac = new HttpFacilitator({ url: x.facilitatorUrl, timeoutMs: x.facilitatorTimeout, settleTimeoutMs: x.settleTimeout, auth: facilitatorAuth(x) });

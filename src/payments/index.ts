@@ -9,7 +9,7 @@ export { PaymentHealth, type PaymentState, type GasState } from './health.js';
 export { facilitatorAuth, cdpJwt, cdpSigningKey, CDP_JWT_SECONDS, type FacilitatorAuth } from './auth.js';
 export { SelfSettler, readGasKey } from './selfsettle.js';
 export { paymentChecks, type PaymentCheck } from './doctor.js';
-export { ViemChain, RpcUnreachable, EIP3009_ABI, type Chain } from './chain.js';
+export { RpcChain, RpcUnreachable, RpcError, EIP3009_ABI, type Chain } from './chain.js';
 export { Reconciler, EXPIRY_GRACE_SECONDS, type ReconcileSummary, type SettledListener } from './reconcile.js';
 export { HttpFacilitator, FacilitatorError, type Facilitator, type SettleResult, type HttpFacilitatorOptions } from './facilitator.js';
 export { encodeHeader, decodeHeader, safeJson, MAX_HEADER_BYTES } from './codec.js';

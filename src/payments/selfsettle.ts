@@ -1,9 +1,13 @@
 // Self-settlement (verify.x402.settlement "self"): the host is its own facilitator. verify (before
-// the paid work) reads the chain: the authorization's nonce unused, the payer's balance, and an
-// eth_call simulation of transferWithAuthorization from the gas wallet. settle (after the work)
-// signs transferWithAuthorization with the gas wallet (one signer at a time: the gas nonce, counted
-// locally between reads), sends it and polls for the receipt (25 ms doubling up to pollMs) until
-// the deadline; no receipt by then is `unknown` (pending) with the transaction kept. resume (the reconciler) never builds a second transfer while the first may
+// the paid work) reads the chain in one JSON-RPC batch: the authorization's nonce unused, the
+// payer's balance, and an eth_estimateGas of transferWithAuthorization from the gas wallet (it
+// reverts exactly as an eth_call simulation would). settle (after the work) signs
+// transferWithAuthorization with the gas wallet at that estimate (one signer at a time: the gas
+// nonce, counted locally between reads), sends it and polls for the receipt (25 ms doubling up to
+// pollMs) until the deadline; no receipt by then is `unknown` (pending) with the transaction kept.
+// The transfer is not simulated again after the work: one whose state changed meanwhile (the payer
+// spent the balance) reverts on chain at the gas wallet's cost and is refused (afterRevert).
+// resume (the reconciler) never builds a second transfer while the first may
 // still land: it reads the receipt and authorizationState, re-broadcasts the same signed
 // transaction if the node lost it, and signs anew only when that one can no longer be mined
 // (refused as stale) and the authorization is still unused — the EIP-3009 nonce admits one
@@ -14,7 +18,7 @@ import { getAddress, keccak256, type Hex } from 'viem';
 import { privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
 import type { Logger } from '../log/index.js';
 import type { PaymentRecord } from '../store/index.js';
-import { RpcUnreachable, transferData, type Chain, type TransferCall } from './chain.js';
+import { RpcError, RpcUnreachable, transferData, type Chain, type TransferCall } from './chain.js';
 import { FacilitatorError, type Facilitator, type SettleResult } from './facilitator.js';
 import type { PaymentPayload, PaymentRequirements, SettleResponse, SupportedResponse, VerifyResponse } from './types.js';
 
@@ -69,6 +73,8 @@ export const NONCE_RESYNC_MS = 5000;
 
 export class SelfSettler implements Facilitator {
   private signing: Promise<unknown> = Promise.resolve();
+  /** The gas estimate of a verified payment, for its settlement (the paywall passes the same payload object). */
+  private readonly gas = new WeakMap<PaymentPayload, bigint>();
   private nonce?: { next: number; at: number };
   private readonly pollMs: number;
 
@@ -89,15 +95,15 @@ export class SelfSettler implements Facilitator {
     const invalid = (invalidReason: string, invalidMessage: string) => ({ isValid: false, invalidReason, invalidMessage, payer: t.from });
     if (t.signature.length !== 132) return invalid('unsupported_signature', 'self-settlement takes 65-byte ECDSA signatures only');
     try {
-      const c = this.o.chain;
-      // one JSON-RPC batch
-      const [used, balance, revert] = await Promise.all([c.authorizationUsed(t.from, t.nonce), c.balanceOf(t.from), c.simulate(this.address, t)]);
+      const { used, balance, gas, revert } = await this.o.chain.preflight(this.address, t);
       if (used) return invalid('nonce_already_used', 'the authorization nonce was already used on chain');
       if (balance < t.value) return invalid('insufficient_funds', `the payer holds ${balance} atomic units; the payment needs ${t.value}`);
-      if (revert) return invalid('simulation_failed', `transferWithAuthorization would revert: ${revert.slice(0, 160)}`);
+      if (gas === null) return invalid('simulation_failed', `transferWithAuthorization would revert: ${(revert ?? 'reverted').slice(0, 160)}`);
+      this.gas.set(p, gas);
       return { isValid: true, payer: t.from };
     } catch (e) {
       if (e instanceof RpcUnreachable) throw new FacilitatorError('verify', `the chain (RPC) did not answer: ${e.message}`);
+      if (e instanceof RpcError) throw new FacilitatorError('verify', `the chain (RPC) answered an error: ${e.message}`);
       throw e;
     }
   }
@@ -114,11 +120,11 @@ export class SelfSettler implements Facilitator {
 
   /** Signs and sends one transfer; one at a time, so each takes the next gas nonce. A send the node refuses
    *  for its nonce (the wallet used elsewhere) is signed once more with the chain's nonce. */
-  private submit(t: TransferCall): Promise<{ hash: Hex; raw: Hex; sent: boolean; unreachable?: boolean; error?: string }> {
+  private submit(t: TransferCall, estimate: bigint | undefined): Promise<{ hash: Hex; raw: Hex; sent: boolean; unreachable?: boolean; error?: string }> {
     const run = async () => {
       const c = this.o.chain;
-      // estimated again after the work: a transfer that can no longer happen (balance moved meanwhile) reverts here, not on chain at our gas
-      const [gas, fees] = await Promise.all([c.estimateGas(this.address, t), c.fees()]);
+      // the estimate made before the work; estimated here when there is none (the reconciler's resume)
+      const [gas, fees] = await Promise.all([estimate ?? c.estimateGas(this.address, t), c.fees()]);
       for (let attempt = 0; ; attempt++) {
         const raw = await this.o.wallet.signTransaction({
           type: 'eip1559',
@@ -147,20 +153,22 @@ export class SelfSettler implements Facilitator {
   }
 
   settle(p: PaymentPayload, _r: PaymentRequirements): Promise<SettleResult> {
-    return this.first(p);
+    const gas = this.gas.get(p);
+    this.gas.delete(p);
+    return this.first(p, gas);
   }
 
-  private async first(p: PaymentPayload): Promise<SettleResult> {
+  private async first(p: PaymentPayload, gas?: bigint): Promise<SettleResult> {
     const t = toCall(p);
     const deadline = Date.now() + this.o.settleTimeoutMs;
     if (BigInt(Math.floor(Date.now() / 1000) + 2) >= t.validBefore)
       return { outcome: 'refused', response: this.answer(false, t, '', 'authorization_expired: it ran out before the work was done') };
     let s: Awaited<ReturnType<SelfSettler['submit']>>;
     try {
-      s = await this.submit(t);
+      s = await this.submit(t, gas);
     } catch (e) {
       if (e instanceof RpcUnreachable) return { outcome: 'unknown', reason: e.message };
-      // estimateGas reverted: the transfer cannot happen now (spent balance, used nonce)
+      // the estimate (the reconciler's path) reverted, or the node answered an error: the transfer cannot happen now (spent balance, used nonce)
       return this.afterRevert(t, (e as Error).message);
     }
     if (!s.sent) {

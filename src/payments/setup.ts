@@ -7,7 +7,7 @@ import { parseEther } from 'viem';
 import type { Logger } from '../log/index.js';
 import type { PaymentStore } from '../store/index.js';
 import { facilitatorAuth, type AuthSettings } from './auth.js';
-import { ViemChain, type Chain } from './chain.js';
+import { RpcChain, type Chain } from './chain.js';
 import { HttpFacilitator, type Facilitator } from './facilitator.js';
 import { chainProbe, facilitatorProbe, PaymentHealth, type Prober } from './health.js';
 import { networkOf, type NetworkSettings } from './networks.js';
@@ -65,7 +65,7 @@ export function createPayments(x: X402Settings, store: PaymentStore, log: Logger
   else if (settlement === 'self') {
     if (!x.rpcUrl || !x.gasKeyFile) throw new Error('verify.x402.settlement self needs rpcUrl and gasKeyFile');
     const wallet = readGasKey(x.gasKeyFile);
-    const chain = o.chain ?? new ViemChain(x.rpcUrl, net.asset, x.facilitatorTimeout);
+    const chain = o.chain ?? new RpcChain(x.rpcUrl, net.asset, x.facilitatorTimeout);
     fac = new SelfSettler({
       chain,
       wallet,

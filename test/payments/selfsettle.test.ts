@@ -138,6 +138,40 @@ test('an expired authorization is refused before work; one that expires during t
   assert.is(rec?.status, 'refused');
 });
 
+test('a payer who moves the balance away during the work: the transfer (at the estimate made before) reverts on chain, refused, nothing paid', async () => {
+  const payer = await w.payer(100_000n);
+  const t = await terms();
+  const p = await signPayment(payer, t);
+  // a second authorization of the whole balance to someone else, sent by another party while the passes run
+  const drain = await signPayment(payer, t, { to: getAddress(w.gas.address), value: '100000' });
+  const a = drain.payload.authorization;
+  const { r, s, v } = parseSignature(drain.payload.signature as Hex);
+  let sent: Promise<unknown> | undefined;
+  w.llm.script = () => {
+    sent ??= w.anvil
+      .wallet()
+      .writeContract({
+        address: w.token,
+        abi: TOKEN_ABI,
+        functionName: 'transferWithAuthorization',
+        args: [getAddress(a.from), getAddress(a.to), BigInt(a.value), BigInt(a.validAfter), BigInt(a.validBefore), a.nonce as Hex, Number(v), r, s],
+      })
+      .then((hash) => w.anvil.client.waitForTransactionReceipt({ hash }));
+    return { verdict: 'pass', delayMs: 300 };
+  };
+  const payToBefore = await bal(w.payTo);
+  const txs = await gasTxs();
+  const res = await paid(encode(p));
+  await sent;
+  assert.is(res.status, 402, res.text);
+  assert.is(res.json.error, 'payment_settlement_failed');
+  assert.match(res.json.detail, /transaction_failed/);
+  assert.is(await bal(payer.address), 0n);
+  assert.is(await bal(w.payTo), payToBefore, 'nothing paid to us');
+  assert.is(await gasTxs(), txs + 1, 'one reverted transaction from the gas wallet');
+  assert.is(d.daemon.payments.paywall.record(w.token, payer.address, p.payload.authorization.nonce)?.status, 'refused');
+});
+
 test('10 concurrent copies of one payment: one pass set, one transfer', async () => {
   const payer = await w.payer(1_000_000n);
   const header = encode(await signPayment(payer, await terms()));
