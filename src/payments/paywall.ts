@@ -1,6 +1,7 @@
 // The x402 paywall, independent of what is sold: terms for an amount and a resource → decode
-// and validate the payment header → local checks (viem) → facilitator /verify → atomic
-// (asset, payer, nonce) lock → the caller's paid work → facilitator /settle → PAYMENT-RESPONSE.
+// and validate the payment header → local checks (viem) → facilitator /verify, the atomic
+// (asset, payer, nonce) lock committed while it is under way (undone when it is rejected) → the
+// caller's paid work → facilitator /settle → PAYMENT-RESPONSE.
 // The work runs at most once per payment; a payment is settled only after the work succeeded;
 // an unknown settlement outcome is recorded as pending for the reconciler (reconcile.ts). While
 // the health check (health.ts) finds payments unusable, every charge answers 503
@@ -186,18 +187,13 @@ export class Paywall {
     if (this.inflight.has(id) || this.opts.store.isUsed(key)) throw used();
     this.inflight.add(id);
     try {
-      let verdict;
-      try {
-        verdict = await this.opts.facilitator.verify(payload, ours);
-      } catch (e) {
-        if (!(e instanceof FacilitatorError)) throw e;
-        throw AppError.of('facilitator_unavailable', `the payment could not be verified: ${e.message}; nothing was charged, retry later`);
-      }
-      if (!verdict.isValid)
-        throw fail(
-          'payment_rejected',
-          `${this.who} rejected the payment: ${verdict.invalidReason ?? 'no reason given'}${verdict.invalidMessage ? ` (${verdict.invalidMessage.slice(0, 200)})` : ''}`,
-        );
+      // the lock's synced commit is made while the verification's request is on its way (the commit blocks
+      // this thread; the request's bytes left on the previous turn): a payment whose verification fails is
+      // unlocked again, so it can be presented again as before (a crash in between leaves it locked, as a
+      // crash during the work does)
+      const verifying = this.opts.facilitator.verify(payload, ours);
+      verifying.catch(() => undefined);
+      await new Promise((r) => setImmediate(r));
       const locked = this.opts.store.lock({
         asset: ours.asset,
         payer: auth.from,
@@ -212,6 +208,21 @@ export class Paywall {
         lockedAt: this.now(),
       });
       if (!locked) throw used();
+      let verdict;
+      try {
+        verdict = await verifying;
+      } catch (e) {
+        this.opts.store.unlock(key);
+        if (!(e instanceof FacilitatorError)) throw e;
+        throw AppError.of('facilitator_unavailable', `the payment could not be verified: ${e.message}; nothing was charged, retry later`);
+      }
+      if (!verdict.isValid) {
+        this.opts.store.unlock(key);
+        throw fail(
+          'payment_rejected',
+          `${this.who} rejected the payment: ${verdict.invalidReason ?? 'no reason given'}${verdict.invalidMessage ? ` (${verdict.invalidMessage.slice(0, 200)})` : ''}`,
+        );
+      }
     } finally {
       this.inflight.delete(id);
     }

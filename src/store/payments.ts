@@ -73,6 +73,13 @@ export class PaymentStore {
     });
   }
 
+  /** Removes a record this caller locked whose payment was then rejected (it never ran paid work). */
+  unlock(key: PaymentKey): void {
+    this.env.txSync(() => {
+      if (this.db.get(key)?.status === 'locked') this.db.removeSync(key);
+    });
+  }
+
   /** Applies a change and keeps the pending index in step; returns the new record. */
   update(key: PaymentKey, change: Partial<Omit<PaymentRecord, 'asset' | 'payer' | 'nonce'>>): PaymentRecord | undefined {
     return this.env.txSync(() => {

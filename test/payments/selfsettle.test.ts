@@ -85,15 +85,22 @@ test('a paid quick verification settles on chain: payer −60000, payTo +60000, 
   assert.not.ok(JSON.stringify(d.logs).includes(key.slice(2)), 'the gas key never reaches the log');
 });
 
-test('a payer without the balance gets 402 before any LLM pass and nothing moves', async () => {
+test('a payer without the balance gets 402 before any LLM pass and nothing moves; the same payment, once funded, is taken', async () => {
   const payer = await w.payer(10_000n);
   const calls = w.llm.calls.length;
-  const r = await paid(encode(await signPayment(payer, await terms())));
+  const p = await signPayment(payer, await terms());
+  const r = await paid(encode(p));
   assert.is(r.status, 402, r.text);
   assert.is(r.json.error, 'payment_rejected');
   assert.match(r.json.detail, /insufficient_funds/);
   assert.is(w.llm.calls.length, calls, 'no pass ran');
   assert.is(await bal(payer.address), 10_000n);
+  // locked while it was verified, unlocked when rejected
+  assert.is(d.daemon.payments.paywall.record(w.token, payer.address, p.payload.authorization.nonce), undefined);
+  await w.anvil.mint(w.token, payer.address, 50_000n);
+  const again = await paid(encode(p));
+  assert.is(again.status, 200, again.text);
+  assert.is(await bal(payer.address), 0n);
 });
 
 test('an authorization front-run on chain (its nonce already used) is refused before work', async () => {
