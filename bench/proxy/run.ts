@@ -26,7 +26,8 @@
 // `--repeat N` measures every row N times, the rows taking turns, and shows each row's median
 // and the spread of its rounds (the machine is shared: the spread is the noise).
 //
-// Usage: node --import tsx bench/proxy/run.ts [--duration 10] [--connections 64] [--target ip:80] [--container] [--tls] [--no-pin]
+// With `--container` the daemon runs bundled as it ships (esbuild, see bundle()); `--tsx` runs it from source.
+// Usage: node --import tsx bench/proxy/run.ts [--duration 10] [--connections 64] [--target ip:80] [--container] [--tls] [--no-pin] [--tsx]
 //   [--repeat N] [--raw] [--threads N] [--threads-cpus list] [--proxy-cpu N] [--load-cpu N|any] [--nginx-workers N]
 
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -233,9 +234,31 @@ async function nginxTlsProxy(target: string): Promise<{ port: number; pid: numbe
   return { port, pid: child.pid! };
 }
 
+/**
+ * The real daemon runs as it ships: bundled by esbuild as build.mjs does it (natives external,
+ * no keepNames), not through tsx, whose transform keeps function names by wrapping every named
+ * closure in a call the shipped bundle does not make. `--tsx` runs it from source instead.
+ */
+async function bundle(file: string): Promise<string> {
+  const { build } = await import('esbuild');
+  const out = new URL(`../../dist/bench/${file.replace(/^\.\/|\.ts$/g, '')}.mjs`, import.meta.url).pathname;
+  await build({
+    entryPoints: [new URL(file, import.meta.url).pathname],
+    outfile: out,
+    bundle: true,
+    platform: 'node',
+    target: 'node24',
+    format: 'esm',
+    external: ['lmdb', 'node-pty', 'ssh2', 'cpu-features', 'msgpackr-extract', 'esbuild'],
+    banner: { js: "import { createRequire as __rbxCreateRequire } from 'node:module'; const require = __rbxCreateRequire(import.meta.url);" },
+    logLevel: 'warning',
+  });
+  return out;
+}
+
 async function main(): Promise<void> {
-  const helper = async (file: string, args: string[], cpu: string | undefined = proxyCpu) => {
-    const argv = ['--import', 'tsx', new URL(file, import.meta.url).pathname, ...args];
+  const helper = async (file: string, args: string[], cpu: string | undefined = proxyCpu, bundled = false) => {
+    const argv = bundled ? [await bundle(file), ...args] : ['--import', 'tsx', new URL(file, import.meta.url).pathname, ...args];
     const c = spawn(...(cpu ? pinned(cpu, process.execPath, argv) : ([process.execPath, argv] as [string, string[]])), {
       stdio: ['ignore', 'pipe', 'inherit'],
     });
@@ -251,7 +274,7 @@ async function main(): Promise<void> {
   let inContainer: Awaited<ReturnType<typeof helper>> | undefined;
   if (process.argv.includes('--container')) {
     // set up on every core, then the daemon (all its threads) moves to the proxy core, the app to the load core
-    inContainer = await helper('./container.ts', [], undefined);
+    inContainer = await helper('./container.ts', [], undefined, !process.argv.includes('--tsx'));
     target = inContainer.target!;
     await pinPid(proxyCpu, inContainer.pid);
     for (const pid of appPids()) await pinPid(loadCpu, pid);

@@ -12,7 +12,7 @@
 
 import type { Socket } from 'node:net';
 import type { TLSSocket } from 'node:tls';
-import type { LaneApp, LaneOutcome, LaneRequest, RequestInfo } from '../http/index.js';
+import type { LaneApp, LaneExchange, LaneOutcome, LaneRequest, RequestInfo } from '../http/index.js';
 import { ConnGuard, type Conn } from './guard.js';
 
 /** What the edge lends the lane. */
@@ -107,6 +107,8 @@ export class LaneConnection {
   private busy = false;
   private gone = false;
   private ended = false;
+  /** The answer under way, told when the connection closes. */
+  private current: LaneExchange | undefined;
   private readonly conn: Conn | undefined;
 
   constructor(
@@ -120,8 +122,15 @@ export class LaneConnection {
     sock.on('end', this.onEnd);
     sock.on('error', noop);
     sock.on('timeout', this.onTimeout);
+    sock.on('close', this.onClose);
     sock.setTimeout(IDLE_TIMEOUT_MS);
   }
+
+  private readonly onClose = (): void => {
+    const c = this.current;
+    this.current = undefined;
+    c?.clientGone();
+  };
 
   private readonly onData = (d: Buffer): void => {
     this.pending = this.pending ? Buffer.concat([this.pending, d]) : d;
@@ -162,7 +171,8 @@ export class LaneConnection {
     this.ctx.began();
     const t0 = performance.now();
     const taken = this.ctx.app.lane(r, this.sock, info, (o) => this.done(o, head, info, t0));
-    if (!taken) {
+    if (taken) this.current = taken;
+    else {
       this.busy = false;
       this.unstart();
       this.pending = this.pending ? Buffer.concat([head, this.pending]) : head;
@@ -177,6 +187,7 @@ export class LaneConnection {
 
   private done(o: LaneOutcome, head: Buffer, info: RequestInfo, t0: number): void {
     this.busy = false;
+    this.current = undefined;
     if (o.kind === 'replay') {
       this.unstart();
       if (this.conn) this.conn.replay = { requestId: info.requestId, failure: o.failure };
@@ -203,6 +214,7 @@ export class LaneConnection {
     s.off('data', this.onData);
     s.off('end', this.onEnd);
     s.off('timeout', this.onTimeout);
+    s.off('close', this.onClose);
     s.off('error', noop);
     const pending = this.pending;
     this.pending = undefined;

@@ -11,6 +11,7 @@ export {
   type HandlerResult,
   type HttpApp,
   type LaneApp,
+  type LaneExchange,
   type LaneOutcome,
   type LaneRequest,
   type Reply,

@@ -99,11 +99,16 @@ export type LaneOutcome =
   /** the answer was cut or the client left: the connection is closed */
   | { kind: 'cut' };
 
+/** A lane answer under way; told when the client's connection closes (one listener per connection, not per answer). */
+export interface LaneExchange {
+  clientGone(): void;
+}
+
 /** An app that answers lane requests itself, writing HTTP/1.1 on the client's connection. */
 export interface LaneApp {
   /**
-   * Starts answering `r` on `sock` and returns true; `done` is called exactly once when it is
-   * over. Returns false, having done nothing, when only the full path can answer it.
+   * Starts answering `r` on `sock`; `done` is called exactly once when it is over. Returns
+   * false, having done nothing, when only the full path can answer it.
    */
-  lane(r: LaneRequest, sock: Duplex, info: RequestInfo & { slug: string }, done: (o: LaneOutcome) => void): boolean;
+  lane(r: LaneRequest, sock: Duplex, info: RequestInfo & { slug: string }, done: (o: LaneOutcome) => void): LaneExchange | false;
 }

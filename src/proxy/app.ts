@@ -8,7 +8,17 @@ import type { Duplex, Readable } from 'node:stream';
 import { PassThrough } from 'node:stream';
 import type { ProxyConfig } from '../config/index.js';
 import { AppError, errorFields } from '../errors.js';
-import { rawError, type HttpApp, type LaneApp, type LaneOutcome, type LaneRequest, type Req, type RequestInfo, type Res } from '../http/index.js';
+import {
+  rawError,
+  type HttpApp,
+  type LaneApp,
+  type LaneExchange,
+  type LaneOutcome,
+  type LaneRequest,
+  type Req,
+  type RequestInfo,
+  type Res,
+} from '../http/index.js';
 import type { Logger } from '../log/index.js';
 import { EgressMeter } from '../billing/index.js';
 import { PublicUrls } from '../pages/index.js';
@@ -87,18 +97,26 @@ export class ProxyApp implements HttpApp, LaneApp {
    * wait as any request (its failure is answered by node's server as a page: replay). A server
    * that is unknown, paused or has no app (static files) is not the lane's (false).
    */
-  lane(r: LaneRequest, sock: Duplex, info: RequestInfo & { slug: string }, done: (o: LaneOutcome) => void): boolean {
+  lane(r: LaneRequest, sock: Duplex, info: RequestInfo & { slug: string }, done: (o: LaneOutcome) => void): LaneExchange | false {
     const { sites, presence, publication } = this.d;
     const site = sites.lookup(info.slug);
     const app = site && !site.suspended ? publication.knownApp(site.id) : false;
     if (!site || app === false) return false;
     if (app && !this.warming.has(site.id) && !presence.needsWake(site.id) && publication.isReady(site.id))
-      this.direct(r, sock, info, site, presence.hold(site.id), done);
-    else void this.laneWaited(r, sock, info, site, done);
-    return true;
+      return this.direct(r, sock, info, site, presence.hold(site.id), done);
+    const waiting: LaneExchange & { ex?: LaneExchange } = { clientGone: () => waiting.ex?.clientGone() };
+    void this.laneWaited(r, sock, info, site, done, waiting);
+    return waiting;
   }
 
-  private async laneWaited(r: LaneRequest, sock: Duplex, info: RequestInfo, site: Site, done: (o: LaneOutcome) => void): Promise<void> {
+  private async laneWaited(
+    r: LaneRequest,
+    sock: Duplex,
+    info: RequestInfo,
+    site: Site,
+    done: (o: LaneOutcome) => void,
+    waiting: { ex?: LaneExchange },
+  ): Promise<void> {
     // run.sh was not looked at lately: a server without one is served its files by node's server
     if (this.d.publication.knownApp(site.id) === undefined && !(await this.d.publication.hasApp(site.id, site.rootfs))) return done({ kind: 'replay' });
     const release = this.d.presence.hold(site.id);
@@ -112,14 +130,14 @@ export class ProxyApp implements HttpApp, LaneApp {
       release();
       return done({ kind: 'cut' });
     }
-    this.direct(r, sock, info, site, release, done);
+    waiting.ex = this.direct(r, sock, info, site, release, done);
   }
 
-  private direct(r: LaneRequest, sock: Duplex, info: RequestInfo, site: Site, release: () => void, done: (o: LaneOutcome) => void): void {
-    this.d.forwarder.direct(r, sock, site.upstream, info, {
+  private direct(r: LaneRequest, sock: Duplex, info: RequestInfo, site: Site, release: () => void, done: (o: LaneOutcome) => void): LaneExchange {
+    return this.d.forwarder.direct(r, sock, site.upstream, info, {
       serverId: site.id,
       release,
-      meter: this.meter && ((s, id) => this.meter!.turn(s, id)),
+      meter: this.meter,
       onFailure: this.failed,
       done,
       log: this.d.log,

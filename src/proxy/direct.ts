@@ -24,7 +24,7 @@ export interface DirectOptions {
   /** Called once the exchange is over (presence hold). */
   release: () => void;
   /** The answer owns the connection from its head on (egress metering). */
-  meter?: (sock: Duplex, serverId: string) => void;
+  meter?: { turn(sock: Duplex, serverId: string): void };
   onFailure?: (serverId: string, f: ForwardFailure) => void;
   done: (o: LaneOutcome) => void;
   log: Logger;
@@ -77,13 +77,13 @@ export class DirectExchange implements ConnOwner, ReaderEvents {
   ) {
     this.wire = requestHead(r.method, r.target, r.host, r.raw, info.ip, info.scheme, false);
     this.reader = new ResponseReader(this, r.method === 'HEAD');
-    sock.once('close', this.clientGone);
   }
 
-  start(): void {
+  start(): this {
+    if (this.retried) this.reader = new ResponseReader(this, this.r.method === 'HEAD');
     this.answered = false;
-    this.reader = new ResponseReader(this, this.r.method === 'HEAD');
     this.cancelWait = this.pool.acquire(this.upstream, this.retried, (c) => this.attach(c));
+    return this;
   }
 
   private attach(c: Conn): void {
@@ -133,7 +133,7 @@ export class DirectExchange implements ConnOwner, ReaderEvents {
   /** Sends the head once, with the answer now owning the connection (egress). */
   private flushHead(): void {
     if (this.headText === undefined) return;
-    this.o.meter?.(this.sock, this.o.serverId);
+    this.o.meter?.turn(this.sock, this.o.serverId);
     holdWrites(this.sock as never);
     this.sock.write(this.headText, 'latin1');
     this.headText = undefined;
@@ -203,11 +203,12 @@ export class DirectExchange implements ConnOwner, ReaderEvents {
     this.start();
   }
 
-  private readonly clientGone = (): void => {
+  /** The client's connection closed (the lane tells). */
+  clientGone(): void {
     if (this.settled) return;
     this.settle(false);
     this.o.done({ kind: 'cut' });
-  };
+  }
 
   private fail(err: Error): void {
     if (this.settled) return;
@@ -240,7 +241,6 @@ export class DirectExchange implements ConnOwner, ReaderEvents {
   private settle(reusable: boolean): void {
     this.settled = true;
     this.cancelWait();
-    this.sock.off('close', this.clientGone);
     this.release(reusable);
     this.o.release();
   }

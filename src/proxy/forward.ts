@@ -57,8 +57,8 @@ export class Forwarder {
   }
 
   /** Forwards a lane request, answering it on the client's connection (direct.ts). */
-  direct(r: LaneRequest, sock: Duplex, upstream: Upstream, info: RequestInfo, o: DirectOptions): void {
-    new DirectExchange(this.pool, r, sock, upstream, info, { ...o, log: this.opts.log }).start();
+  direct(r: LaneRequest, sock: Duplex, upstream: Upstream, info: RequestInfo, o: DirectOptions): DirectExchange {
+    return new DirectExchange(this.pool, r, sock, upstream, info, o).start();
   }
 
   /** Forwards a WebSocket handshake and then both byte streams. */
