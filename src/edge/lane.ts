@@ -30,7 +30,6 @@ export interface LaneContext {
 /** node's own limit on a request head (http.maxHeaderSize): a longer one is node's to refuse. */
 const MAX_HEAD = 16 * 1024;
 const MAX_FIELDS = 100;
-const IDLE_TIMEOUT_MS = 120_000;
 const REQUEST_LINE = /^(GET|HEAD) (\/[\x21-\x7e]*) HTTP\/1\.1$/;
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 /** Controls other than HTAB (obs-text 0x80-0xFF is allowed, as node allows it). */
@@ -121,9 +120,9 @@ export class LaneConnection {
     sock.on('data', this.onData);
     sock.on('end', this.onEnd);
     sock.on('error', noop);
-    sock.on('timeout', this.onTimeout);
     sock.on('close', this.onClose);
-    sock.setTimeout(IDLE_TIMEOUT_MS);
+    // no socket timer (refreshed on every read and write): the guard's head deadline closes an
+    // idle or stalled connection, and the upstream's inactivity limit ends an answer that stalls
   }
 
   private readonly onClose = (): void => {
@@ -145,10 +144,6 @@ export class LaneConnection {
     // a head cut short by the FIN is node's to answer
     if (this.pending) this.giveAway();
     else this.sock.end();
-  };
-
-  private readonly onTimeout = (): void => {
-    this.sock.destroy();
   };
 
   /** Takes the next complete head, or hands the connection over. */
@@ -213,7 +208,6 @@ export class LaneConnection {
     const s = this.sock;
     s.off('data', this.onData);
     s.off('end', this.onEnd);
-    s.off('timeout', this.onTimeout);
     s.off('close', this.onClose);
     s.off('error', noop);
     const pending = this.pending;

@@ -64,6 +64,15 @@ const SINGLE = new Map(
   ].map((n, i) => [n, 1 << i]),
 );
 
+const NO_TOKENS: string[] = [];
+/** The Connection values nearly every app sends, read without splitting. */
+const SIMPLE_CONNECTION = new Map([
+  ['keep-alive', ['keep-alive']],
+  ['Keep-Alive', ['keep-alive']],
+  ['close', ['close']],
+  ['Close', ['close']],
+]);
+
 const enum S {
   Head,
   Length,
@@ -230,9 +239,10 @@ export class ResponseReader {
       if (status === 101) throw new UpstreamProtocolError('unexpected 101 Switching Protocols');
       return;
     }
-    const tokens = conn ? connectionTokens(conn) : [];
+    const tokens = conn === undefined ? NO_TOKENS : (SIMPLE_CONNECTION.get(conn) ?? connectionTokens(conn));
     this.keepAlive = m[1] === '1' ? !tokens.includes('close') : tokens.includes('keep-alive');
-    let drop: string[] | undefined = tokens.length > 0 ? tokens : undefined;
+    // the headers Connection names are dropped too (hop-by-hop ones already were)
+    let drop: string[] | undefined = tokens.some((t) => !HOP.has(t)) ? tokens : undefined;
     if (status === 204 || status === 304) {
       this.state = S.Done;
     } else if (this.headRequest) {
