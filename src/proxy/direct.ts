@@ -64,6 +64,9 @@ export class DirectExchange implements ConnOwner, ReaderEvents {
   private chunked = false;
   private wrote = false;
   private paused = false;
+  /** Inside onData: body bytes are staged, so an answer that ends in the same read goes out in one write. */
+  private reading = false;
+  private staged: Buffer[] | undefined;
   private cancelWait: () => void = () => {};
   private readonly wire: string;
 
@@ -97,9 +100,15 @@ export class DirectExchange implements ConnOwner, ReaderEvents {
 
   onData(chunk: Buffer): void {
     this.answered = true;
+    this.reading = true;
     try {
       this.reader.feed(chunk);
+      this.reading = false;
+      // the answer did not end in this read: what came of it goes out now, the rest streams
+      if (this.staged) this.unstage();
     } catch (e) {
+      this.reading = false;
+      this.staged = undefined;
       this.fail(e as Error);
     }
   }
@@ -130,6 +139,24 @@ export class DirectExchange implements ConnOwner, ReaderEvents {
     this.headText = s + CRLF;
   }
 
+  /** The whole answer came in one read: head, body and framing go out as one buffer in one write. */
+  private whole(): void {
+    const parts = this.staged ?? [];
+    this.staged = undefined;
+    let body = 0;
+    for (const p of parts) body += p.length;
+    const prefix = this.chunked && body > 0 ? `${this.headText}${body.toString(16)}${CRLF}` : this.headText!;
+    const suffix = this.chunked ? (body > 0 ? `${CRLF}0${CRLF}${CRLF}` : `0${CRLF}${CRLF}`) : '';
+    const out = Buffer.allocUnsafe(prefix.length + body + suffix.length);
+    let at = out.write(prefix, 0, 'latin1');
+    for (const p of parts) at += p.copy(out, at);
+    if (suffix) out.write(suffix, at, 'latin1');
+    this.o.meter?.turn(this.sock, this.o.serverId);
+    this.headText = undefined;
+    this.wrote = true;
+    this.sock.write(out);
+  }
+
   /** Sends the head once, with the answer now owning the connection (egress). */
   private flushHead(): void {
     if (this.headText === undefined) return;
@@ -142,6 +169,13 @@ export class DirectExchange implements ConnOwner, ReaderEvents {
 
   data(chunk: Buffer): void {
     if (this.settled || chunk.length === 0) return;
+    // inside the read that may also end the answer: kept (a view, valid during this read) to go out in one write
+    if (this.reading && !this.wrote) return void (this.staged ??= []).push(chunk);
+    this.stream(chunk);
+  }
+
+  /** Writes body bytes as they come, with back-pressure on the app's connection. */
+  private stream(chunk: Buffer): void {
     this.flushHead();
     const copy = Buffer.from(chunk); // a view of the pool's shared read buffer: the socket may queue it
     let ok: boolean;
@@ -162,10 +196,18 @@ export class DirectExchange implements ConnOwner, ReaderEvents {
     this.conn?.sock.resume();
   };
 
+  /** Copies what was staged in this read out before the read buffer is used again. */
+  private unstage(): void {
+    const parts = this.staged!;
+    this.staged = undefined;
+    for (const p of parts) this.stream(p);
+  }
+
   end(reusable: boolean): void {
     if (this.settled) return;
-    this.flushHead();
-    if (this.chunked) this.sock.write(`0${CRLF}${CRLF}`, 'latin1');
+    if (this.wrote) {
+      if (this.chunked) this.sock.write(`0${CRLF}${CRLF}`, 'latin1');
+    } else this.whole();
     this.settle(reusable);
     this.o.done({ kind: 'answered', status: this.status, reusable: !this.r.close });
   }

@@ -39,6 +39,8 @@ const MAX_LINE = 4096;
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 /** Bytes a field value may not hold: controls other than HTAB (obs-text 0x80-0xFF is allowed). */
 const CTL = /[\x00-\x08\x0a-\x1f\x7f]/;
+/** In header lines (CRLF-separated): a control byte other than HTAB, or a CR or LF that is not part of a CRLF. */
+const BAD_IN_FIELDS = /[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]|\r(?!\n)|(?<!\r)\n/;
 const STATUS_LINE = /^HTTP\/1\.([01]) ([1-5]\d\d)(?: [^\r\n]*)?$/;
 /** Headers node itself keeps once (the first wins); a second copy is dropped, as node's client does. */
 const SINGLE = new Map(
@@ -204,6 +206,8 @@ export class ResponseReader {
     let conn: string | undefined;
     let seen = 0; // bits of SINGLE
     let requestId = false;
+    // one scan of all header lines for what no field may hold; only when it finds something is each value checked (and named)
+    const clean = eol >= text.length || !BAD_IN_FIELDS.test(text.slice(eol + 2));
     while (eol < text.length) {
       const start = eol + 2;
       eol = text.indexOf('\r\n', start);
@@ -213,7 +217,7 @@ export class ResponseReader {
       if (colon <= start || colon > eol) throw new UpstreamProtocolError('invalid header line');
       const rawName = text.slice(start, colon);
       if (!TOKEN.test(rawName)) throw new UpstreamProtocolError('invalid header name');
-      const value = fieldValue(text, colon + 1, eol);
+      const value = clean ? trimmed(text, colon + 1, eol) : fieldValue(text, colon + 1, eol);
       const name = rawName.toLowerCase();
       if (name === 'content-length') {
         if (!/^\d{1,15}$/.test(value) || (length !== undefined && length !== value)) throw new UpstreamProtocolError('invalid Content-Length');
@@ -291,11 +295,16 @@ export class ResponseReader {
  * in a dropped hop-by-hop value would hide a line that a parser ending lines there reads.
  */
 function fieldValue(text: string, from: number, to: number): string {
-  while (from < to && (text.charCodeAt(from) === 32 || text.charCodeAt(from) === 9)) from++;
-  while (to > from && (text.charCodeAt(to - 1) === 32 || text.charCodeAt(to - 1) === 9)) to--;
-  const value = text.slice(from, to);
+  const value = trimmed(text, from, to);
   if (CTL.test(value)) throw new UpstreamProtocolError('invalid header value');
   return value;
+}
+
+/** text[from, to) without the spaces and tabs around it. */
+function trimmed(text: string, from: number, to: number): string {
+  while (from < to && (text.charCodeAt(from) === 32 || text.charCodeAt(from) === 9)) from++;
+  while (to > from && (text.charCodeAt(to - 1) === 32 || text.charCodeAt(to - 1) === 9)) to--;
+  return text.slice(from, to);
 }
 
 /** Refuses a trailer line that would not do as a header line. */

@@ -231,6 +231,24 @@ test('a 4 MiB answer read slowly arrives whole (back-pressure both ways)', async
   assert.is(createHash('sha256').update(body).digest('hex'), createHash('sha256').update(BIG).digest('hex'));
 });
 
+test("an idle lane connection is closed at the edge's head deadline, and one that sent half a head gets a 408", async () => {
+  const port = (app.address() as AddressInfo).port;
+  const site = { id: 'srv_app', slug: 'app', rootfs: join(top, 'app'), upstream: { host: '127.0.0.1', port }, neverSleep: false, suspended: false };
+  const short = await startEdge({ sites: sitesOf([site]), headerTimeout: 300 });
+  try {
+    await exchange(short.http, get('/len', 'app', 'Connection: close\r\n')); // the app is known to be up from here on
+    const idle = await exchange(short.http, get('/len'), { timeoutMs: 5000 });
+    assert.is(idle.status, 200);
+    assert.ok(laneAnswered(idle), idle.text);
+    assert.ok(idle.closed && idle.closedAfter < 3000, `closed after ${idle.closedAfter} ms`);
+    const half = await exchange(short.http, `GET /len HTTP/1.1\r\nHost: app.${DOMAIN}\r\n`, { timeoutMs: 5000 });
+    assert.is(half.status, 408, half.text);
+    assert.is(JSON.parse(half.body).error, 'request_timeout');
+  } finally {
+    await short.stop();
+  }
+});
+
 test('HTTP/1.1 over TLS takes the lane too', async () => {
   const tls = { ca: readFileSync(lane.caFile), servername: `app.${DOMAIN}` };
   const a = await exchange(lane.https, get('/len') + get('/len', 'app', 'Connection: close\r\n'), { tls });

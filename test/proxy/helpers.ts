@@ -52,6 +52,8 @@ export async function startEdge(opts: {
   egress?: (id: string, bytes: number) => void;
   /** An idle tracker of the test's own (started and stopped by the test), e.g. with doze on. */
   presence?: IdleTracker;
+  /** The edge's request-head deadline (ms). */
+  headerTimeout?: number;
 }): Promise<TestEdge> {
   const dataDir = mkdtempSync(join(tmpdir(), 'rbx-proxy-'));
   const logs: Record<string, unknown>[] = [];
@@ -67,7 +69,7 @@ export async function startEdge(opts: {
   });
   const edge = new Edge({
     domain: DOMAIN,
-    http: { host: '127.0.0.1', port: 0, redirect: false },
+    http: { host: '127.0.0.1', port: 0, redirect: false, ...(opts.headerTimeout ? { headerTimeout: opts.headerTimeout } : {}) },
     https: { host: '127.0.0.1', port: 0 },
     tls,
     log,
