@@ -3,8 +3,9 @@
 // payer's balance, and an eth_estimateGas of transferWithAuthorization from the gas wallet (it
 // reverts exactly as an eth_call simulation would). settle (after the work) signs
 // transferWithAuthorization with the gas wallet at that estimate (one signer at a time: the gas
-// nonce, counted locally between reads), sends it and polls for the receipt (25 ms doubling up to
-// pollMs) until the deadline; no receipt by then is `unknown` (pending) with the transaction kept.
+// nonce, counted locally between reads), sends it and polls for the receipt (at once, after 5 ms —
+// a node that mines on arrival, like anvil's automine, may answer the send just before the block —
+// then 25 ms doubling up to pollMs) until the deadline; no receipt by then is `unknown` (pending) with the transaction kept.
 // The transfer is not simulated again after the work: one whose state changed meanwhile (the payer
 // spent the balance) reverts on chain at the gas wallet's cost and is refused (afterRevert).
 // resume (the reconciler) never builds a second transfer while the first may
@@ -191,7 +192,7 @@ export class SelfSettler implements Facilitator {
       } catch (e) {
         last = (e as Error).message;
       }
-      const pause = Math.min(this.pollMs, 25 * 2 ** polls++);
+      const pause = Math.min(this.pollMs, polls++ === 0 ? 5 : 25 * 2 ** (polls - 2));
       if (Date.now() + pause > deadline) break;
       await sleep(pause);
     }
