@@ -119,11 +119,14 @@ export class EgressMeter {
 
   /**
    * Meters an HTTP/1.1 answer written straight onto its connection (the edge's lane), from now
-   * until the connection's next answer takes it over or it closes.
+   * until an answer for another server takes the connection over or it closes (answers for the
+   * same server in a row share one count).
    */
   turn(sock: Duplex, serverId: string): void {
     const s = sock as Owned;
     const before = s[OWNER];
+    // the connection's previous answer was for the same server: its count goes on
+    if (before && !before.ended && before.serverId === serverId) return;
     before?.end();
     const c = new SocketCounter(this, serverId);
     c.begin(sock);
