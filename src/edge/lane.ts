@@ -30,6 +30,7 @@ export interface LaneContext {
 /** node's own limit on a request head (http.maxHeaderSize): a longer one is node's to refuse. */
 const MAX_HEAD = 16 * 1024;
 const MAX_FIELDS = 100;
+const END_OF_HEAD = Buffer.from('\r\n\r\n', 'latin1');
 const REQUEST_LINE = /^(GET|HEAD) (\/[\x21-\x7e]*) HTTP\/1\.1$/;
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 /** Controls other than HTAB (obs-text 0x80-0xFF is allowed, as node allows it). */
@@ -150,7 +151,7 @@ export class LaneConnection {
   private next(): void {
     const buf = this.pending;
     if (!buf || this.gone) return;
-    const end = buf.indexOf('\r\n\r\n', 0, 'latin1');
+    const end = buf.indexOf(END_OF_HEAD);
     if (end < 0) {
       if (buf.length > MAX_HEAD) this.giveAway();
       return;

@@ -35,6 +35,7 @@ export interface ReaderEvents {
 }
 
 const MAX_HEAD = 64 * 1024;
+const END_OF_HEAD = Buffer.from('\r\n\r\n', 'latin1');
 const MAX_LINE = 4096;
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 /** Bytes a field value may not hold: controls other than HTAB (obs-text 0x80-0xFF is allowed). */
@@ -112,7 +113,7 @@ export class ResponseReader {
     while (at < chunk.length) {
       switch (this.state) {
         case S.Head: {
-          const end = chunk.indexOf('\r\n\r\n', at, 'latin1');
+          const end = chunk.indexOf(END_OF_HEAD, at);
           if (end < 0) {
             // (what is held may end in the first three bytes of the CRLFCRLF)
             if (chunk.length - at > MAX_HEAD + 3) throw new UpstreamProtocolError('response head too large');
