@@ -36,6 +36,19 @@ const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 /** Controls other than HTAB (obs-text 0x80-0xFF is allowed, as node allows it). */
 const CTL = /[\x00-\x08\x0a-\x1f\x7f]/;
 
+const GET = Buffer.from('GET /', 'latin1');
+const HEAD = Buffer.from('HEAD /', 'latin1');
+/** Control bytes other than HTAB, CR and LF: no request head holds them. */
+const NOT_IN_HEAD = /[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]/;
+
+/** Whether the start of a head may still become one the lane takes. */
+function mayBeLaneHead(buf: Buffer): boolean {
+  const n = Math.min(buf.length, buf[0] === 0x48 ? HEAD.length : GET.length);
+  const prefix = buf[0] === 0x48 ? HEAD : GET;
+  if (buf.compare(prefix, 0, n, 0, n) !== 0) return false;
+  return !NOT_IN_HEAD.test(buf.toString('latin1'));
+}
+
 /** A lane request plus the client's X-Request-Id; undefined when the lane does not take the head. */
 export function readHead(text: string): (LaneRequest & { rid?: string }) | undefined {
   let eol = text.indexOf('\r\n');
@@ -153,7 +166,8 @@ export class LaneConnection {
     if (!buf || this.gone) return;
     const end = buf.indexOf(END_OF_HEAD);
     if (end < 0) {
-      if (buf.length > MAX_HEAD) this.giveAway();
+      // what can only be refused is node's to refuse at once (a TLS hello on the plain port, bytes no head holds)
+      if (buf.length > MAX_HEAD || !mayBeLaneHead(buf)) this.giveAway();
       return;
     }
     if (end > MAX_HEAD) return this.giveAway();
