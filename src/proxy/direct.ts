@@ -5,19 +5,19 @@
 // the app's cleaned headers, ours (x-request-id, date), and the body as the app framed it by
 // length, else re-framed as chunked. An answer that arrives whole in one read goes out with the
 // other writes of that batch of events (batch.ts); a longer one streams with back-pressure both
-// ways. Failures before the first byte reached the client are handed back to the edge (replay):
-// node's server then answers that request the usual way — forwarded again when the app never
-// took it (refused, stale keep-alive), else the error page without a second forward.
+// ways. A stale kept-alive connection is retried once on a new one. Other failures before the
+// first byte reached the client are handed back to the edge (replay) with their error: node's
+// server then answers that request with the page the full path gives, without forwarding it again.
 
 import { STATUS_CODES } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { AppError } from '../errors.js';
+import { errorFields } from '../errors.js';
 import type { LaneOutcome, LaneRequest, RequestInfo } from '../http/index.js';
 import type { Logger } from '../log/index.js';
 import { holdWrites } from './batch.js';
-import { ResponseReader, UpstreamProtocolError, requestHead, type ReaderEvents, type ResponseHead } from './http1.js';
+import { ResponseReader, requestHead, type ReaderEvents, type ResponseHead } from './http1.js';
 import type { Conn, ConnOwner, Upstream, UpstreamPool } from './pool.js';
-import type { ForwardFailure } from './exchange.js';
+import { classify, codeOf, type ForwardFailure } from './failures.js';
 
 export interface DirectOptions {
   serverId: string;
@@ -42,12 +42,6 @@ function httpDate(): string {
   return dateText;
 }
 
-const badGateway = (why: string) =>
-  AppError.of('bad_gateway', `the app of this server broke the connection or sent an invalid response (${why.slice(0, 80)})`, {
-    extra: { hint: 'See /var/log/run.sh.log on the server.' },
-  });
-const codeOf = (e: Error) => (e as { code?: string }).code;
-const PUBLIC_CODE = /^[A-Z][A-Z0-9_]{1,39}$/;
 const CRLF = '\r\n';
 
 export class DirectExchange implements ConnOwner, ReaderEvents {
@@ -259,24 +253,11 @@ export class DirectExchange implements ConnOwner, ReaderEvents {
       this.sock.destroy(); // cut: the client sees a truncated answer
       return this.o.done({ kind: 'cut' });
     }
-    const code = codeOf(err);
-    // the app never took the request: the full path forwards it again (and probes a down app)
-    if (code === 'ECONNREFUSED' || (code === 'ETIMEDOUT' && !this.timedOut)) {
-      this.o.onFailure?.(this.o.serverId, code === 'ECONNREFUSED' ? 'refused' : 'timeout');
-      return this.o.done({ kind: 'replay' });
-    }
-    let failure: AppError;
-    if (this.timedOut) {
-      this.o.onFailure?.(this.o.serverId, 'timeout');
-      failure = AppError.of('upstream_timeout', 'the app of this server did not answer in time', {
-        extra: { hint: 'Check that the server started by /root/run.sh answers requests on 0.0.0.0:80.' },
-      });
-    } else {
-      const protocol = err instanceof UpstreamProtocolError;
-      this.o.onFailure?.(this.o.serverId, protocol ? 'bad_response' : 'error');
-      if (!protocol && !code) this.o.log.warn('forward failed', { rid: this.info.requestId, err: err.message });
-      failure = badGateway(protocol ? err.message : code && PUBLIC_CODE.test(code) ? code : 'connection error');
-    }
+    // nothing reached the client: node's server answers the request with the page, as the full path would
+    const [kind, failure] = classify(err, this.timedOut);
+    this.o.onFailure?.(this.o.serverId, kind);
+    if (kind === 'error' && !codeOf(err)) this.o.log.warn('forward failed', { rid: this.info.requestId, err: errorFields(err) });
+    else this.o.log.debug('forward failed', { rid: this.info.requestId, error_code: codeOf(err), err: err.message });
     this.o.done({ kind: 'replay', failure });
   }
 

@@ -9,17 +9,17 @@
 // client's connection (egress.ts), not here.
 
 import type { Readable } from 'node:stream';
-import { AppError, errorFields } from '../errors.js';
+import { errorFields } from '../errors.js';
 import type { Req, RequestInfo, Res } from '../http/index.js';
 import type { Logger } from '../log/index.js';
 import { ResponseReader, UpstreamProtocolError, requestHead, type ReaderEvents, type ResponseHead } from './http1.js';
 import { afterBatch, holdWrites } from './batch.js';
+import { classify, codeOf, type ForwardFailure } from './failures.js';
 import { sendErrorPage } from './pages.js';
 import { Upload } from './upload.js';
 import type { Conn, ConnOwner, Upstream, UpstreamPool } from './pool.js';
 
-/** Why a forward failed before anything reached the client (the caller may mark the app down). */
-export type ForwardFailure = 'refused' | 'timeout' | 'bad_response' | 'error';
+export type { ForwardFailure } from './failures.js';
 
 /** What the caller of one exchange asks of it. */
 export interface WebOptions {
@@ -59,9 +59,6 @@ function framing(req: Req): { length?: string; te?: string; host: string } {
   }
   return { length, te, host };
 }
-const codeOf = (e: Error) => (e as { code?: string }).code;
-/** An error code that may be named in a 502's detail (ECONNRESET, EPIPE, ERR_STREAM_…). */
-const PUBLIC_CODE = /^[A-Z][A-Z0-9_]{1,39}$/;
 
 export class Exchange implements ConnOwner, ReaderEvents {
   private conn: Conn | undefined;
@@ -263,7 +260,7 @@ export class Exchange implements ConnOwner, ReaderEvents {
     const res = this.res;
     if ((res as { destroyed?: boolean }).destroyed || res.writableEnded) return;
     if (res.headersSent) return void (res as { destroy(): void }).destroy(); // cut: the client sees a truncated answer
-    const [failure, e] = this.classify(err);
+    const [failure, e] = classify(err, this.timedOut);
     this.o.onFailure?.(this.o.serverId, failure);
     if (failure === 'error' && !codeOf(err)) this.shared.log.warn('forward failed', { rid: this.info.requestId, err: errorFields(err) });
     else this.shared.log.debug('forward failed', { rid: this.info.requestId, error_code: codeOf(err), err: err.message });
@@ -272,34 +269,6 @@ export class Exchange implements ConnOwner, ReaderEvents {
     } catch {
       (res as { destroy(): void }).destroy();
     }
-  }
-
-  private classify(err: Error): [ForwardFailure, AppError] {
-    const code = codeOf(err);
-    if (code === 'ECONNREFUSED') {
-      return [
-        'refused',
-        AppError.of('app_down', 'the app of this server is not accepting connections on port 80', {
-          extra: { hint: 'Its /root/run.sh may have crashed or be restarting; see /var/log/run.sh.log on the server.' },
-        }),
-      ];
-    }
-    if (this.timedOut || code === 'ETIMEDOUT' || code === 'EHOSTUNREACH') {
-      const detail = this.timedOut ? 'the app of this server did not answer in time' : 'the app of this server did not accept the connection in time';
-      return [
-        'timeout',
-        AppError.of('upstream_timeout', detail, { extra: { hint: 'Check that the server started by /root/run.sh answers requests on 0.0.0.0:80.' } }),
-      ];
-    }
-    // what the app sent wrong (our own words), or the socket's error code; never another
-    // error's message, which may say anything about the host (it is logged by failPage)
-    const why = err instanceof UpstreamProtocolError ? err.message : code && PUBLIC_CODE.test(code) ? code : 'connection error';
-    return [
-      err instanceof UpstreamProtocolError ? 'bad_response' : 'error',
-      AppError.of('bad_gateway', `the app of this server broke the connection or sent an invalid response (${why.slice(0, 80)})`, {
-        extra: { hint: 'See /var/log/run.sh.log on the server.' },
-      }),
-    ];
   }
 
   /** Ends the exchange for good: no more waiting, body pumping or connection. */

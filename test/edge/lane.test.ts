@@ -212,6 +212,37 @@ test('egress of lane answers is what the client received, head included', async 
   assert.is((egress.get('srv_app') ?? 0) - before, received);
 });
 
+test('an app that stopped listening: the lane answers the app_down page once, as the full path does', async () => {
+  const gone = createServer((_req, res) => res.end('up'));
+  await new Promise<void>((r) => gone.listen(0, '127.0.0.1', r));
+  const port = (gone.address() as AddressInfo).port;
+  mkdirSync(join(top, 'gone/root'), { recursive: true });
+  writeFileSync(join(top, 'gone/root/run.sh'), '#!/bin/sh\n');
+  chmodSync(join(top, 'gone/root/run.sh'), 0o755);
+  const e = await startEdge({
+    sites: sitesOf([{ id: 'srv_gone', slug: 'gone', rootfs: join(top, 'gone'), upstream: { host: '127.0.0.1', port }, neverSleep: false, suspended: false }]),
+  });
+  try {
+    const up = await answers(e.http, [get('/', 'gone'), get('/', 'gone', 'Connection: close\r\n')]);
+    assert.equal(
+      up.map((a) => [a.status, a.body]),
+      [
+        [200, 'up'],
+        [200, 'up'],
+      ],
+    );
+    assert.ok(laneAnswered(up[0]));
+    gone.closeAllConnections();
+    await new Promise((r) => gone.close(r));
+    const down = await exchange(e.http, get('/', 'gone', 'Connection: close\r\n'), { timeoutMs: 5000 });
+    assert.is(down.status, 502, down.text);
+    assert.is(JSON.parse(down.body).error, 'app_down');
+    assert.is(down.text.split('HTTP/1.1 ').length, 2, 'one answer');
+  } finally {
+    await e.stop();
+  }
+});
+
 test('a 4 MiB answer read slowly arrives whole (back-pressure both ways)', async () => {
   const { connect } = await import('node:net');
   const s = connect({ host: '127.0.0.1', port: lane.http });

@@ -1,0 +1,42 @@
+// What a forward that got no usable answer from an app becomes: the kind of failure (the caller
+// may mark the app down) and the AppError the visitor sees (502 bad_gateway or app_down, 504
+// upstream_timeout). Shared by the full path (exchange.ts) and the lane (direct.ts). The detail
+// names what the app did wrong in our own words or a socket's error code, never another error's
+// message, which may say anything about the host (the callers log that).
+
+import { AppError } from '../errors.js';
+import { UpstreamProtocolError } from './http1.js';
+
+/** Why a forward failed before anything reached the client. */
+export type ForwardFailure = 'refused' | 'timeout' | 'bad_response' | 'error';
+
+export const codeOf = (e: Error): string | undefined => (e as { code?: string }).code;
+/** An error code that may be named in a 502's detail (ECONNRESET, EPIPE, ERR_STREAM_…). */
+const PUBLIC_CODE = /^[A-Z][A-Z0-9_]{1,39}$/;
+
+/** `timedOut`: the app took the request and then went quiet past the upstream timeout. */
+export function classify(err: Error, timedOut: boolean): [ForwardFailure, AppError] {
+  const code = codeOf(err);
+  if (code === 'ECONNREFUSED') {
+    return [
+      'refused',
+      AppError.of('app_down', 'the app of this server is not accepting connections on port 80', {
+        extra: { hint: 'Its /root/run.sh may have crashed or be restarting; see /var/log/run.sh.log on the server.' },
+      }),
+    ];
+  }
+  if (timedOut || code === 'ETIMEDOUT' || code === 'EHOSTUNREACH') {
+    const detail = timedOut ? 'the app of this server did not answer in time' : 'the app of this server did not accept the connection in time';
+    return [
+      'timeout',
+      AppError.of('upstream_timeout', detail, { extra: { hint: 'Check that the server started by /root/run.sh answers requests on 0.0.0.0:80.' } }),
+    ];
+  }
+  const why = err instanceof UpstreamProtocolError ? err.message : code && PUBLIC_CODE.test(code) ? code : 'connection error';
+  return [
+    err instanceof UpstreamProtocolError ? 'bad_response' : 'error',
+    AppError.of('bad_gateway', `the app of this server broke the connection or sent an invalid response (${why.slice(0, 80)})`, {
+      extra: { hint: 'See /var/log/run.sh.log on the server.' },
+    }),
+  ];
+}
