@@ -16,7 +16,8 @@ import type { LaneOutcome, LaneRequest, RequestInfo } from '../http/index.js';
 import type { Logger } from '../log/index.js';
 import { holdWrites } from './batch.js';
 import { ResponseReader, requestHead, type ReaderEvents, type ResponseHead } from './http1.js';
-import type { Conn, ConnOwner, Upstream, UpstreamPool } from './pool.js';
+import type { Conn, Upstream, UpstreamPool } from './pool.js';
+import { UpstreamTurn } from './turn.js';
 import { classify, codeOf, type ForwardFailure } from './failures.js';
 
 export interface DirectOptions {
@@ -44,13 +45,7 @@ function httpDate(): string {
 
 const CRLF = '\r\n';
 
-export class DirectExchange implements ConnOwner, ReaderEvents {
-  private conn: Conn | undefined;
-  private reader: ResponseReader;
-  private settled = false;
-  private answered = false;
-  private retried = false;
-  private timedOut = false;
+export class DirectExchange extends UpstreamTurn implements ReaderEvents {
   /** The head to send, until it is sent with the first body bytes or the end. */
   private headText: string | undefined;
   private status = 0;
@@ -72,6 +67,7 @@ export class DirectExchange implements ConnOwner, ReaderEvents {
     private readonly info: RequestInfo,
     private readonly o: DirectOptions,
   ) {
+    super();
     this.wire = requestHead(r.method, r.target, r.host, r.raw, info.ip, info.scheme, false);
     this.reader = new ResponseReader(this, r.method === 'HEAD');
   }
@@ -106,8 +102,6 @@ export class DirectExchange implements ConnOwner, ReaderEvents {
       this.fail(e as Error);
     }
   }
-
-  onDrain(): void {}
 
   head(h: ResponseHead): void {
     if (this.settled) return;
@@ -206,37 +200,8 @@ export class DirectExchange implements ConnOwner, ReaderEvents {
     this.o.done({ kind: 'answered', status: this.status, reusable: !this.r.close });
   }
 
-  onClose(): void {
-    if (this.settled) return;
-    if (this.mayRetry(undefined)) return this.retry();
-    try {
-      this.reader.eof();
-    } catch (e) {
-      this.fail(e as Error);
-    }
-  }
-
-  onError(err: Error): void {
-    if (this.settled) return;
-    if (this.mayRetry(err)) return this.retry();
-    this.fail(err);
-  }
-
-  onTimeout(): void {
-    this.timedOut = true;
-    this.fail(Object.assign(new Error('upstream inactivity timeout'), { code: 'ETIMEDOUT' }));
-  }
-
-  /** A kept-alive connection the app closed as we reused it: sent again once, on a new connection. */
-  private mayRetry(err: Error | undefined): boolean {
-    const code = err && codeOf(err);
-    return !this.answered && !this.retried && !!this.conn?.reused && (!err || code === 'ECONNRESET' || code === 'EPIPE');
-  }
-
-  private retry(): void {
-    this.retried = true;
-    this.release(false);
-    this.start();
+  protected resendable(): boolean {
+    return true; // a lane request is a bodiless GET or HEAD
   }
 
   /** The client's connection closed (the lane tells). */
@@ -246,7 +211,7 @@ export class DirectExchange implements ConnOwner, ReaderEvents {
     this.o.done({ kind: 'cut' });
   }
 
-  private fail(err: Error): void {
+  protected fail(err: Error): void {
     if (this.settled) return;
     this.settle(false);
     if (this.wrote) {
@@ -268,7 +233,7 @@ export class DirectExchange implements ConnOwner, ReaderEvents {
     this.o.release();
   }
 
-  private release(reusable: boolean): void {
+  protected release(reusable: boolean): void {
     const c = this.conn;
     if (!c) return;
     this.conn = undefined;

@@ -17,7 +17,8 @@ import { afterBatch, holdWrites } from './batch.js';
 import { classify, codeOf, type ForwardFailure } from './failures.js';
 import { sendErrorPage } from './pages.js';
 import { Upload } from './upload.js';
-import type { Conn, ConnOwner, Upstream, UpstreamPool } from './pool.js';
+import type { Conn, Upstream, UpstreamPool } from './pool.js';
+import { UpstreamTurn } from './turn.js';
 
 export type { ForwardFailure } from './failures.js';
 
@@ -60,14 +61,7 @@ function framing(req: Req): { length?: string; te?: string; host: string } {
   return { length, te, host };
 }
 
-export class Exchange implements ConnOwner, ReaderEvents {
-  private conn: Conn | undefined;
-  private reader!: ResponseReader;
-  private settled = false;
-  /** Any byte came back on the current connection. */
-  private answered = false;
-  private retried = false;
-  private timedOut = false;
+export class Exchange extends UpstreamTurn implements ReaderEvents {
   private paused = false;
   /** The answer's head and body so far, while all of it came in the read being handled. */
   private staged: { head: ResponseHead; parts: Buffer[] } | undefined;
@@ -85,6 +79,7 @@ export class Exchange implements ConnOwner, ReaderEvents {
     private readonly o: WebOptions,
     private readonly shared: ExchangeShared,
   ) {
+    super();
     const { length, te, host } = framing(req);
     const stream = (req as { stream?: { endAfterHeaders?: boolean } }).stream;
     const bodiless = req.method === 'GET' || req.method === 'HEAD';
@@ -116,7 +111,7 @@ export class Exchange implements ConnOwner, ReaderEvents {
     (this.res as { destroy(): void }).destroy();
   }
 
-  onDrain(): void {
+  override onDrain(): void {
     this.upload?.drained();
   }
 
@@ -205,51 +200,15 @@ export class Exchange implements ConnOwner, ReaderEvents {
 
   // --- failures -------------------------------------------------------------------------------
 
-  onClose(): void {
-    if (this.settled) return;
-    if (this.mayRetry(undefined)) return this.retry();
-    try {
-      this.reader.eof(); // ends a close-delimited answer, else throws
-    } catch (e) {
-      this.fail(e as Error);
-    }
-  }
-
-  onError(err: Error): void {
-    if (this.settled) return;
-    if (this.mayRetry(err)) return this.retry();
-    this.fail(err);
-  }
-
-  onTimeout(): void {
-    this.timedOut = true;
-    this.fail(Object.assign(new Error('upstream inactivity timeout'), { code: 'ETIMEDOUT' }));
-  }
-
-  /** A kept-alive connection the app closed as we reused it: a bodiless GET/HEAD is sent again, once. */
-  private mayRetry(err: Error | undefined): boolean {
-    const code = err && codeOf(err);
-    return (
-      !this.answered &&
-      !this.retried &&
-      !!this.conn?.reused &&
-      !this.upload &&
-      (this.req.method === 'GET' || this.req.method === 'HEAD') &&
-      (!err || code === 'ECONNRESET' || code === 'EPIPE')
-    );
-  }
-
-  private retry(): void {
-    this.retried = true;
-    this.release(false);
-    this.start();
+  protected resendable(): boolean {
+    return !this.upload && (this.req.method === 'GET' || this.req.method === 'HEAD');
   }
 
   private clientGone(): void {
     if (!this.settled) this.settle(false);
   }
 
-  private fail(err: Error): void {
+  protected fail(err: Error): void {
     if (this.settled) return;
     this.settle(false);
     this.failPage(err);
@@ -280,7 +239,7 @@ export class Exchange implements ConnOwner, ReaderEvents {
     this.o.onDone?.();
   }
 
-  private release(reusable: boolean): void {
+  protected release(reusable: boolean): void {
     const c = this.conn;
     if (!c) return;
     this.conn = undefined;
