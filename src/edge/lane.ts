@@ -30,6 +30,8 @@ export interface LaneContext {
 /** node's own limit on a request head (http.maxHeaderSize): a longer one is node's to refuse. */
 const MAX_HEAD = 16 * 1024;
 const MAX_FIELDS = 100;
+/** Reads a head may take to arrive before the lane hands it to node's server. */
+const MAX_PARTIAL_READS = 4;
 const END_OF_HEAD = Buffer.from('\r\n\r\n', 'latin1');
 const REQUEST_LINE = /^(GET|HEAD) (\/[\x21-\x7e]*) HTTP\/1\.1$/;
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
@@ -120,6 +122,11 @@ export class LaneConnection {
   private busy = false;
   private gone = false;
   private ended = false;
+  /** Reads so far of a head not yet complete. */
+  private partial = 0;
+  /** What arrived while an answer was under way, and its size. */
+  private queued: Buffer[] | undefined;
+  private queuedBytes = 0;
   /** The answer under way, told when the connection closes. */
   private current: LaneExchange | undefined;
   private readonly conn: Conn | undefined;
@@ -146,11 +153,25 @@ export class LaneConnection {
   };
 
   private readonly onData = (d: Buffer): void => {
+    if (this.busy) {
+      // pipelined bytes are kept as they came (joined once, when their turn comes); beyond a head's
+      // worth they wait in the kernel until the answer is out
+      (this.queued ??= []).push(d);
+      this.queuedBytes += d.length;
+      if (this.queuedBytes > MAX_HEAD) this.sock.pause();
+      return;
+    }
     this.pending = this.pending ? Buffer.concat([this.pending, d]) : d;
-    if (!this.busy) this.next();
-    // pipelined bytes beyond a head's worth wait in the kernel until the answer is out
-    else if (this.pending.length > MAX_HEAD) this.sock.pause();
+    this.next();
   };
+
+  /** Joins what arrived while an answer was under way to what is pending. */
+  private unqueue(): void {
+    if (!this.queued) return;
+    this.pending = Buffer.concat(this.pending ? [this.pending, ...this.queued] : this.queued);
+    this.queued = undefined;
+    this.queuedBytes = 0;
+  }
 
   private readonly onEnd = (): void => {
     this.ended = true;
@@ -162,14 +183,18 @@ export class LaneConnection {
 
   /** Takes the next complete head, or hands the connection over. */
   private next(): void {
+    this.unqueue();
     const buf = this.pending;
     if (!buf || this.gone) return;
     const end = buf.indexOf(END_OF_HEAD);
     if (end < 0) {
-      // what can only be refused is node's to refuse at once (a TLS hello on the plain port, bytes no head holds)
-      if (buf.length > MAX_HEAD || !mayBeLaneHead(buf)) this.giveAway();
+      // What can only be refused is node's to refuse at once (a TLS hello on the plain port, bytes no
+      // head holds). A head still incomplete after a few reads is node's too: its parser reads a
+      // trickled head byte by byte at no extra cost, where the lane looks at all of it again each time.
+      if (buf.length > MAX_HEAD || ++this.partial > MAX_PARTIAL_READS || !mayBeLaneHead(buf)) this.giveAway();
       return;
     }
+    this.partial = 0;
     if (end > MAX_HEAD) return this.giveAway();
     const r = readHead(buf.toString('latin1', 0, end));
     const info = r && this.ctx.route(r, r.rid, this.sock.remoteAddress ?? '', this.scheme);
@@ -212,7 +237,7 @@ export class LaneConnection {
       return void this.sock.end();
     }
     if (this.sock.isPaused()) this.sock.resume();
-    if (this.pending) this.next();
+    if (this.pending || this.queued) this.next();
     else if (this.ended) this.sock.end();
   }
 
@@ -225,6 +250,7 @@ export class LaneConnection {
     s.off('end', this.onEnd);
     s.off('close', this.onClose);
     s.off('error', noop);
+    this.unqueue();
     const pending = this.pending;
     this.pending = undefined;
     this.handover(s);

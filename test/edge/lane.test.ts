@@ -243,6 +243,27 @@ test('an app that stopped listening: the lane answers the app_down page once, as
   }
 });
 
+test('a head trickled a byte at a time, and requests pipelined byte by byte behind an answer, are all answered in order', async () => {
+  const { connect } = await import('node:net');
+  const text = get('/len') + get('/echo') + get('/len', 'app', 'Connection: close\r\n');
+  const got = await new Promise<string>((resolve) => {
+    const s = connect({ host: '127.0.0.1', port: lane.http });
+    let out = '';
+    s.on('data', (d) => (out += d.toString('latin1')));
+    s.on('close', () => resolve(out));
+    s.on('connect', async () => {
+      for (const ch of text) {
+        s.write(ch);
+        await new Promise((r) => setTimeout(r, 1));
+      }
+    });
+  });
+  const statuses = [...got.matchAll(/HTTP\/1\.1 (\d{3})/g)].map((m) => Number(m[1]));
+  assert.equal(statuses, [200, 200, 200], got.slice(0, 300));
+  assert.is(got.split('hello').length, 3);
+  assert.match(got, /"method":"GET"/);
+});
+
 test('a 4 MiB answer read slowly arrives whole (back-pressure both ways)', async () => {
   const { connect } = await import('node:net');
   const s = connect({ host: '127.0.0.1', port: lane.http });
