@@ -63,7 +63,7 @@ export const proxySchema = z
       .enum(['on', 'off'])
       .default('on')
       .describe(
-        "HTTP/1.1 requests to a server's app (plain GET and HEAD, the app awake) are read and answered by the edge's own lean HTTP/1.1 path instead of node's HTTP server; everything else takes node's server as before. `off`: every request takes node's server.",
+        "HTTP/1.1 GET and HEAD requests without a body to a server that has an app are read and answered by the edge's own lean HTTP/1.1 path (waking the server like any request) instead of node's HTTP server; everything else, and every later request on that connection, takes node's server as before. `off`: every request takes node's server.",
       ),
   })
   .prefault({});
