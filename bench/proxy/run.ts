@@ -235,23 +235,19 @@ async function nginxTlsProxy(target: string): Promise<{ port: number; pid: numbe
 }
 
 /**
- * The real daemon runs as it ships: bundled by esbuild as build.mjs does it (natives external,
- * no keepNames), not through tsx, whose transform keeps function names by wrapping every named
+ * The real daemon runs as it ships: bundled by esbuild with build.mjs's options (scripts/bundle.mjs:
+ * natives external, no keepNames), not through tsx, whose transform keeps function names by wrapping every named
  * closure in a call the shipped bundle does not make. `--tsx` runs it from source instead.
  */
 async function bundle(file: string): Promise<string> {
   const { build } = await import('esbuild');
   const out = new URL(`../../dist/bench/${file.replace(/^\.\/|\.ts$/g, '')}.mjs`, import.meta.url).pathname;
+  const { bundleOptions } = await import('../../scripts/bundle.mjs');
   await build({
+    ...bundleOptions,
     entryPoints: [new URL(file, import.meta.url).pathname],
     outfile: out,
-    bundle: true,
-    platform: 'node',
-    target: 'node24',
-    format: 'esm',
-    external: ['lmdb', 'node-pty', 'ssh2', 'cpu-features', 'msgpackr-extract', 'esbuild'],
-    banner: { js: "import { createRequire as __rbxCreateRequire } from 'node:module'; const require = __rbxCreateRequire(import.meta.url);" },
-    logLevel: 'warning',
+    external: [...(bundleOptions.external ?? []), 'esbuild'],
   });
   return out;
 }

@@ -52,7 +52,6 @@ export class DirectExchange extends UpstreamTurn implements ReaderEvents {
   /** Re-frame the body as chunked (the app sent no length). */
   private chunked = false;
   private wrote = false;
-  private paused = false;
   /** Inside onData: body bytes are staged, so an answer that ends in the same read goes out in one write. */
   private reading = false;
   private staged: Buffer[] | undefined;
@@ -60,7 +59,7 @@ export class DirectExchange extends UpstreamTurn implements ReaderEvents {
   private readonly wire: string;
 
   constructor(
-    private readonly pool: UpstreamPool,
+    protected readonly pool: UpstreamPool,
     private readonly r: LaneRequest,
     private readonly sock: Duplex,
     private readonly upstream: Upstream,
@@ -172,17 +171,8 @@ export class DirectExchange extends UpstreamTurn implements ReaderEvents {
       this.sock.write(copy);
       ok = this.sock.write(CRLF, 'latin1');
     } else ok = this.sock.write(copy);
-    if (!ok && !this.paused && this.conn) {
-      this.paused = true;
-      this.conn.sock.pause();
-      this.sock.once('drain', this.resumeUp);
-    }
+    if (!ok) this.holdApp();
   }
-
-  private readonly resumeUp = (): void => {
-    this.paused = false;
-    this.conn?.sock.resume();
-  };
 
   /** Copies what was staged in this read out before the read buffer is used again. */
   private unstage(): void {
@@ -233,15 +223,7 @@ export class DirectExchange extends UpstreamTurn implements ReaderEvents {
     this.o.release();
   }
 
-  protected release(reusable: boolean): void {
-    const c = this.conn;
-    if (!c) return;
-    this.conn = undefined;
-    if (this.paused) {
-      this.paused = false;
-      this.sock.off('drain', this.resumeUp);
-      c.sock.resume();
-    }
-    this.pool.release(c, reusable);
+  protected client(): NodeJS.EventEmitter {
+    return this.sock;
   }
 }

@@ -62,7 +62,6 @@ function framing(req: Req): { length?: string; te?: string; host: string } {
 }
 
 export class Exchange extends UpstreamTurn implements ReaderEvents {
-  private paused = false;
   /** The answer's head and body so far, while all of it came in the read being handled. */
   private staged: { head: ResponseHead; parts: Buffer[] } | undefined;
   private cancelWait = noop;
@@ -71,7 +70,7 @@ export class Exchange extends UpstreamTurn implements ReaderEvents {
   private readonly upload: Upload | undefined;
 
   constructor(
-    private readonly pool: UpstreamPool,
+    protected readonly pool: UpstreamPool,
     private readonly req: Req,
     private readonly res: Res,
     private readonly upstream: Upstream,
@@ -139,11 +138,7 @@ export class Exchange extends UpstreamTurn implements ReaderEvents {
     // A copy: the chunk is a view of the pool's shared read buffer, and the response may queue it.
     const copy = Buffer.from(chunk);
     if (this.staged) return void this.staged.parts.push(copy);
-    if (!(this.res as NodeJS.WritableStream).write(copy) && !this.paused && this.conn) {
-      this.paused = true;
-      this.conn.sock.pause();
-      this.res.once('drain', this.resumeUp);
-    }
+    if (!(this.res as NodeJS.WritableStream).write(copy)) this.holdApp();
   }
 
   /** Writes the head (a refusal by node becomes a 502) and whatever body came with it. */
@@ -166,11 +161,6 @@ export class Exchange extends UpstreamTurn implements ReaderEvents {
       throw new UpstreamProtocolError(`header refused by node (${codeOf(e as Error) ?? 'invalid'})`, { cause: e });
     }
   }
-
-  private readonly resumeUp = (): void => {
-    this.paused = false;
-    this.conn?.sock.resume();
-  };
 
   end(reusable: boolean): void {
     if (this.settled) return;
@@ -239,15 +229,7 @@ export class Exchange extends UpstreamTurn implements ReaderEvents {
     this.o.onDone?.();
   }
 
-  protected release(reusable: boolean): void {
-    const c = this.conn;
-    if (!c) return;
-    this.conn = undefined;
-    if (this.paused) {
-      this.paused = false;
-      this.res.off('drain', this.resumeUp);
-      c.sock.resume();
-    }
-    this.pool.release(c, reusable);
+  protected client(): NodeJS.EventEmitter {
+    return this.res;
   }
 }

@@ -11,17 +11,7 @@ import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { authorizationDigest, checkSignature } from '../../src/payments/check.js';
 import { NETWORKS } from '../../src/payments/networks.js';
 import type { NetworkPreset } from '../../src/payments/networks.js';
-
-const types = {
-  TransferWithAuthorization: [
-    { name: 'from', type: 'address' },
-    { name: 'to', type: 'address' },
-    { name: 'value', type: 'uint256' },
-    { name: 'validAfter', type: 'uint256' },
-    { name: 'validBefore', type: 'uint256' },
-    { name: 'nonce', type: 'bytes32' },
-  ],
-} as const;
+import { transferTypes as types } from './fixtures/payer.js';
 
 const custom = {
   ...Object.values(NETWORKS)[0],
