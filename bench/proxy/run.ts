@@ -103,13 +103,18 @@ async function waitPort(port: number, host = '127.0.0.1'): Promise<void> {
   throw new Error(`nothing listens on ${port}`);
 }
 
-/** Pids of the app nginx inside the container (master and worker), by their command line. */
+/**
+ * Pids of the app nginx inside the container: its master, found by its command line, and the master's
+ * workers (their command line is only "nginx: worker process"). Pinning the master alone leaves the
+ * worker that serves the requests free to run on the proxy's core, where the scheduler keeps waking it
+ * beside the proxy that writes to it.
+ */
 function appPids(): number[] {
   const out: number[] = [];
   for (const d of readdirSync('/proc')) {
     if (!/^\d+$/.test(d)) continue;
     try {
-      if (readFileSync(`/proc/${d}/cmdline`, 'latin1').includes('/root/ngx/nginx')) out.push(Number(d));
+      if (readFileSync(`/proc/${d}/cmdline`, 'latin1').includes('/root/ngx/nginx')) out.push(...family(Number(d)));
     } catch {
       /* gone */
     }
@@ -240,7 +245,7 @@ async function nginxTlsProxy(target: string): Promise<{ port: number; pid: numbe
  * closure in a call the shipped bundle does not make. `--tsx` runs it from source instead.
  */
 async function bundle(file: string): Promise<string> {
-  const { build } = await import('esbuild');
+  const { build, stop } = await import('esbuild');
   const out = new URL(`../../dist/bench/${file.replace(/^\.\/|\.ts$/g, '')}.mjs`, import.meta.url).pathname;
   const { bundleOptions } = await import('../../scripts/bundle.mjs');
   await build({
@@ -249,6 +254,7 @@ async function bundle(file: string): Promise<string> {
     outfile: out,
     external: [...(bundleOptions.external ?? []), 'esbuild'],
   });
+  await stop(); // esbuild's service process would otherwise stay, on whatever core, for the whole run
   return out;
 }
 
@@ -273,7 +279,9 @@ async function main(): Promise<void> {
     inContainer = await helper('./container.ts', [], undefined, !process.argv.includes('--tsx'));
     target = inContainer.target!;
     await pinPid(proxyCpu, inContainer.pid);
-    for (const pid of appPids()) await pinPid(loadCpu, pid);
+    const app = appPids();
+    if (pin && app.length < 2) throw new Error(`found ${app.length} of the app's nginx processes (master and worker) to pin`);
+    for (const pid of app) await pinPid(loadCpu, pid);
   } else if (!target) {
     // Port 80, as the daemon always forwards to <server ip>:80; a loopback address of its own.
     const appIp = arg('app-ip', '127.0.0.2');
