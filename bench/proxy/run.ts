@@ -390,6 +390,10 @@ async function main(): Promise<void> {
     console.log(
       `over TLS: rootbox / nginx throughput ${(tlsRows.rootbox.rps / tlsRows.nginx.rps).toFixed(2)}x (target ≥ 0.8x)   CPU per request ${(tlsRows.rootbox.cpuUs! / tlsRows.nginx.cpuUs!).toFixed(2)}x   node floor over TLS / nginx ${(tlsRows.floor.rps / tlsRows.nginx.rps).toFixed(2)}x`,
     );
+  if (rawRow)
+    console.log(
+      `raw prototype (one event loop, no node:http, no policy) / nginx throughput ${(rawRow.rps / viaNginx.rps).toFixed(2)}x${rawTls && tlsRows ? `, over TLS ${(rawTls.rps / tlsRows.nginx.rps).toFixed(2)}x` : ''}   CPU per request ${(rawRow.cpuUs! / viaNginx.cpuUs!).toFixed(2)}x`,
+    );
   if (thrRow)
     console.log(
       `${threads} threads / nginx throughput ${(thrRow.rps / viaNginx.rps).toFixed(2)}x${thrTls && tlsRows ? `, over TLS ${(thrTls.rps / tlsRows.nginx.rps).toFixed(2)}x` : ''}`,

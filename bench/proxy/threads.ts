@@ -108,9 +108,11 @@ if (isMainThread) {
   const workers = [first, ...rest.map(([w]) => w)];
   process.stdout.write(JSON.stringify(ports) + '\n');
   process.on('SIGTERM', () => {
-    for (const w of workers) void w.terminate();
-    rmSync(dir, { recursive: true, force: true });
-    process.exit(0);
+    // the workers' LMDB handles close with them: the data dir goes once every worker has ended
+    void Promise.all(workers.map((w) => w.terminate())).then(() => {
+      rmSync(dir, { recursive: true, force: true });
+      process.exit(0);
+    });
   });
 } else {
   await worker(workerData as Data);
