@@ -154,14 +154,14 @@ export class RpcChain implements Chain {
   }
 
   private readCall = (data: Hex) => ({ method: 'eth_call', params: [{ to: this.token, data }, 'latest'] });
+  private read = (data: Hex) => this.rpc.call('eth_call', this.readCall(data).params);
   private estimateCall = (sender: Hex, t: TransferCall) => ({ method: 'eth_estimateGas', params: [{ from: sender, to: this.token, data: transferData(t) }] });
 
   chainId = () => this.rpc.call<string>('eth_chainId', []).then((x) => Number(quantity('eth_chainId', x)));
   domainSeparator = () =>
     this.viem('DOMAIN_SEPARATOR', () => this.client.readContract({ address: this.token, abi: EIP3009_ABI, functionName: 'DOMAIN_SEPARATOR' }));
-  balanceOf = async (owner: Hex) => word('balanceOf', await this.rpc.call('eth_call', this.readCall(balanceOfData(owner)).params));
-  authorizationUsed = async (authorizer: Hex, nonce: Hex) =>
-    word('authorizationState', await this.rpc.call('eth_call', this.readCall(authorizationStateData(authorizer, nonce)).params)) !== 0n;
+  balanceOf = async (owner: Hex) => word('balanceOf', await this.read(balanceOfData(owner)));
+  authorizationUsed = async (authorizer: Hex, nonce: Hex) => word('authorizationState', await this.read(authorizationStateData(authorizer, nonce))) !== 0n;
   nativeBalance = async (owner: Hex) => quantity('eth_getBalance', await this.rpc.call('eth_getBalance', [owner, 'latest']));
   pendingNonce = async (owner: Hex) => Number(quantity('eth_getTransactionCount', await this.rpc.call('eth_getTransactionCount', [owner, 'pending'])));
   sendRaw = (raw: Hex) => this.rpc.call<Hex>('eth_sendRawTransaction', [raw]);

@@ -102,8 +102,7 @@ export class ProxyApp implements HttpApp, LaneApp {
     const site = sites.lookup(info.slug);
     const app = site && !site.suspended ? publication.knownApp(site.id) : false;
     if (!site || app === false) return false;
-    if (app && !this.warming.has(site.id) && !presence.needsWake(site.id) && publication.isReady(site.id))
-      return this.direct(r, sock, info, site, presence.hold(site.id), done);
+    if (app && this.upNow(site.id)) return this.direct(r, sock, info, site, presence.hold(site.id), done);
     const waiting: LaneExchange & { ex?: LaneExchange } = { clientGone: () => waiting.ex?.clientGone() };
     void this.laneWaited(r, sock, info, site, done, waiting);
     return waiting;
@@ -151,9 +150,13 @@ export class ProxyApp implements HttpApp, LaneApp {
 
   /** Forwards at once to an app that is up; waits first for one that sleeps or is starting. */
   private toApp(req: Req, res: Res, info: RequestInfo, site: Site): Promise<void> | void {
-    const { presence, publication } = this.d;
-    if (this.warming.has(site.id) || presence.needsWake(site.id) || !publication.isReady(site.id)) return this.waited(req, res, info, site);
-    this.forward(req, res, info, site, presence.hold(site.id), undefined);
+    if (!this.upNow(site.id)) return this.waited(req, res, info, site);
+    this.forward(req, res, info, site, this.d.presence.hold(site.id), undefined);
+  }
+
+  /** The server's app takes requests now: no wake, warm-up or port wait first. */
+  private upNow(id: string): boolean {
+    return !this.warming.has(id) && !this.d.presence.needsWake(id) && this.d.publication.isReady(id);
   }
 
   private static(req: Req, res: Res, info: RequestInfo, site: Site): Promise<void> {

@@ -11,14 +11,13 @@
 
 import { STATUS_CODES } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { errorFields } from '../errors.js';
 import type { LaneOutcome, LaneRequest, RequestInfo } from '../http/index.js';
 import type { Logger } from '../log/index.js';
 import { holdWrites } from './batch.js';
 import { ResponseReader, requestHead, type ReaderEvents, type ResponseHead } from './http1.js';
 import type { Conn, Upstream, UpstreamPool } from './pool.js';
 import { UpstreamTurn } from './turn.js';
-import { classify, codeOf, type ForwardFailure } from './failures.js';
+import { reportFailure, type ForwardFailure } from './failures.js';
 
 export interface DirectOptions {
   serverId: string;
@@ -209,10 +208,12 @@ export class DirectExchange extends UpstreamTurn implements ReaderEvents {
       return this.o.done({ kind: 'cut' });
     }
     // nothing reached the client: node's server answers the request with the page, as the full path would
-    const [kind, failure] = classify(err, this.timedOut);
-    this.o.onFailure?.(this.o.serverId, kind);
-    if (kind === 'error' && !codeOf(err)) this.o.log.warn('forward failed', { rid: this.info.requestId, err: errorFields(err) });
-    else this.o.log.debug('forward failed', { rid: this.info.requestId, error_code: codeOf(err), err: err.message });
+    const failure = reportFailure(err, this.timedOut, {
+      serverId: this.o.serverId,
+      requestId: this.info.requestId,
+      log: this.o.log,
+      onFailure: this.o.onFailure,
+    });
     this.o.done({ kind: 'replay', failure });
   }
 

@@ -9,12 +9,11 @@
 // client's connection (egress.ts), not here.
 
 import type { Readable } from 'node:stream';
-import { errorFields } from '../errors.js';
 import type { Req, RequestInfo, Res } from '../http/index.js';
 import type { Logger } from '../log/index.js';
 import { ResponseReader, UpstreamProtocolError, requestHead, type ReaderEvents, type ResponseHead } from './http1.js';
 import { afterBatch, holdWrites } from './batch.js';
-import { classify, codeOf, type ForwardFailure } from './failures.js';
+import { codeOf, reportFailure, type ForwardFailure } from './failures.js';
 import { sendErrorPage } from './pages.js';
 import { Upload } from './upload.js';
 import type { Conn, Upstream, UpstreamPool } from './pool.js';
@@ -209,10 +208,12 @@ export class Exchange extends UpstreamTurn implements ReaderEvents {
     const res = this.res;
     if ((res as { destroyed?: boolean }).destroyed || res.writableEnded) return;
     if (res.headersSent) return void (res as { destroy(): void }).destroy(); // cut: the client sees a truncated answer
-    const [failure, e] = classify(err, this.timedOut);
-    this.o.onFailure?.(this.o.serverId, failure);
-    if (failure === 'error' && !codeOf(err)) this.shared.log.warn('forward failed', { rid: this.info.requestId, err: errorFields(err) });
-    else this.shared.log.debug('forward failed', { rid: this.info.requestId, error_code: codeOf(err), err: err.message });
+    const e = reportFailure(err, this.timedOut, {
+      serverId: this.o.serverId,
+      requestId: this.info.requestId,
+      log: this.shared.log,
+      onFailure: this.o.onFailure,
+    });
     try {
       sendErrorPage(this.req, res, e, this.info.requestId);
     } catch {

@@ -1,10 +1,12 @@
 // What a forward that got no usable answer from an app becomes: the kind of failure (the caller
 // may mark the app down) and the AppError the visitor sees (502 bad_gateway or app_down, 504
-// upstream_timeout). Shared by the full path (exchange.ts) and the lane (direct.ts). The detail
-// names what the app did wrong in our own words or a socket's error code, never another error's
-// message, which may say anything about the host (the callers log that).
+// upstream_timeout). Shared by the full path (exchange.ts) and the lane (direct.ts), which both
+// report it through reportFailure. The detail names what the app did wrong in our own words or a
+// socket's error code, never another error's message, which may say anything about the host (it
+// is logged instead).
 
-import { AppError } from '../errors.js';
+import { AppError, errorFields } from '../errors.js';
+import type { Logger } from '../log/index.js';
 import { UpstreamProtocolError } from './http1.js';
 
 /** Why a forward failed before anything reached the client. */
@@ -15,7 +17,7 @@ export const codeOf = (e: Error): string | undefined => (e as { code?: string })
 const PUBLIC_CODE = /^[A-Z][A-Z0-9_]{1,39}$/;
 
 /** `timedOut`: the app took the request and then went quiet past the upstream timeout. */
-export function classify(err: Error, timedOut: boolean): [ForwardFailure, AppError] {
+function classify(err: Error, timedOut: boolean): [ForwardFailure, AppError] {
   const code = codeOf(err);
   if (code === 'ECONNREFUSED') {
     return [
@@ -39,4 +41,22 @@ export function classify(err: Error, timedOut: boolean): [ForwardFailure, AppErr
       extra: { hint: 'See /var/log/run.sh.log on the server.' },
     }),
   ];
+}
+
+/** Who is told of a failed forward: the caller (onFailure, to mark the app down) and the log. */
+export interface FailureReport {
+  serverId: string;
+  requestId: string;
+  log: Logger;
+  onFailure?: (serverId: string, f: ForwardFailure) => void;
+}
+
+/** Classifies a failed forward, tells the caller and logs it (a warning only for an error without a code); returns what the visitor is answered. */
+export function reportFailure(err: Error, timedOut: boolean, r: FailureReport): AppError {
+  const [kind, failure] = classify(err, timedOut);
+  r.onFailure?.(r.serverId, kind);
+  const code = codeOf(err);
+  if (kind === 'error' && !code) r.log.warn('forward failed', { rid: r.requestId, err: errorFields(err) });
+  else r.log.debug('forward failed', { rid: r.requestId, error_code: code, err: err.message });
+  return failure;
 }
