@@ -34,6 +34,7 @@ const FORBIDDEN = {
   store: ['hosting', 'verify', 'proxy', 'ssh', 'billing', 'runtime', 'presence', 'edge', 'admin', 'payments'],
   proxy: ['edge', 'hosting', 'ssh', 'admin'],
   ssh: ['proxy', 'hosting', 'edge', 'admin'],
+  mcp: ['hosting', 'verify', 'proxy', 'ssh', 'billing', 'runtime', 'presence', 'edge', 'admin', 'store', 'payments'],
 };
 
 function restricted(module) {
@@ -68,6 +69,7 @@ const modules = [
   'http',
   'llm',
   'log',
+  'mcp',
   'metrics',
   'net',
   'payments',

@@ -4,10 +4,12 @@
 // Requests are rate-limited per IP and per key.
 
 import { documentOf, Router, type Authenticator, type Step } from '../http/index.js';
+import { PublicUrls } from '../pages/index.js';
 import { RateLimiter, tooMany } from '../ratelimit.js';
 import type { AccountRecord } from '../store/index.js';
 import { buildCore, type HostingCore, type HostingDeps } from './core.js';
 import { feedbackRoute } from './feedback.js';
+import { mcpRoute } from './mcp.js';
 import { rechargeRoutes } from './recharge.js';
 import { hostingRoutes } from './routes.js';
 import { SCHEMAS } from './schemas.js';
@@ -72,6 +74,16 @@ export function createHostingService(deps: HostingDeps): HostingApi {
     ...hostingRoutes({ core, deps, service: HOSTING_SERVICE, ipLimit, createLimit, document }),
     ...rechargeRoutes(deps.billing, ipLimit, deps.paywall, deps.cfg),
     feedbackRoute(deps.store, ipLimit),
+  );
+  const urls = new PublicUrls(deps.cfg.public);
+  router.add(
+    mcpRoute({
+      version: INFO.version,
+      ipLimit,
+      routes: () => router.routes,
+      invoke: (r, call) => router.invoke(r, call),
+      origin: (ctx) => urls.origin(ctx.req, ctx.scheme, ctx.host),
+    }),
   );
   return { router, core };
 }

@@ -212,6 +212,13 @@ export const RechargeResult = z.object({
 
 export const OpenApi = z.record(z.string(), z.unknown()).describe('An OpenAPI 3.1 document.');
 
+/** What the MCP transport itself answers when it refuses a request (bad Accept, protocol version). */
+export const JsonRpcError = z.object({
+  jsonrpc: z.literal('2.0'),
+  error: z.object({ code: z.number().int(), message: z.string() }),
+  id: z.union([z.string(), z.number(), z.null()]),
+});
+
 /** The schemas listed under components.schemas, by name. */
 export const SCHEMAS: Record<string, z.ZodType> = {
   CreateRequest,
@@ -233,4 +240,5 @@ export const SCHEMAS: Record<string, z.ZodType> = {
   RechargeInfo,
   RechargeResult,
   Landing,
+  JsonRpcError,
 };

@@ -1,5 +1,5 @@
 // Public surface of the HTTP toolkit used by the APIs and the edge.
-export { Router, newRequestId, type RequestObserver, type RouterOptions } from './router.js';
+export { Router, newRequestId, type Invocation, type RequestObserver, type RouterOptions } from './router.js';
 export { appErrorReply, errorReply, parserError, rawError, statusOf, type RawErrorOptions } from './errors.js';
 export { sendReply, json, writeRaw } from './reply.js';
 export { readBody, readJson } from './body.js';

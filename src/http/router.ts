@@ -11,7 +11,18 @@ import { readBody, readJson } from './body.js';
 import { errorReply } from './errors.js';
 import { sendReply } from './reply.js';
 import { DEFAULT_BODY_LIMIT, type Authenticator, type BaseCtx, type Method, type Route } from './route.js';
-import { HANDLED, type Ctx, type Handler, type HandlerResult, type HttpApp, type Req, type RequestInfo, type Res, type RouteOptions } from './types.js';
+import {
+  HANDLED,
+  type Ctx,
+  type Handler,
+  type HandlerResult,
+  type HttpApp,
+  type Reply,
+  type Req,
+  type RequestInfo,
+  type Res,
+  type RouteOptions,
+} from './types.js';
 import { validate } from './validate.js';
 
 interface Entry<A> {
@@ -20,6 +31,24 @@ interface Entry<A> {
   /** A route added with on(): undocumented, its handler reads its own inputs. */
   plain?: Handler;
 }
+
+/** A declared route's inputs given as values (Router.invoke). */
+export interface Invocation {
+  /** Request headers the steps and the authenticator read (authorization, accept), lower-case names. */
+  headers: Record<string, string>;
+  params: Record<string, string>;
+  query: Record<string, string>;
+  /** The JSON body as parsed, or undefined. */
+  body: unknown;
+  info: RequestInfo;
+}
+
+/** The response object of an invoked route: a handler that reaches for it is a bug, told loudly. */
+const NO_RESPONSE = new Proxy({} as Res, {
+  get(_t, key) {
+    throw new Error(`an invoked route used its response object (${String(key)})`);
+  },
+});
 
 export type RequestObserver = (route: string, method: string, status: number, ms: number) => void;
 
@@ -137,8 +166,43 @@ export class Router<A = never> implements HttpApp {
     this.observer?.(entry?.route.path ?? '(unmatched)', method, status, performance.now() - started);
   }
 
+  /**
+   * Runs one declared route in-process with inputs given as values instead of a request stream
+   * (the MCP tools): the same steps, caller, validation, handler and error mapping as `handle`,
+   * the answer returned instead of written. A handler that writes its own response (HANDLED)
+   * cannot be invoked this way.
+   */
+  async invoke(r: Route<A>, call: Invocation): Promise<Reply> {
+    const started = performance.now();
+    const log = this.log.child({ rid: call.info.requestId });
+    const req = { method: r.method, url: r.path, headers: call.headers } as unknown as Req;
+    const base: BaseCtx = {
+      req,
+      res: NO_RESPONSE,
+      method: r.method,
+      path: r.path,
+      search: new URLSearchParams(call.query),
+      rawParams: call.params,
+      host: call.info.host,
+      ip: call.info.ip,
+      scheme: call.info.scheme,
+      requestId: call.info.requestId,
+      log,
+    };
+    let reply: Reply;
+    try {
+      const result = await this.run(r, base, () => call.body);
+      if (result === HANDLED) throw new Error(`${r.method} ${r.path} writes its own response and cannot be invoked`);
+      reply = result;
+    } catch (err) {
+      reply = errorReply(err, call.info.requestId, log);
+    }
+    this.observer?.(r.path, r.method, reply.status, performance.now() - started);
+    return reply;
+  }
+
   /** Steps, caller, path parameters, query, body, handler: in that order. */
-  private async run(r: Route<A>, base: BaseCtx): Promise<HandlerResult> {
+  private async run(r: Route<A>, base: BaseCtx, given?: () => unknown): Promise<HandlerResult> {
     for (const step of r.use ?? []) await step.run(base);
     const auth =
       r.auth === 'bearer' || (r.auth === 'optional' && base.req.headers.authorization !== undefined) ? await this.options.auth!.run(base) : undefined;
@@ -149,7 +213,8 @@ export class Router<A = never> implements HttpApp {
       params = p.data;
     }
     const query = r.query ? validate(r.query, Object.fromEntries(base.search), 'query') : {};
-    const body = r.body ? validate(r.body, await readJson(base.req, r.bodyLimit ?? DEFAULT_BODY_LIMIT), 'body') : undefined;
+    const raw = given ? given() : r.body ? await readJson(base.req, r.bodyLimit ?? DEFAULT_BODY_LIMIT) : undefined;
+    const body = r.body ? validate(r.body, raw, 'body') : undefined;
     return r.handler({ ...base, auth, params, query, body } as never);
   }
 }

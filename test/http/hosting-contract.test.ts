@@ -222,6 +222,24 @@ test('delete answers 200 and the server is gone; /healthz answers', async () => 
   await expect(200, 'GET', '/healthz');
 });
 
+test('the MCP endpoint answers JSON-RPC as documented: initialize and tools/list, a bad key 401, a bad Accept 406, not JSON-RPC 400', async () => {
+  const rpc = (method: string, id = 1) => ({
+    jsonrpc: '2.0',
+    id,
+    method,
+    params: method === 'initialize' ? { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'contract', version: '1' } } : {},
+  });
+  const accept = { accept: 'application/json, text/event-stream' };
+  const init = await expect(200, 'POST', '/mcp', { headers: accept, body: rpc('initialize') });
+  assert.is(init.json.result.serverInfo.name, 'rootbox');
+  const listed = await expect(200, 'POST', '/mcp', { key: A.json.api_key, headers: accept, body: rpc('tools/list', 2) });
+  assert.ok(listed.json.result.tools.length > 1);
+  await expect(202, 'POST', '/mcp', { headers: accept, body: { jsonrpc: '2.0', method: 'notifications/initialized' } });
+  assert.is((await expect(401, 'POST', '/mcp', { key: 'rbx_' + 'q'.repeat(32), headers: accept, body: rpc('tools/list') })).json.error, 'invalid_api_key');
+  await expect(406, 'POST', '/mcp', { headers: { accept: 'text/html' }, body: rpc('tools/list') });
+  await expect(400, 'POST', '/mcp', { headers: accept, body: { hello: 'world' } });
+});
+
 test('every declared route was exercised', () => {
   const { missing, unseen } = c.coverage();
   console.log(`documented statuses not reached here: ${unseen.join('; ')}`);

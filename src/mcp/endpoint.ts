@@ -1,0 +1,94 @@
+// The MCP endpoint (Streamable HTTP transport of the current MCP specification, stateless: no
+// session, every POST carries its own JSON-RPC messages and gets a JSON answer). Built on the
+// official SDK's low-level Server: tools/list offers the caller's tools with the JSON schemas
+// derived from their routes (tools.ts); tools/call runs the route in-process (Router.invoke) with
+// the caller's own Authorization, so a tool answers exactly what the route would — an error
+// answer becomes a tool result with isError and the API's {error, detail}. The caller was
+// authenticated by the route that serves this endpoint (a wrong key is a 401 at the transport);
+// without a key only the anonymous tools (create_server) are offered.
+
+import { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
+import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { HANDLED, type HandlerResult, type Invocation, type Reply, type Req, type RequestInfo, type Res, type Route } from '../http/index.js';
+import { inputsOf, type Tool } from './tools.js';
+
+export interface McpCall {
+  req: Req;
+  res: Res;
+  /** The parsed JSON-RPC body. */
+  body: unknown;
+  /** Whether the request carried a valid api_key (the route authenticated it). */
+  authenticated: boolean;
+  info: RequestInfo;
+  /** The absolute URL of this endpoint as the client reached it. */
+  url: string;
+}
+
+export interface McpOptions {
+  name: string;
+  version: string;
+  instructions: string;
+  tools: readonly Tool[];
+  /** Runs a declared route in-process (the API's Router). */
+  router: { invoke(r: Route, call: Invocation): Promise<Reply> };
+}
+
+/** Request headers that describe the HTTP exchange itself, not the JSON-RPC message. */
+const HOP = new Set(['host', 'content-length', 'connection', 'transfer-encoding', 'keep-alive', 'upgrade']);
+
+const text = (value: unknown): CallToolResult['content'] => [{ type: 'text', text: JSON.stringify(value) }];
+const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v) && !Buffer.isBuffer(v);
+
+/** A tool's result from its route's answer: the JSON body, or isError with {error, detail}. */
+export function toolResult(tool: Tool, reply: Reply, args: Record<string, unknown>): CallToolResult {
+  if (reply.status >= 400) return { isError: true, content: text(reply.body) };
+  const value = tool.def.result ? tool.def.result(reply, args) : reply.body;
+  return { content: text(value), ...(isRecord(value) ? { structuredContent: value } : {}) };
+}
+
+function serverFor(o: McpOptions, call: McpCall): Server {
+  const server = new Server({ name: o.name, version: o.version }, { capabilities: { tools: {} }, instructions: o.instructions });
+  const offered = o.tools.filter((t) => call.authenticated || t.def.anonymous);
+  server.setRequestHandler(ListToolsRequestSchema, () => ({
+    tools: offered.map((t) => ({ name: t.def.name, description: t.def.description ?? t.route.summary, inputSchema: t.inputSchema })),
+  }));
+  server.setRequestHandler(CallToolRequestSchema, async (r) => {
+    const tool = offered.find((t) => t.def.name === r.params.name);
+    if (!tool) {
+      const hint = o.tools.some((t) => t.def.name === r.params.name) ? ' (it needs Authorization: Bearer <api_key>)' : '';
+      throw new McpError(ErrorCode.InvalidParams, `unknown tool ${String(r.params.name).slice(0, 60)}${hint}`);
+    }
+    const args = r.params.arguments ?? {};
+    const headers: Record<string, string> = { accept: 'application/json' };
+    if (typeof call.req.headers.authorization === 'string') headers.authorization = call.req.headers.authorization;
+    const reply = await o.router.invoke(tool.route, { headers, ...inputsOf(tool, args), info: call.info });
+    return toolResult(tool, reply, args);
+  });
+  return server;
+}
+
+/** Serves one POST of the MCP endpoint and writes its answer. */
+export async function serveMcp(o: McpOptions, call: McpCall): Promise<HandlerResult> {
+  const server = serverFor(o, call);
+  const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+  await server.connect(transport);
+  try {
+    const headers = new Headers();
+    for (const [k, v] of Object.entries(call.req.headers)) {
+      if (k.startsWith(':') || v === undefined || HOP.has(k)) continue;
+      for (const one of Array.isArray(v) ? v : [v]) headers.append(k, one);
+    }
+    const response = await transport.handleRequest(new Request(call.url, { method: 'POST', headers }), { parsedBody: call.body });
+    const body = Buffer.from(await response.arrayBuffer());
+    const out: Record<string, string> = {};
+    response.headers.forEach((v, k) => (out[k] = v));
+    out['content-length'] = String(body.length);
+    call.res.writeHead(response.status, out);
+    call.res.end(body);
+  } finally {
+    await transport.close();
+    await server.close();
+  }
+  return HANDLED;
+}
