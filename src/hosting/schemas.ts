@@ -195,6 +195,7 @@ export const Landing = z.object({
   about: z.string(),
   create: z.object({ method: z.literal('POST'), url: z.string(), curl: z.string().describe('The one line that creates a server.') }),
   openapi: z.string().describe('This API described in OpenAPI 3.1.'),
+  mcp: z.string().describe('The MCP endpoint (Streamable HTTP): the API as tools for agents.'),
   recharge: z.string(),
   feedback: z.string(),
   verify: z.object({ info: z.string(), openapi: z.string() }).describe('The verification service.'),

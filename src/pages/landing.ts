@@ -25,6 +25,7 @@ export function landingInfo(f: LandingFacts) {
     about: ABOUT.replace('{domain}', f.domain),
     create: { method: 'POST' as const, url: `${f.api}/create`, curl: `curl -X POST ${f.api}/create` },
     openapi: `${f.api}/openapi.json`,
+    mcp: `${f.api}/mcp`,
     recharge: `${f.api}/account/recharge`,
     feedback: `${f.api}/feedback`,
     verify: { info: `${f.verify}/v1/info`, openapi: `${f.verify}/openapi.json` },
@@ -66,6 +67,10 @@ export function landingReply(f: LandingFacts): Reply {
     <h2>For programs and agents</h2>
     <ul>
       <li>API description (OpenAPI 3.1): <a href="${i.openapi}">${i.openapi}</a></li>
+      <li>
+        MCP server (Streamable HTTP) for agents: <code>${i.mcp}</code> — every API action as a tool (create_server, exec, read_file,
+        write_file …) with <code>Authorization: Bearer &lt;api_key&gt;</code>; without a key it offers create_server.
+      </li>
       <li>
         Verification service (judges a text against a rubric with independent AI passes, paid per call with x402):
         <a href="${i.verify.info}">${i.verify.info}</a> · <a href="${i.verify.openapi}">OpenAPI</a>
