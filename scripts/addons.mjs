@@ -1,4 +1,4 @@
-// Loads each native addon rootbox uses (the list of src/runtime/noderuntime.ts) under the running
+// Loads each native addon rootbox uses (the list of src/ops/noderuntime.ts) under the running
 // Node; prints one line per addon and exits 1 when one does not load (built for another Node, or
 // its install script never ran). scripts/setup rebuilds them when this fails.
 import { createRequire } from 'node:module';

@@ -1,5 +1,5 @@
 // bin/rootbox: the command line. `serve` runs the daemon in the foreground; `doctor` checks the
-// host; servers, accounts, status, backup, restore (and `admin credit`) are the operator's
+// host (src/ops/: doctor, install, image); servers, accounts, status, backup, restore (and `admin credit`) are the operator's
 // commands (src/admin/); `config docs` prints the configuration reference; `config show` the
 // effective config.
 
@@ -31,7 +31,7 @@ commands:
 async function main(argv: string[]): Promise<number> {
   if (ADMIN_COMMANDS.has(argv.find((a, i) => !a.startsWith('-') && argv[i - 1] !== '--config') ?? ''))
     return (await import('./admin/index.js')).adminMain(argv);
-  if (argv[0] === 'install' || argv[0] === 'uninstall') return (await import('./runtime/index.js')).installCommand(argv);
+  if (argv[0] === 'install' || argv[0] === 'uninstall') return (await import('./ops/index.js')).installCommand(argv);
   const { values, positionals } = parseArgs({
     args: argv,
     options: { config: { type: 'string' }, help: { type: 'boolean', short: 'h' }, force: { type: 'boolean' } },
@@ -50,13 +50,13 @@ async function main(argv: string[]): Promise<number> {
       return -1; // keep running
     }
     case 'doctor': {
-      const { runDoctor } = await import('./runtime/doctor.js');
+      const { runDoctor } = await import('./ops/index.js');
       const cfg = loadConfig({ file: values.config });
       return runDoctor(cfg, await (await import('./payments/index.js')).paymentChecks(cfg.verify.x402));
     }
     case 'image':
       if (sub === 'build' || sub === 'list' || sub === 'prune') {
-        const { imageCommand } = await import('./runtime/index.js');
+        const { imageCommand } = await import('./ops/index.js');
         return imageCommand(loadConfig({ file: values.config }), sub, values.force === true, (t) => process.stdout.write(t));
       }
       break;

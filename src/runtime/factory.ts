@@ -2,25 +2,18 @@
 // writes the init files, opens the data dir for container roots, sets up bridge and nftables,
 // and reconciles runc with the store. main.ts calls it as its default runtime part.
 
-import { dirname, join, resolve } from 'node:path';
+import { join } from 'node:path';
 import type { Config } from '../config/index.js';
 import { AppError } from '../errors.js';
 import type { Logger } from '../log/index.js';
 import type { RuntimeStore } from '../store/index.js';
 import { ensureExecWrapper } from './execwrap.js';
 import { helperPath } from './helper.js';
-import { findImage, imageOptions, recipeHash } from './image.js';
+import { findImage, imageBuildCommand, imageOptions, recipeHash } from './image.js';
 import { reconcile, type ReconcileReport } from './reconcile.js';
 import { ContainerRuntime } from './runtime.js';
 import { ensureInitDir } from './supervisor.js';
 import { assertTraversable } from './traverse.js';
-
-/** The exact command that builds the image this config reads (the env pins both dirs whatever the config file says). */
-export function imageBuildCommand(cfg: RuntimeSettings): string {
-  const bin = process.argv[1] ? resolve(dirname(process.argv[1]), '..', 'bin', 'rootbox') : 'rootbox';
-  const img = imageOptions(cfg);
-  return `ROOTBOX_IMAGE_DIR=${resolve(img.imageDir)} ROOTBOX_IMAGE=${img.name} ${bin} image build`;
-}
 
 export type RuntimeSettings = Pick<Config, 'dataDir' | 'runtime'>;
 

@@ -9,7 +9,7 @@
 import { createHash } from 'node:crypto';
 import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { AppError } from '../errors.js';
 import { FILES_TEXT, postInstall, preInstall } from './imagefiles.js';
 
@@ -186,9 +186,19 @@ export async function buildImage(o: ImageOptions, progress: (line: string) => vo
   return root;
 }
 
+/** The config keys the image is found and built from. */
+export type ImageSettings = { dataDir: string; runtime: { imageDir?: string; image: string; mirror: string } };
+
 /** The image options of a loaded config: imageDir defaults to <dataDir>/images. */
-export const imageOptions = (cfg: { dataDir: string; runtime: { imageDir?: string; image: string; mirror: string } }): ImageOptions => ({
+export const imageOptions = (cfg: ImageSettings): ImageOptions => ({
   imageDir: resolve(cfg.runtime.imageDir ?? join(cfg.dataDir, 'images')),
   name: cfg.runtime.image,
   mirror: cfg.runtime.mirror,
 });
+
+/** The exact command that builds the image this config reads (the env pins both dirs whatever the config file says). */
+export function imageBuildCommand(cfg: ImageSettings): string {
+  const bin = process.argv[1] ? resolve(dirname(process.argv[1]), '..', 'bin', 'rootbox') : 'rootbox';
+  const img = imageOptions(cfg);
+  return `ROOTBOX_IMAGE_DIR=${resolve(img.imageDir)} ROOTBOX_IMAGE=${img.name} ${bin} image build`;
+}

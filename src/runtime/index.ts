@@ -1,15 +1,13 @@
-// Public surface of the runtime: the only module that spawns processes (runc, ip, nft, mount…).
+// Public surface of the runtime: the only module that spawns processes for servers (runc, ip, nft, mount…).
 export type { Runtime, RuntimeServer, ServerSpec, ServerState, ServerStats, ExecOptions, PtyOptions, PipeProcess, PtyProcess, ExitInfo } from './types.js';
-export { hostChecks, formatChecks, runDoctor, acmeCheck, type Check } from './doctor.js';
 export { createRuntime, type CreatedRuntime, type RuntimeSettings } from './factory.js';
 export { ContainerRuntime } from './runtime.js';
-export { buildImage, findImage, imageOptions, imageTag, recipeHash } from './image.js';
-export { listImages, pruneImages, type ImageInfo } from './images.js';
-export { imageCommand } from './imagecli.js';
+export { buildImage, findImage, imageBuildCommand, imageOptions, imageTag, isBuilt, recipeHash, type ImageSettings } from './image.js';
+export { formatImages, listImages, pruneImages, serverTag, type ImageInfo } from './images.js';
 export type { ReconcileReport } from './reconcile.js';
 export { Lxcfs, lxcfsState, LXCFS_PROC_FILES } from './lxcfs.js';
 export { OomWatch, ROOTBOX_LOG, OOM_MARK, oomKillsIn } from './oom.js';
 export { readTail } from './rootfile.js';
-export { installCommand } from './installcli.js';
-export { assertServable } from './traverse.js';
+export { assertServable, traverseAdvice, untraversable } from './traverse.js';
+export { checkoutRoot, nativeBinary, type NativeProgram } from './native.js';
 export { run as runCommand } from './proc.js';

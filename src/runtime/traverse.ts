@@ -6,8 +6,7 @@
 import { statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { AppError } from '../errors.js';
-import { imageBuildCommand, type RuntimeSettings } from './factory.js';
-import { findImage, imageOptions, recipeHash } from './image.js';
+import { findImage, imageBuildCommand, imageOptions, recipeHash, type ImageSettings } from './image.js';
 
 /** Existing directories among `path` (unless `self` is false) and its ancestors that others
  *  cannot traverse (o+x unset). The daemon adds o+x to the data dir itself, not to its parents. */
@@ -45,7 +44,7 @@ export function assertTraversable(dataDir: string, imageDir: string): void {
 
 /** `serve`'s first checks, before any part touches the data dir: the base image is built (else the
  *  exact command that builds it) and the servers' uids reach the data dir and image dir. */
-export function assertServable(cfg: RuntimeSettings): void {
+export function assertServable(cfg: ImageSettings): void {
   const img = imageOptions(cfg);
   if (!findImage(img))
     throw AppError.of('image_missing', `base image ${img.name} (recipe ${recipeHash()}) is not built in ${img.imageDir}; run: ${imageBuildCommand(cfg)}`);

@@ -14,7 +14,7 @@ import { connect as tlsConnect } from 'node:tls';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { callAdmin } from '../../src/admin/index.js';
-import { acmeCheck } from '../../src/runtime/index.js';
+import { acmeCheck } from '../../src/ops/index.js';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
 import { startNamed, type NamedServer } from '../helpers/named.js';
 import { freePort, startPebble, type PebbleServer } from '../helpers/pebble.js';

@@ -8,7 +8,7 @@ import { createHash } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ADDONS, NODE_LTS_MAJOR, nodeRuntimeCheck } from '../../src/runtime/noderuntime.js';
+import { ADDONS, NODE_LTS_MAJOR, nodeRuntimeCheck } from '../../src/ops/index.js';
 import { run } from '../helpers/run.js';
 
 const repo = new URL('../../', import.meta.url).pathname.replace(/\/$/, '');

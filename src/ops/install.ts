@@ -15,9 +15,8 @@ import { chmodSync, cpSync, existsSync, mkdirSync, readFileSync, renameSync, rmS
 import { dirname, join, resolve } from 'node:path';
 import { loadConfig } from '../config/index.js';
 import { AppError } from '../errors.js';
-import { buildImage, findImage, imageOptions, imageTag, isBuilt } from './image.js';
+import { buildImage, findImage, imageOptions, imageTag, isBuilt, traverseAdvice, untraversable } from '../runtime/index.js';
 import { ADDONS, addonProbeScript, NODE_LTS_MAJOR } from './noderuntime.js';
-import { traverseAdvice, untraversable } from './traverse.js';
 
 export interface InstallOptions {
   prefix: string;

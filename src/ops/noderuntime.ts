@@ -7,7 +7,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
-import type { Check } from './doctor.js';
+import type { Check } from './checks.js';
 
 /** The Node major rootbox supports and ships (the pin's NODE_VERSION is of this major; a test checks). */
 export const NODE_LTS_MAJOR = 24;

@@ -7,19 +7,19 @@ import { release } from 'node:os';
 import { relative, resolve } from 'node:path';
 import { acmeFacts } from '../acme/index.js';
 import type { Config } from '../config/index.js';
-import { findImage, imageOptions, recipeHash } from './image.js';
-import { imageBuildCommand } from './factory.js';
-import { checkoutRoot, nativeBinary, type NativeProgram } from './native.js';
+import {
+  checkoutRoot,
+  findImage,
+  imageBuildCommand,
+  imageOptions,
+  nativeBinary,
+  recipeHash,
+  traverseAdvice,
+  untraversable,
+  type NativeProgram,
+} from '../runtime/index.js';
+import { formatChecks, type Check } from './checks.js';
 import { addonChecks, nodeRuntimeCheck } from './noderuntime.js';
-import { traverseAdvice, untraversable } from './traverse.js';
-
-export interface Check {
-  name: string;
-  required: boolean;
-  ok: boolean;
-  detail: string;
-  fix: string;
-}
 
 const run = (cmd: string, args: string[]) => {
   const r = spawnSync(cmd, args, { encoding: 'utf8', timeout: 10_000 });
@@ -161,12 +161,6 @@ export function acmeCheck(cfg: Readonly<Pick<Config, 'dataDir' | 'https'>>, now 
   const urgent = !a.not_after || Date.parse(a.not_after) - now < 7 * 86_400_000;
   const kept = a.not_after ? '; still serving the previous certificate' : '';
   return { name: 'ACME certificate', required: urgent, ok: false, detail: `renewal failed ${a.failures}x: ${a.last_error}${kept}; ${expiry}`, fix };
-}
-
-export function formatChecks(checks: Check[]): string {
-  const rows = checks.map((c) => [c.ok ? 'ok' : c.required ? 'MISSING' : 'missing (optional)', c.name, c.detail, c.ok ? '' : c.fix]);
-  const widths = [0, 1, 2].map((i) => Math.max(...rows.map((r) => r[i].length), 6));
-  return rows.map((r) => `${r[0].padEnd(widths[0])}  ${r[1].padEnd(widths[1])}  ${r[2].padEnd(widths[2])}  ${r[3]}`.trimEnd()).join('\n');
 }
 
 /** `extra`: rows other parts checked (payments). */

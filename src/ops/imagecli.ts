@@ -7,8 +7,7 @@ import { join } from 'node:path';
 import type { Config } from '../config/index.js';
 import { AppError } from '../errors.js';
 import { openStore } from '../store/index.js';
-import { buildImage, imageOptions, imageTag } from './image.js';
-import { formatImages, listImages, pruneImages, serverTag } from './images.js';
+import { buildImage, formatImages, imageOptions, imageTag, listImages, pruneImages, serverTag } from '../runtime/index.js';
 
 type Records = { id: string; image?: string }[];
 
