@@ -166,3 +166,31 @@ export function createAcme(d: AcmeDeps): Acme {
     stop: () => host?.stop(),
   };
 }
+
+/** The daemon's ACME part (main.ts): stored certificates installed into the TLS listener, the host's own ordered or renewed in the background. */
+export function startAcme(d: { cfg: Readonly<Config>; store: { certificates: CertificateStore }; tls: CertificateSink; run: RunCommand; log: Logger }): Acme {
+  const acme = createAcme({
+    domain: d.cfg.domain,
+    dataDir: d.cfg.dataDir,
+    settings: d.cfg.https.acme,
+    store: d.store.certificates,
+    sink: d.tls,
+    run: d.run,
+    log: d.log,
+  });
+  acme.start();
+  return acme;
+}
+
+/** Certificates for servers' own domains (the domains module's CertIssuer): HTTP-01, stored and served by SNI under the domain's name. */
+export function domainCerts(acme: Acme) {
+  return {
+    configured: acme.configured,
+    issue: async (name: string) => void acme.certificates.save(name, await acme.issue([name], 'http-01')),
+    remove: async (name: string) => void acme.certificates.remove(name),
+    validity: (name: string) => {
+      const rec = acme.certificates.load(name);
+      return rec && { issuedAt: rec.issuedAt, notAfter: rec.notAfter };
+    },
+  };
+}

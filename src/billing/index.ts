@@ -8,12 +8,12 @@ import { AppError } from '../errors.js';
 import type { Logger } from '../log/index.js';
 import type { Paywall, SettledListener } from '../payments/index.js';
 import { usdToAtomic } from '../payments/index.js';
-import type { Runtime } from '../runtime/index.js';
+import type { Runtime, ServerState } from '../runtime/index.js';
 import type { AccountRecord, Grant, Store } from '../store/index.js';
 import { creditsOf, envelopeError, isExhausted, type Credits } from './credits.js';
 import type { EgressSink } from './egress.js';
 import { enforce } from './enforce.js';
-import { Meter, type UsageSource } from './meter.js';
+import { Meter, runtimeUsage, type UsageSource } from './meter.js';
 
 export { creditsOf, isExhausted, upgradeEnvelope, type Credits } from './credits.js';
 export { Meter, runtimeUsage, type UsageSample, type UsageSource } from './meter.js';
@@ -219,4 +219,24 @@ export class Billing {
       next_cursor: page.next ? Buffer.from(JSON.stringify(page.next)).toString('base64url') : null,
     };
   }
+}
+
+/** The daemon's billing part (main.ts): built over the runtime and the idle tracker (usage), settled recharges credited; metering starts later (start()). */
+export function createBilling(d: {
+  cfg: { billing: BillingConfig };
+  store: Store;
+  runtime: Pick<Runtime, 'stop' | 'start' | 'get' | 'stats'>;
+  presence: { state(id: string): ServerState | undefined };
+  payments: { reconciler: NonNullable<BillingDeps['settlements']> };
+  log: Logger;
+}): Billing {
+  const usage = runtimeUsage(d.runtime, d.presence);
+  return new Billing({
+    cfg: d.cfg.billing,
+    store: d.store,
+    runtime: d.runtime,
+    usage,
+    settlements: d.payments.reconciler,
+    log: d.log.child({ part: 'billing' }),
+  });
 }

@@ -6,6 +6,8 @@
 import { documentOf, Router, type Authenticator, type Step } from '../http/index.js';
 import { PublicUrls } from '../pages/index.js';
 import { RateLimiter, tooMany } from '../ratelimit.js';
+import type { Paywall } from '../payments/index.js';
+import { createSmsSender } from '../sms/index.js';
 import type { AccountRecord } from '../store/index.js';
 import { buildCore, type HostingCore, type HostingDeps } from './core.js';
 import { feedbackRoute } from './feedback.js';
@@ -86,4 +88,25 @@ export function createHostingService(deps: HostingDeps): HostingApi {
     }),
   );
   return { router, core };
+}
+
+/** The daemon's hosting part (main.ts): the API over the parts before it; it registers itself as billing's tier keeper, reopens exposed ports and applies tiers. */
+export async function startHosting(
+  d: Omit<HostingDeps, 'sms' | 'paywall' | 'sshPort' | 'forget'> & {
+    payments: { paywall: Paywall };
+    ssh: { port: number };
+    proxy: { forget(id: string): void };
+  },
+): Promise<HostingApi> {
+  const log = d.log.child({ part: 'hosting' });
+  const hosting = createHostingService({
+    ...d,
+    log,
+    sms: createSmsSender(d.cfg.hosting.sms, d.log.child({ part: 'sms' })),
+    paywall: d.payments.paywall,
+    sshPort: () => d.ssh.port || d.cfg.ssh.port,
+    forget: (id) => d.proxy.forget(id),
+  });
+  await hosting.core.start();
+  return hosting;
 }

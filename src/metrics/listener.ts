@@ -3,7 +3,7 @@
 
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { registry } from './registry.js';
+import { registry, setScrapeSources } from './registry.js';
 
 export interface MetricsListener {
   /** The bound port (0 when off). */
@@ -53,4 +53,21 @@ export async function startMetrics(listen: string): Promise<MetricsListener> {
         server.close(() => resolve());
       }),
   };
+}
+
+/** The daemon's metrics part (main.ts), auxiliary: scrape-time gauges read the runtime's servers and
+ *  the data dir; a port it cannot bind is logged, never a reason not to serve. close() also drops the sources. */
+export async function serveMetrics(d: {
+  cfg: { metrics: { listen: string }; dataDir: string };
+  runtime: { list(): Iterable<{ state: string }> };
+  log: { info(msg: string, f?: object): void; error(msg: string, f?: object): void };
+}): Promise<MetricsListener> {
+  const unscrape = setScrapeSources({ servers: () => d.runtime.list(), dataDir: d.cfg.dataDir });
+  const listen = d.cfg.metrics.listen;
+  const m = await startMetrics(listen).catch((err: unknown) => {
+    d.log.error('metrics listener could not start; serving without it', { listen, err });
+    return OFF;
+  });
+  if (m.port) d.log.info('metrics listening', { host: m.host, port: m.port });
+  return { port: m.port, host: m.host, close: () => (unscrape(), m.close()) };
 }

@@ -5,6 +5,7 @@
 
 export { Paywall, PAYMENT_EXPOSE_HEADERS, type PaywallOptions, type ChargeRequest, type VerifiedPayment, type Settlement, type Paid } from './paywall.js';
 export { createPayments, type Payments, type X402Settings, type PaymentsOverrides } from './setup.js';
+export { startPayments } from './part.js';
 export { PaymentHealth, type PaymentState, type GasState } from './health.js';
 export { facilitatorAuth, cdpJwt, cdpSigningKey, CDP_JWT_SECONDS, type FacilitatorAuth } from './auth.js';
 export { SelfSettler, readGasKey } from './selfsettle.js';

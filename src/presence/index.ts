@@ -5,3 +5,4 @@
 export type { Presence, PresenceState } from './types.js';
 export { IdleTracker, type IdleOptions } from './idle.js';
 export { TcpExposer, type TcpExposerDeps } from './tcp.js';
+export { startPresence, createPorts } from './part.js';

@@ -6,7 +6,7 @@
 import { proxySchema, type ProxyConfig } from '../config/index.js';
 import type { HttpApp, LaneApp, UpgradeApp } from '../http/index.js';
 import type { Logger } from '../log/index.js';
-import type { PublicUrls } from '../pages/index.js';
+import { PublicUrls, type PublicSettings } from '../pages/index.js';
 import { IdleTracker } from '../presence/index.js';
 import type { Runtime, ServerState } from '../runtime/index.js';
 import { ProxyApp } from './app.js';
@@ -94,6 +94,29 @@ export function createProxy(deps: ProxyDeps): Proxy {
       forwarder.close();
     },
   };
+}
+
+/** The daemon's proxy part (main.ts): `<slug>.{domain}` over the store's records, the runtime and the daemon's idle tracker. */
+export function startProxy(d: {
+  cfg: { proxy: ProxyConfig; public: PublicSettings };
+  store: { servers: ServerLookup };
+  runtime: NonNullable<ProxyDeps['runtime']>;
+  presence: IdleTracker;
+  billing: { egress: NonNullable<ProxyDeps['egress']> };
+  log: Logger;
+}): Proxy {
+  const urls = new PublicUrls(d.cfg.public);
+  const proxy = createProxy({
+    log: d.log.child({ part: 'proxy' }),
+    cfg: d.cfg.proxy,
+    servers: d.store.servers,
+    runtime: d.runtime,
+    presence: d.presence,
+    egress: d.billing.egress,
+    urls,
+  });
+  proxy.start();
+  return proxy;
 }
 
 export { storeSites, type Site, type Sites, type ServerLookup } from './sites.js';

@@ -11,3 +11,4 @@ export { readTail } from './rootfile.js';
 export { assertServable, traverseAdvice, untraversable } from './traverse.js';
 export { checkoutRoot, nativeBinary, type NativeProgram } from './native.js';
 export { run as runCommand } from './proc.js';
+export { startLxcfs, startOomWatch } from './part.js';

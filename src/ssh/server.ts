@@ -269,3 +269,22 @@ export class SshServer {
     });
   }
 }
+
+/** The daemon's SSH part (main.ts): the server on ssh.{host,port} over the store's records, the runtime and the idle tracker. */
+export async function startSsh(d: {
+  cfg: { ssh: Omit<SshOptions, 'dataDir'>; dataDir: string };
+  store: { servers: SshDeps['servers'] };
+  runtime: Runtime;
+  presence: Presence;
+  log: Logger;
+}): Promise<SshServer> {
+  const ssh = new SshServer({
+    options: { ...d.cfg.ssh, dataDir: d.cfg.dataDir },
+    servers: d.store.servers,
+    runtime: d.runtime,
+    presence: d.presence,
+    log: d.log.child({ part: 'ssh' }),
+  });
+  await ssh.start();
+  return ssh;
+}

@@ -5,7 +5,8 @@
 
 import { AppError } from '../errors.js';
 import { documentOf, Router, type BaseCtx as Ctx, type HttpApp, type Req, type RequestInfo, type Res } from '../http/index.js';
-import type { Llm } from '../llm/index.js';
+import type { Config } from '../config/index.js';
+import { createLlm, type Llm } from '../llm/index.js';
 import type { Logger } from '../log/index.js';
 import { PAYMENT_EXPOSE_HEADERS, type Paywall } from '../payments/index.js';
 import { PublicUrls } from '../pages/index.js';
@@ -143,6 +144,28 @@ function readStats(service: string, stats?: Counters) {
     (requests[parts[2]] ??= {})[parts[3]] = n;
   }
   return { service, requests, unpaid_402: all[`${PREFIX}unpaid402`] ?? 0, paid_hits: all[`${PREFIX}paid`] ?? 0 };
+}
+
+/** The daemon's verify part (main.ts): the API over the configured LLM and the payments' paywall. */
+export function createVerify(d: {
+  cfg: Readonly<Pick<Config, 'verify' | 'public'>>;
+  payments: { paywall: Paywall };
+  store: { stats: Counters };
+  log: Logger;
+}): HttpApp {
+  const { verify } = d.cfg;
+  const { llm } = verify;
+  return createVerifyApi({
+    log: d.log,
+    serviceName: verify.serviceName,
+    paywall: d.payments.paywall,
+    llm: createLlm(llm),
+    models: llm.models,
+    llmSettings: { temperature: llm.temperature, maxTokens: llm.maxTokens, passTimeoutMs: llm.passTimeout },
+    facilitatorUrl: verify.x402.facilitatorUrl,
+    stats: d.store.stats,
+    urls: new PublicUrls(d.cfg.public),
+  });
 }
 
 export { TIERS, DEFAULT_RUBRIC } from './tiers.js';

@@ -10,7 +10,7 @@ import { Edge, TlsManager } from '../../src/edge/index.js';
 import { createCa, issueLeaf, loadCa } from '../../src/edge/pki.js';
 import { Router, type HttpApp } from '../../src/http/index.js';
 import { createLogger } from '../../src/log/index.js';
-import { startAll } from '../../src/lifecycle.js';
+import { part, startAll } from '../../src/lifecycle.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'rbx-edge-'));
 test.after(() => rmSync(tmp, { recursive: true, force: true }));
@@ -199,23 +199,42 @@ test('configured certificate files are reloaded when they change', async () => {
 
 test('a part that fails to start stops the started parts in reverse order', async () => {
   const events: string[] = [];
-  const part = (name: string, fail = false) => ({
-    name,
-    start: () => {
+  type Parts = Record<string, { stop(): void }>;
+  const make = (name: string, fail = false) =>
+    part<Parts, string>(name, () => {
       if (fail) throw new Error(`${name} failed`);
       events.push(`start ${name}`);
-    },
-    stop: () => {
-      events.push(`stop ${name}`);
-    },
-  });
+      return { stop: () => void events.push(`stop ${name}`) };
+    });
+  const d: Parts = {};
   try {
-    await startAll([part('a'), part('b'), part('c', true), part('d')], log);
+    await startAll([make('a'), make('b'), make('c', true), make('d')], d, log);
     assert.unreachable();
   } catch (e) {
     assert.is((e as Error).message, 'c failed');
   }
   assert.equal(events, ['start a', 'start b', 'stop b', 'stop a']);
+  assert.equal(Object.keys(d), ['a', 'b']);
+});
+
+test('a part stops with its own stop() unless it names another, in reverse order', async () => {
+  const events: string[] = [];
+  type Parts = { a: { stop(): void }; b: { close(): void } };
+  const d = {} as Parts;
+  const stop = await startAll<Parts>(
+    [
+      part('a', () => ({ stop: () => void events.push('stop a') })),
+      part(
+        'b',
+        (got) => (events.push(`b sees a: ${typeof got.a.stop}`), { close: () => void events.push('close b') }),
+        (b) => b.close(),
+      ),
+    ],
+    d,
+    log,
+  );
+  await stop();
+  assert.equal(events, ['b sees a: function', 'close b', 'stop a']);
 });
 
 test.run();

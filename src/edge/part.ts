@@ -1,0 +1,41 @@
+// The daemon's two edge parts (main.ts): the TLS certificates (before ACME installs its own into
+// them) and the listeners, which come last since they route to every app.
+
+import type { Config } from '../config/index.js';
+import type { Logger } from '../log/index.js';
+import { Edge, type EdgeApps } from './server.js';
+import type { Aliases } from './target.js';
+import { TlsManager } from './tls.js';
+
+export function startTls(d: { cfg: Readonly<Config>; log: Logger }): TlsManager {
+  const { cfg, log } = d;
+  const tls = new TlsManager({ domain: cfg.domain, dataDir: cfg.dataDir, cert: cfg.https.cert, key: cfg.https.key, log });
+  if (tls.caFile)
+    log.info('local CA for HTTPS clients', { ca: tls.caFile, hint: `curl --cacert ${tls.caFile} https://api.${cfg.domain}:${cfg.https.port}/healthz` });
+  return tls;
+}
+
+export interface EdgePartDeps {
+  cfg: Readonly<Config>;
+  log: Logger;
+  tls: TlsManager;
+  acme: { http01: { answer(path: string | undefined): string | undefined } };
+  hosting: { router: EdgeApps['hosting']; core: { domains: { slugOf: Aliases } } };
+  verify: EdgeApps['verify'];
+  proxy: EdgeApps['proxy'];
+}
+
+export async function startEdge(d: EdgePartDeps): Promise<Edge> {
+  const edge = new Edge({
+    domain: d.cfg.domain,
+    http: d.cfg.http,
+    https: d.cfg.https,
+    tls: d.tls,
+    acmeChallenge: (path) => d.acme.http01.answer(path),
+    log: d.log,
+    aliases: d.hosting.core.domains.slugOf,
+    apps: { hosting: d.hosting.router, verify: d.verify, proxy: d.proxy },
+  });
+  await edge.start();
+  return edge;
+}

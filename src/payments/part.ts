@@ -1,0 +1,13 @@
+// The daemon's payments part (main.ts): built from verify.x402 over the store's payment records,
+// then started (health checks, reconciliation of pending settlements).
+
+import type { Config } from '../config/index.js';
+import type { Logger } from '../log/index.js';
+import type { PaymentStore } from '../store/index.js';
+import { createPayments, type Payments } from './setup.js';
+
+export async function startPayments(d: { cfg: Readonly<Pick<Config, 'verify'>>; store: { payments: PaymentStore }; log: Logger }): Promise<Payments> {
+  const payments = createPayments(d.cfg.verify.x402, d.store.payments, d.log.child({ part: 'payments' }));
+  await payments.start();
+  return payments;
+}
