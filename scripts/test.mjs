@@ -72,6 +72,7 @@ const UNIT = [
   'test/payments/digest.test.ts',
   'test/payments/signer.test.ts',
   'test/install/noderuntime.test.ts',
+  'test/install/ports.test.ts',
 ];
 
 const root = new URL('..', import.meta.url).pathname;

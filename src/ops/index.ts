@@ -4,5 +4,6 @@
 export { formatChecks, type Check } from './checks.js';
 export { hostChecks, runDoctor, acmeCheck } from './doctor.js';
 export { installCommand } from './installcli.js';
+export { choosePorts, listeningPorts } from './ports.js';
 export { imageCommand } from './imagecli.js';
 export { ADDONS, NODE_LTS_MAJOR, nodeRuntimeCheck } from './noderuntime.js';

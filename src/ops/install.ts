@@ -8,7 +8,8 @@
 // scripts/node-runtime put in <checkout>/node (fetching it now if setup has not) is copied to
 // <prefix>/node, which the installed bin/rootbox, and so the unit, runs; the native addons are
 // then loaded by that Node in the prefix, and a build for another Node is refused.
-// Running it twice is safe: files are replaced, the config keeps its other keys.
+// The config gets the HTTP, HTTPS and SSH ports (ports.ts: 80, 443, 22 when free) and the redirect
+// of plain HTTP to HTTPS. Running it twice is safe: files are replaced, the config keeps its other keys.
 
 import { spawnSync } from 'node:child_process';
 import { chmodSync, cpSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
@@ -17,6 +18,7 @@ import { loadConfig } from '../config/index.js';
 import { AppError } from '../errors.js';
 import { buildImage, findImage, imageOptions, imageTag, isBuilt, traverseAdvice, untraversable } from '../runtime/index.js';
 import { ADDONS, addonProbeScript, NODE_LTS_MAJOR } from './noderuntime.js';
+import { choosePorts, listeningPorts, type Listener } from './ports.js';
 
 export interface InstallOptions {
   prefix: string;
@@ -27,6 +29,8 @@ export interface InstallOptions {
   publicIp?: string;
   tlsCert?: string;
   tlsKey?: string;
+  /** --http-port, --https-port, --ssh-port (ports.ts chooses the others). */
+  ports?: Partial<Record<Listener, number>>;
   enable: boolean;
   purge?: boolean;
 }
@@ -69,6 +73,7 @@ export function unitText(source: string, o: Pick<InstallOptions, 'prefix' | 'etc
       if (l.startsWith('WorkingDirectory=')) return `WorkingDirectory=${o.prefix}`;
       if (l.startsWith('ExecStart=')) return `ExecStart=${o.prefix}/bin/rootbox serve --config ${o.etc}/config.json`;
       if (l.startsWith('EnvironmentFile=')) return `EnvironmentFile=-${o.etc}/env`;
+      if (l.startsWith('#')) return l.replaceAll('/opt/rootbox', o.prefix).replaceAll('/etc/rootbox', o.etc);
       return l;
     })
     .join('\n');
@@ -165,6 +170,13 @@ export async function install(o: InstallOptions, out: (t: string) => void): Prom
     if (!o.tlsCert || !o.tlsKey) throw AppError.of('install_failed', '--tls-cert and --tls-key go together');
     conf.https = { ...old.https, cert: resolve(o.tlsCert), key: resolve(o.tlsKey) };
   }
+  const port = (k: string) => old[k]?.port as number | undefined;
+  const { ports, notes } = choosePorts(o.ports ?? {}, { http: port('http'), https: port('https'), ssh: port('ssh') }, listeningPorts());
+  conf.http = { ...old.http, port: ports.http, redirect: old.http?.redirect ?? true }; // production: plain HTTP redirects to HTTPS
+  conf.https = { ...(conf.https as object | undefined), port: ports.https };
+  conf.ssh = { ...old.ssh, port: ports.ssh };
+  notes.forEach(out);
+  out(`ports: HTTP ${ports.http}, HTTPS ${ports.https}, SSH ${ports.ssh} (TCP, open them in the host's firewall; README "Running under systemd")`);
   writeFileSync(`${file}.tmp`, JSON.stringify(conf, null, 2) + '\n', { mode: 0o600 });
   loadConfig({ file: `${file}.tmp`, env: {} }); // refuses a bad value before it replaces the file
   renameSync(`${file}.tmp`, file);

@@ -69,11 +69,14 @@ test.after(async () => {
   rmSync(root, { recursive: true, force: true });
 });
 
-test('install puts program, config, image and unit in a scratch root (never var/), twice without harm', async () => {
+test('install puts program, config, image and unit in a scratch root (never var/), twice without harm; the ports given are kept', async () => {
   const args = ['install', '--prefix', prefix, '--etc', etc, '--data-dir', data, '--unit-dir', unitDir, '--domain', 'example.test', '--no-enable'];
+  const [http, https, ssh] = [await freePort(), await freePort(), await freePort()];
+  const ports = ['--http-port', String(http), '--https-port', String(https), '--ssh-port', String(ssh)];
   for (let i = 0; i < 2; i++) {
-    const r = await run(rootboxBin, args, { timeoutMs: 900_000 });
+    const r = await run(rootboxBin, i === 0 ? [...args, ...ports] : args, { timeoutMs: 900_000 });
     assert.is(r.code, 0, r.stderr + r.stdout);
+    assert.match(r.stdout, `ports: HTTP ${http}, HTTPS ${https}, SSH ${ssh} (TCP, open them`);
   }
   for (const f of [
     'dist/rootbox.js',
@@ -90,8 +93,28 @@ test('install puts program, config, image and unit in a scratch root (never var/
     assert.is(readFileSync(join(prefix, 'node', '.integrity'), 'utf8'), readFileSync(join(checkout, 'node', '.integrity'), 'utf8'));
   const conf = JSON.parse(readFileSync(join(etc, 'config.json'), 'utf8'));
   assert.equal([conf.domain, conf.dataDir, conf.runtime.imageDir], ['example.test', data, join(data, 'images')]);
-  const unit = service(readFileSync(unitFile, 'utf8'));
+  // production: the ports given (kept by the second run, which named none) and plain HTTP redirecting to HTTPS
+  assert.equal([conf.http.port, conf.https.port, conf.ssh.port, conf.http.redirect], [http, https, ssh, true]);
+  const text = readFileSync(unitFile, 'utf8');
+  const unit = service(text);
   assert.equal(unit.get('ExecStart'), [`${prefix}/bin/rootbox serve --config ${etc}/config.json`]);
+  // its comments name the installed paths, not the default prefix
+  const comments = text.split('\n').filter((l) => l.startsWith('#'));
+  assert.ok(
+    comments.some((l) => l.includes(`${prefix}/node`)),
+    comments.join('\n'),
+  );
+  assert.not.ok(
+    comments.some((l) => l.includes('/opt/rootbox') || l.includes('/etc/rootbox')),
+    comments.join('\n'),
+  );
+});
+
+test('install refuses a port flag that is not a TCP port, before installing anything', async () => {
+  const r = await run(rootboxBin, ['install', '--prefix', join(root, 'never'), '--https-port', '70000', '--no-enable'], { timeoutMs: 60_000 });
+  assert.is(r.code, 1, r.stdout);
+  assert.match(r.stderr, "--https-port takes a TCP port from 1 to 65535, not '70000'");
+  assert.not.ok(existsSync(join(root, 'never')));
 });
 
 test('systemd-analyze verify accepts the installed unit', async () => {
