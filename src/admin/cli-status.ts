@@ -22,6 +22,12 @@ function duration(s: number): string {
   return d ? `${d}d ${h}h` : h ? `${h}h ${m}m` : `${m}m ${s % 60}s`;
 }
 
+/** ", unavailable now: why" when the running daemon's payments part says so (the paid routes answer 503). */
+function unavailable(dmn: StatusView['daemon']): string {
+  const p = dmn.running ? (dmn.parts.payments as { available?: boolean; problems?: string } | undefined) : undefined;
+  return p?.available === false ? `; unavailable now: ${p.problems ?? 'see the daemon log'}` : '';
+}
+
 function human(s: StatusView): string {
   const out: string[] = [];
   const dmn = s.daemon;
@@ -68,7 +74,7 @@ function human(s: StatusView): string {
     );
   const cf = s.config;
   out.push(
-    `payments (x402): ${cf.payments.configured ? `configured, ${cf.payments.network}, pay to ${cf.payments.pay_to}` : 'not configured (verify.x402.payTo)'}`,
+    `payments (x402): ${cf.payments.configured ? `configured, ${cf.payments.network}, pay to ${cf.payments.pay_to}${unavailable(dmn)}` : 'not configured (verify.x402.payTo)'}`,
   );
   out.push(
     `llm: ${cf.llm.configured ? `configured, models ${cf.llm.models.join(', ')}, api key ${cf.llm.api_key_set ? 'set' : 'not set'}` : 'not configured (verify.llm.baseUrl and models)'}`,

@@ -17,7 +17,7 @@ import { Router, routes, type Route } from '../http/index.js';
 import { tierOf } from '../hosting/index.js';
 import { adminSocketPath } from './server.js';
 import { AdminActions, type AdminDeps } from './actions.js';
-import { statusView } from './status.js';
+import { paymentsPart, statusView } from './status.js';
 import { accountView, ledgerView, serverView } from './views.js';
 
 const CreditBody = z
@@ -209,7 +209,7 @@ export function adminRouter(d: AdminDeps): Router {
               edge: { up: true, http_port: d.edge.ports.http, https_port: d.edge.ports.https },
               ssh: { up: true, port: d.ssh.port },
               admin: { up: true, socket: adminSocketPath(d.cfg.dataDir) },
-              ...(d.payments && { payments: paymentsPart(d.payments.health.view) }),
+              ...(d.payments && { payments: paymentsPart(d.cfg, d.payments.health.view) }),
             },
           },
         ),
@@ -218,9 +218,4 @@ export function adminRouter(d: AdminDeps): Router {
     ...serverRoutes(a),
     ...accountRoutes(a, d),
   );
-}
-
-/** The payments part of status: who settles, whether payments can be taken, and why not. */
-function paymentsPart(v: { settlement: string; available: boolean; problems: string[] }) {
-  return { up: true as const, settlement: v.settlement, available: v.available, ...(v.problems.length ? { problems: v.problems.join('; ') } : {}) };
 }

@@ -74,6 +74,21 @@ export function statusView(d: ViewDeps & { cfg: Readonly<Config> }, daemon: Daem
   };
 }
 
+/** The payments part of status: who settles, whether payments are configured and can be taken
+ *  now, and why not. Without verify.x402.payTo nothing can be taken, whatever the health checks
+ *  (which then never run) say, so the part and the config line below it agree. */
+export function paymentsPart(cfg: Readonly<Config>, v: { settlement: string; available: boolean; problems: string[] }) {
+  const configured = configFacts(cfg).payments.configured;
+  const problems = configured ? v.problems : ['not configured (verify.x402.payTo)', ...v.problems];
+  return {
+    up: true as const,
+    settlement: v.settlement,
+    configured,
+    available: configured && v.available,
+    ...(problems.length ? { problems: problems.join('; ') } : {}),
+  };
+}
+
 function countBy(keys: string[]): { total: number; by_state: Record<string, number> } {
   const by_state: Record<string, number> = {};
   for (const k of keys) by_state[k] = (by_state[k] ?? 0) + 1;

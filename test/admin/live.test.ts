@@ -199,10 +199,16 @@ test("status --json shows the daemon's process.version, its parts, servers by st
   assert.is(st.certificate.source, 'generated');
   assert.ok(st.certificate.days_left > 300, JSON.stringify(st.certificate));
   assert.is(st.config.payments.configured, false);
+  // the parts list agrees: payments without payTo are not available
+  assert.equal([st.daemon.parts.payments.configured, st.daemon.parts.payments.available], [false, false]);
+  assert.match(st.daemon.parts.payments.problems, 'not configured (verify.x402.payTo)');
   assert.is(st.config.llm.configured, false);
   assert.is(st.store.schema_version, d.daemon.store.schemaVersion);
   const text = await cli('status');
   assert.match(text.stdout, new RegExp(`daemon: running, pid ${process.pid}, node ${process.version.replace(/\./g, '\\.')}`));
+  assert.match(text.stdout, /payments \(settlement facilitator, configured false, available false, problems not configured \(verify\.x402\.payTo\)\)/);
+  assert.match(text.stdout, /\npayments \(x402\): not configured \(verify\.x402\.payTo\)/);
+  assert.not.match(text.stdout, /available true/);
 });
 
 test('with the daemon stopped, list, show and status read the store; commands that act on servers refuse', async () => {
