@@ -14,8 +14,9 @@ const ADMIN_COMMANDS = new Set(['servers', 'accounts', 'status', 'backup', 'rest
 const USAGE = `usage: rootbox <command> [--config FILE]
 
 commands:
-  install        (root, from the checkout) install the program, config, image and systemd unit
-                 (rootbox install --help); uninstall removes them, data kept unless --purge
+  install        (root, from the checkout) install the program, config (ports 80, 443, 22 when
+                 free), image and systemd unit (rootbox install --help); uninstall removes them,
+                 data kept unless --purge
   serve          run the daemon in the foreground (embedded defaults when no config)
   doctor         check this host for what rootbox needs; exit 1 when something required is missing
   image build    build the base server image with debootstrap unless cached (--force rebuilds)
