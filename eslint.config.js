@@ -23,6 +23,7 @@ const OWNERS = [
   ['ssh2', ['ssh']],
   ['node-pty', ['runtime']],
   ['http-proxy-3', ['proxy']],
+  ['pg', ['registry']],
 ];
 
 /** Arrows that must never exist (src/README.md): module → modules it may not import at all. */
@@ -35,6 +36,7 @@ const FORBIDDEN = {
   store: ['hosting', 'verify', 'proxy', 'ssh', 'billing', 'runtime', 'presence', 'edge', 'admin', 'payments'],
   proxy: ['edge', 'hosting', 'ssh', 'admin'],
   ssh: ['proxy', 'hosting', 'edge', 'admin'],
+  registry: ['hosting', 'verify', 'proxy', 'ssh', 'billing', 'runtime', 'presence', 'edge', 'admin', 'store', 'payments'],
   mcp: ['hosting', 'verify', 'proxy', 'ssh', 'billing', 'runtime', 'presence', 'edge', 'admin', 'store', 'payments'],
 };
 
@@ -77,6 +79,7 @@ const modules = [
   'payments',
   'presence',
   'proxy',
+  'registry',
   'runtime',
   'sms',
   'ssh',

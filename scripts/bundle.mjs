@@ -4,6 +4,10 @@
 // loaded from node_modules at run time so their compiled .node files and native crypto stay intact;
 // everything else is inlined.
 
+import { readFileSync } from 'node:fs';
+
+const { version } = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8'));
+
 /** @type {import('esbuild').BuildOptions} */
 export const bundleOptions = {
   bundle: true,
@@ -15,5 +19,7 @@ export const bundleOptions = {
     // Some bundled CommonJS dependencies call require(); give them one in the ESM bundle.
     js: "import { createRequire as __rbxCreateRequire } from 'node:module'; const require = __rbxCreateRequire(import.meta.url);",
   },
+  // the version hosts report to the cluster registry (src/registry/host.ts)
+  define: { 'process.env.ROOTBOX_BUILD_VERSION': JSON.stringify(version) },
   logLevel: 'warning',
 };

@@ -177,6 +177,7 @@ export const CATALOGUE = {
   wake_failed: e('unavailable', 'the server could not be started (Retry-After)'),
   no_address: e('unavailable', 'every address of the server subnet is in use'),
   no_uid_range: e('unavailable', 'every uid range of the host is in use'),
+  registry_unavailable: e('unavailable', 'the cluster registry (PostgreSQL) cannot be reached: changes to shared records wait until it is back (Retry-After)'),
   payments_unavailable: e('unavailable', 'the facilitator lacks our network or refuses our key, or the chain or gas wallet is unusable'),
 
   // ── 504 timeout ──
@@ -202,9 +203,11 @@ export const CATALOGUE = {
   image_build_failed: e('internal', 'debootstrap or apt failed building the base image'),
   ssh_host_key_invalid: e('internal', 'an SSH host key file is not a readable private key'),
   store_too_new: e('internal', 'the database was written by a newer rootbox'),
+  registry_too_new: e('internal', 'the cluster registry has a schema newer than this rootbox knows (upgrade this host)'),
 
   // ── 503 unavailable: the host's own set-up ──
   image_missing: e('unavailable', 'the base image is not built'),
+  registry_not_initialized: e('unavailable', 'the cluster registry has no rootbox schema yet (run rootbox cluster init)'),
   data_dir_untraversable: e('unavailable', "the data dir or image dir has an ancestor the servers' mapped uids cannot traverse (chmod o+x)"),
   helper_missing: e('unavailable', 'the idmapped-mount helper is not built'),
   native_missing: e('unavailable', 'the C sources of the native helpers are not found'),

@@ -7,9 +7,10 @@ import { parseArgs } from 'node:util';
 import { configReference, loadConfig } from './config/index.js';
 import { isAppError } from './errors.js';
 import { serve } from './main.js';
+import { redactUrl } from './registry/index.js';
 
 /** First words handed to src/admin/ (operator commands; `admin credit` is the older spelling). */
-const ADMIN_COMMANDS = new Set(['servers', 'accounts', 'status', 'backup', 'restore', 'admin']);
+const ADMIN_COMMANDS = new Set(['servers', 'accounts', 'status', 'backup', 'restore', 'admin', 'cluster']);
 
 const USAGE = `usage: rootbox <command> [--config FILE]
 
@@ -24,6 +25,8 @@ commands:
   image prune    remove images no server of this data dir uses (the current one is kept)
   servers | accounts | status | backup | restore
                  operate the host through the running daemon (rootbox servers --help)
+  cluster init | status
+                 the cluster registry (cluster.registry): apply its schema, list its hosts
   config docs    print the configuration reference (Markdown)
   config show    print the effective configuration (secrets hidden)
   metrics docs   print the metrics reference (Markdown)
@@ -76,7 +79,14 @@ async function main(argv: string[]): Promise<number> {
         const cfg = loadConfig({ file: values.config });
         const hidden = (k: string, v: unknown) =>
           k === 'facilitatorHeaders' && v && typeof v === 'object' ? Object.fromEntries(Object.keys(v).map((h) => [h, '[set]'])) : v;
-        process.stdout.write(JSON.stringify(cfg, (k, v) => (/key|token|secret/i.test(k) && typeof v === 'string' ? '[set]' : hidden(k, v)), 2) + '\n');
+        process.stdout.write(
+          JSON.stringify(
+            cfg,
+            (k, v) =>
+              /key|token|secret/i.test(k) && typeof v === 'string' ? '[set]' : k === 'registry' && typeof v === 'string' ? redactUrl(v) : hidden(k, v),
+            2,
+          ) + '\n',
+        );
         return 0;
       }
       break;

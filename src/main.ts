@@ -24,6 +24,7 @@ import { serveMetrics, type MetricsListener } from './metrics/index.js';
 import { startPayments, type Payments } from './payments/index.js';
 import { createPorts, startPresence, type IdleTracker, type TcpExposer } from './presence/index.js';
 import { startProxy, type Proxy } from './proxy/index.js';
+import { startRegistry, type Registry } from './registry/index.js';
 import {
   createRuntime,
   runCommand,
@@ -58,6 +59,8 @@ export interface Daemon<R extends Runtime = ContainerRuntime> {
   readonly admin: AdminListener;
   /** The Prometheus listener (port 0 when `metrics.listen` is off or could not bind). */
   readonly metrics: MetricsListener;
+  /** The cluster registry this host is a member of; undefined on a single box. */
+  readonly registry?: Registry;
   stop(): Promise<void>;
 }
 
@@ -95,6 +98,7 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
       (d) => setInterval(() => void d.store.stats.flush().catch((err) => log.error('stats flush failed', { err })), 2000).unref(),
       clearInterval,
     ),
+    part('registry', startRegistry, (r) => r?.stop()), // cluster mode only: schema checked, host registered
     part('payments', startPayments),
     part('tls', startTls, (t) => t.close()),
     part('acme', startAcme),

@@ -5,6 +5,7 @@
 import { parseArgs } from 'node:util';
 import { loadConfig } from '../config/index.js';
 import { accountsCommand } from './cli-accounts.js';
+import { clusterCommand } from './cli-cluster.js';
 import { serversCommand, type CliOut } from './cli-servers.js';
 import { backupCommand, restoreCommand, statusCommand } from './cli-status.js';
 
@@ -25,6 +26,8 @@ export const ADMIN_USAGE = `operator commands (act in the running daemon through
                                           certificate expiry, payments/LLM/SMS configured or not
   backup FILE [--json]                    consistent snapshot of the store while the daemon serves
   restore FILE [--json]                   put a backup in place of the store (daemon stopped)
+  cluster init [--json]                   apply the registry schema (cluster.registry) this rootbox knows; safe to repeat
+  cluster status [--json]                 the registry's hosts: lease, where they are reached, free RAM and disk
 With the daemon stopped, list/show/status read the store, credit writes it, and the other
 commands refuse. --config FILE or ROOTBOX_DATA_DIR select the data dir.`;
 
@@ -69,6 +72,9 @@ export async function adminMain(argv: string[], io: CliOut = stdio): Promise<num
       break;
     case 'backup':
       if (sub !== undefined && rest.length === 0) code = await backupCommand(cfg, sub, flags, io);
+      break;
+    case 'cluster':
+      if (rest.length === 0) code = await clusterCommand(cfg, sub, flags, io);
       break;
     case 'restore':
       if (sub !== undefined && rest.length === 0) code = await restoreCommand(cfg, sub, flags, io);

@@ -5,3 +5,4 @@ export { configReference, configFields } from './docs.js';
 export { parseDuration } from './fields.js';
 export { proxySchema, type ProxyConfig } from './proxy.js';
 export type { RuntimeConfig } from './runtime.js';
+export { hostName } from './cluster.js';

@@ -4,6 +4,7 @@
 
 import { z } from 'zod';
 import { billingEnv, billingSchema } from './billing.js';
+import { clusterEnv, clusterSchema } from './cluster.js';
 import { coreEnv, coreShape } from './core.js';
 import { hostingEnv, hostingSchema } from './hosting.js';
 import { metricsEnv, metricsSchema } from './metrics.js';
@@ -21,9 +22,19 @@ export const configSchema = z
     runtime: runtimeSchema,
     proxy: proxySchema,
     metrics: metricsSchema,
+    cluster: clusterSchema,
   })
   .strict();
 
-export const envBindings: readonly EnvBinding[] = [...coreEnv, ...hostingEnv, ...billingEnv, ...verifyEnv, ...proxyEnv, ...runtimeEnv, ...metricsEnv];
+export const envBindings: readonly EnvBinding[] = [
+  ...coreEnv,
+  ...hostingEnv,
+  ...billingEnv,
+  ...verifyEnv,
+  ...proxyEnv,
+  ...runtimeEnv,
+  ...metricsEnv,
+  ...clusterEnv,
+];
 
 export type Config = z.output<typeof configSchema> & { publicIp: string };

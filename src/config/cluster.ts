@@ -1,0 +1,66 @@
+// The cluster slice of the config (DESIGN part 6): unset `registry` is the single box — LMDB only,
+// nothing else to run. With a PostgreSQL URL the host joins the cluster whose shared records live
+// there, under its own unique `host` name, and registers where the others reach it.
+
+import { hostname } from 'node:os';
+import { z } from 'zod';
+import type { EnvBinding } from './env.js';
+import { duration } from './fields.js';
+
+const HOST_PORT = /^(\[[0-9a-fA-F:.]+\]|[^:[\]\s/]+):\d{1,5}$/;
+
+export const clusterSchema = z
+  .strictObject({
+    registry: z
+      .string()
+      .regex(/^postgres(ql)?:\/\/\S+$/, 'must be a PostgreSQL URL: postgres://user:password@host:5432/rootbox')
+      .optional()
+      .describe(
+        'The cluster registry: a PostgreSQL connection URL (postgres://user:password@host:5432/db, `?sslmode=require` for TLS). Unset: this host is a single box, everything in its own LMDB. Its password is never logged.',
+      ),
+    host: z
+      .string()
+      .regex(/^[a-z0-9][a-z0-9-]{0,62}$/, 'must be 1 to 63 lowercase letters, digits and dashes, starting with a letter or digit')
+      .optional()
+      .describe("This host's unique name in the cluster. Unset: the machine's hostname, lowercased, other characters as dashes."),
+    advertise: z
+      .string()
+      .regex(HOST_PORT, 'must be "host:port"')
+      .optional()
+      .describe(
+        'Where the other hosts reach this host\'s cluster listener, "host:port" (registered in the registry). Default: publicIp with the port of `listen`.',
+      ),
+    listen: z
+      .string()
+      .regex(HOST_PORT, 'must be "host:port"')
+      .default('0.0.0.0:7946')
+      .describe(
+        "Address of this host's host-to-host channel (mutual TLS). Its port is what `advertise` defaults to; the channel itself comes with forwarding between hosts.",
+      ),
+    lease: duration()
+      .prefault('15s')
+      .describe('How long a host counts as up after its last heartbeat; it heartbeats every third of this. A host whose lease ran out is shown down.'),
+    connectTimeout: duration().prefault('3s').describe('How long a connection to the registry may take before the registry counts as unreachable.'),
+    statementTimeout: duration().prefault('5s').describe('Longest a registry statement may run; past it the call fails as registry_unavailable.'),
+  })
+  .prefault({});
+
+/** This host's name: the configured one, or the machine's hostname made a valid name. */
+export function hostName(configured: string | undefined): string {
+  return (
+    configured ??
+    (hostname()
+      .toLowerCase()
+      .replace(/[^a-z0-9-]/g, '-')
+      .replace(/^-+/, '')
+      .slice(0, 63) ||
+      'rootbox')
+  );
+}
+
+export const clusterEnv: EnvBinding[] = [
+  { env: 'ROOTBOX_REGISTRY', path: 'cluster.registry' },
+  { env: 'ROOTBOX_HOST_NAME', path: 'cluster.host' },
+  { env: 'ROOTBOX_CLUSTER_ADVERTISE', path: 'cluster.advertise' },
+  { env: 'ROOTBOX_CLUSTER_LISTEN', path: 'cluster.listen' },
+];

@@ -1,0 +1,41 @@
+// What this host tells the registry about itself: its name, where the others reach it (the
+// configured advertise address, or its public IP with the cluster listener's port), and its
+// capacity as measured now (free memory, free disk of the data dir).
+
+import { statfsSync } from 'node:fs';
+import { freemem } from 'node:os';
+import { hostName } from '../config/index.js';
+import type { RegistryOptions } from './index.js';
+
+export interface ClusterSettings {
+  dataDir: string;
+  publicIp: string;
+  cluster: { host?: string; advertise?: string; listen: string; lease: number; connectTimeout: number; statementTimeout: number };
+}
+
+/** The software version hosts report (bundles set it; source runs say "dev"). */
+export const HOST_VERSION = process.env.ROOTBOX_BUILD_VERSION ?? 'dev';
+
+export function registryOptions(cfg: ClusterSettings, url: string): RegistryOptions {
+  const port = cfg.cluster.listen.slice(cfg.cluster.listen.lastIndexOf(':') + 1);
+  return {
+    url,
+    host: hostName(cfg.cluster.host),
+    advertise: cfg.cluster.advertise ?? `${cfg.publicIp.includes(':') ? `[${cfg.publicIp}]` : cfg.publicIp}:${port}`,
+    publicIp: cfg.publicIp,
+    version: HOST_VERSION,
+    leaseMs: cfg.cluster.lease,
+    connectTimeoutMs: cfg.cluster.connectTimeout,
+    statementTimeoutMs: cfg.cluster.statementTimeout,
+    capacity: () => {
+      let diskFreeBytes = 0;
+      try {
+        const s = statfsSync(cfg.dataDir);
+        diskFreeBytes = s.bavail * s.bsize;
+      } catch {
+        // a data dir that cannot be read reports no free disk
+      }
+      return { memoryFreeBytes: freemem(), diskFreeBytes };
+    },
+  };
+}

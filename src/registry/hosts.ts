@@ -1,0 +1,77 @@
+// Hosts in the registry: each host upserts its own row (where the others reach it, its capacity)
+// and renews its lease by heartbeat; every time is the registry's own clock (now()), so hosts
+// with skewed clocks agree on who is up. A host whose lease ran out is down.
+
+import type { RegistryPool } from './pool.js';
+
+export interface HostFacts {
+  name: string;
+  advertise: string;
+  publicIp: string;
+  version: string;
+  /** What the host can still take (bytes, counts), as it measures it. */
+  capacity: Record<string, number>;
+}
+
+export interface HostRow extends HostFacts {
+  startedAt: Date;
+  heartbeatAt: Date;
+  leaseUntil: Date;
+  /** Lease still running, by the registry's clock. */
+  up: boolean;
+  /** Milliseconds until the lease runs out (negative: ran out that long ago). */
+  leaseLeftMs: number;
+}
+
+interface Raw {
+  name: string;
+  advertise: string;
+  public_ip: string;
+  version: string;
+  capacity: Record<string, number>;
+  started_at: Date;
+  heartbeat_at: Date;
+  lease_until: Date;
+  left_ms: string;
+}
+
+export class HostDirectory {
+  constructor(
+    private readonly pool: RegistryPool,
+    private readonly leaseMs: number,
+  ) {}
+
+  /** Registers this host (or renews it): its row with a lease of leaseMs from now. `starting`
+   *  sets started_at (the first heartbeat of a run). */
+  async heartbeat(f: HostFacts, starting = false): Promise<void> {
+    await this.pool.query(
+      `INSERT INTO hosts (name, advertise, public_ip, capacity, version, started_at, heartbeat_at, lease_until)
+       VALUES ($1, $2, $3, $4, $5, now(), now(), now() + make_interval(secs => $6::double precision / 1000))
+       ON CONFLICT (name) DO UPDATE SET advertise = $2, public_ip = $3, capacity = $4, version = $5,
+         started_at = CASE WHEN $7 THEN now() ELSE hosts.started_at END,
+         heartbeat_at = now(), lease_until = now() + make_interval(secs => $6::double precision / 1000)`,
+      [f.name, f.advertise, f.publicIp, JSON.stringify(f.capacity), f.version, this.leaseMs, starting],
+    );
+  }
+
+  /** Ends this host's lease at once (a clean stop): it shows down without waiting. */
+  async release(name: string): Promise<void> {
+    await this.pool.query('UPDATE hosts SET lease_until = now() WHERE name = $1', [name]);
+  }
+
+  async list(): Promise<HostRow[]> {
+    const r = await this.pool.query<Raw>(`SELECT *, (extract(epoch FROM lease_until - now()) * 1000)::bigint AS left_ms FROM hosts ORDER BY name`);
+    return r.rows.map((x) => ({
+      name: x.name,
+      advertise: x.advertise,
+      publicIp: x.public_ip,
+      version: x.version,
+      capacity: x.capacity,
+      startedAt: x.started_at,
+      heartbeatAt: x.heartbeat_at,
+      leaseUntil: x.lease_until,
+      leaseLeftMs: Number(x.left_ms),
+      up: Number(x.left_ms) > 0,
+    }));
+  }
+}

@@ -1,0 +1,112 @@
+// The cluster registry (DESIGN part 6): shared records in PostgreSQL. This part connects, checks
+// the schema, and keeps this host's row alive: registered at start, renewed every third of the
+// lease, released on a clean stop. A registry that cannot be reached at start does not keep the
+// host from serving what it has: it is checked and joined as soon as it answers; a registry with
+// no schema or a newer one is refused (at start: the daemon does not start).
+
+import { isAppError } from '../errors.js';
+import type { Logger } from '../log/index.js';
+import { registryOptions, type ClusterSettings } from './host.js';
+import { HostDirectory, type HostFacts } from './hosts.js';
+import { assertUsable } from './migrations.js';
+import { RegistryPool } from './pool.js';
+
+export { RegistryPool, redactUrl, isUnavailable } from './pool.js';
+export { HostDirectory, type HostFacts, type HostRow } from './hosts.js';
+export { registryOptions, HOST_VERSION, type ClusterSettings } from './host.js';
+export { migrate, schemaVersion, assertUsable, KNOWN_VERSION, MIGRATIONS } from './migrations.js';
+
+export interface RegistryOptions {
+  url: string;
+  host: string;
+  advertise: string;
+  publicIp: string;
+  version: string;
+  leaseMs: number;
+  connectTimeoutMs: number;
+  statementTimeoutMs: number;
+  /** What this host can still take, measured at each heartbeat. */
+  capacity(): Record<string, number>;
+}
+
+/** The registry part of the daemon: joined when cluster.registry is set, nothing on a single box. */
+export async function startRegistry(d: { cfg: Readonly<ClusterSettings & { cluster: { registry?: string } }>; log: Logger }): Promise<Registry | undefined> {
+  const url = d.cfg.cluster.registry;
+  if (!url) return undefined;
+  const r = new Registry(registryOptions(d.cfg, url), d.log.child({ part: 'registry' }));
+  await r.start();
+  return r;
+}
+
+export class Registry {
+  readonly pool: RegistryPool;
+  readonly hosts: HostDirectory;
+  private timer?: NodeJS.Timeout;
+  private checked = false;
+  private reachable = true;
+  private beating?: Promise<void>;
+
+  constructor(
+    private readonly o: RegistryOptions,
+    private readonly log: Logger,
+  ) {
+    this.pool = new RegistryPool({ url: o.url, connectTimeoutMs: o.connectTimeoutMs, statementTimeoutMs: o.statementTimeoutMs });
+    this.hosts = new HostDirectory(this.pool, o.leaseMs);
+  }
+
+  private facts(): HostFacts {
+    return { name: this.o.host, advertise: this.o.advertise, publicIp: this.o.publicIp, version: this.o.version, capacity: this.o.capacity() };
+  }
+
+  /** Checks the schema and registers this host. Refuses (throws) a registry without a usable
+   *  schema; an unreachable one is logged and joined later. */
+  async start(): Promise<void> {
+    this.log.info('registry', { registry: this.pool.where, host: this.o.host, advertise: this.o.advertise });
+    await this.beat(true).catch((err) => {
+      if (!isAppError(err) || err.code !== 'registry_unavailable') throw err;
+    });
+    this.timer = setInterval(() => void this.tick(), Math.max(250, Math.floor(this.o.leaseMs / 3)));
+    this.timer.unref();
+  }
+
+  private tick(): void {
+    this.beating ??= this.beat(false)
+      .catch((err) => {
+        if (isAppError(err) && err.code === 'registry_unavailable') return;
+        // a schema that became unusable (a newer rootbox migrated it): stop renewing, say why
+        this.log.error('registry refused', { code: isAppError(err) ? err.code : undefined, detail: (err as Error).message });
+        clearInterval(this.timer);
+      })
+      .finally(() => (this.beating = undefined));
+  }
+
+  private async beat(starting: boolean): Promise<void> {
+    try {
+      if (!this.checked) {
+        await assertUsable(this.pool);
+        this.checked = true;
+      }
+      await this.hosts.heartbeat(this.facts(), starting || !this.reachable);
+      if (!this.reachable) this.log.info('registry reachable again', { registry: this.pool.where });
+      this.reachable = true;
+    } catch (err) {
+      if (isAppError(err) && err.code === 'registry_unavailable' && this.reachable) {
+        this.reachable = false;
+        this.log.warn('registry unreachable; serving what this host has', { registry: this.pool.where });
+      }
+      throw err;
+    }
+  }
+
+  /** Whether the last heartbeat reached the registry. */
+  get up(): boolean {
+    return this.reachable && this.checked;
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.timer);
+    await this.beating;
+    if (this.checked && this.reachable) await this.hosts.release(this.o.host).catch(() => {});
+    await this.pool.end();
+  }
+}

@@ -1,0 +1,76 @@
+// The registry's schema, versioned. `rootbox cluster init` applies every migration this rootbox
+// knows, in order, each in its own transaction under one advisory lock (two hosts initialising at
+// once apply each step once); a host at start only checks: it refuses a registry whose schema is
+// newer than it knows (an older rootbox must not write records it does not understand) and one
+// with no schema yet (the operator runs init once, on purpose).
+
+import { AppError } from '../errors.js';
+import type { RegistryPool } from './pool.js';
+
+export interface Migration {
+  version: number;
+  about: string;
+  sql: string;
+}
+
+/** Key of the advisory lock migrations run under (any constant unique to rootbox). */
+const MIGRATE_LOCK = 0x726f6f74;
+
+export const MIGRATIONS: readonly Migration[] = [
+  {
+    version: 1,
+    about: 'hosts: name, where the others reach it, capacity, heartbeat and lease',
+    sql: `
+      CREATE TABLE hosts (
+        name          text PRIMARY KEY,
+        advertise     text NOT NULL,
+        public_ip     text NOT NULL,
+        capacity      jsonb NOT NULL DEFAULT '{}'::jsonb,
+        version       text NOT NULL,
+        started_at    timestamptz NOT NULL,
+        heartbeat_at  timestamptz NOT NULL,
+        lease_until   timestamptz NOT NULL
+      );`,
+  },
+];
+
+export const KNOWN_VERSION = MIGRATIONS[MIGRATIONS.length - 1].version;
+
+/** The schema version the registry is at; 0 when rootbox never initialised it. */
+export async function schemaVersion(pool: RegistryPool): Promise<number> {
+  const has = await pool.query<{ t: string | null }>(`SELECT to_regclass('rootbox_schema')::text AS t`);
+  if (!has.rows[0]?.t) return 0;
+  const r = await pool.query<{ v: number | null }>('SELECT max(version) AS v FROM rootbox_schema');
+  return r.rows[0]?.v ?? 0;
+}
+
+/** Applies what is missing; answers the versions applied now (empty when it was current). */
+export async function migrate(pool: RegistryPool): Promise<number[]> {
+  return pool.tx(async (c) => {
+    await c.query('SELECT pg_advisory_xact_lock($1)', [MIGRATE_LOCK]);
+    await c.query('CREATE TABLE IF NOT EXISTS rootbox_schema (version int PRIMARY KEY, about text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())');
+    const at = (await c.query<{ v: number | null }>('SELECT max(version) AS v FROM rootbox_schema')).rows[0]?.v ?? 0;
+    if (at > KNOWN_VERSION) throw tooNew(at);
+    const applied: number[] = [];
+    for (const m of MIGRATIONS) {
+      if (m.version <= at) continue;
+      await c.query(m.sql);
+      await c.query('INSERT INTO rootbox_schema (version, about) VALUES ($1, $2)', [m.version, m.about]);
+      applied.push(m.version);
+    }
+    return applied;
+  });
+}
+
+/** Refuses a registry this rootbox must not use: no schema, or a newer one. */
+export async function assertUsable(pool: RegistryPool): Promise<number> {
+  const v = await schemaVersion(pool);
+  if (v === 0) throw AppError.of('registry_not_initialized', `the registry at ${pool.where} has no rootbox schema: run \`rootbox cluster init\` once`);
+  if (v > KNOWN_VERSION) throw tooNew(v);
+  if (v < KNOWN_VERSION)
+    throw AppError.of('registry_not_initialized', `the registry is at schema ${v}, this rootbox needs ${KNOWN_VERSION}: run \`rootbox cluster init\``);
+  return v;
+}
+
+const tooNew = (v: number) =>
+  AppError.of('registry_too_new', `the registry is at schema ${v}, newer than this rootbox knows (${KNOWN_VERSION}): upgrade rootbox on this host`);

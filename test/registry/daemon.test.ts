@@ -1,0 +1,76 @@
+// A daemon in cluster mode against a real PostgreSQL: `rootbox cluster init` (the CLI) prepares
+// the registry, the daemon registers itself and `rootbox cluster status` shows it up with its
+// advertised address and capacity, and down as soon as it stops; a daemon refuses to start on a
+// registry nobody initialised; `config show` and the daemon's log never carry the password.
+process.env.ROOTBOX_TEST_RUNTIME ??= 'process'; // what is tested here needs no container
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { isAppError } from '../../src/errors.js';
+import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
+import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
+import { run } from '../helpers/run.js';
+
+const bin = new URL('../../bin/rootbox', import.meta.url).pathname;
+let pg: TestPostgres;
+let d: TestDaemon | undefined;
+
+const cli = (args: string[], url = pg.url) => run(bin, args, { env: { ...process.env, ROOTBOX_REGISTRY: url, ROOTBOX_DATA_DIR: pg.dir + '/cli' } });
+const cluster = (name: string) => ({ cluster: { registry: pg.url, host: name, advertise: '127.0.0.1:17946', lease: '2s' } });
+
+test.before(async () => {
+  pg = await startPostgres();
+});
+test.after(async () => {
+  await d?.stop();
+  await pg?.stop();
+});
+
+test('a daemon refuses to start on a registry nobody initialised, naming the command that fixes it', async () => {
+  const err = await startTestDaemon(cluster('early')).then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  assert.ok(isAppError(err), String(err));
+  assert.is((err as { code: string }).code, 'registry_not_initialized');
+  assert.match((err as Error).message, /rootbox cluster init/);
+});
+
+test('cluster init prepares the registry once; a daemon registers and cluster status shows it up, then down when it stops', async () => {
+  const init = await cli(['cluster', 'init']);
+  assert.is(init.code, 0, init.stderr);
+  assert.match(init.stdout, /applied schema 1/);
+  assert.match((await cli(['cluster', 'init'])).stdout, /current/);
+
+  d = await startTestDaemon(cluster('host-a'));
+  const status = await cli(['cluster', 'status', '--json']);
+  assert.is(status.code, 0, status.stderr);
+  const doc = JSON.parse(status.stdout) as { schema: number; hosts: { name: string; up: boolean; advertise: string; capacity: Record<string, number> }[] };
+  assert.is(doc.schema, 1);
+  const a = doc.hosts.find((h) => h.name === 'host-a');
+  assert.ok(a?.up);
+  assert.is(a!.advertise, '127.0.0.1:17946');
+  assert.ok(a!.capacity.memoryFreeBytes > 0 && a!.capacity.diskFreeBytes > 0);
+  const table = await cli(['cluster', 'status']);
+  assert.match(table.stdout, /host-a\s+up\s+\d/);
+  assert.not.ok(table.stdout.includes(pg.password));
+
+  const logs = d.logs;
+  await d.stop();
+  d = undefined;
+  const after = JSON.parse((await cli(['cluster', 'status', '--json'])).stdout) as typeof doc;
+  assert.is(after.hosts.find((h) => h.name === 'host-a')!.up, false);
+  for (const l of logs) assert.not.ok(JSON.stringify(l).includes(pg.password), JSON.stringify(l));
+});
+
+test('config show and a refused cluster command never print the registry password', async () => {
+  const shown = await cli(['config', 'show']);
+  assert.is(shown.code, 0, shown.stderr);
+  assert.not.ok(shown.stdout.includes(pg.password));
+  assert.match(shown.stdout, /postgres:\/\/rootbox:\*\*\*@127\.0\.0\.1/);
+  const wrong = pg.url.replace(pg.password, 'not-the-password');
+  const refused = await cli(['cluster', 'status'], wrong);
+  assert.is(refused.code, 1);
+  assert.not.ok((refused.stdout + refused.stderr).includes('not-the-password'));
+});
+
+test.run();

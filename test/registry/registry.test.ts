@@ -1,0 +1,135 @@
+// The cluster registry on a real PostgreSQL (Debian's, started by the test): versioned schema
+// applied once however many hosts initialise at once, a registry with no schema or a newer one
+// refused, hosts registered with leases on the registry's clock, a clean stop releasing the
+// lease at once, a registry that is down at start joined when it comes back, and the URL's
+// password never written to the log.
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { isAppError } from '../../src/errors.js';
+import { createLogger } from '../../src/log/index.js';
+import { KNOWN_VERSION, migrate, Registry, RegistryPool, schemaVersion, type RegistryOptions } from '../../src/registry/index.js';
+import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
+import { until } from '../helpers/wait.js';
+
+let pg: TestPostgres;
+const lines: string[] = [];
+const log = createLogger({ level: 'debug', sink: (l) => lines.push(l) });
+const pools: RegistryPool[] = [];
+const registries: Registry[] = [];
+
+const pool = () => {
+  const p = new RegistryPool({ url: pg.url, connectTimeoutMs: 1000, statementTimeoutMs: 2000 });
+  pools.push(p);
+  return p;
+};
+const registry = (host: string, o: Partial<RegistryOptions> = {}) => {
+  const r = new Registry(
+    {
+      url: pg.url,
+      host,
+      advertise: `127.0.0.1:${7000 + registries.length}`,
+      publicIp: '127.0.0.1',
+      version: 'test',
+      leaseMs: 900,
+      connectTimeoutMs: 500,
+      statementTimeoutMs: 2000,
+      capacity: () => ({ memoryFreeBytes: 1 << 30 }),
+      ...o,
+    },
+    log,
+  );
+  registries.push(r);
+  return r;
+};
+const code = (p: Promise<unknown>) =>
+  p.then(
+    () => 'resolved',
+    (e: unknown) => (isAppError(e) ? e.code : String(e)),
+  );
+
+test.before(async () => {
+  pg = await startPostgres();
+});
+test.after(async () => {
+  for (const r of registries) await r.stop().catch(() => {});
+  for (const p of pools) await p.end();
+  await pg?.stop();
+});
+
+test('a host refuses a registry that was never initialised', async () => {
+  assert.is(await schemaVersion(pool()), 0);
+  assert.is(await code(registry('early').start()), 'registry_not_initialized');
+});
+
+test('init applies every migration once, even when two hosts run it at the same instant', async () => {
+  const [a, b] = await Promise.all([migrate(pool()), migrate(pool())]);
+  assert.equal(
+    [...a, ...b].sort(),
+    Array.from({ length: KNOWN_VERSION }, (_, i) => i + 1),
+  );
+  assert.equal(await migrate(pool()), []);
+  assert.is(await schemaVersion(pool()), KNOWN_VERSION);
+  assert.is(await pg.sql('SELECT count(*) FROM rootbox_schema'), String(KNOWN_VERSION));
+});
+
+test('hosts register with a lease on the registry clock; a clean stop shows the host down at once; a lapsed lease shows down', async () => {
+  const a = registry('host-a');
+  const b = registry('host-b');
+  await a.start();
+  await b.start();
+  const hosts = await a.hosts.list();
+  assert.equal(
+    hosts.map((h) => [h.name, h.up, h.publicIp, h.capacity.memoryFreeBytes]),
+    [
+      ['host-a', true, '127.0.0.1', 1 << 30],
+      ['host-b', true, '127.0.0.1', 1 << 30],
+    ],
+  );
+  const before = hosts.find((h) => h.name === 'host-b')!.heartbeatAt.getTime();
+  await until(
+    'host-b renews its lease',
+    async () => ((await a.hosts.list()).find((h) => h.name === 'host-b')!.heartbeatAt.getTime() > before ? true : false),
+    5000,
+  );
+  await b.stop();
+  assert.is((await a.hosts.list()).find((h) => h.name === 'host-b')!.up, false, 'released on stop');
+  // host-c stops renewing without releasing (as a host that died): down once its lease runs out
+  await pg.sql(
+    `INSERT INTO hosts (name, advertise, public_ip, version, started_at, heartbeat_at, lease_until) VALUES ('host-c', '127.0.0.1:1', '127.0.0.1', 'x', now(), now(), now() + interval '300 milliseconds')`,
+  );
+  assert.is((await a.hosts.list()).find((h) => h.name === 'host-c')!.up, true);
+  await until('host-c is down', async () => (await a.hosts.list()).find((h) => h.name === 'host-c')!.up === false, 5000);
+});
+
+test('a registry with a newer schema than this rootbox knows is refused, by start and by init', async () => {
+  await pg.sql(`INSERT INTO rootbox_schema (version, about) VALUES (${KNOWN_VERSION + 1}, 'from the future')`);
+  try {
+    assert.is(await code(registry('late').start()), 'registry_too_new');
+    assert.is(await code(migrate(pool())), 'registry_too_new');
+  } finally {
+    await pg.sql(`DELETE FROM rootbox_schema WHERE version = ${KNOWN_VERSION + 1}`);
+  }
+});
+
+test('a registry that is down at start does not stop the host; it registers as soon as the registry is back', async () => {
+  await pg.halt();
+  const r = registry('host-d');
+  try {
+    await r.start(); // resolves: the host serves what it has
+    assert.is(r.up, false);
+    assert.ok(lines.some((l) => l.includes('registry unreachable')));
+  } finally {
+    await pg.start();
+  }
+  await until('host-d registered', () => r.up, 10_000);
+  const d = (await r.hosts.list()).find((h) => h.name === 'host-d');
+  assert.ok(d?.up);
+});
+
+test("the registry URL's password is never in the log", () => {
+  assert.ok(lines.length > 0);
+  for (const l of lines) assert.not.ok(l.includes(pg.password), l);
+  assert.ok(lines.some((l) => l.includes('rootbox:***@127.0.0.1')));
+});
+
+test.run();
