@@ -124,7 +124,7 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
     part('ssh', startSsh),
     part(
       'hosting',
-      (d) => startHosting({ ...d, makeKeyPair: generateServerKeyPair, certs: domainCerts(d.acme) }),
+      (d) => startHosting({ ...d, makeKeyPair: generateServerKeyPair, certs: domainCerts(d.acme), names: d.registry?.names }),
       (h) => h.core.domains.stop(),
     ),
     part('metering', (d) => (d.billing.start(), d.billing)),

@@ -16,7 +16,7 @@ import { Accounts, TIER_LIMITS, tierOf } from './accounts.js';
 import { Exposures, type PortListener } from './expose.js';
 import { HostSecret } from './keys.js';
 import { PhoneVerifier } from './phone.js';
-import { Servers, type Credits, type KeyPair } from './servers.js';
+import { Servers, type Credits, type KeyPair, type SharedNames } from './servers.js';
 
 export interface HostingDeps {
   cfg: Readonly<Config>;
@@ -37,6 +37,8 @@ export interface HostingDeps {
   forget?(serverId: string): void;
   /** Certificates for servers' own domains (ACME); absent: custom domains are refused (503). */
   certs?: CertIssuer;
+  /** Registry mode: slugs and placements shared by every host. */
+  names?: SharedNames;
 }
 
 export interface HostingCore {
@@ -96,6 +98,8 @@ export function buildCore(d: HostingDeps): HostingCore {
     },
     stateOf: (id) => d.presence.state(id),
     domainsOf: (id) => domains.activeOf(id),
+    names: d.names,
+    publicIp: d.cfg.publicIp,
   });
   const sync = () => syncTiers(d, servers);
   d.billing.keepTiers({ apply: (a) => servers.applyTier(a), sync });
@@ -113,12 +117,28 @@ export function buildCore(d: HostingDeps): HostingCore {
     syncTiers: sync,
     sshPort: d.sshPort,
     async start() {
+      await reconcileNames(d);
       await exposures.restore((msg, f) => d.log.warn(msg, f));
       domains.load();
       domains.start();
       await sync();
     },
   };
+}
+
+/** Registry mode: the registry's placements and slugs of this host made to match its store (a
+ *  registry that cannot be reached now is reconciled at the next start; nothing is lost meanwhile:
+ *  a stale claim only keeps a name taken). */
+async function reconcileNames(d: HostingDeps): Promise<void> {
+  if (!d.names) return;
+  const servers = d.store.servers.all().map((s) => ({ id: s.id, slug: s.slug, accountId: s.accountId }));
+  try {
+    const r = await d.names.reconcile(servers, d.cfg.publicIp);
+    if (r.removed.length || r.released.length || r.placed.length) d.log.info('registry reconciled', r);
+    if (r.conflicts.length) d.log.error('servers whose subdomain another host holds in the registry', { slugs: r.conflicts });
+  } catch (err) {
+    d.log.warn('registry not reconciled at start; retried at the next start', { err: (err as Error).message });
+  }
 }
 
 /** A server lags when its RAM or disk ceiling is below its account's tier (a credit the daemon

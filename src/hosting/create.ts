@@ -120,7 +120,7 @@ export async function handleCreate(ctx: RouteCtx<AccountRecord | undefined, z.ou
         ...(accountNote ? { account_note: accountNote } : {}),
       },
     };
-    core.servers.commit(created, heldAccount); // nothing may fail after this but writing the answer
+    await core.servers.commit(created, heldAccount); // nothing may fail after this but writing the answer
     created = undefined;
     return answer;
   } catch (e) {

@@ -58,6 +58,27 @@ export interface ServerDeps {
   stateOf?(serverId: string): ServerState | undefined;
   /** The server's active own domains (usage.domains lists them after its subdomain). */
   domainsOf?(serverId: string): string[];
+  /** Registry mode: slugs and placements shared by every host. */
+  names?: SharedNames;
+  /** This host's public address (its servers' placement names it). */
+  publicIp: string;
+}
+
+/** The cluster registry's names and placements (registry mode); absent on a single box, where
+ *  the store's slug index alone decides. */
+export interface SharedNames {
+  /** Claims a slug for a server across every host; false when any host holds it. */
+  claim(slug: string, serverId: string): Promise<boolean>;
+  release(slug: string, serverId: string): Promise<void>;
+  /** Records that a committed server runs on this host. */
+  place(p: { serverId: string; accountId: string; slug: string; publicIp: string }): Promise<unknown>;
+  /** Forgets a server's placement and slug (it is being deleted). */
+  remove(serverId: string): Promise<void>;
+  /** At start: the registry made to match this host's committed servers. */
+  reconcile(
+    servers: readonly { id: string; slug: string; accountId: string }[],
+    publicIp: string,
+  ): Promise<{ removed: string[]; released: string[]; placed: string[]; conflicts: string[] }>;
 }
 
 export interface CreateInput {
@@ -80,13 +101,30 @@ export class Servers {
     this.pending.recover();
   }
 
-  private chooseAndInsert(account: AccountRecord, input: CreateInput, base: Omit<ServerRecord, 'slug'>): { record: ServerRecord; note?: string } {
+  /** Takes `slug` for the record: in the registry first (registry mode), then in the store with
+   *  the runtime's reservation, in one transaction; undefined when it is taken. */
+  private async take(base: Omit<ServerRecord, 'slug'>, slug: string): Promise<ServerRecord | undefined> {
+    const names = this.d.names;
+    if (names && !(await names.claim(slug, base.id))) return undefined;
+    const record = { ...base, slug };
+    let inserted = false;
+    try {
+      inserted = this.d.store.atomically(() => {
+        if (!this.d.store.servers.insert(record)) return false;
+        this.d.runtime.reserve?.(specOf(record));
+        return true;
+      });
+    } finally {
+      if (!inserted && names) await names.release(slug, base.id);
+    }
+    return inserted ? record : undefined;
+  }
+
+  private async chooseAndInsert(input: CreateInput, base: Omit<ServerRecord, 'slug'>): Promise<{ record: ServerRecord; note?: string }> {
     const plan = planSlugs(input.subdomains, this.d.brands);
     for (const slug of plan.candidates) {
-      const record = { ...base, slug };
-      if (this.d.store.servers.insert(record)) {
-        return { record, note: plan.skipped.length ? `skipped ${plan.skipped.join('; ')}` : undefined };
-      }
+      const record = await this.take(base, slug);
+      if (record) return { record, note: plan.skipped.length ? `skipped ${plan.skipped.join('; ')}` : undefined };
     }
     if (plan.candidates.length > 0) {
       throw AppError.of(
@@ -95,8 +133,8 @@ export class Servers {
       );
     }
     for (let i = 0; i < 20; i++) {
-      const record = { ...base, slug: randomSlug() };
-      if (this.d.store.servers.insert(record)) {
+      const record = await this.take(base, randomSlug());
+      if (record) {
         const why = input.subdomains?.length ? `none of the wanted subdomains is usable (${plan.skipped.join('; ')})` : 'no subdomain was asked for';
         return { record, note: `${why}; assigned ${record.slug}.${this.d.domain}` };
       }
@@ -116,22 +154,18 @@ export class Servers {
     const id = `srv_${randomBytes(6).toString('hex')}`;
     const keys = this.d.makeKeyPair(id);
     const pending = this.pending.mark('create');
-    const { record, note } = this.d.store.atomically(() => {
-      const chosen = this.chooseAndInsert(account, input, {
-        id,
-        accountId: account.id,
-        sshPublicKey: keys.publicKey,
-        keyFingerprint: keys.fingerprint,
-        memoryBytes: limits.memoryBytes,
-        diskBytes: limits.diskBytes,
-        neverSleep: input.neverSleep ?? false,
-        suspended: false,
-        flag: null,
-        createdAt: Date.now(),
-        pending,
-      });
-      this.d.runtime.reserve?.(specOf(chosen.record));
-      return chosen;
+    const { record, note } = await this.chooseAndInsert(input, {
+      id,
+      accountId: account.id,
+      sshPublicKey: keys.publicKey,
+      keyFingerprint: keys.fingerprint,
+      memoryBytes: limits.memoryBytes,
+      diskBytes: limits.diskBytes,
+      neverSleep: input.neverSleep ?? false,
+      suspended: false,
+      flag: null,
+      createdAt: Date.now(),
+      pending,
     });
     this.pending.begin(id);
     this.d.log.info('creating server', { id, slug: record.slug, account: account.id });
@@ -148,12 +182,18 @@ export class Servers {
 
   /** The create's last step before its answer is written: one synced commit makes the server
    *  (and the account the create made, if any) durable and visible. */
-  commit(created: Created, madeAccount?: string): void {
+  async commit(created: Created, madeAccount?: string): Promise<void> {
     const { id, slug, accountId } = created.record;
+    // registry mode: the placement is written first, so a committed server always has one (a
+    // crash before the local commit leaves a placement that the next start removes)
+    await this.d.names?.place({ serverId: id, accountId, slug, publicIp: this.d.publicIp });
     const ok = this.d.store.commitCreate(id, madeAccount);
     this.pending.end(id);
     // past its deadline the create counts as abandoned: the caller rolls it back
-    if (!ok) throw AppError.of('create_failed', 'the server took too long to create; try again');
+    if (!ok) {
+      await this.d.names?.remove(id);
+      throw AppError.of('create_failed', 'the server took too long to create; try again');
+    }
     this.d.log.info('server created', { id, slug, account: accountId });
   }
 
@@ -187,6 +227,9 @@ export class Servers {
    *  the record; the answer follows the record's synced removal. */
   async delete(rec: ServerRecord): Promise<void> {
     this.pending.sweep();
+    // registry mode: the shared records go first; a registry that cannot be reached refuses the
+    // delete (503) with nothing changed
+    await this.d.names?.remove(rec.id);
     const m = this.pending.mark('delete');
     this.pending.begin(rec.id);
     try {

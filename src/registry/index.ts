@@ -9,10 +9,14 @@ import type { Logger } from '../log/index.js';
 import { registryOptions, type ClusterSettings } from './host.js';
 import { HostDirectory, type HostFacts } from './hosts.js';
 import { assertUsable } from './migrations.js';
+import { RegistryNames } from './names.js';
+import { RegistryPayments } from './payments.js';
 import { RegistryPool } from './pool.js';
 
 export { RegistryPool, redactUrl, isUnavailable } from './pool.js';
 export { HostDirectory, type HostFacts, type HostRow } from './hosts.js';
+export { RegistryNames, type Placement } from './names.js';
+export { RegistryPayments } from './payments.js';
 export { registryOptions, HOST_VERSION, type ClusterSettings } from './host.js';
 export { migrate, schemaVersion, assertUsable, KNOWN_VERSION, MIGRATIONS } from './migrations.js';
 
@@ -41,6 +45,8 @@ export async function startRegistry(d: { cfg: Readonly<ClusterSettings & { clust
 export class Registry {
   readonly pool: RegistryPool;
   readonly hosts: HostDirectory;
+  readonly names: RegistryNames;
+  readonly payments: RegistryPayments;
   private timer?: NodeJS.Timeout;
   private checked = false;
   private reachable = true;
@@ -52,6 +58,8 @@ export class Registry {
   ) {
     this.pool = new RegistryPool({ url: o.url, connectTimeoutMs: o.connectTimeoutMs, statementTimeoutMs: o.statementTimeoutMs });
     this.hosts = new HostDirectory(this.pool, o.leaseMs);
+    this.names = new RegistryNames(this.pool, o.host);
+    this.payments = new RegistryPayments(this.pool, o.host);
   }
 
   private facts(): HostFacts {
@@ -96,6 +104,11 @@ export class Registry {
       }
       throw err;
     }
+  }
+
+  /** This host's name in the cluster. */
+  get host(): string {
+    return this.o.host;
   }
 
   /** Whether the last heartbeat reached the registry. */

@@ -32,6 +32,39 @@ export const MIGRATIONS: readonly Migration[] = [
         lease_until   timestamptz NOT NULL
       );`,
   },
+  {
+    version: 2,
+    about: 'names and placement: slugs unique across hosts, each server placed on one host with an epoch',
+    sql: `
+      CREATE TABLE slugs (
+        slug        text PRIMARY KEY,
+        server_id   text NOT NULL,
+        host        text NOT NULL,
+        claimed_at  timestamptz NOT NULL DEFAULT now()
+      );
+      CREATE INDEX slugs_host ON slugs (host);
+      CREATE TABLE placements (
+        server_id   text PRIMARY KEY,
+        host        text NOT NULL,
+        epoch       bigint NOT NULL,
+        account_id  text NOT NULL,
+        slug        text NOT NULL,
+        public_ip   text NOT NULL,
+        placed_at   timestamptz NOT NULL DEFAULT now()
+      );
+      CREATE INDEX placements_host ON placements (host);`,
+  },
+  {
+    version: 3,
+    about: 'payment locks: an x402 payment is used once across every host',
+    sql: `
+      CREATE TABLE payment_locks (
+        key        text PRIMARY KEY,
+        host       text NOT NULL,
+        state      text NOT NULL,
+        locked_at  timestamptz NOT NULL DEFAULT now()
+      );`,
+  },
 ];
 
 export const KNOWN_VERSION = MIGRATIONS[MIGRATIONS.length - 1].version;

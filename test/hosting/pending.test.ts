@@ -153,6 +153,7 @@ function hosting(build?: (spec: ServerSpec) => Promise<RuntimeServer>) {
     domain: 'example.test',
     brands: new Set(),
     maxServersPerAccount: 5,
+    publicIp: '192.0.2.1',
     makeKeyPair: (c) => ({ privateKey: 'k', publicKey: `ssh-ed25519 AAAA ${c}`, fingerprint: `fp-${c}` }),
     credits: () => ({ tier: 'anonymous', ram_gb_hours_left: 1, egress_gb_left: 1, balance_usd: 0 }),
     exposedPorts: () => [],
@@ -190,7 +191,7 @@ test('a create writes the server record and the runtime record (address, uid ran
       'the runtime record holds only what the runtime owns',
     );
     assert.is(seen.server?.memoryBytes, 256 * 1024 * 1024, "the limits are the server record's");
-    h.servers.commit(made);
+    await h.servers.commit(made);
     assert.is(h.store.servers.get(made.record.id)?.pending, undefined);
     assert.is(h.store.runtime.get(made.record.id)?.pending, undefined);
   } finally {

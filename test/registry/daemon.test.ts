@@ -38,14 +38,14 @@ test('a daemon refuses to start on a registry nobody initialised, naming the com
 test('cluster init prepares the registry once; a daemon registers and cluster status shows it up, then down when it stops', async () => {
   const init = await cli(['cluster', 'init']);
   assert.is(init.code, 0, init.stderr);
-  assert.match(init.stdout, /applied schema 1/);
+  assert.match(init.stdout, /applied schema 1, 2, 3/);
   assert.match((await cli(['cluster', 'init'])).stdout, /current/);
 
   d = await startTestDaemon(cluster('host-a'));
   const status = await cli(['cluster', 'status', '--json']);
   assert.is(status.code, 0, status.stderr);
   const doc = JSON.parse(status.stdout) as { schema: number; hosts: { name: string; up: boolean; advertise: string; capacity: Record<string, number> }[] };
-  assert.is(doc.schema, 1);
+  assert.is(doc.schema, 3);
   const a = doc.hosts.find((h) => h.name === 'host-a');
   assert.ok(a?.up);
   assert.is(a!.advertise, '127.0.0.1:17946');

@@ -7,7 +7,16 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { isAppError } from '../../src/errors.js';
 import { createLogger } from '../../src/log/index.js';
-import { KNOWN_VERSION, migrate, Registry, RegistryPool, schemaVersion, type RegistryOptions } from '../../src/registry/index.js';
+import {
+  KNOWN_VERSION,
+  migrate,
+  Registry,
+  RegistryNames,
+  RegistryPayments,
+  RegistryPool,
+  schemaVersion,
+  type RegistryOptions,
+} from '../../src/registry/index.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
 import { until } from '../helpers/wait.js';
 
@@ -99,6 +108,54 @@ test('hosts register with a lease on the registry clock; a clean stop shows the 
   );
   assert.is((await a.hosts.list()).find((h) => h.name === 'host-c')!.up, true);
   await until('host-c is down', async () => (await a.hosts.list()).find((h) => h.name === 'host-c')!.up === false, 5000);
+});
+
+test('a slug wanted by two hosts at the same instant goes to exactly one server; a release frees it', async () => {
+  const a = new RegistryNames(pool(), 'host-a');
+  const b = new RegistryNames(pool(), 'host-b');
+  const tries = Array.from({ length: 20 }, (_, i) => (i % 2 ? a : b).claim('blog', `srv_${i}`));
+  const won = (await Promise.all(tries)).filter(Boolean).length;
+  assert.is(won, 1);
+  const holder = await pg.sql("SELECT server_id || ' ' || host FROM slugs WHERE slug = 'blog'");
+  const [id, host] = holder.split(' ');
+  const owner = host === 'host-a' ? a : b;
+  const other = host === 'host-a' ? b : a;
+  await other.release('blog', id); // another host cannot give it back
+  assert.is(await other.claim('blog', 'srv_x'), false);
+  await owner.release('blog', id);
+  assert.is(await other.claim('blog', 'srv_x'), true);
+});
+
+test('a placement has one host and an epoch that grows when it is placed again; orphan claims of a crashed create are released', async () => {
+  const a = new RegistryNames(pool(), 'host-a');
+  const b = new RegistryNames(pool(), 'host-b');
+  assert.ok(await a.claim('shop', 'srv_shop'));
+  assert.is((await a.place({ serverId: 'srv_shop', accountId: 'acc_1', slug: 'shop', publicIp: '192.0.2.1' })).epoch, 1);
+  assert.is((await b.place({ serverId: 'srv_shop', accountId: 'acc_1', slug: 'shop', publicIp: '192.0.2.2' })).epoch, 2);
+  const p = await a.placement('srv_shop');
+  assert.equal([p?.host, p?.epoch, p?.publicIp], ['host-b', 2, '192.0.2.2']);
+  assert.equal([...(await b.placedHere()).entries()], [['srv_shop', 2]]);
+  assert.ok(await a.claim('half', 'srv_half')); // a create that crashed before its placement
+  assert.ok(await a.claim('kept', 'srv_kept')); // one still being made
+  assert.equal(await a.releaseOrphans(new Set(['srv_kept'])), ['half']);
+  assert.ok(await b.claim('half', 'srv_other'));
+  await b.remove('srv_shop');
+  assert.is(await a.placement('srv_shop'), undefined);
+});
+
+test('the same payment presented to two hosts at once is locked by exactly one; only an unused lock of its own host is given back', async () => {
+  const a = new RegistryPayments(pool(), 'host-a');
+  const b = new RegistryPayments(pool(), 'host-b');
+  const key = 'base:0xpayer:0xnonce';
+  const got = await Promise.all(Array.from({ length: 16 }, (_, i) => (i % 2 ? a : b).lock(key)));
+  assert.is(got.filter(Boolean).length, 1);
+  const owner = (await pg.sql(`SELECT host FROM payment_locks WHERE key = '${key}'`)) === 'host-a' ? a : b;
+  const other = owner === a ? b : a;
+  await other.unlock(key);
+  assert.is(await other.lock(key), false, 'another host cannot unlock it');
+  await owner.used(key);
+  await owner.unlock(key);
+  assert.is(await other.lock(key), false, 'a used lock stays');
 });
 
 test('a registry with a newer schema than this rootbox knows is refused, by start and by init', async () => {

@@ -1,0 +1,101 @@
+// Two daemons on one machine sharing a real PostgreSQL registry: a subdomain wanted on both at
+// the same instant goes to exactly one server, each committed server has a placement naming its
+// host, a delete frees the name for the other host, a registry that is down refuses create and
+// delete with 503 registry_unavailable while the host keeps answering what it has, and a
+// placement left by a create cut off before its local commit is removed at the next start.
+process.env.ROOTBOX_TEST_RUNTIME ??= 'process'; // names and placement need no container
+import { rmSync } from 'node:fs';
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { migrate, RegistryPool } from '../../src/registry/index.js';
+import { send } from '../http/contract.js';
+import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
+import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
+import { until } from '../helpers/wait.js';
+
+let pg: TestPostgres;
+let a: TestDaemon;
+let b: TestDaemon;
+let reused: string | undefined;
+
+const opts = (host: string) => ({
+  publicIp: '127.0.0.1',
+  cluster: { registry: pg.url, host, lease: '3s', connectTimeout: '500ms', statementTimeout: '2s' },
+  hosting: { rateLimit: { perIpPerMinute: 1000, createsPerIpPerHour: 200 } },
+});
+const api = (d: TestDaemon, method: string, path: string, o: { key?: string; body?: unknown } = {}) =>
+  send(d.http, 'api.localhost', method, path, { body: o.body, headers: o.key ? { authorization: `Bearer ${o.key}` } : {} });
+
+test.before(async () => {
+  pg = await startPostgres();
+  const p = new RegistryPool({ url: pg.url, connectTimeoutMs: 1000, statementTimeoutMs: 2000 });
+  await migrate(p);
+  await p.end();
+  a = await startTestDaemon(opts('host-a'));
+  b = await startTestDaemon(opts('host-b'));
+});
+test.after(async () => {
+  await a?.stop();
+  await b?.stop();
+  await pg?.stop();
+  if (reused) rmSync(reused, { recursive: true, force: true });
+});
+
+test('the same subdomain wanted on two hosts at the same instant goes to exactly one; its placement names that host', async () => {
+  const [ra, rb] = await Promise.all([
+    api(a, 'POST', '/create', { body: { subdomains: ['contested'] } }),
+    api(b, 'POST', '/create', { body: { subdomains: ['contested'] } }),
+  ]);
+  assert.equal([ra.status, rb.status].sort(), [200, 409], `${ra.text} ${rb.text}`);
+  const [won, winner] = ra.status === 200 ? [ra, 'host-a'] : [rb, 'host-b'];
+  assert.is((rb.status === 409 ? rb : ra).json.error, 'subdomain_taken');
+  assert.is(won.json.subdomain, 'contested.localhost');
+  assert.is(await pg.sql(`SELECT host || ' ' || epoch || ' ' || slug FROM placements WHERE server_id = '${won.json.id}'`), `${winner} 1 contested`);
+
+  // a delete frees the name for the other host
+  const owner = winner === 'host-a' ? a : b;
+  const other = winner === 'host-a' ? b : a;
+  assert.is((await api(owner, 'DELETE', `/servers/${won.json.id}`, { key: won.json.api_key })).status, 200);
+  assert.is(await pg.sql(`SELECT count(*) FROM placements WHERE server_id = '${won.json.id}'`), '0');
+  const again = await api(other, 'POST', '/create', { body: { subdomains: ['contested'] } });
+  assert.is(again.status, 200, again.text);
+  assert.is(again.json.subdomain, 'contested.localhost');
+});
+
+test('with the registry down, create and delete answer 503 registry_unavailable and the host still answers what it has', async () => {
+  const made = await api(a, 'POST', '/create', { body: { subdomains: ['survivor'] } });
+  assert.is(made.status, 200, made.text);
+  await pg.halt();
+  try {
+    const create = await api(a, 'POST', '/create', { body: { subdomains: ['newcomer'] } });
+    assert.is(create.status, 503, create.text);
+    assert.is(create.json.error, 'registry_unavailable');
+    assert.ok(Number(create.headers['retry-after']) >= 1);
+    const del = await api(a, 'DELETE', `/servers/${made.json.id}`, { key: made.json.api_key });
+    assert.is(del.status, 503);
+    assert.is(del.json.error, 'registry_unavailable');
+    const read = await api(a, 'GET', `/servers/${made.json.id}`, { key: made.json.api_key });
+    assert.is(read.status, 200, 'the server is still there and readable');
+    assert.is((await api(a, 'GET', '/healthz')).status, 200);
+  } finally {
+    await pg.start();
+  }
+  await until('the registry answers again', async () => (await api(a, 'POST', '/create', { body: { subdomains: ['newcomer'] } })).status === 200, 10_000, 200);
+  assert.is((await api(a, 'DELETE', `/servers/${made.json.id}`, { key: made.json.api_key })).status, 200);
+});
+
+test("a placement and claim left by a create cut off before its local commit are removed at the host's next start", async () => {
+  await pg.sql(`INSERT INTO slugs (slug, server_id, host) VALUES ('ghost', 'srv_0000ghost', 'host-b')`);
+  await pg.sql(
+    `INSERT INTO placements (server_id, host, epoch, account_id, slug, public_ip) VALUES ('srv_0000ghost', 'host-b', 1, 'acc_x', 'ghost', '127.0.0.1')`,
+  );
+  await pg.sql(`INSERT INTO slugs (slug, server_id, host) VALUES ('halfway', 'srv_00halfway', 'host-b')`);
+  const dataDir = (reused = b.dataDir);
+  await b.daemon.stop(); // the same data dir and names start again
+  b = await startTestDaemon({ ...opts('host-b'), dataDir });
+  assert.is(await pg.sql(`SELECT count(*) FROM placements WHERE server_id = 'srv_0000ghost'`), '0');
+  assert.is(await pg.sql(`SELECT count(*) FROM slugs WHERE slug IN ('ghost', 'halfway')`), '0');
+  assert.ok(b.logs.some((l) => l.msg === 'registry reconciled'));
+});
+
+test.run();
