@@ -67,7 +67,7 @@ export const coreShape = {
         .min(1)
         .default(10000)
         .describe(
-          "Connections the HTTP and HTTPS listeners hold open together, from all sources. When it is reached, a new connection still gets in while some holder (an IPv4 address, or an IPv6 /56) holds at least two more connections than its own: the oldest of that holder's connections waiting for a request head (idle kept-alive, or head or TLS handshake pending; never one mid-request, a WebSocket or an HTTP/2 session with streams) is closed for it. Otherwise the new one is closed at once (over plain HTTP after a 503 {error, detail}).",
+          "Connections the HTTP and HTTPS listeners hold open together, from all sources. When it is reached, a new connection still gets in while some holder (an IPv4 address, or an IPv6 /56) holds at least two more connections than its own: the oldest of that holder's connections waiting for a request head (idle kept-alive, or head or TLS handshake pending) or HTTP/2 sessions with no stream open is closed for it — never one mid-request, a WebSocket or an HTTP/2 session with a stream open. Otherwise the new one is closed at once (over plain HTTP after a 503 {error, detail}).",
         ),
       headerTimeout: duration()
         .prefault('10s')

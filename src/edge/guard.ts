@@ -2,10 +2,11 @@
 // - At most `maxPerAddress` open connections per source (an IPv4 address or an IPv6 /64), counted
 //   across both listeners, and `maxTotal` in all. One over its source's cap is closed at once. At
 //   the total a newcomer still gets in while some holder (an IPv4 address or an IPv6 /56) holds
-//   at least two more than its own: that holder's oldest connection waiting for a request head
-//   (idle kept-alive, or head or TLS handshake pending; never one mid-request, a WebSocket or an
-//   HTTP/2 session with streams) is closed for it (fair shares, ../slots.ts). A refused plain
-//   HTTP connection first gets a 429 (or 503 for the total) {error, detail}; a TLS one is just closed.
+//   at least two more than its own (fair shares, ../slots.ts): that holder's oldest connection
+//   waiting for a request head (idle kept-alive, or head or TLS handshake pending) or HTTP/2
+//   session with no stream open is closed for it — never one mid-request, a WebSocket or an
+//   HTTP/2 session with a stream open. A refused plain HTTP connection first gets a 429 (or 503
+//   for the total) {error, detail}; a TLS one is just closed.
 // - A connection must deliver a complete request head within `headerTimeout` of opening (TLS
 //   handshake included) and, on HTTP/1.1, of the end of its previous answer; else it is closed,
 //   with a 408 {error, detail} when it had sent part of a head. Checked by one sweep every
@@ -48,6 +49,8 @@ export interface Conn {
   mark: number;
   /** Left HTTP/1.1's request/answer turns for good: a WebSocket, or an HTTP/2 session. */
   taken: boolean;
+  /** Open streams of its HTTP/2 session (undefined for any other connection): with none it is idle. */
+  streams?: number;
   /** The answer of the latest HTTP/1.1 request (what a parser error in its body is answered on). */
   res?: ServerResponse;
   /** A request the lane forwarded and handed back to node's server unanswered: its id, and the error to answer it with (none: forward it again). */
@@ -58,8 +61,9 @@ export interface Conn {
 export const addressKey = sourceKey;
 
 /** A connection a newcomer may take the slot of: waiting for a request head (idle kept-alive,
- *  or its first head or TLS handshake under way), never one mid-request or taken over. */
-const takeable = (c: Conn) => c.inflight === 0 && !c.taken;
+ *  or its first head or TLS handshake under way) or an HTTP/2 session with no stream open; never
+ *  one mid-request, a WebSocket, or an HTTP/2 session with a stream open. */
+const takeable = (c: Conn) => c.inflight === 0 && (!c.taken || c.streams === 0);
 
 export class ConnGuard {
   private readonly perKey = new Map<string, number>();
@@ -129,6 +133,17 @@ export class ConnGuard {
   taken(c: Conn): void {
     c.taken = true;
     c.since = 0;
+  }
+
+  /** An HTTP/2 stream opened on the connection (its session owns it from the first); returns its end. */
+  streamOpened(c: Conn): () => void {
+    if (!c.taken) this.taken(c);
+    c.streams = (c.streams ?? 0) + 1;
+    let open = true;
+    return () => {
+      if (open) c.streams!--;
+      open = false;
+    };
   }
 
   /** Connections a client holds open: per source and in all (tests, figures). */

@@ -7,7 +7,7 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { connect as h2connect, constants, type ClientHttp2Session } from 'node:http2';
 import { connect as tlsConnect } from 'node:tls';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
@@ -313,6 +313,75 @@ test('at the total cap a fresh address is still answered: the oldest idle connec
   } finally {
     open();
     for (const s of held) s.destroy();
+    await edge.stop(500);
+    tls.close();
+    rmSync(tmp, { recursive: true, force: true });
+  }
+});
+
+test('at the total cap an HTTP/2 session with no stream open is closed for a newcomer; one with a stream open is not', async () => {
+  const tmp = mkdtempSync(join(tmpdir(), 'rbx-edge-h2-'));
+  const log = createLogger({ level: 'error', sink: () => {} });
+  const tls = new TlsManager({ domain: 'localhost', dataDir: tmp, log });
+  let open!: () => void;
+  const gate = new Promise<void>((r) => (open = r));
+  const app = new Router(log)
+    .on('GET', '/healthz', () => ({ status: 200, body: { ok: true } }))
+    .on('GET', '/slow', async () => {
+      await gate;
+      return { status: 200, body: { slow: true } };
+    });
+  const edge = new Edge({
+    domain: 'localhost',
+    http: { host: '127.0.0.1', port: 0, redirect: false, maxConnections: 3 },
+    https: { host: '127.0.0.1', port: 0 },
+    tls,
+    log,
+    apps: { hosting: app, verify: app, proxy: app },
+  });
+  await edge.start();
+  const ca = readFileSync(tls.caFile!);
+  const sessions: ClientHttp2Session[] = [];
+  const session = () => {
+    const s = h2connect(`https://127.0.0.1:${edge.ports.https}`, { ca, servername: 'api.localhost', localAddress: '127.0.0.60' } as never);
+    s.on('error', () => {});
+    sessions.push(s);
+    return s;
+  };
+  const ask = (s: ClientHttp2Session, path: string) =>
+    new Promise<string>((resolve, reject) => {
+      const q = s.request({ ':path': path, ':authority': 'api.localhost' });
+      let body = '';
+      q.on('data', (c: Buffer) => (body += c));
+      q.on('end', () => resolve(body));
+      q.on('error', reject);
+      q.end();
+    });
+  let held: Awaited<ReturnType<typeof hold>> | undefined;
+  try {
+    const busy = session();
+    const slow = ask(busy, '/slow');
+    assert.ok(await waitFor(() => edge.connections() === 1, 2000));
+    const idle = session();
+    assert.match(await ask(idle, '/healthz'), /"ok":true/);
+    let idleClosed = false;
+    idle.on('close', () => (idleClosed = true));
+    held = await hold(edge.ports.http, '', '127.0.0.61');
+    assert.ok(await waitFor(() => edge.connections() === 3, 2000));
+    // 127.0.0.60 holds the most (2): its oldest session has a stream open, the other none
+    const fresh = await exchange(edge.ports.http, 'GET /healthz HTTP/1.1\r\nHost: api.localhost\r\nConnection: close\r\n\r\n', {
+      localAddress: '127.0.0.62',
+      timeoutMs: 3000,
+    });
+    assert.is(fresh.status, 200, fresh.text);
+    assert.ok(await waitFor(() => idleClosed, 2000), 'the idle HTTP/2 session was closed for it');
+    assert.not.ok(busy.closed || busy.destroyed, 'the session with a stream open stays');
+    open();
+    assert.match(await slow, /"slow":true/);
+  } finally {
+    open();
+    held?.destroy();
+    for (const s of sessions) s.destroy();
     await edge.stop(500);
     tls.close();
     rmSync(tmp, { recursive: true, force: true });
