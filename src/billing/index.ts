@@ -225,7 +225,7 @@ export class Billing {
 export function createBilling(d: {
   cfg: { billing: BillingConfig };
   store: Store;
-  runtime: Pick<Runtime, 'stop' | 'start' | 'get' | 'stats'>;
+  runtime: Pick<Runtime, 'stop' | 'start' | 'get' | 'stats' | 'frozen'>;
   presence: { state(id: string): ServerState | undefined };
   payments: { reconciler: NonNullable<BillingDeps['settlements']> };
   log: Logger;

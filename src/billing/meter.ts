@@ -19,14 +19,16 @@ export interface UsageSample {
 export type UsageSource = (serverId: string) => Promise<UsageSample | undefined>;
 
 /** The daemon's usage source: the runtime's stats, awake only while the server truly runs
- *  (presence: a server still waking is not billed for RAM yet); undefined for a server the
+ *  (presence: a server still waking is not billed for RAM yet, a dozing one not at all) and its
+ *  processes are not frozen (the freezer, read at every charge: a doze a crash interrupted, or
+ *  one the tracker does not know of, is not billed as awake); undefined for a server the
  *  runtime does not know. */
-export function runtimeUsage(runtime: Pick<Runtime, 'get' | 'stats'>, presence: { state(id: string): ServerState | undefined }): UsageSource {
+export function runtimeUsage(runtime: Pick<Runtime, 'get' | 'stats' | 'frozen'>, presence: { state(id: string): ServerState | undefined }): UsageSource {
   return async (id) => {
     if (!runtime.get(id)) return undefined;
     const s = await runtime.stats(id);
     return {
-      awake: (presence.state(id) ?? runtime.get(id)?.state) === 'running',
+      awake: (presence.state(id) ?? runtime.get(id)?.state) === 'running' && !runtime.frozen?.(id),
       memoryBytes: s.memoryBytes,
       diskUsedBytes: s.diskUsedBytes,
       egressBytes: s.egressBytes,

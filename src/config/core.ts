@@ -66,7 +66,9 @@ export const coreShape = {
         .int()
         .min(1)
         .default(10000)
-        .describe('Connections the HTTP and HTTPS listeners hold open together, from all sources; one more is closed at once.'),
+        .describe(
+          "Connections the HTTP and HTTPS listeners hold open together, from all sources. When it is reached, a new connection still gets in while some holder (an IPv4 address, or an IPv6 /56) holds at least two more connections than its own: the oldest of that holder's connections waiting for a request head (idle kept-alive, or head or TLS handshake pending) or HTTP/2 sessions with no stream open is closed for it — never one mid-request, a WebSocket or an HTTP/2 session with a stream open. Otherwise the new one is closed at once (over plain HTTP after a 503 {error, detail}).",
+        ),
       headerTimeout: duration()
         .prefault('10s')
         .describe(
@@ -124,7 +126,9 @@ export const coreShape = {
         .int()
         .min(1)
         .default(256)
-        .describe('SSH connections not yet authenticated the listener holds at once, from all sources; more are closed on accept.'),
+        .describe(
+          "SSH connections not yet authenticated the listener holds at once, from all sources. When it is reached, a new connection still gets in while some holder (an IPv4 address, or an IPv6 /56) holds at least two more unauthenticated connections than its own: that holder's oldest unauthenticated connection is closed for it. Otherwise the new one is closed on accept.",
+        ),
       maxChannels: z.coerce
         .number()
         .int()

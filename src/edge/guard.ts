@@ -1,7 +1,12 @@
 // Admission and deadlines for the edge's connections, decided before HTTP or TLS sees a byte.
 // - At most `maxPerAddress` open connections per source (an IPv4 address or an IPv6 /64), counted
-//   across both listeners, and `maxTotal` in all. One more is closed at once: a plain HTTP one
-//   first gets a 429 (or 503 for the total) {error, detail}; a TLS one is just closed.
+//   across both listeners, and `maxTotal` in all. One over its source's cap is closed at once. At
+//   the total a newcomer still gets in while some holder (an IPv4 address or an IPv6 /56) holds
+//   at least two more than its own (fair shares, ../slots.ts): that holder's oldest connection
+//   waiting for a request head (idle kept-alive, or head or TLS handshake pending) or HTTP/2
+//   session with no stream open is closed for it — never one mid-request, a WebSocket or an
+//   HTTP/2 session with a stream open. A refused plain HTTP connection first gets a 429 (or 503
+//   for the total) {error, detail}; a TLS one is just closed.
 // - A connection must deliver a complete request head within `headerTimeout` of opening (TLS
 //   handshake included) and, on HTTP/1.1, of the end of its previous answer; else it is closed,
 //   with a 408 {error, detail} when it had sent part of a head. Checked by one sweep every
@@ -16,6 +21,7 @@ import { AppError } from '../errors.js';
 import { rawError } from '../http/index.js';
 import type { Logger } from '../log/index.js';
 import { tooMany } from '../ratelimit.js';
+import { FairSlots, holderKey, sourceKey } from '../slots.js';
 
 export interface GuardOptions {
   maxPerAddress: number;
@@ -29,6 +35,8 @@ const CONN = Symbol('rootbox.edge.conn');
 /** One accepted connection, as the guard follows it. */
 export interface Conn {
   readonly key: string;
+  /** Its holder for fair shares (slots.ts): an IPv4 address or an IPv6 /56. */
+  readonly holder: string;
   readonly sock: Socket;
   readonly tlsListener: boolean;
   /** The TLS socket on top of `sock`, once its handshake is done. */
@@ -41,6 +49,8 @@ export interface Conn {
   mark: number;
   /** Left HTTP/1.1's request/answer turns for good: a WebSocket, or an HTTP/2 session. */
   taken: boolean;
+  /** Open streams of its HTTP/2 session (undefined for any other connection): with none it is idle. */
+  streams?: number;
   /** The answer of the latest HTTP/1.1 request (what a parser error in its body is answered on). */
   res?: ServerResponse;
   /** A request the lane forwarded and handed back to node's server unanswered: its id, and the error to answer it with (none: forward it again). */
@@ -48,22 +58,17 @@ export interface Conn {
 }
 
 /** The source a connection counts against: an IPv4 address, or the /64 of an IPv6 one. */
-export function addressKey(ip: string): string {
-  if (ip.startsWith('::ffff:') && ip.includes('.')) return ip.slice(7);
-  if (!ip.includes(':')) return ip;
-  const [head, tail = ''] = ip.toLowerCase().split('::');
-  const left = head ? head.split(':') : [];
-  const right = ip.includes('::') && tail ? tail.split(':') : [];
-  const groups = [...left, ...Array(Math.max(0, 8 - left.length - right.length)).fill('0'), ...right];
-  return `${groups
-    .slice(0, 4)
-    .map((g) => g.replace(/^0+(?=.)/, ''))
-    .join(':')}::/64`;
-}
+export const addressKey = sourceKey;
+
+/** A connection a newcomer may take the slot of: waiting for a request head (idle kept-alive,
+ *  or its first head or TLS handshake under way) or an HTTP/2 session with no stream open; never
+ *  one mid-request, a WebSocket, or an HTTP/2 session with a stream open. */
+const takeable = (c: Conn) => c.inflight === 0 && (!c.taken || c.streams === 0);
 
 export class ConnGuard {
   private readonly perKey = new Map<string, number>();
   private readonly conns = new Set<Conn>();
+  private readonly slots = new FairSlots<Conn>();
   /** Refused connections still writing their answer (they count toward the total). */
   private closing = 0;
   private timer?: NodeJS.Timeout;
@@ -75,18 +80,30 @@ export class ConnGuard {
     return (sock as { [CONN]?: Conn } | undefined)?.[CONN];
   }
 
-  /** Counts a new connection; false (and the socket closed) when its source or the host is full. */
+  /** Counts a new connection; false (and the socket closed) when its source is full, or the host
+   *  is and no other holder has a slot to give up (fair shares: the oldest takeable connection of
+   *  the holder holding the most, when it holds at least two more than the newcomer's, is closed). */
   admit(sock: Socket, tlsListener: boolean): boolean {
-    const key = addressKey(sock.remoteAddress ?? '');
+    const ip = sock.remoteAddress ?? '';
+    const key = addressKey(ip);
+    const holder = holderKey(ip);
     const n = this.perKey.get(key) ?? 0;
-    if (n >= this.o.maxPerAddress || this.conns.size + this.closing >= this.o.maxTotal) {
+    const full = this.conns.size + this.closing >= this.o.maxTotal;
+    const victim = full && n < this.o.maxPerAddress ? this.slots.victim(holder, takeable) : undefined;
+    if (n >= this.o.maxPerAddress || (full && !victim)) {
       this.refuse(sock, tlsListener, n >= this.o.maxPerAddress, key);
       return false;
     }
+    if (victim) {
+      this.release(victim);
+      victim.sock.destroy();
+      this.o.log.debug('connection closed for a newcomer', { source: victim.key, newcomer: key, reason: 'total cap' });
+    }
     this.perKey.set(key, n + 1);
-    const c: Conn = { key, sock, tlsListener, inflight: 0, since: Date.now(), mark: 0, taken: false };
+    const c: Conn = { key, holder, sock, tlsListener, inflight: 0, since: Date.now(), mark: 0, taken: false };
     (sock as { [CONN]?: Conn })[CONN] = c;
     this.conns.add(c);
+    this.slots.add(holder, c);
     sock.once('close', () => this.release(c));
     return true;
   }
@@ -116,6 +133,17 @@ export class ConnGuard {
   taken(c: Conn): void {
     c.taken = true;
     c.since = 0;
+  }
+
+  /** An HTTP/2 stream opened on the connection (its session owns it from the first); returns its end. */
+  streamOpened(c: Conn): () => void {
+    if (!c.taken) this.taken(c);
+    c.streams = (c.streams ?? 0) + 1;
+    let open = true;
+    return () => {
+      if (open) c.streams!--;
+      open = false;
+    };
   }
 
   /** Connections a client holds open: per source and in all (tests, figures). */
@@ -175,6 +203,7 @@ export class ConnGuard {
 
   private release(c: Conn): void {
     if (!this.conns.delete(c)) return;
+    this.slots.remove(c.holder, c);
     const n = (this.perKey.get(c.key) ?? 1) - 1;
     if (n <= 0) this.perKey.delete(c.key);
     else this.perKey.set(c.key, n);

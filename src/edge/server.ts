@@ -210,7 +210,7 @@ export class Edge {
       this.opts.log.info('HTTP/2 session ended: too many stream resets', { ip: conn?.sock.remoteAddress, resets }),
     );
     s.on('stream', (stream) => {
-      if (conn && !conn.taken) this.guard.taken(conn);
+      if (conn) stream.once('close', this.guard.streamOpened(conn));
       watch(stream);
     });
   }

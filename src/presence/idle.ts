@@ -16,7 +16,9 @@
 // wake() starts or thaws a server once, however many callers ask at the same time, and waits for
 // a sleep or freeze in progress first. The tracker also knows the truthful transient state
 // (`waking`, also while a woken app is still starting, as the proxy reports) that the runtime's
-// record cannot show. Nothing of a doze outlives the daemon: reconcile thaws frozen containers.
+// record cannot show. A doze outlives the daemon: at start the tracker adopts the servers a
+// previous daemon left frozen (Runtime.frozen) as dozing — shown `sleeping`, not billed for RAM,
+// thawed by the next wake — their doze timeout counted from the restart.
 
 import { AppError } from '../errors.js';
 import type { Logger } from '../log/index.js';
@@ -28,7 +30,7 @@ import { Activity } from './activity.js';
 import { MemoryFloor } from './release.js';
 
 export interface IdleOptions {
-  runtime: Pick<Runtime, 'start' | 'stop' | 'get' | 'list' | 'freeze' | 'thaw' | 'parked' | 'unpark'>;
+  runtime: Pick<Runtime, 'start' | 'stop' | 'get' | 'list' | 'freeze' | 'thaw' | 'frozen' | 'parked' | 'unpark'>;
   /** Whether a server must never sleep (read at every check, so a change applies at once). */
   neverSleep(id: string): boolean;
   idleTimeout: number;
@@ -217,7 +219,7 @@ export class IdleTracker implements Presence, PresenceState {
       if (doze) {
         if (this.opts.neverSleep(s.id))
           this.touch(s.id); // made never_sleep while it dozed
-        else if (now - doze.since >= this.opts.dozeTimeout! && !this.activity.connected(s.id)) this.sleep(s.id, now - last, 'doze timeout');
+        else if (now - doze.since >= (this.opts.dozeTimeout ?? 0) && !this.activity.connected(s.id)) this.sleep(s.id, now - last, 'doze timeout');
         continue;
       }
       if (now - last < this.opts.idleTimeout) continue;
@@ -285,7 +287,24 @@ export class IdleTracker implements Presence, PresenceState {
     this.floor.forget(id);
   }
 
+  /** Servers frozen before this tracker began (a doze of a daemon before this one) are dozing:
+   *  idle from now, their doze timeout counted from now (with doze off: stopped at the next check). */
+  private adoptFrozen(): void {
+    const rt = this.opts.runtime;
+    if (!rt.frozen || !rt.thaw) return;
+    const now = this.now();
+    for (const s of rt.list()) {
+      if (s.state !== 'running' || this.dozing.has(s.id) || this.resting(s.id)) continue;
+      const f = rt.frozen(s.id);
+      if (!f) continue;
+      this.dozing.set(s.id, { since: now, memoryBytes: f.anonBytes ?? f.memoryBytes });
+      this.activity.markAt(s.id, now);
+      this.opts.log.info('server dozes (frozen before this start)', { server: s.id, memoryBytes: f.memoryBytes, anonBytes: f.anonBytes });
+    }
+  }
+
   start(): void {
+    if (!this.timer) this.adoptFrozen();
     this.timer ??= setInterval(() => this.check(), this.opts.checkInterval);
     this.timer.unref();
     if ((this.dozeOn || this.opts.runtime.parked) && (this.opts.memoryFloor ?? 0) > 0) {

@@ -3,6 +3,8 @@
 // the cgroup's own control file (no runc spawn: a thaw is one write and a read or two), on cgroup
 // v1 (freezer.state: FROZEN / THAWED, FREEZING in between) or v2 (cgroup.freeze 1/0, done when
 // cgroup.events says `frozen 1`). runc sees the same state (`paused`), so runc kill/delete know it.
+// A freeze outlives the daemon: a restart adopts frozen servers as dozing (Runtime.frozen); only
+// a freeze cut short half-way is undone (settle).
 
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -47,6 +49,17 @@ export async function freeze(path: string): Promise<void> {
     }
     if (!V2) write(path, true); // v1: a FREEZING cgroup is pushed on by writing FROZEN again
     await sleep(wait);
+  }
+}
+
+/** Undoes a freeze a crash cut short (asked for, not complete: some tasks frozen, some not), so a
+ *  server is either frozen whole (a doze, kept across a restart) or running. */
+export function settle(path: string): void {
+  try {
+    const asked = readFileSync(control(path), 'utf8').trim();
+    if ((V2 ? asked === '1' : asked === 'FREEZING') && !isFrozen(path)) write(path, false);
+  } catch {
+    // no such cgroup: nothing was frozen
   }
 }
 

@@ -6,8 +6,9 @@
 //     its address and uid range go back to the pool;
 //   - a container runc knows but the store does not (an orphan of a crashed create or delete) is
 //     killed and deleted, and a server directory without a record is unmounted and removed;
-//   - a running container of a known server is adopted as it is (a frozen one, dozing when the
-//     daemon stopped, is thawed first: the idle tracker that froze it is gone);
+//   - a running container of a known server is adopted as it is; a frozen one (runc: paused),
+//     dozing when the daemon stopped, stays frozen: the idle tracker adopts it as dozing
+//     (Runtime.frozen), so it is shown and billed asleep and the next request thaws it;
 //   - a `created` container of a sleeping server (parked, runtime.ts park()) is adopted as parked
 //     when its bundle is unchanged, else deleted and the server parked again; one of a server that
 //     should run is started (its parked start);
@@ -24,7 +25,7 @@ import { endLeftovers } from './leftovers.js';
 import type { ContainerRuntime } from './runtime.js';
 import { cgroupPath } from './spec.js';
 import { removeCgroup } from './cgroup.js';
-import { thaw } from './freezer.js';
+import { settle } from './freezer.js';
 
 export interface ReconcileReport {
   adopted: string[];
@@ -80,8 +81,8 @@ export async function reconcile(rt: ContainerRuntime): Promise<ReconcileReport> 
         const before = readFileSync(bundleFile, 'utf8');
         rt.writeBundle(rec, applied);
         const sameBundle = readFileSync(bundleFile, 'utf8') === before;
-        if (status.get(rec.id) === 'paused') thaw(cgroupPath(rec.id)); // a doze does not outlive the daemon that froze it
         if (status.get(rec.id) === 'running' || status.get(rec.id) === 'paused') {
+          settle(cgroupPath(rec.id)); // a freeze cut short by the crash: running, not half frozen
           rt.view(rec, 'running', applied);
           report.adopted.push(rec.id);
         } else if (rec.desired === 'running') {

@@ -18,7 +18,7 @@ import type { RuntimeRecord, RuntimeStore } from '../store/index.js';
 import { cgroupPath } from './spec.js';
 import { applyDeferredGrow, destroyDisk, diskPaths, diskUsed, growDisk, mountRootfs, makeDisk } from './disk.js';
 import { memoryStats } from './cgroup.js';
-import { freeze, thaw } from './freezer.js';
+import { freeze, isFrozen, thaw } from './freezer.js';
 import { Network, nsPaths } from './network.js';
 import { Runc } from './runc.js';
 import { personalise } from './bundle.js';
@@ -247,6 +247,11 @@ export class ContainerRuntime implements Runtime {
 
   thaw(id: string): Promise<void> {
     return this.serial(id, async () => thaw(cgroupPath(id)));
+  }
+
+  /** A running server's frozen memory when its cgroup is frozen now (one or two file reads). */
+  frozen(id: string): { memoryBytes: number; anonBytes: number } | undefined {
+    return this.get(id)?.state === 'running' && isFrozen(cgroupPath(id)) ? memoryStats(cgroupPath(id)) : undefined;
   }
 
   /** SIGTERM, up to `graceMs`, SIGKILL to everything, runc delete. The namespaces and veth stay

@@ -105,6 +105,10 @@ export interface Runtime {
   freeze?(id: string): Promise<{ memoryBytes: number; anonBytes?: number }>;
   /** Lets the processes of a frozen server run again (a no-op when it is not frozen). */
   thaw?(id: string): Promise<void>;
+  /** Whether a running server's processes are frozen now — also by a daemon before this one (a
+   *  doze outlives a restart): the memory it holds frozen, as freeze() gives it; undefined when
+   *  it is not frozen. Absent where servers cannot be frozen. */
+  frozen?(id: string): { memoryBytes: number; anonBytes?: number } | undefined;
   /** Sleeping servers parked with a `created` container (runtime.parkOnSleep): since when, and
    *  the host memory their waiting init holds. Absent where servers are never parked. */
   parked?(): { id: string; since: number; memoryBytes: number }[];

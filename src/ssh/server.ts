@@ -1,6 +1,6 @@
 // The SSH listener: one ssh2 server for all servers on this host. It checks the native crypto
 // binding, loads the host keys, admits TCP connections itself (unauthenticated ones capped per
-// source and in total, each under a hard login deadline: admission.ts) before handing them to
+// source and in total with fair shares, each under a hard login deadline: admission.ts) before handing them to
 // ssh2, limits failed logins per address, authenticates by key (the key names the server), wakes
 // the server at login and hands channels to the session and forward handlers, at most
 // `maxChannels` open per connection. stop() closes the listener and every connection, which
@@ -77,6 +77,7 @@ export class SshServer {
       graceMs: o.loginGraceTime,
       onTimeout: (source, ip) => deps.log.info('ssh login timed out', { ip, source }),
       onRefused: (ip, why, limit) => deps.log.info('ssh connection refused', { ip, why, limit }),
+      onEvicted: (ip, newcomer) => deps.log.info('ssh unauthenticated connection dropped for a newcomer', { ip, newcomer, limit: o.maxUnauthenticated }),
     });
   }
 

@@ -1,12 +1,15 @@
 // The end of a doze with real runc: a server dozing for proxy.dozeTimeout is stopped (container
 // gone, memory freed) and the next request starts it anew; a dozing server with an open (quiet)
 // WebSocket is not stopped while it is open; a never_sleep server neither dozes nor sleeps; and a
-// daemon that restarts while a server dozes thaws it (nothing of a doze outlives the daemon).
+// daemon that restarts while a server dozes keeps it frozen and adopts it as dozing (the doze
+// outlives the daemon; doze-restart.test.ts kills a real daemon process for it).
 
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import WebSocket from 'ws';
 import { ContainerRuntime } from '../../src/runtime/index.js';
+import { IdleTracker } from '../../src/presence/index.js';
+import { createLogger } from '../../src/log/index.js';
 import { reconcile } from '../../src/runtime/reconcile.js';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
 import { sh } from '../runtime/helpers/env.js';
@@ -100,7 +103,7 @@ test('a never_sleep server neither dozes nor sleeps; one made never_sleep while 
   d.daemon.store.servers.update(a.id, () => ({ neverSleep: false }));
 });
 
-test('reconcile (a daemon starting anew) thaws a container left frozen and adopts it running', async () => {
+test('reconcile (a daemon starting anew) adopts a container left frozen without thawing it, and a new idle tracker adopts it as dozing', async () => {
   const before = fields((await page(a, '/r')).text);
   await until('the server dozes', () => presence().isDozing(a.id), IDLE + 5000);
   assert.is((await rt().runc.state(a.id))?.status, 'paused');
@@ -108,10 +111,30 @@ test('reconcile (a daemon starting anew) thaws a container left frozen and adopt
   const fresh = new ContainerRuntime(rt().deps);
   const report = await reconcile(fresh);
   assert.ok(report.adopted.includes(a.id), JSON.stringify(report));
-  assert.is((await rt().runc.state(a.id))?.status, 'running');
+  assert.is((await rt().runc.state(a.id))?.status, 'paused', 'still frozen');
   assert.is(fresh.get(a.id)?.state, 'running');
-  // the old daemon's tracker still thinks it dozes: a request thaws it (a no-op) and the same app answers
+  const frozen = fresh.frozen(a.id);
+  assert.ok(frozen && frozen.memoryBytes > 0, `the memory it holds frozen: ${JSON.stringify(frozen)}`);
+  // and the restarted daemon's tracker: dozing, shown sleeping
+  const tracker = new IdleTracker({
+    runtime: fresh,
+    neverSleep: () => false,
+    idleTimeout: IDLE,
+    checkInterval: 200,
+    dozeTimeout: DOZE,
+    log: createLogger({ level: 'error', sink: () => {} }),
+  });
+  tracker.start();
+  try {
+    assert.ok(tracker.isDozing(a.id));
+    assert.is(tracker.state(a.id), 'sleeping');
+    assert.ok(tracker.needsWake(a.id), 'a request waits for its thaw');
+  } finally {
+    tracker.stop();
+  }
+  // the running daemon's tracker also knows it dozes: a request thaws it and the same app answers
   assert.is(fields((await page(a, '/r2')).text).pid, before.pid);
+  assert.is((await rt().runc.state(a.id))?.status, 'running');
 });
 
 test.run();

@@ -143,25 +143,75 @@ test('silent, banner-only and mid-packet connections are all destroyed at the gr
   assert.is(d.logs.filter((l) => l.msg === 'ssh login timed out').length, 3);
 });
 
-test('over the total cap every new address is refused, until a slot frees', async () => {
+test('at the total cap, when every address holds one slot, a new address is refused until a slot frees', async () => {
   const d = await daemon({ loginGraceTime: '30s', maxUnauthenticatedPerAddress: 3, maxUnauthenticated: 5 });
   const { keyFile } = await addServer(d, 'total-cap');
-  const a = await Promise.all([1, 2, 3].map(() => raw(d.port, '127.0.0.20', 'silent')));
-  const b = await Promise.all([1, 2].map(() => raw(d.port, '127.0.0.21', 'silent')));
+  const held = await Promise.all([20, 21, 22, 23, 24].map((n) => raw(d.port, `127.0.0.${n}`, 'silent')));
   await until('five to be held', 3000, () => d.daemon.ssh.stats().unauthenticated === 5);
-  const refused = await raw(d.port, '127.0.0.22', 'silent');
+  const refused = await raw(d.port, '127.0.0.25', 'silent');
   await until('the sixth to be dropped', 3000, () => refused.endAt !== undefined);
   assert.not.ok(refused.greeted);
-  const blocked = await run('ssh', [...sshArgs(d.port, keyFile, ['-b', '127.0.0.22']), 'true'], { timeoutMs: 15_000 });
+  const blocked = await run('ssh', [...sshArgs(d.port, keyFile, ['-b', '127.0.0.25']), 'true'], { timeoutMs: 15_000 });
   assert.is(blocked.code, 255);
   assert.ok(d.logs.some((l) => l.msg === 'ssh connection refused' && l.limit === 5));
-  a[0].sock.destroy();
+  assert.ok(
+    held.every((r) => r.endAt === undefined),
+    'no holder of one slot loses it',
+  );
+  held[0].sock.destroy();
   await until('a slot to free', 3000, () => d.daemon.ssh.stats().unauthenticated === 4);
-  const ok = await run('ssh', [...sshArgs(d.port, keyFile, ['-b', '127.0.0.22']), 'true'], { timeoutMs: 15_000 });
+  const ok = await run('ssh', [...sshArgs(d.port, keyFile, ['-b', '127.0.0.25']), 'true'], { timeoutMs: 15_000 });
   assert.match(ok.stderr, LOGGED_IN);
   // A login frees its slot as soon as it authenticates: the count is back to the idle ones.
   assert.is(d.daemon.ssh.stats().unauthenticated, 4);
-  void b;
+});
+
+test('at the total cap a new address takes the oldest slot of the address holding the most, not one of an address holding as many as it would', async () => {
+  const d = await daemon({ loginGraceTime: '30s', maxUnauthenticatedPerAddress: 3, maxUnauthenticated: 5 });
+  const a: Raw[] = [];
+  for (let i = 0; i < 3; i++) {
+    a.push(await raw(d.port, '127.0.0.30', 'silent'));
+    await until('it to be held', 3000, () => d.daemon.ssh.stats('127.0.0.30').unauthenticated === i + 1);
+  }
+  const b = await Promise.all([1, 2].map(() => raw(d.port, '127.0.0.31', 'silent')));
+  await until('five to be held', 3000, () => d.daemon.ssh.stats().unauthenticated === 5);
+  const c = await raw(d.port, '127.0.0.32', 'banner');
+  await until('the newcomer to be greeted', 3000, () => c.greeted);
+  await until('the oldest of 127.0.0.30 to be dropped', 3000, () => a[0].endAt !== undefined);
+  assert.ok(await fullyClosed(a[0]));
+  assert.ok(a.slice(1).every((r) => r.endAt === undefined) && b.every((r) => r.endAt === undefined));
+  assert.is(d.daemon.ssh.stats('127.0.0.30').unauthenticated, 2);
+  assert.is(d.daemon.ssh.stats().unauthenticated, 5);
+  assert.ok(d.logs.some((l) => l.msg === 'ssh unauthenticated connection dropped for a newcomer' && l.ip === '127.0.0.30' && l.newcomer === '127.0.0.32'));
+  // 127.0.0.32 now holds 1 and the most anyone holds is 2: a second one of its own would only move the imbalance.
+  const again = await raw(d.port, '127.0.0.32', 'silent');
+  await until('the second newcomer to be dropped', 3000, () => again.endAt !== undefined);
+  assert.not.ok(again.greeted);
+  assert.is(d.daemon.ssh.stats('127.0.0.32').unauthenticated, 1);
+});
+
+test('300 idle connections from 30 addresses fill the total cap; an OpenSSH login from another address still gets in, at once', async () => {
+  const d = await daemon({ loginGraceTime: '60s', maxUnauthenticatedPerAddress: 10, maxUnauthenticated: 256 });
+  const { keyFile } = await addServer(d, 'fair-target');
+  const quiet = await timedLogin(d, keyFile, '127.0.1.1');
+  assert.match(quiet.stderr, LOGGED_IN);
+  const from = Array.from({ length: 30 }, (_, i) => `127.0.0.${101 + i}`);
+  const flood = (await Promise.all(from.map((ip) => Promise.all(Array.from({ length: 10 }, () => raw(d.port, ip, 'banner')))))).flat();
+  await until('every flood connection to be greeted or dropped', 10_000, () => flood.every((r) => r.greeted || r.endAt !== undefined));
+  await until('the cap to be full', 5000, () => d.daemon.ssh.stats().unauthenticated === 256);
+  const shares = from.map((ip) => d.daemon.ssh.stats(ip).unauthenticated);
+  assert.ok(Math.max(...shares) - Math.min(...shares) <= 1, `the 256 slots are shared evenly: ${shares.join(' ')}`);
+
+  const login = await timedLogin(d, keyFile, '127.0.1.1');
+  assert.match(login.stderr, LOGGED_IN);
+  assert.ok(login.ms < 10_000, `login took ${login.ms} ms with the cap full`);
+  assert.ok(d.logs.some((l) => l.msg === 'ssh unauthenticated connection dropped for a newcomer' && l.newcomer === '127.0.1.1'));
+  // the login took one flood slot and gave it up when it authenticated
+  assert.is(d.daemon.ssh.stats().unauthenticated, 255);
+  console.log(
+    `  figures: 300 idle connections from 30 addresses (10 each), ${d.daemon.ssh.stats().unauthenticated + 1} held (cap 256, ${Math.min(...shares)}–${Math.max(...shares)} per address);` +
+      ` OpenSSH login from 127.0.1.1 ${login.ms} ms with the cap full (${quiet.ms} ms without)`,
+  );
 });
 
 test.run();
