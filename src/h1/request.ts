@@ -50,7 +50,8 @@ export function readRequest(buf: Buffer): RequestRead {
     if (buf.length > MAX_REQUEST_HEAD) return NODE;
     // a CR at the very end may yet be followed by its LF
     const to = buf[buf.length - 1] === 13 ? buf.length - 1 : buf.length;
-    return BAD_IN_FIELDS.test(buf.toString('latin1', 0, to)) ? NODE : MORE;
+    const text = buf.toString('latin1', 0, to);
+    return BAD_IN_FIELDS.test(text) || !mayBecomeHead(text) ? NODE : MORE;
   }
   if (end > MAX_REQUEST_HEAD) return NODE;
   const text = buf.toString('latin1', 0, end);
@@ -60,8 +61,38 @@ export function readRequest(buf: Buffer): RequestRead {
   return { kind: 'head', head, size: end + 4 };
 }
 
-/** A head's text (without its CRLFCRLF, with no bare CR, LF or control byte) as a lane request, or undefined. */
-export function readHead(text: string): RequestHead | undefined {
+/** What a partial head with its line up to `at` cannot become: a prefix of a request line (method aside, checked before), or of a field line. */
+const PARTIAL_LINE = /^(GET|HEAD) (\/[\x21-\x7e]*( (H(T(T(P(\/(1(\.1?)?)?)?)?)?)?)?)?)?$/;
+const PARTIAL_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]*$/;
+
+/**
+ * Whether an incomplete head may still become one the lane takes: its complete lines read as a
+ * lane head would (Host aside) and its last line can still become a request line or a field.
+ * A head that can only be refused is node's at once, as node refuses it at once.
+ */
+function mayBecomeHead(text: string): boolean {
+  const last = text.lastIndexOf('\r\n');
+  if (last < 0) return PARTIAL_LINE.test(text) || text.length < 5;
+  if (!readHead(text.slice(0, last), false)) return false;
+  const line = text.slice(last + 2);
+  const colon = line.indexOf(':');
+  if (colon < 0) return PARTIAL_NAME.test(line);
+  if (fieldColon(line, 0, line.length) < 0) return false;
+  const value = trimmed(line, colon + 1, line.length);
+  switch (line.slice(0, colon).toLowerCase()) {
+    case 'content-length': // llhttp refuses a length's first wrong byte at once
+      return value === '' || value === '0';
+    case 'transfer-encoding':
+    case 'upgrade':
+    case 'expect':
+      return false;
+    default:
+      return !CTL.test(value);
+  }
+}
+
+/** A head's text (without its CRLFCRLF, with no bare CR, LF or control byte) as a lane request, or undefined. `complete`: a head without Host is not one. */
+export function readHead(text: string, complete = true): RequestHead | undefined {
   let eol = lineEnd(text, 0);
   const m = REQUEST_LINE.exec(text.slice(0, eol));
   if (!m) return undefined;
@@ -116,6 +147,6 @@ export function readHead(text: string): RequestHead | undefined {
     }
     raw.push(name, value);
   }
-  if (host === undefined) return undefined;
-  return { method: m[1] as 'GET' | 'HEAD', target: m[2], host, raw, close, rid };
+  if (host === undefined && complete) return undefined;
+  return { method: m[1] as 'GET' | 'HEAD', target: m[2], host: host ?? '', raw, close, rid };
 }
