@@ -48,10 +48,10 @@ export function readRequest(buf: Buffer): RequestRead {
   const end = buf.indexOf(END_OF_HEAD);
   if (end < 0) {
     if (buf.length > MAX_REQUEST_HEAD) return NODE;
-    // a CR at the very end may yet be followed by its LF
-    const to = buf[buf.length - 1] === 13 ? buf.length - 1 : buf.length;
-    const text = buf.toString('latin1', 0, to);
-    return BAD_IN_FIELDS.test(text) || !mayBecomeHead(text) ? NODE : MORE;
+    // a CR at the very end may yet be followed by its LF: the line before it is then complete
+    const cr = buf[buf.length - 1] === 13;
+    const text = buf.toString('latin1', 0, cr ? buf.length - 1 : buf.length);
+    return BAD_IN_FIELDS.test(text) || !mayBecomeHead(text, cr) ? NODE : MORE;
   }
   if (end > MAX_REQUEST_HEAD) return NODE;
   const text = buf.toString('latin1', 0, end);
@@ -67,10 +67,12 @@ const PARTIAL_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]*$/;
 
 /**
  * Whether an incomplete head may still become one the lane takes: its complete lines read as a
- * lane head would (Host aside) and its last line can still become a request line or a field.
+ * lane head would (Host aside) and its last line can still become a request line or a field
+ * (`lineEnded`: the last line's CR came, so it is complete).
  * A head that can only be refused is node's at once, as node refuses it at once.
  */
-function mayBecomeHead(text: string): boolean {
+function mayBecomeHead(text: string, lineEnded: boolean): boolean {
+  if (lineEnded) return readHead(text.endsWith('\r\n') ? text.slice(0, -2) : text, false) !== undefined;
   const last = text.lastIndexOf('\r\n');
   if (last < 0) return PARTIAL_LINE.test(text) || text.length < 5;
   if (!readHead(text.slice(0, last), false)) return false;

@@ -107,6 +107,8 @@ test('heads that once read differently, or were waited on where node refuses at 
     `GET / HTTP/1.1\r\nHost: ${HOST}\r\nX-A: a\x00b\r\n`,
     `GET /a b HTTP/1.1\r\n`,
     `GET / HTTP/1.1\r\nBad Name: x\r\n`,
+    `GET / HTTP/1\r`,
+    `GET / HTTP/1.1\r\nContent-Length: +`,
     `GET / HTTP/1.1\r\nHost: ${HOST}\r\nX-A:  v \t\r\nConnection: close\r\n\r\n`,
   ];
   for (const c of cases) {
