@@ -61,7 +61,7 @@ export function readRequest(buf: Buffer): RequestRead {
   return { kind: 'head', head, size: end + 4 };
 }
 
-/** What a partial head with its line up to `at` cannot become: a prefix of a request line (method aside, checked before), or of a field line. */
+/** The prefixes of a lane request line (its method's own prefixes are checked before), and of a field name. */
 const PARTIAL_LINE = /^(GET|HEAD) (\/[\x21-\x7e]*( (H(T(T(P(\/(1(\.1?)?)?)?)?)?)?)?)?)?$/;
 const PARTIAL_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]*$/;
 
