@@ -131,6 +131,7 @@ export class Edge {
     this.https.prependListener('secureConnection', (s) => this.guard.secured(s));
     this.https.on('session', (s) => this.onSession(s, { max: hs.maxStreamResets, windowMs: hs.streamResetWindow }));
     this.https.setTimeout(120_000);
+    (this.https as { keepAliveTimeout?: number }).keepAliveTimeout = this.keepAliveTimeout; // its HTTP/1.1 fallback's, as the lane's
     this.http = createHttpServer(
       { requestTimeout: 0, headersTimeout: h.headerTimeout, keepAliveTimeout: this.keepAliveTimeout, requireHostHeader: false },
       (req, res) => void this.onRequest(req, res, 'http'),
