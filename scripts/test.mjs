@@ -53,6 +53,8 @@ const UNIT = [
   'test/metrics/metrics.test.ts',
   'test/edge/proxy.test.ts',
   'test/edge/lane.test.ts',
+  'test/edge/lane-parity.test.ts',
+  'test/h1/request-diff.test.ts',
   'test/billing/meter.test.ts',
   'test/foundation/edge-lifecycle.test.ts',
   'test/hosting/phone.test.ts',

@@ -37,7 +37,9 @@ function status(host: string, port: number, hostHeader: string): Promise<number>
   });
 }
 
-const d = await startTestDaemon({ publicIp: '127.0.0.1', log: { level: 'warn' }, proxy: { idleTimeout: '1h' } });
+// ROOTBOX_PROXY_LANE=off measures the daemon without its HTTP/1.1 lane (the A/B the lane is kept on)
+const lane = process.env.ROOTBOX_PROXY_LANE;
+const d = await startTestDaemon({ publicIp: '127.0.0.1', log: { level: 'warn' }, proxy: { idleTimeout: '1h', ...(lane ? { lane } : {}) } });
 const stop = async () => {
   await d.stop();
   process.exit(0);

@@ -1,6 +1,6 @@
 // Benchmark prototype (not the product): an HTTP/1.1 proxy front that skips node's HTTP server —
 // request heads parsed in JS from the client socket's bytes, forwarded with rootbox's own pool
-// and response reader (src/proxy/pool.ts, http1.ts), the answer's head written by hand. Bodiless
+// and response reader (src/proxy/pool.ts, src/h1/), the answer's head written by hand. Bodiless
 // GET/HEAD only, one request at a time per connection. It shows what one event loop could reach
 // without node:http's per-request objects (IncomingMessage, ServerResponse, their streams).
 // Given cert and key it also listens over TLS. Usage: node --import tsx bench/proxy/raw.ts <app host> <app port> [cert key]
@@ -9,9 +9,11 @@ import { readFileSync } from 'node:fs';
 import { STATUS_CODES } from 'node:http';
 import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { createServer as createTlsServer } from 'node:tls';
-import { ResponseReader, requestHead, type ResponseHead } from '../../src/proxy/http1.js';
+import { ResponseReader, requestHead, type ResponseHead } from '../../src/h1/index.js';
 import { UpstreamPool, type Conn, type ConnOwner } from '../../src/proxy/pool.js';
-import { holdWrites } from '../../src/proxy/batch.js';
+import { Batch } from '../../src/proxy/batch.js';
+
+const batch = new Batch();
 
 const [host, port, cert, key] = [process.argv[2], Number(process.argv[3]), process.argv[4], process.argv[5]];
 const upstream = { host, port };
@@ -64,7 +66,7 @@ class Client implements ConnOwner {
     pool.acquire(upstream, false, (c) => {
       this.conn = c;
       c.owner = this;
-      holdWrites(c.sock);
+      batch.holdWrites(c.sock);
       c.sock.write(wire, 'latin1');
     });
   }
@@ -84,7 +86,7 @@ class Client implements ConnOwner {
     const c = this.conn!;
     this.conn = undefined;
     pool.release(c, reusable);
-    holdWrites(this.sock);
+    batch.holdWrites(this.sock);
     this.sock.write(this.headText, 'latin1');
     for (const b of this.out) this.sock.write(b);
     this.out = [];

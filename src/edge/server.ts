@@ -51,7 +51,15 @@ export interface EdgeApps {
 /** The `http` / `https` config slices; limits left out take the config defaults. */
 export interface EdgeOptions {
   domain: string;
-  http: { host: string; port: number; redirect: boolean; maxConnectionsPerAddress?: number; maxConnections?: number; headerTimeout?: number };
+  http: {
+    host: string;
+    port: number;
+    redirect: boolean;
+    maxConnectionsPerAddress?: number;
+    maxConnections?: number;
+    headerTimeout?: number;
+    keepAliveTimeout?: number;
+  };
   https: { host: string; port: number; maxStreamResets?: number; streamResetWindow?: number };
   tls: TlsManager;
   /** ACME HTTP-01: the key authorization for a /.well-known/acme-challenge/<token> path, served on the plain listener before Host routing and the redirect. */
@@ -78,8 +86,12 @@ export class Edge {
   private drained?: () => void;
   private stopping = false;
   private lane?: LaneContext;
+  /** ms an idle HTTP/1.1 connection stays open between requests, in node's server and the lane alike. */
+  private readonly keepAliveTimeout: number;
 
-  constructor(private readonly opts: EdgeOptions) {}
+  constructor(private readonly opts: EdgeOptions) {
+    this.keepAliveTimeout = opts.http.keepAliveTimeout ?? 5_000;
+  }
 
   get ports(): { http: number; https: number } {
     return {
@@ -119,8 +131,9 @@ export class Edge {
     this.https.prependListener('secureConnection', (s) => this.guard.secured(s));
     this.https.on('session', (s) => this.onSession(s, { max: hs.maxStreamResets, windowMs: hs.streamResetWindow }));
     this.https.setTimeout(120_000);
+    (this.https as { keepAliveTimeout?: number }).keepAliveTimeout = this.keepAliveTimeout; // its HTTP/1.1 fallback's, as the lane's
     this.http = createHttpServer(
-      { requestTimeout: 0, headersTimeout: h.headerTimeout, keepAliveTimeout: 5_000, requireHostHeader: false },
+      { requestTimeout: 0, headersTimeout: h.headerTimeout, keepAliveTimeout: this.keepAliveTimeout, requireHostHeader: false },
       (req, res) => void this.onRequest(req, res, 'http'),
     );
     this.http.setTimeout(120_000);
@@ -160,13 +173,14 @@ export class Edge {
       app: laneApp,
       route: (r, rid, ip, scheme) => this.laneRoute(r, rid, ip, scheme),
       began: () => void this.inflight++,
-      ended: (status, t0) => {
+      ended: (status, t0, whole) => {
         if (--this.inflight === 0) this.drained?.();
         if (status === undefined) return;
         metrics.httpRequest('site', status);
-        metrics.proxyAnswered((performance.now() - t0) / 1000);
+        if (whole) metrics.proxyAnswered((performance.now() - t0) / 1000);
       },
       stopping: () => this.stopping,
+      keepAliveTimeout: this.keepAliveTimeout,
     };
   }
 

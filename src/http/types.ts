@@ -96,8 +96,8 @@ export type LaneOutcome =
   | { kind: 'answered'; status: number; reusable: boolean }
   /** nothing reached the client: node's HTTP server answers the same request (with `failure`, without forwarding it again) */
   | { kind: 'replay'; failure?: AppError }
-  /** the answer was cut or the client left: the connection is closed */
-  | { kind: 'cut' };
+  /** the answer was cut or the client left: the connection is closed (`status`: the one its head had, once it had one) */
+  | { kind: 'cut'; status?: number };
 
 /** A lane answer under way; told when the client's connection closes (one listener per connection, not per answer). */
 export interface LaneExchange {

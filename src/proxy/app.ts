@@ -104,7 +104,15 @@ export class ProxyApp implements HttpApp, LaneApp {
     if (!site || app === false) return false;
     if (app && this.upNow(site.id)) return this.direct(r, sock, info, site, presence.hold(site.id), done);
     const waiting: LaneExchange & { ex?: LaneExchange } = { clientGone: () => waiting.ex?.clientGone() };
-    void this.laneWaited(r, sock, info, site, done, waiting);
+    // whatever fails on the way ends the request (node's server answers it) and gives the hold back
+    let over = false;
+    const once = (o: LaneOutcome) => void (over || ((over = true), done(o)));
+    const hold = { release: undefined as (() => void) | undefined };
+    this.laneWaited(r, sock, info, site, once, waiting, hold).catch((e: unknown) => {
+      hold.release?.();
+      this.d.log.error('lane request failed', { requestId: info.requestId, err: e });
+      once({ kind: 'replay', failure: AppError.of('internal', `the request failed inside the host (request ${info.requestId})`) });
+    });
     return waiting;
   }
 
@@ -115,10 +123,15 @@ export class ProxyApp implements HttpApp, LaneApp {
     site: Site,
     done: (o: LaneOutcome) => void,
     waiting: { ex?: LaneExchange },
+    hold: { release?: () => void },
   ): Promise<void> {
     // run.sh was not looked at lately: a server without one is served its files by node's server
     if (this.d.publication.knownApp(site.id) === undefined && !(await this.d.publication.hasApp(site.id, site.rootfs))) return done({ kind: 'replay' });
-    const release = this.d.presence.hold(site.id);
+    const held = this.d.presence.hold(site.id);
+    const release = (hold.release = () => {
+      hold.release = undefined;
+      held();
+    });
     try {
       await this.ready(site, undefined);
     } catch (e) {
@@ -133,14 +146,19 @@ export class ProxyApp implements HttpApp, LaneApp {
   }
 
   private direct(r: LaneRequest, sock: Duplex, info: RequestInfo, site: Site, release: () => void, done: (o: LaneOutcome) => void): LaneExchange {
-    return this.d.forwarder.direct(r, sock, site.upstream, info, {
-      serverId: site.id,
-      release,
-      meter: this.meter,
-      onFailure: this.failed,
-      done,
-      log: this.d.log,
-    });
+    try {
+      return this.d.forwarder.direct(r, sock, site.upstream, info, {
+        serverId: site.id,
+        release,
+        meter: this.meter,
+        onFailure: this.failed,
+        done,
+        log: this.d.log,
+      });
+    } catch (e) {
+      release(); // the hold is given back whatever failed (the caller answers the request)
+      throw e;
+    }
   }
 
   /** Whether the server has an app was not known a moment ago: look, then go on. */

@@ -1,7 +1,7 @@
 // One lane request (edge/lane.ts: a bodiless GET or HEAD read by the edge's own HTTP/1.1 reader)
 // forwarded to an awake app and answered straight onto the client's connection, without node's
-// HTTP server objects: the head goes up over a pooled connection (pool.ts, http1.ts as for every
-// forward), the answer comes back through http1.ts's reader and is written as HTTP/1.1 by hand —
+// HTTP server objects: the head goes up over a pooled connection (pool.ts, h1/ as for every
+// forward), the answer comes back through h1's reader and is written as HTTP/1.1 by hand —
 // the app's cleaned headers, ours (x-request-id, date), and the body as the app framed it by
 // length, else re-framed as chunked. An answer that arrives whole in one read goes out with the
 // other writes of that batch of events (batch.ts); a longer one streams with back-pressure both
@@ -9,12 +9,11 @@
 // first byte reached the client are handed back to the edge (replay) with their error: node's
 // server then answers that request with the page the full path gives, without forwarding it again.
 
-import { STATUS_CODES } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { LaneOutcome, LaneRequest, RequestInfo } from '../http/index.js';
 import type { Logger } from '../log/index.js';
-import { holdWrites } from './batch.js';
-import { ResponseReader, requestHead, type ReaderEvents, type ResponseHead } from './http1.js';
+import { ResponseReader, requestHead, responseHead, type HttpDate, type ReaderEvents, type ResponseHead } from '../h1/index.js';
+import type { Batch } from './batch.js';
 import type { Conn, Upstream, UpstreamPool } from './pool.js';
 import { UpstreamTurn } from './turn.js';
 import { reportFailure, type ForwardFailure } from './failures.js';
@@ -30,16 +29,10 @@ export interface DirectOptions {
   log: Logger;
 }
 
-let dateText = '';
-let dateAt = 0;
-/** The Date header value, made once a second (as node's server does). */
-function httpDate(): string {
-  const now = Date.now();
-  if (now - dateAt >= 1000 || now < dateAt) {
-    dateAt = now - (now % 1000);
-    dateText = new Date(dateAt).toUTCString();
-  }
-  return dateText;
+/** What the forwarder lends each of its lane exchanges: its write batch and its Date value. */
+export interface DirectShared {
+  batch: Batch;
+  date: HttpDate;
 }
 
 const CRLF = '\r\n';
@@ -64,6 +57,7 @@ export class DirectExchange extends UpstreamTurn implements ReaderEvents {
     private readonly upstream: Upstream,
     private readonly info: RequestInfo,
     private readonly o: DirectOptions,
+    private readonly shared: DirectShared,
   ) {
     super();
     this.wire = requestHead(r.method, r.target, r.host, r.raw, info.ip, info.scheme, false);
@@ -82,7 +76,7 @@ export class DirectExchange extends UpstreamTurn implements ReaderEvents {
     if (this.settled) return this.pool.release(c, true);
     this.conn = c;
     c.owner = this;
-    holdWrites(c.sock);
+    this.shared.batch.holdWrites(c.sock);
     c.sock.write(this.wire, 'latin1');
   }
 
@@ -104,25 +98,14 @@ export class DirectExchange extends UpstreamTurn implements ReaderEvents {
   head(h: ResponseHead): void {
     if (this.settled) return;
     this.status = h.status;
-    let s = `HTTP/1.1 ${h.status} ${STATUS_CODES[h.status] ?? 'unknown'}${CRLF}`;
-    const l = h.headers;
-    let length = false;
-    let date = false;
-    for (let i = 0; i < l.length; i += 2) {
-      const n = l[i];
-      if (n.length === 14 && n.toLowerCase() === 'content-length') length = true;
-      else if (n.length === 4 && n.toLowerCase() === 'date') date = true;
-      s += `${n}: ${l[i + 1]}${CRLF}`;
-    }
-    if (!h.requestId) s += `x-request-id: ${this.info.requestId}${CRLF}`;
-    if (!date) s += `date: ${httpDate()}${CRLF}`;
-    const bodiless = this.r.method === 'HEAD' || h.status === 204 || h.status === 304;
-    if (!length && !bodiless) {
-      this.chunked = true;
-      s += `transfer-encoding: chunked${CRLF}`;
-    }
-    if (this.r.close) s += `connection: close${CRLF}`;
-    this.headText = s + CRLF;
+    const head = responseHead(h.status, h.headers, {
+      requestId: h.requestId ? undefined : this.info.requestId,
+      date: this.shared.date,
+      bodiless: this.r.method === 'HEAD' || h.status === 204 || h.status === 304,
+      close: this.r.close,
+    });
+    this.chunked = head.chunked;
+    this.headText = head.text;
   }
 
   /** The whole answer came in one read: head, body and framing go out as one buffer in one write. */
@@ -147,7 +130,7 @@ export class DirectExchange extends UpstreamTurn implements ReaderEvents {
   private flushHead(): void {
     if (this.headText === undefined) return;
     this.o.meter?.turn(this.sock, this.o.serverId);
-    holdWrites(this.sock as never);
+    this.shared.batch.holdWrites(this.sock as never);
     this.sock.write(this.headText, 'latin1');
     this.headText = undefined;
     this.wrote = true;
@@ -197,7 +180,7 @@ export class DirectExchange extends UpstreamTurn implements ReaderEvents {
   clientGone(): void {
     if (this.settled) return;
     this.settle(false);
-    this.o.done({ kind: 'cut' });
+    this.o.done({ kind: 'cut', status: this.status || undefined });
   }
 
   protected fail(err: Error): void {
@@ -205,7 +188,7 @@ export class DirectExchange extends UpstreamTurn implements ReaderEvents {
     this.settle(false);
     if (this.wrote) {
       this.sock.destroy(); // cut: the client sees a truncated answer
-      return this.o.done({ kind: 'cut' });
+      return this.o.done({ kind: 'cut', status: this.status });
     }
     // nothing reached the client: node's server answers the request with the page, as the full path would
     const failure = reportFailure(err, this.timedOut, {

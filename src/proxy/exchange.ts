@@ -1,5 +1,5 @@
 // One request forwarded to an app over a pooled connection: the head and body go up (a chunked
-// or unsized HTTP/2 body is re-framed as chunked), the answer comes back through http1.ts's
+// or unsized HTTP/2 body is re-framed as chunked), the answer comes back through h1's
 // reader into the client's response, with back-pressure both ways. An answer that arrives whole
 // in one read is written after the current batch of events, with the other writes of that batch
 // (batch.ts); a longer one streams as it comes. A stale kept-alive connection is retried once for
@@ -11,8 +11,8 @@
 import type { Readable } from 'node:stream';
 import type { Req, RequestInfo, Res } from '../http/index.js';
 import type { Logger } from '../log/index.js';
-import { ResponseReader, UpstreamProtocolError, requestHead, type ReaderEvents, type ResponseHead } from './http1.js';
-import { afterBatch, holdWrites } from './batch.js';
+import { ResponseReader, UpstreamProtocolError, requestHead, type ReaderEvents, type ResponseHead } from '../h1/index.js';
+import type { Batch } from './batch.js';
 import { codeOf, reportFailure, type ForwardFailure } from './failures.js';
 import { sendErrorPage } from './pages.js';
 import { Upload } from './upload.js';
@@ -32,8 +32,10 @@ export interface WebOptions {
 }
 
 /** What every exchange shares. */
+/** What every exchange of one forwarder shares: its log and its write batch. */
 export interface ExchangeShared {
   log: Logger;
+  batch: Batch;
 }
 
 const noop = () => {};
@@ -99,7 +101,7 @@ export class Exchange extends UpstreamTurn implements ReaderEvents {
     if (this.settled) return this.pool.release(c, true);
     this.conn = c;
     c.owner = this;
-    holdWrites(c.sock);
+    this.shared.batch.holdWrites(c.sock);
     c.sock.write(this.wire, 'latin1'); // node decoded the client's header bytes as latin1: the same bytes go up
     this.upload?.attach(c.sock);
   }
@@ -168,7 +170,7 @@ export class Exchange extends UpstreamTurn implements ReaderEvents {
     if (!staged) return void this.res.end();
     // All of the answer came in one read: it is written with the rest of this batch's writes.
     this.staged = undefined;
-    afterBatch(() => this.finish(staged.head, staged.parts));
+    this.shared.batch.afterBatch(() => this.finish(staged.head, staged.parts));
   }
 
   private finish(head: ResponseHead, parts: Buffer[]): void {

@@ -7,7 +7,7 @@
 
 import { AppError, errorFields } from '../errors.js';
 import type { Logger } from '../log/index.js';
-import { UpstreamProtocolError } from './http1.js';
+import { UpstreamProtocolError } from '../h1/index.js';
 
 /** Why a forward failed before anything reached the client. */
 export type ForwardFailure = 'refused' | 'timeout' | 'bad_response' | 'error';

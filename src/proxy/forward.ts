@@ -1,6 +1,6 @@
 // Forwarding to a server's app on <ip>:80. Plain requests (from HTTP/1.1 and HTTP/2 clients) go
 // over our own HTTP/1.1 client: kept-alive connections from pool.ts, heads written and answers
-// read by http1.ts, bodies streamed both ways with back-pressure. (http-proxy-3 over node's
+// read by h1/, bodies streamed both ways with back-pressure. (http-proxy-3 over node's
 // http.Agent reached 0.15× nginx's requests/s on bench/proxy; this path is what lets the proxy
 // keep up.) WebSocket upgrades go through http-proxy-3. A refused, slow, malformed or vanishing
 // upstream becomes a 502/504 page or a cut stream, never an exception.
@@ -11,7 +11,9 @@ import { ProxyServer } from 'http-proxy-3';
 import { AppError } from '../errors.js';
 import { rawError, type LaneRequest, type Req, type RequestInfo, type Res } from '../http/index.js';
 import type { Logger } from '../log/index.js';
-import { Exchange, type ForwardFailure, type WebOptions } from './exchange.js';
+import { HttpDate } from '../h1/index.js';
+import { Batch } from './batch.js';
+import { Exchange, type ExchangeShared, type ForwardFailure, type WebOptions } from './exchange.js';
 import { DirectExchange, type DirectOptions } from './direct.js';
 import { prepareUpgradeHeaders } from './headers.js';
 import { sendErrorPage } from './pages.js';
@@ -32,8 +34,12 @@ const TARGET = /^[\x21-\x7e]+$/;
 export class Forwarder {
   private readonly pool: UpstreamPool;
   private readonly proxy: ProxyServer;
+  /** The exchanges' shared state: log and write batch; the lane's answers also take their Date from here. */
+  private readonly shared: ExchangeShared;
+  private readonly date = new HttpDate();
 
   constructor(private readonly opts: ForwardOptions) {
+    this.shared = { log: opts.log, batch: new Batch() };
     this.pool = new UpstreamPool({ maxSockets: opts.maxSockets, connectTimeout: opts.connectTimeout, activeTimeout: opts.upstreamTimeout, idleTimeout: 4000 });
     this.proxy = new ProxyServer({ xfwd: false, proxyTimeout: opts.upstreamTimeout, toProxy: true });
     this.proxy.on('error', () => {}); // every call passes its own callback; this only keeps stray errors from throwing
@@ -53,12 +59,12 @@ export class Forwarder {
       o.onDone?.();
       return sendErrorPage(req, res, AppError.of('invalid_target', 'the request target has characters that cannot be forwarded'), info.requestId);
     }
-    new Exchange(this.pool, req, res, upstream, info, o, this.opts).start();
+    new Exchange(this.pool, req, res, upstream, info, o, this.shared).start();
   }
 
   /** Forwards a lane request, answering it on the client's connection (direct.ts). */
   direct(r: LaneRequest, sock: Duplex, upstream: Upstream, info: RequestInfo, o: DirectOptions): DirectExchange {
-    return new DirectExchange(this.pool, r, sock, upstream, info, o).start();
+    return new DirectExchange(this.pool, r, sock, upstream, info, o, { batch: this.shared.batch, date: this.date }).start();
   }
 
   /** Forwards a WebSocket handshake and then both byte streams. */

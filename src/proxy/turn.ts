@@ -6,7 +6,7 @@
 // the client's side is full, the app's connection is not read (back-pressure) until it drains.
 
 import { codeOf } from './failures.js';
-import type { ResponseReader } from './http1.js';
+import type { ResponseReader } from '../h1/index.js';
 import type { Conn, ConnOwner, UpstreamPool } from './pool.js';
 
 export abstract class UpstreamTurn implements ConnOwner {

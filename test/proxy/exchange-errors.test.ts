@@ -10,6 +10,7 @@ import { createServer, request, type Server } from 'node:http';
 import { createServer as createNetServer, type AddressInfo, type Server as NetServer, type Socket } from 'node:net';
 import { createLogger } from '../../src/log/index.js';
 import { Exchange } from '../../src/proxy/exchange.js';
+import { Batch } from '../../src/proxy/batch.js';
 import { UpstreamPool, type Conn } from '../../src/proxy/pool.js';
 
 const SECRET = '/var/lib/rootbox/servers/srv_hidden/rootfs is gone';
@@ -44,7 +45,7 @@ test.before(async () => {
   const log = createLogger({ level: 'debug', sink: (l) => logs.push(JSON.parse(l)) });
   front = createServer((req, res) => {
     const info = { host: 'x.rbx.test', scheme: 'http' as const, requestId: 'req_exchange_test', ip: '127.0.0.1' };
-    new Exchange(pool, req, res, upstream, info, { serverId: 'srv_test' }, { log }).start();
+    new Exchange(pool, req, res, upstream, info, { serverId: 'srv_test' }, { log, batch: new Batch() }).start();
   });
   await new Promise<void>((r) => front.listen(0, '127.0.0.1', r));
 });

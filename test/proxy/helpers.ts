@@ -54,6 +54,8 @@ export async function startEdge(opts: {
   presence?: IdleTracker;
   /** The edge's request-head deadline (ms). */
   headerTimeout?: number;
+  /** How long an idle HTTP/1.1 connection stays open between requests (ms). */
+  keepAliveTimeout?: number;
 }): Promise<TestEdge> {
   const dataDir = mkdtempSync(join(tmpdir(), 'rbx-proxy-'));
   const logs: Record<string, unknown>[] = [];
@@ -69,7 +71,13 @@ export async function startEdge(opts: {
   });
   const edge = new Edge({
     domain: DOMAIN,
-    http: { host: '127.0.0.1', port: 0, redirect: false, ...(opts.headerTimeout ? { headerTimeout: opts.headerTimeout } : {}) },
+    http: {
+      host: '127.0.0.1',
+      port: 0,
+      redirect: false,
+      ...(opts.headerTimeout ? { headerTimeout: opts.headerTimeout } : {}),
+      ...(opts.keepAliveTimeout ? { keepAliveTimeout: opts.keepAliveTimeout } : {}),
+    },
     https: { host: '127.0.0.1', port: 0 },
     tls,
     log,

@@ -3,7 +3,7 @@
 // between two outcomes, and views of a stream that neither parser gives (its heads split at
 // CRLFCRLF, the final answer's fields, header lines to rename, chunk-size lines to rewrite).
 
-import { HOP, connectionTokens } from '../../src/proxy/headers.js';
+import { HOP, connectionTokens } from '../../src/h1/index.js';
 import type { Outcome, ReaderOutcome } from './http1-run.js';
 
 /** Headers node's client (and so the reader) keeps one copy of, the first. */

@@ -1,4 +1,4 @@
-// Differential test of the proxy's hand-written HTTP/1.1 response reader (src/proxy/http1.ts)
+// Differential test of the proxy's hand-written HTTP/1.1 response reader (src/h1/response.ts)
 // against node's own client parser (llhttp, through the public http.request API). First the
 // streams the reader once read differently (each a fixed defect), then thousands of generated
 // answer streams (http1-gen.ts: valid, odd and malformed; seeded, the seed is printed) read by

@@ -8,7 +8,7 @@
 import { request, validateHeaderName, validateHeaderValue, type ClientRequest, type IncomingMessage } from 'node:http';
 import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { Duplex } from 'node:stream';
-import { ResponseReader, type ResponseHead } from '../../src/proxy/http1.js';
+import { ResponseReader, type ResponseHead } from '../../src/h1/index.js';
 
 export interface Outcome {
   /** Why the stream was refused (parser error code or message); undefined when it was accepted. */

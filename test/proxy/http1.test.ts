@@ -11,7 +11,7 @@ import { request } from 'node:http';
 import { connect, createServer as createNetServer, type AddressInfo, type Server as NetServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ResponseReader, type ResponseHead } from '../../src/proxy/http1.js';
+import { ResponseReader, type ResponseHead } from '../../src/h1/index.js';
 import type { Site } from '../../src/proxy/index.js';
 import { get, sitesOf, startEdge, testConfig, DOMAIN, type TestEdge } from './helpers.js';
 

@@ -1,12 +1,13 @@
-// The HTTP/1.1 wire format on the upstream side of the proxy: the request head we send to an app
-// and an incremental reader for what the app answers. The reader treats the app as hostile: it
+// The response reader: an incremental reader of what an app answers the proxy. It treats the app
+// as hostile: it
 // bounds the head, accepts only valid names and values (in every field, trailers included),
 // settles the body framing as RFC 9112 §6.3 says (refusing the ambiguous cases a smuggling
 // attempt relies on), decodes chunked bodies, skips interim 1xx answers and tells whether the
 // connection can be reused afterwards.
-// The headers it hands on are already cleaned for HTTP/1.1 and HTTP/2 clients (headers.ts).
+// The headers it hands on are already cleaned for HTTP/1.1 and HTTP/2 clients (no hop-by-hop
+// field, none that Connection names, one copy of the single-value ones). The grammar is grammar.ts's.
 
-import { HOP, REQUEST_DROP, connectionTokens } from './headers.js';
+import { BAD_IN_FIELDS, CTL, END_OF_HEAD, HOP, LENGTH, connectionTokens, fieldColon, lineEnd, trimmed } from './grammar.js';
 
 /** An app's answer that cannot be forwarded; becomes a 502 page. */
 export class UpstreamProtocolError extends Error {
@@ -35,13 +36,7 @@ export interface ReaderEvents {
 }
 
 const MAX_HEAD = 64 * 1024;
-const END_OF_HEAD = Buffer.from('\r\n\r\n', 'latin1');
 const MAX_LINE = 4096;
-const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
-/** Bytes a field value may not hold: controls other than HTAB (obs-text 0x80-0xFF is allowed). */
-const CTL = /[\x00-\x08\x0a-\x1f\x7f]/;
-/** In header lines (CRLF-separated): a control byte other than HTAB, or a CR or LF that is not part of a CRLF. */
-const BAD_IN_FIELDS = /[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]|\r(?!\n)|(?<!\r)\n/;
 const STATUS_LINE = /^HTTP\/1\.([01]) ([1-5]\d\d)(?: [^\r\n]*)?$/;
 /** Headers node itself keeps once (the first wins); a second copy is dropped, as node's client does. */
 const SINGLE = new Map(
@@ -195,8 +190,7 @@ export class ResponseReader {
   }
 
   private parseHead(text: string, size: number): void {
-    let eol = text.indexOf('\r\n');
-    if (eol < 0) eol = text.length;
+    let eol = lineEnd(text, 0);
     const m = STATUS_LINE.exec(text.slice(0, eol));
     if (!m) throw new UpstreamProtocolError('invalid status line');
     const status = Number(m[2]);
@@ -211,17 +205,15 @@ export class ResponseReader {
     const clean = eol >= text.length || !BAD_IN_FIELDS.test(text.slice(eol + 2));
     while (eol < text.length) {
       const start = eol + 2;
-      eol = text.indexOf('\r\n', start);
-      if (eol < 0) eol = text.length;
-      const colon = text.indexOf(':', start);
+      eol = lineEnd(text, start);
       // obs-fold (a line starting with whitespace) and names with spaces are refused alike.
-      if (colon <= start || colon > eol) throw new UpstreamProtocolError('invalid header line');
+      const colon = fieldColon(text, start, eol);
+      if (colon < 0) throw new UpstreamProtocolError('invalid header line or header name');
       const rawName = text.slice(start, colon);
-      if (!TOKEN.test(rawName)) throw new UpstreamProtocolError('invalid header name');
       const value = clean ? trimmed(text, colon + 1, eol) : fieldValue(text, colon + 1, eol);
       const name = rawName.toLowerCase();
       if (name === 'content-length') {
-        if (!/^\d{1,15}$/.test(value) || (length !== undefined && length !== value)) throw new UpstreamProtocolError('invalid Content-Length');
+        if (!LENGTH.test(value) || (length !== undefined && length !== value)) throw new UpstreamProtocolError('invalid Content-Length');
         if (length !== undefined) continue;
         length = value;
         if (status === 204) continue;
@@ -301,17 +293,10 @@ function fieldValue(text: string, from: number, to: number): string {
   return value;
 }
 
-/** text[from, to) without the spaces and tabs around it. */
-function trimmed(text: string, from: number, to: number): string {
-  while (from < to && (text.charCodeAt(from) === 32 || text.charCodeAt(from) === 9)) from++;
-  while (to > from && (text.charCodeAt(to - 1) === 32 || text.charCodeAt(to - 1) === 9)) to--;
-  return text.slice(from, to);
-}
-
 /** Refuses a trailer line that would not do as a header line. */
 function checkField(line: string): void {
-  const colon = line.indexOf(':');
-  if (colon <= 0 || !TOKEN.test(line.slice(0, colon))) throw new UpstreamProtocolError('invalid trailer field');
+  const colon = fieldColon(line, 0, line.length);
+  if (colon < 0) throw new UpstreamProtocolError('invalid trailer field');
   fieldValue(line, colon + 1, line.length);
 }
 
@@ -320,27 +305,4 @@ function without(flat: string[], drop: string[]): string[] {
   const out: string[] = [];
   for (let i = 0; i < flat.length; i += 2) if (!drop.includes(flat[i].toLowerCase())) out.push(flat[i], flat[i + 1]);
   return out;
-}
-
-/**
- * The head of a request to an app: request line, the client's headers minus hop-by-hop,
- * pseudo and spoofable ones (given as node's rawHeaders), then ours. `chunked` when the body is
- * re-framed as chunked (a chunked HTTP/1.1 body, or an HTTP/2 body of unknown length).
- */
-export function requestHead(method: string, target: string, host: string, raw: string[], ip: string, proto: string, chunked: boolean): string {
-  let named: string[] | undefined;
-  for (let i = 0; i < raw.length; i += 2) {
-    if (raw[i].length === 10 && raw[i].toLowerCase() === 'connection') named = [...(named ?? []), ...connectionTokens(raw[i + 1])];
-  }
-  let head = `${method} ${target} HTTP/1.1\r\nhost: ${host}\r\n`;
-  for (let i = 0; i < raw.length; i += 2) {
-    const name = raw[i];
-    if (name.charCodeAt(0) === 58 /* : */) continue;
-    const lower = name.toLowerCase();
-    if (REQUEST_DROP.has(lower) || (named && named.includes(lower))) continue;
-    head += `${name}: ${raw[i + 1]}\r\n`;
-  }
-  head += `x-forwarded-for: ${ip}\r\nx-real-ip: ${ip}\r\nx-forwarded-proto: ${proto}\r\nx-forwarded-host: ${host}\r\n`;
-  if (chunked) head += 'transfer-encoding: chunked\r\n';
-  return head + '\r\n';
 }
