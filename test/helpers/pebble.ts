@@ -12,7 +12,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { request } from 'node:https';
-import { createServer } from 'node:net';
+import { freePort } from './ports.js';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createCa, issueLeaf, loadCa } from '../../src/edge/pki.js';
@@ -46,13 +46,7 @@ export interface PebbleOptions {
   validitySeconds?: number;
 }
 
-export async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', () => r()));
-  const { port } = s.address() as { port: number };
-  await new Promise((r) => s.close(r));
-  return port;
-}
+export { freePort };
 
 function get(url: string, ca: string): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {

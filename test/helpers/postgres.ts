@@ -4,7 +4,7 @@
 // kill() is a crash (SIGKILL of the postmaster); start() brings the same cluster back.
 
 import { chownSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { freePort } from './ports.js';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { run } from './run.js';
@@ -26,17 +26,6 @@ export interface TestPostgres {
   sql(statement: string): Promise<string>;
   /** Stops it and removes its directory. */
   stop(): Promise<void>;
-}
-
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-  });
 }
 
 async function must(cmd: string, args: string[], what: string): Promise<string> {

@@ -14,7 +14,7 @@
 
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, lstatSync, rmSync } from 'node:fs';
-import { createServer, type AddressInfo } from 'node:net';
+import { freePort } from './ports.js';
 import { constants, tmpdir } from 'node:os';
 import { isAbsolute, join, relative } from 'node:path';
 import { createRequire } from 'node:module';
@@ -50,13 +50,7 @@ process.on('SIGTERM', () => process.exit(0));
 
 const repo = new URL('../..', import.meta.url).pathname;
 
-export async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const p = (s.address() as AddressInfo).port;
-  await new Promise((r) => s.close(r));
-  return p;
-}
+export { freePort };
 
 const signalName = (n: number | undefined): string | null =>
   n ? ((Object.entries(constants.signals).find(([, v]) => v === n)?.[0] as string | undefined) ?? `SIG${n}`) : null;
