@@ -5,7 +5,19 @@
 import { statfsSync } from 'node:fs';
 import { freemem } from 'node:os';
 import { hostName } from '../config/index.js';
-import type { RegistryOptions } from './index.js';
+
+export interface RegistryOptions {
+  url: string;
+  host: string;
+  advertise: string;
+  publicIp: string;
+  version: string;
+  leaseMs: number;
+  connectTimeoutMs: number;
+  statementTimeoutMs: number;
+  /** What this host can still take, measured at each heartbeat. */
+  capacity(): Record<string, number>;
+}
 
 export interface ClusterSettings {
   dataDir: string;

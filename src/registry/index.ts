@@ -6,7 +6,7 @@
 
 import { isAppError } from '../errors.js';
 import type { Logger } from '../log/index.js';
-import { registryOptions, type ClusterSettings } from './host.js';
+import { registryOptions, type ClusterSettings, type RegistryOptions } from './host.js';
 import { HostDirectory, type HostFacts } from './hosts.js';
 import { assertUsable } from './migrations.js';
 import { RegistryNames } from './names.js';
@@ -17,21 +17,8 @@ export { RegistryPool, redactUrl, isUnavailable } from './pool.js';
 export { HostDirectory, type HostFacts, type HostRow } from './hosts.js';
 export { RegistryNames, type Placement } from './names.js';
 export { RegistryPayments } from './payments.js';
-export { registryOptions, HOST_VERSION, type ClusterSettings } from './host.js';
+export { registryOptions, HOST_VERSION, type ClusterSettings, type RegistryOptions } from './host.js';
 export { migrate, schemaVersion, assertUsable, KNOWN_VERSION, MIGRATIONS } from './migrations.js';
-
-export interface RegistryOptions {
-  url: string;
-  host: string;
-  advertise: string;
-  publicIp: string;
-  version: string;
-  leaseMs: number;
-  connectTimeoutMs: number;
-  statementTimeoutMs: number;
-  /** What this host can still take, measured at each heartbeat. */
-  capacity(): Record<string, number>;
-}
 
 /** The registry part of the daemon: joined when cluster.registry is set, nothing on a single box. */
 export async function startRegistry(d: { cfg: Readonly<ClusterSettings & { cluster: { registry?: string } }>; log: Logger }): Promise<Registry | undefined> {
