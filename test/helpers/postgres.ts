@@ -2,12 +2,15 @@
 // temp dir as the `postgres` user, its own port on 127.0.0.1 and its own socket dir, password
 // (scram) authentication for the `rootbox` role. stop() ends it and removes everything;
 // kill() is a crash (SIGKILL of the postmaster); start() brings the same cluster back.
+// startStandby() makes a streaming standby of it (pg_basebackup) that the primary waits for on
+// every commit (synchronous_standby_names), and promote() turns that standby into a primary.
 
-import { chownSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { freePort } from './ports.js';
+import { appendFileSync, chownSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { freePort } from './ports.js';
 import { run } from './run.js';
+import { until } from './wait.js';
 
 const BIN = '/usr/lib/postgresql/15/bin';
 
@@ -22,69 +25,135 @@ export interface TestPostgres {
   halt(): Promise<void>;
   /** SIGKILL of the postmaster: a crash. */
   kill(): Promise<void>;
-  /** psql -c as the superuser; answers stdout. */
+  /** psql -c as the rootbox superuser; answers stdout. */
   sql(statement: string): Promise<string>;
   /** Stops it and removes its directory. */
   stop(): Promise<void>;
 }
 
-async function must(cmd: string, args: string[], what: string): Promise<string> {
-  const r = await run(cmd, args, { timeoutMs: 60_000 });
+export interface TestStandby extends TestPostgres {
+  /** pg_ctl promote: the standby becomes a primary that takes writes. */
+  promote(): Promise<void>;
+}
+
+async function must(cmd: string, args: string[], what: string, env?: NodeJS.ProcessEnv): Promise<string> {
+  const r = await run(cmd, args, { timeoutMs: 60_000, env });
   if (r.code !== 0) throw new Error(`${what} failed (${r.code}): ${r.stderr || r.stdout}`);
   return r.stdout;
 }
 
-const pgUid = () => Number(readFileSync('/etc/passwd', 'utf8').match(/^postgres:[^:]*:(\d+):(\d+):/m)?.[1] ?? NaN);
-const pgGid = () => Number(readFileSync('/etc/passwd', 'utf8').match(/^postgres:[^:]*:(\d+):(\d+):/m)?.[2] ?? NaN);
+const ids = () => {
+  const m = readFileSync('/etc/passwd', 'utf8').match(/^postgres:[^:]*:(\d+):(\d+):/m);
+  return { uid: Number(m?.[1]), gid: Number(m?.[2]) };
+};
+const as = (args: string[]) => ['-u', 'postgres', '--', ...args];
+
+/** A dir of its own, owned by postgres, with the password in a file only postgres reads. */
+function ownDir(password: string): string {
+  const { uid, gid } = ids();
+  const dir = mkdtempSync(join(tmpdir(), 'rbx-pg-'));
+  chownSync(dir, uid, gid);
+  writeFileSync(join(dir, 'pw'), password + '\n', { mode: 0o600 });
+  chownSync(join(dir, 'pw'), uid, gid);
+  return dir;
+}
+
+/** Control of one cluster in `dir` (data in dir/data) on `port`. */
+function control(dir: string, port: number, password: string): TestPostgres {
+  const data = join(dir, 'data');
+  const opts = `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off`;
+  const pgctl = (verb: string, extra: string[] = []) =>
+    must('runuser', as([`${BIN}/pg_ctl`, '-D', data, '-l', join(dir, 'log'), '-w', '-t', '30', ...extra, verb]), `pg_ctl ${verb}`).then(() => undefined);
+  const env = { ...process.env, PGPASSWORD: password };
+  return {
+    url: `postgres://rootbox:${password}@127.0.0.1:${port}/postgres`,
+    port,
+    password,
+    dir,
+    start: () => pgctl('start', ['-o', opts]),
+    halt: () => pgctl('stop', ['-m', 'fast']),
+    async kill() {
+      const pid = Number(readFileSync(join(data, 'postmaster.pid'), 'utf8').split('\n')[0]);
+      process.kill(pid, 'SIGKILL');
+      await run('runuser', as([`${BIN}/pg_ctl`, '-D', data, 'status'])); // settles once the pid is gone
+    },
+    async sql(statement) {
+      const r = await run('psql', ['-h', '127.0.0.1', '-p', String(port), '-U', 'rootbox', '-d', 'postgres', '-tA', '-c', statement], { env });
+      if (r.code !== 0) throw new Error(`psql failed: ${r.stderr}`);
+      return r.stdout.trim();
+    },
+    async stop() {
+      await run('runuser', as([`${BIN}/pg_ctl`, '-D', data, '-m', 'immediate', '-w', 'stop']));
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
 
 export async function startPostgres(): Promise<TestPostgres> {
-  const dir = mkdtempSync(join(tmpdir(), 'rbx-pg-'));
-  chownSync(dir, pgUid(), pgGid());
-  const data = join(dir, 'data');
   const password = 'pw-' + Math.random().toString(36).slice(2, 12);
-  const pwfile = join(dir, 'pw');
-  writeFileSync(pwfile, password + '\n', { mode: 0o600 });
-  chownSync(pwfile, pgUid(), pgGid());
-  const as = (args: string[]) => ['-u', 'postgres', '--', ...args];
-  const port = await freePort();
-  const pgctl = (verb: string, extra: string[] = []) =>
-    must('runuser', as([`${BIN}/pg_ctl`, '-D', data, '-l', join(dir, 'log'), '-w', '-t', '30', ...extra, verb]), `pg_ctl ${verb}`);
+  const dir = ownDir(password);
+  const pg = control(dir, await freePort(), password);
   try {
     await must(
       'runuser',
-      as([`${BIN}/initdb`, '-D', data, '-U', 'rootbox', `--pwfile=${pwfile}`, '--auth=scram-sha-256', '-E', 'UTF8', '--no-sync']),
+      as([`${BIN}/initdb`, '-D', join(dir, 'data'), '-U', 'rootbox', `--pwfile=${join(dir, 'pw')}`, '--auth=scram-sha-256', '-E', 'UTF8', '--no-sync']),
       'initdb',
     );
-    const opts = `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off`;
-    const start = () => pgctl('start', ['-o', opts]).then(() => undefined);
-    await start();
-    const env = { ...process.env, PGPASSWORD: password };
-    const pg: TestPostgres = {
-      url: `postgres://rootbox:${password}@127.0.0.1:${port}/postgres`,
-      port,
-      password,
-      dir,
-      start,
-      halt: () => pgctl('stop', ['-m', 'fast']).then(() => undefined),
-      async kill() {
-        const pid = Number(readFileSync(join(data, 'postmaster.pid'), 'utf8').split('\n')[0]);
-        process.kill(pid, 'SIGKILL');
-        await run('runuser', as([`${BIN}/pg_ctl`, '-D', data, 'status'])); // settles once the pid is gone
-      },
-      async sql(statement) {
-        const r = await run('psql', ['-h', '127.0.0.1', '-p', String(port), '-U', 'rootbox', '-d', 'postgres', '-tA', '-c', statement], { env });
-        if (r.code !== 0) throw new Error(`psql failed: ${r.stderr}`);
-        return r.stdout.trim();
-      },
-      async stop() {
-        await run('runuser', as([`${BIN}/pg_ctl`, '-D', data, '-m', 'immediate', '-w', 'stop']));
-        rmSync(dir, { recursive: true, force: true });
-      },
-    };
+    await pg.start();
     return pg;
   } catch (e) {
-    await run('runuser', as([`${BIN}/pg_ctl`, '-D', data, '-m', 'immediate', '-w', 'stop']));
-    rmSync(dir, { recursive: true, force: true });
+    await pg.stop();
+    throw e;
+  }
+}
+
+/** A streaming standby of `primary` that every commit of the primary waits for. */
+export async function startStandby(primary: TestPostgres, name = 'standby1'): Promise<TestStandby> {
+  const dir = ownDir(primary.password);
+  const sb = control(dir, await freePort(), primary.password);
+  const data = join(dir, 'data');
+  try {
+    await must(
+      'runuser',
+      as([
+        'env',
+        `PGPASSWORD=${primary.password}`,
+        `${BIN}/pg_basebackup`,
+        '-h',
+        '127.0.0.1',
+        '-p',
+        String(primary.port),
+        '-U',
+        'rootbox',
+        '-D',
+        data,
+        '-R',
+        '-X',
+        'stream',
+        '--no-sync',
+      ]),
+      'pg_basebackup',
+    );
+    // the later line wins: the same connection, named, so the primary can wait for it by name
+    appendFileSync(
+      join(data, 'postgresql.auto.conf'),
+      `primary_conninfo = 'host=127.0.0.1 port=${primary.port} user=rootbox password=${primary.password} application_name=${name}'\n`,
+    );
+    await sb.start();
+    await primary.sql(`ALTER SYSTEM SET synchronous_standby_names = '${name}'`);
+    await primary.sql('SELECT pg_reload_conf()');
+    await until(
+      'the standby streams synchronously',
+      async () => (await primary.sql(`SELECT sync_state FROM pg_stat_replication WHERE application_name = '${name}'`)) === 'sync',
+      20_000,
+      50,
+    );
+    return {
+      ...sb,
+      promote: () => must('runuser', as([`${BIN}/pg_ctl`, '-D', data, '-w', 'promote']), 'pg_ctl promote').then(() => undefined),
+    };
+  } catch (e) {
+    await sb.stop();
     throw e;
   }
 }
