@@ -352,11 +352,12 @@ export class ContainerRuntime implements Runtime {
     return [...this.servers.values()];
   }
 
-  /** Lets the container's root user traverse to its rootfs (runc needs o+x on every parent). */
+  /** Lets the container's root user traverse to its rootfs (runc needs o+x on every parent);
+   *  `servers` is 0711: traversable, not listable (each server's own dir is closed: disk.ts). */
   static openPath(dataDir: string): void {
     for (const d of [dataDir, join(dataDir, 'servers')]) {
       mkdirSync(d, { recursive: true });
-      chmodSync(d, statSync(d).mode | 0o111);
+      chmodSync(d, d === dataDir ? statSync(d).mode | 0o111 : 0o711);
     }
   }
 }

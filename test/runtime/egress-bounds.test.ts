@@ -193,6 +193,7 @@ test("host users other than the server's own reach none of its files, and an old
   assert.not.ok(await asNobody(`cat ${s.rootfs}/srv/pub`), 'nobody reads a world-readable file');
   assert.not.ok(await asNobody(`ls ${join(s.rootfs, '..', 'disk', 'upper')}`), 'nobody lists the upper layer');
   assert.is(readFileSync(join(s.rootfs, 'srv/pub'), 'utf8'), 'secret\n', 'the daemon (root) still reads it');
+  assert.not.ok(await asNobody(`ls ${join(env.dataDir, 'servers')}`), 'nobody lists the servers');
   const dir = join(s.rootfs, '..');
   assert.is(statSync(dir).mode & 0o7777, 0o710);
   assert.is(statSync(dir).gid, s.uidBase);
