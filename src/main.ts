@@ -5,7 +5,8 @@
 // Each part is built by its module's start function from the daemon's record; the function's
 // parameter type says which parts it reads, and each is listed after those. Start order: store (its stats flushed every 2 s) → payments → tls → acme (stored certificates installed, the host's own
 // ordered or renewed in the background) → lxcfs (the servers' /proc view, before any boot)
-// → runtime → oom (OOM kills told to the server's user) → presence (idle tracker) → billing (built;
+// → runtime → oom (OOM kills told to the server's user) → flows (connections dropped by servers'
+// bounds: the metric and their rootbox.log) → presence (idle tracker) → billing (built;
 // settled recharges credited) → proxy → ports (exposed TCP) → ssh → hosting (registers itself as
 // billing's tier keeper, reopens ports, applies tiers) → metering (billing's loop) → verify (the API)
 // → edge → admin
@@ -30,9 +31,11 @@ import {
   runCommand,
   startLxcfs,
   startOomWatch,
+  startFlowWatch,
   type ContainerRuntime,
   type Lxcfs,
   type OomWatch,
+  type FlowWatch,
   type ReconcileReport,
   type Runtime,
 } from './runtime/index.js';
@@ -76,6 +79,7 @@ type Parts<R extends Runtime> = { -readonly [K in keyof Daemon<R>]: Daemon<R>[K]
   statsFlush: NodeJS.Timeout;
   lxcfs?: Lxcfs;
   oom?: OomWatch;
+  flows?: FlowWatch;
   verify: HttpApp;
   metering: Billing;
 };
@@ -117,6 +121,7 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
       nothing,
     ),
     part('oom', startOomWatch, (o) => o?.stop()),
+    part('flows', startFlowWatch, (f) => f?.stop()),
     part('presence', startPresence),
     part('billing', createBilling, nothing), // built; settled recharges credited; metering starts below
     part('proxy', startProxy),

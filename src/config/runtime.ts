@@ -1,9 +1,31 @@
 // The runtime slice of the config: where images, bundles and runc state live; the container
-// network (bridge, subnet, nftables table); uid ranges; default process limits; stop grace.
+// network (bridge, subnet, nftables table) and the bounds on servers' outbound connections; uid ranges; default process limits; stop grace.
 
 import { z } from 'zod';
-import { duration } from './fields.js';
+import { duration, list, port } from './fields.js';
 import type { EnvBinding } from './env.js';
+
+const flowBounds = (who: string, flows: number, perSecond: number) =>
+  z
+    .strictObject({
+      flows: z.coerce
+        .number()
+        .int()
+        .min(16)
+        .max(1_000_000)
+        .default(flows)
+        .describe(
+          `Connections (TCP, UDP and other flows in the host's connection table) a server of ${who} may have open at once; its new ones beyond are dropped.`,
+        ),
+      newFlowsPerSecond: z.coerce
+        .number()
+        .int()
+        .min(1)
+        .max(100_000)
+        .default(perSecond)
+        .describe(`New connections a server of ${who} may open per second (a burst of as many allowed); beyond, they are dropped.`),
+    })
+    .prefault({});
 
 const ifname = z.string().regex(/^[a-z][a-z0-9]{0,9}$/, 'must be 1-10 lowercase letters/digits starting with a letter');
 
@@ -32,6 +54,25 @@ export const runtimeSchema = z
       .regex(/^[a-z][a-z0-9_]{0,30}$/)
       .default('rootbox')
       .describe('Name of the nftables tables (`inet <name>` and `bridge <name>`) holding NAT, isolation and egress counters.'),
+    // Bounds on each server's outbound connections, enforced in nftables per server (network.ts,
+    // netbounds.ts) by its account's tier; a tier change applies to running servers at once.
+    egress: z
+      .strictObject({
+        blockedPorts: list(port().min(1))
+          .prefault([25])
+          .describe(
+            "Outbound TCP destination ports refused to every server (a TCP reset), comma-separated in the environment. Port 25 keeps servers from sending mail straight to other mail servers (spam from the host's address); 465 and 587 (submission to a mail provider) stay open. `[]` blocks nothing.",
+          ),
+        anonymous: flowBounds('an anonymous account (no verified phone)', 1000, 100),
+        verified: flowBounds('a phone-verified account', 4000, 400),
+        paid: flowBounds('an account with a positive balance', 16000, 1000),
+        logEvery: duration()
+          .prefault('1m')
+          .describe(
+            "At most one line per this period in a server's /var/log/rootbox.log telling it how many of its new connections were dropped for its bounds (the count is in the metric rootbox_egress_flows_dropped_total at once).",
+          ),
+      })
+      .prefault({}),
     uidStart: z.coerce
       .number()
       .int()
@@ -63,6 +104,7 @@ export const runtimeEnv: EnvBinding[] = [
   { env: 'ROOTBOX_BRIDGE', path: 'runtime.bridge' },
   { env: 'ROOTBOX_SUBNET', path: 'runtime.subnet' },
   { env: 'ROOTBOX_NFT_TABLE', path: 'runtime.nftTable' },
+  { env: 'ROOTBOX_EGRESS_BLOCKED_PORTS', path: 'runtime.egress.blockedPorts' },
   { env: 'ROOTBOX_UID_START', path: 'runtime.uidStart' },
   { env: 'ROOTBOX_PIDS_LIMIT', path: 'runtime.pidsLimit' },
   { env: 'ROOTBOX_STOP_GRACE', path: 'runtime.stopGrace' },

@@ -16,7 +16,7 @@ import { Accounts, TIER_LIMITS, tierOf } from './accounts.js';
 import { Exposures, type PortListener } from './expose.js';
 import { HostSecret } from './keys.js';
 import { PhoneVerifier } from './phone.js';
-import { Servers, type Credits, type KeyPair, type SharedNames } from './servers.js';
+import { netDiffers, Servers, type Credits, type KeyPair, type SharedNames } from './servers.js';
 
 export interface HostingDeps {
   cfg: Readonly<Config>;
@@ -100,6 +100,7 @@ export function buildCore(d: HostingDeps): HostingCore {
     domainsOf: (id) => domains.activeOf(id),
     names: d.names,
     publicIp: d.cfg.publicIp,
+    flowBounds: d.cfg.runtime.egress,
   });
   const sync = () => syncTiers(d, servers);
   d.billing.keepTiers({ apply: (a) => servers.applyTier(a), sync });
@@ -142,13 +143,17 @@ async function reconcileNames(d: HostingDeps): Promise<void> {
 }
 
 /** A server lags when its RAM or disk ceiling is below its account's tier (a credit the daemon
- *  was not told about, or a raise a crash interrupted). Ceilings above the tier are left alone:
+ *  was not told about, or a raise a crash interrupted), or its connection bounds are not its
+ *  tier's (the same, or runtime.egress changed). Ceilings above the tier are left alone:
  *  lowering a running cgroup under its usage would fail or kill processes. */
 async function syncTiers(d: HostingDeps, servers: Servers): Promise<number> {
   let n = 0;
   for (const account of d.store.accounts.all()) {
     const want = TIER_LIMITS[tierOf(account)];
-    const lagging = servers.list(account).filter((s) => d.runtime.get(s.id) && (s.memoryBytes < want.memoryBytes || s.diskBytes < want.diskBytes));
+    const net = servers.netOf(account);
+    const lagging = servers
+      .list(account)
+      .filter((s) => d.runtime.get(s.id) && (s.memoryBytes < want.memoryBytes || s.diskBytes < want.diskBytes || netDiffers(d.runtime.get(s.id)?.net, net)));
     if (!lagging.length) continue;
     try {
       await servers.applyTier(account);

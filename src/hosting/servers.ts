@@ -8,9 +8,9 @@
 import { randomBytes } from 'node:crypto';
 import { AppError, isAppError } from '../errors.js';
 import type { Logger } from '../log/index.js';
-import type { Runtime, ServerSpec, ServerState } from '../runtime/index.js';
+import type { NetBounds, Runtime, ServerSpec, ServerState } from '../runtime/index.js';
 import type { AccountRecord, ServerRecord, Store } from '../store/index.js';
-import { TIER_LIMITS, tierOf } from './accounts.js';
+import { TIER_LIMITS, tierOf, type Tier } from './accounts.js';
 import { PendingWork } from './pending.js';
 import { planSlugs, randomSlug } from './slugs.js';
 
@@ -62,6 +62,8 @@ export interface ServerDeps {
   names?: SharedNames;
   /** This host's public address (its servers' placement names it). */
   publicIp: string;
+  /** Bounds on a server's outbound connections by tier (runtime.egress); absent: the runtime's default. */
+  flowBounds?: Readonly<Record<Tier, NetBounds>>;
 }
 
 /** The cluster registry's names and placements (registry mode); absent on a single box, where
@@ -80,6 +82,11 @@ export interface SharedNames {
     publicIp: string,
   ): Promise<{ removed: string[]; released: string[]; placed: string[]; conflicts: string[] }>;
 }
+
+/** Whether the bounds a server has (the runtime's view; absent where the runtime enforces none)
+ *  differ from the wanted ones. */
+export const netDiffers = (have: NetBounds | undefined, want: NetBounds | undefined): boolean =>
+  !!want && !!have && (have.flows !== want.flows || have.newFlowsPerSecond !== want.newFlowsPerSecond);
 
 export interface CreateInput {
   subdomains?: string[];
@@ -170,7 +177,7 @@ export class Servers {
     this.pending.begin(id);
     this.d.log.info('creating server', { id, slug: record.slug, account: account.id });
     try {
-      await this.d.runtime.create(specOf(record));
+      await this.d.runtime.create({ ...specOf(record), net: this.netOf(account) });
     } catch (e) {
       await this.abandon(id);
       if (e instanceof AppError) throw e;
@@ -250,12 +257,21 @@ export class Servers {
    *  a crash in between leaves a lagging record that the next sync raises again. */
   async applyTier(account: AccountRecord): Promise<void> {
     const limits = TIER_LIMITS[tierOf(account)];
+    const net = this.netOf(account);
     for (const s of this.list(account)) {
       const want = { memoryBytes: limits.memoryBytes, diskBytes: Math.max(s.diskBytes, limits.diskBytes) }; // disks never shrink
-      if (s.memoryBytes === want.memoryBytes && s.diskBytes === want.diskBytes) continue;
-      await this.d.runtime.resize(s.id, want);
+      const netChange = netDiffers(this.d.runtime.get(s.id)?.net, net);
+      if (s.memoryBytes === want.memoryBytes && s.diskBytes === want.diskBytes && !netChange) continue;
+      if (netChange) await this.d.runtime.resize(s.id, { ...want, net });
+      else await this.d.runtime.resize(s.id, want);
       this.d.store.servers.setLimits(s.id, want);
     }
+  }
+
+  /** The bounds on connections of the account's servers (its tier's). */
+  netOf(account: AccountRecord): NetBounds | undefined {
+    const b = this.d.flowBounds?.[tierOf(account)];
+    return b && { flows: b.flows, newFlowsPerSecond: b.newFlowsPerSecond };
   }
 
   async view(rec: ServerRecord, account: AccountRecord) {

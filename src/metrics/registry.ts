@@ -99,6 +99,12 @@ const smsSends = new Counter({
   labelNames: ['provider', 'result'] as const,
   registers: [registry],
 });
+const flowsDropped = new Counter({
+  name: 'rootbox_egress_flows_dropped_total',
+  help: "New outbound connections of servers dropped by their bounds (runtime.egress), by bound: `open` (the server had its most connections open), `rate` (it opened them faster than its rate). Read from nftables' per-server counters every couple of seconds.",
+  labelNames: ['bound'] as const,
+  registers: [registry],
+});
 
 new Gauge({
   name: 'rootbox_servers',
@@ -209,6 +215,9 @@ export const metrics = {
       llmPasses.inc({ result: ok ? 'ok' : 'failed' });
       llmLatency.observe(seconds);
     });
+  },
+  flowsDropped(bound: 'open' | 'rate', n: number): void {
+    guard(() => flowsDropped.inc({ bound }, n));
   },
   smsSent(provider: string, ok: boolean): void {
     guard(() => smsSends.inc({ provider, result: ok ? 'ok' : 'failed' }));

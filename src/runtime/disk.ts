@@ -11,9 +11,13 @@
 //                          the server sleeps so the proxy can serve /root/www without waking it.
 // Both host mounts are nosuid,nodev: what a server writes never becomes a setuid program or a
 // device node on the host's side, and neither mount names a host path in its options.
+// servers/<id> is 0710 root:<the server's root gid> (closeServerDir): the daemon (root) and the
+// server's own mapped root (runc's setup inside its user namespace, which must reach rootfs and
+// disk/init) traverse it; no other host user (nor another server's uids) reaches its files.
 
 import {
   chmodSync,
+  chownSync,
   closeSync,
   copyFileSync,
   existsSync,
@@ -82,9 +86,17 @@ async function ensureSafeFlags(table: Map<string, string[]>, target: string, als
   if (opts && !SAFE.every((f) => opts.includes(f))) await run('mount', ['-o', ['remount', 'bind', ...SAFE, ...also].join(','), target]);
 }
 
+/** Makes servers/<id> 0710 owned by root and the server's root group (its mapped gid 0), when it
+ *  is not so already (a server made by an older daemon had it 0711: open to every host user). */
+export function closeServerDir(dir: string, uidBase: number): void {
+  const st = statSync(dir);
+  if (st.uid !== 0 || st.gid !== uidBase) chownSync(dir, 0, uidBase);
+  if ((st.mode & 0o7777) !== 0o710) chmodSync(dir, 0o710);
+}
+
 /** Creates the sparse image and its ext4 filesystem (no reserved blocks: the ceiling is the user's). */
 export async function makeDisk(p: DiskPaths, bytes: number): Promise<void> {
-  mkdirSync(p.dir, { recursive: true, mode: 0o711 });
+  mkdirSync(p.dir, { recursive: true, mode: 0o700 }); // mountRootfs opens it to the server's root (closeServerDir)
   const fd = openSync(p.img, 'wx', 0o600);
   try {
     ftruncateSync(fd, bytes);
@@ -96,6 +108,7 @@ export async function makeDisk(p: DiskPaths, bytes: number): Promise<void> {
 
 /** Mounts disk and overlay when not mounted yet (idempotent; used by create and after a reboot). */
 export async function mountRootfs(p: DiskPaths, helper: string, lower: string, uidBase: number, mounted = mountTable()): Promise<void> {
+  closeServerDir(p.dir, uidBase);
   if (!mounted.has(p.disk)) {
     if (existsSync(growMarker(p))) await offlineResize(p);
     await mkdir(p.disk, { recursive: true, mode: 0o711 });

@@ -1,5 +1,17 @@
 // Public surface of the runtime: the only module that spawns processes for servers (runc, ip, nft, mount…).
-export type { Runtime, RuntimeServer, ServerSpec, ServerState, ServerStats, ExecOptions, PtyOptions, PipeProcess, PtyProcess, ExitInfo } from './types.js';
+export type {
+  NetBounds,
+  Runtime,
+  RuntimeServer,
+  ServerSpec,
+  ServerState,
+  ServerStats,
+  ExecOptions,
+  PtyOptions,
+  PipeProcess,
+  PtyProcess,
+  ExitInfo,
+} from './types.js';
 export { createRuntime, type CreatedRuntime, type RuntimeSettings } from './factory.js';
 export { ContainerRuntime } from './runtime.js';
 export { buildImage, findImage, imageBuildCommand, imageOptions, imageTag, isBuilt, recipeHash, type ImageSettings } from './image.js';
@@ -7,8 +19,9 @@ export { formatImages, listImages, pruneImages, serverTag, type ImageInfo } from
 export type { ReconcileReport } from './reconcile.js';
 export { Lxcfs, lxcfsState, LXCFS_PROC_FILES } from './lxcfs.js';
 export { OomWatch, ROOTBOX_LOG, OOM_MARK, oomKillsIn } from './oom.js';
+export { FlowWatch, DROP_MARK } from './flowwatch.js';
 export { readTail } from './rootfile.js';
 export { assertServable, traverseAdvice, untraversable } from './traverse.js';
 export { checkoutRoot, nativeBinary, type NativeProgram } from './native.js';
 export { run as runCommand } from './proc.js';
-export { startLxcfs, startOomWatch } from './part.js';
+export { startFlowWatch, startLxcfs, startOomWatch } from './part.js';

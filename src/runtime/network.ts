@@ -6,7 +6,10 @@
 //   input    from the bridge: only replies to connections the host opened (proxy, ssh
 //            direct-tcpip); containers reach no host service, loopback-bound or not.
 //   forward  into the bridge: only replies; bridge→bridge (routed container↔container): drop;
-//            IPv6 from containers: drop; DNS to the host's resolvers: allowed and counted;
+//            IPv6 from containers: drop; TCP to runtime.egress.blockedPorts (25): reset;
+//            a packet that would open a new connection: through the server's bounds (netbounds.ts:
+//            its rate and its count of open connections, over either: dropped and counted);
+//            DNS to the host's resolvers: allowed and counted;
 //            private, link-local (169.254/16, the metadata address), loopback, CGNAT, multicast
 //            ranges and the host's own LAN subnets: drop; everything else: counted per source address in the
 //            `egress` map (a named counter per server) and accepted; an unknown source: drop.
@@ -21,11 +24,13 @@ import { AppError } from '../errors.js';
 import { hostNameservers } from './image.js';
 import { holder, run, tryRun } from './proc.js';
 import { mountedPaths } from './disk.js';
+import { applyBounds, boundsSetup, isBoundsChain, isBoundsCounter, boundsNames, removeBounds, type NetBounds } from './netbounds.js';
 
 export interface NetConfig {
   bridge: string;
   subnet: string;
   nftTable: string;
+  egress: { blockedPorts: readonly number[] };
 }
 
 /** Where a server's kept namespaces are pinned (bind mounts of nsfs files; see ensureNamespaces). */
@@ -141,6 +146,10 @@ export class Network {
       `add rule inet ${t} forward oifname "${br}" ct state established,related accept`,
       `add rule inet ${t} forward oifname "${br}" drop`,
       `add rule inet ${t} forward iifname "${br}" meta nfproto ipv6 drop`,
+      ...(this.cfg.egress.blockedPorts.length
+        ? [`add rule inet ${t} forward iifname "${br}" tcp dport { ${this.cfg.egress.blockedPorts.join(', ')} } reject with tcp reset`]
+        : []),
+      ...boundsSetup(t, br),
       `add rule inet ${t} forward iifname "${br}" ip daddr @dns meta l4proto { tcp, udp } th dport 53 counter name ip saddr map @egress accept`,
       `add rule inet ${t} forward iifname "${br}" ip daddr { ${[...BLOCKED, ...hostSubnets(br)].join(', ')} } drop`,
       `add rule inet ${t} forward iifname "${br}" counter name ip saddr map @egress accept`,
@@ -161,8 +170,14 @@ export class Network {
     await tryRun('ip', ['link', 'del', this.bridge]);
   }
 
-  /** Per-server counter; kept while the server exists (asleep too). */
-  async addServer(ip: string): Promise<void> {
+  /** Per-server counter and bounds on its connections; kept while the server exists (asleep
+   *  too). Called again with other bounds, it changes them (a tier change). */
+  async addServer(ip: string, bounds: NetBounds): Promise<void> {
+    await this.addCounter(ip);
+    await applyBounds(this.table, ip, bounds);
+  }
+
+  private async addCounter(ip: string): Promise<void> {
     const c = this.counterOf(ip);
     await run('nft', ['-f', '-'], {
       input: `add counter inet ${this.table} ${c}\nadd element inet ${this.table} egress { ${ip} : "${c}" }\n`,
@@ -175,6 +190,7 @@ export class Network {
   async removeServer(ip: string): Promise<void> {
     await tryRun('nft', ['delete', 'element', 'inet', this.table, 'egress', `{ ${ip} }`]);
     await tryRun('nft', ['delete', 'counter', 'inet', this.table, this.counterOf(ip)]);
+    await removeBounds(this.table, ip);
   }
 
   /**
@@ -259,10 +275,27 @@ export class Network {
           gone.push(`egress ${ip}`);
       }
     }
-    const counters = new Set([...keep].map((ip) => this.counterOf(ip)));
+    for (const x of await list(['list', 'map', 'inet', this.table, 'bounds'])) {
+      for (const e of (x.map?.elem ?? []) as unknown[][]) {
+        const ip = e[0];
+        if (typeof ip === 'string' && !keep.has(ip) && (await tryRun('nft', ['delete', 'element', 'inet', this.table, 'bounds', `{ ${ip} }`])))
+          gone.push(`bounds ${ip}`);
+      }
+    }
+    const chains = new Set([...keep].map((ip) => boundsNames(ip).chain));
+    for (const x of await list(['list', 'chains', 'inet'])) {
+      const name = x.chain?.table === this.table ? (x.chain?.name as string | undefined) : undefined;
+      if (name && isBoundsChain(name) && !chains.has(name) && (await tryRun('nft', ['delete', 'chain', 'inet', this.table, name]))) gone.push(`chain ${name}`);
+    }
+    const counters = new Set([...keep].flatMap((ip) => [this.counterOf(ip), ...boundsNames(ip).counters]));
     for (const x of await list(['list', 'counters', 'table', 'inet', this.table])) {
       const name = x.counter?.name as string | undefined;
-      if (name?.startsWith('eg_') && !counters.has(name) && (await tryRun('nft', ['delete', 'counter', 'inet', this.table, name])))
+      if (
+        name &&
+        (name.startsWith('eg_') || isBoundsCounter(name)) &&
+        !counters.has(name) &&
+        (await tryRun('nft', ['delete', 'counter', 'inet', this.table, name]))
+      )
         gone.push(`counter ${name}`);
     }
     const veths = new Set([...keep].map((ip) => this.vethOf(ip)));

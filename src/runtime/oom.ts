@@ -98,14 +98,20 @@ export class OomWatch {
       const who = v ? `${v.task}${v.uid !== undefined ? ` (uid ${v.uid})` : ''}` : 'a process';
       text += `[rootbox ${at}] ${OOM_MARK} the kernel killed ${who}: this server's memory limit is ${limit}\n`;
     }
-    // the log stays small: past 1 MiB it starts anew, its first line carrying the count so far
-    const old = await readTail(s.rootfs, ROOTBOX_LOG, LOG_MAX + 1);
-    const full = !!old && old.length > LOG_MAX;
-    if (full) text = `[rootbox ${at}] ${OOM_BEFORE}${oomKillsIn(old.toString('utf8'))}\n${text}`;
-    const ok = await appendIn(s.rootfs, ROOTBOX_LOG, text, { uid: s.uidBase, gid: s.uidBase }, full);
+    const ok = await appendRootboxLog(s, text);
     this.written += count;
     this.o.log.warn('server process killed for memory', { server: s.id, kills: count, total, victims: victims.map((v) => v.task), logged: ok });
   }
+}
+
+/** Appends lines to the server's /var/log/rootbox.log (rootfile.ts: never through a user's
+ *  symlink). The log stays small: past 1 MiB it starts anew, its first line carrying the count of
+ *  OOM kills so far. False when the file cannot be reached. */
+export async function appendRootboxLog(s: Pick<RuntimeServer, 'rootfs' | 'uidBase'>, text: string): Promise<boolean> {
+  const old = await readTail(s.rootfs, ROOTBOX_LOG, LOG_MAX + 1);
+  const full = !!old && old.length > LOG_MAX;
+  if (full) text = `[rootbox ${new Date().toISOString().replace(/\.\d+Z$/, 'Z')}] ${OOM_BEFORE}${oomKillsIn(old.toString('utf8'))}\n${text}`;
+  return appendIn(s.rootfs, ROOTBOX_LOG, text, { uid: s.uidBase, gid: s.uidBase }, full);
 }
 
 const V2 = existsSync('/sys/fs/cgroup/cgroup.controllers');

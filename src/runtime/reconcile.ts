@@ -13,7 +13,7 @@
 //     when its bundle is unchanged, else deleted and the server parked again; one of a server that
 //     should run is started (its parked start);
 //   - a known server whose container is gone or stopped (host reboot, crash) gets its disk and
-//     overlay mounted again, its counter re-added, and is started when it should be running;
+//     overlay mounted again, its counter and connection bounds re-added, and is started when it should be running;
 //     otherwise it stays asleep with its rootfs mounted (the proxy serves /root/www from it);
 //   - nft elements, counters and veths of addresses no record holds are removed.
 
@@ -75,8 +75,8 @@ export async function reconcile(rt: ContainerRuntime): Promise<ReconcileReport> 
     try {
       await rt.serial(rec.id, async () => {
         await mountRootfs(diskPaths(rt.serverDir(rec.id)), helper, rt.lower(rec), rec.uidBase);
-        await rt.net.addServer(rec.ip);
-        const applied = rt.applied(rec.id); // slug and limits as its bundle and disk hold them
+        const applied = rt.applied(rec.id); // slug and limits as its bundle, disk and net.json hold them
+        await rt.net.addServer(rec.ip, applied.net);
         const bundleFile = join(rt.serverDir(rec.id), 'bundle', 'config.json');
         const before = readFileSync(bundleFile, 'utf8');
         rt.writeBundle(rec, applied);

@@ -26,9 +26,9 @@ import { Parking } from './park.js';
 import { Starter } from './start.js';
 import { haltContainer } from './halt.js';
 import { allocateRecord, checkLimits } from './allocate.js';
-import { lowerOf, readApplied, writeBundle, type Applied } from './serverfiles.js';
+import { lowerOf, readApplied, writeBundle, writeNet, type Applied } from './serverfiles.js';
 import { execIn, execPtyIn } from './execrun.js';
-import type { ExecOptions, PipeProcess, PtyOptions, PtyProcess, Runtime, RuntimeServer, ServerSpec, ServerState, ServerStats } from './types.js';
+import type { ExecOptions, NetBounds, PipeProcess, PtyOptions, PtyProcess, Runtime, RuntimeServer, ServerSpec, ServerState, ServerStats } from './types.js';
 
 export interface RuntimeDeps {
   dataDir: string;
@@ -113,6 +113,7 @@ export class ContainerRuntime implements Runtime {
       uidBase: rec.uidBase,
       memoryBytes: applied.memoryBytes,
       diskBytes: applied.diskBytes,
+      net: applied.net,
       rootfs: diskPaths(this.serverDir(rec.id)).rootfs,
       state,
     };
@@ -124,8 +125,13 @@ export class ContainerRuntime implements Runtime {
    *  bundle (hostname, memory limit) and disk image (size). */
   applied(id: string): Applied {
     const known = this.servers.get(id);
-    if (known) return { slug: known.slug, memoryBytes: known.memoryBytes, diskBytes: known.diskBytes };
-    return readApplied(this.serverDir(id), id);
+    if (known) return { slug: known.slug, memoryBytes: known.memoryBytes, diskBytes: known.diskBytes, net: known.net ?? this.defaultNet() };
+    return readApplied(this.serverDir(id), id, this.defaultNet());
+  }
+
+  /** The bounds of a server given none: the anonymous tier's (runtime.egress). */
+  defaultNet(): NetBounds {
+    return { ...this.deps.cfg.egress.anonymous };
   }
 
   private setState(id: string, state: ServerState): void {
@@ -191,7 +197,7 @@ export class ContainerRuntime implements Runtime {
     // a reservation is taken once; one whose transaction was rolled back left no record
     const reserved = this.reserved.delete(spec.id) ? this.deps.store.get(spec.id) : undefined;
     const rec = reserved?.pending !== undefined && !this.servers.has(spec.id) ? reserved : this.allocate(spec);
-    const applied: Applied = { slug: spec.slug, memoryBytes: spec.memoryBytes, diskBytes: spec.diskBytes };
+    const applied: Applied = { slug: spec.slug, memoryBytes: spec.memoryBytes, diskBytes: spec.diskBytes, net: spec.net ?? this.defaultNet() };
     return this.serial(spec.id, async () => {
       this.view(rec, 'creating', applied);
       const p = diskPaths(this.serverDir(rec.id));
@@ -200,7 +206,8 @@ export class ContainerRuntime implements Runtime {
         await mountRootfs(p, this.deps.helper, this.lower(rec), rec.uidBase);
         personalise(diskPaths(this.serverDir(rec.id)).rootfs, rec.uidBase, spec.slug);
         this.writeBundle(rec, applied);
-        await this.net.addServer(rec.ip);
+        writeNet(this.serverDir(rec.id), applied.net);
+        await this.net.addServer(rec.ip, applied.net);
         await this.boot(rec);
       } catch (e) {
         this.deps.log.error('create failed; rolling back', { server: rec.id, err: e });
@@ -281,7 +288,7 @@ export class ContainerRuntime implements Runtime {
     });
   }
 
-  resize(id: string, limits: { memoryBytes: number; diskBytes: number }): Promise<void> {
+  resize(id: string, limits: { memoryBytes: number; diskBytes: number; net?: NetBounds }): Promise<void> {
     checkLimits(limits);
     return this.serial(id, async () => {
       const rec = this.record(id);
@@ -292,9 +299,14 @@ export class ContainerRuntime implements Runtime {
         const how = await growDisk(p, diskBytes);
         if (how === 'deferred') this.deps.log.warn('online disk growth refused (no CAP_SYS_RESOURCE); grows at the next sleep', { server: id });
       }
-      const now: Applied = { slug: old.slug, memoryBytes: limits.memoryBytes, diskBytes };
+      const now: Applied = { slug: old.slug, memoryBytes: limits.memoryBytes, diskBytes, net: limits.net ?? old.net };
       this.writeBundle(rec, now);
-      const parked = this.parking.has(id);
+      if (now.net.flows !== old.net.flows || now.net.newFlowsPerSecond !== old.net.newFlowsPerSecond) {
+        writeNet(this.serverDir(id), now.net);
+        await this.net.addServer(rec.ip, now.net); // live: its next new connection meets the new bounds
+        this.deps.log.info('server network bounds changed', { server: id, ...now.net });
+      }
+      const parked = this.parking.has(id) && now.memoryBytes !== old.memoryBytes;
       if (parked)
         await this.halt(rec, 0); // parked with the old limit: parked again below with the new one
       else if ((await this.runc.state(id))?.status === 'running') await this.runc.updateMemory(id, limits.memoryBytes);
@@ -340,11 +352,12 @@ export class ContainerRuntime implements Runtime {
     return [...this.servers.values()];
   }
 
-  /** Lets the container's root user traverse to its rootfs (runc needs o+x on every parent). */
+  /** Lets the container's root user traverse to its rootfs (runc needs o+x on every parent);
+   *  `servers` is 0711: traversable, not listable (each server's own dir is closed: disk.ts). */
   static openPath(dataDir: string): void {
     for (const d of [dataDir, join(dataDir, 'servers')]) {
       mkdirSync(d, { recursive: true });
-      chmodSync(d, statSync(d).mode | 0o111);
+      chmodSync(d, d === dataDir ? statSync(d).mode | 0o111 : 0o711);
     }
   }
 }

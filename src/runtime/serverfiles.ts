@@ -1,9 +1,10 @@
 // What a server was given (slug, memory and disk limits), kept where it acts on the host: the
 // bundle's config.json (hostname, memory limit; written here, synced before it replaces the old
-// one) and the disk image's size — read back when a runtime starts anew — and the image rootfs
+// one), the disk image's size and net.json (the bounds on its connections, which nftables loses
+// at a reboot) — read back when a runtime starts anew — and the image rootfs
 // that is the lower layer of its overlay. The runtime (runtime.ts) keeps the in-memory view.
 
-import { mkdirSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, statSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import type { RuntimeConfig } from '../config/index.js';
 import { InternalError } from '../errors.js';
@@ -14,13 +15,33 @@ import { serverLower } from './images.js';
 import { ensureLxcfsDir } from './lxcfs.js';
 import { nsPaths } from './network.js';
 import { ociSpec } from './spec.js';
-import type { ServerSpec } from './types.js';
+import type { NetBounds, ServerSpec } from './types.js';
 
 /** What a server was given (ServerSpec without id), as applied on the host. */
-export type Applied = Pick<ServerSpec, 'slug' | 'memoryBytes' | 'diskBytes'>;
+export type Applied = Pick<ServerSpec, 'slug' | 'memoryBytes' | 'diskBytes'> & { net: NetBounds };
 
-/** Slug and limits as the server's bundle (hostname, memory limit) and disk image (size) say. */
-export function readApplied(serverDir: string, id: string): Applied {
+const netFile = (serverDir: string) => join(serverDir, 'net.json');
+
+/** Keeps the bounds given to a server (synced before it replaces the old file). */
+export function writeNet(serverDir: string, net: NetBounds): void {
+  writeDurably(netFile(serverDir), JSON.stringify({ flows: net.flows, newFlowsPerSecond: net.newFlowsPerSecond }));
+}
+
+/** The bounds given to a server, or `fallback` when none were kept (a server made before them). */
+function readNet(serverDir: string, fallback: NetBounds): NetBounds {
+  try {
+    if (!existsSync(netFile(serverDir))) return fallback;
+    const n = JSON.parse(readFileSync(netFile(serverDir), 'utf8')) as Partial<NetBounds>;
+    const ok = (v: unknown) => typeof v === 'number' && Number.isInteger(v) && v > 0;
+    return ok(n.flows) && ok(n.newFlowsPerSecond) ? { flows: n.flows!, newFlowsPerSecond: n.newFlowsPerSecond! } : fallback;
+  } catch {
+    return fallback;
+  }
+}
+
+/** Slug and limits as the server's bundle (hostname, memory limit), disk image (size) and net.json
+ *  say (`fallback`: the bounds of a server that has none kept). */
+export function readApplied(serverDir: string, id: string, fallback: NetBounds): Applied {
   const file = join(serverDir, 'bundle', 'config.json');
   let spec: { hostname?: unknown; linux?: { resources?: { memory?: { limit?: unknown } } } };
   try {
@@ -32,7 +53,7 @@ export function readApplied(serverDir: string, id: string): Applied {
   const memoryBytes = spec.linux?.resources?.memory?.limit;
   if (typeof slug !== 'string' || typeof memoryBytes !== 'number')
     throw new InternalError('a server bundle names no hostname or memory limit', { server: id, file });
-  return { slug, memoryBytes, diskBytes: statSync(diskPaths(serverDir).img).size };
+  return { slug, memoryBytes, diskBytes: statSync(diskPaths(serverDir).img).size, net: readNet(serverDir, fallback) };
 }
 
 /** Writes the OCI bundle of a server with the given slug and memory limit, synced before it

@@ -2,6 +2,9 @@
 // implementation lives beside this file; callers import these types from src/runtime/index.ts.
 
 import type { Readable, Writable } from 'node:stream';
+import type { NetBounds } from './netbounds.js';
+
+export type { NetBounds };
 
 export type ServerState = 'creating' | 'running' | 'sleeping' | 'waking' | 'stopped' | 'failed';
 
@@ -17,6 +20,8 @@ export interface ServerSpec {
   memoryBytes: number;
   /** Size of the server's disk image (tier disk ceiling). */
   diskBytes: number;
+  /** Bounds on its outbound connections (tier; runtime.egress); without them the anonymous tier's. */
+  net?: NetBounds;
   /** Keep the runtime record pending after create (the caller commits it, store.commitCreate)
    *  until this deadline; without it the runtime commits its record itself once created. */
   pendingUntil?: number;
@@ -32,6 +37,8 @@ export interface RuntimeServer {
   /** The limits as applied (last create or resize), not as wanted (the server record's). */
   memoryBytes: number;
   diskBytes: number;
+  /** Bounds on its outbound connections as applied; absent in a runtime that enforces none. */
+  net?: NetBounds;
   /** Host path of the server's merged root filesystem; mounted while the server exists, asleep too. */
   rootfs: string;
   state: ServerState;
@@ -117,8 +124,9 @@ export interface Runtime {
   unpark?(id: string): Promise<boolean>;
   /** Removes everything the server had: container, mounts, loop device, veth, rules, ids. */
   delete(id: string): Promise<void>;
-  /** Raises (or lowers) the memory limit live and grows the disk online. */
-  resize(id: string, limits: { memoryBytes: number; diskBytes: number }): Promise<void>;
+  /** Raises (or lowers) the memory limit live, grows the disk online and changes the bounds on
+   *  its connections (when given) at once. */
+  resize(id: string, limits: { memoryBytes: number; diskBytes: number; net?: NetBounds }): Promise<void>;
   exec(id: string, opts: ExecOptions): PipeProcess;
   execPty(id: string, opts: PtyOptions): PtyProcess;
   stats(id: string): Promise<ServerStats>;

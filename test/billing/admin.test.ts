@@ -1,6 +1,6 @@
 // `bin/rootbox admin credit` against a real daemon with real containers: the real CLI (a separate
 // process) credits an account, and the host's own view of the server — its cgroup's memory limit,
-// its disk image and filesystem — shows the paid tier's ceilings at once. A credit written while
+// its disk image and filesystem, its bounds on connections in nftables — shows the paid tier's ceilings at once. A credit written while
 // the daemon is stopped is applied when it starts again.
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -8,6 +8,7 @@ import { rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { createLogger } from '../../src/log/index.js';
 import { startDaemon, type Daemon } from '../../src/main.js';
+import { appliedBounds } from '../../src/runtime/netbounds.js';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
 import { run } from '../helpers/run.js';
 import { call, canGrowOnline, cgroupMemoryLimit, diskSizes, ensureBuilt, rootboxBin } from './api.js';
@@ -43,6 +44,8 @@ test("admin credit on a running daemon raises the running server's cgroup memory
   const { id, api_key: key } = created.body;
   assert.is(cgroupMemoryLimit(id), 256 * MiB, 'anonymous ceiling before');
   assert.is(diskSizes(d.dataDir, id).image, 256 * MiB);
+  const bounds = () => appliedBounds(d.cfg.runtime.nftTable, d.daemon.runtime.get(id)!.ip);
+  assert.equal(await bounds(), { flows: 1000, newFlowsPerSecond: 100 }, "the anonymous tier's connection bounds before");
 
   const r = await cli(id, '5');
   assert.is(r.code, 0, r.stderr);
@@ -51,6 +54,7 @@ test("admin credit on a running daemon raises the running server's cgroup memory
 
   assert.is(cgroupMemoryLimit(id), 4 * GiB, 'the cgroup limit is raised live, without a restart');
   assert.is(d.daemon.runtime.get(id)?.state, 'running');
+  assert.equal(await bounds(), { flows: 16000, newFlowsPerSecond: 1000 }, "the paid tier's connection bounds, live");
   const disk = diskSizes(d.dataDir, id);
   assert.is(disk.image, 5 * GiB, 'disk image grown');
   if (canGrowOnline) assert.ok(disk.fs > 4.5 * GiB, `filesystem grown online: ${disk.fs}`);
