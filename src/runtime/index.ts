@@ -12,3 +12,4 @@ export { assertServable, traverseAdvice, untraversable } from './traverse.js';
 export { checkoutRoot, nativeBinary, type NativeProgram } from './native.js';
 export { run as runCommand } from './proc.js';
 export { startLxcfs, startOomWatch } from './part.js';
+export { hostNamesCheck } from './locks.js';

@@ -49,6 +49,7 @@ async function open(image: string): Promise<ContainerRuntime> {
   return rt;
 }
 async function close(): Promise<void> {
+  await rt?.close(); // lets its host-name locks go (the next open takes them)
   await store?.close();
   store = undefined;
 }

@@ -58,6 +58,7 @@ export async function startRuntime(tag: string, n: number, runtime: Record<strin
     store,
     rt,
     async restart() {
+      await env.rt.close(); // its host-name locks go with it, as with a daemon that ended
       await store.close();
       store = openStore(dataDir);
       env.store = store;
@@ -68,6 +69,7 @@ export async function startRuntime(tag: string, n: number, runtime: Record<strin
       for (const rec of env.store.runtime.all()) {
         await env.rt.delete(rec.id).catch((e) => console.error('cleanup: delete failed', rec.id, e));
       }
+      await env.rt.close();
       await env.rt.net.teardown();
       await env.store.close();
       rmSync(dataDir, { recursive: true, force: true });
