@@ -16,8 +16,10 @@ import { AppError } from '../../src/errors.js';
 import type { ContainerRuntime } from '../../src/runtime/index.js';
 import { startDaemon, type Daemon } from '../../src/main.js';
 import { existsSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
 import { createLogger } from '../../src/log/index.js';
 
+const repo = new URL('../../', import.meta.url).pathname;
 let a: TestDaemon;
 let b: TestDaemon | undefined;
 /** b's daemon after its restart (b.stop() would stop the first instance). */
@@ -93,6 +95,25 @@ test('a second daemon on the same host names refuses to start, naming the holder
   const r = await get(a.http, `${m.slug}.localhost`, '/');
   assert.is(r.status, 200, r.text);
   assert.is(r.text, m.body);
+
+  // doctor, run with another data dir on the same names, names the daemon that holds them
+  const { bridge, nftTable, subnet, uidStart } = ownOf(a);
+  const env = {
+    ...process.env,
+    ROOTBOX_DATA_DIR: join(a.dataDir, 'other'),
+    ROOTBOX_BRIDGE: bridge,
+    ROOTBOX_NFT_TABLE: nftTable,
+    ROOTBOX_SUBNET: subnet,
+    ROOTBOX_UID_START: String(uidStart),
+  };
+  const doctor = await run(join(repo, 'bin', 'rootbox'), ['doctor'], { env });
+  assert.match(
+    doctor.stdout,
+    new RegExp(
+      `MISSING\\s+host names\\s+daemon pid ${process.pid} \\(data dir ${a.dataDir}\\) holds runtime\\.bridge ${bridge}, runtime\\.nftTable ${nftTable}`,
+    ),
+    doctor.stdout,
+  );
 });
 
 test('an overlapping uid range alone is refused too, naming runtime.uidStart', async () => {
