@@ -38,7 +38,8 @@ export class NetWatch {
   constructor(private readonly d: NetWatchDeps) {}
 
   start(): void {
-    const m = spawn('ip', ['-o', 'monitor', 'link'], { stdio: ['ignore', 'pipe', 'ignore'] });
+    // setpriv (util-linux, like nsenter): the monitor is killed with the daemon, even a kill -9
+    const m = spawn('setpriv', ['--pdeathsig', 'KILL', 'ip', '-o', 'monitor', 'link'], { stdio: ['ignore', 'pipe', 'ignore'] });
     m.on('error', (err) => this.d.log.warn('ip monitor link did not start; vanished veths are found by the sweep only', { err }));
     createInterface({ input: m.stdout! }).on('line', (line) => {
       const name = /^Deleted\s+\d+:\s+([^:@\s]+)/.exec(line)?.[1];

@@ -7,7 +7,7 @@ import * as assert from 'uvu/assert';
 import { existsSync } from 'node:fs';
 import { silentLogger } from '../../src/log/index.js';
 import { createRuntime } from '../../src/runtime/index.js';
-import { MiB, newId, startRuntime, type RuntimeEnv } from './helpers/env.js';
+import { MiB, newId, runtimeOnly, startRuntime, type RuntimeEnv } from './helpers/env.js';
 
 let env: RuntimeEnv;
 
@@ -27,7 +27,7 @@ test('an orphan with a running container and a server directory is removed and l
   );
   env.store.runtime.remove(id); // as after a restore of a backup made before this server
   await env.rt.close();
-  const { runtime, reconciled } = await createRuntime(env.cfg, env.store.runtime, silentLogger);
+  const { runtime, reconciled } = await createRuntime(runtimeOnly(env.cfg), env.store.runtime, silentLogger);
   env.rt = runtime;
   assert.equal(reconciled?.orphans, [id]);
   assert.not.ok(
