@@ -3,7 +3,7 @@
 // on the same names (or an overlapping uid range) refuses to start, naming the holder and the
 // setting, and the first one's server keeps serving; daemons on different names run side by side
 // through a restart; a veth deleted under a running server is wired again and the next request
-// through the proxy is served.
+// through the proxy is served; a deleted egress element is added again by the sweep.
 
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -164,6 +164,18 @@ test('a veth deleted under a running server is wired again (logged) and the next
   const r = await get(a.http, `${m.slug}.localhost`, '/');
   assert.is(r.status, 200, r.text);
   assert.is(r.text, m.body);
+});
+
+test('an egress element deleted under a server is added again by the sweep (logged)', async () => {
+  const [s] = crt(a).list();
+  const { table } = crt(a).net;
+  const del = await run('nft', ['delete', 'element', 'inet', table, 'egress', `{ ${s.ip} }`]);
+  assert.is(del.code, 0, del.stderr);
+  assert.not.ok((await crt(a).net.egressIps())?.has(s.ip));
+  const before = a.logs.length;
+  await crt(a).netWatch.sweep(); // what the 30 s timer runs
+  assert.ok((await crt(a).net.egressIps())?.has(s.ip), 'the element is back');
+  assert.ok(a.logs.slice(before).some((l) => l.msg === 'server network repaired' && l.server === s.id && l.how === 'egress element added'));
 });
 
 test.run();
