@@ -75,6 +75,7 @@ const UNIT = [
   'test/payments/signer.test.ts',
   'test/install/noderuntime.test.ts',
   'test/install/ports.test.ts',
+  'test/hosting/ratelimit-doc.test.ts',
 ];
 
 const root = new URL('..', import.meta.url).pathname;

@@ -195,6 +195,7 @@ export const CATALOGUE = {
   no_store: e('bad_request', 'the data dir holds no store to back up or read'),
 
   // ── 409 conflict: the host's own set-up ──
+  host_names_taken: e('conflict', "another live daemon holds this daemon's bridge, nft table, subnet, uid range, port pool, metrics port or data dir"),
   daemon_running: e('conflict', 'a daemon or another process holds the store, so the CLI does not write it (restore, offline credit) (CLI)'),
 
   // ── 500 internal: the host's own set-up ──
@@ -210,6 +211,7 @@ export const CATALOGUE = {
   registry_not_initialized: e('unavailable', 'the cluster registry has no rootbox schema yet (run rootbox cluster init)'),
   data_dir_untraversable: e('unavailable', "the data dir or image dir has an ancestor the servers' mapped uids cannot traverse (chmod o+x)"),
   helper_missing: e('unavailable', 'the idmapped-mount helper is not built'),
+  lock_failed: e('unavailable', 'the host-name locks under /run/rootbox could not be taken'),
   native_missing: e('unavailable', 'the C sources of the native helpers are not found'),
   debootstrap_missing: e('unavailable', 'debootstrap is not installed'),
   listen_failed: e('unavailable', 'a listening port cannot be bound'),

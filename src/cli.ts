@@ -56,7 +56,8 @@ async function main(argv: string[]): Promise<number> {
     case 'doctor': {
       const { runDoctor } = await import('./ops/index.js');
       const cfg = loadConfig({ file: values.config });
-      return runDoctor(cfg, await (await import('./payments/index.js')).paymentChecks(cfg.verify.x402));
+      const hostNames = await (await import('./runtime/index.js')).hostNamesCheck(cfg);
+      return runDoctor(cfg, [hostNames, ...(await (await import('./payments/index.js')).paymentChecks(cfg.verify.x402))]);
     }
     case 'image':
       if (sub === 'build' || sub === 'list' || sub === 'prune') {

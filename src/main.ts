@@ -118,7 +118,7 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
         if (reconciled) log.info('reconciled servers with runc', { ...reconciled });
         return runtime;
       },
-      nothing,
+      (rt) => rt.close?.(), // containers keep running; the host-name locks go
     ),
     part('oom', startOomWatch, (o) => o?.stop()),
     part('flows', startFlowWatch, (f) => f?.stop()),

@@ -59,7 +59,14 @@ export const hostingSchema = z
       ),
     rateLimit: z
       .strictObject({
-        perIpPerMinute: z.coerce.number().int().min(1).default(120).describe('Hosting API requests per source IP per minute (429 with Retry-After beyond).'),
+        perIpPerMinute: z.coerce
+          .number()
+          .int()
+          .min(1)
+          .default(120)
+          .describe(
+            "Requests per source IP per minute to the hosting API at api.{domain}: every route, /mcp included, except GET /healthz and GET /openapi.json (429 with Retry-After beyond). The verification API and servers' own sites are not counted.",
+          ),
         perKeyPerMinute: z.coerce.number().int().min(1).default(240).describe('Hosting API requests per api_key per minute.'),
         createsPerIpPerHour: z.coerce.number().int().min(1).default(30).describe('POST /create calls per source IP per hour.'),
       })

@@ -43,7 +43,11 @@ export const runtimeSchema = z
       .default('bookworm')
       .describe('Name of the base image servers are created from; `rootbox image build` builds it.'),
     mirror: z.string().url().default('http://deb.debian.org/debian').describe('Debian mirror debootstrap downloads the base image from.'),
-    bridge: ifname.default('rbx0').describe('Name of the Linux bridge containers attach to; host-side veths are named `<bridge>v<n>`.'),
+    bridge: ifname
+      .default('rbx0')
+      .describe(
+        "Name of the Linux bridge containers attach to; host-side veths are named `<bridge>v<n>`. One daemon per set of host names: a daemon refuses to start (`host_names_taken`, naming the holder's pid) while another live daemon holds its bridge, nft table, data dir (flock locks under /run/rootbox/locks) or overlaps its subnet, uid range, `hosting.portPool` or metrics port; `rootbox doctor` reports such a clash.",
+      ),
     subnet: z
       .string()
       .regex(/^\d+\.\d+\.\d+\.\d+\/(1[6-9]|2[0-4])$/, 'must be an IPv4 CIDR between /16 and /24, e.g. 10.88.0.0/16')

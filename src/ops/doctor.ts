@@ -103,6 +103,7 @@ export function hostChecks(): Check[] {
   });
   add(nativeCheck('idmapped-mount helper', 'rbx-idmount', true));
   add(nativeCheck('exec wrapper', 'rbx-exec', false));
+  add(nativeCheck('host-name lock helper', 'rbx-lock', true));
   const nsenter = run('nsenter', ['--version']);
   add({
     name: 'nsenter',

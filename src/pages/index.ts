@@ -8,4 +8,5 @@ export { prefersHtml, wantsHtml } from './negotiate.js';
 export { PublicUrls, type PublicSettings } from './urls.js';
 export { landingInfo, landingReply, type LandingFacts } from './landing.js';
 export { rechargeReply, type RechargeFacts } from './recharge.js';
+export { verifyHomeReply, type VerifyHomeFacts } from './verifyhome.js';
 export { welcomeReply, errorPageReply, type SiteLinks, type ErrorFacts } from './site.js';

@@ -1,6 +1,7 @@
 // Building the runtime from the config: finds the base image and the built idmapped-mount helper,
 // writes the init files, opens the data dir for container roots, sets up bridge and nftables,
-// and reconciles runc with the store. main.ts calls it as its default runtime part.
+// takes the host-name locks (locks.ts: one daemon per bridge, nft table, subnet, uid range, port
+// pool, data dir) and reconciles runc with the store. main.ts calls it as its default runtime part.
 
 import { join } from 'node:path';
 import type { Config } from '../config/index.js';
@@ -12,10 +13,11 @@ import { helperPath } from './helper.js';
 import { findImage, imageBuildCommand, imageOptions, recipeHash } from './image.js';
 import { reconcile, type ReconcileReport } from './reconcile.js';
 import { ContainerRuntime } from './runtime.js';
+import { hostClaims, lockHost, type HostLock } from './locks.js';
 import { ensureInitDir } from './supervisor.js';
 import { assertTraversable } from './traverse.js';
 
-export type RuntimeSettings = Pick<Config, 'dataDir' | 'runtime'>;
+export type RuntimeSettings = Pick<Config, 'dataDir' | 'runtime'> & Partial<Pick<Config, 'hosting' | 'metrics'>>;
 
 export interface CreatedRuntime {
   runtime: ContainerRuntime;
@@ -32,6 +34,23 @@ export async function createRuntime(cfg: RuntimeSettings, store: RuntimeStore, l
   if (!image)
     throw AppError.of('image_missing', `base image ${img.name} (recipe ${recipeHash()}) is not built in ${img.imageDir}; run: ${imageBuildCommand(cfg)}`);
   assertTraversable(cfg.dataDir, img.imageDir);
+  const lock = await lockHost(hostClaims(cfg));
+  try {
+    return await prepare(cfg, store, log, image, lock);
+  } catch (e) {
+    await lock.release();
+    throw e;
+  }
+}
+
+async function prepare(
+  cfg: RuntimeSettings,
+  store: RuntimeStore,
+  log: Logger,
+  image: NonNullable<ReturnType<typeof findImage>>,
+  lock: HostLock,
+): Promise<CreatedRuntime> {
+  lock.onLost(() => log.error('the host-name lock helper ended while the daemon runs: another daemon may now take these names', { names: lock.names }));
   ContainerRuntime.openPath(cfg.dataDir);
   const helper = helperPath();
   const initDir = ensureInitDir(join(cfg.dataDir, 'runtime', 'init'));
@@ -45,8 +64,10 @@ export async function createRuntime(cfg: RuntimeSettings, store: RuntimeStore, l
     helper,
     initDir,
     execWrapper,
+    hostLock: lock,
   });
   await runtime.net.setup();
   const reconciled = cfg.runtime.reconcile === 'on' ? await reconcile(runtime) : undefined;
+  runtime.netWatch.start();
   return { runtime, reconciled };
 }

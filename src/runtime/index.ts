@@ -25,3 +25,4 @@ export { assertServable, traverseAdvice, untraversable } from './traverse.js';
 export { checkoutRoot, nativeBinary, type NativeProgram } from './native.js';
 export { run as runCommand } from './proc.js';
 export { startFlowWatch, startLxcfs, startOomWatch } from './part.js';
+export { hostNamesCheck } from './locks.js';

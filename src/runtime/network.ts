@@ -106,6 +106,13 @@ export class Network {
     return `${this.bridge}v${(toInt(ip) - this.base).toString(36)}`;
   }
 
+  /** Whether a link name is one vethOf gives for an address of this subnet. */
+  ownVeth(name: string): boolean {
+    const m = new RegExp(`^${this.bridge}v([0-9a-z]+)$`).exec(name);
+    const n = m ? parseInt(m[1], 36) : 0;
+    return !!m && n >= 2 && n < 2 ** (32 - this.prefix) - 1;
+  }
+
   /** Locally administered unicast MAC derived from the address: 0a:58:<ip bytes>. */
   static macOf(ip: string): string {
     return ['0a', '58', ...ip.split('.').map((o) => Number(o).toString(16).padStart(2, '0'))].join(':');
@@ -251,6 +258,38 @@ export class Network {
     for (const f of [ns.net, ns.user]) if (mounted.has(f) && !(await tryRun('umount', [f]))) await run('umount', ['-l', f]);
   }
 
+  /** Whether the host side of a server's veth is there. */
+  hasVeth(ip: string): boolean {
+    return existsSync(`/sys/class/net/${this.vethOf(ip)}`);
+  }
+
+  /**
+   * Wires a server's kept network namespace to the bridge again after its veth vanished (someone
+   * deleted it; deleting either end takes both): a new pair is made inside the namespace with its
+   * host side moved to the daemon's, eth0 gets its address, MAC and route back. The container's
+   * processes keep their sockets (a listener on 0.0.0.0 answers on the new eth0).
+   */
+  async rewire(ip: string, ns: NsPaths): Promise<void> {
+    const veth = this.vethOf(ip);
+    const inNs = (args: string[], input?: string) => run('nsenter', [`--net=${ns.net}`, 'ip', ...args], input ? { input } : {});
+    await tryRun('nsenter', [`--net=${ns.net}`, 'ip', 'link', 'del', 'eth0']);
+    await inNs(['link', 'add', 'eth0', 'address', Network.macOf(ip), 'type', 'veth', 'peer', 'name', veth, 'netns', String(process.pid)]);
+    await run('ip', ['link', 'set', veth, 'master', this.bridge, 'up']);
+    await inNs(['-b', '-'], `addr add ${ip}/${this.prefix} dev eth0\nlink set lo up\nlink set eth0 up\nroute add default via ${this.gateway}\n`);
+  }
+
+  /** Addresses that have an element in the egress map; undefined when the table cannot be read. */
+  async egressIps(): Promise<Set<string> | undefined> {
+    const r = await tryRun('nft', ['-j', 'list', 'map', 'inet', this.table, 'egress']);
+    if (!r) return undefined;
+    try {
+      const doc = JSON.parse(r.stdout) as { nftables: { map?: { elem?: unknown[][] } }[] };
+      return new Set(doc.nftables.flatMap((x) => (x.map?.elem ?? []).map((e) => String(e[0]))));
+    } catch {
+      return undefined;
+    }
+  }
+
   /** Removes the host side of a server's veth if it is still there. */
   async detach(ip: string): Promise<void> {
     if (existsSync(`/sys/class/net/${this.vethOf(ip)}`)) await tryRun('ip', ['link', 'del', this.vethOf(ip)]);
@@ -307,7 +346,9 @@ export class Network {
       names = [];
     }
     for (const n of names) {
-      if (n.startsWith(`${this.bridge}v`) && !veths.has(n) && (await tryRun('ip', ['link', 'del', n]))) gone.push(`veth ${n}`);
+      // only this daemon's own veths: `<bridge>v<base36>` enslaved to its own bridge (locks.ts keeps
+      // another daemon off this bridge; a link someone else attached is not ours to remove)
+      if (this.ownVeth(n) && !veths.has(n) && (await tryRun('ip', ['link', 'del', n]))) gone.push(`veth ${n}`);
     }
     return gone;
   }

@@ -64,7 +64,7 @@ export async function reconcile(rt: ContainerRuntime): Promise<ReconcileReport> 
   if (existsSync(dir)) {
     for (const name of readdirSync(dir)) {
       if (records.has(name)) continue;
-      report.orphans.push(name);
+      if (!report.orphans.includes(name)) report.orphans.push(name); // its container was listed above
       await destroyDisk(diskPaths(rt.serverDir(name))).catch((err) => log.warn('orphan disk cleanup failed', { server: name, err }));
       removeCgroup(cgroupPath(name));
     }

@@ -20,6 +20,8 @@ import { applyDeferredGrow, destroyDisk, diskPaths, diskUsed, growDisk, mountRoo
 import { memoryStats } from './cgroup.js';
 import { freeze, isFrozen, thaw } from './freezer.js';
 import { Network, nsPaths } from './network.js';
+import type { HostLock } from './locks.js';
+import { NetWatch } from './netwatch.js';
 import { Runc } from './runc.js';
 import { personalise } from './bundle.js';
 import { Parking } from './park.js';
@@ -45,6 +47,8 @@ export interface RuntimeDeps {
   initDir: string;
   /** Host path of the rbx-exec wrapper in initDir (execwrap.ts); without it execs run unwrapped. */
   execWrapper?: string;
+  /** The host-name locks this runtime's daemon holds (locks.ts), let go by close(). */
+  hostLock?: HostLock;
 }
 
 export class ContainerRuntime implements Runtime {
@@ -58,6 +62,8 @@ export class ContainerRuntime implements Runtime {
   private readonly parking: Parking;
   /** The start path (start.ts). */
   private readonly starter: Starter;
+  /** Repairs a server whose veth or egress element vanished (netwatch.ts); started by watch(). */
+  readonly netWatch: NetWatch;
   /** Called with each step of a start and its duration (bench/wake); unset, steps are not timed. */
   trace?: (step: string, ms: number) => void;
 
@@ -72,6 +78,16 @@ export class ContainerRuntime implements Runtime {
       lower: (rec) => this.lower(rec),
       wakeParked: (rec, meanwhile) => this.parking.wake(rec, meanwhile),
       trace: () => this.trace,
+    });
+    this.netWatch = new NetWatch({
+      net: this.net,
+      log: deps.log,
+      servers: () =>
+        this.list()
+          .filter((s) => s.state === 'running' || s.state === 'sleeping')
+          .map((s) => ({ id: s.id, ip: s.ip, ns: nsPaths(this.serverDir(s.id)), running: s.state === 'running', net: this.applied(s.id).net })),
+      serial: (id, fn) => this.serial(id, fn),
+      restart: async (id) => (await this.stop(id, { park: false }), await this.start(id)),
     });
     this.parking = new Parking({
       deps,
@@ -350,6 +366,13 @@ export class ContainerRuntime implements Runtime {
 
   list(): RuntimeServer[] {
     return [...this.servers.values()];
+  }
+
+  /** Stops watching the network and lets the host-name locks go (the daemon's stop; containers
+   *  keep running). */
+  async close(): Promise<void> {
+    this.netWatch.stop();
+    await this.deps.hostLock?.release();
   }
 
   /** Lets the container's root user traverse to its rootfs (runc needs o+x on every parent);

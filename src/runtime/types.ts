@@ -134,4 +134,7 @@ export interface Runtime {
   diskUsedBytes(id: string): number;
   get(id: string): RuntimeServer | undefined;
   list(): RuntimeServer[];
+  /** The daemon's stop: lets go of what the runtime holds on the host (its host-name locks,
+   *  watchers); servers keep running. */
+  close?(): Promise<void>;
 }

@@ -64,3 +64,39 @@ export function x402Manifest(c: DiscoveryContext) {
     })),
   };
 }
+
+export interface HomeContext {
+  serviceName: string;
+  origin: string;
+  paywall?: Paywall;
+  notConfigured: string[];
+}
+
+/** `GET /` for agents (and the facts of the page for people, pages/verifyhome.ts): what the
+ *  service does, its tiers and prices, how to pay with x402 and where the machine-readable
+ *  descriptions are. Answers without payments wired too (then `available` is false). */
+export function verifyHome(c: HomeContext) {
+  const p = c.paywall;
+  return {
+    service: c.serviceName,
+    about:
+      'Judges a text artifact against a rubric with several independent AI verifier passes and answers one aggregated verdict with every pass. Each call is paid with x402: USDC, no account, no API key.',
+    tiers: Object.values(TIERS).map((t) => ({ tier: t.name, passes: t.passes, price: t.price, endpoint: `POST ${c.origin}/v1/verify/${t.name}` })),
+    payment: {
+      protocol: 'x402' as const,
+      x402Version: 2 as const,
+      scheme: 'exact' as const,
+      network: p ? `${p.network.name} (${p.network.network})` : null,
+      asset: p?.network.asset ?? null,
+      available: !!p?.configured && p.state.available,
+      steps: [
+        `POST ${c.origin}/v1/verify/{tier} with {"artifact": "...", "rubric": "..."} and no payment: 402 with the payment requirements (PAYMENT-REQUIRED header and body).`,
+        'Sign an EIP-3009 transferWithAuthorization for the amount to payTo with the payer wallet (any x402 v2 client does this).',
+        'Repeat the same request with the signed payload in the PAYMENT-SIGNATURE (or X-PAYMENT) header: 200 with the report and a PAYMENT-RESPONSE header naming the settlement.',
+      ],
+    },
+    request: { artifact: `string, 1 to ${MAX_ARTIFACT} characters`, rubric: `string, optional, at most ${MAX_RUBRIC} characters` },
+    links: { info: `${c.origin}/v1/info`, openapi: `${c.origin}/openapi.json`, manifest: `${c.origin}/.well-known/x402`, stats: `${c.origin}/v1/stats` },
+    not_configured: c.notConfigured,
+  };
+}

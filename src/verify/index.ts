@@ -9,9 +9,9 @@ import type { Config } from '../config/index.js';
 import { createLlm, type Llm } from '../llm/index.js';
 import type { Logger } from '../log/index.js';
 import { PAYMENT_EXPOSE_HEADERS, type Paywall } from '../payments/index.js';
-import { PublicUrls } from '../pages/index.js';
+import { PublicUrls, verifyHomeReply, wantsHtml } from '../pages/index.js';
 import { aggregate, quorum } from './aggregate.js';
-import { serviceInfo, x402Manifest, type DiscoveryContext } from './discovery.js';
+import { serviceInfo, verifyHome, x402Manifest, type DiscoveryContext } from './discovery.js';
 import { runPasses } from './passes.js';
 import { verifyRoutes, type VerifyCtx } from './routes.js';
 import { SCHEMAS } from './schemas.js';
@@ -67,6 +67,10 @@ export function createVerifyApi(deps: VerifyDeps): HttpApp {
   router.add(
     ...verifyRoutes({
       serviceName: deps.serviceName,
+      home: (ctx) => {
+        const facts = verifyHome({ serviceName: deps.serviceName, origin: origin(ctx), paywall: deps.paywall, notConfigured });
+        return wantsHtml(ctx.req) ? verifyHomeReply(facts, ctx.host) : { status: 200, headers: { vary: 'Accept' }, body: facts };
+      },
       info: (ctx) => serviceInfo(wired(ctx)),
       manifest: (ctx) => x402Manifest(wired(ctx)),
       stats: () => readStats(deps.serviceName, stats),

@@ -5,14 +5,26 @@
 import { AppError } from '../errors.js';
 import { routes, type BaseCtx, type HandlerResult, type Route, type RouteCtx } from '../http/index.js';
 import { challengeBodySchema } from '../payments/index.js';
-import { healthSchema, infoSchema, manifestSchema, openApiSchema, statsSchema, tierPathSchema, verifyReportSchema, verifyRequestSchema } from './schemas.js';
+import {
+  healthSchema,
+  homeSchema,
+  infoSchema,
+  manifestSchema,
+  openApiSchema,
+  statsSchema,
+  tierPathSchema,
+  verifyReportSchema,
+  verifyRequestSchema,
+} from './schemas.js';
 import { TIER_NAMES } from './tiers.js';
-import type { z } from 'zod';
+import { z } from 'zod';
 
 export type VerifyCtx = RouteCtx<undefined, z.output<typeof verifyRequestSchema>, Record<string, never>, z.output<typeof tierPathSchema>>;
 
 export interface VerifyRouteDeps {
   serviceName: string;
+  /** `GET /`: the front page for a browser (Accept: text/html), its facts as JSON otherwise. */
+  home(ctx: BaseCtx): HandlerResult;
   info(ctx: BaseCtx): unknown;
   manifest(ctx: BaseCtx): unknown;
   stats(): unknown;
@@ -30,6 +42,20 @@ const unwired = 'Payments are not wired on this host.';
 export function verifyRoutes(d: VerifyRouteDeps): Route[] {
   const route = routes();
   const free = [
+    route({
+      method: 'GET',
+      path: '/',
+      auth: 'none',
+      summary: 'What this service is: a page for browsers (Accept: text/html), the same facts as JSON otherwise',
+      responses: {
+        200: {
+          description: 'What the service does, tiers and prices, how to pay with x402, links to /v1/info and /openapi.json',
+          json: homeSchema,
+          media: { 'text/html': z.string() },
+        },
+      },
+      handler: (ctx) => d.home(ctx),
+    }),
     route({
       method: 'GET',
       path: '/healthz',

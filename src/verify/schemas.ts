@@ -43,6 +43,24 @@ export const verifyReportSchema = z.object({
 
 export const healthSchema = z.object({ ok: z.literal(true), service: z.string() });
 
+export const homeSchema = z.object({
+  service: z.string(),
+  about: z.string(),
+  tiers: z.array(z.object({ tier: z.string(), passes: z.number().int().min(1), price: z.string(), endpoint: z.string() })),
+  payment: z.object({
+    protocol: z.literal('x402'),
+    x402Version: z.literal(2),
+    scheme: z.literal('exact'),
+    network: z.string().nullable(),
+    asset: z.string().nullable(),
+    available: z.boolean().describe('false while payments cannot be taken (not configured, or unhealthy): the paid routes answer 503.'),
+    steps: z.array(z.string()).describe('How a client pays, in order.'),
+  }),
+  request: z.object({ artifact: z.string(), rubric: z.string() }),
+  links: z.object({ info: z.string(), openapi: z.string(), manifest: z.string(), stats: z.string() }),
+  not_configured: z.array(z.string()),
+});
+
 export const infoSchema = z.object({
   service: z.string(),
   version: z.string(),
@@ -103,6 +121,7 @@ export const SCHEMAS: Record<string, z.ZodType> = {
   VerifyRequest: verifyRequestSchema,
   VerifierPass: verifierPassSchema,
   VerifyReport: verifyReportSchema,
+  Home: homeSchema,
   Health: healthSchema,
   ServiceInfo: infoSchema,
   Stats: statsSchema,

@@ -11,6 +11,7 @@ import { loadConfig, type Config } from '../../src/config/index.js';
 import { createLogger, type Logger } from '../../src/log/index.js';
 import { startDaemon, type Daemon, type RuntimeMaker } from '../../src/main.js';
 import { ContainerRuntime, type Runtime } from '../../src/runtime/index.js';
+import { AppError } from '../../src/errors.js';
 import { ProcessRuntime } from './procruntime.js';
 import { run } from './run.js';
 
@@ -33,9 +34,10 @@ const repo = new URL('../../', import.meta.url).pathname;
 let seq = 0;
 
 /** Runtime settings of its own for each test daemon: bridge, subnet, nft table and uid ranges
- *  that collide with nothing else on the host; the base image cache is shared. */
-function ownRuntime(): Record<string, unknown> {
-  const n = 100 + ((process.pid + seq++) % 150);
+ *  that collide with nothing else on the host; the base image cache is shared. Picked from the
+ *  pid; `attempt` moves to another set when a daemon of another test file holds this one. */
+function ownRuntime(attempt = 0): Record<string, unknown> {
+  const n = 100 + ((process.pid + seq++ + attempt * 37) % 150);
   return {
     imageDir: process.env.ROOTBOX_IMAGE_DIR ?? join(repo, 'var', 'images'),
     bridge: `rbd${n}`,
@@ -47,7 +49,26 @@ function ownRuntime(): Record<string, unknown> {
   };
 }
 
+/** A daemon of its own, on the next name set when another live daemon holds the names tried
+ *  (host_names_taken: another test file's daemon); the names a test gives itself are kept. */
+/** An exposed-port pool of its own (100 ports), from the same pick as the runtime names. */
+function portPool(attempt: number): string {
+  const n = (process.pid + seq + attempt * 37) % 300;
+  return `${30000 + n * 100}-${30000 + n * 100 + 99}`;
+}
+
 export async function startTestDaemon(overrides: Record<string, unknown> = {}, env: NodeJS.ProcessEnv = {}): Promise<TestDaemon> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await startOnce(overrides, env, attempt);
+    } catch (e) {
+      const own = overrides.runtime as Record<string, unknown> | undefined;
+      if (!(e instanceof AppError && e.code === 'host_names_taken') || attempt >= 8 || own?.bridge !== undefined) throw e;
+    }
+  }
+}
+
+async function startOnce(overrides: Record<string, unknown>, env: NodeJS.ProcessEnv, attempt: number): Promise<TestDaemon> {
   const dataDir = mkdtempSync(join(tmpdir(), 'rbx-test-'));
   const logs: Record<string, unknown>[] = [];
   const log: Logger = createLogger({ level: 'debug', sink: (l) => logs.push(JSON.parse(l)) });
@@ -60,11 +81,12 @@ export async function startTestDaemon(overrides: Record<string, unknown> = {}, e
       https: { host: '127.0.0.1', port: 0 },
       ssh: { host: '127.0.0.1', port: 0 },
       metrics: { listen: '127.0.0.1:0' },
+      hosting: { portPool: portPool(attempt), ...((overrides.hosting as object) ?? {}) },
       shutdownTimeout: '2s',
       ...overrides,
       // the tests of sleep and wake test the stop; the doze tests turn dozing on (proxy.dozeTimeout)
       proxy: { dozeTimeout: 0, ...((overrides.proxy as object) ?? {}) },
-      runtime: { ...ownRuntime(), ...((overrides.runtime as object) ?? {}) },
+      runtime: { ...ownRuntime(attempt), ...((overrides.runtime as object) ?? {}) },
     },
   });
   const containers = process.env.ROOTBOX_TEST_RUNTIME !== 'process';
@@ -73,6 +95,10 @@ export async function startTestDaemon(overrides: Record<string, unknown> = {}, e
   try {
     daemon = containers ? await startDaemon(cfg, log) : await startDaemon(cfg, log, processes);
   } catch (e) {
+    if (e instanceof AppError && e.code === 'host_names_taken') {
+      rmSync(dataDir, { recursive: true, force: true });
+      throw e; // the names are another daemon's: its network is not ours to remove
+    }
     // a daemon that failed part-way may have made its network already
     const { bridge, nftTable } = cfg.runtime;
     if (containers)

@@ -70,8 +70,8 @@ test('both documents are valid OpenAPI 3.1 with no ±2^53 stand-in integer bound
 });
 
 test('the free routes and every CORS preflight answer as documented', async () => {
-  for (const path of ['/healthz', '/openapi.json', '/v1/info', '/.well-known/x402', '/v1/stats']) await expect(200, 'GET', path);
-  for (const path of ['/healthz', '/openapi.json', '/v1/info', '/.well-known/x402', '/v1/stats', '/v1/verify/quick']) await expect(204, 'OPTIONS', path);
+  for (const path of ['/', '/healthz', '/openapi.json', '/v1/info', '/.well-known/x402', '/v1/stats']) await expect(200, 'GET', path);
+  for (const path of ['/', '/healthz', '/openapi.json', '/v1/info', '/.well-known/x402', '/v1/stats', '/v1/verify/quick']) await expect(204, 'OPTIONS', path);
 });
 
 test('POST /v1/verify/{tier} answers 404, 400, 413, 415 and 402 before any pass runs', async () => {

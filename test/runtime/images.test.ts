@@ -13,7 +13,7 @@ import { loadConfig } from '../../src/config/index.js';
 import { silentLogger } from '../../src/log/index.js';
 import { buildImage, createRuntime, findImage, imageOptions, imageTag, listImages, pruneImages, type ContainerRuntime } from '../../src/runtime/index.js';
 import { openStore, type Store } from '../../src/store/index.js';
-import { IMAGE_DIR, MiB, newId, sh } from './helpers/env.js';
+import { IMAGE_DIR, MiB, newId, runtimeOnly, sh } from './helpers/env.js';
 import { run } from '../helpers/run.js';
 
 const bin = new URL('../../bin/rootbox', import.meta.url).pathname;
@@ -22,7 +22,7 @@ chmodSync(top, 0o711); // the server's root user traverses it to its rootfs
 const imageDir = join(top, 'images');
 const dataDir = join(top, 'data');
 const N = 42;
-const net = { bridge: `rbt${N}`, subnet: `10.199.${N}.0/24`, nftTable: `rbt${N}`, uidStart: 3_000_000_000 + N * 65536 * 64, stopGrace: '1s' };
+const net = { bridge: `rbt${N}`, subnet: `10.199.${N}.0/24`, nftTable: `rbt${N}`, uidStart: 3_000_000_000 + N * 65536 * 64, uidRanges: 64, stopGrace: '1s' };
 const cfgFor = (image: string) => loadConfig({ env: {}, overrides: { dataDir, runtime: { imageDir, image, ...net } } });
 
 let store: Store | undefined;
@@ -45,10 +45,11 @@ let shared = '';
 
 async function open(image: string): Promise<ContainerRuntime> {
   store = openStore(dataDir);
-  rt = (await createRuntime(cfgFor(image), store.runtime, silentLogger)).runtime;
+  rt = (await createRuntime(runtimeOnly(cfgFor(image)), store.runtime, silentLogger)).runtime;
   return rt;
 }
 async function close(): Promise<void> {
+  await rt?.close(); // lets its host-name locks go (the next open takes them)
   await store?.close();
   store = undefined;
 }

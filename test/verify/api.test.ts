@@ -147,7 +147,7 @@ test('openapi.json is a valid OpenAPI 3.1.0 document generated from the handler 
   assert.is(s.VerifyRequest.properties.artifact.maxLength, 100_000);
   assert.is(s.VerifyRequest.properties.rubric.maxLength, 10_000);
   assert.equal(s.VerifyReport.properties.passes.items, { $ref: '#/components/schemas/VerifierPass' });
-  assert.equal(Object.keys(doc.paths).sort(), ['/.well-known/x402', '/healthz', '/openapi.json', '/v1/info', '/v1/stats', '/v1/verify/{tier}']);
+  assert.equal(Object.keys(doc.paths).sort(), ['/', '/.well-known/x402', '/healthz', '/openapi.json', '/v1/info', '/v1/stats', '/v1/verify/{tier}']);
   assert.ok(doc.paths['/v1/verify/{tier}'].post.responses['402']);
 });
 

@@ -37,6 +37,7 @@ export async function startRuntime(tag: string, n: number, runtime: Record<strin
         subnet: `10.199.${n}.0/24`,
         nftTable: `rbt${n}`,
         uidStart: 3_000_000_000 + n * 65536 * 64,
+        uidRanges: 64, // its own 64 ranges: the next n's start where these end (runtime/locks.ts refuses an overlap)
         stopGrace: '1s',
         ...runtime,
       },
@@ -46,7 +47,7 @@ export async function startRuntime(tag: string, n: number, runtime: Record<strin
   let store = openStore(dataDir);
   let rt: ContainerRuntime | undefined;
   try {
-    rt = (await createRuntime(cfg, store.runtime, silentLogger)).runtime;
+    rt = (await createRuntime(runtimeOnly(cfg), store.runtime, silentLogger)).runtime;
   } catch (e) {
     await store.close();
     rmSync(dataDir, { recursive: true, force: true });
@@ -58,16 +59,18 @@ export async function startRuntime(tag: string, n: number, runtime: Record<strin
     store,
     rt,
     async restart() {
+      await env.rt.close(); // its host-name locks go with it, as with a daemon that ended
       await store.close();
       store = openStore(dataDir);
       env.store = store;
-      env.rt = (await createRuntime(cfg, store.runtime, silentLogger)).runtime;
+      env.rt = (await createRuntime(runtimeOnly(cfg), store.runtime, silentLogger)).runtime;
       return env.rt;
     },
     async cleanup() {
       for (const rec of env.store.runtime.all()) {
         await env.rt.delete(rec.id).catch((e) => console.error('cleanup: delete failed', rec.id, e));
       }
+      await env.rt.close();
       await env.rt.net.teardown();
       await env.store.close();
       rmSync(dataDir, { recursive: true, force: true });
@@ -75,6 +78,10 @@ export async function startRuntime(tag: string, n: number, runtime: Record<strin
   };
   return env;
 }
+
+/** The settings a runtime alone claims on the host (runtime/locks.ts): its names and data dir,
+ *  not the port pool and metrics port of a daemon that does not run here. */
+export const runtimeOnly = (cfg: Readonly<Config>) => ({ dataDir: cfg.dataDir, runtime: cfg.runtime });
 
 /** Output of a command run inside the server, or a thrown error with its stderr. */
 export async function sh(
