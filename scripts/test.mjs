@@ -71,6 +71,7 @@ const UNIT = [
   'test/foundation/log.test.ts',
   'test/domains/names.test.ts',
   'test/net/fetch.test.ts',
+  'test/net/bomb.test.ts',
   'test/payments/digest.test.ts',
   'test/payments/signer.test.ts',
   'test/install/noderuntime.test.ts',

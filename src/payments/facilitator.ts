@@ -5,7 +5,7 @@
 // Each request carries the configured authentication (auth.ts: a CDP JWT or fixed headers).
 
 import type { z } from 'zod';
-import { leanFetch } from '../net/index.js';
+import { DecodedTooLarge, leanFetch } from '../net/index.js';
 import type { PaymentRecord } from '../store/index.js';
 import type { FacilitatorAuth } from './auth.js';
 import {
@@ -76,7 +76,8 @@ export class HttpFacilitator implements Facilitator {
       const auth = this.opts.auth ? await this.opts.auth(init.method ?? 'GET', url) : {};
       res = await this.fetch(url, { ...init, headers: { ...(init.headers as Record<string, string>), ...auth }, signal, redirect: 'follow' });
     } catch (e) {
-      throw new FacilitatorError(op, signal.aborted ? `no answer within ${timeoutMs} ms` : `unreachable (${(e as Error).message})`);
+      const why = (e as Error & { cause?: unknown }).cause instanceof DecodedTooLarge ? ((e as Error).cause as Error).message : (e as Error).message;
+      throw new FacilitatorError(op, signal.aborted ? `no answer within ${timeoutMs} ms` : `unreachable (${why})`);
     }
     let text: string;
     try {
