@@ -13,6 +13,7 @@ import type { Logger } from '../log/index.js';
 import { paymentKey, type PaymentRecord, type PaymentStore } from '../store/index.js';
 import { checkSignature, checkTerms, parsePayload } from './check.js';
 import { decodeHeader } from './codec.js';
+import { PayerKeys } from './signer.js';
 import { recordOutcome, responseHeaders } from './outcome.js';
 import { FacilitatorError, type Facilitator } from './facilitator.js';
 import { formatUsd, type NetworkPreset } from './networks.js';
@@ -81,6 +82,8 @@ export class Paywall {
   private readonly now: () => number;
   private readonly inflight = new Set<string>();
   private readonly challenges = new Map<string, AppError>();
+  /** Repeat payers' public keys, for the local signature check (signer.ts). */
+  private readonly keys = new PayerKeys();
 
   constructor(private readonly opts: PaywallOptions) {
     this.now = opts.now ?? Date.now;
@@ -175,7 +178,7 @@ export class Paywall {
     try {
       payload = parsePayload(decodeHeader(raw));
       checkTerms(payload, ours, Math.floor(this.now() / 1000));
-      await checkSignature(payload, cfg.net);
+      await checkSignature(payload, cfg.net, this.keys);
     } catch (e) {
       if (e instanceof AppError && e.kind === 'payment_required') throw fail(e.code as CodeOf<'payment_required'>, e.detail);
       throw e;
