@@ -25,13 +25,22 @@ export type SettleResult =
   /** `transaction`/`raw`: a transaction that was signed and may have been broadcast (self-settlement). */
   | { outcome: 'unknown'; reason: string; transaction?: string; raw?: string };
 
+/** Called by a settler that broadcasts itself, with each transaction it signed, before it is sent:
+ *  the caller records it (synchronously) so a crash after the broadcast can be finished from the record. */
+export type BeforeSend = (tx: { hash: string; raw: string }) => void;
+
+/** What a settler can tell about an authorization from the chain, for a record left locked by a stopped daemon. */
+export type Consumed = { by: 'transfer'; transaction: string } | { by: 'cancel' } | null;
+
 export interface Facilitator {
   verify(payload: PaymentPayload, requirements: PaymentRequirements): Promise<VerifyResponse>;
-  settle(payload: PaymentPayload, requirements: PaymentRequirements): Promise<SettleResult>;
+  settle(payload: PaymentPayload, requirements: PaymentRequirements, beforeSend?: BeforeSend): Promise<SettleResult>;
   supported(): Promise<SupportedResponse>;
-  /** Finishes a pending settlement from its record without submitting anything new (self-settlement);
-   *  without it the reconciler repeats settle(). */
-  resume?(rec: PaymentRecord): Promise<SettleResult>;
+  /** Finishes a pending settlement from its record without submitting anything new while an earlier
+   *  transaction may land (self-settlement); without it the reconciler repeats settle(). */
+  resume?(rec: PaymentRecord, beforeSend?: BeforeSend): Promise<SettleResult>;
+  /** Whether the authorization was used on chain, and how (self-settlement reads the token). */
+  consumed?(payer: string, nonce: string): Promise<Consumed>;
 }
 
 export class FacilitatorError extends Error {

@@ -1,16 +1,19 @@
 // x402 payments as the paywall records them. One record per payment, keyed by (asset, payer,
 // nonce) lowercased; `lock` is the atomic check-then-write that makes the paid work run at most
-// once per payment. Payments whose settlement outcome is unknown are also indexed as pending
-// so the reconciler finds them without a scan.
+// once per payment. Payments whose settlement is under way or whose outcome is unknown are also
+// indexed as pending so the reconciler finds them without a scan; `locked()` (start-up only)
+// scans for the records a stopped daemon left locked.
 
 import type { LmdbEnv } from './db.js';
 
 export type PaymentStatus =
-  /** Locked; paid work running or settlement in progress. */
+  /** Locked; paid work running. Nothing was sent for settlement yet (the record turns pending
+   *  first), so a `locked` record found at start-up was interrupted before any money could move. */
   | 'locked'
   /** The facilitator settled it. */
   | 'settled'
-  /** Settlement outcome unknown; retried by the reconciler. */
+  /** Settlement under way (written before /settle is called or a transaction is broadcast) or its
+   *  outcome unknown; finished by the reconciler. */
   | 'pending'
   /** The facilitator refused to settle it; the payer kept the money. */
   | 'refused'
@@ -38,7 +41,8 @@ export interface PaymentRecord {
   attempts: number;
   transaction?: string;
   reason?: string;
-  /** Kept while pending: the exact /settle request to repeat. */
+  /** Kept while pending: the exact /settle request to repeat (and, self-settling, the signed
+   *  transaction, written before it is broadcast). */
   settle?: { payload: unknown; requirements: unknown; raw?: string };
 }
 
@@ -101,6 +105,13 @@ export class PaymentStore {
       const rec = this.db.get(key as PaymentKey);
       if (rec) out.push(rec);
     }
+    return out;
+  }
+
+  /** Every payment still locked (scans all records: for start-up, when no paid work can be running). */
+  locked(): PaymentRecord[] {
+    const out: PaymentRecord[] = [];
+    for (const { value } of this.db.getRange()) if (value.status === 'locked') out.push(value);
     return out;
   }
 
