@@ -72,6 +72,7 @@ const UNIT = [
   'test/domains/names.test.ts',
   'test/net/fetch.test.ts',
   'test/net/bomb.test.ts',
+  'test/payments/crash.test.ts',
   'test/payments/digest.test.ts',
   'test/payments/signer.test.ts',
   'test/install/noderuntime.test.ts',
