@@ -3,7 +3,9 @@
 // then started again on the same data dir. The recharge is credited exactly once (also across a
 // further restart), and the same payment presented again is payment_already_used. Both kinds of
 // facilitator: one that answers a repeated /settle with the settlement it made, and one that,
-// like the stateless reference facilitator, refuses it as a used nonce.
+// like the stateless reference facilitator, refuses it as a used nonce. And self-settlement on anvil:
+// killed after the transfer was broadcast (automine off, so the daemon cannot have seen a receipt),
+// the block mined while it is down, started again: credited exactly once, one transfer on chain.
 
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -15,6 +17,7 @@ import * as assert from 'uvu/assert';
 import { decodeHeader } from '../../src/payments/index.js';
 import { api } from '../hosting/helpers/killload.js';
 import { until } from '../helpers/wait.js';
+import { startChainWorld } from './fixtures/chainworld.js';
 import { LocalFacilitator } from './fixtures/facilitator.js';
 import { encode, newPayer, signPayment, type Terms } from './fixtures/payer.js';
 
@@ -112,5 +115,85 @@ for (const idempotent of [true, false]) {
     }
   });
 }
+
+test('kill -9 after a self-settlement broadcast on anvil, mined while the daemon is down: after a restart credited exactly once, one transfer on chain', async () => {
+  const w = await startChainWorld();
+  const dataDir = mkdtempSync(join(tmpdir(), 'rbx-paycrash-'));
+  const children: Child[] = [];
+  const setAutomine = (on: boolean) => w.anvil.client.request({ method: 'evm_setAutomine' as never, params: [on] as never });
+  const start = async () => {
+    const c = await daemon({
+      dataDir,
+      publicIp: '127.0.0.1',
+      verify: {
+        x402: {
+          payTo: w.payTo,
+          network: 'custom',
+          chainId: 31337,
+          asset: w.token,
+          assetName: 'USD Coin',
+          assetVersion: '2',
+          settlement: 'self',
+          rpcUrl: w.anvil.url,
+          gasKeyFile: w.gasKeyFile,
+          minGasBalance: '0.01',
+          facilitatorTimeout: '2s',
+          settleTimeout: '60s',
+          reconcileInterval: '1h',
+        },
+      },
+    });
+    children.push(c);
+    return c;
+  };
+  try {
+    let d = await start();
+    const created = await api(d.http, 'POST', '/create');
+    assert.is(created.status, 200, JSON.stringify(created.body));
+    const key = created.body.api_key as string;
+    const asked = await api(d.http, 'POST', '/account/recharge', { key, body: { usd: 3 } });
+    assert.is(asked.status, 402);
+    const terms = (decodeHeader(asked.headers['payment-required'] as string, 'PAYMENT-REQUIRED') as { accepts: Terms[] }).accepts[0];
+    const payer = await w.payer(5_000_000n);
+    const payment = encode(await signPayment(payer, terms));
+    const payToBefore = await w.anvil.balance(w.token, w.payTo);
+
+    await setAutomine(false);
+    const sent = await w.anvil.client.getTransactionCount({ address: w.gas.address, blockTag: 'pending' });
+    const answer = api(d.http, 'POST', '/account/recharge', { key, body: { usd: 3 }, headers: { 'x-payment': payment } });
+    await until(
+      'the transfer broadcast',
+      async () => (await w.anvil.client.getTransactionCount({ address: w.gas.address, blockTag: 'pending' })) > sent,
+      30_000,
+      5,
+    );
+    await d.kill();
+    assert.is((await answer).status, 0, 'the request was cut off by the kill');
+    await setAutomine(true);
+    await w.anvil.client.request({ method: 'evm_mine' as never, params: [] as never });
+    assert.is((await w.anvil.balance(w.token, w.payTo)) - payToBefore, 3_000_000n, 'the money moved while the daemon was down');
+
+    d = await start();
+    const balance = async () => (await api(d.http, 'GET', '/credits', { key })).body.balance_usd as number;
+    await until('the recharge credited after the restart', async () => (await balance()) === 3, 30_000).catch((e) => {
+      throw new Error(`${(e as Error).message}; the daemon logged: ${d.logs()}`);
+    });
+    const replay = await api(d.http, 'POST', '/account/recharge', { key, body: { usd: 3 }, headers: { 'x-payment': payment } });
+    assert.is(replay.status, 402);
+    assert.is(replay.body.error, 'payment_already_used');
+    await d.kill();
+    d = await start();
+    const usage = await api(d.http, 'GET', '/usage', { key });
+    assert.is((usage.body.entries as { source: string | null }[]).filter((e) => e.source?.startsWith('x402:')).length, 1, JSON.stringify(usage.body.entries));
+    assert.is(await balance(), 3);
+    assert.is((await w.anvil.usedLogs(w.token, payer.address)).length, 1, 'one transfer');
+    assert.is((await w.anvil.balance(w.token, w.payTo)) - payToBefore, 3_000_000n, 'paid once');
+  } finally {
+    for (const c of children) await c.kill();
+    await setAutomine(true).catch(() => undefined);
+    await w.stop();
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+});
 
 test.run();
