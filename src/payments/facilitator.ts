@@ -26,8 +26,9 @@ export type SettleResult =
   | { outcome: 'unknown'; reason: string; transaction?: string; raw?: string };
 
 /** Called by a settler that broadcasts itself, with each transaction it signed, before it is sent:
- *  the caller records it (synchronously) so a crash after the broadcast can be finished from the record. */
-export type BeforeSend = (tx: { hash: string; raw: string }) => void;
+ *  the caller records it (the send waits for what it returns) so a crash after the broadcast can be
+ *  finished from the record. */
+export type BeforeSend = (tx: { hash: string; raw: string }) => unknown;
 
 /** What a settler can tell about an authorization from the chain, for a record left locked by a stopped daemon. */
 export type Consumed = { by: 'transfer'; transaction: string } | { by: 'cancel' } | null;

@@ -1,7 +1,7 @@
 // The x402 paywall, independent of what is sold: terms for an amount and a resource → decode
 // and validate the payment header → local checks (viem) → facilitator /verify, the atomic
 // (asset, payer, nonce) lock committed while it is under way (undone when it is rejected) → the
-// caller's paid work → the record turns pending with the settle request (synced) → facilitator
+// caller's paid work → the record turns pending with the settle request (on disk) → facilitator
 // /settle → PAYMENT-RESPONSE.
 // The work runs at most once per payment; a payment is settled only after the work succeeded.
 // Nothing is sent for settlement before the record is pending with everything the reconciler
@@ -271,11 +271,11 @@ export class Paywall {
   private async settle(key: PaymentKey, payload: PaymentPayload, ours: PaymentRequirements) {
     const id = key.join(':');
     const store = this.opts.store;
-    store.update(key, { status: 'pending', settle: { payload, requirements: ours }, reason: 'settling', updatedAt: this.now() });
     this.settlingNow.add(id);
     try {
+      await store.updateDurable(key, { status: 'pending', settle: { payload, requirements: ours }, reason: 'settling', updatedAt: this.now() });
       return await this.opts.facilitator.settle(payload, ours, (tx) =>
-        store.update(key, { transaction: tx.hash, settle: { payload, requirements: ours, raw: tx.raw }, updatedAt: this.now() }),
+        store.updateDurable(key, { transaction: tx.hash, settle: { payload, requirements: ours, raw: tx.raw }, updatedAt: this.now() }),
       );
     } finally {
       this.settlingNow.delete(id);

@@ -135,7 +135,7 @@ export class Reconciler {
       }
       const fac = this.opts.facilitator;
       const record = (tx: { hash: string; raw: string }) =>
-        this.opts.store.update(key, { transaction: tx.hash, settle: { ...req, raw: tx.raw }, updatedAt: this.now() });
+        this.opts.store.updateDurable(key, { transaction: tx.hash, settle: { ...req, raw: tx.raw }, updatedAt: this.now() });
       const s = fac.resume ? await fac.resume(rec, record) : await fac.settle(req.payload, req.requirements);
       const attempts = rec.attempts + 1;
       if (s.outcome === 'settled' || (s.outcome === 'refused' && /nonce.*(used|already)/i.test(s.response.errorReason ?? ''))) {

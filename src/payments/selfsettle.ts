@@ -157,7 +157,7 @@ export class SelfSettler implements Facilitator {
             return { hash, raw, sent: false, withheld, balance: now.balance };
           }
         }
-        beforeSend?.({ hash, raw });
+        await beforeSend?.({ hash, raw });
         try {
           await c.sendRaw(raw);
           return { hash, raw, sent: true };

@@ -48,6 +48,8 @@ export interface PaymentRecord {
 
 export type PaymentKey = [string, string, string];
 
+type PaymentChange = Partial<Omit<PaymentRecord, 'asset' | 'payer' | 'nonce'>>;
+
 export const paymentKey = (asset: string, payer: string, nonce: string): PaymentKey => [asset.toLowerCase(), payer.toLowerCase(), nonce.toLowerCase()];
 
 export class PaymentStore {
@@ -85,17 +87,26 @@ export class PaymentStore {
   }
 
   /** Applies a change and keeps the pending index in step; returns the new record. */
-  update(key: PaymentKey, change: Partial<Omit<PaymentRecord, 'asset' | 'payer' | 'nonce'>>): PaymentRecord | undefined {
-    return this.env.txSync(() => {
-      const rec = this.db.get(key);
-      if (!rec) return undefined;
-      const next: PaymentRecord = { ...rec, ...change, updatedAt: change.updatedAt ?? Date.now() };
-      if (next.status !== 'pending') delete next.settle;
-      this.db.putSync(key, next);
-      if (next.status === 'pending') this.pendingIdx.putSync(key, next.validBefore);
-      else if (rec.status === 'pending') this.pendingIdx.removeSync(key);
-      return next;
-    });
+  update(key: PaymentKey, change: PaymentChange): PaymentRecord | undefined {
+    return this.env.txSync(() => this.apply(key, change));
+  }
+
+  /** update() without blocking the event loop while the disk syncs: resolves once the change is on
+   *  disk (what is written before anything is sent for settlement). */
+  updateDurable(key: PaymentKey, change: PaymentChange): Promise<PaymentRecord | undefined> {
+    return this.env.txDurable(() => this.apply(key, change));
+  }
+
+  /** The change inside the caller's transaction (writes inside one are part of it). */
+  private apply(key: PaymentKey, change: PaymentChange): PaymentRecord | undefined {
+    const rec = this.db.get(key);
+    if (!rec) return undefined;
+    const next: PaymentRecord = { ...rec, ...change, updatedAt: change.updatedAt ?? Date.now() };
+    if (next.status !== 'pending') delete next.settle;
+    void this.db.put(key, next);
+    if (next.status === 'pending') void this.pendingIdx.put(key, next.validBefore);
+    else if (rec.status === 'pending') void this.pendingIdx.remove(key);
+    return next;
   }
 
   /** Every payment whose settlement outcome is still unknown. */
