@@ -73,6 +73,7 @@ const UNIT = [
   'test/net/fetch.test.ts',
   'test/net/bomb.test.ts',
   'test/payments/crash.test.ts',
+  'test/payments/recover.test.ts',
   'test/payments/digest.test.ts',
   'test/payments/signer.test.ts',
   'test/install/noderuntime.test.ts',
