@@ -149,7 +149,10 @@ export class SelfSettler implements Facilitator {
         });
         const hash = keccak256(raw);
         if (attempt === 0) {
-          const now = await state;
+          const now = await state.catch((e: unknown) => {
+            this.nonce = undefined; // nothing sent: the gas nonce taken for it is read again
+            throw e;
+          });
           const withheld = now.used ? 'used' : now.balance < t.value ? 'balance' : undefined;
           if (withheld) {
             this.nonce = undefined; // the gas nonce taken for this transaction stays unused: read it again
