@@ -136,7 +136,7 @@ export const verifySchema = z
         reconcileInterval: duration()
           .prefault('30s')
           .describe(
-            'How often pending settlements (unknown outcome) are finished: retried with the facilitator, or (settlement `self`) read from the receipt and authorizationState, the same signed transaction re-broadcast if the node lost it; until settled, refused or expired.',
+            'How often pending settlements (unknown outcome) are finished: retried with the facilitator, or (settlement `self`) read from the receipt and authorizationState, the same signed transaction re-broadcast if the node lost it; until settled, refused or expired. At start-up a pass runs at once, after resolving the payments a stopped daemon left locked (abandoned: nothing had been sent for settlement; settled when self-settlement finds the authorization used on chain by a transfer).',
           ),
         maxTimeoutSeconds: z.coerce
           .number()

@@ -81,6 +81,12 @@ const payments = new Counter({
   labelNames: ['outcome'] as const,
   registers: [registry],
 });
+const transfers = new Counter({
+  name: 'rootbox_settlement_transfers_total',
+  help: 'Self-settlement transfers (verify.x402.settlement self): mined, reverted (the gas wallet paid for a transfer that failed on chain), or withheld (not broadcast: the payer moved the funds or the authorization was used during the paid work).',
+  labelNames: ['result'] as const,
+  registers: [registry],
+});
 const llmPasses = new Counter({
   name: 'rootbox_llm_passes_total',
   help: 'LLM verification passes, by result (ok, failed).',
@@ -209,6 +215,9 @@ export const metrics = {
   },
   payment(outcome: string): void {
     guard(() => payments.inc({ outcome }));
+  },
+  settlementTransfer(result: 'mined' | 'reverted' | 'withheld'): void {
+    guard(() => transfers.inc({ result }));
   },
   llmPass(seconds: number, ok: boolean): void {
     guard(() => {

@@ -3,20 +3,36 @@
 // It does about half the CPU of the global (undici) fetch per request — no WHATWG request
 // streams, no body tee — and behaves alike where our clients look: redirects followed (303, and
 // 301/302 after POST, become GET), the signal's reason as the rejection on abort, TypeError
-// 'fetch failed' with the cause when the connection fails, gzip/deflate/br bodies decoded.
+// 'fetch failed' with the cause when the connection fails, gzip/deflate/br bodies decoded — on
+// libuv's thread pool (async zlib), never on the event loop, and bounded by MAX_DECODED_BYTES of
+// output (a small compressed answer can expand to gigabytes): a larger one fails the request with
+// TypeError('fetch failed', {cause: DecodedTooLarge}), which each client maps to its usual upstream error.
 // Anything it does not handle (stream or form bodies, redirect modes other than follow) goes to
 // the global fetch. leanPost is the same request without the WHATWG Response (status and body
 // bytes, a deadline of its own) for callers that read JSON directly (JSON-RPC).
 
 import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
-import { brotliDecompressSync, gunzipSync, inflateSync } from 'node:zlib';
+import { promisify } from 'node:util';
+import { brotliDecompress, gunzip, inflate } from 'node:zlib';
 
 const httpAgent = new HttpAgent({ keepAlive: true, keepAliveMsecs: 1000, maxSockets: 256, maxFreeSockets: 64, timeout: 120_000 });
 const httpsAgent = new HttpsAgent({ keepAlive: true, keepAliveMsecs: 1000, maxSockets: 256, maxFreeSockets: 64, timeout: 120_000 });
 
-/** Largest answer read (bytes); a larger one fails the request. */
+/** Largest answer read (bytes on the wire); a larger one fails the request. */
 export const MAX_ANSWER_BYTES = 32 * 1024 * 1024;
+/** Largest decoded (decompressed) answer; a larger one fails the request. */
+export const MAX_DECODED_BYTES = 32 * 1024 * 1024;
+
+/** A compressed answer that expands beyond MAX_DECODED_BYTES. */
+export class DecodedTooLarge extends Error {
+  constructor(encoding: string) {
+    super(`the ${encoding} answer expands beyond ${MAX_DECODED_BYTES} bytes`);
+    this.name = 'DecodedTooLarge';
+  }
+}
+
+const inflaters = { gzip: promisify(gunzip), deflate: promisify(inflate), br: promisify(brotliDecompress) };
 const MAX_REDIRECTS = 20;
 
 function headersOf(h: HeadersInit | undefined): Record<string, string> {
@@ -27,17 +43,15 @@ function headersOf(h: HeadersInit | undefined): Record<string, string> {
   return out;
 }
 
-function decode(body: Buffer, encoding: string | undefined): Buffer {
-  switch (encoding?.trim().toLowerCase()) {
-    case 'gzip':
-    case 'x-gzip':
-      return gunzipSync(body);
-    case 'deflate':
-      return inflateSync(body);
-    case 'br':
-      return brotliDecompressSync(body);
-    default:
-      return body;
+async function decode(body: Buffer, encoding: string | undefined): Promise<Buffer> {
+  let e = encoding?.trim().toLowerCase();
+  if (e === 'x-gzip') e = 'gzip';
+  if (e !== 'gzip' && e !== 'deflate' && e !== 'br') return body;
+  try {
+    return await inflaters[e](body, { maxOutputLength: MAX_DECODED_BYTES });
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE') throw new DecodedTooLarge(e);
+    throw err;
   }
 }
 
@@ -85,11 +99,10 @@ function once(
       res.on('error', fail);
       res.on('end', () => {
         done();
-        try {
-          resolve({ res, data: decode(Buffer.concat(chunks), res.headers['content-encoding'] as string | undefined) });
-        } catch (e) {
-          reject(new TypeError('fetch failed', { cause: e }));
-        }
+        decode(Buffer.concat(chunks), res.headers['content-encoding'] as string | undefined).then(
+          (data) => resolve({ res, data }),
+          (e) => reject(new TypeError('fetch failed', { cause: e })),
+        );
       });
     });
     req.end(body);

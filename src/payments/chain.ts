@@ -66,6 +66,8 @@ export interface Chain {
   authorizationUsed(authorizer: Hex, nonce: Hex): Promise<boolean>;
   /** authorizationState, balanceOf and the gas estimate of the transfer from `sender`, in one request. */
   preflight(sender: Hex, t: TransferCall): Promise<Preflight>;
+  /** authorizationState and the payer's balanceOf, in one request (the re-check before a broadcast). */
+  payerState(t: TransferCall): Promise<{ used: boolean; balance: bigint }>;
   nativeBalance(owner: Hex): Promise<bigint>;
   pendingNonce(owner: Hex): Promise<number>;
   fees(): Promise<{ maxFeePerGas: bigint; maxPriorityFeePerGas: bigint }>;
@@ -184,6 +186,13 @@ export class RpcChain implements Chain {
       gas: gas.ok ? quantity('eth_estimateGas', gas.result) : null,
       revert: gas.ok ? null : gas.error.message,
     };
+  }
+
+  async payerState(t: TransferCall): Promise<{ used: boolean; balance: bigint }> {
+    const [used, balance] = await this.rpc.batch([this.readCall(authorizationStateData(t.from, t.nonce)), this.readCall(balanceOfData(t.from))]);
+    if (!used.ok) throw used.error;
+    if (!balance.ok) throw balance.error;
+    return { used: word('authorizationState', used.result) !== 0n, balance: word('balanceOf', balance.result) };
   }
 
   private fee?: { at: number; value: Promise<{ maxFeePerGas: bigint; maxPriorityFeePerGas: bigint }> };

@@ -3,12 +3,12 @@
 // within a current, bounded validity window, and that its EIP-712 signature recovers `from`
 // (65-byte ECDSA; longer smart-wallet signatures are left to the facilitator). The EIP-712 digest is
 // written directly with the domain separator cached per network (authorizationDigest); repeat
-// payers' public keys are kept (signer.ts).
+// payers' public keys are kept by the caller's PayerKeys (signer.ts).
 
 import { domainSeparator, getAddress, keccak256, toHex, type Hex } from 'viem';
 import { AppError, type CodeOf } from '../errors.js';
 import type { NetworkPreset } from './networks.js';
-import { signedBy } from './signer.js';
+import type { PayerKeys } from './signer.js';
 import { paymentPayloadSchema, type PaymentPayload, type PaymentRequirements } from './types.js';
 
 /** Seconds a validity window may exceed maxTimeoutSeconds (clock skew between payer and us). */
@@ -81,13 +81,14 @@ export function checkTerms(p: PaymentPayload, ours: PaymentRequirements, nowSeco
   }
 }
 
-/** Checks that a 65-byte signature was made by `from` (signer.ts: recovery, or a kept key for a repeat payer). */
-export async function checkSignature(p: PaymentPayload, net: NetworkPreset): Promise<void> {
+/** Checks that a 65-byte signature was made by `from` (signer.ts: recovery, or a key the caller's
+ *  PayerKeys kept for a repeat payer). */
+export async function checkSignature(p: PaymentPayload, net: NetworkPreset, keys: PayerKeys): Promise<void> {
   const { authorization: auth, signature } = p.payload;
   if (signature.length !== 2 + 65 * 2) return; // smart-wallet (ERC-1271/6492): the facilitator checks it
   let ok: boolean;
   try {
-    ok = signedBy(authorizationDigest(net, auth), signature as Hex, auth.from);
+    ok = keys.signedBy(authorizationDigest(net, auth), signature as Hex, auth.from);
   } catch {
     throw reject('payment_signature_invalid', 'the payment signature cannot be recovered');
   }

@@ -5,7 +5,7 @@
 // Each request carries the configured authentication (auth.ts: a CDP JWT or fixed headers).
 
 import type { z } from 'zod';
-import { leanFetch } from '../net/index.js';
+import { DecodedTooLarge, leanFetch } from '../net/index.js';
 import type { PaymentRecord } from '../store/index.js';
 import type { FacilitatorAuth } from './auth.js';
 import {
@@ -25,13 +25,23 @@ export type SettleResult =
   /** `transaction`/`raw`: a transaction that was signed and may have been broadcast (self-settlement). */
   | { outcome: 'unknown'; reason: string; transaction?: string; raw?: string };
 
+/** Called by a settler that broadcasts itself, with each transaction it signed, before it is sent:
+ *  the caller records it (the send waits for what it returns) so a crash after the broadcast can be
+ *  finished from the record. */
+export type BeforeSend = (tx: { hash: string; raw: string }) => unknown;
+
+/** What a settler can tell about an authorization from the chain, for a record left locked by a stopped daemon. */
+export type Consumed = { by: 'transfer'; transaction: string } | { by: 'cancel' } | null;
+
 export interface Facilitator {
   verify(payload: PaymentPayload, requirements: PaymentRequirements): Promise<VerifyResponse>;
-  settle(payload: PaymentPayload, requirements: PaymentRequirements): Promise<SettleResult>;
+  settle(payload: PaymentPayload, requirements: PaymentRequirements, beforeSend?: BeforeSend): Promise<SettleResult>;
   supported(): Promise<SupportedResponse>;
-  /** Finishes a pending settlement from its record without submitting anything new (self-settlement);
-   *  without it the reconciler repeats settle(). */
-  resume?(rec: PaymentRecord): Promise<SettleResult>;
+  /** Finishes a pending settlement from its record without submitting anything new while an earlier
+   *  transaction may land (self-settlement); without it the reconciler repeats settle(). */
+  resume?(rec: PaymentRecord, beforeSend?: BeforeSend): Promise<SettleResult>;
+  /** Whether the authorization was used on chain, and how (self-settlement reads the token). */
+  consumed?(payer: string, nonce: string): Promise<Consumed>;
 }
 
 export class FacilitatorError extends Error {
@@ -76,7 +86,8 @@ export class HttpFacilitator implements Facilitator {
       const auth = this.opts.auth ? await this.opts.auth(init.method ?? 'GET', url) : {};
       res = await this.fetch(url, { ...init, headers: { ...(init.headers as Record<string, string>), ...auth }, signal, redirect: 'follow' });
     } catch (e) {
-      throw new FacilitatorError(op, signal.aborted ? `no answer within ${timeoutMs} ms` : `unreachable (${(e as Error).message})`);
+      const why = (e as Error & { cause?: unknown }).cause instanceof DecodedTooLarge ? ((e as Error).cause as Error).message : (e as Error).message;
+      throw new FacilitatorError(op, signal.aborted ? `no answer within ${timeoutMs} ms` : `unreachable (${why})`);
     }
     let text: string;
     try {

@@ -33,10 +33,11 @@ export function recordOutcome(
     reason: s.reason,
     transaction: s.transaction,
   });
+  const kept = d.store.get(key)?.settle?.raw;
   d.store.update(key, {
     status: 'pending',
-    settle: { payload, requirements: ours, ...(s.raw ? { raw: s.raw } : {}) },
-    transaction: s.transaction,
+    settle: { payload, requirements: ours, ...(s.raw ? { raw: s.raw } : kept ? { raw: kept } : {}) },
+    transaction: s.transaction ?? d.store.get(key)?.transaction,
     reason: s.reason,
     attempts: 1,
     updatedAt: d.now,

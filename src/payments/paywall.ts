@@ -1,18 +1,23 @@
 // The x402 paywall, independent of what is sold: terms for an amount and a resource → decode
 // and validate the payment header → local checks (viem) → facilitator /verify, the atomic
 // (asset, payer, nonce) lock committed while it is under way (undone when it is rejected) → the
-// caller's paid work → facilitator /settle → PAYMENT-RESPONSE.
-// The work runs at most once per payment; a payment is settled only after the work succeeded;
-// an unknown settlement outcome is recorded as pending for the reconciler (reconcile.ts). While
+// caller's paid work → the record turns pending with the settle request (on disk) → facilitator
+// /settle → PAYMENT-RESPONSE.
+// The work runs at most once per payment; a payment is settled only after the work succeeded.
+// Nothing is sent for settlement before the record is pending with everything the reconciler
+// (reconcile.ts) needs — the payload, the requirements, the purpose and meta of what it buys, and
+// (self-settlement) each signed transaction before its broadcast — so a crash at any point leaves
+// either a `locked` record (no money can have moved) or a `pending` one the reconciler finishes. While
 // the health check (health.ts) finds payments unusable, every charge answers 503
 // payments_unavailable before anything else. The settler is a facilitator or the host itself
 // (selfsettle.ts), behind the same port.
 
 import { AppError, type CodeOf } from '../errors.js';
 import type { Logger } from '../log/index.js';
-import { paymentKey, type PaymentRecord, type PaymentStore } from '../store/index.js';
+import { paymentKey, type PaymentKey, type PaymentRecord, type PaymentStore } from '../store/index.js';
 import { checkSignature, checkTerms, parsePayload } from './check.js';
 import { decodeHeader } from './codec.js';
+import { PayerKeys } from './signer.js';
 import { recordOutcome, responseHeaders } from './outcome.js';
 import { FacilitatorError, type Facilitator } from './facilitator.js';
 import { formatUsd, type NetworkPreset } from './networks.js';
@@ -80,7 +85,11 @@ export class Paywall {
   private readonly terms?: TermsConfig;
   private readonly now: () => number;
   private readonly inflight = new Set<string>();
+  /** Payments whose settlement this process is running now (the reconciler leaves them alone). */
+  private readonly settlingNow = new Set<string>();
   private readonly challenges = new Map<string, AppError>();
+  /** Repeat payers' public keys, for the local signature check (signer.ts). */
+  private readonly keys = new PayerKeys();
 
   constructor(private readonly opts: PaywallOptions) {
     this.now = opts.now ?? Date.now;
@@ -175,7 +184,7 @@ export class Paywall {
     try {
       payload = parsePayload(decodeHeader(raw));
       checkTerms(payload, ours, Math.floor(this.now() / 1000));
-      await checkSignature(payload, cfg.net);
+      await checkSignature(payload, cfg.net, this.keys);
     } catch (e) {
       if (e instanceof AppError && e.kind === 'payment_required') throw fail(e.code as CodeOf<'payment_required'>, e.detail);
       throw e;
@@ -242,7 +251,7 @@ export class Paywall {
       this.opts.store.update(key, { status: 'abandoned', reason: e instanceof AppError ? e.code : 'internal', updatedAt: this.now() });
       throw e;
     }
-    const s = await this.opts.facilitator.settle(payload, ours);
+    const s = await this.settle(key, payload, ours);
     const out = recordOutcome({ store: this.opts.store, log: this.opts.log, now: this.now() }, key, s, payload, ours);
     const headers = responseHeaders(out.response);
     if (out.kind === 'refused') {
@@ -255,6 +264,27 @@ export class Paywall {
     }
     const transaction = out.response.transaction || undefined;
     return { result, payment, settlement: { status: out.kind, transaction, response: out.response }, headers };
+  }
+
+  /** Records the settlement as under way (pending, with the request), then settles; a transaction the
+   *  settler signs is recorded before it is broadcast. */
+  private async settle(key: PaymentKey, payload: PaymentPayload, ours: PaymentRequirements) {
+    const id = key.join(':');
+    const store = this.opts.store;
+    this.settlingNow.add(id);
+    try {
+      await store.updateDurable(key, { status: 'pending', settle: { payload, requirements: ours }, reason: 'settling', updatedAt: this.now() });
+      return await this.opts.facilitator.settle(payload, ours, (tx) =>
+        store.updateDurable(key, { transaction: tx.hash, settle: { payload, requirements: ours, raw: tx.raw }, updatedAt: this.now() }),
+      );
+    } finally {
+      this.settlingNow.delete(id);
+    }
+  }
+
+  /** Whether this process is settling the payment of a record now. */
+  settling(rec: Pick<PaymentRecord, 'asset' | 'payer' | 'nonce'>): boolean {
+    return this.settlingNow.has(paymentKey(rec.asset, rec.payer, rec.nonce).join(':'));
   }
 
   /** The record of a payment, for operators and tests. */

@@ -6,8 +6,13 @@
 // nonce, counted locally between reads), sends it and polls for the receipt (at once, after 5 ms —
 // a node that mines on arrival, like anvil's automine, may answer the send just before the block —
 // then 25 ms doubling up to pollMs) until the deadline; no receipt by then is `unknown` (pending) with the transaction kept.
-// The transfer is not simulated again after the work: one whose state changed meanwhile (the payer
-// spent the balance) reverts on chain at the gas wallet's cost and is refused (afterRevert).
+// Before the broadcast the payer's balance and the authorization's state are read again, in one
+// batch started with the fee read and awaited after signing (no added round trip): a payer who moved
+// the funds during the work, or an authorization used meanwhile, gets no broadcast (withheld: the gas
+// wallet pays for no revert) and the settlement is refused (or settled, when another transaction
+// used the authorization to pay us). Each signed transaction is handed to the caller's beforeSend
+// before it is sent, so a crash after the broadcast is finished from the record. Transfers mined,
+// reverted (gas paid for nothing) and withheld are counted (rootbox_settlement_transfers_total).
 // resume (the reconciler) never builds a second transfer while the first may
 // still land: it reads the receipt and authorizationState, re-broadcasts the same signed
 // transaction if the node lost it, and signs anew only when that one can no longer be mined
@@ -19,8 +24,9 @@ import { getAddress, keccak256, type Hex } from 'viem';
 import { privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
 import type { Logger } from '../log/index.js';
 import type { PaymentRecord } from '../store/index.js';
+import { metrics } from '../metrics/index.js';
 import { RpcError, RpcUnreachable, transferData, type Chain, type TransferCall } from './chain.js';
-import { FacilitatorError, type Facilitator, type SettleResult } from './facilitator.js';
+import { FacilitatorError, type BeforeSend, type Consumed, type Facilitator, type SettleResult } from './facilitator.js';
 import type { PaymentPayload, PaymentRequirements, SettleResponse, SupportedResponse, VerifyResponse } from './types.js';
 
 /** Reads the gas wallet's key: a file of mode 0600 or stricter holding a 0x-prefixed 32-byte hex key. */
@@ -66,6 +72,8 @@ const toCall = (p: PaymentPayload): TransferCall => {
     signature: p.payload.signature as Hex,
   };
 };
+
+type Submitted = { hash: Hex; raw: Hex; sent: boolean; unreachable?: boolean; error?: string; withheld?: 'used' | 'balance'; balance?: bigint };
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -121,9 +129,12 @@ export class SelfSettler implements Facilitator {
 
   /** Signs and sends one transfer; one at a time, so each takes the next gas nonce. A send the node refuses
    *  for its nonce (the wallet used elsewhere) is signed once more with the chain's nonce. */
-  private submit(t: TransferCall, estimate: bigint | undefined): Promise<{ hash: Hex; raw: Hex; sent: boolean; unreachable?: boolean; error?: string }> {
-    const run = async () => {
+  private submit(t: TransferCall, estimate: bigint | undefined, beforeSend?: BeforeSend): Promise<Submitted> {
+    const run = async (): Promise<Submitted> => {
       const c = this.o.chain;
+      // the payer's balance and the authorization read again, beside the fee read; awaited after signing
+      const state = c.payerState(t);
+      state.catch(() => undefined);
       // the estimate made before the work; estimated here when there is none (the reconciler's resume)
       const [gas, fees] = await Promise.all([estimate ?? c.estimateGas(this.address, t), c.fees()]);
       for (let attempt = 0; ; attempt++) {
@@ -137,6 +148,19 @@ export class SelfSettler implements Facilitator {
           ...fees,
         });
         const hash = keccak256(raw);
+        if (attempt === 0) {
+          const now = await state.catch((e: unknown) => {
+            this.nonce = undefined; // nothing sent: the gas nonce taken for it is read again
+            throw e;
+          });
+          const withheld = now.used ? 'used' : now.balance < t.value ? 'balance' : undefined;
+          if (withheld) {
+            this.nonce = undefined; // the gas nonce taken for this transaction stays unused: read it again
+            metrics.settlementTransfer('withheld');
+            return { hash, raw, sent: false, withheld, balance: now.balance };
+          }
+        }
+        await beforeSend?.({ hash, raw });
         try {
           await c.sendRaw(raw);
           return { hash, raw, sent: true };
@@ -153,25 +177,36 @@ export class SelfSettler implements Facilitator {
     return next;
   }
 
-  settle(p: PaymentPayload, _r: PaymentRequirements): Promise<SettleResult> {
+  settle(p: PaymentPayload, _r: PaymentRequirements, beforeSend?: BeforeSend): Promise<SettleResult> {
     const gas = this.gas.get(p);
     this.gas.delete(p);
-    return this.first(p, gas);
+    return this.first(p, gas, beforeSend);
   }
 
-  private async first(p: PaymentPayload, gas?: bigint): Promise<SettleResult> {
+  private async first(p: PaymentPayload, gas?: bigint, beforeSend?: BeforeSend): Promise<SettleResult> {
     const t = toCall(p);
     const deadline = Date.now() + this.o.settleTimeoutMs;
     if (BigInt(Math.floor(Date.now() / 1000) + 2) >= t.validBefore)
       return { outcome: 'refused', response: this.answer(false, t, '', 'authorization_expired: it ran out before the work was done') };
-    let s: Awaited<ReturnType<SelfSettler['submit']>>;
+    let s: Submitted;
     try {
-      s = await this.submit(t, gas);
+      s = await this.submit(t, gas, beforeSend);
     } catch (e) {
       if (e instanceof RpcUnreachable) return { outcome: 'unknown', reason: e.message };
       // the estimate (the reconciler's path) reverted, or the node answered an error: the transfer cannot happen now (spent balance, used nonce)
       return this.afterRevert(t, (e as Error).message);
     }
+    if (s.withheld === 'balance')
+      return {
+        outcome: 'refused',
+        response: this.answer(
+          false,
+          t,
+          '',
+          `insufficient_funds: the payer holds ${s.balance} atomic units, the payment needs ${t.value} (moved during the work); not broadcast`,
+        ),
+      };
+    if (s.withheld === 'used') return this.afterRevert(t, 'the authorization was used during the work; not broadcast');
     if (!s.sent) {
       if (!s.unreachable) return this.afterRevert(t, s.error ?? 'refused by the node');
       return { outcome: 'unknown', reason: `sending the transaction: ${s.error}`, transaction: s.hash, raw: s.raw };
@@ -187,6 +222,7 @@ export class SelfSettler implements Facilitator {
       try {
         const rc = await this.o.chain.receipt(hash);
         if (rc) this.o.onMined?.();
+        if (rc) metrics.settlementTransfer(rc.status === 'success' ? 'mined' : 'reverted');
         if (rc?.status === 'success') return { outcome: 'settled', response: this.answer(true, t, hash) };
         if (rc?.status === 'reverted') return this.afterRevert(t, `transaction ${hash} reverted`);
       } catch (e) {
@@ -213,13 +249,21 @@ export class SelfSettler implements Facilitator {
     return { outcome: 'refused', response: this.answer(false, t, '', `transaction_failed: ${why.slice(0, 160)}`) };
   }
 
-  async resume(rec: PaymentRecord): Promise<SettleResult> {
+  async resume(rec: PaymentRecord, beforeSend?: BeforeSend): Promise<SettleResult> {
     const req = rec.settle as { payload: PaymentPayload; requirements: PaymentRequirements; raw?: Hex } | undefined;
     if (!req) return { outcome: 'unknown', reason: 'no settle request kept' };
-    return this.finish(req.payload, rec.transaction as Hex | undefined, req.raw);
+    return this.finish(req.payload, rec.transaction as Hex | undefined, req.raw, beforeSend);
   }
 
-  private async finish(p: PaymentPayload, hash: Hex | undefined, raw: Hex | undefined): Promise<SettleResult> {
+  /** Whether the authorization was used on chain: by a transfer (which paid the authorization's recipient) or a cancellation. */
+  async consumed(payer: string, nonce: string): Promise<Consumed> {
+    const c = this.o.chain;
+    if (!(await c.authorizationUsed(getAddress(payer), nonce as Hex))) return null;
+    const by = await c.usedBy(getAddress(payer), nonce as Hex);
+    return by ? { by: 'transfer', transaction: by } : { by: 'cancel' };
+  }
+
+  private async finish(p: PaymentPayload, hash: Hex | undefined, raw: Hex | undefined, beforeSend?: BeforeSend): Promise<SettleResult> {
     const t = toCall(p);
     const c = this.o.chain;
     const deadline = Date.now() + this.o.settleTimeoutMs;
@@ -245,6 +289,6 @@ export class SelfSettler implements Facilitator {
     } catch (e) {
       return { outcome: 'unknown', reason: (e as Error).message, transaction: hash, raw };
     }
-    return this.first(p);
+    return this.first(p, undefined, beforeSend);
   }
 }

@@ -87,7 +87,7 @@ export function createPayments(x: X402Settings, store: PaymentStore, log: Logger
   }
   health = new PaymentHealth(probe, settlement, log);
   const paywall = new Paywall({ net, payTo: x.payTo, maxTimeoutSeconds: x.maxTimeoutSeconds, facilitator: fac, store, log, health, settlement });
-  const reconciler = new Reconciler({ facilitator: fac, store, log });
+  const reconciler = new Reconciler({ facilitator: fac, store, log, busy: (rec) => paywall.settling(rec) });
   const h = health;
   return {
     paywall,

@@ -6,7 +6,9 @@
 // 0.9 ms): R = (h/s)·G + (r/s)·P must have x = r and the y parity named by v — exactly when
 // recovering with that parity would give P. Keys are kept only after a signature proved them, so
 // an entry cannot be planted for someone else's address; at most MAX_KEYS (least recently used
-// go first; each table is about 40 KB of heap, 5 MB for all).
+// go first; each table is about 40 KB of heap, 5 MB for all). The kept keys are a PayerKeys
+// instance owned by its user (the paywall's local checks), not module state; the tables are built
+// with @noble/curves' public utils.precompute.
 
 import { invert } from '@noble/curves/abstract/modular';
 import { secp256k1 } from '@noble/curves/secp256k1';
@@ -21,42 +23,51 @@ export const MAX_KEYS = 128;
 /** wNAF window of a kept key's table (4: about 3 ms to build, 0.9 ms per check). */
 const WINDOW = 4;
 
-const keys = new Map<string, { point: Point; tabled: boolean }>();
-
 const addressOf = (p: Point): string => `0x${keccak256(p.toRawBytes(false).subarray(1)).slice(-40)}`;
 
-function keep(who: string, point: Point): void {
-  if (keys.size >= MAX_KEYS) keys.delete(keys.keys().next().value!);
-  keys.set(who, { point, tabled: false });
-}
+/** The public keys of recent repeat payers, each proved by a signature, and the check that uses them. */
+export class PayerKeys {
+  private readonly keys = new Map<string, { point: Point; tabled: boolean }>();
 
-/** True when `signature` (r ‖ s ‖ v, v 0/1/27/28) over `hash` was made by `from`. Throws for a
- *  signature that cannot be valid (r or s outside [1, n), another v). */
-export function signedBy(hash: Hex, signature: Hex, from: string): boolean {
-  if (signature.length !== 132) throw new Error('invalid signature length');
-  const v = parseInt(signature.slice(130), 16);
-  const parity = v === 0 || v === 27 ? 0 : v === 1 || v === 28 ? 1 : -1;
-  if (parity < 0) throw new Error('invalid v');
-  const sig = secp256k1.Signature.fromCompact(signature.slice(2, 130));
-  const who = from.toLowerCase();
-  const known = keys.get(who);
-  if (!known) {
-    const point = sig.addRecoveryBit(parity).recoverPublicKey(hash.slice(2));
-    const ok = addressOf(point) === who;
-    if (ok) keep(who, Point.fromAffine(point.toAffine()));
-    return ok;
+  constructor(private readonly max = MAX_KEYS) {}
+
+  get size(): number {
+    return this.keys.size;
   }
-  keys.delete(who);
-  keys.set(who, known); // most recently used last
-  if (!known.tabled) {
-    known.point._setWindowSize(WINDOW);
-    known.tabled = true;
+
+  private keep(who: string, point: Point): void {
+    if (this.keys.size >= this.max) this.keys.delete(this.keys.keys().next().value!);
+    this.keys.set(who, { point, tabled: false });
   }
-  const si = invert(sig.s, N);
-  const u1 = (BigInt(hash) * si) % N;
-  const u2 = (sig.r * si) % N;
-  const R = (u1 === 0n ? Point.ZERO : Point.BASE.multiply(u1)).add(known.point.multiply(u2));
-  if (R.equals(Point.ZERO)) return false;
-  const { x, y } = R.toAffine();
-  return x === sig.r && Number(y & 1n) === parity;
+
+  /** True when `signature` (r ‖ s ‖ v, v 0/1/27/28) over `hash` was made by `from`. Throws for a
+   *  signature that cannot be valid (r or s outside [1, n), another v). */
+  signedBy(hash: Hex, signature: Hex, from: string): boolean {
+    if (signature.length !== 132) throw new Error('invalid signature length');
+    const v = parseInt(signature.slice(130), 16);
+    const parity = v === 0 || v === 27 ? 0 : v === 1 || v === 28 ? 1 : -1;
+    if (parity < 0) throw new Error('invalid v');
+    const sig = secp256k1.Signature.fromCompact(signature.slice(2, 130));
+    const who = from.toLowerCase();
+    const known = this.keys.get(who);
+    if (!known) {
+      const point = sig.addRecoveryBit(parity).recoverPublicKey(hash.slice(2));
+      const ok = addressOf(point) === who;
+      if (ok) this.keep(who, Point.fromAffine(point.toAffine()));
+      return ok;
+    }
+    this.keys.delete(who);
+    this.keys.set(who, known); // most recently used last
+    if (!known.tabled) {
+      known.point = secp256k1.utils.precompute(WINDOW, known.point);
+      known.tabled = true;
+    }
+    const si = invert(sig.s, N);
+    const u1 = (BigInt(hash) * si) % N;
+    const u2 = (sig.r * si) % N;
+    const R = (u1 === 0n ? Point.ZERO : Point.BASE.multiply(u1)).add(known.point.multiply(u2));
+    if (R.equals(Point.ZERO)) return false;
+    const { x, y } = R.toAffine();
+    return x === sig.r && Number(y & 1n) === parity;
+  }
 }

@@ -48,6 +48,15 @@ export class LmdbEnv {
     return this.root.transactionSync(fn);
   }
 
+  /** An asynchronous read-write transaction (lmdb batches it with others' writes), resolved once its
+   *  commit is flushed to disk — as durable as txSync when it resolves, without blocking the event
+   *  loop while the disk syncs (lmdb's own thread does it; concurrent callers share one fdatasync). */
+  async txDurable<T>(fn: () => T): Promise<T> {
+    const out = await this.root.transaction(fn);
+    await this.root.flushed;
+    return out;
+  }
+
   /** Read-modify-write of one record in one transaction; undefined when the record is absent. */
   patch<V extends object>(db: Db<V>, key: Key, change: (rec: V) => Partial<V>): V | undefined {
     return this.txSync(() => {

@@ -1,16 +1,19 @@
 // x402 payments as the paywall records them. One record per payment, keyed by (asset, payer,
 // nonce) lowercased; `lock` is the atomic check-then-write that makes the paid work run at most
-// once per payment. Payments whose settlement outcome is unknown are also indexed as pending
-// so the reconciler finds them without a scan.
+// once per payment. Payments whose settlement is under way or whose outcome is unknown are also
+// indexed as pending so the reconciler finds them without a scan; `locked()` (start-up only)
+// scans for the records a stopped daemon left locked.
 
 import type { LmdbEnv } from './db.js';
 
 export type PaymentStatus =
-  /** Locked; paid work running or settlement in progress. */
+  /** Locked; paid work running. Nothing was sent for settlement yet (the record turns pending
+   *  first), so a `locked` record found at start-up was interrupted before any money could move. */
   | 'locked'
   /** The facilitator settled it. */
   | 'settled'
-  /** Settlement outcome unknown; retried by the reconciler. */
+  /** Settlement under way (written before /settle is called or a transaction is broadcast) or its
+   *  outcome unknown; finished by the reconciler. */
   | 'pending'
   /** The facilitator refused to settle it; the payer kept the money. */
   | 'refused'
@@ -38,11 +41,14 @@ export interface PaymentRecord {
   attempts: number;
   transaction?: string;
   reason?: string;
-  /** Kept while pending: the exact /settle request to repeat. */
+  /** Kept while pending: the exact /settle request to repeat (and, self-settling, the signed
+   *  transaction, written before it is broadcast). */
   settle?: { payload: unknown; requirements: unknown; raw?: string };
 }
 
 export type PaymentKey = [string, string, string];
+
+type PaymentChange = Partial<Omit<PaymentRecord, 'asset' | 'payer' | 'nonce'>>;
 
 export const paymentKey = (asset: string, payer: string, nonce: string): PaymentKey => [asset.toLowerCase(), payer.toLowerCase(), nonce.toLowerCase()];
 
@@ -81,17 +87,26 @@ export class PaymentStore {
   }
 
   /** Applies a change and keeps the pending index in step; returns the new record. */
-  update(key: PaymentKey, change: Partial<Omit<PaymentRecord, 'asset' | 'payer' | 'nonce'>>): PaymentRecord | undefined {
-    return this.env.txSync(() => {
-      const rec = this.db.get(key);
-      if (!rec) return undefined;
-      const next: PaymentRecord = { ...rec, ...change, updatedAt: change.updatedAt ?? Date.now() };
-      if (next.status !== 'pending') delete next.settle;
-      this.db.putSync(key, next);
-      if (next.status === 'pending') this.pendingIdx.putSync(key, next.validBefore);
-      else if (rec.status === 'pending') this.pendingIdx.removeSync(key);
-      return next;
-    });
+  update(key: PaymentKey, change: PaymentChange): PaymentRecord | undefined {
+    return this.env.txSync(() => this.apply(key, change));
+  }
+
+  /** update() without blocking the event loop while the disk syncs: resolves once the change is on
+   *  disk (what is written before anything is sent for settlement). */
+  updateDurable(key: PaymentKey, change: PaymentChange): Promise<PaymentRecord | undefined> {
+    return this.env.txDurable(() => this.apply(key, change));
+  }
+
+  /** The change inside the caller's transaction (writes inside one are part of it). */
+  private apply(key: PaymentKey, change: PaymentChange): PaymentRecord | undefined {
+    const rec = this.db.get(key);
+    if (!rec) return undefined;
+    const next: PaymentRecord = { ...rec, ...change, updatedAt: change.updatedAt ?? Date.now() };
+    if (next.status !== 'pending') delete next.settle;
+    void this.db.put(key, next);
+    if (next.status === 'pending') void this.pendingIdx.put(key, next.validBefore);
+    else if (rec.status === 'pending') void this.pendingIdx.remove(key);
+    return next;
   }
 
   /** Every payment whose settlement outcome is still unknown. */
@@ -101,6 +116,13 @@ export class PaymentStore {
       const rec = this.db.get(key as PaymentKey);
       if (rec) out.push(rec);
     }
+    return out;
+  }
+
+  /** Every payment still locked (scans all records: for start-up, when no paid work can be running). */
+  locked(): PaymentRecord[] {
+    const out: PaymentRecord[] = [];
+    for (const { value } of this.db.getRange()) if (value.status === 'locked') out.push(value);
     return out;
   }
 

@@ -9,6 +9,7 @@ import * as assert from 'uvu/assert';
 import { getAddress, hashTypedData, type Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { authorizationDigest, checkSignature } from '../../src/payments/check.js';
+import { PayerKeys } from '../../src/payments/signer.js';
 import { NETWORKS } from '../../src/payments/networks.js';
 import type { NetworkPreset } from '../../src/payments/networks.js';
 import { transferTypes as types } from './fixtures/payer.js';
@@ -80,8 +81,8 @@ test('a signature from viem signTypedData recovers its signer; another signer is
     },
   });
   const payload = (from: string) => ({ payload: { authorization: { ...a, from }, signature } }) as never;
-  await checkSignature(payload(payer.address), net);
-  const e = await checkSignature(payload(addr()), net).catch((x) => x);
+  await checkSignature(payload(payer.address), net, new PayerKeys());
+  const e = await checkSignature(payload(addr()), net, new PayerKeys()).catch((x) => x);
   assert.is(e?.code, 'payment_signature_invalid');
 });
 

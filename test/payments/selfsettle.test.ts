@@ -4,6 +4,7 @@
 // the receipt, how many transfers used an authorization.
 
 import { test } from 'uvu';
+import { registry } from '../../src/metrics/registry.js';
 import * as assert from 'uvu/assert';
 import { decodePaymentRequiredHeader } from '@x402/core/http';
 import { decodePaymentResponseHeader, wrapFetchWithPayment, x402Client } from '@x402/fetch';
@@ -60,6 +61,12 @@ async function terms(port = d.http): Promise<Terms> {
 const paid = (header: string, port = d.http) => call(port, 'POST', '/v1/verify/quick', { body, headers: { 'x-payment': header } });
 const bal = (who: Hex) => w.anvil.balance(w.token, who);
 const gasTxs = () => w.anvil.client.getTransactionCount({ address: w.gas.address });
+
+/** rootbox_settlement_transfers_total{result} of this process's registry (the daemon runs in it). */
+async function transfers(result: string): Promise<number> {
+  const m = await registry.getSingleMetric('rootbox_settlement_transfers_total')?.get();
+  return m?.values.find((v) => v.labels.result === result)?.value ?? 0;
+}
 
 test('a paid quick verification settles on chain: payer −60000, payTo +60000, the receipt of PAYMENT-RESPONSE', async () => {
   const payer = await w.payer(1_000_000n);
@@ -145,7 +152,7 @@ test('an expired authorization is refused before work; one that expires during t
   assert.is(rec?.status, 'refused');
 });
 
-test('a payer who moves the balance away during the work: the transfer (at the estimate made before) reverts on chain, refused, nothing paid', async () => {
+test('a payer who moves the balance away during the work: balance re-read before the broadcast, no transfer sent (no gas spent on a revert), refused, counted as withheld', async () => {
   const payer = await w.payer(100_000n);
   const t = await terms();
   const p = await signPayment(payer, t);
@@ -168,14 +175,17 @@ test('a payer who moves the balance away during the work: the transfer (at the e
   };
   const payToBefore = await bal(w.payTo);
   const txs = await gasTxs();
+  const [withheld, reverted] = [await transfers('withheld'), await transfers('reverted')];
   const res = await paid(encode(p));
   await sent;
   assert.is(res.status, 402, res.text);
   assert.is(res.json.error, 'payment_settlement_failed');
-  assert.match(res.json.detail, /transaction_failed/);
+  assert.match(res.json.detail, /insufficient_funds/);
   assert.is(await bal(payer.address), 0n);
   assert.is(await bal(w.payTo), payToBefore, 'nothing paid to us');
-  assert.is(await gasTxs(), txs + 1, 'one reverted transaction from the gas wallet');
+  assert.is(await gasTxs(), txs, 'no transaction from the gas wallet');
+  assert.is(await transfers('withheld'), withheld + 1, 'counted as withheld');
+  assert.is(await transfers('reverted'), reverted, 'no reverted transfer');
   assert.is(d.daemon.payments.paywall.record(w.token, payer.address, p.payload.authorization.nonce)?.status, 'refused');
 });
 

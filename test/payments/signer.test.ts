@@ -2,14 +2,17 @@
 // recoverAddress for a payer's first signature and for every later one, which runs against the
 // kept key — genuine signatures with v as 27/28 and 0/1, the high-s twin of a signature, another
 // key's signature claiming the payer, a flipped v, a different digest; invalid r, s or v throw;
-// the number of kept keys stays bounded.
+// the number of kept keys stays bounded; the kept keys belong to their PayerKeys instance.
 
 import { randomBytes } from 'node:crypto';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { keccak256, recoverAddress, type Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
-import { MAX_KEYS, signedBy } from '../../src/payments/signer.js';
+import { MAX_KEYS, PayerKeys } from '../../src/payments/signer.js';
+
+const keys = new PayerKeys();
+const signedBy = keys.signedBy.bind(keys);
 
 const N = 0xfffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141n;
 const digest = () => keccak256(randomBytes(32)) as Hex;
@@ -80,6 +83,23 @@ test('the kept keys stay bounded; a payer dropped from them is recovered again',
   const h2 = digest();
   assert.ok(signedBy(h2, await first.sign({ hash: h2 }), first.address));
   assert.not.ok(signedBy(h2, await first.sign({ hash: digest() }), first.address));
+  assert.ok(keys.size <= MAX_KEYS);
+});
+
+test('kept keys belong to their owner: another PayerKeys starts empty and keeps its own', async () => {
+  const payer = privateKeyToAccount(generatePrivateKey());
+  const a = new PayerKeys();
+  const b = new PayerKeys(2);
+  const h = digest();
+  assert.ok(a.signedBy(h, await payer.sign({ hash: h }), payer.address));
+  assert.is(a.size, 1);
+  assert.is(b.size, 0);
+  for (let i = 0; i < 3; i++) {
+    const p = privateKeyToAccount(generatePrivateKey());
+    assert.ok(b.signedBy(h, await p.sign({ hash: h }), p.address));
+  }
+  assert.is(b.size, 2);
+  assert.is(a.size, 1);
 });
 
 test.run();
