@@ -3,7 +3,16 @@
 // and self-settlement on chain, the health of payments, the reconciler of pending settlements,
 // the header codec and the network presets.
 
-export { Paywall, PAYMENT_EXPOSE_HEADERS, type PaywallOptions, type ChargeRequest, type VerifiedPayment, type Settlement, type Paid } from './paywall.js';
+export {
+  Paywall,
+  PAYMENT_EXPOSE_HEADERS,
+  type PaywallOptions,
+  type SharedPaymentLocks,
+  type ChargeRequest,
+  type VerifiedPayment,
+  type Settlement,
+  type Paid,
+} from './paywall.js';
 export { createPayments, type Payments, type X402Settings, type PaymentsOverrides } from './setup.js';
 export { startPayments } from './part.js';
 export { PaymentHealth, type PaymentState, type GasState } from './health.js';

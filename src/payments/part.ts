@@ -4,10 +4,17 @@
 import type { Config } from '../config/index.js';
 import type { Logger } from '../log/index.js';
 import type { PaymentStore } from '../store/index.js';
+import type { SharedPaymentLocks } from './paywall.js';
 import { createPayments, type Payments } from './setup.js';
 
-export async function startPayments(d: { cfg: Readonly<Pick<Config, 'verify'>>; store: { payments: PaymentStore }; log: Logger }): Promise<Payments> {
-  const payments = createPayments(d.cfg.verify.x402, d.store.payments, d.log.child({ part: 'payments' }));
+export async function startPayments(d: {
+  cfg: Readonly<Pick<Config, 'verify'>>;
+  store: { payments: PaymentStore };
+  log: Logger;
+  /** Cluster mode: the registry, whose payment locks every host sees. */
+  registry?: { payments: SharedPaymentLocks };
+}): Promise<Payments> {
+  const payments = createPayments(d.cfg.verify.x402, d.store.payments, d.log.child({ part: 'payments' }), { shared: d.registry?.payments });
   await payments.start();
   return payments;
 }

@@ -40,6 +40,18 @@ export interface PaywallOptions {
   health?: { refusal(): string | undefined; readonly view: PaymentState };
   /** Who verifies and settles, for the wording of refusals. */
   settlement?: 'facilitator' | 'self';
+  /** Cluster mode: the registry's payment locks, so a payment is used once across every host. */
+  shared?: SharedPaymentLocks;
+}
+
+/** Payment locks every host sees (the cluster registry). */
+export interface SharedPaymentLocks {
+  /** Locks `key` for this host; false when any host locked it before. */
+  lock(key: string): Promise<boolean>;
+  /** Gives back a lock no work used (the payment was refused before any work). */
+  unlock(key: string): Promise<void>;
+  /** The paid work started: the lock can no longer be given back. */
+  used(key: string): Promise<void>;
 }
 
 export interface ChargeRequest {
@@ -202,6 +214,10 @@ export class Paywall {
       // crash during the work does)
       const verifying = this.opts.facilitator.verify(payload, ours);
       verifying.catch(() => undefined);
+      // cluster mode: the registry's lock first, beside the verification (a registry that cannot be
+      // reached refuses the payment with 503 registry_unavailable before anything is locked here)
+      const shared = this.opts.shared;
+      if (shared && !(await shared.lock(id))) throw used();
       await new Promise((r) => setImmediate(r));
       const locked = this.opts.store.lock({
         asset: ours.asset,
@@ -218,20 +234,27 @@ export class Paywall {
       });
       if (!locked) throw used();
       let verdict;
+      const giveBack = () => {
+        this.opts.store.unlock(key);
+        shared
+          ?.unlock(id)
+          .catch((err) => this.opts.log.warn('registry payment lock not given back; the payer signs a new nonce', { err: (err as Error).message }));
+      };
       try {
         verdict = await verifying;
       } catch (e) {
-        this.opts.store.unlock(key);
+        giveBack();
         if (!(e instanceof FacilitatorError)) throw e;
         throw AppError.of('facilitator_unavailable', `the payment could not be verified: ${e.message}; nothing was charged, retry later`);
       }
       if (!verdict.isValid) {
-        this.opts.store.unlock(key);
+        giveBack();
         throw fail(
           'payment_rejected',
           `${this.who} rejected the payment: ${verdict.invalidReason ?? 'no reason given'}${verdict.invalidMessage ? ` (${verdict.invalidMessage.slice(0, 200)})` : ''}`,
         );
       }
+      shared?.used(id).catch(() => undefined); // only a refusal before the work gives a lock back
     } finally {
       this.inflight.delete(id);
     }

@@ -11,7 +11,7 @@ import { RpcChain, type Chain } from './chain.js';
 import { HttpFacilitator, type Facilitator } from './facilitator.js';
 import { chainProbe, facilitatorProbe, PaymentHealth, type Prober } from './health.js';
 import { networkOf, type NetworkSettings } from './networks.js';
-import { Paywall } from './paywall.js';
+import { Paywall, type SharedPaymentLocks } from './paywall.js';
 import { Reconciler } from './reconcile.js';
 import { readGasKey, SelfSettler } from './selfsettle.js';
 
@@ -51,6 +51,8 @@ const origin = (url: string) => {
 export interface PaymentsOverrides {
   facilitator?: Facilitator;
   chain?: Chain;
+  /** Cluster mode: payment locks shared by every host. */
+  shared?: SharedPaymentLocks;
 }
 
 export function createPayments(x: X402Settings, store: PaymentStore, log: Logger, over: PaymentsOverrides | Facilitator = {}): Payments {
@@ -86,7 +88,17 @@ export function createPayments(x: X402Settings, store: PaymentStore, log: Logger
     if (x.payTo) probe = facilitatorProbe(fac, net, origin(x.facilitatorUrl));
   }
   health = new PaymentHealth(probe, settlement, log);
-  const paywall = new Paywall({ net, payTo: x.payTo, maxTimeoutSeconds: x.maxTimeoutSeconds, facilitator: fac, store, log, health, settlement });
+  const paywall = new Paywall({
+    net,
+    payTo: x.payTo,
+    maxTimeoutSeconds: x.maxTimeoutSeconds,
+    facilitator: fac,
+    store,
+    log,
+    health,
+    settlement,
+    shared: o.shared,
+  });
   const reconciler = new Reconciler({ facilitator: fac, store, log, busy: (rec) => paywall.settling(rec) });
   const h = health;
   return {
