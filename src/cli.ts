@@ -57,7 +57,8 @@ async function main(argv: string[]): Promise<number> {
       const { runDoctor } = await import('./ops/index.js');
       const cfg = loadConfig({ file: values.config });
       const hostNames = await (await import('./runtime/index.js')).hostNamesCheck(cfg);
-      return runDoctor(cfg, [hostNames, ...(await (await import('./payments/index.js')).paymentChecks(cfg.verify.x402))]);
+      const payments = await (await import('./payments/index.js')).paymentChecks(cfg.verify.x402);
+      return runDoctor(cfg, [hostNames, ...payments, ...(await (await import('./registry/index.js')).registryChecks(cfg.cluster))]);
     }
     case 'image':
       if (sub === 'build' || sub === 'list' || sub === 'prune') {

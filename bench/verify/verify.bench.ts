@@ -1,12 +1,17 @@
 // Benchmark of the verification service, each figure beside a /healthz baseline from the same
 // run: (1) server-side overhead of a paid quick call with an instant LLM and facilitator,
 // (2) wall time of a deep call against its slowest pass, (3) unpaid 402 answers per second
-// (load from a separate process). Run: node --import tsx bench/verify/verify.bench.ts
+// (load from a separate process). With --registry, (1) also runs against a second daemon in
+// cluster mode (a real PostgreSQL registry started here: every payment locked there too) in
+// alternating calls, and prints what the registry adds to the paid call.
+// Run: node --import tsx bench/verify/verify.bench.ts [--registry]
 
 import { spawn } from 'node:child_process';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { startTestDaemon } from '../../test/helpers/daemon.js';
+import { migrate, RegistryPool } from '../../src/registry/index.js';
+import { startTestDaemon, type TestDaemon } from '../../test/helpers/daemon.js';
+import { startPostgres, type TestPostgres } from '../../test/helpers/postgres.js';
 import { encode, newPayer, signPayment } from '../../test/payments/fixtures/payer.js';
 import { call } from '../../test/verify/fixtures/client.js';
 
@@ -56,10 +61,17 @@ const fac = await instantServer((p, b) =>
         },
 );
 const models = Array.from({ length: 10 }, (_, i) => `m${i}`);
-const d = await startTestDaemon({
-  log: { level: 'error' },
-  verify: { llm: { baseUrl: `${llm.url}/v1`, models, passTimeout: '10s' }, x402: { payTo: PAY_TO, facilitatorUrl: fac.url } },
-});
+const verifyCfg = { llm: { baseUrl: `${llm.url}/v1`, models, passTimeout: '10s' }, x402: { payTo: PAY_TO, facilitatorUrl: fac.url } };
+const d = await startTestDaemon({ log: { level: 'error' }, verify: verifyCfg });
+let pg: TestPostgres | undefined;
+let r: TestDaemon | undefined;
+if (process.argv.includes('--registry')) {
+  pg = await startPostgres();
+  const pool = new RegistryPool({ url: pg.url, connectTimeoutMs: 1000, statementTimeoutMs: 2000 });
+  await migrate(pool);
+  await pool.end();
+  r = await startTestDaemon({ log: { level: 'error' }, verify: verifyCfg, cluster: { registry: pg.url, host: 'bench' } });
+}
 
 async function timed(fn: () => Promise<{ status: number }>, expect: number): Promise<number> {
   const t = performance.now();
@@ -76,6 +88,9 @@ try {
   const terms = JSON.parse(Buffer.from(unpaid.headers['payment-required'], 'base64').toString()).accepts[0];
   const N = 200;
   const payments = await Promise.all(Array.from({ length: N + 20 }, async () => encode(await signPayment(payer, terms))));
+  const regPayments = r ? await Promise.all(Array.from({ length: N + 20 }, async () => encode(await signPayment(payer, terms)))) : [];
+  const healthReg: number[] = [];
+  const paidReg: number[] = [];
   const body = { artifact: 'def add(a, b): return a + b' };
 
   // Peers measured in the same run: /healthz, one direct LLM round trip, one facilitator round trip.
@@ -84,7 +99,13 @@ try {
   const llmRt: number[] = [];
   const facRt: number[] = [];
   for (let i = 0; i < 20; i++) await call(port, 'POST', '/v1/verify/quick', { body, headers: { 'x-payment': payments[N + i] } }); // warm-up
+  if (r) for (let i = 0; i < 20; i++) await call(r.http, 'POST', '/v1/verify/quick', { body, headers: { 'x-payment': regPayments[N + i] } });
   for (let i = 0; i < N; i++) {
+    if (r) {
+      const rp = r.http;
+      healthReg.push(await timed(() => call(rp, 'GET', '/healthz'), 200));
+      paidReg.push(await timed(() => call(rp, 'POST', '/v1/verify/quick', { body, headers: { 'x-payment': regPayments[i] } }), 200));
+    }
     health.push(await timed(() => call(port, 'GET', '/healthz'), 200));
     paid.push(await timed(() => call(port, 'POST', '/v1/verify/quick', { body, headers: { 'x-payment': payments[i] } }), 200));
     llmRt.push(
@@ -110,6 +131,13 @@ try {
   console.log(`   /healthz p50 ${f(h50)} ms | paid call p50 ${f(p50)} ms (p90 ${f(pct(paid, 90))}) | ratio ${f(p50 / h50)}x`);
   console.log(`   upstream round trips inside a paid call (1 LLM, concurrent x3 + verify + settle): ~${f(upstream)} ms`);
   console.log(`   server-side overhead = paid - healthz - upstream = ${f(p50 - h50 - upstream)} ms p50 (target <= 5 ms)`);
+  if (r) {
+    const added = pct(paidReg, 50) - pct(healthReg, 50) - (p50 - h50);
+    console.log(
+      `   registry mode (calls alternating with the above): /healthz p50 ${f(pct(healthReg, 50))} ms | paid call p50 ${f(pct(paidReg, 50))} ms (p90 ${f(pct(paidReg, 90))})`,
+    );
+    console.log(`   the registry adds ${f(added)} ms p50 to a paid call's overhead (target <= +2 ms)`);
+  }
 
   // 2. Deep call wall time against its slowest pass.
   const slowest = 300;
@@ -137,6 +165,8 @@ try {
   );
 } finally {
   await d.stop();
+  await r?.stop();
+  await pg?.stop();
   llm.server.close();
   fac.server.close();
   llm.server.closeAllConnections();

@@ -15,6 +15,7 @@ import { RegistryPool } from './pool.js';
 
 export { RegistryPool, redactUrl, isUnavailable } from './pool.js';
 export { HostDirectory, type HostFacts, type HostRow } from './hosts.js';
+export { registryChecks, type RegistryCheck } from './doctor.js';
 export { RegistryNames, type Placement } from './names.js';
 export { RegistryPayments } from './payments.js';
 export { registryOptions, HOST_VERSION, type ClusterSettings, type RegistryOptions } from './host.js';

@@ -81,9 +81,9 @@ async function startOnce(overrides: Record<string, unknown>, env: NodeJS.Process
       https: { host: '127.0.0.1', port: 0 },
       ssh: { host: '127.0.0.1', port: 0 },
       metrics: { listen: '127.0.0.1:0' },
-      hosting: { portPool: portPool(attempt), ...((overrides.hosting as object) ?? {}) },
       shutdownTimeout: '2s',
       ...overrides,
+      hosting: { portPool: portPool(attempt), ...((overrides.hosting as object) ?? {}) },
       // the tests of sleep and wake test the stop; the doze tests turn dozing on (proxy.dozeTimeout)
       proxy: { dozeTimeout: 0, ...((overrides.proxy as object) ?? {}) },
       runtime: { ...ownRuntime(attempt), ...((overrides.runtime as object) ?? {}) },

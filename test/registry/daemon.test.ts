@@ -33,6 +33,9 @@ test('a daemon refuses to start on a registry nobody initialised, naming the com
   assert.ok(isAppError(err), String(err));
   assert.is((err as { code: string }).code, 'registry_not_initialized');
   assert.match((err as Error).message, /rootbox cluster init/);
+  const doctor = await cli(['doctor']);
+  assert.match(doctor.stdout, /MISSING\s+cluster registry\s+postgres:\/\/rootbox:\*\*\*@[^ ]+: schema none, this rootbox needs \d+\s+rootbox cluster init/);
+  assert.not.ok(doctor.stdout.includes(pg.password));
 });
 
 test('cluster init prepares the registry once; a daemon registers and cluster status shows it up, then down when it stops', async () => {
@@ -40,6 +43,7 @@ test('cluster init prepares the registry once; a daemon registers and cluster st
   assert.is(init.code, 0, init.stderr);
   assert.match(init.stdout, /applied schema 1, 2, 3/);
   assert.match((await cli(['cluster', 'init'])).stdout, /current/);
+  assert.match((await cli(['doctor'])).stdout, /ok\s+cluster registry\s+postgres:\/\/rootbox:\*\*\*@[^ ]+: schema 3\s/);
 
   d = await startTestDaemon(cluster('host-a'));
   const status = await cli(['cluster', 'status', '--json']);
