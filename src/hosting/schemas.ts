@@ -4,6 +4,8 @@
 
 import { z } from 'zod';
 import { challengeBodySchema } from '../payments/index.js';
+import { ExecAnswer, ExecRequest } from './exec.js';
+import { FileList, Written } from './files.js';
 
 const SERVER_ID = /^srv_[0-9a-f]{1,32}$/;
 const serverId = z.string().regex(SERVER_ID, 'must be a server id like srv_0a1b2c3d4e5f');
@@ -242,4 +244,8 @@ export const SCHEMAS: Record<string, z.ZodType> = {
   RechargeResult,
   Landing,
   JsonRpcError,
+  ExecRequest,
+  ExecAnswer,
+  FileList,
+  Written,
 };

@@ -34,6 +34,7 @@ const STATUS: Record<ErrorKind, number> = {
   unavailable: 503,
   timeout: 504,
   version_not_supported: 505,
+  insufficient_storage: 507,
 };
 
 export const statusOf = (kind: ErrorKind): number => STATUS[kind];
