@@ -265,6 +265,7 @@ export class Files {
         stdin.end();
         resolve(false);
       });
+      req.resume();
       req.once('error', () => {
         r.abort();
         stdin.destroy();
