@@ -40,7 +40,12 @@ try {
           method: 'POST',
           path,
           agent,
-          headers: { host: 'api.localhost', 'content-type': 'application/json', 'content-length': Buffer.byteLength(raw), ...(key ? { authorization: `Bearer ${key}` } : {}) },
+          headers: {
+            host: 'api.localhost',
+            'content-type': 'application/json',
+            'content-length': Buffer.byteLength(raw),
+            ...(key ? { authorization: `Bearer ${key}` } : {}),
+          },
         },
         (res) => {
           const parts: Buffer[] = [];
@@ -90,7 +95,9 @@ try {
   console.log(`exec of true on an awake server, ${ROUNDS} rounds interleaved (ms)`);
   for (const [n] of ways) {
     const xs = times.get(n)!;
-    console.log(`${n.padEnd(30)} p50 ${pct(xs, 50).toFixed(1).padStart(7)}  p90 ${pct(xs, 90).toFixed(1).padStart(7)}  p50/bare ${(pct(xs, 50) / bareP50).toFixed(2)}`);
+    console.log(
+      `${n.padEnd(30)} p50 ${pct(xs, 50).toFixed(1).padStart(7)}  p90 ${pct(xs, 90).toFixed(1).padStart(7)}  p50/bare ${(pct(xs, 50) / bareP50).toFixed(2)}`,
+    );
   }
   agent.destroy();
 } finally {

@@ -200,6 +200,9 @@ export const Landing = z.object({
   mcp: z.string().describe('The MCP endpoint (Streamable HTTP): the API as tools for agents.'),
   recharge: z.string(),
   feedback: z.string(),
+  over_https: z
+    .object({ exec: z.string(), files: z.string() })
+    .describe('Run a command in a server and move its files over HTTPS with the api_key (no SSH client needed).'),
   verify: z.object({ info: z.string(), openapi: z.string() }).describe('The verification service.'),
   prices: z.object({ ram_usd_per_gb_hour: z.number(), disk_usd_per_gb_month: z.number(), egress_usd_per_gb: z.number() }),
   free_grant: z.object({ anonymous: Grant, verified_phone: Grant }),
