@@ -28,7 +28,8 @@ export type ErrorKind =
   | 'unavailable'
   | 'timeout'
   | 'version_not_supported'
-  | 'insufficient_storage';
+  | 'insufficient_storage'
+  | 'range_not_satisfiable';
 
 export interface CatalogueEntry {
   readonly kind: ErrorKind;
@@ -141,6 +142,9 @@ export const CATALOGUE = {
 
   // ── 415 unsupported_media_type ──
   unsupported_media_type: e('unsupported_media_type', 'the body is not application/json'),
+
+  // ── 416 range_not_satisfiable ──
+  range_not_satisfiable: e('range_not_satisfiable', 'the Range of a file read lies outside the file (Content-Range says its size)'),
 
   // ── 417 expectation_failed ──
   expectation_failed: e('expectation_failed', 'an Expect other than 100-continue'),

@@ -121,7 +121,7 @@ export class Files {
     let [start, end] = [0, size - 1];
     const range = parseRange(req.headers.range, size);
     if (range === 'unsatisfiable')
-      return { status: 416, headers: { 'content-range': `bytes */${size}` }, body: { error: 'range_not_satisfiable', detail: `the file has ${size} bytes` } };
+      throw AppError.of('range_not_satisfiable', `the range lies outside the file (${size} bytes)`, { headers: { 'content-range': `bytes */${size}` } });
     if (range) [start, end] = range;
     const length = Math.max(0, end - start + 1);
     const headers: Record<string, string> = {

@@ -24,6 +24,7 @@ const STATUS: Record<ErrorKind, number> = {
   conflict: 409,
   too_large: 413,
   unsupported_media_type: 415,
+  range_not_satisfiable: 416,
   expectation_failed: 417,
   misdirected: 421,
   rate_limited: 429,
