@@ -136,7 +136,10 @@ export function buildCore(d: HostingDeps): HostingCore {
     servers,
     exposures,
     commands,
-    files: new Files({ commands, settings: execSettings, maxBody: d.cfg.hosting.files.maxBody }),
+    files: new Files({
+      commands,
+      sleepingRoot: (id) => (d.presence.state(id) === 'sleeping' ? d.runtime.get(id)?.rootfs : undefined),
+      settings: execSettings, maxBody: d.cfg.hosting.files.maxBody }),
     execSettings,
     domains,
     credits: (a) => d.billing.credits(a),

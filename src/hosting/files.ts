@@ -2,14 +2,18 @@
 // inside the server as its root by commands.ts (`runc exec`, like an SSH exec), so paths resolve
 // in the server's own mount namespace: a symlink leads to its target inside the server, never to a
 // host path or another server's, and writes land on the server's own disk within its ceiling. A
-// sleeping server is woken for them (and held awake while they run). Exit codes of the scripts
+// sleeping server is woken for them (and held awake while they run), except a GET of a file
+// reached without any symlink: that is read from its mounted disk (runtime's openFileIn, every
+// component opened O_NOFOLLOW) without waking it. Exit codes of the scripts
 // name the failure: 44 nothing there, 21 a directory where a file is wanted, 20 not a directory,
 // anything with "No space left on device" on stderr is the disk ceiling (507 disk_full).
 
+import type { FileHandle } from 'node:fs/promises';
 import { posix } from 'node:path';
 import { z } from 'zod';
 import { AppError } from '../errors.js';
 import { HANDLED, type HandlerResult, type Req, type Res } from '../http/index.js';
+import { openFileIn } from '../runtime/index.js';
 import type { AccountRecord, ServerRecord } from '../store/index.js';
 import { tierOf } from './accounts.js';
 import { collect, EXEC_PATH, whenClientLeaves, type Commands, type Running } from './commands.js';
@@ -93,6 +97,8 @@ const S = {
 
 export interface FilesDeps {
   commands: Commands;
+  /** Host path of the root of a server that sleeps or dozes now (its disk is mounted), else undefined. */
+  sleepingRoot(id: string): string | undefined;
   settings: ExecSettings;
   maxBody: number;
 }
@@ -117,6 +123,9 @@ export class Files {
 
   /** GET: the file's bytes (a Range of them when asked), streamed. */
   async read(account: AccountRecord, rec: ServerRecord, path: string, req: Req, res: Res): Promise<HandlerResult> {
+    const asleep = rec.suspended ? undefined : this.d.sleepingRoot(rec.id);
+    const fh = asleep ? await openFileIn(asleep, path) : undefined;
+    if (fh) return this.readAsleep(fh, path, req, res);
     const size = Number((await this.simple(account, rec, S.stat, [path])).toString().trim());
     let [start, end] = [0, size - 1];
     const range = parseRange(req.headers.range, size);
@@ -124,14 +133,37 @@ export class Files {
       throw AppError.of('range_not_satisfiable', `the range lies outside the file (${size} bytes)`, { headers: { 'content-range': `bytes */${size}` } });
     if (range) [start, end] = range;
     const length = Math.max(0, end - start + 1);
-    const headers: Record<string, string> = {
-      'content-type': typeOf(path),
-      'content-length': String(length),
-      'accept-ranges': 'bytes',
-      'x-content-type-options': 'nosniff',
-    };
+    const headers = readHeaders(path, length);
     if (range) headers['content-range'] = `bytes ${start}-${end}/${size}`;
     return this.stream(account, rec, S.read, [path, String(start), String(length)], req, res, range ? 206 : 200, headers);
+  }
+
+  /** GET of a sleeping server's file reached without any symlink: read from its mounted disk
+   *  without waking it (a path with a symlink goes through the server: it is woken). */
+  private async readAsleep(fh: FileHandle, path: string, req: Req, res: Res): Promise<HandlerResult> {
+    try {
+      const size = (await fh.stat()).size;
+      const range = parseRange(req.headers.range, size);
+      if (range === 'unsatisfiable')
+        throw AppError.of('range_not_satisfiable', `the range lies outside the file (${size} bytes)`, { headers: { 'content-range': `bytes */${size}` } });
+      const [start, end] = range ?? [0, size - 1];
+      const headers = readHeaders(path, Math.max(0, end - start + 1));
+      if (range) headers['content-range'] = `bytes ${start}-${end}/${size}`;
+      res.writeHead(range ? 206 : 200, headers);
+      if (end < start) {
+        res.end();
+        await fh.close();
+        return HANDLED;
+      }
+      const body = fh.createReadStream({ start, end, autoClose: true });
+      whenClientLeaves(req, res, () => body.destroy());
+      body.pipe(res as unknown as NodeJS.WritableStream);
+      await new Promise<void>((resolve) => body.once('close', resolve));
+      return HANDLED;
+    } catch (e) {
+      await fh.close().catch(() => {});
+      throw e;
+    }
   }
 
   /** GET archive=1: the directory as a tar (gzip when asked), streamed. */
@@ -278,6 +310,13 @@ export class Files {
     });
   }
 }
+
+const readHeaders = (path: string, length: number): Record<string, string> => ({
+  'content-type': typeOf(path),
+  'content-length': String(length),
+  'accept-ranges': 'bytes',
+  'x-content-type-options': 'nosniff',
+});
 
 /** The AppError a script's exit status says (none for 0). */
 function failure(code: number | null, stderr: Buffer, path: string | undefined): void {

@@ -2,8 +2,8 @@
 // (POST /servers/{id}/exec, exec.ts) and move files (/servers/{id}/files, files.ts). Declared once
 // here like every route (the OpenAPI document is generated from them); each checks the server is
 // the caller's and, while the account's grant is used up without credit, answers 402 with the
-// upgrade envelope as the other read and write endpoints do. All of them wake a sleeping server
-// and thaw a dozing one: they run inside it.
+// upgrade envelope as the other read and write endpoints do. They run inside the server, so they
+// wake a sleeping one and thaw a dozing one, but for a sleeping server's file read without a symlink.
 
 import { z } from 'zod';
 import { AppError } from '../errors.js';
@@ -66,7 +66,8 @@ export function toolboxRoutes(core: HostingCore, ipLimit: Step, base: (ctx: Base
       path: '/servers/:id/files',
       auth: 'bearer',
       summary: 'Read a file of the server (Range supported), list a directory (list=1) or download it as a tar (archive=1, gzip=1)',
-      description: 'Paths resolve inside the server (a symlink leads to its target inside the server only). Wakes a sleeping server.',
+      description:
+        'Paths resolve inside the server (a symlink leads to its target inside the server only). A file of a sleeping server reached without a symlink is read from its disk without waking it; anything else wakes it.',
       ...server,
       query: FilesQuery,
       responses: {

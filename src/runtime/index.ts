@@ -20,7 +20,7 @@ export type { ReconcileReport } from './reconcile.js';
 export { Lxcfs, lxcfsState, LXCFS_PROC_FILES } from './lxcfs.js';
 export { OomWatch, ROOTBOX_LOG, OOM_MARK, oomKillsIn } from './oom.js';
 export { FlowWatch, DROP_MARK } from './flowwatch.js';
-export { readTail } from './rootfile.js';
+export { openFileIn, readTail } from './rootfile.js';
 export { assertServable, traverseAdvice, untraversable } from './traverse.js';
 export { checkoutRoot, nativeBinary, type NativeProgram } from './native.js';
 export { run as runCommand } from './proc.js';

@@ -182,6 +182,23 @@ test('a body declared larger than hosting.files.maxBody is refused with 413 befo
   assert.match(answer, /^HTTP\/1\.1 413 /);
 });
 
+test('a file of a sleeping server is read (and Range too) without waking it; a path through a symlink wakes it and resolves inside', async () => {
+  assert.is((await files('PUT', '?path=/root/asleep/note.txt', { body: 'read me while asleep' })).status, 200);
+  await exec('ln -sfn /root/asleep /root/via');
+  await rt.stop(id);
+  assert.is(rt.get(id)?.state, 'sleeping');
+  const r = await raw('GET', `/servers/${id}/files?path=/root/asleep/note.txt`);
+  assert.is(r.status, 200);
+  assert.is(r.body.toString(), 'read me while asleep');
+  const part = await raw('GET', `/servers/${id}/files?path=/root/asleep/note.txt`, undefined, { range: 'bytes=0-3' });
+  assert.is(part.status, 206);
+  assert.is(part.body.toString(), 'read');
+  assert.is(rt.get(id)?.state, 'sleeping', 'not woken');
+  const via = await raw('GET', `/servers/${id}/files?path=/root/via/note.txt`);
+  assert.is(via.body.toString(), 'read me while asleep');
+  assert.is(rt.get(id)?.state, 'running', 'woken for the path through a symlink');
+});
+
 test('a 50 MB tar round-trips byte-exact, plain and gzipped', async () => {
   const src = join(work, 'src');
   mkdirSync(join(src, 'sub'), { recursive: true });
