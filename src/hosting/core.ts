@@ -139,7 +139,9 @@ export function buildCore(d: HostingDeps): HostingCore {
     files: new Files({
       commands,
       sleepingRoot: (id) => (d.presence.state(id) === 'sleeping' ? d.runtime.get(id)?.rootfs : undefined),
-      settings: execSettings, maxBody: d.cfg.hosting.files.maxBody }),
+      settings: execSettings,
+      maxBody: d.cfg.hosting.files.maxBody,
+    }),
     execSettings,
     domains,
     credits: (a) => d.billing.credits(a),
