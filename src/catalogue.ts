@@ -27,7 +27,9 @@ export type ErrorKind =
   | 'upstream'
   | 'unavailable'
   | 'timeout'
-  | 'version_not_supported';
+  | 'version_not_supported'
+  | 'insufficient_storage'
+  | 'range_not_satisfiable';
 
 export interface CatalogueEntry {
   readonly kind: ErrorKind;
@@ -57,6 +59,8 @@ export const CATALOGUE = {
   conflicting_host: e('bad_request', 'an HTTP/2 request names different hosts in :authority and Host'),
   upgrade_not_supported: e('bad_request', 'an upgrade that is not a WebSocket, or a WebSocket to a host that takes none', ['not_found']),
   invalid_request: e('bad_request', 'a body, query or path value fails its schema (the first `issues` listed)'),
+  invalid_path: e('bad_request', 'a file path that is not absolute, has a NUL or `..`, or names the wrong kind of file (a directory where a file is wanted)'),
+  invalid_archive: e('bad_request', 'an uploaded archive that tar cannot read'),
   invalid_json: e('bad_request', 'the request body is not JSON'),
   bad_path: e('bad_request', 'a static file path is malformed, too long or climbs above the site root'),
   invalid_phone: e('bad_request', 'a phone number is not E.164'),
@@ -110,6 +114,7 @@ export const CATALOGUE = {
   // ── 404 not_found ──
   not_found: e('not_found', 'no route, or nothing published at this path'),
   unknown_host: e('not_found', 'the Host is none this daemon serves (421 over HTTPS)', ['misdirected']),
+  file_not_found: e('not_found', 'no file or directory at this path inside the server'),
   server_not_found: e('not_found', 'the account has no such server, or the runtime does not know it'),
   unknown_server: e('not_found', 'no server has the slug a visitor asked for'),
   no_app: e('not_found', 'a WebSocket to a server that runs no app'),
@@ -138,6 +143,9 @@ export const CATALOGUE = {
   // ── 415 unsupported_media_type ──
   unsupported_media_type: e('unsupported_media_type', 'the body is not application/json'),
 
+  // ── 416 range_not_satisfiable ──
+  range_not_satisfiable: e('range_not_satisfiable', 'the Range of a file read lies outside the file (Content-Range says its size)'),
+
   // ── 417 expectation_failed ──
   expectation_failed: e('expectation_failed', 'an Expect other than 100-continue'),
 
@@ -146,6 +154,7 @@ export const CATALOGUE = {
   sms_rate_limited: e('rate_limited', 'too many codes texted to this number or from this address (Retry-After)'),
   code_locked: e('rate_limited', 'too many wrong codes; the code is locked (Retry-After)'),
   issuance_rate_limited: e('rate_limited', 'the domain used its certificate orders of this hour (Retry-After)'),
+  too_many_commands: e('rate_limited', 'the server or the account runs its maximum of commands at once (exec, files, SSH); wait for one to end'),
   too_many_connections: e('rate_limited', 'this address holds its maximum of connections (503 when the host holds its total)', ['unavailable']),
 
   // ── 431 header_too_large ──
@@ -186,6 +195,9 @@ export const CATALOGUE = {
 
   // ── 505 version_not_supported ──
   version_not_supported: e('version_not_supported', 'an HTTP version other than 1.x on the plain listener'),
+
+  // ── 507 insufficient_storage ──
+  disk_full: e('insufficient_storage', "a write reached the server's disk ceiling; what was written before stays, the server stays usable"),
 
   // ── 400 bad_request: the host's own set-up (start-up and CLI, never an HTTP answer) ──
   config_invalid: e('bad_request', 'the config file or environment is invalid'),

@@ -3,7 +3,7 @@
 
 import { z } from 'zod';
 import { domainsEnv, domainsSchema } from './domains.js';
-import { list } from './fields.js';
+import { duration, list } from './fields.js';
 import type { EnvBinding } from './env.js';
 
 const portRange = z
@@ -81,6 +81,42 @@ export const hostingSchema = z
         twilioAccountSid: z.string().optional().describe('Twilio account SID.'),
         twilioAuthToken: z.string().optional().describe('Twilio auth token. Never logged.'),
         twilioFrom: z.string().optional().describe('Sender: an E.164 number or a Messaging Service SID (MG…).'),
+      })
+      .prefault({}),
+    exec: z
+      .strictObject({
+        maxPerAccount: z.coerce
+          .number()
+          .int()
+          .min(1)
+          .default(20)
+          .describe(
+            'Commands (POST /servers/{id}/exec and the file operations, each a `runc exec`) all servers of one account may run at once over HTTP; one more is answered 429 `too_many_commands`. Per server they share `ssh.maxExecsPerServer` with SSH.',
+          ),
+        outputMax: z.coerce
+          .number()
+          .int()
+          .min(1024)
+          .default(1024 * 1024)
+          .describe('Bytes of stdout and of stderr (each) a JSON exec answer keeps; the rest is read and dropped, and `truncated` says so.'),
+        timeoutMax: z
+          .strictObject({
+            anonymous: z.coerce.number().min(1).default(300).describe('Longest exec `timeout` (seconds) for an anonymous account.'),
+            verified: z.coerce.number().min(1).default(900).describe('Longest exec `timeout` (seconds) for a phone-verified account.'),
+            paid: z.coerce.number().min(1).default(3600).describe('Longest exec `timeout` (seconds) for an account with a positive balance.'),
+          })
+          .prefault({}),
+        killGrace: duration().prefault('2s').describe('Time between SIGTERM and SIGKILL of an exec whose timeout passed or whose client left.'),
+      })
+      .prefault({}),
+    files: z
+      .strictObject({
+        maxBody: z.coerce
+          .number()
+          .int()
+          .min(1024)
+          .default(256 * 1024 * 1024)
+          .describe('Largest body of PUT /servers/{id}/files and POST /servers/{id}/files/archive, in bytes (413 `body_too_large` beyond).'),
       })
       .prefault({}),
     domains: domainsSchema,

@@ -8,7 +8,7 @@ import type { Config } from '../config/index.js';
 import { Domains, dnsLookup, type CertIssuer } from '../domains/index.js';
 import type { Paywall } from '../payments/index.js';
 import type { Logger } from '../log/index.js';
-import type { PresenceState } from '../presence/index.js';
+import type { Presence, PresenceState } from '../presence/index.js';
 import type { Runtime } from '../runtime/index.js';
 import type { SmsSender } from '../sms/index.js';
 import type { AccountRecord, Store } from '../store/index.js';
@@ -17,6 +17,10 @@ import { Exposures, type PortListener } from './expose.js';
 import { HostSecret } from './keys.js';
 import { PhoneVerifier } from './phone.js';
 import { netDiffers, Servers, type Credits, type KeyPair, type SharedNames } from './servers.js';
+import { Commands } from './commands.js';
+import type { ExecSettings } from './exec.js';
+import { Files } from './files.js';
+import { CommandBudget } from './slots.js';
 
 export interface HostingDeps {
   cfg: Readonly<Config>;
@@ -24,7 +28,10 @@ export interface HostingDeps {
   store: Store;
   runtime: Runtime;
   /** The truthful state of a server (waking while a wake is under way). */
-  presence: PresenceState;
+  presence: Presence & PresenceState;
+  /** A slot of the server's command budget shared with SSH (SshServer.takeServerSlot), or why
+   *  there is none; absent: HTTP commands are counted per server on their own (same ceiling). */
+  serverSlot?(serverId: string): (() => void) | string;
   sms: SmsSender;
   ports: PortListener;
   makeKeyPair(comment: string): KeyPair;
@@ -49,6 +56,10 @@ export interface HostingCore {
   phone: PhoneVerifier;
   servers: Servers;
   exposures: Exposures;
+  /** Commands run in servers for the HTTP API (exec, files), with their caps. */
+  commands: Commands;
+  files: Files;
+  execSettings: ExecSettings;
   /** Servers' own domains; the edge routes an active one with domains.slugOf. */
   domains: Domains;
   credits(account: AccountRecord): Credits;
@@ -103,6 +114,18 @@ export function buildCore(d: HostingDeps): HostingCore {
     flowBounds: d.cfg.runtime.egress,
   });
   const sync = () => syncTiers(d, servers);
+  const ec = d.cfg.hosting.exec;
+  const own = new CommandBudget(d.cfg.ssh.maxExecsPerServer);
+  const commands = new Commands({
+    runtime: d.runtime,
+    presence: d.presence,
+    log: d.log.child({ part: 'exec' }),
+    current: (id) => d.store.servers.get(id),
+    serverSlot: d.serverSlot ?? ((id) => own.take(id)),
+    maxPerAccount: ec.maxPerAccount,
+    killGraceMs: ec.killGrace,
+  });
+  const execSettings: ExecSettings = { outputMax: ec.outputMax, timeoutMax: ec.timeoutMax };
   d.billing.keepTiers({ apply: (a) => servers.applyTier(a), sync });
   return {
     cfg: d.cfg,
@@ -112,6 +135,14 @@ export function buildCore(d: HostingDeps): HostingCore {
     phone: new PhoneVerifier(d.store, secret, d.sms),
     servers,
     exposures,
+    commands,
+    files: new Files({
+      commands,
+      sleepingRoot: (id) => (d.presence.state(id) === 'sleeping' ? d.runtime.get(id)?.rootfs : undefined),
+      settings: execSettings,
+      maxBody: d.cfg.hosting.files.maxBody,
+    }),
+    execSettings,
     domains,
     credits: (a) => d.billing.credits(a),
     assertNotExhausted: (a, baseUrl, more) => d.billing.assertNotExhausted(a, baseUrl, more),

@@ -21,6 +21,9 @@ export type { HostingDeps, HostingCore } from './core.js';
 export type { Credits, KeyPair } from './servers.js';
 export type { PortListener } from './expose.js';
 export { TIER_LIMITS, tierOf, type Tier } from './accounts.js';
+export { ExecRequest, ExecAnswer, ExecLine, execute, startExec, type ExecSettings } from './exec.js';
+export { FilesQuery, ArchiveQuery, FileList, FileEntry, Written, Files } from './files.js';
+export type { Commands, Running } from './commands.js';
 
 const INFO = {
   title: 'rootbox hosting API',
@@ -92,9 +95,9 @@ export function createHostingService(deps: HostingDeps): HostingApi {
 
 /** The daemon's hosting part (main.ts): the API over the parts before it; it registers itself as billing's tier keeper, reopens exposed ports and applies tiers. */
 export async function startHosting(
-  d: Omit<HostingDeps, 'sms' | 'paywall' | 'sshPort' | 'forget'> & {
+  d: Omit<HostingDeps, 'sms' | 'paywall' | 'sshPort' | 'forget' | 'serverSlot'> & {
     payments: { paywall: Paywall };
-    ssh: { port: number };
+    ssh: { port: number; takeServerSlot(serverId: string): (() => void) | string };
     proxy: { forget(id: string): void };
   },
 ): Promise<HostingApi> {
@@ -105,6 +108,7 @@ export async function startHosting(
     sms: createSmsSender(d.cfg.hosting.sms, d.log.child({ part: 'sms' })),
     paywall: d.payments.paywall,
     sshPort: () => d.ssh.port || d.cfg.ssh.port,
+    serverSlot: (id) => d.ssh.takeServerSlot(id),
     forget: (id) => d.proxy.forget(id),
   });
   await hosting.core.start();

@@ -15,6 +15,7 @@ import type { HostingCore, HostingDeps } from './core.js';
 import { handleCreate } from './create.js';
 import { domainRoutes } from './domains.js';
 import { LogsAnswer, LogsQuery, serverLogs } from './logs.js';
+import { toolboxRoutes } from './toolbox.js';
 import {
   CreateRequest,
   CreateResponse,
@@ -274,5 +275,6 @@ export function hostingRoutes({ core, deps, service, ipLimit, createLimit, docum
       handler: (ctx) => ({ status: 200, body: { api_key: core.accounts.rotate(ctx.auth), tier: tierOf(ctx.auth) } }),
     }),
     ...domainRoutes(core, ipLimit),
+    ...toolboxRoutes(core, ipLimit, base),
   ];
 }

@@ -4,6 +4,8 @@
 
 import { z } from 'zod';
 import { challengeBodySchema } from '../payments/index.js';
+import { ExecAnswer, ExecRequest } from './exec.js';
+import { FileList, Written } from './files.js';
 
 const SERVER_ID = /^srv_[0-9a-f]{1,32}$/;
 const serverId = z.string().regex(SERVER_ID, 'must be a server id like srv_0a1b2c3d4e5f');
@@ -198,6 +200,9 @@ export const Landing = z.object({
   mcp: z.string().describe('The MCP endpoint (Streamable HTTP): the API as tools for agents.'),
   recharge: z.string(),
   feedback: z.string(),
+  over_https: z
+    .object({ exec: z.string(), files: z.string() })
+    .describe('Run a command in a server and move its files over HTTPS with the api_key (no SSH client needed).'),
   verify: z.object({ info: z.string(), openapi: z.string() }).describe('The verification service.'),
   prices: z.object({ ram_usd_per_gb_hour: z.number(), disk_usd_per_gb_month: z.number(), egress_usd_per_gb: z.number() }),
   free_grant: z.object({ anonymous: Grant, verified_phone: Grant }),
@@ -242,4 +247,8 @@ export const SCHEMAS: Record<string, z.ZodType> = {
   RechargeResult,
   Landing,
   JsonRpcError,
+  ExecRequest,
+  ExecAnswer,
+  FileList,
+  Written,
 };

@@ -24,6 +24,7 @@ const STATUS: Record<ErrorKind, number> = {
   conflict: 409,
   too_large: 413,
   unsupported_media_type: 415,
+  range_not_satisfiable: 416,
   expectation_failed: 417,
   misdirected: 421,
   rate_limited: 429,
@@ -34,6 +35,7 @@ const STATUS: Record<ErrorKind, number> = {
   unavailable: 503,
   timeout: 504,
   version_not_supported: 505,
+  insufficient_storage: 507,
 };
 
 export const statusOf = (kind: ErrorKind): number => STATUS[kind];

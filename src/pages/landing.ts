@@ -28,6 +28,10 @@ export function landingInfo(f: LandingFacts) {
     mcp: `${f.api}/mcp`,
     recharge: `${f.api}/account/recharge`,
     feedback: `${f.api}/feedback`,
+    over_https: {
+      exec: `POST ${f.api}/servers/{id}/exec {"command": "uname -a"} → {exit_code, stdout, stderr}; Accept: application/x-ndjson streams`,
+      files: `${f.api}/servers/{id}/files?path=/abs/path (GET with Range, list=1, archive=1; PUT raw body; DELETE); POST …/files/archive?path=/dir unpacks a tar`,
+    },
     verify: { info: `${f.verify}/v1/info`, openapi: `${f.verify}/openapi.json` },
     prices: { ram_usd_per_gb_hour: f.prices.ramUsdPerGbHour, disk_usd_per_gb_month: f.prices.diskUsdPerGbMonth, egress_usd_per_gb: f.prices.egressUsdPerGb },
     free_grant: {
@@ -50,6 +54,12 @@ export function landingReply(f: LandingFacts): Reply {
       No sign-up: the answer holds your <code>api_key</code>, the server's address, an <code>ssh</code> line and the private key it names (shown once). Save the
       key with <code>chmod 600</code> and run the <code>ssh</code> line.
     </p>
+    <h2>No SSH client? Use HTTPS</h2>
+    <p>With the same <code>api_key</code> (<code>Authorization: Bearer …</code>), confined exactly like SSH, waking a sleeping server:</p>
+    <ul>
+      <li><code>POST /servers/{id}/exec</code> with <code>{"command": "uname -a"}</code> answers exit code, stdout and stderr; with <code>Accept: application/x-ndjson</code> the output streams.</li>
+      <li><code>GET</code>, <code>PUT</code>, <code>DELETE /servers/{id}/files?path=/abs/path</code> read (Range), write and delete files; <code>list=1</code> lists a directory, <code>archive=1</code> downloads it as a tar, <code>POST /servers/{id}/files/archive?path=/dir</code> unpacks one.</li>
+    </ul>
     <h2>Publish a site</h2>
     <ul>
       <li>Put files in <code>/root/www</code>: they are served at once, even while the server sleeps.</li>

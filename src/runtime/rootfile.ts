@@ -4,7 +4,8 @@
 // user's symlink anywhere on the path — /var, /var/log or the file — is refused, never followed
 // out of the root. The last open is also O_NONBLOCK (a fifo never hangs the daemon) and anything
 // but a regular file is refused. Used for the logs the daemon reads (hosting's logs endpoint) and
-// the line it appends when the kernel kills a process of a server (oom.ts).
+// the line it appends when the kernel kills a process of a server (oom.ts), and the file reads of
+// a sleeping server over HTTP (hosting's files.ts).
 
 import { constants } from 'node:fs';
 import { open, type FileHandle } from 'node:fs/promises';
@@ -59,6 +60,12 @@ export async function readTail(root: string, path: string, maxBytes: number): Pr
   } finally {
     await fh.close();
   }
+}
+
+/** A regular file inside the root opened for reading without following any symlink (see the
+ *  header), or undefined; the caller closes it. */
+export function openFileIn(root: string, path: string): Promise<FileHandle | undefined> {
+  return openIn(root, path, O_RDONLY);
 }
 
 /** Appends text to a file inside the root (emptied first with `truncate`), creating it (mode

@@ -3,7 +3,7 @@
 // for `exec`), in /root, with a clean environment plus the LANG/LC_* the client sent, and the
 // image's sftp-server for the `sftp` subsystem. Only sh builtins run before the real command.
 
-import type { ExecOptions } from '../runtime/index.js';
+import { killMarkedCommand, type ExecOptions } from '../runtime/index.js';
 
 /** Sets $s to root's shell from /etc/passwd (falls back to /bin/sh) using builtins only. */
 const PICK_SHELL =
@@ -15,25 +15,9 @@ const SFTP_SERVERS = ['/usr/lib/openssh/sftp-server', '/usr/libexec/openssh/sftp
 /** Marks every process a session starts (inherited environment), so it can be found again. */
 export const SESSION_VAR = 'ROOTBOX_SSH_SESSION';
 
-/**
- * Signals the process group of a session's command. The top process is found as the one that
- * came in from outside the container's pid namespace (ppid 0, not init) carrying the session's
- * mark; that is the rbx-exec wrapper, whose child (the command) leads its own process group, so
- * the groups of the top's children are signalled (the wrapper reports how its child ended), or
- * the top's own group when it has no child (an unwrapped exec). Runs as its own exec when a
- * client vanishes: runc forwards a signal only to the top process, and a SIGKILL of runc itself
- * would orphan the command. When the command is already gone (e.g. a login shell that exited on
- * SIGHUP), nothing is signalled, so nohup'd work survives.
- */
+/** Signals the process group of a session's command (runtime's killMarkedCommand). */
 export function killSessionCommand(token: string, signal: 'HUP' | 'KILL'): ExecOptions {
-  const script =
-    'm="$1"; sig="$2"; tops=; all=; for d in /proc/[0-9]*; do n=${d#/proc/}; [ "$n" = 1 ] && continue; ' +
-    's=$(cat "$d/stat" 2>/dev/null) || continue; s=${s##*) }; set -- $s; all="$all $n:$2"; [ "$2" = 0 ] || continue; ' +
-    'if tr "\\0" "\\n" <"$d/environ" 2>/dev/null | grep -qx "$m"; then tops="$tops $n"; fi; done; ' +
-    'for t in $tops; do hit=; for e in $all; do [ "${e#*:}" = "$t" ] || continue; c=${e%:*}; hit=1; ' +
-    'kill -s "$sig" -- "-$c" 2>/dev/null || kill -s "$sig" "$c" 2>/dev/null; done; ' +
-    '[ -n "$hit" ] || kill -s "$sig" -- "-$t" 2>/dev/null || kill -s "$sig" "$t" 2>/dev/null; done; exit 0';
-  return { argv: ['/bin/sh', '-c', script, 'rootbox-kill', `${SESSION_VAR}=${token}`, signal], env: { PATH }, cwd: '/' };
+  return killMarkedCommand(`${SESSION_VAR}=${token}`, signal);
 }
 
 export interface SessionEnv {

@@ -65,6 +65,7 @@ export class SshServer {
   private readonly limiter: AuthLimiter;
   private readonly admission: Admission;
   private readonly commands: CommandSlots;
+  private readonly offConnection = new Budget(Number.MAX_SAFE_INTEGER);
   hostKeys: HostKey[] = [];
 
   constructor(private readonly deps: SshDeps) {
@@ -79,6 +80,12 @@ export class SshServer {
       onRefused: (ip, why, limit) => deps.log.info('ssh connection refused', { ip, why, limit }),
       onEvicted: (ip, newcomer) => deps.log.info('ssh unauthenticated connection dropped for a newcomer', { ip, newcomer, limit: o.maxUnauthenticated }),
     });
+  }
+
+  /** A slot of the server's command budget for a command that runs over no SSH connection (the
+   *  HTTP exec and file operations): its release function, or the sentence saying why there is none. */
+  takeServerSlot(serverId: string): (() => void) | string {
+    return this.commands.take(serverId, this.offConnection);
   }
 
   get port(): number {

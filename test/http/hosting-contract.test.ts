@@ -110,6 +110,34 @@ test('GET /servers/:id/logs answers lines, events and oom_kills; 400 for tail 0,
   await expect(401, 'GET', `/servers/${A.json.id}/logs`);
 });
 
+test('POST /servers/:id/exec answers exit code and output (400 bad input, 404 foreign); /servers/:id/files answers 404 for nothing there and 400 for bad paths', async () => {
+  const key = A.json.api_key;
+  const id = A.json.id;
+  const r = await expect(200, 'POST', `/servers/${id}/exec`, { key, body: { command: 'echo contract; exit 4' } });
+  assert.equal([r.json.exit_code, r.json.stdout, r.json.truncated, r.json.timed_out], [4, 'contract\n', false, false]);
+  for (const body of [
+    {},
+    { command: '' },
+    { command: [] },
+    { command: 'true', timeout: -1 },
+    { command: 'true', env: { 'BAD NAME': 'x' } },
+    { command: 'true', extra: 1 },
+  ])
+    await expect(400, 'POST', `/servers/${id}/exec`, { key, body });
+  await expect(404, 'POST', `/servers/${V.json.id}/exec`, { key, body: { command: 'true' } });
+  await expect(401, 'POST', `/servers/${id}/exec`, { body: { command: 'true' } });
+  const none = `/rbx-contract-none-${process.pid}`;
+  assert.is((await expect(404, 'GET', `/servers/${id}/files?path=${none}`, { key })).json.error, 'file_not_found');
+  await expect(404, 'GET', `/servers/${id}/files?path=${none}&list=1`, { key });
+  await expect(400, 'GET', `/servers/${id}/files?path=relative`, { key });
+  await expect(400, 'PUT', `/servers/${id}/files?path=/a/../b`, { key, body: 'x' });
+  await expect(400, 'PUT', `/servers/${id}/files?path=/x&mode=999`, { key, body: 'x' });
+  await expect(400, 'DELETE', `/servers/${id}/files?path=relative`, { key });
+  await expect(404, 'DELETE', `/servers/${id}/files?path=${none}`, { key });
+  await expect(400, 'POST', `/servers/${id}/files/archive?path=relative`, { key, body: 'x' });
+  await expect(404, 'POST', `/servers/${V.json.id}/files/archive?path=/x`, { key, body: 'x' });
+});
+
 test('domain routes answer as documented: the list, 400 for bad names, 503 without an ACME directory, 404, 401 (the rest with ACME in test/domains)', async () => {
   const [v, id] = [V.json.api_key, V.json.id];
   assert.equal((await expect(200, 'GET', `/servers/${id}/domains`, { key: v })).json.domains, []);
@@ -202,6 +230,8 @@ test('an exhausted account gets the 402 envelope on reads and /create; a suspend
   await passHours(2);
   for (const path of ['/servers', `/servers/${A.json.id}`, '/credits']) assert.is((await expect(402, 'GET', path, { key })).json.upgrade_required, true);
   await expect(402, 'POST', '/create', { key });
+  assert.is((await expect(402, 'POST', `/servers/${A.json.id}/exec`, { key, body: { command: 'true' } })).json.upgrade_required, true);
+  assert.is((await expect(402, 'GET', `/servers/${A.json.id}/files?path=/root&list=1`, { key })).json.upgrade_required, true);
   await passHours(49);
   assert.is((await expect(402, 'GET', `/servers/${A.json.id}`, { key })).json.suspended, true);
   assert.is((await expect(402, 'POST', `/servers/${A.json.id}/restart`, { key })).json.error, 'suspended');

@@ -1,0 +1,181 @@
+// Commands run in a customer's server for the HTTP API (exec and the file operations): each is a
+// `runc exec` exactly like an SSH exec (the runtime's pipeExec: the container's namespaces,
+// cgroup, seccomp filter, capabilities, no_new_privs). Before it starts: the server must not be
+// suspended, a slot is taken from the account's budget and from the server's (shared with SSH
+// through `serverSlot`; 429 too_many_commands beyond), the server is held awake (presence hold)
+// and woken or thawed. While it runs a deadline is kept; at the deadline, or when abort() is
+// called (the client left), the command's whole process group is signalled from inside the server
+// (TERM, then KILL after killGrace). Slots and hold are given back when the process has exited.
+
+import { randomBytes } from 'node:crypto';
+import type { Socket } from 'node:net';
+import { AppError, errorFields } from '../errors.js';
+import type { Req, Res } from '../http/index.js';
+import type { Logger } from '../log/index.js';
+import type { Presence } from '../presence/index.js';
+import { killMarkedCommand, type ExecOptions, type ExitInfo, type PipeProcess, type Runtime } from '../runtime/index.js';
+import type { AccountRecord, ServerRecord } from '../store/index.js';
+
+/** Every process an HTTP command starts carries this variable (inherited), so its group can be found. */
+const MARK_VAR = 'ROOTBOX_EXEC';
+export const EXEC_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
+
+export interface CommandsDeps {
+  runtime: Runtime;
+  presence: Presence;
+  log: Logger;
+  /** Fresh record lookup (a suspension made a moment ago applies). */
+  current(id: string): ServerRecord | undefined;
+  /** A slot of the server's command budget (SSH's, see SshServer.takeServerSlot), or why none. */
+  serverSlot(id: string): (() => void) | string;
+  maxPerAccount: number;
+  killGraceMs: number;
+}
+
+export interface Finished {
+  info: ExitInfo;
+  timedOut: boolean;
+  ms: number;
+}
+
+/** A command that runs: its pipes, its end, and a way to end it early (with its process group). */
+export interface Running {
+  proc: PipeProcess;
+  finished: Promise<Finished>;
+  abort(): void;
+}
+
+export class Commands {
+  private readonly perAccount = new Map<string, number>();
+
+  constructor(private readonly d: CommandsDeps) {}
+
+  /** Starts `opts` in the server (see the header); throws an AppError when it may not run now. */
+  async start(account: AccountRecord, rec: ServerRecord, opts: ExecOptions, timeoutMs: number): Promise<Running> {
+    const now = this.d.current(rec.id);
+    if (!now) throw AppError.of('server_not_found', `you have no server ${rec.id}`);
+    if (now.suspended)
+      throw AppError.of(
+        'suspended',
+        `server ${now.slug} is suspended: the free grant is used up and there is no credit; add credit or verify a phone number to resume it`,
+      );
+    const releases: (() => void)[] = [];
+    const releaseAll = () => {
+      for (const r of releases.splice(0)) r();
+    };
+    const held = this.perAccount.get(account.id) ?? 0;
+    if (held >= this.d.maxPerAccount)
+      throw AppError.of(
+        'too_many_commands',
+        `your servers run ${held} commands at once, the limit of an account (${this.d.maxPerAccount}); wait for one to end`,
+      );
+    this.perAccount.set(account.id, held + 1);
+    releases.push(() => {
+      const n = (this.perAccount.get(account.id) ?? 1) - 1;
+      if (n > 0) this.perAccount.set(account.id, n);
+      else this.perAccount.delete(account.id);
+    });
+    const slot = this.d.serverSlot(rec.id);
+    if (typeof slot === 'string') {
+      releaseAll();
+      throw AppError.of('too_many_commands', slot);
+    }
+    releases.push(slot, this.d.presence.hold(rec.id));
+    let proc: PipeProcess;
+    const token = randomBytes(12).toString('hex');
+    try {
+      await this.d.presence.wake(rec.id);
+      const rs = this.d.runtime.get(rec.id);
+      if (!rs) throw AppError.of('server_not_found', `server ${rec.id} is not known to the container runtime`);
+      if (rs.state !== 'running') throw AppError.of('server_not_ready', `server ${rec.slug} is ${rs.state}; try again in a moment`);
+      proc = this.d.runtime.exec(rec.id, { ...opts, env: { ...opts.env, [MARK_VAR]: token } });
+    } catch (e) {
+      releaseAll();
+      throw e;
+    }
+    const started = performance.now();
+    let exited = false;
+    let timedOut = false;
+    let killing = false;
+    const killGroup = async () => {
+      if (killing || exited) return;
+      killing = true;
+      await this.signalGroup(rec.id, token, 'TERM');
+      const t = setTimeout(() => {
+        if (exited) return;
+        void this.signalGroup(rec.id, token, 'KILL').then(() => {
+          if (!exited) proc.kill('SIGKILL');
+        });
+      }, this.d.killGraceMs);
+      t.unref();
+    };
+    const deadline = setTimeout(() => {
+      timedOut = true;
+      void killGroup();
+    }, timeoutMs);
+    const finished = proc.exited.then((info) => {
+      exited = true;
+      clearTimeout(deadline);
+      this.d.presence.touch(rec.id);
+      releaseAll();
+      return { info, timedOut, ms: Math.round(performance.now() - started) };
+    });
+    return { proc, finished, abort: () => void killGroup() };
+  }
+
+  /** Signals the process group of the command marked `token` from inside the server. */
+  private async signalGroup(id: string, token: string, sig: 'TERM' | 'KILL'): Promise<void> {
+    try {
+      const k = this.d.runtime.exec(id, killMarkedCommand(`${MARK_VAR}=${token}`, sig));
+      k.stdin.end();
+      k.stdout.resume();
+      k.stderr.resume();
+      const t = setTimeout(() => k.kill('SIGKILL'), 10_000);
+      await k.exited;
+      clearTimeout(t);
+    } catch (e) {
+      this.d.log.warn('exec: signalling the command failed', { server: id, err: errorFields(e) });
+    }
+  }
+}
+
+/** Reads a stream to its end keeping at most `max` bytes; `cut` says whether more came. */
+export function collect(s: NodeJS.ReadableStream, max: number): Promise<{ data: Buffer; cut: boolean }> {
+  return new Promise((resolve) => {
+    const parts: Buffer[] = [];
+    let size = 0;
+    let cut = false;
+    s.on('data', (b: Buffer) => {
+      if (size >= max) return void (cut = true);
+      const take = b.length > max - size ? b.subarray(0, max - size) : b;
+      if (take.length < b.length) cut = true;
+      parts.push(take);
+      size += take.length;
+    });
+    const done = () => resolve({ data: Buffer.concat(parts, size), cut });
+    s.once('end', done);
+    s.once('close', done);
+    s.once('error', done);
+  });
+}
+
+/** Calls `fn` once when the client goes away before the answer is finished: the response closes
+ *  or, over HTTP/1.1, the client ends its side of the connection (the edge's sockets allow half
+ *  open, so a client that leaves is not noticed until something is written otherwise). */
+export function whenClientLeaves(req: Req, res: Res, fn: () => void): void {
+  const socket = req.httpVersionMajor === 1 ? (req.socket as Socket | null) : null;
+  let called = false;
+  const gone = () => {
+    if (called || res.writableFinished) return;
+    called = true;
+    fn();
+  };
+  const off = () => {
+    socket?.off('end', gone);
+    socket?.off('close', gone);
+  };
+  res.once('close', gone);
+  res.once('finish', off);
+  socket?.once('end', gone);
+  socket?.once('close', gone);
+}
