@@ -10,6 +10,19 @@ import { JsonRpcError } from './schemas.js';
 
 export const MCP_PATH = '/mcp';
 
+/** Most bytes read_file hands back in one call (a tool result is held whole by the client). */
+const READ_MAX = 256 * 1024;
+
+/** read_file's result: the bytes read, how they are given, and how big the file is. */
+function fileContent(reply: Reply, a: Record<string, unknown>) {
+  const bytes = Buffer.isBuffer(reply.body) && reply.status < 400 ? reply.body : Buffer.alloc(0);
+  const total = /\/(\d+)$/.exec(String(reply.headers?.['content-range'] ?? ''))?.[1];
+  const size = total !== undefined ? Number(total) : bytes.length;
+  const offset = Math.max(0, Number(a.offset ?? 0) | 0);
+  const encoding = a.encoding === 'base64' ? 'base64' : 'utf8';
+  return { path: String(a.path), size, offset, length: bytes.length, more: offset + bytes.length < size, encoding, content: bytes.toString(encoding) };
+}
+
 export const TOOLS: readonly ToolDef[] = [
   {
     name: 'create_server',
@@ -22,6 +35,47 @@ export const TOOLS: readonly ToolDef[] = [
   { name: 'get_server', method: 'GET', path: '/servers/:id' },
   { name: 'delete_server', method: 'DELETE', path: '/servers/:id' },
   { name: 'restart_server', method: 'POST', path: '/servers/:id/restart' },
+  { name: 'exec', method: 'POST', path: '/servers/:id/exec' },
+  {
+    name: 'read_file',
+    method: 'GET',
+    path: '/servers/:id/files',
+    description: `Read a file of the server (at most ${READ_MAX / 1024} KiB per call: offset and length read further). A file of a sleeping server is read without waking it when no symlink is on its path.`,
+    omit: ['list', 'archive', 'gzip', 'mode'],
+    extra: {
+      offset: { type: 'integer', minimum: 0, description: 'First byte to read (default 0).' },
+      length: { type: 'integer', minimum: 1, maximum: READ_MAX, description: `Bytes to read (default and most ${READ_MAX}).` },
+      encoding: { type: 'string', enum: ['utf8', 'base64'], description: 'How content is given: utf8 (default) or base64 for binary files.' },
+    },
+    headers: (a) => {
+      const offset = Math.max(0, Number(a.offset ?? 0) | 0);
+      const length = Math.min(READ_MAX, Math.max(1, Number(a.length ?? READ_MAX) | 0));
+      return { range: `bytes=${offset}-${offset + length - 1}` };
+    },
+    result: (reply, a) => fileContent(reply, a),
+    fine: (reply, a) => reply.status === 416 && !a.offset && /\/0$/.test(String(reply.headers?.['content-range'] ?? '')), // an empty file
+  },
+  {
+    name: 'write_file',
+    method: 'PUT',
+    path: '/servers/:id/files',
+    description: 'Write a whole file of the server (parent directories made; mode optional, octal). Wakes a sleeping server.',
+    omit: ['list', 'archive', 'gzip'],
+    extra: {
+      content: { type: 'string', description: 'The file content.' },
+      encoding: { type: 'string', enum: ['utf8', 'base64'], description: 'How content is given: utf8 (default) or base64.' },
+    },
+    extraRequired: ['content'],
+    raw: (a) => Buffer.from(String(a.content ?? ''), a.encoding === 'base64' ? 'base64' : 'utf8'),
+  },
+  {
+    name: 'list_files',
+    method: 'GET',
+    path: '/servers/:id/files',
+    fixedQuery: { list: '1' },
+    omit: ['archive', 'gzip', 'mode'],
+    description: 'List a directory of the server: names, types, sizes, modes, mtimes.',
+  },
   { name: 'expose_port', method: 'POST', path: '/expose' },
   { name: 'server_logs', method: 'GET', path: '/servers/:id/logs' },
   { name: 'credits', method: 'GET', path: '/credits' },

@@ -9,6 +9,7 @@ import type { Logger } from '../log/index.js';
 import { AppError } from '../errors.js';
 import { readBody, readJson } from './body.js';
 import { errorReply } from './errors.js';
+import { inprocRequest, inprocResponse } from './inproc.js';
 import { sendReply } from './reply.js';
 import { DEFAULT_BODY_LIMIT, type Authenticator, type BaseCtx, type Method, type Route } from './route.js';
 import {
@@ -40,15 +41,12 @@ export interface Invocation {
   query: Record<string, string>;
   /** The JSON body as parsed, or undefined. */
   body: unknown;
+  /** The raw body of a route that reads its request stream (a file upload). */
+  raw?: Buffer;
   info: RequestInfo;
+  /** Most bytes of an answer the route streams itself (default 8 MiB): past it the answer is cut. */
+  maxAnswer?: number;
 }
-
-/** The response object of an invoked route: a handler that reaches for it is a bug, told loudly. */
-const NO_RESPONSE = new Proxy({} as Res, {
-  get(_t, key) {
-    throw new Error(`an invoked route used its response object (${String(key)})`);
-  },
-});
 
 export type RequestObserver = (route: string, method: string, status: number, ms: number) => void;
 
@@ -169,16 +167,18 @@ export class Router<A = never> implements HttpApp {
   /**
    * Runs one declared route in-process with inputs given as values instead of a request stream
    * (the MCP tools): the same steps, caller, validation, handler and error mapping as `handle`,
-   * the answer returned instead of written. A handler that writes its own response (HANDLED)
-   * cannot be invoked this way.
+   * the answer returned instead of sent. A route that writes its own response (a file, a stream)
+   * writes it into a collecting response (inproc.ts); its body is then a Buffer.
    */
-  async invoke(r: Route<A>, call: Invocation): Promise<Reply> {
+  async invoke(r: Route<A>, call: Invocation): Promise<Reply & { cut?: boolean }> {
     const started = performance.now();
     const log = this.log.child({ rid: call.info.requestId });
-    const req = { method: r.method, url: r.path, headers: call.headers } as unknown as Req;
+    const headers = { ...call.headers, ...(call.raw ? { 'content-length': String(call.raw.length) } : {}) };
+    const req = inprocRequest(r.method, r.path, headers, call.raw);
+    const { res, done } = inprocResponse(call.maxAnswer ?? 8 * 1024 * 1024);
     const base: BaseCtx = {
       req,
-      res: NO_RESPONSE,
+      res,
       method: r.method,
       path: r.path,
       search: new URLSearchParams(call.query),
@@ -189,11 +189,14 @@ export class Router<A = never> implements HttpApp {
       requestId: call.info.requestId,
       log,
     };
-    let reply: Reply;
+    let reply: Reply & { cut?: boolean };
     try {
-      const result = await this.run(r, base, () => call.body);
-      if (result === HANDLED) throw new Error(`${r.method} ${r.path} writes its own response and cannot be invoked`);
-      reply = result;
+      const result = await this.run(r, base, r.body ? () => call.body : undefined);
+      if (result === HANDLED) {
+        if (!res.writableEnded && !res.destroyed) res.end();
+        const c = await done;
+        reply = { status: c.status, headers: c.headers, body: c.body, cut: c.cut };
+      } else reply = result;
     } catch (err) {
       reply = errorReply(err, call.info.requestId, log);
     }

@@ -38,11 +38,20 @@ export interface McpOptions {
 const HOP = new Set(['host', 'content-length', 'connection', 'transfer-encoding', 'keep-alive', 'upgrade']);
 
 const text = (value: unknown): CallToolResult['content'] => [{ type: 'text', text: JSON.stringify(value) }];
+/** An error answer a route wrote itself (bytes): its JSON, or its text. */
+const safeJson = (b: Buffer): unknown => {
+  try {
+    return JSON.parse(b.toString('utf8'));
+  } catch {
+    return { error: 'internal', detail: b.toString('utf8').slice(0, 500) };
+  }
+};
 const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v) && !Buffer.isBuffer(v);
 
 /** A tool's result from its route's answer: the JSON body, or isError with {error, detail}. */
 export function toolResult(tool: Tool, reply: Reply, args: Record<string, unknown>): CallToolResult {
-  if (reply.status >= 400) return { isError: true, content: text(reply.body) };
+  if (reply.status >= 400 && !tool.def.fine?.(reply, args))
+    return { isError: true, content: text(Buffer.isBuffer(reply.body) ? safeJson(reply.body) : reply.body) };
   const value = tool.def.result ? tool.def.result(reply, args) : reply.body;
   return { content: text(value), ...(isRecord(value) ? { structuredContent: value } : {}) };
 }
@@ -60,9 +69,10 @@ function serverFor(o: McpOptions, call: McpCall): Server {
       throw new McpError(ErrorCode.InvalidParams, `unknown tool ${String(r.params.name).slice(0, 60)}${hint}`);
     }
     const args = r.params.arguments ?? {};
-    const headers: Record<string, string> = { accept: 'application/json' };
+    const headers: Record<string, string> = { accept: 'application/json', ...(tool.def.headers?.(args) ?? {}) };
     if (typeof call.req.headers.authorization === 'string') headers.authorization = call.req.headers.authorization;
-    const reply = await o.router.invoke(tool.route, { headers, ...inputsOf(tool, args), info: call.info });
+    const raw = tool.def.raw?.(args);
+    const reply = await o.router.invoke(tool.route, { headers, ...inputsOf(tool, args), raw, info: call.info });
     return toolResult(tool, reply, args);
   });
   return server;

@@ -17,10 +17,20 @@ export interface ToolDef {
   anonymous?: boolean;
   /** Query values always sent (e.g. list=1 for list_files). */
   fixedQuery?: Record<string, string>;
+  /** Route inputs this tool does not offer (the route's other modes). */
+  omit?: string[];
   /** Arguments that are not route inputs (read_file's encoding), with their JSON schema. */
   extra?: Record<string, Record<string, unknown>>;
+  /** Which of `extra` are required. */
+  extraRequired?: string[];
+  /** Request headers made from the arguments (read_file's Range). */
+  headers?(args: Record<string, unknown>): Record<string, string>;
+  /** The raw request body made from the arguments (write_file's content). */
+  raw?(args: Record<string, unknown>): Buffer;
   /** Turns the route's answer into the tool's result value (a file's bytes into text). */
   result?(reply: Reply, args: Record<string, unknown>): unknown;
+  /** An error answer that is a result for this tool (read_file of an empty file: 416 at offset 0). */
+  fine?(reply: Reply, args: Record<string, unknown>): boolean;
 }
 
 export interface Tool {
@@ -34,13 +44,13 @@ export interface Tool {
 type Json = Record<string, unknown>;
 
 /** The object schema's properties and required list, as JSON Schema of the input type. */
-function objectParts(s: z.ZodType | undefined, fixed: Record<string, string> = {}): { properties: Json; required: string[] } {
+function objectParts(s: z.ZodType | undefined, hidden: string[] = []): { properties: Json; required: string[] } {
   if (!s) return { properties: {}, required: [] };
   const j = jsonSchemaOf(s, 'input');
   const obj = (j.anyOf as Json[] | undefined)?.find((x) => x.type === 'object') ?? j;
   const properties = { ...((obj.properties as Json | undefined) ?? {}) };
   let required = (obj.required as string[] | undefined) ?? [];
-  for (const k of Object.keys(fixed)) {
+  for (const k of hidden) {
     delete properties[k];
     required = required.filter((r) => r !== k);
   }
@@ -52,9 +62,10 @@ export function resolveTools(defs: readonly ToolDef[], routes: readonly Route[])
   return defs.map((def) => {
     const route = routes.find((r) => r.method === def.method && r.path === def.path);
     if (!route) throw new Error(`MCP tool ${def.name}: no route ${def.method} ${def.path}`);
-    const parts = [objectParts(route.params), objectParts(route.query, def.fixedQuery), objectParts(route.body)];
+    const hidden = [...Object.keys(def.fixedQuery ?? {}), ...(def.omit ?? [])];
+    const parts = [objectParts(route.params), objectParts(route.query, hidden), objectParts(route.body, def.omit)];
     const properties: Json = Object.assign({}, ...parts.map((p) => p.properties), def.extra ?? {});
-    const required = [...new Set(parts.flatMap((p) => p.required))];
+    const required = [...new Set([...parts.flatMap((p) => p.required), ...(def.extraRequired ?? [])])];
     const [params, query, body] = parts.map((p) => Object.keys(p.properties));
     return { def, route, keys: { params, query, body }, inputSchema: { type: 'object', properties, ...(required.length ? { required } : {}) } };
   });

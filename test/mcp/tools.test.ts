@@ -31,7 +31,20 @@ async function connect(key?: string): Promise<Client> {
 type Text = { type: string; text: string };
 const body = (r: object) => JSON.parse((r as { content: Text[] }).content[0].text) as Record<string, any>;
 
-const ALL = ['create_server', 'credits', 'delete_server', 'expose_port', 'get_server', 'list_servers', 'restart_server', 'server_logs'];
+const ALL = [
+  'create_server',
+  'credits',
+  'delete_server',
+  'exec',
+  'expose_port',
+  'get_server',
+  'list_files',
+  'list_servers',
+  'read_file',
+  'restart_server',
+  'server_logs',
+  'write_file',
+];
 
 test('without an api_key only create_server is offered, and it creates a server and an account', async () => {
   const anon = await connect();
