@@ -13,7 +13,7 @@ import { AppError, errorFields } from '../errors.js';
 import type { Req, Res } from '../http/index.js';
 import type { Logger } from '../log/index.js';
 import type { Presence } from '../presence/index.js';
-import { killMarkedCommand, type ExecOptions, type ExitInfo, type PipeProcess, type Runtime } from '../runtime/index.js';
+import { signalMarked, type ExecOptions, type ExitInfo, type PipeProcess, type Runtime } from '../runtime/index.js';
 import type { AccountRecord, ServerRecord } from '../store/index.js';
 
 /** Every process an HTTP command starts carries this variable (inherited), so its group can be found. */
@@ -126,13 +126,7 @@ export class Commands {
   /** Signals the process group of the command marked `token` from inside the server. */
   private async signalGroup(id: string, token: string, sig: 'TERM' | 'KILL'): Promise<void> {
     try {
-      const k = this.d.runtime.exec(id, killMarkedCommand(`${MARK_VAR}=${token}`, sig));
-      k.stdin.end();
-      k.stdout.resume();
-      k.stderr.resume();
-      const t = setTimeout(() => k.kill('SIGKILL'), 10_000);
-      await k.exited;
-      clearTimeout(t);
+      await signalMarked(this.d.runtime, id, `${MARK_VAR}=${token}`, sig);
     } catch (e) {
       this.d.log.warn('exec: signalling the command failed', { server: id, err: errorFields(e) });
     }

@@ -6,6 +6,7 @@
 // line: a spraying server costs the daemon one small write a minute, not one per drop.
 
 import type { Logger } from '../log/index.js';
+import { Periodic } from './periodic.js';
 import { metrics } from '../metrics/index.js';
 import { readDrops, type FlowDrops } from './netbounds.js';
 import { appendRootboxLog } from './oom.js';
@@ -35,65 +36,45 @@ interface Seen {
   lastLine: number;
 }
 
-export class FlowWatch {
+export class FlowWatch extends Periodic {
   private readonly seen = new Map<string, Seen>();
-  private timer?: NodeJS.Timeout;
-  private busy = false;
-  private first = true;
   /** Lines written to servers' rootbox.log since start (for tests). */
   written = 0;
 
-  constructor(private readonly o: FlowWatchOptions) {}
-
-  start(): void {
-    void this.tick();
-    this.timer = setInterval(() => void this.tick(), this.o.everyMs ?? 2000);
-    this.timer.unref();
+  constructor(private readonly o: FlowWatchOptions) {
+    super('flow watch', o);
   }
 
-  stop(): void {
-    clearInterval(this.timer);
-  }
-
-  async tick(): Promise<void> {
-    if (this.busy) return;
-    this.busy = true;
-    try {
-      const drops = await readDrops(this.o.table);
-      const now = (this.o.now ?? Date.now)();
-      const servers = this.o.servers();
-      const ips = new Set(servers.map((s) => s.ip));
-      for (const ip of this.seen.keys()) if (!ips.has(ip)) this.seen.delete(ip);
-      for (const s of servers) {
-        const c = drops.get(s.ip) ?? { flows: 0, rate: 0 };
-        let seen = this.seen.get(s.ip);
-        if (!seen || seen.id !== s.id) {
-          // at the daemon's start the drops so far were told by the daemon before it
-          const base = this.first ? c : { flows: 0, rate: 0 };
-          seen = { id: s.id, counters: base, untold: { flows: 0, rate: 0 }, lastLine: -Infinity };
-          this.seen.set(s.ip, seen);
-        }
-        // a counter made anew (the server's chain re-added) starts at 0
-        const grew = {
-          flows: c.flows >= seen.counters.flows ? c.flows - seen.counters.flows : c.flows,
-          rate: c.rate >= seen.counters.rate ? c.rate - seen.counters.rate : c.rate,
-        };
-        seen.counters = c;
-        if (grew.flows) metrics.flowsDropped('open', grew.flows);
-        if (grew.rate) metrics.flowsDropped('rate', grew.rate);
-        seen.untold.flows += grew.flows;
-        seen.untold.rate += grew.rate;
-        if (seen.untold.flows + seen.untold.rate > 0 && now - seen.lastLine >= this.o.logEvery) {
-          await this.tell(s, seen.untold, now);
-          seen.untold = { flows: 0, rate: 0 };
-          seen.lastLine = now;
-        }
+  protected async look(): Promise<void> {
+    const drops = await readDrops(this.o.table);
+    const now = (this.o.now ?? Date.now)();
+    const servers = this.o.servers();
+    const ips = new Set(servers.map((s) => s.ip));
+    for (const ip of this.seen.keys()) if (!ips.has(ip)) this.seen.delete(ip);
+    for (const s of servers) {
+      const c = drops.get(s.ip) ?? { flows: 0, rate: 0 };
+      let seen = this.seen.get(s.ip);
+      if (!seen || seen.id !== s.id) {
+        // at the daemon's start the drops so far were told by the daemon before it
+        const base = this.first ? c : { flows: 0, rate: 0 };
+        seen = { id: s.id, counters: base, untold: { flows: 0, rate: 0 }, lastLine: -Infinity };
+        this.seen.set(s.ip, seen);
       }
-    } catch (err) {
-      this.o.log.error('flow watch failed', { err });
-    } finally {
-      this.first = false;
-      this.busy = false;
+      // a counter made anew (the server's chain re-added) starts at 0
+      const grew = {
+        flows: c.flows >= seen.counters.flows ? c.flows - seen.counters.flows : c.flows,
+        rate: c.rate >= seen.counters.rate ? c.rate - seen.counters.rate : c.rate,
+      };
+      seen.counters = c;
+      if (grew.flows) metrics.flowsDropped('open', grew.flows);
+      if (grew.rate) metrics.flowsDropped('rate', grew.rate);
+      seen.untold.flows += grew.flows;
+      seen.untold.rate += grew.rate;
+      if (seen.untold.flows + seen.untold.rate > 0 && now - seen.lastLine >= this.o.logEvery) {
+        await this.tell(s, seen.untold, now);
+        seen.untold = { flows: 0, rate: 0 };
+        seen.lastLine = now;
+      }
     }
   }
 

@@ -26,4 +26,4 @@ export { checkoutRoot, nativeBinary, type NativeProgram } from './native.js';
 export { run as runCommand } from './proc.js';
 export { startFlowWatch, startLxcfs, startOomWatch } from './part.js';
 export { hostNamesCheck } from './locks.js';
-export { killMarkedCommand } from './killgroup.js';
+export { killMarkedCommand, signalMarked } from './killgroup.js';

@@ -2,7 +2,7 @@
 // forwards a signal only to the top process, and a SIGKILL of runc itself would orphan the
 // command. Used by the SSH sessions and the HTTP exec when their client goes away or time is up.
 
-import type { ExecOptions } from './types.js';
+import type { ExecOptions, PipeProcess } from './types.js';
 
 const PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 
@@ -23,4 +23,23 @@ export function killMarkedCommand(mark: string, signal: 'HUP' | 'TERM' | 'KILL')
     'kill -s "$sig" -- "-$c" 2>/dev/null || kill -s "$sig" "$c" 2>/dev/null; done; ' +
     '[ -n "$hit" ] || kill -s "$sig" -- "-$t" 2>/dev/null || kill -s "$sig" "$t" 2>/dev/null; done; exit 0';
   return { argv: ['/bin/sh', '-c', script, 'rootbox-kill', mark, signal], env: { PATH }, cwd: '/' };
+}
+
+/** Runs killMarkedCommand in the server to its end (it is killed itself after 10 s). */
+export async function signalMarked(
+  rt: { exec(id: string, opts: ExecOptions): PipeProcess },
+  id: string,
+  mark: string,
+  signal: 'HUP' | 'TERM' | 'KILL',
+): Promise<void> {
+  const k = rt.exec(id, killMarkedCommand(mark, signal));
+  k.stdin.end();
+  k.stdout.resume();
+  k.stderr.resume();
+  const t = setTimeout(() => k.kill('SIGKILL'), 10_000);
+  try {
+    await k.exited;
+  } finally {
+    clearTimeout(t);
+  }
 }

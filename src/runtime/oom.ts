@@ -9,6 +9,7 @@
 
 import { closeSync, constants, existsSync, openSync, readFileSync, readSync, statSync } from 'node:fs';
 import type { Logger } from '../log/index.js';
+import { Periodic } from './periodic.js';
 import { appendIn, readTail } from './rootfile.js';
 import { cgroupPath } from './spec.js';
 import type { RuntimeServer } from './types.js';
@@ -42,49 +43,29 @@ interface Seen {
 
 const MiB = 1024 * 1024;
 
-export class OomWatch {
+export class OomWatch extends Periodic {
   private readonly seen = new Map<string, Seen>();
-  private timer?: NodeJS.Timeout;
-  private busy = false;
-  private first = true;
   /** OOM lines written since start (for the host log and tests). */
   written = 0;
 
-  constructor(private readonly o: OomWatchOptions) {}
-
-  start(): void {
-    void this.tick();
-    this.timer = setInterval(() => void this.tick(), this.o.everyMs ?? 2000);
-    this.timer.unref();
-  }
-
-  stop(): void {
-    clearInterval(this.timer);
+  constructor(private readonly o: OomWatchOptions) {
+    super('oom watch', o);
   }
 
   /** One look at every running server's counter. */
-  async tick(): Promise<void> {
-    if (this.busy) return;
-    this.busy = true;
-    try {
-      const running = this.o.servers().filter((s) => s.state === 'running');
-      const ids = new Set(running.map((s) => s.id));
-      for (const id of this.seen.keys()) if (!ids.has(id)) this.seen.delete(id);
-      for (const s of running) {
-        const c = oomCounter(cgroupPath(s.id));
-        if (!c) continue;
-        const { ino, kills } = c;
-        const before = this.seen.get(s.id);
-        this.seen.set(s.id, { ino, kills });
-        // at the daemon's start the kills so far were reported by the daemon before it
-        const base = before?.ino === ino ? before.kills : this.first ? kills : 0;
-        if (kills > base) await this.report(s, kills - base, kills);
-      }
-    } catch (err) {
-      this.o.log.error('oom watch failed', { err });
-    } finally {
-      this.first = false;
-      this.busy = false;
+  protected async look(): Promise<void> {
+    const running = this.o.servers().filter((s) => s.state === 'running');
+    const ids = new Set(running.map((s) => s.id));
+    for (const id of this.seen.keys()) if (!ids.has(id)) this.seen.delete(id);
+    for (const s of running) {
+      const c = oomCounter(cgroupPath(s.id));
+      if (!c) continue;
+      const { ino, kills } = c;
+      const before = this.seen.get(s.id);
+      this.seen.set(s.id, { ino, kills });
+      // at the daemon's start the kills so far were reported by the daemon before it
+      const base = before?.ino === ino ? before.kills : this.first ? kills : 0;
+      if (kills > base) await this.report(s, kills - base, kills);
     }
   }
 

@@ -3,7 +3,7 @@
 // for `exec`), in /root, with a clean environment plus the LANG/LC_* the client sent, and the
 // image's sftp-server for the `sftp` subsystem. Only sh builtins run before the real command.
 
-import { killMarkedCommand, type ExecOptions } from '../runtime/index.js';
+import type { ExecOptions } from '../runtime/index.js';
 
 /** Sets $s to root's shell from /etc/passwd (falls back to /bin/sh) using builtins only. */
 const PICK_SHELL =
@@ -15,10 +15,8 @@ const SFTP_SERVERS = ['/usr/lib/openssh/sftp-server', '/usr/libexec/openssh/sftp
 /** Marks every process a session starts (inherited environment), so it can be found again. */
 export const SESSION_VAR = 'ROOTBOX_SSH_SESSION';
 
-/** Signals the process group of a session's command (runtime's killMarkedCommand). */
-export function killSessionCommand(token: string, signal: 'HUP' | 'KILL'): ExecOptions {
-  return killMarkedCommand(`${SESSION_VAR}=${token}`, signal);
-}
+/** The environment entry that marks a session's command (signalled by runtime's signalMarked). */
+export const sessionMark = (token: string): string => `${SESSION_VAR}=${token}`;
 
 export interface SessionEnv {
   /** Client address and port, server address and port (SSH_CONNECTION). */
@@ -26,7 +24,7 @@ export interface SessionEnv {
   /** Variables the client asked for with `env` requests (already filtered). */
   client: Record<string, string>;
   term?: string;
-  /** Session mark (see killSessionCommand). */
+  /** Session mark (see sessionMark). */
   token: string;
 }
 

@@ -12,8 +12,8 @@ import { randomBytes } from 'node:crypto';
 import type { ServerChannel, Session } from 'ssh2';
 import { AppError, errorFields, publicDetail } from '../errors.js';
 import type { Logger } from '../log/index.js';
-import type { ExecOptions, ExitInfo, PipeProcess, PtyProcess, Runtime } from '../runtime/index.js';
-import { acceptEnv, execCommand, killSessionCommand, sftpCommand, shellCommand, type SessionEnv } from './commands.js';
+import { signalMarked, type ExecOptions, type ExitInfo, type PipeProcess, type PtyProcess, type Runtime } from '../runtime/index.js';
+import { acceptEnv, execCommand, sessionMark, sftpCommand, shellCommand, type SessionEnv } from './commands.js';
 import type { Target } from './target.js';
 
 export interface SessionDeps {
@@ -73,17 +73,11 @@ export function serveSession(session: Session, deps: SessionDeps): void {
   };
   const token = randomBytes(12).toString('hex');
 
-  /** Signals the session's process group inside the container (see killSessionCommand). */
+  /** Signals the session's process group inside the container (see sessionMark). */
   const killGroup = async (sig: 'HUP' | 'KILL') => {
     if (!deps.runtime) return;
     try {
-      const k = deps.runtime.exec(target.id, killSessionCommand(token, sig));
-      k.stdin.end();
-      k.stdout.resume();
-      k.stderr.resume();
-      const t = setTimeout(() => k.kill('SIGKILL'), 10_000);
-      await k.exited;
-      clearTimeout(t);
+      await signalMarked(deps.runtime, target.id, sessionMark(token), sig);
     } catch (e) {
       log.warn('ssh session kill failed', { server: target.id, err: e });
     }
