@@ -3,6 +3,7 @@
 
 import type { Config } from '../config/index.js';
 import type { Logger } from '../log/index.js';
+import type { HttpApp } from '../http/index.js';
 import { Edge, type EdgeApps } from './server.js';
 import type { Aliases } from './target.js';
 import { TlsManager } from './tls.js';
@@ -20,7 +21,7 @@ export interface EdgePartDeps {
   log: Logger;
   tls: TlsManager;
   acme: { http01: { answer(path: string | undefined): string | undefined } };
-  hosting: { router: EdgeApps['hosting']; core: { domains: { slugOf: Aliases } } };
+  hosting: { router: HttpApp; upgrade: NonNullable<EdgeApps['hosting']['upgrade']>; core: { domains: { slugOf: Aliases } } };
   verify: EdgeApps['verify'];
   proxy: EdgeApps['proxy'];
 }
@@ -34,7 +35,7 @@ export async function startEdge(d: EdgePartDeps): Promise<Edge> {
     acmeChallenge: (path) => d.acme.http01.answer(path),
     log: d.log,
     aliases: d.hosting.core.domains.slugOf,
-    apps: { hosting: d.hosting.router, verify: d.verify, proxy: d.proxy },
+    apps: { hosting: { handle: (req, res, info) => d.hosting.router.handle(req, res, info), upgrade: d.hosting.upgrade }, verify: d.verify, proxy: d.proxy },
   });
   await edge.start();
   return edge;

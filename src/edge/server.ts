@@ -42,7 +42,8 @@ import { answerRefusals } from './wire.js';
 const H2_FIN_GRACE_MS = 250;
 
 export interface EdgeApps {
-  hosting: HttpApp;
+  /** The hosting API; it may take WebSocket upgrades on its hosts too (exec over a WebSocket). */
+  hosting: HttpApp & { upgrade?(req: IncomingMessage, socket: Duplex, head: Buffer, info: RequestInfo): void };
   verify: HttpApp;
   /** Serves <slug>.{domain}; receives WebSocket upgrades for those hosts too. */
   proxy: HttpApp & Partial<UpgradeApp> & Partial<LaneApp>;
@@ -316,6 +317,14 @@ export class Edge {
     const [info, refused] = this.info(req, scheme);
     if (refused instanceof AppError) return rawError(socket, refused, { requestId: info.requestId });
     const target = aliased(route(info.host, this.opts.domain), info, this.opts.domain, this.opts.aliases);
+    const hosting = this.opts.apps.hosting;
+    if (target.app === 'hosting' && hosting.upgrade && !(scheme === 'http' && this.opts.http.redirect)) {
+      try {
+        return hosting.upgrade(req, socket, head, info);
+      } catch (e) {
+        this.opts.log.error('upgrade failed', { err: e });
+      }
+    }
     if (target.app === 'proxy' && this.opts.apps.proxy.upgrade && !(scheme === 'http' && this.opts.http.redirect)) {
       try {
         return this.opts.apps.proxy.upgrade(req, socket, head, { ...info, slug: target.slug });
@@ -323,9 +332,13 @@ export class Edge {
         this.opts.log.error('upgrade failed', { err: e });
       }
     }
-    rawError(socket, AppError.of('upgrade_not_supported', 'WebSocket upgrades are accepted only on <slug> hosts', { kind: 'not_found' }), {
-      requestId: info.requestId,
-    });
+    rawError(
+      socket,
+      AppError.of('upgrade_not_supported', 'WebSocket upgrades are accepted only on <slug> hosts and at /servers/{id}/exec of the API', { kind: 'not_found' }),
+      {
+        requestId: info.requestId,
+      },
+    );
   }
 
   /** Stops accepting, lets in-flight requests finish until the deadline, then closes the rest. */

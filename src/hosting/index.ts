@@ -10,6 +10,7 @@ import type { Paywall } from '../payments/index.js';
 import { createSmsSender } from '../sms/index.js';
 import type { AccountRecord } from '../store/index.js';
 import { buildCore, type HostingCore, type HostingDeps } from './core.js';
+import { execSocket, type ApiUpgrade } from './execsocket.js';
 import { feedbackRoute } from './feedback.js';
 import { mcpRoute } from './mcp.js';
 import { rechargeRoutes } from './recharge.js';
@@ -44,6 +45,8 @@ function limit(limiter: RateLimiter, what: string, description: string): Step {
 export interface HostingApi {
   router: Router<AccountRecord>;
   core: HostingCore;
+  /** WebSocket upgrades on the API's hosts (exec over a WebSocket, execsocket.ts). */
+  upgrade: ApiUpgrade['upgrade'];
 }
 
 export function createHostingService(deps: HostingDeps): HostingApi {
@@ -90,7 +93,8 @@ export function createHostingService(deps: HostingDeps): HostingApi {
       origin: (ctx) => urls.origin(ctx.req, ctx.scheme, ctx.host),
     }),
   );
-  return { router, core };
+  const sockets = execSocket(core, (req, info) => urls.origin(req, info.scheme, info.host), deps.log);
+  return { router, core, upgrade: sockets.upgrade };
 }
 
 /** The daemon's hosting part (main.ts): the API over the parts before it; it registers itself as billing's tier keeper, reopens exposed ports and applies tiers. */
