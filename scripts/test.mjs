@@ -55,6 +55,7 @@ const UNIT = [
   'test/edge/lane.test.ts',
   'test/edge/lane-parity.test.ts',
   'test/h1/request-diff.test.ts',
+  'test/edge/alpn.test.ts',
   'test/billing/meter.test.ts',
   'test/foundation/edge-lifecycle.test.ts',
   'test/hosting/phone.test.ts',

@@ -2,18 +2,19 @@
 //   (a) direct      — wrk → the app
 //   (b) rootbox     — wrk → the real edge + proxy (keep-alive agent) → the app
 //   (c) nginx       — wrk → nginx reverse proxy (keep-alive upstream) → the app
+//   (c') caddy, haproxy — the same reverse proxy in Caddy and HAProxy, one core each (peers.ts)
 //   (d) hp3 only    — wrk → http-proxy-3 alone on node:http (what the library costs by itself)
 //   (e) node floor  — wrk → node:http answering the page itself (no proxying: the least any
 //                     proxy on node's HTTP server can cost)
-// printed with rootbox/nginx and proxy/direct ratios; with --tls also (b) and (c) over HTTPS
+// printed with rootbox/peer and proxy/direct ratios; with --tls also (b), (c), (c') over HTTPS
 // (HTTP/1.1 over TLS, how production traffic arrives). The app is an nginx instance on loopback
 // answering a 1 KiB page (fast enough that the proxies are what is measured), or, with
 // `--target ip:80`, any app. With `--container`, the issue's own setup: the same nginx page served
 // from inside a real runc container by a real daemon (container.ts), and the rootbox row goes
 // through that daemon's edge over the container's veth, as the nginx row does. Both proxies run
 // one worker: the daemon is one Node process, so nginx gets one worker process too
-// (`--nginx-workers N` to change). Two more proxy rows compare forwarders on a bare node:http
-// server: (f) rootbox's own (fwd.ts) and (g) an undici Pool (undici.ts).
+// (`--nginx-workers N` to change). Two more rows compare forwarders on a bare node:http server:
+// (f) rootbox's own (fwd.ts) and (g) an undici Pool (undici.ts).
 // Cores: with two or more, every proxy (the daemon with all its threads, nginx, the peers) is
 // pinned to one core (`--proxy-cpu`, default 0) and wrk and the app to another (`--load-cpu`,
 // default 1), so each proxy gets the same single core and the load does not steal from it;
@@ -31,11 +32,12 @@
 //   [--repeat N] [--raw] [--threads N] [--threads-cpus list] [--proxy-cpu N] [--load-cpu N|any] [--nginx-workers N]
 
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { connect, createServer, type AddressInfo } from 'node:net';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
+import { caddy, certificate, haproxy, nginxProxyServer, nginxWith, type Peer } from './peers.js';
 
 const arg = (name: string, def: string) => {
   const i = process.argv.indexOf(`--${name}`);
@@ -71,21 +73,9 @@ async function freePort(): Promise<number> {
   return p;
 }
 
+/** An nginx of one's own (peers.ts), pinned to `cpu`. */
 function nginx(name: string, server: string, cpu = proxyCpu): ChildProcess {
-  const prefix = join(dir, name);
-  const conf = `worker_processes ${nginxWorkers};
-pid ${prefix}.pid;
-error_log ${prefix}.err warn;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  client_body_temp_path ${dir}/${name}-body;
-  proxy_temp_path ${dir}/${name}-proxy;
-  ${server}
-}
-`;
-  writeFileSync(`${prefix}.conf`, conf);
-  const child = spawn(...pinned(cpu, 'nginx', ['-c', `${prefix}.conf`, '-p', dir, '-g', 'daemon off;']), { stdio: ['ignore', 'ignore', 'inherit'] });
+  const child = nginxWith(dir, name, nginxWorkers, server, (cmd, args) => pinned(cpu, cmd, args));
   children.push(child);
   return child;
 }
@@ -208,37 +198,6 @@ function run(cmd: string, args: string[]): Promise<string> {
   });
 }
 
-/** nginx as the same reverse proxy on an HTTPS listener (a throwaway self-signed certificate). */
-async function nginxTlsProxy(target: string): Promise<{ port: number; pid: number }> {
-  await run('openssl', [
-    'req',
-    '-x509',
-    '-newkey',
-    'ec',
-    '-pkeyopt',
-    'ec_paramgen_curve:P-256',
-    '-nodes',
-    '-keyout',
-    join(dir, 'k.pem'),
-    '-out',
-    join(dir, 'c.pem'),
-    '-days',
-    '1',
-    '-subj',
-    '/CN=bench.rbx.test',
-  ]);
-  const port = await freePort();
-  const child = nginx(
-    'proxytls',
-    `upstream app { server ${target}; keepalive 64; keepalive_requests 100000; }
-  server { listen 127.0.0.1:${port} ssl; ssl_certificate ${dir}/c.pem; ssl_certificate_key ${dir}/k.pem; keepalive_requests 100000;
-    location / { proxy_pass http://app; proxy_http_version 1.1; proxy_set_header Connection "";
-      proxy_set_header Host $host; proxy_set_header X-Forwarded-For $remote_addr; proxy_set_header X-Forwarded-Proto $scheme; proxy_set_header X-Forwarded-Host $host; } }`,
-  );
-  await waitPort(port);
-  return { port, pid: child.pid! };
-}
-
 /**
  * The real daemon runs as it ships: bundled by esbuild with build.mjs's options (scripts/bundle.mjs:
  * natives external, no keepNames), not through tsx, whose transform keeps function names by wrapping every named
@@ -293,15 +252,20 @@ async function main(): Promise<void> {
   if (tp !== '80') throw new Error('the app must listen on port 80: the daemon forwards to <server ip>:80');
   await waitPort(Number(tp), th);
   const nginxPort = await freePort();
-  const nginxProxy = nginx(
-    'proxy',
-    `upstream app { server ${target}; keepalive 64; keepalive_requests 100000; }
-  server { listen 127.0.0.1:${nginxPort}; keepalive_requests 100000;
-    location / { proxy_pass http://app; proxy_http_version 1.1; proxy_set_header Connection "";
-      proxy_set_header Host $host; proxy_set_header X-Forwarded-For $remote_addr; proxy_set_header X-Forwarded-Proto $scheme; proxy_set_header X-Forwarded-Host $host; } }`,
-  );
+  const nginxProxy = nginx('proxy', nginxProxyServer(dir, target, `127.0.0.1:${nginxPort}`));
   await waitPort(nginxPort);
-  const nginxTls = tls ? await nginxTlsProxy(target) : undefined;
+  await certificate(dir, run);
+  const nginxTlsPort = await freePort();
+  const nginxTls = tls ? nginx('proxytls', nginxProxyServer(dir, target, `127.0.0.1:${nginxTlsPort} ssl`)) : undefined;
+  if (tls) await waitPort(nginxTlsPort);
+  const peers: Peer[] = [];
+  for (const start of [caddy, haproxy]) {
+    const { child, peer } = start(dir, target, await freePort(), await freePort(), (cmd, args) => pinned(proxyCpu, cmd, args));
+    children.push(child);
+    await waitPort(peer.port);
+    await waitPort(peer.tlsPort);
+    peers.push(peer);
+  }
   const rb = inContainer ?? (await helper('./serve.ts', [th, tp]));
   const rbHost = rb.host ?? 'bench.rbx.test';
   const plain = await helper('./plain.ts', [th, tp]);
@@ -318,6 +282,8 @@ async function main(): Promise<void> {
     const direct = await wrk(`http://${target}/`, undefined, false);
     const rootbox = await measured(`http://127.0.0.1:${rb.port}/`, rbHost, rb.pid);
     const viaNginx = await measured(`http://127.0.0.1:${nginxPort}/`, h, nginxProxy.pid!);
+    const viaPeers: Result[] = [];
+    for (const p of peers) viaPeers.push(await measured(`http://127.0.0.1:${p.port}/`, h, p.pid));
     const library = await measured(`http://127.0.0.1:${plain.port}/`, h, plain.pid);
     const ownFwd = await measured(`http://127.0.0.1:${own.port}/`, h, own.pid);
     const viaUndici = await measured(`http://127.0.0.1:${undici.port}/`, h, undici.pid);
@@ -325,22 +291,43 @@ async function main(): Promise<void> {
     const thrRow = thr && (await measured(`http://127.0.0.1:${thr.port}/`, h, thr.pid));
     const rawRow = raw && (await measured(`http://127.0.0.1:${raw.port}/`, h, raw.pid));
     const rbTls = tls ? await measured(`https://127.0.0.1:${rb.https}/`, rbHost, rb.pid) : undefined;
-    const ngxTls = tls ? await measured(`https://127.0.0.1:${nginxTls!.port}/`, h, nginxTls!.pid) : undefined;
+    const ngxTls = tls ? await measured(`https://127.0.0.1:${nginxTlsPort}/`, h, nginxTls!.pid!) : undefined;
+    const peersTls: Result[] = [];
+    for (const p of tls ? peers : []) peersTls.push(await measured(`https://127.0.0.1:${p.tlsPort}/`, h, p.pid));
     const floorTls = tls ? await measured(`https://127.0.0.1:${floor.https}/`, undefined, floor.pid) : undefined;
     const thrTls = thr && tls ? await measured(`https://127.0.0.1:${thr.https}/`, h, thr.pid) : undefined;
     const rawTls = raw && tls ? await measured(`https://127.0.0.1:${raw.https}/`, h, raw.pid) : undefined;
-    return { direct, rootbox, viaNginx, library, ownFwd, viaUndici, nodeFloor, thrRow, rawRow, rbTls, ngxTls, floorTls, thrTls, rawTls };
+    return {
+      direct,
+      rootbox,
+      viaNginx,
+      peerRows: { ...named(viaPeers, ''), ...named(peersTls, 'Tls') },
+      library,
+      ownFwd,
+      viaUndici,
+      nodeFloor,
+      thrRow,
+      rawRow,
+      rbTls,
+      ngxTls,
+      floorTls,
+      thrTls,
+      rawTls,
+    };
   };
+  const named = (rs: Result[], suffix: string) => Object.fromEntries(rs.map((r, i) => [`${peers[i].name}${suffix}`, r])) as Record<string, Result>;
   type Round = Awaited<ReturnType<typeof round>>;
   const rounds: Round[] = [];
   for (let i = 0; i < repeat; i++) rounds.push(await round());
-  const pick = <K extends keyof Round>(k: K): Round[K] => {
-    const rs = rounds.map((r) => r[k]).filter((r): r is NonNullable<Round[K]> => !!r) as Result[];
-    if (rs.length === 0) return undefined as Round[K];
+  const median = (rs: Result[]): Result | undefined => {
+    if (rs.length === 0) return undefined;
     const sorted = [...rs].sort((a, b) => a.rps - b.rps);
     const med = sorted[Math.floor(sorted.length / 2)];
-    return { ...med, spread: rs.length > 1 ? (sorted[sorted.length - 1].rps - sorted[0].rps) / med.rps : undefined } as Round[K];
+    return { ...med, spread: rs.length > 1 ? (sorted[sorted.length - 1].rps - sorted[0].rps) / med.rps : undefined };
   };
+  const pick = <K extends keyof Round>(k: K): Round[K] => median(rounds.map((r) => r[k]).filter((r) => !!r) as Result[]) as Round[K];
+  /** A peer's row: `caddy`, `haproxyTls`… */
+  const peer = (k: string): Result => median(rounds.map((r) => r.peerRows[k]))!;
   const direct = pick('direct');
   const rootbox = pick('rootbox');
   const viaNginx = pick('viaNginx');
@@ -362,6 +349,7 @@ async function main(): Promise<void> {
   console.log(row('direct', direct));
   console.log(row('rootbox', rootbox));
   console.log(row('nginx', viaNginx));
+  for (const p of peers) console.log(row(p.name, peer(p.name)) + '   (one core, as nginx)');
   console.log(row('hp3 only', library) + '   (http-proxy-3 alone: no edge, no policy)');
   console.log(row('fwd only', ownFwd) + "   (rootbox's forwarder on bare node:http: no edge, no site lookup)");
   console.log(row('undici', viaUndici) + '   (undici Pool on bare node:http)');
@@ -371,11 +359,14 @@ async function main(): Promise<void> {
   if (tlsRows) {
     console.log(row('rb TLS', tlsRows.rootbox));
     console.log(row('ngx TLS', tlsRows.nginx));
+    for (const p of peers) console.log(row(`${p.name.slice(0, 5)} TLS`, peer(`${p.name}Tls`)));
     console.log(row('floor TLS', tlsRows.floor) + '   (node answering by itself over TLS, as the edge listens)');
     if (rawTls) console.log(row('raw TLS', rawTls) + '   (prototype over node:tls)');
     if (thrTls) console.log(row(`${threads}thr TLS`, thrTls) + `   (prototype: ${threads} worker threads over TLS)`);
   }
   console.log(`rootbox / nginx  throughput ${(rootbox.rps / viaNginx.rps).toFixed(2)}x (target ≥ 0.8x)   p99 ${(rootbox.p99 / viaNginx.p99).toFixed(2)}x`);
+  const vs = (rb: Result, suffix: string) => peers.map((p) => `rootbox / ${p.name} ${(rb.rps / peer(`${p.name}${suffix}`).rps).toFixed(2)}x`).join('   ');
+  console.log(`peers: ${vs(rootbox, '')}${tlsRows ? `   over TLS: ${vs(tlsRows.rootbox, 'Tls')}` : ''}   (throughput)`);
   console.log(
     `forwarders on bare node:http: own / nginx ${(ownFwd.rps / viaNginx.rps).toFixed(2)}x, undici / nginx ${(viaUndici.rps / viaNginx.rps).toFixed(2)}x; own / undici CPU per request ${(ownFwd.cpuUs! / viaUndici.cpuUs!).toFixed(2)}x`,
   );

@@ -109,8 +109,8 @@ export class ConnGuard {
   }
 
   /** Links a finished TLS handshake to the connection below it. */
-  secured(tls: TLSSocket): void {
-    const c = ConnGuard.of((tls as { _parent?: unknown })._parent); // node's TLSSocket keeps the socket it wraps here
+  secured(tls: TLSSocket, raw: Socket): void {
+    const c = ConnGuard.of(raw);
     if (!c) return;
     c.tls = tls;
     (tls as { [CONN]?: Conn })[CONN] = c;

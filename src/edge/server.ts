@@ -1,17 +1,20 @@
 // The edge: one HTTPS listener (HTTP/2 with HTTP/1.1 fallback, SNI) and one plain HTTP listener
 // (redirect in production, direct serving with the embedded defaults). It owns its listening
 // sockets and admits each connection (per-source and total caps, request-head deadline:
-// guard.ts) before HTTP or TLS sees it; then it assigns request ids, dispatches by Host
+// guard.ts) before HTTP or TLS sees it. TLS is its own too (tls.ts's contexts by SNI): the
+// handshake's ALPN choice sends a connection to an HTTP/2 server (h2) or to the lane and node's
+// HTTP/1.1 server (http/1.1), each given the TLS socket as a connection through public APIs
+// (a TLS server's 'secureConnection', `emit('connection')`). Then it assigns request ids, dispatches by Host
 // (target.ts checks the host and makes absolute-form targets origin-form), passes WebSocket
 // upgrades on, answers whatever node's parser refuses with {error, detail}, bounds HTTP/2 stream
 // resets (resets.ts), lets a client that shut its write side after its request still get the
 // answer, and drains in-flight requests on stop.
 
 import { createServer as createHttpServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from 'node:http';
-import { createSecureServer, type Http2SecureServer, type ServerHttp2Session } from 'node:http2';
+import { createServer as createHttp2Server, type Http2Server, type ServerHttp2Session } from 'node:http2';
 import { createServer as createNetServer, type AddressInfo, type Server as NetServer, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
-import type { TLSSocket } from 'node:tls';
+import { createServer as createTlsServer, type Server as TlsServer, type TLSSocket } from 'node:tls';
 import { configSchema } from '../config/index.js';
 import type { Logger } from '../log/index.js';
 import {
@@ -78,7 +81,14 @@ const HTTP_DEFAULTS = configSchema.shape.http.parse({});
 const HTTPS_DEFAULTS = configSchema.shape.https.parse({});
 
 export class Edge {
-  private https?: Http2SecureServer;
+  /** Makes the TLS handshakes (ALPN h2 or http/1.1, certificates by SNI); it never listens itself. */
+  private tls?: TlsServer;
+  /** Connections in their TLS handshake, by peer address and port (secured() links them to their TLS socket). */
+  private readonly handshaking = new Map<string, Socket>();
+  /** HTTP/2 sessions over TLS connections whose handshake chose h2. */
+  private h2?: Http2Server;
+  /** HTTP/1.1 over TLS (what the lane hands over, or every http/1.1 connection without a lane). */
+  private https1?: HttpServer;
   private http?: HttpServer;
   private readonly front: { https?: NetServer; http?: NetServer } = {};
   private readonly sessions = new Set<ServerHttp2Session>();
@@ -111,9 +121,21 @@ export class Edge {
     const h = { ...HTTP_DEFAULTS, ...this.opts.http };
     const hs = { ...HTTPS_DEFAULTS, ...this.opts.https };
     this.guard = new ConnGuard({ maxPerAddress: h.maxConnectionsPerAddress, maxTotal: h.maxConnections, headerTimeout: h.headerTimeout, log });
-    this.https = createSecureServer(
+    this.h2 = createHttp2Server(
+      { settings: { enableConnectProtocol: false, maxConcurrentStreams: 128 } },
+      (req, res) => void this.onRequest(req, res, 'https'),
+    );
+    this.h2.on('session', (s) => this.onSession(s, { max: hs.maxStreamResets, windowMs: hs.streamResetWindow }));
+    this.h2.setTimeout(120_000);
+    this.https1 = createHttpServer(
+      { requestTimeout: 0, headersTimeout: h.headerTimeout, keepAliveTimeout: this.keepAliveTimeout, requireHostHeader: false },
+      (req, res) => void this.onRequest(req, res, 'https'),
+    );
+    this.https1.setTimeout(120_000);
+    this.lane = this.laneContext();
+    this.tls = createTlsServer(
       {
-        allowHTTP1: true,
+        ALPNProtocols: ['h2', 'http/1.1'],
         SNICallback: (name, cb) => {
           try {
             cb(null, tls.contextFor(name));
@@ -122,31 +144,24 @@ export class Edge {
             cb(e as Error);
           }
         },
-        settings: { enableConnectProtocol: false, maxConcurrentStreams: 128 },
       },
-      (req, res) => void this.onRequest(req, res, 'https'),
+      (t) => this.secured(t),
     );
-    this.lane = this.laneContext();
-    if (this.lane) this.laneOverTls(this.https);
-    // before http2's own listener makes the session: the guard links the TLS socket to its connection
-    this.https.prependListener('secureConnection', (s) => this.guard.secured(s));
-    this.https.on('session', (s) => this.onSession(s, { max: hs.maxStreamResets, windowMs: hs.streamResetWindow }));
-    this.https.setTimeout(120_000);
-    (this.https as { keepAliveTimeout?: number }).keepAliveTimeout = this.keepAliveTimeout; // its HTTP/1.1 fallback's, as the lane's
+    this.tls.on('tlsClientError', (err) => log.debug('TLS client error', { err: err.message }));
     this.http = createHttpServer(
       { requestTimeout: 0, headersTimeout: h.headerTimeout, keepAliveTimeout: this.keepAliveTimeout, requireHostHeader: false },
       (req, res) => void this.onRequest(req, res, 'http'),
     );
     this.http.setTimeout(120_000);
-    for (const srv of [this.https, this.http] as const) {
+    answerRefusals(this.h2, log, (socket) => ConnGuard.of(socket));
+    for (const srv of [this.https1, this.http] as const) {
       // a client's FIN after its request ends only its side: the answer still goes out, then we close
       (srv as { httpAllowHalfOpen?: boolean }).httpAllowHalfOpen = true;
       answerRefusals(srv, log, (socket) => ConnGuard.of(socket));
-      srv.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => this.onUpgrade(req, socket, head, srv === this.https ? 'https' : 'http'));
+      srv.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => this.onUpgrade(req, socket, head, srv === this.https1 ? 'https' : 'http'));
     }
-    this.https.on('tlsClientError', (err) => log.debug('TLS client error', { err: err.message }));
-    this.front.https = createNetServer({ allowHalfOpen: true, noDelay: true }, (s) => this.accept(s, this.https!, true));
-    this.front.http = createNetServer({ allowHalfOpen: true, noDelay: true }, (s) => this.accept(s, this.http!, false));
+    this.front.https = createNetServer({ allowHalfOpen: true, noDelay: true }, (s) => this.guard.admit(s, true) && this.handshake(s));
+    this.front.http = createNetServer({ allowHalfOpen: true, noDelay: true }, (s) => this.accept(s, this.http!));
     await listen(this.front.https, this.opts.https.port, this.opts.https.host);
     try {
       await listen(this.front.http, this.opts.http.port, this.opts.http.host);
@@ -158,10 +173,38 @@ export class Edge {
     log.info('edge listening', { https: this.ports.https, http: this.ports.http, domain: this.opts.domain });
   }
 
-  private accept(sock: Socket, server: HttpServer | Http2SecureServer, tls: boolean): void {
-    if (!this.guard.admit(sock, tls)) return;
-    if (tls || !this.lane) server.emit('connection', sock);
+  private accept(sock: Socket, server: HttpServer): void {
+    if (!this.guard.admit(sock, false)) return;
+    if (!this.lane) server.emit('connection', sock);
     else new LaneConnection(sock, 'http', this.lane, (s) => server.emit('connection', s));
+  }
+
+  /**
+   * TLS on an admitted connection: node's TLS server (never listening itself) is handed it and
+   * makes the handshake; its 'secureConnection' brings the TLS socket back to secured().
+   */
+  private handshake(sock: Socket): void {
+    const k = peerKey(sock);
+    this.handshaking.set(k, sock);
+    sock.once('close', () => this.handshaking.get(k) === sock && this.handshaking.delete(k));
+    this.tls!.emit('connection', sock);
+  }
+
+  /** A finished handshake: the guard links it to its connection (the same peer address and port). */
+  private secured(t: TLSSocket): void {
+    const k = peerKey(t);
+    const raw = this.handshaking.get(k);
+    this.handshaking.delete(k);
+    if (raw) this.guard.secured(t, raw);
+    this.dispatch(t);
+  }
+
+  /** A finished handshake goes where its ALPN choice says: HTTP/2, else HTTP/1.1 (through the lane when there is one). */
+  private dispatch(t: TLSSocket): void {
+    if (t.alpnProtocol === 'h2') return void this.h2!.emit('connection', t);
+    const https1 = this.https1!;
+    if (!this.lane) return void https1.emit('connection', t);
+    new LaneConnection(t, 'https', this.lane, (s) => https1.emit('connection', s));
   }
 
   /** The lane's view of this edge, when the proxy takes lane requests. */
@@ -183,21 +226,6 @@ export class Edge {
       stopping: () => this.stopping,
       keepAliveTimeout: this.keepAliveTimeout,
     };
-  }
-
-  /**
-   * HTTP/1.1 over TLS starts in the lane too: the HTTP/2 server's own handler of a finished
-   * handshake (which makes an HTTP/2 session, or gives an http/1.1 socket to node's HTTP/1.1
-   * server) is kept for h2 and for what the lane hands over.
-   */
-  private laneOverTls(https: Http2SecureServer): void {
-    const lane = this.lane!;
-    const [own] = https.listeners('secureConnection') as Array<(s: TLSSocket) => void>;
-    https.removeListener('secureConnection', own);
-    https.on('secureConnection', (s: TLSSocket) => {
-      if (s.alpnProtocol === 'h2') return own.call(https, s);
-      new LaneConnection(s, 'https', lane, (t) => own.call(https, t as TLSSocket));
-    });
   }
 
   /** A lane head's target when it is a site's: its request info; undefined sends it to node's server. */
@@ -359,6 +387,9 @@ export class Edge {
 }
 
 function noop(): void {}
+
+/** A connection's peer, the same on the TCP socket and the TLS socket over it. */
+const peerKey = (s: { remoteAddress?: string; remotePort?: number }) => `${s.remoteAddress}|${s.remotePort}`;
 
 function listen(server: NetServer, port: number, host: string): Promise<void> {
   return new Promise((resolve, reject) => {

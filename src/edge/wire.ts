@@ -4,7 +4,7 @@
 // {error, detail} answer with Connection: close, built by src/http/errors.ts like every other.
 
 import type { Server as HttpServer, IncomingMessage, ServerResponse } from 'node:http';
-import type { Http2SecureServer } from 'node:http2';
+import type { Http2SecureServer, Http2Server } from 'node:http2';
 import type { Duplex } from 'node:stream';
 import { AppError } from '../errors.js';
 import { appErrorReply, parserError, rawError, sendReply, type Req, type Res } from '../http/index.js';
@@ -13,7 +13,7 @@ import type { Logger } from '../log/index.js';
 /** What the edge knows of a connection: HTTP/1.1 requests under way, the latest one's answer. */
 export type ConnLookup = (socket: Duplex) => { inflight: number; res?: ServerResponse } | undefined;
 
-export function answerRefusals(srv: HttpServer | Http2SecureServer, log: Logger, connOf: ConnLookup): void {
+export function answerRefusals(srv: HttpServer | Http2SecureServer | Http2Server, log: Logger, connOf: ConnLookup): void {
   // between requests the answer goes on the socket; inside a request's body, as that request's
   // answer when it has not begun; otherwise (an answer is under way) the connection is closed
   srv.on('clientError', (err: Error & { code?: string; rawPacket?: Buffer }, socket: Duplex) => {

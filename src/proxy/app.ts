@@ -152,6 +152,7 @@ export class ProxyApp implements HttpApp, LaneApp {
         release,
         meter: this.meter,
         onFailure: this.failed,
+        appAway: () => this.d.publication.markDown(site.id), // the full path, replaying it, waits
         done,
         log: this.d.log,
       });
@@ -169,7 +170,7 @@ export class ProxyApp implements HttpApp, LaneApp {
   /** Forwards at once to an app that is up; waits first for one that sleeps or is starting. */
   private toApp(req: Req, res: Res, info: RequestInfo, site: Site): Promise<void> | void {
     if (!this.upNow(site.id)) return this.waited(req, res, info, site);
-    this.forward(req, res, info, site, this.d.presence.hold(site.id), undefined);
+    this.forward(req, res, info, site, this.d.presence.hold(site.id), undefined, true);
   }
 
   /** The server's app takes requests now: no wake, warm-up or port wait first. */
@@ -183,7 +184,7 @@ export class ProxyApp implements HttpApp, LaneApp {
   }
 
   /** The server sleeps, wakes or its app is starting: hold the request until it can answer. */
-  private async waited(req: Req, res: Res, info: RequestInfo, site: Site): Promise<void> {
+  private async waited(req: Req, res: Res, info: RequestInfo, site: Site, retry = true): Promise<void> {
     const release = this.d.presence.hold(site.id);
     let body: Readable | undefined;
     try {
@@ -193,12 +194,23 @@ export class ProxyApp implements HttpApp, LaneApp {
       return sendErrorPage(req, res, e instanceof AppError ? e : this.wakeFailed(site, e, info.requestId), info.requestId, this.api(req, info));
     }
     if ((res as { destroyed?: boolean }).destroyed) return release();
-    this.forward(req, res, info, site, release, body);
+    this.forward(req, res, info, site, release, body, retry);
   }
 
-  private forward(req: Req, res: Res, info: RequestInfo, site: Site, release: () => void, body: Readable | undefined): void {
-    this.meter?.answer(res, site.id);
-    this.d.forwarder.web(req, res, site.upstream, info, { serverId: site.id, body, onFailure: this.failed, onDone: release });
+  /**
+   * `retry`: when the app goes away before answering (replaced or restarting: its port is briefly
+   * refused), the request waits for it (appStartGrace) and is forwarded again, once.
+   */
+  private forward(req: Req, res: Res, info: RequestInfo, site: Site, release: () => void, body: Readable | undefined, retry: boolean): void {
+    if (retry) this.meter?.answer(res, site.id); // the second forward's answer is already counted
+
+    const appAway = retry
+      ? () => {
+          this.d.publication.markDown(site.id);
+          void this.waited(req, res, info, site, false);
+        }
+      : undefined;
+    this.d.forwarder.web(req, res, site.upstream, info, { serverId: site.id, body, onFailure: this.failed, appAway, onDone: release });
   }
 
   upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, info: RequestInfo & { slug: string }): void {

@@ -16,7 +16,7 @@ import { ResponseReader, requestHead, responseHead, type HttpDate, type ReaderEv
 import type { Batch } from './batch.js';
 import type { Conn, Upstream, UpstreamPool } from './pool.js';
 import { UpstreamTurn } from './turn.js';
-import { reportFailure, type ForwardFailure } from './failures.js';
+import { appWentAway, codeOf, reportFailure, type ForwardFailure } from './failures.js';
 
 export interface DirectOptions {
   serverId: string;
@@ -25,6 +25,12 @@ export interface DirectOptions {
   /** The answer owns the connection from its head on (egress metering). */
   meter?: { turn(sock: Duplex, serverId: string): void };
   onFailure?: (serverId: string, f: ForwardFailure) => void;
+  /**
+   * The app went away before answering (failures.ts appWentAway): called, and the request is
+   * handed back to the edge (replay) without a failure, so the full path waits for the app and
+   * forwards it again.
+   */
+  appAway?: () => void;
   done: (o: LaneOutcome) => void;
   log: Logger;
 }
@@ -189,6 +195,11 @@ export class DirectExchange extends UpstreamTurn implements ReaderEvents {
     if (this.wrote) {
       this.sock.destroy(); // cut: the client sees a truncated answer
       return this.o.done({ kind: 'cut', status: this.status });
+    }
+    if (this.o.appAway && appWentAway(err, this.answered)) {
+      this.o.log.debug('app went away: the full path waits for it', { rid: this.info.requestId, error_code: codeOf(err) });
+      this.o.appAway();
+      return this.o.done({ kind: 'replay' });
     }
     // nothing reached the client: node's server answers the request with the page, as the full path would
     const failure = reportFailure(err, this.timedOut, {

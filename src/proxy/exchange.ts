@@ -13,7 +13,7 @@ import type { Req, RequestInfo, Res } from '../http/index.js';
 import type { Logger } from '../log/index.js';
 import { ResponseReader, UpstreamProtocolError, requestHead, type ReaderEvents, type ResponseHead } from '../h1/index.js';
 import type { Batch } from './batch.js';
-import { codeOf, reportFailure, type ForwardFailure } from './failures.js';
+import { appWentAway, codeOf, reportFailure, type ForwardFailure } from './failures.js';
 import { sendErrorPage } from './pages.js';
 import { Upload } from './upload.js';
 import type { Conn, Upstream, UpstreamPool } from './pool.js';
@@ -27,6 +27,12 @@ export interface WebOptions {
   /** Replaces the request stream when the body was buffered during a wake. */
   body?: Readable;
   onFailure?: (serverId: string, f: ForwardFailure) => void;
+  /**
+   * The app went away before answering a request that can be sent again (failures.ts
+   * appWentAway): called instead of answering the failure; the owner waits for the app and
+   * forwards the request again (the exchange is over, onDone follows).
+   */
+  appAway?: () => void;
   /** Called once when the exchange is over, whichever way it ended. */
   onDone?: () => void;
 }
@@ -201,6 +207,12 @@ export class Exchange extends UpstreamTurn implements ReaderEvents {
 
   protected fail(err: Error): void {
     if (this.settled) return;
+    const away = this.o.appAway;
+    if (away && this.resendable() && !this.res.headersSent && appWentAway(err, this.answered)) {
+      this.shared.log.debug('app went away: waiting for it', { rid: this.info.requestId, error_code: codeOf(err) });
+      away(); // before settle: the owner's new hold on the server is taken before this one ends
+      return this.settle(false);
+    }
     this.settle(false);
     this.failPage(err);
   }

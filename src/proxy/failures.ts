@@ -43,6 +43,17 @@ function classify(err: Error, timedOut: boolean): [ForwardFailure, AppError] {
   ];
 }
 
+/**
+ * The app went away before it answered: it refused the connection (it is being restarted or
+ * replaced, the port is briefly closed) or closed or reset it before sending a byte. A request
+ * that can be sent again then waits for the app (proxy.appStartGrace) instead of failing.
+ */
+export function appWentAway(err: Error, answered: boolean): boolean {
+  const code = codeOf(err);
+  if (code === 'ECONNREFUSED') return true;
+  return !answered && (code === 'ECONNRESET' || code === 'EPIPE' || code === 'BAD_RESPONSE');
+}
+
 /** Who is told of a failed forward: the caller (onFailure, to mark the app down) and the log. */
 export interface FailureReport {
   serverId: string;

@@ -12,6 +12,7 @@ import ssh2 from 'ssh2';
 import type { ClientChannel } from 'ssh2';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
+import { until } from '../helpers/wait.js';
 import { addServer, sshArgs, startSshDaemon, type SshTestDaemon, type TestServer } from './helpers/env.js';
 
 /** Accepts connections on `port` and holds them open. */
@@ -32,7 +33,6 @@ let B: TestServer;
 const clients: ssh2.Client[] = [];
 const children: ChildProcess[] = [];
 const sockets: Socket[] = [];
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 function within<T>(ms: number, what: string, p: Promise<T>): Promise<T> {
   let t: NodeJS.Timeout;
@@ -135,18 +135,8 @@ test('one connection holds at most 3 channels and runs at most 2 commands, is to
 
   // A closed channel frees its slot.
   fwd.close();
-  const again = await within(
-    10_000,
-    'a slot for a forward',
-    (async () => {
-      for (;;) {
-        const r = await refusal(forward(c));
-        if (r === 'opened') return r;
-        await sleep(100);
-      }
-    })(),
-  );
-  assert.is(again, 'opened');
+  const again = await until('a slot for a forward', async () => (await refusal(forward(c))) === 'opened', 10_000, 50);
+  assert.is(again, true);
 
   // A command's slot comes back when its process is gone (the channel closing hangs it up).
   sleeper.ch.close();
@@ -155,16 +145,14 @@ test('one connection holds at most 3 channels and runs at most 2 commands, is to
 
 /** Retries `command` until it prints `want` (a slot it waits for is freed asynchronously). */
 async function eventually(c: ssh2.Client, command: string, want: string): Promise<Cmd> {
-  return within(
-    20_000,
+  return until(
     `${command} to run`,
-    (async () => {
-      for (;;) {
-        const r = await exec(c, command);
-        if (r.out === want) return r;
-        await sleep(200);
-      }
-    })(),
+    async () => {
+      const r = await exec(c, command);
+      return r.out === want && r;
+    },
+    20_000,
+    50,
   );
 }
 
@@ -198,33 +186,28 @@ test('OpenSSH prints the reason when a -L forward is over the channel cap', asyn
   let stderr = '';
   ssh.stderr!.on('data', (b) => (stderr += b));
   // Wait for the local listener, then open 4 tunnels through one connection whose cap is 3.
-  await within(
-    20_000,
+  await until(
     'ssh -L listening',
-    (async () => {
-      for (;;) {
-        const ok = await new Promise<boolean>((r) => {
-          const s = connect(lport, '127.0.0.1');
-          s.on('connect', () => (sockets.push(s), r(true)));
-          s.on('error', () => r(false));
-        });
-        if (ok) return;
-        await sleep(100);
-      }
-    })(),
+    () =>
+      new Promise<boolean>((r) => {
+        const s = connect(lport, '127.0.0.1');
+        s.on('connect', () => (sockets.push(s), r(true)));
+        s.on('error', () => r(false));
+      }),
+    20_000,
+    50,
   );
   for (let i = 0; i < 3; i++) {
     const s = connect(lport, '127.0.0.1');
     s.on('error', () => {});
     sockets.push(s);
-    await sleep(200);
+    await new Promise((r) => s.once('connect', r).once('error', r)); // one at a time: ssh opens their channels in order
   }
-  await within(
-    10_000,
+  await until(
     'the refusal on stderr',
-    (async () => {
-      while (!/open failed: resource shortage: rootbox: too many open channels on this connection \(limit 3\)/.test(stderr)) await sleep(100);
-    })(),
+    () => /open failed: resource shortage: rootbox: too many open channels on this connection \(limit 3\)/.test(stderr),
+    10_000,
+    50,
   );
   ssh.kill('SIGTERM');
 });
