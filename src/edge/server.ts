@@ -4,7 +4,7 @@
 // guard.ts) before HTTP or TLS sees it. TLS is its own too (tls.ts's contexts by SNI): the
 // handshake's ALPN choice sends a connection to an HTTP/2 server (h2) or to the lane and node's
 // HTTP/1.1 server (http/1.1), each given the TLS socket as a connection through public APIs
-// (a TLS server's 'secureConnection', `emit('connection')`). Then it assigns request ids, dispatches by Host
+// (handshake.ts: a TLS server's 'secureConnection', `emit('connection')`). Then it assigns request ids, dispatches by Host
 // (target.ts checks the host and makes absolute-form targets origin-form), passes WebSocket
 // upgrades on, answers whatever node's parser refuses with {error, detail}, bounds HTTP/2 stream
 // resets (resets.ts), lets a client that shut its write side after its request still get the
@@ -14,7 +14,7 @@ import { createServer as createHttpServer, type IncomingMessage, type Server as 
 import { createServer as createHttp2Server, type Http2Server, type ServerHttp2Session } from 'node:http2';
 import { createServer as createNetServer, type AddressInfo, type Server as NetServer, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
-import { createServer as createTlsServer, type Server as TlsServer, type TLSSocket } from 'node:tls';
+import type { TLSSocket } from 'node:tls';
 import { configSchema } from '../config/index.js';
 import type { Logger } from '../log/index.js';
 import {
@@ -35,6 +35,7 @@ import { AppError } from '../errors.js';
 import { metrics } from '../metrics/index.js';
 import { hostOf, route } from './dispatch.js';
 import { ConnGuard } from './guard.js';
+import { Handshakes } from './handshake.js';
 import { LaneConnection, type LaneContext } from './lane.js';
 import { boundResets } from './resets.js';
 import { aliased, named, type Aliases, type Named } from './target.js';
@@ -81,10 +82,8 @@ const HTTP_DEFAULTS = configSchema.shape.http.parse({});
 const HTTPS_DEFAULTS = configSchema.shape.https.parse({});
 
 export class Edge {
-  /** Makes the TLS handshakes (ALPN h2 or http/1.1, certificates by SNI); it never listens itself. */
-  private tls?: TlsServer;
-  /** Connections in their TLS handshake, by peer address and port (secured() links them to their TLS socket). */
-  private readonly handshaking = new Map<string, Socket>();
+  /** Makes the TLS handshakes (ALPN h2 or http/1.1, certificates by SNI) on admitted connections. */
+  private handshakes?: Handshakes;
   /** HTTP/2 sessions over TLS connections whose handshake chose h2. */
   private h2?: Http2Server;
   /** HTTP/1.1 over TLS (what the lane hands over, or every http/1.1 connection without a lane). */
@@ -133,21 +132,10 @@ export class Edge {
     );
     this.https1.setTimeout(120_000);
     this.lane = this.laneContext();
-    this.tls = createTlsServer(
-      {
-        ALPNProtocols: ['h2', 'http/1.1'],
-        SNICallback: (name, cb) => {
-          try {
-            cb(null, tls.contextFor(name));
-          } catch (e) {
-            log.warn('SNI failed', { name: String(name).slice(0, 100), err: (e as Error).message });
-            cb(e as Error);
-          }
-        },
-      },
-      (t) => this.secured(t),
-    );
-    this.tls.on('tlsClientError', (err) => log.debug('TLS client error', { err: err.message }));
+    this.handshakes = new Handshakes(tls, log, (t, raw) => {
+      if (raw) this.guard.secured(t, raw);
+      this.dispatch(t);
+    });
     this.http = createHttpServer(
       { requestTimeout: 0, headersTimeout: h.headerTimeout, keepAliveTimeout: this.keepAliveTimeout, requireHostHeader: false },
       (req, res) => void this.onRequest(req, res, 'http'),
@@ -160,7 +148,7 @@ export class Edge {
       answerRefusals(srv, log, (socket) => ConnGuard.of(socket));
       srv.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => this.onUpgrade(req, socket, head, srv === this.https1 ? 'https' : 'http'));
     }
-    this.front.https = createNetServer({ allowHalfOpen: true, noDelay: true }, (s) => this.guard.admit(s, true) && this.handshake(s));
+    this.front.https = createNetServer({ allowHalfOpen: true, noDelay: true }, (s) => this.guard.admit(s, true) && this.handshakes!.begin(s));
     this.front.http = createNetServer({ allowHalfOpen: true, noDelay: true }, (s) => this.accept(s, this.http!));
     await listen(this.front.https, this.opts.https.port, this.opts.https.host);
     try {
@@ -177,26 +165,6 @@ export class Edge {
     if (!this.guard.admit(sock, false)) return;
     if (!this.lane) server.emit('connection', sock);
     else new LaneConnection(sock, 'http', this.lane, (s) => server.emit('connection', s));
-  }
-
-  /**
-   * TLS on an admitted connection: node's TLS server (never listening itself) is handed it and
-   * makes the handshake; its 'secureConnection' brings the TLS socket back to secured().
-   */
-  private handshake(sock: Socket): void {
-    const k = peerKey(sock);
-    this.handshaking.set(k, sock);
-    sock.once('close', () => this.handshaking.get(k) === sock && this.handshaking.delete(k));
-    this.tls!.emit('connection', sock);
-  }
-
-  /** A finished handshake: the guard links it to its connection (the same peer address and port). */
-  private secured(t: TLSSocket): void {
-    const k = peerKey(t);
-    const raw = this.handshaking.get(k);
-    this.handshaking.delete(k);
-    if (raw) this.guard.secured(t, raw);
-    this.dispatch(t);
   }
 
   /** A finished handshake goes where its ALPN choice says: HTTP/2, else HTTP/1.1 (through the lane when there is one). */
@@ -389,8 +357,6 @@ export class Edge {
 function noop(): void {}
 
 /** A connection's peer, the same on the TCP socket and the TLS socket over it. */
-const peerKey = (s: { remoteAddress?: string; remotePort?: number }) => `${s.remoteAddress}|${s.remotePort}`;
-
 function listen(server: NetServer, port: number, host: string): Promise<void> {
   return new Promise((resolve, reject) => {
     const onError = (e: Error) => reject(AppError.of('listen_failed', `cannot listen on ${host}:${port}: ${e.message}`));
