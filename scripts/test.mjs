@@ -28,7 +28,7 @@ if (existsSync(shipped) && realpathSync(process.execPath) !== realpathSync(shipp
 }
 
 /** The fast tier: test files that need no container, no root and no runc. Listed slowest first
- *  (billing/exhausted waits 31 s for an SMS resend gap), so the long waits overlap. */
+ *  (roughly), so the long ones overlap. */
 const UNIT = [
   'test/presence/doze-tracker.test.ts',
   'test/billing/exhausted.test.ts',

@@ -76,6 +76,8 @@ const containers: RuntimeMaker<ContainerRuntime> = (cfg, store, log) => createRu
 /** The daemon's record as its parts fill it: each part reads the ones before it. */
 type Parts<R extends Runtime> = { -readonly [K in keyof Daemon<R>]: Daemon<R>[K] } & {
   run: typeof runCommand;
+  /** The clock of the parts that keep time windows of their own (the SMS resend gap). */
+  now: () => number;
   statsFlush: NodeJS.Timeout;
   lxcfs?: Lxcfs;
   oom?: OomWatch;
@@ -88,8 +90,9 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
   cfg: Readonly<Config>,
   log: Logger = createLogger({ level: cfg.log.level }),
   makeRuntime: RuntimeMaker<R> = containers as unknown as RuntimeMaker<R>,
+  o: { now?: () => number } = {},
 ): Promise<Daemon<R>> {
-  const d = { cfg, log, run: runCommand } as Parts<R>;
+  const d = { cfg, log, run: runCommand, now: o.now ?? Date.now } as Parts<R>;
   const part = partsOf<Parts<R>>();
   const parts: Part<Parts<R>>[] = [
     part(

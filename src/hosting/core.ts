@@ -46,6 +46,8 @@ export interface HostingDeps {
   certs?: CertIssuer;
   /** Registry mode: slugs and placements shared by every host. */
   names?: SharedNames;
+  /** Clock of the phone codes' time windows (tests move it; default Date.now). */
+  now?: () => number;
 }
 
 export interface HostingCore {
@@ -132,7 +134,7 @@ export function buildCore(d: HostingDeps): HostingCore {
     log: d.log,
     store: d.store,
     accounts: new Accounts(d.store, secret),
-    phone: new PhoneVerifier(d.store, secret, d.sms),
+    phone: new PhoneVerifier(d.store, secret, d.sms, d.now),
     servers,
     exposures,
     commands,

@@ -57,10 +57,12 @@ function portPool(attempt: number): string {
   return `${30000 + n * 100}-${30000 + n * 100 + 99}`;
 }
 
-export async function startTestDaemon(overrides: Record<string, unknown> = {}, env: NodeJS.ProcessEnv = {}): Promise<TestDaemon> {
+/** `now`: the daemon's clock for the time windows it keeps itself (the SMS resend gap), which a
+ *  test moves instead of waiting. */
+export async function startTestDaemon(overrides: Record<string, unknown> = {}, env: NodeJS.ProcessEnv = {}, now?: () => number): Promise<TestDaemon> {
   for (let attempt = 0; ; attempt++) {
     try {
-      return await startOnce(overrides, env, attempt);
+      return await startOnce(overrides, env, attempt, now);
     } catch (e) {
       const own = overrides.runtime as Record<string, unknown> | undefined;
       if (!(e instanceof AppError && e.code === 'host_names_taken') || attempt >= 8 || own?.bridge !== undefined) throw e;
@@ -68,7 +70,7 @@ export async function startTestDaemon(overrides: Record<string, unknown> = {}, e
   }
 }
 
-async function startOnce(overrides: Record<string, unknown>, env: NodeJS.ProcessEnv, attempt: number): Promise<TestDaemon> {
+async function startOnce(overrides: Record<string, unknown>, env: NodeJS.ProcessEnv, attempt: number, now?: () => number): Promise<TestDaemon> {
   const dataDir = mkdtempSync(join(tmpdir(), 'rbx-test-'));
   const logs: Record<string, unknown>[] = [];
   const log: Logger = createLogger({ level: 'debug', sink: (l) => logs.push(JSON.parse(l)) });
@@ -93,7 +95,7 @@ async function startOnce(overrides: Record<string, unknown>, env: NodeJS.Process
   const processes: RuntimeMaker<Runtime> = async (c) => ({ runtime: new ProcessRuntime({ dir: join(c.dataDir, 'processes') }) });
   let daemon: Daemon<Runtime>;
   try {
-    daemon = containers ? await startDaemon(cfg, log) : await startDaemon(cfg, log, processes);
+    daemon = containers ? await startDaemon(cfg, log, undefined, { now }) : await startDaemon(cfg, log, processes, { now });
   } catch (e) {
     if (e instanceof AppError && e.code === 'host_names_taken') {
       rmSync(dataDir, { recursive: true, force: true });
