@@ -170,6 +170,8 @@ async function reconcileNames(d: HostingDeps): Promise<void> {
     const r = await d.names.reconcile(servers, d.cfg.publicIp);
     if (r.removed.length || r.released.length || r.placed.length) d.log.info('registry reconciled', r);
     if (r.conflicts.length) d.log.error('servers whose subdomain another host holds in the registry', { slugs: r.conflicts });
+    if (r.elsewhere.length)
+      d.log.error('servers this host has that the registry places on another host: left there, not placed here', { servers: r.elsewhere });
   } catch (err) {
     d.log.warn('registry not reconciled at start; retried at the next start', { err: (err as Error).message });
   }

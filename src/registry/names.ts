@@ -81,12 +81,13 @@ export class RegistryNames {
    * At start: the registry's view of this host made to match its store. Placements and claims of
    * this host whose server it no longer has (a create cut off after its placement, a delete cut
    * off before its removal) are removed; servers it has without a placement (made before the
-   * host joined the cluster) are claimed and placed. `servers`: the committed servers of this host.
+   * host joined the cluster) are claimed and placed; servers placed on another host are left
+   * there (`elsewhere`: never re-placed here). `servers`: the committed servers of this host.
    */
   async reconcile(
     servers: readonly { id: string; slug: string; accountId: string }[],
     publicIp: string,
-  ): Promise<{ removed: string[]; released: string[]; placed: string[]; conflicts: string[] }> {
+  ): Promise<{ removed: string[]; released: string[]; placed: string[]; conflicts: string[]; elsewhere: string[] }> {
     const keep = new Set(servers.map((x) => x.id));
     const here = await this.placedHere();
     const removed = [...here.keys()].filter((id) => !keep.has(id));
@@ -94,8 +95,14 @@ export class RegistryNames {
     const released = await this.releaseOrphans(keep);
     const placed: string[] = [];
     const conflicts: string[] = [];
+    const elsewhere: string[] = [];
     for (const x of servers) {
       if (here.has(x.id)) continue;
+      // placed on another host (a newer epoch there): never taken back from it
+      if (await this.placement(x.id)) {
+        elsewhere.push(x.id);
+        continue;
+      }
       const mine =
         (await this.claim(x.slug, x.id)) || (await this.pool.query('SELECT 1 FROM slugs WHERE slug = $1 AND server_id = $2', [x.slug, x.id])).rowCount === 1;
       if (!mine) {
@@ -105,6 +112,6 @@ export class RegistryNames {
       await this.place({ serverId: x.id, accountId: x.accountId, slug: x.slug, publicIp });
       placed.push(x.id);
     }
-    return { removed, released, placed, conflicts };
+    return { removed, released, placed, conflicts, elsewhere };
   }
 }

@@ -2,7 +2,8 @@
 // the same instant goes to exactly one server, each committed server has a placement naming its
 // host, a delete frees the name for the other host, a registry that is down refuses create and
 // delete with 503 registry_unavailable while the host keeps answering what it has, and a
-// placement left by a create cut off before its local commit is removed at the next start.
+// placement left by a create cut off before its local commit is removed at the next start, and a
+// server the registry places on another host is never placed back here.
 process.env.ROOTBOX_TEST_RUNTIME ??= 'process'; // names and placement need no container
 import { rmSync } from 'node:fs';
 import { test } from 'uvu';
@@ -90,12 +91,18 @@ test("a placement and claim left by a create cut off before its local commit are
     `INSERT INTO placements (server_id, host, epoch, account_id, slug, public_ip) VALUES ('srv_0000ghost', 'host-b', 1, 'acc_x', 'ghost', '127.0.0.1')`,
   );
   await pg.sql(`INSERT INTO slugs (slug, server_id, host) VALUES ('halfway', 'srv_00halfway', 'host-b')`);
+  // a server of b's that the registry now places on another host (a newer epoch there)
+  const moved = await api(b, 'POST', '/create', { body: { subdomains: ['moved-away'] } });
+  assert.is(moved.status, 200, moved.text);
+  await pg.sql(`UPDATE placements SET host = 'host-z', epoch = 5 WHERE server_id = '${moved.json.id}'`);
   const dataDir = (reused = b.dataDir);
   await b.daemon.stop(); // the same data dir and names start again
   b = await startTestDaemon({ ...opts('host-b'), dataDir });
   assert.is(await pg.sql(`SELECT count(*) FROM placements WHERE server_id = 'srv_0000ghost'`), '0');
   assert.is(await pg.sql(`SELECT count(*) FROM slugs WHERE slug IN ('ghost', 'halfway')`), '0');
   assert.ok(b.logs.some((l) => l.msg === 'registry reconciled'));
+  assert.is(await pg.sql(`SELECT host || ' ' || epoch FROM placements WHERE server_id = '${moved.json.id}'`), 'host-z 5', 'not taken back from the other host');
+  assert.ok(b.logs.some((l) => String(l.msg).includes('places on another host') && JSON.stringify(l).includes(moved.json.id)));
 });
 
 test.run();
