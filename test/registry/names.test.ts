@@ -11,6 +11,7 @@ import * as assert from 'uvu/assert';
 import { migrate, RegistryPool } from '../../src/registry/index.js';
 import { send } from '../http/contract.js';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
+import type { ProcessRuntime } from '../helpers/procruntime.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
 import { until } from '../helpers/wait.js';
 
@@ -96,7 +97,11 @@ test("a placement and claim left by a create cut off before its local commit are
   assert.is(moved.status, 200, moved.text);
   await pg.sql(`UPDATE placements SET host = 'host-z', epoch = 5 WHERE server_id = '${moved.json.id}'`);
   const dataDir = (reused = b.dataDir);
-  await b.daemon.stop(); // the same data dir and names start again
+  const old = b;
+  await old.daemon.stop(); // the same data dir and names start again
+  // a daemon's stop leaves its servers running; these are plain processes the next daemon's
+  // runtime does not adopt, so they end here
+  await (old.daemon.runtime as unknown as ProcessRuntime).stopAll();
   b = await startTestDaemon({ ...opts('host-b'), dataDir });
   assert.is(await pg.sql(`SELECT count(*) FROM placements WHERE server_id = 'srv_0000ghost'`), '0');
   assert.is(await pg.sql(`SELECT count(*) FROM slugs WHERE slug IN ('ghost', 'halfway')`), '0');
