@@ -217,7 +217,7 @@ test('commands per server are shared with SSH and capped; commands per account a
       const r = await exec({ command: 'true' });
       return r.status === 429 ? r : null;
     },
-    15_000,
+    45_000, // an OpenSSH login and its command's start: seconds on a loaded host
     100,
   ).then((r) => {
     assert.is(r.json.error, 'too_many_commands');

@@ -168,7 +168,8 @@ async function check(m: Model, seen: Set<string>, payHash: string): Promise<{ pr
   );
   stray(
     'nft counter',
-    h.nftCounters.filter((c) => ![...liveIps].some((ip) => c === `eg_${ip.replace(/\./g, '_')}`)),
+    // a server's egress byte counter and the drop counters of its connection bounds (open, rate)
+    h.nftCounters.filter((c) => ![...liveIps].some((ip) => ['eg', 'nf', 'nr'].some((k) => c === `${k}_${ip.replace(/\./g, '_')}`))),
   );
   stray('cgroup', withCgroups([...seen].filter((id) => !live.has(id))));
   const wantPorts = new Set(liveExp.map((e) => e.port));
