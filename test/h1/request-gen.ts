@@ -7,19 +7,9 @@
 // Upgrade and Expect, huge heads and many fields — sometimes followed by more bytes (a pipelined
 // request or garbage). Seeded: the same seed gives the same heads.
 
-export type Rng = () => number;
+import { rng, type Rng } from '../helpers/rng.js';
 
-/** mulberry32: a small seeded generator. */
-export function rng(seed: number): Rng {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+export { rng, type Rng };
 
 const pick = <T>(r: Rng, xs: readonly T[]): T => xs[Math.floor(r() * xs.length)];
 const odd = (r: Rng, p: number) => r() < p;

@@ -8,6 +8,10 @@ import { createHash } from 'node:crypto';
 import { request } from 'node:http';
 import { decodeHeader } from '../../../src/payments/index.js';
 import { encode, newPayer, signPayment, type Terms } from '../../payments/fixtures/payer.js';
+import { rng } from '../../helpers/rng.js';
+
+/** A small seeded PRNG (mulberry32), so a failing run can be repeated with its seed. */
+export const prng = rng;
 
 export interface Answer {
   status: number;
@@ -76,18 +80,6 @@ export interface Exp {
 }
 
 export const keyHash = (key: string) => createHash('sha256').update(key).digest('hex');
-
-/** A small seeded PRNG (mulberry32), so a failing run can be repeated with its seed. */
-export function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 export class Model {
   readonly servers = new Map<string, Srv>();
