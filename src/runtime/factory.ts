@@ -8,6 +8,7 @@ import type { Config } from '../config/index.js';
 import { AppError } from '../errors.js';
 import type { Logger } from '../log/index.js';
 import type { RuntimeStore } from '../store/index.js';
+import { mountDevices } from './devices.js';
 import { ensureExecWrapper } from './execwrap.js';
 import { helperPath } from './helper.js';
 import { findImage, imageBuildCommand, imageOptions, recipeHash } from './image.js';
@@ -54,6 +55,7 @@ async function prepare(
   ContainerRuntime.openPath(cfg.dataDir);
   const helper = helperPath();
   const initDir = ensureInitDir(join(cfg.dataDir, 'runtime', 'init'));
+  await mountDevices(cfg.dataDir);
   const execWrapper = ensureExecWrapper(initDir, (err) => log.warn('exec wrapper not available; a command killed by a signal reads as exit 128+n', { err }));
   const runtime = new ContainerRuntime({
     dataDir: cfg.dataDir,

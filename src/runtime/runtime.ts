@@ -16,6 +16,7 @@ import { AppError } from '../errors.js';
 import type { Logger } from '../log/index.js';
 import type { RuntimeRecord, RuntimeStore } from '../store/index.js';
 import { cgroupPath } from './spec.js';
+import { unmountDevices } from './devices.js';
 import { applyDeferredGrow, destroyDisk, diskPaths, diskUsed, growDisk, mountRootfs, makeDisk } from './disk.js';
 import { memoryStats } from './cgroup.js';
 import { freeze, isFrozen, thaw } from './freezer.js';
@@ -372,6 +373,7 @@ export class ContainerRuntime implements Runtime {
    *  keep running). */
   async close(): Promise<void> {
     this.netWatch.stop();
+    await unmountDevices(this.deps.dataDir);
     await this.deps.hostLock?.release();
   }
 

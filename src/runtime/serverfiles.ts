@@ -10,6 +10,7 @@ import type { RuntimeConfig } from '../config/index.js';
 import { InternalError } from '../errors.js';
 import type { RuntimeRecord } from '../store/index.js';
 import { writeDurably } from './bundle.js';
+import { devicesDir } from './devices.js';
 import { diskPaths, syncInitFiles } from './disk.js';
 import { serverLower } from './images.js';
 import { ensureLxcfsDir } from './lxcfs.js';
@@ -76,6 +77,7 @@ export function writeBundle(
     memoryBytes: applied.memoryBytes,
     initDir: p.init,
     limits: deps.cfg,
+    devDir: devicesDir(deps.dataDir),
     lxcfsDir: ensureLxcfsDir(deps.dataDir),
     ns: nsPaths(serverDir),
   });

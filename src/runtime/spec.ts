@@ -27,7 +27,9 @@
 // syncInitFiles), whose path on that filesystem is just `/init`.
 
 import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import type { RuntimeConfig } from '../config/index.js';
+import { DEVICES, devSkel } from './devices.js';
 import { seccompProfile } from './seccomp.js';
 import { LXCFS_PROC_FILES } from './lxcfs.js';
 import { INIT_ARGS, INIT_MOUNT } from './supervisor.js';
@@ -58,6 +60,9 @@ export interface SpecInput {
    *  files on its disk (DiskPaths.init), never the shared <dataDir>/runtime/init. */
   initDir: string;
   limits: Pick<RuntimeConfig, 'pidsLimit' | 'cpuShares'>;
+  /** The daemon's devices tmpfs (devices.ts mountDevices): the server's device files and /dev
+   *  links, instead of runc's binds of the host's devtmpfs. */
+  devDir: string;
   /** Host directory whose proc/<file> are lxcfs's (or placeholders): ensureLxcfsDir. Without it
    *  the server sees the host's /proc figures. */
   lxcfsDir?: string;
@@ -92,6 +97,20 @@ function cgroupMounts(id: string): Record<string, unknown>[] {
   ];
 }
 
+/** /dev: the server's own tmpfs, holding the links of the skel bind under it (tmpcopyup), the
+ *  device files bound from the daemon's devices tmpfs (devices.ts tells why). */
+function devMounts(devDir: string): Record<string, unknown>[] {
+  return [
+    // not `ro`: runc remounts whatever is at /dev in the end read-only when a /dev mount asks for ro
+    { destination: '/dev', type: 'bind', source: devSkel(devDir), options: ['bind', 'nosuid', 'noexec', 'nodev'] },
+    { destination: '/dev', type: 'tmpfs', source: 'tmpfs', options: ['nosuid', 'strictatime', 'mode=755', 'size=65536k', 'tmpcopyup'] },
+    { destination: '/dev/pts', type: 'devpts', source: 'devpts', options: ['nosuid', 'noexec', 'newinstance', 'ptmxmode=0666', 'mode=0620'] },
+    { destination: '/dev/shm', type: 'tmpfs', source: 'shm', options: ['nosuid', 'noexec', 'nodev', 'mode=1777', 'size=65536k'] },
+    { destination: '/dev/mqueue', type: 'mqueue', source: 'mqueue', options: ['nosuid', 'noexec', 'nodev'] },
+    ...DEVICES.map(([name]) => ({ destination: `/dev/${name}`, type: 'bind', source: join(devDir, name), options: ['bind', 'nosuid', 'noexec'] })),
+  ];
+}
+
 export function ociSpec(s: SpecInput): Record<string, unknown> {
   const caps = CAPABILITIES;
   return {
@@ -110,10 +129,7 @@ export function ociSpec(s: SpecInput): Record<string, unknown> {
     hostname: s.slug,
     mounts: [
       { destination: '/proc', type: 'proc', source: 'proc', options: ['nosuid', 'noexec', 'nodev'] },
-      { destination: '/dev', type: 'tmpfs', source: 'tmpfs', options: ['nosuid', 'strictatime', 'mode=755', 'size=65536k'] },
-      { destination: '/dev/pts', type: 'devpts', source: 'devpts', options: ['nosuid', 'noexec', 'newinstance', 'ptmxmode=0666', 'mode=0620'] },
-      { destination: '/dev/shm', type: 'tmpfs', source: 'shm', options: ['nosuid', 'noexec', 'nodev', 'mode=1777', 'size=65536k'] },
-      { destination: '/dev/mqueue', type: 'mqueue', source: 'mqueue', options: ['nosuid', 'noexec', 'nodev'] },
+      ...devMounts(s.devDir),
       { destination: '/sys', type: 'sysfs', source: 'sysfs', options: ['nosuid', 'noexec', 'nodev', 'ro'] },
       { destination: '/run', type: 'tmpfs', source: 'tmpfs', options: ['nosuid', 'nodev', 'mode=755', 'size=65536k'] },
       { destination: INIT_MOUNT, type: 'bind', source: s.initDir, options: ['bind', 'ro', 'nosuid', 'nodev'] },
