@@ -20,7 +20,9 @@
 // cgroup; /sys/fs/cgroup is the server's own cgroups (memory, cpu, cpuacct, pids), read-only, so it can
 // read its memory limit, usage and OOM counter. The masked directories get an empty read-only
 // tmpfs without a size (statfs reports 0 blocks, so `df` lists only the server's own
-// filesystems, not tmpfs mounts the size of the host's memory).
+// filesystems, not tmpfs mounts the size of the host's memory). Every tmpfs has an inode count
+// of its own (nr_inodes), not one derived from the host's memory (`df -i`). The device files come
+// from the daemon's sizeless devices tmpfs, not the host's devtmpfs (devices.ts).
 //
 // Nothing the server can read names a host path: its /proc/self/mountinfo shows the overlay root
 // with relative upper/work (helper.ts) and the init bind from the server's own disk (disk.ts
@@ -80,6 +82,12 @@ const MASKED_DIRS = ['/proc/acpi', '/proc/asound', '/proc/scsi', '/sys/firmware'
 
 export const cgroupPath = (id: string) => `/rootbox/${id}`;
 
+/** Inodes of the server's 64 MiB tmpfs mounts (one per page) and of the sizeless ones (a few
+ *  mount points): without nr_inodes a tmpfs gets half the host's memory pages, which `df -i`
+ *  shows. */
+const INODES = 'nr_inodes=16384';
+const NO_INODES = 'nr_inodes=16';
+
 const CGROUP_V2 = existsSync('/sys/fs/cgroup/cgroup.controllers');
 const RO = ['bind', 'ro', 'nosuid', 'noexec', 'nodev'];
 
@@ -90,7 +98,7 @@ const RO = ['bind', 'ro', 'nosuid', 'noexec', 'nodev'];
 function cgroupMounts(id: string): Record<string, unknown>[] {
   if (CGROUP_V2) return [{ destination: '/sys/fs/cgroup', type: 'bind', source: `/sys/fs/cgroup${cgroupPath(id)}`, options: RO }];
   return [
-    { destination: '/sys/fs/cgroup', type: 'tmpfs', source: 'tmpfs', options: ['ro', 'nosuid', 'noexec', 'nodev', 'size=0', 'mode=755'] },
+    { destination: '/sys/fs/cgroup', type: 'tmpfs', source: 'tmpfs', options: ['ro', 'nosuid', 'noexec', 'nodev', 'size=0', NO_INODES, 'mode=755'] },
     ...['memory', 'cpu', 'cpuacct', 'pids']
       .filter((c) => existsSync(`/sys/fs/cgroup/${c}`))
       .map((c) => ({ destination: `/sys/fs/cgroup/${c}`, type: 'bind', source: `/sys/fs/cgroup/${c}${cgroupPath(id)}`, options: RO })),
@@ -103,9 +111,9 @@ function devMounts(devDir: string): Record<string, unknown>[] {
   return [
     // not `ro`: runc remounts whatever is at /dev in the end read-only when a /dev mount asks for ro
     { destination: '/dev', type: 'bind', source: devSkel(devDir), options: ['bind', 'nosuid', 'noexec', 'nodev'] },
-    { destination: '/dev', type: 'tmpfs', source: 'tmpfs', options: ['nosuid', 'strictatime', 'mode=755', 'size=65536k', 'tmpcopyup'] },
+    { destination: '/dev', type: 'tmpfs', source: 'tmpfs', options: ['nosuid', 'strictatime', 'mode=755', 'size=65536k', INODES, 'tmpcopyup'] },
     { destination: '/dev/pts', type: 'devpts', source: 'devpts', options: ['nosuid', 'noexec', 'newinstance', 'ptmxmode=0666', 'mode=0620'] },
-    { destination: '/dev/shm', type: 'tmpfs', source: 'shm', options: ['nosuid', 'noexec', 'nodev', 'mode=1777', 'size=65536k'] },
+    { destination: '/dev/shm', type: 'tmpfs', source: 'shm', options: ['nosuid', 'noexec', 'nodev', 'mode=1777', 'size=65536k', INODES] },
     { destination: '/dev/mqueue', type: 'mqueue', source: 'mqueue', options: ['nosuid', 'noexec', 'nodev'] },
     ...DEVICES.map(([name]) => ({ destination: `/dev/${name}`, type: 'bind', source: join(devDir, name), options: ['bind', 'nosuid', 'noexec'] })),
   ];
@@ -131,14 +139,14 @@ export function ociSpec(s: SpecInput): Record<string, unknown> {
       { destination: '/proc', type: 'proc', source: 'proc', options: ['nosuid', 'noexec', 'nodev'] },
       ...devMounts(s.devDir),
       { destination: '/sys', type: 'sysfs', source: 'sysfs', options: ['nosuid', 'noexec', 'nodev', 'ro'] },
-      { destination: '/run', type: 'tmpfs', source: 'tmpfs', options: ['nosuid', 'nodev', 'mode=755', 'size=65536k'] },
+      { destination: '/run', type: 'tmpfs', source: 'tmpfs', options: ['nosuid', 'nodev', 'mode=755', 'size=65536k', INODES] },
       { destination: INIT_MOUNT, type: 'bind', source: s.initDir, options: ['bind', 'ro', 'nosuid', 'nodev'] },
       ...cgroupMounts(s.id),
       ...MASKED_DIRS.filter((d) => existsSync(d)).map((d) => ({
         destination: d,
         type: 'tmpfs',
         source: 'tmpfs',
-        options: ['ro', 'nosuid', 'nodev', 'noexec', 'size=0', 'mode=555'],
+        options: ['ro', 'nosuid', 'nodev', 'noexec', 'size=0', NO_INODES, 'mode=555'],
       })),
       ...(s.lxcfsDir
         ? LXCFS_PROC_FILES.map((f) => ({

@@ -1,5 +1,6 @@
-// A server's /dev on real runc servers, read from inside over the runtime's exec: `df`, `df -a`
-// and /proc/self/mountinfo show no host devtmpfs and no size but the server's own (the device
+// A server's /dev on real runc servers, read from inside over the runtime's exec: `df`, `df -a`,
+// `df -i -a` and /proc/self/mountinfo show no host devtmpfs and no size or inode count but the
+// server's own (the device
 // files come from the daemon's sizeless devices tmpfs: runtime/devices.ts), the device files and
 // /dev links work (also /dev/tty as the terminal of a PTY session), the device cgroup allows
 // nothing more than before, and all of it holds after a parked wake, a cold start and a daemon
@@ -15,6 +16,9 @@ import { MiB, newId, sh, startRuntime, waitFor, type RuntimeEnv } from './helper
 let env: RuntimeEnv;
 const id = newId('dev');
 const DISK = 160 * MiB;
+/** Most inodes a filesystem of the server may show: its disk has ~41k; a tmpfs without
+ *  nr_inodes gets half the host's memory pages (checked below to be far more). */
+const MAX_INODES = 65536;
 
 test.before(async () => {
   env = await startRuntime('devs', 117);
@@ -35,6 +39,7 @@ const out = async (script: string) => {
 async function hostTraces(): Promise<string[]> {
   const df = await out('df -k');
   const all = await out('df -k -a');
+  const inodes = await out('df -i -a');
   const mountinfo = await out('cat /proc/self/mountinfo');
   const bad: string[] = [];
   for (const [what, text] of [
@@ -48,6 +53,9 @@ async function hostTraces(): Promise<string[]> {
     const size = Number(line.split(/\s+/)[1]);
     if (size * 1024 > DISK) bad.push(`df -a size beyond the server's disk: ${line}`);
   }
+  for (const line of inodes.split('\n').slice(1).filter(Boolean)) {
+    if (Number(line.split(/\s+/)[1]) > MAX_INODES) bad.push(`df -i -a inodes of the host's memory: ${line}`);
+  }
   for (const [line, kib] of [...mountinfo.matchAll(/^.*\bsize=(\d+)k.*$/gm)].map((m) => [m[0], Number(m[1])] as const)) {
     if (kib * 1024 > DISK) bad.push(`mountinfo size beyond the server's disk: ${line}`);
   }
@@ -55,8 +63,9 @@ async function hostTraces(): Promise<string[]> {
   return bad;
 }
 
-test("plain df, df -a and /proc/self/mountinfo inside a server show no host devtmpfs and no size beyond the server's own", async () => {
+test("plain df, df -a, df -i -a and /proc/self/mountinfo inside a server show no host devtmpfs and no size or inode count of the host's", async () => {
   assert.ok(totalmem() > 4 * DISK, "the host's memory (devtmpfs' size) is larger than the server's disk, so the test can tell them apart");
+  assert.ok(totalmem() / 8192 > 4 * MAX_INODES, "a tmpfs's default inode count (from the host's memory) is larger than any the server's own filesystems show");
   assert.equal(await hostTraces(), []);
   const df = await out('df -k');
   assert.match(df, /^overlay\s.*\s\/$/m, 'the root is listed');
