@@ -72,7 +72,7 @@ test("plain df, df -a, df -i -a and /proc/self/mountinfo inside a server show no
   assert.match(df, /^tmpfs\s+65536\s.*\s\/dev$/m, "/dev is the server's own 64 MiB tmpfs");
 });
 
-test('the device files and /dev links work: null, zero, full, random, urandom, fd, stdin/stdout/stderr, ptmx', async () => {
+test('the device files and /dev links work (null, zero, full, random, urandom, fd, stdin/stdout/stderr, ptmx), and the server cannot change the shared device files', async () => {
   const r = await out(
     [
       'echo gone > /dev/null && echo null-ok',
@@ -86,6 +86,10 @@ test('the device files and /dev links work: null, zero, full, random, urandom, f
       'ls /dev/fd/ | head -1',
       'stat -c "%n %F %t:%T" /dev/null /dev/zero /dev/full /dev/random /dev/urandom /dev/tty',
       'python3 -c "import os; m, s = os.openpty(); print(\'pty\', os.ttyname(s))"',
+      // the files are shared by every server of the daemon: none may change them
+      'chmod 600 /dev/null 2>/dev/null || echo chmod-refused',
+      'chown 0:0 /dev/urandom 2>/dev/null || echo chown-refused',
+      'stat -c "%a" /dev/null',
     ].join('; '),
   );
   assert.match(r, /null-ok/);
@@ -103,6 +107,7 @@ test('the device files and /dev links work: null, zero, full, random, urandom, f
   ])
     assert.match(r, new RegExp(`^/dev/${name} character special file ${dev}$`, 'm'));
   assert.match(r, /^pty \/dev\/pts\/\d+$/m, '/dev/ptmx opens the server’s own devpts');
+  assert.match(r, /chmod-refused\nchown-refused\n666\n$/);
 });
 
 test('/dev/tty is the controlling terminal of a PTY session (runc exec -t), and no terminal without one', async () => {
