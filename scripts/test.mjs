@@ -57,6 +57,7 @@ const UNIT = [
   'test/h1/request-diff.test.ts',
   'test/edge/alpn.test.ts',
   'test/billing/meter.test.ts',
+  'test/registry/ledger.test.ts',
   'test/foundation/edge-lifecycle.test.ts',
   'test/hosting/phone.test.ts',
   'test/proxy/exchange-errors.test.ts',

@@ -160,6 +160,7 @@ function accountRoutes(a: AdminActions, d: AdminDeps): Route[] {
       responses: { 200: { description: 'Credited (or already credited from this source)' }, 404: unknown },
       async handler({ body }) {
         const { accountId, usd } = resolveCredit(d.store, body.target, body.usd);
+        await d.billing.book.ready(); // cluster mode: 503 registry_unavailable before anything is queued
         const credited = await d.billing.credit(accountId, usd, body.source);
         const account = d.store.accounts.get(accountId)!;
         d.log.info('admin credit', { account: accountId, usd, credited });

@@ -4,7 +4,7 @@
 // Servers' ceilings follow their account's tier through the keeper hosting registers
 // (keepTiers); settled recharges arrive from the payments reconciler.
 
-import { AppError } from '../errors.js';
+import { AppError, isAppError } from '../errors.js';
 import type { Logger } from '../log/index.js';
 import type { Paywall, SettledListener } from '../payments/index.js';
 import { usdToAtomic } from '../payments/index.js';
@@ -13,11 +13,13 @@ import type { AccountRecord, Grant, Store } from '../store/index.js';
 import { creditsOf, envelopeError, isExhausted, type Credits } from './credits.js';
 import type { EgressSink } from './egress.js';
 import { enforce } from './enforce.js';
+import { LocalBook, RegistryBook, type MoneyBook, type SharedLedger } from './book.js';
 import { Meter, runtimeUsage, type UsageSource } from './meter.js';
 
 export { creditsOf, isExhausted, upgradeEnvelope, type Credits } from './credits.js';
 export { Meter, runtimeUsage, type UsageSample, type UsageSource } from './meter.js';
 export { EgressMeter, type EgressSink } from './egress.js';
+export { LocalBook, RegistryBook, type MoneyBook, type SharedLedger, type SharedMoney } from './book.js';
 export { ADMIN_SOURCE_RE, adminCreditOffline, resolveCredit } from './admin.js';
 export { OPERATOR_SUSPENDED } from './enforce.js';
 
@@ -42,6 +44,8 @@ export interface BillingDeps {
   log: Logger;
   /** The payments reconciler: recharges it settles later are credited (onSettled). */
   settlements?: { onSettled(fn: SettledListener): void };
+  /** Cluster mode: the registry's ledger; balances and usage totals live there (book.ts). */
+  ledger?: SharedLedger;
   now?: () => number;
 }
 
@@ -56,6 +60,8 @@ export interface TierKeeper {
 
 export class Billing {
   readonly meter: Meter;
+  /** Where money lives: this host's store, or the registry through the outbox. */
+  readonly book: MoneyBook;
   /** Where the daemon reports bytes it sent for a server (proxy answers, exposed ports). */
   readonly egress: EgressSink = (id, bytes) => this.meter.addEgress(id, bytes);
   private tiers?: TierKeeper;
@@ -68,7 +74,9 @@ export class Billing {
   constructor(private readonly d: BillingDeps) {
     this.now = d.now ?? Date.now;
     const { ramUsdPerGbHour, diskUsdPerGbMonth, egressUsdPerGb } = d.cfg;
-    this.meter = new Meter(d.store, d.usage, { ramUsdPerGbHour, diskUsdPerGbMonth, egressUsdPerGb }, (a) => this.grantOf(a), d.log);
+    const prices = { ramUsdPerGbHour, diskUsdPerGbMonth, egressUsdPerGb };
+    this.book = d.ledger ? new RegistryBook(d.store, prices, d.ledger, d.log) : new LocalBook(d.store, prices);
+    this.meter = new Meter(d.store, d.usage, this.book, (a) => this.grantOf(a), d.log);
     d.settlements?.onSettled((rec) => void this.onSettled(rec).catch((e) => d.log.error('crediting a settled recharge failed', { err: e })));
   }
 
@@ -114,6 +122,8 @@ export class Billing {
   async tick(now = this.now()): Promise<void> {
     this.lastPass = Math.max(this.lastPass ?? now, now);
     await this.meter.tick(now, this.d.cfg.meterInterval);
+    // cluster mode: the outbox to the registry, and the balances of this host's accounts back
+    await this.book.sync([...new Set(this.d.store.servers.all().map((s) => s.accountId))]);
     await this.enforce(now);
     await this.tiers?.sync().catch((e) => this.d.log.warn('applying tier ceilings failed', { err: (e as Error).message }));
   }
@@ -136,11 +146,14 @@ export class Billing {
     await this.running;
   }
 
-  /** Adds credit once per source; resumes suspended servers and raises ceilings. */
+  /** Adds credit once per source; resumes suspended servers and raises ceilings. Cluster mode:
+   *  written to the registry (registry_unavailable when it cannot be reached: the credit then
+   *  waits in the outbox and is written once when it is back). */
   async credit(accountId: string, usd: number, source: string): Promise<boolean> {
-    const applied = this.d.store.billing.credit(accountId, usd, source, this.now());
+    const applied = await this.book.credit(accountId, usd, source, this.now());
     if (!applied) return false;
-    const account = this.d.store.accounts.get(accountId)!;
+    const account = this.d.store.accounts.get(accountId);
+    if (!account) return true; // cluster mode: an account this host does not hold
     this.d.log.info('credit added', { account: accountId, usd, source });
     // The credit is committed; ceilings that cannot be raised now are raised by the next pass.
     await this.tiers
@@ -165,10 +178,16 @@ export class Billing {
         purpose: 'recharge',
         meta: { account: account.id, usd: String(usdRaw) },
       },
-      async () => true,
+      // the payment is settled only once the credit can be written (cluster mode: the registry answers)
+      () => this.book.ready().then(() => true),
     );
     const source = `x402:${paid.payment.payer.toLowerCase()}:${paid.payment.nonce.toLowerCase()}`;
-    if (paid.settlement.status === 'settled') await this.credit(account.id, usdRaw, source);
+    if (paid.settlement.status === 'settled')
+      await this.credit(account.id, usdRaw, source).catch((e) => {
+        // settled: the credit waits in the outbox and is written once the registry is back
+        if (!isAppError(e) || e.code !== 'registry_unavailable') throw e;
+        this.d.log.warn('registry lost after settlement; the credit is queued', { account: account.id, source });
+      });
     const fresh = this.d.store.accounts.get(account.id)!;
     return {
       headers: paid.headers,
@@ -191,7 +210,7 @@ export class Billing {
     await this.credit(rec.meta.account, Number(rec.meta.usd), `x402:${rec.payer.toLowerCase()}:${rec.nonce.toLowerCase()}`);
   }
 
-  usage(account: AccountRecord, limitRaw: string | null, cursor: string | null) {
+  async usage(account: AccountRecord, limitRaw: string | null, cursor: string | null) {
     const limit = Math.min(Math.max(Number(limitRaw ?? 50) || 50, 1), 500);
     let before: [number, string] | undefined;
     if (cursor) {
@@ -203,7 +222,7 @@ export class Billing {
       }
       if (!before) throw AppError.of('invalid_request', 'cursor: pass the next_cursor of the previous page');
     }
-    const page = this.d.store.billing.entries(account.id, limit, before);
+    const page = await this.book.entries(account.id, limit, before);
     return {
       entries: page.items.map((e) => ({
         kind: e.kind,
@@ -228,6 +247,8 @@ export function createBilling(d: {
   runtime: Pick<Runtime, 'stop' | 'start' | 'get' | 'stats' | 'frozen'>;
   presence: { state(id: string): ServerState | undefined };
   payments: { reconciler: NonNullable<BillingDeps['settlements']> };
+  /** Cluster mode: the registry, whose ledger holds the money. */
+  registry?: { ledger: SharedLedger };
   log: Logger;
 }): Billing {
   const usage = runtimeUsage(d.runtime, d.presence);
@@ -237,6 +258,7 @@ export function createBilling(d: {
     runtime: d.runtime,
     usage,
     settlements: d.payments.reconciler,
+    ledger: d.registry?.ledger,
     log: d.log.child({ part: 'billing' }),
   });
 }

@@ -1,11 +1,13 @@
 // Metering: every interval, each server's period since its cursor is measured and charged —
 // RAM GB-hours from the memory in use while awake, disk GB-months from disk used, egress GB
 // from the nftables counter plus bytes the daemon itself sent for it (proxy, exposed ports).
-// The charge and the cursor move commit together (store/billing.ts), so it is exactly once.
+// The charge and the cursor move commit together (the MoneyBook: store/billing.ts on a single box,
+// the registry's outbox in cluster mode), so it is exactly once.
 
 import type { Logger } from '../log/index.js';
 import type { Runtime, ServerState } from '../runtime/index.js';
-import type { AccountRecord, Grant, Prices, ServerRecord, Store } from '../store/index.js';
+import type { AccountRecord, Grant, ServerRecord, Store } from '../store/index.js';
+import type { MoneyBook } from './book.js';
 
 export interface UsageSample {
   awake: boolean;
@@ -47,7 +49,7 @@ export class Meter {
   constructor(
     private readonly store: Store,
     private readonly source: UsageSource,
-    private readonly prices: Prices,
+    private readonly book: Pick<MoneyBook, 'charge'>,
     private readonly grant: (a: AccountRecord | undefined) => Grant,
     private readonly log: Logger,
   ) {}
@@ -83,7 +85,7 @@ export class Meter {
     const extra = this.extraEgress.get(server.id) ?? 0;
     const counted = sample.egressBytes >= cur.egress ? sample.egressBytes - cur.egress : sample.egressBytes;
     this.extraEgress.delete(server.id);
-    const ok = this.store.billing.charge(
+    const ok = this.book.charge(
       {
         accountId: server.accountId,
         serverId: server.id,
@@ -94,7 +96,6 @@ export class Meter {
         egressGb: (counted + extra) / GB,
       },
       sample.egressBytes,
-      this.prices,
       this.grant,
     );
     if (!ok) this.addEgress(server.id, extra);

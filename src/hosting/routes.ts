@@ -225,9 +225,9 @@ export function hostingRoutes({ core, deps, service, ipLimit, createLimit, docum
         200: { description: 'A page of ledger entries and next_cursor', json: UsagePage },
         400: 'limit is not a whole number from 1 to 500, or cursor is not a next_cursor.',
       },
-      handler: (ctx) => ({
+      handler: async (ctx) => ({
         status: 200,
-        body: deps.billing.usage(ctx.auth, ctx.query.limit === undefined ? null : String(ctx.query.limit), ctx.query.cursor ?? null),
+        body: await deps.billing.usage(ctx.auth, ctx.query.limit === undefined ? null : String(ctx.query.limit), ctx.query.cursor ?? null),
       }),
     }),
     route({

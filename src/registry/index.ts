@@ -9,6 +9,7 @@ import type { Logger } from '../log/index.js';
 import { registryOptions, type ClusterSettings, type RegistryOptions } from './host.js';
 import { HostDirectory, type HostFacts } from './hosts.js';
 import { assertUsable } from './migrations.js';
+import { RegistryLedger } from './ledger.js';
 import { RegistryNames } from './names.js';
 import { RegistryPayments } from './payments.js';
 import { RegistryPool } from './pool.js';
@@ -18,6 +19,7 @@ export { HostDirectory, type HostFacts, type HostRow } from './hosts.js';
 export { registryChecks, type RegistryCheck } from './doctor.js';
 export { RegistryNames, type Placement } from './names.js';
 export { RegistryPayments } from './payments.js';
+export { RegistryLedger, type LedgerWrite, type AccountMoney, type LedgerRow } from './ledger.js';
 export { registryOptions, HOST_VERSION, type ClusterSettings, type RegistryOptions } from './host.js';
 export { migrate, schemaVersion, assertUsable, KNOWN_VERSION, MIGRATIONS } from './migrations.js';
 
@@ -35,6 +37,7 @@ export class Registry {
   readonly hosts: HostDirectory;
   readonly names: RegistryNames;
   readonly payments: RegistryPayments;
+  readonly ledger: RegistryLedger;
   private timer?: NodeJS.Timeout;
   private checked = false;
   private reachable = true;
@@ -48,6 +51,7 @@ export class Registry {
     this.hosts = new HostDirectory(this.pool, o.leaseMs);
     this.names = new RegistryNames(this.pool, o.host);
     this.payments = new RegistryPayments(this.pool, o.host);
+    this.ledger = new RegistryLedger(this.pool, o.host);
   }
 
   private facts(): HostFacts {

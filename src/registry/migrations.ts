@@ -5,6 +5,7 @@
 // with no schema yet (the operator runs init once, on purpose).
 
 import { AppError } from '../errors.js';
+import { LEDGER_SQL } from './ledger.js';
 import type { RegistryPool } from './pool.js';
 
 export interface Migration {
@@ -64,6 +65,11 @@ export const MIGRATIONS: readonly Migration[] = [
         state      text NOT NULL,
         locked_at  timestamptz NOT NULL DEFAULT now()
       );`,
+  },
+  {
+    version: 5,
+    about: 'money: an append-only ledger written once per key, per-account balance and usage totals',
+    sql: LEDGER_SQL,
   },
 ];
 

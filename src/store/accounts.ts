@@ -96,6 +96,12 @@ export class AccountStore {
     });
   }
 
+  /** Cluster mode: the balance as the registry has it (this record caches it); false when there
+   *  is no such account here. Called by BillingStore only. */
+  setBalance(id: string, balanceUsd: number): boolean {
+    return this.env.patch(this.db, id, () => ({ balanceUsd })) !== undefined;
+  }
+
   /** Removes an account made by a call that then failed (it never held a server). */
   remove(id: string): void {
     this.env.txSync(() => {

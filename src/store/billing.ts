@@ -37,6 +37,13 @@ export interface LedgerEntry {
   source?: string;
 }
 
+/** Cluster mode: a metered period or a credit waiting to be written to the registry's ledger
+ *  (billing/book.ts); removed once the registry committed it. */
+export type OutboxEntry =
+  | (Omit<LedgerEntry, 'kind' | 'usd' | 'source'> & { kind: 'usage'; serverId: string; grant: Grant; prices: Prices })
+  | { kind: 'credit'; accountId: string; usd: number; source: string; at: number };
+export type OutboxKey = ['u', string, number] | ['c', string];
+
 export interface BillingState {
   /** When the grant and the balance were first seen used up (cleared when credit returns). */
   exhaustedAt?: number;
@@ -73,7 +80,10 @@ export class BillingStore {
     this.usage = env.db<Usage>('account_usage');
     this.state = env.db<BillingState>('billing_state');
     this.credits = env.db<{ accountId: string; usd: number; at: number }>('credits_applied');
+    this.outbox = env.db<OutboxEntry>('ledger_outbox');
   }
+
+  private readonly outbox;
 
   cursor(serverId: string): MeterCursor | undefined {
     return this.cursors.get(serverId);
@@ -124,6 +134,48 @@ export class BillingStore {
       if (acc && usd > 0) this.accounts.addBalance(e.accountId, -usd);
       this.cursors.putSync(e.serverId, { at: e.to, egress: nextEgress });
       return true;
+    });
+  }
+
+  /**
+   * Cluster mode: puts one period of one server into the outbox (the registry computes its
+   * dollars when it is written there) and moves the cursor, in one transaction: a kill at any
+   * point neither loses nor doubles a period. False when the cursor is no longer at `from`.
+   */
+  chargeToOutbox(e: Omit<LedgerEntry, 'kind' | 'usd'> & { serverId: string }, nextEgress: number, p: Prices, g: Grant): boolean {
+    return this.env.txSync(() => {
+      const cur = this.cursors.get(e.serverId);
+      if (!cur || cur.at !== e.from || e.to <= e.from) return false;
+      const { source: _, ...period } = e;
+      this.outbox.putSync(['u', e.serverId, e.to], { ...period, kind: 'usage', grant: { ...g }, prices: { ...p } });
+      this.cursors.putSync(e.serverId, { at: e.to, egress: nextEgress });
+      return true;
+    });
+  }
+
+  /** Cluster mode: a credit to write to the registry (once per source, there). */
+  queueCredit(accountId: string, usd: number, source: string, at: number): void {
+    this.outbox.putSync(['c', source], { kind: 'credit', accountId, usd, source, at });
+  }
+
+  /** The outbox's oldest entries, at most `limit`. */
+  pending(limit: number): { key: OutboxKey; entry: OutboxEntry }[] {
+    return [...this.outbox.getRange({ limit })].map(({ key, value }) => ({ key: key as OutboxKey, entry: value }));
+  }
+
+  /** Entries the registry committed. */
+  sent(keys: readonly OutboxKey[]): void {
+    this.env.txSync(() => {
+      for (const k of keys) this.outbox.removeSync(k);
+    });
+  }
+
+  /** Cluster mode: an account's balance and usage totals as the registry has them (this host's cache). */
+  cache(accountId: string, m: Usage & { balanceUsd: number }): void {
+    this.env.txSync(() => {
+      const { balanceUsd, ...usage } = m;
+      this.usage.putSync(accountId, usage);
+      this.accounts.setBalance(accountId, balanceUsd);
     });
   }
 

@@ -90,7 +90,7 @@ export type { AccountRecord } from './accounts.js';
 export type { PendingCode } from './codes.js';
 export type { Exposure } from './exposures.js';
 export type { DomainRecord, DomainState, DomainStore } from './domains.js';
-export type { LedgerEntry, Usage, BillingState, MeterCursor, Prices, Grant } from './billing.js';
+export type { LedgerEntry, Usage, BillingState, MeterCursor, Prices, Grant, OutboxEntry, OutboxKey } from './billing.js';
 export { PaymentStore, paymentKey, type PaymentRecord, type PaymentStatus, type PaymentKey } from './payments.js';
 export type { Migration } from './db.js';
 export { backupStore, restoreStore, summarize as summarizeStore, holders as storeHolders, SCHEMA_VERSION, type StoreSummary, type Restored } from './backup.js';

@@ -75,7 +75,7 @@ test('RAM is charged in GB-hours only while awake; disk in GB-months; egress fro
   await billing.tick(t0);
   samples.set('srv_awake', { awake: true, memoryBytes: 0.5 * GB, diskUsedBytes: 1 * GB, egressBytes: 100 + 0.5 * GB });
   await billing.tick(t0 + 2 * HOUR);
-  const entries = billing.usage(store.accounts.get('acc_a')!, '10', null).entries;
+  const entries = (await billing.usage(store.accounts.get('acc_a')!, '10', null)).entries;
   const by = (id: string) => entries.find((e) => e.server === id)!;
   assert.is(by('srv_awake').ram_gb_hours, 1);
   assert.is(by('srv_sleep').ram_gb_hours, 0);
@@ -105,7 +105,7 @@ test('a restart in the middle of a period charges it exactly once and skips noth
   await again.billing.tick(t0 + 3 * HOUR);
   const used = again.store.billing.usageOf('acc_r');
   assert.is(used.ramGbHours, 3, 'hours 0-1 once, 1-3 once');
-  assert.is(again.billing.usage(again.store.accounts.get('acc_r')!, null, null).entries.length, 2);
+  assert.is((await again.billing.usage(again.store.accounts.get('acc_r')!, null, null)).entries.length, 2);
   await again.store.close();
 });
 
@@ -182,15 +182,15 @@ test('the usage ledger pages with an opaque cursor', async () => {
   server(store, 'srv_l', 'acc_l');
   samples.set('srv_l', { awake: true, memoryBytes: GB, diskUsedBytes: 0, egressBytes: 0 });
   for (let i = 0; i < 6; i++) await billing.tick(1e12 + i * HOUR);
-  const a = billing.usage(store.accounts.get('acc_l')!, '3', null);
+  const a = await billing.usage(store.accounts.get('acc_l')!, '3', null);
   assert.is(a.entries.length, 3);
   assert.ok(a.next_cursor);
-  const b = billing.usage(store.accounts.get('acc_l')!, '3', a.next_cursor);
+  const b = await billing.usage(store.accounts.get('acc_l')!, '3', a.next_cursor);
   assert.is(b.entries.length, 2);
   assert.is(b.next_cursor, null);
   assert.ok(a.entries[0].to > b.entries[0].to, 'newest first');
   try {
-    billing.usage(store.accounts.get('acc_l')!, '3', 'garbage!');
+    await billing.usage(store.accounts.get('acc_l')!, '3', 'garbage!');
     assert.unreachable();
   } catch (e) {
     assert.is((e as { code: string }).code, 'invalid_request');

@@ -6,6 +6,7 @@ process.env.ROOTBOX_TEST_RUNTIME ??= 'process'; // what is tested here needs no 
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { isAppError } from '../../src/errors.js';
+import { KNOWN_VERSION } from '../../src/registry/index.js';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
 import { run } from '../helpers/run.js';
@@ -43,7 +44,7 @@ test('cluster init prepares the registry once; a daemon registers and cluster st
   assert.is(init.code, 0, init.stderr);
   assert.match(init.stdout, /applied schema 1, 2, 3/);
   assert.match((await cli(['cluster', 'init'])).stdout, /current/);
-  assert.match((await cli(['doctor'])).stdout, /ok\s+cluster registry\s+postgres:\/\/rootbox:\*\*\*@[^ ]+: schema 3\s/);
+  assert.match((await cli(['doctor'])).stdout, new RegExp(`ok\\s+cluster registry\\s+postgres://rootbox:\\*\\*\\*@[^ ]+: schema ${KNOWN_VERSION}\\s`));
 
   d = await startTestDaemon(cluster('host-a'));
   const status = await cli(['cluster', 'status', '--json']);

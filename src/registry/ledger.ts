@@ -1,0 +1,224 @@
+// Money in the registry (schema 5): an append-only ledger whose entries are each written once by
+// a key the host chooses (usage: `<host>:<serverId>:<periodEnd>`, credits: their source key), and
+// per-account totals (balance, usage, spent) changed in the same transaction as the entry, under
+// the account row's lock, so two hosts metering one account at once sum exactly. A usage entry's
+// dollars are computed inside that transaction: grant first (from the registry's usage totals),
+// then balance, as on a single box (store/billing.ts charge). `INSERT … ON CONFLICT DO NOTHING`
+// makes a retry after a lost commit reply harmless.
+
+import type pg from 'pg';
+import type { RegistryPool } from './pool.js';
+
+/** One entry a host sends (its metering outbox, or a credit). */
+export type LedgerWrite =
+  | {
+      kind: 'usage';
+      accountId: string;
+      serverId: string;
+      from: number;
+      to: number;
+      ramGbHours: number;
+      diskGbMonths: number;
+      egressGb: number;
+      /** The account's grant and the prices when the period was metered. */
+      grant: { ramGbHours: number; egressGb: number };
+      prices: { ramUsdPerGbHour: number; diskUsdPerGbMonth: number; egressUsdPerGb: number };
+    }
+  | { kind: 'credit'; accountId: string; usd: number; source: string; at: number };
+
+/** An account's money as the registry has it. */
+export interface AccountMoney {
+  balanceUsd: number;
+  ramGbHours: number;
+  egressGb: number;
+  diskGbMonths: number;
+  spentUsd: number;
+}
+
+export interface LedgerRow {
+  kind: 'usage' | 'credit';
+  accountId: string;
+  serverId?: string;
+  from: number;
+  to: number;
+  ramGbHours: number;
+  diskGbMonths: number;
+  egressGb: number;
+  usd: number;
+  source?: string;
+  key: string;
+}
+
+const round = (n: number) => Math.round(n * 1e9) / 1e9;
+/** A number as the exact decimal the numeric columns take (9 places, like the single box). */
+const dec = (n: number) => round(n).toFixed(9);
+
+export class RegistryLedger {
+  constructor(
+    private readonly pool: RegistryPool,
+    readonly host: string,
+  ) {}
+
+  /** The key an entry is written once by. */
+  keyOf(w: LedgerWrite): string {
+    return w.kind === 'usage' ? `${this.host}:${w.serverId}:${w.to}` : w.source;
+  }
+
+  /** Writes a batch in one transaction (accounts locked in id order: two hosts never deadlock);
+   *  answers the keys newly applied (the others were written before) and the accounts' totals. */
+  async write(batch: readonly LedgerWrite[]): Promise<{ applied: Set<string>; totals: Map<string, AccountMoney> }> {
+    const sorted = [...batch].sort((a, b) => (a.accountId < b.accountId ? -1 : a.accountId > b.accountId ? 1 : 0));
+    return this.pool.tx(async (c) => {
+      const applied = new Set<string>();
+      const totals = new Map<string, AccountMoney>();
+      for (const w of sorted) {
+        let t = totals.get(w.accountId);
+        if (!t) {
+          t = await lockAccount(c, w.accountId);
+          totals.set(w.accountId, t);
+        }
+        const key = this.keyOf(w);
+        if (await this.insert(c, key, w, t)) applied.add(key);
+      }
+      for (const [id, t] of totals)
+        await c.query(
+          `UPDATE account_money SET balance_usd = $2, ram_gb_hours = $3, egress_gb = $4, disk_gb_months = $5, spent_usd = $6, updated_at = now() WHERE account_id = $1`,
+          [id, dec(t.balanceUsd), dec(t.ramGbHours), dec(t.egressGb), dec(t.diskGbMonths), dec(t.spentUsd)],
+        );
+      return { applied, totals };
+    });
+  }
+
+  /** Inserts one entry unless its key is there already; moves `t` by it when it was inserted. */
+  private async insert(c: pg.PoolClient, key: string, w: LedgerWrite, t: AccountMoney): Promise<boolean> {
+    if (w.kind === 'credit') {
+      const r = await c.query(
+        `INSERT INTO ledger_entries (key, account_id, kind, host, period_from, period_to, usd, source) VALUES ($1, $2, 'credit', $3, $4, $4, $5, $6) ON CONFLICT (key) DO NOTHING`,
+        [key, w.accountId, this.host, w.at, dec(w.usd), w.source],
+      );
+      if (r.rowCount !== 1) return false;
+      t.balanceUsd = round(t.balanceUsd + w.usd);
+      return true;
+    }
+    const ramPaid = Math.max(0, w.ramGbHours - Math.max(0, w.grant.ramGbHours - t.ramGbHours));
+    const egressPaid = Math.max(0, w.egressGb - Math.max(0, w.grant.egressGb - t.egressGb));
+    const usd = round(ramPaid * w.prices.ramUsdPerGbHour + egressPaid * w.prices.egressUsdPerGb + w.diskGbMonths * w.prices.diskUsdPerGbMonth);
+    const r = await c.query(
+      `INSERT INTO ledger_entries (key, account_id, kind, server_id, host, period_from, period_to, ram_gb_hours, disk_gb_months, egress_gb, usd)
+       VALUES ($1, $2, 'usage', $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (key) DO NOTHING`,
+      [key, w.accountId, w.serverId, this.host, w.from, w.to, dec(w.ramGbHours), dec(w.diskGbMonths), dec(w.egressGb), dec(usd)],
+    );
+    if (r.rowCount !== 1) return false;
+    t.ramGbHours = round(t.ramGbHours + w.ramGbHours);
+    t.egressGb = round(t.egressGb + w.egressGb);
+    t.diskGbMonths = round(t.diskGbMonths + w.diskGbMonths);
+    t.spentUsd = round(t.spentUsd + usd);
+    t.balanceUsd = round(t.balanceUsd - usd);
+    return true;
+  }
+
+  /** The totals of these accounts (absent: nothing written for it yet, all zero). */
+  async totals(ids: readonly string[]): Promise<Map<string, AccountMoney>> {
+    const out = new Map<string, AccountMoney>();
+    if (ids.length === 0) return out;
+    const r = await this.pool.query<MoneyRow>(`SELECT ${MONEY_COLUMNS} FROM account_money WHERE account_id = ANY($1::text[])`, [[...ids]]);
+    for (const row of r.rows) out.set(row.account_id, money(row));
+    return out;
+  }
+
+  /** Answers once the registry takes writes (a recharge asks before its payment is settled). */
+  async ready(): Promise<void> {
+    await this.pool.query('SELECT 1');
+  }
+
+  /** An account's entries, newest first, after an optional cursor (exclusive), from every host. */
+  async entries(accountId: string, limit: number, before?: [number, string]): Promise<{ items: LedgerRow[]; next?: [number, string] }> {
+    const r = await this.pool.query<EntryRow>(
+      `SELECT key, kind, account_id, server_id, period_from, period_to, ram_gb_hours, disk_gb_months, egress_gb, usd, source FROM ledger_entries
+       WHERE account_id = $1 AND ($2::bigint IS NULL OR (period_to, key) < ($2::bigint, $3::text))
+       ORDER BY period_to DESC, key DESC LIMIT $4`,
+      [accountId, before?.[0] ?? null, before?.[1] ?? '', limit],
+    );
+    const items = r.rows.map((e): LedgerRow => ({
+      key: e.key,
+      kind: e.kind,
+      accountId: e.account_id,
+      serverId: e.server_id ?? undefined,
+      from: Number(e.period_from),
+      to: Number(e.period_to),
+      ramGbHours: Number(e.ram_gb_hours),
+      diskGbMonths: Number(e.disk_gb_months),
+      egressGb: Number(e.egress_gb),
+      usd: Number(e.usd),
+      source: e.source ?? undefined,
+    }));
+    const last = items[items.length - 1];
+    return { items, next: items.length >= limit && last ? [last.to, last.key] : undefined };
+  }
+}
+
+interface MoneyRow {
+  account_id: string;
+  balance_usd: string;
+  ram_gb_hours: string;
+  egress_gb: string;
+  disk_gb_months: string;
+  spent_usd: string;
+}
+interface EntryRow {
+  key: string;
+  kind: 'usage' | 'credit';
+  account_id: string;
+  server_id: string | null;
+  period_from: string;
+  period_to: string;
+  ram_gb_hours: string;
+  disk_gb_months: string;
+  egress_gb: string;
+  usd: string;
+  source: string | null;
+}
+
+const MONEY_COLUMNS = 'account_id, balance_usd, ram_gb_hours, egress_gb, disk_gb_months, spent_usd';
+const money = (r: MoneyRow): AccountMoney => ({
+  balanceUsd: Number(r.balance_usd),
+  ramGbHours: Number(r.ram_gb_hours),
+  egressGb: Number(r.egress_gb),
+  diskGbMonths: Number(r.disk_gb_months),
+  spentUsd: Number(r.spent_usd),
+});
+
+/** The account's totals row, made at zero when it has none, locked until the transaction ends. */
+async function lockAccount(c: pg.PoolClient, id: string): Promise<AccountMoney> {
+  await c.query('INSERT INTO account_money (account_id) VALUES ($1) ON CONFLICT (account_id) DO NOTHING', [id]);
+  const r = await c.query<MoneyRow>(`SELECT ${MONEY_COLUMNS} FROM account_money WHERE account_id = $1 FOR UPDATE`, [id]);
+  return money(r.rows[0]);
+}
+
+/** Schema 5 (migrations.ts). */
+export const LEDGER_SQL = `
+  CREATE TABLE ledger_entries (
+    key             text PRIMARY KEY,
+    account_id      text NOT NULL,
+    kind            text NOT NULL CHECK (kind IN ('usage', 'credit')),
+    server_id       text,
+    host            text NOT NULL,
+    period_from     bigint NOT NULL,
+    period_to       bigint NOT NULL,
+    ram_gb_hours    numeric(24, 9) NOT NULL DEFAULT 0,
+    disk_gb_months  numeric(24, 9) NOT NULL DEFAULT 0,
+    egress_gb       numeric(24, 9) NOT NULL DEFAULT 0,
+    usd             numeric(24, 9) NOT NULL,
+    source          text,
+    written_at      timestamptz NOT NULL DEFAULT now()
+  );
+  CREATE INDEX ledger_entries_account ON ledger_entries (account_id, period_to DESC, key DESC);
+  CREATE TABLE account_money (
+    account_id      text PRIMARY KEY,
+    balance_usd     numeric(24, 9) NOT NULL DEFAULT 0,
+    ram_gb_hours    numeric(24, 9) NOT NULL DEFAULT 0,
+    egress_gb       numeric(24, 9) NOT NULL DEFAULT 0,
+    disk_gb_months  numeric(24, 9) NOT NULL DEFAULT 0,
+    spent_usd       numeric(24, 9) NOT NULL DEFAULT 0,
+    updated_at      timestamptz NOT NULL DEFAULT now()
+  );`;
