@@ -60,7 +60,7 @@ export async function accountsCommand(cfg: Readonly<Config>, sub: string | undef
     return 0;
   }
   if (sub === 'credit' && args.length === 2) {
-    const text = await creditCommand(dir, args[0], args[1]);
+    const text = await creditCommand(dir, args[0], args[1], Boolean(cfg.cluster.registry));
     io.out(flags.json ? JSON.stringify({ ok: true, detail: text }) : text);
     return 0;
   }

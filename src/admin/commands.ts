@@ -17,12 +17,12 @@ interface Credited {
   servers: { id: string; memory_bytes: number; disk_bytes: number; suspended: boolean }[];
 }
 
-export async function creditCommand(dataDir: string, target: string, usd: string): Promise<string> {
+export async function creditCommand(dataDir: string, target: string, usd: string, registry = false): Promise<string> {
   const source = `admin:${randomUUID()}`;
   const a = await ask(dataDir, 'POST', '/credit', { target, usd, source });
   if (!a) {
     assertStoreFree(dataDir, 'accounts credit');
-    return adminCreditOffline(dataDir, target, usd, source);
+    return adminCreditOffline(dataDir, target, usd, source, registry);
   }
   const b = ok<Credited>(a);
   const servers = b.servers.map(

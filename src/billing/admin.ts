@@ -25,11 +25,17 @@ export function resolveCredit(store: Store, target: string, usdRaw: string): Cre
   return { accountId, usd: Math.round(usd * 1e6) / 1e6 };
 }
 
-/** Credits straight into the store (no daemon running on this data dir). */
-export async function adminCreditOffline(dataDir: string, target: string, usdRaw: string, source: string): Promise<string> {
+/** Credits straight into the store (no daemon running on this data dir). Cluster mode
+ *  (`registry`): the credit waits in the store's ledger outbox and the daemon writes it to the
+ *  registry, once, when it starts (a balance written here would be overwritten by the registry's). */
+export async function adminCreditOffline(dataDir: string, target: string, usdRaw: string, source: string, registry = false): Promise<string> {
   const store = openStore(dataDir);
   try {
     const { accountId, usd } = resolveCredit(store, target, usdRaw);
+    if (registry) {
+      store.billing.queueCredit(accountId, usd, source, Date.now());
+      return `queued a credit of $${usd} to ${accountId}. The daemon is not running: it writes the credit to the cluster registry (once) and applies the tier's ceilings when it starts.`;
+    }
     store.billing.credit(accountId, usd, source, Date.now());
     return `credited $${usd} to ${accountId}; balance now $${store.accounts.get(accountId)!.balanceUsd}. The daemon is not running: it applies the tier's ceilings when it starts.`;
   } finally {

@@ -118,17 +118,28 @@ export class Billing {
     );
   }
 
+  /** The accounts this host holds servers of (their cached balances are refreshed every pass). */
+  private heldAccounts(): string[] {
+    return [...new Set(this.d.store.servers.all().map((s) => s.accountId))];
+  }
+
   /** One metering and enforcement pass at `now` (tests call it with a controlled clock). */
   async tick(now = this.now()): Promise<void> {
     this.lastPass = Math.max(this.lastPass ?? now, now);
     await this.meter.tick(now, this.d.cfg.meterInterval);
     // cluster mode: the outbox to the registry, and the balances of this host's accounts back
-    await this.book.sync([...new Set(this.d.store.servers.all().map((s) => s.accountId))]);
+    await this.book.sync(this.heldAccounts());
     await this.enforce(now);
     await this.tiers?.sync().catch((e) => this.d.log.warn('applying tier ceilings failed', { err: (e as Error).message }));
   }
 
   start(): void {
+    // cluster mode: what waits in the outbox (a restart while the registry was down, an offline
+    // credit) is written now, not a pass later; the cached balances come back with it
+    this.running = this.book
+      .sync(this.heldAccounts())
+      .catch((e) => this.d.log.warn('writing the ledger outbox failed; the next pass retries', { err: (e as Error).message }))
+      .finally(() => (this.running = undefined));
     this.timer = setInterval(
       () => {
         if (this.running) return;
@@ -207,7 +218,11 @@ export class Billing {
   /** Credits a payment the reconciler settled later (purpose `recharge`). */
   async onSettled(rec: { purpose: string; payer: string; nonce: string; meta?: Record<string, string> }): Promise<void> {
     if (rec.purpose !== 'recharge' || !rec.meta?.account || !rec.meta.usd) return;
-    await this.credit(rec.meta.account, Number(rec.meta.usd), `x402:${rec.payer.toLowerCase()}:${rec.nonce.toLowerCase()}`);
+    const source = `x402:${rec.payer.toLowerCase()}:${rec.nonce.toLowerCase()}`;
+    await this.credit(rec.meta.account, Number(rec.meta.usd), source).catch((e) => {
+      if (!isAppError(e) || e.code !== 'registry_unavailable') throw e;
+      this.d.log.warn('registry unreachable; the settled recharge is queued and credited once it is back', { account: rec.meta!.account, source });
+    });
   }
 
   async usage(account: AccountRecord, limitRaw: string | null, cursor: string | null) {

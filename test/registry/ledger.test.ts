@@ -11,7 +11,7 @@ import * as assert from 'uvu/assert';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Billing, type UsageSample } from '../../src/billing/index.js';
+import { adminCreditOffline, Billing, type UsageSample } from '../../src/billing/index.js';
 import { isAppError } from '../../src/errors.js';
 import { silentLogger } from '../../src/log/index.js';
 import { migrate, RegistryLedger, RegistryPool } from '../../src/registry/index.js';
@@ -20,6 +20,7 @@ import { decodeHeader } from '../../src/payments/index.js';
 import { call } from '../billing/api.js';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
+import { until } from '../helpers/wait.js';
 import { LocalFacilitator } from '../payments/fixtures/facilitator.js';
 import { encode, newPayer, signPayment, type Terms } from '../payments/fixtures/payer.js';
 
@@ -181,6 +182,24 @@ test('registry stopped: metering goes on into the outbox, across a restart of th
   } finally {
     await pg.start().catch(() => undefined);
   }
+});
+
+test('a credit made offline (daemon stopped) in registry mode waits in the outbox and is written once when billing starts', async () => {
+  const a = host('host-a');
+  holds(a, 'acc_offline', 'srv_offline');
+  await a.store.close();
+  const said = await adminCreditOffline(a.dir, 'acc_offline', '3', 'admin:00000000-0000-4000-8000-000000000003', true);
+  assert.match(said, /queued/);
+  const again = host('host-a', a.dir);
+  assert.is(again.store.accounts.get('acc_offline')!.balanceUsd, 0, 'nothing written to the cached balance');
+  again.billing.start();
+  try {
+    await until('the queued credit is written', async () => (await pg.sql(`SELECT count(*) FROM ledger_entries WHERE account_id = 'acc_offline'`)) === '1');
+    await until('the cache has it', () => again.store.accounts.get('acc_offline')!.balanceUsd === 3);
+  } finally {
+    await again.billing.stop();
+  }
+  assert.is(again.store.billing.pending(10).length, 0);
 });
 
 test('a batch sent again after a lost commit reply changes nothing', async () => {
