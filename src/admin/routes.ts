@@ -113,14 +113,15 @@ function accountRoutes(a: AdminActions, d: AdminDeps): Route[] {
       summary: 'One account, its servers and its recent ledger',
       params: Ref,
       responses: { 200: { description: 'The account' }, 404: unknown },
-      handler({ params }) {
+      async handler({ params }) {
         const acc = a.account(params.ref);
+        const recent = await d.billing.book.entries(acc.id, 20); // cluster mode: every host's entries
         return {
           status: 200,
           body: {
             account: accountView(a.views, acc),
             servers: d.store.servers.listByAccount(acc.id).map((s) => serverView(a.views, s)),
-            ledger: ledgerView(d.store, acc.id),
+            ledger: ledgerView(d.store, acc.id, 20, recent.items),
           },
         };
       },

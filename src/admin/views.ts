@@ -10,7 +10,7 @@ import { creditsOf, OPERATOR_SUSPENDED, type Credits } from '../billing/index.js
 import type { Config } from '../config/index.js';
 import { tierOf } from '../hosting/index.js';
 import type { ServerState } from '../runtime/index.js';
-import type { AccountRecord, ServerRecord, Store } from '../store/index.js';
+import type { AccountRecord, LedgerEntry, ServerRecord, Store } from '../store/index.js';
 
 export { OPERATOR_SUSPENDED };
 
@@ -99,9 +99,10 @@ export function accountView(d: ViewDeps, a: AccountRecord) {
   };
 }
 
-/** The account's recent ledger entries (newest first), for `accounts show`. */
-export function ledgerView(store: Store, accountId: string, limit = 20) {
-  return store.billing.entries(accountId, limit).items.map((e) => ({
+/** The account's recent ledger entries (newest first), for `accounts show`: from the store, or
+ *  the entries given (a running daemon's billing: the registry's ledger in cluster mode). */
+export function ledgerView(store: Store, accountId: string, limit = 20, items: LedgerEntry[] = store.billing.entries(accountId, limit).items) {
+  return items.map((e) => ({
     kind: e.kind,
     server: e.serverId ?? null,
     from: new Date(e.from).toISOString(),

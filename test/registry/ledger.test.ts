@@ -11,6 +11,7 @@ import * as assert from 'uvu/assert';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { callAdmin } from '../../src/admin/index.js';
 import { adminCreditOffline, Billing, type UsageSample } from '../../src/billing/index.js';
 import { isAppError } from '../../src/errors.js';
 import { silentLogger } from '../../src/log/index.js';
@@ -246,6 +247,13 @@ test('a recharge on a daemon in registry mode is credited in the registry; with 
     assert.is(paid.status, 200, JSON.stringify(paid.body));
     assert.is(paid.body.credits.balance_usd, 2);
     assert.is(await pg.sql(`SELECT balance_usd FROM account_money WHERE account_id = '${account}'`), '2.000000000');
+    const shown = (await callAdmin(d.dataDir, 'GET', `/accounts/${account}`))!;
+    assert.is(shown.status, 200);
+    const ledger = (shown.body as { ledger: { kind: string; usd: number; source: string | null }[] }).ledger;
+    assert.ok(
+      ledger.some((e) => e.kind === 'credit' && e.usd === 2 && e.source?.startsWith('x402:')),
+      `accounts show lists the registry's entry: ${JSON.stringify(ledger)}`,
+    );
     const payment = await pay();
     await pg.halt();
     try {
@@ -253,6 +261,10 @@ test('a recharge on a daemon in registry mode is credited in the registry; with 
       assert.is(down.status, 503, JSON.stringify(down.body));
       assert.is(down.body.error, 'registry_unavailable');
       assert.is(fac.transfers.length, 1, 'only the first payment was settled');
+      const credit = (await callAdmin(d.dataDir, 'POST', '/credit', { target: account, usd: '1', source: 'admin:00000000-0000-4000-8000-000000000004' }))!;
+      assert.is(credit.status, 503, JSON.stringify(credit.body));
+      assert.is((credit.body as { error: string }).error, 'registry_unavailable');
+      assert.is(d.daemon.store.billing.pending(10).length, 0, 'the refused credit was not queued');
     } finally {
       await pg.start();
     }
