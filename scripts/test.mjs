@@ -58,6 +58,7 @@ const UNIT = [
   'test/edge/alpn.test.ts',
   'test/billing/meter.test.ts',
   'test/registry/ledger.test.ts',
+  'test/registry/ledger-kill.test.ts',
   'test/foundation/edge-lifecycle.test.ts',
   'test/hosting/phone.test.ts',
   'test/proxy/exchange-errors.test.ts',
