@@ -86,7 +86,7 @@ export function rechargeRoutes(billing: Billing, ipLimit: Step, paywall: Paywall
           headers: { 'PAYMENT-REQUIRED': { description: 'x402 v2 payment terms (base64 JSON).', required: true } },
         },
         502: 'The payment facilitator (or, with self-settlement, the chain) could not be reached; nothing was charged.',
-        503: 'Payments are not configured on this host, or cannot be taken now (payments_unavailable: the facilitator lacks our network or refuses our key, the gas wallet is low).',
+        503: 'Payments are not configured on this host, or cannot be taken now (payments_unavailable: the facilitator lacks our network or refuses our key, the gas wallet is low), or, in cluster mode, the registry that holds balances cannot be reached (registry_unavailable); nothing was charged.',
       },
       async handler(ctx) {
         if (!paywall?.configured)
