@@ -69,6 +69,8 @@ const BATCH = 200;
 export class RegistryBook implements MoneyBook {
   private down = false;
   private flushing?: Promise<Set<string>>;
+  /** Credit sources a flush wrote for the first time, until credit() asks. */
+  private readonly creditsApplied = new Set<string>();
 
   constructor(
     private readonly store: Store,
@@ -85,8 +87,9 @@ export class RegistryBook implements MoneyBook {
    *  now or by a later flush (a settled payment is never lost to a registry that just went down). */
   async credit(accountId: string, usd: number, source: string, at: number): Promise<boolean> {
     this.store.billing.queueCredit(accountId, usd, source, at);
-    const applied = await this.flush();
-    return applied.has(source);
+    await this.flush();
+    // whichever flush wrote it (a pass's may have taken it first) noted whether it was new
+    return this.creditsApplied.delete(source);
   }
 
   ready(): Promise<void> {
@@ -113,11 +116,12 @@ export class RegistryBook implements MoneyBook {
    *  logged once and thrown; what was not committed stays in the outbox. */
   async flush(): Promise<Set<string>> {
     while (this.flushing) await this.flushing.catch(() => undefined);
-    this.flushing = this.drain();
+    const mine = this.drain();
+    this.flushing = mine;
     try {
-      return await this.flushing;
+      return await mine;
     } finally {
-      this.flushing = undefined;
+      if (this.flushing === mine) this.flushing = undefined;
     }
   }
 
@@ -135,6 +139,8 @@ export class RegistryBook implements MoneyBook {
       }
       this.store.billing.sent(batch.map((b) => b.key));
       for (const k of out.applied) applied.add(k);
+      if (this.creditsApplied.size > 10_000) this.creditsApplied.clear(); // sources nobody asked about (reconciler, offline)
+      for (const b of batch) if (b.entry.kind === 'credit' && out.applied.has(b.entry.source)) this.creditsApplied.add(b.entry.source);
       for (const [id, m] of out.totals) this.cache(id, m);
       if (this.down) this.log.info('registry reachable again; metering outbox written', { applied: applied.size });
       this.down = false;
