@@ -32,11 +32,11 @@ const FORBIDDEN = {
   presence: ['proxy', 'ssh', 'hosting', 'edge', 'admin'],
   payments: ['verify', 'hosting', 'billing', 'edge', 'admin'],
   http: ['hosting', 'verify', 'proxy', 'ssh', 'billing', 'runtime', 'presence', 'edge', 'admin'],
-  edge: ['hosting', 'verify', 'proxy', 'ssh', 'billing', 'runtime', 'presence', 'admin', 'domains'],
+  edge: ['hosting', 'verify', 'proxy', 'ssh', 'billing', 'runtime', 'presence', 'admin', 'domains', 'channel'],
   store: ['hosting', 'verify', 'proxy', 'ssh', 'billing', 'runtime', 'presence', 'edge', 'admin', 'payments'],
-  proxy: ['edge', 'hosting', 'ssh', 'admin'],
+  proxy: ['edge', 'hosting', 'ssh', 'admin', 'channel'],
   ssh: ['proxy', 'hosting', 'edge', 'admin'],
-  registry: ['hosting', 'verify', 'proxy', 'ssh', 'billing', 'runtime', 'presence', 'edge', 'admin', 'store', 'payments'],
+  registry: ['hosting', 'verify', 'proxy', 'ssh', 'billing', 'runtime', 'presence', 'edge', 'admin', 'store', 'payments', 'channel'],
   mcp: ['hosting', 'verify', 'proxy', 'ssh', 'billing', 'runtime', 'presence', 'edge', 'admin', 'store', 'payments'],
   // the HTTP/1.1 wire format knows no part of the daemon
   h1: [
@@ -91,6 +91,7 @@ function restricted(module) {
 
 const modules = [
   'billing',
+  'channel',
   'config',
   'domains',
   'edge',

@@ -170,6 +170,7 @@ export const CATALOGUE = {
   // ── 502 upstream ──
   app_down: e('upstream', "the server's app does not accept connections on port 80"),
   bad_gateway: e('upstream', "the server's app broke the connection or sent an invalid answer"),
+  forward_loop: e('upstream', 'a request forwarded between hosts came back to a host it already passed (a misconfigured cluster.advertise, or a cycle)'),
   sms_failed: e('upstream', 'the SMS provider could not be reached or failed'),
   facilitator_unavailable: e('upstream', 'the x402 facilitator could not be reached; nothing was charged'),
   llm_failed: e('upstream', 'too few verifier passes completed because of language-model provider errors'),
@@ -186,6 +187,7 @@ export const CATALOGUE = {
   wake_failed: e('unavailable', 'the server could not be started (Retry-After)'),
   no_address: e('unavailable', 'every address of the server subnet is in use'),
   no_uid_range: e('unavailable', 'every uid range of the host is in use'),
+  host_unavailable: e('unavailable', 'the host that runs the server is down or cannot be reached from the host that received the request (Retry-After)'),
   registry_unavailable: e('unavailable', 'the cluster registry (PostgreSQL) cannot be reached: changes to shared records wait until it is back (Retry-After)'),
   payments_unavailable: e('unavailable', 'the facilitator lacks our network or refuses our key, or the chain or gas wallet is unusable'),
 

@@ -9,12 +9,13 @@
 // bounds: the metric and their rootbox.log) → presence (idle tracker) → billing (built;
 // settled recharges credited) → proxy → ports (exposed TCP) → ssh → hosting (registers itself as
 // billing's tier keeper, reopens ports, applies tiers) → metering (billing's loop) → verify (the API)
-// → edge → admin
+// → channel (cluster mode: host-to-host mTLS, forwarding) → edge → admin
 // → metrics (its own loopback listener; scrape-time gauges read the runtime and the data dir).
 
 import { domainCerts, startAcme, type Acme } from './acme/index.js';
 import { startAdmin, type AdminListener } from './admin/index.js';
 import { createBilling, type Billing } from './billing/index.js';
+import { startChannel, type Channel } from './channel/index.js';
 import type { Config } from './config/index.js';
 import { startEdge, startTls, type Edge, type TlsManager } from './edge/index.js';
 import { startHosting, type HostingApi } from './hosting/index.js';
@@ -64,6 +65,8 @@ export interface Daemon<R extends Runtime = ContainerRuntime> {
   readonly metrics: MetricsListener;
   /** The cluster registry this host is a member of; undefined on a single box. */
   readonly registry?: Registry;
+  /** The host-to-host channel (cluster mode with a CA): forwarding to the host that runs a server. */
+  readonly channel?: Channel;
   stop(): Promise<void>;
 }
 
@@ -137,7 +140,12 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
     ),
     part('metering', (d) => (d.billing.start(), d.billing)),
     part('verify', createVerify, nothing),
-    part('edge', startEdge, (e) => e.stop(cfg.shutdownTimeout)),
+    part('channel', startChannel, (c) => c?.stop()), // cluster mode: mTLS listener, forwarding to other hosts
+    part(
+      'edge',
+      (d) => startEdge({ ...d, proxy: d.channel?.front ?? d.proxy }),
+      (e) => e.stop(cfg.shutdownTimeout),
+    ),
     part(
       'admin',
       (d) => startAdmin(cfg.dataDir, { ...d, log: log.child({ part: 'admin' }) }),

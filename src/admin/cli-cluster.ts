@@ -5,9 +5,13 @@
 
 import type { Config } from '../config/index.js';
 import { isAppError } from '../errors.js';
-import { KNOWN_VERSION, migrate, RegistryPool, schemaVersion, HostDirectory } from '../registry/index.js';
+import { createCa } from '../edge/index.js';
+import { KNOWN_VERSION, migrate, RegistryCa, RegistryPool, schemaVersion, HostDirectory } from '../registry/index.js';
 import type { CliOut } from './cli-servers.js';
 import { bytes, table } from './table.js';
+
+/** The common name of the cluster CA's certificate. */
+const CLUSTER_CA = 'rootbox cluster CA';
 
 function poolOf(cfg: Readonly<Config>, io: CliOut): RegistryPool | undefined {
   const url = cfg.cluster.registry;
@@ -25,12 +29,14 @@ export async function clusterCommand(cfg: Readonly<Config>, sub: string | undefi
   try {
     if (sub === 'init') {
       const applied = await migrate(pool);
-      if (flags.json) io.out(JSON.stringify({ registry: pool.where, applied, schema: KNOWN_VERSION }));
+      // the cluster CA, made once: every host signs its channel certificate with it
+      const { created } = await new RegistryCa(pool).ensure(() => ({ name: CLUSTER_CA, ...createCa(CLUSTER_CA) }));
+      if (flags.json) io.out(JSON.stringify({ registry: pool.where, applied, schema: KNOWN_VERSION, caCreated: created }));
       else
         io.out(
-          applied.length
+          (applied.length
             ? `registry ${pool.where}: applied schema ${applied.join(', ')}; now at ${KNOWN_VERSION}`
-            : `registry ${pool.where}: schema ${KNOWN_VERSION}, current`,
+            : `registry ${pool.where}: schema ${KNOWN_VERSION}, current`) + (created ? '; cluster CA created' : ''),
         );
       return 0;
     }

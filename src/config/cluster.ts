@@ -35,7 +35,18 @@ export const clusterSchema = z
       .regex(HOST_PORT, 'must be "host:port"')
       .default('0.0.0.0:7946')
       .describe(
-        "Address of this host's host-to-host channel (mutual TLS). Its port is what `advertise` defaults to; the channel itself comes with forwarding between hosts.",
+        "Address of this host's host-to-host channel: HTTP/2 over mutual TLS with certificates from the cluster CA (`rootbox cluster init` makes it), on which the other hosts forward requests for the servers this host runs. Its port is what `advertise` defaults to.",
+      ),
+    forwardConnectTimeout: duration()
+      .prefault('2s')
+      .describe("Longest a connection to another host's channel may take; past it a request for a server there answers 503 host_unavailable."),
+    forwardRetryBody: z.coerce
+      .number()
+      .int()
+      .min(0)
+      .default(1024 * 1024)
+      .describe(
+        'Bytes of a request body kept in memory while it is forwarded to another host, so that it can be sent again once when that host no longer runs the server (its cache was stale); a larger body is streamed and not retried.',
       ),
     lease: duration()
       .prefault('15s')

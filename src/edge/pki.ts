@@ -14,6 +14,7 @@ const OID = {
   keyUsage: '2.5.29.15',
   extKeyUsage: '2.5.29.37',
   serverAuth: '1.3.6.1.5.5.7.3.1',
+  clientAuth: '1.3.6.1.5.5.7.3.2',
   san: '2.5.29.17',
   ski: '2.5.29.14',
   aki: '2.5.29.35',
@@ -102,8 +103,9 @@ export function loadCa(certPem: string, keyPem: string, commonName: string): Ca 
   return { certPem, key, name: name(commonName), keyId: keyIdOf(createPublicKey(key)) };
 }
 
-/** Issues a server certificate for the given DNS names / IP addresses, signed by the CA. */
-export function issueLeaf(ca: Ca, names: string[], days = 365): Issued {
+/** Issues a server certificate for the given DNS names / IP addresses, signed by the CA.
+ *  `peer`: usable as a client certificate too (the cluster channel's mutual TLS). */
+export function issueLeaf(ca: Ca, names: string[], days = 365, peer = false): Issued {
   const { publicKey, privateKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
   const san = seq(...names.map((n) => (isIP(n) ? tlv(0x87, ipBytes(n)) : tlv(0x82, Buffer.from(n, 'ascii')))));
   const der = certificate({
@@ -115,7 +117,7 @@ export function issueLeaf(ca: Ca, names: string[], days = 365): Issued {
     extensions: [
       ext(OID.basicConstraints, true, seq()),
       ext(OID.keyUsage, true, bits(Buffer.from([0x80]), 7)), // digitalSignature
-      ext(OID.extKeyUsage, false, seq(oid(OID.serverAuth))),
+      ext(OID.extKeyUsage, false, peer ? seq(oid(OID.serverAuth), oid(OID.clientAuth)) : seq(oid(OID.serverAuth))),
       ext(OID.san, false, san),
       ext(OID.aki, false, seq(tlv(0x80, ca.keyId))),
     ],

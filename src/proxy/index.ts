@@ -121,3 +121,4 @@ export function startProxy(d: {
 
 export { storeSites, type Site, type Sites, type ServerLookup } from './sites.js';
 export type { Upstream } from './forward.js';
+export { sendErrorPage } from './pages.js';

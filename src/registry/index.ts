@@ -10,6 +10,7 @@ import { registryOptions, type ClusterSettings, type RegistryOptions } from './h
 import { HostDirectory, type HostFacts } from './hosts.js';
 import { assertUsable } from './migrations.js';
 import { RegistryLedger } from './ledger.js';
+import { RegistryCa } from './ca.js';
 import { RegistryNames } from './names.js';
 import { RegistryPayments } from './payments.js';
 import { RegistryPool } from './pool.js';
@@ -20,6 +21,7 @@ export { registryChecks, type RegistryCheck } from './doctor.js';
 export { RegistryNames, type Placement } from './names.js';
 export { RegistryPayments } from './payments.js';
 export { RegistryLedger, type LedgerWrite, type AccountMoney, type LedgerRow } from './ledger.js';
+export { RegistryCa, type CaPair } from './ca.js';
 export { registryOptions, HOST_VERSION, type ClusterSettings, type RegistryOptions } from './host.js';
 export { migrate, schemaVersion, assertUsable, KNOWN_VERSION, MIGRATIONS } from './migrations.js';
 
@@ -38,6 +40,7 @@ export class Registry {
   readonly names: RegistryNames;
   readonly payments: RegistryPayments;
   readonly ledger: RegistryLedger;
+  readonly channel: RegistryCa;
   private timer?: NodeJS.Timeout;
   private checked = false;
   private reachable = true;
@@ -52,6 +55,7 @@ export class Registry {
     this.names = new RegistryNames(this.pool, o.host);
     this.payments = new RegistryPayments(this.pool, o.host);
     this.ledger = new RegistryLedger(this.pool, o.host);
+    this.channel = new RegistryCa(this.pool);
   }
 
   private facts(): HostFacts {

@@ -71,6 +71,19 @@ export const MIGRATIONS: readonly Migration[] = [
     about: 'money: an append-only ledger written once per key, per-account balance and usage totals',
     sql: LEDGER_SQL,
   },
+  {
+    version: 8,
+    about: 'the cluster CA: the certificate and key every host signs its channel certificate with',
+    sql: `
+      CREATE TABLE cluster_ca (
+        id          int PRIMARY KEY CHECK (id = 1),
+        name        text NOT NULL,
+        cert_pem    text NOT NULL,
+        key_pem     text NOT NULL,
+        created_at  timestamptz NOT NULL DEFAULT now()
+      );
+      REVOKE ALL ON cluster_ca FROM PUBLIC;`,
+  },
 ];
 
 export const KNOWN_VERSION = MIGRATIONS[MIGRATIONS.length - 1].version;

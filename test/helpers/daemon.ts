@@ -92,7 +92,9 @@ async function startOnce(overrides: Record<string, unknown>, env: NodeJS.Process
     },
   });
   const containers = process.env.ROOTBOX_TEST_RUNTIME !== 'process';
-  const processes: RuntimeMaker<Runtime> = async (c) => ({ runtime: new ProcessRuntime({ dir: join(c.dataDir, 'processes') }) });
+  const processes: RuntimeMaker<Runtime> = async (c) => ({
+    runtime: new ProcessRuntime({ dir: join(c.dataDir, 'processes'), apps: process.env.ROOTBOX_TEST_PROCESS_APPS === '1' }),
+  });
   let daemon: Daemon<Runtime>;
   try {
     daemon = containers ? await startDaemon(cfg, log, undefined, { now }) : await startDaemon(cfg, log, processes, { now });

@@ -37,13 +37,18 @@ const APP = `
 import { createServer } from 'node:http';
 import { WebSocketServer } from 'ws';
 const [port, delay] = [Number(process.env.PORT), Number(process.env.DELAY)];
+import { createHash } from 'node:crypto';
 const srv = createServer((req, res) => {
   const chunks = [];
   req.on('data', (c) => chunks.push(c));
-  req.on('end', () => res.end(JSON.stringify({ pid: process.pid, url: req.url, bodyLength: Buffer.concat(chunks).length })));
+  req.on('end', () => {
+    const body = Buffer.concat(chunks);
+    if (req.url === '/echo') return res.end(body);
+    res.end(JSON.stringify({ pid: process.pid, url: req.url, bodyLength: body.length, sha256: createHash('sha256').update(body).digest('hex'), forwardedFor: req.headers['x-forwarded-for'] }));
+  });
 });
 new WebSocketServer({ server: srv }).on('connection', (ws) => ws.on('message', (m) => ws.send(m)));
-if (delay >= 0) setTimeout(() => srv.listen(port, '127.0.0.1'), delay);
+if (delay >= 0) setTimeout(() => srv.listen(port, process.env.HOST || '127.0.0.1'), delay);
 else setInterval(() => {}, 1 << 30);
 process.on('SIGTERM', () => process.exit(0));
 `;
@@ -72,14 +77,19 @@ function diskUse(dir: string): number {
   return n;
 }
 
+/** A loopback address of a server's own (127/8 is the host's, whole), for its app on port 80. */
+const ownLoopback = () => `127.${1 + Math.floor(Math.random() * 254)}.${Math.floor(Math.random() * 256)}.${1 + Math.floor(Math.random() * 254)}`;
+
 export class ProcessRuntime implements Runtime {
   readonly servers = new Map<string, ProcServer>();
   starts = 0;
   stops = 0;
   private base: string | undefined;
 
-  /** `dir` holds the directories of created servers (a temp dir when absent). */
-  constructor(private readonly opts: { dir?: string } = {}) {}
+  /** `dir` holds the directories of created servers (a temp dir when absent). `apps`: a created
+   *  server's process serves its app on an address of its own in 127/8, port 80, as a run.sh app
+   *  in a container does (binding port 80 needs root). */
+  constructor(private readonly opts: { dir?: string; apps?: boolean } = {}) {}
 
   /** Registers a sleeping server whose app will listen on 127.0.0.1:`port` (proxy tests). */
   add(id: string, slug: string, rootfs: string, port: number, opts: { bindDelay?: number } = {}): ProcServer {
@@ -115,9 +125,18 @@ export class ProcessRuntime implements Runtime {
     const rootfs = join(this.dirOf(spec.id), 'rootfs');
     mkdirSync(join(rootfs, 'root'), { recursive: true });
     const s: ProcServer = {
-      rec: { id: spec.id, slug: spec.slug, ip: '127.0.0.1', uidBase: 0, memoryBytes: spec.memoryBytes, diskBytes: spec.diskBytes, rootfs, state: 'creating' },
-      port: 0,
-      bindDelay: -1,
+      rec: {
+        id: spec.id,
+        slug: spec.slug,
+        ip: this.opts.apps ? ownLoopback() : '127.0.0.1',
+        uidBase: 0,
+        memoryBytes: spec.memoryBytes,
+        diskBytes: spec.diskBytes,
+        rootfs,
+        state: 'creating',
+      },
+      port: this.opts.apps ? 80 : 0,
+      bindDelay: this.opts.apps ? 0 : -1,
       owned: true,
     };
     this.servers.set(spec.id, s);
@@ -140,7 +159,7 @@ export class ProcessRuntime implements Runtime {
     this.starts++;
     const child = spawn(process.execPath, ['--input-type=module', '-e', APP], {
       cwd: repo,
-      env: { ...process.env, PORT: String(s.port), DELAY: String(s.bindDelay) },
+      env: { ...process.env, PORT: String(s.port), DELAY: String(s.bindDelay), HOST: s.rec.ip },
       stdio: 'ignore',
     });
     await new Promise<void>((resolve, reject) => {

@@ -16,7 +16,7 @@ let pg: TestPostgres;
 let d: TestDaemon | undefined;
 
 const cli = (args: string[], url = pg.url) => run(bin, args, { env: { ...process.env, ROOTBOX_REGISTRY: url, ROOTBOX_DATA_DIR: pg.dir + '/cli' } });
-const cluster = (name: string) => ({ cluster: { registry: pg.url, host: name, advertise: '127.0.0.1:17946', lease: '2s' } });
+const cluster = (name: string) => ({ cluster: { registry: pg.url, host: name, advertise: '127.0.0.1:17946', listen: '127.0.0.1:0', lease: '2s' } });
 
 test.before(async () => {
   pg = await startPostgres();

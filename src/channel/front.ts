@@ -1,0 +1,247 @@
+// The receiving edge's side of forwarding: `<slug>.{domain}` (or a server's own domain) whose
+// server this host does not run goes over the channel to the host that does, with the client's
+// address, scheme and request id, the server id and placement epoch this host saw, and one hop.
+// This host's own servers (its store has the slug) are answered by the local proxy as before;
+// a slug no cache knows is asked of the registry once. A body is kept in memory up to
+// `retryBody` so the request can be sent again once when the owner answers "not here" (its
+// placement moved: the cache was stale); a larger one is streamed and not retried. A host that is
+// down (its lease ran out) or cannot be reached answers at once 503 host_unavailable; an address
+// that leads back here, 502 forward_loop. WebSocket handshakes take the same way (tunnel.ts).
+
+import type { IncomingMessage } from 'node:http';
+import type { ClientHttp2Stream, IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http2';
+import type { Duplex, Readable } from 'node:stream';
+import { AppError } from '../errors.js';
+import { rawError, type HttpApp, type LaneApp, type Req, type RequestInfo, type Res, type UpgradeApp } from '../http/index.js';
+import type { Logger } from '../log/index.js';
+import { sendErrorPage } from '../proxy/index.js';
+import type { Placements, PlacementView } from './lookup.js';
+import { CANCEL, PeerError, type Peers } from './peers.js';
+import { answerHeaders, channelHeaders, H, NOT_HERE } from './wire.js';
+
+export type LocalProxy = HttpApp & Partial<UpgradeApp> & Partial<LaneApp>;
+
+export interface FrontDeps {
+  local: LocalProxy;
+  servers: { bySlug(slug: string): unknown };
+  placements: Placements;
+  peers: Peers;
+  self: string;
+  retryBody: number;
+  log: Logger;
+}
+
+const unavailable = (host: string, why: string) =>
+  AppError.of('host_unavailable', `the host that runs this server (${host}) ${why}; try again shortly`, { retryAfter: 2 });
+
+function hasBody(req: Req): boolean {
+  const len = req.headers['content-length'];
+  if (len !== undefined) return Number(len) > 0;
+  if (req.headers['transfer-encoding'] !== undefined) return true;
+  const stream = (req as { stream?: { endAfterHeaders?: boolean } }).stream;
+  return stream ? stream.endAfterHeaders === false : false;
+}
+
+/** Reads up to `cap` bytes of a body: all of it (`whole`) or the first part, the rest left unread. */
+function buffer(req: Readable, cap: number): Promise<{ chunks: Buffer[]; whole: boolean }> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let n = 0;
+    const done = (whole: boolean) => {
+      req.off('data', onData).off('end', onEnd).off('error', onError);
+      resolve({ chunks, whole });
+    };
+    const onData = (c: Buffer) => {
+      chunks.push(c);
+      n += c.length;
+      if (n > cap) {
+        req.pause();
+        done(false);
+      }
+    };
+    const onEnd = () => done(true);
+    const onError = (e: Error) => {
+      req.off('data', onData).off('end', onEnd);
+      reject(e);
+    };
+    req.on('data', onData).on('end', onEnd).on('error', onError);
+  });
+}
+
+interface Body {
+  chunks: Buffer[];
+  /** The rest of a body too large to keep: streamed, no retry. */
+  rest?: Readable;
+}
+
+export class ClusterFront implements HttpApp, UpgradeApp {
+  readonly lane?: LaneApp['lane'];
+
+  constructor(private readonly d: FrontDeps) {
+    const local = d.local.lane?.bind(d.local);
+    // a lane request for a server of another host goes to node's server, which forwards it
+    if (local) this.lane = (r, sock, info, done) => (this.remote(info.slug) ? false : local(r, sock, info, done));
+  }
+
+  /** The placement of a slug this host does not run, when the cache names another host. */
+  private remote(slug: string): PlacementView | undefined {
+    if (this.d.servers.bySlug(slug)) return undefined;
+    const p = this.d.placements.bySlug(slug);
+    return p && p.host !== this.d.self ? p : undefined;
+  }
+
+  /** Where a slug's server runs: here (undefined) or on another host, asking the registry when no cache knows. */
+  private async where(slug: string): Promise<PlacementView | undefined> {
+    if (this.d.servers.bySlug(slug)) return undefined;
+    const p = this.d.placements.bySlug(slug) ?? (await this.d.placements.fresh(slug).catch(() => undefined));
+    return p && p.host !== this.d.self ? p : undefined;
+  }
+
+  handle(req: Req, res: Res, info: RequestInfo): Promise<void> | void {
+    if (info.failure) return this.d.local.handle(req, res, info);
+    const slug = info.host.slice(0, info.host.indexOf('.'));
+    const known = this.remote(slug);
+    if (known) return this.forward(req, res, info, known);
+    if (this.d.servers.bySlug(slug) || this.d.placements.bySlug(slug)) return this.d.local.handle(req, res, info);
+    return this.where(slug).then((p) => (p ? this.forward(req, res, info, p) : this.d.local.handle(req, res, info)));
+  }
+
+  private async forward(req: Req, res: Res, info: RequestInfo, p: PlacementView): Promise<void> {
+    let body: Body = { chunks: [] };
+    if (hasBody(req)) {
+      const b = await buffer(req as Readable, this.d.retryBody);
+      body = { chunks: b.chunks, rest: b.whole ? undefined : (req as Readable) };
+    }
+    let answer = await this.send(req, info, p, body);
+    if (answer instanceof AppError) return sendErrorPage(req, res, answer, info.requestId);
+    if (Number(answer.headers[':status']) === NOT_HERE) {
+      answer.stream.close(CANCEL);
+      if (body.rest) return sendErrorPage(req, res, unavailable(p.host, 'no longer runs it'), info.requestId);
+      const now = await this.d.placements.fresh(p.slug).catch(() => undefined);
+      // gone, or here now: this host's proxy answers (the unknown-server page, or the server) when nothing was read
+      if ((!now || now.host === this.d.self) && !body.chunks.length) return this.d.local.handle(req, res, info);
+      if (!now || now.host === this.d.self || (now.host === p.host && now.epoch === p.epoch)) {
+        return sendErrorPage(req, res, unavailable(p.host, 'no longer runs it'), info.requestId);
+      }
+      answer = await this.send(req, info, now, body);
+      if (answer instanceof AppError) return sendErrorPage(req, res, answer, info.requestId);
+      if (Number(answer.headers[':status']) === NOT_HERE) {
+        answer.stream.close(CANCEL);
+        return sendErrorPage(req, res, unavailable(now.host, 'no longer runs it'), info.requestId);
+      }
+    }
+    this.relay(answer, res);
+  }
+
+  /** The request over the channel to p's host; its answer head, or why there is none. */
+  private async send(
+    req: Req,
+    info: RequestInfo,
+    p: PlacementView,
+    body: Body,
+  ): Promise<{ headers: IncomingHttpHeaders; stream: ClientHttp2Stream } | AppError> {
+    const stream = await this.open(req, info, p, {}, !body.chunks.length && !body.rest);
+    if (stream instanceof AppError) return stream;
+    for (const c of body.chunks) stream.write(c);
+    if (body.rest) body.rest.pipe(stream);
+    else if (body.chunks.length) stream.end();
+    return new Promise((resolve) => {
+      stream.once('response', (headers) => {
+        stream.off('error', onError);
+        stream.on('error', () => {});
+        resolve({ headers, stream });
+      });
+      const onError = () => resolve(unavailable(p.host, 'cannot be reached'));
+      stream.once('error', onError);
+      stream.once('close', () => resolve(unavailable(p.host, 'cannot be reached')));
+    });
+  }
+
+  private async open(
+    req: Req | IncomingMessage,
+    info: RequestInfo,
+    p: PlacementView,
+    extra: OutgoingHttpHeaders,
+    endStream: boolean,
+  ): Promise<ClientHttp2Stream | AppError> {
+    const host = this.d.placements.host(p.host);
+    if (!host || !host.up) return unavailable(p.host, 'is down');
+    let session;
+    try {
+      session = await this.d.peers.session(p.host, host.advertise);
+    } catch (e) {
+      if (e instanceof PeerError && e.loop) {
+        this.d.log.error('forwarding loop: the channel address of a host leads back here', { peer: p.host, advertise: host.advertise });
+        return AppError.of('forward_loop', `the channel address of ${p.host} leads back to ${this.d.self} (request ${info.requestId})`);
+      }
+      this.d.log.warn('channel unreachable', { peer: p.host, advertise: host.advertise, detail: (e as Error).message });
+      return unavailable(p.host, 'cannot be reached');
+    }
+    const authority = (req.headers.host ?? (req.headers as IncomingHttpHeaders)[':authority'] ?? info.host) as string;
+    const headers: OutgoingHttpHeaders = {
+      ...channelHeaders(req.headers as IncomingHttpHeaders),
+      ':method': req.method ?? 'GET',
+      ':path': req.url ?? '/',
+      ':authority': authority,
+      ':scheme': 'https',
+      [H.site]: info.host,
+      [H.ip]: info.ip,
+      [H.scheme]: info.scheme,
+      [H.rid]: info.requestId,
+      [H.server]: p.serverId,
+      [H.epoch]: String(p.epoch),
+      [H.hops]: '1',
+      ...extra,
+    };
+    try {
+      return session.request(headers, { endStream });
+    } catch (e) {
+      this.d.log.warn('channel request refused', { peer: p.host, detail: (e as Error).message });
+      return unavailable(p.host, 'cannot be reached');
+    }
+  }
+
+  /** The owner's answer, streamed to the client as it comes. */
+  private relay(a: { headers: IncomingHttpHeaders; stream: ClientHttp2Stream }, res: Res): void {
+    const { headers, stream } = a;
+    res.on('close', () => {
+      if (!stream.closed) stream.close(CANCEL);
+    });
+    stream.on('error', () => (res as { destroy?: () => void }).destroy?.());
+    stream.on('aborted', () => (res as { destroy?: () => void }).destroy?.());
+    res.writeHead(Number(headers[':status']), answerHeaders(headers) as Record<string, string>);
+    (stream as Readable).pipe(res as unknown as NodeJS.WritableStream);
+  }
+
+  upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, info: RequestInfo & { slug: string }): void {
+    const local = this.d.local.upgrade;
+    void this.where(info.slug)
+      .then((p) => {
+        if (!p) return local ? local.call(this.d.local, req, socket, head, info) : socket.destroy();
+        return this.tunnel(req, socket, head, info, p);
+      })
+      .catch((e) => {
+        this.d.log.error('forwarded upgrade failed', { err: e });
+        socket.destroy();
+      });
+  }
+
+  /** A WebSocket handshake to another host: the client's bytes and the owner's, both ways over one stream. */
+  private async tunnel(req: IncomingMessage, socket: Duplex, head: Buffer, info: RequestInfo, p: PlacementView): Promise<void> {
+    const stream = await this.open(req, info, p, { [H.upgrade]: String(req.headers.upgrade ?? '') }, false);
+    if (stream instanceof AppError) return rawError(socket, stream, { requestId: info.requestId });
+    stream.on('error', () => socket.destroy());
+    socket.on('close', () => {
+      if (!stream.closed) stream.close(CANCEL);
+    });
+    stream.once('response', (h) => {
+      if (Number(h[':status']) !== 200) {
+        stream.close(CANCEL);
+        return rawError(socket, unavailable(p.host, 'no longer runs it'), { requestId: info.requestId });
+      }
+      (stream as Readable).pipe(socket);
+    });
+    if (head.length) stream.write(head);
+    socket.pipe(stream);
+  }
+}

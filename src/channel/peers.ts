@@ -1,0 +1,116 @@
+// The client side of the channel: one HTTP/2 session per peer host (its advertise address from
+// the registry), kept alive and shared by every request forwarded there. A session is opened on
+// first use with this host's certificate, accepts only a server certificate of the cluster CA
+// naming the host it meant (a certificate naming this host itself is a loop: an advertise
+// address pointing back here), and is dropped when it closes, fails or stops answering pings;
+// the next request opens a new one. Opening takes at most connectTimeout.
+
+import { connect, constants, type ClientHttp2Session } from 'node:http2';
+import type { PeerCertificate } from 'node:tls';
+import type { Logger } from '../log/index.js';
+import { peerHost, type Identity } from './identity.js';
+
+/** Why a peer could not be reached: a loop (its address leads back here) or anything else. */
+export class PeerError extends Error {
+  constructor(
+    readonly loop: boolean,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+const PING_MS = 5_000;
+
+export class Peers {
+  private readonly sessions = new Map<string, Promise<ClientHttp2Session>>();
+  private readonly timer: NodeJS.Timeout;
+
+  constructor(private readonly o: { identity: () => Identity; connectTimeoutMs: number; log: Logger }) {
+    // a peer that stopped answering (frozen, cut off) is found out by its pings, not by a request hanging on it
+    this.timer = setInterval(() => void this.ping(), PING_MS).unref();
+  }
+
+  /** The session to `host` at `advertise`, opened now when there is none. */
+  session(host: string, advertise: string): Promise<ClientHttp2Session> {
+    const key = `${host}@${advertise}`;
+    let s = this.sessions.get(key);
+    if (!s) {
+      s = this.open(host, advertise, key);
+      this.sessions.set(key, s);
+      s.catch(() => this.sessions.delete(key));
+    }
+    return s;
+  }
+
+  private open(host: string, advertise: string, key: string): Promise<ClientHttp2Session> {
+    const me = this.o.identity();
+    let loop = false;
+    return new Promise((resolve, reject) => {
+      const session = connect(`https://${advertise}`, {
+        ca: me.ca,
+        cert: me.cert,
+        key: me.key,
+        servername: host,
+        checkServerIdentity: (_name: string, cert: PeerCertificate) => {
+          const named = peerHost(cert);
+          if (named === host) return undefined;
+          loop = named === me.host;
+          return new Error(`the channel at ${advertise} is ${named ?? 'unnamed'}, not ${host}`);
+        },
+        settings: { enablePush: false },
+      });
+      const t = setTimeout(
+        () => session.destroy(new Error(`no channel to ${host} at ${advertise} within ${this.o.connectTimeoutMs} ms`)),
+        this.o.connectTimeoutMs,
+      );
+      const fail = (e: Error) => {
+        clearTimeout(t);
+        reject(new PeerError(loop, e.message));
+      };
+      session.once('error', fail);
+      session.once('close', () => {
+        clearTimeout(t);
+        reject(new PeerError(loop, `the channel to ${host} closed`));
+        void this.sessions.get(key)?.then(
+          (x) => x === session && this.sessions.delete(key),
+          () => {},
+        );
+      });
+      session.once('connect', () => {
+        clearTimeout(t);
+        session.off('error', fail);
+        session.on('error', (e) => this.o.log.debug('channel session failed', { peer: host, detail: e.message }));
+        session.unref(); // idle sessions keep no process alive
+        resolve(session);
+      });
+    });
+  }
+
+  private async ping(): Promise<void> {
+    for (const [key, p] of this.sessions) {
+      const s = await p.catch(() => undefined);
+      if (!s || s.destroyed) continue;
+      const t = setTimeout(() => {
+        this.sessions.delete(key);
+        s.destroy(new Error('the peer did not answer a ping'));
+      }, this.o.connectTimeoutMs);
+      s.ping((err) => {
+        clearTimeout(t);
+        if (err && !s.destroyed) s.destroy();
+      });
+    }
+  }
+
+  close(): void {
+    clearInterval(this.timer);
+    for (const p of this.sessions.values())
+      void p.then(
+        (s) => s.close(),
+        () => {},
+      );
+    this.sessions.clear();
+  }
+}
+
+export const CANCEL = constants.NGHTTP2_CANCEL;

@@ -1,0 +1,140 @@
+// The owner's side of the channel: an HTTP/2 server on cluster.listen that takes only mutual TLS
+// with a certificate of the cluster CA (requestCert + rejectUnauthorized: a forged or self-signed
+// certificate, or none, never gets a request in). A forwarded request is answered by this host's
+// own proxy as if its client had come here (static files without a wake, the app, wake on
+// request, egress metered here, once), with the client's address, scheme and request id the
+// sender vouches for. Before that, the server the sender meant must be the one this host runs
+// under that slug, at the epoch the sender saw: else "not here" (421), and the sender asks the
+// registry and retries once. A request that already made a hop, or comes from this host itself,
+// is a loop: 502 forward_loop.
+
+import { createSecureServer, type Http2SecureServer, type Http2ServerRequest, type Http2ServerResponse, type ServerHttp2Session } from 'node:http2';
+import type { AddressInfo } from 'node:net';
+import type { TLSSocket } from 'node:tls';
+import { AppError } from '../errors.js';
+import { errorReply, rawError, sendReply, type HttpApp, type RequestInfo, type UpgradeApp } from '../http/index.js';
+import type { Logger } from '../log/index.js';
+import { peerHost, type Identity } from './identity.js';
+import type { Placements } from './lookup.js';
+import { handshakeOf, StreamSocket } from './tunnel.js';
+import { H, MAX_HOPS, NOT_HERE } from './wire.js';
+
+export interface ChannelServerDeps {
+  identity: () => Identity;
+  /** The local proxy: what answers `<slug>.{domain}` for the servers this host runs. */
+  local: HttpApp & Partial<UpgradeApp>;
+  /** This host's own servers by slug (its store). */
+  servers: { bySlug(slug: string): { id: string } | undefined };
+  placements: Pick<Placements, 'byServer'>;
+  log: Logger;
+}
+
+/** How long forwarded requests under way may run on at a stop. */
+const CLOSE_GRACE_MS = 2000;
+
+const one = (v: string | string[] | undefined) => (Array.isArray(v) ? v[0] : v);
+
+export class ChannelServer {
+  private server?: Http2SecureServer;
+  private readonly sessions = new Set<ServerHttp2Session>();
+
+  constructor(private readonly d: ChannelServerDeps) {}
+
+  async listen(address: string): Promise<number> {
+    const me = this.d.identity();
+    const server = (this.server = createSecureServer(
+      { ca: me.ca, cert: me.cert, key: me.key, requestCert: true, rejectUnauthorized: true, allowHTTP1: false, settings: { maxConcurrentStreams: 1000 } },
+      (req, res) => this.onRequest(req, res),
+    ));
+    server.on('sessionError', () => {});
+    server.on('session', (s) => {
+      this.sessions.add(s);
+      s.on('close', () => this.sessions.delete(s));
+    });
+    server.on('tlsClientError', (err, sock) => this.d.log.info('channel refused a connection', { ip: sock.remoteAddress, detail: err.message }));
+    const at = address.lastIndexOf(':');
+    const host = address.slice(0, at).replace(/^\[|\]$/g, '');
+    await new Promise<void>((resolve, reject) => {
+      const onError = (e: Error) => reject(AppError.of('listen_failed', `cannot listen on ${address} (cluster.listen): ${e.message}`));
+      server.once('error', onError);
+      server.listen(Number(address.slice(at + 1)), host, () => {
+        server.off('error', onError);
+        resolve();
+      });
+    });
+    return (server.address() as AddressInfo).port;
+  }
+
+  /** A new certificate (reissued before the old one ends) for the connections from now on. */
+  renew(): void {
+    const me = this.d.identity();
+    this.server?.setSecureContext({ ca: me.ca, cert: me.cert, key: me.key });
+  }
+
+  private onRequest(req: Http2ServerRequest, res: Http2ServerResponse): void {
+    req.on('error', () => {});
+    res.on('error', () => {});
+    const h = req.headers;
+    const info: RequestInfo = {
+      host: one(h[H.site]) ?? '',
+      scheme: one(h[H.scheme]) === 'http' ? 'http' : 'https',
+      requestId: one(h[H.rid]) ?? '',
+      ip: one(h[H.ip]) ?? '',
+    };
+    const from = peerHost((req.socket as TLSSocket).getPeerCertificate());
+    const upgrade = one(h[H.upgrade]);
+    const refuse = (err: AppError) => {
+      if (upgrade) {
+        res.writeHead(200);
+        return rawError(new StreamSocket(req, req.stream, info.ip), err, { requestId: info.requestId });
+      }
+      res.setHeader('x-request-id', info.requestId);
+      sendReply(res, errorReply(err, info.requestId, this.d.log));
+    };
+    if (from === this.d.identity().host || Number(h[H.hops] ?? 0) > MAX_HOPS) {
+      this.d.log.warn('forwarding loop refused', { from, hops: h[H.hops], rid: info.requestId });
+      return refuse(AppError.of('forward_loop', `the request came back to ${this.d.identity().host}, which it had passed already (request ${info.requestId})`));
+    }
+    const slug = info.host.slice(0, info.host.indexOf('.'));
+    const serverId = one(h[H.server]);
+    const epoch = Number(h[H.epoch]);
+    const mine = this.d.servers.bySlug(slug);
+    const placed = mine && this.d.placements.byServer(mine.id);
+    if (!mine || mine.id !== serverId || (placed && (placed.host !== this.d.identity().host || placed.epoch !== epoch))) {
+      return void res.writeHead(NOT_HERE, { [H.notHere]: '1' }).end();
+    }
+    for (const name of Object.keys(h)) if (name.startsWith('x-rootbox-')) delete h[name];
+    if (upgrade) return this.tunnel(req, res, info, upgrade);
+    try {
+      const pending = this.d.local.handle(req, res, info);
+      if (pending) pending.catch((err: unknown) => sendReply(res, errorReply(err, info.requestId, this.d.log)));
+    } catch (err) {
+      sendReply(res, errorReply(err, info.requestId, this.d.log));
+    }
+  }
+
+  /** A WebSocket handshake: the stream is the client's socket from here on. */
+  private tunnel(req: Http2ServerRequest, res: Http2ServerResponse, info: RequestInfo, upgrade: string): void {
+    res.writeHead(200);
+    const socket = new StreamSocket(req, req.stream, info.ip);
+    socket.on('error', () => {});
+    const host = one(req.headers[':authority']) ?? info.host;
+    const upgradeApp = this.d.local.upgrade;
+    if (!upgradeApp) return rawError(socket, AppError.of('upgrade_not_supported', 'only WebSocket upgrades are forwarded'), { requestId: info.requestId });
+    upgradeApp.call(this.d.local, handshakeOf(req, socket, upgrade, host), socket, Buffer.alloc(0), {
+      ...info,
+      slug: info.host.slice(0, info.host.indexOf('.')),
+    });
+  }
+
+  async close(): Promise<void> {
+    const s = this.server;
+    if (!s?.listening) return;
+    const closed = new Promise<void>((r) => s.close(() => r()));
+    // kept-alive sessions get a GOAWAY: streams under way finish, the senders open no more on them
+    for (const x of this.sessions) x.close();
+    await Promise.race([closed, new Promise<void>((r) => setTimeout(r, CLOSE_GRACE_MS).unref())]);
+    for (const x of this.sessions) x.destroy();
+    await closed;
+  }
+}

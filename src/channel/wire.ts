@@ -1,0 +1,49 @@
+// What a forwarded request carries on the channel besides the client's own head: who the client
+// is (address, scheme, request id: trusted only because the channel's peer is a cluster host,
+// proven by its certificate), which server the sender meant (id and the placement epoch it saw:
+// the owner checks both) and how many hops it made. The client's own x-rootbox-* headers never
+// cross: the receiving edge drops them with the hop-by-hop set HTTP/2 forbids.
+
+import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http2';
+import { connectionTokens, REQUEST_DROP } from '../h1/index.js';
+
+export const H = {
+  hops: 'x-rootbox-hops',
+  ip: 'x-rootbox-client-ip',
+  scheme: 'x-rootbox-scheme',
+  rid: 'x-request-id',
+  server: 'x-rootbox-server',
+  epoch: 'x-rootbox-epoch',
+  /** The host name the edge routed by (`<slug>.{domain}`; a server's own domain arrives as it). */
+  site: 'x-rootbox-site',
+  /** A WebSocket handshake: the value of the client's Upgrade header. */
+  upgrade: 'x-rootbox-upgrade',
+  /** The owner's answer when it does not run the server the sender meant. */
+  notHere: 'x-rootbox-not-here',
+} as const;
+
+/** A forwarded request passes one channel: an owner never forwards again, so a second hop is a loop. */
+export const MAX_HOPS = 1;
+
+/** Status of the owner's "not here" answer (Misdirected Request: the sender asks the registry and retries once). */
+export const NOT_HERE = 421;
+
+const PREFIX = 'x-rootbox-';
+
+/** The client's head for the channel: pseudo-headers, hop-by-hop, spoofable and our own names dropped. */
+export function channelHeaders(headers: IncomingHttpHeaders): OutgoingHttpHeaders {
+  const named = connectionTokens(headers.connection);
+  const out: OutgoingHttpHeaders = {};
+  for (const name in headers) {
+    if (name.charCodeAt(0) === 58 /* : */ || REQUEST_DROP.has(name) || name.startsWith(PREFIX) || named.includes(name) || name === 'upgrade') continue;
+    out[name] = headers[name];
+  }
+  return out;
+}
+
+/** The owner's answer head for the client: pseudo-headers and our own names dropped. */
+export function answerHeaders(headers: IncomingHttpHeaders): OutgoingHttpHeaders {
+  const out: OutgoingHttpHeaders = {};
+  for (const name in headers) if (name.charCodeAt(0) !== 58 && !name.startsWith(PREFIX)) out[name] = headers[name];
+  return out;
+}
