@@ -1,6 +1,8 @@
 // bench/proxy: requests/s and p99 latency, in one run, for
 //   (a) direct      — wrk → the app
 //   (b) rootbox     — wrk → the real edge + proxy (keep-alive agent) → the app
+//   (b') forwarded  — wrk → host B's edge → the cluster channel (HTTP/2, mutual TLS) → host A's
+//                     proxy → the app (forwarded.ts: two processes, both on the proxy core)
 //   (c) nginx       — wrk → nginx reverse proxy (keep-alive upstream) → the app
 //   (c') caddy, haproxy — the same reverse proxy in Caddy and HAProxy, one core each (peers.ts)
 //   (d) hp3 only    — wrk → http-proxy-3 alone on node:http (what the library costs by itself)
@@ -161,9 +163,9 @@ function family(pid: number): number[] {
   return out;
 }
 
-async function measured(url: string, host: string | undefined, pid: number): Promise<Result> {
+async function measured(url: string, host: string | undefined, pid: number, more: number[] = []): Promise<Result> {
   await wrk(url, host, true);
-  const pids = family(pid);
+  const pids = [...family(pid), ...more.flatMap(family)];
   const [u0, s0] = cpuSeconds(pids);
   const r = await wrk(url, host, false);
   const [u1, s1] = cpuSeconds(pids);
@@ -267,6 +269,9 @@ async function main(): Promise<void> {
     peers.push(peer);
   }
   const rb = inContainer ?? (await helper('./serve.ts', [th, tp]));
+  // the forwarded row: host A (owner) behind its channel, host B's edge in front (both on the proxy core)
+  const owner = await helper('./forwarded.ts', ['owner', th, tp, dir]);
+  const sender = await helper('./forwarded.ts', ['sender', String(owner.port), dir]);
   const rbHost = rb.host ?? 'bench.rbx.test';
   const plain = await helper('./plain.ts', [th, tp]);
   const floor = await helper('./floor.ts', tls ? [join(dir, 'c.pem'), join(dir, 'k.pem')] : []);
@@ -281,6 +286,7 @@ async function main(): Promise<void> {
     await wrk(`http://${target}/`, undefined, true);
     const direct = await wrk(`http://${target}/`, undefined, false);
     const rootbox = await measured(`http://127.0.0.1:${rb.port}/`, rbHost, rb.pid);
+    const forwarded = await measured(`http://127.0.0.1:${sender.port}/`, h, sender.pid, [owner.pid]);
     const viaNginx = await measured(`http://127.0.0.1:${nginxPort}/`, h, nginxProxy.pid!);
     const viaPeers: Result[] = [];
     for (const p of peers) viaPeers.push(await measured(`http://127.0.0.1:${p.port}/`, h, p.pid));
@@ -300,6 +306,7 @@ async function main(): Promise<void> {
     return {
       direct,
       rootbox,
+      forwarded,
       viaNginx,
       peerRows: { ...named(viaPeers, ''), ...named(peersTls, 'Tls') },
       library,
@@ -330,6 +337,7 @@ async function main(): Promise<void> {
   const peer = (k: string): Result => median(rounds.map((r) => r.peerRows[k]))!;
   const direct = pick('direct');
   const rootbox = pick('rootbox');
+  const forwarded = pick('forwarded');
   const viaNginx = pick('viaNginx');
   const library = pick('library');
   const ownFwd = pick('ownFwd');
@@ -348,6 +356,7 @@ async function main(): Promise<void> {
   );
   console.log(row('direct', direct));
   console.log(row('rootbox', rootbox));
+  console.log(row('forwarded', forwarded) + '   (edge B → channel → A → app; CPU of both hosts)');
   console.log(row('nginx', viaNginx));
   for (const p of peers) console.log(row(p.name, peer(p.name)) + '   (one core, as nginx)');
   console.log(row('hp3 only', library) + '   (http-proxy-3 alone: no edge, no policy)');
@@ -389,6 +398,9 @@ async function main(): Promise<void> {
     console.log(
       `${threads} threads / nginx throughput ${(thrRow.rps / viaNginx.rps).toFixed(2)}x${thrTls && tlsRows ? `, over TLS ${(thrTls.rps / tlsRows.nginx.rps).toFixed(2)}x` : ''}`,
     );
+  console.log(
+    `forwarded / rootbox throughput ${(forwarded.rps / rootbox.rps).toFixed(2)}x (target ≥ 0.45x)   added p50 ${(forwarded.p50 - rootbox.p50).toFixed(2)} ms (target ≤ +1 ms)   CPU per request ${(forwarded.cpuUs! / rootbox.cpuUs!).toFixed(2)}x`,
+  );
   console.log(`rootbox / direct throughput ${(rootbox.rps / direct.rps).toFixed(2)}x   nginx / direct throughput ${(viaNginx.rps / direct.rps).toFixed(2)}x`);
 }
 

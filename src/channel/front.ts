@@ -151,9 +151,12 @@ export class ClusterFront implements HttpApp, UpgradeApp {
         stream.on('error', () => {});
         resolve({ headers, stream });
       });
-      const onError = () => resolve(unavailable(p.host, 'cannot be reached'));
+      let settled = false;
+      stream.once('response', () => (settled = true));
+      // the error is made only when there is no answer (an AppError per request would cost)
+      const onError = () => void (settled || ((settled = true), resolve(unavailable(p.host, 'cannot be reached'))));
       stream.once('error', onError);
-      stream.once('close', () => resolve(unavailable(p.host, 'cannot be reached')));
+      stream.once('close', onError);
     });
   }
 

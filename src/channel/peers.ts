@@ -9,6 +9,7 @@ import { connect, constants, type ClientHttp2Session } from 'node:http2';
 import type { PeerCertificate } from 'node:tls';
 import type { Logger } from '../log/index.js';
 import { peerHost, type Identity } from './identity.js';
+import { SESSION_WINDOW, WINDOW } from './server.js';
 
 /** Why a peer could not be reached: a loop (its address leads back here) or anything else. */
 export class PeerError extends Error {
@@ -58,7 +59,7 @@ export class Peers {
           loop = named === me.host;
           return new Error(`the channel at ${advertise} is ${named ?? 'unnamed'}, not ${host}`);
         },
-        settings: { enablePush: false },
+        settings: { enablePush: false, initialWindowSize: WINDOW },
       });
       const t = setTimeout(
         () => session.destroy(new Error(`no channel to ${host} at ${advertise} within ${this.o.connectTimeoutMs} ms`)),
@@ -79,6 +80,7 @@ export class Peers {
       });
       session.once('connect', () => {
         clearTimeout(t);
+        session.setLocalWindowSize(SESSION_WINDOW);
         session.off('error', fail);
         session.on('error', (e) => this.o.log.debug('channel session failed', { peer: host, detail: e.message }));
         session.unref(); // idle sessions keep no process alive

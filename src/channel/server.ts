@@ -29,6 +29,10 @@ export interface ChannelServerDeps {
   log: Logger;
 }
 
+/** Flow-control windows: a stream's and a whole session's (64 KiB defaults throttle large bodies across hosts). */
+export const WINDOW = 1 << 20;
+export const SESSION_WINDOW = 16 << 20;
+
 /** How long forwarded requests under way may run on at a stop. */
 const CLOSE_GRACE_MS = 2000;
 
@@ -37,18 +41,28 @@ const one = (v: string | string[] | undefined) => (Array.isArray(v) ? v[0] : v);
 export class ChannelServer {
   private server?: Http2SecureServer;
   private readonly sessions = new Set<ServerHttp2Session>();
+  private readonly peers = new WeakMap<object, string>();
 
   constructor(private readonly d: ChannelServerDeps) {}
 
   async listen(address: string): Promise<number> {
     const me = this.d.identity();
     const server = (this.server = createSecureServer(
-      { ca: me.ca, cert: me.cert, key: me.key, requestCert: true, rejectUnauthorized: true, allowHTTP1: false, settings: { maxConcurrentStreams: 1000 } },
+      {
+        ca: me.ca,
+        cert: me.cert,
+        key: me.key,
+        requestCert: true,
+        rejectUnauthorized: true,
+        allowHTTP1: false,
+        settings: { maxConcurrentStreams: 1000, initialWindowSize: WINDOW },
+      },
       (req, res) => this.onRequest(req, res),
     ));
     server.on('sessionError', () => {});
     server.on('session', (s) => {
       this.sessions.add(s);
+      s.setLocalWindowSize(SESSION_WINDOW);
       s.on('close', () => this.sessions.delete(s));
     });
     server.on('tlsClientError', (err, sock) => this.d.log.info('channel refused a connection', { ip: sock.remoteAddress, detail: err.message }));
@@ -81,7 +95,7 @@ export class ChannelServer {
       requestId: one(h[H.rid]) ?? '',
       ip: one(h[H.ip]) ?? '',
     };
-    const from = peerHost((req.socket as TLSSocket).getPeerCertificate());
+    const from = this.peerOf(req);
     const upgrade = one(h[H.upgrade]);
     const refuse = (err: AppError) => {
       if (upgrade) {
@@ -111,6 +125,15 @@ export class ChannelServer {
     } catch (err) {
       sendReply(res, errorReply(err, info.requestId, this.d.log));
     }
+  }
+
+  /** The host a session's verified certificate names, read once per session (decoding it per request costs). */
+  private peerOf(req: Http2ServerRequest): string | undefined {
+    const session = req.stream.session;
+    if (!session) return undefined;
+    let host = this.peers.get(session);
+    if (host === undefined) this.peers.set(session, (host = peerHost((session.socket as TLSSocket).getPeerCertificate()) ?? ''));
+    return host;
   }
 
   /** A WebSocket handshake: the stream is the client's socket from here on. */
