@@ -1,6 +1,9 @@
 // A server's disk and root filesystem on the host:
 //   servers/<id>/disk.img  sparse ext4 file, size = the tier's disk ceiling
-//   servers/<id>/disk      its loop mount (mount -o loop: the loop device is freed on umount)
+//   servers/<id>/disk      its loop mount, made by the mount helper (helper.ts: mountDiskImage)
+//                          under the device name `disk`, so no mount a server sees (its
+//                          /run/rootbox is a bind of this disk) names the host's /dev/loopN;
+//                          the loop device is attached with autoclear, freed on umount
 //     upper/ work/         overlay upper and work dirs (upper owned by the server's root uid)
 //     init/                the server's copy of the init files (tini, supervisor, exec wrapper),
 //                          bind-mounted read-only at /run/rootbox. A copy on the server's own
@@ -36,7 +39,7 @@ import {
 } from 'node:fs';
 import { chown, mkdir } from 'node:fs/promises';
 import { join, relative } from 'node:path';
-import { mountIdmappedOverlay } from './helper.js';
+import { growMountedDisk, mountDiskImage, mountIdmappedOverlay } from './helper.js';
 import { run, tryRun } from './proc.js';
 
 export interface DiskPaths {
@@ -112,7 +115,7 @@ export async function mountRootfs(p: DiskPaths, helper: string, lower: string, u
   if (!mounted.has(p.disk)) {
     if (existsSync(growMarker(p))) await offlineResize(p);
     await mkdir(p.disk, { recursive: true, mode: 0o711 });
-    await run('mount', ['-o', `loop,${SAFE.join(',')},noatime`, p.img, p.disk]);
+    await mountDiskImage(helper, { img: p.img, dir: p.dir, target: p.disk }); // nosuid,nodev,noatime
   } else await ensureSafeFlags(mounted, p.disk, ['noatime']);
   if (!existsSync(p.upper)) {
     await mkdir(p.upper, { mode: 0o755 });
@@ -203,11 +206,12 @@ async function offlineResize(p: DiskPaths): Promise<void> {
 }
 
 /**
- * Grows the image and the loop device, then the ext4 online. Online growth needs
+ * Grows the image and the loop device, then the ext4 online (through the mount helper:
+ * resize2fs does not know a disk mounted under our name for mounted). Online growth needs
  * CAP_SYS_RESOURCE; without it (some sandboxes) the growth is deferred: a marker file makes the
  * next sleep (or the next mount after a reboot) resize the filesystem offline. Never shrinks.
  */
-export async function growDisk(p: DiskPaths, bytes: number): Promise<'online' | 'offline' | 'deferred'> {
+export async function growDisk(p: DiskPaths, helper: string, bytes: number): Promise<'online' | 'offline' | 'deferred'> {
   const fd = openSync(p.img, 'r+');
   try {
     if (fstatSync(fd).size < bytes) ftruncateSync(fd, bytes);
@@ -221,7 +225,7 @@ export async function growDisk(p: DiskPaths, bytes: number): Promise<'online' | 
   }
   await run('losetup', ['-c', loop]);
   try {
-    await run('resize2fs', [loop], { timeoutMs: 120_000 });
+    await growMountedDisk(helper, p.disk, loop);
     return 'online';
   } catch {
     writeFileSync(growMarker(p), `${bytes}\n`);

@@ -42,7 +42,7 @@ export interface RuntimeDeps {
    *  lower layer of new servers. An existing server keeps the image its record names (images.ts),
    *  from the same image dir, whatever the current recipe is. */
   image: string;
-  /** Compiled idmapped-mount helper. */
+  /** Compiled mount helper (idmapped overlay, loop-mounted disk). */
   helper: string;
   /** Directory bind-mounted at /run/rootbox (tini + supervisor). */
   initDir: string;
@@ -313,7 +313,7 @@ export class ContainerRuntime implements Runtime {
       const p = diskPaths(this.serverDir(id));
       const diskBytes = Math.max(limits.diskBytes, statSync(p.img).size); // disks never shrink
       if (diskBytes > statSync(p.img).size) {
-        const how = await growDisk(p, diskBytes);
+        const how = await growDisk(p, this.deps.helper, diskBytes);
         if (how === 'deferred') this.deps.log.warn('online disk growth refused (no CAP_SYS_RESOURCE); grows at the next sleep', { server: id });
       }
       const now: Applied = { slug: old.slug, memoryBytes: limits.memoryBytes, diskBytes, net: limits.net ?? old.net };

@@ -1,6 +1,7 @@
 // A server's /dev on real runc servers, read from inside over the runtime's exec: `df`, `df -a`,
-// `df -i -a` and /proc/self/mountinfo show no host devtmpfs and no size or inode count but the
-// server's own (the device
+// `df -i -a` and /proc/self/mountinfo show no host devtmpfs, no host device (not the loop device
+// of the server's own disk either: it is mounted under the name `disk`) or host path as a mount's
+// source, and no size or inode count but the server's own (the device
 // files come from the daemon's sizeless devices tmpfs: runtime/devices.ts), the device files and
 // /dev links work (also /dev/tty as the terminal of a PTY session), the device cgroup allows
 // nothing more than before, and all of it holds after a parked wake, a cold start and a daemon
@@ -19,6 +20,8 @@ const DISK = 160 * MiB;
 /** Most inodes a filesystem of the server may show: its disk has ~41k; a tmpfs without
  *  nr_inodes gets half the host's memory pages (checked below to be far more). */
 const MAX_INODES = 65536;
+/** A host block device by its kernel name (the loop device of the server's disk among them). */
+const HOST_DEVICE = /(^|[\s/])(loop\d+|[svx]d[a-z]+\d*|nvme\d+n\d+(p\d+)?|dm-\d+|md\d+|mapper\/\S+)(\s|$)/m;
 
 test.before(async () => {
   env = await startRuntime('devs', 117);
@@ -48,6 +51,17 @@ async function hostTraces(): Promise<string[]> {
     ['mountinfo', mountinfo],
   ]) {
     for (const line of text.split('\n').filter((l) => /devtmpfs/.test(l))) bad.push(`${what}: ${line}`);
+    for (const line of text.split('\n').filter((l) => HOST_DEVICE.test(l))) bad.push(`${what} names a host device: ${line}`);
+  }
+  for (const line of all
+    .split('\n')
+    .slice(1)
+    .filter((l) => l.startsWith('/')))
+    bad.push(`df -a lists a host path as a source: ${line}`);
+  for (const line of mountinfo.split('\n').filter(Boolean)) {
+    const source = line.split(' - ')[1]?.split(' ')[1] ?? '';
+    if (source.startsWith('/')) bad.push(`mountinfo source is a host path: ${line}`);
+    if (line.includes(env.dataDir) || line.includes('/servers/')) bad.push(`mountinfo names the daemon's data dir: ${line}`);
   }
   for (const line of all.split('\n').slice(1).filter(Boolean)) {
     const size = Number(line.split(/\s+/)[1]);
@@ -63,13 +77,14 @@ async function hostTraces(): Promise<string[]> {
   return bad;
 }
 
-test("plain df, df -a, df -i -a and /proc/self/mountinfo inside a server show no host devtmpfs and no size or inode count of the host's", async () => {
+test("plain df, df -a, df -i -a and /proc/self/mountinfo inside a server show no host devtmpfs, no host device or path (its disk's loop device included) and no size or inode count of the host's", async () => {
   assert.ok(totalmem() > 4 * DISK, "the host's memory (devtmpfs' size) is larger than the server's disk, so the test can tell them apart");
   assert.ok(totalmem() / 8192 > 4 * MAX_INODES, "a tmpfs's default inode count (from the host's memory) is larger than any the server's own filesystems show");
   assert.equal(await hostTraces(), []);
   const df = await out('df -k');
   assert.match(df, /^overlay\s.*\s\/$/m, 'the root is listed');
   assert.match(df, /^tmpfs\s+65536\s.*\s\/dev$/m, "/dev is the server's own 64 MiB tmpfs");
+  assert.match(df, /^disk\s.*\s\/run\/rootbox$/m, "the init files' mount names the server's disk, not the host's loop device");
 });
 
 test('the device files and /dev links work (null, zero, full, random, urandom, fd, stdin/stdout/stderr, ptmx), and the server cannot change the shared device files', async () => {
