@@ -9,6 +9,8 @@
 // names (overlayfs keeps the strings it was given). The overlay is mounted nosuid,nodev: nothing
 // a server writes can become a setuid binary or a device node on the host's side of its root.
 
+import { readdirSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
 import { AppError } from '../errors.js';
 import { nativeBinary, notBuilt } from './native.js';
 import { run } from './proc.js';
@@ -37,9 +39,11 @@ export const DISK_SOURCE = 'disk';
 /**
  * Mounts the ext4 image `img` at `target` (absolute) nosuid,nodev,noatime through a loop device
  * attached with autoclear (freed on umount, or at once if the helper dies before mounting), under
- * the device name DISK_SOURCE. The helper makes and removes a scratch directory in `dir`.
+ * the device name DISK_SOURCE. The helper makes and removes a scratch directory `.loop-*` in
+ * `dir` (one left by a helper killed part-way is removed here first).
  */
 export async function mountDiskImage(helper: string, o: { img: string; dir: string; target: string }): Promise<void> {
+  for (const e of readdirSync(o.dir)) if (e.startsWith('.loop-')) rmSync(join(o.dir, e), { recursive: true, force: true });
   await run(helper, ['loop', o.img, o.target, DISK_SOURCE], { timeoutMs: 60_000, cwd: o.dir });
 }
 
