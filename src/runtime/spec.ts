@@ -74,11 +74,23 @@ export interface SpecInput {
   ns?: { user: string; net: string };
 }
 
-/** Host information a server never reads: files get /dev/null, directories an empty tmpfs. */
-const MASKED_FILES = ['/proc/kcore', '/proc/keys', '/proc/latency_stats', '/proc/timer_list', '/proc/timer_stats', '/proc/sched_debug'];
+/** Host information a server never reads: files get /dev/null, directories an empty tmpfs. The
+ *  block-device lists (/proc/partitions, /sys/block and its aliases) would name the host's disks
+ *  and every other server's loop device with its size. */
+const MASKED_FILES = ['/proc/kcore', '/proc/keys', '/proc/latency_stats', '/proc/timer_list', '/proc/timer_stats', '/proc/sched_debug', '/proc/partitions'];
 /** Masked by an explicit tmpfs of no size (see the header) where the host has them; runc's own
  *  masking (maskedPaths, which skips absent paths) otherwise. */
-const MASKED_DIRS = ['/proc/acpi', '/proc/asound', '/proc/scsi', '/sys/firmware', '/sys/devices/virtual/powercap'];
+const MASKED_DIRS = [
+  '/proc/acpi',
+  '/proc/asound',
+  '/proc/scsi',
+  '/sys/firmware',
+  '/sys/devices/virtual/powercap',
+  '/sys/block',
+  '/sys/class/block',
+  '/sys/dev/block',
+  '/sys/devices/virtual/block',
+];
 
 export const cgroupPath = (id: string) => `/rootbox/${id}`;
 

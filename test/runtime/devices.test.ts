@@ -87,6 +87,13 @@ test("plain df, df -a, df -i -a and /proc/self/mountinfo inside a server show no
   assert.match(df, /^disk\s.*\s\/run\/rootbox$/m, "the init files' mount names the server's disk, not the host's loop device");
 });
 
+test("the block-device lists inside a server (/proc/partitions, /sys/block and its aliases) name none of the host's disks nor another server's loop device", async () => {
+  const lists = await out('cat /proc/partitions; ls /sys/block /sys/class/block /sys/dev/block /sys/devices/virtual/block 2>/dev/null; true');
+  assert.not.match(lists, HOST_DEVICE);
+  // the host itself has block devices these lists would show (its root disk, the server's loop device)
+  assert.match(readFileSync('/proc/partitions', 'utf8'), HOST_DEVICE);
+});
+
 test('the device files and /dev links work (null, zero, full, random, urandom, fd, stdin/stdout/stderr, ptmx), and the server cannot change the shared device files', async () => {
   const r = await out(
     [
