@@ -13,6 +13,7 @@ import { RegistryLedger } from './ledger.js';
 import { RegistryCa } from './ca.js';
 import { RegistryNames } from './names.js';
 import { RegistryPayments } from './payments.js';
+import { PlacementCache } from './placements.js';
 import { RegistryPool } from './pool.js';
 
 export { RegistryPool, redactUrl, isUnavailable } from './pool.js';
@@ -20,6 +21,8 @@ export { HostDirectory, type HostFacts, type HostRow } from './hosts.js';
 export { registryChecks, type RegistryCheck } from './doctor.js';
 export { RegistryNames, type Placement } from './names.js';
 export { RegistryPayments } from './payments.js';
+export { PlacementCache, type PlacementView, type HostView, type PlacementCacheOptions } from './placements.js';
+export { PLACEMENT_CHANNEL } from './placements-sql.js';
 export { RegistryLedger, type LedgerWrite, type AccountMoney, type LedgerRow } from './ledger.js';
 export { RegistryCa, type CaPair } from './ca.js';
 export { registryOptions, HOST_VERSION, type ClusterSettings, type RegistryOptions } from './host.js';
@@ -41,6 +44,7 @@ export class Registry {
   readonly payments: RegistryPayments;
   readonly ledger: RegistryLedger;
   readonly channel: RegistryCa;
+  readonly placements: PlacementCache;
   private timer?: NodeJS.Timeout;
   private checked = false;
   private reachable = true;
@@ -56,6 +60,11 @@ export class Registry {
     this.payments = new RegistryPayments(this.pool, o.host);
     this.ledger = new RegistryLedger(this.pool, o.host);
     this.channel = new RegistryCa(this.pool);
+    this.placements = new PlacementCache(
+      this.pool,
+      { refreshMs: Math.max(100, Math.min(1000, Math.floor(o.leaseMs / 3))), connectTimeoutMs: o.connectTimeoutMs },
+      log,
+    );
   }
 
   private facts(): HostFacts {
@@ -71,6 +80,7 @@ export class Registry {
     });
     this.timer = setInterval(() => void this.tick(), Math.max(250, Math.floor(this.o.leaseMs / 3)));
     this.timer.unref();
+    await this.placements.start();
   }
 
   private tick(): void {
@@ -114,6 +124,7 @@ export class Registry {
 
   async stop(): Promise<void> {
     clearInterval(this.timer);
+    await this.placements.stop();
     await this.beating;
     if (this.checked && this.reachable) await this.hosts.release(this.o.host).catch(() => {});
     await this.pool.end();

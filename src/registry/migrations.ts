@@ -6,6 +6,7 @@
 
 import { AppError } from '../errors.js';
 import { LEDGER_SQL } from './ledger.js';
+import { PLACEMENTS_SQL } from './placements-sql.js';
 import type { RegistryPool } from './pool.js';
 
 export interface Migration {
@@ -70,6 +71,11 @@ export const MIGRATIONS: readonly Migration[] = [
     version: 5,
     about: 'money: an append-only ledger written once per key, per-account balance and usage totals',
     sql: LEDGER_SQL,
+  },
+  {
+    version: 7,
+    about: 'placement versions: every placement and slug change numbered, deletes kept as tombstones, each change notified',
+    sql: PLACEMENTS_SQL,
   },
   {
     version: 8,

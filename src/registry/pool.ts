@@ -78,6 +78,12 @@ export class RegistryPool {
     return pool;
   }
 
+  /** The single-host URL in use now (the one that takes writes, after a failover): for a
+   *  dedicated connection such as the placement cache's LISTEN. Never logged (it has the password). */
+  get target(): string {
+    return this.targets[this.current];
+  }
+
   /** Which of the URL's hosts is in use (0 for a single-host URL). */
   get using(): number {
     return this.current;

@@ -1,0 +1,279 @@
+// The placement cache (issue 29 item 3): every host keeps the registry's placements in memory so
+// the edge answers "which host runs <slug>" synchronously. It loads everything at start, LISTENs
+// on a dedicated connection for the schema-7 notifications, and after any reconnect (the LISTEN
+// connection killed, the registry restarted or failed over) catches up with `version > seen`
+// (NOTIFY has no replay). Every notification, `fresh()` and the hosts timer run the same ordered
+// catch-up, one at a time, so the cache never goes back in version. It also keeps a view of the
+// hosts (advertise address, public IP, up = lease not expired) refreshed on a short timer; a host
+// whose lease runs out shows down at once, between refreshes too (its lease is counted down on
+// this host's monotonic clock). The cache may be stale, never trusted for a wrong answer: the
+// owner checks the epoch and answers "not here", then the edge calls `fresh()`.
+
+import pg from 'pg';
+import type { Logger } from '../log/index.js';
+import { PLACEMENT_CHANNEL } from './placements-sql.js';
+import type { RegistryPool } from './pool.js';
+
+export interface PlacementView {
+  serverId: string;
+  slug: string;
+  host: string;
+  epoch: number;
+  accountId: string;
+  publicIp: string;
+  version: number;
+}
+export interface HostView {
+  name: string;
+  advertise: string;
+  publicIp: string;
+  up: boolean;
+}
+
+export interface PlacementCacheOptions {
+  /** How often the hosts view is re-read (and a catch-up runs as a safety net). */
+  refreshMs: number;
+  /** First wait before re-opening a lost LISTEN connection (doubles up to 8×). */
+  reconnectMs?: number;
+  connectTimeoutMs: number;
+  /** Monotonic milliseconds (injected in tests). */
+  now?: () => number;
+}
+
+interface Row {
+  kind: 'p' | 't';
+  server_id: string;
+  slug: string | null;
+  host: string | null;
+  epoch: string | null;
+  account_id: string | null;
+  public_ip: string | null;
+  version: string;
+}
+
+const CATCH_UP = `
+  SELECT 'p' AS kind, server_id, slug, host, epoch, account_id, public_ip, version FROM placements WHERE version > $1
+  UNION ALL
+  SELECT 't', key, NULL, NULL, NULL, NULL, NULL, version FROM placement_tombstones WHERE kind = 'p' AND version > $1
+  ORDER BY version`;
+
+interface HostSeen extends Omit<HostView, 'up'> {
+  leftMs: number;
+  at: number;
+}
+
+export class PlacementCache {
+  private readonly servers = new Map<string, PlacementView>();
+  private readonly slugs = new Map<string, PlacementView>();
+  private hostsSeen = new Map<string, HostSeen>();
+  private hostsFresh = false;
+  private seen = 0;
+  private listener?: pg.Client;
+  private running = false;
+  private timer?: NodeJS.Timeout;
+  private retry?: NodeJS.Timeout;
+  private backoff: number;
+  private syncing?: Promise<void>;
+  private again?: Promise<void>;
+  private readonly now: () => number;
+  /** How many times the LISTEN connection was (re)opened; for tests and status. */
+  listens = 0;
+
+  constructor(
+    private readonly pool: RegistryPool,
+    private readonly o: PlacementCacheOptions,
+    private readonly log?: Logger,
+  ) {
+    this.now = o.now ?? (() => performance.now());
+    this.backoff = o.reconnectMs ?? 200;
+  }
+
+  /** Highest placement version seen. */
+  get version(): number {
+    return this.seen;
+  }
+
+  /** Whether the LISTEN connection is open now (changes arrive as they commit). */
+  get listening(): boolean {
+    return this.listener !== undefined;
+  }
+
+  /** Loads everything, LISTENs, and starts the hosts timer. A registry that cannot be reached
+   *  now is not an error: the cache fills as soon as it answers. */
+  async start(): Promise<void> {
+    this.running = true;
+    await this.listen();
+    await Promise.all([this.sync(), this.refreshHosts()]).catch(() => {});
+    this.timer = setInterval(() => void this.tick(), this.o.refreshMs);
+    this.timer.unref();
+  }
+
+  async stop(): Promise<void> {
+    this.running = false;
+    clearInterval(this.timer);
+    clearTimeout(this.retry);
+    const l = this.listener;
+    this.listener = undefined;
+    await l?.end().catch(() => {});
+    await this.syncing?.catch(() => {});
+    await this.again?.catch(() => {});
+  }
+
+  bySlug(slug: string): PlacementView | undefined {
+    return this.slugs.get(slug);
+  }
+
+  byServer(id: string): PlacementView | undefined {
+    return this.servers.get(id);
+  }
+
+  /** One catch-up read from the registry (started after this call), then the cache's answer:
+   *  what the edge calls after an owner answered "not here". Throws registry_unavailable. */
+  async fresh(slug: string): Promise<PlacementView | undefined> {
+    await this.sync();
+    return this.slugs.get(slug);
+  }
+
+  host(name: string): HostView | undefined {
+    const h = this.hostsSeen.get(name);
+    if (!h) return undefined;
+    // counted down since the last read; with the registry unreachable, the last state read stays
+    const up = this.hostsFresh ? h.leftMs - (this.now() - h.at) > 0 : h.leftMs > 0;
+    return { name: h.name, advertise: h.advertise, publicIp: h.publicIp, up };
+  }
+
+  /** Every host seen, with its state now. */
+  hosts(): HostView[] {
+    return [...this.hostsSeen.keys()].sort().map((n) => this.host(n)!);
+  }
+
+  /** Servers placed on each host, by host name (from the cache). */
+  countsByHost(): Map<string, number> {
+    const m = new Map<string, number>();
+    for (const p of this.servers.values()) m.set(p.host, (m.get(p.host) ?? 0) + 1);
+    return m;
+  }
+
+  /** The state the registry shows for a server: `unavailable` when its host is down (lease ran
+   *  out), undefined when its host is up or the server is unknown (the owner's own state holds). */
+  state(serverId: string): 'unavailable' | undefined {
+    const p = this.servers.get(serverId);
+    if (!p) return undefined;
+    return this.host(p.host)?.up === false ? 'unavailable' : undefined;
+  }
+
+  /** Runs one catch-up `version > seen`, after any in flight: each call is answered by a read
+   *  that started after it. */
+  sync(): Promise<void> {
+    if (!this.syncing) {
+      this.syncing = this.catchUp().finally(() => (this.syncing = undefined));
+      return this.syncing;
+    }
+    this.again ??= this.syncing
+      .catch(() => {})
+      .then(() => {
+        this.again = undefined;
+        return this.sync();
+      });
+    return this.again;
+  }
+
+  private async catchUp(): Promise<void> {
+    const r = await this.pool.query<Row>(CATCH_UP, [this.seen]);
+    for (const x of r.rows) {
+      const v = Number(x.version);
+      const had = this.servers.get(x.server_id);
+      if (had && had.version > v) continue;
+      if (had) {
+        this.servers.delete(x.server_id);
+        if (this.slugs.get(had.slug) === had) this.slugs.delete(had.slug);
+      }
+      if (x.kind === 'p') {
+        const p: PlacementView = {
+          serverId: x.server_id,
+          slug: x.slug!,
+          host: x.host!,
+          epoch: Number(x.epoch),
+          accountId: x.account_id!,
+          publicIp: x.public_ip!,
+          version: v,
+        };
+        this.servers.set(p.serverId, p);
+        const other = this.slugs.get(p.slug);
+        if (!other || other.version < v) this.slugs.set(p.slug, p);
+      }
+      if (v > this.seen) this.seen = v;
+    }
+  }
+
+  private async refreshHosts(): Promise<void> {
+    try {
+      const r = await this.pool.query<{ name: string; advertise: string; public_ip: string; left_ms: string }>(
+        'SELECT name, advertise, public_ip, (extract(epoch FROM lease_until - now()) * 1000)::bigint AS left_ms FROM hosts',
+      );
+      const at = this.now();
+      this.hostsSeen = new Map(r.rows.map((x) => [x.name, { name: x.name, advertise: x.advertise, publicIp: x.public_ip, leftMs: Number(x.left_ms), at }]));
+      this.hostsFresh = true;
+    } catch {
+      if (this.hostsFresh) {
+        // freeze what was last read: a host cut off from the registry does not call the others down
+        const now = this.now();
+        for (const h of this.hostsSeen.values()) h.leftMs -= now - h.at;
+      }
+      this.hostsFresh = false;
+    }
+  }
+
+  private async tick(): Promise<void> {
+    await this.refreshHosts();
+    await this.sync().catch(() => {});
+    if (!this.listener && !this.retry && this.running) void this.listen();
+  }
+
+  /** Opens the dedicated LISTEN connection; when it is lost, re-opens it (with backoff) and
+   *  catches up on what changed meanwhile. */
+  private async listen(): Promise<void> {
+    if (!this.running || this.listener) return;
+    const c = new pg.Client({ connectionString: this.pool.target, connectionTimeoutMillis: this.o.connectTimeoutMs, keepAlive: true });
+    let lost = false;
+    const onLost = () => {
+      if (lost) return;
+      lost = true;
+      if (this.listener === c) this.listener = undefined;
+      void c.end().catch(() => {});
+      if (this.running) this.later();
+    };
+    c.on('error', onLost);
+    c.on('end', onLost);
+    c.on('notification', (n) => {
+      if (n.channel === PLACEMENT_CHANNEL && n.payload?.startsWith('p:') && Number(n.payload.slice(2)) > this.seen) void this.sync().catch(() => {});
+    });
+    try {
+      await c.connect();
+      await c.query(`LISTEN ${PLACEMENT_CHANNEL}`);
+    } catch {
+      onLost();
+      // a failed connect also makes the pool look for the primary (after a failover)
+      await this.pool.query('SELECT 1').catch(() => {});
+      return;
+    }
+    if (lost || !this.running) return;
+    this.listener = c;
+    this.listens++;
+    this.backoff = this.o.reconnectMs ?? 200;
+    this.log?.debug('placements: listening', { listens: this.listens });
+    // whatever committed while no connection listened
+    await this.sync().catch(() => {});
+  }
+
+  private later(): void {
+    if (this.retry) return;
+    const wait = this.backoff;
+    this.backoff = Math.min(this.backoff * 2, (this.o.reconnectMs ?? 200) * 8);
+    this.retry = setTimeout(() => {
+      this.retry = undefined;
+      void this.listen();
+    }, wait);
+    this.retry.unref();
+  }
+}
