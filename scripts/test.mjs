@@ -59,6 +59,7 @@ const UNIT = [
   'test/billing/meter.test.ts',
   'test/registry/ledger.test.ts',
   'test/registry/ledger-kill.test.ts',
+  'test/registry/placements.test.ts',
   'test/foundation/edge-lifecycle.test.ts',
   'test/hosting/phone.test.ts',
   'test/proxy/exchange-errors.test.ts',

@@ -50,11 +50,12 @@ export async function clusterCommand(cfg: Readonly<Config>, sub: string | undefi
     if (hosts.length)
       io.out(
         table(
-          ['HOST', 'STATE', 'LEASE', 'ADVERTISE', 'PUBLIC IP', 'FREE RAM', 'FREE DISK', 'VERSION'],
+          ['HOST', 'STATE', 'LEASE', 'SERVERS', 'ADVERTISE', 'PUBLIC IP', 'FREE RAM', 'FREE DISK', 'VERSION'],
           hosts.map((h) => [
             h.name,
             h.up ? 'up' : 'down',
             h.up ? `${(h.leaseLeftMs / 1000).toFixed(1)} s left` : `lapsed ${Math.round(-h.leaseLeftMs / 1000)} s ago`,
+            String(h.servers),
             h.advertise,
             h.publicIp,
             bytes(h.capacity.memoryFreeBytes),

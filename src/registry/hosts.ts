@@ -21,6 +21,8 @@ export interface HostRow extends HostFacts {
   up: boolean;
   /** Milliseconds until the lease runs out (negative: ran out that long ago). */
   leaseLeftMs: number;
+  /** Servers placed on this host (placements naming it). */
+  servers: number;
 }
 
 interface Raw {
@@ -33,6 +35,7 @@ interface Raw {
   heartbeat_at: Date;
   lease_until: Date;
   left_ms: string;
+  servers: string;
 }
 
 export class HostDirectory {
@@ -60,7 +63,9 @@ export class HostDirectory {
   }
 
   async list(): Promise<HostRow[]> {
-    const r = await this.pool.query<Raw>(`SELECT *, (extract(epoch FROM lease_until - now()) * 1000)::bigint AS left_ms FROM hosts ORDER BY name`);
+    const r = await this.pool.query<Raw>(`SELECT h.*, (extract(epoch FROM h.lease_until - now()) * 1000)::bigint AS left_ms,
+         (SELECT count(*) FROM placements p WHERE p.host = h.name) AS servers
+       FROM hosts h ORDER BY h.name`);
     return r.rows.map((x) => ({
       name: x.name,
       advertise: x.advertise,
@@ -72,6 +77,7 @@ export class HostDirectory {
       leaseUntil: x.lease_until,
       leaseLeftMs: Number(x.left_ms),
       up: Number(x.left_ms) > 0,
+      servers: Number(x.servers),
     }));
   }
 }

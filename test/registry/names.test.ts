@@ -8,7 +8,7 @@ process.env.ROOTBOX_TEST_RUNTIME ??= 'process'; // names and placement need no c
 import { rmSync } from 'node:fs';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { migrate, RegistryPool } from '../../src/registry/index.js';
+import { HostDirectory, migrate, RegistryPool } from '../../src/registry/index.js';
 import { send } from '../http/contract.js';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
 import type { ProcessRuntime } from '../helpers/procruntime.js';
@@ -19,6 +19,7 @@ let pg: TestPostgres;
 let a: TestDaemon;
 let b: TestDaemon;
 let reused: string | undefined;
+let pool: RegistryPool;
 
 const opts = (host: string) => ({
   publicIp: '127.0.0.1',
@@ -30,15 +31,15 @@ const api = (d: TestDaemon, method: string, path: string, o: { key?: string; bod
 
 test.before(async () => {
   pg = await startPostgres();
-  const p = new RegistryPool({ url: pg.url, connectTimeoutMs: 1000, statementTimeoutMs: 2000 });
-  await migrate(p);
-  await p.end();
+  pool = new RegistryPool({ url: pg.url, connectTimeoutMs: 1000, statementTimeoutMs: 2000 });
+  await migrate(pool);
   a = await startTestDaemon(opts('host-a'));
   b = await startTestDaemon(opts('host-b'));
 });
 test.after(async () => {
   await a?.stop();
   await b?.stop();
+  await pool?.end();
   await pg?.stop();
   if (reused) rmSync(reused, { recursive: true, force: true });
 });
@@ -62,6 +63,24 @@ test('the same subdomain wanted on two hosts at the same instant goes to exactly
   const again = await api(other, 'POST', '/create', { body: { subdomains: ['contested'] } });
   assert.is(again.status, 200, again.text);
   assert.is(again.json.subdomain, 'contested.localhost');
+});
+
+test("a server created on one host is in the other host's placement cache with its owner, epoch and address; status counts it; a delete removes it", async () => {
+  const made = await api(b, 'POST', '/create', { body: { subdomains: ['followed'] } });
+  assert.is(made.status, 200, made.text);
+  const cache = a.daemon.registry!.placements;
+  const p = await until('the placement on host-a', () => cache.bySlug('followed'), 5_000, 5);
+  assert.is(p.serverId, made.json.id);
+  assert.is(p.host, 'host-b');
+  assert.is(p.epoch, 1);
+  assert.is(p.publicIp, '127.0.0.1');
+  assert.is(cache.byServer(made.json.id)?.slug, 'followed');
+  assert.equal(cache.host('host-b'), { name: 'host-b', advertise: b.daemon.registry!.placements.host('host-b')!.advertise, publicIp: '127.0.0.1', up: true });
+  const listed = await new HostDirectory(pool, 3000).list();
+  assert.is(listed.find((h) => h.name === 'host-b')?.servers, Number(await pg.sql(`SELECT count(*) FROM placements WHERE host = 'host-b'`)));
+  assert.ok(listed.find((h) => h.name === 'host-b')!.servers >= 1);
+  assert.is((await api(b, 'DELETE', `/servers/${made.json.id}`, { key: made.json.api_key })).status, 200);
+  await until('the delete on host-a', () => cache.bySlug('followed') === undefined, 5_000, 5);
 });
 
 test('with the registry down, create and delete answer 503 registry_unavailable and the host still answers what it has', async () => {
