@@ -19,7 +19,8 @@ const pool = () => {
   pools.push(p);
   return p;
 };
-const cache = async (refreshMs = 5_000) => {
+// no timer catch-up unless a test asks: only NOTIFY or a reconnect brings changes
+const cache = async (refreshMs = 60_000) => {
   const c = new PlacementCache(pool(), { refreshMs, reconnectMs: 50, connectTimeoutMs: 500 });
   caches.push(c);
   await c.start();
@@ -60,7 +61,7 @@ test('a placement written by another host appears in the cache without asking, a
 });
 
 test('changes made while the LISTEN connection was killed are caught up after it reconnects', async () => {
-  const here = await cache(60_000); // no timer catch-up: only the reconnect brings them
+  const here = await cache(); // only the reconnect brings them
   const b = new RegistryNames(pool(), 'host-b');
   const gone = await create(b, 'before-kill');
   await until('seen', () => here.bySlug('before-kill'));
@@ -119,7 +120,7 @@ test('a host whose heartbeat stops shows down within its lease and one refresh',
 });
 
 test('PostgreSQL restarted: the cache reconnects and catches up on what changed while it was down', async () => {
-  const here = await cache(60_000);
+  const here = await cache();
   const b = new RegistryNames(pool(), 'host-b');
   const first = await create(b, 'pre-restart');
   await until('seen', () => here.bySlug('pre-restart'));
