@@ -10,7 +10,7 @@ import type { Logger } from '../log/index.js';
 import type { CaPair } from '../registry/index.js';
 import { ClusterFront, type LocalProxy } from './front.js';
 import { issueIdentity, REISSUE_MS, type Identity } from './identity.js';
-import { RegistryLookup, type HostView, type PlacementView } from './lookup.js';
+import type { Placements } from './lookup.js';
 import { Peers } from './peers.js';
 import { ChannelServer } from './server.js';
 
@@ -31,8 +31,7 @@ export interface ChannelPartDeps {
   registry?: {
     host: string;
     channel: { load(): Promise<CaPair | undefined> };
-    names: { placementOfSlug(slug: string): Promise<PlacementView | undefined> };
-    hosts: { list(): Promise<HostView[]> };
+    placements: Placements;
   };
   store: { servers: { bySlug(slug: string): { id: string } | undefined } };
   proxy: LocalProxy;
@@ -49,8 +48,7 @@ export async function startChannel(d: ChannelPartDeps): Promise<Channel | undefi
     return undefined;
   }
   let identity: Identity = issueIdentity(pair, r.host);
-  const lookup = new RegistryLookup({ placementOfSlug: (slug) => r.names.placementOfSlug(slug), hosts: () => r.hosts.list() });
-  await lookup.start();
+  const lookup = r.placements;
   const peers = new Peers({ identity: () => identity, connectTimeoutMs: d.cfg.cluster.forwardConnectTimeout, log });
   const server = new ChannelServer({ identity: () => identity, local: d.proxy, servers: d.store.servers, placements: lookup, log });
   const port = await server.listen(d.cfg.cluster.listen);
@@ -73,7 +71,6 @@ export async function startChannel(d: ChannelPartDeps): Promise<Channel | undefi
     port,
     async stop() {
       clearInterval(renew);
-      lookup.stop();
       peers.close();
       await server.close();
     },

@@ -107,11 +107,13 @@ export async function migrate(pool: RegistryPool): Promise<number[]> {
   return pool.tx(async (c) => {
     await c.query('SELECT pg_advisory_xact_lock($1)', [MIGRATE_LOCK]);
     await c.query('CREATE TABLE IF NOT EXISTS rootbox_schema (version int PRIMARY KEY, about text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())');
-    const at = (await c.query<{ v: number | null }>('SELECT max(version) AS v FROM rootbox_schema')).rows[0]?.v ?? 0;
+    const have = new Set((await c.query<{ version: number }>('SELECT version FROM rootbox_schema')).rows.map((r) => r.version));
+    const at = Math.max(0, ...have);
     if (at > KNOWN_VERSION) throw tooNew(at);
     const applied: number[] = [];
+    // by set, not from the highest: a version missing below it (added out of order) still applies
     for (const m of MIGRATIONS) {
-      if (m.version <= at) continue;
+      if (have.has(m.version)) continue;
       await c.query(m.sql);
       await c.query('INSERT INTO rootbox_schema (version, about) VALUES ($1, $2)', [m.version, m.about]);
       applied.push(m.version);
@@ -125,9 +127,19 @@ export async function assertUsable(pool: RegistryPool): Promise<number> {
   const v = await schemaVersion(pool);
   if (v === 0) throw AppError.of('registry_not_initialized', `the registry at ${pool.where} has no rootbox schema: run \`rootbox cluster init\` once`);
   if (v > KNOWN_VERSION) throw tooNew(v);
-  if (v < KNOWN_VERSION)
-    throw AppError.of('registry_not_initialized', `the registry is at schema ${v}, this rootbox needs ${KNOWN_VERSION}: run \`rootbox cluster init\``);
+  const missing = v === KNOWN_VERSION ? await missingVersions(pool) : [];
+  if (v < KNOWN_VERSION || missing.length)
+    throw AppError.of(
+      'registry_not_initialized',
+      `the registry is at schema ${v}, this rootbox needs ${KNOWN_VERSION}${missing.length ? ` (missing: ${missing.join(', ')})` : ''}: run \`rootbox cluster init\``,
+    );
   return v;
+}
+
+async function missingVersions(pool: RegistryPool): Promise<number[]> {
+  const r = await pool.query<{ version: number }>('SELECT version FROM rootbox_schema');
+  const have = new Set(r.rows.map((x) => x.version));
+  return MIGRATIONS.map((m) => m.version).filter((v) => !have.has(v));
 }
 
 const tooNew = (v: number) =>

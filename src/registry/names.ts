@@ -52,16 +52,6 @@ export class RegistryNames {
     return x && { serverId: x.server_id, host: x.host, epoch: Number(x.epoch), accountId: x.account_id, slug: x.slug, publicIp: x.public_ip };
   }
 
-  /** The placement of the server a slug names now (one read; the channel's forwarding asks it). */
-  async placementOfSlug(slug: string): Promise<Placement | undefined> {
-    const r = await this.pool.query<{ server_id: string; host: string; epoch: string; account_id: string; slug: string; public_ip: string }>(
-      'SELECT p.* FROM slugs s JOIN placements p ON p.server_id = s.server_id WHERE s.slug = $1',
-      [slug],
-    );
-    const x = r.rows[0];
-    return x && { serverId: x.server_id, host: x.host, epoch: Number(x.epoch), accountId: x.account_id, slug: x.slug, publicIp: x.public_ip };
-  }
-
   /** Removes a deleted server's placement and slug in one transaction. */
   async remove(serverId: string): Promise<void> {
     await this.pool.tx(async (c) => {
