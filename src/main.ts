@@ -135,7 +135,8 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
     part('ssh', startSsh),
     part(
       'hosting',
-      (d) => startHosting({ ...d, makeKeyPair: generateServerKeyPair, certs: domainCerts(d.acme), names: d.registry?.names }),
+      (d) =>
+        startHosting({ ...d, makeKeyPair: generateServerKeyPair, certs: domainCerts(d.acme), names: d.registry?.names, sharedAccounts: d.registry?.accounts }),
       (h) => h.core.domains.stop(),
     ),
     part('metering', (d) => (d.billing.start(), d.billing)),

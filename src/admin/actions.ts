@@ -96,16 +96,16 @@ export class AdminActions {
   }
 
   /** A new api_key for the account; the old one answers 401 revoked_api_key from now on. */
-  rotateKey(acc: AccountRecord): string {
-    const key = this.d.hosting.core.accounts.rotate(acc);
+  async rotateKey(acc: AccountRecord): Promise<string> {
+    const key = await this.d.hosting.core.accounts.rotate(acc);
     this.d.log.info('admin: api key rotated', { account: acc.id });
     return key;
   }
 
   /** The account's api_key stops working; nobody is told the new one (a verified account gets
    *  it back by phone login). */
-  revoke(acc: AccountRecord): void {
-    this.d.hosting.core.accounts.rotate(acc);
+  async revoke(acc: AccountRecord): Promise<void> {
+    await this.d.hosting.core.accounts.rotate(acc);
     this.d.log.info('admin: api key revoked', { account: acc.id });
   }
 }

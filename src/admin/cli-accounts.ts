@@ -1,9 +1,10 @@
 // `rootbox accounts list|show|credit|rotate-key|revoke`. list and show answer from the daemon,
-// or from the store while it is stopped; credit goes through the daemon or, stopped, into the
+// or from the store while it is stopped (list: in cluster mode, the registry's accounts); credit goes through the daemon or, stopped, into the
 // store (commands.ts); rotate-key and revoke act in the running daemon and refuse without it.
 
 import type { Config } from '../config/index.js';
 import { AppError } from '../errors.js';
+import { RegistryAccounts, RegistryPool, type SharedAccount } from '../registry/index.js';
 import type { CliFlags, CliOut } from './cli-servers.js';
 import { ask, needDaemon, ok, withStore } from './cli-link.js';
 import { creditCommand } from './commands.js';
@@ -28,6 +29,20 @@ function accountTable(accounts: AccountView[]): string {
   );
 }
 
+async function registryAccounts(cfg: Readonly<Config>): Promise<SharedAccount[]> {
+  const pool = new RegistryPool({
+    url: cfg.cluster.registry!,
+    connectTimeoutMs: cfg.cluster.connectTimeout,
+    statementTimeoutMs: cfg.cluster.statementTimeout,
+    max: 1,
+  });
+  try {
+    return await new RegistryAccounts(pool, cfg.cluster.host ?? '').all();
+  } finally {
+    await pool.end();
+  }
+}
+
 export async function accountsCommand(cfg: Readonly<Config>, sub: string | undefined, args: string[], flags: CliFlags, io: CliOut): Promise<number> {
   const dir = cfg.dataDir;
   const emit = (body: unknown, human: () => string) => io.out(flags.json ? JSON.stringify(body, null, 2) : human());
@@ -36,7 +51,13 @@ export async function accountsCommand(cfg: Readonly<Config>, sub: string | undef
     let body: { accounts: AccountView[] };
     if (a) body = ok(a);
     else {
-      body = await withStore(cfg, io, (v) => ({ accounts: v.store.accounts.all().map((x) => accountView(v, x)) }));
+      // cluster mode: every account of the registry (this host's cache knows only those it saw)
+      const shared = cfg.cluster.registry ? await registryAccounts(cfg) : undefined;
+      body = await withStore(cfg, io, (v) => ({
+        accounts: (shared?.map((a) => ({ ...a, balanceUsd: v.store.accounts.get(a.id)?.balanceUsd ?? 0 })) ?? v.store.accounts.all()).map((x) =>
+          accountView(v, x),
+        ),
+      }));
     }
     emit(body, () => accountTable(body.accounts));
     return 0;

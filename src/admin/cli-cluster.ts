@@ -6,7 +6,7 @@
 import type { Config } from '../config/index.js';
 import { isAppError } from '../errors.js';
 import { createCa } from '../edge/index.js';
-import { KNOWN_VERSION, migrate, RegistryCa, RegistryPool, schemaVersion, HostDirectory } from '../registry/index.js';
+import { clusterSecret, KNOWN_VERSION, migrate, RegistryCa, RegistryPool, schemaVersion, HostDirectory } from '../registry/index.js';
 import type { CliOut } from './cli-servers.js';
 import { bytes, table } from './table.js';
 
@@ -29,6 +29,7 @@ export async function clusterCommand(cfg: Readonly<Config>, sub: string | undefi
   try {
     if (sub === 'init') {
       const applied = await migrate(pool);
+      await clusterSecret(pool, true); // the api-key secret every host shares, made once
       // the cluster CA, made once: every host signs its channel certificate with it
       const { created } = await new RegistryCa(pool).ensure(() => ({ name: CLUSTER_CA, ...createCa(CLUSTER_CA) }));
       if (flags.json) io.out(JSON.stringify({ registry: pool.where, applied, schema: KNOWN_VERSION, caCreated: created }));

@@ -104,7 +104,7 @@ function accountRoutes(a: AdminActions, d: AdminDeps): Route[] {
       auth: 'none',
       summary: 'Every account',
       responses: { 200: { description: 'Accounts' } },
-      handler: () => ({ status: 200, body: { accounts: d.store.accounts.all().map((x) => accountView(a.views, x)) } }),
+      handler: async () => ({ status: 200, body: { accounts: (await d.hosting.core.accounts.book.all()).map((x) => accountView(a.views, x)) } }),
     }),
     route({
       method: 'GET',
@@ -133,9 +133,9 @@ function accountRoutes(a: AdminActions, d: AdminDeps): Route[] {
       summary: "Replace the account's api_key (the old one answers 401 revoked_api_key)",
       params: Ref,
       responses: { 200: { description: 'The new api_key' }, 404: unknown },
-      handler({ params }) {
+      async handler({ params }) {
         const acc = a.account(params.ref);
-        return { status: 200, body: { account: acc.id, api_key: a.rotateKey(acc) } };
+        return { status: 200, body: { account: acc.id, api_key: await a.rotateKey(acc) } };
       },
     }),
     route({
@@ -145,9 +145,9 @@ function accountRoutes(a: AdminActions, d: AdminDeps): Route[] {
       summary: "Revoke the account's api_key without handing out a new one",
       params: Ref,
       responses: { 200: { description: 'Revoked' }, 404: unknown },
-      handler({ params }) {
+      async handler({ params }) {
         const acc = a.account(params.ref);
-        a.revoke(acc);
+        await a.revoke(acc);
         return { status: 200, body: { account: acc.id, revoked: true } };
       },
     }),

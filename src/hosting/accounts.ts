@@ -1,11 +1,13 @@
 // Accounts and credentials: anonymous sign-up, Bearer authentication (hash lookup, constant-time
 // compare, revocation), key rotation, and tiers (anonymous → verified with a proven phone →
-// paid with a positive balance) with their per-server ceilings (spec part 8).
+// paid with a positive balance) with their per-server ceilings (spec part 8). Accounts are kept
+// by an AccountBook (directory.ts): the store on a single box, the registry in cluster mode.
 
 import { randomBytes } from 'node:crypto';
 import { AppError } from '../errors.js';
 import type { AccountRecord, Store } from '../store/index.js';
-import { API_KEY_RE, hashKey, newApiKey, sameHash, type HostSecret } from './keys.js';
+import type { AccountBook } from './directory.js';
+import { API_KEY_RE, hashKey, newApiKey, sameHash, type KeySecret } from './keys.js';
 
 export type Tier = 'anonymous' | 'verified' | 'paid';
 
@@ -22,11 +24,12 @@ export const tierOf = (a: AccountRecord): Tier => (a.balanceUsd > 0 ? 'paid' : a
 export class Accounts {
   constructor(
     private readonly store: Store,
-    private readonly secret: HostSecret,
+    private readonly secret: KeySecret,
+    readonly book: AccountBook,
   ) {}
 
   /** Resolves `Authorization: Bearer rbx_…` to its account; 401 with a precise code otherwise. */
-  authenticate(header: string | string[] | undefined): AccountRecord {
+  async authenticate(header: string | string[] | undefined): Promise<AccountRecord> {
     if (typeof header !== 'string' || header.length === 0) {
       throw AppError.of('missing_api_key', 'send your api_key as `Authorization: Bearer <API_KEY>`', { headers: { 'www-authenticate': 'Bearer' } });
     }
@@ -37,9 +40,8 @@ export class Accounts {
       });
     }
     const hash = hashKey(m[1]);
-    const acc = this.store.accounts.byKeyHash(hash);
+    const { account: acc, revoked } = await this.book.byKeyHash(hash);
     if (!acc || !sameHash(acc.keyHash, hash)) {
-      const revoked = this.store.accounts.isRevoked(hash);
       throw AppError.of(
         revoked ? 'revoked_api_key' : 'invalid_api_key',
         revoked ? 'this api_key was replaced by a newer one and no longer works' : 'no account has this api_key',
@@ -51,7 +53,9 @@ export class Accounts {
     return acc;
   }
 
-  create(ip: string, phone: string | null = null): { account: AccountRecord; apiKey: string } {
+  /** A new account; `alsoHere` runs in the store's transaction that records it (a create's hold). */
+  async create(ip: string, phone: string | null = null, alsoHere?: (account: AccountRecord) => void): Promise<{ account: AccountRecord; apiKey: string }> {
+    await this.secret.ready?.();
     const apiKey = newApiKey();
     const account: AccountRecord = {
       id: `acc_${randomBytes(8).toString('hex')}`,
@@ -62,18 +66,20 @@ export class Accounts {
       createdAt: Date.now(),
       balanceUsd: 0,
     };
-    this.store.accounts.insert(account);
+    await this.book.insert(account, alsoHere && (() => alsoHere(account)));
     return { account, apiKey };
   }
 
   /** The account's current key, recovered from its ciphertext (phone login). */
-  keyOf(account: AccountRecord): string {
+  async keyOf(account: AccountRecord): Promise<string> {
+    await this.secret.ready?.();
     return this.secret.decrypt(account.keyEnc);
   }
 
-  rotate(account: AccountRecord): string {
+  async rotate(account: AccountRecord): Promise<string> {
+    await this.secret.ready?.();
     const apiKey = newApiKey();
-    this.store.accounts.rotateKey(account.id, hashKey(apiKey), this.secret.encrypt(apiKey));
+    await this.book.rotateKey(account.id, hashKey(apiKey), this.secret.encrypt(apiKey));
     return apiKey;
   }
 

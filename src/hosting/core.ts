@@ -14,7 +14,8 @@ import type { SmsSender } from '../sms/index.js';
 import type { AccountRecord, Store } from '../store/index.js';
 import { Accounts, TIER_LIMITS, tierOf } from './accounts.js';
 import { Exposures, type PortListener } from './expose.js';
-import { HostSecret } from './keys.js';
+import { ClusterSecret, HostSecret, type KeySecret } from './keys.js';
+import { LocalAccounts, RegistryAccountBook, type AccountBook, type SharedAccounts } from './directory.js';
 import { PhoneVerifier } from './phone.js';
 import { netDiffers, Servers, type Credits, type KeyPair, type SharedNames } from './servers.js';
 import { Commands } from './commands.js';
@@ -46,6 +47,8 @@ export interface HostingDeps {
   certs?: CertIssuer;
   /** Registry mode: slugs and placements shared by every host. */
   names?: SharedNames;
+  /** Registry mode: accounts, SMS codes and the cluster secret shared by every host. */
+  sharedAccounts?: SharedAccounts & { secret(): Promise<Buffer> };
   /** Clock of the phone codes' time windows (tests move it; default Date.now). */
   now?: () => number;
 }
@@ -77,6 +80,10 @@ export interface HostingCore {
 
 export function buildCore(d: HostingDeps): HostingCore {
   const secret = new HostSecret(d.cfg.dataDir);
+  const shared = d.sharedAccounts;
+  const book: AccountBook = shared ? new RegistryAccountBook(shared, d.store) : new LocalAccounts(d.store);
+  const keySecret: KeySecret = shared ? new ClusterSecret(() => shared.secret()) : secret;
+  if (keySecret.ready) void keySecret.ready().catch(() => {}); // read at start; again on first need if the registry is away
   const dc = d.cfg.hosting.domains;
   const domains = new Domains({
     settings: {
@@ -112,6 +119,7 @@ export function buildCore(d: HostingDeps): HostingCore {
     stateOf: (id) => d.presence.state(id),
     domainsOf: (id) => domains.activeOf(id),
     names: d.names,
+    forgetAccount: shared && ((id) => book.forget(id)),
     publicIp: d.cfg.publicIp,
     flowBounds: d.cfg.runtime.egress,
   });
@@ -133,8 +141,8 @@ export function buildCore(d: HostingDeps): HostingCore {
     cfg: d.cfg,
     log: d.log,
     store: d.store,
-    accounts: new Accounts(d.store, secret),
-    phone: new PhoneVerifier(d.store, secret, d.sms, d.now),
+    accounts: new Accounts(d.store, keySecret, book),
+    phone: new PhoneVerifier(book, keySecret, d.sms, d.now),
     servers,
     exposures,
     commands,

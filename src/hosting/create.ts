@@ -59,25 +59,26 @@ export async function handleCreate(ctx: RouteCtx<AccountRecord | undefined, z.ou
       };
     }
     if (!/^\d{6}$/.test(body.code)) throw AppError.of('invalid_code', 'code: must be the 6 digits from the SMS');
-    core.phone.checkCode(phone, body.code);
-    const known = core.store.accounts.byPhone(phone);
+    await core.phone.checkCode(phone, body.code);
+    const known = await core.accounts.book.byPhone(phone);
+    let attached: AccountRecord | undefined;
     if (known) {
       accountNote =
         account && account.id !== known.id
           ? `logged into the existing account of ${phone}, not the one of the api_key you sent`
           : `logged into the existing account of ${phone}`;
       account = known;
-    } else if (account && !account.phone && core.store.accounts.attachPhone(account.id, phone)) {
-      account = core.store.accounts.get(account.id)!;
+    } else if (account && !account.phone && (attached = await core.accounts.book.attachPhone(account.id, phone))) {
+      account = attached;
       accountNote = 'phone verified and attached to your account; your api_key is unchanged';
       await core.servers.applyTier(account);
     } else {
-      const made = core.accounts.create(ctx.ip, phone);
+      const made = await core.accounts.create(ctx.ip, phone);
       account = made.account;
       madeAccount = account.id;
       accountNote = `created a new verified account for ${phone}`;
     }
-    apiKey = core.accounts.keyOf(account);
+    apiKey = await core.accounts.keyOf(account);
   } else if (!account) {
     if (core.accounts.anonymousServersFromIp(ctx.ip) >= core.cfg.hosting.anonServersPerIp) {
       throw AppError.of(
@@ -85,7 +86,7 @@ export async function handleCreate(ctx: RouteCtx<AccountRecord | undefined, z.ou
         `anonymous accounts from this address already hold ${core.cfg.hosting.anonServersPerIp} servers; verify a phone ({"phone": "+…"}) to lift the limit`,
       );
     }
-    const made = core.servers.pending.holdNewAccount(() => core.accounts.create(ctx.ip));
+    const made = await core.accounts.create(ctx.ip, null, (a) => core.servers.pending.hold(a.id));
     account = made.account;
     apiKey = made.apiKey;
     madeAccount = heldAccount = account.id;

@@ -33,19 +33,21 @@ export function execSocket(core: HostingCore, origin: (req: IncomingMessage, inf
   const wss = new WebSocketServer({ noServer: true, maxPayload: 9 * 1024 * 1024 });
   return {
     upgrade(req, socket, head, info) {
-      let account: AccountRecord;
-      let rec: ServerRecord;
-      try {
-        const m = PATH.exec(new URL(req.url ?? '/', 'http://x').pathname);
-        if (!m) throw AppError.of('upgrade_not_supported', 'WebSocket upgrades on this host are accepted only at /servers/{id}/exec', { kind: 'not_found' });
-        account = core.accounts.authenticate(req.headers.authorization);
-        rec = core.servers.owned(account, decodeURIComponent(m[1]));
-        core.assertNotExhausted(account, origin(req, info));
-      } catch (err) {
-        if (!isAppError(err)) log.error('exec socket refused', { err, rid: info.requestId });
-        return rawError(socket, isAppError(err) ? err : AppError.of('internal', 'the upgrade failed'), { requestId: info.requestId });
-      }
-      wss.handleUpgrade(req, socket, head, (ws) => void session(core, account, rec, ws, log.child({ rid: info.requestId })));
+      void (async () => {
+        let account: AccountRecord;
+        let rec: ServerRecord;
+        try {
+          const m = PATH.exec(new URL(req.url ?? '/', 'http://x').pathname);
+          if (!m) throw AppError.of('upgrade_not_supported', 'WebSocket upgrades on this host are accepted only at /servers/{id}/exec', { kind: 'not_found' });
+          account = await core.accounts.authenticate(req.headers.authorization);
+          rec = core.servers.owned(account, decodeURIComponent(m[1]));
+          core.assertNotExhausted(account, origin(req, info));
+        } catch (err) {
+          if (!isAppError(err)) log.error('exec socket refused', { err, rid: info.requestId });
+          return rawError(socket, isAppError(err) ? err : AppError.of('internal', 'the upgrade failed'), { requestId: info.requestId });
+        }
+        wss.handleUpgrade(req, socket, head, (ws) => void session(core, account, rec, ws, log.child({ rid: info.requestId })));
+      })();
     },
   };
 }

@@ -69,8 +69,8 @@ export function createHostingService(deps: HostingDeps): HostingApi {
       401: 'Missing, malformed, unknown or replaced api_key (missing_api_key, invalid_api_key, revoked_api_key).',
       429: 'Too many requests with this api_key or from this address (see Retry-After).',
     },
-    run(ctx) {
-      const account = core.accounts.authenticate(ctx.req.headers.authorization);
+    async run(ctx) {
+      const account = await core.accounts.authenticate(ctx.req.headers.authorization);
       const v = perKey.take(account.id);
       if (!v.ok) throw tooMany('rate_limited', 'too many requests with this api_key', v.retryAfter);
       return account;

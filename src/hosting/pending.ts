@@ -23,6 +23,8 @@ export interface PendingDeps {
   log: Logger;
   /** Closes a server's exposed ports and drops their records. */
   release(serverId: string): Promise<void>;
+  /** Cluster mode: the registry forgets an account the store dropped here. */
+  forgetAccount?(accountId: string): Promise<void>;
 }
 
 export class PendingWork {
@@ -45,11 +47,17 @@ export class PendingWork {
     this.inFlight.delete(id);
   }
 
-  /** Makes an account and holds it in the same transaction, so a crash cannot leave it unheld. */
+  /** Holds an account a create made until the create commits; called in the transaction that
+   *  records the account, so a crash cannot leave it unheld. */
+  hold(accountId: string): void {
+    this.d.store.servers.hold(accountId, this.by, Date.now() + CREATE_DEADLINE_MS);
+  }
+
+  /** Makes an account and holds it in the same transaction (single box, synchronous make). */
   holdNewAccount<T extends { account: AccountRecord }>(make: () => T): T {
     return this.d.store.atomically(() => {
       const made = make();
-      this.d.store.servers.hold(made.account.id, this.by, Date.now() + CREATE_DEADLINE_MS);
+      this.hold(made.account.id);
       return made;
     });
   }
@@ -57,13 +65,16 @@ export class PendingWork {
   /** Removes an account made by a create that did not succeed, with its hold, unless it holds
    *  a committed server or a phone (a verified account is found again by its phone). */
   dropAccount(accountId: string): boolean {
-    return this.d.store.atomically(() => {
+    const dropped = this.d.store.atomically(() => {
       this.d.store.servers.releaseHold(accountId);
       const acc = this.d.store.accounts.get(accountId);
       if (!acc || acc.phone || this.d.store.servers.listByAccount(accountId).length > 0) return false;
       this.d.store.accounts.remove(accountId);
       return true;
     });
+    if (dropped && this.d.forgetAccount)
+      void this.d.forgetAccount(accountId).catch((err) => this.d.log.warn('an account a failed create made stays in the registry', { accountId, err }));
+    return dropped;
   }
 
   /** Drops the records of a pending server whose runtime part is gone: its exposures, itself. */

@@ -1,14 +1,15 @@
 // Phone verification: E.164 numbers, 6-digit codes stored as HMACs, 10-minute expiry, 5
 // attempts (then the code is locked), resend limits per number and per IP. A number counts as
-// proven only when a code sent to it comes back.
+// proven only when a code sent to it comes back. Codes and send history are kept by a CodeBook
+// (the store on a single box, the registry in cluster mode, so limits count across hosts).
 
 import { randomInt } from 'node:crypto';
 import { timingSafeEqual } from 'node:crypto';
 import { AppError } from '../errors.js';
 import { tooMany } from '../ratelimit.js';
 import type { SmsSender } from '../sms/index.js';
-import type { Store } from '../store/index.js';
-import type { HostSecret } from './keys.js';
+import type { CodeBook } from './directory.js';
+import type { KeySecret } from './keys.js';
 
 export const E164 = /^\+[1-9]\d{6,14}$/;
 const CODE_TTL = 10 * 60_000;
@@ -18,8 +19,8 @@ const LIMITS = { perNumberGapMs: 30_000, perNumberPerHour: 5, perIpPerHour: 10 }
 
 export class PhoneVerifier {
   constructor(
-    private readonly store: Store,
-    private readonly secret: HostSecret,
+    private readonly store: { codes: CodeBook },
+    private readonly secret: KeySecret,
     private readonly sms: SmsSender,
     private readonly now: () => number = Date.now,
   ) {}
@@ -31,25 +32,27 @@ export class PhoneVerifier {
   /** Texts a fresh code to the number (replacing any pending one). */
   async sendCode(phone: string, ip: string): Promise<{ expiresIn: number }> {
     const t = this.now();
-    const byNumber = this.store.codes.recentSends(`phone:${phone}`, HOUR, t);
-    const byIp = this.store.codes.recentSends(`ip:${ip}`, HOUR, t);
+    await this.secret.ready?.();
+    const byNumber = await this.store.codes.recentSends(`phone:${phone}`, HOUR, t);
+    const byIp = await this.store.codes.recentSends(`ip:${ip}`, HOUR, t);
     const last = byNumber[byNumber.length - 1];
     if (last !== undefined && t - last < LIMITS.perNumberGapMs) throw this.limited('a code was just sent to this number', LIMITS.perNumberGapMs - (t - last));
     if (byNumber.length >= LIMITS.perNumberPerHour) throw this.limited('too many codes sent to this number this hour', HOUR - (t - byNumber[0]));
     if (byIp.length >= LIMITS.perIpPerHour) throw this.limited('too many codes requested from this address this hour', HOUR - (t - byIp[0]));
     const code = String(randomInt(0, 1_000_000)).padStart(6, '0');
     await this.sms.send(phone, `Your rootbox code is ${code}. It expires in 10 minutes. Reply STOP to opt out.`);
-    this.store.codes.put({ phone, codeMac: this.secret.mac(`${phone}:${code}`), expiresAt: t + CODE_TTL, attemptsLeft: ATTEMPTS });
-    this.store.codes.recordSend([`phone:${phone}`, `ip:${ip}`], t, HOUR);
+    await this.store.codes.put({ phone, codeMac: this.secret.mac(`${phone}:${code}`), expiresAt: t + CODE_TTL, attemptsLeft: ATTEMPTS });
+    await this.store.codes.recordSend([`phone:${phone}`, `ip:${ip}`], t, HOUR);
     return { expiresIn: CODE_TTL / 1000 };
   }
 
   /** Proves the number with the code, or throws 400/429 saying why. */
-  checkCode(phone: string, code: string): void {
-    const rec = this.store.codes.spendAttempt(phone);
+  async checkCode(phone: string, code: string): Promise<void> {
+    await this.secret.ready?.();
+    const rec = await this.store.codes.spendAttempt(phone);
     if (!rec) throw AppError.of('code_not_pending', 'no code is pending for this number; send {"phone": …} first to get one');
     if (this.now() > rec.expiresAt) {
-      this.store.codes.remove(phone);
+      await this.store.codes.remove(phone);
       throw AppError.of('code_expired', 'the code expired; send {"phone": …} again for a new one');
     }
     if (rec.attemptsLeft <= 0) throw tooMany('code_locked', 'too many wrong codes; this code is locked. Send {"phone": …} again for a new one', 30);
@@ -59,6 +62,6 @@ export class PhoneVerifier {
       const left = rec.attemptsLeft - 1;
       throw AppError.of('code_invalid', left > 0 ? `wrong code; ${left} attempt(s) left` : 'wrong code; no attempts left, the code is now locked');
     }
-    this.store.codes.remove(phone);
+    await this.store.codes.remove(phone);
   }
 }

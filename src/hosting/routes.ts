@@ -272,7 +272,7 @@ export function hostingRoutes({ core, deps, service, ipLimit, createLimit, docum
       summary: 'Replace your api_key; the old one stops working',
       use: [ipLimit],
       responses: { 200: { description: 'The new key', json: RotatedKey } },
-      handler: (ctx) => ({ status: 200, body: { api_key: core.accounts.rotate(ctx.auth), tier: tierOf(ctx.auth) } }),
+      handler: async (ctx) => ({ status: 200, body: { api_key: await core.accounts.rotate(ctx.auth), tier: tierOf(ctx.auth) } }),
     }),
     ...domainRoutes(core, ipLimit),
     ...toolboxRoutes(core, ipLimit, base),

@@ -60,6 +60,8 @@ export interface ServerDeps {
   domainsOf?(serverId: string): string[];
   /** Registry mode: slugs and placements shared by every host. */
   names?: SharedNames;
+  /** Registry mode: the registry forgets an account a failed create made (pending.ts). */
+  forgetAccount?(accountId: string): Promise<void>;
   /** This host's public address (its servers' placement names it). */
   publicIp: string;
   /** Bounds on a server's outbound connections by tier (runtime.egress); absent: the runtime's default. */
@@ -104,7 +106,7 @@ export class Servers {
 
   /** Construction is the hosting start: pending work of an earlier run is removed here. */
   constructor(private readonly d: ServerDeps) {
-    this.pending = new PendingWork({ store: d.store, runtime: d.runtime, log: d.log, release: d.release });
+    this.pending = new PendingWork({ store: d.store, runtime: d.runtime, log: d.log, release: d.release, forgetAccount: d.forgetAccount });
     this.pending.recover();
   }
 

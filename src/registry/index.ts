@@ -9,6 +9,7 @@ import type { Logger } from '../log/index.js';
 import { registryOptions, type ClusterSettings, type RegistryOptions } from './host.js';
 import { HostDirectory, type HostFacts } from './hosts.js';
 import { assertUsable } from './migrations.js';
+import { RegistryAccounts } from './accounts.js';
 import { RegistryLedger } from './ledger.js';
 import { RegistryCa } from './ca.js';
 import { RegistryNames } from './names.js';
@@ -23,6 +24,7 @@ export { RegistryNames, type Placement } from './names.js';
 export { RegistryPayments } from './payments.js';
 export { PlacementCache, type PlacementView, type HostView, type PlacementCacheOptions } from './placements.js';
 export { PLACEMENT_CHANNEL } from './placements-sql.js';
+export { RegistryAccounts, clusterSecret, type SharedAccount, type SharedCode } from './accounts.js';
 export { RegistryLedger, type LedgerWrite, type AccountMoney, type LedgerRow } from './ledger.js';
 export { RegistryCa, type CaPair } from './ca.js';
 export { registryOptions, HOST_VERSION, type ClusterSettings, type RegistryOptions } from './host.js';
@@ -45,6 +47,7 @@ export class Registry {
   readonly ledger: RegistryLedger;
   readonly channel: RegistryCa;
   readonly placements: PlacementCache;
+  readonly accounts: RegistryAccounts;
   private timer?: NodeJS.Timeout;
   private checked = false;
   private reachable = true;
@@ -65,6 +68,7 @@ export class Registry {
       { refreshMs: Math.max(100, Math.min(1000, Math.floor(o.leaseMs / 3))), connectTimeoutMs: o.connectTimeoutMs },
       log,
     );
+    this.accounts = new RegistryAccounts(this.pool, o.host);
   }
 
   private facts(): HostFacts {

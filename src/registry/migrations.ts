@@ -5,6 +5,7 @@
 // with no schema yet (the operator runs init once, on purpose).
 
 import { AppError } from '../errors.js';
+import { ACCOUNTS_SQL } from './accounts.js';
 import { LEDGER_SQL } from './ledger.js';
 import { PLACEMENTS_SQL } from './placements-sql.js';
 import type { RegistryPool } from './pool.js';
@@ -66,6 +67,11 @@ export const MIGRATIONS: readonly Migration[] = [
         state      text NOT NULL,
         locked_at  timestamptz NOT NULL DEFAULT now()
       );`,
+  },
+  {
+    version: 4,
+    about: 'accounts: api-key hashes, phones, revoked keys, pending SMS codes and send counters, the cluster secret',
+    sql: ACCOUNTS_SQL,
   },
   {
     version: 5,

@@ -83,6 +83,33 @@ export class AccountStore {
     });
   }
 
+  /** Cluster mode: the account as the registry has it, cached here (indexes follow; a key hash
+   *  it no longer has is revoked here too). The cached balance is left as it is (the ledger
+   *  refreshes it); a new record starts at 0. */
+  cache(rec: Omit<AccountRecord, 'balanceUsd'>): AccountRecord {
+    return this.env.txSync(() => {
+      const old = this.db.get(rec.id);
+      if (old && old.keyHash !== rec.keyHash) {
+        this.keys.removeSync(old.keyHash);
+        this.revoked.putSync(old.keyHash, Date.now());
+      }
+      if (old?.phone && old.phone !== rec.phone && this.phones.get(old.phone) === rec.id) this.phones.removeSync(old.phone);
+      const next: AccountRecord = { ...rec, balanceUsd: old?.balanceUsd ?? 0 };
+      this.db.putSync(rec.id, next);
+      this.keys.putSync(rec.keyHash, rec.id);
+      if (rec.phone) this.phones.putSync(rec.phone, rec.id);
+      return next;
+    });
+  }
+
+  /** Cluster mode: a key hash the registry does not know (any more) stops working here. */
+  dropKey(hash: string, revoked: boolean): void {
+    this.env.txSync(() => {
+      this.keys.removeSync(hash);
+      if (revoked) this.revoked.putSync(hash, Date.now());
+    });
+  }
+
   /** Adds (or with a negative amount, takes) balance atomically; returns the new balance, or
    *  undefined (nothing written) when there is no such account. Called by BillingStore only:
    *  every change of a balance has its ledger entry in the same transaction. */

@@ -50,7 +50,7 @@ test('a code is texted through the Twilio Messages API and proves the number onc
   assert.match(code, /^\d{6}$/);
   assert.match(twilio.messages[0].body, /STOP/);
   assert.is(twilio.messages[0].from, '+15005550006');
-  verifier.checkCode('+14155550101', code);
+  await verifier.checkCode('+14155550101', code);
   assert.is((await err(() => verifier.checkCode('+14155550101', code))).code, 'code_not_pending', 'a code works once');
 });
 
