@@ -58,6 +58,7 @@ const UNIT = [
   'test/edge/alpn.test.ts',
   'test/billing/meter.test.ts',
   'test/registry/ledger.test.ts',
+  'test/registry/accounts.test.ts',
   'test/registry/ledger-kill.test.ts',
   'test/registry/placements.test.ts',
   'test/foundation/edge-lifecycle.test.ts',
