@@ -131,6 +131,7 @@ export const CATALOGUE = {
 
   // ── 409 conflict ──
   subdomain_taken: e('conflict', 'every wanted subdomain is taken'),
+  phone_taken: e('conflict', 'another host verified the same phone for a new account at the same instant; log in with it'),
   expose_in_progress: e('conflict', 'another request is exposing the same port'),
   domain_taken: e('conflict', 'the domain is attached to another server (of another account, or another of yours)'),
   server_exists: e('conflict', 'the runtime already has a server with this id'),

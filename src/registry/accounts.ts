@@ -6,6 +6,7 @@
 // here (the ledger's tables hold money).
 
 import { randomBytes } from 'node:crypto';
+import { AppError } from '../errors.js';
 import type { RegistryPool } from './pool.js';
 
 export const ACCOUNTS_SQL = `
@@ -105,16 +106,23 @@ export class RegistryAccounts {
     return (await this.pool.query('SELECT 1 FROM revoked_keys WHERE key_hash = $1', [hash])).rowCount === 1;
   }
 
+  /** Records a new account; 409 phone_taken when another host just took its phone. */
   async insert(a: SharedAccount): Promise<void> {
-    await this.pool.query(`INSERT INTO accounts (${COLS}, host) VALUES ($1, $2, $3, $4, $5, $6, $7)`, [
-      a.id,
-      a.keyHash,
-      a.keyEnc,
-      a.phone,
-      a.createdIp,
-      a.createdAt,
-      this.host,
-    ]);
+    await this.pool
+      .query(`INSERT INTO accounts (${COLS}, host) VALUES ($1, $2, $3, $4, $5, $6, $7)`, [
+        a.id,
+        a.keyHash,
+        a.keyEnc,
+        a.phone,
+        a.createdIp,
+        a.createdAt,
+        this.host,
+      ])
+      .catch((e: unknown) => {
+        if (isUnique(e) && a.phone && /phone/.test((e as { constraint?: string }).constraint ?? ''))
+          throw AppError.of('phone_taken', `${a.phone} was verified for another account at the same instant; send a new code to log in with it`);
+        throw e;
+      });
   }
 
   /** Attaches a proven phone to an account without one; false when the number is taken. */
