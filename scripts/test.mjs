@@ -84,7 +84,12 @@ const UNIT = [
   'test/install/noderuntime.test.ts',
   'test/install/ports.test.ts',
   'test/hosting/ratelimit-doc.test.ts',
+  'test/registry/fence.test.ts',
 ];
+
+/** The API contract suites: run twice, on a single box and then against a daemon in registry
+ *  mode (ROOTBOX_TEST_REGISTRY=1: a PostgreSQL per test process; shown `<file> [registry]`). */
+const BOTH_MODES = ['test/http/hosting-contract.test.ts', 'test/http/verify-contract.test.ts'];
 
 const root = new URL('..', import.meta.url).pathname;
 const limitMs = Number(process.env.ROOTBOX_TEST_FILE_TIMEOUT_MS ?? 15 * 60_000);
@@ -108,6 +113,10 @@ const files = all
   .filter((f) => tier === 'all' || (tier === 'unit') === isUnit(f))
   .filter((f) => filters.length === 0 || filters.some((s) => relative(root, f).includes(s)));
 if (tier === 'unit') files.sort((a, b) => UNIT.indexOf(relative(root, a)) - UNIT.indexOf(relative(root, b)));
+/** Each run: a file and its mode. A contract suite's registry run follows its single-box run
+ *  (queued first when that one ends), never beside it: a file's fixed ports would clash. */
+const runs = files.map((file) => ({ file, registry: false }));
+const twice = (file) => BOTH_MODES.includes(relative(root, file));
 
 let passed = 0;
 let failed = 0;
@@ -115,8 +124,8 @@ let skipped = 0;
 const failures = [];
 
 /** Runs one file; its output is written at once when files run one at a time, else when it ends. */
-async function runFile(file) {
-  const name = relative(root, file);
+async function runFile({ file, registry }) {
+  const name = relative(root, file) + (registry ? ' [registry]' : '');
   const started = Date.now();
   const live = jobs === 1;
   let shown = '';
@@ -128,6 +137,7 @@ async function runFile(file) {
       ROOTBOX_IMAGE_DIR: join(root, 'var', 'images'),
       ...process.env,
       ...(isUnit(file) ? { ROOTBOX_TEST_RUNTIME: 'process' } : {}),
+      ...(registry ? { ROOTBOX_TEST_REGISTRY: '1' } : {}),
       NO_COLOR: '1',
       FORCE_COLOR: '0',
     },
@@ -168,10 +178,14 @@ async function runFile(file) {
 }
 
 const started = Date.now();
-const queue = [...files];
+const queue = [...runs];
 await Promise.all(
   Array.from({ length: Math.min(jobs, queue.length) }, async () => {
-    while (queue.length) await runFile(queue.shift());
+    while (queue.length) {
+      const next = queue.shift();
+      await runFile(next);
+      if (!next.registry && twice(next.file)) queue.unshift({ file: next.file, registry: true });
+    }
   }),
 );
 

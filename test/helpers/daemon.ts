@@ -3,7 +3,12 @@
 // (runc containers, root) unless ROOTBOX_TEST_RUNTIME=process, which scripts/test.mjs sets for the
 // files of the fast tier: then servers are plain processes (procruntime.ts) and the daemon needs
 // neither root nor runc.
+// ROOTBOX_TEST_REGISTRY=1 (scripts/test.mjs sets it for the contract suites' second run) puts
+// every daemon that names no cluster of its own in registry mode: one PostgreSQL per test process
+// (test/helpers/postgres.ts, started at the first daemon, `cluster init`'s migrations applied,
+// stopped when the process exits), each daemon under its own host name.
 
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -12,6 +17,8 @@ import { createLogger, type Logger } from '../../src/log/index.js';
 import { startDaemon, type Daemon, type RuntimeMaker } from '../../src/main.js';
 import { ContainerRuntime, type Runtime } from '../../src/runtime/index.js';
 import { AppError } from '../../src/errors.js';
+import { migrate, RegistryPool } from '../../src/registry/index.js';
+import { startPostgres, type TestPostgres } from './postgres.js';
 import { ProcessRuntime } from './procruntime.js';
 import { run } from './run.js';
 
@@ -57,9 +64,46 @@ function portPool(attempt: number): string {
   return `${30000 + n * 100}-${30000 + n * 100 + 99}`;
 }
 
+/** Whether daemons of this test process run in registry mode (ROOTBOX_TEST_REGISTRY=1). */
+export const registryMode = process.env.ROOTBOX_TEST_REGISTRY === '1';
+let registry: Promise<TestPostgres> | undefined;
+/** Host names of the registry-mode daemons by data dir. */
+const hostNames = new Map<string, string>();
+
+/** The test process's one registry: a PostgreSQL of its own, migrated as `rootbox cluster init`
+ *  does; ended with the process (pg_ctl immediate stop, its directory removed). */
+export function testRegistry(): Promise<TestPostgres> {
+  registry ??= (async () => {
+    const pg = await startPostgres();
+    process.on('exit', () => {
+      spawnSync('runuser', ['-u', 'postgres', '--', '/usr/lib/postgresql/15/bin/pg_ctl', '-D', join(pg.dir, 'data'), '-m', 'immediate', '-w', 'stop']);
+      rmSync(pg.dir, { recursive: true, force: true });
+    });
+    const pool = new RegistryPool({ url: pg.url, connectTimeoutMs: 2000, statementTimeoutMs: 5000 });
+    try {
+      await migrate(pool);
+    } finally {
+      await pool.end();
+    }
+    return pg;
+  })();
+  return registry;
+}
+
+/** The cluster settings of a daemon in registry mode: the process's registry, a host name of its own. */
+async function clusterOf(overrides: Record<string, unknown>): Promise<Record<string, unknown>> {
+  if (!registryMode || overrides.cluster !== undefined) return {};
+  const pg = await testRegistry();
+  // a daemon started again on the same data dir is the same host
+  const dir = typeof overrides.dataDir === 'string' ? overrides.dataDir : undefined;
+  const host = (dir && hostNames.get(dir)) ?? `test-${process.pid}-${seq++}`;
+  return { cluster: { registry: pg.url, host, lease: '3s', connectTimeout: '1s', statementTimeout: '3s' } };
+}
+
 /** `now`: the daemon's clock for the time windows it keeps itself (the SMS resend gap), which a
  *  test moves instead of waiting. */
 export async function startTestDaemon(overrides: Record<string, unknown> = {}, env: NodeJS.ProcessEnv = {}, now?: () => number): Promise<TestDaemon> {
+  overrides = { ...(await clusterOf(overrides)), ...overrides };
   for (let attempt = 0; ; attempt++) {
     try {
       return await startOnce(overrides, env, attempt, now);
@@ -115,6 +159,8 @@ async function startOnce(overrides: Record<string, unknown>, env: NodeJS.Process
     rmSync(dataDir, { recursive: true, force: true });
     throw e;
   }
+  const cluster = cfg.cluster as { registry?: string; host?: string };
+  if (cluster.registry && cluster.host) hostNames.set(cfg.dataDir, cluster.host);
   const { http, https } = daemon.edge.ports;
   const ca = daemon.tls.caFile ? readFileSync(daemon.tls.caFile, 'utf8') : '';
   return {
