@@ -120,6 +120,7 @@ export function buildCore(d: HostingDeps): HostingCore {
     domainsOf: (id) => domains.activeOf(id),
     names: d.names,
     forgetAccount: shared && ((id) => book.forget(id)),
+    mayStart: async (id) => d.presence.mayStart?.(id),
     publicIp: d.cfg.publicIp,
     flowBounds: d.cfg.runtime.egress,
   });

@@ -16,6 +16,9 @@ export interface Presence {
   connection(id: string, sent?: () => number): () => void;
   /** Records activity now (a request, a keystroke, a byte on a connection); thaws a dozing server. */
   touch(id: string): void;
+  /** Resolves when this host may start the server's container; throws server_moved when the
+   *  cluster registry places it on another host (registry mode; always resolves on a single box). */
+  mayStart?(id: string): Promise<void>;
 }
 
 /** The state a server truly has now (the runtime's record cannot show `waking`). */

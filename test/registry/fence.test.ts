@@ -1,0 +1,93 @@
+// Fencing at wake: two daemons on one real PostgreSQL registry. A sleeping server of host A whose
+// placement the registry moves to host B (a newer epoch there) is not started by A — not by a
+// command (exec wakes it), nor by a restart: 503 server_moved, the server stays asleep and A logs
+// why. Placed on A again, it wakes. With the registry unreachable, A wakes its own sleeping
+// server from what it has (the fence only refuses on a positive "elsewhere").
+process.env.ROOTBOX_TEST_RUNTIME ??= 'process'; // the fence is the daemon's, not the container's
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { migrate, RegistryPool } from '../../src/registry/index.js';
+import { send } from '../http/contract.js';
+import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
+import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
+
+let pg: TestPostgres;
+let a: TestDaemon;
+let b: TestDaemon;
+let id: string;
+let key: string;
+
+const opts = (host: string) => ({
+  publicIp: '127.0.0.1',
+  cluster: { registry: pg.url, host, lease: '3s', connectTimeout: '500ms', statementTimeout: '2s' },
+  hosting: { rateLimit: { perIpPerMinute: 1000, createsPerIpPerHour: 200 } },
+});
+const api = (d: TestDaemon, method: string, path: string, body?: unknown) =>
+  send(d.http, 'api.localhost', method, path, { body, headers: { authorization: `Bearer ${key}` } });
+const exec = () => api(a, 'POST', `/servers/${id}/exec`, { command: 'echo awake' });
+const state = () => a.daemon.runtime.get(id)?.state;
+async function asleep(): Promise<void> {
+  await a.daemon.runtime.stop(id);
+  assert.is(state(), 'sleeping');
+}
+
+test.before(async () => {
+  pg = await startPostgres();
+  const p = new RegistryPool({ url: pg.url, connectTimeoutMs: 1000, statementTimeoutMs: 2000 });
+  await migrate(p);
+  await p.end();
+  a = await startTestDaemon(opts('host-a'));
+  b = await startTestDaemon(opts('host-b'));
+  const made = await send(a.http, 'api.localhost', 'POST', '/create', { body: {} });
+  assert.is(made.status, 200, made.text);
+  ({ id, api_key: key } = made.json as { id: string; api_key: string });
+  assert.is(await pg.sql(`SELECT host || ' ' || epoch FROM placements WHERE server_id = '${id}'`), 'host-a 1');
+});
+test.after(async () => {
+  await a?.stop();
+  await b?.stop();
+  await pg?.stop();
+});
+
+test('a sleeping server the registry moved to another host at a newer epoch is not started: 503 server_moved, logged', async () => {
+  await asleep();
+  await pg.sql(`UPDATE placements SET host = 'host-b', epoch = epoch + 1 WHERE server_id = '${id}'`);
+  const starts = a.daemon.presence.starts;
+  const r = await exec();
+  assert.is(r.status, 503, r.text);
+  assert.is(r.json.error, 'server_moved');
+  assert.ok(Number(r.headers['retry-after']) >= 1);
+  const restart = await api(a, 'POST', `/servers/${id}/restart`);
+  assert.is(restart.status, 503, restart.text);
+  assert.is(restart.json.error, 'server_moved');
+  assert.is(state(), 'sleeping', 'never started');
+  assert.is(a.daemon.presence.starts, starts);
+  const line = a.logs.find((l) => l.msg === 'not starting a server the registry places on another host');
+  assert.ok(line, 'logged');
+  assert.is(line!.server, id);
+  assert.is(line!.host, 'host-b');
+  assert.is(line!.epoch, 2);
+});
+
+test('placed on this host again, the same server wakes', async () => {
+  await pg.sql(`UPDATE placements SET host = 'host-a', epoch = epoch + 1 WHERE server_id = '${id}'`);
+  const r = await exec();
+  assert.is(r.status, 200, r.text);
+  assert.match(String(r.json.stdout), /awake/);
+  assert.is(state(), 'running');
+});
+
+test('with the registry unreachable, the host wakes its own sleeping server from what it has', async () => {
+  await asleep();
+  await pg.halt();
+  try {
+    const r = await exec();
+    assert.is(r.status, 200, r.text);
+    assert.is(state(), 'running');
+    assert.ok(a.logs.some((l) => l.msg === 'placement not read before a wake; waking from what this host has' && l.server === id));
+  } finally {
+    await pg.start();
+  }
+});
+
+test.run();
