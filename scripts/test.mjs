@@ -89,7 +89,7 @@ const UNIT = [
 
 /** The API contract suites: run twice, on a single box and then against a daemon in registry
  *  mode (ROOTBOX_TEST_REGISTRY=1: a PostgreSQL per test process; shown `<file> [registry]`). */
-const BOTH_MODES = ['test/http/hosting-contract.test.ts', 'test/http/verify-contract.test.ts'];
+const BOTH_MODES = ['test/http/hosting-contract.test.ts', 'test/http/verify-contract.test.ts', 'test/hosting/api.test.ts'];
 
 const root = new URL('..', import.meta.url).pathname;
 const limitMs = Number(process.env.ROOTBOX_TEST_FILE_TIMEOUT_MS ?? 15 * 60_000);
