@@ -179,8 +179,14 @@ async function reconcileNames(d: HostingDeps): Promise<void> {
     const r = await d.names.reconcile(servers, d.cfg.publicIp);
     if (r.removed.length || r.released.length || r.placed.length) d.log.info('registry reconciled', r);
     if (r.conflicts.length) d.log.error('servers whose subdomain another host holds in the registry', { slugs: r.conflicts });
-    if (r.elsewhere.length)
-      d.log.error('servers this host has that the registry places on another host: left there, not placed here', { servers: r.elsewhere });
+    if (r.elsewhere.length) {
+      d.log.error('servers this host has that the registry places on another host: left there, not placed here, not run here', { servers: r.elsewhere });
+      // fencing: one left running (by the previous daemon, or booted by the runtime's reconcile)
+      // is stopped, its disk kept; a later wake is refused by the fence (presence)
+      for (const id of r.elsewhere)
+        if (d.runtime.get(id)?.state === 'running')
+          await d.runtime.stop(id).catch((err) => d.log.error('could not stop a server placed on another host', { server: id, err }));
+    }
   } catch (err) {
     d.log.warn('registry not reconciled at start; retried at the next start', { err: (err as Error).message });
   }

@@ -7,6 +7,8 @@
 // A statement the daemon sent before it died still commits in its backend once the lock goes
 // (PostgreSQL notices a gone client only when it answers), so the restart finds a claim or a
 // placement of a create it never finished, and must remove it.
+// Last, fencing with real runc: a server whose placement moved to another host while this one
+// was down is stopped at the restart, and neither a command nor a restart starts it here.
 // After each restart, every placement and slug claim of the host names a committed server with
 // its container, every committed server has both, and nothing of an unanswered create is left.
 import { test } from 'uvu';
@@ -27,6 +29,8 @@ let db: TestPostgres;
 let d: ProcDaemon;
 /** Servers whose create was answered 200 (they must be there, whole, after every restart). */
 const answered = new Map<string, string>();
+/** Their api keys. */
+const keys = new Map<string, string>();
 
 test.before(async () => {
   db = await startPostgres();
@@ -118,6 +122,7 @@ test('a create answered 200 and then a SIGKILL: the server, its placement, its c
   const r = await api(d.http, 'POST', '/create');
   assert.is(r.status, 200, JSON.stringify(r.body));
   answered.set(r.body.id, r.body.subdomain.split('.')[0]);
+  keys.set(r.body.id, r.body.api_key);
   await d.kill();
   await d.start();
   await consistent('after a kill following a 200');
@@ -157,6 +162,24 @@ test('SIGKILL while the create, its container made, waits to write its placement
   });
   assert.is(made.length, 1, 'the held create had made its container');
   await consistent('after a kill at the placement');
+});
+
+test('a server the registry moved to another host while this one was down is stopped at the restart and never woken here', async () => {
+  const [id] = [...answered.keys()];
+  const owner = await api(d.http, 'GET', `/servers/${id}`, { key: keys.get(id) });
+  assert.is(owner.body.state, 'running');
+  await d.kill();
+  await db.sql(`UPDATE placements SET host = 'another-host', epoch = epoch + 1 WHERE server_id = '${id}'`);
+  await d.start();
+  const runc = async () => (await scanHost({ dataDir: d.dataDir, bridge: d.bridge, table: d.table, pool: d.pool })).runc.find((c) => c.id === id)?.status;
+  assert.is.not(await runc(), 'running', 'stopped at the restart');
+  const woke = await api(d.http, 'POST', `/servers/${id}/exec`, { key: keys.get(id), body: { command: 'true' } });
+  assert.is(woke.status, 503, JSON.stringify(woke.body));
+  assert.is(woke.body.error, 'server_moved');
+  const restart = await api(d.http, 'POST', `/servers/${id}/restart`, { key: keys.get(id) });
+  assert.is(restart.body.error, 'server_moved');
+  assert.is.not(await runc(), 'running', 'not started by the wake');
+  assert.is(await db.sql(`SELECT host FROM placements WHERE server_id = '${id}'`), 'another-host', 'not taken back');
 });
 
 test.run();
