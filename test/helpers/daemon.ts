@@ -5,7 +5,7 @@
 // neither root nor runc.
 // ROOTBOX_TEST_REGISTRY=1 (scripts/test.mjs sets it for the contract suites' second run) puts
 // every daemon that names no cluster of its own in registry mode: one PostgreSQL per test process
-// (test/helpers/postgres.ts, started at the first daemon, `cluster init`'s migrations applied,
+// (test/helpers/postgres.ts, started at the first daemon, prepared by `cluster init`: schema, CA;
 // stopped when the process exits), each daemon under its own host name.
 
 import { spawnSync } from 'node:child_process';
@@ -17,7 +17,8 @@ import { createLogger, type Logger } from '../../src/log/index.js';
 import { startDaemon, type Daemon, type RuntimeMaker } from '../../src/main.js';
 import { ContainerRuntime, type Runtime } from '../../src/runtime/index.js';
 import { AppError } from '../../src/errors.js';
-import { migrate, RegistryPool } from '../../src/registry/index.js';
+import { clusterCommand } from '../../src/admin/cli-cluster.js';
+import { freePort } from './ports.js';
 import { startPostgres, type TestPostgres } from './postgres.js';
 import { ProcessRuntime } from './procruntime.js';
 import { run } from './run.js';
@@ -70,8 +71,7 @@ let registry: Promise<TestPostgres> | undefined;
 /** Host names of the registry-mode daemons by data dir. */
 const hostNames = new Map<string, string>();
 
-/** The test process's one registry: a PostgreSQL of its own, migrated as `rootbox cluster init`
- *  does; ended with the process (pg_ctl immediate stop, its directory removed). */
+/** The test process's one registry: a PostgreSQL of its own, prepared by `rootbox cluster init`; ended with the process (pg_ctl immediate stop, its directory removed). */
 export function testRegistry(): Promise<TestPostgres> {
   registry ??= (async () => {
     const pg = await startPostgres();
@@ -79,12 +79,11 @@ export function testRegistry(): Promise<TestPostgres> {
       spawnSync('runuser', ['-u', 'postgres', '--', '/usr/lib/postgresql/15/bin/pg_ctl', '-D', join(pg.dir, 'data'), '-m', 'immediate', '-w', 'stop']);
       rmSync(pg.dir, { recursive: true, force: true });
     });
-    const pool = new RegistryPool({ url: pg.url, connectTimeoutMs: 2000, statementTimeoutMs: 5000 });
-    try {
-      await migrate(pool);
-    } finally {
-      await pool.end();
-    }
+    // `rootbox cluster init`, in this process: the schema and the cluster CA
+    const out: string[] = [];
+    const cfg = loadConfig({ env: {}, file: undefined, overrides: { dataDir: join(pg.dir, 'cli'), cluster: { registry: pg.url } } });
+    const code = await clusterCommand(cfg, 'init', {}, { out: (t) => out.push(t), err: (t) => out.push(t) });
+    if (code !== 0) throw new Error(`cluster init failed: ${out.join('\n')}`);
     return pg;
   })();
   return registry;
@@ -97,7 +96,9 @@ async function clusterOf(overrides: Record<string, unknown>): Promise<Record<str
   // a daemon started again on the same data dir is the same host
   const dir = typeof overrides.dataDir === 'string' ? overrides.dataDir : undefined;
   const host = (dir && hostNames.get(dir)) ?? `test-${process.pid}-${seq++}`;
-  return { cluster: { registry: pg.url, host, lease: '3s', connectTimeout: '1s', statementTimeout: '3s' } };
+  // its channel listener (cluster init made the CA) on a port of its own
+  const listen = `127.0.0.1:${await freePort()}`;
+  return { cluster: { registry: pg.url, host, listen, advertise: listen, lease: '3s', connectTimeout: '1s', statementTimeout: '3s' } };
 }
 
 /** `now`: the daemon's clock for the time windows it keeps itself (the SMS resend gap), which a
