@@ -72,6 +72,10 @@ export class RegistryPool {
       idleTimeoutMillis: 30_000,
       application_name: this.o.application ?? 'rootbox',
       keepAlive: true,
+      // a statement of a host that died (kill -9) while it waited on a lock is cancelled within
+      // a second instead of committing when the lock frees: PostgreSQL otherwise notices a gone
+      // client only when it answers, after that host's restart has already cleaned up
+      options: '-c client_connection_check_interval=1000',
     });
     // an idle client's error (the server restarted) must not take the process down
     pool.on('error', () => {});
