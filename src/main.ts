@@ -26,7 +26,7 @@ import { serveMetrics, type MetricsListener } from './metrics/index.js';
 import { startPayments, type Payments } from './payments/index.js';
 import { createPorts, startPresence, type IdleTracker, type TcpExposer } from './presence/index.js';
 import { startProxy, type Proxy } from './proxy/index.js';
-import { startRegistry, type Registry } from './registry/index.js';
+import { keyedNames, startRegistry, type Registry } from './registry/index.js';
 import {
   createRuntime,
   runCommand,
@@ -111,7 +111,7 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
     part('registry', startRegistry, (r) => r?.stop()), // cluster mode only: schema checked, host registered
     part('payments', startPayments),
     part('tls', startTls, (t) => t.close()),
-    part('acme', startAcme),
+    part('acme', startAcme, (a) => a.stop()),
     part(
       'lxcfs',
       (d) => startLxcfs(d, makeRuntime === (containers as unknown)),
@@ -136,7 +136,14 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
     part(
       'hosting',
       (d) =>
-        startHosting({ ...d, makeKeyPair: generateServerKeyPair, certs: domainCerts(d.acme), names: d.registry?.names, sharedAccounts: d.registry?.accounts }),
+        startHosting({
+          ...d,
+          makeKeyPair: generateServerKeyPair,
+          certs: domainCerts(d.acme),
+          names: d.registry && keyedNames(d.registry.names, d.registry.shared),
+          sharedDomains: d.registry?.shared,
+          sharedAccounts: d.registry?.accounts,
+        }),
       (h) => h.core.domains.stop(),
     ),
     part('metering', (d) => (d.billing.start(), d.billing)),

@@ -46,6 +46,33 @@ export interface CertificateSink {
   uninstall(id: string): void;
 }
 
+/** A certificate as the cluster registry keeps it (registry.shared implements SharedCertificates). */
+export interface SharedCertRow {
+  id: string;
+  names: string[];
+  certPem: string;
+  keyPem: string;
+  notAfter: number;
+  issuedAt: number;
+  version: number;
+  removed: boolean;
+}
+
+/** Certificates shared by every host of a cluster (registry mode); absent on a single box. */
+export interface SharedCertificates {
+  /** Runs `order` on one host at a time (an advisory lock); the others take the stored result. */
+  orderOnce(
+    id: string,
+    good: (c: SharedCertRow) => boolean,
+    order: () => Promise<Omit<SharedCertRow, 'id' | 'version' | 'removed' | 'issuedAt'>>,
+  ): Promise<{ cert: SharedCertRow; ordered: boolean }>;
+  removeCertificate(id: string): Promise<void>;
+  certificatesSince(version: number): Promise<SharedCertRow[]>;
+}
+
+/** How often a host asks the registry for certificates other hosts stored (renewed or new). */
+export const SHARED_POLL_MS = 10_000;
+
 export interface AcmeDeps {
   domain: string;
   dataDir: string;
@@ -55,6 +82,10 @@ export interface AcmeDeps {
   /** Host command runner (for the exec hook). */
   run: RunCommand;
   log: Logger;
+  /** Registry mode: certificates ordered once for the cluster and served by every host. */
+  shared?: SharedCertificates;
+  /** Poll interval for other hosts' certificates (default SHARED_POLL_MS). */
+  pollMs?: number;
 }
 
 export interface Acme {
@@ -62,12 +93,21 @@ export interface Acme {
   readonly configured: boolean;
   readonly http01: Http01Responder;
   issue(names: string[], challenge: ChallengeType): Promise<Issued>;
+  /**
+   * The certificate `id`, ordered unless the stored one is still `good` (registry mode: ordered by
+   * one host of the cluster at a time, the others take its result); stored and installed here.
+   */
+  obtain(id: string, names: string[], challenge: ChallengeType, good: (c: { names: string[]; notAfter: number; issuedAt: number }) => boolean): Promise<CertificateRecord>;
+  /** Registry mode: installs what other hosts stored since the last look (also run on a timer). */
+  pull(): Promise<void>;
   readonly certificates: {
     save(id: string, issued: Issued): CertificateRecord;
     load(id: string): CertificateRecord | undefined;
     remove(id: string): boolean;
     all(): CertificateRecord[];
   };
+  /** Registry mode: the cluster's certificates. */
+  readonly shared?: SharedCertificates;
   /** The host certificate's lifecycle (undefined without ACME). */
   readonly host?: HostCertificate;
   status(): ({ configured: true; directory: string } & HostCertState) | { configured: false };
@@ -133,6 +173,41 @@ export function createAcme(d: AcmeDeps): Acme {
     },
     all: () => d.store.all(),
   };
+  const obtain = async (
+    id: string,
+    names: string[],
+    challenge: ChallengeType,
+    good: (c: { names: string[]; notAfter: number; issuedAt: number }) => boolean,
+  ): Promise<CertificateRecord> => {
+    if (!d.shared) return certificates.save(id, await issue(names, challenge));
+    const { cert, ordered } = await d.shared.orderOnce(id, good, () => issue(names, challenge));
+    log.info(ordered ? 'certificate ordered for the cluster' : 'certificate taken from the registry', { id, notAfter: new Date(cert.notAfter).toISOString() });
+    return install(cert);
+  };
+  const install = (c: Omit<CertificateRecord, never>): CertificateRecord => {
+    const rec: CertificateRecord = { id: c.id, names: c.names, certPem: c.certPem, keyPem: c.keyPem, notAfter: c.notAfter, issuedAt: c.issuedAt };
+    d.store.save(rec);
+    d.sink.install(rec.id, rec.names, rec.certPem, rec.keyPem);
+    return rec;
+  };
+  let seen = 0;
+  let pulling: Promise<void> | undefined;
+  const pull = (): Promise<void> =>
+    (pulling ??= (async () => {
+      if (!d.shared) return;
+      for (const c of await d.shared.certificatesSince(seen)) {
+        seen = Math.max(seen, c.version);
+        const have = d.store.load(c.id);
+        try {
+          if (c.removed) {
+            if (have) certificates.remove(c.id);
+          } else if (have?.certPem !== c.certPem) install(c);
+        } catch (e) {
+          log.error('a certificate from the registry cannot be loaded; skipped', { id: c.id, err: (e as Error).message });
+        }
+      }
+    })().finally(() => (pulling = undefined)));
+  let poller: NodeJS.Timeout | undefined;
   const names = [d.domain, `*.${d.domain}`];
   const host = orderSettings
     ? new HostCertificate({
@@ -141,8 +216,13 @@ export function createAcme(d: AcmeDeps): Acme {
         retryAfterMs: s.retryAfter,
         stateFile: join(dir, 'state.json'),
         load: () => d.store.load(HOST_CERT_ID),
-        order: (n) => issue(n, 'dns-01'),
-        save: (issued) => void certificates.save(HOST_CERT_ID, issued),
+        order: async (n) => {
+          if (!d.shared) return issue(n, 'dns-01');
+          const same = (c: { names: string[] }) => c.names.length === n.length && n.every((x) => c.names.includes(x));
+          return obtain(HOST_CERT_ID, n, 'dns-01', (c) => same(c) && c.notAfter - s.renewBefore > Date.now());
+        },
+        // registry mode: obtain() stored and installed it already
+        save: (issued) => void (d.shared ? undefined : certificates.save(HOST_CERT_ID, issued)),
         log,
       })
     : undefined;
@@ -150,6 +230,9 @@ export function createAcme(d: AcmeDeps): Acme {
     configured: !!orderSettings,
     http01,
     issue,
+    obtain,
+    pull,
+    shared: d.shared,
     certificates,
     host,
     status: () => (host ? { configured: true as const, directory: s.directory!, ...host.status() } : { configured: false as const }),
@@ -162,13 +245,29 @@ export function createAcme(d: AcmeDeps): Acme {
         }
       }
       host?.start();
+      if (d.shared) {
+        const look = () => void pull().catch((e) => log.warn('certificates from the registry not loaded; trying again', { err: (e as Error).message }));
+        look();
+        poller = setInterval(look, d.pollMs ?? SHARED_POLL_MS);
+        poller.unref();
+      }
     },
-    stop: () => host?.stop(),
+    stop: () => {
+      clearInterval(poller);
+      host?.stop();
+    },
   };
 }
 
 /** The daemon's ACME part (main.ts): stored certificates installed into the TLS listener, the host's own ordered or renewed in the background. */
-export function startAcme(d: { cfg: Readonly<Config>; store: { certificates: CertificateStore }; tls: CertificateSink; run: RunCommand; log: Logger }): Acme {
+export function startAcme(d: {
+  cfg: Readonly<Config>;
+  store: { certificates: CertificateStore };
+  tls: CertificateSink;
+  run: RunCommand;
+  log: Logger;
+  registry?: { shared: SharedCertificates };
+}): Acme {
   const acme = createAcme({
     domain: d.cfg.domain,
     dataDir: d.cfg.dataDir,
@@ -177,6 +276,7 @@ export function startAcme(d: { cfg: Readonly<Config>; store: { certificates: Cer
     sink: d.tls,
     run: d.run,
     log: d.log,
+    shared: d.registry?.shared,
   });
   acme.start();
   return acme;
@@ -186,8 +286,12 @@ export function startAcme(d: { cfg: Readonly<Config>; store: { certificates: Cer
 export function domainCerts(acme: Acme) {
   return {
     configured: acme.configured,
-    issue: async (name: string) => void acme.certificates.save(name, await acme.issue([name], 'http-01')),
-    remove: async (name: string) => void acme.certificates.remove(name),
+    // a fresh order (or, in registry mode, one another host stored less than a third of its life ago)
+    issue: async (name: string) => void (await acme.obtain(name, [name], 'http-01', (c) => Date.now() < c.notAfter - (c.notAfter - c.issuedAt) * (2 / 3))),
+    remove: async (name: string) => {
+      acme.certificates.remove(name);
+      await acme.shared?.removeCertificate(name);
+    },
     validity: (name: string) => {
       const rec = acme.certificates.load(name);
       return rec && { issuedAt: rec.issuedAt, notAfter: rec.notAfter };

@@ -24,7 +24,7 @@ export interface OrdersDeps {
   log: Logger;
   now: () => number;
   /** The domain's certificate is served: route it. */
-  activated(domain: string, slug: string): void;
+  activated(domain: string, slug: string, serverId: string): void;
 }
 
 export class Orders {
@@ -131,7 +131,7 @@ export class Orders {
       await this.d.certs.remove(rec.domain).catch((err) => this.d.log.warn('removing an orphan certificate failed', { domain: rec.domain, err }));
       return;
     }
-    this.d.activated(rec.domain, slug!);
+    this.d.activated(rec.domain, slug!, rec.serverId);
     this.d.log.info('custom domain active', { domain: rec.domain, server: rec.serverId, ms: this.d.now() - t0 });
   }
 

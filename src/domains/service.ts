@@ -23,6 +23,16 @@ export interface DomainsDeps {
   mac(value: string): string;
   log: Logger;
   now?: () => number;
+  /** Registry mode: a domain has one holder across every host (claimed there before here). */
+  shared?: SharedDomains;
+}
+
+/** Custom domains in the cluster registry (registry.shared implements it). */
+export interface SharedDomains {
+  /** False when a server (of any host) holds the name; `takeover` also takes an unproven claim. */
+  claimDomain(d: { domain: string; serverId: string; accountId: string; state: string }, takeover?: boolean): Promise<boolean>;
+  domainState(domain: string, serverId: string, state: string): Promise<void>;
+  releaseDomain(domain: string, serverId: string): Promise<void>;
 }
 
 const iso = (t: number | undefined) => (t === undefined ? null : new Date(t).toISOString());
@@ -37,7 +47,14 @@ export class Domains {
 
   constructor(private readonly d: DomainsDeps) {
     this.now = d.now ?? Date.now;
-    this.orders = new Orders({ ...d, now: this.now, activated: (domain, slug) => this.hosts.set(domain, slug) });
+    this.orders = new Orders({
+      ...d,
+      now: this.now,
+      activated: (domain, slug, serverId) => {
+        this.hosts.set(domain, slug);
+        d.shared?.domainState(domain, serverId, 'active').catch((err) => d.log.warn('the registry did not take a domain state', { domain, err }));
+      },
+    });
   }
 
   /** The slug an active domain routes to; undefined for any other host. A map lookup. */
@@ -165,8 +182,15 @@ export class Domains {
       apex: apex || domain.split('.').length === 2,
       createdAt: this.now(),
     };
+    // registry mode: the name is claimed across every host first (a unique key), then here
+    if (this.d.shared && !(await this.d.shared.claimDomain({ domain, serverId, accountId: account.id, state: rec.state }, takeover))) {
+      throw AppError.of('domain_taken', `${domain} is attached to another server`);
+    }
     const { stored, written } = this.d.store.domains.claim(rec, (c) => (takeover ? c?.state === 'pending_dns' || c?.state === 'failed' : c === undefined));
-    if (!written) throw AppError.of('domain_taken', `${domain} was just claimed by another request`);
+    if (!written) {
+      if (this.d.shared && !takeover) await this.d.shared.releaseDomain(domain, serverId).catch(() => {});
+      throw AppError.of('domain_taken', `${domain} was just claimed by another request`);
+    }
     if (takeover) this.d.log.info('domain claim taken over by its proven owner', { domain, from: cur!.serverId, to: serverId });
     this.d.log.info('domain added', { domain, server: serverId, account: account.id });
     return this.view(stored);
@@ -196,6 +220,7 @@ export class Domains {
 
   /** Detaches a domain: routing first, then its certificate, then the record. */
   async remove(rec: DomainRecord): Promise<void> {
+    await this.d.shared?.releaseDomain(rec.domain, rec.serverId); // registry down: 503, nothing removed
     this.hosts.delete(rec.domain);
     await this.d.certs.remove(rec.domain).catch((err) => this.d.log.warn('removing a custom domain certificate failed', { domain: rec.domain, err }));
     this.d.store.domains.remove(rec.domain, rec.serverId);

@@ -5,7 +5,7 @@
 
 import type { Billing } from '../billing/index.js';
 import type { Config } from '../config/index.js';
-import { Domains, dnsLookup, type CertIssuer } from '../domains/index.js';
+import { Domains, dnsLookup, type CertIssuer, type SharedDomains } from '../domains/index.js';
 import type { Paywall } from '../payments/index.js';
 import type { Logger } from '../log/index.js';
 import type { Presence, PresenceState } from '../presence/index.js';
@@ -49,6 +49,8 @@ export interface HostingDeps {
   names?: SharedNames;
   /** Registry mode: accounts, SMS codes and the cluster secret shared by every host. */
   sharedAccounts?: SharedAccounts & { secret(): Promise<Buffer> };
+  /** Registry mode: custom domains unique across every host. */
+  sharedDomains?: SharedDomains;
   /** Clock of the phone codes' time windows (tests move it; default Date.now). */
   now?: () => number;
 }
@@ -99,6 +101,7 @@ export function buildCore(d: HostingDeps): HostingCore {
     certs: d.certs ?? { configured: false, issue: async () => {}, remove: async () => {}, validity: () => undefined },
     mac: (v) => secret.mac(v),
     log: d.log.child({ part: 'domains' }),
+    shared: d.sharedDomains,
   });
   const exposures = new Exposures(d.store, d.ports, d.cfg.hosting.portPool, d.cfg.publicIp, d.cfg.hosting.portLimits);
   const servers = new Servers({

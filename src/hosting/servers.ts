@@ -77,7 +77,7 @@ export interface SharedNames {
   claim(slug: string, serverId: string): Promise<boolean>;
   release(slug: string, serverId: string): Promise<void>;
   /** Records that a committed server runs on this host. */
-  place(p: { serverId: string; accountId: string; slug: string; publicIp: string }): Promise<unknown>;
+  place(p: { serverId: string; accountId: string; slug: string; publicIp: string; sshPublicKey?: string; keyFingerprint?: string }): Promise<unknown>;
   /** Forgets a server's placement and slug (it is being deleted). */
   remove(serverId: string): Promise<void>;
   /** At start: the registry made to match this host's committed servers. */
@@ -197,7 +197,8 @@ export class Servers {
     const { id, slug, accountId } = created.record;
     // registry mode: the placement is written first, so a committed server always has one (a
     // crash before the local commit leaves a placement that the next start removes)
-    await this.d.names?.place({ serverId: id, accountId, slug, publicIp: this.d.publicIp });
+    const { sshPublicKey, keyFingerprint } = created.record;
+    await this.d.names?.place({ serverId: id, accountId, slug, publicIp: this.d.publicIp, sshPublicKey, keyFingerprint });
     const ok = this.d.store.commitCreate(id, madeAccount);
     this.pending.end(id);
     // past its deadline the create counts as abandoned: the caller rolls it back

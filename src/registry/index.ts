@@ -16,6 +16,7 @@ import { RegistryNames } from './names.js';
 import { RegistryPayments } from './payments.js';
 import { PlacementCache } from './placements.js';
 import { RegistryPool } from './pool.js';
+import { RegistryShared } from './shared.js';
 
 export { RegistryPool, redactUrl, isUnavailable } from './pool.js';
 export { HostDirectory, type HostFacts, type HostRow } from './hosts.js';
@@ -25,6 +26,7 @@ export { RegistryPayments } from './payments.js';
 export { PlacementCache, type PlacementView, type HostView, type PlacementCacheOptions } from './placements.js';
 export { PLACEMENT_CHANNEL } from './placements-sql.js';
 export { RegistryAccounts, clusterSecret, type SharedAccount, type SharedCode } from './accounts.js';
+export { RegistryShared, keyedNames, type SharedCertificate, type ServerKey } from './shared.js';
 export { RegistryLedger, type LedgerWrite, type AccountMoney, type LedgerRow } from './ledger.js';
 export { RegistryCa, type CaPair } from './ca.js';
 export { registryOptions, HOST_VERSION, type ClusterSettings, type RegistryOptions } from './host.js';
@@ -48,6 +50,7 @@ export class Registry {
   readonly channel: RegistryCa;
   readonly placements: PlacementCache;
   readonly accounts: RegistryAccounts;
+  readonly shared: RegistryShared;
   private timer?: NodeJS.Timeout;
   private checked = false;
   private reachable = true;
@@ -69,6 +72,7 @@ export class Registry {
       log,
     );
     this.accounts = new RegistryAccounts(this.pool, o.host);
+    this.shared = new RegistryShared(this.pool, o.host);
   }
 
   private facts(): HostFacts {

@@ -8,6 +8,7 @@ import { AppError } from '../errors.js';
 import { ACCOUNTS_SQL } from './accounts.js';
 import { LEDGER_SQL } from './ledger.js';
 import { PLACEMENTS_SQL } from './placements-sql.js';
+import { SHARED_SQL } from './shared.js';
 import type { RegistryPool } from './pool.js';
 
 export interface Migration {
@@ -77,6 +78,11 @@ export const MIGRATIONS: readonly Migration[] = [
     version: 5,
     about: 'money: an append-only ledger written once per key, per-account balance and usage totals',
     sql: LEDGER_SQL,
+  },
+  {
+    version: 6,
+    about: 'shared records: certificates (keys sealed under a cluster secret), custom domains unique, servers\' SSH keys by fingerprint',
+    sql: SHARED_SQL,
   },
   {
     version: 7,

@@ -1,0 +1,265 @@
+// Records every host serves or checks (schema 6): TLS certificates (the host's wildcard and
+// customers' domains), custom domains (one holder across hosts), and servers' SSH public keys by
+// fingerprint (another host authenticates a login for a server it does not run).
+//
+// A certificate's private key is stored encrypted (AES-256-GCM) under a 32-byte cluster secret
+// kept in `shared_secrets` (made once by the first host that needs it, INSERT … ON CONFLICT DO
+// NOTHING, then read back: every host uses the same one). One host orders a given certificate at
+// a time: the order runs inside a transaction holding pg_try_advisory_xact_lock on a key derived
+// from the certificate id (the lock ends with the transaction or the connection); the others
+// poll until it is released and take the stored result. Each row has a version from one
+// sequence, so a host picks up renewed and new certificates by asking for versions above the
+// highest it saw.
+
+import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+import type { RegistryNames } from './names.js';
+import type { RegistryPool } from './pool.js';
+
+export const SHARED_SQL = `
+  CREATE TABLE shared_secrets (
+    name        text PRIMARY KEY,
+    secret      bytea NOT NULL,
+    created_at  timestamptz NOT NULL DEFAULT now()
+  );
+  CREATE SEQUENCE certificates_version;
+  CREATE TABLE certificates (
+    id          text PRIMARY KEY,
+    names       jsonb NOT NULL,
+    cert_pem    text NOT NULL,
+    key_enc     bytea NOT NULL,
+    not_after   bigint NOT NULL,
+    issued_at   bigint NOT NULL,
+    host        text NOT NULL,
+    version     bigint NOT NULL DEFAULT nextval('certificates_version'),
+    removed     boolean NOT NULL DEFAULT false
+  );
+  CREATE INDEX certificates_version_idx ON certificates (version);
+  CREATE TABLE custom_domains (
+    domain      text PRIMARY KEY,
+    server_id   text NOT NULL,
+    account_id  text NOT NULL,
+    host        text NOT NULL,
+    state       text NOT NULL,
+    claimed_at  timestamptz NOT NULL DEFAULT now()
+  );
+  CREATE INDEX custom_domains_server ON custom_domains (server_id);
+  CREATE TABLE server_keys (
+    server_id    text PRIMARY KEY,
+    fingerprint  text NOT NULL,
+    public_key   text NOT NULL,
+    host         text NOT NULL,
+    recorded_at  timestamptz NOT NULL DEFAULT now()
+  );
+  CREATE INDEX server_keys_fingerprint ON server_keys (fingerprint);`;
+
+/** Namespace of the certificate order locks (the two-int advisory lock form: namespace, hashtext(id)). */
+const ORDER_LOCK_SPACE = 0x72626365;
+const SECRET_NAME = 'certificate-keys';
+
+export interface SharedCertificate {
+  id: string;
+  names: string[];
+  certPem: string;
+  keyPem: string;
+  notAfter: number;
+  issuedAt: number;
+  /** The registry's version of this row (grows with every write). */
+  version: number;
+  /** Removed (the domain was detached): a host uninstalls it. */
+  removed: boolean;
+}
+
+export interface ServerKey {
+  serverId: string;
+  fingerprint: string;
+  publicKey: string;
+  host: string;
+}
+
+type CertRow = { id: string; names: string[]; cert_pem: string; key_enc: Buffer; not_after: string; issued_at: string; version: string; removed: boolean };
+
+export class RegistryShared {
+  private secret?: Buffer;
+
+  constructor(
+    private readonly pool: RegistryPool,
+    private readonly host: string,
+    /** How long a host waits for another's order before answering that it is still running. */
+    private readonly waitMs = 6 * 60_000,
+  ) {}
+
+  // ── the cluster secret certificate keys are encrypted under ──
+
+  private async key(): Promise<Buffer> {
+    if (this.secret) return this.secret;
+    await this.pool.query('INSERT INTO shared_secrets (name, secret) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING', [SECRET_NAME, randomBytes(32)]);
+    const r = await this.pool.query<{ secret: Buffer }>('SELECT secret FROM shared_secrets WHERE name = $1', [SECRET_NAME]);
+    this.secret = r.rows[0].secret;
+    return this.secret;
+  }
+
+  private seal(plain: string, k: Buffer, id: string): Buffer {
+    const iv = randomBytes(12);
+    const c = createCipheriv('aes-256-gcm', k, iv);
+    c.setAAD(Buffer.from(`rootbox certificate key\n${id}`));
+    const body = Buffer.concat([c.update(plain, 'utf8'), c.final()]);
+    return Buffer.concat([iv, c.getAuthTag(), body]);
+  }
+
+  private open(sealed: Buffer, k: Buffer, id: string): string {
+    const d = createDecipheriv('aes-256-gcm', k, sealed.subarray(0, 12));
+    d.setAAD(Buffer.from(`rootbox certificate key\n${id}`));
+    d.setAuthTag(sealed.subarray(12, 28));
+    return Buffer.concat([d.update(sealed.subarray(28)), d.final()]).toString('utf8');
+  }
+
+  private async row(r: CertRow): Promise<SharedCertificate> {
+    return {
+      id: r.id,
+      names: r.names,
+      certPem: r.cert_pem,
+      keyPem: this.open(r.key_enc, await this.key(), r.id),
+      notAfter: Number(r.not_after),
+      issuedAt: Number(r.issued_at),
+      version: Number(r.version),
+      removed: r.removed,
+    };
+  }
+
+  // ── certificates ──
+
+  /** Stores a certificate (its key sealed); a row with the same chain is left as it is. */
+  async saveCertificate(c: Omit<SharedCertificate, 'version' | 'removed'>, q: { query(sql: string, params: unknown[]): Promise<unknown> } = this.pool): Promise<void> {
+    const sealed = this.seal(c.keyPem, await this.key(), c.id);
+    await q.query(
+      `INSERT INTO certificates (id, names, cert_pem, key_enc, not_after, issued_at, host) VALUES ($1, $2, $3, $4, $5, $6, $7)
+       ON CONFLICT (id) DO UPDATE SET names = $2, cert_pem = $3, key_enc = $4, not_after = $5, issued_at = $6, host = $7,
+         removed = false, version = nextval('certificates_version')
+       WHERE certificates.cert_pem <> EXCLUDED.cert_pem OR certificates.removed`,
+      [c.id, JSON.stringify(c.names), c.certPem, sealed, c.notAfter, c.issuedAt, this.host],
+    );
+  }
+
+  async certificate(id: string): Promise<SharedCertificate | undefined> {
+    const r = await this.pool.query<CertRow>('SELECT * FROM certificates WHERE id = $1 AND NOT removed', [id]);
+    return r.rows[0] && this.row(r.rows[0]);
+  }
+
+  /** Marks a certificate removed (hosts uninstall it at their next poll). */
+  async removeCertificate(id: string): Promise<void> {
+    await this.pool.query("UPDATE certificates SET removed = true, version = nextval('certificates_version') WHERE id = $1 AND NOT removed", [id]);
+  }
+
+  /** Every row written after `version` (removed ones too), oldest first. */
+  async certificatesSince(version: number): Promise<SharedCertificate[]> {
+    const r = await this.pool.query<CertRow>('SELECT * FROM certificates WHERE version > $1 ORDER BY version', [version]);
+    return Promise.all(r.rows.map((x) => this.row(x)));
+  }
+
+  /**
+   * The certificate `id`, ordered by this host only when no other host is ordering it and the
+   * stored one is not good enough (`good`). Exactly one host runs `order` at a time: it holds the
+   * advisory lock for the order's duration and stores the result before letting go; a host that
+   * finds the lock taken waits for it and takes what the holder stored. `ordered` tells whether
+   * this host made the order.
+   */
+  async orderOnce(
+    id: string,
+    good: (c: SharedCertificate) => boolean,
+    order: () => Promise<Omit<SharedCertificate, 'id' | 'version' | 'removed' | 'issuedAt'>>,
+    sleep: (ms: number) => Promise<void> = (ms) => new Promise((r) => setTimeout(r, ms)),
+  ): Promise<{ cert: SharedCertificate; ordered: boolean }> {
+    const deadline = Date.now() + this.waitMs;
+    for (;;) {
+      const got = await this.pool.tx(async (c) => {
+        const locked = (await c.query<{ ok: boolean }>('SELECT pg_try_advisory_xact_lock($1, hashtext($2)) AS ok', [ORDER_LOCK_SPACE, id])).rows[0].ok;
+        if (!locked) return undefined;
+        const r = await c.query<CertRow>('SELECT * FROM certificates WHERE id = $1 AND NOT removed', [id]);
+        const stored = r.rows[0] && (await this.row(r.rows[0]));
+        if (stored && good(stored)) return { cert: stored, ordered: false };
+        const issued = await order();
+        await this.saveCertificate({ id, ...issued, issuedAt: Date.now() }, c);
+        const back = await c.query<CertRow>('SELECT * FROM certificates WHERE id = $1', [id]);
+        return { cert: await this.row(back.rows[0]), ordered: true };
+      });
+      if (got) return got;
+      if (Date.now() > deadline) throw new Error(`another host's order of certificate ${id} has not ended`);
+      await sleep(200);
+    }
+  }
+
+  // ── custom domains ──
+
+  /** Claims `domain` for a server of this host; `takeover` also takes it from a claim in `yielding` states. False when another server holds it. */
+  async claimDomain(d: { domain: string; serverId: string; accountId: string; state: string }, takeover = false): Promise<boolean> {
+    const r = await this.pool.query(
+      `INSERT INTO custom_domains (domain, server_id, account_id, host, state) VALUES ($1, $2, $3, $4, $5)
+       ON CONFLICT (domain) DO UPDATE SET server_id = $2, account_id = $3, host = $4, state = $5, claimed_at = now()
+       WHERE custom_domains.server_id = $2 OR ($6 AND custom_domains.state IN ('pending_dns', 'failed'))`,
+      [d.domain, d.serverId, d.accountId, this.host, d.state, takeover],
+    );
+    return r.rowCount === 1;
+  }
+
+  async domainState(domain: string, serverId: string, state: string): Promise<void> {
+    await this.pool.query('UPDATE custom_domains SET state = $3 WHERE domain = $1 AND server_id = $2', [domain, serverId, state]);
+  }
+
+  async releaseDomain(domain: string, serverId: string): Promise<void> {
+    await this.pool.query('DELETE FROM custom_domains WHERE domain = $1 AND server_id = $2', [domain, serverId]);
+  }
+
+  /** Which server (and host) holds a domain, seen from any host. */
+  async domain(domain: string): Promise<{ serverId: string; accountId: string; host: string; state: string } | undefined> {
+    const r = await this.pool.query<{ server_id: string; account_id: string; host: string; state: string }>('SELECT * FROM custom_domains WHERE domain = $1', [
+      domain,
+    ]);
+    const x = r.rows[0];
+    return x && { serverId: x.server_id, accountId: x.account_id, host: x.host, state: x.state };
+  }
+
+  // ── servers' SSH keys ──
+
+  async recordKey(k: Omit<ServerKey, 'host'>): Promise<void> {
+    await this.pool.query(
+      `INSERT INTO server_keys (server_id, fingerprint, public_key, host) VALUES ($1, $2, $3, $4)
+       ON CONFLICT (server_id) DO UPDATE SET fingerprint = $2, public_key = $3, host = $4, recorded_at = now()`,
+      [k.serverId, k.fingerprint, k.publicKey, this.host],
+    );
+  }
+
+  async removeKey(serverId: string): Promise<void> {
+    await this.pool.query('DELETE FROM server_keys WHERE server_id = $1', [serverId]);
+  }
+
+  /** The servers whose key has this fingerprint (SHA256, base64 without padding), from any host. */
+  async byFingerprint(fingerprint: string): Promise<ServerKey[]> {
+    const r = await this.pool.query<{ server_id: string; fingerprint: string; public_key: string; host: string }>(
+      'SELECT * FROM server_keys WHERE fingerprint = $1 ORDER BY server_id',
+      [fingerprint],
+    );
+    return r.rows.map((x) => ({ serverId: x.server_id, fingerprint: x.fingerprint, publicKey: x.public_key, host: x.host }));
+  }
+}
+
+/**
+ * The registry's names and placements with each placed server's SSH public key recorded beside
+ * its placement (what hosting sees as SharedNames in registry mode): place() writes the
+ * placement, then the key; remove() forgets both.
+ */
+export function keyedNames(names: RegistryNames, shared: RegistryShared) {
+  return {
+    claim: (slug: string, serverId: string) => names.claim(slug, serverId),
+    release: (slug: string, serverId: string) => names.release(slug, serverId),
+    reconcile: names.reconcile.bind(names),
+    async place(p: { serverId: string; accountId: string; slug: string; publicIp: string; sshPublicKey?: string; keyFingerprint?: string }) {
+      const placed = await names.place({ serverId: p.serverId, accountId: p.accountId, slug: p.slug, publicIp: p.publicIp });
+      if (p.sshPublicKey && p.keyFingerprint) await shared.recordKey({ serverId: p.serverId, publicKey: p.sshPublicKey, fingerprint: p.keyFingerprint });
+      return placed;
+    },
+    async remove(serverId: string) {
+      await names.remove(serverId);
+      await shared.removeKey(serverId);
+    },
+  };
+}
