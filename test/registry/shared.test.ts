@@ -1,0 +1,164 @@
+// Shared records of cluster mode against real components: two daemons on one PostgreSQL
+// registry, Pebble as the ACME CA, BIND (named) taking the DNS-01 updates. Both hosts need the
+// host certificate at the same instant → exactly one ACME order, and each host's edge presents
+// that same certificate by SNI (its private key stored sealed, not in clear); a certificate
+// ordered later by A reaches B's edge through B's poll; the same custom domain claimed on A and
+// B at once goes to exactly one; a server's SSH key fingerprint made on A is found through B's
+// registry; with the registry down, ordering and claiming answer 503 registry_unavailable while
+// both edges keep serving what they loaded.
+process.env.ROOTBOX_TEST_RUNTIME ??= 'process'; // no container needed
+import { X509Certificate } from 'node:crypto';
+import { connect as tlsConnect } from 'node:tls';
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { isAppError } from '../../src/errors.js';
+import { migrate, RegistryPool } from '../../src/registry/index.js';
+import { send } from '../http/contract.js';
+import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
+import { startNamed, type NamedServer } from '../helpers/named.js';
+import { startPebble, type PebbleServer } from '../helpers/pebble.js';
+import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
+import { until } from '../helpers/wait.js';
+
+const DOMAIN = 'rbxshared.test';
+let pg: TestPostgres;
+let dns: NamedServer;
+let ca: PebbleServer;
+let a: TestDaemon;
+let b: TestDaemon;
+
+const opts = (host: string) => ({
+  domain: DOMAIN,
+  publicIp: '127.0.0.1',
+  cluster: { registry: pg.url, host, lease: '3s', connectTimeout: '500ms', statementTimeout: '2s' },
+  https: {
+    host: '127.0.0.1',
+    port: 0,
+    acme: {
+      directory: ca.directory,
+      caFile: ca.caFile,
+      retryAfter: '1s',
+      dns: { provider: 'rfc2136', propagationTimeout: '20s', rfc2136: { server: dns.server, keyName: dns.keyName, keySecret: dns.keySecret } },
+    },
+  },
+  hosting: {
+    rateLimit: { perIpPerMinute: 1000, createsPerIpPerHour: 200 },
+    domains: { resolver: dns.server, checkInterval: '1h', limits: { paid: 3 } },
+  },
+});
+const api = (d: TestDaemon, method: string, path: string, o: { key?: string; body?: unknown } = {}) =>
+  send(d.http, `api.${DOMAIN}`, method, path, { body: o.body, headers: o.key ? { authorization: `Bearer ${o.key}` } : {} });
+const ordered = (d: TestDaemon, id: string) => d.logs.filter((l) => l.msg === 'certificate ordered for the cluster' && l.id === id).length;
+
+/** The certificate a daemon's edge presents for an SNI name (a new TLS handshake). */
+function served(d: TestDaemon, name: string): Promise<{ serial: string; san: string }> {
+  return new Promise((resolve, reject) => {
+    const s = tlsConnect({ host: '127.0.0.1', port: d.https, servername: name, rejectUnauthorized: false }, () => {
+      const c = s.getPeerCertificate();
+      s.destroy();
+      resolve({ serial: c.serialNumber, san: c.subjectaltname ?? '' });
+    });
+    s.on('error', reject);
+  });
+}
+const serialOf = (pem: string) => new X509Certificate(pem).serialNumber;
+
+test.before(async () => {
+  pg = await startPostgres();
+  const p = new RegistryPool({ url: pg.url, connectTimeoutMs: 1000, statementTimeoutMs: 2000 });
+  await migrate(p);
+  await p.end();
+  dns = await startNamed({ zones: [DOMAIN, 'customer.test'] });
+  ca = await startPebble({ dnsServer: dns.server });
+  // both hosts start at the same instant: both need the host certificate at once
+  [a, b] = await Promise.all([startTestDaemon(opts('host-a')), startTestDaemon(opts('host-b'))]);
+});
+test.after(async () => {
+  await a?.stop();
+  await b?.stop();
+  await ca?.stop();
+  await dns?.stop();
+  await pg?.stop();
+});
+
+test('two hosts needing the host certificate at once make exactly one ACME order, and both edges present it by SNI', async () => {
+  const done = () => a.daemon.acme.status() as { state: string };
+  await until('both hosts hold the host certificate', () => done().state === 'active' && (b.daemon.acme.status() as { state: string }).state === 'active', 60_000, 100);
+  assert.is(ordered(a, 'host') + ordered(b, 'host'), 1, 'one order across the cluster');
+  const row = await pg.sql(`SELECT cert_pem FROM certificates WHERE id = 'host'`);
+  const [sa, sb] = await Promise.all([served(a, `api.${DOMAIN}`), served(b, `myslug.${DOMAIN}`)]);
+  assert.is(sa.serial, serialOf(row));
+  assert.is(sb.serial, serialOf(row), "B's edge presents the certificate the other host ordered");
+  assert.match(sb.san, `DNS:*.${DOMAIN}`);
+  // the private key is sealed in the registry, never in clear
+  assert.is(await pg.sql(`SELECT count(*) FROM certificates WHERE position('PRIVATE KEY'::bytea in key_enc) > 0 OR length(key_enc) < 100`), '0');
+});
+
+test("a certificate ordered by A later reaches B's edge through B's poll of the registry", async () => {
+  const name = `shop.${DOMAIN}`;
+  const rec = await a.daemon.acme.obtain(name, [name], 'dns-01', () => false);
+  assert.is(ordered(a, name), 1);
+  await until("B's edge presents A's certificate", async () => (await served(b, name)).serial === serialOf(rec.certPem), 20_000, 100);
+  assert.is(ordered(b, name), 0);
+});
+
+test('a server SSH key fingerprint made on A is found through B’s registry lookup', async () => {
+  const made = await api(a, 'POST', '/create', { body: {} });
+  assert.is(made.status, 200, made.text);
+  const rec = a.daemon.store.servers.get(made.json.id)!;
+  const found = await b.daemon.registry!.shared.byFingerprint(rec.keyFingerprint);
+  assert.equal(found, [{ serverId: rec.id, fingerprint: rec.keyFingerprint, publicKey: rec.sshPublicKey, host: 'host-a' }]);
+  assert.is((await api(a, 'DELETE', `/servers/${made.json.id}`, { key: made.json.api_key })).status, 200);
+  assert.equal(await b.daemon.registry!.shared.byFingerprint(rec.keyFingerprint), [], 'a deleted server’s key is forgotten');
+});
+
+test('the same custom domain claimed on A and B at once goes to exactly one', async () => {
+  const sa = await api(a, 'POST', '/create', { body: {} });
+  const sb = await api(b, 'POST', '/create', { body: {} });
+  assert.is(sa.status, 200, sa.text);
+  assert.is(sb.status, 200, sb.text);
+  assert.ok(await a.daemon.billing.credit(a.daemon.store.servers.get(sa.json.id)!.accountId, 5, 'test:shared:a'));
+  assert.ok(await b.daemon.billing.credit(b.daemon.store.servers.get(sb.json.id)!.accountId, 5, 'test:shared:b'));
+  const body = { domain: 'www.customer.test' };
+  const [ra, rb] = await Promise.all([
+    api(a, 'POST', `/servers/${sa.json.id}/domains`, { key: sa.json.api_key, body }),
+    api(b, 'POST', `/servers/${sb.json.id}/domains`, { key: sb.json.api_key, body }),
+  ]);
+  assert.equal([ra.status, rb.status].sort(), [200, 409], `${ra.text} ${rb.text}`);
+  const [won, lost, host] = ra.status === 200 ? [sa, rb, 'host-a'] : [sb, ra, 'host-b'];
+  assert.is(lost.json.error, 'domain_taken');
+  assert.is(await pg.sql(`SELECT server_id || ' ' || host FROM custom_domains WHERE domain = 'www.customer.test'`), `${won.json.id} ${host}`);
+  // detached on its holder, the name is free for the other host
+  const holder = host === 'host-a' ? a : b;
+  assert.is((await api(holder, 'DELETE', `/servers/${won.json.id}/domains/www.customer.test`, { key: won.json.api_key })).status, 200);
+  const other = host === 'host-a' ? sb : sa;
+  const again = await api(host === 'host-a' ? b : a, 'POST', `/servers/${other.json.id}/domains`, { key: other.json.api_key, body });
+  assert.is(again.status, 200, again.text);
+});
+
+test('registry down: ordering and claiming answer 503 registry_unavailable; both edges keep serving what they loaded', async () => {
+  const srv = await api(a, 'POST', '/create', { body: {} });
+  assert.is(srv.status, 200, srv.text);
+  assert.ok(await a.daemon.billing.credit(a.daemon.store.servers.get(srv.json.id)!.accountId, 5, 'test:shared:down'));
+  const before = await served(b, `api.${DOMAIN}`);
+  await pg.halt();
+  try {
+    const name = `later.${DOMAIN}`;
+    const err = await a.daemon.acme.obtain(name, [name], 'dns-01', () => false).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    assert.ok(isAppError(err) && err.code === 'registry_unavailable', String(err));
+    assert.is(ordered(a, name), 0);
+    const claim = await api(a, 'POST', `/servers/${srv.json.id}/domains`, { key: srv.json.api_key, body: { domain: 'blog.customer.test' } });
+    assert.is(claim.status, 503, claim.text);
+    assert.is(claim.json.error, 'registry_unavailable');
+    assert.is(a.daemon.store.domains.get('blog.customer.test'), undefined, 'nothing written here');
+    assert.is((await served(b, `api.${DOMAIN}`)).serial, before.serial);
+    assert.is((await served(a, `api.${DOMAIN}`)).serial, before.serial);
+  } finally {
+    await pg.start();
+  }
+});
+
+test.run();
