@@ -97,7 +97,12 @@ export interface Acme {
    * The certificate `id`, ordered unless the stored one is still `good` (registry mode: ordered by
    * one host of the cluster at a time, the others take its result); stored and installed here.
    */
-  obtain(id: string, names: string[], challenge: ChallengeType, good: (c: { names: string[]; notAfter: number; issuedAt: number }) => boolean): Promise<CertificateRecord>;
+  obtain(
+    id: string,
+    names: string[],
+    challenge: ChallengeType,
+    good: (c: { names: string[]; notAfter: number; issuedAt: number }) => boolean,
+  ): Promise<CertificateRecord>;
   /** Registry mode: installs what other hosts stored since the last look (also run on a timer). */
   pull(): Promise<void>;
   readonly certificates: {

@@ -81,7 +81,7 @@ export const MIGRATIONS: readonly Migration[] = [
   },
   {
     version: 6,
-    about: 'shared records: certificates (keys sealed under a cluster secret), custom domains unique, servers\' SSH keys by fingerprint',
+    about: "shared records: certificates (keys sealed under a cluster secret), custom domains unique, servers' SSH keys by fingerprint",
     sql: SHARED_SQL,
   },
   {

@@ -129,7 +129,10 @@ export class RegistryShared {
   // ── certificates ──
 
   /** Stores a certificate (its key sealed); a row with the same chain is left as it is. */
-  async saveCertificate(c: Omit<SharedCertificate, 'version' | 'removed'>, q: { query(sql: string, params: unknown[]): Promise<unknown> } = this.pool): Promise<void> {
+  async saveCertificate(
+    c: Omit<SharedCertificate, 'version' | 'removed'>,
+    q: { query(sql: string, params: unknown[]): Promise<unknown> } = this.pool,
+  ): Promise<void> {
     const sealed = this.seal(c.keyPem, await this.key(), c.id);
     await q.query(
       `INSERT INTO certificates (id, names, cert_pem, key_enc, not_after, issued_at, host) VALUES ($1, $2, $3, $4, $5, $6, $7)

@@ -83,7 +83,12 @@ test.after(async () => {
 
 test('two hosts needing the host certificate at once make exactly one ACME order, and both edges present it by SNI', async () => {
   const done = () => a.daemon.acme.status() as { state: string };
-  await until('both hosts hold the host certificate', () => done().state === 'active' && (b.daemon.acme.status() as { state: string }).state === 'active', 60_000, 100);
+  await until(
+    'both hosts hold the host certificate',
+    () => done().state === 'active' && (b.daemon.acme.status() as { state: string }).state === 'active',
+    60_000,
+    100,
+  );
   assert.is(ordered(a, 'host') + ordered(b, 'host'), 1, 'one order across the cluster');
   const row = await pg.sql(`SELECT cert_pem FROM certificates WHERE id = 'host'`);
   const [sa, sb] = await Promise.all([served(a, `api.${DOMAIN}`), served(b, `myslug.${DOMAIN}`)]);
@@ -144,10 +149,12 @@ test('registry down: ordering and claiming answer 503 registry_unavailable; both
   await pg.halt();
   try {
     const name = `later.${DOMAIN}`;
-    const err = await a.daemon.acme.obtain(name, [name], 'dns-01', () => false).then(
-      () => undefined,
-      (e: unknown) => e,
-    );
+    const err = await a.daemon.acme
+      .obtain(name, [name], 'dns-01', () => false)
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
     assert.ok(isAppError(err) && err.code === 'registry_unavailable', String(err));
     assert.is(ordered(a, name), 0);
     const claim = await api(a, 'POST', `/servers/${srv.json.id}/domains`, { key: srv.json.api_key, body: { domain: 'blog.customer.test' } });
