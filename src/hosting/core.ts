@@ -177,7 +177,9 @@ export function buildCore(d: HostingDeps): HostingCore {
  *  a stale claim only keeps a name taken). */
 async function reconcileNames(d: HostingDeps): Promise<void> {
   if (!d.names) return;
-  const servers = d.store.servers.all().map((s) => ({ id: s.id, slug: s.slug, accountId: s.accountId }));
+  const servers = d.store.servers
+    .all()
+    .map((s) => ({ id: s.id, slug: s.slug, accountId: s.accountId, sshPublicKey: s.sshPublicKey, keyFingerprint: s.keyFingerprint }));
   try {
     const r = await d.names.reconcile(servers, d.cfg.publicIp);
     if (r.removed.length || r.released.length || r.placed.length) d.log.info('registry reconciled', r);

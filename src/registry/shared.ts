@@ -231,6 +231,17 @@ export class RegistryShared {
     );
   }
 
+  /** Records many keys in one statement (a host's start: servers placed before keys were shared). */
+  async recordKeys(keys: readonly Omit<ServerKey, 'host'>[]): Promise<void> {
+    if (!keys.length) return;
+    await this.pool.query(
+      `INSERT INTO server_keys (server_id, fingerprint, public_key, host)
+       SELECT s, f, k, $4 FROM unnest($1::text[], $2::text[], $3::text[]) AS x(s, f, k)
+       ON CONFLICT (server_id) DO UPDATE SET fingerprint = EXCLUDED.fingerprint, public_key = EXCLUDED.public_key, host = EXCLUDED.host`,
+      [keys.map((k) => k.serverId), keys.map((k) => k.fingerprint), keys.map((k) => k.publicKey), this.host],
+    );
+  }
+
   async removeKey(serverId: string): Promise<void> {
     await this.pool.query('DELETE FROM server_keys WHERE server_id = $1', [serverId]);
   }
@@ -254,7 +265,15 @@ export function keyedNames(names: RegistryNames, shared: RegistryShared) {
   return {
     claim: (slug: string, serverId: string) => names.claim(slug, serverId),
     release: (slug: string, serverId: string) => names.release(slug, serverId),
-    reconcile: names.reconcile.bind(names),
+    /** Also records the keys of the servers placed here (those placed before keys were shared). */
+    async reconcile(servers: readonly { id: string; slug: string; accountId: string; sshPublicKey?: string; keyFingerprint?: string }[], publicIp: string) {
+      const r = await names.reconcile(servers, publicIp);
+      const away = new Set(r.elsewhere);
+      const taken = new Set(r.conflicts);
+      const keys = servers.filter((x) => x.sshPublicKey && x.keyFingerprint && !away.has(x.id) && !taken.has(x.slug));
+      await shared.recordKeys(keys.map((x) => ({ serverId: x.id, fingerprint: x.keyFingerprint!, publicKey: x.sshPublicKey! })));
+      return r;
+    },
     async place(p: { serverId: string; accountId: string; slug: string; publicIp: string; sshPublicKey?: string; keyFingerprint?: string }) {
       const placed = await names.place({ serverId: p.serverId, accountId: p.accountId, slug: p.slug, publicIp: p.publicIp });
       if (p.sshPublicKey && p.keyFingerprint) await shared.recordKey({ serverId: p.serverId, publicKey: p.sshPublicKey, fingerprint: p.keyFingerprint });

@@ -4,10 +4,11 @@
 // that same certificate by SNI (its private key stored sealed, not in clear); a certificate
 // ordered later by A reaches B's edge through B's poll; the same custom domain claimed on A and
 // B at once goes to exactly one; a server's SSH key fingerprint made on A is found through B's
-// registry; with the registry down, ordering and claiming answer 503 registry_unavailable while
+// registry (and one placed before keys were shared is recorded at its host's next start); with the registry down, ordering and claiming answer 503 registry_unavailable while
 // both edges keep serving what they loaded.
 process.env.ROOTBOX_TEST_RUNTIME ??= 'process'; // no container needed
 import { X509Certificate } from 'node:crypto';
+import { rmSync } from 'node:fs';
 import { connect as tlsConnect } from 'node:tls';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -18,6 +19,7 @@ import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
 import { startNamed, type NamedServer } from '../helpers/named.js';
 import { startPebble, type PebbleServer } from '../helpers/pebble.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
+import type { ProcessRuntime } from '../helpers/procruntime.js';
 import { until } from '../helpers/wait.js';
 
 const DOMAIN = 'rbxshared.test';
@@ -26,6 +28,7 @@ let dns: NamedServer;
 let ca: PebbleServer;
 let a: TestDaemon;
 let b: TestDaemon;
+const reused: string[] = [];
 
 const opts = (host: string) => ({
   domain: DOMAIN,
@@ -79,6 +82,7 @@ test.after(async () => {
   await ca?.stop();
   await dns?.stop();
   await pg?.stop();
+  for (const dir of reused) rmSync(dir, { recursive: true, force: true });
 });
 
 test('two hosts needing the host certificate at once make exactly one ACME order, and both edges present it by SNI', async () => {
@@ -115,6 +119,23 @@ test('a server SSH key fingerprint made on A is found through B’s registry loo
   assert.equal(found, [{ serverId: rec.id, fingerprint: rec.keyFingerprint, publicKey: rec.sshPublicKey, host: 'host-a' }]);
   assert.is((await api(a, 'DELETE', `/servers/${made.json.id}`, { key: made.json.api_key })).status, 200);
   assert.equal(await b.daemon.registry!.shared.byFingerprint(rec.keyFingerprint), [], 'a deleted server’s key is forgotten');
+});
+
+test("a server placed before its key was in the registry has its key recorded at its host's next start", async () => {
+  const made = await api(b, 'POST', '/create', { body: {} });
+  assert.is(made.status, 200, made.text);
+  const rec = b.daemon.store.servers.get(made.json.id)!;
+  await pg.sql(`DELETE FROM server_keys WHERE server_id = '${rec.id}'`);
+  assert.equal(await a.daemon.registry!.shared.byFingerprint(rec.keyFingerprint), []);
+  const old = b;
+  await old.daemon.stop(); // the same data dir and host name start again
+  await (old.daemon.runtime as unknown as ProcessRuntime).stopAll(); // plain processes the next runtime does not adopt
+  b = await startTestDaemon({ ...opts('host-b'), dataDir: old.dataDir });
+  reused.push(old.dataDir);
+  assert.equal(
+    (await a.daemon.registry!.shared.byFingerprint(rec.keyFingerprint)).map((k) => `${k.serverId} ${k.host}`),
+    [`${rec.id} host-b`],
+  );
 });
 
 test('the same custom domain claimed on A and B at once goes to exactly one', async () => {
