@@ -22,6 +22,11 @@
 // The host's own certificate ({domain} + *.{domain}, DNS-01 through RFC 2136 or the exec hook)
 // is id 'host'; `acme.status()` is its state for `rootbox status` (state.json beside the account
 // key for `rootbox doctor`). No directory configured = nothing ordered: the local CA as before.
+//
+// Registry mode (`shared`, the registry's certificates): `obtain()` orders through the registry's
+// advisory lock, so one host orders a given certificate at a time and the others install its
+// result; the store stays the local cache the edge is loaded from, and `pull()` (at start and
+// every SHARED_POLL_MS) installs what other hosts stored or removed since the last look.
 
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';

@@ -4,7 +4,8 @@
 // the views of the API, detaching, and the map the edge reads to route an active domain to its
 // server. States: pending_dns → issuing → active, or failed with the reason (orders.ts moves
 // them; a check on demand starts a failed one again). Pending domains are checked and active
-// ones' certificates renewed every `checkInterval`.
+// ones' certificates renewed every `checkInterval`. Registry mode (`shared`): a name is claimed in
+// the registry before the local record, so it has one holder across every host.
 
 import { AppError } from '../errors.js';
 import type { Logger } from '../log/index.js';
