@@ -3,8 +3,8 @@
 // fingerprint (another host authenticates a login for a server it does not run).
 //
 // A certificate's private key is stored encrypted (AES-256-GCM) under a 32-byte cluster secret
-// kept in `shared_secrets` (made once by the first host that needs it, INSERT … ON CONFLICT DO
-// NOTHING, then read back: every host uses the same one). One host orders a given certificate at
+// kept in `cluster_secrets` (schema 4) under its own name (made once by the first host that needs
+// it, INSERT … ON CONFLICT DO NOTHING, then read back: every host uses the same one). One host orders a given certificate at
 // a time: the order runs inside a transaction holding pg_try_advisory_xact_lock on a key derived
 // from the certificate id (the lock ends with the transaction or the connection); the others
 // poll until it is released and take the stored result. Each row has a version from one
@@ -16,11 +16,6 @@ import type { RegistryNames } from './names.js';
 import type { RegistryPool } from './pool.js';
 
 export const SHARED_SQL = `
-  CREATE TABLE shared_secrets (
-    name        text PRIMARY KEY,
-    secret      bytea NOT NULL,
-    created_at  timestamptz NOT NULL DEFAULT now()
-  );
   CREATE SEQUENCE certificates_version;
   CREATE TABLE certificates (
     id          text PRIMARY KEY,
@@ -92,9 +87,9 @@ export class RegistryShared {
 
   private async key(): Promise<Buffer> {
     if (this.secret) return this.secret;
-    await this.pool.query('INSERT INTO shared_secrets (name, secret) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING', [SECRET_NAME, randomBytes(32)]);
-    const r = await this.pool.query<{ secret: Buffer }>('SELECT secret FROM shared_secrets WHERE name = $1', [SECRET_NAME]);
-    this.secret = r.rows[0].secret;
+    await this.pool.query('INSERT INTO cluster_secrets (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING', [SECRET_NAME, randomBytes(32)]);
+    const r = await this.pool.query<{ value: Buffer }>('SELECT value FROM cluster_secrets WHERE name = $1', [SECRET_NAME]);
+    this.secret = r.rows[0].value;
     return this.secret;
   }
 
