@@ -59,6 +59,7 @@ const UNIT = [
   'test/billing/meter.test.ts',
   'test/registry/ledger.test.ts',
   'test/registry/accounts.test.ts',
+  'test/registry/ops.test.ts',
   'test/registry/ledger-kill.test.ts',
   'test/registry/placements.test.ts',
   'test/registry/shared.test.ts',

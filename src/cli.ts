@@ -32,6 +32,15 @@ commands:
   metrics docs   print the metrics reference (Markdown)
 `;
 
+/** Whether this data dir's daemon answers on its admin socket (doctor: whose lease is this host's). */
+async function daemonAnswers(dataDir: string): Promise<boolean> {
+  const { callAdmin } = await import('./admin/index.js');
+  return callAdmin(dataDir, 'GET', '/status', undefined, 10_000).then(
+    (a) => a?.status === 200,
+    () => false,
+  );
+}
+
 async function main(argv: string[]): Promise<number> {
   if (ADMIN_COMMANDS.has(argv.find((a, i) => !a.startsWith('-') && argv[i - 1] !== '--config') ?? ''))
     return (await import('./admin/index.js')).adminMain(argv);
@@ -58,7 +67,9 @@ async function main(argv: string[]): Promise<number> {
       const cfg = loadConfig({ file: values.config });
       const hostNames = await (await import('./runtime/index.js')).hostNamesCheck(cfg);
       const payments = await (await import('./payments/index.js')).paymentChecks(cfg.verify.x402);
-      return runDoctor(cfg, [hostNames, ...payments, ...(await (await import('./registry/index.js')).registryChecks(cfg.cluster))]);
+      const daemonRunning = cfg.cluster.registry ? await daemonAnswers(cfg.dataDir) : false;
+      const registry = await (await import('./registry/index.js')).registryChecks(cfg.cluster, { daemonRunning });
+      return runDoctor(cfg, [hostNames, ...payments, ...registry]);
     }
     case 'image':
       if (sub === 'build' || sub === 'list' || sub === 'prune') {

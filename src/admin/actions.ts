@@ -10,6 +10,7 @@ import type { Billing } from '../billing/index.js';
 import type { Config } from '../config/index.js';
 import type { HostingCore } from '../hosting/index.js';
 import type { Logger } from '../log/index.js';
+import type { RegistryFacts } from '../registry/index.js';
 import type { Runtime, ServerState } from '../runtime/index.js';
 import type { AccountRecord, ServerRecord, Store } from '../store/index.js';
 import { findAccount, findServer, OPERATOR_SUSPENDED, type Live, type ViewDeps } from './views.js';
@@ -29,6 +30,8 @@ export interface AdminDeps {
   ssh: { readonly port: number };
   /** Whether payments can be taken now (payments/health.ts), for status. */
   payments?: { health: { readonly view: { settlement: string; available: boolean; problems: string[] } } };
+  /** The cluster registry (cluster mode only), for status. */
+  registry?: { report(): Promise<RegistryFacts> };
   log: Logger;
 }
 

@@ -13,13 +13,17 @@ import { bytes, table } from './table.js';
 /** The common name of the cluster CA's certificate. */
 const CLUSTER_CA = 'rootbox cluster CA';
 
-function poolOf(cfg: Readonly<Config>, io: CliOut): RegistryPool | undefined {
+/** A small pool on the configured registry; undefined on a single box. */
+export function registryPool(cfg: Readonly<Config>): RegistryPool | undefined {
   const url = cfg.cluster.registry;
-  if (!url) {
-    io.err('rootbox: cluster.registry (ROOTBOX_REGISTRY) is not set: this host is a single box');
-    return undefined;
-  }
+  if (!url) return undefined;
   return new RegistryPool({ url, connectTimeoutMs: cfg.cluster.connectTimeout, statementTimeoutMs: cfg.cluster.statementTimeout, max: 2 });
+}
+
+export function poolOf(cfg: Readonly<Config>, io: CliOut): RegistryPool | undefined {
+  const pool = registryPool(cfg);
+  if (!pool) io.err('rootbox: cluster.registry (ROOTBOX_REGISTRY) is not set: this host is a single box');
+  return pool;
 }
 
 export async function clusterCommand(cfg: Readonly<Config>, sub: string | undefined, flags: { json?: boolean }, io: CliOut): Promise<number> {

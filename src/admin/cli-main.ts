@@ -11,6 +11,9 @@ import { backupCommand, restoreCommand, statusCommand } from './cli-status.js';
 
 export const ADMIN_USAGE = `operator commands (act in the running daemon through <dataDir>/admin.sock; root only):
   servers list [--account ACC] [--json]   every server: state, tier, RAM, disk, flags
+  servers list --cluster [--account ACC] [--json]
+                                          cluster mode: every host's placements from the registry
+                                          (host, slug, server id, epoch, account)
   servers show SERVER [--json]            one server (id, slug or subdomain) and its account
   servers stop SERVER                     put it to sleep now (the next visitor wakes it)
   servers start SERVER                    wake it
@@ -22,12 +25,12 @@ export const ADMIN_USAGE = `operator commands (act in the running daemon through
   accounts credit ACCOUNT|SERVER USD      add credit; running servers get the new tier's ceilings at once
   accounts rotate-key ACCOUNT             a new api_key (printed once); the old one stops working
   accounts revoke ACCOUNT                 the api_key stops working; no new one is printed
-  status [--json]                         daemon and its parts, servers by state, host headroom,
+  status [--json]                         daemon and its parts, servers by state, host headroom, registry,
                                           certificate expiry, payments/LLM/SMS configured or not
   backup FILE [--json]                    consistent snapshot of the store while the daemon serves
   restore FILE [--json]                   put a backup in place of the store (daemon stopped)
   cluster init [--json]                   apply the registry schema (cluster.registry) this rootbox knows; safe to repeat
-  cluster status [--json]                 the registry's hosts: lease, where they are reached, free RAM and disk
+  cluster status [--json]                 the registry's hosts: lease, where they are reached, servers, free RAM and disk
 With the daemon stopped, list/show/status read the store, credit writes it, and the other
 commands refuse. --config FILE or ROOTBOX_DATA_DIR select the data dir.`;
 
@@ -45,6 +48,7 @@ export async function adminMain(argv: string[], io: CliOut = stdio): Promise<num
       json: { type: 'boolean' },
       yes: { type: 'boolean' },
       account: { type: 'string' },
+      cluster: { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
     },
     allowPositionals: true,
@@ -55,7 +59,7 @@ export async function adminMain(argv: string[], io: CliOut = stdio): Promise<num
     return 0;
   }
   const cfg = loadConfig({ file: values.config });
-  const flags = { json: values.json, yes: values.yes, account: values.account };
+  const flags = { json: values.json, yes: values.yes, account: values.account, cluster: values.cluster };
   let code = -1;
   switch (cmd) {
     case 'servers':

@@ -1,10 +1,12 @@
 // `rootbox servers list|show|stop|start|suspend|resume|delete`. list and show answer from the
 // daemon, or from the store while it is stopped; the others act in the running daemon at once
-// and refuse without it.
+// and refuse without it. `list --cluster` (cluster mode) reads every host's placements from the
+// registry instead (no daemon needed).
 
 import type { Config } from '../config/index.js';
 import { AppError } from '../errors.js';
 import { ask, needDaemon, ok, withStore } from './cli-link.js';
+import { clusterList } from './cli-placements.js';
 import { block, bytes, day, table } from './table.js';
 import { accountView, findAccount, findServer, serverView, type ServerView } from './views.js';
 
@@ -17,6 +19,8 @@ export interface CliFlags {
   json?: boolean;
   yes?: boolean;
   account?: string;
+  /** servers list: every host's placements from the registry. */
+  cluster?: boolean;
 }
 
 const ACTIONS = ['stop', 'start', 'suspend', 'resume'] as const;
@@ -43,6 +47,7 @@ const emit = (io: CliOut, flags: CliFlags, body: unknown, human: () => string) =
 
 export async function serversCommand(cfg: Readonly<Config>, sub: string | undefined, args: string[], flags: CliFlags, io: CliOut): Promise<number> {
   const dir = cfg.dataDir;
+  if (sub === 'list' && args.length === 0 && flags.cluster) return clusterList(cfg, flags, io);
   if (sub === 'list' && args.length === 0) {
     const q = flags.account ? `?account=${encodeURIComponent(flags.account)}` : '';
     const a = await ask(dir, 'GET', `/servers${q}`);

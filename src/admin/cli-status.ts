@@ -8,9 +8,12 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Config } from '../config/index.js';
 import { AppError } from '../errors.js';
+import { hostName } from '../config/index.js';
+import { registryFacts, type RegistryFacts } from '../registry/index.js';
 import { backupStore, restoreStore, SCHEMA_VERSION } from '../store/index.js';
 import type { CliFlags, CliOut } from './cli-servers.js';
 import { ask, assertStoreFree, ok, withStore } from './cli-link.js';
+import { registryPool } from './cli-cluster.js';
 import { adminSocketPath } from './server.js';
 import { statusView, type StatusView } from './status.js';
 import { bytes } from './table.js';
@@ -26,6 +29,19 @@ function duration(s: number): string {
 function unavailable(dmn: StatusView['daemon']): string {
   const p = dmn.running ? (dmn.parts.payments as { available?: boolean; problems?: string } | undefined) : undefined;
   return p?.available === false ? `; unavailable now: ${p.problems ?? 'see the daemon log'}` : '';
+}
+
+function registryLine(r: RegistryFacts): string {
+  if (!r.reachable)
+    return `registry: ${r.registry} NOT reachable${r.error ? ` (${r.error})` : ''}; this host serves what it has, create and payments answer 503`;
+  if (!r.schema) return `registry: ${r.registry} reachable, no schema (run rootbox cluster init)`;
+  const lease =
+    r.lease === 'running'
+      ? `lease running (${r.lease_left_s} s left)`
+      : r.lease === 'lapsed'
+        ? `lease lapsed ${Math.round(-(r.lease_left_s ?? 0))} s ago`
+        : 'not registered';
+  return `registry: ${r.registry} reachable, schema ${r.schema} (this rootbox: ${r.schema_of_this_build}); host ${r.host} ${lease}; ${r.hosts_up} of ${r.hosts_total} hosts up; ${r.servers_here} servers placed here`;
 }
 
 function human(s: StatusView): string {
@@ -57,6 +73,7 @@ function human(s: StatusView): string {
   out.push(
     `disk: ${bytes(h.disk.free_bytes)} free of ${bytes(h.disk.total_bytes)} at ${h.disk.path}; server disks take ${bytes(s.servers.disk_allocated_bytes)} of ${bytes(s.servers.disk_ceiling_bytes)} allowed`,
   );
+  if (s.registry) out.push(registryLine(s.registry));
   const c = s.certificate;
   out.push(
     c.error ? `certificate: ${c.file}: ${c.error}` : `certificate: ${c.source} ${c.file}, ${c.names?.join(' ')}, expires ${c.not_after} (${c.days_left} days)`,
@@ -83,12 +100,24 @@ function human(s: StatusView): string {
   return out.join('\n');
 }
 
+/** With the daemon stopped, the CLI reads the registry itself (cluster mode only). */
+async function offlineRegistry(cfg: Readonly<Config>): Promise<RegistryFacts | undefined> {
+  const pool = registryPool(cfg);
+  if (!pool) return undefined;
+  try {
+    return await registryFacts(pool, hostName(cfg.cluster.host), cfg.cluster.lease);
+  } finally {
+    await pool.end();
+  }
+}
+
 export async function statusCommand(cfg: Readonly<Config>, flags: CliFlags, io: CliOut): Promise<number> {
   const a = await ask(cfg.dataDir, 'GET', '/status');
   let body: StatusView;
   if (a) body = ok(a);
   else {
-    body = await withStore(cfg, io, (v) => statusView({ ...v, cfg }, { running: false, detail: `no answer on ${adminSocketPath(cfg.dataDir)}` }));
+    const registry = await offlineRegistry(cfg);
+    body = await withStore(cfg, io, (v) => statusView({ ...v, cfg }, { running: false, detail: `no answer on ${adminSocketPath(cfg.dataDir)}` }, registry));
   }
   io.out(flags.json ? JSON.stringify(body, null, 2) : human(body));
   return 0;

@@ -1,5 +1,5 @@
 // What the admin channel answers: one route per operator command of bin/rootbox.
-//   GET    /status                      → status.ts (daemon, parts, store, servers by state, host, certificate, config)
+//   GET    /status                      → status.ts (daemon, parts, store, servers by state, host, certificate, config, registry)
 //   GET    /servers[?account=]          → {servers: [ServerView]}
 //   GET    /servers/:ref                → {server, account}          (ref: srv_ id, slug or subdomain)
 //   POST   /servers/:ref/{stop,start,suspend,resume} → {server, …}
@@ -17,7 +17,7 @@ import { Router, routes, type Route } from '../http/index.js';
 import { tierOf } from '../hosting/index.js';
 import { adminSocketPath } from './server.js';
 import { AdminActions, type AdminDeps } from './actions.js';
-import { paymentsPart, statusView } from './status.js';
+import { paymentsPart, registryPart, statusView } from './status.js';
 import { accountView, ledgerView, serverView } from './views.js';
 
 const CreditBody = z
@@ -195,27 +195,32 @@ export function adminRouter(d: AdminDeps): Router {
       auth: 'none',
       summary: 'The daemon, its parts, the store, servers by state, host headroom, certificate and configuration',
       responses: { 200: { description: 'Status' } },
-      handler: () => ({
-        status: 200,
-        body: statusView(
-          { ...a.views, cfg: d.cfg },
-          {
-            running: true,
-            pid: process.pid,
-            node: process.version,
-            uptime_s: Math.round((Date.now() - started) / 1000),
-            parts: {
-              store: { up: true },
-              runtime: { up: true },
-              billing: { up: true, meter_interval_ms: d.cfg.billing.meterInterval },
-              edge: { up: true, http_port: d.edge.ports.http, https_port: d.edge.ports.https },
-              ssh: { up: true, port: d.ssh.port },
-              admin: { up: true, socket: adminSocketPath(d.cfg.dataDir) },
-              ...(d.payments && { payments: paymentsPart(d.cfg, d.payments.health.view) }),
+      handler: async () => {
+        const registry = await d.registry?.report();
+        return {
+          status: 200,
+          body: statusView(
+            { ...a.views, cfg: d.cfg },
+            {
+              running: true,
+              pid: process.pid,
+              node: process.version,
+              uptime_s: Math.round((Date.now() - started) / 1000),
+              parts: {
+                store: { up: true },
+                runtime: { up: true },
+                billing: { up: true, meter_interval_ms: d.cfg.billing.meterInterval },
+                edge: { up: true, http_port: d.edge.ports.http, https_port: d.edge.ports.https },
+                ssh: { up: true, port: d.ssh.port },
+                admin: { up: true, socket: adminSocketPath(d.cfg.dataDir) },
+                ...(d.payments && { payments: paymentsPart(d.cfg, d.payments.health.view) }),
+                ...(registry && { registry: registryPart(registry) }),
+              },
             },
-          },
-        ),
-      }),
+            registry,
+          ),
+        };
+      },
     }),
     ...serverRoutes(a),
     ...accountRoutes(a, d),

@@ -1,7 +1,9 @@
 // `rootbox status`: the daemon (pid, Node version, uptime, its parts and where they listen) when it
 // answers, the store (schema, size, record counts), servers by state with the memory and disk
 // they are allowed, servers' own domains by state, the host's memory and disk headroom, the HTTPS certificate's expiry, and which
-// of payments, LLM and SMS are configured; with ACME, the host certificate's state and last error.
+// of payments, LLM and SMS are configured; with ACME, the host certificate's state and last error;
+// in cluster mode, the registry as this host sees it (reachable, schema, this host's lease, hosts
+// up), the same facts in the registry part of the daemon's parts.
 // Built by the daemon, or by the CLI from the store
 // (daemon: {running: false}) while it is stopped.
 
@@ -9,6 +11,7 @@ import { statSync } from 'node:fs';
 import { join } from 'node:path';
 import { acmeFacts } from '../acme/index.js';
 import type { Config } from '../config/index.js';
+import type { RegistryFacts } from '../registry/index.js';
 import { SCHEMA_VERSION } from '../store/index.js';
 import { certificateFacts, configFacts, hostFacts } from './host.js';
 import { serverView, type ViewDeps } from './views.js';
@@ -31,7 +34,7 @@ function size(path: string): number | null {
   }
 }
 
-export function statusView(d: ViewDeps & { cfg: Readonly<Config> }, daemon: DaemonFacts | { running: false; detail: string }) {
+export function statusView(d: ViewDeps & { cfg: Readonly<Config> }, daemon: DaemonFacts | { running: false; detail: string }, registry?: RegistryFacts) {
   const servers = d.store.servers.all().map((s) => serverView(d, s));
   const byState: Record<string, number> = {};
   for (const s of servers) byState[s.state] = (byState[s.state] ?? 0) + 1;
@@ -71,6 +74,20 @@ export function statusView(d: ViewDeps & { cfg: Readonly<Config> }, daemon: Daem
     /** Servers' own domains by state (pending_dns, issuing, active, failed). */
     domains: countBy(d.store.domains.all().map((x) => x.state)),
     config: configFacts(d.cfg),
+    /** Cluster mode: the registry as this host sees it; null on a single box. */
+    registry: registry ?? null,
+  };
+}
+
+/** The registry part of the daemon's parts: the same facts as status's registry section. */
+export function registryPart(f: RegistryFacts) {
+  return {
+    up: true as const,
+    reachable: f.reachable,
+    schema: f.schema,
+    lease: f.lease,
+    hosts_up: f.hosts_up,
+    ...(f.error ? { problems: f.error } : {}),
   };
 }
 

@@ -1,12 +1,18 @@
 // `rootbox doctor`'s rows for cluster mode: whether the registry answers, at which schema, which
-// host answers writes, and whether this host's name is free or already this host's. A single box
-// (no cluster.registry) gets one optional row saying so.
+// host answers writes; with this host's daemon running, that it is registered with a fresh lease,
+// otherwise that its name is free; and how far this machine's clock is from the registry's (every
+// lease and ledger time is the registry's, but expiries and metering periods are read against the
+// host's own clock). A single box (no cluster.registry) gets one optional row saying so.
 
 import { hostName } from '../config/index.js';
 import { isAppError } from '../errors.js';
 import { HostDirectory } from './hosts.js';
 import { KNOWN_VERSION, schemaVersion } from './migrations.js';
 import { RegistryPool } from './pool.js';
+import { clockSkew } from './report.js';
+
+/** Clock skew from the registry beyond which doctor complains (NTP keeps hosts within ms). */
+export const CLOCK_SKEW_BOUND_MS = 2000;
 
 export interface RegistryCheck {
   name: string;
@@ -16,13 +22,16 @@ export interface RegistryCheck {
   fix: string;
 }
 
-export async function registryChecks(c: {
-  registry?: string;
-  host?: string;
-  lease: number;
-  connectTimeout: number;
-  statementTimeout: number;
-}): Promise<RegistryCheck[]> {
+export async function registryChecks(
+  c: {
+    registry?: string;
+    host?: string;
+    lease: number;
+    connectTimeout: number;
+    statementTimeout: number;
+  },
+  o: { daemonRunning?: boolean; now?: () => number } = {},
+): Promise<RegistryCheck[]> {
   if (!c.registry)
     return [{ name: 'cluster registry', required: false, ok: true, detail: 'single box (cluster.registry unset): everything in this host’s LMDB', fix: '' }];
   const pool = new RegistryPool({ url: c.registry, connectTimeoutMs: c.connectTimeout, statementTimeoutMs: c.statementTimeout, max: 1 });
@@ -38,16 +47,37 @@ export async function registryChecks(c: {
     };
     if (!schema.ok) return [schema];
     const me = (await new HostDirectory(pool, c.lease).list()).find((h) => h.name === name);
-    const host: RegistryCheck = {
-      name: 'cluster host name',
+    const host: RegistryCheck = o.daemonRunning
+      ? {
+          name: 'cluster host lease',
+          required: true,
+          ok: Boolean(me?.up),
+          detail: me
+            ? me.up
+              ? `${name} registered (${me.advertise}), lease ${(me.leaseLeftMs / 1000).toFixed(1)} s left`
+              : `${name} registered but its lease lapsed ${Math.round(-me.leaseLeftMs / 1000)} s ago: the running daemon does not renew it`
+            : `${name} is not registered although its daemon runs`,
+          fix: 'check the daemon log (journalctl -u rootbox) and that this host reaches the registry',
+        }
+      : {
+          name: 'cluster host name',
+          required: false,
+          ok: !me?.up,
+          detail: me?.up
+            ? `${name} holds a running lease (${me.advertise}) while this host's daemon is not running: another host has this name`
+            : `${name} ${me ? 'known, lease lapsed' : 'not registered yet'}`,
+          fix: 'give each host its own cluster.host (ROOTBOX_HOST_NAME)',
+        };
+    const skew = await clockSkew(pool, o.now);
+    const off = Math.max(0, Math.abs(skew.skewMs) - skew.uncertaintyMs);
+    const clock: RegistryCheck = {
+      name: 'cluster clock',
       required: false,
-      ok: !me?.up,
-      detail: me?.up
-        ? `${name} holds a running lease (${me.advertise}): another host with this name, or this host's daemon running`
-        : `${name} ${me ? 'known, lease lapsed' : 'not registered yet'}`,
-      fix: 'give each host its own cluster.host (ROOTBOX_HOST_NAME)',
+      ok: off <= CLOCK_SKEW_BOUND_MS,
+      detail: `this host's clock is ${Math.abs(skew.skewMs)} ms ${skew.skewMs >= 0 ? 'ahead of' : 'behind'} the registry's (±${skew.uncertaintyMs} ms; bound ${CLOCK_SKEW_BOUND_MS} ms)`,
+      fix: 'run NTP (systemd-timesyncd or chrony) on every host and on the registry',
     };
-    return [schema, host];
+    return [schema, host, clock];
   } catch (err) {
     return [
       {

@@ -17,10 +17,12 @@ import { RegistryPayments } from './payments.js';
 import { PlacementCache } from './placements.js';
 import { RegistryPool } from './pool.js';
 import { RegistryShared } from './shared.js';
+import { registryFacts, type RegistryFacts } from './report.js';
 
 export { RegistryPool, redactUrl, isUnavailable } from './pool.js';
 export { HostDirectory, type HostFacts, type HostRow } from './hosts.js';
 export { registryChecks, type RegistryCheck } from './doctor.js';
+export { registryFacts, clusterPlacements, serverCounts, clockSkew, type RegistryFacts, type PlacementRow } from './report.js';
 export { RegistryNames, type Placement } from './names.js';
 export { RegistryPayments } from './payments.js';
 export { PlacementCache, type PlacementView, type HostView, type PlacementCacheOptions } from './placements.js';
@@ -123,6 +125,11 @@ export class Registry {
   /** This host's name in the cluster. */
   get host(): string {
     return this.o.host;
+  }
+
+  /** The registry as this host sees it now (status): reachable, schema, lease, hosts up. */
+  report(): Promise<RegistryFacts> {
+    return registryFacts(this.pool, this.o.host, this.o.leaseMs);
   }
 
   /** Whether the last heartbeat reached the registry. */
