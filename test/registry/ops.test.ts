@@ -34,7 +34,7 @@ const create = async (d: TestDaemon, sub: string) => {
   assert.is(r.status, 200, r.text);
   return r.json as { id: string; account_id?: string };
 };
-const json = async <T>(p: Promise<{ code: number; stdout: string; stderr: string }>): Promise<T> => {
+const json = async <T>(p: Promise<{ code: number | null; stdout: string; stderr: string }>): Promise<T> => {
   const r = await p;
   assert.is(r.code, 0, r.stderr + r.stdout);
   return JSON.parse(r.stdout) as T;
