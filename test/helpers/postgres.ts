@@ -107,8 +107,9 @@ export async function startPostgres(): Promise<TestPostgres> {
   }
 }
 
-/** A streaming standby of `primary` that every commit of the primary waits for. */
-export async function startStandby(primary: TestPostgres, name = 'standby1'): Promise<TestStandby> {
+/** A streaming standby of `primary` that every commit of the primary waits for; `sync` sets the
+ *  primary's synchronous_standby_names instead (e.g. 'ANY 1 (s1, s2)' for quorum commit). */
+export async function startStandby(primary: TestPostgres, name = 'standby1', sync = name): Promise<TestStandby> {
   const dir = ownDir(primary.password);
   const sb = control(dir, await freePort(), primary.password);
   const data = join(dir, 'data');
@@ -140,11 +141,11 @@ export async function startStandby(primary: TestPostgres, name = 'standby1'): Pr
       `primary_conninfo = 'host=127.0.0.1 port=${primary.port} user=rootbox password=${primary.password} application_name=${name}'\n`,
     );
     await sb.start();
-    await primary.sql(`ALTER SYSTEM SET synchronous_standby_names = '${name}'`);
+    await primary.sql(`ALTER SYSTEM SET synchronous_standby_names = '${sync}'`);
     await primary.sql('SELECT pg_reload_conf()');
     await until(
       'the standby streams synchronously',
-      async () => (await primary.sql(`SELECT sync_state FROM pg_stat_replication WHERE application_name = '${name}'`)) === 'sync',
+      async () => ['sync', 'quorum'].includes(await primary.sql(`SELECT sync_state FROM pg_stat_replication WHERE application_name = '${name}'`)),
       20_000,
       50,
     );

@@ -13,6 +13,7 @@ import { KNOWN_VERSION, migrate, registryChecks, RegistryPool } from '../../src/
 import { send } from '../http/contract.js';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
+import { freePort } from '../helpers/ports.js';
 import { run } from '../helpers/run.js';
 
 const bin = new URL('../../bin/rootbox', import.meta.url).pathname;
@@ -98,7 +99,7 @@ test('servers list --cluster lists every host’s placements from the registry; 
   assert.equal(local.servers.map((s) => s.id).sort(), [one.id, two.id].sort());
 });
 
-test('cluster status counts each host’s servers', async () => {
+test('cluster status counts each host’s servers, also through the README’s multi-host URL form', async () => {
   const doc = await json<{ hosts: { name: string; up: boolean; servers: number }[] }>(cli(a, 'host-a', ['cluster', 'status', '--json']));
   assert.equal(
     doc.hosts.map((h) => `${h.name} ${h.up} ${h.servers}`),
