@@ -105,10 +105,7 @@ test('cluster status counts each host’s servers, also through the README’s m
     doc.hosts.map((h) => `${h.name} ${h.up} ${h.servers}`),
     ['host-a true 2', 'host-b true 1'],
   );
-  assert.match(
-    (await cli(a, 'host-a', ['cluster', 'status'])).stdout,
-    /HOST\s+STATE\s+LEASE\s+ADVERTISE\s+PUBLIC IP\s+SERVERS[\s\S]*host-b\s+up\s+[^\n]*\s1\s/,
-  );
+  assert.match((await cli(a, 'host-a', ['cluster', 'status'])).stdout, /HOST\s+STATE\s+LEASE\s+SERVERS\s+ADVERTISE[\s\S]*host-b\s+up\s+[\d.]+ s left\s+1\s/);
 });
 
 test('status shows the registry in its parts and its own section, the same facts in both', async () => {
