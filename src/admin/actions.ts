@@ -35,6 +35,8 @@ export interface AdminDeps {
   log: Logger;
 }
 
+const ACCOUNT_ID = /^acc_[0-9a-f]{1,32}$/;
+
 export class AdminActions {
   readonly views: ViewDeps;
 
@@ -53,8 +55,10 @@ export class AdminActions {
     return rec;
   }
 
-  account(ref: string): AccountRecord {
-    const acc = findAccount(this.d.store, this.d.cfg.domain, ref);
+  /** An account by id (in cluster mode also one this host never saw: the registry's), or the
+   *  account of a server of this host named by id, slug or subdomain. */
+  async account(ref: string): Promise<AccountRecord> {
+    const acc = findAccount(this.d.store, this.d.cfg.domain, ref) ?? (ACCOUNT_ID.test(ref) ? await this.d.hosting.core.accounts.book.byId(ref) : undefined);
     if (!acc) throw AppError.of('unknown_target', `no account ${ref.slice(0, 80)}`);
     return acc;
   }

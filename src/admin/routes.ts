@@ -57,8 +57,8 @@ function serverRoutes(a: AdminActions): Route[] {
       summary: 'Every server (or those of one account)',
       query: ServersQuery,
       responses: { 200: { description: 'Servers' }, 404: unknown },
-      handler({ query }) {
-        const recs = query.account ? a.views.store.servers.listByAccount(a.account(query.account).id) : a.views.store.servers.all();
+      async handler({ query }) {
+        const recs = query.account ? a.views.store.servers.listByAccount((await a.account(query.account)).id) : a.views.store.servers.all();
         return { status: 200, body: { servers: recs.map((s) => serverView(a.views, s)) } };
       },
     }),
@@ -114,7 +114,7 @@ function accountRoutes(a: AdminActions, d: AdminDeps): Route[] {
       params: Ref,
       responses: { 200: { description: 'The account' }, 404: unknown },
       async handler({ params }) {
-        const acc = a.account(params.ref);
+        const acc = await a.account(params.ref);
         const recent = await d.billing.book.entries(acc.id, 20); // cluster mode: every host's entries
         return {
           status: 200,
@@ -134,7 +134,7 @@ function accountRoutes(a: AdminActions, d: AdminDeps): Route[] {
       params: Ref,
       responses: { 200: { description: 'The new api_key' }, 404: unknown },
       async handler({ params }) {
-        const acc = a.account(params.ref);
+        const acc = await a.account(params.ref);
         return { status: 200, body: { account: acc.id, api_key: await a.rotateKey(acc) } };
       },
     }),
@@ -146,7 +146,7 @@ function accountRoutes(a: AdminActions, d: AdminDeps): Route[] {
       params: Ref,
       responses: { 200: { description: 'Revoked' }, 404: unknown },
       async handler({ params }) {
-        const acc = a.account(params.ref);
+        const acc = await a.account(params.ref);
         await a.revoke(acc);
         return { status: 200, body: { account: acc.id, revoked: true } };
       },

@@ -21,6 +21,8 @@ export interface AccountBook {
   /** The account holding this key hash (cached here after), or whether the hash was revoked. */
   byKeyHash(hash: string): Promise<{ account?: AccountRecord; revoked: boolean }>;
   byPhone(phone: string): Promise<AccountRecord | undefined>;
+  /** An account by id: this host's cache, else (registry mode) the registry's, cached here. */
+  byId(id: string): Promise<AccountRecord | undefined>;
   /** Records a new account; `alsoHere` runs in the same local transaction (a create's hold). */
   insert(rec: AccountRecord, alsoHere?: () => void): Promise<void>;
   /** Attaches a proven phone; the account as it is now, or undefined when the number is taken. */
@@ -36,6 +38,7 @@ export interface AccountBook {
 export interface SharedAccounts {
   byKeyHash(hash: string): Promise<Omit<AccountRecord, 'balanceUsd'> | undefined>;
   byPhone(phone: string): Promise<Omit<AccountRecord, 'balanceUsd'> | undefined>;
+  get(id: string): Promise<Omit<AccountRecord, 'balanceUsd'> | undefined>;
   isRevoked(hash: string): Promise<boolean>;
   insert(a: Omit<AccountRecord, 'balanceUsd'>): Promise<void>;
   attachPhone(id: string, phone: string): Promise<boolean>;
@@ -60,6 +63,10 @@ export class LocalAccounts implements AccountBook {
   async byKeyHash(hash: string): Promise<{ account?: AccountRecord; revoked: boolean }> {
     const account = this.store.accounts.byKeyHash(hash);
     return account ? { account, revoked: false } : { revoked: this.store.accounts.isRevoked(hash) };
+  }
+
+  async byId(id: string): Promise<AccountRecord | undefined> {
+    return this.store.accounts.get(id);
   }
 
   async byPhone(phone: string): Promise<AccountRecord | undefined> {
@@ -123,6 +130,13 @@ export class RegistryAccountBook implements AccountBook {
       return account ? { account, revoked: false } : { revoked: this.store.accounts.isRevoked(hash) };
     }
     return { account: this.store.accounts.cache(found), revoked: false };
+  }
+
+  async byId(id: string): Promise<AccountRecord | undefined> {
+    const here = this.store.accounts.get(id);
+    if (here) return here;
+    const found = await this.reg.get(id);
+    return found ? this.store.accounts.cache(found) : undefined;
   }
 
   async byPhone(phone: string): Promise<AccountRecord | undefined> {

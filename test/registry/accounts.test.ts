@@ -13,6 +13,8 @@ import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
 import { startTwilio, type FakeTwilio } from '../helpers/twilio.js';
 import { until } from '../helpers/wait.js';
+import { run } from '../helpers/run.js';
+import { ensureBuilt, rootboxBin } from '../billing/api.js';
 
 let pg: TestPostgres;
 let twilio: FakeTwilio;
@@ -83,6 +85,23 @@ test('a key rotated on A is refused on B (which had cached it), and the new key 
   assert.is(old.status, 401);
   assert.is(old.json.error, 'revoked_api_key');
   assert.is((await api(b, 'GET', '/servers', { key: rotated.json.api_key })).status, 200);
+});
+
+test("the operator's accounts show and rotate-key on host B find an account B never saw (made on A), and the rotation holds on A", async () => {
+  ensureBuilt();
+  const made = await api(a, 'POST', '/create');
+  assert.is(made.status, 200, made.text);
+  const id = await pg.sql(`SELECT id FROM accounts WHERE key_hash = encode(sha256('${made.json.api_key}'::bytea), 'hex')`);
+  assert.match(id, /^acc_[0-9a-f]+$/);
+  const cliB = (...args: string[]) => run(rootboxBin, [...args, '--json'], { env: { ...process.env, ROOTBOX_DATA_DIR: b.dataDir }, timeoutMs: 60_000 });
+  const shown = await cliB('accounts', 'show', id);
+  assert.is(shown.code, 0, shown.stderr + shown.stdout);
+  assert.is(JSON.parse(shown.stdout).account.id, id);
+  const rotated = await cliB('accounts', 'rotate-key', id);
+  assert.is(rotated.code, 0, rotated.stderr + rotated.stdout);
+  const fresh = JSON.parse(rotated.stdout).api_key as string;
+  assert.is((await api(a, 'GET', '/servers', { key: made.json.api_key })).json.error, 'revoked_api_key');
+  assert.is((await api(a, 'GET', '/servers', { key: fresh })).status, 200);
 });
 
 test('the SMS resend limit counts the codes every host sent', async () => {
