@@ -42,6 +42,9 @@ export interface MoneyBook {
   ready(): Promise<void>;
   /** Sends what waits and refreshes the cached balances of `accounts` (a pass). */
   sync(accounts: readonly string[]): Promise<void>;
+  /** Re-reads one account's balance and usage totals into the cache (cluster mode: the registry's,
+   *  which hosts metering it elsewhere change); the cache as it is when the registry is away. */
+  refresh(accountId: string): Promise<void>;
   entries(accountId: string, limit: number, before?: [number, string]): Promise<{ items: LedgerEntry[]; next?: [number, string] }>;
 }
 
@@ -58,6 +61,7 @@ export class LocalBook implements MoneyBook {
   }
   async ready(): Promise<void> {}
   async sync(): Promise<void> {}
+  async refresh(): Promise<void> {}
   async entries(accountId: string, limit: number, before?: [number, string]) {
     return this.store.billing.entries(accountId, limit, before);
   }
@@ -104,6 +108,14 @@ export class RegistryBook implements MoneyBook {
       for (const [id, m] of totals) this.cache(id, m);
     } catch (e) {
       this.unavailable(e);
+    }
+  }
+
+  async refresh(accountId: string): Promise<void> {
+    try {
+      for (const [id, m] of await this.shared.totals([accountId])) this.cache(id, m);
+    } catch (e) {
+      if (!isAppError(e) || e.code !== 'registry_unavailable') throw e; // away: the cache answers
     }
   }
 

@@ -70,6 +70,9 @@ export interface HostingCore {
   /** Servers' own domains; the edge routes an active one with domains.slugOf. */
   domains: Domains;
   credits(account: AccountRecord): Credits;
+  /** The account's balance and usage as every host metered them (cluster mode: read from the
+   *  registry into this host's cache first), for the views that show money. */
+  freshCredits(account: AccountRecord): Promise<Credits>;
   /** 402 with the upgrade envelope when the account's grant is used up and it has no credit. */
   assertNotExhausted(account: AccountRecord, baseUrl: string, more?: Record<string, unknown>): void;
   /** Raises the ceilings of servers that lag behind their account's tier (daemon start, each
@@ -159,6 +162,7 @@ export function buildCore(d: HostingDeps): HostingCore {
     execSettings,
     domains,
     credits: (a) => d.billing.credits(a),
+    freshCredits: async (a) => (await d.billing.book.refresh(a.id), d.billing.credits(a)),
     assertNotExhausted: (a, baseUrl, more) => d.billing.assertNotExhausted(a, baseUrl, more),
     syncTiers: sync,
     sshPort: d.sshPort,

@@ -208,8 +208,8 @@ export function hostingRoutes({ core, deps, service, ipLimit, createLimit, docum
       summary: 'Your credits',
       use: [ipLimit],
       responses: { 200: { description: 'Credits', json: Credits }, 402: envelope },
-      handler(ctx) {
-        const credits = core.credits(ctx.auth);
+      async handler(ctx) {
+        const credits = await core.freshCredits(ctx.auth);
         core.assertNotExhausted(ctx.auth, base(ctx), { credits });
         return { status: 200, body: credits };
       },

@@ -102,6 +102,19 @@ test("the operator's accounts show and rotate-key on host B find an account B ne
   const fresh = JSON.parse(rotated.stdout).api_key as string;
   assert.is((await api(a, 'GET', '/servers', { key: made.json.api_key })).json.error, 'revoked_api_key');
   assert.is((await api(a, 'GET', '/servers', { key: fresh })).status, 200);
+  assert.is((await api(a, 'DELETE', `/servers/${made.json.id}`, { key: fresh })).status, 200, "frees the address's anonymous server slot");
+});
+
+test('a credit made on host A shows at once in GET /credits on host B (no billing pass between)', async () => {
+  ensureBuilt();
+  const made = await api(a, 'POST', '/create');
+  assert.is(made.status, 200, made.text);
+  const id = await pg.sql(`SELECT id FROM accounts WHERE key_hash = encode(sha256('${made.json.api_key}'::bytea), 'hex')`);
+  const before = await api(b, 'GET', '/credits', { key: made.json.api_key });
+  assert.is(before.json.balance_usd, 0, before.text);
+  const credited = await run(rootboxBin, ['accounts', 'credit', id, '7.5'], { env: { ...process.env, ROOTBOX_DATA_DIR: a.dataDir }, timeoutMs: 60_000 });
+  assert.is(credited.code, 0, credited.stderr + credited.stdout);
+  assert.is((await api(b, 'GET', '/credits', { key: made.json.api_key })).json.balance_usd, 7.5);
 });
 
 test('the SMS resend limit counts the codes every host sent', async () => {
