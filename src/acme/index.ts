@@ -73,6 +73,10 @@ export interface SharedCertificates {
   ): Promise<{ cert: SharedCertRow; ordered: boolean }>;
   removeCertificate(id: string): Promise<void>;
   certificatesSince(version: number): Promise<SharedCertRow[]>;
+  /** HTTP-01 answers every host serves: the CA may reach any host behind the shared name. */
+  putChallenge(token: string, keyAuthorization: string): Promise<void>;
+  dropChallenge(token: string): Promise<void>;
+  challenge(token: string): Promise<string | undefined>;
 }
 
 /** How often a host asks the registry for certificates other hosts stored (renewed or new). */
@@ -143,7 +147,7 @@ function publisher(d: AcmeDeps): DnsPublisher | undefined {
 
 export function createAcme(d: AcmeDeps): Acme {
   const s = d.settings;
-  const http01 = new Http01Responder();
+  const http01 = new Http01Responder(d.shared);
   const log = d.log.child({ part: 'acme' });
   const dir = join(d.dataDir, 'acme');
   let orderSettings: OrderSettings | undefined;

@@ -108,12 +108,12 @@ export async function order(names: string[], challenge: ChallengeType, s: OrderS
         const name = dnsRecord(authz);
         await parts.dns!.present(name, keyAuthorization);
         await parts.dns!.propagated(name, keyAuthorization, authz.identifier.value.replace(/^\*\./, ''));
-      } else if (ch.type === 'http-01') parts.http01!.set(ch.token, keyAuthorization);
+      } else if (ch.type === 'http-01') await parts.http01!.set(ch.token, keyAuthorization);
       else throw new Error(`unexpected challenge ${(ch as { type: string }).type}`);
     },
     challengeRemoveFn: async (authz, ch, keyAuthorization) => {
       if (ch.type === 'dns-01') await parts.dns!.cleanup(dnsRecord(authz), keyAuthorization);
-      else if (ch.type === 'http-01') parts.http01!.delete(ch.token);
+      else if (ch.type === 'http-01') await parts.http01!.delete(ch.token);
     },
   });
   const leaf = new X509Certificate(cert.split(/(?<=-----END CERTIFICATE-----)/)[0]);

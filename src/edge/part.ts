@@ -20,7 +20,7 @@ export interface EdgePartDeps {
   cfg: Readonly<Config>;
   log: Logger;
   tls: TlsManager;
-  acme: { http01: { answer(path: string | undefined): string | undefined } };
+  acme: { http01: { answer(path: string | undefined): string | Promise<string | undefined> | undefined } };
   hosting: { router: HttpApp; upgrade: NonNullable<EdgeApps['hosting']['upgrade']>; core: { domains: { slugOf: Aliases } } };
   verify: EdgeApps['verify'];
   proxy: EdgeApps['proxy'];

@@ -68,7 +68,7 @@ export interface EdgeOptions {
   https: { host: string; port: number; maxStreamResets?: number; streamResetWindow?: number };
   tls: TlsManager;
   /** ACME HTTP-01: the key authorization for a /.well-known/acme-challenge/<token> path, served on the plain listener before Host routing and the redirect. */
-  acmeChallenge?: (path: string | undefined) => string | undefined;
+  acmeChallenge?: (path: string | undefined) => string | Promise<string | undefined> | undefined;
   apps: EdgeApps;
   /** Servers' own domains, served as their <slug>.{domain}. */
   aliases?: Aliases;
@@ -251,26 +251,32 @@ export class Edge {
     const conn = req.httpVersionMajor < 2 ? ConnGuard.of(req.socket) : undefined;
     if (conn) this.guard.requestStarted(conn, res as ServerResponse);
     const t0 = performance.now();
-    let kind: HostKind = 'other';
+    const seen = { kind: 'other' as HostKind };
     res.on('close', () => {
       if (conn) this.guard.requestEnded(conn);
       if (--this.inflight === 0) this.drained?.();
-      metrics.httpRequest(kind, res.statusCode);
-      if (kind === 'site' && res.writableFinished) metrics.proxyAnswered((performance.now() - t0) / 1000);
+      metrics.httpRequest(seen.kind, res.statusCode);
+      if (seen.kind === 'site' && res.writableFinished) metrics.proxyAnswered((performance.now() - t0) / 1000);
     });
     req.on('error', noop);
     res.on('error', noop);
     const [info, refused] = this.info(req, scheme);
     const challenge = scheme === 'http' && req.method === 'GET' ? this.opts.acmeChallenge?.(req.url) : undefined;
-    if (challenge !== undefined)
-      return void res.writeHead(200, { 'content-type': 'text/plain', 'content-length': Buffer.byteLength(challenge) }).end(challenge);
+    if (typeof challenge === 'string') return answerChallenge(res, challenge);
+    // cluster mode: another host may hold the token; an unknown one goes on to the site
+    if (challenge) return void challenge.then((ka) => (ka === undefined ? this.handle(req, res, scheme, info, refused, seen) : answerChallenge(res, ka)));
+    this.handle(req, res, scheme, info, refused, seen);
+  }
+
+  /** Routes a request by Host to its app (after the ACME challenge check). */
+  private handle(req: Req, res: Res, scheme: 'http' | 'https', info: RequestInfo, refused: unknown, seen: { kind: HostKind }): void {
     try {
       // node then answers with Connection: close and closes after it (no header set here: see below)
       if ((this.stopping || refused) && 'shouldKeepAlive' in res) res.shouldKeepAlive = false;
       if (refused) throw refused;
       const target =
         scheme === 'http' && this.opts.http.redirect ? undefined : aliased(route(info.host, this.opts.domain), info, this.opts.domain, this.opts.aliases);
-      if (target) kind = KIND[target.app];
+      if (target) seen.kind = KIND[target.app];
       // The proxy adds the id to what it sends itself: a forwarded answer's head is then written
       // in one step (node's writeHead is slower once a header was set before it).
       if (target?.app !== 'proxy') res.setHeader('x-request-id', info.requestId);
@@ -367,4 +373,8 @@ function listen(server: NetServer, port: number, host: string): Promise<void> {
       resolve();
     });
   });
+}
+
+function answerChallenge(res: Res, keyAuthorization: string): void {
+  res.writeHead(200, { 'content-type': 'text/plain', 'content-length': Buffer.byteLength(keyAuthorization) }).end(keyAuthorization);
 }

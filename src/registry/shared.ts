@@ -29,6 +29,11 @@ export const SHARED_SQL = `
     removed     boolean NOT NULL DEFAULT false
   );
   CREATE INDEX certificates_version_idx ON certificates (version);
+  CREATE TABLE acme_challenges (
+    token              text PRIMARY KEY,
+    key_authorization  text NOT NULL,
+    expires_at         timestamptz NOT NULL
+  );
   CREATE TABLE custom_domains (
     domain      text PRIMARY KEY,
     server_id   text NOT NULL,
@@ -149,6 +154,27 @@ export class RegistryShared {
   }
 
   /** Every row written after `version` (removed ones too), oldest first. */
+  // ── HTTP-01 answers: the ordering host's tokens, answered by whichever host the CA reaches ──
+
+  async putChallenge(token: string, keyAuthorization: string): Promise<void> {
+    await this.pool.query(
+      `INSERT INTO acme_challenges (token, key_authorization, expires_at) VALUES ($1, $2, now() + interval '1 hour')
+       ON CONFLICT (token) DO UPDATE SET key_authorization = EXCLUDED.key_authorization, expires_at = EXCLUDED.expires_at`,
+      [token, keyAuthorization],
+    );
+  }
+
+  async dropChallenge(token: string): Promise<void> {
+    await this.pool.query('DELETE FROM acme_challenges WHERE token = $1 OR expires_at < now()', [token]);
+  }
+
+  async challenge(token: string): Promise<string | undefined> {
+    const r = await this.pool.query<{ key_authorization: string }>('SELECT key_authorization FROM acme_challenges WHERE token = $1 AND expires_at > now()', [
+      token,
+    ]);
+    return r.rows[0]?.key_authorization;
+  }
+
   async certificatesSince(version: number): Promise<SharedCertificate[]> {
     const r = await this.pool.query<CertRow>('SELECT * FROM certificates WHERE version > $1 ORDER BY version', [version]);
     return Promise.all(r.rows.map((x) => this.row(x)));

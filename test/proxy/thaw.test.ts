@@ -99,7 +99,7 @@ test('a request to a dozing server is answered after a thaw over one connection:
   const s = addServer('thawed', appPort, { upstreamPort: r.port });
   // started first (the relay accepts before the app listens: its cold wake could not be probed through it)
   await tracker.wake(s.id);
-  await until('the app listens', () => accepts(appPort), 20_000); // a node child process: seconds on a loaded host
+  await until('the app listens', () => accepts(appPort), 60_000); // a node child process: seconds on a loaded host, over 20 s in CI's fast tier while other files initdb their PostgreSQL
   const first = await get(edge.http, host(s), '/one');
   assert.is(first.status, 200);
   const pid = JSON.parse(first.text).pid;

@@ -138,6 +138,18 @@ test("a server placed before its key was in the registry has its key recorded at
   );
 });
 
+test("an HTTP-01 token A's order holds is answered by B's plain HTTP edge (the CA may reach any host), and no longer once A drops it", async () => {
+  const token = 'tok' + Date.now().toString(36);
+  const ask = () => fetch(`http://127.0.0.1:${b.http}/.well-known/acme-challenge/${token}`, { headers: { host: 'shop.example.net' } });
+  assert.is.not((await ask()).status, 200, 'no host holds the token yet');
+  await a.daemon.acme.http01.set(token, `${token}.thumbprint`);
+  const r = await ask();
+  assert.is(r.status, 200);
+  assert.is(await r.text(), `${token}.thumbprint`);
+  await a.daemon.acme.http01.delete(token);
+  assert.is.not((await ask()).status, 200);
+});
+
 test('the same custom domain claimed on A and B at once goes to exactly one', async () => {
   const sa = await api(a, 'POST', '/create', { body: {} });
   const sb = await api(b, 'POST', '/create', { body: {} });
