@@ -5,7 +5,7 @@
 import type { Config } from '../config/index.js';
 import { AppError } from '../errors.js';
 import { RegistryAccounts, RegistryPool, type SharedAccount } from '../registry/index.js';
-import type { CliFlags, CliOut } from './cli-servers.js';
+import type { CliFlags, CliOut } from './cli-io.js';
 import { ask, needDaemon, ok, withStore } from './cli-link.js';
 import { creditCommand } from './commands.js';
 import { block, day, table } from './table.js';

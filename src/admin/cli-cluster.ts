@@ -6,25 +6,12 @@
 import type { Config } from '../config/index.js';
 import { isAppError } from '../errors.js';
 import { createCa } from '../edge/index.js';
-import { clusterSecret, KNOWN_VERSION, migrate, RegistryCa, RegistryPool, schemaVersion, HostDirectory } from '../registry/index.js';
-import type { CliOut } from './cli-servers.js';
+import { clusterSecret, KNOWN_VERSION, migrate, RegistryCa, schemaVersion, HostDirectory } from '../registry/index.js';
+import { poolOf, type CliOut } from './cli-io.js';
 import { bytes, table } from './table.js';
 
 /** The common name of the cluster CA's certificate. */
 const CLUSTER_CA = 'rootbox cluster CA';
-
-/** A small pool on the configured registry; undefined on a single box. */
-export function registryPool(cfg: Readonly<Config>): RegistryPool | undefined {
-  const url = cfg.cluster.registry;
-  if (!url) return undefined;
-  return new RegistryPool({ url, connectTimeoutMs: cfg.cluster.connectTimeout, statementTimeoutMs: cfg.cluster.statementTimeout, max: 2 });
-}
-
-export function poolOf(cfg: Readonly<Config>, io: CliOut): RegistryPool | undefined {
-  const pool = registryPool(cfg);
-  if (!pool) io.err('rootbox: cluster.registry (ROOTBOX_REGISTRY) is not set: this host is a single box');
-  return pool;
-}
 
 export async function clusterCommand(cfg: Readonly<Config>, sub: string | undefined, flags: { json?: boolean }, io: CliOut): Promise<number> {
   if (sub !== 'init' && sub !== 'status') return -1;

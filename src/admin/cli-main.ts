@@ -6,7 +6,8 @@ import { parseArgs } from 'node:util';
 import { loadConfig } from '../config/index.js';
 import { accountsCommand } from './cli-accounts.js';
 import { clusterCommand } from './cli-cluster.js';
-import { serversCommand, type CliOut } from './cli-servers.js';
+import type { CliOut } from './cli-io.js';
+import { serversCommand } from './cli-servers.js';
 import { backupCommand, restoreCommand, statusCommand } from './cli-status.js';
 
 export const ADMIN_USAGE = `operator commands (act in the running daemon through <dataDir>/admin.sock; root only):

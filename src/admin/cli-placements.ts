@@ -6,8 +6,8 @@
 import type { Config } from '../config/index.js';
 import { isAppError } from '../errors.js';
 import { clusterPlacements } from '../registry/index.js';
-import { poolOf } from './cli-cluster.js';
-import type { CliFlags, CliOut } from './cli-servers.js';
+import { poolOf } from './cli-io.js';
+import type { CliFlags, CliOut } from './cli-io.js';
 import { day, table } from './table.js';
 
 export async function clusterList(cfg: Readonly<Config>, flags: CliFlags, io: CliOut): Promise<number> {

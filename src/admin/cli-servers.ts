@@ -6,22 +6,10 @@
 import type { Config } from '../config/index.js';
 import { AppError } from '../errors.js';
 import { ask, needDaemon, ok, withStore } from './cli-link.js';
+import type { CliFlags, CliOut } from './cli-io.js';
 import { clusterList } from './cli-placements.js';
 import { block, bytes, day, table } from './table.js';
 import { accountView, findAccount, findServer, serverView, type ServerView } from './views.js';
-
-export interface CliOut {
-  out(text: string): void;
-  err(text: string): void;
-}
-
-export interface CliFlags {
-  json?: boolean;
-  yes?: boolean;
-  account?: string;
-  /** servers list: every host's placements from the registry. */
-  cluster?: boolean;
-}
 
 const ACTIONS = ['stop', 'start', 'suspend', 'resume'] as const;
 
