@@ -85,9 +85,10 @@ export class Accounts {
 
   /** Servers held by anonymous accounts created from this IP (the per-IP cap counts these),
    *  creates in flight included so concurrent creates cannot pass the cap together (a crashed
-   *  run's pending servers are gone before the API listens). */
-  anonymousServersFromIp(ip: string): number {
-    let n = 0;
+   *  run's pending servers are gone before the API listens); in cluster mode also those other
+   *  hosts run, from the registry. */
+  async anonymousServersFromIp(ip: string): Promise<number> {
+    let n = await this.book.anonymousServersElsewhere(ip);
     for (const s of this.store.servers.all({ withPending: true })) {
       const a = this.store.accounts.get(s.accountId);
       if (a && !a.phone && a.createdIp === ip) n++;

@@ -80,7 +80,7 @@ export async function handleCreate(ctx: RouteCtx<AccountRecord | undefined, z.ou
     }
     apiKey = await core.accounts.keyOf(account);
   } else if (!account) {
-    if (core.accounts.anonymousServersFromIp(ctx.ip) >= core.cfg.hosting.anonServersPerIp) {
+    if ((await core.accounts.anonymousServersFromIp(ctx.ip)) >= core.cfg.hosting.anonServersPerIp) {
       throw AppError.of(
         'ip_limit',
         `anonymous accounts from this address already hold ${core.cfg.hosting.anonServersPerIp} servers; verify a phone ({"phone": "+…"}) to lift the limit`,
@@ -91,7 +91,7 @@ export async function handleCreate(ctx: RouteCtx<AccountRecord | undefined, z.ou
     apiKey = made.apiKey;
     madeAccount = heldAccount = account.id;
     accountNote = 'created a new anonymous account; keep the api_key, it is shown only now. Verify a phone to raise the limits.';
-  } else if (!account.phone && core.accounts.anonymousServersFromIp(ctx.ip) >= core.cfg.hosting.anonServersPerIp) {
+  } else if (!account.phone && (await core.accounts.anonymousServersFromIp(ctx.ip)) >= core.cfg.hosting.anonServersPerIp) {
     throw AppError.of(
       'ip_limit',
       `anonymous accounts from this address already hold ${core.cfg.hosting.anonServersPerIp} servers; verify a phone to lift the limit`,

@@ -31,6 +31,8 @@ export interface AccountBook {
   /** After the store dropped an account a failed create made: the registry forgets it too. */
   forget(id: string): Promise<void>;
   all(): Promise<AccountRecord[]>;
+  /** Servers of anonymous accounts made from `ip` that other hosts run (0 on a single box). */
+  anonymousServersElsewhere(ip: string): Promise<number>;
   codes: CodeBook;
 }
 
@@ -45,6 +47,7 @@ export interface SharedAccounts {
   rotateKey(id: string, keyHash: string, keyEnc: string): Promise<boolean>;
   remove(id: string): Promise<void>;
   all(): Promise<Omit<AccountRecord, 'balanceUsd'>[]>;
+  anonymousPlacedElsewhere(ip: string): Promise<number>;
   putCode(c: PendingCode): Promise<void>;
   removeCode(phone: string): Promise<void>;
   spendAttempt(phone: string): Promise<PendingCode | undefined>;
@@ -89,6 +92,9 @@ export class LocalAccounts implements AccountBook {
   }
 
   async forget(): Promise<void> {}
+  async anonymousServersElsewhere(): Promise<number> {
+    return 0;
+  }
 
   async all(): Promise<AccountRecord[]> {
     return this.store.accounts.all();
@@ -163,6 +169,10 @@ export class RegistryAccountBook implements AccountBook {
   async rotateKey(id: string, keyHash: string, keyEnc: string): Promise<void> {
     await this.reg.rotateKey(id, keyHash, keyEnc);
     this.store.accounts.rotateKey(id, keyHash, keyEnc);
+  }
+
+  anonymousServersElsewhere(ip: string): Promise<number> {
+    return this.reg.anonymousPlacedElsewhere(ip);
   }
 
   async forget(id: string): Promise<void> {

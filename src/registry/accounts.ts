@@ -152,6 +152,16 @@ export class RegistryAccounts {
     await this.pool.query('DELETE FROM accounts WHERE id = $1 AND phone IS NULL', [id]);
   }
 
+  /** Servers other hosts run for anonymous accounts made from `ip` (the per-IP cap counts them). */
+  async anonymousPlacedElsewhere(ip: string): Promise<number> {
+    const r = await this.pool.query<{ n: string }>(
+      `SELECT count(*) AS n FROM placements p JOIN accounts a ON a.id = p.account_id
+        WHERE a.created_ip = $1 AND a.phone IS NULL AND p.host <> $2`,
+      [ip, this.host],
+    );
+    return Number(r.rows[0]?.n ?? 0);
+  }
+
   async all(): Promise<SharedAccount[]> {
     return (await this.pool.query<Row>(`SELECT ${COLS} FROM accounts ORDER BY created_at`)).rows.map(toAccount);
   }

@@ -117,6 +117,17 @@ test('a credit made on host A shows at once in GET /credits on host B (no billin
   assert.is((await api(b, 'GET', '/credits', { key: made.json.api_key })).json.balance_usd, 7.5);
 });
 
+test("the per-address cap on anonymous servers counts every host's: with A holding the cap, an anonymous create on B answers ip_limit", async () => {
+  const held = async () =>
+    Number(await pg.sql(`SELECT count(*) FROM placements p JOIN accounts x ON x.id = p.account_id WHERE x.created_ip = '127.0.0.1' AND x.phone IS NULL`));
+  while ((await held()) < 3) assert.is((await api(a, 'POST', '/create')).status, 200);
+  const onBHeld = b.daemon.store.servers.all().filter((x) => !b.daemon.store.accounts.get(x.accountId)?.phone);
+  assert.is(onBHeld.length, 0, 'B holds none of them');
+  const onB = await api(b, 'POST', '/create');
+  assert.is(onB.status, 403, onB.text);
+  assert.is(onB.json.error, 'ip_limit');
+});
+
 test('the SMS resend limit counts the codes every host sent', async () => {
   const phone = '+15005550202';
   assert.is((await api(a, 'POST', '/create', { body: { phone } })).json.verification_required, true);
