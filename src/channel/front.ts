@@ -16,6 +16,8 @@ import { rawError, type HttpApp, type LaneApp, type Req, type RequestInfo, type 
 import type { Logger } from '../log/index.js';
 import { sendErrorPage } from '../proxy/index.js';
 import type { Placements, PlacementView } from './lookup.js';
+import { buffer, hasBody } from './body.js';
+import { laneForward } from './fastlane.js';
 import { CANCEL, PeerError, type Peers } from './peers.js';
 import { answerHeaders, channelHeaders, H, NOT_HERE } from './wire.js';
 
@@ -34,40 +36,6 @@ export interface FrontDeps {
 const unavailable = (host: string, why: string) =>
   AppError.of('host_unavailable', `the host that runs this server (${host}) ${why}; try again shortly`, { retryAfter: 2 });
 
-function hasBody(req: Req): boolean {
-  const len = req.headers['content-length'];
-  if (len !== undefined) return Number(len) > 0;
-  if (req.headers['transfer-encoding'] !== undefined) return true;
-  const stream = (req as { stream?: { endAfterHeaders?: boolean } }).stream;
-  return stream ? stream.endAfterHeaders === false : false;
-}
-
-/** Reads up to `cap` bytes of a body: all of it (`whole`) or the first part, the rest left unread. */
-function buffer(req: Readable, cap: number): Promise<{ chunks: Buffer[]; whole: boolean }> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let n = 0;
-    const done = (whole: boolean) => {
-      req.off('data', onData).off('end', onEnd).off('error', onError);
-      resolve({ chunks, whole });
-    };
-    const onData = (c: Buffer) => {
-      chunks.push(c);
-      n += c.length;
-      if (n > cap) {
-        req.pause();
-        done(false);
-      }
-    };
-    const onEnd = () => done(true);
-    const onError = (e: Error) => {
-      req.off('data', onData).off('end', onEnd);
-      reject(e);
-    };
-    req.on('data', onData).on('end', onEnd).on('error', onError);
-  });
-}
-
 interface Body {
   chunks: Buffer[];
   /** The rest of a body too large to keep: streamed, no retry. */
@@ -79,8 +47,16 @@ export class ClusterFront implements HttpApp, UpgradeApp {
 
   constructor(private readonly d: FrontDeps) {
     const local = d.local.lane?.bind(d.local);
-    // a lane request for a server of another host goes to node's server, which forwards it
-    if (local) this.lane = (r, sock, info, done) => (this.remote(info.slug) ? false : local(r, sock, info, done));
+    // a lane request for a server of another host goes over an open session (fastlane.ts), else
+    // to node's server, which forwards it (opening the session, retrying, making error pages)
+    if (local)
+      this.lane = (r, sock, info, done) => {
+        const p = this.remote(info.slug);
+        if (!p) return local(r, sock, info, done);
+        const host = this.d.placements.host(p.host);
+        const session = host?.up ? this.d.peers.openNow(p.host, host.advertise) : undefined;
+        return session ? laneForward(session, r, sock, info, p, done) : false;
+      };
   }
 
   /** The placement of a slug this host does not run, when the cache names another host. */

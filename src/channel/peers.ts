@@ -25,6 +25,8 @@ const PING_MS = 5_000;
 
 export class Peers {
   private readonly sessions = new Map<string, Promise<ClientHttp2Session>>();
+  /** The sessions already connected, for the lane's sync look (fastlane.ts). */
+  private readonly ready = new Map<string, ClientHttp2Session>();
   private readonly timer: NodeJS.Timeout;
 
   constructor(private readonly o: { identity: () => Identity; connectTimeoutMs: number; log: Logger }) {
@@ -44,23 +46,34 @@ export class Peers {
     return s;
   }
 
+  /** The session to `host` at `advertise` when one is connected and usable now; undefined otherwise. */
+  openNow(host: string, advertise: string): ClientHttp2Session | undefined {
+    const s = this.ready.get(`${host}@${advertise}`);
+    return s && !s.closed && !s.destroyed ? s : undefined;
+  }
+
   private open(host: string, advertise: string, key: string): Promise<ClientHttp2Session> {
     const me = this.o.identity();
     let loop = false;
     return new Promise((resolve, reject) => {
-      const session = connect(`https://${advertise}`, {
-        ca: me.ca,
-        cert: me.cert,
-        key: me.key,
-        servername: host,
-        checkServerIdentity: (_name: string, cert: PeerCertificate) => {
-          const named = peerHost(cert);
-          if (named === host) return undefined;
-          loop = named === me.host;
-          return new Error(`the channel at ${advertise} is ${named ?? 'unnamed'}, not ${host}`);
+      const session = connect(
+        `https://${advertise}`,
+        {
+          ca: me.ca,
+          cert: me.cert,
+          key: me.key,
+          servername: host,
+          checkServerIdentity: (_name: string, cert: PeerCertificate) => {
+            const named = peerHost(cert);
+            if (named === host) return undefined;
+            loop = named === me.host;
+            return new Error(`the channel at ${advertise} is ${named ?? 'unnamed'}, not ${host}`);
+          },
+          settings: { enablePush: false, initialWindowSize: WINDOW },
         },
-        settings: { enablePush: false, initialWindowSize: WINDOW },
-      });
+        // small requests go out at once (Nagle would hold them for the peer's delayed ACK)
+        (_s, sock) => sock.setNoDelay(true),
+      );
       const t = setTimeout(
         () => session.destroy(new Error(`no channel to ${host} at ${advertise} within ${this.o.connectTimeoutMs} ms`)),
         this.o.connectTimeoutMs,
@@ -72,6 +85,7 @@ export class Peers {
       session.once('error', fail);
       session.once('close', () => {
         clearTimeout(t);
+        if (this.ready.get(key) === session) this.ready.delete(key);
         reject(new PeerError(loop, `the channel to ${host} closed`));
         void this.sessions.get(key)?.then(
           (x) => x === session && this.sessions.delete(key),
@@ -84,6 +98,7 @@ export class Peers {
         session.off('error', fail);
         session.on('error', (e) => this.o.log.debug('channel session failed', { peer: host, detail: e.message }));
         session.unref(); // idle sessions keep no process alive
+        this.ready.set(key, session);
         resolve(session);
       });
     });
@@ -95,6 +110,7 @@ export class Peers {
       if (!s || s.destroyed) continue;
       const t = setTimeout(() => {
         this.sessions.delete(key);
+        this.ready.delete(key);
         s.destroy(new Error('the peer did not answer a ping'));
       }, this.o.connectTimeoutMs);
       s.ping((err) => {
@@ -112,6 +128,7 @@ export class Peers {
         () => {},
       );
     this.sessions.clear();
+    this.ready.clear();
   }
 }
 

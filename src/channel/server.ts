@@ -8,21 +8,32 @@
 // registry and retries once. A request that already made a hop, or comes from this host itself,
 // is a loop: 502 forward_loop.
 
-import { createSecureServer, type Http2SecureServer, type Http2ServerRequest, type Http2ServerResponse, type ServerHttp2Session } from 'node:http2';
+import {
+  constants,
+  createSecureServer,
+  type Http2SecureServer,
+  type Http2ServerRequest,
+  type Http2ServerResponse,
+  type Http2Session,
+  type IncomingHttpHeaders,
+  type ServerHttp2Session,
+  type ServerHttp2Stream,
+} from 'node:http2';
 import type { AddressInfo } from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import { AppError } from '../errors.js';
-import { errorReply, rawError, sendReply, type HttpApp, type RequestInfo, type UpgradeApp } from '../http/index.js';
+import { errorReply, rawError, sendReply, type HttpApp, type LaneApp, type RequestInfo, type UpgradeApp } from '../http/index.js';
 import type { Logger } from '../log/index.js';
 import { peerHost, type Identity } from './identity.js';
 import type { Placements } from './lookup.js';
+import { ownerLane } from './ownerlane.js';
 import { handshakeOf, StreamSocket } from './tunnel.js';
 import { H, MAX_HOPS, NOT_HERE } from './wire.js';
 
 export interface ChannelServerDeps {
   identity: () => Identity;
   /** The local proxy: what answers `<slug>.{domain}` for the servers this host runs. */
-  local: HttpApp & Partial<UpgradeApp>;
+  local: HttpApp & Partial<UpgradeApp> & Partial<LaneApp>;
   /** This host's own servers by slug (its store). */
   servers: { bySlug(slug: string): { id: string } | undefined };
   placements: Pick<Placements, 'byServer'>;
@@ -36,12 +47,16 @@ export const SESSION_WINDOW = 16 << 20;
 /** How long forwarded requests under way may run on at a stop. */
 const CLOSE_GRACE_MS = 2000;
 
+const END_STREAM = constants.NGHTTP2_FLAG_END_STREAM;
+
 const one = (v: string | string[] | undefined) => (Array.isArray(v) ? v[0] : v);
 
 export class ChannelServer {
   private server?: Http2SecureServer;
   private readonly sessions = new Set<ServerHttp2Session>();
   private readonly peers = new WeakMap<object, string>();
+  /** Streams the fast path handed back with a failure, for the full path to answer with it. */
+  private readonly failures = new WeakMap<object, AppError>();
 
   constructor(private readonly d: ChannelServerDeps) {}
 
@@ -55,10 +70,21 @@ export class ChannelServer {
         requestCert: true,
         rejectUnauthorized: true,
         allowHTTP1: false,
+        noDelay: true, // small answers go out at once (Nagle would hold them for the peer's delayed ACK)
         settings: { maxConcurrentStreams: 1000, initialWindowSize: WINDOW },
       },
       (req, res) => this.onRequest(req, res),
     ));
+    // node's compatibility layer is a 'stream' listener: lane-marked streams try the fast path first
+    const compat = server.listeners('stream')[0] as (...a: unknown[]) => void;
+    server.removeAllListeners('stream');
+    server.on('stream', (stream: ServerHttp2Stream, headers: IncomingHttpHeaders, flags: number, raw: string[]) => {
+      const full = (failure?: AppError) => {
+        if (failure) this.failures.set(stream, failure);
+        compat.call(server, stream, headers, flags, raw);
+      };
+      if (!this.fast(stream, headers, flags, full)) full();
+    });
     server.on('sessionError', () => {});
     server.on('session', (s) => {
       this.sessions.add(s);
@@ -95,7 +121,8 @@ export class ChannelServer {
       requestId: one(h[H.rid]) ?? '',
       ip: one(h[H.ip]) ?? '',
     };
-    const from = this.peerOf(req);
+    const failure = this.failures.get(req.stream);
+    if (failure) info.failure = failure;
     const upgrade = one(h[H.upgrade]);
     const refuse = (err: AppError) => {
       if (upgrade) {
@@ -105,18 +132,12 @@ export class ChannelServer {
       res.setHeader('x-request-id', info.requestId);
       sendReply(res, errorReply(err, info.requestId, this.d.log));
     };
-    if (from === this.d.identity().host || Number(h[H.hops] ?? 0) > MAX_HOPS) {
-      this.d.log.warn('forwarding loop refused', { from, hops: h[H.hops], rid: info.requestId });
+    const refused = this.refusal(req.stream.session, h, info);
+    if (refused === 'loop') {
+      this.d.log.warn('forwarding loop refused', { from: this.peerOf(req.stream.session), hops: h[H.hops], rid: info.requestId });
       return refuse(AppError.of('forward_loop', `the request came back to ${this.d.identity().host}, which it had passed already (request ${info.requestId})`));
     }
-    const slug = info.host.slice(0, info.host.indexOf('.'));
-    const serverId = one(h[H.server]);
-    const epoch = Number(h[H.epoch]);
-    const mine = this.d.servers.bySlug(slug);
-    const placed = mine && this.d.placements.byServer(mine.id);
-    if (!mine || mine.id !== serverId || (placed && (placed.host !== this.d.identity().host || placed.epoch !== epoch))) {
-      return void res.writeHead(NOT_HERE, { [H.notHere]: '1' }).end();
-    }
+    if (refused) return void res.writeHead(NOT_HERE, { [H.notHere]: '1' }).end();
     for (const name of Object.keys(h)) if (name.startsWith('x-rootbox-')) delete h[name];
     if (upgrade) return this.tunnel(req, res, info, upgrade);
     try {
@@ -127,9 +148,35 @@ export class ChannelServer {
     }
   }
 
+  /** Why a forwarded request is not answered here: a loop, or not this host's server at that epoch. */
+  private refusal(session: Http2Session | undefined, h: IncomingHttpHeaders, info: RequestInfo): 'loop' | 'not-here' | undefined {
+    if (this.peerOf(session) === this.d.identity().host || Number(h[H.hops] ?? 0) > MAX_HOPS) return 'loop';
+    const mine = this.d.servers.bySlug(info.host.slice(0, info.host.indexOf('.')));
+    const placed = mine && this.d.placements.byServer(mine.id);
+    const epoch = Number(h[H.epoch]);
+    if (!mine || mine.id !== one(h[H.server]) || (placed && (placed.host !== this.d.identity().host || placed.epoch !== epoch))) return 'not-here';
+    return undefined;
+  }
+
+  /** A lane-marked bodiless request answered by the proxy's lane (ownerlane.ts); false: the full path answers it. */
+  private fast(stream: ServerHttp2Stream, h: IncomingHttpHeaders, flags: number, full: (failure?: AppError) => void): boolean {
+    const lane = this.d.local.lane;
+    if (!lane || h[H.lane] !== '1' || !(flags & END_STREAM) || h[H.upgrade] !== undefined) return false;
+    const host = one(h[H.site]) ?? '';
+    const info = {
+      host,
+      slug: host.slice(0, host.indexOf('.')),
+      scheme: one(h[H.scheme]) === 'http' ? 'http' : 'https',
+      requestId: one(h[H.rid]) ?? '',
+      ip: one(h[H.ip]) ?? '',
+    } as const;
+    if (this.refusal(stream.session, h, info)) return false;
+    stream.on('error', () => {});
+    return ownerLane((r, sock, i, done) => lane.call(this.d.local, r, sock, i, done), stream, h, info, full);
+  }
+
   /** The host a session's verified certificate names, read once per session (decoding it per request costs). */
-  private peerOf(req: Http2ServerRequest): string | undefined {
-    const session = req.stream.session;
+  private peerOf(session: Http2Session | undefined): string | undefined {
     if (!session) return undefined;
     let host = this.peers.get(session);
     if (host === undefined) this.peers.set(session, (host = peerHost((session.socket as TLSSocket).getPeerCertificate()) ?? ''));
