@@ -118,7 +118,7 @@ export function laneForward(
       sock.once('drain', onDrain);
     }
   });
-  stream.on('end', () => {
+  const ended = () => {
     if (over) return;
     if (head === undefined && !wrote) return finish({ kind: 'replay' }); // no answer head at all
     if (!raw) sock.write(`${head ?? ''}${chunked ? `0${CRLF}${CRLF}` : ''}`, 'latin1');
@@ -126,7 +126,8 @@ export function laneForward(
     over = true;
     sock.off('drain', onDrain);
     done({ kind: 'answered', status, reusable: !r.close });
-  });
+  };
+  stream.on('end', ended);
   const broke = () => {
     if (over) return;
     if (wrote) {
@@ -137,7 +138,8 @@ export function laneForward(
   };
   stream.on('error', broke);
   stream.on('aborted', broke);
-  stream.on('close', broke);
+  // a bodiless answer (HEAD, 204) may close its stream before 'end' is read: a clean close with a head is its end
+  stream.on('close', () => (stream.rstCode === 0 && (head !== undefined || wrote) ? ended() : broke()));
   return {
     clientGone: () => {
       sock.off('drain', onDrain);
