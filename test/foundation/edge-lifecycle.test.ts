@@ -183,7 +183,8 @@ test('configured certificate files are reloaded when they change', async () => {
     writeFileSync(join(dir, 'key.pem'), second.keyPem);
     writeFileSync(join(dir, 'cert.pem'), second.certPem);
     let name = '';
-    for (let i = 0; i < 40 && name !== 'second.example'; i++) {
+    // the reload is noticed by a file watch; 30 s for a loaded host (10 s was missed once in CI)
+    for (let i = 0; i < 120 && name !== 'second.example'; i++) {
       await new Promise((r) => setTimeout(r, 250));
       name = await peerName();
     }
