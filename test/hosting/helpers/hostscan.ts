@@ -9,7 +9,8 @@ import { run } from '../../helpers/run.js';
 import { cgroupsOf, mountsUnder } from './procdaemon.js';
 
 export interface HostScan {
-  /** Mount points under the data dir (but its lxcfs, which outlives a killed daemon by design). */
+  /** Mount points under the data dir (but its lxcfs and its devices tmpfs, the daemon's own, which
+   *  outlive a killed daemon by design: the next start replaces the devices one). */
   mounts: string[];
   /** Loop devices whose backing file lies under the data dir (deleted files included). */
   loops: { name: string; file: string }[];
@@ -63,7 +64,7 @@ export async function scanHost(o: { dataDir: string; bridge: string; table: stri
     .map((x: any) => x.counter.name as string);
   const dir = join(o.dataDir, 'servers');
   return {
-    mounts: mountsUnder(o.dataDir).filter((m) => m !== join(o.dataDir, 'lxcfs')), // the daemon's own lxcfs, no server's
+    mounts: mountsUnder(o.dataDir).filter((m) => m !== join(o.dataDir, 'lxcfs') && m !== join(o.dataDir, 'devices')), // the daemon's own, no server's
     loops: loops.filter((l) => (l['back-file'] ?? '').startsWith(o.dataDir + '/')).map((l) => ({ name: l.name, file: l['back-file']! })),
     veths: links.map((l) => l.ifname),
     runc: runc.map((c) => ({ id: c.id, status: c.status })),
