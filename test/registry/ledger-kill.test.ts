@@ -9,17 +9,14 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Billing } from '../../src/billing/index.js';
-import { silentLogger } from '../../src/log/index.js';
-import { migrate, RegistryLedger, RegistryPool } from '../../src/registry/index.js';
+import { migrate, RegistryPool } from '../../src/registry/index.js';
 import { openStore } from '../../src/store/index.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
 import { rng } from '../helpers/rng.js';
 import { until } from '../helpers/wait.js';
+import { HOUR, meterHost } from './fixtures/meterhost.js';
 
 const FIXTURE = new URL('./fixtures/meter-child.ts', import.meta.url).pathname;
-const GB = 1024 ** 3;
-const HOUR = 3_600_000;
 const T0 = 1_700_000_000_000;
 let pg: TestPostgres;
 let pool: RegistryPool;
@@ -80,25 +77,8 @@ test('kill -9 while metering into the outbox and writing it: every hour is in th
   // the host's last start: what its outbox holds is written, once
   const store = openStore(dir);
   try {
-    const billing = new Billing({
-      cfg: {
-        ramUsdPerGbHour: 0.005,
-        diskUsdPerGbMonth: 0.25,
-        egressUsdPerGb: 0.05,
-        grantRamGbHours: 10,
-        grantEgressGb: 1,
-        verifiedGrantRamGbHours: 100,
-        verifiedGrantEgressGb: 10,
-        meterInterval: 60_000,
-        suspendAfter: 48 * HOUR,
-        maxRechargeUsd: 100,
-      },
-      store,
-      log: silentLogger,
-      runtime: { stop: async () => undefined, start: async () => undefined },
-      usage: async () => ({ awake: true, memoryBytes: GB, diskUsedBytes: 0, egressBytes: 0 }),
-      ledger: new RegistryLedger(pool, 'host-k'),
-    });
+    const billing = meterHost(store, pool);
+
     await billing.tick(store.billing.cursor('srv_kill')!.at + 1); // too short to charge: only writes the outbox
     assert.is(store.billing.pending(10).length, 0);
     const rows = (
