@@ -6,8 +6,12 @@
 // registry without a CA yet (never initialised by this version) leaves forwarding off, said once
 // in the log.
 
+import type { RequestInfo, Req, Res } from '../http/index.js';
+import type { IncomingMessage } from 'node:http';
+import type { Duplex } from 'node:stream';
 import type { Logger } from '../log/index.js';
 import type { CaPair } from '../registry/index.js';
+import { ApiForwarder, type ApiApp, type ApiForwardOptions } from './api.js';
 import { ClusterFront, type LocalProxy } from './front.js';
 import { issueIdentity, REISSUE_MS, type Identity } from './identity.js';
 import type { Placements } from './lookup.js';
@@ -16,12 +20,19 @@ import { ChannelServer } from './server.js';
 
 export type { Placements, PlacementView, HostView } from './lookup.js';
 export { issueIdentity, type Identity } from './identity.js';
+export type { ApiApp, ApiForwardOptions } from './api.js';
 
 export interface Channel {
   /** What the edge serves `<slug>.{domain}` with: the local proxy, forwarding what is not here. */
   readonly front: LocalProxy;
   /** The channel listener's port. */
   readonly port: number;
+  /** Sends an API request to `host`'s API app over the channel (the client's address and request
+   *  id with it, its Authorization checked there) and relays the answer; never throws: a host down
+   *  or unreachable is answered 503 host_unavailable. */
+  forwardApi(host: string, req: Req, res: Res, info: RequestInfo, o?: ApiForwardOptions): Promise<void>;
+  /** The same for a WebSocket upgrade (exec over a WebSocket). */
+  upgradeApi(host: string, req: IncomingMessage, socket: Duplex, head: Buffer, info: RequestInfo, o?: ApiForwardOptions): void;
   stop(): Promise<void>;
 }
 
@@ -33,8 +44,10 @@ export interface ChannelPartDeps {
     channel: { load(): Promise<CaPair | undefined> };
     placements: Placements;
   };
-  store: { servers: { bySlug(slug: string): { id: string } | undefined } };
+  store: { servers: { bySlug(slug: string): { id: string } | undefined; get(id: string): unknown } };
   proxy: LocalProxy;
+  /** The API app: answers API requests other hosts forward here (api.ts). */
+  hosting?: { router: ApiApp; upgrade?: ApiApp['upgrade'] };
 }
 
 /** The daemon's channel part (main.ts): undefined on a single box or before the cluster has a CA. */
@@ -50,7 +63,19 @@ export async function startChannel(d: ChannelPartDeps): Promise<Channel | undefi
   let identity: Identity = issueIdentity(pair, r.host);
   const lookup = r.placements;
   const peers = new Peers({ identity: () => identity, connectTimeoutMs: d.cfg.cluster.forwardConnectTimeout, log });
-  const server = new ChannelServer({ identity: () => identity, local: d.proxy, servers: d.store.servers, placements: lookup, log });
+  const hosting = d.hosting;
+  const app: ApiApp | undefined = hosting && {
+    handle: (req, res, info) => hosting.router.handle(req, res, info),
+    upgrade: hosting.upgrade && ((req, socket, head, info) => hosting.upgrade!(req, socket, head, info)),
+  };
+  const server = new ChannelServer({
+    identity: () => identity,
+    local: d.proxy,
+    servers: d.store.servers,
+    placements: lookup,
+    api: app && { app, has: (id) => d.store.servers.get(id) !== undefined, placements: lookup, self: r.host, log },
+    log,
+  });
   const port = await server.listen(d.cfg.cluster.listen);
   const renew = setInterval(() => {
     identity = issueIdentity(pair, r.host);
@@ -66,9 +91,12 @@ export async function startChannel(d: ChannelPartDeps): Promise<Channel | undefi
     retryBody: d.cfg.cluster.forwardRetryBody,
     log,
   });
+  const api = new ApiForwarder({ peers, placements: lookup, self: r.host, retryBody: d.cfg.cluster.forwardRetryBody, local: () => app, log });
   return {
     front,
     port,
+    forwardApi: (host, req, res, info, o) => api.forward(host, req, res, info, o),
+    upgradeApi: (host, req, socket, head, info, o) => api.upgrade(host, req, socket, head, info, o),
     async stop() {
       clearInterval(renew);
       peers.close();

@@ -24,6 +24,7 @@ import type { TLSSocket } from 'node:tls';
 import { AppError } from '../errors.js';
 import { errorReply, rawError, sendReply, type HttpApp, type LaneApp, type RequestInfo, type UpgradeApp } from '../http/index.js';
 import type { Logger } from '../log/index.js';
+import { answerApi, type ApiOwnerDeps } from './api.js';
 import { peerHost, type Identity } from './identity.js';
 import type { Placements } from './lookup.js';
 import { ownerLane } from './ownerlane.js';
@@ -37,6 +38,8 @@ export interface ChannelServerDeps {
   /** This host's own servers by slug (its store). */
   servers: { bySlug(slug: string): { id: string } | undefined };
   placements: Pick<Placements, 'byServer'>;
+  /** The API app, for streams marked `x-rootbox-api` (api.ts). */
+  api?: ApiOwnerDeps;
   log: Logger;
 }
 
@@ -123,6 +126,7 @@ export class ChannelServer {
     };
     const failure = this.failures.get(req.stream);
     if (failure) info.failure = failure;
+    if (h[H.api] === '1' && this.d.api) return answerApi(this.d.api, req, res, info, this.peerOf(req.stream.session));
     const upgrade = one(h[H.upgrade]);
     const refuse = (err: AppError) => {
       if (upgrade) {

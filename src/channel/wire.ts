@@ -24,6 +24,8 @@ export const H = {
   close: 'x-rootbox-close',
   /** The owner's answer is the app's HTTP/1.1 answer, bytes as they go to the client. */
   raw: 'x-rootbox-raw',
+  /** A request for the owner's API app (api.ts), not its proxy. */
+  api: 'x-rootbox-api',
   /** The owner's answer when it does not run the server the sender meant. */
   notHere: 'x-rootbox-not-here',
 } as const;

@@ -72,6 +72,8 @@ export interface RequestInfo {
   ip: string;
   /** The edge's lane already forwarded this request and it failed after the app took it: answer this error, do not forward it again. */
   failure?: AppError;
+  /** The cluster host that forwarded this request over the channel: it is answered here, never forwarded again. */
+  forwarded?: string;
 }
 
 /**
