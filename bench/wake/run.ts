@@ -10,13 +10,16 @@
 //      start) with each step's share, then the app's own start (Runtime.start → port 80 accepts,
 //      probed every 1 ms from the host) and the rest (the proxy's port wait and forwarding);
 //   4. static /root/www page of a sleeping server (target p50 ≤ 5 ms), beside the edge's own
-//      /healthz (the cheapest answer the daemon gives).
+//      /healthz (the cheapest answer the daemon gives);
+//   5. a cold wake through another host (rows of ./forwarded.ts: two daemons in cluster mode with
+//      a PostgreSQL registry; client → B's edge → channel → A wakes its server → answer) beside
+//      the same wake through A's own edge, as a ratio.
 // The host is shared: expect noise; the load average at the start and end is printed.
 //
 // Sleeping servers are parked (runtime.parkOnSleep, their container made at sleep time) unless
 // --no-park: then a cold wake runs runc create as well.
 //
-// Usage: node --import tsx bench/wake/run.ts [--wakes 20] [--static 200] [--no-doze] [--no-park]
+// Usage: node --import tsx bench/wake/run.ts [--wakes 20] [--static 200] [--no-doze] [--no-park] [--no-forwarded]
 
 import { existsSync, readFileSync } from 'node:fs';
 import { request } from 'node:http';
@@ -25,6 +28,7 @@ import { loadavg } from 'node:os';
 import { startTestDaemon } from '../../test/helpers/daemon.js';
 import { sh } from '../../test/runtime/helpers/env.js';
 import type { ContainerRuntime } from '../../src/runtime/index.js';
+import { forwardedRows } from './forwarded.js';
 
 const arg = (name: string, def: string) => {
   const i = process.argv.indexOf(`--${name}`);
@@ -222,6 +226,9 @@ try {
   const loadAfter = load();
   await stop(); // the doze rows run a daemon of their own
   const dozeLines = process.argv.includes('--no-doze') ? ['doze → first byte                 (--no-doze)'] : await doze({});
+  const forwardedLines = process.argv.includes('--no-forwarded')
+    ? ['wake through another host          (--no-forwarded)']
+    : await forwardedRows({ wakes: WAKES, park: !process.argv.includes('--no-park') });
   console.log(
     `bench/wake — real runc containers, a minimal python3 socket server as the run.sh app; sleeping servers ${process.argv.includes('--no-park') ? 'not parked (--no-park)' : 'parked'}`,
   );
@@ -241,6 +248,7 @@ try {
   console.log(`static page, server asleep         ${fmt(stat)}   target p50 ≤ 5 ms`);
   console.log(`edge /healthz (peer)               ${fmt(health)}`);
   console.log(`static / healthz p50 ratio ${(pct(stat, 50) / pct(health, 50)).toFixed(2)}x`);
+  for (const l of forwardedLines) console.log(l);
 } finally {
   await stop();
 }
