@@ -64,6 +64,7 @@ const UNIT = [
   'test/registry/ledger-kill.test.ts',
   'test/registry/placements.test.ts',
   'test/registry/shared.test.ts',
+  'test/registry/moved.test.ts',
   'test/foundation/edge-lifecycle.test.ts',
   'test/hosting/phone.test.ts',
   'test/proxy/exchange-errors.test.ts',

@@ -2,11 +2,14 @@
 // server this host does not run goes over the channel to the host that does, with the client's
 // address, scheme and request id, the server id and placement epoch this host saw, and one hop.
 // This host's own servers (its store has the slug) are answered by the local proxy as before;
-// a slug no cache knows is asked of the registry once. A body is kept in memory up to
+// a slug no cache knows, or one the cache places here that the store does not hold (deleted here,
+// maybe re-created elsewhere), is asked of the registry once. A body is kept in memory up to
 // `retryBody` so the request can be sent again once when the owner answers "not here" (its
-// placement moved: the cache was stale); a larger one is streamed and not retried. A host that is
-// down (its lease ran out) or cannot be reached answers at once 503 host_unavailable; an address
-// that leads back here, 502 forward_loop. WebSocket handshakes take the same way (tunnel.ts).
+// placement moved: the cache was stale); a larger one is streamed and not retried. A lane request
+// the owner turned away is replayed by node's server after one registry read, not to the same
+// host again. A host that is down (its lease ran out) or cannot be reached answers at once 503
+// host_unavailable; an address that leads back here, 502 forward_loop. WebSocket handshakes take
+// the same way (tunnel.ts).
 
 import type { IncomingMessage } from 'node:http';
 import type { ClientHttp2Stream, IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http2';
@@ -44,6 +47,10 @@ interface Body {
 
 export class ClusterFront implements HttpApp, UpgradeApp {
   readonly lane?: LaneApp['lane'];
+  /** Lane requests handed back unanswered (the owner said "not here", or the stream broke), by
+   *  request id: their replay asks the registry before it goes anywhere, so a stale route costs
+   *  one trip to the old owner, not two. */
+  private readonly replayed = new Set<string>();
 
   constructor(private readonly d: FrontDeps) {
     const local = d.local.lane?.bind(d.local);
@@ -55,7 +62,14 @@ export class ClusterFront implements HttpApp, UpgradeApp {
         if (!p) return local(r, sock, info, done);
         const host = this.d.placements.host(p.host);
         const session = host?.up ? this.d.peers.openNow(p.host, host.advertise) : undefined;
-        return session ? laneForward(session, r, sock, info, p, done) : false;
+        const replay = (o: Parameters<typeof done>[0]) => {
+          if (o.kind === 'replay' && !o.failure) {
+            if (this.replayed.size >= 1024) this.replayed.clear(); // replays a gone client never sent
+            this.replayed.add(info.requestId);
+          }
+          done(o);
+        };
+        return session ? laneForward(session, r, sock, info, p, replay) : false;
       };
   }
 
@@ -66,20 +80,25 @@ export class ClusterFront implements HttpApp, UpgradeApp {
     return p && p.host !== this.d.self ? p : undefined;
   }
 
-  /** Where a slug's server runs: here (undefined) or on another host, asking the registry when no cache knows. */
-  private async where(slug: string): Promise<PlacementView | undefined> {
+  /** Where a slug's server runs: here (undefined) or on another host. The registry is asked when
+   *  no cache knows, when the cache places it here but this host's store has no such server (it
+   *  was deleted here and may live elsewhere now, the notification not in yet), and for the replay
+   *  of a lane request the owner turned away. */
+  private async where(slug: string, replayOf?: string): Promise<PlacementView | undefined> {
     if (this.d.servers.bySlug(slug)) return undefined;
-    const p = this.d.placements.bySlug(slug) ?? (await this.d.placements.fresh(slug).catch(() => undefined));
+    const cached = this.d.placements.bySlug(slug);
+    const tried = replayOf !== undefined && this.replayed.delete(replayOf);
+    const p = cached && cached.host !== this.d.self && !tried ? cached : await this.d.placements.fresh(slug).catch(() => cached);
     return p && p.host !== this.d.self ? p : undefined;
   }
 
   handle(req: Req, res: Res, info: RequestInfo): Promise<void> | void {
     if (info.failure) return this.d.local.handle(req, res, info);
     const slug = info.host.slice(0, info.host.indexOf('.'));
-    const known = this.remote(slug);
+    const known = this.replayed.size && this.replayed.has(info.requestId) ? undefined : this.remote(slug);
     if (known) return this.forward(req, res, info, known);
-    if (this.d.servers.bySlug(slug) || this.d.placements.bySlug(slug)) return this.d.local.handle(req, res, info);
-    return this.where(slug).then((p) => (p ? this.forward(req, res, info, p) : this.d.local.handle(req, res, info)));
+    if (this.d.servers.bySlug(slug)) return this.d.local.handle(req, res, info);
+    return this.where(slug, info.requestId).then((p) => (p ? this.forward(req, res, info, p) : this.d.local.handle(req, res, info)));
   }
 
   private async forward(req: Req, res: Res, info: RequestInfo, p: PlacementView): Promise<void> {

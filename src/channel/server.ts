@@ -141,7 +141,10 @@ export class ChannelServer {
       this.d.log.warn('forwarding loop refused', { from: this.peerOf(req.stream.session), hops: h[H.hops], rid: info.requestId });
       return refuse(AppError.of('forward_loop', `the request came back to ${this.d.identity().host}, which it had passed already (request ${info.requestId})`));
     }
-    if (refused) return void res.writeHead(NOT_HERE, { [H.notHere]: '1' }).end();
+    if (refused) {
+      this.d.log.debug('not here: the sender routed by a stale placement', { site: info.host, server: one(h[H.server]), rid: info.requestId });
+      return void res.writeHead(NOT_HERE, { [H.notHere]: '1' }).end();
+    }
     for (const name of Object.keys(h)) if (name.startsWith('x-rootbox-')) delete h[name];
     if (upgrade) return this.tunnel(req, res, info, upgrade);
     try {
