@@ -106,7 +106,10 @@ export async function forwardedRows(o: { wakes?: number; park?: boolean } = {}):
       if (i % 2 === 0) await wake(viaA, local).then(() => wake(viaB, forwarded));
       else await wake(viaB, forwarded).then(() => wake(viaA, local));
     }
-    const ratio = (x: number[], y: number[]) => `${(pct(x, 50) / pct(y, 50)).toFixed(2)}x (+${(pct(x, 50) - pct(y, 50)).toFixed(1)} ms at p50)`;
+    const ratio = (x: number[], y: number[]) => {
+      const d = pct(x, 50) - pct(y, 50);
+      return `${(pct(x, 50) / pct(y, 50)).toFixed(2)}x (${d >= 0 ? '+' : ''}${d.toFixed(1)} ms at p50)`;
+    };
     return [
       `two hosts, one registry (cluster mode: a wake checks the registry's fence), run.sh app on A, sleeping ${o.park === false ? 'not parked' : 'parked'}:`,
       row('  cold sleep → first byte, via A', local),
