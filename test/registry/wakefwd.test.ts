@@ -159,4 +159,16 @@ test('the same with HTTP/1.1 (the lane, plain and TLS) and HTTP/2 streams mixed:
   assert.is(appStarts() - startsBefore, 2, "the app's count saw both wakes' starts");
 });
 
+test("requested at once through A's own edge and through B's: still one wake, every answer exact", async () => {
+  await asleep();
+  const starts = appStarts();
+  const woke = wokeLogged();
+  const paths = Array.from({ length: 50 }, (_, i) => `/both-${i}`);
+  const got = await Promise.all(paths.map((p, i) => (i % 2 ? get(a, srv.host, p) : get(b, srv.host, p, { tls: i % 4 === 0 }))));
+  assertAnswers(got, paths);
+  assert.is(appStarts() - starts, 1, 'the app was started once');
+  assert.is(wokeLogged() - woke, 1, "A's log: one wake");
+  assert.is(appProcesses(), 1, 'one app process runs');
+});
+
 test.run();
