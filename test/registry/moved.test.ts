@@ -17,7 +17,8 @@ import type { PlacementCache } from '../../src/registry/index.js';
 import type { TestDaemon } from '../helpers/daemon.js';
 import type { TestPostgres } from '../helpers/postgres.js';
 import { until } from '../helpers/wait.js';
-import { api, get, getH2, startClusterRegistry, startHost, type Got } from './fixtures/twohosts.js';
+import { get, getH2, type Got } from './fixtures/clients.js';
+import { api, startClusterRegistry, startHost } from './fixtures/twohosts.js';
 
 let pg: TestPostgres;
 let a: TestDaemon;
