@@ -237,7 +237,13 @@ export class Domains {
   load(): void {
     for (const rec of this.d.store.domains.all()) {
       if (!this.d.store.servers.get(rec.serverId)) continue;
-      if (rec.state === 'active') this.hosts.set(rec.domain, this.slug(rec.serverId)!);
+      if (rec.state === 'active') {
+        this.hosts.set(rec.domain, this.slug(rec.serverId)!);
+        // the other hosts route it only once the registry says active (a state write lost before a stop)
+        this.d.shared
+          ?.domainState(rec.domain, rec.serverId, 'active')
+          .catch((err) => this.d.log.warn('the registry did not take a domain state', { domain: rec.domain, err }));
+      }
       if (rec.state === 'issuing')
         this.d.store.domains.update(rec.domain, rec.serverId, { state: 'pending_dns', reason: 'the certificate order was cut off by a restart' });
     }

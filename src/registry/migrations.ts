@@ -6,6 +6,7 @@
 
 import { AppError } from '../errors.js';
 import { ACCOUNTS_SQL } from './accounts.js';
+import { DOMAINS_SQL } from './domainmap.js';
 import { LEDGER_SQL } from './ledger.js';
 import { PLACEMENTS_SQL } from './placements-sql.js';
 import { SHARED_SQL } from './shared.js';
@@ -101,6 +102,11 @@ export const MIGRATIONS: readonly Migration[] = [
         created_at  timestamptz NOT NULL DEFAULT now()
       );
       REVOKE ALL ON cluster_ca FROM PUBLIC;`,
+  },
+  {
+    version: 11,
+    about: 'custom domain versions: every claim, state change and detach numbered with the placements, detaches kept as tombstones, each change notified',
+    sql: DOMAINS_SQL,
   },
 ];
 

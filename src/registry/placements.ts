@@ -7,10 +7,13 @@
 // hosts (advertise address, public IP, up = lease not expired) refreshed on a short timer; a host
 // whose lease runs out shows down at once, between refreshes too (its lease is counted down on
 // this host's monotonic clock). The cache may be stale, never trusted for a wrong answer: the
-// owner checks the epoch and answers "not here", then the edge calls `fresh()`.
+// owner checks the epoch and answers "not here", then the edge calls `fresh()`. The same catch-up
+// keeps the cluster's custom domains (`domains`, domainmap.ts): every host knows every active
+// domain → server, so its edge routes any of them without asking the registry.
 
 import pg from 'pg';
 import type { Logger } from '../log/index.js';
+import { DomainMap, DOMAINS_CATCH_UP } from './domainmap.js';
 import { PLACEMENT_CHANNEL } from './placements-sql.js';
 import type { RegistryPool } from './pool.js';
 
@@ -41,7 +44,8 @@ export interface PlacementCacheOptions {
 }
 
 interface Row {
-  kind: 'p' | 't';
+  /** p placement, t its tombstone, d custom domain (slug = domain, host = state), x its tombstone */
+  kind: 'p' | 't' | 'd' | 'x';
   server_id: string;
   slug: string | null;
   host: string | null;
@@ -55,6 +59,7 @@ const CATCH_UP = `
   SELECT 'p' AS kind, server_id, slug, host, epoch, account_id, public_ip, version FROM placements WHERE version > $1
   UNION ALL
   SELECT 't', key, NULL, NULL, NULL, NULL, NULL, version FROM placement_tombstones WHERE kind = 'p' AND version > $1
+  UNION ALL${DOMAINS_CATCH_UP}
   ORDER BY version`;
 
 interface HostSeen extends Omit<HostView, 'up'> {
@@ -78,6 +83,8 @@ export class PlacementCache {
   private readonly now: () => number;
   /** How many times the LISTEN connection was (re)opened; for tests and status. */
   listens = 0;
+  /** The cluster's custom domains, filled by the same catch-up. */
+  readonly domains = new DomainMap();
 
   constructor(
     private readonly pool: RegistryPool,
@@ -134,6 +141,18 @@ export class PlacementCache {
     return this.slugs.get(slug);
   }
 
+  /** The placement of the server an active custom domain routes to (any host's). */
+  domain(name: string): PlacementView | undefined {
+    const id = this.domains.activeServer(name);
+    return id === undefined ? undefined : this.servers.get(id);
+  }
+
+  /** `domain()` after one catch-up read (after an owner answered "not here" for it). */
+  async freshDomain(name: string): Promise<PlacementView | undefined> {
+    await this.sync();
+    return this.domain(name);
+  }
+
   host(name: string): HostView | undefined {
     const h = this.hostsSeen.get(name);
     if (!h) return undefined;
@@ -182,6 +201,11 @@ export class PlacementCache {
     const r = await this.pool.query<Row>(CATCH_UP, [this.seen]);
     for (const x of r.rows) {
       const v = Number(x.version);
+      if (x.kind === 'd' || x.kind === 'x') {
+        this.domains.apply(x.kind === 'd' ? x.slug! : x.server_id, x.kind === 'd' ? x.server_id : undefined, x.host ?? '', v);
+        if (v > this.seen) this.seen = v;
+        continue;
+      }
       const had = this.servers.get(x.server_id);
       if (had && had.version > v) continue;
       if (had) {
@@ -204,6 +228,7 @@ export class PlacementCache {
       }
       if (v > this.seen) this.seen = v;
     }
+    this.domains.settle();
   }
 
   private async refreshHosts(): Promise<void> {
@@ -246,7 +271,8 @@ export class PlacementCache {
     c.on('error', onLost);
     c.on('end', onLost);
     c.on('notification', (n) => {
-      if (n.channel === PLACEMENT_CHANNEL && n.payload?.startsWith('p:') && Number(n.payload.slice(2)) > this.seen) void this.sync().catch(() => {});
+      const kind = n.payload?.slice(0, 2);
+      if (n.channel === PLACEMENT_CHANNEL && (kind === 'p:' || kind === 'd:') && Number(n.payload!.slice(2)) > this.seen) void this.sync().catch(() => {});
     });
     try {
       await c.connect();

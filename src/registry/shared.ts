@@ -226,7 +226,8 @@ export class RegistryShared {
   }
 
   async domainState(domain: string, serverId: string, state: string): Promise<void> {
-    await this.pool.query('UPDATE custom_domains SET state = $3 WHERE domain = $1 AND server_id = $2', [domain, serverId, state]);
+    // an unchanged state writes nothing (every write is a version every host catches up)
+    await this.pool.query('UPDATE custom_domains SET state = $3 WHERE domain = $1 AND server_id = $2 AND state <> $3', [domain, serverId, state]);
   }
 
   async releaseDomain(domain: string, serverId: string): Promise<void> {
