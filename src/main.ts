@@ -151,7 +151,7 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
     part('channel', startChannel, (c) => c?.stop()), // cluster mode: mTLS listener, forwarding to other hosts
     part(
       'edge',
-      (d) => startEdge({ ...d, proxy: d.channel?.front ?? d.proxy }),
+      (d) => startEdge({ ...d, proxy: d.channel?.front ?? d.proxy, aliases: d.channel?.aliases }),
       (e) => e.stop(cfg.shutdownTimeout),
     ),
     part(

@@ -25,8 +25,9 @@
 //
 // Registry mode (`shared`, the registry's certificates): `obtain()` orders through the registry's
 // advisory lock, so one host orders a given certificate at a time and the others install its
-// result; the store stays the local cache the edge is loaded from, and `pull()` (at start and
-// every SHARED_POLL_MS) installs what other hosts stored or removed since the last look.
+// result; the store stays the local cache the edge is loaded from, and `pull()` (at start, every
+// SHARED_POLL_MS, and when the registry's custom domains change) installs what other hosts stored
+// or removed since the last look.
 
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -206,8 +207,11 @@ export function createAcme(d: AcmeDeps): Acme {
   };
   let seen = 0;
   let pulling: Promise<void> | undefined;
-  const pull = (): Promise<void> =>
-    (pulling ??= (async () => {
+  let again: Promise<void> | undefined;
+  // each call is answered by a look that started after it (one under way may have missed a new row)
+  const pull = (): Promise<void> => (pulling ? (again ??= pulling.catch(() => {}).then(() => ((again = undefined), pull()))) : pullNow());
+  const pullNow = (): Promise<void> =>
+    (pulling = (async () => {
       if (!d.shared) return;
       for (const c of await d.shared.certificatesSince(seen)) {
         seen = Math.max(seen, c.version);
@@ -280,7 +284,8 @@ export function startAcme(d: {
   tls: CertificateSink;
   run: RunCommand;
   log: Logger;
-  registry?: { shared: SharedCertificates };
+  /** Registry mode; `placements.domains` tells when a custom domain of any host changed. */
+  registry?: { shared: SharedCertificates; placements?: { domains: { watch(fn: () => void): void } } };
 }): Acme {
   const acme = createAcme({
     domain: d.cfg.domain,
@@ -293,6 +298,11 @@ export function startAcme(d: {
     shared: d.registry?.shared,
   });
   acme.start();
+  // a domain of another host became active (its certificate was stored before) or was detached:
+  // this host's edge serves its SNI now rather than at the next poll
+  d.registry?.placements?.domains.watch(
+    () => void acme.pull().catch((e) => d.log.warn('certificates from the registry not loaded', { err: (e as Error).message })),
+  );
   return acme;
 }
 

@@ -45,6 +45,7 @@ function headersOf(r: LaneRequest, info: RequestInfo, p: PlacementView): Outgoin
   out[H.hops] = '1';
   out[H.lane] = '1';
   if (r.close) out[H.close] = '1';
+  if (info.alias !== undefined) out[H.alias] = info.alias;
   return out;
 }
 

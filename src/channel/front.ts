@@ -2,8 +2,12 @@
 // server this host does not run goes over the channel to the host that does, with the client's
 // address, scheme and request id, the server id and placement epoch this host saw, and one hop.
 // This host's own servers (its store has the slug) are answered by the local proxy as before;
-// a slug no cache knows, or one the cache places here that the store does not hold (deleted here,
-// maybe re-created elsewhere), is asked of the registry once. A body is kept in memory up to
+// a slug no cache knows (within a budget per source: misses.ts), or one the cache places here
+// that the store does not hold (deleted here, maybe re-created elsewhere), is asked of the
+// registry once. A server's own domain of another host's server arrives here routed to its
+// `<slug>.{domain}` (the channel's aliases, from the cluster's domain map); the owner is told the
+// name and checks it is still its server's, and a "not here" for it is looked up again as a
+// domain. A body is kept in memory up to
 // `retryBody` so the request can be sent again once when the owner answers "not here" (its
 // placement moved: the cache was stale); a larger one is streamed and not retried. A lane request
 // the owner turned away is replayed by node's server after one registry read, not to the same
@@ -21,6 +25,7 @@ import { sendErrorPage } from '../proxy/index.js';
 import type { Placements, PlacementView } from './lookup.js';
 import { buffer, hasBody } from './body.js';
 import { laneForward } from './fastlane.js';
+import { MissBudget } from './misses.js';
 import { CANCEL, PeerError, type Peers } from './peers.js';
 import { answerHeaders, channelHeaders, H, NOT_HERE } from './wire.js';
 
@@ -51,6 +56,8 @@ export class ClusterFront implements HttpApp, UpgradeApp {
    *  request id: their replay asks the registry before it goes anywhere, so a stale route costs
    *  one trip to the old owner, not two. */
   private readonly replayed = new Set<string>();
+  /** Registry reads for names no cache knows, bounded per source. */
+  readonly misses = new MissBudget();
 
   constructor(private readonly d: FrontDeps) {
     const local = d.local.lane?.bind(d.local);
@@ -81,14 +88,18 @@ export class ClusterFront implements HttpApp, UpgradeApp {
   }
 
   /** Where a slug's server runs: here (undefined) or on another host. The registry is asked when
-   *  no cache knows, when the cache places it here but this host's store has no such server (it
-   *  was deleted here and may live elsewhere now, the notification not in yet), and for the replay
-   *  of a lane request the owner turned away. */
-  private async where(slug: string, replayOf?: string): Promise<PlacementView | undefined> {
+   *  no cache knows (within `misses`: a stranger's random names cost bounded reads), when the
+   *  cache places it here but this host's store has no such server (it was deleted here and may
+   *  live elsewhere now, the notification not in yet), and for the replay of a lane request the
+   *  owner turned away. */
+  private async where(slug: string, ip: string, replayOf?: string): Promise<PlacementView | undefined> {
     if (this.d.servers.bySlug(slug)) return undefined;
     const cached = this.d.placements.bySlug(slug);
     const tried = replayOf !== undefined && this.replayed.delete(replayOf);
-    const p = cached && cached.host !== this.d.self && !tried ? cached : await this.d.placements.fresh(slug).catch(() => cached);
+    if (cached && cached.host !== this.d.self && !tried) return cached;
+    if (!cached && !this.misses.allow(slug, ip)) return undefined;
+    const p = await this.d.placements.fresh(slug).catch(() => cached);
+    if (!p && !cached) this.misses.unknown(slug);
     return p && p.host !== this.d.self ? p : undefined;
   }
 
@@ -98,7 +109,7 @@ export class ClusterFront implements HttpApp, UpgradeApp {
     const known = this.replayed.size && this.replayed.has(info.requestId) ? undefined : this.remote(slug);
     if (known) return this.forward(req, res, info, known);
     if (this.d.servers.bySlug(slug)) return this.d.local.handle(req, res, info);
-    return this.where(slug, info.requestId).then((p) => (p ? this.forward(req, res, info, p) : this.d.local.handle(req, res, info)));
+    return this.where(slug, info.ip, info.requestId).then((p) => (p ? this.forward(req, res, info, p) : this.d.local.handle(req, res, info)));
   }
 
   private async forward(req: Req, res: Res, info: RequestInfo, p: PlacementView): Promise<void> {
@@ -112,7 +123,13 @@ export class ClusterFront implements HttpApp, UpgradeApp {
     if (Number(answer.headers[':status']) === NOT_HERE) {
       answer.stream.close(CANCEL);
       if (body.rest) return sendErrorPage(req, res, unavailable(p.host, 'no longer runs it'), info.requestId);
-      const now = await this.d.placements.fresh(p.slug).catch(() => undefined);
+      const alias = info.alias;
+      const pl = this.d.placements;
+      const now = await (alias === undefined ? pl.fresh(p.slug) : (pl.freshDomain?.(alias) ?? Promise.resolve(undefined))).catch(() => undefined);
+      if (alias !== undefined) {
+        if (!now) return sendErrorPage(req, res, AppError.of('unknown_host', `${alias} is no longer the domain of a server`), info.requestId);
+        info.host = now.slug + info.host.slice(info.host.indexOf('.')); // the server that holds it now
+      }
       // gone, or here now: this host's proxy answers (the unknown-server page, or the server) when nothing was read
       if ((!now || now.host === this.d.self) && !body.chunks.length) return this.d.local.handle(req, res, info);
       if (!now || now.host === this.d.self || (now.host === p.host && now.epoch === p.epoch)) {
@@ -191,6 +208,7 @@ export class ClusterFront implements HttpApp, UpgradeApp {
       [H.hops]: '1',
       ...extra,
     };
+    if (info.alias !== undefined) headers[H.alias] = info.alias;
     try {
       return session.request(headers, { endStream });
     } catch (e) {
@@ -213,7 +231,7 @@ export class ClusterFront implements HttpApp, UpgradeApp {
 
   upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, info: RequestInfo & { slug: string }): void {
     const local = this.d.local.upgrade;
-    void this.where(info.slug)
+    void this.where(info.slug, info.ip)
       .then((p) => {
         if (!p) return local ? local.call(this.d.local, req, socket, head, info) : socket.destroy();
         return this.tunnel(req, socket, head, info, p);

@@ -1,7 +1,8 @@
 // Public surface of the host-to-host channel (issue 29, DESIGN part 6): in cluster mode each host
 // listens on cluster.listen with mutual TLS under the cluster CA (made by `rootbox cluster init`,
 // read from the registry; this host's certificate issued at start and reissued before it ends),
-// and its edge forwards `<slug>.{domain}` requests and WebSockets for servers of other hosts to
+// and its edge forwards `<slug>.{domain}` requests and WebSockets (and those for servers' own
+// domains, every host knowing the cluster's) for servers of other hosts to
 // their owner over one kept-alive HTTP/2 session per peer. A single box has no channel; a
 // registry without a CA yet (never initialised by this version) leaves forwarding off, said once
 // in the log.
@@ -25,6 +26,8 @@ export type { ApiApp, ApiForwardOptions } from './api.js';
 export interface Channel {
   /** What the edge serves `<slug>.{domain}` with: the local proxy, forwarding what is not here. */
   readonly front: LocalProxy;
+  /** What the edge routes servers' own domains by: this host's, then every other host's active ones (the registry's map). */
+  readonly aliases: (host: string) => string | undefined;
   /** The channel listener's port. */
   readonly port: number;
   /** Sends an API request to `host`'s API app over the channel (the client's address and request
@@ -46,8 +49,8 @@ export interface ChannelPartDeps {
   };
   store: { servers: { bySlug(slug: string): { id: string } | undefined; get(id: string): unknown } };
   proxy: LocalProxy;
-  /** The API app: answers API requests other hosts forward here (api.ts). */
-  hosting?: { router: ApiApp; upgrade?: ApiApp['upgrade'] };
+  /** The API app: answers API requests other hosts forward here (api.ts); `core.domains`: this host's own active domains. */
+  hosting?: { router: ApiApp; upgrade?: ApiApp['upgrade']; core?: { domains: { slugOf(host: string): string | undefined } } };
 }
 
 /** The daemon's channel part (main.ts): undefined on a single box or before the cluster has a CA. */
@@ -64,6 +67,7 @@ export async function startChannel(d: ChannelPartDeps): Promise<Channel | undefi
   const lookup = r.placements;
   const peers = new Peers({ identity: () => identity, connectTimeoutMs: d.cfg.cluster.forwardConnectTimeout, log });
   const hosting = d.hosting;
+  const own = (host: string) => hosting?.core?.domains.slugOf(host);
   const app: ApiApp | undefined = hosting && {
     handle: (req, res, info) => hosting.router.handle(req, res, info),
     upgrade: hosting.upgrade && ((req, socket, head, info) => hosting.upgrade!(req, socket, head, info)),
@@ -73,6 +77,7 @@ export async function startChannel(d: ChannelPartDeps): Promise<Channel | undefi
     local: d.proxy,
     servers: d.store.servers,
     placements: lookup,
+    aliases: own,
     api: app && { app, has: (id) => d.store.servers.get(id) !== undefined, placements: lookup, self: r.host, log },
     log,
   });
@@ -94,6 +99,13 @@ export async function startChannel(d: ChannelPartDeps): Promise<Channel | undefi
   const api = new ApiForwarder({ peers, placements: lookup, self: r.host, retryBody: d.cfg.cluster.forwardRetryBody, local: () => app, log });
   return {
     front,
+    // another host's server: routed to its slug here, forwarded by the front
+    aliases: (host) => {
+      const slug = own(host);
+      if (slug !== undefined) return slug;
+      const p = lookup.domain?.(host);
+      return p && p.host !== r.host ? p.slug : undefined;
+    },
     port,
     forwardApi: (host, req, res, info, o) => api.forward(host, req, res, info, o),
     upgradeApi: (host, req, socket, head, info, o) => api.upgrade(host, req, socket, head, info, o),

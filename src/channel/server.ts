@@ -5,7 +5,8 @@
 // request, egress metered here, once), with the client's address, scheme and request id the
 // sender vouches for. Before that, the server the sender meant must be the one this host runs
 // under that slug, at the epoch the sender saw: else "not here" (421), and the sender asks the
-// registry and retries once. A request that already made a hop, or comes from this host itself,
+// registry and retries once; a server's own domain the sender names must still be that server's
+// active domain here. A request that already made a hop, or comes from this host itself,
 // is a loop: 502 forward_loop.
 
 import {
@@ -40,6 +41,8 @@ export interface ChannelServerDeps {
   placements: Pick<Placements, 'byServer'>;
   /** The API app, for streams marked `x-rootbox-api` (api.ts). */
   api?: ApiOwnerDeps;
+  /** This host's own active domains → slug (hosting's domains): a forwarded domain must still be its server's. */
+  aliases?: (host: string) => string | undefined;
   log: Logger;
 }
 
@@ -158,10 +161,14 @@ export class ChannelServer {
   /** Why a forwarded request is not answered here: a loop, or not this host's server at that epoch. */
   private refusal(session: Http2Session | undefined, h: IncomingHttpHeaders, info: RequestInfo): 'loop' | 'not-here' | undefined {
     if (this.peerOf(session) === this.d.identity().host || Number(h[H.hops] ?? 0) > MAX_HOPS) return 'loop';
-    const mine = this.d.servers.bySlug(info.host.slice(0, info.host.indexOf('.')));
+    const slug = info.host.slice(0, info.host.indexOf('.'));
+    const mine = this.d.servers.bySlug(slug);
     const placed = mine && this.d.placements.byServer(mine.id);
     const epoch = Number(h[H.epoch]);
     if (!mine || mine.id !== one(h[H.server]) || (placed && (placed.host !== this.d.identity().host || placed.epoch !== epoch))) return 'not-here';
+    // a server's own domain: still attached and active here (detached on this host, another host's map may lag)
+    const alias = one(h[H.alias]);
+    if (alias !== undefined && this.d.aliases?.(alias) !== slug) return 'not-here';
     return undefined;
   }
 

@@ -16,6 +16,8 @@ export const H = {
   epoch: 'x-rootbox-epoch',
   /** The host name the edge routed by (`<slug>.{domain}`; a server's own domain arrives as it). */
   site: 'x-rootbox-site',
+  /** A server's own domain the client asked for (the sender routed it to site): the owner checks it is still the server's. */
+  alias: 'x-rootbox-alias',
   /** A WebSocket handshake: the value of the client's Upgrade header. */
   upgrade: 'x-rootbox-upgrade',
   /** A bodiless GET or HEAD the sender's lane took: the owner may answer it as raw HTTP/1.1 (ownerlane.ts). */

@@ -24,6 +24,8 @@ export interface EdgePartDeps {
   hosting: { router: HttpApp; upgrade: NonNullable<EdgeApps['hosting']['upgrade']>; core: { domains: { slugOf: Aliases } } };
   verify: EdgeApps['verify'];
   proxy: EdgeApps['proxy'];
+  /** Cluster mode: every host's active domains (the channel's), not only this host's. */
+  aliases?: Aliases;
 }
 
 export async function startEdge(d: EdgePartDeps): Promise<Edge> {
@@ -34,7 +36,7 @@ export async function startEdge(d: EdgePartDeps): Promise<Edge> {
     tls: d.tls,
     acmeChallenge: (path) => d.acme.http01.answer(path),
     log: d.log,
-    aliases: d.hosting.core.domains.slugOf,
+    aliases: d.aliases ?? d.hosting.core.domains.slugOf,
     apps: { hosting: { handle: (req, res, info) => d.hosting.router.handle(req, res, info), upgrade: d.hosting.upgrade }, verify: d.verify, proxy: d.proxy },
   });
   await edge.start();

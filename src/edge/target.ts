@@ -66,12 +66,14 @@ export type Aliases = (host: string) => string | undefined;
 /**
  * A host no rule of the edge knows may be a server's own domain: then it is served exactly like
  * `<slug>.{domain}` (info.host becomes that name, so the proxy finds the server by it; the Host
- * header the app sees stays the one the client sent). One map lookup, only for unknown hosts.
+ * header the app sees stays the one the client sent; info.alias keeps the name, which a host
+ * forwarding the request names to the owner). One map lookup, only for unknown hosts.
  */
-export function aliased(target: Target, info: { host: string }, domain: string, aliases: Aliases | undefined): Target {
+export function aliased(target: Target, info: { host: string; alias?: string }, domain: string, aliases: Aliases | undefined): Target {
   if (target.app !== 'none' || !aliases) return target;
   const slug = aliases(info.host);
   if (slug === undefined) return target;
+  info.alias = info.host;
   info.host = `${slug}.${domain}`;
   return { app: 'proxy', slug };
 }

@@ -74,6 +74,8 @@ export interface RequestInfo {
   failure?: AppError;
   /** The cluster host that forwarded this request over the channel: it is answered here, never forwarded again. */
   forwarded?: string;
+  /** A server's own domain the edge routed to its `<slug>.{domain}` (host): the name the client asked for. */
+  alias?: string;
 }
 
 /**
