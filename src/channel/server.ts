@@ -20,7 +20,7 @@ import {
   type ServerHttp2Session,
   type ServerHttp2Stream,
 } from 'node:http2';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import { AppError } from '../errors.js';
 import { errorReply, rawError, sendReply, type HttpApp, type LaneApp, type RequestInfo, type UpgradeApp } from '../http/index.js';
@@ -60,6 +60,8 @@ const one = (v: string | string[] | undefined) => (Array.isArray(v) ? v[0] : v);
 export class ChannelServer {
   private server?: Http2SecureServer;
   private readonly sessions = new Set<ServerHttp2Session>();
+  /** Every connection, also one whose session closed while its peer kept its side open. */
+  private readonly sockets = new Set<Socket>();
   private readonly peers = new WeakMap<object, string>();
   /** Streams the fast path handed back with a failure, for the full path to answer with it. */
   private readonly failures = new WeakMap<object, AppError>();
@@ -90,6 +92,10 @@ export class ChannelServer {
         compat.call(server, stream, headers, flags, raw);
       };
       if (!this.fast(stream, headers, flags, full)) full();
+    });
+    server.on('connection', (sock: Socket) => {
+      this.sockets.add(sock);
+      sock.once('close', () => this.sockets.delete(sock));
     });
     server.on('sessionError', () => {});
     server.on('session', (s) => {
@@ -219,6 +225,8 @@ export class ChannelServer {
     for (const x of this.sessions) x.close();
     await Promise.race([closed, new Promise<void>((r) => setTimeout(r, CLOSE_GRACE_MS).unref())]);
     for (const x of this.sessions) x.destroy();
+    // a session closed by its GOAWAY whose peer still holds a stream it has not read keeps its socket half-open
+    for (const x of this.sockets) x.destroy();
     await closed;
   }
 }
