@@ -15,9 +15,9 @@
 
 import type { IncomingMessage } from 'node:http';
 import type { ClientHttp2Stream, Http2ServerRequest, Http2ServerResponse, IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http2';
-import { Readable, type Duplex } from 'node:stream';
+import type { Duplex, Readable } from 'node:stream';
 import { AppError } from '../errors.js';
-import { errorReply, rawError, sendReply, type HttpApp, type Req, type RequestInfo, type Res } from '../http/index.js';
+import { errorReply, rawError, sendReply, withBody, type HttpApp, type Req, type RequestInfo, type Res } from '../http/index.js';
 import type { Logger } from '../log/index.js';
 import { buffer, hasBody } from './body.js';
 import type { Placements, PlacementView } from './lookup.js';
@@ -83,7 +83,7 @@ export class ApiForwarder {
       const now = this.d.placements.byServer(o.server.serverId);
       const local = this.d.local();
       // gone, or here now: this host's API answers (404 server_not_found, or the server itself)
-      if ((!now || now.host === this.d.self) && local) return local.handle(replay(req, body.chunks), res, info);
+      if ((!now || now.host === this.d.self) && local) return local.handle(withBody(req, body.chunks, false), res, info);
       if (!now || now.host === this.d.self || (now.host === host && now.epoch === o.server.epoch)) return fail(hostUnavailable(host, 'no longer runs it'));
       answer = await this.send(now.host, req, info, now, body);
       if (answer instanceof AppError) return fail(answer);
@@ -197,14 +197,6 @@ function relay(a: Answer, res: Res): void {
   stream.on('aborted', () => (res as { destroy?: () => void }).destroy?.());
   res.writeHead(Number(headers[':status']), answerHeaders(headers) as Record<string, string>);
   (stream as Readable).pipe(res as unknown as NodeJS.WritableStream);
-}
-
-/** The request again with the body already read from it (answered here after all). */
-function replay(req: Req, chunks: Buffer[]): Req {
-  if (!chunks.length) return req;
-  const r = Readable.from(chunks, { objectMode: false }) as Readable & Record<string, unknown>;
-  Object.assign(r, { method: req.method, url: req.url, headers: req.headers, httpVersionMajor: req.httpVersionMajor, socket: req.socket });
-  return r as unknown as Req;
 }
 
 export interface ApiOwnerDeps {

@@ -1,0 +1,158 @@
+// Cluster mode: API calls on a server another host runs (issue 29 item 2). A request that acts on
+// a server — `/servers/{id}` and everything under it (exec, files, logs, restart, domains, the exec
+// WebSocket), `/expose` naming it in its body, and the MCP tools that run those routes in-process
+// — whose server this host's store does not have and the placement cache puts on another host
+// goes to that host's API app over the channel, unauthenticated here: the owner checks the same
+// Authorization (accounts and keys are shared through the registry) and ownership, and answers
+// as if the client had come there. `GET /servers` adds the account's servers of every other host
+// (each host's own view of its servers). A request another host forwarded here is answered here,
+// never forwarded again (RequestInfo.forwarded). Until the channel is bound (a single box, a
+// cluster without a CA, the start) every request is answered here.
+
+import type { IncomingMessage } from 'node:http';
+import type { Duplex } from 'node:stream';
+import {
+  collectAnswer,
+  errorReply,
+  readBody,
+  sendReply,
+  withBody,
+  type HttpApp,
+  type Invocation,
+  type Reply,
+  type Req,
+  type RequestInfo,
+  type Res,
+  type Route,
+} from '../http/index.js';
+import type { Logger } from '../log/index.js';
+
+/** Where a server of another host runs, as this host's placement cache has it. */
+export interface Placed {
+  serverId: string;
+  slug: string;
+  host: string;
+  epoch: number;
+}
+
+/** What the channel offers the API (bound in main.ts once the channel is up). */
+export interface ServerForwarding {
+  /** The placement of server `id` when the cluster places it on another host. */
+  placed(id: string): Placed | undefined;
+  /** The other hosts that run servers of `accountId`. */
+  hostsOf(accountId: string): string[];
+  forward(host: string, req: Req, res: Res, info: RequestInfo, o?: { server?: Placed; body?: Buffer }): Promise<void>;
+  upgrade(host: string, req: IncomingMessage, socket: Duplex, head: Buffer, info: RequestInfo, o?: { server?: Placed }): void;
+}
+
+/** `/expose`'s body limit (its route's): a larger body is answered 413 here. */
+const EXPOSE_BODY = 4096;
+/** Most bytes of one host's server list read back. */
+const LIST_MAX = 8 * 1024 * 1024;
+
+const SERVER_PATH = /^\/servers\/([^/]+)(?:\/|$)/;
+
+function decoded(s: string | undefined): string | undefined {
+  if (s === undefined) return undefined;
+  try {
+    return decodeURIComponent(s);
+  } catch {
+    return undefined;
+  }
+}
+
+export class Elsewhere {
+  private f?: ServerForwarding;
+
+  constructor(
+    private readonly local: { get(id: string): unknown },
+    private readonly log: Logger,
+  ) {}
+
+  bind(f: ServerForwarding): void {
+    this.f = f;
+  }
+
+  /** The placement of a server another host runs, for a request not already forwarded here. */
+  private where(id: unknown, info: RequestInfo): Placed | undefined {
+    if (!this.f || info.forwarded || typeof id !== 'string' || this.local.get(id) !== undefined) return undefined;
+    return this.f.placed(id);
+  }
+
+  /** An API request: forwarded to the owner of the server it acts on, or answered by `router`. */
+  handle(router: HttpApp, req: Req, res: Res, info: RequestInfo): Promise<void> | void {
+    if (!this.f || info.forwarded) return router.handle(req, res, info);
+    const path = new URL(req.url ?? '/', 'http://x').pathname;
+    const p = this.where(decoded(SERVER_PATH.exec(path)?.[1]), info);
+    if (p) return this.f.forward(p.host, req, res, info, { server: p });
+    if (path === '/expose' && (req.method === 'POST' || req.method === 'DELETE')) return this.expose(router, req, res, info);
+    return router.handle(req, res, info);
+  }
+
+  /** `/expose` names its server in the body: read it (small) to know where it goes. */
+  private async expose(router: HttpApp, req: Req, res: Res, info: RequestInfo): Promise<void> {
+    let body: Buffer;
+    try {
+      body = await readBody(req, EXPOSE_BODY);
+    } catch (err) {
+      return void sendReply(res, errorReply(err, info.requestId, this.log));
+    }
+    let server: unknown;
+    try {
+      server = (JSON.parse(body.toString('utf8')) as { server?: unknown } | null)?.server;
+    } catch {
+      server = undefined; // the router answers invalid_json
+    }
+    const p = this.where(server, info);
+    if (p) return this.f!.forward(p.host, req, res, info, { server: p, body });
+    return router.handle(withBody(req, [body], false), res, info);
+  }
+
+  /** A WebSocket upgrade on the API (exec): to the owner, or to `local`. */
+  upgrade(
+    local: (req: IncomingMessage, socket: Duplex, head: Buffer, info: RequestInfo) => void,
+    req: IncomingMessage,
+    socket: Duplex,
+    head: Buffer,
+    info: RequestInfo,
+  ): void {
+    const p = this.f && this.where(decoded(SERVER_PATH.exec(new URL(req.url ?? '/', 'http://x').pathname)?.[1]), info);
+    if (p) return this.f!.upgrade(p.host, req, socket, head, info, { server: p });
+    local(req, socket, head, info);
+  }
+
+  /** A declared route run in-process (an MCP tool): on the owner when it acts on another host's server. */
+  async invoke(run: (r: Route, call: Invocation) => Promise<Reply>, r: Route, call: Invocation): Promise<Reply> {
+    const id = r.path.startsWith('/servers/:id') ? call.params.id : r.path === '/expose' ? (call.body as { server?: unknown } | undefined)?.server : undefined;
+    const p = this.where(id, call.info);
+    if (!p) return run(r, call);
+    const query = new URLSearchParams(call.query).toString();
+    const url = r.path.replace(/:(\w+)/g, (_, k: string) => encodeURIComponent(call.params[k] ?? '')) + (query ? `?${query}` : '');
+    const json = call.raw === undefined && call.body !== undefined;
+    const body = call.raw ?? (json ? Buffer.from(JSON.stringify(call.body)) : undefined);
+    const headers = { ...call.headers, ...(json ? { 'content-type': 'application/json' } : {}) };
+    const c = await collectAnswer(r.method, url, headers, body, call.maxAnswer ?? 8 * 1024 * 1024, (req, res) =>
+      this.f!.forward(p.host, req, res, call.info, { server: p, body }),
+    );
+    return { status: c.status, headers: c.headers, body: c.json ?? c.body, ...(c.cut ? { cut: true } : {}) } as Reply;
+  }
+
+  /** The account's servers on the other hosts, each host's own view of them (a host that does not answer adds none). */
+  async others(accountId: string, authorization: string | undefined, info: RequestInfo): Promise<unknown[]> {
+    const f = this.f;
+    if (!f || info.forwarded || !authorization) return [];
+    const lists = await Promise.all(
+      f.hostsOf(accountId).map(async (host) => {
+        const c = await collectAnswer('GET', '/servers', { authorization, accept: 'application/json' }, undefined, LIST_MAX, (req, res) =>
+          f.forward(host, req, res, info),
+        );
+        // 200, or 402 with the list beside the upgrade envelope
+        const servers = (c.json as { servers?: unknown } | undefined)?.servers;
+        if (Array.isArray(servers)) return servers as unknown[];
+        this.log.info('servers of another host not listed', { peer: host, status: c.status, rid: info.requestId });
+        return [];
+      }),
+    );
+    return lists.flat();
+  }
+}
