@@ -39,6 +39,8 @@ export interface Channel {
     placed(id: string): PlacementView | undefined;
     /** The other hosts that run servers of an account. */
     hostsOf(accountId: string): string[];
+    /** One catch-up of the placement cache with the registry. */
+    refresh(): Promise<void>;
     forward: Channel['forwardApi'];
     upgrade: Channel['upgradeApi'];
   };
@@ -51,7 +53,7 @@ export interface ChannelPartDeps {
   registry?: {
     host: string;
     channel: { load(): Promise<CaPair | undefined> };
-    placements: Placements & { ofAccount(accountId: string): PlacementView[] };
+    placements: Placements & { ofAccount(accountId: string): PlacementView[]; sync(): Promise<void> };
   };
   store: { servers: { bySlug(slug: string): { id: string } | undefined; get(id: string): unknown } };
   proxy: LocalProxy;
@@ -114,6 +116,7 @@ export async function startChannel(d: ChannelPartDeps): Promise<Channel | undefi
         return p && p.host !== r.host ? p : undefined;
       },
       hostsOf: (accountId) => [...new Set(lookup.ofAccount(accountId).map((p) => p.host))].filter((h) => h !== r.host),
+      refresh: () => lookup.sync(),
       forward: forwardApi,
       upgrade: upgradeApi,
     },

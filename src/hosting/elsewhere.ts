@@ -41,6 +41,8 @@ export interface ServerForwarding {
   placed(id: string): Placed | undefined;
   /** The other hosts that run servers of `accountId`. */
   hostsOf(accountId: string): string[];
+  /** One catch-up of the placement cache with the registry (a server created elsewhere a moment ago). */
+  refresh(): Promise<void>;
   forward(host: string, req: Req, res: Res, info: RequestInfo, o?: { server?: Placed; body?: Buffer }): Promise<void>;
   upgrade(host: string, req: IncomingMessage, socket: Duplex, head: Buffer, info: RequestInfo, o?: { server?: Placed }): void;
 }
@@ -51,6 +53,7 @@ const EXPOSE_BODY = 4096;
 const LIST_MAX = 8 * 1024 * 1024;
 
 const SERVER_PATH = /^\/servers\/([^/]+)(?:\/|$)/;
+const SERVER_ID = /^srv_[0-9a-f]{1,32}$/;
 
 function decoded(s: string | undefined): string | undefined {
   if (s === undefined) return undefined;
@@ -79,12 +82,21 @@ export class Elsewhere {
     return this.f.placed(id);
   }
 
+  /** As `where`, asking the registry once when no cache knows a server id (made on another host a moment ago). */
+  private async locate(id: unknown, info: RequestInfo): Promise<Placed | undefined> {
+    const p = this.where(id, info);
+    if (p || !this.f || info.forwarded || typeof id !== 'string' || !SERVER_ID.test(id) || this.local.get(id) !== undefined) return p;
+    await this.f.refresh().catch(() => {});
+    return this.where(id, info);
+  }
+
   /** An API request: forwarded to the owner of the server it acts on, or answered by `router`. */
   handle(router: HttpApp, req: Req, res: Res, info: RequestInfo): Promise<void> | void {
     if (!this.f || info.forwarded) return router.handle(req, res, info);
     const path = new URL(req.url ?? '/', 'http://x').pathname;
-    const p = this.where(decoded(SERVER_PATH.exec(path)?.[1]), info);
-    if (p) return this.f.forward(p.host, req, res, info, { server: p });
+    const id = decoded(SERVER_PATH.exec(path)?.[1]);
+    if (id !== undefined)
+      return this.locate(id, info).then((p) => (p ? this.f!.forward(p.host, req, res, info, { server: p }) : router.handle(req, res, info)));
     if (path === '/expose' && (req.method === 'POST' || req.method === 'DELETE')) return this.expose(router, req, res, info);
     return router.handle(req, res, info);
   }
@@ -103,7 +115,7 @@ export class Elsewhere {
     } catch {
       server = undefined; // the router answers invalid_json
     }
-    const p = this.where(server, info);
+    const p = await this.locate(server, info);
     if (p) return this.f!.forward(p.host, req, res, info, { server: p, body });
     return router.handle(withBody(req, [body], false), res, info);
   }
@@ -116,15 +128,15 @@ export class Elsewhere {
     head: Buffer,
     info: RequestInfo,
   ): void {
-    const p = this.f && this.where(decoded(SERVER_PATH.exec(new URL(req.url ?? '/', 'http://x').pathname)?.[1]), info);
-    if (p) return this.f!.upgrade(p.host, req, socket, head, info, { server: p });
-    local(req, socket, head, info);
+    const id = this.f && decoded(SERVER_PATH.exec(new URL(req.url ?? '/', 'http://x').pathname)?.[1]);
+    if (id === undefined) return local(req, socket, head, info);
+    void this.locate(id, info).then((p) => (p ? this.f!.upgrade(p.host, req, socket, head, info, { server: p }) : local(req, socket, head, info)));
   }
 
   /** A declared route run in-process (an MCP tool): on the owner when it acts on another host's server. */
   async invoke(run: (r: Route, call: Invocation) => Promise<Reply>, r: Route, call: Invocation): Promise<Reply> {
     const id = r.path.startsWith('/servers/:id') ? call.params.id : r.path === '/expose' ? (call.body as { server?: unknown } | undefined)?.server : undefined;
-    const p = this.where(id, call.info);
+    const p = await this.locate(id, call.info);
     if (!p) return run(r, call);
     const query = new URLSearchParams(call.query).toString();
     const url = r.path.replace(/:(\w+)/g, (_, k: string) => encodeURIComponent(call.params[k] ?? '')) + (query ? `?${query}` : '');
@@ -137,10 +149,13 @@ export class Elsewhere {
     return { status: c.status, headers: c.headers, body: c.json ?? c.body, ...(c.cut ? { cut: true } : {}) } as Reply;
   }
 
-  /** The account's servers on the other hosts, each host's own view of them (a host that does not answer adds none). */
+  /** The account's servers on the other hosts, each host's own view of them (a host that does not answer adds none; the
+   *  failure work shows a down host's servers as unavailable). */
   async others(accountId: string, authorization: string | undefined, info: RequestInfo): Promise<unknown[]> {
     const f = this.f;
     if (!f || info.forwarded || !authorization) return [];
+    // read-your-writes across hosts: a server just made on another host is listed (one catch-up read, cheap when nothing changed)
+    await f.refresh().catch(() => {});
     const lists = await Promise.all(
       f.hostsOf(accountId).map(async (host) => {
         const c = await collectAnswer('GET', '/servers', { authorization, accept: 'application/json' }, undefined, LIST_MAX, (req, res) =>

@@ -141,11 +141,24 @@ test('upgradeApi: exec over a WebSocket runs on the owner, stdin and output both
   assert.is(out.at(-1)!.exit_code, 0);
 });
 
-test('forwardApi: a stale epoch costs one retry and reaches the server; a host that is down answers 503 host_unavailable at once', async () => {
+test('forwardApi and upgradeApi: a stale epoch costs one retry and reaches the server; a host that is down answers 503 host_unavailable at once', async () => {
   const p = c.b.daemon.registry!.placements.byServer(srv.id)!;
   const stale = await viaShim('GET', `/servers/${srv.id}`, { key: srv.api_key, headers: { 'x-test-server': srv.id, 'x-test-epoch': String(p.epoch + 1000) } });
   assert.is(stale.status, 200, stale.body.toString());
   assert.is(json(stale).id, srv.id);
+  // a WebSocket too: the handshake is sent again to where the server is
+  const ws = new WebSocket(`ws://127.0.0.1:${shimPort}/servers/${srv.id}/exec`, {
+    headers: { host: 'api.localhost', authorization: `Bearer ${srv.api_key}`, 'x-test-server': srv.id, 'x-test-epoch': String(p.epoch + 1000) },
+  });
+  const lines: Record<string, any>[] = [];
+  const closed = new Promise<number>((resolve, reject) => {
+    ws.on('message', (m) => lines.push(JSON.parse(m.toString())));
+    ws.on('close', (code) => resolve(code));
+    ws.on('error', reject);
+  });
+  ws.on('open', () => ws.send(JSON.stringify({ command: 'echo retried' })));
+  assert.is(await closed, 1000, JSON.stringify(lines));
+  assert.equal(lines[0], { stream: 'stdout', data: 'retried\n' });
   const nowhere = await viaShim('GET', `/servers/${srv.id}`, { key: srv.api_key, headers: { 'x-test-host': 'host-nowhere' } });
   assert.is(nowhere.status, 503);
   assert.is(json(nowhere).error, 'host_unavailable');
@@ -363,6 +376,31 @@ test("through B's API: delete A's server; then it is gone everywhere", async () 
   const after = await viaB('GET', `/servers/${mine.id}`, { key: mine.api_key });
   assert.is(after.status, 404, after.body.toString());
   assert.is(json(after).error, 'server_not_found');
+});
+
+test("a server made on A a moment ago, before B's cache heard of it, is found by one registry read", async () => {
+  // B's cache stops following: notifications ignored, its timer reads only the hosts (white-box: the cache's own fields)
+  const cache = c.b.daemon.registry!.placements as unknown as {
+    listener: { removeAllListeners(e: string): void; end(): Promise<void> };
+    timer: NodeJS.Timeout;
+    refreshHosts(): Promise<void>;
+    tick(): Promise<void>;
+  };
+  cache.listener.removeAllListeners('notification');
+  clearInterval(cache.timer);
+  const hosts = setInterval(() => void cache.refreshHosts(), 200);
+  try {
+    const r = await api(c.a, 'POST', '/create', { key: srv.api_key, body: { subdomains: ['fwd-late'] } });
+    assert.is(r.status, 200, r.text);
+    assert.is(c.b.daemon.registry!.placements.byServer(r.json.id), undefined, "B's cache does not know it");
+    const got = await viaB('POST', `/servers/${r.json.id}/exec`, { key: srv.api_key, ...jsonBody({ command: 'echo late' }) });
+    assert.is(got.status, 200, got.body.toString());
+    assert.is(json(got).stdout, 'late\n');
+  } finally {
+    clearInterval(hosts);
+    cache.timer = setInterval(() => void cache.tick(), 200);
+    await cache.listener.end(); // re-opened with its notification handler
+  }
 });
 
 test("with A gone, B answers for A's server at once: 503 host_unavailable as JSON", async () => {
