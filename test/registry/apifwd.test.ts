@@ -34,11 +34,20 @@ test.before(async () => {
   c = await startTwoHosts();
   shim = createServer((req, res) => {
     const r = route(req);
-    void c.b.daemon.channel!.forwardApi(r.host, req, res, r.info, r.o);
+    // a failure is this request's answer (500), never the test process's end: the daemons are cleaned up after it
+    try {
+      c.b.daemon.channel!.forwardApi(r.host, req, res, r.info, r.o).catch((e: unknown) => res.writeHead(500).end(String(e)));
+    } catch (e) {
+      res.writeHead(500).end(String(e));
+    }
   });
   shim.on('upgrade', (req: IncomingMessage, socket, head) => {
     const r = route(req);
-    c.b.daemon.channel!.upgradeApi(r.host, req, socket, head, r.info, r.o);
+    try {
+      c.b.daemon.channel!.upgradeApi(r.host, req, socket, head, r.info, r.o);
+    } catch {
+      socket.destroy();
+    }
   });
   await new Promise<void>((r) => shim.listen(0, '127.0.0.1', r));
   shimPort = (shim.address() as AddressInfo).port;
@@ -130,6 +139,7 @@ test('upgradeApi: exec over a WebSocket runs on the owner, stdin and output both
     ws.on('close', (code) => resolve(code));
     ws.on('error', reject);
   });
+  closed.catch(() => {}); // awaited below; a failed handshake is that test's failure, not the process's
   await new Promise<void>((resolve, reject) => (ws.once('open', () => resolve()), ws.once('error', reject)));
   ws.send(JSON.stringify({ command: 'read a; echo "got $a"; read b; echo "then $b on $(hostname)"', stdin: 'one\n' }));
   assert.is(await closed, 1000, JSON.stringify(out));
@@ -156,6 +166,7 @@ test('forwardApi and upgradeApi: a stale epoch costs one retry and reaches the s
     ws.on('close', (code) => resolve(code));
     ws.on('error', reject);
   });
+  closed.catch(() => {}); // awaited below; a failed handshake is that test's failure, not the process's
   ws.on('open', () => ws.send(JSON.stringify({ command: 'echo retried' })));
   assert.is(await closed, 1000, JSON.stringify(lines));
   assert.equal(lines[0], { stream: 'stdout', data: 'retried\n' });
@@ -268,6 +279,7 @@ test("through B's API: exec on A's server, plain, streamed as NDJSON and over a 
     ws.on('close', (code) => resolve(code));
     ws.on('error', reject);
   });
+  closed.catch(() => {}); // awaited below; a failed handshake is that test's failure, not the process's
   await new Promise<void>((resolve, reject) => (ws.once('open', () => resolve()), ws.once('error', reject)));
   ws.send(JSON.stringify({ command: 'read x; echo "got $x"; read y; echo "and $y"', stdin: 'a\n' }));
   assert.is(await closed, 1000, JSON.stringify(out));
@@ -301,7 +313,7 @@ test("through B's API: files of A's server up and down byte for byte, its logs",
   assert.ok((json(logs).lines as string[]).includes('logged-through-b'), logs.body.toString());
 });
 
-test("through B's API: restart, expose and unexpose A's server", async () => {
+test("through B's API: restart, expose and unexpose A's server, its domains", async () => {
   const boot = async () => {
     const r = await viaB('POST', `/servers/${mine.id}/exec`, { key: mine.api_key, ...jsonBody({ command: 'cut -d" " -f22 /proc/1/stat' }) });
     assert.is(r.status, 200, r.body.toString());
@@ -324,6 +336,10 @@ test("through B's API: restart, expose and unexpose A's server", async () => {
   const gone = await viaB('DELETE', '/expose', { key: mine.api_key, ...jsonBody({ server: mine.id, port: 8080 }) });
   assert.is(gone.status, 200, gone.body.toString());
   assert.equal((await api(c.a, 'GET', `/servers/${mine.id}`, { key: mine.api_key })).json.exposed_ports, []);
+  // anything else under /servers/{id}: its own domains, as A keeps them
+  const domains = await viaB('GET', `/servers/${mine.id}/domains`, { key: mine.api_key });
+  assert.is(domains.status, 200, domains.body.toString());
+  assert.equal(json(domains), { domains: [] });
 });
 
 test("B's MCP endpoint (official SDK client) acts on A's server: list, exec, write and read a file, logs", async () => {
