@@ -51,6 +51,8 @@ export interface ServerForwarding {
 const EXPOSE_BODY = 4096;
 /** Most bytes of one host's server list read back. */
 const LIST_MAX = 8 * 1024 * 1024;
+/** How long the list waits for another host's part (one that stopped answering is listed without). */
+const LIST_WAIT_MS = 3000;
 
 const SERVER_PATH = /^\/servers\/([^/]+)(?:\/|$)/;
 const SERVER_ID = /^srv_[0-9a-f]{1,32}$/;
@@ -158,13 +160,16 @@ export class Elsewhere {
     await f.refresh().catch(() => {});
     const lists = await Promise.all(
       f.hostsOf(accountId).map(async (host) => {
-        const c = await collectAnswer('GET', '/servers', { authorization, accept: 'application/json' }, undefined, LIST_MAX, (req, res) =>
-          f.forward(host, req, res, info),
-        );
+        let timer: NodeJS.Timeout | undefined;
+        const late = new Promise<undefined>((r) => (timer = setTimeout(() => r(undefined), LIST_WAIT_MS)));
+        const c = await Promise.race([
+          collectAnswer('GET', '/servers', { authorization, accept: 'application/json' }, undefined, LIST_MAX, (req, res) => f.forward(host, req, res, info)),
+          late,
+        ]).finally(() => clearTimeout(timer));
         // 200, or 402 with the list beside the upgrade envelope
-        const servers = (c.json as { servers?: unknown } | undefined)?.servers;
+        const servers = (c?.json as { servers?: unknown } | undefined)?.servers;
         if (Array.isArray(servers)) return servers as unknown[];
-        this.log.info('servers of another host not listed', { peer: host, status: c.status, rid: info.requestId });
+        this.log.info('servers of another host not listed', { peer: host, status: c ? c.status : 'no answer in time', rid: info.requestId });
         return [];
       }),
     );

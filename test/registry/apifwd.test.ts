@@ -419,6 +419,26 @@ test("a server made on A a moment ago, before B's cache heard of it, is found by
   }
 });
 
+test("the list does not wait on a host that stopped answering: B's own servers come back, A's part is left out", async () => {
+  // A's API takes forwarded lists and never answers them (a host frozen or overloaded; its lease still runs)
+  const router = c.a.daemon.hosting.router;
+  const handle = router.handle;
+  router.handle = (req, res, info) => (info.forwarded && req.url === '/servers' ? new Promise<void>(() => {}) : handle.call(router, req, res, info));
+  try {
+    const onB = await api(c.b, 'POST', '/create', { key: srv.api_key, body: { subdomains: ['fwd-bee'] } });
+    assert.is(onB.status, 200, onB.text);
+    const deadline = new Promise<never>((_, reject) => setTimeout(() => reject(new Error('the list waited on A for 10 s')), 10_000).unref());
+    const list = await Promise.race([viaB('GET', '/servers', { key: srv.api_key }), deadline]);
+    assert.is(list.status, 200, list.body.toString());
+    assert.equal(
+      (json(list).servers as { id: string }[]).map((x) => x.id),
+      [onB.json.id],
+    );
+  } finally {
+    router.handle = handle;
+  }
+});
+
 test("with A gone, B answers for A's server at once: 503 host_unavailable as JSON", async () => {
   await c.a.stop();
   const r = await viaB('GET', `/servers/${srv.id}/logs`, { key: srv.api_key });
