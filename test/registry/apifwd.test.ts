@@ -156,6 +156,14 @@ test('forwardApi and upgradeApi: a stale epoch costs one retry and reaches the s
   const stale = await viaShim('GET', `/servers/${srv.id}`, { key: srv.api_key, headers: { 'x-test-server': srv.id, 'x-test-epoch': String(p.epoch + 1000) } });
   assert.is(stale.status, 200, stale.body.toString());
   assert.is(json(stale).id, srv.id);
+  // a body past the retry buffer was streamed to the old owner already: no retry, a clear 503 (the client sends it again)
+  const big = await viaShim('PUT', `/servers/${srv.id}/files?path=/root/stale.bin`, {
+    key: srv.api_key,
+    body: randomBytes(2 * 1024 * 1024),
+    headers: { 'x-test-server': srv.id, 'x-test-epoch': String(p.epoch + 1000) },
+  });
+  assert.is(big.status, 503, big.body.toString());
+  assert.is(json(big).error, 'host_unavailable');
   // a WebSocket too: the handshake is sent again to where the server is
   const ws = new WebSocket(`ws://127.0.0.1:${shimPort}/servers/${srv.id}/exec`, {
     headers: { host: 'api.localhost', authorization: `Bearer ${srv.api_key}`, 'x-test-server': srv.id, 'x-test-epoch': String(p.epoch + 1000) },
