@@ -148,7 +148,15 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
     ),
     part('metering', (d) => (d.billing.start(), d.billing)),
     part('verify', createVerify, nothing),
-    part('channel', startChannel, (c) => c?.stop()), // cluster mode: mTLS listener, forwarding to other hosts
+    part(
+      'channel', // cluster mode: mTLS listener, forwarding to other hosts (the proxy's, and the API's for servers of other hosts)
+      async (d) => {
+        const c = await startChannel(d);
+        if (c) d.hosting.bindChannel(c.servers);
+        return c;
+      },
+      (c) => c?.stop(),
+    ),
     part(
       'edge',
       (d) => startEdge({ ...d, proxy: d.channel?.front ?? d.proxy, aliases: d.channel?.aliases }),

@@ -15,9 +15,9 @@
 
 import type { IncomingMessage } from 'node:http';
 import type { ClientHttp2Stream, Http2ServerRequest, Http2ServerResponse, IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http2';
-import { Readable, type Duplex } from 'node:stream';
+import type { Duplex, Readable } from 'node:stream';
 import { AppError } from '../errors.js';
-import { errorReply, rawError, sendReply, type HttpApp, type Req, type RequestInfo, type Res } from '../http/index.js';
+import { errorReply, rawError, sendReply, withBody, type HttpApp, type Req, type RequestInfo, type Res } from '../http/index.js';
 import type { Logger } from '../log/index.js';
 import { buffer, hasBody } from './body.js';
 import type { Placements, PlacementView } from './lookup.js';
@@ -79,12 +79,11 @@ export class ApiForwarder {
     if (Number(answer.headers[':status']) === NOT_HERE && o.server) {
       answer.stream.close(CANCEL);
       if (body.rest) return fail(hostUnavailable(host, 'no longer runs it'));
-      await this.d.placements.fresh(o.server.slug).catch(() => undefined);
-      const now = this.d.placements.byServer(o.server.serverId);
+      const now = await this.relocate(host, o.server);
       const local = this.d.local();
       // gone, or here now: this host's API answers (404 server_not_found, or the server itself)
-      if ((!now || now.host === this.d.self) && local) return local.handle(replay(req, body.chunks), res, info);
-      if (!now || now.host === this.d.self || (now.host === host && now.epoch === o.server.epoch)) return fail(hostUnavailable(host, 'no longer runs it'));
+      if (now === 'here' && local) return local.handle(withBody(req, body.chunks, false), res, info);
+      if (!now || now === 'here') return fail(hostUnavailable(host, 'no longer runs it'));
       answer = await this.send(now.host, req, info, now, body);
       if (answer instanceof AppError) return fail(answer);
       if (Number(answer.headers[':status']) === NOT_HERE) {
@@ -103,23 +102,43 @@ export class ApiForwarder {
     });
   }
 
-  private async tunnel(host: string, req: IncomingMessage, socket: Duplex, head: Buffer, info: RequestInfo, o: ApiForwardOptions): Promise<void> {
+  private async tunnel(host: string, req: IncomingMessage, socket: Duplex, head: Buffer, info: RequestInfo, o: ApiForwardOptions, again = true): Promise<void> {
     const stream = await this.open(host, req, info, o.server, { [H.upgrade]: String(req.headers.upgrade ?? '') }, false);
     if (stream instanceof AppError) return rawError(socket, stream, { requestId: info.requestId });
-    stream.on('error', () => socket.destroy());
-    socket.on('error', () => {});
-    socket.on('close', () => {
+    const onError = () => socket.destroy();
+    const onClose = () => {
       if (!stream.closed) stream.close(CANCEL);
-    });
+    };
+    stream.on('error', onError);
+    socket.on('error', () => {});
+    socket.on('close', onClose);
     stream.once('response', (h) => {
-      if (Number(h[':status']) !== 200) {
-        stream.close(CANCEL);
-        return rawError(socket, hostUnavailable(host, 'no longer runs it'), { requestId: info.requestId });
+      const status = Number(h[':status']);
+      if (status === 200) {
+        (stream as Readable).pipe(socket);
+        if (head.length) stream.write(head);
+        return void socket.pipe(stream);
       }
-      (stream as Readable).pipe(socket);
+      stream.off('error', onError).on('error', () => {});
+      socket.off('close', onClose);
+      stream.close(CANCEL);
+      if (status !== NOT_HERE || !o.server || !again) return rawError(socket, hostUnavailable(host, 'no longer runs it'), { requestId: info.requestId });
+      // a stale placement: one fresh look, then the owner now, or this host's API (here now, or gone)
+      void this.relocate(host, o.server).then((now) => {
+        const local = this.d.local()?.upgrade;
+        if (now === 'here') return local ? local(req, socket, head, info) : socket.destroy();
+        if (!now) return rawError(socket, hostUnavailable(host, 'no longer runs it'), { requestId: info.requestId });
+        return this.tunnel(now.host, req, socket, head, info, { server: now }, false);
+      });
     });
-    if (head.length) stream.write(head);
-    socket.pipe(stream);
+  }
+
+  /** After "not here": where the server is now — another host, 'here' (or gone: this host's API answers), or undefined (no news). */
+  private async relocate(host: string, server: NonNullable<ApiForwardOptions['server']>): Promise<PlacementView | 'here' | undefined> {
+    await this.d.placements.fresh(server.slug).catch(() => undefined);
+    const now = this.d.placements.byServer(server.serverId);
+    if (!now || now.host === this.d.self) return 'here';
+    return now.host === host && now.epoch === server.epoch ? undefined : now;
   }
 
   /** The request over the channel to `host`; its answer head, or why there is none. */
@@ -197,14 +216,6 @@ function relay(a: Answer, res: Res): void {
   stream.on('aborted', () => (res as { destroy?: () => void }).destroy?.());
   res.writeHead(Number(headers[':status']), answerHeaders(headers) as Record<string, string>);
   (stream as Readable).pipe(res as unknown as NodeJS.WritableStream);
-}
-
-/** The request again with the body already read from it (answered here after all). */
-function replay(req: Req, chunks: Buffer[]): Req {
-  if (!chunks.length) return req;
-  const r = Readable.from(chunks, { objectMode: false }) as Readable & Record<string, unknown>;
-  Object.assign(r, { method: req.method, url: req.url, headers: req.headers, httpVersionMajor: req.httpVersionMajor, socket: req.socket });
-  return r as unknown as Req;
 }
 
 export interface ApiOwnerDeps {

@@ -15,7 +15,7 @@ import type { CaPair } from '../registry/index.js';
 import { ApiForwarder, type ApiApp, type ApiForwardOptions } from './api.js';
 import { ClusterFront, type LocalProxy } from './front.js';
 import { issueIdentity, REISSUE_MS, type Identity } from './identity.js';
-import type { Placements } from './lookup.js';
+import type { Placements, PlacementView } from './lookup.js';
 import { Peers } from './peers.js';
 import { ChannelServer } from './server.js';
 
@@ -36,6 +36,17 @@ export interface Channel {
   forwardApi(host: string, req: Req, res: Res, info: RequestInfo, o?: ApiForwardOptions): Promise<void>;
   /** The same for a WebSocket upgrade (exec over a WebSocket). */
   upgradeApi(host: string, req: IncomingMessage, socket: Duplex, head: Buffer, info: RequestInfo, o?: ApiForwardOptions): void;
+  /** What the API needs to act on servers of other hosts (hosting's bindChannel). */
+  readonly servers: {
+    /** The placement of server `id` when the cache puts it on another host. */
+    placed(id: string): PlacementView | undefined;
+    /** The other hosts that run servers of an account. */
+    hostsOf(accountId: string): string[];
+    /** One catch-up of the placement cache with the registry. */
+    refresh(): Promise<void>;
+    forward: Channel['forwardApi'];
+    upgrade: Channel['upgradeApi'];
+  };
   stop(): Promise<void>;
 }
 
@@ -45,7 +56,7 @@ export interface ChannelPartDeps {
   registry?: {
     host: string;
     channel: { load(): Promise<CaPair | undefined> };
-    placements: Placements;
+    placements: Placements & { ofAccount(accountId: string): PlacementView[]; sync(): Promise<void> };
   };
   store: { servers: { bySlug(slug: string): { id: string } | undefined; get(id: string): unknown } };
   proxy: LocalProxy;
@@ -97,6 +108,8 @@ export async function startChannel(d: ChannelPartDeps): Promise<Channel | undefi
     log,
   });
   const api = new ApiForwarder({ peers, placements: lookup, self: r.host, retryBody: d.cfg.cluster.forwardRetryBody, local: () => app, log });
+  const forwardApi: Channel['forwardApi'] = (host, req, res, info, o) => api.forward(host, req, res, info, o);
+  const upgradeApi: Channel['upgradeApi'] = (host, req, socket, head, info, o) => api.upgrade(host, req, socket, head, info, o);
   return {
     front,
     // another host's server: routed to its slug here, forwarded by the front
@@ -107,8 +120,18 @@ export async function startChannel(d: ChannelPartDeps): Promise<Channel | undefi
       return p && p.host !== r.host ? p.slug : undefined;
     },
     port,
-    forwardApi: (host, req, res, info, o) => api.forward(host, req, res, info, o),
-    upgradeApi: (host, req, socket, head, info, o) => api.upgrade(host, req, socket, head, info, o),
+    forwardApi,
+    upgradeApi,
+    servers: {
+      placed: (id) => {
+        const p = lookup.byServer(id);
+        return p && p.host !== r.host ? p : undefined;
+      },
+      hostsOf: (accountId) => [...new Set(lookup.ofAccount(accountId).map((p) => p.host))].filter((h) => h !== r.host),
+      refresh: () => lookup.sync(),
+      forward: forwardApi,
+      upgrade: upgradeApi,
+    },
     async stop() {
       clearInterval(renew);
       peers.close();

@@ -21,7 +21,7 @@ export interface EdgePartDeps {
   log: Logger;
   tls: TlsManager;
   acme: { http01: { answer(path: string | undefined): string | Promise<string | undefined> | undefined } };
-  hosting: { router: HttpApp; upgrade: NonNullable<EdgeApps['hosting']['upgrade']>; core: { domains: { slugOf: Aliases } } };
+  hosting: { handle: HttpApp['handle']; upgrade: NonNullable<EdgeApps['hosting']['upgrade']>; core: { domains: { slugOf: Aliases } } };
   verify: EdgeApps['verify'];
   proxy: EdgeApps['proxy'];
   /** Cluster mode: every host's active domains (the channel's), not only this host's. */
@@ -37,7 +37,7 @@ export async function startEdge(d: EdgePartDeps): Promise<Edge> {
     acmeChallenge: (path) => d.acme.http01.answer(path),
     log: d.log,
     aliases: d.aliases ?? d.hosting.core.domains.slugOf,
-    apps: { hosting: { handle: (req, res, info) => d.hosting.router.handle(req, res, info), upgrade: d.hosting.upgrade }, verify: d.verify, proxy: d.proxy },
+    apps: { hosting: { handle: (req, res, info) => d.hosting.handle(req, res, info), upgrade: d.hosting.upgrade }, verify: d.verify, proxy: d.proxy },
   });
   await edge.start();
   return edge;

@@ -63,18 +63,26 @@ function refuse(ws: WebSocket, err: unknown, log: Logger): void {
   ws.close(e && e.kind === 'bad_request' ? 1008 : 1011, e?.code ?? 'internal');
 }
 
-function firstMessage(ws: WebSocket): Promise<RawData | undefined> {
+/** The first message, and the messages that came after it before the command runs (a client may
+ *  send its stdin and eof right behind the request, often in the same read). */
+function firstMessage(ws: WebSocket): Promise<{ first: RawData; early: [RawData, boolean][]; stop(): void } | undefined> {
   return new Promise((resolve) => {
     const t = setTimeout(() => resolve(undefined), FIRST_MESSAGE_MS);
-    ws.once('message', (m) => (clearTimeout(t), resolve(m)));
+    ws.once('message', (first) => {
+      clearTimeout(t);
+      const early: [RawData, boolean][] = [];
+      const hold = (m: RawData, binary: boolean) => void early.push([m, binary]);
+      ws.on('message', hold);
+      resolve({ first, early, stop: () => ws.off('message', hold) });
+    });
     ws.once('close', () => (clearTimeout(t), resolve(undefined)));
   });
 }
 
 async function session(core: HostingCore, account: AccountRecord, rec: ServerRecord, ws: WebSocket, log: Logger): Promise<void> {
   ws.on('error', () => {});
-  const first = await firstMessage(ws);
-  if (first === undefined) {
+  const got = await firstMessage(ws);
+  if (got === undefined) {
     if (ws.readyState === ws.OPEN)
       refuse(ws, AppError.of('invalid_request', `send the exec request as the first message within ${FIRST_MESSAGE_MS / 1000} s`), log);
     return;
@@ -83,7 +91,7 @@ async function session(core: HostingCore, account: AccountRecord, rec: ServerRec
   try {
     let body: unknown;
     try {
-      body = JSON.parse(first.toString());
+      body = JSON.parse(got.first.toString());
     } catch {
       throw AppError.of('invalid_json', 'the first message must be the exec request as JSON');
     }
@@ -91,12 +99,14 @@ async function session(core: HostingCore, account: AccountRecord, rec: ServerRec
     r = await startExec(core.commands, core.execSettings, account, rec, request);
     if (request.stdin) r.proc.stdin.write(request.stdin);
   } catch (err) {
+    got.stop();
     return refuse(ws, err, log);
   }
+  got.stop();
   const running = r;
   if (ws.readyState !== ws.OPEN) return running.abort();
   ws.on('close', () => running.abort());
-  ws.on('message', (m, binary) => {
+  const onMessage = (m: RawData, binary: boolean) => {
     if (running.proc.stdin.writableEnded) return;
     if (binary) return void running.proc.stdin.write(m as Buffer);
     let msg: { stdin?: unknown; eof?: unknown };
@@ -107,8 +117,10 @@ async function session(core: HostingCore, account: AccountRecord, rec: ServerRec
     }
     if (typeof msg.stdin === 'string') running.proc.stdin.write(msg.stdin);
     if (msg.eof === true) running.proc.stdin.end();
-  });
+  };
   running.proc.stdin.on('error', () => {});
+  for (const [m, binary] of got.early) onMessage(m, binary);
+  ws.on('message', onMessage);
   let inFlight = 0;
   const paused: NodeJS.ReadableStream[] = [];
   const pipe = (stream: 'stdout' | 'stderr', from: NodeJS.ReadableStream) =>

@@ -3,13 +3,14 @@
 // but /create, /feedback, /healthz and /openapi.json needs `Authorization: Bearer <api_key>`.
 // Requests are rate-limited per IP and per key.
 
-import { documentOf, Router, type Authenticator, type Step } from '../http/index.js';
+import { documentOf, Router, type Authenticator, type HttpApp, type Step } from '../http/index.js';
 import { PublicUrls } from '../pages/index.js';
 import { RateLimiter, tooMany } from '../ratelimit.js';
 import type { Paywall } from '../payments/index.js';
 import { createSmsSender } from '../sms/index.js';
 import type { AccountRecord } from '../store/index.js';
 import { buildCore, type HostingCore, type HostingDeps } from './core.js';
+import { Elsewhere, type ServerForwarding } from './elsewhere.js';
 import { execSocket, type ApiUpgrade } from './execsocket.js';
 import { feedbackRoute } from './feedback.js';
 import { mcpRoute } from './mcp.js';
@@ -19,6 +20,7 @@ import { SCHEMAS } from './schemas.js';
 
 export const HOSTING_SERVICE = 'rootbox';
 export type { HostingDeps, HostingCore } from './core.js';
+export type { ServerForwarding, Placed } from './elsewhere.js';
 export type { Credits, KeyPair } from './servers.js';
 export type { PortListener } from './expose.js';
 export { TIER_LIMITS, tierOf, type Tier } from './accounts.js';
@@ -45,8 +47,12 @@ function limit(limiter: RateLimiter, what: string, description: string): Step {
 export interface HostingApi {
   router: Router<AccountRecord>;
   core: HostingCore;
+  /** The API's requests as the edge hands them: those on another host's server go to it (cluster mode), the rest to the router. */
+  handle: HttpApp['handle'];
   /** WebSocket upgrades on the API's hosts (exec over a WebSocket, execsocket.ts). */
   upgrade: ApiUpgrade['upgrade'];
+  /** Cluster mode: the channel that reaches the hosts running the servers this host does not (main.ts, once it is up). */
+  bindChannel(f: ServerForwarding): void;
 }
 
 export function createHostingService(deps: HostingDeps): HostingApi {
@@ -77,9 +83,10 @@ export function createHostingService(deps: HostingDeps): HostingApi {
     },
   };
   const router = new Router<AccountRecord>(deps.log, { auth });
+  const elsewhere = new Elsewhere(deps.store.servers, deps.log.child({ part: 'apifwd' }));
   const document = documentOf({ info: INFO, routes: () => router.routes, schemas: SCHEMAS, auth });
   router.add(
-    ...hostingRoutes({ core, deps, service: HOSTING_SERVICE, ipLimit, createLimit, document }),
+    ...hostingRoutes({ core, deps, service: HOSTING_SERVICE, ipLimit, createLimit, document, elsewhere }),
     ...rechargeRoutes(deps.billing, ipLimit, deps.paywall, deps.cfg),
     feedbackRoute(deps.store, ipLimit),
   );
@@ -89,12 +96,18 @@ export function createHostingService(deps: HostingDeps): HostingApi {
       version: INFO.version,
       ipLimit,
       routes: () => router.routes,
-      invoke: (r, call) => router.invoke(r, call),
+      invoke: (r, call) => elsewhere.invoke((x, c) => router.invoke(x, c), r, call),
       origin: (ctx) => urls.origin(ctx.req, ctx.scheme, ctx.host),
     }),
   );
   const sockets = execSocket(core, (req, info) => urls.origin(req, info.scheme, info.host), deps.log);
-  return { router, core, upgrade: sockets.upgrade };
+  return {
+    router,
+    core,
+    handle: (req, res, info) => elsewhere.handle(router, req, res, info),
+    upgrade: (req, socket, head, info) => elsewhere.upgrade(sockets.upgrade, req, socket, head, info),
+    bindChannel: (f) => elsewhere.bind(f),
+  };
 }
 
 /** The daemon's hosting part (main.ts): the API over the parts before it; it registers itself as billing's tier keeper, reopens exposed ports and applies tiers. */

@@ -14,6 +14,7 @@ import { tierOf } from './accounts.js';
 import type { HostingCore, HostingDeps } from './core.js';
 import { handleCreate } from './create.js';
 import { domainRoutes } from './domains.js';
+import type { Elsewhere } from './elsewhere.js';
 import { LogsAnswer, LogsQuery, serverLogs } from './logs.js';
 import { toolboxRoutes } from './toolbox.js';
 import {
@@ -46,6 +47,8 @@ export interface HostingRouteDeps {
   /** Per-IP creates per hour. */
   createLimit: Step;
   document(serverUrl: string): Record<string, unknown>;
+  /** Cluster mode: the account's servers on other hosts (GET /servers). */
+  elsewhere: Pick<Elsewhere, 'others'>;
 }
 
 const envelope = {
@@ -54,7 +57,7 @@ const envelope = {
 };
 const ok = { status: 200, body: { ok: true } };
 
-export function hostingRoutes({ core, deps, service, ipLimit, createLimit, document }: HostingRouteDeps): Route<AccountRecord>[] {
+export function hostingRoutes({ core, deps, service, ipLimit, createLimit, document, elsewhere }: HostingRouteDeps): Route<AccountRecord>[] {
   const route = routes<AccountRecord>();
   const urls = new PublicUrls(deps.cfg.public);
   /** This API's origin as the client reaches it ({domain} or api.{domain}, whichever it asked). */
@@ -132,11 +135,16 @@ export function hostingRoutes({ core, deps, service, ipLimit, createLimit, docum
       method: 'GET',
       path: '/servers',
       auth: 'bearer',
-      summary: 'List your servers',
+      summary: 'List your servers (in a cluster, those of every host)',
       use: [ipLimit],
       responses: { 200: { description: 'Servers', json: ServerList }, 402: envelope },
       async handler(ctx) {
-        const servers = await Promise.all(core.servers.list(ctx.auth).map((s) => core.servers.view(s, ctx.auth)));
+        const info = { host: ctx.host, scheme: ctx.scheme, ip: ctx.ip, requestId: ctx.requestId, forwarded: ctx.forwarded };
+        const [here, others] = await Promise.all([
+          Promise.all(core.servers.list(ctx.auth).map((s) => core.servers.view(s, ctx.auth))),
+          elsewhere.others(ctx.auth.id, ctx.req.headers.authorization, info),
+        ]);
+        const servers = [...here, ...(others as typeof here)];
         core.assertNotExhausted(ctx.auth, base(ctx), { servers });
         return { status: 200, body: { servers } };
       },

@@ -3,6 +3,7 @@ export { Router, newRequestId, type Invocation, type RequestObserver, type Route
 export { appErrorReply, errorReply, parserError, rawError, statusOf, type RawErrorOptions } from './errors.js';
 export { sendReply, json, writeRaw } from './reply.js';
 export { readBody, readJson } from './body.js';
+export { withBody, collectAnswer } from './inproc.js';
 export { validate } from './validate.js';
 export {
   HANDLED,

@@ -70,3 +70,41 @@ export function inprocResponse(max: number): { res: Res; done: Promise<Collected
   });
   return { res: res as unknown as Res, done };
 }
+
+/** The request again after part of its body was read: those bytes first, then (`rest`) what the
+ *  request still holds. Method, URL, headers and socket are the request's. */
+export function withBody(req: Req, chunks: Buffer[], rest: boolean): Req {
+  if (!chunks.length && rest) return req;
+  async function* bytes() {
+    yield* chunks;
+    if (rest) for await (const c of req as AsyncIterable<Buffer>) yield c;
+  }
+  const r = Readable.from(bytes(), { objectMode: false }) as Readable & Record<string, unknown>;
+  Object.assign(r, { method: req.method, url: req.url, headers: req.headers, httpVersionMajor: req.httpVersionMajor, socket: req.socket });
+  return r as unknown as Req;
+}
+
+/** An in-process request `method url` of the given headers and body, answered by `send` (another
+ *  host's API app over the channel), its answer collected: a JSON body parsed, any other as bytes. */
+export async function collectAnswer(
+  method: string,
+  url: string,
+  headers: Record<string, string>,
+  body: Buffer | undefined,
+  max: number,
+  send: (req: Req, res: Res) => Promise<void>,
+): Promise<Collected & { json?: unknown }> {
+  const req = inprocRequest(method, url, { ...headers, ...(body ? { 'content-length': String(body.length) } : {}) }, body);
+  const { res, done } = inprocResponse(max);
+  await send(req, res);
+  const c = await done;
+  const type = String(c.headers['content-type'] ?? '');
+  if (/^application\/(json|[\w.+-]+\+json)\b/.test(type) && !c.cut) {
+    try {
+      return { ...c, json: JSON.parse(c.body.toString('utf8')) };
+    } catch {
+      return c;
+    }
+  }
+  return c;
+}

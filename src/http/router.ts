@@ -138,6 +138,7 @@ export class Router<A = never> implements HttpApp {
       ip: info.ip,
       scheme: info.scheme,
       requestId: info.requestId,
+      forwarded: info.forwarded,
       log,
     };
     let status = 500;
@@ -187,6 +188,7 @@ export class Router<A = never> implements HttpApp {
       ip: call.info.ip,
       scheme: call.info.scheme,
       requestId: call.info.requestId,
+      forwarded: call.info.forwarded,
       log,
     };
     let reply: Reply & { cut?: boolean };

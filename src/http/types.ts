@@ -40,6 +40,8 @@ export interface Ctx {
   /** `https` or `http`, as the client reached us. */
   scheme: 'http' | 'https';
   requestId: string;
+  /** The cluster host that forwarded this request here over the channel (RequestInfo.forwarded). */
+  forwarded?: string;
   log: Logger;
   /** Reads the body as JSON with the route's size limit and content-type rule. */
   json(): Promise<unknown>;

@@ -153,6 +153,11 @@ export class PlacementCache {
     return this.domain(name);
   }
 
+  /** The servers of an account, wherever they are placed (from the cache). */
+  ofAccount(accountId: string): PlacementView[] {
+    return [...this.servers.values()].filter((p) => p.accountId === accountId);
+  }
+
   host(name: string): HostView | undefined {
     const h = this.hostsSeen.get(name);
     if (!h) return undefined;

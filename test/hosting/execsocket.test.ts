@@ -57,6 +57,19 @@ async function rest(c: { next(): Promise<Msg> }): Promise<{ stdout: string; stde
   }
 }
 
+test('stdin and eof sent right behind the request, before the command runs, reach it in order', async () => {
+  const c = await open();
+  // one write: the three frames arrive together, while the command is still being started
+  c.ws.send(JSON.stringify({ command: 'cat; echo " end"', timeout: 10 }));
+  c.ws.send(JSON.stringify({ stdin: 'one ' }));
+  c.ws.send(Buffer.from('two'));
+  c.ws.send(JSON.stringify({ eof: true }));
+  const r = await rest(c);
+  assert.is(r.stdout, 'one two end\n');
+  assert.equal([r.exit.exit_code, r.exit.timed_out], [0, false]);
+  assert.is(await c.closed, 1000);
+});
+
 test('output streams while stdin is sent message by message; eof ends it and the exit comes last', async () => {
   const c = await open();
   c.ws.send(JSON.stringify({ command: 'while read l; do echo "got $l"; echo "err $l" >&2; done; echo bye', stdin: 'first\n' }));

@@ -9,6 +9,8 @@ import { createServer, request, type IncomingMessage, type Server } from 'node:h
 import type { AddressInfo } from 'node:net';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import WebSocket from 'ws';
 import type { RequestInfo } from '../../src/http/index.js';
 import { api, startTwoHosts, type TwoHosts } from './fixtures/twohosts.js';
@@ -32,11 +34,20 @@ test.before(async () => {
   c = await startTwoHosts();
   shim = createServer((req, res) => {
     const r = route(req);
-    void c.b.daemon.channel!.forwardApi(r.host, req, res, r.info, r.o);
+    // a failure is this request's answer (500), never the test process's end: the daemons are cleaned up after it
+    try {
+      c.b.daemon.channel!.forwardApi(r.host, req, res, r.info, r.o).catch((e: unknown) => res.writeHead(500).end(String(e)));
+    } catch (e) {
+      res.writeHead(500).end(String(e));
+    }
   });
   shim.on('upgrade', (req: IncomingMessage, socket, head) => {
     const r = route(req);
-    c.b.daemon.channel!.upgradeApi(r.host, req, socket, head, r.info, r.o);
+    try {
+      c.b.daemon.channel!.upgradeApi(r.host, req, socket, head, r.info, r.o);
+    } catch {
+      socket.destroy();
+    }
   });
   await new Promise<void>((r) => shim.listen(0, '127.0.0.1', r));
   shimPort = (shim.address() as AddressInfo).port;
@@ -128,6 +139,7 @@ test('upgradeApi: exec over a WebSocket runs on the owner, stdin and output both
     ws.on('close', (code) => resolve(code));
     ws.on('error', reject);
   });
+  closed.catch(() => {}); // awaited below; a failed handshake is that test's failure, not the process's
   await new Promise<void>((resolve, reject) => (ws.once('open', () => resolve()), ws.once('error', reject)));
   ws.send(JSON.stringify({ command: 'read a; echo "got $a"; read b; echo "then $b on $(hostname)"', stdin: 'one\n' }));
   assert.is(await closed, 1000, JSON.stringify(out));
@@ -139,15 +151,308 @@ test('upgradeApi: exec over a WebSocket runs on the owner, stdin and output both
   assert.is(out.at(-1)!.exit_code, 0);
 });
 
-test('forwardApi: a stale epoch costs one retry and reaches the server; a host that is down answers 503 host_unavailable at once', async () => {
+test('forwardApi and upgradeApi: a stale epoch costs one retry and reaches the server; a host that is down answers 503 host_unavailable at once', async () => {
   const p = c.b.daemon.registry!.placements.byServer(srv.id)!;
   const stale = await viaShim('GET', `/servers/${srv.id}`, { key: srv.api_key, headers: { 'x-test-server': srv.id, 'x-test-epoch': String(p.epoch + 1000) } });
   assert.is(stale.status, 200, stale.body.toString());
   assert.is(json(stale).id, srv.id);
+  // a body past the retry buffer was streamed to the old owner already: no retry, a clear 503 (the client sends it again)
+  const big = await viaShim('PUT', `/servers/${srv.id}/files?path=/root/stale.bin`, {
+    key: srv.api_key,
+    body: randomBytes(2 * 1024 * 1024),
+    headers: { 'x-test-server': srv.id, 'x-test-epoch': String(p.epoch + 1000) },
+  });
+  assert.is(big.status, 503, big.body.toString());
+  assert.is(json(big).error, 'host_unavailable');
+  // a WebSocket too: the handshake is sent again to where the server is
+  const ws = new WebSocket(`ws://127.0.0.1:${shimPort}/servers/${srv.id}/exec`, {
+    headers: { host: 'api.localhost', authorization: `Bearer ${srv.api_key}`, 'x-test-server': srv.id, 'x-test-epoch': String(p.epoch + 1000) },
+  });
+  const lines: Record<string, any>[] = [];
+  const closed = new Promise<number>((resolve, reject) => {
+    ws.on('message', (m) => lines.push(JSON.parse(m.toString())));
+    ws.on('close', (code) => resolve(code));
+    ws.on('error', reject);
+  });
+  closed.catch(() => {}); // awaited below; a failed handshake is that test's failure, not the process's
+  ws.on('open', () => ws.send(JSON.stringify({ command: 'echo retried' })));
+  assert.is(await closed, 1000, JSON.stringify(lines));
+  assert.equal(lines[0], { stream: 'stdout', data: 'retried\n' });
   const nowhere = await viaShim('GET', `/servers/${srv.id}`, { key: srv.api_key, headers: { 'x-test-host': 'host-nowhere' } });
   assert.is(nowhere.status, 503);
   assert.is(json(nowhere).error, 'host_unavailable');
   assert.ok(nowhere.ms < 1000, `answered in ${nowhere.ms} ms`);
+});
+
+/** One request to B's API edge (plain HTTP, api.localhost). */
+function viaB(method: string, path: string, o: { key?: string; body?: Buffer; headers?: Record<string, string> } = {}): Promise<Got> {
+  const t0 = performance.now();
+  return new Promise((resolve, reject) => {
+    const req = request(
+      {
+        host: '127.0.0.1',
+        port: c.b.http,
+        method,
+        path,
+        agent: false,
+        headers: {
+          host: 'api.localhost',
+          ...(o.key ? { authorization: `Bearer ${o.key}` } : {}),
+          ...(o.body ? { 'content-length': String(o.body.length) } : {}),
+          ...o.headers,
+        },
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (x: Buffer) => chunks.push(x));
+        res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body: Buffer.concat(chunks), ms: performance.now() - t0 }));
+        res.on('error', reject);
+      },
+    );
+    req.on('error', reject);
+    req.end(o.body);
+  });
+}
+const jsonBody = (o: unknown) => ({ body: Buffer.from(JSON.stringify(o)), headers: { 'content-type': 'application/json' } });
+
+let mine: { id: string; api_key: string };
+
+test("through B's API: A's server is read and listed with B's own, another account's key is refused by A", async () => {
+  const r = await api(c.a, 'POST', '/create', { body: { subdomains: ['fwd-two'] } });
+  assert.is(r.status, 200, r.text);
+  mine = r.json;
+  const got = await viaB('GET', `/servers/${mine.id}`, { key: mine.api_key });
+  assert.is(got.status, 200, got.body.toString());
+  assert.is(json(got).id, mine.id);
+  assert.is(json(got).subdomain, 'fwd-two.localhost');
+  // the same account creates one on B: the list on either host shows both, in the list's shape
+  const onB = await api(c.b, 'POST', '/create', { key: mine.api_key, body: { subdomains: ['fwd-three'] } });
+  assert.is(onB.status, 200, onB.text);
+  for (const d of [c.a, c.b]) {
+    const list = await api(d, 'GET', '/servers', { key: mine.api_key });
+    assert.is(list.status, 200, list.text);
+    assert.equal(Object.keys(list.json), ['servers']);
+    const ids = (list.json.servers as { id: string; subdomain: string; state: string }[]).map((s) => s.id).sort();
+    assert.equal(ids, [mine.id, onB.json.id].sort(), `listed on ${d === c.a ? 'A' : 'B'}`);
+  }
+  const stranger = await api(c.a, 'POST', '/create', {});
+  for (const [method, path] of [
+    ['GET', `/servers/${mine.id}`],
+    ['POST', `/servers/${mine.id}/restart`],
+    ['DELETE', `/servers/${mine.id}`],
+  ]) {
+    const no = await viaB(method, path, { key: stranger.json.api_key });
+    assert.is(no.status, 404, `${method} ${path}: ${no.body.toString()}`);
+    assert.is(json(no).error, 'server_not_found');
+  }
+  const bad = await viaB('POST', `/servers/${mine.id}/exec`, { key: 'rbx_' + '0'.repeat(32), ...jsonBody({ command: 'true' }) });
+  assert.is(bad.status, 401);
+  assert.ok(c.a.daemon.store.servers.get(mine.id), 'still there');
+});
+
+test("through B's API: exec on A's server, plain, streamed as NDJSON and over a WebSocket", async () => {
+  const plain = await viaB('POST', `/servers/${mine.id}/exec`, { key: mine.api_key, ...jsonBody({ command: 'echo out-$((6*7)); echo err >&2', stdin: '' }) });
+  assert.is(plain.status, 200, plain.body.toString());
+  assert.equal([json(plain).exit_code, json(plain).stdout, json(plain).stderr], [0, 'out-42\n', 'err\n']);
+  const ndjson = await viaB('POST', `/servers/${mine.id}/exec`, {
+    key: mine.api_key,
+    body: Buffer.from(JSON.stringify({ command: 'for i in 1 2 3; do echo line$i; done' })),
+    headers: { 'content-type': 'application/json', accept: 'application/x-ndjson' },
+  });
+  assert.is(ndjson.status, 200);
+  assert.match(String(ndjson.headers['content-type']), /application\/x-ndjson/);
+  const lines = ndjson.body
+    .toString()
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l) as Record<string, any>);
+  assert.is(
+    lines
+      .filter((l) => l.stream === 'stdout')
+      .map((l) => l.data)
+      .join(''),
+    'line1\nline2\nline3\n',
+  );
+  assert.is(lines.at(-1)!.exit_code, 0);
+  const ws = new WebSocket(`ws://127.0.0.1:${c.b.http}/servers/${mine.id}/exec`, {
+    headers: { host: 'api.localhost', authorization: `Bearer ${mine.api_key}` },
+  });
+  const out: Record<string, any>[] = [];
+  const closed = new Promise<number>((resolve, reject) => {
+    ws.on('message', (m) => {
+      const line = JSON.parse(m.toString());
+      out.push(line);
+      if (line.stream === 'stdout' && /got a/.test(line.data)) ws.send(Buffer.from('b\n'));
+    });
+    ws.on('close', (code) => resolve(code));
+    ws.on('error', reject);
+  });
+  closed.catch(() => {}); // awaited below; a failed handshake is that test's failure, not the process's
+  await new Promise<void>((resolve, reject) => (ws.once('open', () => resolve()), ws.once('error', reject)));
+  ws.send(JSON.stringify({ command: 'read x; echo "got $x"; read y; echo "and $y"', stdin: 'a\n' }));
+  assert.is(await closed, 1000, JSON.stringify(out));
+  assert.is(
+    out
+      .filter((l) => l.stream === 'stdout')
+      .map((l) => l.data)
+      .join(''),
+    'got a\nand b\n',
+  );
+});
+
+test("through B's API: files of A's server up and down byte for byte, its logs", async () => {
+  const blob = randomBytes(5 * 1024 * 1024 + 3);
+  const put = await viaB('PUT', `/servers/${mine.id}/files?path=/root/up/blob.bin`, { key: mine.api_key, body: blob });
+  assert.is(put.status, 200, put.body.toString());
+  const down = await viaB('GET', `/servers/${mine.id}/files?path=/root/up/blob.bin`, { key: mine.api_key });
+  assert.is(down.status, 200);
+  assert.is(sha(down.body), sha(blob), 'the same bytes back');
+  const part = await viaB('GET', `/servers/${mine.id}/files?path=/root/up/blob.bin`, { key: mine.api_key, headers: { range: 'bytes=100-199' } });
+  assert.is(part.status, 206);
+  assert.ok(part.body.equals(blob.subarray(100, 200)));
+  const list = await viaB('GET', `/servers/${mine.id}/files?path=/root/up&list=1`, { key: mine.api_key });
+  assert.is(list.status, 200, list.body.toString());
+  assert.match(list.body.toString(), /blob\.bin/);
+  // what the server's run.sh would have written: the logs read it on A
+  const w = await viaB('POST', `/servers/${mine.id}/exec`, { key: mine.api_key, ...jsonBody({ command: 'echo "logged-through-b" >> /var/log/run.sh.log' }) });
+  assert.is(w.status, 200, w.body.toString());
+  const logs = await viaB('GET', `/servers/${mine.id}/logs?tail=10`, { key: mine.api_key });
+  assert.is(logs.status, 200, logs.body.toString());
+  assert.ok((json(logs).lines as string[]).includes('logged-through-b'), logs.body.toString());
+});
+
+test("through B's API: restart, expose and unexpose A's server, its domains", async () => {
+  const boot = async () => {
+    const r = await viaB('POST', `/servers/${mine.id}/exec`, { key: mine.api_key, ...jsonBody({ command: 'cut -d" " -f22 /proc/1/stat' }) });
+    assert.is(r.status, 200, r.body.toString());
+    return json(r).stdout as string;
+  };
+  const before = await boot();
+  const restarted = await viaB('POST', `/servers/${mine.id}/restart`, { key: mine.api_key });
+  assert.is(restarted.status, 200, restarted.body.toString());
+  assert.is(json(restarted).id, mine.id);
+  assert.is.not(await boot(), before, 'a new init in the server');
+  const exposed = await viaB('POST', '/expose', { key: mine.api_key, ...jsonBody({ server: mine.id, port: 8080 }) });
+  assert.is(exposed.status, 200, exposed.body.toString());
+  assert.is(json(exposed).container_port, 8080);
+  const seen = await api(c.a, 'GET', `/servers/${mine.id}`, { key: mine.api_key });
+  assert.equal(
+    (seen.json.exposed_ports as { container_port: number }[]).map((p) => p.container_port),
+    [8080],
+    'A published it',
+  );
+  const gone = await viaB('DELETE', '/expose', { key: mine.api_key, ...jsonBody({ server: mine.id, port: 8080 }) });
+  assert.is(gone.status, 200, gone.body.toString());
+  assert.equal((await api(c.a, 'GET', `/servers/${mine.id}`, { key: mine.api_key })).json.exposed_ports, []);
+  // anything else under /servers/{id}: its own domains, as A keeps them
+  const domains = await viaB('GET', `/servers/${mine.id}/domains`, { key: mine.api_key });
+  assert.is(domains.status, 200, domains.body.toString());
+  assert.equal(json(domains), { domains: [] });
+});
+
+test("B's MCP endpoint (official SDK client) acts on A's server: list, exec, write and read a file, logs", async () => {
+  const transport = new StreamableHTTPClientTransport(new URL(`http://api.localhost:${c.b.http}/mcp`), {
+    requestInit: { headers: { authorization: `Bearer ${mine.api_key}` } },
+  });
+  const client = new Client({ name: 'rootbox-test', version: '1.0.0' });
+  await client.connect(transport);
+  try {
+    type Text = { type: string; text: string };
+    const call = async (name: string, args: Record<string, unknown>) => {
+      const r = await client.callTool({ name, arguments: args });
+      assert.not.ok(r.isError, `${name}: ${JSON.stringify(r.content)}`);
+      return JSON.parse((r.content as Text[])[0].text) as Record<string, any>;
+    };
+    const listed = await call('list_servers', {});
+    assert.ok(
+      (listed.servers as { id: string }[]).some((s) => s.id === mine.id),
+      "A's server listed by B",
+    );
+    assert.is((await call('get_server', { id: mine.id })).id, mine.id);
+    const ran = await call('exec', { id: mine.id, command: 'echo mcp-$((2+3))' });
+    assert.is(ran.stdout, 'mcp-5\n');
+    const bytes = randomBytes(40_000);
+    await call('write_file', { id: mine.id, path: '/root/mcp.bin', content: bytes.toString('base64'), encoding: 'base64' });
+    const read = await call('read_file', { id: mine.id, path: '/root/mcp.bin', encoding: 'base64' });
+    assert.ok(Buffer.from(read.content as string, 'base64').equals(bytes), 'the same bytes back');
+    assert.is(read.size, bytes.length);
+    const logs = await call('server_logs', { id: mine.id });
+    assert.ok((logs.lines as string[]).includes('logged-through-b'));
+    const other = await api(c.a, 'POST', '/create', {});
+    const strangerTransport = new StreamableHTTPClientTransport(new URL(`http://api.localhost:${c.b.http}/mcp`), {
+      requestInit: { headers: { authorization: `Bearer ${other.json.api_key}` } },
+    });
+    const stranger = new Client({ name: 'rootbox-test', version: '1.0.0' });
+    await stranger.connect(strangerTransport);
+    const refused = await stranger.callTool({ name: 'exec', arguments: { id: mine.id, command: 'true' } });
+    await stranger.close();
+    assert.ok(refused.isError);
+    assert.is(JSON.parse((refused.content as Text[])[0].text).error, 'server_not_found');
+  } finally {
+    await client.close();
+  }
+});
+
+test("through B's API: delete A's server; then it is gone everywhere", async () => {
+  const del = await viaB('DELETE', `/servers/${mine.id}`, { key: mine.api_key });
+  assert.is(del.status, 200, del.body.toString());
+  assert.is(c.a.daemon.store.servers.get(mine.id), undefined, 'A deleted it');
+  const after = await viaB('GET', `/servers/${mine.id}`, { key: mine.api_key });
+  assert.is(after.status, 404, after.body.toString());
+  assert.is(json(after).error, 'server_not_found');
+});
+
+test("a server made on A a moment ago, before B's cache heard of it, is found by one registry read", async () => {
+  // B's cache stops following: notifications ignored, its timer reads only the hosts (white-box: the cache's own fields)
+  const cache = c.b.daemon.registry!.placements as unknown as {
+    listener: { removeAllListeners(e: string): void; end(): Promise<void> };
+    timer: NodeJS.Timeout;
+    refreshHosts(): Promise<void>;
+    tick(): Promise<void>;
+  };
+  cache.listener.removeAllListeners('notification');
+  clearInterval(cache.timer);
+  const hosts = setInterval(() => void cache.refreshHosts(), 200);
+  try {
+    const r = await api(c.a, 'POST', '/create', { key: srv.api_key, body: { subdomains: ['fwd-late'] } });
+    assert.is(r.status, 200, r.text);
+    assert.is(c.b.daemon.registry!.placements.byServer(r.json.id), undefined, "B's cache does not know it");
+    const got = await viaB('POST', `/servers/${r.json.id}/exec`, { key: srv.api_key, ...jsonBody({ command: 'echo late' }) });
+    assert.is(got.status, 200, got.body.toString());
+    assert.is(json(got).stdout, 'late\n');
+  } finally {
+    clearInterval(hosts);
+    cache.timer = setInterval(() => void cache.tick(), 200);
+    await cache.listener.end(); // re-opened with its notification handler
+  }
+});
+
+test("the list does not wait on a host that stopped answering: B's own servers come back, A's part is left out", async () => {
+  // A's API takes forwarded lists and never answers them (a host frozen or overloaded; its lease still runs)
+  const router = c.a.daemon.hosting.router;
+  const handle = router.handle;
+  router.handle = (req, res, info) => (info.forwarded && req.url === '/servers' ? new Promise<void>(() => {}) : handle.call(router, req, res, info));
+  try {
+    const onB = await api(c.b, 'POST', '/create', { key: srv.api_key, body: { subdomains: ['fwd-bee'] } });
+    assert.is(onB.status, 200, onB.text);
+    const deadline = new Promise<never>((_, reject) => setTimeout(() => reject(new Error('the list waited on A for 10 s')), 10_000).unref());
+    const list = await Promise.race([viaB('GET', '/servers', { key: srv.api_key }), deadline]);
+    assert.is(list.status, 200, list.body.toString());
+    assert.equal(
+      (json(list).servers as { id: string }[]).map((x) => x.id),
+      [onB.json.id],
+    );
+  } finally {
+    router.handle = handle;
+  }
+});
+
+test("with A gone, B answers for A's server at once: 503 host_unavailable as JSON", async () => {
+  await c.a.stop();
+  const r = await viaB('GET', `/servers/${srv.id}/logs`, { key: srv.api_key });
+  assert.is(r.status, 503, r.body.toString());
+  assert.is(json(r).error, 'host_unavailable');
+  assert.ok(r.ms < 1500, `answered in ${Math.round(r.ms)} ms`);
 });
 
 test.run();

@@ -1,0 +1,178 @@
+// Cluster mode: API calls on a server another host runs (issue 29 item 2). A request that acts on
+// a server — `/servers/{id}` and everything under it (exec, files, logs, restart, domains, the exec
+// WebSocket), `/expose` naming it in its body, and the MCP tools that run those routes in-process
+// — whose server this host's store does not have and the placement cache puts on another host
+// goes to that host's API app over the channel, unauthenticated here: the owner checks the same
+// Authorization (accounts and keys are shared through the registry) and ownership, and answers
+// as if the client had come there. `GET /servers` adds the account's servers of every other host
+// (each host's own view of its servers). A request another host forwarded here is answered here,
+// never forwarded again (RequestInfo.forwarded). Until the channel is bound (a single box, a
+// cluster without a CA, the start) every request is answered here.
+
+import type { IncomingMessage } from 'node:http';
+import type { Duplex } from 'node:stream';
+import {
+  collectAnswer,
+  errorReply,
+  readBody,
+  sendReply,
+  withBody,
+  type HttpApp,
+  type Invocation,
+  type Reply,
+  type Req,
+  type RequestInfo,
+  type Res,
+  type Route,
+} from '../http/index.js';
+import type { Logger } from '../log/index.js';
+
+/** Where a server of another host runs, as this host's placement cache has it. */
+export interface Placed {
+  serverId: string;
+  slug: string;
+  host: string;
+  epoch: number;
+}
+
+/** What the channel offers the API (bound in main.ts once the channel is up). */
+export interface ServerForwarding {
+  /** The placement of server `id` when the cluster places it on another host. */
+  placed(id: string): Placed | undefined;
+  /** The other hosts that run servers of `accountId`. */
+  hostsOf(accountId: string): string[];
+  /** One catch-up of the placement cache with the registry (a server created elsewhere a moment ago). */
+  refresh(): Promise<void>;
+  forward(host: string, req: Req, res: Res, info: RequestInfo, o?: { server?: Placed; body?: Buffer }): Promise<void>;
+  upgrade(host: string, req: IncomingMessage, socket: Duplex, head: Buffer, info: RequestInfo, o?: { server?: Placed }): void;
+}
+
+/** `/expose`'s body limit (its route's): a larger body is answered 413 here. */
+const EXPOSE_BODY = 4096;
+/** Most bytes of one host's server list read back. */
+const LIST_MAX = 8 * 1024 * 1024;
+/** How long the list waits for another host's part (one that stopped answering is listed without). */
+const LIST_WAIT_MS = 3000;
+
+const SERVER_PATH = /^\/servers\/([^/]+)(?:\/|$)/;
+const SERVER_ID = /^srv_[0-9a-f]{1,32}$/;
+
+function decoded(s: string | undefined): string | undefined {
+  if (s === undefined) return undefined;
+  try {
+    return decodeURIComponent(s);
+  } catch {
+    return undefined;
+  }
+}
+
+export class Elsewhere {
+  private f?: ServerForwarding;
+
+  constructor(
+    private readonly local: { get(id: string): unknown },
+    private readonly log: Logger,
+  ) {}
+
+  bind(f: ServerForwarding): void {
+    this.f = f;
+  }
+
+  /** The placement of a server another host runs, for a request not already forwarded here. */
+  private where(id: unknown, info: RequestInfo): Placed | undefined {
+    if (!this.f || info.forwarded || typeof id !== 'string' || this.local.get(id) !== undefined) return undefined;
+    return this.f.placed(id);
+  }
+
+  /** As `where`, asking the registry once when no cache knows a server id (made on another host a moment ago). */
+  private async locate(id: unknown, info: RequestInfo): Promise<Placed | undefined> {
+    const p = this.where(id, info);
+    if (p || !this.f || info.forwarded || typeof id !== 'string' || !SERVER_ID.test(id) || this.local.get(id) !== undefined) return p;
+    await this.f.refresh().catch(() => {});
+    return this.where(id, info);
+  }
+
+  /** An API request: forwarded to the owner of the server it acts on, or answered by `router`. */
+  handle(router: HttpApp, req: Req, res: Res, info: RequestInfo): Promise<void> | void {
+    if (!this.f || info.forwarded) return router.handle(req, res, info);
+    const path = new URL(req.url ?? '/', 'http://x').pathname;
+    const id = decoded(SERVER_PATH.exec(path)?.[1]);
+    if (id !== undefined)
+      return this.locate(id, info).then((p) => (p ? this.f!.forward(p.host, req, res, info, { server: p }) : router.handle(req, res, info)));
+    if (path === '/expose' && (req.method === 'POST' || req.method === 'DELETE')) return this.expose(router, req, res, info);
+    return router.handle(req, res, info);
+  }
+
+  /** `/expose` names its server in the body: read it (small) to know where it goes. */
+  private async expose(router: HttpApp, req: Req, res: Res, info: RequestInfo): Promise<void> {
+    let body: Buffer;
+    try {
+      body = await readBody(req, EXPOSE_BODY);
+    } catch (err) {
+      return void sendReply(res, errorReply(err, info.requestId, this.log));
+    }
+    let server: unknown;
+    try {
+      server = (JSON.parse(body.toString('utf8')) as { server?: unknown } | null)?.server;
+    } catch {
+      server = undefined; // the router answers invalid_json
+    }
+    const p = await this.locate(server, info);
+    if (p) return this.f!.forward(p.host, req, res, info, { server: p, body });
+    return router.handle(withBody(req, [body], false), res, info);
+  }
+
+  /** A WebSocket upgrade on the API (exec): to the owner, or to `local`. */
+  upgrade(
+    local: (req: IncomingMessage, socket: Duplex, head: Buffer, info: RequestInfo) => void,
+    req: IncomingMessage,
+    socket: Duplex,
+    head: Buffer,
+    info: RequestInfo,
+  ): void {
+    const id = this.f && decoded(SERVER_PATH.exec(new URL(req.url ?? '/', 'http://x').pathname)?.[1]);
+    if (id === undefined) return local(req, socket, head, info);
+    void this.locate(id, info).then((p) => (p ? this.f!.upgrade(p.host, req, socket, head, info, { server: p }) : local(req, socket, head, info)));
+  }
+
+  /** A declared route run in-process (an MCP tool): on the owner when it acts on another host's server. */
+  async invoke(run: (r: Route, call: Invocation) => Promise<Reply>, r: Route, call: Invocation): Promise<Reply> {
+    const id = r.path.startsWith('/servers/:id') ? call.params.id : r.path === '/expose' ? (call.body as { server?: unknown } | undefined)?.server : undefined;
+    const p = await this.locate(id, call.info);
+    if (!p) return run(r, call);
+    const query = new URLSearchParams(call.query).toString();
+    const url = r.path.replace(/:(\w+)/g, (_, k: string) => encodeURIComponent(call.params[k] ?? '')) + (query ? `?${query}` : '');
+    const json = call.raw === undefined && call.body !== undefined;
+    const body = call.raw ?? (json ? Buffer.from(JSON.stringify(call.body)) : undefined);
+    const headers = { ...call.headers, ...(json ? { 'content-type': 'application/json' } : {}) };
+    const c = await collectAnswer(r.method, url, headers, body, call.maxAnswer ?? 8 * 1024 * 1024, (req, res) =>
+      this.f!.forward(p.host, req, res, call.info, { server: p, body }),
+    );
+    return { status: c.status, headers: c.headers, body: c.json ?? c.body, ...(c.cut ? { cut: true } : {}) } as Reply;
+  }
+
+  /** The account's servers on the other hosts, each host's own view of them (a host that does not answer adds none; the
+   *  failure work shows a down host's servers as unavailable). */
+  async others(accountId: string, authorization: string | undefined, info: RequestInfo): Promise<unknown[]> {
+    const f = this.f;
+    if (!f || info.forwarded || !authorization) return [];
+    // read-your-writes across hosts: a server just made on another host is listed (one catch-up read, cheap when nothing changed)
+    await f.refresh().catch(() => {});
+    const lists = await Promise.all(
+      f.hostsOf(accountId).map(async (host) => {
+        let timer: NodeJS.Timeout | undefined;
+        const late = new Promise<undefined>((r) => (timer = setTimeout(() => r(undefined), LIST_WAIT_MS)));
+        const c = await Promise.race([
+          collectAnswer('GET', '/servers', { authorization, accept: 'application/json' }, undefined, LIST_MAX, (req, res) => f.forward(host, req, res, info)),
+          late,
+        ]).finally(() => clearTimeout(timer));
+        // 200, or 402 with the list beside the upgrade envelope
+        const servers = (c?.json as { servers?: unknown } | undefined)?.servers;
+        if (Array.isArray(servers)) return servers as unknown[];
+        this.log.info('servers of another host not listed', { peer: host, status: c ? c.status : 'no answer in time', rid: info.requestId });
+        return [];
+      }),
+    );
+    return lists.flat();
+  }
+}
