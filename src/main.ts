@@ -149,10 +149,12 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
     part('metering', (d) => (d.billing.start(), d.billing)),
     part('verify', createVerify, nothing),
     part(
-      'channel', // cluster mode: mTLS listener, forwarding to other hosts (the proxy's, and the API's for servers of other hosts)
+      'channel', // cluster mode: mTLS listener, forwarding to other hosts (the proxy's, the API's for servers of other hosts, and SSH logins with their keys)
       async (d) => {
         const c = await startChannel(d);
         if (c) d.hosting.bindChannel(c.servers);
+        const shared = d.registry?.shared;
+        if (c && shared) d.ssh.reachElsewhere({ keys: (fp) => shared.byFingerprint(fp), open: (id, client) => c.openSsh(id, client) });
         return c;
       },
       (c) => c?.stop(),

@@ -18,10 +18,12 @@ import { issueIdentity, REISSUE_MS, type Identity } from './identity.js';
 import type { Placements, PlacementView } from './lookup.js';
 import { Peers } from './peers.js';
 import { ChannelServer } from './server.js';
+import { openSsh, type SshAcceptor, type SshClient } from './ssh.js';
 
 export type { Placements, PlacementView, HostView } from './lookup.js';
 export { issueIdentity, type Identity } from './identity.js';
 export type { ApiApp, ApiForwardOptions } from './api.js';
+export type { SshAcceptor, SshClient } from './ssh.js';
 
 export interface Channel {
   /** What the edge serves `<slug>.{domain}` with: the local proxy, forwarding what is not here. */
@@ -47,6 +49,8 @@ export interface Channel {
     forward: Channel['forwardApi'];
     upgrade: Channel['upgradeApi'];
   };
+  /** A byte stream to the SSH server of the host that runs `serverId`, authenticated for it; an AppError when there is none. */
+  openSsh(serverId: string, client: SshClient): Promise<Duplex>;
   stop(): Promise<void>;
 }
 
@@ -58,10 +62,12 @@ export interface ChannelPartDeps {
     channel: { load(): Promise<CaPair | undefined> };
     placements: Placements & { ofAccount(accountId: string): PlacementView[]; sync(): Promise<void> };
   };
-  store: { servers: { bySlug(slug: string): { id: string } | undefined; get(id: string): unknown } };
+  store: { servers: { bySlug(slug: string): { id: string } | undefined; get(id: string): { id: string } | undefined } };
   proxy: LocalProxy;
   /** The API app: answers API requests other hosts forward here (api.ts); `core.domains`: this host's own active domains. */
   hosting?: { router: ApiApp; upgrade?: ApiApp['upgrade']; core?: { domains: { slugOf(host: string): string | undefined } } };
+  /** This host's SSH server, for the SSH connections other hosts forward here. */
+  ssh?: SshAcceptor;
 }
 
 /** The daemon's channel part (main.ts): undefined on a single box or before the cluster has a CA. */
@@ -89,6 +95,7 @@ export async function startChannel(d: ChannelPartDeps): Promise<Channel | undefi
     servers: d.store.servers,
     placements: lookup,
     aliases: own,
+    ssh: d.ssh,
     api: app && { app, has: (id) => d.store.servers.get(id) !== undefined, placements: lookup, self: r.host, log },
     log,
   });
@@ -110,6 +117,7 @@ export async function startChannel(d: ChannelPartDeps): Promise<Channel | undefi
   const api = new ApiForwarder({ peers, placements: lookup, self: r.host, retryBody: d.cfg.cluster.forwardRetryBody, local: () => app, log });
   const forwardApi: Channel['forwardApi'] = (host, req, res, info, o) => api.forward(host, req, res, info, o);
   const upgradeApi: Channel['upgradeApi'] = (host, req, socket, head, info, o) => api.upgrade(host, req, socket, head, info, o);
+  const sshOpen = { peers, placements: lookup, self: r.host, timeoutMs: d.cfg.cluster.forwardConnectTimeout, log };
   return {
     front,
     // another host's server: routed to its slug here, forwarded by the front
@@ -132,6 +140,7 @@ export async function startChannel(d: ChannelPartDeps): Promise<Channel | undefi
       forward: forwardApi,
       upgrade: upgradeApi,
     },
+    openSsh: (serverId, client) => openSsh(sshOpen, serverId, client),
     async stop() {
       clearInterval(renew);
       peers.close();

@@ -29,6 +29,7 @@ import { answerApi, type ApiOwnerDeps } from './api.js';
 import { peerHost, type Identity } from './identity.js';
 import type { Placements } from './lookup.js';
 import { ownerLane } from './ownerlane.js';
+import { ownerSsh, SSH_KIND, type SshAcceptor } from './ssh.js';
 import { handshakeOf, StreamSocket } from './tunnel.js';
 import { H, MAX_HOPS, NOT_HERE } from './wire.js';
 
@@ -37,12 +38,14 @@ export interface ChannelServerDeps {
   /** The local proxy: what answers `<slug>.{domain}` for the servers this host runs. */
   local: HttpApp & Partial<UpgradeApp> & Partial<LaneApp>;
   /** This host's own servers by slug (its store). */
-  servers: { bySlug(slug: string): { id: string } | undefined };
+  servers: { bySlug(slug: string): { id: string } | undefined; get(id: string): { id: string } | undefined };
   placements: Pick<Placements, 'byServer'>;
   /** The API app, for streams marked `x-rootbox-api` (api.ts). */
   api?: ApiOwnerDeps;
   /** This host's own active domains → slug (hosting's domains): a forwarded domain must still be its server's. */
   aliases?: (host: string) => string | undefined;
+  /** This host's SSH server: takes the SSH connections other hosts forward (ssh.ts). */
+  ssh?: SshAcceptor;
   log: Logger;
 }
 
@@ -87,6 +90,7 @@ export class ChannelServer {
     const compat = server.listeners('stream')[0] as (...a: unknown[]) => void;
     server.removeAllListeners('stream');
     server.on('stream', (stream: ServerHttp2Stream, headers: IncomingHttpHeaders, flags: number, raw: string[]) => {
+      if (headers[SSH_KIND] === 'ssh') return ownerSsh(stream, headers, { ...this.d, self: this.d.identity().host, peer: this.peerOf(stream.session) });
       const full = (failure?: AppError) => {
         if (failure) this.failures.set(stream, failure);
         compat.call(server, stream, headers, flags, raw);

@@ -5,7 +5,9 @@
 // address (so a client offering several agent keys is not punished once per key). An address over
 // its failure budget still logs in with a valid key (strangers behind the same NAT must not lock
 // its users out); only its other attempts end the connection at once: another method or a bad
-// signature.
+// signature. A key no server of this host has may name a server of another host (cluster mode:
+// the registry's shared keys, `elsewhere`): the same proof is checked against that key, and the
+// outcome names the server id for the caller to reach on its owner.
 
 import { timingSafeEqual } from 'node:crypto';
 import ssh2 from 'ssh2';
@@ -19,14 +21,20 @@ export interface ServerLookup {
   byKeyFingerprint(fp: string): ServerRecord | undefined;
 }
 
+/** Servers of other hosts whose public key has this fingerprint (the registry's shared keys). */
+export type KeysElsewhere = (fingerprint: string) => Promise<readonly { serverId: string; publicKey: string }[]>;
+
 export interface AuthDeps {
   servers: ServerLookup;
   limiter: AuthLimiter;
   log: Logger;
+  elsewhere?: KeysElsewhere;
 }
 
 export type AuthOutcome =
   | { ok: true; server: ServerRecord }
+  /** The key is that of a server another host runs (its id). */
+  | { ok: true; remote: string }
   /** `why` is set for a real failed attempt (not the initial `none` probe); `hangUp` when the address is over its failure budget and the attempt cannot succeed. */
   | { ok: false; hangUp: boolean; why?: string }
   | { ok: 'query' };
@@ -44,7 +52,7 @@ function sameBytes(a: Buffer, b: Buffer): boolean {
  * that is only offered (agents offer several) or unknown does not hang up, so the right key
  * offered later still gets in.
  */
-export function authenticate(ctx: AuthContext, ip: string, deps: AuthDeps): AuthOutcome {
+export function authenticate(ctx: AuthContext, ip: string, deps: AuthDeps): AuthOutcome | Promise<AuthOutcome> {
   const blocked = deps.limiter.blocked(ip);
   const refuse = (why: string, counts: boolean, hangUp = false): AuthOutcome => {
     if (counts) deps.log.debug('ssh auth refused', { ip, method: ctx.method, user: ctx.username, why, blocked });
@@ -57,16 +65,35 @@ export function authenticate(ctx: AuthContext, ip: string, deps: AuthDeps): Auth
 
   const fp = fingerprintOfBlob(ctx.key.data);
   const server = deps.servers.byKeyFingerprint(fp);
-  const stored = server ? publicKeyBlob(server.sshPublicKey) : null;
+  if (server) return prove(ctx, server.sshPublicKey, refuse, { ok: true, server });
+  if (!deps.elsewhere) return refuse('unknown key', true);
+  return deps.elsewhere(fp).then(
+    (keys) => {
+      const k = keys.find((x) => {
+        const blob = publicKeyBlob(x.publicKey);
+        return blob !== null && sameBytes(blob, ctx.key.data);
+      });
+      return k ? prove(ctx, k.publicKey, refuse, { ok: true, remote: k.serverId }) : refuse('unknown key', true);
+    },
+    (e: unknown) => {
+      deps.log.warn('ssh key lookup in the registry failed', { ip, detail: (e as Error).message });
+      return refuse('the registry could not be asked', false);
+    },
+  );
+}
+
+/** The key query or the signature over the session id, checked against `publicKey` (an OpenSSH line). */
+function prove(ctx: AuthContext, publicKey: string, refuse: (why: string, counts: boolean, hangUp?: boolean) => AuthOutcome, ok: AuthOutcome): AuthOutcome {
+  const stored = publicKeyBlob(publicKey);
   // The index maps the fingerprint to a server; the stored key must also be byte-identical.
-  if (!server || !stored || !sameBytes(stored, ctx.key.data)) return refuse('unknown key', true);
+  if (!stored || ctx.method !== 'publickey' || !sameBytes(stored, ctx.key.data)) return refuse('unknown key', true);
 
   // Without a signature the client only asks whether this key would do (RFC 4252 §7).
   if (!ctx.signature || !ctx.blob) {
     ctx.accept();
     return { ok: 'query' };
   }
-  const key = ssh2.utils.parseKey(server.sshPublicKey);
+  const key = ssh2.utils.parseKey(publicKey);
   if (key instanceof Error || Array.isArray(key)) return refuse('stored key does not parse', true, true);
   let valid = false;
   try {
@@ -76,5 +103,5 @@ export function authenticate(ctx: AuthContext, ip: string, deps: AuthDeps): Auth
   }
   if (!valid) return refuse('bad signature', true, true);
   // The caller accepts (ctx.accept() emits 'ready' synchronously, so it records the server first).
-  return { ok: true, server };
+  return ok;
 }

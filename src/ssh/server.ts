@@ -7,6 +7,7 @@
 // kills what they run.
 
 import { createServer, type AddressInfo, type Server as NetServer, type Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
 import ssh2 from 'ssh2';
 import type { Connection, ServerChannel, Session } from 'ssh2';
 import type { Logger } from '../log/index.js';
@@ -15,11 +16,12 @@ import type { Runtime } from '../runtime/index.js';
 import type { ServerRecord } from '../store/index.js';
 import { Admission, type Ticket } from './admission.js';
 import { ALGORITHMS, assertNativeCrypto } from './algorithms.js';
-import { authenticate, type ServerLookup } from './auth.js';
+import { authenticate, type AuthOutcome, type KeysElsewhere, type ServerLookup } from './auth.js';
 import { Budget, CommandSlots } from './budget.js';
 import { forwardTcp, rejectWithReason } from './forward.js';
 import { loadHostKeys, type HostKey } from './hostkeys.js';
 import { AuthLimiter, normalizeIp } from './ratelimit.js';
+import { Relay } from './relay.js';
 import { serveSession } from './session.js';
 import { createTarget, type Target } from './target.js';
 import { metrics } from '../metrics/index.js';
@@ -47,6 +49,14 @@ export interface SshDeps {
   log: Logger;
 }
 
+/** Cluster mode: servers of other hosts, reached through the host-to-host channel (relay.ts). */
+export interface Elsewhere {
+  /** The servers of other hosts whose key has this fingerprint (the registry's shared keys). */
+  keys: KeysElsewhere;
+  /** A stream to the owner's SSH server, authenticated for `serverId`; throws an AppError when there is none. */
+  open(serverId: string, client: { ip: string; port: number }): Promise<Duplex>;
+}
+
 /** Refused auth requests one connection may make before it is dropped (OpenSSH MaxAuthTries). */
 const MAX_AUTH_TRIES = 6;
 /** SSH_OPEN_RESOURCE_SHORTAGE (RFC 4254 §5.1): OpenSSH prints "open failed: resource shortage: …". */
@@ -54,14 +64,17 @@ const RESOURCE_SHORTAGE = 4;
 /** How long a socket whose side ssh2 ended (disconnect sent) may wait for the client's FIN. */
 const LINGER_MS = 1000;
 
-type SockOf = { _sock?: Socket };
+type SockOf = { _sock?: Socket | Duplex };
 
 export class SshServer {
   private srv?: ssh2.Server;
   private tcp?: NetServer;
-  private readonly sockets = new Set<Socket>();
+  private readonly sockets = new Set<Socket | Duplex>();
   private readonly clients = new Set<Connection>();
-  private readonly tickets = new WeakMap<Socket, Ticket>();
+  private readonly tickets = new WeakMap<Socket | Duplex, Ticket>();
+  /** Streams of the channel another host opened for a login it checked: the server each is for. */
+  private readonly forwarded = new WeakMap<Duplex, string>();
+  private elsewhere?: Elsewhere;
   private readonly limiter: AuthLimiter;
   private readonly admission: Admission;
   private readonly commands: CommandSlots;
@@ -86,6 +99,27 @@ export class SshServer {
    *  HTTP exec and file operations): its release function, or the sentence saying why there is none. */
   takeServerSlot(serverId: string): (() => void) | string {
     return this.commands.take(serverId, this.offConnection);
+  }
+
+  /** Cluster mode (main.ts, once the channel runs): keys this host does not know are looked up among other hosts' servers. */
+  reachElsewhere(e: Elsewhere): void {
+    this.elsewhere = e;
+  }
+
+  /**
+   * An SSH connection another host forwards over the channel (channel/ssh.ts), already
+   * authenticated there for `serverId`: it logs in as that server without a key. Only the
+   * channel's mutual-TLS streams come here, never a connection to the SSH port.
+   */
+  acceptForwarded(socket: Duplex, serverId: string, client: { ip: string; port: number }): void {
+    const srv = this.srv;
+    if (!srv) return void socket.destroy();
+    Object.assign(socket, { remoteAddress: client.ip, remotePort: client.port });
+    this.forwarded.set(socket, serverId);
+    this.sockets.add(socket);
+    socket.once('close', () => this.sockets.delete(socket));
+    socket.once('finish', () => setTimeout(() => socket.destroy(), LINGER_MS).unref());
+    srv.injectSocket(socket as Socket);
   }
 
   get port(): number {
@@ -138,7 +172,7 @@ export class SshServer {
     this.tcp = undefined;
     this.srv = undefined;
     const closed = new Promise<void>((resolve) => (tcp ? tcp.close(() => resolve()) : resolve()));
-    const withClient = new Set<Socket>();
+    const withClient = new Set<Socket | Duplex>();
     for (const c of this.clients) {
       const sock = (c as unknown as SockOf)._sock;
       if (sock) withClient.add(sock);
@@ -173,8 +207,9 @@ export class SshServer {
     const ip = normalizeIp(info.ip);
     const socket = (client as unknown as SockOf)._sock;
     const ticket = socket && this.tickets.get(socket);
+    const forwardedFor = socket && this.forwarded.get(socket as Duplex);
     client.on('error', (e: Error) => log.debug('ssh connection error', { ip, err: e.message }));
-    if (!socket || !ticket || socket.destroyed) return void socket?.destroy();
+    if (!socket || (!ticket && !forwardedFor) || socket.destroyed) return void socket?.destroy();
     this.clients.add(client);
     const channels = new Budget(this.deps.options.maxChannels);
     const execs = new Budget(this.deps.options.maxExecs);
@@ -182,6 +217,9 @@ export class SshServer {
     let authed = false;
     let server: ServerRecord | undefined;
     let target: Target | undefined;
+    /** The server's id when another host runs it: the connection is relayed there. */
+    let remote: string | undefined;
+    let relay: Relay | undefined;
     let refusals = 0;
     let failure: string | undefined;
     const cleanups = new Set<() => void>();
@@ -191,13 +229,20 @@ export class SshServer {
     };
 
     let hungUp = false;
-    client.on('authentication', (ctx) => {
-      // Requests already in flight when we hung up are not looked at (no more crypto for them).
-      if (hungUp) return ctx.reject();
-      const r = authenticate(ctx, ip, { servers: this.deps.servers, limiter: this.limiter, log });
+    const lookups = new Map<string, ReturnType<KeysElsewhere>>();
+    const elsewhere = this.elsewhere;
+    const keys: KeysElsewhere | undefined =
+      elsewhere &&
+      ((fp) => {
+        let p = lookups.get(fp); // a key is asked about, then signed with: one registry query
+        if (!p) lookups.set(fp, (p = elsewhere.keys(fp)));
+        return p;
+      });
+    const decide = (r: AuthOutcome, accept: () => void) => {
       if (r.ok === true) {
-        server = r.server;
-        ctx.accept();
+        if ('remote' in r) remote = r.remote;
+        else server = r.server;
+        accept();
       } else if (r.ok === false) {
         if (r.why) {
           failure = r.why;
@@ -209,19 +254,37 @@ export class SshServer {
           client.end();
         }
       }
+    };
+    client.on('authentication', (ctx) => {
+      // Requests already in flight when we hung up are not looked at (no more crypto for them).
+      if (hungUp) return ctx.reject();
+      if (forwardedFor) {
+        // the host that forwarded the connection checked the key; only its 'none' is taken
+        server = ctx.method === 'none' && ctx.username === 'root' ? this.deps.servers.get(forwardedFor) : undefined;
+        return server ? ctx.accept() : ctx.reject();
+      }
+      const r = authenticate(ctx, ip, { servers: this.deps.servers, limiter: this.limiter, log, elsewhere: keys });
+      if (r instanceof Promise) void r.then((x) => (hungUp ? x.ok === true && ctx.reject() : decide(x, () => ctx.accept())));
+      else decide(r, () => ctx.accept());
     });
 
     client.on('ready', () => {
       authed = true;
-      ticket.authenticated();
+      ticket?.authenticated();
       metrics.sshSession();
+      if (remote && elsewhere) {
+        const serverId = remote;
+        log.info('ssh login', { ip, server: serverId, relayed: true });
+        relay = new Relay(client, { open: () => elsewhere.open(serverId, { ip, port: info.port }), serverId, ip, log });
+        return;
+      }
       if (!server) return client.end();
       target = createTarget(server, {
         runtime: this.deps.runtime,
         presence: this.deps.presence,
         current: (id) => this.deps.servers.get(id),
       });
-      log.info('ssh login', { ip, server: server.id, slug: server.slug });
+      log.info('ssh login', { ip, server: server.id, slug: server.slug, ...(forwardedFor ? { forwarded: true } : {}) });
       // Start waking a sleeping server now; channels wait for the same wake.
       if (!target.refusal()) target.ready().catch((e) => log.info('ssh wake failed', { server: server!.id, err: (e as Error).message }));
     });
@@ -239,16 +302,23 @@ export class SshServer {
     };
 
     client.on('session', (accept: () => Session, reject: () => void) => {
-      if (!target) return reject();
+      if (!target && !relay) return reject();
       const release = slot('session', reject);
       if (!release) return;
+      if (relay)
+        return relay.session(() => {
+          const s = accept();
+          s.once('close', release);
+          return s;
+        });
+      if (!target) return;
       const session = accept();
       session.once('close', release);
       serveSession(session, { target, runtime: this.deps.runtime, connection: connection(), log, onConnectionClose, takeExec });
     });
 
     client.on('tcpip', (accept: () => ServerChannel, reject: () => void, req) => {
-      if (!target) return reject();
+      if (!target && !relay) return reject();
       const release = slot('direct-tcpip', reject);
       if (!release) return;
       const acceptCounted = () => {
@@ -261,7 +331,8 @@ export class SshServer {
         release();
         reject();
       };
-      forwardTcp(client, acceptCounted, rejectCounted, req, { target, log, onConnectionClose });
+      if (relay) relay.tcpip(acceptCounted, rejectCounted, req);
+      else if (target) forwardTcp(client, acceptCounted, rejectCounted, req, { target, log, onConnectionClose });
     });
 
     client.on('close', () => {
@@ -272,6 +343,7 @@ export class SshServer {
         }
       }
       this.clients.delete(client);
+      relay?.close();
       for (const fn of [...cleanups]) fn();
       cleanups.clear();
     });

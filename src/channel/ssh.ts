@@ -1,0 +1,151 @@
+// SSH over the channel (issue 29 item 4). The receiving host authenticates the client itself
+// (the key names a server of another host, from the registry) and then needs a byte stream to
+// the owner's SSH server: `openSsh` opens one HTTP/2 stream marked `x-rootbox-kind: ssh` with the
+// server id and the placement epoch it saw, and hands back the stream once the owner said yes
+// (a "not here" costs one fresh look at the registry and one retry, like a forwarded request).
+// On the owner, `ownerSsh` checks the server is its own at that epoch (else 421) and hands the
+// stream, as the connection's socket, to its own SSH server in a mode that is already
+// authenticated for that server: only streams that came over the mutual-TLS channel get there,
+// never a connection to the public SSH port. A host that is down or cannot be reached is an
+// AppError at once (host_unavailable), never a hang.
+
+import type { ClientHttp2Stream, IncomingHttpHeaders, ServerHttp2Stream } from 'node:http2';
+import type { Duplex } from 'node:stream';
+import { AppError } from '../errors.js';
+import type { Logger } from '../log/index.js';
+import type { Placements, PlacementView } from './lookup.js';
+import { CANCEL, PeerError, type Peers } from './peers.js';
+import { H, NOT_HERE } from './wire.js';
+
+/** The stream kind: an SSH connection, not an HTTP request for the proxy. */
+export const SSH_KIND = 'x-rootbox-kind';
+const CLIENT_PORT = 'x-rootbox-client-port';
+
+/** Who the SSH client is, as the receiving host saw it (for the session's SSH_CLIENT and logs). */
+export interface SshClient {
+  ip: string;
+  port: number;
+}
+
+/** The owner's SSH server: takes a stream from the channel as an authenticated connection to `serverId`. */
+export interface SshAcceptor {
+  acceptForwarded(socket: Duplex, serverId: string, client: SshClient): void;
+}
+
+export interface SshOpenDeps {
+  peers: Peers;
+  placements: Placements;
+  self: string;
+  /** How long the owner may take to answer the stream (cluster.forwardConnectTimeout). */
+  timeoutMs: number;
+  log: Logger;
+}
+
+const unavailable = (host: string, why: string) =>
+  AppError.of('host_unavailable', `the host that runs this server (${host}) ${why}; try again shortly`, { retryAfter: 2 });
+
+/** A stream to the owner's SSH server for `serverId`, or an AppError saying why there is none. */
+export async function openSsh(d: SshOpenDeps, serverId: string, client: SshClient): Promise<Duplex> {
+  const p = d.placements.byServer(serverId);
+  if (!p || p.host === d.self) throw AppError.of('server_not_found', `server ${serverId} is not placed on any other host`);
+  const first = await ask(d, p, client);
+  if (first !== NOT_HERE) return first;
+  const now = await d.placements.fresh(p.slug).catch(() => undefined);
+  if (!now || now.serverId !== serverId || now.host === d.self || (now.host === p.host && now.epoch === p.epoch)) {
+    throw unavailable(p.host, 'no longer runs it');
+  }
+  const second = await ask(d, now, client);
+  if (second === NOT_HERE) throw unavailable(now.host, 'no longer runs it');
+  return second;
+}
+
+/** One try: the accepted stream, or NOT_HERE. */
+async function ask(d: SshOpenDeps, p: PlacementView, client: SshClient): Promise<Duplex | typeof NOT_HERE> {
+  const host = d.placements.host(p.host);
+  if (!host || !host.up) throw unavailable(p.host, 'is down');
+  let session;
+  try {
+    session = await d.peers.session(p.host, host.advertise);
+  } catch (e) {
+    if (e instanceof PeerError && e.loop) {
+      d.log.error('forwarding loop: the channel address of a host leads back here', { peer: p.host, advertise: host.advertise });
+      throw AppError.of('forward_loop', `the channel address of ${p.host} leads back to ${d.self}`);
+    }
+    d.log.warn('channel unreachable', { peer: p.host, advertise: host.advertise, detail: (e as Error).message });
+    throw unavailable(p.host, 'cannot be reached');
+  }
+  let stream: ClientHttp2Stream;
+  try {
+    stream = session.request(
+      {
+        ':method': 'POST',
+        ':path': '/',
+        ':authority': p.host,
+        [SSH_KIND]: 'ssh',
+        [H.server]: p.serverId,
+        [H.epoch]: String(p.epoch),
+        [H.ip]: client.ip,
+        [CLIENT_PORT]: String(client.port),
+        [H.hops]: '1',
+      },
+      { endStream: false },
+    );
+  } catch {
+    throw unavailable(p.host, 'cannot be reached');
+  }
+  return new Promise((resolve, reject) => {
+    const fail = () => {
+      clearTimeout(timer);
+      reject(unavailable(p.host, 'cannot be reached'));
+    };
+    const timer = setTimeout(() => {
+      stream.off('close', fail);
+      stream.close(CANCEL);
+      reject(unavailable(p.host, `did not answer within ${d.timeoutMs} ms`));
+    }, d.timeoutMs);
+    stream.once('error', fail);
+    stream.once('close', fail);
+    stream.once('response', (h: IncomingHttpHeaders) => {
+      clearTimeout(timer);
+      stream.off('error', fail);
+      stream.off('close', fail);
+      stream.on('error', () => {});
+      const status = Number(h[':status']);
+      if (status === 200) return resolve(stream);
+      stream.close(CANCEL);
+      if (status === NOT_HERE) return resolve(NOT_HERE);
+      if (status === 502) return reject(AppError.of('forward_loop', `the channel address of ${p.host} leads back to ${d.self}`));
+      reject(unavailable(p.host, 'refused the connection'));
+    });
+  });
+}
+
+export interface OwnerSshDeps {
+  self: string;
+  /** The host the channel session's certificate names. */
+  peer: string | undefined;
+  servers: { get(id: string): { id: string } | undefined };
+  placements: Pick<Placements, 'byServer'>;
+  ssh?: SshAcceptor;
+  log: Logger;
+}
+
+const one = (v: string | string[] | undefined) => (Array.isArray(v) ? v[0] : v);
+
+/** The owner's side: an `x-rootbox-kind: ssh` stream checked (loop, here at that epoch) and handed to the SSH server. */
+export function ownerSsh(stream: ServerHttp2Stream, h: IncomingHttpHeaders, d: OwnerSshDeps): void {
+  stream.on('error', () => {});
+  const id = one(h[H.server]) ?? '';
+  if (d.peer === d.self || Number(h[H.hops] ?? 0) > 1) {
+    d.log.warn('forwarding loop refused', { from: d.peer, kind: 'ssh' });
+    return void stream.respond({ ':status': 502 }, { endStream: true });
+  }
+  const mine = d.servers.get(id);
+  const placed = mine && d.placements.byServer(id);
+  if (!mine || !d.ssh || (placed && (placed.host !== d.self || placed.epoch !== Number(h[H.epoch])))) {
+    return void stream.respond({ ':status': NOT_HERE, [H.notHere]: '1' }, { endStream: true });
+  }
+  const client = { ip: one(h[H.ip]) ?? '', port: Number(one(h[CLIENT_PORT]) ?? 0) || 0 };
+  stream.respond({ ':status': 200 });
+  d.ssh.acceptForwarded(stream, id, client);
+}
