@@ -79,6 +79,10 @@ test("exec through B runs on A's server: its output, stderr and exit status, and
     a.logs.some((l) => l.msg === 'ssh login' && l.server === id && l.forwarded === true),
     'A logged the forwarded login',
   );
+  // a command killed by a signal: the exit-signal request comes back as such (OpenSSH exits 255)
+  const killed = await ssh('kill -TERM $$', ['-v']);
+  assert.is(killed.code, 255);
+  assert.match(killed.stderr, /rtype exit-signal/);
   // stdin reaches the command and EOF ends it: binary-safe both ways
   const data = Buffer.concat([Buffer.from([0, 1, 255, 10, 13, 0]), Buffer.alloc(300_000, 0xab)]);
   const echoed = await new Promise<Buffer>((resolve, reject) => {
