@@ -33,6 +33,8 @@ type Accept<T = void> = (() => T) | undefined;
 type Reject = (() => void) | undefined;
 
 const CONNECT_FAILED = 2;
+/** How long sessions may take to tell the user the owner's connection was lost before it is closed. */
+const FAREWELL_MS = 1000;
 
 /** Resolves once everything written to `w` before now has been handed on. */
 function flushed(w: NodeJS.WritableStream): Promise<void> {
@@ -54,6 +56,8 @@ function ended(r: NodeJS.ReadableStream & { readableEnded?: boolean; destroyed?:
 export class Relay {
   private readonly upstream: Promise<ssh2.Client>;
   private closed = false;
+  /** Sessions under way, each settled once its exit (or the sentence why there is none) went out. */
+  private readonly sessions = new Set<Promise<void>>();
 
   constructor(
     private readonly client: Connection,
@@ -86,8 +90,12 @@ export class Relay {
       up.once('ready', () => {
         up.off('error', fail);
         up.on('error', (e: Error) => log.debug('ssh relay: owner connection error', { server: this.d.serverId, detail: e.message }));
-        // the owner's side ended (it stopped, the channel broke): so does the user's
-        up.once('close', () => this.client.end());
+        // the owner's side ended (it stopped, the channel broke): so does the user's, once its
+        // sessions said so (bounded: a client that reads nothing does not hold it)
+        up.once('close', () => {
+          const t = setTimeout(() => this.client.end(), FAREWELL_MS);
+          void Promise.all(this.sessions).then(() => (clearTimeout(t), this.client.end()));
+        });
         if (this.closed) up.end();
         resolve(up);
       });
@@ -188,14 +196,16 @@ export class Relay {
     remote.on('exit', (code: number | null, signal?: string, core?: boolean, desc?: string) => {
       exit = code !== null && code !== undefined ? { code } : { signal: String(signal ?? 'KILL').replace(/^SIG/, ''), core: !!core, desc: desc ?? '' };
     });
+    const closed = new Promise((r) => remote.once('close', r));
     remote.on('error', () => ch.destroy());
     remote.pipe(ch, { end: false });
     remote.stderr.pipe(ch.stderr, { end: false });
     ch.pipe(remote);
-    void Promise.all([ended(remote), ended(remote.stderr)]).then(async () => {
+    const done = (async () => {
+      await Promise.all([ended(remote), ended(remote.stderr)]);
       await flushed(ch.stderr);
       await flushed(ch);
-      if (!exit && !remote.destroyed) await new Promise((r) => remote.once('close', r));
+      if (!exit) await closed; // the exit status comes before the close, after the EOF
       if (!ch.writable) return;
       if (!exit) {
         ch.stderr.write('rootbox: the connection to the host that runs this server was lost\r\n');
@@ -204,7 +214,9 @@ export class Relay {
       if ('code' in exit) ch.exit(exit.code);
       else ch.exit(exit.signal, exit.core, exit.desc);
       ch.end();
-    });
+    })();
+    this.sessions.add(done);
+    void done.finally(() => this.sessions.delete(done));
   }
 
   /** `-L`: the same direct-tcpip channel opened on the owner, then both ways. */

@@ -203,8 +203,19 @@ test('a login through B wakes the sleeping server on A', async () => {
   assert.is(a.daemon.runtime.get(id)?.state, 'running');
 });
 
-test('A unreachable, then down: a login through B fails at once with a sentence saying so', async () => {
-  await a.daemon.channel!.stop(); // A's channel listener gone; its lease still runs
+test('A unreachable, then down: a session under way ends with a sentence, a new login fails at once saying so', async () => {
+  const long = spawn('ssh', [...via(b), 'root@127.0.0.1', 'echo started; sleep 60; echo never']);
+  let out = '';
+  let err = '';
+  long.stdout.on('data', (x: Buffer) => (out += x));
+  long.stderr.on('data', (x: Buffer) => (err += x));
+  const ended = new Promise<number | null>((resolve) => long.on('close', resolve));
+  await until('the session to run', () => out === 'started\n', 30_000, 50);
+  await a.daemon.channel!.stop(); // A's channel listener and sessions gone; its lease still runs
+  assert.is(await ended, 255);
+  assert.is(out, 'started\n');
+  assert.match(err, /rootbox: the connection to the host that runs this server was lost/);
+
   const t0 = performance.now();
   const r = await ssh('echo never');
   const ms = performance.now() - t0;
