@@ -11,8 +11,11 @@ import { createHash } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { connect as h2connect } from 'node:http2';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
+import { issueIdentity } from '../../src/channel/index.js';
+import { RegistryCa, RegistryPool } from '../../src/registry/index.js';
 import { send } from '../http/contract.js';
 import type { TestDaemon } from '../helpers/daemon.js';
 import { run } from '../helpers/run.js';
@@ -201,6 +204,42 @@ test('a login through B wakes the sleeping server on A', async () => {
   assert.is(r.code, 0, r.stderr);
   assert.is(r.stdout, 'awake\nfar\n');
   assert.is(a.daemon.runtime.get(id)?.state, 'running');
+});
+
+test("A's channel takes an SSH stream only for its own server at the placement epoch; no SSH port takes a login without a key", async () => {
+  const pool = new RegistryPool({ url: hosts.pg.url, connectTimeoutMs: 1000, statementTimeoutMs: 2000 });
+  const pair = (await new RegistryCa(pool).load())!;
+  await pool.end();
+  const member = issueIdentity(pair, 'host-x');
+  const epoch = Number(await hosts.pg.sql(`SELECT epoch FROM placements WHERE server_id = '${id}'`));
+  const port = Number(a.cfg.cluster.listen!.split(':').pop());
+  /** The status of an SSH stream to A's channel, and its first bytes when it was taken. */
+  const open = (server: string, at: number) =>
+    new Promise<{ status: number; first: string }>((resolve, reject) => {
+      const s = h2connect(`https://127.0.0.1:${port}`, { ca: pair.certPem, servername: 'host-a', cert: member.cert, key: member.key });
+      s.on('error', reject);
+      const req = s.request(
+        { ':method': 'POST', ':path': '/', 'x-rootbox-kind': 'ssh', 'x-rootbox-server': server, 'x-rootbox-epoch': String(at), 'x-rootbox-hops': '1' },
+        { endStream: false },
+      );
+      let status = 0;
+      req.on('response', (h) => {
+        status = Number(h[':status']);
+        if (status !== 200) (s.close(), resolve({ status, first: '' }));
+      });
+      req.once('data', (x: Buffer) => (s.destroy(), resolve({ status, first: x.toString() })));
+      req.on('error', reject);
+    });
+  assert.is((await open(id, epoch + 1)).status, 421, 'another epoch: not here');
+  assert.is((await open('srv_nothere', epoch)).status, 421, 'a server A does not run: not here');
+  const taken = await open(id, epoch);
+  assert.is(taken.status, 200);
+  assert.match(taken.first, /^SSH-2\.0-rootbox/, "A's SSH server speaks on the stream");
+  for (const d of [a, b]) {
+    const none = await run('ssh', ['-p', String(d.daemon.ssh.port), ...CLIENT_OPTS, '-o', 'PreferredAuthentications=none', 'root@127.0.0.1', 'true']);
+    assert.is(none.code, 255);
+    assert.match(none.stderr, /Permission denied/);
+  }
 });
 
 test('A unreachable, then down: a session under way ends with a sentence, a new login fails at once saying so', async () => {
