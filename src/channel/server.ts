@@ -90,7 +90,7 @@ export class ChannelServer {
     const compat = server.listeners('stream')[0] as (...a: unknown[]) => void;
     server.removeAllListeners('stream');
     server.on('stream', (stream: ServerHttp2Stream, headers: IncomingHttpHeaders, flags: number, raw: string[]) => {
-      if (headers[SSH_KIND] === 'ssh') return ownerSsh(stream, headers, { ...this.d, self: this.d.identity().host, peer: this.peerOf(stream.session) });
+      if (headers[SSH_KIND] !== undefined) return ownerSsh(stream, headers, { ...this.d, self: this.d.identity().host, peer: this.peerOf(stream.session) });
       const full = (failure?: AppError) => {
         if (failure) this.failures.set(stream, failure);
         compat.call(server, stream, headers, flags, raw);

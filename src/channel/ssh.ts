@@ -3,6 +3,7 @@
 // the owner's SSH server: `openSsh` opens one HTTP/2 stream marked `x-rootbox-kind: ssh` with the
 // server id and the placement epoch it saw, and hands back the stream once the owner said yes
 // (a "not here" costs one fresh look at the registry and one retry, like a forwarded request).
+// The stream is an HTTP/2 CONNECT (no :path, so never a forwarded client request with our header).
 // On the owner, `ownerSsh` checks the server is its own at that epoch (else 421) and hands the
 // stream, as the connection's socket, to its own SSH server in a mode that is already
 // authenticated for that server: only streams that came over the mutual-TLS channel get there,
@@ -78,8 +79,9 @@ async function ask(d: SshOpenDeps, p: PlacementView, client: SshClient): Promise
   try {
     stream = session.request(
       {
-        ':method': 'POST',
-        ':path': '/',
+        // CONNECT has no :path or :scheme, which every forwarded HTTP request carries: no client's
+        // request can become an SSH stream, whatever headers a forwarding path lets through
+        ':method': 'CONNECT',
         ':authority': p.host,
         [SSH_KIND]: 'ssh',
         [H.server]: p.serverId,
@@ -135,6 +137,10 @@ const one = (v: string | string[] | undefined) => (Array.isArray(v) ? v[0] : v);
 /** The owner's side: an `x-rootbox-kind: ssh` stream checked (loop, here at that epoch) and handed to the SSH server. */
 export function ownerSsh(stream: ServerHttp2Stream, h: IncomingHttpHeaders, d: OwnerSshDeps): void {
   stream.on('error', () => {});
+  if (h[':method'] !== 'CONNECT') {
+    d.log.warn('an SSH stream that is not a CONNECT refused', { from: d.peer });
+    return void stream.respond({ ':status': 400 }, { endStream: true });
+  }
   const id = one(h[H.server]) ?? '';
   if (d.peer === d.self || Number(h[H.hops] ?? 0) > 1) {
     d.log.warn('forwarding loop refused', { from: d.peer, kind: 'ssh' });

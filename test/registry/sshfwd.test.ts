@@ -214,12 +214,20 @@ test("A's channel takes an SSH stream only for its own server at the placement e
   const epoch = Number(await hosts.pg.sql(`SELECT epoch FROM placements WHERE server_id = '${id}'`));
   const port = Number(a.cfg.cluster.listen!.split(':').pop());
   /** The status of an SSH stream to A's channel, and its first bytes when it was taken. */
-  const open = (server: string, at: number) =>
+  const open = (server: string, at: number, method = 'CONNECT') =>
     new Promise<{ status: number; first: string }>((resolve, reject) => {
       const s = h2connect(`https://127.0.0.1:${port}`, { ca: pair.certPem, servername: 'host-a', cert: member.cert, key: member.key });
       s.on('error', reject);
       const req = s.request(
-        { ':method': 'POST', ':path': '/', 'x-rootbox-kind': 'ssh', 'x-rootbox-server': server, 'x-rootbox-epoch': String(at), 'x-rootbox-hops': '1' },
+        {
+          ':method': method,
+          ...(method === 'CONNECT' ? {} : { ':path': '/' }),
+          ':authority': 'host-a',
+          'x-rootbox-kind': 'ssh',
+          'x-rootbox-server': server,
+          'x-rootbox-epoch': String(at),
+          'x-rootbox-hops': '1',
+        },
         { endStream: false },
       );
       let status = 0;
@@ -235,6 +243,24 @@ test("A's channel takes an SSH stream only for its own server at the placement e
   const taken = await open(id, epoch);
   assert.is(taken.status, 200);
   assert.match(taken.first, /^SSH-2\.0-rootbox/, "A's SSH server speaks on the stream");
+  assert.is((await open(id, epoch, 'POST')).status, 400, 'a request (not a CONNECT) with the SSH marker is refused');
+  // a client of B's edge sending the marker gets the web page, never an SSH stream
+  const logins = a.logs.filter((l) => l.msg === 'ssh login').length;
+  const web = await run('curl', [
+    '-sS',
+    '-H',
+    'host: far.localhost',
+    '-H',
+    'x-rootbox-kind: ssh',
+    '-H',
+    `x-rootbox-server: ${id}`,
+    '-H',
+    `x-rootbox-epoch: ${epoch}`,
+    `http://127.0.0.1:${b.http}/`,
+  ]);
+  assert.is(web.code, 0, web.stderr);
+  assert.not.match(web.stdout, /SSH-2\.0/);
+  assert.is(a.logs.filter((l) => l.msg === 'ssh login').length, logins);
   for (const d of [a, b]) {
     const none = await run('ssh', ['-p', String(d.daemon.ssh.port), ...CLIENT_OPTS, '-o', 'PreferredAuthentications=none', 'root@127.0.0.1', 'true']);
     assert.is(none.code, 255);
