@@ -1,7 +1,8 @@
 // bench/ssh forwarded: SSH through another host (issue 29 item 4) beside SSH to the owner, in
 // the same run with the same client (OpenSSH scp, SFTP protocol, client-default cipher): two
-// daemons on one PostgreSQL registry (test/registry/fixtures/twohosts.ts), a server (runc
-// container) created on A, then
+// daemons on one PostgreSQL registry (test/registry/fixtures/twohosts.ts), each in a process of
+// its own as on two hosts (B is this script run again as `host-b <registry url>`), a server
+// (runc container) created on A, then
 //   1. scp upload and download of --mib MiB to A's SSH port (direct) and to B's (relayed over the
 //      mutual-TLS channel: B's ssh2 server → ssh2 client on a channel stream → A's ssh2 server);
 //   2. `ssh host true` latency (connect, kex, auth, exec, exit) both ways; through B it adds the
@@ -9,13 +10,19 @@
 // Rounds alternate which side goes first. Everything is deleted at the end.
 //
 // Usage: node --import tsx bench/ssh/forwarded.ts [--mib 100] [--rounds 3] [--logins 10]
+// (each host is one Node process; on this shared 2-core machine the client and both hosts
+// compete for the same cores, which a real pair of hosts would not)
 
+import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { send } from '../../test/http/contract.js';
 import { run } from '../../test/helpers/run.js';
-import { startTwoHosts } from '../../test/registry/fixtures/twohosts.js';
+import { startTestDaemon } from '../../test/helpers/daemon.js';
+import { freePort } from '../../test/helpers/ports.js';
+import type { TestPostgres } from '../../test/helpers/postgres.js';
+import { clusterOpts, startTwoHosts } from '../../test/registry/fixtures/twohosts.js';
 import { CLIENT_OPTS } from '../../test/ssh/helpers/env.js';
 
 const arg = (name: string, def: string) => {
@@ -25,6 +32,32 @@ const arg = (name: string, def: string) => {
 const MIB = Number(arg('mib', '100')); // an anonymous server's disk is 256 MiB (its image included)
 const ROUNDS = Number(arg('rounds', '3'));
 const LOGINS = Number(arg('logins', '10'));
+
+const SETTINGS = { ssh: { host: '127.0.0.1', port: 0 }, proxy: { idleTimeout: '1h' } };
+
+if (process.argv[2] === 'host-b') {
+  // host B in a process of its own: prints its SSH port, stops on SIGTERM
+  const pg = { url: process.argv[3] } as TestPostgres; // its address is all the settings read
+  const b = await startTestDaemon({ ...clusterOpts(pg, 'host-b', await freePort()), ...SETTINGS });
+  process.stdout.write(`${JSON.stringify({ ssh: b.daemon.ssh.port })}\n`);
+  process.once('SIGTERM', () => void b.stop().then(() => process.exit(0)));
+  await new Promise(() => {});
+}
+
+/** Host B's process and its SSH port. */
+async function startB(url: string): Promise<{ port: number; stop(): Promise<void> }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', new URL(import.meta.url).pathname, 'host-b', url], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const exited = new Promise<void>((r) => child.once('exit', () => r()));
+  const port = await new Promise<number>((resolve, reject) => {
+    let out = '';
+    child.stdout.on('data', (x: Buffer) => {
+      out += x;
+      if (out.includes('\n')) resolve(JSON.parse(out.split('\n')[0]).ssh);
+    });
+    child.once('exit', (code) => reject(new Error(`host-b exited (${code}) before it was ready`)));
+  });
+  return { port, stop: () => (child.kill('SIGTERM'), exited) };
+}
 
 const dir = mkdtempSync(join(tmpdir(), 'rbx-bench-sshfwd-'));
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
@@ -38,15 +71,17 @@ async function timed(cmd: string, args: string[]): Promise<number> {
 
 const big = join(dir, 'big.bin');
 await run('sh', ['-c', `head -c ${MIB * 1048576} /dev/urandom > ${big}`], { timeoutMs: 600_000 });
-const hosts = await startTwoHosts({ ssh: { host: '127.0.0.1', port: 0 }, proxy: { idleTimeout: '1h' } });
+const hosts = await startTwoHosts(SETTINGS, 'host-a');
+let b: Awaited<ReturnType<typeof startB>> | undefined;
 try {
+  b = await startB(hosts.pg.url);
   const made = await send(hosts.a.http, 'api.localhost', 'POST', '/create', { body: {}, from: '127.0.9.1' });
   if (made.status !== 200) throw new Error(`create: ${made.status} ${made.text}`);
   const key = join(dir, 'key');
   writeFileSync(key, made.json.ssh_private_key, { mode: 0o600 });
   const peers = [
     { name: 'direct', port: hosts.a.daemon.ssh.port },
-    { name: 'via B', port: hosts.b.daemon.ssh.port },
+    { name: 'via B', port: b.port },
   ];
   /** scp takes the port as -P, ssh as -p. */
   const opts = (port: number, flag = '-P') => ['-i', key, ...CLIENT_OPTS, '-o', 'LogLevel=ERROR', flag, String(port)];
@@ -78,6 +113,7 @@ try {
   process.stdout.write(line('scp download', median(down.direct), median(down['via B']), 'MiB/s', true));
   process.stdout.write(line('ssh host true', median(trueMs.direct), median(trueMs['via B']), 'ms', false));
 } finally {
+  await b?.stop();
   await hosts.stop();
   rmSync(dir, { recursive: true, force: true });
 }
