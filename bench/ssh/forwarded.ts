@@ -17,12 +17,11 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { send } from '../../test/http/contract.js';
 import { run } from '../../test/helpers/run.js';
 import { startTestDaemon } from '../../test/helpers/daemon.js';
 import { freePort } from '../../test/helpers/ports.js';
 import type { TestPostgres } from '../../test/helpers/postgres.js';
-import { clusterOpts, startTwoHosts } from '../../test/registry/fixtures/twohosts.js';
+import { api, clusterOpts, startTwoHosts } from '../../test/registry/fixtures/twohosts.js';
 import { CLIENT_OPTS } from '../../test/ssh/helpers/env.js';
 
 const arg = (name: string, def: string) => {
@@ -33,7 +32,7 @@ const MIB = Number(arg('mib', '100')); // an anonymous server's disk is 256 MiB 
 const ROUNDS = Number(arg('rounds', '3'));
 const LOGINS = Number(arg('logins', '10'));
 
-const SETTINGS = { ssh: { host: '127.0.0.1', port: 0 }, proxy: { idleTimeout: '1h' } };
+const SETTINGS = { proxy: { idleTimeout: '1h' } };
 
 if (process.argv[2] === 'host-b') {
   // host B in a process of its own: prints its SSH port, stops on SIGTERM
@@ -75,7 +74,7 @@ const hosts = await startTwoHosts(SETTINGS, 'host-a');
 let b: Awaited<ReturnType<typeof startB>> | undefined;
 try {
   b = await startB(hosts.pg.url);
-  const made = await send(hosts.a.http, 'api.localhost', 'POST', '/create', { body: {}, from: '127.0.9.1' });
+  const made = await api(hosts.a, 'POST', '/create', { body: {} });
   if (made.status !== 200) throw new Error(`create: ${made.status} ${made.text}`);
   const key = join(dir, 'key');
   writeFileSync(key, made.json.ssh_private_key, { mode: 0o600 });

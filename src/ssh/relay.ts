@@ -34,7 +34,7 @@ type Reject = (() => void) | undefined;
 
 const CONNECT_FAILED = 2;
 /** How long sessions may take to tell the user the owner's connection was lost before it is closed. */
-const FAREWELL_MS = 1000;
+const FAREWELL_MS = 2000;
 
 /** Resolves once everything written to `w` before now has been handed on. */
 function flushed(w: NodeJS.WritableStream): Promise<void> {
@@ -91,7 +91,8 @@ export class Relay {
         up.off('error', fail);
         up.on('error', (e: Error) => log.debug('ssh relay: owner connection error', { server: this.d.serverId, detail: e.message }));
         // the owner's side ended (it stopped, the channel broke): so does the user's, once its
-        // sessions said so (bounded: a client that reads nothing does not hold it)
+        // sessions said so and the client closed them (OpenSSH drops output it has not yet
+        // printed when the connection ends first); bounded: a client that reads nothing does not hold it
         up.once('close', () => {
           const t = setTimeout(() => this.client.end(), FAREWELL_MS);
           void Promise.all(this.sessions).then(() => (clearTimeout(t), this.client.end()));
@@ -197,6 +198,7 @@ export class Relay {
       exit = code !== null && code !== undefined ? { code } : { signal: String(signal ?? 'KILL').replace(/^SIG/, ''), core: !!core, desc: desc ?? '' };
     });
     const closed = new Promise((r) => remote.once('close', r));
+    const userClosed = new Promise<void>((r) => ch.once('close', () => r()));
     remote.on('error', () => ch.destroy());
     remote.pipe(ch, { end: false });
     remote.stderr.pipe(ch.stderr, { end: false });
@@ -214,7 +216,7 @@ export class Relay {
       if ('code' in exit) ch.exit(exit.code);
       else ch.exit(exit.signal, exit.core, exit.desc);
       ch.end();
-    })();
+    })().then(() => userClosed); // the user's client has it all once it closed its side too
     this.sessions.add(done);
     void done.finally(() => this.sessions.delete(done));
   }

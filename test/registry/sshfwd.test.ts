@@ -16,12 +16,11 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { issueIdentity } from '../../src/channel/index.js';
 import { RegistryCa, RegistryPool } from '../../src/registry/index.js';
-import { send } from '../http/contract.js';
 import type { TestDaemon } from '../helpers/daemon.js';
 import { run } from '../helpers/run.js';
 import { until } from '../helpers/wait.js';
 import { CLIENT_OPTS } from '../ssh/helpers/env.js';
-import { startTwoHosts, type TwoHosts } from './fixtures/twohosts.js';
+import { api, startTwoHosts, type TwoHosts } from './fixtures/twohosts.js';
 
 const WEB_PY = `import socket
 s = socket.socket()
@@ -51,9 +50,9 @@ const ssh = (command: string, extra: string[] = [], timeoutMs = 60_000) => run('
 const scpOpts = () => ['-P', String(b.daemon.ssh.port), '-i', keyFile, ...CLIENT_OPTS];
 
 test.before(async () => {
-  hosts = await startTwoHosts({ ssh: { host: '127.0.0.1', port: 0 } });
+  hosts = await startTwoHosts();
   ({ a, b } = hosts);
-  const made = await send(a.http, 'api.localhost', 'POST', '/create', { body: { subdomains: ['far'] }, from: '127.0.9.1' });
+  const made = await api(a, 'POST', '/create', { body: { subdomains: ['far'] } });
   assert.is(made.status, 200, made.text);
   id = made.json.id;
   keyFile = join(work, 'far.key');
