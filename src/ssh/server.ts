@@ -3,8 +3,11 @@
 // source and in total with fair shares, each under a hard login deadline: admission.ts) before handing them to
 // ssh2, limits failed logins per address, authenticates by key (the key names the server), wakes
 // the server at login and hands channels to the session and forward handlers, at most
-// `maxChannels` open per connection. stop() closes the listener and every connection, which
-// kills what they run.
+// `maxChannels` open per connection. In cluster mode a key of a server another host runs (the
+// registry's shared keys) is checked the same way and the connection relayed to that host over
+// the channel (relay.ts); the other way, a channel stream another host opened for a login it
+// checked is taken as an authenticated connection to the server it names (acceptForwarded).
+// stop() closes the listener and every connection, which kills what they run.
 
 import { createServer, type AddressInfo, type Server as NetServer, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
