@@ -10,6 +10,7 @@
 // Rounds alternate which side goes first. Everything is deleted at the end.
 //
 // Usage: node --import tsx bench/ssh/forwarded.ts [--mib 100] [--rounds 3] [--logins 10]
+// BENCH_PROF=<dir> writes a CPU profile of host B's process there.
 // (each host is one Node process; on this shared 2-core machine the client and both hosts
 // compete for the same cores, which a real pair of hosts would not)
 
@@ -45,7 +46,18 @@ if (process.argv[2] === 'host-b') {
 
 /** Host B's process and its SSH port. */
 async function startB(url: string): Promise<{ port: number; stop(): Promise<void> }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', new URL(import.meta.url).pathname, 'host-b', url], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(
+    process.execPath,
+    [
+      ...(process.env.BENCH_PROF ? ['--cpu-prof', '--cpu-prof-dir=' + process.env.BENCH_PROF] : []),
+      '--import',
+      'tsx',
+      new URL(import.meta.url).pathname,
+      'host-b',
+      url,
+    ],
+    { stdio: ['ignore', 'pipe', 'inherit'] },
+  );
   const exited = new Promise<void>((r) => child.once('exit', () => r()));
   const port = await new Promise<number>((resolve, reject) => {
     let out = '';
