@@ -267,6 +267,20 @@ test("A's channel takes an SSH stream only for its own server at the placement e
   }
 });
 
+test("A's SSH server stopped (its channel still up): a login through B fails at once with a sentence", async () => {
+  await a.daemon.ssh.stop();
+  try {
+    const t0 = performance.now();
+    const r = await ssh('echo never');
+    const ms = performance.now() - t0;
+    assert.is(r.code, 1, r.stderr);
+    assert.match(r.stderr, /rootbox: the host that runs this server did not open the session; try again shortly/);
+    assert.ok(ms < 5000, `${ms} ms`);
+  } finally {
+    await a.daemon.ssh.start();
+  }
+});
+
 test('A unreachable, then down: a session under way ends with a sentence, a new login fails at once saying so', async () => {
   const long = spawn('ssh', [...via(b), 'root@127.0.0.1', 'echo started; sleep 60; echo never']);
   let out = '';
