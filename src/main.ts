@@ -135,15 +135,18 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
     part('ssh', startSsh),
     part(
       'hosting',
-      (d) =>
-        startHosting({
+      async (d) => {
+        const h = await startHosting({
           ...d,
           makeKeyPair: generateServerKeyPair,
           certs: domainCerts(d.acme),
           names: d.registry && keyedNames(d.registry.names, d.registry.shared),
           sharedDomains: d.registry?.shared,
           sharedAccounts: d.registry?.accounts,
-        }),
+        });
+        d.registry?.reportCapacity(h.core.capacity); // the lease carries this host's room
+        return h;
+      },
       (h) => h.core.domains.stop(),
     ),
     part('metering', (d) => (d.billing.start(), d.billing)),

@@ -57,6 +57,7 @@ export class Registry {
   private checked = false;
   private reachable = true;
   private beating?: Promise<void>;
+  private measure?: () => Record<string, number>;
 
   constructor(
     private readonly o: RegistryOptions,
@@ -78,7 +79,21 @@ export class Registry {
   }
 
   private facts(): HostFacts {
-    return { name: this.o.host, advertise: this.o.advertise, publicIp: this.o.publicIp, version: this.o.version, capacity: this.o.capacity() };
+    let room: Record<string, number> | undefined;
+    try {
+      room = this.measure?.();
+    } catch (err) {
+      this.log.warn('capacity not measured; the lease reports free memory and disk only', { detail: (err as Error).message });
+    }
+    return { name: this.o.host, advertise: this.o.advertise, publicIp: this.o.publicIp, version: this.o.version, capacity: { ...this.o.capacity(), ...room } };
+  }
+
+  /** What this host's lease reports as its capacity besides free memory and disk (hosting's
+   *  room, counted from its servers' ceilings): read at every heartbeat from now on, the first
+   *  one at once. */
+  reportCapacity(measure: () => Record<string, number>): void {
+    this.measure = measure;
+    if (this.timer) this.tick();
   }
 
   /** Checks the schema and registers this host. Refuses (throws) a registry without a usable
