@@ -14,6 +14,7 @@ import type { Logger } from '../log/index.js';
 import type { CaPair } from '../registry/index.js';
 import { ApiForwarder, type ApiApp, type ApiForwardOptions } from './api.js';
 import { ClusterFront, type LocalProxy } from './front.js';
+import { ChannelHealth, type PeerHealth } from './health.js';
 import { issueIdentity, REISSUE_MS, type Identity } from './identity.js';
 import type { Placements, PlacementView } from './lookup.js';
 import { Peers } from './peers.js';
@@ -22,6 +23,7 @@ import { ChannelServer } from './server.js';
 export type { Placements, PlacementView, HostView } from './lookup.js';
 export { issueIdentity, type Identity } from './identity.js';
 export type { ApiApp, ApiForwardOptions } from './api.js';
+export type { PeerHealth, ForwardOutcome, ChannelErrorKind } from './health.js';
 
 export interface Channel {
   /** What the edge serves `<slug>.{domain}` with: the local proxy, forwarding what is not here. */
@@ -47,6 +49,8 @@ export interface Channel {
     forward: Channel['forwardApi'];
     upgrade: Channel['upgradeApi'];
   };
+  /** This host's sessions to its peers: up or down, errors, forwarded requests (health.ts). */
+  health(): PeerHealth[];
   stop(): Promise<void>;
 }
 
@@ -76,7 +80,8 @@ export async function startChannel(d: ChannelPartDeps): Promise<Channel | undefi
   }
   let identity: Identity = issueIdentity(pair, r.host);
   const lookup = r.placements;
-  const peers = new Peers({ identity: () => identity, connectTimeoutMs: d.cfg.cluster.forwardConnectTimeout, log });
+  const health = new ChannelHealth();
+  const peers = new Peers({ identity: () => identity, connectTimeoutMs: d.cfg.cluster.forwardConnectTimeout, log, health });
   const hosting = d.hosting;
   const own = (host: string) => hosting?.core?.domains.slugOf(host);
   const app: ApiApp | undefined = hosting && {
@@ -106,6 +111,7 @@ export async function startChannel(d: ChannelPartDeps): Promise<Channel | undefi
     self: r.host,
     retryBody: d.cfg.cluster.forwardRetryBody,
     log,
+    health,
   });
   const api = new ApiForwarder({ peers, placements: lookup, self: r.host, retryBody: d.cfg.cluster.forwardRetryBody, local: () => app, log });
   const forwardApi: Channel['forwardApi'] = (host, req, res, info, o) => api.forward(host, req, res, info, o);
@@ -132,6 +138,7 @@ export async function startChannel(d: ChannelPartDeps): Promise<Channel | undefi
       forward: forwardApi,
       upgrade: upgradeApi,
     },
+    health: () => health.view(),
     async stop() {
       clearInterval(renew);
       peers.close();
