@@ -83,7 +83,7 @@ export async function placeCreate(
       const sent = ctx.body === undefined ? Buffer.alloc(0) : Buffer.from(JSON.stringify(ctx.body));
       const headers = { ...ctx.req.headers, 'content-length': String(sent.length) };
       await placement.forward(host, {
-        req: Object.assign(Object.create(ctx.req) as Req, { headers }),
+        req: Object.create(ctx.req, { headers: { value: headers } }) as Req, // the request's own getters stay
         res: ctx.res,
         info: { host: ctx.host, scheme: ctx.scheme, ip: ctx.ip, requestId: ctx.requestId },
         body: sent,
