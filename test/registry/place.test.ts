@@ -1,9 +1,9 @@
 // Placement across hosts (issue 29 item 5) and the operator's view of the cluster (item 7): two
 // daemons on one machine sharing a real PostgreSQL registry, A configured to hold one server
-// (hosting.capacity.servers), B two. A create on A without room lands on B — anonymous and
-// Bearer, the body sent again whole — answered as a local create is, and the server serves
-// through A's edge and B's; with both full a create answers 503 at_capacity and makes nothing; a
-// create forwarded over the channel is never placed a second time. `rootbox cluster status` shows
+// (hosting.capacity.servers), B three. A create on A without room lands on B (anonymous, Bearer
+// over HTTP/2, the phone flow's second step; the body sent again whole), answered as a local
+// create is, and the server serves through A's edge and B's; with both full a create answers 503
+// at_capacity and makes nothing; a create forwarded over the channel is never placed again. `rootbox cluster status` shows
 // every host's lease, capacity and servers and this host's channel (sessions, errors, forwarded
 // counts, from the running daemon); the metrics count forwarded requests and channel errors.
 process.env.ROOTBOX_TEST_RUNTIME ??= 'process'; // servers are plain processes
@@ -116,7 +116,7 @@ test.before(async () => {
   assert.is(await clusterCommand(cfg, 'init', {}, { out: (s) => out.push(s), err: (s) => out.push(s) }), 0, out.join('\n'));
   pool = new RegistryPool({ url: pg.url, connectTimeoutMs: 1000, statementTimeoutMs: 3000 });
   a = await startTestDaemon(opts('host-a', await freePort(), 1));
-  b = await startTestDaemon(opts('host-b', await freePort(), 2));
+  b = await startTestDaemon(opts('host-b', await freePort(), 3));
 });
 test.after(async () => {
   await b?.stop();
@@ -131,7 +131,7 @@ let placed: Answer;
 test('each lease reports what its host can still take: servers held and allowed, memory and disk room under the ceilings', async () => {
   const c = await until('both leases carry room', async () => {
     const x = await leased('host-a');
-    return x.memoryRoomBytes !== undefined && (await leased('host-b')).serversMax === 2 ? x : undefined;
+    return x.memoryRoomBytes !== undefined && (await leased('host-b')).serversMax === 3 ? x : undefined;
   });
   await until('A sees B up', () => a.daemon.registry!.placements.host('host-b')?.up, 5000);
   assert.is(c.servers, 0);
@@ -176,8 +176,24 @@ test("a Bearer create over HTTP/2 on a full host lands on the other host under t
   assert.is(b.daemon.store.servers.get(r.json.id)!.accountId, a.daemon.store.servers.get(first.json.id)!.accountId);
 });
 
+test('the phone flow on a full host: the code is texted from here, the create with the code lands on the other host', async () => {
+  const phone = '+14155550177';
+  const step1 = await api(a, 'POST', '/create', { body: { phone } });
+  assert.is(step1.status, 200, step1.text);
+  assert.is(step1.json.verification_required, true);
+  const sms = a.logs.find((l) => String(l.msg).startsWith('sms (log provider)') && l.to === phone);
+  const code = /\b(\d{6})\b/.exec(String(sms?.text))?.[1];
+  assert.ok(code, 'the code was texted by A');
+  const r = await api(a, 'POST', '/create', { body: { phone, code, subdomains: ['phoned'] } });
+  assert.is(r.status, 200, r.text);
+  assert.ok(b.daemon.runtime.get(r.json.id), 'on B');
+  assert.is(r.json.credits.tier, 'verified');
+  assert.match(r.json.account_note, /created a new verified account/);
+  assert.match(r.json.api_key, /^rbx_/);
+});
+
 test('with every host full a create answers 503 at_capacity and makes nothing', async () => {
-  await until("B's lease shows it full", async () => (await leased('host-b')).servers === 2);
+  await until("B's lease shows it full", async () => (await leased('host-b')).servers === 3);
   const accounts = async () => Number((await pool.query<{ n: string }>('SELECT count(*) AS n FROM accounts')).rows[0].n);
   const before = [a.daemon.store.servers.all({ withPending: true }).length, b.daemon.store.servers.all({ withPending: true }).length, await accounts()];
   const r = await api(a, 'POST', '/create', { body: { subdomains: ['nowhere'] } });
@@ -212,8 +228,8 @@ test('cluster status shows each host, its lease, capacity and servers, and this 
   const j = JSON.parse(await status(a, true));
   const hosts = Object.fromEntries((j.hosts as { name: string }[]).map((h) => [h.name, h])) as Record<string, any>;
   assert.ok(hosts['host-a'].up && hosts['host-b'].up);
-  assert.is(hosts['host-b'].servers, 2);
-  assert.is(hosts['host-b'].capacity.serversMax, 2);
+  assert.is(hosts['host-b'].servers, 3);
+  assert.is(hosts['host-b'].capacity.serversMax, 3);
   assert.ok(hosts['host-b'].capacity.memoryRoomBytes > 0);
   assert.is(j.channel.running, true);
   assert.is(j.channel.host, 'host-a');
@@ -222,7 +238,7 @@ test('cluster status shows each host, its lease, capacity and servers, and this 
   assert.is(peer.session, 'up');
   assert.ok(peer.forwarded.answered >= 2, JSON.stringify(peer));
   const text = await status(a, false);
-  assert.match(text, /host-b\s+up\s+\S+ s left\s+2 of 2/);
+  assert.match(text, /host-b\s+up\s+\S+ s left\s+3 of 3/);
   assert.match(text, /channel of host-a to its peers:/);
   assert.match(text, /host-b\s+up\s+.*answered \d+/);
   assert.ok((await metric(a, 'rootbox_channel_forwarded_total', 'peer="host-b",outcome="answered"')) >= 2);
