@@ -113,7 +113,7 @@ export async function startChannel(d: ChannelPartDeps): Promise<Channel | undefi
     log,
     health,
   });
-  const api = new ApiForwarder({ peers, placements: lookup, self: r.host, retryBody: d.cfg.cluster.forwardRetryBody, local: () => app, log });
+  const api = new ApiForwarder({ peers, placements: lookup, self: r.host, retryBody: d.cfg.cluster.forwardRetryBody, local: () => app, log, health });
   const forwardApi: Channel['forwardApi'] = (host, req, res, info, o) => api.forward(host, req, res, info, o);
   const upgradeApi: Channel['upgradeApi'] = (host, req, socket, head, info, o) => api.upgrade(host, req, socket, head, info, o);
   return {

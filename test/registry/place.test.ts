@@ -143,11 +143,14 @@ test('a create on a host without room lands on the up host with the most room, a
   first = await api(a, 'POST', '/create', { body: { subdomains: ['local'] } });
   assert.is(first.status, 200, first.text);
   assert.ok(a.daemon.runtime.get(first.json.id), 'A had room for one');
+  const answered = () => a.daemon.channel!.health().find((p) => p.peer === 'host-b')?.forwarded.answered ?? 0;
+  const counted = answered();
   // A is full now: the next one goes to B — its body as the client wrote it (other spacing, so another length)
   placed = await api(a, 'POST', '/create', { body: '{ "subdomains" : [ "placed" ] ,  "never_sleep": false }' });
   assert.is(placed.status, 200, placed.text);
   assert.is(a.daemon.runtime.get(placed.json.id), undefined, 'not on A');
   assert.ok(b.daemon.runtime.get(placed.json.id), 'on B');
+  assert.is(answered(), counted + 1, "counted in A's channel health as a request forwarded to B");
   assert.match(placed.json.subdomain, /^placed\./);
   assert.equal(Object.keys(placed.json).sort(), Object.keys(first.json).sort(), 'the same fields as a local create');
   assert.match(placed.json.ssh, new RegExp(`-p ${b.daemon.ssh.port}$`), "B's SSH port: B runs it");
