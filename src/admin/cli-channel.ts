@@ -29,7 +29,7 @@ async function channelOf(dataDir: string): Promise<ChannelView> {
 
 function hostLines(hosts: HostRow[]): string {
   return table(
-    ['HOST', 'STATE', 'LEASE', 'SERVERS', 'RAM ROOM', 'DISK ROOM', 'FREE RAM', 'FREE DISK', 'ADVERTISE', 'PUBLIC IP', 'VERSION'],
+    ['HOST', 'STATE', 'LEASE', 'SERVERS', 'ADVERTISE', 'PUBLIC IP', 'RAM ROOM', 'DISK ROOM', 'FREE RAM', 'FREE DISK', 'VERSION'],
     hosts.map((h) => {
       const c = h.capacity;
       return [
@@ -37,12 +37,12 @@ function hostLines(hosts: HostRow[]): string {
         h.up ? 'up' : 'down',
         h.up ? `${(h.leaseLeftMs / 1000).toFixed(1)} s left` : `lapsed ${Math.round(-h.leaseLeftMs / 1000)} s ago`,
         c.serversMax ? `${h.servers} of ${c.serversMax}` : String(h.servers),
+        h.advertise,
+        h.publicIp,
         bytes(c.memoryRoomBytes),
         bytes(c.diskRoomBytes),
         bytes(c.memoryFreeBytes),
         bytes(c.diskFreeBytes),
-        h.advertise,
-        h.publicIp,
         h.version,
       ];
     }),
