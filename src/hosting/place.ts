@@ -14,8 +14,9 @@ import { TIER_LIMITS, tierOf, type Tier } from './accounts.js';
 import { chooseHost, shortOf, type Capacity, type HostRoom } from './capacity.js';
 import { E164 } from './phone.js';
 
-/** A create sent on to another host: the client's request (its body read already: given again,
- *  its Content-Length the given body's). */
+/** A create sent on to another host: the client's request (its body read already: given again
+ *  as JSON, its Content-Length and Content-Type the given body's; an MCP tool call's in-process
+ *  request has none). */
 export interface PlacedCreate {
   req: Req;
   res: Res;
@@ -54,6 +55,16 @@ async function tierAhead(
   return ctx.auth ? tierOf(ctx.auth) : 'anonymous';
 }
 
+/** Settles when the answer written to `res` is over: an MCP tool call's in-process response is
+ *  read as soon as the handler returns. */
+function over(res: Res): Promise<void> {
+  return new Promise((resolve) => {
+    if ((res as { writableFinished?: boolean }).writableFinished || res.destroyed) return resolve();
+    res.once('finish', () => resolve());
+    res.once('close', () => resolve());
+  });
+}
+
 /**
  * Undefined when this host serves the create; HANDLED when another host answered it (written to
  * the client); throws at_capacity when no host has room. Phone step 1 (no code yet: no server
@@ -81,13 +92,14 @@ export async function placeCreate(
       ctx.log.info('create placed on another host', { host, why });
       // the body as validated here (the route read the client's bytes): the same create, its length its own
       const sent = ctx.body === undefined ? Buffer.alloc(0) : Buffer.from(JSON.stringify(ctx.body));
-      const headers = { ...ctx.req.headers, 'content-length': String(sent.length) };
+      const headers = { ...ctx.req.headers, 'content-length': String(sent.length), ...(sent.length ? { 'content-type': 'application/json' } : {}) };
       await placement.forward(host, {
         req: Object.create(ctx.req, { headers: { value: headers } }) as Req, // the request's own getters stay
         res: ctx.res,
         info: { host: ctx.host, scheme: ctx.scheme, ip: ctx.ip, requestId: ctx.requestId },
         body: sent,
       });
+      await over(ctx.res);
       return HANDLED;
     }
   }

@@ -1,7 +1,7 @@
 // Placement across hosts (issue 29 item 5) and the operator's view of the cluster (item 7): two
 // daemons on one machine sharing a real PostgreSQL registry, A configured to hold one server
-// (hosting.capacity.servers), B three. A create on A without room lands on B (anonymous, Bearer
-// over HTTP/2, the phone flow's second step; the body sent again whole), answered as a local
+// (hosting.capacity.servers), B four. A create on A without room lands on B (anonymous, Bearer
+// over HTTP/2, the phone flow's second step, the MCP tool; the body sent again whole), answered as a local
 // create is, and the server serves through A's edge and B's; with both full a create answers 503
 // at_capacity and makes nothing; a create forwarded over the channel is never placed again. `rootbox cluster status` shows
 // every host's lease, capacity and servers and this host's channel (sessions, errors, forwarded
@@ -12,6 +12,8 @@ import { createServer, request, type Server } from 'node:http';
 import { connect as h2connect } from 'node:http2';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { clusterCommand } from '../../src/admin/cli-cluster.js';
@@ -116,7 +118,7 @@ test.before(async () => {
   assert.is(await clusterCommand(cfg, 'init', {}, { out: (s) => out.push(s), err: (s) => out.push(s) }), 0, out.join('\n'));
   pool = new RegistryPool({ url: pg.url, connectTimeoutMs: 1000, statementTimeoutMs: 3000 });
   a = await startTestDaemon(opts('host-a', await freePort(), 1));
-  b = await startTestDaemon(opts('host-b', await freePort(), 3));
+  b = await startTestDaemon(opts('host-b', await freePort(), 4));
 });
 test.after(async () => {
   await b?.stop();
@@ -131,7 +133,7 @@ let placed: Answer;
 test('each lease reports what its host can still take: servers held and allowed, memory and disk room under the ceilings', async () => {
   const c = await until('both leases carry room', async () => {
     const x = await leased('host-a');
-    return x.memoryRoomBytes !== undefined && (await leased('host-b')).serversMax === 3 ? x : undefined;
+    return x.memoryRoomBytes !== undefined && (await leased('host-b')).serversMax === 4 ? x : undefined;
   });
   await until('A sees B up', () => a.daemon.registry!.placements.host('host-b')?.up, 5000);
   assert.is(c.servers, 0);
@@ -195,8 +197,22 @@ test('the phone flow on a full host: the code is texted from here, the create wi
   assert.match(r.json.api_key, /^rbx_/);
 });
 
+test("the MCP tool create_server on a full host lands on the other host, the tool's answer that host's", async () => {
+  const client = new Client({ name: 'rootbox-test', version: '1.0.0' });
+  await client.connect(new StreamableHTTPClientTransport(new URL(`http://api.localhost:${a.http}/mcp`)));
+  try {
+    const r = await client.callTool({ name: 'create_server', arguments: { subdomains: ['viamcp'] } });
+    assert.not.ok(r.isError, JSON.stringify(r.content));
+    const created = r.structuredContent as { id: string; api_key: string };
+    assert.ok(b.daemon.runtime.get(created.id), 'on B');
+    assert.match(created.api_key, /^rbx_/);
+  } finally {
+    await client.close();
+  }
+});
+
 test('with every host full a create answers 503 at_capacity and makes nothing', async () => {
-  await until("B's lease shows it full", async () => (await leased('host-b')).servers === 3);
+  await until("B's lease shows it full", async () => (await leased('host-b')).servers === 4);
   const accounts = async () => Number((await pool.query<{ n: string }>('SELECT count(*) AS n FROM accounts')).rows[0].n);
   const before = [a.daemon.store.servers.all({ withPending: true }).length, b.daemon.store.servers.all({ withPending: true }).length, await accounts()];
   const r = await api(a, 'POST', '/create', { body: { subdomains: ['nowhere'] } });
@@ -231,8 +247,8 @@ test('cluster status shows each host, its lease, capacity and servers, and this 
   const j = JSON.parse(await status(a, true));
   const hosts = Object.fromEntries((j.hosts as { name: string }[]).map((h) => [h.name, h])) as Record<string, any>;
   assert.ok(hosts['host-a'].up && hosts['host-b'].up);
-  assert.is(hosts['host-b'].servers, 3);
-  assert.is(hosts['host-b'].capacity.serversMax, 3);
+  assert.is(hosts['host-b'].servers, 4);
+  assert.is(hosts['host-b'].capacity.serversMax, 4);
   assert.ok(hosts['host-b'].capacity.memoryRoomBytes > 0);
   assert.is(j.channel.running, true);
   assert.is(j.channel.host, 'host-a');
@@ -241,7 +257,7 @@ test('cluster status shows each host, its lease, capacity and servers, and this 
   assert.is(peer.session, 'up');
   assert.ok(peer.forwarded.answered >= 2, JSON.stringify(peer));
   const text = await status(a, false);
-  assert.match(text, /host-b\s+up\s+\S+ s left\s+3 of 3/);
+  assert.match(text, /host-b\s+up\s+\S+ s left\s+4 of 4/);
   assert.match(text, /channel of host-a to its peers:/);
   assert.match(text, /host-b\s+up\s+.*answered \d+/);
   assert.ok((await metric(a, 'rootbox_channel_forwarded_total', 'peer="host-b",outcome="answered"')) >= 2);
