@@ -185,6 +185,7 @@ function placement(r: Registry, channel: () => Channel | undefined): Placement {
     // up by the registry's lease and by the channel's view (which the forward goes by)
     hosts: async () => (channel() ? (await r.hosts.list()).filter((h) => r.placements.host(h.name)?.up) : []),
     forward: (host, c) => channel()!.forwardApi(host, c.req, c.res, c.info, { body: c.body }),
+    changed: () => r.renew(),
   };
 }
 

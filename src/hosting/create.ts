@@ -113,6 +113,7 @@ export async function handleCreate(
     };
     await core.servers.commit(created, heldAccount); // nothing may fail after this but writing the answer
     created = undefined;
+    core.placement?.changed(); // the other hosts read this host's room from its lease
     return answer;
   } catch (e) {
     if (created) await core.servers.abandon(created.record.id);

@@ -32,6 +32,8 @@ export interface Placement {
   hosts(): Promise<HostRoom[]>;
   /** Sends the create to `host`'s API over the channel and relays its answer to `call.res`. */
   forward(host: string, call: PlacedCreate): Promise<void>;
+  /** This host's room changed (a server made here): its lease says so now, not at the next heartbeat. */
+  changed(): void;
 }
 
 interface CreateBody {

@@ -58,6 +58,7 @@ export class Registry {
   private reachable = true;
   private beating?: Promise<void>;
   private measure?: () => Record<string, number>;
+  private renewAgain = false;
 
   constructor(
     private readonly o: RegistryOptions,
@@ -93,7 +94,7 @@ export class Registry {
    *  one at once. */
   reportCapacity(measure: () => Record<string, number>): void {
     this.measure = measure;
-    if (this.timer) this.tick();
+    this.renew();
   }
 
   /** Checks the schema and registers this host. Refuses (throws) a registry without a usable
@@ -116,7 +117,17 @@ export class Registry {
         this.log.error('registry refused', { code: isAppError(err) ? err.code : undefined, detail: (err as Error).message });
         clearInterval(this.timer);
       })
-      .finally(() => (this.beating = undefined));
+      .finally(() => {
+        this.beating = undefined;
+        if (this.renewAgain) this.renew();
+      });
+  }
+
+  /** Renews the lease now (after the one under way, which may have measured before the change):
+   *  what this host can take changed, and the other hosts place creates by it. */
+  renew(): void {
+    this.renewAgain = this.beating !== undefined;
+    if (this.timer && !this.beating) this.tick();
   }
 
   private async beat(starting: boolean): Promise<void> {

@@ -30,9 +30,9 @@ let a: TestDaemon;
 let b: TestDaemon;
 let pool: RegistryPool;
 
-const opts = (host: string, listen: number, servers: number) => ({
+const opts = (host: string, listen: number, servers: number, lease = '3s') => ({
   publicIp: '127.0.0.1',
-  cluster: { registry: pg.url, host, listen: `127.0.0.1:${listen}`, advertise: `127.0.0.1:${listen}`, lease: '3s', connectTimeout: '500ms' },
+  cluster: { registry: pg.url, host, listen: `127.0.0.1:${listen}`, advertise: `127.0.0.1:${listen}`, lease, connectTimeout: '500ms' },
   hosting: { rateLimit: { perIpPerMinute: 1000, createsPerIpPerHour: 200 }, capacity: { servers } },
 });
 
@@ -118,7 +118,8 @@ test.before(async () => {
   assert.is(await clusterCommand(cfg, 'init', {}, { out: (s) => out.push(s), err: (s) => out.push(s) }), 0, out.join('\n'));
   pool = new RegistryPool({ url: pg.url, connectTimeoutMs: 1000, statementTimeoutMs: 3000 });
   a = await startTestDaemon(opts('host-a', await freePort(), 1));
-  b = await startTestDaemon(opts('host-b', await freePort(), 4));
+  // B's heartbeats are 20 s apart: its lease shows a new server within this file's run only because a create renews it
+  b = await startTestDaemon(opts('host-b', await freePort(), 4, '60s'));
 });
 test.after(async () => {
   await b?.stop();
@@ -153,6 +154,7 @@ test('a create on a host without room lands on the up host with the most room, a
   assert.is(a.daemon.runtime.get(placed.json.id), undefined, 'not on A');
   assert.ok(b.daemon.runtime.get(placed.json.id), 'on B');
   assert.is(answered(), counted + 1, "counted in A's channel health as a request forwarded to B");
+  await until("B's lease counts it at once, not at B's next heartbeat", async () => (await leased('host-b')).servers === 1, 3000);
   assert.match(placed.json.subdomain, /^placed\./);
   assert.equal(Object.keys(placed.json).sort(), Object.keys(first.json).sort(), 'the same fields as a local create');
   assert.match(placed.json.ssh, new RegExp(`-p ${b.daemon.ssh.port}$`), "B's SSH port: B runs it");
