@@ -88,6 +88,7 @@ const UNIT = [
   'test/install/noderuntime.test.ts',
   'test/install/ports.test.ts',
   'test/hosting/ratelimit-doc.test.ts',
+  'test/hosting/capacity.test.ts',
   'test/registry/fence.test.ts',
 ];
 

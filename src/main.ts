@@ -18,7 +18,7 @@ import { createBilling, type Billing } from './billing/index.js';
 import { startChannel, type Channel } from './channel/index.js';
 import type { Config } from './config/index.js';
 import { startEdge, startTls, type Edge, type TlsManager } from './edge/index.js';
-import { startHosting, type HostingApi } from './hosting/index.js';
+import { startHosting, type HostingApi, type Placement } from './hosting/index.js';
 import type { HttpApp } from './http/index.js';
 import { nothing, partsOf, startAll, type Part } from './lifecycle.js';
 import { createLogger, type Logger } from './log/index.js';
@@ -135,15 +135,19 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
     part('ssh', startSsh),
     part(
       'hosting',
-      (d) =>
-        startHosting({
+      async (d) => {
+        const h = await startHosting({
           ...d,
           makeKeyPair: generateServerKeyPair,
           certs: domainCerts(d.acme),
           names: d.registry && keyedNames(d.registry.names, d.registry.shared),
           sharedDomains: d.registry?.shared,
           sharedAccounts: d.registry?.accounts,
-        }),
+          placement: d.registry && placement(d.registry, () => d.channel),
+        });
+        d.registry?.reportCapacity(h.core.capacity); // the lease carries this host's room
+        return h;
+      },
       (h) => h.core.domains.stop(),
     ),
     part('metering', (d) => (d.billing.start(), d.billing)),
@@ -173,6 +177,18 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
   ];
   d.stop = await startAll(parts, d, log);
   return d;
+}
+
+/** Where a create goes when this host has no room (hosting/place.ts): the hosts of the registry,
+ *  their capacity as last reported, reached over the channel (none without one: no cluster CA). */
+function placement(r: Registry, channel: () => Channel | undefined): Placement {
+  return {
+    self: r.host,
+    // up by the registry's lease and by the channel's view (which the forward goes by)
+    hosts: async () => (channel() ? (await r.hosts.list()).filter((h) => r.placements.host(h.name)?.up) : []),
+    forward: (host, c) => channel()!.forwardApi(host, c.req, c.res, c.info, { body: c.body }),
+    changed: () => r.renew(),
+  };
 }
 
 /** Runs the daemon in the foreground until SIGTERM/SIGINT. */

@@ -7,6 +7,7 @@
 
 import { AppError } from '../errors.js';
 import type { Billing } from '../billing/index.js';
+import type { PeerHealth } from '../channel/index.js';
 import type { Config } from '../config/index.js';
 import type { HostingCore } from '../hosting/index.js';
 import type { Logger } from '../log/index.js';
@@ -31,7 +32,9 @@ export interface AdminDeps {
   /** Whether payments can be taken now (payments/health.ts), for status. */
   payments?: { health: { readonly view: { settlement: string; available: boolean; problems: string[] } } };
   /** The cluster registry (cluster mode only), for status. */
-  registry?: { report(): Promise<RegistryFacts> };
+  registry?: { report(): Promise<RegistryFacts>; readonly host: string };
+  /** The host-to-host channel (cluster mode with a CA), for `cluster status`. */
+  channel?: { health(): PeerHealth[] };
   log: Logger;
 }
 

@@ -31,7 +31,10 @@ export const ADMIN_USAGE = `operator commands (act in the running daemon through
   backup FILE [--json]                    consistent snapshot of the store while the daemon serves
   restore FILE [--json]                   put a backup in place of the store (daemon stopped)
   cluster init [--json]                   apply the registry schema (cluster.registry) this rootbox knows; safe to repeat
-  cluster status [--json]                 the registry's hosts: lease, where they are reached, servers, free RAM and disk
+  cluster status [--json]                 the registry's hosts: lease, where they are reached, servers, room
+                                          (RAM and disk left under the servers' ceilings), free RAM and disk;
+                                          this host's channel to its peers (from the daemon: sessions, errors,
+                                          forwarded requests)
 With the daemon stopped, list/show/status read the store, credit writes it, and the other
 commands refuse. --config FILE or ROOTBOX_DATA_DIR select the data dir.`;
 

@@ -4,6 +4,7 @@
 //   GET    /servers/:ref                → {server, account}          (ref: srv_ id, slug or subdomain)
 //   POST   /servers/:ref/{stop,start,suspend,resume} → {server, …}
 //   DELETE /servers/:ref                → {ok, deleted}
+//   GET    /cluster/channel             → {host, channel, peers: [PeerHealth]} (cluster mode; channel false without one)
 //   GET    /accounts                    → {accounts: [AccountView]}
 //   GET    /accounts/:ref               → {account, servers, ledger} (ref: acc_ id or one of its servers)
 //   POST   /accounts/:ref/rotate-key    → {account, api_key}
@@ -221,6 +222,14 @@ export function adminRouter(d: AdminDeps): Router {
           ),
         };
       },
+    }),
+    route({
+      method: 'GET',
+      path: '/cluster/channel',
+      auth: 'none',
+      summary: "This host's channel sessions to its peers: up or down, errors, forwarded requests",
+      responses: { 200: { description: 'Channel health' } },
+      handler: () => ({ status: 200, body: { host: d.registry?.host ?? null, channel: !!d.channel, peers: d.channel?.health() ?? [] } }),
     }),
     ...serverRoutes(a),
     ...accountRoutes(a, d),

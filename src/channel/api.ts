@@ -20,6 +20,7 @@ import { AppError } from '../errors.js';
 import { errorReply, rawError, sendReply, withBody, type HttpApp, type Req, type RequestInfo, type Res } from '../http/index.js';
 import type { Logger } from '../log/index.js';
 import { buffer, hasBody } from './body.js';
+import type { ChannelHealth } from './health.js';
 import type { Placements, PlacementView } from './lookup.js';
 import { CANCEL, PeerError, type Peers } from './peers.js';
 import { handshakeOf, StreamSocket } from './tunnel.js';
@@ -47,6 +48,7 @@ export interface ApiForwarderDeps {
   /** This host's own API app: answers a request whose server turned out to be here, or gone. */
   local: () => ApiApp | undefined;
   log: Logger;
+  health?: ChannelHealth;
 }
 
 interface Body {
@@ -144,7 +146,7 @@ export class ApiForwarder {
   /** The request over the channel to `host`; its answer head, or why there is none. */
   private async send(host: string, req: Req, info: RequestInfo, server: ApiForwardOptions['server'], body: Body): Promise<Answer | AppError> {
     const stream = await this.open(host, req, info, server, {}, !body.chunks.length && !body.rest);
-    if (stream instanceof AppError) return stream;
+    if (stream instanceof AppError) return (this.d.health?.refused(host, stream.code), stream);
     for (const c of body.chunks) stream.write(c);
     if (body.rest) body.rest.pipe(stream);
     else if (body.chunks.length) stream.end();
@@ -152,10 +154,11 @@ export class ApiForwarder {
       let settled = false;
       stream.once('response', (headers) => {
         settled = true;
+        this.d.health?.forwarded(host, Number(headers[':status']) === NOT_HERE ? 'not_here' : 'answered');
         stream.on('error', () => {});
         resolve({ headers, stream });
       });
-      const onError = () => void (settled || ((settled = true), resolve(hostUnavailable(host, 'cannot be reached'))));
+      const onError = (e?: Error) => void (settled || ((settled = true), this.d.health?.stream(host, e), resolve(hostUnavailable(host, 'cannot be reached'))));
       stream.once('error', onError);
       stream.once('close', onError);
     });

@@ -24,6 +24,7 @@ import type { Logger } from '../log/index.js';
 import { sendErrorPage } from '../proxy/index.js';
 import type { Placements, PlacementView } from './lookup.js';
 import { buffer, hasBody } from './body.js';
+import type { ChannelHealth } from './health.js';
 import { laneForward } from './fastlane.js';
 import { MissBudget } from './misses.js';
 import { CANCEL, PeerError, type Peers } from './peers.js';
@@ -39,6 +40,7 @@ export interface FrontDeps {
   self: string;
   retryBody: number;
   log: Logger;
+  health?: ChannelHealth;
 }
 
 const unavailable = (host: string, why: string) =>
@@ -74,6 +76,7 @@ export class ClusterFront implements HttpApp, UpgradeApp {
             if (this.replayed.size >= 1024) this.replayed.clear(); // replays a gone client never sent
             this.replayed.add(info.requestId);
           }
+          this.d.health?.lane(p.host, o.kind);
           done(o);
         };
         return session ? laneForward(session, r, sock, info, p, replay) : false;
@@ -153,12 +156,13 @@ export class ClusterFront implements HttpApp, UpgradeApp {
     body: Body,
   ): Promise<{ headers: IncomingHttpHeaders; stream: ClientHttp2Stream } | AppError> {
     const stream = await this.open(req, info, p, {}, !body.chunks.length && !body.rest);
-    if (stream instanceof AppError) return stream;
+    if (stream instanceof AppError) return (this.d.health?.refused(p.host, stream.code), stream);
     for (const c of body.chunks) stream.write(c);
     if (body.rest) body.rest.pipe(stream);
     else if (body.chunks.length) stream.end();
     return new Promise((resolve) => {
       stream.once('response', (headers) => {
+        this.d.health?.forwarded(p.host, Number(headers[':status']) === NOT_HERE ? 'not_here' : 'answered');
         stream.off('error', onError);
         stream.on('error', () => {});
         resolve({ headers, stream });
@@ -166,7 +170,7 @@ export class ClusterFront implements HttpApp, UpgradeApp {
       let settled = false;
       stream.once('response', () => (settled = true));
       // the error is made only when there is no answer (an AppError per request would cost)
-      const onError = () => void (settled || ((settled = true), resolve(unavailable(p.host, 'cannot be reached'))));
+      const onError = (e?: Error) => void (settled || ((settled = true), this.d.health?.stream(p.host, e), resolve(unavailable(p.host, 'cannot be reached'))));
       stream.once('error', onError);
       stream.once('close', onError);
     });
@@ -245,12 +249,13 @@ export class ClusterFront implements HttpApp, UpgradeApp {
   /** A WebSocket handshake to another host: the client's bytes and the owner's, both ways over one stream. */
   private async tunnel(req: IncomingMessage, socket: Duplex, head: Buffer, info: RequestInfo, p: PlacementView): Promise<void> {
     const stream = await this.open(req, info, p, { [H.upgrade]: String(req.headers.upgrade ?? '') }, false);
-    if (stream instanceof AppError) return rawError(socket, stream, { requestId: info.requestId });
+    if (stream instanceof AppError) return (this.d.health?.refused(p.host, stream.code), rawError(socket, stream, { requestId: info.requestId }));
     stream.on('error', () => socket.destroy());
     socket.on('close', () => {
       if (!stream.closed) stream.close(CANCEL);
     });
     stream.once('response', (h) => {
+      this.d.health?.forwarded(p.host, Number(h[':status']) === 200 ? 'answered' : 'not_here');
       if (Number(h[':status']) !== 200) {
         stream.close(CANCEL);
         return rawError(socket, unavailable(p.host, 'no longer runs it'), { requestId: info.requestId });

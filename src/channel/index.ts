@@ -14,6 +14,7 @@ import type { Logger } from '../log/index.js';
 import type { CaPair } from '../registry/index.js';
 import { ApiForwarder, type ApiApp, type ApiForwardOptions } from './api.js';
 import { ClusterFront, type LocalProxy } from './front.js';
+import { ChannelHealth, type PeerHealth } from './health.js';
 import { issueIdentity, REISSUE_MS, type Identity } from './identity.js';
 import type { Placements, PlacementView } from './lookup.js';
 import { Peers } from './peers.js';
@@ -24,6 +25,7 @@ export type { Placements, PlacementView, HostView } from './lookup.js';
 export { issueIdentity, type Identity } from './identity.js';
 export type { ApiApp, ApiForwardOptions } from './api.js';
 export type { SshAcceptor, SshClient } from './ssh.js';
+export type { PeerHealth, ForwardOutcome, ChannelErrorKind } from './health.js';
 
 export interface Channel {
   /** What the edge serves `<slug>.{domain}` with: the local proxy, forwarding what is not here. */
@@ -51,6 +53,8 @@ export interface Channel {
   };
   /** A byte stream to the SSH server of the host that runs `serverId`, authenticated for it; an AppError when there is none. */
   openSsh(serverId: string, client: SshClient): Promise<Duplex>;
+  /** This host's sessions to its peers: up or down, errors, forwarded requests (health.ts). */
+  health(): PeerHealth[];
   stop(): Promise<void>;
 }
 
@@ -82,7 +86,8 @@ export async function startChannel(d: ChannelPartDeps): Promise<Channel | undefi
   }
   let identity: Identity = issueIdentity(pair, r.host);
   const lookup = r.placements;
-  const peers = new Peers({ identity: () => identity, connectTimeoutMs: d.cfg.cluster.forwardConnectTimeout, log });
+  const health = new ChannelHealth();
+  const peers = new Peers({ identity: () => identity, connectTimeoutMs: d.cfg.cluster.forwardConnectTimeout, log, health });
   const hosting = d.hosting;
   const own = (host: string) => hosting?.core?.domains.slugOf(host);
   const app: ApiApp | undefined = hosting && {
@@ -113,8 +118,9 @@ export async function startChannel(d: ChannelPartDeps): Promise<Channel | undefi
     self: r.host,
     retryBody: d.cfg.cluster.forwardRetryBody,
     log,
+    health,
   });
-  const api = new ApiForwarder({ peers, placements: lookup, self: r.host, retryBody: d.cfg.cluster.forwardRetryBody, local: () => app, log });
+  const api = new ApiForwarder({ peers, placements: lookup, self: r.host, retryBody: d.cfg.cluster.forwardRetryBody, local: () => app, log, health });
   const forwardApi: Channel['forwardApi'] = (host, req, res, info, o) => api.forward(host, req, res, info, o);
   const upgradeApi: Channel['upgradeApi'] = (host, req, socket, head, info, o) => api.upgrade(host, req, socket, head, info, o);
   const sshOpen = { peers, placements: lookup, self: r.host, timeoutMs: d.cfg.cluster.forwardConnectTimeout, log };
@@ -141,6 +147,7 @@ export async function startChannel(d: ChannelPartDeps): Promise<Channel | undefi
       upgrade: upgradeApi,
     },
     openSsh: (serverId, client) => openSsh(sshOpen, serverId, client),
+    health: () => health.view(),
     async stop() {
       clearInterval(renew);
       peers.close();

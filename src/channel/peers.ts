@@ -8,6 +8,7 @@
 import { connect, constants, type ClientHttp2Session } from 'node:http2';
 import type { PeerCertificate } from 'node:tls';
 import type { Logger } from '../log/index.js';
+import type { ChannelHealth } from './health.js';
 import { peerHost, type Identity } from './identity.js';
 import { SESSION_WINDOW, WINDOW } from './server.js';
 
@@ -29,7 +30,7 @@ export class Peers {
   private readonly ready = new Map<string, ClientHttp2Session>();
   private readonly timer: NodeJS.Timeout;
 
-  constructor(private readonly o: { identity: () => Identity; connectTimeoutMs: number; log: Logger }) {
+  constructor(private readonly o: { identity: () => Identity; connectTimeoutMs: number; log: Logger; health?: ChannelHealth }) {
     // a peer that stopped answering (frozen, cut off) is found out by its pings, not by a request hanging on it
     this.timer = setInterval(() => void this.ping(), PING_MS).unref();
   }
@@ -80,12 +81,14 @@ export class Peers {
       );
       const fail = (e: Error) => {
         clearTimeout(t);
+        this.o.health?.error(host, loop ? 'loop' : 'connect', e.message);
         reject(new PeerError(loop, e.message));
       };
       session.once('error', fail);
       session.once('close', () => {
         clearTimeout(t);
         if (this.ready.get(key) === session) this.ready.delete(key);
+        this.o.health?.closed(host);
         reject(new PeerError(loop, `the channel to ${host} closed`));
         void this.sessions.get(key)?.then(
           (x) => x === session && this.sessions.delete(key),
@@ -96,9 +99,13 @@ export class Peers {
         clearTimeout(t);
         session.setLocalWindowSize(SESSION_WINDOW);
         session.off('error', fail);
-        session.on('error', (e) => this.o.log.debug('channel session failed', { peer: host, detail: e.message }));
+        session.on(
+          'error',
+          (e) => (this.o.log.debug('channel session failed', { peer: host, detail: e.message }), this.o.health?.error(host, 'session', e.message)),
+        );
         session.unref(); // idle sessions keep no process alive
         this.ready.set(key, session);
+        this.o.health?.opened(host, advertise);
         resolve(session);
       });
     });
@@ -111,6 +118,7 @@ export class Peers {
       const t = setTimeout(() => {
         this.sessions.delete(key);
         this.ready.delete(key);
+        this.o.health?.error(key.slice(0, key.indexOf('@')), 'ping', 'the peer did not answer a ping');
         s.destroy(new Error('the peer did not answer a ping'));
       }, this.o.connectTimeoutMs);
       s.ping((err) => {

@@ -2,6 +2,7 @@
 // caps, SMS provider, servers' own domains (domains.ts).
 
 import { z } from 'zod';
+import { capacitySchema } from './capacity.js';
 import { domainsEnv, domainsSchema } from './domains.js';
 import { duration, list } from './fields.js';
 import type { EnvBinding } from './env.js';
@@ -120,6 +121,7 @@ export const hostingSchema = z
       })
       .prefault({}),
     domains: domainsSchema,
+    capacity: capacitySchema,
   })
   .prefault({});
 

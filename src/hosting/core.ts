@@ -22,6 +22,8 @@ import { Commands } from './commands.js';
 import type { ExecSettings } from './exec.js';
 import { Files } from './files.js';
 import { CommandBudget } from './slots.js';
+import { measureCapacity, type Capacity } from './capacity.js';
+import type { Placement } from './place.js';
 
 export interface HostingDeps {
   cfg: Readonly<Config>;
@@ -53,6 +55,8 @@ export interface HostingDeps {
   sharedDomains?: SharedDomains;
   /** Clock of the phone codes' time windows (tests move it; default Date.now). */
   now?: () => number;
+  /** Registry mode: the other hosts a create goes to when this one has no room (place.ts). */
+  placement?: Placement;
 }
 
 export interface HostingCore {
@@ -79,6 +83,9 @@ export interface HostingCore {
    *  billing pass); returns how many accounts were brought up to date. */
   syncTiers(): Promise<number>;
   sshPort(): number;
+  /** What this host can still take (capacity.ts): checked at each create, reported in its lease. */
+  capacity(): Capacity;
+  placement?: Placement;
   /** Reopens the stored exposed ports and applies stored tiers (e.g. credit added while stopped). */
   start(): Promise<void>;
 }
@@ -166,6 +173,8 @@ export function buildCore(d: HostingDeps): HostingCore {
     assertNotExhausted: (a, baseUrl, more) => d.billing.assertNotExhausted(a, baseUrl, more),
     syncTiers: sync,
     sshPort: d.sshPort,
+    capacity: () => measureCapacity(d.cfg, d.store.servers.all({ withPending: true })),
+    placement: d.placement,
     async start() {
       await reconcileNames(d);
       await exposures.restore((msg, f) => d.log.warn(msg, f));

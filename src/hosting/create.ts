@@ -1,38 +1,27 @@
 // POST /create: the whole sign-up-and-create flow of spec part 4 — anonymous accounts, Bearer
 // accounts, the two-step phone flow (verification_required, then code), never_sleep, the
-// per-IP cap for anonymous accounts, host capacity, and the create answer. The server (and an
-// anonymous account made for it) stays pending until the answer is ready: servers.commit() is
-// its last step, so a crash before it leaves nothing a restart would keep (pending.ts).
+// per-IP cap for anonymous accounts, host capacity (here, or placed on another host: place.ts),
+// and the create answer. The server (and an anonymous account made for it) stays pending until
+// the answer is ready: servers.commit() is its last step, so a crash before it leaves nothing a
+// restart would keep (pending.ts).
 
-import { freemem } from 'node:os';
-import { statfsSync } from 'node:fs';
 import { AppError } from '../errors.js';
 import type { Reply, RouteCtx } from '../http/index.js';
+import { HANDLED } from '../http/index.js';
 import { PublicUrls } from '../pages/index.js';
 import type { AccountRecord } from '../store/index.js';
-import { TIER_LIMITS, tierOf } from './accounts.js';
 import type { HostingCore } from './core.js';
 import type { Created } from './servers.js';
 import { E164 } from './phone.js';
+import { placeCreate } from './place.js';
 import type { CreateRequest } from './schemas.js';
 import type { z } from 'zod';
 
-function checkCapacity(core: HostingCore, account: AccountRecord): void {
-  const need = TIER_LIMITS[tierOf(account)];
-  if (freemem() < Math.min(need.memoryBytes, 512 * 1024 * 1024)) {
-    throw AppError.of('at_capacity', 'this host is out of memory for new servers right now; try again later');
-  }
-  try {
-    const fs = statfsSync(core.cfg.dataDir);
-    if (fs.bavail * fs.bsize < 2 * 1024 * 1024 * 1024)
-      throw AppError.of('at_capacity', 'this host is out of disk space for new servers right now; try again later');
-  } catch (e) {
-    if (e instanceof AppError) throw e;
-  }
-}
-
 /** The body and the caller (when a credential was sent) come validated by the route (routes.ts). */
-export async function handleCreate(ctx: RouteCtx<AccountRecord | undefined, z.output<typeof CreateRequest> | undefined>, core: HostingCore): Promise<Reply> {
+export async function handleCreate(
+  ctx: RouteCtx<AccountRecord | undefined, z.output<typeof CreateRequest> | undefined>,
+  core: HostingCore,
+): Promise<Reply | typeof HANDLED> {
   const body = ctx.body ?? {};
   let account = ctx.auth;
   let apiKey: string | undefined;
@@ -43,6 +32,8 @@ export async function handleCreate(ctx: RouteCtx<AccountRecord | undefined, z.ou
   if (body.code !== undefined && body.phone === undefined) {
     throw AppError.of('invalid_request', 'code: send it together with the phone it was texted to');
   }
+  // a host without room for the tier hands the whole create to the one with the most (place.ts)
+  if ((await placeCreate(ctx, body, core.capacity, (p) => core.accounts.book.byPhone(p), core.placement)) === HANDLED) return HANDLED;
   if (body.phone !== undefined) {
     const phone = body.phone.trim();
     if (!E164.test(phone)) throw AppError.of('invalid_phone', 'phone: must be an E.164 number like +14155550123');
@@ -107,7 +98,6 @@ export async function handleCreate(ctx: RouteCtx<AccountRecord | undefined, z.ou
     if (body.never_sleep && !account.phone) {
       throw AppError.of('phone_required', 'never_sleep needs a verified phone: send {"phone": "+…"} first');
     }
-    checkCapacity(core, account);
     created = await core.servers.create(account, { subdomains: body.subdomains, neverSleep: body.never_sleep });
     const view = await core.servers.view(created.record, account);
     const answer = {
@@ -123,6 +113,7 @@ export async function handleCreate(ctx: RouteCtx<AccountRecord | undefined, z.ou
     };
     await core.servers.commit(created, heldAccount); // nothing may fail after this but writing the answer
     created = undefined;
+    core.placement?.changed(); // the other hosts read this host's room from its lease
     return answer;
   } catch (e) {
     if (created) await core.servers.abandon(created.record.id);

@@ -21,6 +21,8 @@ import { SCHEMAS } from './schemas.js';
 export const HOSTING_SERVICE = 'rootbox';
 export type { HostingDeps, HostingCore } from './core.js';
 export type { ServerForwarding, Placed } from './elsewhere.js';
+export type { Placement, PlacedCreate } from './place.js';
+export type { Capacity } from './capacity.js';
 export type { Credits, KeyPair } from './servers.js';
 export type { PortListener } from './expose.js';
 export { TIER_LIMITS, tierOf, type Tier } from './accounts.js';

@@ -52,7 +52,9 @@ const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'obj
 export function toolResult(tool: Tool, reply: Reply, args: Record<string, unknown>): CallToolResult {
   if (reply.status >= 400 && !tool.def.fine?.(reply, args))
     return { isError: true, content: text(Buffer.isBuffer(reply.body) ? safeJson(reply.body) : reply.body) };
-  const value = tool.def.result ? tool.def.result(reply, args) : reply.body;
+  // a JSON answer a route wrote itself (a create another host answered) is its JSON
+  const json = Buffer.isBuffer(reply.body) && /^application\/json\b/.test(String(reply.headers?.['content-type'] ?? ''));
+  const value = tool.def.result ? tool.def.result(reply, args) : json ? safeJson(reply.body as Buffer) : reply.body;
   return { content: text(value), ...(isRecord(value) ? { structuredContent: value } : {}) };
 }
 

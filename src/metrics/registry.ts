@@ -111,6 +111,27 @@ const flowsDropped = new Counter({
   labelNames: ['bound'] as const,
   registers: [registry],
 });
+const forwardedCounts = new Map<string, number>();
+new Counter({
+  name: 'rootbox_channel_forwarded_total',
+  help: "Requests this host forwarded over the cluster channel, by peer host and outcome: answered (the owner's answer went to the client), not_here (the owner no longer runs the server; a retry is counted again), unavailable (503 host_unavailable), loop (502 forward_loop), cut (a fast-lane answer cut or its client gone).",
+  labelNames: ['peer', 'outcome'] as const,
+  registers: [registry],
+  collect() {
+    // counted per request in plain numbers (forwardedCounts), handed over when read
+    for (const [key, n] of forwardedCounts) {
+      const at = key.indexOf(' ');
+      this.inc({ peer: key.slice(0, at), outcome: key.slice(at + 1) }, n);
+    }
+    forwardedCounts.clear();
+  },
+});
+const channelErrors = new Counter({
+  name: 'rootbox_channel_errors_total',
+  help: "Failures of this host's channel to a peer host, by kind: connect (no session could be opened), loop (the peer's address leads back here), session (an open session failed), ping (the peer stopped answering pings), stream (a forwarded request's stream failed before an answer).",
+  labelNames: ['peer', 'kind'] as const,
+  registers: [registry],
+});
 
 new Gauge({
   name: 'rootbox_servers',
@@ -227,6 +248,13 @@ export const metrics = {
   },
   flowsDropped(bound: 'open' | 'rate', n: number): void {
     guard(() => flowsDropped.inc({ bound }, n));
+  },
+  forwarded(peer: string, outcome: string): void {
+    const key = `${peer} ${outcome}`;
+    forwardedCounts.set(key, (forwardedCounts.get(key) ?? 0) + 1);
+  },
+  channelError(peer: string, kind: string): void {
+    guard(() => channelErrors.inc({ peer, kind }));
   },
   smsSent(provider: string, ok: boolean): void {
     guard(() => smsSends.inc({ provider, result: ok ? 'ok' : 'failed' }));

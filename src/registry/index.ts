@@ -57,6 +57,8 @@ export class Registry {
   private checked = false;
   private reachable = true;
   private beating?: Promise<void>;
+  private measure?: () => Record<string, number>;
+  private renewAgain = false;
 
   constructor(
     private readonly o: RegistryOptions,
@@ -78,7 +80,21 @@ export class Registry {
   }
 
   private facts(): HostFacts {
-    return { name: this.o.host, advertise: this.o.advertise, publicIp: this.o.publicIp, version: this.o.version, capacity: this.o.capacity() };
+    let room: Record<string, number> | undefined;
+    try {
+      room = this.measure?.();
+    } catch (err) {
+      this.log.warn('capacity not measured; the lease reports free memory and disk only', { detail: (err as Error).message });
+    }
+    return { name: this.o.host, advertise: this.o.advertise, publicIp: this.o.publicIp, version: this.o.version, capacity: { ...this.o.capacity(), ...room } };
+  }
+
+  /** What this host's lease reports as its capacity besides free memory and disk (hosting's
+   *  room, counted from its servers' ceilings): read at every heartbeat from now on, the first
+   *  one at once. */
+  reportCapacity(measure: () => Record<string, number>): void {
+    this.measure = measure;
+    this.renew();
   }
 
   /** Checks the schema and registers this host. Refuses (throws) a registry without a usable
@@ -101,7 +117,17 @@ export class Registry {
         this.log.error('registry refused', { code: isAppError(err) ? err.code : undefined, detail: (err as Error).message });
         clearInterval(this.timer);
       })
-      .finally(() => (this.beating = undefined));
+      .finally(() => {
+        this.beating = undefined;
+        if (this.renewAgain) this.renew();
+      });
+  }
+
+  /** Renews the lease now (after the one under way, which may have measured before the change):
+   *  what this host can take changed, and the other hosts place creates by it. */
+  renew(): void {
+    this.renewAgain = this.beating !== undefined;
+    if (this.timer && !this.beating) this.tick();
   }
 
   private async beat(starting: boolean): Promise<void> {
