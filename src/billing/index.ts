@@ -134,6 +134,11 @@ export class Billing {
   }
 
   start(): void {
+    // cluster mode: the time this host was down is not charged (its servers were unavailable)
+    if (this.d.ledger) {
+      const resumed = this.meter.resume(this.now());
+      if (resumed) this.d.log.info('metering resumed from now: the time this host was down is not charged', { servers: resumed });
+    }
     // cluster mode: what waits in the outbox (a restart while the registry was down, an offline
     // credit) is written now, not a pass later; the cached balances come back with it
     this.running = this.book
