@@ -143,6 +143,7 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
           names: d.registry && keyedNames(d.registry.names, d.registry.shared),
           sharedDomains: d.registry?.shared,
           sharedAccounts: d.registry?.accounts,
+          placements: d.registry?.placements,
         }),
       (h) => h.core.domains.stop(),
     ),

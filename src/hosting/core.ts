@@ -19,6 +19,7 @@ import { LocalAccounts, RegistryAccountBook, type AccountBook, type SharedAccoun
 import { PhoneVerifier } from './phone.js';
 import { netDiffers, Servers, type Credits, type KeyPair, type SharedNames } from './servers.js';
 import { Commands } from './commands.js';
+import { Unavailable, type ClusterPlacements } from './unavailable.js';
 import type { ExecSettings } from './exec.js';
 import { Files } from './files.js';
 import { CommandBudget } from './slots.js';
@@ -51,6 +52,8 @@ export interface HostingDeps {
   sharedAccounts?: SharedAccounts & { secret(): Promise<Buffer> };
   /** Registry mode: custom domains unique across every host. */
   sharedDomains?: SharedDomains;
+  /** Registry mode: where every server runs and which hosts are down (the placement cache). */
+  placements?: ClusterPlacements;
   /** Clock of the phone codes' time windows (tests move it; default Date.now). */
   now?: () => number;
 }
@@ -62,6 +65,8 @@ export interface HostingCore {
   accounts: Accounts;
   phone: PhoneVerifier;
   servers: Servers;
+  /** Servers of other hosts that are down, shown `unavailable` (cluster mode). */
+  unavailable: Unavailable;
   exposures: Exposures;
   /** Commands run in servers for the HTTP API (exec, files), with their caps. */
   commands: Commands;
@@ -151,6 +156,12 @@ export function buildCore(d: HostingDeps): HostingCore {
     accounts: new Accounts(d.store, keySecret, book),
     phone: new PhoneVerifier(book, keySecret, d.sms, d.now),
     servers,
+    unavailable: new Unavailable({
+      placements: d.placements,
+      domain: d.cfg.domain,
+      credits: (a) => d.billing.credits(a),
+      local: (id) => d.store.servers.get(id) !== undefined,
+    }),
     exposures,
     commands,
     files: new Files({
