@@ -178,7 +178,7 @@ export function buildCore(d: HostingDeps): HostingCore {
     syncTiers: sync,
     sshPort: d.sshPort,
     async start() {
-      await reconcileNames(d);
+      await reconcileNames(d, servers);
       await exposures.restore((msg, f) => d.log.warn(msg, f));
       domains.load();
       domains.start();
@@ -190,7 +190,7 @@ export function buildCore(d: HostingDeps): HostingCore {
 /** Registry mode: the registry's placements and slugs of this host made to match its store (a
  *  registry that cannot be reached now is reconciled at the next start; nothing is lost meanwhile:
  *  a stale claim only keeps a name taken). */
-async function reconcileNames(d: HostingDeps): Promise<void> {
+async function reconcileNames(d: HostingDeps, all: Servers): Promise<void> {
   if (!d.names) return;
   const servers = d.store.servers
     .all()
@@ -206,6 +206,14 @@ async function reconcileNames(d: HostingDeps): Promise<void> {
       for (const id of r.elsewhere)
         if (d.runtime.get(id)?.state === 'running')
           await d.runtime.stop(id).catch((err) => d.log.error('could not stop a server placed on another host', { server: id, err }));
+    }
+    if (r.deleted.length) {
+      // deleted in the registry while this host was away: its delete is finished here, not undone
+      d.log.warn('servers deleted in the registry while this host was away: deleted here too', { servers: r.deleted });
+      for (const id of r.deleted) {
+        const rec = d.store.servers.get(id);
+        if (rec) await all.delete(rec).catch((err) => d.log.error('could not delete a server the registry deleted', { server: id, err }));
+      }
     }
   } catch (err) {
     d.log.warn('registry not reconciled at start; retried at the next start', { err: (err as Error).message });
