@@ -13,14 +13,14 @@ import { chmodSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { send, type Answer } from '../http/contract.js';
-import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
+import type { TestDaemon } from '../helpers/daemon.js';
 import { freePort } from '../helpers/ports.js';
-import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
+import type { TestPostgres } from '../helpers/postgres.js';
 import { run } from '../helpers/run.js';
 import { until } from '../helpers/wait.js';
 import { ProcDaemon } from '../hosting/helpers/procdaemon.js';
-import { get, initCluster } from './fixtures/cluster.js';
+import { get as request } from './fixtures/clients.js';
+import { api, startClusterRegistry, startHost } from './fixtures/twohosts.js';
 
 /** The channel's connect and ping timeout of both hosts (cluster.forwardConnectTimeout). */
 const CHANNEL_MS = 500;
@@ -30,7 +30,6 @@ let pg: TestPostgres;
 let a: TestDaemon;
 let b: ProcDaemon;
 let bChannel = 0;
-let froms = 0;
 /** B's servers: one that lives through the failure, one deleted in the registry while B is down. */
 let kept: { id: string; api_key: string };
 let gone: { id: string; api_key: string };
@@ -46,19 +45,17 @@ const cluster = (host: string, port: number) => ({
 });
 const hosting = { anonServersPerIp: 20, rateLimit: { perIpPerMinute: 1000, createsPerIpPerHour: 200 } };
 
-function api(port: number, method: string, path: string, o: { key?: string; body?: unknown; headers?: Record<string, string> } = {}): Promise<Answer> {
-  return send(port, 'api.localhost', method, path, {
-    body: o.body,
-    headers: { ...(o.key ? { authorization: `Bearer ${o.key}` } : {}), ...o.headers },
-    from: method === 'POST' ? `127.0.11.${++froms}` : undefined, // anonymous accounts are limited per address
-  });
-}
+/** A GET to a daemon's plain edge, its body as text. */
+const get = async (d: { http: number }, host: string, path = '/', headers: Record<string, string> = {}) => {
+  const r = await request({ http: d.http, https: 0, ca: '' }, host, path, { headers });
+  return { ...r, body: r.body.toString() };
+};
 
 async function createOnB(slug: string, page: string): Promise<{ id: string; api_key: string }> {
-  const r = await api(b.http, 'POST', '/create', { body: { subdomains: [slug] } });
+  const r = await api(b, 'POST', '/create', { body: { subdomains: [slug] } });
   assert.is(r.status, 200, r.text);
   const srv = r.json as { id: string; api_key: string };
-  const w = await api(b.http, 'PUT', `/servers/${srv.id}/files?path=/root/www/index.html`, {
+  const w = await api(b, 'PUT', `/servers/${srv.id}/files?path=/root/www/index.html`, {
     key: srv.api_key,
     body: page,
     headers: { 'content-type': 'application/octet-stream' },
@@ -68,7 +65,7 @@ async function createOnB(slug: string, page: string): Promise<{ id: string; api_
 }
 
 async function createOnA(slug: string, page: string): Promise<string> {
-  const r = await api(a.http, 'POST', '/create', { body: { subdomains: [slug] } });
+  const r = await api(a, 'POST', '/create', { body: { subdomains: [slug] } });
   assert.is(r.status, 200, r.text);
   const id = (r.json as { id: string }).id;
   const root = join(a.daemon.runtime.get(id)!.rootfs, 'root');
@@ -99,9 +96,8 @@ const runcIds = async () => (await run('runc', ['--root', join(b.dataDir, 'runc'
 const bUp = () => a.daemon.registry!.placements.host('host-b')?.up;
 
 test.before(async () => {
-  pg = await startPostgres();
-  await initCluster(pg.url);
-  a = await startTestDaemon({ publicIp: '127.0.0.1', cluster: cluster('host-a', await freePort()), hosting });
+  pg = await startClusterRegistry();
+  a = await startHost(pg, 'host-a', { cluster: cluster('host-a', await freePort()), hosting });
   bChannel = await freePort();
   b = new ProcDaemon({ config: { cluster: cluster('host-b', bChannel), billing: { meterInterval: '1s' }, hosting } });
   await b.start();
@@ -116,7 +112,7 @@ test.after(async () => {
 test("kill -9 of B: its servers answer 503 host_unavailable through A within 2 s, show unavailable in A's API, are not billed for the downtime, and serve again once B is back with nothing duplicated", async () => {
   kept = await createOnB('hf-kept', 'kept on B');
   gone = await createOnB('hf-gone', 'gone from B');
-  await until("A serves B's page", async () => (await get(a.http, 'hf-kept.localhost')).body === 'kept on B', 30_000);
+  await until("A serves B's page", async () => (await get(a, 'hf-kept.localhost')).body === 'kept on B', 30_000);
   await until('B meters its server into the registry', async () => (await periods(kept.id)).length >= 2, 30_000);
   const placedBefore = await placements();
 
@@ -124,34 +120,35 @@ test("kill -9 of B: its servers answer 503 host_unavailable through A within 2 s
   const t0 = performance.now();
   await b.kill(); // SIGKILL of the daemon's pid
   const first = await until('a 503 through A', async () => {
-    const r = await get(a.http, 'hf-kept.localhost');
+    const r = await get(a, 'hf-kept.localhost');
     return r.status === 503 ? r : undefined;
   });
   const sinceKill = performance.now() - t0;
   assert.ok(sinceKill < 2000, `503 through A ${Math.round(sinceKill)} ms after the kill`);
   assert.is(JSON.parse(first.body).error, 'host_unavailable');
   assert.ok(Number(first.headers['retry-after']) >= 1);
-  const html = await get(a.http, 'hf-kept.localhost', '/', { accept: 'text/html' });
+  const html = await get(a, 'hf-kept.localhost', '/', { accept: 'text/html' });
   assert.is(html.status, 503);
   assert.match(html.body, /<html/i);
   console.log(`first 503 host_unavailable through A: ${Math.round(sinceKill)} ms after kill -9 (that request: ${Math.round(first.ms)} ms)`);
 
   // the lease runs out: A knows B is down, answers without trying, and shows B's servers unavailable
   await until('A sees B down', () => bUp() === false, 10_000);
-  const down = await get(a.http, 'hf-kept.localhost');
+  const down = await get(a, 'hf-kept.localhost');
   assert.is(down.status, 503);
   assert.ok(down.ms < 500, `${down.ms} ms`);
-  const one = await api(a.http, 'GET', `/servers/${kept.id}`, { key: kept.api_key });
+  console.log(`B's lease ran out ${Math.round(performance.now() - t0)} ms after the kill; then 503 through A in ${Math.round(down.ms)} ms`);
+  const one = await api(a, 'GET', `/servers/${kept.id}`, { key: kept.api_key });
   assert.is(one.status, 200, one.text);
   assert.is((one.json as { state: string }).state, 'unavailable');
   assert.is((one.json as { subdomain: string }).subdomain, 'hf-kept.localhost');
-  const list = await api(a.http, 'GET', '/servers', { key: kept.api_key });
+  const list = await api(a, 'GET', '/servers', { key: kept.api_key });
   assert.is(list.status, 200, list.text);
   assert.equal(
     (list.json as { servers: { id: string; state: string }[] }).servers.map((s) => [s.id, s.state]),
     [[kept.id, 'unavailable']],
   );
-  const other = await api(a.http, 'GET', `/servers/${kept.id}`, { key: gone.api_key });
+  const other = await api(a, 'GET', `/servers/${kept.id}`, { key: gone.api_key });
   assert.is(other.status, 404, "another account's server stays unknown");
 
   // meanwhile the registry deletes B's other server (its placement and slug), and A gives the
@@ -165,14 +162,14 @@ test("kill -9 of B: its servers answer 503 host_unavailable through A within 2 s
   const tStart = Date.now();
   await b.start();
   const t1 = performance.now();
-  await until('B serves through A again', async () => (await get(a.http, 'hf-kept.localhost')).body === 'kept on B', 30_000);
+  await until('B serves through A again', async () => (await get(a, 'hf-kept.localhost')).body === 'kept on B', 30_000);
   console.log(`served through A again ${Math.round(performance.now() - t1)} ms after B's restart`);
 
   // reconciled: the deleted server is gone from B, its subdomain reaches A's server through B too
-  const viaB = await get(b.http, 'hf-gone.localhost');
+  const viaB = await get(b, 'hf-gone.localhost');
   assert.is(viaB.body, 'new on A', 'B does not serve the server the registry deleted');
   assert.not.ok((await runcIds()).includes(gone.id), 'its container is gone');
-  assert.is((await api(b.http, 'GET', `/servers/${gone.id}`, { key: gone.api_key })).status, 404);
+  assert.is((await api(b, 'GET', `/servers/${gone.id}`, { key: gone.api_key })).status, 404);
   const row = (id: string) => pg.sql(`SELECT host || ' ' || epoch FROM placements WHERE server_id = '${id}'`);
   assert.ok(placedBefore.includes(`${kept.id} ${await row(kept.id)}`), 'the kept server: one placement, on B, its epoch unchanged');
   assert.is(await row(gone.id), '', 'the deleted server: not placed again');
@@ -182,7 +179,7 @@ test("kill -9 of B: its servers answer 503 host_unavailable through A within 2 s
     [kept.id],
     'one container of the kept server',
   );
-  const state = await api(b.http, 'GET', `/servers/${kept.id}`, { key: kept.api_key });
+  const state = await api(b, 'GET', `/servers/${kept.id}`, { key: kept.api_key });
   assert.is((state.json as { state: string }).state, 'running');
 
   // billing: on again from the restart, the downtime never charged, no period charged twice
@@ -193,7 +190,7 @@ test("kill -9 of B: its servers answer 503 host_unavailable through A within 2 s
 });
 
 test('a partition between A and B: requests through A fail within the channel timeouts, no placement changes, and B serves through A once healed', async () => {
-  await until("A serves B's page over a session", async () => (await get(a.http, 'hf-kept.localhost')).body === 'kept on B', 10_000);
+  await until("A serves B's page over a session", async () => (await get(a, 'hf-kept.localhost')).body === 'kept on B', 10_000);
   const placedBefore = await placements();
   // packets to and from B's channel port dropped on loopback (both directions leave by output)
   const rules = `table inet ${PARTITION} {
@@ -207,28 +204,28 @@ test('a partition between A and B: requests through A fail within the channel ti
     const added = await run('nft', ['-f', '-'], { input: rules });
     assert.is(added.code, 0, added.stderr);
     // the request on the open session: the session's ping goes unanswered, then a new session cannot open
-    const cut = await get(a.http, 'hf-kept.localhost');
+    const cut = await get(a, 'hf-kept.localhost');
     assert.is(cut.status, 503, cut.body);
     assert.is(JSON.parse(cut.body).error, 'host_unavailable');
     assert.ok(cut.ms < 3 * CHANNEL_MS + 500, `the first request failed after ${Math.round(cut.ms)} ms`);
     // the requests after it fail at once, not each waiting for a connection
     const next: number[] = [];
     for (let i = 0; i < 5; i++) {
-      const r = await get(a.http, 'hf-kept.localhost');
+      const r = await get(a, 'hf-kept.localhost');
       assert.is(r.status, 503);
       next.push(Math.round(r.ms));
     }
     assert.ok(Math.max(...next) < CHANNEL_MS / 2, `then ${next.join(', ')} ms`);
     console.log(`partition: first request 503 after ${Math.round(cut.ms)} ms, the next five after ${next.join(', ')} ms`);
     // B itself is up: its lease runs, its own edge serves, the registry's placements are as they were
-    assert.is((await get(b.http, 'hf-kept.localhost')).body, 'kept on B');
+    assert.is((await get(b, 'hf-kept.localhost')).body, 'kept on B');
     assert.ok(bUp(), 'A still sees B up');
     assert.is(await placements(), placedBefore);
   } finally {
     await run('nft', ['delete', 'table', 'inet', PARTITION]);
   }
   const t0 = performance.now();
-  await until('B serves through A again', async () => (await get(a.http, 'hf-kept.localhost')).body === 'kept on B', 10_000);
+  await until('B serves through A again', async () => (await get(a, 'hf-kept.localhost')).body === 'kept on B', 10_000);
   console.log(`healed: served through A again after ${Math.round(performance.now() - t0)} ms`);
   assert.is(await placements(), placedBefore);
 });
