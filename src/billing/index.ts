@@ -160,6 +160,10 @@ export class Billing {
   async stop(): Promise<void> {
     clearInterval(this.timer);
     await this.running;
+    // cluster mode: the period up to the stop is charged now, into the outbox (written at the next
+    // start), since the next start opens every period at its own time (Meter.resume)
+    if (this.d.ledger && this.timer)
+      await this.meter.tick(this.now(), 0).catch((e) => this.d.log.warn('the last metering pass before the stop failed', { err: (e as Error).message }));
   }
 
   /** Adds credit once per source; resumes suspended servers and raises ceilings. Cluster mode:

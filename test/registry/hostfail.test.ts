@@ -9,7 +9,7 @@
 // every forwardConnectTimeout, answered within it; a peer that could not be reached fails its
 // requests at once for that long), no placement changes, and once healed B serves through A again.
 process.env.ROOTBOX_TEST_RUNTIME ??= 'process'; // A's servers are plain processes (B's are runc containers)
-import { chmodSync, mkdirSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -228,6 +228,28 @@ test('a partition between A and B: requests through A fail within the channel ti
   await until('B serves through A again', async () => (await get(a, 'hf-kept.localhost')).body === 'kept on B', 10_000);
   console.log(`healed: served through A again after ${Math.round(performance.now() - t0)} ms`);
   assert.is(await placements(), placedBefore);
+});
+
+test('a clean stop of B charges up to the stop, and its next start charges none of the time it was stopped', async () => {
+  // an interval longer than the test: every period charged here is one a stop or a start made
+  const cfg = JSON.parse(readFileSync(b.cfgFile, 'utf8')) as Record<string, unknown>;
+  writeFileSync(b.cfgFile, JSON.stringify({ ...cfg, billing: { meterInterval: '1h' } }));
+  await b.stop();
+  const tStart = Date.now();
+  await b.start();
+  await until('B serves through A', async () => (await get(a, 'hf-kept.localhost')).body === 'kept on B', 10_000);
+  const tStop = Date.now();
+  await b.stop(); // SIGTERM
+  const tStopped = Date.now();
+  await b.start(); // writes what the stop charged into its outbox
+  const ps = await until('the period up to the stop in the ledger', async () => {
+    const all = await periods(kept.id);
+    return all.some((p) => p.from >= tStart) ? all : undefined;
+  });
+  const run = ps.filter((p) => p.from >= tStart);
+  assert.is(run.length, 1, 'one period for the run between the two starts');
+  assert.ok(run[0].to >= tStop && run[0].to <= tStopped, `charged up to the stop: ${run[0].to} in ${tStop}–${tStopped}`);
+  for (let i = 1; i < ps.length; i++) assert.ok(ps[i].from >= ps[i - 1].to, `periods ${i - 1} and ${i} do not overlap`);
 });
 
 test.run();
