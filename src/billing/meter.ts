@@ -63,8 +63,9 @@ export class Meter {
   /** At a start in cluster mode: every server's period opens again at `now`, so the time this
    *  host was not running (dead, its lease run out, its servers shown unavailable) is never
    *  charged by the first pass after it (RAM and disk are priced by the time since the cursor).
-   *  The egress counter's cursor stays: bytes that left meanwhile are charged once. What ran
-   *  between the last pass and the end of the previous run (under one interval) goes uncharged. */
+   *  The egress counter's cursor stays: bytes that left meanwhile are charged once. A clean stop
+   *  charged up to the stop (Billing.stop); after a crash, what ran between the last pass and the
+   *  crash (under one interval) goes uncharged. */
   resume(now: number): number {
     let n = 0;
     for (const server of this.store.servers.all()) {
