@@ -143,6 +143,7 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
           names: d.registry && keyedNames(d.registry.names, d.registry.shared),
           sharedDomains: d.registry?.shared,
           sharedAccounts: d.registry?.accounts,
+          placements: d.registry?.placements,
           placement: d.registry && placement(d.registry, () => d.channel),
         });
         d.registry?.reportCapacity(h.core.capacity); // the lease carries this host's room

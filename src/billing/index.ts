@@ -134,6 +134,11 @@ export class Billing {
   }
 
   start(): void {
+    // cluster mode: the time this host was down is not charged (its servers were unavailable)
+    if (this.d.ledger) {
+      const resumed = this.meter.resume(this.now());
+      if (resumed) this.d.log.info('metering resumed from now: the time this host was down is not charged', { servers: resumed });
+    }
     // cluster mode: what waits in the outbox (a restart while the registry was down, an offline
     // credit) is written now, not a pass later; the cached balances come back with it
     this.running = this.book
@@ -155,6 +160,10 @@ export class Billing {
   async stop(): Promise<void> {
     clearInterval(this.timer);
     await this.running;
+    // cluster mode: the period up to the stop is charged now, into the outbox (written at the next
+    // start), since the next start opens every period at its own time (Meter.resume)
+    if (this.d.ledger && this.timer)
+      await this.meter.tick(this.now(), 0).catch((e) => this.d.log.warn('the last metering pass before the stop failed', { err: (e as Error).message }));
   }
 
   /** Adds credit once per source; resumes suspended servers and raises ceilings. Cluster mode:

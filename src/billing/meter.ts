@@ -60,6 +60,23 @@ export class Meter {
     this.extraEgress.set(serverId, (this.extraEgress.get(serverId) ?? 0) + bytes);
   }
 
+  /** At a start in cluster mode: every server's period opens again at `now`, so the time this
+   *  host was not running (dead, its lease run out, its servers shown unavailable) is never
+   *  charged by the first pass after it (RAM and disk are priced by the time since the cursor).
+   *  The egress counter's cursor stays: bytes that left meanwhile are charged once. A clean stop
+   *  charged up to the stop (Billing.stop); after a crash, what ran between the last pass and the
+   *  crash (under one interval) goes uncharged. */
+  resume(now: number): number {
+    let n = 0;
+    for (const server of this.store.servers.all()) {
+      const cur = this.store.billing.cursor(server.id);
+      if (!cur || cur.at >= now) continue;
+      this.store.billing.startMeter(server.id, now, cur.egress);
+      n++;
+    }
+    return n;
+  }
+
   /** Charges every server whose period since its cursor is at least `minPeriodMs` long. */
   async tick(now: number, minPeriodMs: number): Promise<number> {
     let charged = 0;

@@ -44,6 +44,8 @@ export interface Channel {
   readonly servers: {
     /** The placement of server `id` when the cache puts it on another host. */
     placed(id: string): PlacementView | undefined;
+    /** Whether a host's lease runs. */
+    up(host: string): boolean;
     /** The other hosts that run servers of an account. */
     hostsOf(accountId: string): string[];
     /** One catch-up of the placement cache with the registry. */
@@ -141,6 +143,7 @@ export async function startChannel(d: ChannelPartDeps): Promise<Channel | undefi
         const p = lookup.byServer(id);
         return p && p.host !== r.host ? p : undefined;
       },
+      up: (host) => lookup.host(host)?.up === true,
       hostsOf: (accountId) => [...new Set(lookup.ofAccount(accountId).map((p) => p.host))].filter((h) => h !== r.host),
       refresh: () => lookup.sync(),
       forward: forwardApi,

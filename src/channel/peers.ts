@@ -3,10 +3,14 @@
 // first use with this host's certificate, accepts only a server certificate of the cluster CA
 // naming the host it meant (a certificate naming this host itself is a loop: an advertise
 // address pointing back here), and is dropped when it closes, fails or stops answering pings;
-// the next request opens a new one. Opening takes at most connectTimeout.
+// the next request opens a new one. Opening takes at most connectTimeout. Sessions are pinged
+// every connectTimeout (at most 5 s), each ping answered within connectTimeout, so a peer cut off
+// (a partition that drops packets) fails its requests within twice that. After a peer could not be
+// reached, requests for it fail at once for connectTimeout (not each waiting connectTimeout
+// again); the first one after that tries anew.
 
 import { connect, constants, type ClientHttp2Session } from 'node:http2';
-import type { PeerCertificate } from 'node:tls';
+import { connect as tlsConnect, type ConnectionOptions, type PeerCertificate, type TLSSocket } from 'node:tls';
 import type { Logger } from '../log/index.js';
 import type { ChannelHealth } from './health.js';
 import { peerHost, type Identity } from './identity.js';
@@ -29,10 +33,12 @@ export class Peers {
   /** The sessions already connected, for the lane's sync look (fastlane.ts). */
   private readonly ready = new Map<string, ClientHttp2Session>();
   private readonly timer: NodeJS.Timeout;
+  /** Peers that could not be reached, until when their requests fail at once (monotonic ms). */
+  private readonly failed = new Map<string, { until: number; error: PeerError }>();
 
   constructor(private readonly o: { identity: () => Identity; connectTimeoutMs: number; log: Logger; health?: ChannelHealth }) {
     // a peer that stopped answering (frozen, cut off) is found out by its pings, not by a request hanging on it
-    this.timer = setInterval(() => void this.ping(), PING_MS).unref();
+    this.timer = setInterval(() => void this.ping(), Math.min(PING_MS, o.connectTimeoutMs)).unref();
   }
 
   /** The session to `host` at `advertise`, opened now when there is none. */
@@ -40,9 +46,17 @@ export class Peers {
     const key = `${host}@${advertise}`;
     let s = this.sessions.get(key);
     if (!s) {
+      const f = this.failed.get(key);
+      if (f && performance.now() < f.until) return Promise.reject(f.error);
       s = this.open(host, advertise, key);
       this.sessions.set(key, s);
-      s.catch(() => this.sessions.delete(key));
+      s.then(
+        () => this.failed.delete(key),
+        (e: PeerError) => {
+          this.sessions.delete(key);
+          if (!e.loop) this.failed.set(key, { until: performance.now() + this.o.connectTimeoutMs, error: e });
+        },
+      );
     }
     return s;
   }
@@ -56,7 +70,10 @@ export class Peers {
   private open(host: string, advertise: string, key: string): Promise<ClientHttp2Session> {
     const me = this.o.identity();
     let loop = false;
+    const at = advertise.lastIndexOf(':');
+    const address = { host: advertise.slice(0, at).replace(/^\[(.*)\]$/, '$1'), port: Number(advertise.slice(at + 1)) };
     return new Promise((resolve, reject) => {
+      let socket: TLSSocket | undefined;
       const session = connect(
         `https://${advertise}`,
         {
@@ -71,14 +88,18 @@ export class Peers {
             return new Error(`the channel at ${advertise} is ${named ?? 'unnamed'}, not ${host}`);
           },
           settings: { enablePush: false, initialWindowSize: WINDOW },
+          // the socket made here, so the connect timeout can end it: a session destroyed before its
+          // socket connected (a SYN nobody answers: a partition) emits nothing and stays pending
+          createConnection: (_url: URL, o: object) => (socket = tlsConnect({ ...(o as ConnectionOptions), ...address, ALPNProtocols: ['h2'] })),
         },
         // small requests go out at once (Nagle would hold them for the peer's delayed ACK)
         (_s, sock) => sock.setNoDelay(true),
       );
-      const t = setTimeout(
-        () => session.destroy(new Error(`no channel to ${host} at ${advertise} within ${this.o.connectTimeoutMs} ms`)),
-        this.o.connectTimeoutMs,
-      );
+      const t = setTimeout(() => {
+        const e = new Error(`no channel to ${host} at ${advertise} within ${this.o.connectTimeoutMs} ms`);
+        socket?.destroy(e);
+        session.destroy(e);
+      }, this.o.connectTimeoutMs);
       const fail = (e: Error) => {
         clearTimeout(t);
         this.o.health?.error(host, loop ? 'loop' : 'connect', e.message);
@@ -137,6 +158,7 @@ export class Peers {
       );
     this.sessions.clear();
     this.ready.clear();
+    this.failed.clear();
   }
 }
 

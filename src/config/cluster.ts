@@ -39,7 +39,9 @@ export const clusterSchema = z
       ),
     forwardConnectTimeout: duration()
       .prefault('2s')
-      .describe("Longest a connection to another host's channel may take; past it a request for a server there answers 503 host_unavailable."),
+      .describe(
+        "Longest a connection to another host's channel may take; past it a request for a server there answers 503 host_unavailable. Open channels are pinged this often and must answer within it (a partition fails requests within about three times this).",
+      ),
     forwardRetryBody: z.coerce
       .number()
       .int()

@@ -19,6 +19,7 @@ import { LocalAccounts, RegistryAccountBook, type AccountBook, type SharedAccoun
 import { PhoneVerifier } from './phone.js';
 import { netDiffers, Servers, type Credits, type KeyPair, type SharedNames } from './servers.js';
 import { Commands } from './commands.js';
+import { Unavailable, type ClusterPlacements } from './unavailable.js';
 import type { ExecSettings } from './exec.js';
 import { Files } from './files.js';
 import { CommandBudget } from './slots.js';
@@ -53,6 +54,8 @@ export interface HostingDeps {
   sharedAccounts?: SharedAccounts & { secret(): Promise<Buffer> };
   /** Registry mode: custom domains unique across every host. */
   sharedDomains?: SharedDomains;
+  /** Registry mode: where every server runs and which hosts are down (the placement cache). */
+  placements?: ClusterPlacements;
   /** Clock of the phone codes' time windows (tests move it; default Date.now). */
   now?: () => number;
   /** Registry mode: the other hosts a create goes to when this one has no room (place.ts). */
@@ -66,6 +69,8 @@ export interface HostingCore {
   accounts: Accounts;
   phone: PhoneVerifier;
   servers: Servers;
+  /** Servers of other hosts that are down, shown `unavailable` (cluster mode). */
+  unavailable: Unavailable;
   exposures: Exposures;
   /** Commands run in servers for the HTTP API (exec, files), with their caps. */
   commands: Commands;
@@ -158,6 +163,12 @@ export function buildCore(d: HostingDeps): HostingCore {
     accounts: new Accounts(d.store, keySecret, book),
     phone: new PhoneVerifier(book, keySecret, d.sms, d.now),
     servers,
+    unavailable: new Unavailable({
+      placements: d.placements,
+      domain: d.cfg.domain,
+      credits: (a) => d.billing.credits(a),
+      local: (id) => d.store.servers.get(id) !== undefined,
+    }),
     exposures,
     commands,
     files: new Files({
@@ -176,7 +187,7 @@ export function buildCore(d: HostingDeps): HostingCore {
     capacity: () => measureCapacity(d.cfg, d.store.servers.all({ withPending: true })),
     placement: d.placement,
     async start() {
-      await reconcileNames(d);
+      await reconcileNames(d, servers);
       await exposures.restore((msg, f) => d.log.warn(msg, f));
       domains.load();
       domains.start();
@@ -188,7 +199,7 @@ export function buildCore(d: HostingDeps): HostingCore {
 /** Registry mode: the registry's placements and slugs of this host made to match its store (a
  *  registry that cannot be reached now is reconciled at the next start; nothing is lost meanwhile:
  *  a stale claim only keeps a name taken). */
-async function reconcileNames(d: HostingDeps): Promise<void> {
+async function reconcileNames(d: HostingDeps, all: Servers): Promise<void> {
   if (!d.names) return;
   const servers = d.store.servers
     .all()
@@ -204,6 +215,14 @@ async function reconcileNames(d: HostingDeps): Promise<void> {
       for (const id of r.elsewhere)
         if (d.runtime.get(id)?.state === 'running')
           await d.runtime.stop(id).catch((err) => d.log.error('could not stop a server placed on another host', { server: id, err }));
+    }
+    if (r.deleted.length) {
+      // deleted in the registry while this host was away: its delete is finished here, not undone
+      d.log.warn('servers deleted in the registry while this host was away: deleted here too', { servers: r.deleted });
+      for (const id of r.deleted) {
+        const rec = d.store.servers.get(id);
+        if (rec) await all.delete(rec).catch((err) => d.log.error('could not delete a server the registry deleted', { server: id, err }));
+      }
     }
   } catch (err) {
     d.log.warn('registry not reconciled at start; retried at the next start', { err: (err as Error).message });

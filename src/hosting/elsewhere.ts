@@ -39,6 +39,8 @@ export interface Placed {
 export interface ServerForwarding {
   /** The placement of server `id` when the cluster places it on another host. */
   placed(id: string): Placed | undefined;
+  /** Whether `host`'s lease runs (a host that is down is not asked: a read of its server is answered here, `unavailable`). */
+  up(host: string): boolean;
   /** The other hosts that run servers of `accountId`. */
   hostsOf(accountId: string): string[];
   /** One catch-up of the placement cache with the registry (a server created elsewhere a moment ago). */
@@ -55,6 +57,7 @@ const LIST_MAX = 8 * 1024 * 1024;
 const LIST_WAIT_MS = 3000;
 
 const SERVER_PATH = /^\/servers\/([^/]+)(?:\/|$)/;
+const EXACT = /^\/servers\/[^/]+\/?$/;
 const SERVER_ID = /^srv_[0-9a-f]{1,32}$/;
 
 function decoded(s: string | undefined): string | undefined {
@@ -92,13 +95,20 @@ export class Elsewhere {
     return this.where(id, info);
   }
 
+  /** GET of the server itself while its host is down: answered here, from the placement cache (state `unavailable`). */
+  private shownHere(method: string | undefined, exact: boolean, p: Placed): boolean {
+    return method === 'GET' && exact && !this.f!.up(p.host);
+  }
+
   /** An API request: forwarded to the owner of the server it acts on, or answered by `router`. */
   handle(router: HttpApp, req: Req, res: Res, info: RequestInfo): Promise<void> | void {
     if (!this.f || info.forwarded) return router.handle(req, res, info);
     const path = new URL(req.url ?? '/', 'http://x').pathname;
     const id = decoded(SERVER_PATH.exec(path)?.[1]);
     if (id !== undefined)
-      return this.locate(id, info).then((p) => (p ? this.f!.forward(p.host, req, res, info, { server: p }) : router.handle(req, res, info)));
+      return this.locate(id, info).then((p) =>
+        p && !this.shownHere(req.method, EXACT.test(path), p) ? this.f!.forward(p.host, req, res, info, { server: p }) : router.handle(req, res, info),
+      );
     if (path === '/expose' && (req.method === 'POST' || req.method === 'DELETE')) return this.expose(router, req, res, info);
     return router.handle(req, res, info);
   }
@@ -139,7 +149,7 @@ export class Elsewhere {
   async invoke(run: (r: Route, call: Invocation) => Promise<Reply>, r: Route, call: Invocation): Promise<Reply> {
     const id = r.path.startsWith('/servers/:id') ? call.params.id : r.path === '/expose' ? (call.body as { server?: unknown } | undefined)?.server : undefined;
     const p = await this.locate(id, call.info);
-    if (!p) return run(r, call);
+    if (!p || this.shownHere(r.method, r.path === '/servers/:id', p)) return run(r, call);
     const query = new URLSearchParams(call.query).toString();
     const url = r.path.replace(/:(\w+)/g, (_, k: string) => encodeURIComponent(call.params[k] ?? '')) + (query ? `?${query}` : '');
     const json = call.raw === undefined && call.body !== undefined;

@@ -144,7 +144,8 @@ export function hostingRoutes({ core, deps, service, ipLimit, createLimit, docum
           Promise.all(core.servers.list(ctx.auth).map((s) => core.servers.view(s, ctx.auth))),
           elsewhere.others(ctx.auth.id, ctx.req.headers.authorization, info),
         ]);
-        const servers = [...here, ...(others as typeof here)];
+        // those of hosts that are down, from the placement cache (not in a list another host asked for: it adds them itself)
+        const servers = [...here, ...(others as typeof here), ...(ctx.forwarded ? [] : core.unavailable.all(ctx.auth))];
         core.assertNotExhausted(ctx.auth, base(ctx), { servers });
         return { status: 200, body: { servers } };
       },
@@ -157,7 +158,8 @@ export function hostingRoutes({ core, deps, service, ipLimit, createLimit, docum
       ...server,
       responses: { 200: { description: 'The server', json: Server }, 402: envelope, 404: 'No such server of yours.' },
       async handler(ctx) {
-        const view = await core.servers.view(core.servers.owned(ctx.auth, ctx.params.id), ctx.auth);
+        const away = core.unavailable.one(ctx.auth, ctx.params.id); // cluster mode: its host is down
+        const view = away ?? (await core.servers.view(core.servers.owned(ctx.auth, ctx.params.id), ctx.auth));
         core.assertNotExhausted(ctx.auth, base(ctx), { suspended: view.suspended, server: view });
         return { status: 200, body: view };
       },

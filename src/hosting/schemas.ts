@@ -69,7 +69,9 @@ export const ExposedPort = z.object({
 export const Server = z.object({
   id: z.string(),
   subdomain: z.string(),
-  state: z.enum(['creating', 'running', 'sleeping', 'waking', 'stopped', 'failed']),
+  state: z
+    .enum(['creating', 'running', 'sleeping', 'waking', 'stopped', 'failed', 'unavailable'])
+    .describe('unavailable: the host that runs the server is down (cluster mode); the rest of the object is what this host knows'),
   never_sleep: z.boolean(),
   suspended: z.boolean(),
   flag: z.string().nullable(),

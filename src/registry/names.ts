@@ -82,12 +82,14 @@ export class RegistryNames {
    * this host whose server it no longer has (a create cut off after its placement, a delete cut
    * off before its removal) are removed; servers it has without a placement (made before the
    * host joined the cluster) are claimed and placed; servers placed on another host are left
-   * there (`elsewhere`: never re-placed here). `servers`: the committed servers of this host.
+   * there (`elsewhere`: never re-placed here); servers whose placement was deleted (a tombstone:
+   * deleted while this host was down or cut off, wherever it ran then) are not placed again
+   * (`deleted`: the host finishes their delete). `servers`: the committed servers of this host.
    */
   async reconcile(
     servers: readonly { id: string; slug: string; accountId: string }[],
     publicIp: string,
-  ): Promise<{ removed: string[]; released: string[]; placed: string[]; conflicts: string[]; elsewhere: string[] }> {
+  ): Promise<{ removed: string[]; released: string[]; placed: string[]; conflicts: string[]; elsewhere: string[]; deleted: string[] }> {
     const keep = new Set(servers.map((x) => x.id));
     const here = await this.placedHere();
     const removed = [...here.keys()].filter((id) => !keep.has(id));
@@ -96,11 +98,17 @@ export class RegistryNames {
     const placed: string[] = [];
     const conflicts: string[] = [];
     const elsewhere: string[] = [];
+    const deleted: string[] = [];
     for (const x of servers) {
       if (here.has(x.id)) continue;
       // placed on another host (a newer epoch there): never taken back from it
       if (await this.placement(x.id)) {
         elsewhere.push(x.id);
+        continue;
+      }
+      // its placement was deleted (the registry keeps the tombstone): never resurrected
+      if ((await this.pool.query(`SELECT 1 FROM placement_tombstones WHERE kind = 'p' AND key = $1`, [x.id])).rowCount === 1) {
+        deleted.push(x.id);
         continue;
       }
       const mine =
@@ -112,6 +120,6 @@ export class RegistryNames {
       await this.place({ serverId: x.id, accountId: x.accountId, slug: x.slug, publicIp });
       placed.push(x.id);
     }
-    return { removed, released, placed, conflicts, elsewhere };
+    return { removed, released, placed, conflicts, elsewhere, deleted };
   }
 }

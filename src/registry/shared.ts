@@ -290,7 +290,7 @@ export function keyedNames(names: RegistryNames, shared: RegistryShared) {
     /** Also records the keys of the servers placed here (those placed before keys were shared). */
     async reconcile(servers: readonly { id: string; slug: string; accountId: string; sshPublicKey?: string; keyFingerprint?: string }[], publicIp: string) {
       const r = await names.reconcile(servers, publicIp);
-      const away = new Set(r.elsewhere);
+      const away = new Set([...r.elsewhere, ...r.deleted]);
       const taken = new Set(r.conflicts);
       const keys = servers.filter((x) => x.sshPublicKey && x.keyFingerprint && !away.has(x.id) && !taken.has(x.slug));
       await shared.recordKeys(keys.map((x) => ({ serverId: x.id, fingerprint: x.keyFingerprint!, publicKey: x.sshPublicKey! })));
