@@ -27,6 +27,7 @@ import { buffer, hasBody } from './body.js';
 import type { ChannelHealth } from './health.js';
 import { laneForward } from './fastlane.js';
 import { MissBudget } from './misses.js';
+import { rawForward } from './rawlane.js';
 import { CANCEL, PeerError, type Peers } from './peers.js';
 import { answerHeaders, channelHeaders, H, NOT_HERE } from './wire.js';
 
@@ -63,20 +64,30 @@ export class ClusterFront implements HttpApp, UpgradeApp {
 
   constructor(private readonly d: FrontDeps) {
     const local = d.local.lane?.bind(d.local);
-    // a lane request for a server of another host goes over an open session (fastlane.ts), else
-    // to node's server, which forwards it (opening the session, retrying, making error pages)
+    // a lane request for a server of another host goes as raw HTTP/1.1 (rawlane.ts) or, at that
+    // pool's cap, over the open session (fastlane.ts); else to node's server, which forwards it
+    // (opening the session, retrying, making error pages)
     if (local)
       this.lane = (r, sock, info, done) => {
         const p = this.remote(info.slug);
         if (!p) return local(r, sock, info, done);
         const host = this.d.placements.host(p.host);
-        const session = host?.up ? this.d.peers.openNow(p.host, host.advertise) : undefined;
-        const replay = (o: Parameters<typeof done>[0]) => {
-          if (o.kind === 'replay' && !o.failure) {
-            if (this.replayed.size >= 1024) this.replayed.clear(); // replays a gone client never sent
-            this.replayed.add(info.requestId);
-          }
+        if (!host?.up) return false;
+        const turnedAway = () => {
+          if (this.replayed.size >= 1024) this.replayed.clear(); // replays a gone client never sent
+          this.replayed.add(info.requestId);
+        };
+        const told = (o: Parameters<typeof done>[0]) => {
           this.d.health?.lane(p.host, o.kind);
+          done(o);
+        };
+        const raw = this.d.peers.raw(p.host, host.advertise);
+        const sent = raw && rawForward(raw, this.d.peers.date, r, sock, info, p, told);
+        if (sent) return sent;
+        const session = this.d.peers.openNow(p.host, host.advertise);
+        const replay = (o: Parameters<typeof done>[0]) => {
+          if (o.kind === 'replay' && !o.failure) turnedAway();
+          told(o);
           done(o);
         };
         return session ? laneForward(session, r, sock, info, p, replay) : false;

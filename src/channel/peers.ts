@@ -7,13 +7,17 @@
 // every connectTimeout (at most 5 s), each ping answered within connectTimeout, so a peer cut off
 // (a partition that drops packets) fails its requests within twice that. After a peer could not be
 // reached, requests for it fail at once for connectTimeout (not each waiting connectTimeout
-// again); the first one after that tries anew.
+// again); the first one after that tries anew. Beside each open session, a pool of plain HTTP/1.1
+// connections to the same peer for the raw lane (rawpool.ts), living and dying with the session
+// (whose pings find a dead peer out).
 
 import { connect, constants, type ClientHttp2Session } from 'node:http2';
 import { connect as tlsConnect, type ConnectionOptions, type PeerCertificate, type TLSSocket } from 'node:tls';
+import { HttpDate } from '../h1/index.js';
 import type { Logger } from '../log/index.js';
 import type { ChannelHealth } from './health.js';
 import { peerHost, type Identity } from './identity.js';
+import { RawPool } from './rawpool.js';
 import { SESSION_WINDOW, WINDOW } from './server.js';
 
 /** Why a peer could not be reached: a loop (its address leads back here) or anything else. */
@@ -27,11 +31,18 @@ export class PeerError extends Error {
 }
 
 const PING_MS = 5_000;
+/** Raw lane connections to one peer (beyond them a lane request takes the HTTP/2 session), and how long a free one is kept. */
+const RAW_MAX = 256;
+const RAW_IDLE_MS = 30_000;
 
 export class Peers {
   private readonly sessions = new Map<string, Promise<ClientHttp2Session>>();
   /** The sessions already connected, for the lane's sync look (fastlane.ts). */
   private readonly ready = new Map<string, ClientHttp2Session>();
+  /** The raw lane's pools, by the same key as the sessions they live beside. */
+  private readonly raws = new Map<string, RawPool>();
+  /** The Date value of the answers the raw lane writes. */
+  readonly date = new HttpDate();
   private readonly timer: NodeJS.Timeout;
   /** Peers that could not be reached, until when their requests fail at once (monotonic ms). */
   private readonly failed = new Map<string, { until: number; error: PeerError }>();
@@ -65,6 +76,22 @@ export class Peers {
   openNow(host: string, advertise: string): ClientHttp2Session | undefined {
     const s = this.ready.get(`${host}@${advertise}`);
     return s && !s.closed && !s.destroyed ? s : undefined;
+  }
+
+  /** The raw lane's pool to `host` at `advertise`, while a session to it is open. */
+  raw(host: string, advertise: string): RawPool | undefined {
+    const key = `${host}@${advertise}`;
+    let pool = this.raws.get(key);
+    if (pool) return pool;
+    if (!this.openNow(host, advertise)) return undefined;
+    pool = new RawPool({ host, advertise, identity: this.o.identity, max: RAW_MAX, connectTimeoutMs: this.o.connectTimeoutMs, idleMs: RAW_IDLE_MS });
+    this.raws.set(key, pool);
+    return pool;
+  }
+
+  private dropRaw(key: string): void {
+    this.raws.get(key)?.close();
+    this.raws.delete(key);
   }
 
   private open(host: string, advertise: string, key: string): Promise<ClientHttp2Session> {
@@ -108,7 +135,10 @@ export class Peers {
       session.once('error', fail);
       session.once('close', () => {
         clearTimeout(t);
-        if (this.ready.get(key) === session) this.ready.delete(key);
+        if (this.ready.get(key) === session) {
+          this.ready.delete(key);
+          this.dropRaw(key);
+        }
         this.o.health?.closed(host);
         reject(new PeerError(loop, `the channel to ${host} closed`));
         void this.sessions.get(key)?.then(
@@ -140,6 +170,7 @@ export class Peers {
         this.sessions.delete(key);
         this.ready.delete(key);
         this.o.health?.error(key.slice(0, key.indexOf('@')), 'ping', 'the peer did not answer a ping');
+        this.dropRaw(key);
         s.destroy(new Error('the peer did not answer a ping'));
       }, this.o.connectTimeoutMs);
       s.ping((err) => {
@@ -159,6 +190,7 @@ export class Peers {
     this.sessions.clear();
     this.ready.clear();
     this.failed.clear();
+    for (const key of [...this.raws.keys()]) this.dropRaw(key);
   }
 }
 

@@ -7,7 +7,8 @@
 // under that slug, at the epoch the sender saw: else "not here" (421), and the sender asks the
 // registry and retries once; a server's own domain the sender names must still be that server's
 // active domain here. A request that already made a hop, or comes from this host itself,
-// is a loop: 502 forward_loop.
+// is a loop: 502 forward_loop. A connection that chose HTTP/1.1 carries the raw lane's requests
+// (rawowner.ts), and node's HTTP/1.1 server answers what that lane hands over, the same way.
 
 import {
   constants,
@@ -15,21 +16,22 @@ import {
   type Http2SecureServer,
   type Http2ServerRequest,
   type Http2ServerResponse,
-  type Http2Session,
   type IncomingHttpHeaders,
   type ServerHttp2Session,
   type ServerHttp2Stream,
 } from 'node:http2';
+import { createServer as createHttp1Server, type IncomingMessage, type Server as Http1Server } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import { AppError } from '../errors.js';
-import { errorReply, rawError, sendReply, type HttpApp, type LaneApp, type RequestInfo, type UpgradeApp } from '../http/index.js';
+import { errorReply, rawError, sendReply, type HttpApp, type Req, type Res, type LaneApp, type RequestInfo, type UpgradeApp } from '../http/index.js';
 import type { Logger } from '../log/index.js';
 import { answerApi, type ApiOwnerDeps } from './api.js';
 import { peerHost, type Identity } from './identity.js';
 import type { Placements } from './lookup.js';
 import { ownerLane } from './ownerlane.js';
 import { ownerSsh, SSH_KIND, type SshAcceptor } from './ssh.js';
+import { RawOwner, type Claim } from './rawowner.js';
 import { handshakeOf, StreamSocket } from './tunnel.js';
 import { H, MAX_HOPS, NOT_HERE } from './wire.js';
 
@@ -58,7 +60,19 @@ const CLOSE_GRACE_MS = 2000;
 
 const END_STREAM = constants.NGHTTP2_FLAG_END_STREAM;
 
+/** Raw lane connections (HTTP/1.1) a peer may hold open here, and how long one may stay idle. */
+const RAW_PER_PEER = 512;
+const RAW_IDLE_MS = 60_000;
+
 const one = (v: string | string[] | undefined) => (Array.isArray(v) ? v[0] : v);
+
+/** What a forwarded request's fields claim (the server, the epoch the sender saw, its hops). */
+const claimOf = (h: IncomingHttpHeaders): Claim => ({
+  server: one(h[H.server]),
+  epoch: Number(h[H.epoch]),
+  hops: Number(h[H.hops] ?? 0),
+  alias: one(h[H.alias]),
+});
 
 export class ChannelServer {
   private server?: Http2SecureServer;
@@ -66,8 +80,11 @@ export class ChannelServer {
   /** Every connection, also one whose session closed while its peer kept its side open. */
   private readonly sockets = new Set<Socket>();
   private readonly peers = new WeakMap<object, string>();
-  /** Streams the fast path handed back with a failure, for the full path to answer with it. */
+  /** Streams (or raw connections) the fast path handed back with a failure, for the full path to answer with it. */
   private readonly failures = new WeakMap<object, AppError>();
+  /** What answers the raw lane's connections once it hands them over. */
+  private h1?: Http1Server;
+  private raw?: RawOwner;
 
   constructor(private readonly d: ChannelServerDeps) {}
 
@@ -80,7 +97,7 @@ export class ChannelServer {
         key: me.key,
         requestCert: true,
         rejectUnauthorized: true,
-        allowHTTP1: false,
+        allowHTTP1: true, // offered to the raw lane (rawowner.ts) only: never to node's HTTP/2 compatibility layer
         noDelay: true, // small answers go out at once (Nagle would hold them for the peer's delayed ACK)
         settings: { maxConcurrentStreams: 1000, initialWindowSize: WINDOW },
       },
@@ -90,7 +107,8 @@ export class ChannelServer {
     const compat = server.listeners('stream')[0] as (...a: unknown[]) => void;
     server.removeAllListeners('stream');
     server.on('stream', (stream: ServerHttp2Stream, headers: IncomingHttpHeaders, flags: number, raw: string[]) => {
-      if (headers[SSH_KIND] !== undefined) return ownerSsh(stream, headers, { ...this.d, self: this.d.identity().host, peer: this.peerOf(stream.session) });
+      if (headers[SSH_KIND] !== undefined)
+        return ownerSsh(stream, headers, { ...this.d, self: this.d.identity().host, peer: this.peerOf(stream.session?.socket) });
       const full = (failure?: AppError) => {
         if (failure) this.failures.set(stream, failure);
         compat.call(server, stream, headers, flags, raw);
@@ -101,6 +119,11 @@ export class ChannelServer {
       this.sockets.add(sock);
       sock.once('close', () => this.sockets.delete(sock));
     });
+    // a connection that chose HTTP/1.1 (or nothing) is the raw lane's; h2 is node's HTTP/2 session
+    const raw = (this.raw = this.rawOwner());
+    const h2 = server.listeners('secureConnection')[0] as (s: TLSSocket) => void;
+    server.removeAllListeners('secureConnection');
+    server.on('secureConnection', (sock: TLSSocket) => (sock.alpnProtocol === 'h2' ? h2.call(server, sock) : raw.accept(sock, this.peerOf(sock) ?? '')));
     server.on('sessionError', () => {});
     server.on('session', (s) => {
       this.sessions.add(s);
@@ -127,31 +150,58 @@ export class ChannelServer {
     this.server?.setSecureContext({ ca: me.ca, cert: me.cert, key: me.key });
   }
 
-  private onRequest(req: Http2ServerRequest, res: Http2ServerResponse): void {
+  /** The raw lane's owner side, and node's HTTP/1.1 server for what it hands over. */
+  private rawOwner(): RawOwner {
+    const h1 = (this.h1 = createHttp1Server({ keepAliveTimeout: RAW_IDLE_MS, requestTimeout: 0 }, (req, res) => this.onRequest(req, res as Res)));
+    const lane = this.d.local.lane;
+    return new RawOwner({
+      lane: lane && ((r, sock, info, done) => lane.call(this.d.local, r, sock, info, done)),
+      refusal: (peer, claim, info) => this.refusal(peer, claim, info),
+      handover: (sock, pending, ended, failure) => {
+        if (failure) this.failures.set(sock, failure);
+        h1.emit('connection', sock);
+        if (pending) sock.emit('data', pending);
+        if (ended) sock.emit('end');
+        if (sock.isPaused()) sock.resume();
+      },
+      maxPerPeer: RAW_PER_PEER,
+      idleMs: RAW_IDLE_MS,
+    });
+  }
+
+  private onRequest(req: Req, res: Res): void {
     req.on('error', () => {});
     res.on('error', () => {});
     const h = req.headers;
+    // an HTTP/2 stream of a session, or a request node's HTTP/1.1 server read off a raw lane connection
+    const stream = 'stream' in req ? req.stream : undefined;
+    const key: object = stream ?? req.socket;
     const info: RequestInfo = {
       host: one(h[H.site]) ?? '',
       scheme: one(h[H.scheme]) === 'http' ? 'http' : 'https',
       requestId: one(h[H.rid]) ?? '',
       ip: one(h[H.ip]) ?? '',
     };
-    const failure = this.failures.get(req.stream);
-    if (failure) info.failure = failure;
-    if (h[H.api] === '1' && this.d.api) return answerApi(this.d.api, req, res, info, this.peerOf(req.stream.session));
-    const upgrade = one(h[H.upgrade]);
+    const failure = this.failures.get(key);
+    if (failure) {
+      this.failures.delete(key);
+      info.failure = failure;
+    }
+    if (stream && h[H.api] === '1' && this.d.api)
+      return answerApi(this.d.api, req as Http2ServerRequest, res as Http2ServerResponse, info, this.peerOf(stream.session?.socket));
+    const upgrade = stream ? one(h[H.upgrade]) : undefined;
     const refuse = (err: AppError) => {
-      if (upgrade) {
+      if (upgrade && stream) {
         res.writeHead(200);
-        return rawError(new StreamSocket(req, req.stream, info.ip), err, { requestId: info.requestId });
+        return rawError(new StreamSocket(req as Http2ServerRequest, stream, info.ip), err, { requestId: info.requestId });
       }
       res.setHeader('x-request-id', info.requestId);
       sendReply(res, errorReply(err, info.requestId, this.d.log));
     };
-    const refused = this.refusal(req.stream.session, h, info);
+    const peer = this.peerOf(stream ? stream.session?.socket : req.socket) ?? '';
+    const refused = this.refusal(peer, claimOf(h), info);
     if (refused === 'loop') {
-      this.d.log.warn('forwarding loop refused', { from: this.peerOf(req.stream.session), hops: h[H.hops], rid: info.requestId });
+      this.d.log.warn('forwarding loop refused', { from: peer, hops: h[H.hops], rid: info.requestId });
       return refuse(AppError.of('forward_loop', `the request came back to ${this.d.identity().host}, which it had passed already (request ${info.requestId})`));
     }
     if (refused) {
@@ -159,7 +209,8 @@ export class ChannelServer {
       return void res.writeHead(NOT_HERE, { [H.notHere]: '1' }).end();
     }
     for (const name of Object.keys(h)) if (name.startsWith('x-rootbox-')) delete h[name];
-    if (upgrade) return this.tunnel(req, res, info, upgrade);
+    if (!stream) (req as IncomingMessage).rawHeaders = req.rawHeaders.filter((_, i, a) => !a[i - (i % 2)].toLowerCase().startsWith('x-rootbox-'));
+    if (upgrade) return this.tunnel(req as Http2ServerRequest, res as Http2ServerResponse, info, upgrade);
     try {
       const pending = this.d.local.handle(req, res, info);
       if (pending) pending.catch((err: unknown) => sendReply(res, errorReply(err, info.requestId, this.d.log)));
@@ -169,16 +220,14 @@ export class ChannelServer {
   }
 
   /** Why a forwarded request is not answered here: a loop, or not this host's server at that epoch. */
-  private refusal(session: Http2Session | undefined, h: IncomingHttpHeaders, info: RequestInfo): 'loop' | 'not-here' | undefined {
-    if (this.peerOf(session) === this.d.identity().host || Number(h[H.hops] ?? 0) > MAX_HOPS) return 'loop';
+  private refusal(peer: string, claim: Claim, info: RequestInfo): 'loop' | 'not-here' | undefined {
+    if (peer === this.d.identity().host || claim.hops > MAX_HOPS) return 'loop';
     const slug = info.host.slice(0, info.host.indexOf('.'));
     const mine = this.d.servers.bySlug(slug);
     const placed = mine && this.d.placements.byServer(mine.id);
-    const epoch = Number(h[H.epoch]);
-    if (!mine || mine.id !== one(h[H.server]) || (placed && (placed.host !== this.d.identity().host || placed.epoch !== epoch))) return 'not-here';
+    if (!mine || mine.id !== claim.server || (placed && (placed.host !== this.d.identity().host || placed.epoch !== claim.epoch))) return 'not-here';
     // a server's own domain: still attached and active here (detached on this host, another host's map may lag)
-    const alias = one(h[H.alias]);
-    if (alias !== undefined && this.d.aliases?.(alias) !== slug) return 'not-here';
+    if (claim.alias !== undefined && this.d.aliases?.(claim.alias) !== slug) return 'not-here';
     return undefined;
   }
 
@@ -194,16 +243,16 @@ export class ChannelServer {
       requestId: one(h[H.rid]) ?? '',
       ip: one(h[H.ip]) ?? '',
     } as const;
-    if (this.refusal(stream.session, h, info)) return false;
+    if (this.refusal(this.peerOf(stream.session?.socket) ?? '', claimOf(h), info)) return false;
     stream.on('error', () => {});
     return ownerLane((r, sock, i, done) => lane.call(this.d.local, r, sock, i, done), stream, h, info, full);
   }
 
-  /** The host a session's verified certificate names, read once per session (decoding it per request costs). */
-  private peerOf(session: Http2Session | undefined): string | undefined {
-    if (!session) return undefined;
-    let host = this.peers.get(session);
-    if (host === undefined) this.peers.set(session, (host = peerHost((session.socket as TLSSocket).getPeerCertificate()) ?? ''));
+  /** The host a connection's verified certificate names, read once per connection (decoding it per request costs). */
+  private peerOf(socket: TLSSocket | Socket | undefined): string | undefined {
+    if (!socket) return undefined;
+    let host = this.peers.get(socket);
+    if (host === undefined) this.peers.set(socket, (host = peerHost((socket as TLSSocket).getPeerCertificate()) ?? ''));
     return host;
   }
 
@@ -227,10 +276,14 @@ export class ChannelServer {
     const closed = new Promise<void>((r) => s.close(() => r()));
     // kept-alive sessions get a GOAWAY: streams under way finish, the senders open no more on them
     for (const x of this.sessions) x.close();
+    this.h1?.closeIdleConnections();
+    this.raw?.close(false);
     await Promise.race([closed, new Promise<void>((r) => setTimeout(r, CLOSE_GRACE_MS).unref())]);
     for (const x of this.sessions) x.destroy();
     // a session closed by its GOAWAY whose peer still holds a stream it has not read keeps its socket half-open
     for (const x of this.sockets) x.destroy();
+    this.h1?.closeAllConnections();
+    this.raw?.close(true);
     await closed;
   }
 }

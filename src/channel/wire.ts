@@ -30,6 +30,8 @@ export const H = {
   api: 'x-rootbox-api',
   /** The owner's answer when it does not run the server the sender meant. */
   notHere: 'x-rootbox-not-here',
+  /** The owner's answer on the raw lane when its lane does not take the request (static files): send it by the full path. */
+  fullPath: 'x-rootbox-full-path',
 } as const;
 
 /** A forwarded request passes one channel: an owner never forwards again, so a second hop is a loop. */

@@ -1,0 +1,223 @@
+// The sender's raw lane: a lane request (edge/lane.ts: a bodiless GET or HEAD read by the edge's
+// own HTTP/1.1 reader) for a server of another host goes to the owner as plain HTTP/1.1 over a
+// pooled mutual-TLS connection (rawpool.ts), straight into the owner's own lane (rawowner.ts),
+// with no HTTP/2 stream and no node HTTP object on either side. The head carries what the channel
+// always carries (wire.ts: client address, scheme, request id, server id, placement epoch, one
+// hop); the client's own x-rootbox-* fields, hop-by-hop and spoofable ones never cross. The
+// owner's answer is read by h1's response reader — so where it ends is known and the connection
+// is given back only after an answer that ended cleanly, never mid-answer — and written to the
+// client as HTTP/1.1 by hand, head and a whole short body in one write. "Not here" (421 with
+// x-rootbox-not-here), "full path" (421 with x-rootbox-full-path: the owner's lane does not take
+// it, e.g. static files; that server is then sent by the full path for a while) and every failure before the first byte reached the client hand the request
+// back to the edge (replay): node's server answers it by the full path (front.ts, HTTP/2), which
+// asks the registry, retries once and makes the error pages. A failure after that cuts the
+// client's connection, and the channel connection with it.
+
+import type { Duplex } from 'node:stream';
+import { REQUEST_DROP, ResponseReader, connectionTokens, responseHead, type HttpDate, type ReaderEvents, type ResponseHead } from '../h1/index.js';
+import type { LaneExchange, LaneOutcome, LaneRequest, RequestInfo } from '../http/index.js';
+import type { PlacementView } from './lookup.js';
+import type { RawConn, RawPool, RawUser } from './rawpool.js';
+import { H, NOT_HERE } from './wire.js';
+
+const CRLF = '\r\n';
+const PREFIX = 'x-rootbox-';
+
+/** The request head for the owner: the client's fields (hop-by-hop, spoofable, ours and its request id dropped), then the channel's. */
+export function rawHead(r: LaneRequest, info: RequestInfo, p: PlacementView): string {
+  let named: string[] | undefined;
+  for (let i = 0; i < r.raw.length; i += 2) if (r.raw[i].length === 10 && r.raw[i].toLowerCase() === 'connection') named = connectionTokens(r.raw[i + 1]);
+  let head = `${r.method} ${r.target} HTTP/1.1${CRLF}host: ${r.host}${CRLF}`;
+  for (let i = 0; i < r.raw.length; i += 2) {
+    const name = r.raw[i].toLowerCase();
+    if (REQUEST_DROP.has(name) || name.startsWith(PREFIX) || name === H.rid || (named && named.includes(name))) continue;
+    head += `${r.raw[i]}: ${r.raw[i + 1]}${CRLF}`;
+  }
+  return (
+    head +
+    `${H.site}: ${info.host}${CRLF}${H.ip}: ${info.ip}${CRLF}${H.scheme}: ${info.scheme}${CRLF}${H.rid}: ${info.requestId}${CRLF}` +
+    `${H.server}: ${p.serverId}${CRLF}${H.epoch}: ${p.epoch}${CRLF}${H.hops}: 1${CRLF}${CRLF}`
+  );
+}
+
+/** Forwards a lane request over the peer's raw pool; false when the pool cannot take it now (nothing done). */
+export function rawForward(
+  pool: RawPool,
+  date: HttpDate,
+  r: LaneRequest,
+  sock: Duplex,
+  info: RequestInfo & { slug: string },
+  p: PlacementView,
+  done: (o: LaneOutcome) => void,
+): LaneExchange | false {
+  if (pool.declined(info.slug)) return false;
+  const ex = new RawExchange(pool, date, r, sock, info.slug, info, done);
+  return pool.acquire((c) => ex.attach(c, rawHead(r, info, p))) ? ex : false;
+}
+
+class RawExchange implements RawUser, ReaderEvents, LaneExchange {
+  private conn: RawConn | undefined;
+  private readonly reader: ResponseReader;
+  private over = false;
+  private status = 0;
+  private headText: string | undefined;
+  private chunked = false;
+  private wrote = false;
+  private notHere = false;
+  /** Inside onData: body bytes are kept so an answer that ends in the same read goes out in one write. */
+  private reading = false;
+  private staged: Buffer[] | undefined;
+  private paused = false;
+
+  constructor(
+    private readonly pool: RawPool,
+    private readonly date: HttpDate,
+    private readonly r: LaneRequest,
+    private readonly sock: Duplex,
+    private readonly slug: string,
+    private readonly info: RequestInfo,
+    private readonly done: (o: LaneOutcome) => void,
+  ) {
+    this.reader = new ResponseReader(this, r.method === 'HEAD');
+  }
+
+  attach(c: RawConn | undefined, head: string): void {
+    if (!c) return this.finish({ kind: 'replay' }); // no connection: the full path opens the session and answers
+    if (this.over) return this.pool.release(c, true);
+    this.conn = c;
+    c.user = this;
+    c.sock.write(head, 'latin1');
+  }
+
+  onData(chunk: Buffer): void {
+    this.reading = true;
+    try {
+      this.reader.feed(chunk);
+      this.reading = false;
+      if (this.staged && !this.over) this.unstage();
+    } catch {
+      this.reading = false;
+      this.staged = undefined;
+      this.fail(); // an answer that cannot be read: the connection is dropped
+    }
+  }
+
+  head(h: ResponseHead): void {
+    if (this.over) return;
+    if (h.status === NOT_HERE) {
+      const marked = (name: string) => h.headers.some((v, i) => i % 2 === 0 && v.toLowerCase() === name);
+      if (marked(H.fullPath)) this.pool.decline(this.slug);
+      if (marked(H.fullPath) || marked(H.notHere)) return void (this.notHere = true);
+    }
+    this.status = h.status;
+    const a = responseHead(h.status, h.headers, {
+      requestId: h.requestId ? undefined : this.info.requestId,
+      date: this.date,
+      bodiless: this.r.method === 'HEAD' || h.status === 204 || h.status === 304,
+      close: this.r.close,
+    });
+    this.headText = a.text;
+    this.chunked = a.chunked;
+  }
+
+  data(chunk: Buffer): void {
+    if (this.over || this.notHere || chunk.length === 0) return;
+    if (this.reading && !this.wrote) return void (this.staged ??= []).push(chunk); // a view of a TLS read: never reused
+    this.stream(chunk);
+  }
+
+  private stream(chunk: Buffer): void {
+    let out: Buffer = chunk;
+    if (this.chunked) out = Buffer.concat([Buffer.from(`${chunk.length.toString(16)}${CRLF}`, 'latin1'), chunk, Buffer.from(CRLF, 'latin1')]);
+    if (this.headText !== undefined) out = Buffer.concat([Buffer.from(this.headText, 'latin1'), out]);
+    this.headText = undefined;
+    this.wrote = true;
+    if (!this.sock.write(out) && !this.paused && this.conn) {
+      this.paused = true;
+      this.conn.sock.pause();
+      this.sock.once('drain', this.resume);
+    }
+  }
+
+  private readonly resume = (): void => {
+    this.paused = false;
+    this.conn?.sock.resume();
+  };
+
+  private unstage(): void {
+    const parts = this.staged!;
+    this.staged = undefined;
+    for (const p of parts) this.stream(p);
+  }
+
+  end(reusable: boolean): void {
+    if (this.over) return;
+    this.let(reusable);
+    if (this.notHere) return this.finish({ kind: 'replay' });
+    const parts = this.staged ?? [];
+    this.staged = undefined;
+    if (!this.wrote) {
+      // the whole answer came in this read: head, body and framing in one write
+      let body = 0;
+      for (const p of parts) body += p.length;
+      const prefix = this.chunked && body > 0 ? `${this.headText}${body.toString(16)}${CRLF}` : this.headText!;
+      const suffix = this.chunked ? (body > 0 ? `${CRLF}0${CRLF}${CRLF}` : `0${CRLF}${CRLF}`) : '';
+      const out = Buffer.allocUnsafe(prefix.length + body + suffix.length);
+      let at = out.write(prefix, 0, 'latin1');
+      for (const p of parts) at += p.copy(out, at);
+      if (suffix) out.write(suffix, at, 'latin1');
+      this.headText = undefined;
+      this.wrote = true;
+      this.sock.write(out);
+    } else {
+      for (const p of parts) this.stream(p);
+      if (this.chunked) this.sock.write(`0${CRLF}${CRLF}`, 'latin1');
+    }
+    this.finish({ kind: 'answered', status: this.status, reusable: !this.r.close });
+  }
+
+  /** Lets the channel connection go: back to the pool only after a clean end. */
+  private let(reusable: boolean): void {
+    const c = this.conn;
+    if (!c) return;
+    this.conn = undefined;
+    if (this.paused) {
+      this.paused = false;
+      this.sock.off('drain', this.resume);
+      c.sock.resume();
+    }
+    this.pool.release(c, reusable);
+  }
+
+  /** The channel connection closed or failed before the answer ended. */
+  onGone(): void {
+    this.conn = undefined;
+    try {
+      this.reader.eof(); // ends a close-delimited answer, else throws
+    } catch {
+      this.fail();
+    }
+  }
+
+  private fail(): void {
+    if (this.over) return;
+    this.let(false);
+    if (this.wrote) {
+      this.sock.destroy(); // cut: the client sees a truncated answer
+      return this.finish({ kind: 'cut', status: this.status });
+    }
+    this.finish({ kind: 'replay' });
+  }
+
+  clientGone(): void {
+    if (this.over) return;
+    this.let(false); // mid-answer: the rest would be read by the next client's exchange
+    this.finish({ kind: 'cut', status: this.status || undefined });
+  }
+
+  private finish(o: LaneOutcome): void {
+    if (this.over) return;
+    this.over = true;
+    this.done(o);
+  }
+}

@@ -1,0 +1,162 @@
+// The sender's pool of plain HTTP/1.1 connections to one peer host, for the raw lane (rawlane.ts):
+// mutual TLS with this host's certificate under the cluster CA (ALPN http/1.1 on the same
+// cluster.listen as the HTTP/2 session), accepting only a certificate naming the host it meant,
+// as the session does (peers.ts). A connection carries one request at a time; it goes back to the
+// free list (LIFO) only after an answer that ended cleanly, and any byte arriving on a free one,
+// an error or a close drops it for good. At most `max` connections per peer (beyond that the
+// caller takes another path: nothing waits here); free ones are closed after `idleMs`.
+// The pool lives as long as the peer's HTTP/2 session: its pings are what find a dead peer out,
+// and its end closes every connection here (peers.ts). It also remembers, for DECLINE_MS, the
+// servers whose requests the owner's lane did not take (static files): those go by the full path.
+
+import { connect, type PeerCertificate, type TLSSocket } from 'node:tls';
+import { peerHost, type Identity } from './identity.js';
+
+/** The exchange a connection currently carries. */
+export interface RawUser {
+  onData(chunk: Buffer): void;
+  /** The connection closed or failed before the exchange let it go. */
+  onGone(): void;
+}
+
+export class RawConn {
+  user: RawUser | undefined;
+  /** When it went back to the free list. */
+  idleSince = 0;
+  /** The handshake is done (before that, a close is a failed connect). */
+  ready = false;
+
+  constructor(
+    readonly sock: TLSSocket,
+    onGone: (c: RawConn) => void,
+  ) {
+    sock.on('data', (d: Buffer) => (this.user ? this.user.onData(d) : sock.destroy())); // bytes nobody asked for: not trusted again
+    sock.on('error', noop);
+    sock.on('close', () => {
+      const u = this.user;
+      this.user = undefined;
+      onGone(this);
+      u?.onGone();
+    });
+  }
+}
+
+export interface RawPoolOptions {
+  host: string;
+  /** host:port of its cluster.listen. */
+  advertise: string;
+  identity: () => Identity;
+  max: number;
+  connectTimeoutMs: number;
+  idleMs: number;
+}
+
+const DECLINE_MS = 5_000;
+
+export class RawPool {
+  /** Slugs the owner sent back to the full path, and until when. */
+  private readonly declines = new Map<string, number>();
+  private readonly free: RawConn[] = [];
+  /** Connections open or opening, free ones included. */
+  private readonly all = new Set<TLSSocket>();
+  private closed = false;
+  private readonly sweeper: NodeJS.Timeout;
+
+  constructor(private readonly o: RawPoolOptions) {
+    this.sweeper = setInterval(() => this.sweep(Date.now()), Math.max(1000, o.idleMs / 2)).unref();
+  }
+
+  /**
+   * A free connection now, else one opened for this call and given once its handshake is done
+   * (or `give(undefined)` when it fails). False at the cap, or once the pool is closed.
+   */
+  acquire(give: (c: RawConn | undefined) => void): boolean {
+    const stale = Date.now() - this.o.idleMs;
+    while (this.free.length > 0) {
+      const c = this.free.pop()!;
+      if (c.sock.destroyed || !c.sock.writable || c.idleSince < stale) {
+        c.sock.destroy();
+        continue;
+      }
+      give(c);
+      return true;
+    }
+    if (this.closed || this.all.size >= this.o.max) return false;
+    this.open(give);
+    return true;
+  }
+
+  /** Whether requests for `slug` go by the full path for now. */
+  declined(slug: string): boolean {
+    if (this.declines.size === 0) return false;
+    const until = this.declines.get(slug);
+    if (until === undefined) return false;
+    if (until > Date.now()) return true;
+    this.declines.delete(slug);
+    return false;
+  }
+
+  decline(slug: string): void {
+    if (this.declines.size >= 10_000) this.declines.clear(); // a bound, not a cache policy: the cost of forgetting is one round trip
+    this.declines.set(slug, Date.now() + DECLINE_MS);
+  }
+
+  /** Gives a connection back after its exchange: kept only when its answer ended cleanly. */
+  release(c: RawConn, reusable: boolean): void {
+    c.user = undefined;
+    if (!reusable || this.closed || c.sock.destroyed || !c.sock.writable) return void c.sock.destroy();
+    c.idleSince = Date.now();
+    this.free.push(c);
+  }
+
+  private open(give: (c: RawConn | undefined) => void): void {
+    const me = this.o.identity();
+    const { hostname, port } = new URL(`https://${this.o.advertise}`);
+    const sock = connect({
+      host: hostname.replace(/^\[|\]$/g, ''),
+      port: Number(port),
+      ca: me.ca,
+      cert: me.cert,
+      key: me.key,
+      servername: this.o.host,
+      ALPNProtocols: ['http/1.1'],
+      checkServerIdentity: (_name: string, cert: PeerCertificate) =>
+        peerHost(cert) === this.o.host ? undefined : new Error(`the channel at ${this.o.advertise} is not ${this.o.host}`),
+    });
+    sock.setNoDelay(true);
+    this.all.add(sock);
+    const c = new RawConn(sock, () => this.all.delete(sock));
+    const t = setTimeout(() => sock.destroy(), this.o.connectTimeoutMs);
+    let given = false;
+    const fail = () => {
+      clearTimeout(t);
+      if (!given) ((given = true), give(undefined));
+    };
+    sock.once('close', fail);
+    sock.once('secureConnect', () => {
+      clearTimeout(t);
+      sock.off('close', fail);
+      c.ready = true;
+      given = true;
+      if (this.closed) {
+        sock.destroy();
+        return give(undefined);
+      }
+      give(c);
+    });
+  }
+
+  private sweep(now: number): void {
+    while (this.free.length > 0 && this.free[0].idleSince < now - this.o.idleMs) this.free.shift()!.sock.destroy();
+  }
+
+  /** Closes every connection (the peer's session ended, or the daemon stops): exchanges under way are cut. */
+  close(): void {
+    this.closed = true;
+    clearInterval(this.sweeper);
+    this.free.length = 0;
+    for (const s of this.all) s.destroy();
+  }
+}
+
+function noop(): void {}
