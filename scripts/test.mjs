@@ -40,6 +40,7 @@ const UNIT = [
   'test/http/verify-contract.test.ts',
   'test/mcp/tools.test.ts',
   'test/proxy/forward.test.ts',
+  'test/channel/rawlane.test.ts',
   'test/foundation/edge-guard.test.ts',
   'test/proxy/http1-diff.test.ts',
   'test/payments/paywall.test.ts',
