@@ -122,12 +122,12 @@ class RawExchange implements RawUser, ReaderEvents, LaneExchange {
 
   data(chunk: Buffer): void {
     if (this.over || this.notHere || chunk.length === 0) return;
-    if (this.reading && !this.wrote) return void (this.staged ??= []).push(chunk); // a view of a TLS read: never reused
+    if (this.reading && !this.wrote) return void (this.staged ??= []).push(chunk); // a view of the read buffer: used before this read returns
     this.stream(chunk);
   }
 
   private stream(chunk: Buffer): void {
-    let out: Buffer = chunk;
+    let out: Buffer = Buffer.from(chunk); // a view of the pool's shared read buffer: the socket may queue it
     if (this.chunked) out = Buffer.concat([Buffer.from(`${chunk.length.toString(16)}${CRLF}`, 'latin1'), chunk, Buffer.from(CRLF, 'latin1')]);
     if (this.headText !== undefined) out = Buffer.concat([Buffer.from(this.headText, 'latin1'), out]);
     this.headText = undefined;

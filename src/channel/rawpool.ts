@@ -4,16 +4,23 @@
 // as the session does (peers.ts). A connection carries one request at a time; it goes back to the
 // free list (LIFO) only after an answer that ended cleanly, and any byte arriving on a free one,
 // an error or a close drops it for good. At most `max` connections per peer (beyond that the
-// caller takes another path: nothing waits here); free ones are closed after `idleMs`.
+// caller takes another path: nothing waits here); free ones are closed after `idleMs`. Reads skip
+// node's stream machinery (`onread` into one shared buffer, as the app pool does): an exchange
+// gets views of that buffer, valid during the call only.
 // The pool lives as long as the peer's HTTP/2 session: its pings are what find a dead peer out,
 // and its end closes every connection here (peers.ts). It also remembers, for DECLINE_MS, the
 // servers whose requests the owner's lane did not take (static files): those go by the full path.
 
-import { connect, type PeerCertificate, type TLSSocket } from 'node:tls';
+import type { OnReadOpts } from 'node:net';
+import { connect, type ConnectionOptions, type PeerCertificate, type TLSSocket } from 'node:tls';
 import { peerHost, type Identity } from './identity.js';
+
+/** Every raw lane read lands here; reads are handled one at a time on this thread. */
+const READ_BUFFER = Buffer.allocUnsafe(64 * 1024);
 
 /** The exchange a connection currently carries. */
 export interface RawUser {
+  /** Bytes of the answer: a view of the shared read buffer, valid only during the call. */
   onData(chunk: Buffer): void;
   /** The connection closed or failed before the exchange let it go. */
   onGone(): void;
@@ -30,7 +37,6 @@ export class RawConn {
     readonly sock: TLSSocket,
     onGone: (c: RawConn) => void,
   ) {
-    sock.on('data', (d: Buffer) => (this.user ? this.user.onData(d) : sock.destroy())); // bytes nobody asked for: not trusted again
     sock.on('error', noop);
     sock.on('close', () => {
       const u = this.user;
@@ -112,7 +118,18 @@ export class RawPool {
   private open(give: (c: RawConn | undefined) => void): void {
     const me = this.o.identity();
     const { hostname, port } = new URL(`https://${this.o.advertise}`);
+    let c: RawConn | undefined = undefined;
+    // onread is node's for TLS sockets too (read straight into the buffer), though not in its types
+    const onread: OnReadOpts = {
+      buffer: READ_BUFFER,
+      callback: (n: number, buf: Uint8Array): boolean => {
+        if (c?.user) c.user.onData((buf as Buffer).subarray(0, n));
+        else sock.destroy(); // bytes nobody asked for: the connection is not trusted again
+        return true;
+      },
+    };
     const sock = connect({
+      onread,
       host: hostname.replace(/^\[|\]$/g, ''),
       port: Number(port),
       ca: me.ca,
@@ -122,10 +139,10 @@ export class RawPool {
       ALPNProtocols: ['http/1.1'],
       checkServerIdentity: (_name: string, cert: PeerCertificate) =>
         peerHost(cert) === this.o.host ? undefined : new Error(`the channel at ${this.o.advertise} is not ${this.o.host}`),
-    });
+    } as ConnectionOptions);
     sock.setNoDelay(true);
     this.all.add(sock);
-    const c = new RawConn(sock, () => this.all.delete(sock));
+    const conn = (c = new RawConn(sock, () => this.all.delete(sock)));
     const t = setTimeout(() => sock.destroy(), this.o.connectTimeoutMs);
     let given = false;
     const fail = () => {
@@ -136,13 +153,13 @@ export class RawPool {
     sock.once('secureConnect', () => {
       clearTimeout(t);
       sock.off('close', fail);
-      c.ready = true;
+      conn.ready = true;
       given = true;
       if (this.closed) {
         sock.destroy();
         return give(undefined);
       }
-      give(c);
+      give(conn);
     });
   }
 
