@@ -9,7 +9,9 @@
 // gets views of that buffer, valid during the call only.
 // The pool lives as long as the peer's HTTP/2 session: its pings are what find a dead peer out,
 // and its end closes every connection here (peers.ts). It also remembers, for DECLINE_MS, the
-// servers whose requests the owner's lane did not take (static files): those go by the full path.
+// servers whose requests the owner's lane did not take (static files): those go by the full path;
+// and after a connection that could not be opened (a peer of an older version offers no
+// http/1.1, or is unreachable), it opens none for FAILED_MS: the caller takes the HTTP/2 session.
 
 import type { OnReadOpts } from 'node:net';
 import { connect, type ConnectionOptions, type PeerCertificate, type TLSSocket } from 'node:tls';
@@ -58,6 +60,7 @@ export interface RawPoolOptions {
 }
 
 const DECLINE_MS = 5_000;
+const FAILED_MS = 10_000;
 
 export class RawPool {
   /** Slugs the owner sent back to the full path, and until when. */
@@ -66,6 +69,8 @@ export class RawPool {
   /** Connections open or opening, free ones included. */
   private readonly all = new Set<TLSSocket>();
   private closed = false;
+  /** No connection is opened before this (ms): the last one could not be. */
+  private failedUntil = 0;
   private readonly sweeper: NodeJS.Timeout;
 
   constructor(private readonly o: RawPoolOptions) {
@@ -87,7 +92,7 @@ export class RawPool {
       give(c);
       return true;
     }
-    if (this.closed || this.all.size >= this.o.max) return false;
+    if (this.closed || this.all.size >= this.o.max || (this.failedUntil && this.failedUntil > Date.now())) return false;
     this.open(give);
     return true;
   }
@@ -147,6 +152,7 @@ export class RawPool {
     let given = false;
     const fail = () => {
       clearTimeout(t);
+      this.failedUntil = Date.now() + FAILED_MS;
       if (!given) ((given = true), give(undefined));
     };
     sock.once('close', fail);

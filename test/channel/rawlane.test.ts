@@ -38,6 +38,8 @@ const relayed: { client: Socket; upstream: Socket; down: number }[] = [];
 /** What the app was sent, per request. */
 const seen: Record<string, string | string[] | undefined>[] = [];
 let appPort = 0;
+/** Egress A's proxy counted, by server. */
+const egress: Record<string, number> = {};
 /** Ends the slow answers under way. */
 const release: (() => void)[] = [];
 
@@ -62,7 +64,7 @@ test.before(async () => {
   // host A: its proxy serves srv_raw (an app) behind its channel server
   const site: Site = { id: 'srv_raw', slug: 'raw', rootfs, upstream: { host: '127.0.0.1', port: appPort }, neverSleep: true, suspended: false };
   const sites = sitesOf([site]);
-  const proxy = createProxy({ log, sites, runtime: runningRuntime(sites), cfg: testConfig() });
+  const proxy = createProxy({ log, sites, runtime: runningRuntime(sites), cfg: testConfig(), egress: (id, n) => (egress[id] = (egress[id] ?? 0) + n) });
   const identityA = issueIdentity(pair, 'host-a');
   const server = new ChannelServer({
     identity: () => identityA,
@@ -133,7 +135,7 @@ test.after(async () => {
 });
 
 /** One GET through B's edge on a connection of its own: status, body, and whether it was cut. */
-function get(path: string, o: { onFirst?: (sock: Socket) => void } = {}): Promise<{ status: number; body: string; cut: boolean }> {
+function get(path: string, o: { onFirst?: (sock: Socket) => void } = {}): Promise<{ status: number; body: string; cut: boolean; read: number }> {
   return new Promise((resolve) => {
     const req = request({ host: '127.0.0.1', port: edgePort, path, agent: false, headers: { host: `raw.${DOMAIN}` } }, (res) => {
       let body = '';
@@ -144,11 +146,12 @@ function get(path: string, o: { onFirst?: (sock: Socket) => void } = {}): Promis
         if (first) o.onFirst?.(req.socket as Socket);
         first = false;
       });
-      res.on('end', () => resolve({ status: res.statusCode!, body, cut: false }));
-      res.on('error', () => resolve({ status: res.statusCode!, body, cut: true }));
-      res.on('aborted', () => resolve({ status: res.statusCode!, body, cut: true }));
+      const read = () => (req.socket as Socket).bytesRead;
+      res.on('end', () => resolve({ status: res.statusCode!, body, cut: false, read: read() }));
+      res.on('error', () => resolve({ status: res.statusCode!, body, cut: true, read: read() }));
+      res.on('aborted', () => resolve({ status: res.statusCode!, body, cut: true, read: read() }));
     });
-    req.on('error', () => resolve({ status: 0, body: '', cut: true }));
+    req.on('error', () => resolve({ status: 0, body: '', cut: true, read: 0 }));
     req.end();
   });
 }
@@ -156,13 +159,22 @@ function get(path: string, o: { onFirst?: (sock: Socket) => void } = {}): Promis
 test('lane requests through B reuse one pooled HTTP/1.1 connection to A, beside the HTTP/2 session', async () => {
   // the first opens the HTTP/2 session (the full path); the raw lane needs it open
   assert.is((await get('/warm')).status, 200);
+  await until('the first answer is counted', () => egress.srv_raw > 0, 5000);
   const before = relayed.length;
+  const counted = egress.srv_raw;
+  let read = 0;
   for (let i = 0; i < 5; i++) {
     const r = await get(`/seq/${i}`);
     assert.is(r.status, 200);
     assert.is(r.body, `hello /seq/${i}`);
+    read += r.read;
   }
   assert.is(relayed.length - before, 1, 'one raw connection carried the five requests');
+  // egress is counted once, on A, from what it wrote on the channel: the answers as the clients read
+  // them, but for the `connection: close` B adds for its own clients (they asked to close)
+  const wrote = read - 5 * 'connection: close\r\n'.length;
+  await until('A counts the answers', () => egress.srv_raw - counted >= wrote, 5000);
+  assert.is(egress.srv_raw - counted, wrote);
   // the client's address as B saw it reached the app; the channel's own fields did not
   const last = seen[seen.length - 1];
   assert.is(last['x-forwarded-for'], '127.0.0.1');
