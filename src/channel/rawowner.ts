@@ -88,7 +88,8 @@ class OwnerConn {
     sock.on('end', this.onEnd);
     sock.on('error', noop);
     sock.on('close', this.onClose);
-    this.idle = setTimeout(() => sock.destroy(), d.idleMs).unref();
+    // an answer under way is not idleness (a long download, a wake): the timer looks again later
+    this.idle = setTimeout(() => (this.busy ? this.idle.refresh() : sock.destroy()), d.idleMs).unref();
   }
 
   private readonly onData = (d: Buffer): void => {
