@@ -82,7 +82,7 @@ export class ClusterFront implements HttpApp, UpgradeApp {
           done(o);
         };
         const raw = this.d.peers.raw(p.host, host.advertise);
-        const sent = raw && rawForward(raw, this.d.peers.date, r, sock, info, p, told);
+        const sent = raw && rawForward(raw, this.d.peers.date, r, sock, info, p, told, turnedAway);
         if (sent) return sent;
         const session = this.d.peers.openNow(p.host, host.advertise);
         const replay = (o: Parameters<typeof done>[0]) => {

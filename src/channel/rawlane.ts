@@ -49,13 +49,20 @@ export function rawForward(
   info: RequestInfo & { slug: string },
   p: PlacementView,
   done: (o: LaneOutcome) => void,
+  /** The owner said "not here" (told before the replay: the full path then asks the registry first). */
+  notHere?: () => void,
 ): LaneExchange | false {
   if (pool.declined(info.slug)) return false;
-  const ex = new RawExchange(pool, date, r, sock, info.slug, info, done);
+  const ex: RawExchange = new RawExchange(pool, date, r, sock, info.slug, info, (o) => {
+    if (ex.turnedAway && notHere) notHere();
+    done(o);
+  });
   return pool.acquire((c) => ex.attach(c, rawHead(r, info, p))) ? ex : false;
 }
 
 class RawExchange implements RawUser, ReaderEvents, LaneExchange {
+  /** The owner answered "not here" (its placement moved), as against "full path" or a failure. */
+  turnedAway = false;
   private conn: RawConn | undefined;
   private readonly reader: ResponseReader;
   private over = false;
@@ -107,6 +114,7 @@ class RawExchange implements RawUser, ReaderEvents, LaneExchange {
     if (h.status === NOT_HERE) {
       const marked = (name: string) => h.headers.some((v, i) => i % 2 === 0 && v.toLowerCase() === name);
       if (marked(H.fullPath)) this.pool.decline(this.slug);
+      if (marked(H.notHere)) this.turnedAway = true;
       if (marked(H.fullPath) || marked(H.notHere)) return void (this.notHere = true);
     }
     this.status = h.status;

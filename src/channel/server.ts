@@ -156,7 +156,12 @@ export class ChannelServer {
     const lane = this.d.local.lane;
     return new RawOwner({
       lane: lane && ((r, sock, info, done) => lane.call(this.d.local, r, sock, info, done)),
-      refusal: (peer, claim, info) => this.refusal(peer, claim, info),
+      refusal: (peer, claim, info) => {
+        const refused = this.refusal(peer, claim, info);
+        if (refused === 'not-here')
+          this.d.log.debug('not here: the sender routed by a stale placement', { site: info.host, server: claim.server, rid: info.requestId });
+        return refused;
+      },
       handover: (sock, pending, ended, failure) => {
         if (failure) this.failures.set(sock, failure);
         h1.emit('connection', sock);
