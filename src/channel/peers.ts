@@ -89,8 +89,9 @@ export class Peers {
     return pool;
   }
 
-  private dropRaw(key: string): void {
-    this.raws.get(key)?.close();
+  /** The raw pool beside a session that ended: answers under way finish unless `cut`. */
+  private dropRaw(key: string, cut: boolean): void {
+    this.raws.get(key)?.close(cut);
     this.raws.delete(key);
   }
 
@@ -137,7 +138,7 @@ export class Peers {
         clearTimeout(t);
         if (this.ready.get(key) === session) {
           this.ready.delete(key);
-          this.dropRaw(key);
+          this.dropRaw(key, false);
         }
         this.o.health?.closed(host);
         reject(new PeerError(loop, `the channel to ${host} closed`));
@@ -170,7 +171,7 @@ export class Peers {
         this.sessions.delete(key);
         this.ready.delete(key);
         this.o.health?.error(key.slice(0, key.indexOf('@')), 'ping', 'the peer did not answer a ping');
-        this.dropRaw(key);
+        this.dropRaw(key, true);
         s.destroy(new Error('the peer did not answer a ping'));
       }, this.o.connectTimeoutMs);
       s.ping((err) => {
@@ -190,7 +191,7 @@ export class Peers {
     this.sessions.clear();
     this.ready.clear();
     this.failed.clear();
-    for (const key of [...this.raws.keys()]) this.dropRaw(key);
+    for (const key of [...this.raws.keys()]) this.dropRaw(key, true);
   }
 }
 

@@ -173,12 +173,18 @@ export class RawPool {
     while (this.free.length > 0 && this.free[0].idleSince < now - this.o.idleMs) this.free.shift()!.sock.destroy();
   }
 
-  /** Closes every connection (the peer's session ended, or the daemon stops): exchanges under way are cut. */
-  close(): void {
+  /**
+   * Opens and lends no more. `cut`: every connection closes now, answers under way with them (a
+   * peer that stopped answering pings, a stop of this daemon); else free ones close now and busy
+   * ones when their answer is over (the peer's session ended cleanly: its GOAWAY lets streams
+   * under way finish, and so answers under way here).
+   */
+  close(cut: boolean): void {
     this.closed = true;
     clearInterval(this.sweeper);
+    for (const c of this.free) c.sock.destroy();
     this.free.length = 0;
-    for (const s of this.all) s.destroy();
+    if (cut) for (const s of this.all) s.destroy();
   }
 }
 
