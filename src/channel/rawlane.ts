@@ -36,7 +36,9 @@ export function rawHead(r: LaneRequest, info: RequestInfo, p: PlacementView): st
   return (
     head +
     `${H.site}: ${info.host}${CRLF}${H.ip}: ${info.ip}${CRLF}${H.scheme}: ${info.scheme}${CRLF}${H.rid}: ${info.requestId}${CRLF}` +
-    `${H.server}: ${p.serverId}${CRLF}${H.epoch}: ${p.epoch}${CRLF}${H.hops}: 1${CRLF}${CRLF}`
+    `${H.server}: ${p.serverId}${CRLF}${H.epoch}: ${p.epoch}${CRLF}${H.hops}: 1${CRLF}` +
+    (info.alias !== undefined ? `${H.alias}: ${info.alias}${CRLF}` : '') +
+    CRLF
   );
 }
 

@@ -213,6 +213,9 @@ function channelFields(h: { raw: string[]; rid?: string }): { info: RequestInfo 
       case H.hops:
         claim.hops = Number(v) || 0;
         break;
+      case H.alias:
+        claim.alias = v;
+        break;
     }
   }
   const info = { host: site, slug: site.slice(0, site.indexOf('.')), scheme, requestId: h.rid ?? '', ip };

@@ -69,7 +69,7 @@ test.before(async () => {
   const server = new ChannelServer({
     identity: () => identityA,
     local: proxy,
-    servers: { bySlug: (slug) => (slug === 'raw' ? { id: 'srv_raw' } : undefined) },
+    servers: { bySlug: (slug) => (slug === 'raw' ? { id: 'srv_raw' } : undefined), get: (id) => (id === 'srv_raw' ? { id } : undefined) },
     placements: { byServer: () => undefined },
     log,
   });
