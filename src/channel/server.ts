@@ -20,7 +20,7 @@ import {
   type ServerHttp2Session,
   type ServerHttp2Stream,
 } from 'node:http2';
-import { createServer as createHttp1Server, type IncomingMessage, type Server as Http1Server } from 'node:http';
+import { createServer as createHttp1Server, type Server as Http1Server } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import { AppError } from '../errors.js';
@@ -214,7 +214,9 @@ export class ChannelServer {
       return void res.writeHead(NOT_HERE, { [H.notHere]: '1' }).end();
     }
     for (const name of Object.keys(h)) if (name.startsWith('x-rootbox-')) delete h[name];
-    if (!stream) (req as IncomingMessage).rawHeaders = req.rawHeaders.filter((_, i, a) => !a[i - (i % 2)].toLowerCase().startsWith('x-rootbox-'));
+    // the proxy sends the app the raw pairs (both kinds of request keep them in an array of their own)
+    const raw = req.rawHeaders;
+    for (let i = raw.length - 2; i >= 0; i -= 2) if (raw[i].toLowerCase().startsWith('x-rootbox-')) raw.splice(i, 2);
     if (upgrade) return this.tunnel(req as Http2ServerRequest, res as Http2ServerResponse, info, upgrade);
     try {
       const pending = this.d.local.handle(req, res, info);

@@ -44,7 +44,7 @@ const srv = createServer((req, res) => {
   req.on('end', () => {
     const body = Buffer.concat(chunks);
     if (req.url === '/echo') return res.end(body);
-    res.end(JSON.stringify({ pid: process.pid, url: req.url, bodyLength: body.length, sha256: createHash('sha256').update(body).digest('hex'), forwardedFor: req.headers['x-forwarded-for'] }));
+    res.end(JSON.stringify({ pid: process.pid, url: req.url, bodyLength: body.length, sha256: createHash('sha256').update(body).digest('hex'), forwardedFor: req.headers['x-forwarded-for'], internal: Object.keys(req.headers).filter((n) => n.startsWith('x-rootbox-')) }));
   });
 });
 new WebSocketServer({ server: srv }).on('connection', (ws) => ws.on('message', (m) => ws.send(m)));

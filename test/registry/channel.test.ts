@@ -194,6 +194,16 @@ test("A's app answers through B: the client's address reaches it, bodies both wa
     (await get(b, 'appy.localhost', '/', { headers: { 'x-forwarded-for': '6.6.6.6', 'x-rootbox-client-ip': '6.6.6.6' } })).body.toString(),
   );
   assert.is(spoof.forwardedFor, '127.0.0.1');
+  // the channel's own headers (client address, server, epoch, hops) end on A: the app never sees them
+  for (const via of [
+    () => get(b, 'appy.localhost', '/seen'),
+    () => get(b, 'appy.localhost', '/seen', { method: 'POST', body: Buffer.from('x'), tls: true }),
+    () => getH2(b, 'appy.localhost', '/seen', Buffer.from('x')),
+  ]) {
+    const r = await via();
+    assert.is(r.status, 200, r.body.toString());
+    assert.equal(JSON.parse(r.body.toString()).internal, [], 'no x-rootbox-* header reaches the app');
+  }
 
   const body = randomBytes(700_000);
   for (const via of [
