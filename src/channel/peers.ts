@@ -18,7 +18,7 @@ import type { Logger } from '../log/index.js';
 import type { ChannelHealth } from './health.js';
 import { peerHost, type Identity } from './identity.js';
 import { RawPool } from './rawpool.js';
-import { SESSION_WINDOW, WINDOW } from './server.js';
+import { SESSION_WINDOW, WINDOW } from './wire.js';
 
 /** Why a peer could not be reached: a loop (its address leads back here) or anything else. */
 export class PeerError extends Error {

@@ -33,7 +33,7 @@ import { ownerLane } from './ownerlane.js';
 import { ownerSsh, SSH_KIND, type SshAcceptor } from './ssh.js';
 import { RawOwner, type Claim } from './rawowner.js';
 import { handshakeOf, StreamSocket } from './tunnel.js';
-import { H, MAX_HOPS, NOT_HERE } from './wire.js';
+import { H, MAX_HOPS, NOT_HERE, SESSION_WINDOW, WINDOW } from './wire.js';
 
 export interface ChannelServerDeps {
   identity: () => Identity;
@@ -50,10 +50,6 @@ export interface ChannelServerDeps {
   ssh?: SshAcceptor;
   log: Logger;
 }
-
-/** Flow-control windows: a stream's and a whole session's (64 KiB defaults throttle large bodies across hosts). */
-export const WINDOW = 1 << 20;
-export const SESSION_WINDOW = 16 << 20;
 
 /** How long forwarded requests under way may run on at a stop. */
 const CLOSE_GRACE_MS = 2000;

@@ -59,3 +59,7 @@ export function answerHeaders(headers: IncomingHttpHeaders): OutgoingHttpHeaders
   for (const name in headers) if (name.charCodeAt(0) !== 58 && !name.startsWith(PREFIX)) out[name] = headers[name];
   return out;
 }
+
+/** Flow-control windows: a stream's and a whole session's (64 KiB defaults throttle large bodies across hosts). */
+export const WINDOW = 1 << 20;
+export const SESSION_WINDOW = 16 << 20;
