@@ -14,17 +14,17 @@
 // answers 503 host_unavailable at once; an address that leads back here, 502 forward_loop.
 
 import type { IncomingMessage } from 'node:http';
-import type { ClientHttp2Stream, Http2ServerRequest, Http2ServerResponse, IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http2';
+import type { Http2ServerRequest, Http2ServerResponse, OutgoingHttpHeaders } from 'node:http2';
 import type { Duplex, Readable } from 'node:stream';
 import { AppError } from '../errors.js';
 import { errorReply, rawError, sendReply, withBody, type HttpApp, type Req, type RequestInfo, type Res } from '../http/index.js';
 import type { Logger } from '../log/index.js';
-import { buffer, hasBody } from './body.js';
 import type { ChannelHealth } from './health.js';
 import type { Placements, PlacementView } from './lookup.js';
-import { CANCEL, PeerError, type Peers } from './peers.js';
+import { hostUnavailable, openForwarded, readBody, relay, sendForwarded } from './outbound.js';
+import { CANCEL, type Peers } from './peers.js';
 import { handshakeOf, StreamSocket } from './tunnel.js';
-import { answerHeaders, channelHeaders, H, MAX_HOPS, NOT_HERE } from './wire.js';
+import { H, MAX_HOPS, NOT_HERE } from './wire.js';
 
 /** The API app of a host: its routes and its WebSocket upgrades (exec over a WebSocket). */
 export interface ApiApp extends HttpApp {
@@ -51,32 +51,23 @@ export interface ApiForwarderDeps {
   health?: ChannelHealth;
 }
 
-interface Body {
-  chunks: Buffer[];
-  /** The rest of a body too large to keep: streamed, no retry. */
-  rest?: Readable;
-}
-
-type Answer = { headers: IncomingHttpHeaders; stream: ClientHttp2Stream };
-
-export const hostUnavailable = (host: string, why: string) =>
-  AppError.of('host_unavailable', `the host that runs this server (${host}) ${why}; try again shortly`, { retryAfter: 2 });
+/** A request for the owner's API app, and the server it acts on (its epoch checked there). */
+const toApi = (server: ApiForwardOptions['server']): OutgoingHttpHeaders => ({
+  [H.api]: '1',
+  ...(server ? { [H.server]: server.serverId, [H.epoch]: String(server.epoch) } : {}),
+});
 
 export class ApiForwarder {
   constructor(private readonly d: ApiForwarderDeps) {}
 
   /** Sends the API request to `host`'s API app and relays its answer (errors as `{error, detail}` JSON). */
   async forward(host: string, req: Req, res: Res, info: RequestInfo, o: ApiForwardOptions = {}): Promise<void> {
-    let body: Body = { chunks: o.body?.length ? [o.body] : [] };
-    if (!o.body && hasBody(req)) {
-      const b = await buffer(req as Readable, this.d.retryBody);
-      body = { chunks: b.chunks, rest: b.whole ? undefined : (req as Readable) };
-    }
+    const body = await readBody(req, this.d.retryBody, o.body);
     const fail = (err: AppError) => {
       res.setHeader('x-request-id', info.requestId);
       sendReply(res, errorReply(err, info.requestId, this.d.log), req.method === 'HEAD');
     };
-    let answer = await this.send(host, req, info, o.server, body);
+    let answer = await sendForwarded(this.d, host, req, info, toApi(o.server), body);
     if (answer instanceof AppError) return fail(answer);
     if (Number(answer.headers[':status']) === NOT_HERE && o.server) {
       answer.stream.close(CANCEL);
@@ -86,7 +77,7 @@ export class ApiForwarder {
       // gone, or here now: this host's API answers (404 server_not_found, or the server itself)
       if (now === 'here' && local) return local.handle(withBody(req, body.chunks, false), res, info);
       if (!now || now === 'here') return fail(hostUnavailable(host, 'no longer runs it'));
-      answer = await this.send(now.host, req, info, now, body);
+      answer = await sendForwarded(this.d, now.host, req, info, toApi(now), body);
       if (answer instanceof AppError) return fail(answer);
       if (Number(answer.headers[':status']) === NOT_HERE) {
         answer.stream.close(CANCEL);
@@ -105,7 +96,7 @@ export class ApiForwarder {
   }
 
   private async tunnel(host: string, req: IncomingMessage, socket: Duplex, head: Buffer, info: RequestInfo, o: ApiForwardOptions, again = true): Promise<void> {
-    const stream = await this.open(host, req, info, o.server, { [H.upgrade]: String(req.headers.upgrade ?? '') }, false);
+    const stream = await openForwarded(this.d, host, req, info, { ...toApi(o.server), [H.upgrade]: String(req.headers.upgrade ?? '') }, false);
     if (stream instanceof AppError) return rawError(socket, stream, { requestId: info.requestId });
     const onError = () => socket.destroy();
     const onClose = () => {
@@ -142,83 +133,6 @@ export class ApiForwarder {
     if (!now || now.host === this.d.self) return 'here';
     return now.host === host && now.epoch === server.epoch ? undefined : now;
   }
-
-  /** The request over the channel to `host`; its answer head, or why there is none. */
-  private async send(host: string, req: Req, info: RequestInfo, server: ApiForwardOptions['server'], body: Body): Promise<Answer | AppError> {
-    const stream = await this.open(host, req, info, server, {}, !body.chunks.length && !body.rest);
-    if (stream instanceof AppError) return (this.d.health?.refused(host, stream.code), stream);
-    for (const c of body.chunks) stream.write(c);
-    if (body.rest) body.rest.pipe(stream);
-    else if (body.chunks.length) stream.end();
-    return new Promise((resolve) => {
-      let settled = false;
-      stream.once('response', (headers) => {
-        settled = true;
-        this.d.health?.forwarded(host, Number(headers[':status']) === NOT_HERE ? 'not_here' : 'answered');
-        stream.on('error', () => {});
-        resolve({ headers, stream });
-      });
-      const onError = (e?: Error) => void (settled || ((settled = true), this.d.health?.stream(host, e), resolve(hostUnavailable(host, 'cannot be reached'))));
-      stream.once('error', onError);
-      stream.once('close', onError);
-    });
-  }
-
-  private async open(
-    host: string,
-    req: Req | IncomingMessage,
-    info: RequestInfo,
-    server: ApiForwardOptions['server'],
-    extra: OutgoingHttpHeaders,
-    endStream: boolean,
-  ): Promise<ClientHttp2Stream | AppError> {
-    const peer = this.d.placements.host(host);
-    if (!peer || !peer.up) return hostUnavailable(host, 'is down');
-    let session;
-    try {
-      session = await this.d.peers.session(host, peer.advertise);
-    } catch (e) {
-      if (e instanceof PeerError && e.loop) {
-        this.d.log.error('forwarding loop: the channel address of a host leads back here', { peer: host, advertise: peer.advertise });
-        return AppError.of('forward_loop', `the channel address of ${host} leads back to ${this.d.self} (request ${info.requestId})`);
-      }
-      this.d.log.warn('channel unreachable', { peer: host, advertise: peer.advertise, detail: (e as Error).message });
-      return hostUnavailable(host, 'cannot be reached');
-    }
-    const headers: OutgoingHttpHeaders = {
-      ...channelHeaders(req.headers as IncomingHttpHeaders),
-      ':method': req.method ?? 'GET',
-      ':path': req.url ?? '/',
-      ':authority': (req.headers.host ?? (req.headers as IncomingHttpHeaders)[':authority'] ?? info.host) as string,
-      ':scheme': 'https',
-      [H.api]: '1',
-      [H.site]: info.host,
-      [H.ip]: info.ip,
-      [H.scheme]: info.scheme,
-      [H.rid]: info.requestId,
-      [H.hops]: '1',
-      ...(server ? { [H.server]: server.serverId, [H.epoch]: String(server.epoch) } : {}),
-      ...extra,
-    };
-    try {
-      return session.request(headers, { endStream });
-    } catch (e) {
-      this.d.log.warn('channel request refused', { peer: host, detail: (e as Error).message });
-      return hostUnavailable(host, 'cannot be reached');
-    }
-  }
-}
-
-/** The owner's answer, streamed to the client as it comes. */
-function relay(a: Answer, res: Res): void {
-  const { headers, stream } = a;
-  res.on('close', () => {
-    if (!stream.closed) stream.close(CANCEL);
-  });
-  stream.on('error', () => (res as { destroy?: () => void }).destroy?.());
-  stream.on('aborted', () => (res as { destroy?: () => void }).destroy?.());
-  res.writeHead(Number(headers[':status']), answerHeaders(headers) as Record<string, string>);
-  (stream as Readable).pipe(res as unknown as NodeJS.WritableStream);
 }
 
 export interface ApiOwnerDeps {

@@ -16,20 +16,20 @@
 // the same way (tunnel.ts).
 
 import type { IncomingMessage } from 'node:http';
-import type { ClientHttp2Stream, IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http2';
+import type { OutgoingHttpHeaders } from 'node:http2';
 import type { Duplex, Readable } from 'node:stream';
 import { AppError } from '../errors.js';
 import { rawError, type HttpApp, type LaneApp, type Req, type RequestInfo, type Res, type UpgradeApp } from '../http/index.js';
 import type { Logger } from '../log/index.js';
 import { sendErrorPage } from '../proxy/index.js';
 import type { Placements, PlacementView } from './lookup.js';
-import { buffer, hasBody } from './body.js';
 import type { ChannelHealth } from './health.js';
 import { laneForward } from './fastlane.js';
 import { MissBudget } from './misses.js';
 import { rawForward } from './rawlane.js';
-import { CANCEL, PeerError, type Peers } from './peers.js';
-import { answerHeaders, channelHeaders, H, NOT_HERE } from './wire.js';
+import { hostUnavailable, openForwarded, readBody, relay, sendForwarded } from './outbound.js';
+import { CANCEL, type Peers } from './peers.js';
+import { H, NOT_HERE } from './wire.js';
 
 export type LocalProxy = HttpApp & Partial<UpgradeApp> & Partial<LaneApp>;
 
@@ -44,14 +44,12 @@ export interface FrontDeps {
   health?: ChannelHealth;
 }
 
-const unavailable = (host: string, why: string) =>
-  AppError.of('host_unavailable', `the host that runs this server (${host}) ${why}; try again shortly`, { retryAfter: 2 });
-
-interface Body {
-  chunks: Buffer[];
-  /** The rest of a body too large to keep: streamed, no retry. */
-  rest?: Readable;
-}
+/** What the owner checks: the server and epoch this host saw, and the domain the client named. */
+const meant = (p: PlacementView, info: RequestInfo): OutgoingHttpHeaders => ({
+  [H.server]: p.serverId,
+  [H.epoch]: String(p.epoch),
+  ...(info.alias !== undefined ? { [H.alias]: info.alias } : {}),
+});
 
 export class ClusterFront implements HttpApp, UpgradeApp {
   readonly lane?: LaneApp['lane'];
@@ -127,16 +125,12 @@ export class ClusterFront implements HttpApp, UpgradeApp {
   }
 
   private async forward(req: Req, res: Res, info: RequestInfo, p: PlacementView): Promise<void> {
-    let body: Body = { chunks: [] };
-    if (hasBody(req)) {
-      const b = await buffer(req as Readable, this.d.retryBody);
-      body = { chunks: b.chunks, rest: b.whole ? undefined : (req as Readable) };
-    }
-    let answer = await this.send(req, info, p, body);
+    const body = await readBody(req, this.d.retryBody);
+    let answer = await sendForwarded(this.d, p.host, req, info, meant(p, info), body);
     if (answer instanceof AppError) return sendErrorPage(req, res, answer, info.requestId);
     if (Number(answer.headers[':status']) === NOT_HERE) {
       answer.stream.close(CANCEL);
-      if (body.rest) return sendErrorPage(req, res, unavailable(p.host, 'no longer runs it'), info.requestId);
+      if (body.rest) return sendErrorPage(req, res, hostUnavailable(p.host, 'no longer runs it'), info.requestId);
       const alias = info.alias;
       const pl = this.d.placements;
       const now = await (alias === undefined ? pl.fresh(p.slug) : (pl.freshDomain?.(alias) ?? Promise.resolve(undefined))).catch(() => undefined);
@@ -147,101 +141,16 @@ export class ClusterFront implements HttpApp, UpgradeApp {
       // gone, or here now: this host's proxy answers (the unknown-server page, or the server) when nothing was read
       if ((!now || now.host === this.d.self) && !body.chunks.length) return this.d.local.handle(req, res, info);
       if (!now || now.host === this.d.self || (now.host === p.host && now.epoch === p.epoch)) {
-        return sendErrorPage(req, res, unavailable(p.host, 'no longer runs it'), info.requestId);
+        return sendErrorPage(req, res, hostUnavailable(p.host, 'no longer runs it'), info.requestId);
       }
-      answer = await this.send(req, info, now, body);
+      answer = await sendForwarded(this.d, now.host, req, info, meant(now, info), body);
       if (answer instanceof AppError) return sendErrorPage(req, res, answer, info.requestId);
       if (Number(answer.headers[':status']) === NOT_HERE) {
         answer.stream.close(CANCEL);
-        return sendErrorPage(req, res, unavailable(now.host, 'no longer runs it'), info.requestId);
+        return sendErrorPage(req, res, hostUnavailable(now.host, 'no longer runs it'), info.requestId);
       }
     }
-    this.relay(answer, res);
-  }
-
-  /** The request over the channel to p's host; its answer head, or why there is none. */
-  private async send(
-    req: Req,
-    info: RequestInfo,
-    p: PlacementView,
-    body: Body,
-  ): Promise<{ headers: IncomingHttpHeaders; stream: ClientHttp2Stream } | AppError> {
-    const stream = await this.open(req, info, p, {}, !body.chunks.length && !body.rest);
-    if (stream instanceof AppError) return (this.d.health?.refused(p.host, stream.code), stream);
-    for (const c of body.chunks) stream.write(c);
-    if (body.rest) body.rest.pipe(stream);
-    else if (body.chunks.length) stream.end();
-    return new Promise((resolve) => {
-      stream.once('response', (headers) => {
-        this.d.health?.forwarded(p.host, Number(headers[':status']) === NOT_HERE ? 'not_here' : 'answered');
-        stream.off('error', onError);
-        stream.on('error', () => {});
-        resolve({ headers, stream });
-      });
-      let settled = false;
-      stream.once('response', () => (settled = true));
-      // the error is made only when there is no answer (an AppError per request would cost)
-      const onError = (e?: Error) => void (settled || ((settled = true), this.d.health?.stream(p.host, e), resolve(unavailable(p.host, 'cannot be reached'))));
-      stream.once('error', onError);
-      stream.once('close', onError);
-    });
-  }
-
-  private async open(
-    req: Req | IncomingMessage,
-    info: RequestInfo,
-    p: PlacementView,
-    extra: OutgoingHttpHeaders,
-    endStream: boolean,
-  ): Promise<ClientHttp2Stream | AppError> {
-    const host = this.d.placements.host(p.host);
-    if (!host || !host.up) return unavailable(p.host, 'is down');
-    let session;
-    try {
-      session = await this.d.peers.session(p.host, host.advertise);
-    } catch (e) {
-      if (e instanceof PeerError && e.loop) {
-        this.d.log.error('forwarding loop: the channel address of a host leads back here', { peer: p.host, advertise: host.advertise });
-        return AppError.of('forward_loop', `the channel address of ${p.host} leads back to ${this.d.self} (request ${info.requestId})`);
-      }
-      this.d.log.warn('channel unreachable', { peer: p.host, advertise: host.advertise, detail: (e as Error).message });
-      return unavailable(p.host, 'cannot be reached');
-    }
-    const authority = (req.headers.host ?? (req.headers as IncomingHttpHeaders)[':authority'] ?? info.host) as string;
-    const headers: OutgoingHttpHeaders = {
-      ...channelHeaders(req.headers as IncomingHttpHeaders),
-      ':method': req.method ?? 'GET',
-      ':path': req.url ?? '/',
-      ':authority': authority,
-      ':scheme': 'https',
-      [H.site]: info.host,
-      [H.ip]: info.ip,
-      [H.scheme]: info.scheme,
-      [H.rid]: info.requestId,
-      [H.server]: p.serverId,
-      [H.epoch]: String(p.epoch),
-      [H.hops]: '1',
-      ...extra,
-    };
-    if (info.alias !== undefined) headers[H.alias] = info.alias;
-    try {
-      return session.request(headers, { endStream });
-    } catch (e) {
-      this.d.log.warn('channel request refused', { peer: p.host, detail: (e as Error).message });
-      return unavailable(p.host, 'cannot be reached');
-    }
-  }
-
-  /** The owner's answer, streamed to the client as it comes. */
-  private relay(a: { headers: IncomingHttpHeaders; stream: ClientHttp2Stream }, res: Res): void {
-    const { headers, stream } = a;
-    res.on('close', () => {
-      if (!stream.closed) stream.close(CANCEL);
-    });
-    stream.on('error', () => (res as { destroy?: () => void }).destroy?.());
-    stream.on('aborted', () => (res as { destroy?: () => void }).destroy?.());
-    res.writeHead(Number(headers[':status']), answerHeaders(headers) as Record<string, string>);
-    (stream as Readable).pipe(res as unknown as NodeJS.WritableStream);
+    relay(answer, res);
   }
 
   upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, info: RequestInfo & { slug: string }): void {
@@ -259,7 +168,7 @@ export class ClusterFront implements HttpApp, UpgradeApp {
 
   /** A WebSocket handshake to another host: the client's bytes and the owner's, both ways over one stream. */
   private async tunnel(req: IncomingMessage, socket: Duplex, head: Buffer, info: RequestInfo, p: PlacementView): Promise<void> {
-    const stream = await this.open(req, info, p, { [H.upgrade]: String(req.headers.upgrade ?? '') }, false);
+    const stream = await openForwarded(this.d, p.host, req, info, { ...meant(p, info), [H.upgrade]: String(req.headers.upgrade ?? '') }, false);
     if (stream instanceof AppError) return (this.d.health?.refused(p.host, stream.code), rawError(socket, stream, { requestId: info.requestId }));
     stream.on('error', () => socket.destroy());
     socket.on('close', () => {
@@ -269,7 +178,7 @@ export class ClusterFront implements HttpApp, UpgradeApp {
       this.d.health?.forwarded(p.host, Number(h[':status']) === 200 ? 'answered' : 'not_here');
       if (Number(h[':status']) !== 200) {
         stream.close(CANCEL);
-        return rawError(socket, unavailable(p.host, 'no longer runs it'), { requestId: info.requestId });
+        return rawError(socket, hostUnavailable(p.host, 'no longer runs it'), { requestId: info.requestId });
       }
       (stream as Readable).pipe(socket);
     });

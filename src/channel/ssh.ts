@@ -15,7 +15,8 @@ import type { Duplex } from 'node:stream';
 import { AppError } from '../errors.js';
 import type { Logger } from '../log/index.js';
 import type { Placements, PlacementView } from './lookup.js';
-import { CANCEL, PeerError, type Peers } from './peers.js';
+import { hostUnavailable, peerSession } from './outbound.js';
+import { CANCEL, type Peers } from './peers.js';
 import { H, NOT_HERE } from './wire.js';
 
 /** The stream kind: an SSH connection, not an HTTP request for the proxy. */
@@ -42,9 +43,6 @@ export interface SshOpenDeps {
   log: Logger;
 }
 
-const unavailable = (host: string, why: string) =>
-  AppError.of('host_unavailable', `the host that runs this server (${host}) ${why}; try again shortly`, { retryAfter: 2 });
-
 /** A stream to the owner's SSH server for `serverId`, or an AppError saying why there is none. */
 export async function openSsh(d: SshOpenDeps, serverId: string, client: SshClient): Promise<Duplex> {
   const p = d.placements.byServer(serverId);
@@ -53,28 +51,17 @@ export async function openSsh(d: SshOpenDeps, serverId: string, client: SshClien
   if (first !== NOT_HERE) return first;
   const now = await d.placements.fresh(p.slug).catch(() => undefined);
   if (!now || now.serverId !== serverId || now.host === d.self || (now.host === p.host && now.epoch === p.epoch)) {
-    throw unavailable(p.host, 'no longer runs it');
+    throw hostUnavailable(p.host, 'no longer runs it');
   }
   const second = await ask(d, now, client);
-  if (second === NOT_HERE) throw unavailable(now.host, 'no longer runs it');
+  if (second === NOT_HERE) throw hostUnavailable(now.host, 'no longer runs it');
   return second;
 }
 
 /** One try: the accepted stream, or NOT_HERE. */
 async function ask(d: SshOpenDeps, p: PlacementView, client: SshClient): Promise<Duplex | typeof NOT_HERE> {
-  const host = d.placements.host(p.host);
-  if (!host || !host.up) throw unavailable(p.host, 'is down');
-  let session;
-  try {
-    session = await d.peers.session(p.host, host.advertise);
-  } catch (e) {
-    if (e instanceof PeerError && e.loop) {
-      d.log.error('forwarding loop: the channel address of a host leads back here', { peer: p.host, advertise: host.advertise });
-      throw AppError.of('forward_loop', `the channel address of ${p.host} leads back to ${d.self}`);
-    }
-    d.log.warn('channel unreachable', { peer: p.host, advertise: host.advertise, detail: (e as Error).message });
-    throw unavailable(p.host, 'cannot be reached');
-  }
+  const session = await peerSession(d, p.host);
+  if (session instanceof AppError) throw session;
   let stream: ClientHttp2Stream;
   try {
     stream = session.request(
@@ -93,17 +80,17 @@ async function ask(d: SshOpenDeps, p: PlacementView, client: SshClient): Promise
       { endStream: false },
     );
   } catch {
-    throw unavailable(p.host, 'cannot be reached');
+    throw hostUnavailable(p.host, 'cannot be reached');
   }
   return new Promise((resolve, reject) => {
     const fail = () => {
       clearTimeout(timer);
-      reject(unavailable(p.host, 'cannot be reached'));
+      reject(hostUnavailable(p.host, 'cannot be reached'));
     };
     const timer = setTimeout(() => {
       stream.off('close', fail);
       stream.close(CANCEL);
-      reject(unavailable(p.host, `did not answer within ${d.timeoutMs} ms`));
+      reject(hostUnavailable(p.host, `did not answer within ${d.timeoutMs} ms`));
     }, d.timeoutMs);
     stream.once('error', fail);
     stream.once('close', fail);
@@ -117,7 +104,7 @@ async function ask(d: SshOpenDeps, p: PlacementView, client: SshClient): Promise
       stream.close(CANCEL);
       if (status === NOT_HERE) return resolve(NOT_HERE);
       if (status === 502) return reject(AppError.of('forward_loop', `the channel address of ${p.host} leads back to ${d.self}`));
-      reject(unavailable(p.host, 'refused the connection'));
+      reject(hostUnavailable(p.host, 'refused the connection'));
     });
   });
 }
