@@ -21,7 +21,7 @@ import { SCHEMAS } from './schemas.js';
 export const HOSTING_SERVICE = 'rootbox';
 export type { HostingDeps, HostingCore } from './core.js';
 export type { ServerForwarding, Placed } from './elsewhere.js';
-export type { Placement, PlacedCreate } from './place.js';
+export type { Placement } from './place.js';
 export type { Capacity } from './capacity.js';
 export type { Credits, KeyPair } from './servers.js';
 export type { PortListener } from './expose.js';

@@ -70,9 +70,9 @@ const toAccount = (r: Row): SharedAccount => ({
 const isUnique = (e: unknown) => (e as { code?: string }).code === '23505';
 
 /** The cluster secret for api keys and code MACs: made once (here by init), read by every host. */
-export async function clusterSecret(q: Pick<RegistryPool, 'query'>, make = false): Promise<Buffer | undefined> {
-  if (make) await q.query("INSERT INTO cluster_secrets (name, value) VALUES ('api_keys', $1) ON CONFLICT (name) DO NOTHING", [randomBytes(32)]);
-  const r = await q.query<{ value: Buffer }>("SELECT value FROM cluster_secrets WHERE name = 'api_keys'");
+export async function clusterSecret(q: Pick<RegistryPool, 'query'>, make = false, name = 'api_keys'): Promise<Buffer | undefined> {
+  if (make) await q.query('INSERT INTO cluster_secrets (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING', [name, randomBytes(32)]);
+  const r = await q.query<{ value: Buffer }>('SELECT value FROM cluster_secrets WHERE name = $1', [name]);
   return r.rows[0]?.value;
 }
 

@@ -22,7 +22,7 @@ import { registryFacts, type RegistryFacts } from './report.js';
 export { RegistryPool, redactUrl, isUnavailable } from './pool.js';
 export { HostDirectory, type HostFacts, type HostRow } from './hosts.js';
 export { registryChecks, type RegistryCheck } from './doctor.js';
-export { registryFacts, clusterPlacements, serverCounts, clockSkew, type RegistryFacts, type PlacementRow } from './report.js';
+export { registryFacts, clusterPlacements, clockSkew, type RegistryFacts, type PlacementRow } from './report.js';
 export { RegistryNames, type Placement } from './names.js';
 export { RegistryPayments } from './payments.js';
 export { PlacementCache, type PlacementView, type HostView, type PlacementCacheOptions } from './placements.js';
@@ -80,13 +80,14 @@ export class Registry {
   }
 
   private facts(): HostFacts {
+    // hosting's room carries free memory and disk too: the host's own measure only when it has none
     let room: Record<string, number> | undefined;
     try {
       room = this.measure?.();
     } catch (err) {
       this.log.warn('capacity not measured; the lease reports free memory and disk only', { detail: (err as Error).message });
     }
-    return { name: this.o.host, advertise: this.o.advertise, publicIp: this.o.publicIp, version: this.o.version, capacity: { ...this.o.capacity(), ...room } };
+    return { name: this.o.host, advertise: this.o.advertise, publicIp: this.o.publicIp, version: this.o.version, capacity: room ?? this.o.capacity() };
   }
 
   /** What this host's lease reports as its capacity besides free memory and disk (hosting's

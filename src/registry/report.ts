@@ -59,14 +59,13 @@ export async function registryFacts(pool: RegistryPool, host: string, leaseMs: n
     if (!schema) return facts;
     const hosts = await new HostDirectory(pool, leaseMs).list();
     const me = hosts.find((h) => h.name === host);
-    const counts = await serverCounts(pool);
     return {
       ...facts,
       lease: me ? (me.up ? 'running' : 'lapsed') : 'none',
       lease_left_s: me ? Math.round(me.leaseLeftMs / 100) / 10 : null,
       hosts_up: hosts.filter((h) => h.up).length,
       hosts_total: hosts.length,
-      servers_here: counts.get(host) ?? 0,
+      servers_here: me?.servers ?? 0,
     };
   } catch (err) {
     return { ...base, error: isAppError(err) ? err.detail : (err as Error).message };
@@ -81,12 +80,6 @@ export async function clusterPlacements(pool: RegistryPool, accountId?: string):
     [accountId ?? null],
   );
   return r.rows.map((x) => ({ ...x, epoch: Number(x.epoch), placed_at: x.placed_at.toISOString() }));
-}
-
-/** Placements per host name. */
-export async function serverCounts(pool: RegistryPool): Promise<Map<string, number>> {
-  const r = await pool.query<{ host: string; n: string }>('SELECT host, count(*) AS n FROM placements GROUP BY host');
-  return new Map(r.rows.map((x) => [x.host, Number(x.n)]));
 }
 
 /** How far this machine's clock is from the registry's now(), in ms, and the bound of that

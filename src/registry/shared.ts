@@ -12,6 +12,7 @@
 // highest it saw.
 
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+import { clusterSecret } from './accounts.js';
 import type { RegistryNames } from './names.js';
 import type { RegistryPool } from './pool.js';
 
@@ -91,10 +92,7 @@ export class RegistryShared {
   // ── the cluster secret certificate keys are encrypted under ──
 
   private async key(): Promise<Buffer> {
-    if (this.secret) return this.secret;
-    await this.pool.query('INSERT INTO cluster_secrets (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING', [SECRET_NAME, randomBytes(32)]);
-    const r = await this.pool.query<{ value: Buffer }>('SELECT value FROM cluster_secrets WHERE name = $1', [SECRET_NAME]);
-    this.secret = r.rows[0].value;
+    this.secret ??= (await clusterSecret(this.pool, true, SECRET_NAME))!;
     return this.secret;
   }
 
@@ -141,11 +139,6 @@ export class RegistryShared {
        WHERE certificates.cert_pem <> EXCLUDED.cert_pem OR certificates.removed`,
       [c.id, JSON.stringify(c.names), c.certPem, sealed, c.notAfter, c.issuedAt, this.host],
     );
-  }
-
-  async certificate(id: string): Promise<SharedCertificate | undefined> {
-    const r = await this.pool.query<CertRow>('SELECT * FROM certificates WHERE id = $1 AND NOT removed', [id]);
-    return r.rows[0] && this.row(r.rows[0]);
   }
 
   /** Marks a certificate removed (hosts uninstall it at their next poll). */
@@ -232,15 +225,6 @@ export class RegistryShared {
 
   async releaseDomain(domain: string, serverId: string): Promise<void> {
     await this.pool.query('DELETE FROM custom_domains WHERE domain = $1 AND server_id = $2', [domain, serverId]);
-  }
-
-  /** Which server (and host) holds a domain, seen from any host. */
-  async domain(domain: string): Promise<{ serverId: string; accountId: string; host: string; state: string } | undefined> {
-    const r = await this.pool.query<{ server_id: string; account_id: string; host: string; state: string }>('SELECT * FROM custom_domains WHERE domain = $1', [
-      domain,
-    ]);
-    const x = r.rows[0];
-    return x && { serverId: x.server_id, accountId: x.account_id, host: x.host, state: x.state };
   }
 
   // ── servers' SSH keys ──

@@ -87,6 +87,19 @@ export class AccountStore {
    *  it no longer has is revoked here too). The cached balance is left as it is (the ledger
    *  refreshes it); a new record starts at 0. */
   cache(rec: Omit<AccountRecord, 'balanceUsd'>): AccountRecord {
+    // every authenticated request lands here: an account and indexes already as the registry has them cost no write
+    const had = this.db.get(rec.id);
+    if (
+      had &&
+      had.keyHash === rec.keyHash &&
+      had.keyEnc === rec.keyEnc &&
+      had.phone === rec.phone &&
+      had.createdIp === rec.createdIp &&
+      had.createdAt === rec.createdAt &&
+      this.keys.get(rec.keyHash) === rec.id &&
+      (!rec.phone || this.phones.get(rec.phone) === rec.id)
+    )
+      return had;
     return this.env.txSync(() => {
       const old = this.db.get(rec.id);
       if (old && old.keyHash !== rec.keyHash) {
