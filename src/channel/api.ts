@@ -24,7 +24,7 @@ import type { Placements, PlacementView } from './lookup.js';
 import { hostUnavailable, openForwarded, readBody, relay, sendForwarded } from './outbound.js';
 import { CANCEL, type Peers } from './peers.js';
 import { handshakeOf, StreamSocket } from './tunnel.js';
-import { H, MAX_HOPS, NOT_HERE } from './wire.js';
+import { dropOwn, H, MAX_HOPS, NOT_HERE } from './wire.js';
 
 /** The API app of a host: its routes and its WebSocket upgrades (exec over a WebSocket). */
 export interface ApiApp extends HttpApp {
@@ -174,7 +174,7 @@ export function answerApi(d: ApiOwnerDeps, req: Http2ServerRequest, res: Http2Se
       return void res.writeHead(NOT_HERE, { [H.notHere]: '1' }).end();
     }
   }
-  for (const name of Object.keys(h)) if (name.startsWith('x-rootbox-')) delete h[name];
+  dropOwn(req);
   const forwarded: RequestInfo = { ...info, forwarded: peer };
   if (upgrade) {
     res.writeHead(200);

@@ -86,7 +86,6 @@ export class ClusterFront implements HttpApp, UpgradeApp {
         const replay = (o: Parameters<typeof done>[0]) => {
           if (o.kind === 'replay' && !o.failure) turnedAway();
           told(o);
-          done(o);
         };
         return session ? laneForward(session, r, sock, info, p, replay) : false;
       };

@@ -33,7 +33,7 @@ import { ownerLane } from './ownerlane.js';
 import { ownerSsh, SSH_KIND, type SshAcceptor } from './ssh.js';
 import { RawOwner, type Claim } from './rawowner.js';
 import { handshakeOf, StreamSocket } from './tunnel.js';
-import { H, MAX_HOPS, NOT_HERE, SESSION_WINDOW, WINDOW } from './wire.js';
+import { dropOwn, H, MAX_HOPS, NOT_HERE, SESSION_WINDOW, WINDOW } from './wire.js';
 
 export interface ChannelServerDeps {
   identity: () => Identity;
@@ -209,10 +209,7 @@ export class ChannelServer {
       this.d.log.debug('not here: the sender routed by a stale placement', { site: info.host, server: one(h[H.server]), rid: info.requestId });
       return void res.writeHead(NOT_HERE, { [H.notHere]: '1' }).end();
     }
-    for (const name of Object.keys(h)) if (name.startsWith('x-rootbox-')) delete h[name];
-    // the proxy sends the app the raw pairs (both kinds of request keep them in an array of their own)
-    const raw = req.rawHeaders;
-    for (let i = raw.length - 2; i >= 0; i -= 2) if (raw[i].toLowerCase().startsWith('x-rootbox-')) raw.splice(i, 2);
+    dropOwn(req);
     if (upgrade) return this.tunnel(req as Http2ServerRequest, res as Http2ServerResponse, info, upgrade);
     try {
       const pending = this.d.local.handle(req, res, info);

@@ -63,3 +63,11 @@ export function answerHeaders(headers: IncomingHttpHeaders): OutgoingHttpHeaders
 /** Flow-control windows: a stream's and a whole session's (64 KiB defaults throttle large bodies across hosts). */
 export const WINDOW = 1 << 20;
 export const SESSION_WINDOW = 16 << 20;
+
+/** Drops the channel's own headers from a forwarded request before an app sees it (its parsed
+ *  headers and the raw pairs the proxy sends on: both are arrays of the request's own). */
+export function dropOwn(req: { headers: IncomingHttpHeaders; rawHeaders: string[] }): void {
+  for (const name of Object.keys(req.headers)) if (name.startsWith(PREFIX)) delete req.headers[name];
+  const raw = req.rawHeaders;
+  for (let i = raw.length - 2; i >= 0; i -= 2) if (raw[i].toLowerCase().startsWith(PREFIX)) raw.splice(i, 2);
+}

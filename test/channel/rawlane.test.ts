@@ -42,6 +42,8 @@ let appPort = 0;
 const egress: Record<string, number> = {};
 /** Ends the slow answers under way. */
 const release: (() => void)[] = [];
+/** B's peers (a test may take the raw pool away: lane requests then go over the HTTP/2 session). */
+let peersB: Peers;
 
 test.before(async () => {
   const rootfs = join(top, 'rootfs');
@@ -106,7 +108,7 @@ test.before(async () => {
     fresh: async (slug) => (slug === 'raw' ? placement : undefined),
     host: (n) => (n === 'host-a' ? { name: n, advertise: `127.0.0.1:${relayPort}`, up: true } : undefined),
   };
-  const peers = new Peers({ identity: () => identityB, connectTimeoutMs: 2000, log });
+  const peers = (peersB = new Peers({ identity: () => identityB, connectTimeoutMs: 2000, log }));
   const local = createProxy({ log, cfg: testConfig(), sites: { lookup: () => undefined, neverSleep: () => false } });
   const front = new ClusterFront({ local, servers: { bySlug: () => undefined }, placements, peers, self: 'host-b', retryBody: 1 << 20, log });
   const nope: HttpApp = { handle: async (_q, r) => void r.writeHead(404).end() };
@@ -217,6 +219,31 @@ test('a client that leaves mid-answer costs its pooled connection: the next clie
   assert.is(next.status, 200);
   assert.is(next.body, 'hello /mine');
   assert.is(relayed.length, count + 1, 'the next request opened a new connection');
+});
+
+test('pipelined lane requests through B over the HTTP/2 session (no raw pool) are answered once each, in order: one behind a slow answer waits for it', async () => {
+  await get('/warm'); // the session to A is open
+  const raw = peersB.raw.bind(peersB);
+  peersB.raw = () => undefined;
+  const sock = netConnect(edgePort, '127.0.0.1');
+  try {
+    const paths = ['/p1', '/slow/1000', '/p3'];
+    sock.write(paths.map((x) => `GET ${x} HTTP/1.1\r\nhost: raw.${DOMAIN}\r\n\r\n`).join(''));
+    let got = '';
+    sock.setEncoding('latin1');
+    sock.on('data', (d: string) => (got += d));
+    await until('the slow answer begun', () => got.includes('a'.repeat(1000)) && release.length > 0, 5000);
+    await new Promise((r) => setTimeout(r, 50)); // a request started beside the slow one would be answered by now
+    assert.not.ok(got.includes('hello /p3'), 'the third request waits for the second answer to end');
+    for (const end of release.splice(0)) end();
+    await until('the third answer', () => got.includes('hello /p3'), 5000);
+    const at = ['hello /p1', 'b'.repeat(1000), 'hello /p3'].map((w) => got.indexOf(w));
+    assert.ok(at[0] >= 0 && at[0] < at[1] && at[1] < at[2], `in order: ${at.join(', ')}`);
+    assert.is([...got.matchAll(/HTTP\/1\.1 200/g)].length, 3, 'one answer each');
+  } finally {
+    sock.destroy();
+    peersB.raw = raw;
+  }
 });
 
 test("A's raw listener hears only hosts of the cluster CA: a member's client address is trusted, a forged or missing certificate is refused", async () => {
