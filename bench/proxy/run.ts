@@ -66,6 +66,8 @@ const threads = Number(arg('threads', '0'));
 const threadCpus = arg('threads-cpus', 'any');
 /** Rounds of every row (each row shows its median round and the spread). */
 const repeat = Math.max(1, Number(arg('repeat', '1')));
+/** Only the rows of the forwarded figures: direct, rootbox and forwarded (the quick loop while working on the channel). */
+const onlyForwarded = process.argv.includes('--forwarded');
 
 async function freePort(): Promise<number> {
   const s = createServer();
@@ -163,21 +165,21 @@ function family(pid: number): number[] {
   return out;
 }
 
-async function measured(url: string, host: string | undefined, pid: number, more: number[] = []): Promise<Result> {
-  await wrk(url, host, true);
+async function measured(url: string, host: string | undefined, pid: number, more: number[] = [], conns = connections): Promise<Result> {
+  await wrk(url, host, true, conns);
   const pids = [...family(pid), ...more.flatMap(family)];
   const [u0, s0] = cpuSeconds(pids);
-  const r = await wrk(url, host, false);
+  const r = await wrk(url, host, false, conns);
   const [u1, s1] = cpuSeconds(pids);
   const n = r.rps * duration;
   return { ...r, cpuUs: ((u1 - u0 + s1 - s0) * 1e6) / n, userUs: ((u1 - u0) * 1e6) / n, core: (u1 - u0 + s1 - s0) / duration };
 }
 
-async function wrk(url: string, host: string | undefined, warm = true): Promise<Result> {
-  const args = ['-t1', `-c${connections}`, `-d${duration}s`, '--latency', ...(host ? ['-H', `Host: ${host}`] : []), url];
+async function wrk(url: string, host: string | undefined, warm = true, conns = connections): Promise<Result> {
+  const args = ['-t1', `-c${conns}`, `-d${duration}s`, '--latency', ...(host ? ['-H', `Host: ${host}`] : []), url];
   // warm-up (connections, JIT, keep-alive pools)
   if (warm) {
-    await run(...pinned(loadCpu, 'wrk', ['-t1', `-c${connections}`, '-d2s', ...(host ? ['-H', `Host: ${host}`] : []), url]));
+    await run(...pinned(loadCpu, 'wrk', ['-t1', `-c${conns}`, '-d2s', ...(host ? ['-H', `Host: ${host}`] : []), url]));
     return { rps: 0, p50: 0, p99: 0, errors: '' };
   }
   const out = await run(...pinned(loadCpu, 'wrk', args));
@@ -287,6 +289,10 @@ async function main(): Promise<void> {
     const direct = await wrk(`http://${target}/`, undefined, false);
     const rootbox = await measured(`http://127.0.0.1:${rb.port}/`, rbHost, rb.pid);
     const forwarded = await measured(`http://127.0.0.1:${sender.port}/`, h, sender.pid, [owner.pid]);
+    // added latency is what one request waits more, not queueing under load: one connection each
+    const rootbox1 = await measured(`http://127.0.0.1:${rb.port}/`, rbHost, rb.pid, [], 1);
+    const forwarded1 = await measured(`http://127.0.0.1:${sender.port}/`, h, sender.pid, [owner.pid], 1);
+    if (onlyForwarded) return { direct, rootbox, forwarded, rootbox1, forwarded1 };
     const viaNginx = await measured(`http://127.0.0.1:${nginxPort}/`, h, nginxProxy.pid!);
     const viaPeers: Result[] = [];
     for (const p of peers) viaPeers.push(await measured(`http://127.0.0.1:${p.port}/`, h, p.pid));
@@ -307,6 +313,8 @@ async function main(): Promise<void> {
       direct,
       rootbox,
       forwarded,
+      rootbox1,
+      forwarded1,
       viaNginx,
       peerRows: { ...named(viaPeers, ''), ...named(peersTls, 'Tls') },
       library,
@@ -323,9 +331,10 @@ async function main(): Promise<void> {
     };
   };
   const named = (rs: Result[], suffix: string) => Object.fromEntries(rs.map((r, i) => [`${peers[i].name}${suffix}`, r])) as Record<string, Result>;
-  type Round = Awaited<ReturnType<typeof round>>;
+  // with --forwarded a round has only its first rows; the rest are then never read
+  type Round = Extract<Awaited<ReturnType<typeof round>>, { viaNginx: unknown }>;
   const rounds: Round[] = [];
-  for (let i = 0; i < repeat; i++) rounds.push(await round());
+  for (let i = 0; i < repeat; i++) rounds.push((await round()) as Round);
   const median = (rs: Result[]): Result | undefined => {
     if (rs.length === 0) return undefined;
     const sorted = [...rs].sort((a, b) => a.rps - b.rps);
@@ -338,6 +347,8 @@ async function main(): Promise<void> {
   const direct = pick('direct');
   const rootbox = pick('rootbox');
   const forwarded = pick('forwarded');
+  const rootbox1 = pick('rootbox1');
+  const forwarded1 = pick('forwarded1');
   const viaNginx = pick('viaNginx');
   const library = pick('library');
   const ownFwd = pick('ownFwd');
@@ -357,6 +368,12 @@ async function main(): Promise<void> {
   console.log(row('direct', direct));
   console.log(row('rootbox', rootbox));
   console.log(row('forwarded', forwarded) + '   (edge B → channel → A → app; CPU of both hosts)');
+  console.log(row('rootbox 1', rootbox1) + '   (one connection)');
+  console.log(row('fwd 1', forwarded1) + '   (one connection)');
+  console.log(
+    `forwarded / rootbox throughput ${(forwarded.rps / rootbox.rps).toFixed(2)}x (target ≥ 0.45x)   CPU per request ${(forwarded.cpuUs! / rootbox.cpuUs!).toFixed(2)}x   added p50 at one connection ${(forwarded1.p50 - rootbox1.p50).toFixed(2)} ms (target ≤ +1 ms; under ${connections} connections ${(forwarded.p50 - rootbox.p50).toFixed(2)} ms)`,
+  );
+  if (onlyForwarded) return;
   console.log(row('nginx', viaNginx));
   for (const p of peers) console.log(row(p.name, peer(p.name)) + '   (one core, as nginx)');
   console.log(row('hp3 only', library) + '   (http-proxy-3 alone: no edge, no policy)');
@@ -398,9 +415,6 @@ async function main(): Promise<void> {
     console.log(
       `${threads} threads / nginx throughput ${(thrRow.rps / viaNginx.rps).toFixed(2)}x${thrTls && tlsRows ? `, over TLS ${(thrTls.rps / tlsRows.nginx.rps).toFixed(2)}x` : ''}`,
     );
-  console.log(
-    `forwarded / rootbox throughput ${(forwarded.rps / rootbox.rps).toFixed(2)}x (target ≥ 0.45x)   added p50 ${(forwarded.p50 - rootbox.p50).toFixed(2)} ms (target ≤ +1 ms)   CPU per request ${(forwarded.cpuUs! / rootbox.cpuUs!).toFixed(2)}x`,
-  );
   console.log(`rootbox / direct throughput ${(rootbox.rps / direct.rps).toFixed(2)}x   nginx / direct throughput ${(viaNginx.rps / direct.rps).toFixed(2)}x`);
 }
 
