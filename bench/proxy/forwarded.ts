@@ -1,5 +1,5 @@
 // Benchmark helper processes for the forwarded row (issue 29): client → host B's edge → the
-// channel (mutual TLS under a cluster CA: the raw lane's pooled HTTP/1.1 connections for these
+// channel (mutual TLS under a cluster CA: the raw lane's multiplexed connection for these
 // bodiless GETs once the HTTP/2 session is open, which the warm-up's first request opens) → host
 // A's channel server → A's proxy lane → the app.
 //   owner <app host> <app port> <dir>  host A: the proxy as serve.ts builds it (a real LMDB store

@@ -1,8 +1,9 @@
 // bench/proxy: requests/s and p99 latency, in one run, for
 //   (a) direct      — wrk → the app
 //   (b) rootbox     — wrk → the real edge + proxy (keep-alive agent) → the app
-//   (b') forwarded  — wrk → host B's edge → the cluster channel (HTTP/2, mutual TLS) → host A's
-//                     proxy → the app (forwarded.ts: two processes, both on the proxy core)
+//   (b') forwarded  — wrk → host B's edge → the cluster channel (the raw lane's multiplexed
+//                     mutual-TLS connection) → host A's proxy → the app (forwarded.ts: two
+//                     processes, both on the proxy core); its added latency at one connection
 //   (c) nginx       — wrk → nginx reverse proxy (keep-alive upstream) → the app
 //   (c') caddy, haproxy — the same reverse proxy in Caddy and HAProxy, one core each (peers.ts)
 //   (d) hp3 only    — wrk → http-proxy-3 alone on node:http (what the library costs by itself)

@@ -62,7 +62,7 @@ export class ClusterFront implements HttpApp, UpgradeApp {
 
   constructor(private readonly d: FrontDeps) {
     const local = d.local.lane?.bind(d.local);
-    // a lane request for a server of another host goes as raw HTTP/1.1 (rawlane.ts) or, at that
+    // a lane request for a server of another host goes on the raw lane (rawlane.ts) or, at that
     // pool's cap, over the open session (fastlane.ts); else to node's server, which forwards it
     // (opening the session, retrying, making error pages)
     if (local)

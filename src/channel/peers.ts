@@ -7,9 +7,9 @@
 // every connectTimeout (at most 5 s), each ping answered within connectTimeout, so a peer cut off
 // (a partition that drops packets) fails its requests within twice that. After a peer could not be
 // reached, requests for it fail at once for connectTimeout (not each waiting connectTimeout
-// again); the first one after that tries anew. Beside each open session, a pool of plain HTTP/1.1
-// connections to the same peer for the raw lane (rawpool.ts), living and dying with the session
-// (whose pings find a dead peer out).
+// again); the first one after that tries anew. Beside each open session, the raw lane's
+// connection to the same peer (rawpool.ts: lane requests as multiplexed streams), living and dying
+// with the session (whose pings find a dead peer out).
 
 import { connect, constants, type ClientHttp2Session } from 'node:http2';
 import { connect as tlsConnect, type ConnectionOptions, type PeerCertificate, type TLSSocket } from 'node:tls';
@@ -31,8 +31,8 @@ export class PeerError extends Error {
 }
 
 const PING_MS = 5_000;
-/** Raw lane connections to one peer (beyond them a lane request takes the HTTP/2 session), and how long a free one is kept. */
-const RAW_MAX = 256;
+/** Raw lane requests at once to one peer (beyond them a lane request takes the HTTP/2 session), and how long its idle connection is kept. */
+const RAW_MAX = 1024;
 const RAW_IDLE_MS = 30_000;
 
 export class Peers {

@@ -1,23 +1,28 @@
 // The sender's raw lane: a lane request (edge/lane.ts: a bodiless GET or HEAD read by the edge's
-// own HTTP/1.1 reader) for a server of another host goes to the owner as plain HTTP/1.1 over a
-// pooled mutual-TLS connection (rawpool.ts), straight into the owner's own lane (rawowner.ts),
-// with no HTTP/2 stream and no node HTTP object on either side. The head carries what the channel
-// always carries (wire.ts: client address, scheme, request id, server id, placement epoch, one
-// hop); the client's own x-rootbox-* fields, hop-by-hop and spoofable ones never cross. The
-// owner's answer is read by h1's response reader — so where it ends is known and the connection
-// is given back only after an answer that ended cleanly, never mid-answer — and written to the
-// client as HTTP/1.1 by hand, head and a whole short body in one write. "Not here" (421 with
-// x-rootbox-not-here), "full path" (421 with x-rootbox-full-path: the owner's lane does not take
-// it, e.g. static files; that server is then sent by the full path for a while) and every failure before the first byte reached the client hand the request
-// back to the edge (replay): node's server answers it by the full path (front.ts, HTTP/2), which
-// asks the registry, retries once and makes the error pages. A failure after that cuts the
-// client's connection, and the channel connection with it.
+// own HTTP/1.1 reader) for a server of another host goes to the owner as an HTTP/1.1 head on a
+// stream of the raw lane's one connection to that peer (rawpool.ts, muxwire.ts), straight into
+// the owner's own lane (rawowner.ts), with no HTTP/2 stream and no node HTTP object on either
+// side. The head carries what the channel always carries (wire.ts: client address, scheme,
+// request id, server id, placement epoch, one hop); the client's own x-rootbox-* fields,
+// hop-by-hop and spoofable ones never cross. The owner's answer (HTTP/1.1, in the stream's DATA)
+// is read by h1's response reader, so where it ends is known, and written to the client as
+// HTTP/1.1 by hand, head and a whole short body in one write; the bytes the client takes are
+// credited back, so a long answer runs only a window ahead of its client. "Not here" (421 with
+// x-rootbox-not-here), "full path" (421 with x-rootbox-full-path, or a stream the owner ended
+// REPLAY without a failure: its lane does not take it, e.g. static files; that server is then
+// sent by the full path for a while) and every failure before the first byte reached the client
+// hand the request back to the edge (replay): node's server answers it by the full path
+// (front.ts, HTTP/2), which asks the registry, retries once and makes the error pages. A
+// failure the owner's lane met (a wake that failed, an app that does not answer) comes back with
+// the stream's end and is answered here as the page it makes, without sending the request again.
+// A failure after the first byte cuts the client's connection; a client that leaves cancels its
+// stream, and the owner stops that answer.
 
 import type { Duplex } from 'node:stream';
 import { REQUEST_DROP, ResponseReader, connectionTokens, responseHead, type HttpDate, type ReaderEvents, type ResponseHead } from '../h1/index.js';
 import type { LaneExchange, LaneOutcome, LaneRequest, RequestInfo } from '../http/index.js';
 import type { PlacementView } from './lookup.js';
-import type { RawConn, RawPool, RawUser } from './rawpool.js';
+import type { RawPool, RawStream, RawUser, StreamEnd } from './rawpool.js';
 import { H, NOT_HERE } from './wire.js';
 
 const CRLF = '\r\n';
@@ -59,13 +64,13 @@ export function rawForward(
     if (ex.turnedAway && notHere) notHere();
     done(o);
   });
-  return pool.acquire((c) => ex.attach(c, rawHead(r, info, p))) ? ex : false;
+  return pool.acquire(ex, (s) => ex.attach(s, rawHead(r, info, p))) ? ex : false;
 }
 
 class RawExchange implements RawUser, ReaderEvents, LaneExchange {
   /** The owner answered "not here" (its placement moved), as against "full path" or a failure. */
   turnedAway = false;
-  private conn: RawConn | undefined;
+  private stream: RawStream | undefined;
   private readonly reader: ResponseReader;
   private over = false;
   private status = 0;
@@ -76,7 +81,8 @@ class RawExchange implements RawUser, ReaderEvents, LaneExchange {
   /** Inside onData: body bytes are kept so an answer that ends in the same read goes out in one write. */
   private reading = false;
   private staged: Buffer[] | undefined;
-  private paused = false;
+  /** Answer bytes the client's connection has not taken yet: credited to the owner on its drain. */
+  private owed = 0;
 
   constructor(
     private readonly pool: RawPool,
@@ -90,12 +96,11 @@ class RawExchange implements RawUser, ReaderEvents, LaneExchange {
     this.reader = new ResponseReader(this, r.method === 'HEAD');
   }
 
-  attach(c: RawConn | undefined, head: string): void {
-    if (!c) return this.finish({ kind: 'replay' }); // no connection: the full path opens the session and answers
-    if (this.over) return this.pool.release(c, true);
-    this.conn = c;
-    c.user = this;
-    c.sock.write(head, 'latin1');
+  attach(s: RawStream | undefined, head: string): void {
+    if (!s) return this.finish({ kind: 'replay' }); // no connection: the full path opens the session and answers
+    if (this.over) return s.cancel();
+    this.stream = s;
+    s.head(head);
   }
 
   onData(chunk: Buffer): void {
@@ -133,36 +138,36 @@ class RawExchange implements RawUser, ReaderEvents, LaneExchange {
   data(chunk: Buffer): void {
     if (this.over || this.notHere || chunk.length === 0) return;
     if (this.reading && !this.wrote) return void (this.staged ??= []).push(chunk); // a view of the read buffer: used before this read returns
-    this.stream(chunk);
+    this.send(chunk);
   }
 
-  private stream(chunk: Buffer): void {
+  private send(chunk: Buffer): void {
     let out: Buffer = Buffer.from(chunk); // a view of the pool's shared read buffer: the socket may queue it
     if (this.chunked) out = Buffer.concat([Buffer.from(`${chunk.length.toString(16)}${CRLF}`, 'latin1'), chunk, Buffer.from(CRLF, 'latin1')]);
     if (this.headText !== undefined) out = Buffer.concat([Buffer.from(this.headText, 'latin1'), out]);
     this.headText = undefined;
     this.wrote = true;
-    if (!this.sock.write(out) && !this.paused && this.conn) {
-      this.paused = true;
-      this.conn.sock.pause();
-      this.sock.once('drain', this.resume);
-    }
+    // the owner sends more of this answer as the client takes it (its window: muxwire.ts)
+    if (this.sock.write(out) && this.owed === 0) return this.stream?.consumed(chunk.length);
+    if (this.owed === 0) this.sock.once('drain', this.drained);
+    this.owed += chunk.length;
   }
 
-  private readonly resume = (): void => {
-    this.paused = false;
-    this.conn?.sock.resume();
+  private readonly drained = (): void => {
+    const n = this.owed;
+    this.owed = 0;
+    this.stream?.consumed(n);
   };
 
   private unstage(): void {
     const parts = this.staged!;
     this.staged = undefined;
-    for (const p of parts) this.stream(p);
+    for (const p of parts) this.send(p);
   }
 
-  end(reusable: boolean): void {
+  end(): void {
     if (this.over) return;
-    this.let(reusable);
+    this.let(true);
     if (this.notHere) return this.finish({ kind: 'replay' });
     const parts = this.staged ?? [];
     this.staged = undefined;
@@ -180,33 +185,39 @@ class RawExchange implements RawUser, ReaderEvents, LaneExchange {
       this.wrote = true;
       this.sock.write(out);
     } else {
-      for (const p of parts) this.stream(p);
+      for (const p of parts) this.send(p);
       if (this.chunked) this.sock.write(`0${CRLF}${CRLF}`, 'latin1');
     }
     this.finish({ kind: 'answered', status: this.status, reusable: !this.r.close });
   }
 
-  /** Lets the channel connection go: back to the pool only after a clean end. */
-  private let(reusable: boolean): void {
-    const c = this.conn;
-    if (!c) return;
-    this.conn = undefined;
-    if (this.paused) {
-      this.paused = false;
-      this.sock.off('drain', this.resume);
-      c.sock.resume();
-    }
-    this.pool.release(c, reusable);
+  /** Leaves the stream: quietly after an answer that ended cleanly (the owner's END follows), else the owner is told to stop. */
+  private let(clean: boolean): void {
+    const s = this.stream;
+    if (!s) return;
+    this.stream = undefined;
+    if (this.owed > 0) this.sock.off('drain', this.drained);
+    this.owed = 0;
+    if (clean) s.user = undefined;
+    else s.cancel();
   }
 
-  /** The channel connection closed or failed before the answer ended. */
-  onGone(): void {
-    this.conn = undefined;
-    try {
-      this.reader.eof(); // ends a close-delimited answer, else throws
-    } catch {
-      this.fail();
+  /** The owner ended the stream, or the connection went. */
+  onEnd(how: StreamEnd): void {
+    this.stream = undefined;
+    if (this.over) return;
+    if (how.kind === 'answered') {
+      try {
+        return this.reader.eof(); // ends an answer delimited by its end, else throws
+      } catch {
+        return this.fail();
+      }
     }
+    if (how.kind === 'replay' && !this.wrote) {
+      if (!how.failure) this.pool.decline(this.slug); // the owner's lane did not take it: the full path, for a while
+      return this.finish(how.failure ? { kind: 'replay', failure: how.failure } : { kind: 'replay' });
+    }
+    this.fail();
   }
 
   private fail(): void {

@@ -1,23 +1,28 @@
-// The owner's raw lane: a channel connection that chose HTTP/1.1 (ALPN, after the same mutual TLS
-// under the cluster CA as the HTTP/2 session: server.ts) carries one forwarded lane request at a
-// time (rawlane.ts), each given to this host's proxy lane as if its client had come here: the
-// app's answer is written as HTTP/1.1 straight onto this connection, egress metered here from the
-// bytes written on it. The client's address, scheme and request id are read from the channel's
-// fields, trusted because the peer proved it is a cluster host; those fields never reach the app.
-// A head for a server this host does not run at the epoch the sender saw is answered "not here"
-// (421) on the spot and the connection carries on; so is one the proxy's lane does not take
-// (static files, an unknown server), marked x-rootbox-full-path: the sender sends it (and that
-// server's next requests for a while) by the full path, HTTP/2, as before. Everything else — a head
-// the lane reader does not take, a loop, a request the lane hands back (a failure to answer as a
-// page, or a wait for the app) — gives the connection, from that request on, to node's HTTP server
-// for good (`handover`, with the failure), which answers it by the full path.
-// Bounds: one request at a time, a head at most MAX_REQUEST_HEAD, at most `maxPerPeer`
-// connections per peer host, an idle connection closed after `idleMs`.
+// The owner's side of the raw lane: a channel connection that chose MUX_ALPN (after the same
+// mutual TLS under the cluster CA as the HTTP/2 session: server.ts) carries many forwarded lane
+// requests at once as muxwire.ts streams (rawpool.ts sends them). Each is given to this host's
+// proxy lane as if its client had come here, with a stream socket of its own (OwnerStream): the
+// app's answer, HTTP/1.1 as the lane writes it, goes back as DATA frames — the answers of one turn
+// of the event loop in one write — and egress is metered here from the bytes handed to the
+// connection. An answer runs at most STREAM_WINDOW bytes ahead of what the sender's client took
+// (its CREDIT frames), so a slow client holds back its own app, not the others. The client's
+// address, scheme and request id are read from the channel's fields, trusted because the peer
+// proved it is a cluster host; those fields never reach the app. A head for a server this host
+// does not run at the epoch the sender saw is answered "not here" (421); one the proxy's lane does
+// not take (static files, an unknown server), "full path" (421 marked x-rootbox-full-path): the
+// sender sends it, and that server's next requests for a while, by the full path (HTTP/2). A head
+// the lane reader does not take, a loop, or a request the lane hands back (a page for a failure,
+// a wait for the app) ends its stream REPLAY, with the failure: the sender's full path answers it.
+// Bounds: a head at most MAX_REQUEST_HEAD, MAX_STREAMS at once per connection, at most
+// `maxPerPeer` connections per peer host, a connection without streams closed after `idleMs`.
 
+import { EventEmitter } from 'node:events';
+import type { Duplex } from 'node:stream';
 import type { TLSSocket } from 'node:tls';
 import type { AppError } from '../errors.js';
-import { MAX_REQUEST_HEAD, readRequest } from '../h1/index.js';
+import { readRequest } from '../h1/index.js';
 import type { LaneApp, LaneExchange, LaneOutcome, LaneRequest, RequestInfo } from '../http/index.js';
+import { ANSWERED, CANCEL, CREDIT, CUT, DATA, END, FrameReader, HEAD, MAX_DATA, MAX_STREAMS, Outbox, REPLAY, STREAM_WINDOW } from './muxwire.js';
 import { H, NOT_HERE } from './wire.js';
 
 /** What a forwarded request claims about the server it is for, checked before it is answered. */
@@ -33,8 +38,6 @@ export interface RawOwnerDeps {
   lane: LaneApp['lane'] | undefined;
   /** Why a request is not answered here (server.ts: a loop, or not this host's server at that epoch). */
   refusal(peer: string, claim: Claim, info: RequestInfo): 'loop' | 'not-here' | undefined;
-  /** node's HTTP server takes the connection from the bytes given on (the full path). */
-  handover(sock: TLSSocket, pending: Buffer | undefined, ended: boolean, failure: AppError | undefined): void;
   maxPerPeer: number;
   idleMs: number;
 }
@@ -42,6 +45,8 @@ export interface RawOwnerDeps {
 const NOT_HERE_ANSWER = `HTTP/1.1 ${NOT_HERE} Misdirected Request\r\n${H.notHere}: 1\r\ncontent-length: 0\r\n\r\n`;
 const FULL_PATH_ANSWER = `HTTP/1.1 ${NOT_HERE} Misdirected Request\r\n${H.fullPath}: 1\r\ncontent-length: 0\r\n\r\n`;
 const PREFIX = 'x-rootbox-';
+/** Answer bytes queued on a connection beyond which every stream's writer is told to wait. */
+const CONN_HIGH = 4 * 1024 * 1024;
 
 export class RawOwner {
   private readonly perPeer = new Map<string, number>();
@@ -49,7 +54,7 @@ export class RawOwner {
 
   constructor(private readonly d: RawOwnerDeps) {}
 
-  /** A verified HTTP/1.1 channel connection from `peer`. */
+  /** A verified raw lane connection from `peer`. */
   accept(sock: TLSSocket, peer: string): void {
     const n = this.perPeer.get(peer) ?? 0;
     if (n >= this.d.maxPerPeer) return void sock.destroy();
@@ -71,112 +76,240 @@ export class RawOwner {
 }
 
 class OwnerConn {
-  private pending: Buffer | undefined;
-  private busy = false;
-  private gone = false;
-  private ended = false;
-  private current: LaneExchange | undefined;
-  private idle: NodeJS.Timeout;
+  readonly streams = new Map<number, OwnerStream>();
+  readonly out: Outbox;
+  /** Streams told to wait for the connection's own drain. */
+  readonly blocked = new Set<OwnerStream>();
+  /** Streams with answer bytes in the outbox. */
+  readonly unflushed = new Set<OwnerStream>();
+  private readonly reader: FrameReader;
+  private readonly idle: NodeJS.Timeout;
+  /** The highest stream id seen: ids only grow, so a smaller one is a stream already over. */
+  private lastId = 0;
 
   constructor(
-    private readonly sock: TLSSocket,
+    readonly sock: TLSSocket,
     private readonly peer: string,
     private readonly d: RawOwnerDeps,
   ) {
+    this.out = new Outbox(sock, (sent) => {
+      for (const s of this.unflushed) s.flushed(sent);
+      this.unflushed.clear();
+    });
+    this.reader = new FrameReader((type, id, payload) => this.frame(type, id, payload));
     sock.setNoDelay(true);
-    sock.on('data', this.onData);
-    sock.on('end', this.onEnd);
+    sock.on('data', (d: Buffer) => {
+      try {
+        this.reader.feed(d);
+      } catch {
+        sock.destroy(); // not a sender of ours
+      }
+    });
+    sock.on('drain', () => {
+      for (const s of this.blocked) s.maybeDrain();
+    });
+    sock.on('end', () => (this.streams.size === 0 ? sock.end() : undefined));
     sock.on('error', noop);
-    sock.on('close', this.onClose);
-    // an answer under way is not idleness (a long download, a wake): the timer looks again later
-    this.idle = setTimeout(() => (this.busy ? this.idle.refresh() : sock.destroy()), d.idleMs).unref();
+    sock.on('close', () => this.gone());
+    // streams under way are not idleness (a long download, a wake): the timer looks again later
+    this.idle = setTimeout(() => (this.streams.size > 0 ? this.idle.refresh() : sock.destroy()), d.idleMs).unref();
   }
-
-  private readonly onData = (d: Buffer): void => {
-    this.pending = this.pending ? Buffer.concat([this.pending, d]) : d;
-    // the sender sends one request at a time: more than a head's worth unread is not a sender of ours
-    if (this.busy) {
-      if (this.pending.length > MAX_REQUEST_HEAD) this.sock.destroy();
-      return;
-    }
-    this.next();
-  };
-
-  private readonly onEnd = (): void => {
-    this.ended = true;
-    if (!this.busy) this.sock.end();
-  };
-
-  private readonly onClose = (): void => {
-    clearTimeout(this.idle);
-    const c = this.current;
-    this.current = undefined;
-    c?.clientGone();
-  };
 
   close(all: boolean): void {
-    if (!this.gone && (all || !this.busy)) this.sock.destroy();
+    if (all || this.streams.size === 0) this.sock.destroy();
   }
 
-  private next(): void {
-    const buf = this.pending;
-    if (!buf || this.gone) return;
-    const read = readRequest(buf);
-    if (read.kind === 'more') return;
-    if (read.kind === 'node') return this.giveAway(undefined);
+  /** The connection's own buffer is over its mark: writers wait for it too. */
+  crowded(): boolean {
+    return this.sock.writableLength + this.out.queued >= CONN_HIGH;
+  }
+
+  private frame(type: number, id: number, payload: Buffer): void {
+    if (this.sock.destroyed) return;
+    if (type === HEAD) {
+      if (id <= this.lastId || id % 2 === 0 || this.streams.size >= MAX_STREAMS) return void this.sock.destroy();
+      this.lastId = id;
+      return this.head(id, payload);
+    }
+    const s = this.streams.get(id);
+    if (!s) return; // a stream already over: its CANCEL or CREDIT crossed its END
+    if (type === CREDIT) return s.credit(payload.readUInt32BE(0));
+    if (type === CANCEL) return s.cancel();
+    this.sock.destroy();
+  }
+
+  private head(id: number, payload: Buffer): void {
+    const read = readRequest(payload);
+    if (read.kind !== 'head' || read.size !== payload.length) return void this.end(id, REPLAY); // the full path reads it
     const { info, claim, raw } = channelFields(read.head);
     const r: LaneRequest = { method: read.head.method, target: read.head.target, host: read.head.host, raw, close: read.head.close };
     const refused = this.d.refusal(this.peer, claim, info);
-    if (refused === 'loop' || !this.d.lane) return this.giveAway(undefined);
-    this.pending = read.size < buf.length ? buf.subarray(read.size) : undefined;
-    if (refused === 'not-here') {
-      this.sock.write(NOT_HERE_ANSWER, 'latin1');
-      return this.next();
-    }
-    const head = buf.subarray(0, read.size);
-    this.busy = true;
+    if (refused === 'loop' || !this.d.lane) return void this.end(id, REPLAY);
+    if (refused === 'not-here') return this.answer(id, NOT_HERE_ANSWER);
+    const s = new OwnerStream(this, id);
+    this.streams.set(id, s);
     this.idle.refresh();
     let taken: LaneExchange | false;
     try {
-      taken = this.d.lane(r, this.sock, info, (o) => this.done(o, head));
+      taken = this.d.lane(r, s as unknown as Duplex, info, (o) => s.done(o));
     } catch {
       taken = false;
     }
-    if (taken) this.current = taken;
-    else if (this.busy) {
-      this.busy = false;
-      this.sock.write(FULL_PATH_ANSWER, 'latin1');
-      this.next();
+    if (taken) s.exchange = taken;
+    else if (!s.over) {
+      s.over = true;
+      this.streams.delete(id);
+      this.answer(id, FULL_PATH_ANSWER);
     }
   }
 
-  private done(o: LaneOutcome, head: Buffer): void {
-    if (!this.busy) return;
-    this.busy = false;
-    this.current = undefined;
-    if (o.kind === 'replay') {
-      this.pending = this.pending ? Buffer.concat([head, this.pending]) : head;
-      return this.giveAway(o.failure);
-    }
-    if (o.kind === 'cut') return void this.sock.destroy();
-    this.idle.refresh();
-    if (!o.reusable) return void this.sock.end();
-    if (this.pending) this.next();
-    else if (this.ended) this.sock.end();
+  private answer(id: number, text: string): void {
+    this.out.frame(DATA, id, text);
+    this.end(id, ANSWERED);
   }
 
-  private giveAway(failure: AppError | undefined): void {
-    if (this.gone) return;
-    this.gone = true;
+  /** Ends stream `id` on the wire (`failure`: a replay's, for the sender's full path to answer with). */
+  end(id: number, kind: number, failure?: AppError): void {
+    const tail = failure && Buffer.from(failureText(failure));
+    const p = Buffer.allocUnsafe(1 + (tail?.length ?? 0));
+    p[0] = kind;
+    tail?.copy(p, 1);
+    this.out.frame(END, id, p);
+  }
+
+  forget(s: OwnerStream): void {
+    this.streams.delete(s.id);
+    this.blocked.delete(s);
+    if (this.streams.size === 0 && !this.sock.readable) this.sock.end(); // the sender is done sending: close once answered
+  }
+
+  private gone(): void {
     clearTimeout(this.idle);
-    const s = this.sock;
-    s.off('data', this.onData);
-    s.off('end', this.onEnd);
-    s.off('close', this.onClose);
-    s.off('error', noop);
-    const pending = this.pending;
-    this.pending = undefined;
-    this.d.handover(s, pending, this.ended, failure);
+    const all = [...this.streams.values()];
+    this.streams.clear();
+    for (const s of all) s.cancel();
+  }
+}
+
+/** The socket a forwarded request's answer is written to: its bytes go back on the stream. */
+class OwnerStream extends EventEmitter {
+  exchange: LaneExchange | undefined;
+  over = false;
+  destroyed = false;
+  /** Answer bytes handed on (egress is metered from them, once they left the outbox). */
+  bytesWritten = 0;
+  /** Of those, bytes still in the connection's outbox. */
+  private queued = 0;
+  private closeTold = false;
+  readonly writableCorked = 0;
+  /** Bytes sent beyond the sender's credit. */
+  private ahead = 0;
+  private waiting = false;
+
+  constructor(
+    private readonly conn: OwnerConn,
+    readonly id: number,
+  ) {
+    super();
+  }
+
+  get writableLength(): number {
+    return this.queued;
+  }
+
+  get writable(): boolean {
+    return !this.destroyed;
+  }
+
+  write(chunk: Buffer | string, enc?: BufferEncoding): boolean {
+    if (this.destroyed) return false;
+    let b = typeof chunk === 'string' ? Buffer.from(chunk, enc ?? 'utf8') : chunk;
+    while (b.length > MAX_DATA) {
+      this.put(b.subarray(0, MAX_DATA));
+      b = b.subarray(MAX_DATA);
+    }
+    if (b.length > 0) this.put(b);
+    if (this.ahead < STREAM_WINDOW && !this.conn.crowded()) return true;
+    this.waiting = true;
+    if (this.conn.crowded()) this.conn.blocked.add(this);
+    return false;
+  }
+
+  private put(b: Buffer): void {
+    this.conn.out.frame(DATA, this.id, b);
+    this.bytesWritten += b.length;
+    this.queued += b.length;
+    this.ahead += b.length;
+    this.conn.unflushed.add(this);
+  }
+
+  /** The outbox was written (`sent`), or dropped with its connection: those bytes never left. */
+  flushed(sent: boolean): void {
+    if (!sent) this.bytesWritten -= this.queued;
+    this.queued = 0;
+    if (this.destroyed) this.tellClose();
+  }
+
+  /** 'close' once the last bytes left the outbox (the egress meter reads its count then). */
+  private tellClose(): void {
+    if (this.closeTold || this.queued > 0) return;
+    this.closeTold = true;
+    queueMicrotask(() => this.emit('close'));
+  }
+
+  credit(n: number): void {
+    this.ahead = Math.max(0, this.ahead - n);
+    this.maybeDrain();
+  }
+
+  maybeDrain(): void {
+    if (!this.waiting || this.destroyed || this.ahead >= STREAM_WINDOW || this.conn.crowded()) return;
+    this.waiting = false;
+    this.conn.blocked.delete(this);
+    this.emit('drain');
+  }
+
+  cork(): void {}
+  uncork(): void {}
+
+  /** The lane cut its answer: the sender cuts its client. */
+  destroy(): this {
+    if (this.destroyed) return this;
+    if (!this.over) {
+      this.over = true;
+      this.conn.end(this.id, CUT);
+      this.conn.forget(this);
+    }
+    this.closed();
+    return this;
+  }
+
+  /** The lane is over with this request. */
+  done(o: LaneOutcome): void {
+    if (this.over) return;
+    this.over = true;
+    if (o.kind === 'answered') this.conn.end(this.id, ANSWERED);
+    else if (o.kind === 'replay') this.conn.end(this.id, REPLAY, o.failure);
+    else this.conn.end(this.id, CUT);
+    this.conn.forget(this);
+    this.closed();
+  }
+
+  /** The sender's client left, or the connection went. */
+  cancel(): void {
+    if (this.destroyed) return;
+    const ex = this.exchange;
+    this.over = true;
+    this.conn.forget(this);
+    this.closed();
+    ex?.clientGone();
+  }
+
+  private closed(): void {
+    if (this.destroyed) return;
+    this.destroyed = true;
+    this.exchange = undefined;
+    this.tellClose();
   }
 }
 
@@ -220,6 +353,13 @@ function channelFields(h: { raw: string[]; rid?: string }): { info: RequestInfo 
   }
   const info = { host: site, slug: site.slice(0, site.indexOf('.')), scheme, requestId: h.rid ?? '', ip };
   return { info, claim, raw };
+}
+
+/** A replay's failure for the sender's full path (within an END's bound: the extra fields go first, then the detail is cut). */
+function failureText(f: AppError): string {
+  const whole = { code: f.code, kind: f.kind, detail: f.detail, retryAfter: f.retryAfter, extra: f.extra };
+  const text = JSON.stringify(whole);
+  return Buffer.byteLength(text) <= 7000 ? text : JSON.stringify({ ...whole, extra: undefined, detail: f.detail.slice(0, 1000) });
 }
 
 function noop(): void {}

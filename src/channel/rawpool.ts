@@ -1,52 +1,189 @@
-// The sender's pool of plain HTTP/1.1 connections to one peer host, for the raw lane (rawlane.ts):
-// mutual TLS with this host's certificate under the cluster CA (ALPN http/1.1 on the same
+// The sender's side of the raw lane's connection to one peer host (rawlane.ts): one mutual-TLS
+// connection with this host's certificate under the cluster CA (ALPN MUX_ALPN on the same
 // cluster.listen as the HTTP/2 session), accepting only a certificate naming the host it meant,
-// as the session does (peers.ts). A connection carries one request at a time; it goes back to the
-// free list (LIFO) only after an answer that ended cleanly, and any byte arriving on a free one,
-// an error or a close drops it for good. At most `max` connections per peer (beyond that the
-// caller takes another path: nothing waits here); free ones are closed after `idleMs`. Reads skip
-// node's stream machinery (`onread` into one shared buffer, as the app pool does): an exchange
-// gets views of that buffer, valid during the call only.
+// as the session does (peers.ts), carrying every lane request to that peer as a stream of
+// muxwire.ts frames: a request's head goes out with the others of its turn of the event loop in
+// one write, and the answers of many come back in one read. A stream lent to an exchange
+// (acquire) is given its answer's bytes and end; the exchange hands bytes to its client and
+// credits them (the owner sends at most STREAM_WINDOW ahead), and cancels a stream it leaves.
+// At most `max` streams at once per peer (beyond that the caller takes another path: nothing waits
+// here). A connection that fails, closes or sends what the wire does not allow is dropped with
+// every stream on it; the next request opens a new one. After a connection could not be opened
+// (a peer of an older version offers no MUX_ALPN, or is unreachable), none is opened for FAILED_MS:
+// the caller takes the HTTP/2 session. Reads skip node's stream machinery (`onread` into one
+// shared buffer): an exchange gets views of that buffer, valid during the call only.
 // The pool lives as long as the peer's HTTP/2 session: its pings are what find a dead peer out,
-// and its end closes every connection here (peers.ts). It also remembers, for DECLINE_MS, the
-// servers whose requests the owner's lane did not take (static files): those go by the full path;
-// and after a connection that could not be opened (a peer of an older version offers no
-// http/1.1, or is unreachable), it opens none for FAILED_MS: the caller takes the HTTP/2 session.
+// and its end closes the connection here (peers.ts). It also remembers, for DECLINE_MS, the
+// servers whose requests the owner's lane did not take (static files): those go by the full path.
 
 import type { OnReadOpts } from 'node:net';
 import { connect, type ConnectionOptions, type PeerCertificate, type TLSSocket } from 'node:tls';
+import { AppError, isErrorCode } from '../errors.js';
 import { peerHost, type Identity } from './identity.js';
+import {
+  ANSWERED,
+  CANCEL,
+  CREDIT,
+  CUT,
+  DATA,
+  END,
+  FrameError,
+  FrameReader,
+  HEAD,
+  LAST_ID,
+  MAX_STREAMS,
+  MUX_ALPN,
+  Outbox,
+  REPLAY,
+  STREAM_WINDOW,
+} from './muxwire.js';
 
 /** Every raw lane read lands here; reads are handled one at a time on this thread. */
 const READ_BUFFER = Buffer.allocUnsafe(64 * 1024);
 
-/** The exchange a connection currently carries. */
+/** How a stream ended, as the owner said (or `gone`: the connection went first). */
+export type StreamEnd = { kind: 'answered' } | { kind: 'cut' } | { kind: 'replay'; failure?: AppError } | { kind: 'gone' };
+
+/** The exchange a stream carries. */
 export interface RawUser {
   /** Bytes of the answer: a view of the shared read buffer, valid only during the call. */
   onData(chunk: Buffer): void;
-  /** The connection closed or failed before the exchange let it go. */
-  onGone(): void;
+  /** The stream is over (told once). */
+  onEnd(how: StreamEnd): void;
 }
 
-export class RawConn {
-  user: RawUser | undefined;
-  /** When it went back to the free list. */
-  idleSince = 0;
-  /** The handshake is done (before that, a close is a failed connect). */
+/** One request's stream on the peer's connection. */
+export class RawStream {
+  /** Answer bytes received and not yet credited back: the owner keeps it within its window. */
+  private inFlight = 0;
+  /** Of those, bytes handed to the client, credited in one frame once there are enough. */
+  private uncredited = 0;
+  open = true;
+
+  constructor(
+    private readonly out: Outbox,
+    readonly id: number,
+    public user: RawUser | undefined,
+  ) {}
+
+  /** Sends the request head. */
+  head(text: string): void {
+    this.out.frame(HEAD, this.id, text);
+  }
+
+  /** `n` bytes of the answer were handed to the client: the owner may send as many more. */
+  consumed(n: number): void {
+    this.uncredited += n;
+    if (!this.open || this.uncredited < STREAM_WINDOW / 4) return;
+    const b = Buffer.allocUnsafe(4);
+    b.writeUInt32BE(this.uncredited);
+    this.inFlight -= this.uncredited;
+    this.uncredited = 0;
+    this.out.frame(CREDIT, this.id, b);
+  }
+
+  /** The exchange leaves before the owner ended the stream: the owner is told to stop; what still comes is dropped. */
+  cancel(): void {
+    this.user = undefined;
+    if (this.open) this.out.frame(CANCEL, this.id);
+  }
+
+  /** Counts `n` bytes received: false when the owner sent far beyond its window. */
+  received(n: number): boolean {
+    this.inFlight += n;
+    return this.inFlight <= 2 * STREAM_WINDOW;
+  }
+}
+
+class MuxConn {
+  readonly streams = new Map<number, RawStream>();
+  readonly out: Outbox;
   ready = false;
+  private nextId = 1;
+  private readonly reader: FrameReader;
 
   constructor(
     readonly sock: TLSSocket,
-    onGone: (c: RawConn) => void,
+    private readonly onGone: (c: MuxConn) => void,
   ) {
+    this.out = new Outbox(sock);
+    this.reader = new FrameReader((type, id, payload) => this.frame(type, id, payload));
     sock.on('error', noop);
-    sock.on('close', () => {
-      const u = this.user;
-      this.user = undefined;
-      onGone(this);
-      u?.onGone();
-    });
+    sock.on('close', () => this.gone());
   }
+
+  /** A new stream, or undefined when this connection cannot take one. */
+  stream(user: RawUser): RawStream | undefined {
+    if (!this.usable() || this.streams.size >= MAX_STREAMS) return undefined;
+    const s = new RawStream(this.out, this.nextId, user);
+    this.nextId += 2;
+    this.streams.set(s.id, s);
+    return s;
+  }
+
+  usable(): boolean {
+    return this.ready && !this.sock.destroyed && this.sock.writable && this.nextId < LAST_ID;
+  }
+
+  read(chunk: Buffer): void {
+    try {
+      this.reader.feed(chunk);
+    } catch {
+      this.sock.destroy(); // a peer that does not keep to the wire is not trusted again
+    }
+  }
+
+  private frame(type: number, id: number, payload: Buffer): void {
+    if (this.sock.destroyed) return; // the rest of a read after the connection was dropped
+    const s = this.streams.get(id);
+    if (!s) return void this.sock.destroy(); // a stream never opened, or already over
+    if (type === DATA) {
+      if (!s.received(payload.length)) return void this.sock.destroy(); // far beyond its credit
+      return s.user?.onData(payload);
+    }
+    if (type !== END) return void this.sock.destroy();
+    const how = ended(payload); // throws on a kind the wire has not: the stream is then told with the others that the connection went
+    this.streams.delete(id);
+    s.open = false;
+    const u = s.user;
+    s.user = undefined;
+    u?.onEnd(how);
+  }
+
+  private gone(): void {
+    this.onGone(this);
+    const all = [...this.streams.values()];
+    this.streams.clear();
+    for (const s of all) {
+      s.open = false;
+      const u = s.user;
+      s.user = undefined;
+      u?.onEnd({ kind: 'gone' });
+    }
+  }
+}
+
+/** An END frame's payload. */
+function ended(p: Buffer): StreamEnd {
+  if (p[0] === ANSWERED) return { kind: 'answered' };
+  if (p[0] === REPLAY) {
+    if (p.length === 1) return { kind: 'replay' };
+    try {
+      const f = JSON.parse(p.subarray(1).toString('utf8')) as {
+        code?: unknown;
+        kind?: never;
+        detail?: unknown;
+        retryAfter?: number;
+        extra?: Record<string, unknown>;
+      };
+      if (!isErrorCode(f.code)) return { kind: 'replay' }; // a code of another version: the full path tries it anew
+      return { kind: 'replay', failure: AppError.of(f.code, String(f.detail), { kind: f.kind, retryAfter: f.retryAfter, extra: f.extra }) };
+    } catch {
+      return { kind: 'replay' };
+    }
+  }
+  if (p[0] !== CUT) throw new FrameError(`an END of kind ${p[0]}`);
+  return { kind: 'cut' };
 }
 
 export interface RawPoolOptions {
@@ -54,6 +191,7 @@ export interface RawPoolOptions {
   /** host:port of its cluster.listen. */
   advertise: string;
   identity: () => Identity;
+  /** Streams at once. */
   max: number;
   connectTimeoutMs: number;
   idleMs: number;
@@ -65,12 +203,13 @@ const FAILED_MS = 10_000;
 export class RawPool {
   /** Slugs the owner sent back to the full path, and until when. */
   private readonly declines = new Map<string, number>();
-  private readonly free: RawConn[] = [];
-  /** Connections open or opening, free ones included. */
-  private readonly all = new Set<TLSSocket>();
+  private conn: MuxConn | undefined;
+  /** Exchanges waiting for the connection being opened. */
+  private waiting: ((c: MuxConn | undefined) => void)[] = [];
   private closed = false;
   /** No connection is opened before this (ms): the last one could not be. */
   private failedUntil = 0;
+  private idleSince = 0;
   private readonly sweeper: NodeJS.Timeout;
 
   constructor(private readonly o: RawPoolOptions) {
@@ -78,22 +217,24 @@ export class RawPool {
   }
 
   /**
-   * A free connection now, else one opened for this call and given once its handshake is done
-   * (or `give(undefined)` when it fails). False at the cap, or once the pool is closed.
+   * A stream for `user`, given now when the connection is open, else once it is (or
+   * `give(undefined)` when it cannot be). False at the cap, or once the pool is closed.
    */
-  acquire(give: (c: RawConn | undefined) => void): boolean {
-    const stale = Date.now() - this.o.idleMs;
-    while (this.free.length > 0) {
-      const c = this.free.pop()!;
-      if (c.sock.destroyed || !c.sock.writable || c.idleSince < stale) {
-        c.sock.destroy();
-        continue;
-      }
-      give(c);
+  acquire(user: RawUser, give: (s: RawStream | undefined) => void): boolean {
+    if (this.closed) return false;
+    const c = this.conn;
+    if (c && c.usable()) {
+      if (c.streams.size >= this.o.max) return false;
+      const s = c.stream(user);
+      if (!s) return false;
+      give(s);
       return true;
     }
-    if (this.closed || this.all.size >= this.o.max || (this.failedUntil && this.failedUntil > Date.now())) return false;
-    this.open(give);
+    if (c && c.ready) c.sock.end(); // retired (out of ids) or closing: its streams finish, new ones go on a new connection
+    if (this.failedUntil > Date.now()) return false;
+    if (this.waiting.length >= this.o.max) return false;
+    this.waiting.push((conn) => give(conn?.stream(user)));
+    if (this.waiting.length === 1) this.open();
     return true;
   }
 
@@ -112,24 +253,15 @@ export class RawPool {
     this.declines.set(slug, Date.now() + DECLINE_MS);
   }
 
-  /** Gives a connection back after its exchange: kept only when its answer ended cleanly. */
-  release(c: RawConn, reusable: boolean): void {
-    c.user = undefined;
-    if (!reusable || this.closed || c.sock.destroyed || !c.sock.writable) return void c.sock.destroy();
-    c.idleSince = Date.now();
-    this.free.push(c);
-  }
-
-  private open(give: (c: RawConn | undefined) => void): void {
+  private open(): void {
     const me = this.o.identity();
     const { hostname, port } = new URL(`https://${this.o.advertise}`);
-    let c: RawConn | undefined = undefined;
+    let c: MuxConn | undefined = undefined;
     // onread is node's for TLS sockets too (read straight into the buffer), though not in its types
     const onread: OnReadOpts = {
       buffer: READ_BUFFER,
       callback: (n: number, buf: Uint8Array): boolean => {
-        if (c?.user) c.user.onData((buf as Buffer).subarray(0, n));
-        else sock.destroy(); // bytes nobody asked for: the connection is not trusted again
+        c?.read((buf as Buffer).subarray(0, n));
         return true;
       },
     };
@@ -141,50 +273,66 @@ export class RawPool {
       cert: me.cert,
       key: me.key,
       servername: this.o.host,
-      ALPNProtocols: ['http/1.1'],
+      ALPNProtocols: [MUX_ALPN],
       checkServerIdentity: (_name: string, cert: PeerCertificate) =>
         peerHost(cert) === this.o.host ? undefined : new Error(`the channel at ${this.o.advertise} is not ${this.o.host}`),
     } as ConnectionOptions);
     sock.setNoDelay(true);
-    this.all.add(sock);
-    const conn = (c = new RawConn(sock, () => this.all.delete(sock)));
+    const conn = (c = new MuxConn(sock, (gone) => {
+      if (this.conn === gone) this.conn = undefined;
+    }));
     const t = setTimeout(() => sock.destroy(), this.o.connectTimeoutMs);
-    let given = false;
-    const fail = () => {
+    const settle = (ok: boolean) => {
       clearTimeout(t);
-      this.failedUntil = Date.now() + FAILED_MS;
-      if (!given) ((given = true), give(undefined));
+      const waiting = this.waiting;
+      this.waiting = [];
+      if (ok) {
+        conn.ready = true;
+        this.conn = conn;
+        this.idleSince = Date.now();
+      } else this.failedUntil = Date.now() + FAILED_MS;
+      for (const w of waiting) w(ok ? conn : undefined);
     };
+    const fail = () => settle(false);
     sock.once('close', fail);
     sock.once('secureConnect', () => {
-      clearTimeout(t);
       sock.off('close', fail);
-      conn.ready = true;
-      given = true;
-      if (this.closed) {
+      // a peer of an older version chose no protocol of ours: it is reached over the HTTP/2 session
+      if (this.closed || sock.alpnProtocol !== MUX_ALPN) {
         sock.destroy();
-        return give(undefined);
+        return settle(false);
       }
-      give(conn);
+      settle(true);
     });
   }
 
+  /** Closes the connection once it carried no stream for idleMs. */
   private sweep(now: number): void {
-    while (this.free.length > 0 && this.free[0].idleSince < now - this.o.idleMs) this.free.shift()!.sock.destroy();
+    const c = this.conn;
+    if (!c) return;
+    if (c.streams.size > 0) this.idleSince = now;
+    else if (now - this.idleSince >= this.o.idleMs) c.sock.end();
   }
 
   /**
-   * Opens and lends no more. `cut`: every connection closes now, answers under way with them (a
-   * peer that stopped answering pings, a stop of this daemon); else free ones close now and busy
-   * ones when their answer is over (the peer's session ended cleanly: its GOAWAY lets streams
-   * under way finish, and so answers under way here).
+   * Opens and lends no more. `cut`: the connection closes now, answers under way with it (a peer
+   * that stopped answering pings, a stop of this daemon); else it closes once its answers under
+   * way are over (the peer's session ended cleanly: its GOAWAY lets streams under way finish, and
+   * so answers under way here).
    */
   close(cut: boolean): void {
     this.closed = true;
     clearInterval(this.sweeper);
-    for (const c of this.free) c.sock.destroy();
-    this.free.length = 0;
-    if (cut) for (const s of this.all) s.destroy();
+    const c = this.conn;
+    if (!c) return;
+    if (cut || c.streams.size === 0) return void c.sock.destroy();
+    const check = setInterval(() => {
+      if (c.streams.size === 0 || c.sock.destroyed) {
+        clearInterval(check);
+        c.sock.destroy();
+      }
+    }, 100);
+    check.unref();
   }
 }
 

@@ -7,8 +7,8 @@
 // under that slug, at the epoch the sender saw: else "not here" (421), and the sender asks the
 // registry and retries once; a server's own domain the sender names must still be that server's
 // active domain here. A request that already made a hop, or comes from this host itself,
-// is a loop: 502 forward_loop. A connection that chose HTTP/1.1 carries the raw lane's requests
-// (rawowner.ts), and node's HTTP/1.1 server answers what that lane hands over, the same way.
+// is a loop: 502 forward_loop. A connection that chose the raw lane's protocol (ALPN MUX_ALPN)
+// carries many lane requests at once as streams (rawowner.ts).
 
 import {
   constants,
@@ -20,8 +20,8 @@ import {
   type ServerHttp2Session,
   type ServerHttp2Stream,
 } from 'node:http2';
-import { createServer as createHttp1Server, type Server as Http1Server } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
+import * as tls from 'node:tls';
 import type { TLSSocket } from 'node:tls';
 import { AppError } from '../errors.js';
 import { errorReply, rawError, sendReply, type HttpApp, type Req, type Res, type LaneApp, type RequestInfo, type UpgradeApp } from '../http/index.js';
@@ -31,6 +31,7 @@ import { peerHost, type Identity } from './identity.js';
 import type { Placements } from './lookup.js';
 import { ownerLane } from './ownerlane.js';
 import { ownerSsh, SSH_KIND, type SshAcceptor } from './ssh.js';
+import { MUX_ALPN } from './muxwire.js';
 import { RawOwner, type Claim } from './rawowner.js';
 import { handshakeOf, StreamSocket } from './tunnel.js';
 import { dropOwn, H, MAX_HOPS, NOT_HERE, SESSION_WINDOW, WINDOW } from './wire.js';
@@ -56,8 +57,8 @@ const CLOSE_GRACE_MS = 2000;
 
 const END_STREAM = constants.NGHTTP2_FLAG_END_STREAM;
 
-/** Raw lane connections (HTTP/1.1) a peer may hold open here, and how long one may stay idle. */
-const RAW_PER_PEER = 512;
+/** Raw lane connections a peer may hold open here (its sender keeps one; a few while one is replaced), and how long one may stay idle. */
+const RAW_PER_PEER = 8;
 const RAW_IDLE_MS = 60_000;
 
 const one = (v: string | string[] | undefined) => (Array.isArray(v) ? v[0] : v);
@@ -76,10 +77,8 @@ export class ChannelServer {
   /** Every connection, also one whose session closed while its peer kept its side open. */
   private readonly sockets = new Set<Socket>();
   private readonly peers = new WeakMap<object, string>();
-  /** Streams (or raw connections) the fast path handed back with a failure, for the full path to answer with it. */
+  /** Streams the fast path handed back with a failure, for the full path to answer with it. */
   private readonly failures = new WeakMap<object, AppError>();
-  /** What answers the raw lane's connections once it hands them over. */
-  private h1?: Http1Server;
   private raw?: RawOwner;
 
   constructor(private readonly d: ChannelServerDeps) {}
@@ -93,7 +92,6 @@ export class ChannelServer {
         key: me.key,
         requestCert: true,
         rejectUnauthorized: true,
-        allowHTTP1: true, // offered to the raw lane (rawowner.ts) only: never to node's HTTP/2 compatibility layer
         noDelay: true, // small answers go out at once (Nagle would hold them for the peer's delayed ACK)
         settings: { maxConcurrentStreams: 1000, initialWindowSize: WINDOW },
       },
@@ -115,7 +113,13 @@ export class ChannelServer {
       this.sockets.add(sock);
       sock.once('close', () => this.sockets.delete(sock));
     });
-    // a connection that chose HTTP/1.1 (or nothing) is the raw lane's; h2 is node's HTTP/2 session
+    // h2 is node's HTTP/2 session; a connection that chose MUX_ALPN is the raw lane's. node's HTTP/2
+    // server sets its own ALPN list (h2 only) from its options: the lane's protocol is added after.
+    const alpn: { ALPNProtocols?: unknown } = {};
+    (tls as unknown as { convertALPNProtocols(p: string[], out: object): void }).convertALPNProtocols(['h2', MUX_ALPN], alpn);
+    const offered = server as unknown as { ALPNProtocols?: unknown };
+    if (!Buffer.isBuffer(offered.ALPNProtocols)) throw new Error("node's HTTP/2 server keeps no ALPN list where the channel can add the raw lane's protocol");
+    offered.ALPNProtocols = alpn.ALPNProtocols;
     const raw = (this.raw = this.rawOwner());
     const h2 = server.listeners('secureConnection')[0] as (s: TLSSocket) => void;
     server.removeAllListeners('secureConnection');
@@ -146,9 +150,8 @@ export class ChannelServer {
     this.server?.setSecureContext({ ca: me.ca, cert: me.cert, key: me.key });
   }
 
-  /** The raw lane's owner side, and node's HTTP/1.1 server for what it hands over. */
+  /** The raw lane's owner side. */
   private rawOwner(): RawOwner {
-    const h1 = (this.h1 = createHttp1Server({ keepAliveTimeout: RAW_IDLE_MS, requestTimeout: 0 }, (req, res) => this.onRequest(req, res as Res)));
     const lane = this.d.local.lane;
     return new RawOwner({
       lane: lane && ((r, sock, info, done) => lane.call(this.d.local, r, sock, info, done)),
@@ -157,13 +160,6 @@ export class ChannelServer {
         if (refused === 'not-here')
           this.d.log.debug('not here: the sender routed by a stale placement', { site: info.host, server: claim.server, rid: info.requestId });
         return refused;
-      },
-      handover: (sock, pending, ended, failure) => {
-        if (failure) this.failures.set(sock, failure);
-        h1.emit('connection', sock);
-        if (pending) sock.emit('data', pending);
-        if (ended) sock.emit('end');
-        if (sock.isPaused()) sock.resume();
       },
       maxPerPeer: RAW_PER_PEER,
       idleMs: RAW_IDLE_MS,
@@ -174,7 +170,7 @@ export class ChannelServer {
     req.on('error', () => {});
     res.on('error', () => {});
     const h = req.headers;
-    // an HTTP/2 stream of a session, or a request node's HTTP/1.1 server read off a raw lane connection
+    // an HTTP/2 stream of a session
     const stream = 'stream' in req ? req.stream : undefined;
     const key: object = stream ?? req.socket;
     const info: RequestInfo = {
@@ -276,13 +272,11 @@ export class ChannelServer {
     const closed = new Promise<void>((r) => s.close(() => r()));
     // kept-alive sessions get a GOAWAY: streams under way finish, the senders open no more on them
     for (const x of this.sessions) x.close();
-    this.h1?.closeIdleConnections();
     this.raw?.close(false);
     await Promise.race([closed, new Promise<void>((r) => setTimeout(r, CLOSE_GRACE_MS).unref())]);
     for (const x of this.sessions) x.destroy();
     // a session closed by its GOAWAY whose peer still holds a stream it has not read keeps its socket half-open
     for (const x of this.sockets) x.destroy();
-    this.h1?.closeAllConnections();
     this.raw?.close(true);
     await closed;
   }

@@ -1,6 +1,6 @@
-// The channel's raw lane (src/channel/rawlane.ts, rawpool.ts, rawowner.ts): host B's edge sends a
-// bodiless GET/HEAD for a server of host A as plain HTTP/1.1 over pooled mutual-TLS connections
-// into A's proxy lane. Real pieces on loopback: B's Edge with the channel's front and peers, A's
+// The channel's raw lane (src/channel/rawlane.ts, rawpool.ts, rawowner.ts, muxwire.ts): host B's
+// edge sends bodiless GETs/HEADs for a server of host A as streams multiplexed over one
+// mutual-TLS connection into A's proxy lane. Real pieces on loopback: B's Edge with the channel's front and peers, A's
 // channel server with its real proxy, an app (node:http) on its own port, and a TCP relay between
 // B and A's channel listener that counts, and can cut, the connections B opens.
 
@@ -16,6 +16,7 @@ import { ClusterFront } from '../../src/channel/front.js';
 import { issueIdentity } from '../../src/channel/identity.js';
 import type { Placements } from '../../src/channel/lookup.js';
 import { Peers } from '../../src/channel/peers.js';
+import { CANCEL, DATA, END, FrameReader, HEAD, header, MUX_ALPN } from '../../src/channel/muxwire.js';
 import { ChannelServer } from '../../src/channel/server.js';
 import { createCa, Edge, issueLeaf, loadCa, TlsManager } from '../../src/edge/index.js';
 import type { HttpApp } from '../../src/http/index.js';
@@ -42,8 +43,37 @@ let appPort = 0;
 const egress: Record<string, number> = {};
 /** Ends the slow answers under way. */
 const release: (() => void)[] = [];
+/** The slugs A's channel looked up (one per request it was sent). */
+const askedA: string[] = [];
+/** Answers the app stopped writing because their connection closed, by path. */
+const closedEarly: string[] = [];
+/** Bytes the app handed to its connection for the big answer under way. */
+let bigWritten = 0;
 /** B's peers (a test may take the raw pool away: lane requests then go over the HTTP/2 session). */
 let peersB: Peers;
+
+/** The byte at offset i of a big answer (a pattern, so a byte out of place shows). */
+function patterned(from: number, n: number): Buffer {
+  const b = Buffer.allocUnsafe(n);
+  for (let i = 0; i < n; i++) b[i] = (from + i) % 251;
+  return b;
+}
+
+/** `n` bytes in 64 KiB writes, each after the last one drained: back-pressure reaches the app. */
+function bigAnswer(res: import('node:http').ServerResponse, n: number): void {
+  bigWritten = 0;
+  res.writeHead(200, { 'content-length': String(n) });
+  const next = () => {
+    while (bigWritten < n) {
+      const k = Math.min(65536, n - bigWritten);
+      const ok = res.write(patterned(bigWritten, k));
+      bigWritten += k;
+      if (!ok) return void res.once('drain', next);
+    }
+    res.end();
+  };
+  next();
+}
 
 test.before(async () => {
   const rootfs = join(top, 'rootfs');
@@ -52,6 +82,9 @@ test.before(async () => {
   chmodSync(join(rootfs, 'root/run.sh'), 0o755);
   const app: Server = createServer((req, res) => {
     seen.push(req.headers);
+    res.on('close', () => (res.writableFinished ? undefined : closedEarly.push(req.url ?? '')));
+    const big = /^\/big\/(\d+)$/.exec(req.url ?? '');
+    if (big) return bigAnswer(res, Number(big[1]));
     const slow = /^\/slow\/(\d+)$/.exec(req.url ?? '');
     if (!slow) return void res.end(`hello ${req.url}`);
     // a first part at once, the rest when the test says (or the connection goes)
@@ -65,13 +98,28 @@ test.before(async () => {
 
   // host A: its proxy serves srv_raw (an app) behind its channel server
   const site: Site = { id: 'srv_raw', slug: 'raw', rootfs, upstream: { host: '127.0.0.1', port: appPort }, neverSleep: true, suspended: false };
-  const sites = sitesOf([site]);
-  const proxy = createProxy({ log, sites, runtime: runningRuntime(sites), cfg: testConfig(), egress: (id, n) => (egress[id] = (egress[id] ?? 0) + n) });
+  // srv_down: an app whose port 80 nobody listens on (its lane request fails after appStartGrace)
+  const closed = createNetServer();
+  await new Promise<void>((r) => closed.listen(0, '127.0.0.1', r));
+  const closedPort = (closed.address() as AddressInfo).port;
+  await new Promise((r) => closed.close(r));
+  const down: Site = { id: 'srv_down', slug: 'down', rootfs, upstream: { host: '127.0.0.1', port: closedPort }, neverSleep: true, suspended: false };
+  const sites = sitesOf([site, down]);
+  const proxy = createProxy({
+    log,
+    sites,
+    runtime: runningRuntime(sites),
+    cfg: testConfig({ appStartGrace: '300ms' }),
+    egress: (id, n) => (egress[id] = (egress[id] ?? 0) + n),
+  });
   const identityA = issueIdentity(pair, 'host-a');
   const server = new ChannelServer({
     identity: () => identityA,
     local: proxy,
-    servers: { bySlug: (slug) => (slug === 'raw' ? { id: 'srv_raw' } : undefined), get: (id) => (id === 'srv_raw' ? { id } : undefined) },
+    servers: {
+      bySlug: (slug) => (slug === 'raw' || slug === 'down' ? (askedA.push(slug), { id: `srv_${slug}` }) : undefined),
+      get: (id) => (id === 'srv_raw' || id === 'srv_down' ? { id } : undefined),
+    },
     placements: { byServer: () => undefined },
     log,
   });
@@ -101,11 +149,15 @@ test.before(async () => {
 
   // host B: an edge whose proxy runs nothing; the front forwards raw.rbx.test to host-a
   const identityB = issueIdentity(pair, 'host-b');
-  const placement = { serverId: 'srv_raw', slug: 'raw', host: 'host-a', epoch: 1 };
+  const placed = {
+    raw: { serverId: 'srv_raw', slug: 'raw', host: 'host-a', epoch: 1 },
+    down: { serverId: 'srv_down', slug: 'down', host: 'host-a', epoch: 1 },
+  };
+  const at = (slug: string) => (slug === 'raw' || slug === 'down' ? placed[slug] : undefined);
   const placements: Placements = {
-    bySlug: (slug) => (slug === 'raw' ? placement : undefined),
-    byServer: (id) => (id === placement.serverId ? placement : undefined),
-    fresh: async (slug) => (slug === 'raw' ? placement : undefined),
+    bySlug: at,
+    byServer: (id) => Object.values(placed).find((p) => p.serverId === id),
+    fresh: async (slug) => at(slug),
     host: (n) => (n === 'host-a' ? { name: n, advertise: `127.0.0.1:${relayPort}`, up: true } : undefined),
   };
   const peers = (peersB = new Peers({ identity: () => identityB, connectTimeoutMs: 2000, log }));
@@ -158,7 +210,7 @@ function get(path: string, o: { onFirst?: (sock: Socket) => void } = {}): Promis
   });
 }
 
-test('lane requests through B reuse one pooled HTTP/1.1 connection to A, beside the HTTP/2 session', async () => {
+test('lane requests through B share one multiplexed connection to A, beside the HTTP/2 session', async () => {
   // the first opens the HTTP/2 session (the full path); the raw lane needs it open
   assert.is((await get('/warm')).status, 200);
   await until('the first answer is counted', () => egress.srv_raw > 0, 5000);
@@ -171,10 +223,14 @@ test('lane requests through B reuse one pooled HTTP/1.1 connection to A, beside 
     assert.is(r.body, `hello /seq/${i}`);
     read += r.read;
   }
-  assert.is(relayed.length - before, 1, 'one raw connection carried the five requests');
+  // many at once: each its own answer, on the same connection
+  const many = await Promise.all(Array.from({ length: 40 }, (_, i) => get(`/many/${i}`)));
+  many.forEach((r, i) => assert.is(r.body, `hello /many/${i}`));
+  read += many.reduce((n, r) => n + r.read, 0);
+  assert.is(relayed.length - before, 1, 'one raw connection carried the 45 requests');
   // egress is counted once, on A, from what it wrote on the channel: the answers as the clients read
   // them, but for the `connection: close` B adds for its own clients (they asked to close)
-  const wrote = read - 5 * 'connection: close\r\n'.length;
+  const wrote = read - 45 * 'connection: close\r\n'.length;
   await until('A counts the answers', () => egress.srv_raw - counted >= wrote, 5000);
   assert.is(egress.srv_raw - counted, wrote);
   // the client's address as B saw it reached the app; the channel's own fields did not
@@ -183,29 +239,25 @@ test('lane requests through B reuse one pooled HTTP/1.1 connection to A, beside 
   assert.is(Object.keys(last).filter((k) => k.startsWith('x-rootbox-')).length, 0, JSON.stringify(last));
 });
 
-test('a channel connection cut mid-answer cuts only the client it carried, and is never used again', async () => {
+test('a channel connection cut mid-answer cuts the answers under way on it; the next request opens a new one', async () => {
   await get('/warm2');
   const n = 200_000;
   const firsts: number[] = [];
-  // two slow answers at once: each on a raw connection of its own (the free one, and a new one)
   const answers = [get(`/slow/${n}`, { onFirst: () => firsts.push(1) }), get(`/slow/${n}`, { onFirst: () => firsts.push(1) })];
   await until('both answers began', () => firsts.length === 2 && release.length === 2, 10_000);
-  const raw = relayed.filter((e) => e.down > n && !e.client.destroyed); // the two carrying them
-  assert.is(raw.length, 2, `connections carrying an answer: ${raw.length}`);
-  raw[0].upstream.destroy(); // cut the first
-  for (const go of release.splice(0)) go();
+  const raw = relayed.filter((e) => e.down > 2 * n && !e.client.destroyed); // the one carrying both
+  assert.is(raw.length, 1, `connections carrying the answers: ${raw.length}`);
+  raw[0].upstream.destroy();
   const got = await Promise.all(answers);
-  assert.is(got.filter((g) => g.cut).length, 1, 'the client on the cut connection sees a truncated answer');
-  const whole = got.find((g) => !g.cut)!;
-  assert.is(whole.body.length, 2 * n, 'the other answer is whole');
-  // the next request takes the connection that is left, never the cut one
+  for (const go of release.splice(0)) go();
+  assert.is(got.filter((g) => g.cut).length, 2, 'both clients see a truncated answer');
   const count = relayed.length;
   const next = await get('/after-cut');
   assert.is(next.body, 'hello /after-cut');
-  assert.is(relayed.length, count, 'no new connection: the surviving one was reused');
+  assert.is(relayed.length, count + 1, 'a new connection');
 });
 
-test('a client that leaves mid-answer costs its pooled connection: the next client gets its own answer, on a new one', async () => {
+test('a client that leaves mid-answer ends only its own stream: A stops that answer, the others on the connection go on', async () => {
   await get('/warm3');
   const n = 100_000;
   const count = relayed.length;
@@ -213,12 +265,52 @@ test('a client that leaves mid-answer costs its pooled connection: the next clie
   const r = await left;
   assert.ok(r.cut);
   await until('the app was asked', () => release.length === 1, 5000);
-  for (const go of release.splice(0)) go();
-  // the pooled connection still had the rest of that answer coming: it must not carry the next one
   const next = await get('/mine');
   assert.is(next.status, 200);
   assert.is(next.body, 'hello /mine');
-  assert.is(relayed.length, count + 1, 'the next request opened a new connection');
+  await until("A closed the app's connection of the answer nobody reads", () => closedEarly.includes(`/slow/${n}`), 5000);
+  release.splice(0);
+  assert.is(relayed.length, count, 'the same connection carried on');
+});
+
+test("a slow client's large answer runs at most a window ahead of it: the app waits, and answers beside it do not", async () => {
+  await get('/warm4');
+  const n = 48 * 1024 * 1024;
+  const count = relayed.length;
+  let reader: import('node:http').IncomingMessage | undefined;
+  const chunks: Buffer[] = [];
+  const done = new Promise<{ status: number; body: Buffer }>((resolve) => {
+    const req = request({ host: '127.0.0.1', port: edgePort, path: `/big/${n}`, agent: false, headers: { host: `raw.${DOMAIN}` } }, (res) => {
+      reader = res;
+      res.on('data', (d: Buffer) => chunks.push(d));
+      res.pause(); // the client reads nothing more for now
+      res.on('end', () => resolve({ status: res.statusCode!, body: Buffer.concat(chunks) }));
+    });
+    req.end();
+  });
+  await until('the answer began', () => reader !== undefined && bigWritten > 0, 5000);
+  // the app stops once the buffers on the way and the stream's window are full
+  let last = -1;
+  await until(
+    'the app is held',
+    async () => {
+      const now = bigWritten;
+      const still = now === last;
+      last = now;
+      if (!still) await new Promise((r) => setTimeout(r, 50));
+      return still;
+    },
+    10_000,
+  );
+  assert.ok(bigWritten < n / 2, `the app wrote ${bigWritten} of ${n} bytes for a client that reads nothing`);
+  const beside = await get('/beside');
+  assert.is(beside.body, 'hello /beside', 'an answer on the same connection is not held behind it');
+  reader!.resume();
+  const got = await done;
+  assert.is(got.status, 200);
+  assert.is(got.body.length, n);
+  assert.ok(got.body.equals(patterned(0, n)), 'byte-exact');
+  assert.is(relayed.length, count, 'one connection');
 });
 
 test('pipelined lane requests through B over the HTTP/2 session (no raw pool) are answered once each, in order: one behind a slow answer waits for it', async () => {
@@ -246,37 +338,87 @@ test('pipelined lane requests through B over the HTTP/2 session (no raw pool) ar
   }
 });
 
-test("A's raw listener hears only hosts of the cluster CA: a member's client address is trusted, a forged or missing certificate is refused", async () => {
-  const ask = (cert?: { cert: string; key: string }) =>
-    new Promise<string>((resolve) => {
-      const s = tlsConnect({ host: '127.0.0.1', port: channelPort, ca: pair.certPem, servername: 'host-a', ALPNProtocols: ['http/1.1'], ...cert }, () => {
-        s.write(
-          `GET /who HTTP/1.1\r\nhost: raw.${DOMAIN}\r\nx-rootbox-site: raw.${DOMAIN}\r\nx-rootbox-client-ip: 203.0.113.7\r\nx-rootbox-scheme: https\r\n` +
-            `x-request-id: rid-raw-1\r\nx-rootbox-server: srv_raw\r\nx-rootbox-epoch: 1\r\nx-rootbox-hops: 1\r\n\r\n`,
-        );
-      });
-      let got = '';
-      s.setEncoding('latin1');
-      s.on('data', (d: string) => {
-        got += d;
-        if (got.includes('hello /who')) (resolve(got), s.destroy());
-      });
-      s.on('error', (e: Error & { code?: string }) => resolve(`refused: ${e.code ?? e.message}`));
-      s.on('close', () => resolve(got ? got : 'refused: closed'));
+test("a failure on A's lane comes back with its stream: B answers it with A's error, without sending the request again", async () => {
+  await get('/warm5');
+  const count = relayed.length;
+  const n = askedA.filter((x) => x === 'down').length;
+  const got = await new Promise<{ status: number; body: string }>((resolve) => {
+    const req = request(
+      { host: '127.0.0.1', port: edgePort, path: '/x', agent: false, headers: { host: `down.${DOMAIN}`, accept: 'application/json' } },
+      (res) => {
+        let body = '';
+        res.setEncoding('utf8');
+        res.on('data', (d: string) => (body += d));
+        res.on('end', () => resolve({ status: res.statusCode!, body }));
+      },
+    );
+    req.end();
+  });
+  assert.is(got.status, 502, got.body);
+  const err = JSON.parse(got.body) as { error: string; detail: string; hint?: string };
+  assert.is(err.error, 'app_down');
+  assert.match(JSON.stringify(err), /run\.sh/, 'the failure keeps its hint');
+  assert.is(askedA.filter((x) => x === 'down').length - n, 1, 'A was asked once: the failure was not forwarded again');
+  assert.is(relayed.length, count, 'on the raw lane');
+});
+
+/** Sends `frames` to A's channel as a raw lane connection with `cert`; what A answered on stream 1, or why it refused. */
+function speak(frames: Buffer[], cert?: { cert: string; key: string }): Promise<string> {
+  return new Promise<string>((resolve) => {
+    const s = tlsConnect({ host: '127.0.0.1', port: channelPort, ca: pair.certPem, servername: 'host-a', ALPNProtocols: [MUX_ALPN], ...cert }, () =>
+      s.write(Buffer.concat(frames)),
+    );
+    let got = '';
+    const reader = new FrameReader((type, id, payload) => {
+      if (type === DATA && id === 1) got += payload.toString('latin1');
+      if (type === END && id === 1) (resolve(got), s.destroy());
     });
+    s.on('data', (d: Buffer) => reader.feed(d));
+    s.on('error', (e: Error & { code?: string }) => resolve(`refused: ${e.code ?? e.message}`));
+    s.on('close', () => resolve(got ? got : 'refused: closed'));
+  });
+}
+
+const frame = (type: number, id: number, text = '') => Buffer.concat([header(type, id, Buffer.byteLength(text, 'latin1')), Buffer.from(text, 'latin1')]);
+const who = (path: string) =>
+  `GET ${path} HTTP/1.1\r\nhost: raw.${DOMAIN}\r\nx-rootbox-site: raw.${DOMAIN}\r\nx-rootbox-client-ip: 203.0.113.7\r\nx-rootbox-scheme: https\r\n` +
+  `x-request-id: rid-raw-1\r\nx-rootbox-server: srv_raw\r\nx-rootbox-epoch: 1\r\nx-rootbox-hops: 1\r\n\r\n`;
+
+test("A's raw listener hears only hosts of the cluster CA: a member's client address is trusted, a forged or missing certificate is refused", async () => {
   const member = issueIdentity(pair, 'host-x');
-  const answer = await ask({ cert: member.cert, key: member.key });
+  const answer = await speak([frame(HEAD, 1, who('/who'))], { cert: member.cert, key: member.key });
   assert.match(answer, /^HTTP\/1\.1 200 /, answer);
+  assert.ok(answer.endsWith('hello /who'), answer);
   assert.is(seen[seen.length - 1]['x-forwarded-for'], '203.0.113.7', 'a member vouches for its client');
   assert.is(seen[seen.length - 1]['x-request-id'], 'rid-raw-1');
   const asked = seen.length;
-  assert.match(await ask(), /^refused/, 'no certificate');
+  assert.match(await speak([frame(HEAD, 1, who('/who'))]), /^refused/, 'no certificate');
   const self = createCa('host-x');
-  assert.match(await ask({ cert: self.certPem, key: self.keyPem }), /^refused/, 'a self-signed certificate');
+  assert.match(await speak([frame(HEAD, 1, who('/who'))], { cert: self.certPem, key: self.keyPem }), /^refused/, 'a self-signed certificate');
   const other = createCa(name);
   const forged = issueLeaf(loadCa(other.certPem, other.keyPem, name), ['host-b'], 1, true);
-  assert.match(await ask({ cert: forged.certPem, key: forged.keyPem }), /^refused/, 'a certificate of another CA with the same name');
+  assert.match(
+    await speak([frame(HEAD, 1, who('/who'))], { cert: forged.certPem, key: forged.keyPem }),
+    /^refused/,
+    'a certificate of another CA with the same name',
+  );
   assert.is(seen.length, asked, 'no refused request reached the app');
+});
+
+test('a peer that breaks the wire loses its connection, and only it: stream ids out of order, unknown frames, oversized heads', async () => {
+  const member = issueIdentity(pair, 'host-x');
+  const cert = { cert: member.cert, key: member.key };
+  const asked = seen.length;
+  // a head on an id already used (ids only grow), a frame type the wire has not, a head beyond its bound
+  assert.is(await speak([frame(HEAD, 3, who('/one')), frame(HEAD, 1, who('/again'))], cert), 'refused: closed');
+  assert.is(await speak([frame(9, 1, 'x')], cert), 'refused: closed');
+  assert.is(await speak([header(HEAD, 1, 10 * 1024 * 1024)], cert), 'refused: closed');
+  // a CANCEL for a stream never opened is no harm; the connection goes on
+  const fine = await speak([frame(CANCEL, 7), frame(HEAD, 1, who('/fine'))], cert);
+  assert.ok(fine.endsWith('hello /fine'), fine);
+  assert.ok(seen.length - asked <= 2, 'at most the first head of the broken connection and the fine one reached the app');
+  // B's lane is unharmed
+  assert.is((await get('/still')).body, 'hello /still');
 });
 
 test.run();
