@@ -19,7 +19,7 @@
 // stream, and the owner stops that answer.
 
 import type { Duplex } from 'node:stream';
-import { REQUEST_DROP, ResponseReader, connectionTokens, responseHead, type HttpDate, type ReaderEvents, type ResponseHead } from '../h1/index.js';
+import { ResponseReader, passedFields, responseHead, type HttpDate, type ReaderEvents, type ResponseHead } from '../h1/index.js';
 import type { LaneExchange, LaneOutcome, LaneRequest, RequestInfo } from '../http/index.js';
 import type { PlacementView } from './lookup.js';
 import type { RawPool, RawStream, RawUser, StreamEnd } from './rawpool.js';
@@ -30,22 +30,17 @@ const PREFIX = 'x-rootbox-';
 
 /** The request head for the owner: the client's fields (hop-by-hop, spoofable, ours and its request id dropped), then the channel's. */
 export function rawHead(r: LaneRequest, info: RequestInfo, p: PlacementView): string {
-  let named: string[] | undefined;
-  for (let i = 0; i < r.raw.length; i += 2) if (r.raw[i].length === 10 && r.raw[i].toLowerCase() === 'connection') named = connectionTokens(r.raw[i + 1]);
-  let head = `${r.method} ${r.target} HTTP/1.1${CRLF}host: ${r.host}${CRLF}`;
-  for (let i = 0; i < r.raw.length; i += 2) {
-    const name = r.raw[i].toLowerCase();
-    if (REQUEST_DROP.has(name) || name.startsWith(PREFIX) || name === H.rid || (named && named.includes(name))) continue;
-    head += `${r.raw[i]}: ${r.raw[i + 1]}${CRLF}`;
-  }
   return (
-    head +
+    `${r.method} ${r.target} HTTP/1.1${CRLF}host: ${r.host}${CRLF}${passedFields(r.raw, ours)}` +
     `${H.site}: ${info.host}${CRLF}${H.ip}: ${info.ip}${CRLF}${H.scheme}: ${info.scheme}${CRLF}${H.rid}: ${info.requestId}${CRLF}` +
     `${H.server}: ${p.serverId}${CRLF}${H.epoch}: ${p.epoch}${CRLF}${H.hops}: 1${CRLF}` +
     (info.alias !== undefined ? `${H.alias}: ${info.alias}${CRLF}` : '') +
     CRLF
   );
 }
+
+/** The client's fields in the channel's names, and its request id (the channel sends the edge's). */
+const ours = (lower: string) => lower.startsWith(PREFIX) || lower === H.rid;
 
 /** Forwards a lane request over the peer's raw pool; false when the pool cannot take it now (nothing done). */
 export function rawForward(

@@ -23,21 +23,31 @@ const CRLF = '\r\n';
  * re-framed as chunked (a chunked HTTP/1.1 body, or an HTTP/2 body of unknown length).
  */
 export function requestHead(method: string, target: string, host: string, raw: string[], ip: string, proto: string, chunked: boolean): string {
+  let head = `${method} ${target} HTTP/1.1${CRLF}host: ${host}${CRLF}${passedFields(raw)}`;
+  head += `x-forwarded-for: ${ip}${CRLF}x-real-ip: ${ip}${CRLF}x-forwarded-proto: ${proto}${CRLF}x-forwarded-host: ${host}${CRLF}`;
+  if (chunked) head += `transfer-encoding: chunked${CRLF}`;
+  return head + CRLF;
+}
+
+/**
+ * The client's fields that go on, as head lines: pseudo, hop-by-hop (with every name its
+ * Connection headers list, all of them), spoofable, Host and Expect dropped, and the names `drop`
+ * says (lowercase).
+ */
+export function passedFields(raw: string[], drop?: (lower: string) => boolean): string {
   let named: string[] | undefined;
   for (let i = 0; i < raw.length; i += 2) {
     if (raw[i].length === 10 && raw[i].toLowerCase() === 'connection') named = [...(named ?? []), ...connectionTokens(raw[i + 1])];
   }
-  let head = `${method} ${target} HTTP/1.1${CRLF}host: ${host}${CRLF}`;
+  let out = '';
   for (let i = 0; i < raw.length; i += 2) {
     const name = raw[i];
     if (name.charCodeAt(0) === 58 /* : */) continue;
     const lower = name.toLowerCase();
-    if (REQUEST_DROP.has(lower) || (named && named.includes(lower))) continue;
-    head += `${name}: ${raw[i + 1]}${CRLF}`;
+    if (REQUEST_DROP.has(lower) || (named && named.includes(lower)) || drop?.(lower)) continue;
+    out += `${name}: ${raw[i + 1]}${CRLF}`;
   }
-  head += `x-forwarded-for: ${ip}${CRLF}x-real-ip: ${ip}${CRLF}x-forwarded-proto: ${proto}${CRLF}x-forwarded-host: ${host}${CRLF}`;
-  if (chunked) head += `transfer-encoding: chunked${CRLF}`;
-  return head + CRLF;
+  return out;
 }
 
 /** The Date header value, made at most once a second; one per owner (the forwarder), not per process. */

@@ -362,6 +362,28 @@ test("a failure on A's lane comes back with its stream: B answers it with A's er
   assert.is(relayed.length, count, 'on the raw lane');
 });
 
+test('fields every Connection header of a lane request names stay on B: hop-by-hop, whichever header names them', async () => {
+  await get('/warm6');
+  const count = relayed.length;
+  const sock = netConnect(edgePort, '127.0.0.1');
+  try {
+    sock.write(
+      `GET /named HTTP/1.1\r\nhost: raw.${DOMAIN}\r\nconnection: x-first\r\nconnection: x-second, close\r\nx-first: 1\r\nx-second: 2\r\nx-kept: 3\r\n\r\n`,
+    );
+    let got = '';
+    sock.setEncoding('latin1');
+    sock.on('data', (d: string) => (got += d));
+    await until('the answer', () => got.includes('hello /named'), 5000);
+  } finally {
+    sock.destroy();
+  }
+  const h = seen[seen.length - 1];
+  assert.is(h['x-kept'], '3');
+  assert.is(h['x-first'], undefined, 'named by the first Connection header');
+  assert.is(h['x-second'], undefined, 'named by the second');
+  assert.is(relayed.length, count, 'on the raw lane');
+});
+
 /** Sends `frames` to A's channel as a raw lane connection with `cert`; what A answered on stream 1, or why it refused. */
 function speak(frames: Buffer[], cert?: { cert: string; key: string }): Promise<string> {
   return new Promise<string>((resolve) => {
