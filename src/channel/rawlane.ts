@@ -19,7 +19,7 @@
 // stream, and the owner stops that answer.
 
 import type { Duplex } from 'node:stream';
-import { ResponseReader, passedFields, responseHead, type HttpDate, type ReaderEvents, type ResponseHead } from '../h1/index.js';
+import { ResponseReader, passedFields, responseHead, wholeAnswer, type HttpDate, type ReaderEvents, type ResponseHead } from '../h1/index.js';
 import type { LaneExchange, LaneOutcome, LaneRequest, RequestInfo } from '../http/index.js';
 import type { PlacementView } from './lookup.js';
 import type { RawPool, RawStream, RawUser, StreamEnd } from './rawpool.js';
@@ -168,14 +168,7 @@ class RawExchange implements RawUser, ReaderEvents, LaneExchange {
     this.staged = undefined;
     if (!this.wrote) {
       // the whole answer came in this read: head, body and framing in one write
-      let body = 0;
-      for (const p of parts) body += p.length;
-      const prefix = this.chunked && body > 0 ? `${this.headText}${body.toString(16)}${CRLF}` : this.headText!;
-      const suffix = this.chunked ? (body > 0 ? `${CRLF}0${CRLF}${CRLF}` : `0${CRLF}${CRLF}`) : '';
-      const out = Buffer.allocUnsafe(prefix.length + body + suffix.length);
-      let at = out.write(prefix, 0, 'latin1');
-      for (const p of parts) at += p.copy(out, at);
-      if (suffix) out.write(suffix, at, 'latin1');
+      const out = wholeAnswer(this.headText!, this.chunked, parts);
       this.headText = undefined;
       this.wrote = true;
       this.sock.write(out);

@@ -50,6 +50,19 @@ export function passedFields(raw: string[], drop?: (lower: string) => boolean): 
   return out;
 }
 
+/** A whole answer in one buffer: its head, its body (the parts, in order), framed as chunked when `chunked`. */
+export function wholeAnswer(head: string, chunked: boolean, parts: readonly Buffer[]): Buffer {
+  let body = 0;
+  for (const p of parts) body += p.length;
+  const prefix = chunked && body > 0 ? `${head}${body.toString(16)}${CRLF}` : head;
+  const suffix = chunked ? (body > 0 ? `${CRLF}0${CRLF}${CRLF}` : `0${CRLF}${CRLF}`) : '';
+  const out = Buffer.allocUnsafe(prefix.length + body + suffix.length);
+  let at = out.write(prefix, 0, 'latin1');
+  for (const p of parts) at += p.copy(out, at);
+  if (suffix) out.write(suffix, at, 'latin1');
+  return out;
+}
+
 /** The Date header value, made at most once a second; one per owner (the forwarder), not per process. */
 export class HttpDate {
   private text = '';

@@ -12,7 +12,7 @@
 import type { Duplex } from 'node:stream';
 import type { LaneOutcome, LaneRequest, RequestInfo } from '../http/index.js';
 import type { Logger } from '../log/index.js';
-import { ResponseReader, requestHead, responseHead, type HttpDate, type ReaderEvents, type ResponseHead } from '../h1/index.js';
+import { ResponseReader, requestHead, responseHead, wholeAnswer, type HttpDate, type ReaderEvents, type ResponseHead } from '../h1/index.js';
 import type { Batch } from './batch.js';
 import type { Conn, Upstream, UpstreamPool } from './pool.js';
 import { UpstreamTurn } from './turn.js';
@@ -116,16 +116,8 @@ export class DirectExchange extends UpstreamTurn implements ReaderEvents {
 
   /** The whole answer came in one read: head, body and framing go out as one buffer in one write. */
   private whole(): void {
-    const parts = this.staged ?? [];
+    const out = wholeAnswer(this.headText!, this.chunked, this.staged ?? []);
     this.staged = undefined;
-    let body = 0;
-    for (const p of parts) body += p.length;
-    const prefix = this.chunked && body > 0 ? `${this.headText}${body.toString(16)}${CRLF}` : this.headText!;
-    const suffix = this.chunked ? (body > 0 ? `${CRLF}0${CRLF}${CRLF}` : `0${CRLF}${CRLF}`) : '';
-    const out = Buffer.allocUnsafe(prefix.length + body + suffix.length);
-    let at = out.write(prefix, 0, 'latin1');
-    for (const p of parts) at += p.copy(out, at);
-    if (suffix) out.write(suffix, at, 'latin1');
     this.o.meter?.turn(this.sock, this.o.serverId);
     this.headText = undefined;
     this.wrote = true;
