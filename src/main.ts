@@ -158,8 +158,13 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
       async (d) => {
         const c = await startChannel(d);
         if (c) d.hosting.bindChannel(c.servers);
-        const shared = d.registry?.shared;
-        if (c && shared) d.ssh.reachElsewhere({ keys: (fp) => shared.byFingerprint(fp), open: (id, client) => c.openSsh(id, client) });
+        const placements = d.registry?.placements;
+        // servers' keys from the placement cache's memory; a miss (a key recorded a moment ago) reads one catch-up
+        const keys = placements && {
+          known: (fp: string) => placements.keys.byFingerprint(fp),
+          fresh: (fp: string) => placements.sync().then(() => placements.keys.byFingerprint(fp)),
+        };
+        if (c && keys) d.ssh.reachElsewhere({ keys, open: (id, client) => c.openSsh(id, client) });
         return c;
       },
       (c) => c?.stop(),

@@ -7,6 +7,7 @@
 import { AppError } from '../errors.js';
 import { ACCOUNTS_SQL } from './accounts.js';
 import { DOMAINS_SQL } from './domainmap.js';
+import { KEYS_SQL } from './keymap.js';
 import { LEDGER_SQL } from './ledger.js';
 import { PLACEMENTS_SQL } from './placements-sql.js';
 import { SHARED_SQL } from './shared.js';
@@ -107,6 +108,12 @@ export const MIGRATIONS: readonly Migration[] = [
     version: 11,
     about: 'custom domain versions: every claim, state change and detach numbered with the placements, detaches kept as tombstones, each change notified',
     sql: DOMAINS_SQL,
+  },
+  {
+    version: 12,
+    about:
+      "server key versions: every server's SSH key recorded, changed or removed numbered with the placements, removals kept as tombstones, each change notified",
+    sql: KEYS_SQL,
   },
 ];
 

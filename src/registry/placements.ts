@@ -9,11 +9,14 @@
 // this host's monotonic clock). The cache may be stale, never trusted for a wrong answer: the
 // owner checks the epoch and answers "not here", then the edge calls `fresh()`. The same catch-up
 // keeps the cluster's custom domains (`domains`, domainmap.ts): every host knows every active
-// domain → server, so its edge routes any of them without asking the registry.
+// domain → server, so its edge routes any of them without asking the registry; and the servers'
+// SSH public keys (`keys`, keymap.ts), so a login with a key this host does not run is answered
+// from memory.
 
 import pg from 'pg';
 import type { Logger } from '../log/index.js';
 import { DomainMap, DOMAINS_CATCH_UP } from './domainmap.js';
+import { KeyMap, KEYS_CATCH_UP } from './keymap.js';
 import { PLACEMENT_CHANNEL } from './placements-sql.js';
 import type { RegistryPool } from './pool.js';
 
@@ -44,8 +47,9 @@ export interface PlacementCacheOptions {
 }
 
 interface Row {
-  /** p placement, t its tombstone, d custom domain (slug = domain, host = state), x its tombstone */
-  kind: 'p' | 't' | 'd' | 'x';
+  /** p placement, t its tombstone, d custom domain (slug = domain, host = state), x its tombstone,
+   *  k a server's SSH key (slug = fingerprint, public_ip = key line), y its tombstone */
+  kind: 'p' | 't' | 'd' | 'x' | 'k' | 'y';
   server_id: string;
   slug: string | null;
   host: string | null;
@@ -60,6 +64,7 @@ const CATCH_UP = `
   UNION ALL
   SELECT 't', key, NULL, NULL, NULL, NULL, NULL, version FROM placement_tombstones WHERE kind = 'p' AND version > $1
   UNION ALL${DOMAINS_CATCH_UP}
+  UNION ALL${KEYS_CATCH_UP}
   ORDER BY version`;
 
 interface HostSeen extends Omit<HostView, 'up'> {
@@ -85,6 +90,8 @@ export class PlacementCache {
   listens = 0;
   /** The cluster's custom domains, filled by the same catch-up. */
   readonly domains = new DomainMap();
+  /** The cluster's servers' SSH public keys, filled by the same catch-up. */
+  readonly keys = new KeyMap();
 
   constructor(
     private readonly pool: RegistryPool,
@@ -211,6 +218,11 @@ export class PlacementCache {
         if (v > this.seen) this.seen = v;
         continue;
       }
+      if (x.kind === 'k' || x.kind === 'y') {
+        this.keys.apply(x.server_id, x.kind === 'k' ? { fingerprint: x.slug!, host: x.host!, publicKey: x.public_ip! } : undefined, v);
+        if (v > this.seen) this.seen = v;
+        continue;
+      }
       const had = this.servers.get(x.server_id);
       if (had && had.version > v) continue;
       if (had) {
@@ -277,7 +289,8 @@ export class PlacementCache {
     c.on('end', onLost);
     c.on('notification', (n) => {
       const kind = n.payload?.slice(0, 2);
-      if (n.channel === PLACEMENT_CHANNEL && (kind === 'p:' || kind === 'd:') && Number(n.payload!.slice(2)) > this.seen) void this.sync().catch(() => {});
+      if (n.channel === PLACEMENT_CHANNEL && (kind === 'p:' || kind === 'd:' || kind === 'k:') && Number(n.payload!.slice(2)) > this.seen)
+        void this.sync().catch(() => {});
     });
     try {
       await c.connect();

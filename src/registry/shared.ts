@@ -232,18 +232,21 @@ export class RegistryShared {
   async recordKey(k: Omit<ServerKey, 'host'>): Promise<void> {
     await this.pool.query(
       `INSERT INTO server_keys (server_id, fingerprint, public_key, host) VALUES ($1, $2, $3, $4)
-       ON CONFLICT (server_id) DO UPDATE SET fingerprint = $2, public_key = $3, host = $4, recorded_at = now()`,
+       ON CONFLICT (server_id) DO UPDATE SET fingerprint = $2, public_key = $3, host = $4, recorded_at = now()
+       WHERE (server_keys.fingerprint, server_keys.public_key, server_keys.host) IS DISTINCT FROM ($2, $3, $4)`,
       [k.serverId, k.fingerprint, k.publicKey, this.host],
     );
   }
 
-  /** Records many keys in one statement (a host's start: servers placed before keys were shared). */
+  /** Records many keys in one statement (a host's start: servers placed before keys were shared);
+   *  a key recorded unchanged writes nothing (every write is a version every host catches up). */
   async recordKeys(keys: readonly Omit<ServerKey, 'host'>[]): Promise<void> {
     if (!keys.length) return;
     await this.pool.query(
       `INSERT INTO server_keys (server_id, fingerprint, public_key, host)
        SELECT s, f, k, $4 FROM unnest($1::text[], $2::text[], $3::text[]) AS x(s, f, k)
-       ON CONFLICT (server_id) DO UPDATE SET fingerprint = EXCLUDED.fingerprint, public_key = EXCLUDED.public_key, host = EXCLUDED.host`,
+       ON CONFLICT (server_id) DO UPDATE SET fingerprint = EXCLUDED.fingerprint, public_key = EXCLUDED.public_key, host = EXCLUDED.host
+       WHERE (server_keys.fingerprint, server_keys.public_key, server_keys.host) IS DISTINCT FROM (EXCLUDED.fingerprint, EXCLUDED.public_key, EXCLUDED.host)`,
       [keys.map((k) => k.serverId), keys.map((k) => k.fingerprint), keys.map((k) => k.publicKey), this.host],
     );
   }
@@ -252,7 +255,8 @@ export class RegistryShared {
     await this.pool.query('DELETE FROM server_keys WHERE server_id = $1', [serverId]);
   }
 
-  /** The servers whose key has this fingerprint (SHA256, base64 without padding), from any host. */
+  /** The servers whose key has this fingerprint (SHA256, base64 without padding), from any host:
+   *  a read of the registry (logins use the placement cache's copy, `placements.keys`). */
   async byFingerprint(fingerprint: string): Promise<ServerKey[]> {
     const r = await this.pool.query<{ server_id: string; fingerprint: string; public_key: string; host: string }>(
       'SELECT * FROM server_keys WHERE fingerprint = $1 ORDER BY server_id',

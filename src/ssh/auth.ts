@@ -6,13 +6,17 @@
 // its failure budget still logs in with a valid key (strangers behind the same NAT must not lock
 // its users out); only its other attempts end the connection at once: another method or a bad
 // signature. A key no server of this host has may name a server of another host (cluster mode:
-// the registry's shared keys, `elsewhere`): the same proof is checked against that key, and the
-// outcome names the server id for the caller to reach on its owner.
+// the registry's shared keys, which every host keeps in memory: `elsewhere`): the same proof is
+// checked against that key, and the outcome names the server id for the caller to reach on its
+// owner. A key known nowhere is unknown without asking the registry; only to cover a key recorded
+// a moment ago (its notification not in yet) does a miss cost one catch-up read, within a budget
+// per source and for the host (`misses`), so a stranger's fresh keys cost bounded reads.
 
 import { timingSafeEqual } from 'node:crypto';
 import ssh2 from 'ssh2';
 import type { AuthContext } from 'ssh2';
 import type { Logger } from '../log/index.js';
+import type { MissBudget } from '../misses.js';
 import type { ServerRecord } from '../store/index.js';
 import { fingerprintOfBlob, publicKeyBlob } from './keys.js';
 import type { AuthLimiter } from './ratelimit.js';
@@ -21,14 +25,23 @@ export interface ServerLookup {
   byKeyFingerprint(fp: string): ServerRecord | undefined;
 }
 
+type KeyOf = { serverId: string; publicKey: string };
+
 /** Servers of other hosts whose public key has this fingerprint (the registry's shared keys). */
-export type KeysElsewhere = (fingerprint: string) => Promise<readonly { serverId: string; publicKey: string }[]>;
+export interface KeysElsewhere {
+  /** From memory (the placement cache's copy of the registry's keys). */
+  known(fingerprint: string): readonly KeyOf[];
+  /** The same after one catch-up read of the registry. */
+  fresh(fingerprint: string): Promise<readonly KeyOf[]>;
+}
 
 export interface AuthDeps {
   servers: ServerLookup;
   limiter: AuthLimiter;
   log: Logger;
   elsewhere?: KeysElsewhere;
+  /** The reads of the registry a key known nowhere may cause (with `elsewhere`). */
+  misses?: MissBudget;
 }
 
 export type AuthOutcome =
@@ -66,13 +79,21 @@ export function authenticate(ctx: AuthContext, ip: string, deps: AuthDeps): Auth
   const fp = fingerprintOfBlob(ctx.key.data);
   const server = deps.servers.byKeyFingerprint(fp);
   if (server) return prove(ctx, server.sshPublicKey, refuse, { ok: true, server });
-  if (!deps.elsewhere) return refuse('unknown key', true);
-  return deps.elsewhere(fp).then(
+  const elsewhere = deps.elsewhere;
+  if (!elsewhere) return refuse('unknown key', true);
+  const data = ctx.key.data;
+  const match = (keys: readonly KeyOf[]) =>
+    keys.find((x) => {
+      const blob = publicKeyBlob(x.publicKey);
+      return blob !== null && sameBytes(blob, data);
+    });
+  const known = match(elsewhere.known(fp));
+  if (known) return prove(ctx, known.publicKey, refuse, { ok: true, remote: known.serverId });
+  if (deps.misses && !deps.misses.allow(fp, ip)) return refuse('unknown key', true);
+  return elsewhere.fresh(fp).then(
     (keys) => {
-      const k = keys.find((x) => {
-        const blob = publicKeyBlob(x.publicKey);
-        return blob !== null && sameBytes(blob, ctx.key.data);
-      });
+      const k = match(keys);
+      if (!k) deps.misses?.unknown(fp);
       return k ? prove(ctx, k.publicKey, refuse, { ok: true, remote: k.serverId }) : refuse('unknown key', true);
     },
     (e: unknown) => {

@@ -4,9 +4,11 @@
 // ssh2, limits failed logins per address, authenticates by key (the key names the server), wakes
 // the server at login and hands channels to the session and forward handlers, at most
 // `maxChannels` open per connection. In cluster mode a key of a server another host runs (the
-// registry's shared keys) is checked the same way and the connection relayed to that host over
-// the channel (relay.ts); the other way, a channel stream another host opened for a login it
-// checked is taken as an authenticated connection to the server it names (acceptForwarded).
+// registry's shared keys, kept in memory by the placement cache; a miss costs a catch-up read
+// within a budget per source: auth.ts) is checked the same way and the connection relayed to
+// that host over the channel (relay.ts); the other way, a channel stream another host opened for
+// a login it checked is taken as an authenticated connection to the server it names
+// (acceptForwarded).
 // stop() closes the listener and every connection, which kills what they run.
 
 import { createServer, type AddressInfo, type Server as NetServer, type Socket } from 'node:net';
@@ -28,6 +30,7 @@ import { Relay } from './relay.js';
 import { serveSession } from './session.js';
 import { createTarget, type Target } from './target.js';
 import { metrics } from '../metrics/index.js';
+import { MissBudget } from '../misses.js';
 
 export interface SshOptions {
   host: string;
@@ -54,7 +57,7 @@ export interface SshDeps {
 
 /** Cluster mode: servers of other hosts, reached through the host-to-host channel (relay.ts). */
 export interface Elsewhere {
-  /** The servers of other hosts whose key has this fingerprint (the registry's shared keys). */
+  /** The servers of other hosts whose key has this fingerprint (the registry's shared keys, kept in memory). */
   keys: KeysElsewhere;
   /** A stream to the owner's SSH server, authenticated for `serverId`; throws an AppError when there is none. */
   open(serverId: string, client: { ip: string; port: number }): Promise<Duplex>;
@@ -82,6 +85,8 @@ export class SshServer {
   private readonly admission: Admission;
   private readonly commands: CommandSlots;
   private readonly offConnection = new Budget(Number.MAX_SAFE_INTEGER);
+  /** Registry reads for keys known nowhere (a key recorded on another host a moment ago): bounded per source. */
+  readonly misses = new MissBudget();
   hostKeys: HostKey[] = [];
 
   constructor(private readonly deps: SshDeps) {
@@ -232,15 +237,7 @@ export class SshServer {
     };
 
     let hungUp = false;
-    const lookups = new Map<string, ReturnType<KeysElsewhere>>();
     const elsewhere = this.elsewhere;
-    const keys: KeysElsewhere | undefined =
-      elsewhere &&
-      ((fp) => {
-        let p = lookups.get(fp); // a key is asked about, then signed with: one registry query
-        if (!p) lookups.set(fp, (p = elsewhere.keys(fp)));
-        return p;
-      });
     const decide = (r: AuthOutcome, accept: () => void) => {
       if (r.ok === true) {
         if ('remote' in r) remote = r.remote;
@@ -266,7 +263,7 @@ export class SshServer {
         server = ctx.method === 'none' && ctx.username === 'root' ? this.deps.servers.get(forwardedFor) : undefined;
         return server ? ctx.accept() : ctx.reject();
       }
-      const r = authenticate(ctx, ip, { servers: this.deps.servers, limiter: this.limiter, log, elsewhere: keys });
+      const r = authenticate(ctx, ip, { servers: this.deps.servers, limiter: this.limiter, log, elsewhere: elsewhere?.keys, misses: this.misses });
       if (r instanceof Promise) void r.then((x) => (hungUp ? x.ok === true && ctx.reject() : decide(x, () => ctx.accept())));
       else decide(r, () => ctx.accept());
     });
