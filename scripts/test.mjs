@@ -66,6 +66,8 @@ const UNIT = [
   'test/registry/placements.test.ts',
   'test/registry/shared.test.ts',
   'test/registry/moved.test.ts',
+  'test/registry/strangers.test.ts',
+  'test/registry/keymap.test.ts',
   'test/foundation/edge-lifecycle.test.ts',
   'test/hosting/phone.test.ts',
   'test/proxy/exchange-errors.test.ts',

@@ -3,7 +3,12 @@
 // (before Host routing and the HTTPS redirect) and serves the key authorization as text/plain.
 // In cluster mode the CA may reach any host behind the shared name, so a token is also written to
 // the registry before the CA is told to validate, and a token this host does not hold is looked up
-// there (a promise: the edge answers when it settles; an unknown token goes on to the site).
+// there (a promise: the edge answers when it settles; an unknown token goes on to the site) —
+// within a budget of reads per source and for the host (`misses`), so a stranger spraying random
+// tokens costs bounded reads. No negative cache: a stranger's random tokens never repeat, and an
+// "unknown" kept for a token could hide it once its order writes it.
+
+import { MissBudget } from '../misses.js';
 
 const PREFIX = '/.well-known/acme-challenge/';
 
@@ -16,6 +21,8 @@ export interface SharedChallenges {
 
 export class Http01Responder {
   private readonly tokens = new Map<string, string>();
+  /** Registry reads for tokens this host does not hold (cluster mode). */
+  readonly misses = new MissBudget();
 
   constructor(private readonly shared?: SharedChallenges) {}
 
@@ -34,14 +41,15 @@ export class Http01Responder {
     return this.tokens.size;
   }
 
-  /** The body for a request path: a string when this host holds the token, a promise when
-   *  another host may (cluster mode), undefined when it is not a challenge path. */
-  answer(path: string | undefined): string | Promise<string | undefined> | undefined {
+  /** The body for a request path from `ip`: a string when this host holds the token, a promise
+   *  when another host may (cluster mode, within the budget of `ip`), undefined when it is not a
+   *  challenge path or the budget is spent. */
+  answer(path: string | undefined, ip: string): string | Promise<string | undefined> | undefined {
     if (!path?.startsWith(PREFIX)) return undefined;
     const token = path.slice(PREFIX.length).split('?')[0];
     if (!/^[A-Za-z0-9_-]{1,256}$/.test(token)) return undefined;
     const here = this.tokens.get(token);
-    if (here !== undefined || !this.shared) return here;
+    if (here !== undefined || !this.shared || !this.misses.allow(token, ip)) return here;
     return this.shared.challenge(token).catch(() => undefined);
   }
 }

@@ -20,7 +20,7 @@ export interface EdgePartDeps {
   cfg: Readonly<Config>;
   log: Logger;
   tls: TlsManager;
-  acme: { http01: { answer(path: string | undefined): string | Promise<string | undefined> | undefined } };
+  acme: { http01: { answer(path: string | undefined, ip: string): string | Promise<string | undefined> | undefined } };
   hosting: { handle: HttpApp['handle']; upgrade: NonNullable<EdgeApps['hosting']['upgrade']>; core: { domains: { slugOf: Aliases } } };
   verify: EdgeApps['verify'];
   proxy: EdgeApps['proxy'];
@@ -34,7 +34,7 @@ export async function startEdge(d: EdgePartDeps): Promise<Edge> {
     http: d.cfg.http,
     https: d.cfg.https,
     tls: d.tls,
-    acmeChallenge: (path) => d.acme.http01.answer(path),
+    acmeChallenge: (path, ip) => d.acme.http01.answer(path, ip),
     log: d.log,
     aliases: d.aliases ?? d.hosting.core.domains.slugOf,
     apps: { hosting: { handle: (req, res, info) => d.hosting.handle(req, res, info), upgrade: d.hosting.upgrade }, verify: d.verify, proxy: d.proxy },

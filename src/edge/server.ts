@@ -67,8 +67,8 @@ export interface EdgeOptions {
   };
   https: { host: string; port: number; maxStreamResets?: number; streamResetWindow?: number };
   tls: TlsManager;
-  /** ACME HTTP-01: the key authorization for a /.well-known/acme-challenge/<token> path, served on the plain listener before Host routing and the redirect. */
-  acmeChallenge?: (path: string | undefined) => string | Promise<string | undefined> | undefined;
+  /** ACME HTTP-01: the key authorization for a /.well-known/acme-challenge/<token> path, served on the plain listener before Host routing and the redirect; `ip` is the client's (cluster mode bounds the registry reads per source). */
+  acmeChallenge?: (path: string | undefined, ip: string) => string | Promise<string | undefined> | undefined;
   apps: EdgeApps;
   /** Servers' own domains, served as their <slug>.{domain}. */
   aliases?: Aliases;
@@ -261,7 +261,7 @@ export class Edge {
     req.on('error', noop);
     res.on('error', noop);
     const [info, refused] = this.info(req, scheme);
-    const challenge = scheme === 'http' && req.method === 'GET' ? this.opts.acmeChallenge?.(req.url) : undefined;
+    const challenge = scheme === 'http' && req.method === 'GET' ? this.opts.acmeChallenge?.(req.url, info.ip) : undefined;
     if (typeof challenge === 'string') return answerChallenge(res, challenge);
     // cluster mode: another host may hold the token; an unknown one goes on to the site
     if (challenge) return void challenge.then((ka) => (ka === undefined ? this.handle(req, res, scheme, info, refused, seen) : answerChallenge(res, ka)));
