@@ -2,11 +2,13 @@
 // plain HTTP listener asks `answer(path)` for every /.well-known/acme-challenge/<token> request
 // (before Host routing and the HTTPS redirect) and serves the key authorization as text/plain.
 // In cluster mode the CA may reach any host behind the shared name, so a token is also written to
-// the registry before the CA is told to validate, and a token this host does not hold is looked up
-// there (a promise: the edge answers when it settles; an unknown token goes on to the site) —
-// within a budget of reads per source and for the host (`misses`), so a stranger spraying random
-// tokens costs bounded reads. No negative cache: a stranger's random tokens never repeat, and an
-// "unknown" kept for a token could hide it once its order writes it.
+// the registry before the CA is told to validate; every host keeps the registry's tokens in memory
+// (`known`: the placement cache follows them), and one it does not know yet (written a moment ago,
+// its notification not in) is looked up in the registry (a promise: the edge answers when it
+// settles; an unknown token goes on to the site) — within a budget of reads per source and for
+// the host (`misses`), so a stranger spraying random tokens costs bounded reads while the CA's
+// requests are answered from memory. No negative cache: a stranger's random tokens never repeat,
+// and an "unknown" kept for a token could hide it once its order writes it.
 
 import { MissBudget } from '../misses.js';
 
@@ -24,7 +26,11 @@ export class Http01Responder {
   /** Registry reads for tokens this host does not hold (cluster mode). */
   readonly misses = new MissBudget();
 
-  constructor(private readonly shared?: SharedChallenges) {}
+  constructor(
+    private readonly shared?: SharedChallenges,
+    /** Registry mode: the tokens every host's orders wrote, as this host knows them now. */
+    private readonly known?: { get(token: string): string | undefined },
+  ) {}
 
   /** Holds a token; in cluster mode resolves once every host can answer it. */
   async set(token: string, keyAuthorization: string): Promise<void> {
@@ -48,7 +54,7 @@ export class Http01Responder {
     if (!path?.startsWith(PREFIX)) return undefined;
     const token = path.slice(PREFIX.length).split('?')[0];
     if (!/^[A-Za-z0-9_-]{1,256}$/.test(token)) return undefined;
-    const here = this.tokens.get(token);
+    const here = this.tokens.get(token) ?? this.known?.get(token);
     if (here !== undefined || !this.shared || !this.misses.allow(token, ip)) return here;
     return this.shared.challenge(token).catch(() => undefined);
   }

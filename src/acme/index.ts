@@ -16,7 +16,7 @@
 // issue() throws a plain Error whose message is the CA's or the DNS publisher's reason (fit for a
 // domain's `failed` state; it names no host path); it never retries — the caller paces attempts.
 // Names are matched by SNI exactly, then as `*.parent`; an unknown name gets the default
-// certificate and never starts an order. `acme.http01.answer(path)` is what the edge's plain
+// certificate and never starts an order. `acme.http01.answer(path, ip)` is what the edge's plain
 // listener serves at /.well-known/acme-challenge/<token>.
 //
 // The host's own certificate ({domain} + *.{domain}, DNS-01 through RFC 2136 or the exec hook)
@@ -94,6 +94,8 @@ export interface AcmeDeps {
   log: Logger;
   /** Registry mode: certificates ordered once for the cluster and served by every host. */
   shared?: SharedCertificates;
+  /** Registry mode: the HTTP-01 answers every host's orders wrote (the placement cache's copy). */
+  challenges?: { get(token: string): string | undefined };
   /** Poll interval for other hosts' certificates (default SHARED_POLL_MS). */
   pollMs?: number;
 }
@@ -148,7 +150,7 @@ function publisher(d: AcmeDeps): DnsPublisher | undefined {
 
 export function createAcme(d: AcmeDeps): Acme {
   const s = d.settings;
-  const http01 = new Http01Responder(d.shared);
+  const http01 = new Http01Responder(d.shared, d.challenges);
   const log = d.log.child({ part: 'acme' });
   const dir = join(d.dataDir, 'acme');
   let orderSettings: OrderSettings | undefined;
@@ -284,8 +286,11 @@ export function startAcme(d: {
   tls: CertificateSink;
   run: RunCommand;
   log: Logger;
-  /** Registry mode; `placements.domains` tells when a custom domain of any host changed. */
-  registry?: { shared: SharedCertificates; placements?: { domains: { watch(fn: () => void): void } } };
+  /** Registry mode; `placements.domains` tells when a custom domain of any host changed, `placements.challenges` holds every host's HTTP-01 answers. */
+  registry?: {
+    shared: SharedCertificates;
+    placements?: { domains: { watch(fn: () => void): void }; challenges?: { get(token: string): string | undefined } };
+  };
 }): Acme {
   const acme = createAcme({
     domain: d.cfg.domain,
@@ -296,6 +301,7 @@ export function startAcme(d: {
     run: d.run,
     log: d.log,
     shared: d.registry?.shared,
+    challenges: d.registry?.placements?.challenges,
   });
   acme.start();
   // a domain of another host became active (its certificate was stored before) or was detached:

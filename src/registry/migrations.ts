@@ -7,7 +7,7 @@
 import { AppError } from '../errors.js';
 import { ACCOUNTS_SQL } from './accounts.js';
 import { DOMAINS_SQL } from './domainmap.js';
-import { KEYS_SQL } from './keymap.js';
+import { SHARED_MAPS_SQL } from './sharedmaps.js';
 import { LEDGER_SQL } from './ledger.js';
 import { PLACEMENTS_SQL } from './placements-sql.js';
 import { SHARED_SQL } from './shared.js';
@@ -112,8 +112,8 @@ export const MIGRATIONS: readonly Migration[] = [
   {
     version: 12,
     about:
-      "server key versions: every server's SSH key recorded, changed or removed numbered with the placements, removals kept as tombstones, each change notified",
-    sql: KEYS_SQL,
+      "server key and HTTP-01 answer versions: every server's SSH key and every order's challenge token written or removed numbered with the placements, removals kept as tombstones, each change notified",
+    sql: SHARED_MAPS_SQL,
   },
 ];
 

@@ -10,13 +10,14 @@
 // owner checks the epoch and answers "not here", then the edge calls `fresh()`. The same catch-up
 // keeps the cluster's custom domains (`domains`, domainmap.ts): every host knows every active
 // domain → server, so its edge routes any of them without asking the registry; and the servers'
-// SSH public keys (`keys`, keymap.ts), so a login with a key this host does not run is answered
-// from memory.
+// SSH public keys and the HTTP-01 answers of the orders under way (`keys`, `challenges`:
+// sharedmaps.ts), so a login with a key this host does not run, or the CA asking this host for a
+// token another host wrote, is answered from memory.
 
 import pg from 'pg';
 import type { Logger } from '../log/index.js';
 import { DomainMap, DOMAINS_CATCH_UP } from './domainmap.js';
-import { KeyMap, KEYS_CATCH_UP } from './keymap.js';
+import { ChallengeMap, KeyMap, SHARED_MAPS_CATCH_UP } from './sharedmaps.js';
 import { PLACEMENT_CHANNEL } from './placements-sql.js';
 import type { RegistryPool } from './pool.js';
 
@@ -48,8 +49,9 @@ export interface PlacementCacheOptions {
 
 interface Row {
   /** p placement, t its tombstone, d custom domain (slug = domain, host = state), x its tombstone,
-   *  k a server's SSH key (slug = fingerprint, public_ip = key line), y its tombstone */
-  kind: 'p' | 't' | 'd' | 'x' | 'k' | 'y';
+   *  k a server's SSH key (slug = fingerprint, public_ip = key line), y its tombstone,
+   *  c an HTTP-01 answer (server_id = token, slug = key authorization, epoch = expiry ms), z its tombstone */
+  kind: 'p' | 't' | 'd' | 'x' | 'k' | 'y' | 'c' | 'z';
   server_id: string;
   slug: string | null;
   host: string | null;
@@ -64,8 +66,11 @@ const CATCH_UP = `
   UNION ALL
   SELECT 't', key, NULL, NULL, NULL, NULL, NULL, version FROM placement_tombstones WHERE kind = 'p' AND version > $1
   UNION ALL${DOMAINS_CATCH_UP}
-  UNION ALL${KEYS_CATCH_UP}
+  UNION ALL${SHARED_MAPS_CATCH_UP}
   ORDER BY version`;
+
+/** The notifications a catch-up follows: placements, custom domains, SSH keys, HTTP-01 answers. */
+const FOLLOWED = new Set(['p:', 'd:', 'k:', 'c:']);
 
 interface HostSeen extends Omit<HostView, 'up'> {
   leftMs: number;
@@ -92,6 +97,8 @@ export class PlacementCache {
   readonly domains = new DomainMap();
   /** The cluster's servers' SSH public keys, filled by the same catch-up. */
   readonly keys = new KeyMap();
+  /** The HTTP-01 answers every host's orders wrote, filled by the same catch-up. */
+  readonly challenges = new ChallengeMap();
 
   constructor(
     private readonly pool: RegistryPool,
@@ -218,8 +225,10 @@ export class PlacementCache {
         if (v > this.seen) this.seen = v;
         continue;
       }
-      if (x.kind === 'k' || x.kind === 'y') {
-        this.keys.apply(x.server_id, x.kind === 'k' ? { fingerprint: x.slug!, host: x.host!, publicKey: x.public_ip! } : undefined, v);
+      if (x.kind === 'k' || x.kind === 'y' || x.kind === 'c' || x.kind === 'z') {
+        if (x.kind === 'k' || x.kind === 'y')
+          this.keys.apply(x.server_id, x.kind === 'k' ? { fingerprint: x.slug!, host: x.host!, publicKey: x.public_ip! } : undefined, v);
+        else this.challenges.apply(x.server_id, x.kind === 'c' ? { keyAuthorization: x.slug!, expiresAt: Number(x.epoch) } : undefined, v);
         if (v > this.seen) this.seen = v;
         continue;
       }
@@ -289,8 +298,7 @@ export class PlacementCache {
     c.on('end', onLost);
     c.on('notification', (n) => {
       const kind = n.payload?.slice(0, 2);
-      if (n.channel === PLACEMENT_CHANNEL && (kind === 'p:' || kind === 'd:' || kind === 'k:') && Number(n.payload!.slice(2)) > this.seen)
-        void this.sync().catch(() => {});
+      if (n.channel === PLACEMENT_CHANNEL && kind && FOLLOWED.has(kind) && Number(n.payload!.slice(2)) > this.seen) void this.sync().catch(() => {});
     });
     try {
       await c.connect();

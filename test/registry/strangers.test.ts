@@ -6,7 +6,8 @@
 //     stay bounded; the real key of A's server still logs in through B (relayed to A), one
 //     created on A a moment before is reached through B at once, and once deleted it is refused;
 //   - HTTP-01 tokens B does not hold, sprayed from one address: bounded registry reads, while a
-//     token A's order holds is answered by B to another address.
+//     token A's order holds is answered by B to another address; sprayed from many addresses, the
+//     reads stay within the host's budget and the CA still gets A's token from B (from memory).
 process.env.ROOTBOX_TEST_RUNTIME ??= 'process';
 import ssh2 from 'ssh2';
 import { test } from 'uvu';
@@ -20,6 +21,9 @@ import { api, startTwoHosts, type TwoHosts } from './fixtures/twohosts.js';
 /** Registry reads one source may cause at once, then per second (src/misses.ts). */
 const SOURCE_BURST = 8;
 const SOURCE_RATE = 4;
+/** The same for every source together. */
+const HOST_BURST = 50;
+const HOST_RATE = 20;
 
 let hosts: TwoHosts;
 let a: TestDaemon;
@@ -143,6 +147,48 @@ test('HTTP-01 tokens B does not hold, sprayed from one address, cost bounded reg
   try {
     const r = await send(b.http, 'shop.example.net', 'GET', `/.well-known/acme-challenge/${token}`, { from: '127.0.0.23' });
     assert.is(r.status, 200);
+    assert.is(r.text, `${token}.thumbprint`);
+  } finally {
+    await a.daemon.acme.http01.delete(token);
+  }
+});
+
+test('HTTP-01 tokens sprayed from many addresses cost at most the host’s budget of reads; a token A holds is still answered by B meanwhile', async () => {
+  const token = `held${Date.now().toString(36)}`;
+  await a.daemon.acme.http01.set(token, `${token}.thumbprint`);
+  try {
+    const asked = new Set<string>();
+    const seen = observe(b);
+    const t0 = performance.now();
+    let spraying = true;
+    // 20 addresses at once, round after round, until the CA's request below is answered
+    const sprayer = (async () => {
+      for (let i = 0; spraying; i++)
+        await Promise.all(
+          Array.from({ length: 20 }, async (_, j) => {
+            const t = `wide${i}x${j}x${Date.now().toString(36)}`;
+            asked.add(t);
+            const r = await send(b.http, 'shop.example.net', 'GET', `/.well-known/acme-challenge/${t}`, { from: `127.0.1.${j + 1}` });
+            assert.is.not(r.status, 200);
+          }),
+        );
+    })();
+    let r;
+    try {
+      await until('the host’s budget spent', () => asked.size >= 2 * HOST_BURST + 20, 10_000, 1);
+      // the CA, from an address of its own, during the spray
+      r = await send(b.http, 'shop.example.net', 'GET', `/.well-known/acme-challenge/${token}`, { from: '127.0.0.24' });
+    } finally {
+      spraying = false;
+      await sprayer;
+      seen.stop();
+    }
+    const secs = (performance.now() - t0) / 1000;
+    const reads = seen.seen.filter((q) => q.params.some((p) => typeof p === 'string' && asked.has(p))).length;
+    const bound = HOST_BURST + Math.ceil(secs * HOST_RATE);
+    console.log(`    ${asked.size} unknown tokens from 20 addresses in ${secs.toFixed(2)} s: ${reads} registry reads on B (bound ${bound})`);
+    assert.ok(reads <= bound, `${reads} registry reads for ${asked.size} tokens in ${secs.toFixed(2)} s`);
+    assert.is(r.status, 200, 'the token A holds is answered by B during the spray');
     assert.is(r.text, `${token}.thumbprint`);
   } finally {
     await a.daemon.acme.http01.delete(token);

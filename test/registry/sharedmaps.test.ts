@@ -1,8 +1,9 @@
-// The servers' SSH keys every host keeps (schema 12) against a real PostgreSQL: a key another host
-// records is in this host's cache without asking, by fingerprint, with its server and host; a key
-// re-recorded unchanged (a host's start) writes no new version; a removal takes it out
-// (tombstone); changes made while the LISTEN connection was killed (pg_terminate_backend) are
-// caught up once it is back; and a cache started later loads every key whole.
+// The servers' SSH keys and the HTTP-01 answers every host keeps (schema 12) against a real
+// PostgreSQL: a key another host records is in this host's cache without asking, by fingerprint,
+// with its server and host; a key re-recorded unchanged (a host's start) writes no new version; a
+// removal takes it out (tombstone); changes made while the LISTEN connection was killed
+// (pg_terminate_backend) are caught up once it is back; a cache started later loads every key
+// whole; a token another host's order writes is known here until it is dropped or expires.
 process.env.ROOTBOX_TEST_RUNTIME ??= 'process';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -79,6 +80,19 @@ test('changes made while the LISTEN connection was killed are caught up when it 
     [kept, fresh, old].map((k) => later.keys.byFingerprint(k.fingerprint).map((x) => x.serverId)),
     [[kept.serverId], [fresh.serverId], []],
   );
+});
+
+test('an HTTP-01 token another host writes is known here without asking; expired, it is not answered; dropped, it is gone', async () => {
+  const [t1, t2] = [`tok1${Date.now().toString(36)}`, `tok2${Date.now().toString(36)}`];
+  await shared.putChallenge(t1, `${t1}.thumb`);
+  await shared.putChallenge(t2, `${t2}.thumb`);
+  await until('the tokens are known', () => here.challenges.get(t1) && here.challenges.get(t2), 5000, 1);
+  assert.is(here.challenges.get(t1), `${t1}.thumb`);
+  await pg.sql(`UPDATE acme_challenges SET expires_at = now() - interval '1 second' WHERE token = '${t2}'`);
+  await until('the expiry is seen', () => here.challenges.get(t2) === undefined, 5000, 1);
+  assert.is(here.challenges.get(t1), `${t1}.thumb`);
+  await shared.dropChallenge(t1); // drops the expired one too
+  await until('both gone', () => here.challenges.size === 0, 5000, 1);
 });
 
 test.run();
