@@ -10,7 +10,7 @@
 
 import type { ClientHttp2Session, ClientHttp2Stream, IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http2';
 import type { Duplex } from 'node:stream';
-import { connectionTokens, HttpDate, REQUEST_DROP, responseHead } from '../h1/index.js';
+import { connectionNamed, HttpDate, REQUEST_DROP, responseHead } from '../h1/index.js';
 import type { LaneExchange, LaneOutcome, LaneRequest, RequestInfo } from '../http/index.js';
 import type { PlacementView } from './lookup.js';
 import { CANCEL } from './peers.js';
@@ -22,12 +22,11 @@ const date = new HttpDate();
 
 /** The lane head as the channel's headers: hop-by-hop, spoofable and our own names dropped, ours added. */
 function headersOf(r: LaneRequest, info: RequestInfo, p: PlacementView): OutgoingHttpHeaders {
-  let named: string[] | undefined;
-  for (let i = 0; i < r.raw.length; i += 2) if (r.raw[i].length === 10 && r.raw[i].toLowerCase() === 'connection') named = connectionTokens(r.raw[i + 1]);
+  const named = connectionNamed(r.raw);
   const out: OutgoingHttpHeaders = {};
   for (let i = 0; i < r.raw.length; i += 2) {
     const name = r.raw[i].toLowerCase();
-    if (REQUEST_DROP.has(name) || name.startsWith(PREFIX) || name === 'upgrade' || (named && named.includes(name))) continue;
+    if (REQUEST_DROP.has(name) || name.startsWith(PREFIX) || (named && named.includes(name))) continue;
     const had = out[name];
     out[name] =
       had === undefined ? r.raw[i + 1] : name === 'cookie' ? `${had as string}; ${r.raw[i + 1]}` : [...([] as string[]).concat(had as string), r.raw[i + 1]];
@@ -72,6 +71,8 @@ export function laneForward(
   info: RequestInfo,
   p: PlacementView,
   done: (o: LaneOutcome) => void,
+  /** The owner said "not here" (told before the replay: the full path then asks the registry first). */
+  notHere?: () => void,
 ): LaneExchange | false {
   let stream: ClientHttp2Stream;
   try {
@@ -94,7 +95,10 @@ export function laneForward(
   };
   stream.on('response', (h) => {
     status = Number(h[':status']);
-    if (status === NOT_HERE) return finish({ kind: 'replay' });
+    if (status === NOT_HERE) {
+      notHere?.();
+      return finish({ kind: 'replay' });
+    }
     if (h[H.raw] === '1') return void (raw = true);
     const { pairs, rid } = answerPairs(h);
     const a = responseHead(status, pairs, {

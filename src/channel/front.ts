@@ -83,11 +83,7 @@ export class ClusterFront implements HttpApp, UpgradeApp {
         const sent = raw && rawForward(raw, this.d.peers.date, r, sock, info, p, told, turnedAway);
         if (sent) return sent;
         const session = this.d.peers.openNow(p.host, host.advertise);
-        const replay = (o: Parameters<typeof done>[0]) => {
-          if (o.kind === 'replay' && !o.failure) turnedAway();
-          told(o);
-        };
-        return session ? laneForward(session, r, sock, info, p, replay) : false;
+        return session ? laneForward(session, r, sock, info, p, told, turnedAway) : false;
       };
   }
 

@@ -35,10 +35,7 @@ export function requestHead(method: string, target: string, host: string, raw: s
  * says (lowercase).
  */
 export function passedFields(raw: string[], drop?: (lower: string) => boolean): string {
-  let named: string[] | undefined;
-  for (let i = 0; i < raw.length; i += 2) {
-    if (raw[i].length === 10 && raw[i].toLowerCase() === 'connection') named = [...(named ?? []), ...connectionTokens(raw[i + 1])];
-  }
+  const named = connectionNamed(raw);
   let out = '';
   for (let i = 0; i < raw.length; i += 2) {
     const name = raw[i];
@@ -48,6 +45,15 @@ export function passedFields(raw: string[], drop?: (lower: string) => boolean): 
     out += `${name}: ${raw[i + 1]}${CRLF}`;
   }
   return out;
+}
+
+/** The names every Connection header of a head (node's raw pairs) lists, lowercase; undefined when there is none. */
+export function connectionNamed(raw: string[]): string[] | undefined {
+  let named: string[] | undefined;
+  for (let i = 0; i < raw.length; i += 2) {
+    if (raw[i].length === 10 && raw[i].toLowerCase() === 'connection') named = [...(named ?? []), ...connectionTokens(raw[i + 1])];
+  }
+  return named;
 }
 
 /** A whole answer in one buffer: its head, its body (the parts, in order), framed as chunked when `chunked`. */

@@ -5,4 +5,4 @@
 export { HOP, connectionTokens } from './grammar.js';
 export { readHead, readRequest, MAX_REQUEST_HEAD, type RequestHead, type RequestRead } from './request.js';
 export { ResponseReader, UpstreamProtocolError, type ReaderEvents, type ResponseHead } from './response.js';
-export { HttpDate, REQUEST_DROP, SPOOFABLE, passedFields, requestHead, responseHead, wholeAnswer, type AnswerHead } from './head.js';
+export { HttpDate, REQUEST_DROP, SPOOFABLE, connectionNamed, passedFields, requestHead, responseHead, wholeAnswer, type AnswerHead } from './head.js';

@@ -362,26 +362,31 @@ test("a failure on A's lane comes back with its stream: B answers it with A's er
   assert.is(relayed.length, count, 'on the raw lane');
 });
 
-test('fields every Connection header of a lane request names stay on B: hop-by-hop, whichever header names them', async () => {
+test('fields every Connection header of a lane request names stay on B, on the raw lane and over the HTTP/2 session: hop-by-hop, whichever header names them', async () => {
   await get('/warm6');
   const count = relayed.length;
-  const sock = netConnect(edgePort, '127.0.0.1');
-  try {
-    sock.write(
-      `GET /named HTTP/1.1\r\nhost: raw.${DOMAIN}\r\nconnection: x-first\r\nconnection: x-second, close\r\nx-first: 1\r\nx-second: 2\r\nx-kept: 3\r\n\r\n`,
-    );
-    let got = '';
-    sock.setEncoding('latin1');
-    sock.on('data', (d: string) => (got += d));
-    await until('the answer', () => got.includes('hello /named'), 5000);
-  } finally {
-    sock.destroy();
+  const raw = peersB.raw.bind(peersB);
+  for (const lane of ['raw', 'session']) {
+    if (lane === 'session') peersB.raw = () => undefined;
+    const sock = netConnect(edgePort, '127.0.0.1');
+    try {
+      sock.write(
+        `GET /named HTTP/1.1\r\nhost: raw.${DOMAIN}\r\nconnection: x-first\r\nconnection: x-second, close\r\nx-first: 1\r\nx-second: 2\r\nx-kept: 3\r\n\r\n`,
+      );
+      let got = '';
+      sock.setEncoding('latin1');
+      sock.on('data', (d: string) => (got += d));
+      await until('the answer', () => got.includes('hello /named'), 5000);
+    } finally {
+      sock.destroy();
+      peersB.raw = raw;
+    }
+    const h = seen[seen.length - 1];
+    assert.is(h['x-kept'], '3', lane);
+    assert.is(h['x-first'], undefined, `${lane}: named by the first Connection header`);
+    assert.is(h['x-second'], undefined, `${lane}: named by the second`);
   }
-  const h = seen[seen.length - 1];
-  assert.is(h['x-kept'], '3');
-  assert.is(h['x-first'], undefined, 'named by the first Connection header');
-  assert.is(h['x-second'], undefined, 'named by the second');
-  assert.is(relayed.length, count, 'on the raw lane');
+  assert.is(relayed.length, count, 'no new raw connection');
 });
 
 /** Sends `frames` to A's channel as a raw lane connection with `cert`; what A answered on stream 1, or why it refused. */
