@@ -93,6 +93,7 @@ const UNIT = [
   'test/hosting/ratelimit-doc.test.ts',
   'test/hosting/capacity.test.ts',
   'test/registry/fence.test.ts',
+  'test/registry/resume.test.ts',
 ];
 
 /** The API contract suites: run twice, on a single box and then against a daemon in registry

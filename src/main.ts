@@ -5,7 +5,7 @@
 // Each part is built by its module's start function from the daemon's record; the function's
 // parameter type says which parts it reads, and each is listed after those. Start order: store (its stats flushed every 2 s) → payments → tls → acme (stored certificates installed, the host's own
 // ordered or renewed in the background) → lxcfs (the servers' /proc view, before any boot)
-// → runtime → oom (OOM kills told to the server's user) → flows (connections dropped by servers'
+// → runtime (cluster mode: every start of a server asks the registry's wake fence) → oom (OOM kills told to the server's user) → flows (connections dropped by servers'
 // bounds: the metric and their rootbox.log) → presence (idle tracker) → billing (built;
 // settled recharges credited) → proxy → ports (exposed TCP) → ssh → hosting (registers itself as
 // billing's tier keeper, reopens ports, applies tiers) → metering (billing's loop) → verify (the API)
@@ -39,6 +39,7 @@ import {
   type FlowWatch,
   type ReconcileReport,
   type Runtime,
+  type StartGuard,
 } from './runtime/index.js';
 import { generateServerKeyPair, startSsh, type SshServer } from './ssh/index.js';
 import { openStore, type Store } from './store/index.js';
@@ -71,10 +72,17 @@ export interface Daemon<R extends Runtime = ContainerRuntime> {
 }
 
 /** Builds the runtime once the store is open. The daemon's own makes runc containers
- *  (createRuntime); tests that need no container give a runtime of plain processes. */
-export type RuntimeMaker<R extends Runtime> = (cfg: Readonly<Config>, store: Store, log: Logger) => Promise<{ runtime: R; reconciled?: ReconcileReport }>;
+ *  (createRuntime); tests that need no container give a runtime of plain processes. `mayStart`:
+ *  the start guard every start of an existing server awaits (cluster mode: the registry's wake
+ *  fence; absent on a single box). */
+export type RuntimeMaker<R extends Runtime> = (
+  cfg: Readonly<Config>,
+  store: Store,
+  log: Logger,
+  mayStart?: StartGuard,
+) => Promise<{ runtime: R; reconciled?: ReconcileReport }>;
 
-const containers: RuntimeMaker<ContainerRuntime> = (cfg, store, log) => createRuntime(cfg, store.runtime, log);
+const containers: RuntimeMaker<ContainerRuntime> = (cfg, store, log, mayStart) => createRuntime(cfg, store.runtime, log, mayStart);
 
 /** The daemon's record as its parts fill it: each part reads the ones before it. */
 type Parts<R extends Runtime> = { -readonly [K in keyof Daemon<R>]: Daemon<R>[K] } & {
@@ -120,7 +128,8 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
     part(
       'runtime',
       async (d) => {
-        const { runtime, reconciled } = await makeRuntime(cfg, d.store, log);
+        const fence = d.registry?.fence; // cluster mode: no start of a server placed elsewhere or deleted
+        const { runtime, reconciled } = await makeRuntime(cfg, d.store, log, fence && ((id) => fence.check(id)));
         if (reconciled) log.info('reconciled servers with runc', { ...reconciled });
         return runtime;
       },

@@ -3,10 +3,11 @@
 // single box and one in registry mode on a real PostgreSQL (test/helpers: servers are plain
 // processes, so the start itself is cheap and the fence's share shows), each with one server that
 // is stopped and woken in turn (each first every other round, same count): the wake p50 of each
-// and their ratio; then the fence alone (presence.mayStart through the daemon's registry pool):
+// and their ratio; then the fence alone (registry.fence.check, the runtime's start guard, through
+// the daemon's registry pool):
 // right after a stop, where a wake makes it (the host busy with the stop and the other daemon's
-// start), and back to back; and the read it makes (one placement by primary key among
-// `--placements` rows) from a pool of its own.
+// start), and back to back; and the read it makes (one placement and its tombstone by primary
+// key among `--placements` rows) from a pool of its own.
 //   ROOTBOX_TEST_RUNTIME=process node --import tsx bench/wake/fence.ts [--wakes 200] [--placements 1000]
 process.env.ROOTBOX_TEST_RUNTIME ??= 'process';
 import { migrate, RegistryNames, RegistryPool } from '../../src/registry/index.js';
@@ -53,7 +54,7 @@ try {
       await daemon.runtime.stop(ids[k]);
       if (k === 1) {
         const tf = performance.now();
-        await daemon.presence.mayStart(ids[k]);
+        await daemon.registry!.fence.check(ids[k]);
         atWake.push(performance.now() - tf);
       }
       const t0 = performance.now();
@@ -63,14 +64,14 @@ try {
   const fenced: number[] = [];
   for (let i = 0; i < 2000; i++) {
     const t0 = performance.now();
-    await daemons[1].daemon.presence.mayStart(ids[1]);
+    await daemons[1].daemon.registry!.fence.check(ids[1]);
     fenced.push(performance.now() - t0);
   }
   const reads: number[] = [];
   const here = new RegistryNames(pool, 'bench-host');
   for (let i = 0; i < 2000; i++) {
     const t0 = performance.now();
-    await here.placement(ids[1]);
+    await here.fenceOf(ids[1]);
     reads.push(performance.now() - t0);
   }
   row('wake, single box', fmt(wakes[0]));
@@ -78,7 +79,7 @@ try {
   row('ratio registry / single box (p50)', (pct(wakes[1], 50) / pct(wakes[0], 50)).toFixed(2));
   row('fence right after a stop (as in a wake)', fmt(atWake));
   row('fence in the daemon, back to back', fmt(fenced));
-  row('fence read alone (placement by id)', fmt(reads));
+  row('fence read alone (placement, tombstone by id)', fmt(reads));
 } finally {
   for (const d of daemons) await d.stop();
   await pool.end();

@@ -1,8 +1,11 @@
 // Running out and coming back: an account whose grant part is used up and whose balance is
 // not positive is marked exhausted; `suspendAfter` later its servers are suspended (stopped,
 // `suspended: true`). Credit or a verified phone clears it and the servers start again, except
-// those an operator suspended, which stay suspended until the operator resumes them.
+// those an operator suspended, which stay suspended until the operator resumes them. In cluster
+// mode a server the registry moved to another host or deleted meanwhile is not started: the
+// runtime's start refuses it (its start guard, the registry's wake fence), and the refusal is logged.
 
+import { isAppError } from '../errors.js';
 import type { Logger } from '../log/index.js';
 import type { Runtime } from '../runtime/index.js';
 import type { AccountRecord, Store } from '../store/index.js';
@@ -44,7 +47,9 @@ export async function enforce(d: EnforceDeps, now: number): Promise<void> {
         for (const s of servers) {
           if (s.flag === OPERATOR_SUSPENDED) continue; // the operator's suspension outlasts billing's
           d.store.servers.update(s.id, () => ({ suspended: false }));
-          await d.runtime.start(s.id).catch((e) => d.log.warn('unsuspend: start failed', { id: s.id, err: (e as Error).message }));
+          await d.runtime
+            .start(s.id)
+            .catch((e) => d.log.warn('unsuspend: start failed', { id: s.id, code: isAppError(e) ? e.code : undefined, err: (e as Error).message }));
         }
         d.log.info('account back in good standing; servers resumed', { account: account.id });
       }

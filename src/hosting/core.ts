@@ -138,7 +138,6 @@ export function buildCore(d: HostingDeps): HostingCore {
     domainsOf: (id) => domains.activeOf(id),
     names: d.names,
     forgetAccount: shared && ((id) => book.forget(id)),
-    mayStart: async (id) => d.presence.mayStart?.(id),
     publicIp: d.cfg.publicIp,
     flowBounds: d.cfg.runtime.egress,
   });
@@ -210,8 +209,8 @@ async function reconcileNames(d: HostingDeps, all: Servers): Promise<void> {
     if (r.conflicts.length) d.log.error('servers whose subdomain another host holds in the registry', { slugs: r.conflicts });
     if (r.elsewhere.length) {
       d.log.error('servers this host has that the registry places on another host: left there, not placed here, not run here', { servers: r.elsewhere });
-      // fencing: one left running (by the previous daemon, or booted by the runtime's reconcile)
-      // is stopped, its disk kept; a later wake is refused by the fence (presence)
+      // fencing: one left running by the previous daemon is stopped, its disk kept; the runtime
+      // never starts it (its start guard: the registry's wake fence, main.ts)
       for (const id of r.elsewhere)
         if (d.runtime.get(id)?.state === 'running')
           await d.runtime.stop(id).catch((err) => d.log.error('could not stop a server placed on another host', { server: id, err }));

@@ -62,8 +62,6 @@ export interface ServerDeps {
   names?: SharedNames;
   /** Registry mode: the registry forgets an account a failed create made (pending.ts). */
   forgetAccount?(accountId: string): Promise<void>;
-  /** Resolves when this host may start the server (registry mode: its placement names this host). */
-  mayStart?(serverId: string): Promise<void>;
   /** This host's public address (its servers' placement names it). */
   publicIp: string;
   /** Bounds on a server's outbound connections by tier (runtime.egress); absent: the runtime's default. */
@@ -231,7 +229,6 @@ export class Servers {
 
   async restart(rec: ServerRecord): Promise<void> {
     if (rec.suspended) throw AppError.of('suspended', 'this server is suspended until credit is added');
-    await this.d.mayStart?.(rec.id);
     await this.d.runtime.stop(rec.id);
     await this.d.runtime.start(rec.id);
   }

@@ -48,9 +48,6 @@ export interface IdleOptions {
   floorSettle?: number;
   log: Logger;
   now?: () => number;
-  /** Registry mode: resolves when this host may start the server, throws (server_moved) when the
-   *  registry places it elsewhere (fence.ts); called before every start, not before a thaw. */
-  fence?(id: string): Promise<void>;
 }
 
 interface Doze {
@@ -131,7 +128,6 @@ export class IdleTracker implements Presence, PresenceState {
       if (!srv) throw AppError.of('server_not_found', `server ${id} does not exist`);
       if (srv.state === 'running') return;
       if (srv.state === 'creating') throw AppError.of('server_creating', 'the server is still being created', { retryAfter: 2 });
-      await this.mayStart(id);
       const started = this.now();
       this.starts++;
       await this.opts.runtime.start(id).catch((err: unknown) => {
@@ -146,11 +142,6 @@ export class IdleTracker implements Presence, PresenceState {
     });
     this.waking.set(id, p);
     return p;
-  }
-
-  /** Resolves when this host may start the server's container (the registry's fence, if any). */
-  async mayStart(id: string): Promise<void> {
-    await this.opts.fence?.(id);
   }
 
   private async thaw(id: string): Promise<void> {

@@ -3,7 +3,6 @@
 
 import type { Config } from '../config/index.js';
 import type { Logger } from '../log/index.js';
-import { WakeFence, type PlacementSource } from './fence.js';
 import { IdleTracker, type IdleOptions } from './idle.js';
 import { TcpExposer, type TcpExposerDeps } from './tcp.js';
 
@@ -12,16 +11,8 @@ interface Servers {
   servers: { get(id: string): { neverSleep?: boolean; suspended?: boolean } | undefined };
 }
 
-/** `registry`: set in cluster mode; every start is then fenced by the server's placement. */
-export function startPresence(d: {
-  cfg: Readonly<Pick<Config, 'proxy'>>;
-  store: Servers;
-  runtime: IdleOptions['runtime'];
-  log: Logger;
-  registry?: PlacementSource;
-}): IdleTracker {
+export function startPresence(d: { cfg: Readonly<Pick<Config, 'proxy'>>; store: Servers; runtime: IdleOptions['runtime']; log: Logger }): IdleTracker {
   const p = d.cfg.proxy;
-  const fence = d.registry && new WakeFence(d.registry, d.log.child({ part: 'fence' }));
   const presence = new IdleTracker({
     runtime: d.runtime,
     neverSleep: (id) => d.store.servers.get(id)?.neverSleep ?? false,
@@ -30,7 +21,6 @@ export function startPresence(d: {
     memoryFloor: p.dozeMemoryFloor,
     checkInterval: p.idleCheckInterval,
     log: d.log.child({ part: 'presence' }),
-    fence: fence && ((id) => fence.check(id)),
   });
   presence.start();
   return presence;

@@ -5,7 +5,8 @@
 import type { ServerState } from '../runtime/index.js';
 
 export interface Presence {
-  /** Starts the server if it sleeps, thaws it if it dozes; concurrent callers share one. */
+  /** Starts the server if it sleeps, thaws it if it dozes; concurrent callers share one. A start
+   *  the runtime's start guard refuses (cluster mode: server_moved) rejects with its error. */
   wake(id: string): Promise<void>;
   /** Marks the server busy until the returned release function is called (open connections). */
   hold(id: string): () => void;
@@ -16,9 +17,6 @@ export interface Presence {
   connection(id: string, sent?: () => number): () => void;
   /** Records activity now (a request, a keystroke, a byte on a connection); thaws a dozing server. */
   touch(id: string): void;
-  /** Resolves when this host may start the server's container; throws server_moved when the
-   *  cluster registry places it on another host (registry mode; always resolves on a single box). */
-  mayStart?(id: string): Promise<void>;
 }
 
 /** The state a server truly has now (the runtime's record cannot show `waking`). */

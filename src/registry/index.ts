@@ -13,6 +13,7 @@ import { RegistryAccounts } from './accounts.js';
 import { RegistryLedger } from './ledger.js';
 import { RegistryCa } from './ca.js';
 import { RegistryNames } from './names.js';
+import { WakeFence } from './fence.js';
 import { RegistryPayments } from './payments.js';
 import { PlacementCache } from './placements.js';
 import { RegistryPool } from './pool.js';
@@ -24,6 +25,7 @@ export { HostDirectory, type HostFacts, type HostRow } from './hosts.js';
 export { registryChecks, type RegistryCheck } from './doctor.js';
 export { registryFacts, clusterPlacements, clockSkew, type RegistryFacts, type PlacementRow } from './report.js';
 export { RegistryNames, type Placement } from './names.js';
+export { WakeFence, type FenceAnswer, type PlacementSource } from './fence.js';
 export { RegistryPayments } from './payments.js';
 export { PlacementCache, type PlacementView, type HostView, type PlacementCacheOptions } from './placements.js';
 export { PLACEMENT_CHANNEL } from './placements-sql.js';
@@ -53,6 +55,8 @@ export class Registry {
   readonly placements: PlacementCache;
   readonly accounts: RegistryAccounts;
   readonly shared: RegistryShared;
+  /** The wake fence: every start of a server on this host asks it first (main.ts gives it to the runtime). */
+  readonly fence: WakeFence;
   private timer?: NodeJS.Timeout;
   private checked = false;
   private reachable = true;
@@ -77,6 +81,7 @@ export class Registry {
     );
     this.accounts = new RegistryAccounts(this.pool, o.host);
     this.shared = new RegistryShared(this.pool, o.host);
+    this.fence = new WakeFence(o.host, this.names, log.child({ part: 'fence' }));
   }
 
   private facts(): HostFacts {

@@ -52,6 +52,20 @@ export class RegistryNames {
     return x && { serverId: x.server_id, host: x.host, epoch: Number(x.epoch), accountId: x.account_id, slug: x.slug, publicIp: x.public_ip };
   }
 
+  /** What the wake fence reads (fence.ts), in one round trip: the server's host and epoch, or
+   *  `deleted` when only its placement's tombstone is left, or undefined when neither is known. */
+  async fenceOf(serverId: string): Promise<{ host: string; epoch: number } | 'deleted' | undefined> {
+    const r = await this.pool.query<{ host: string | null; epoch: string | null; deleted: boolean }>(
+      `SELECT p.host, p.epoch, t.key IS NOT NULL AS deleted FROM (SELECT $1::text AS id) x
+       LEFT JOIN placements p ON p.server_id = x.id
+       LEFT JOIN placement_tombstones t ON t.kind = 'p' AND t.key = x.id`,
+      [serverId],
+    );
+    const x = r.rows[0];
+    if (x?.host != null) return { host: x.host, epoch: Number(x.epoch) };
+    return x?.deleted ? 'deleted' : undefined;
+  }
+
   /** Removes a deleted server's placement and slug in one transaction. */
   async remove(serverId: string): Promise<void> {
     await this.pool.tx(async (c) => {

@@ -8,6 +8,7 @@ import type { Config } from '../config/index.js';
 import { AppError } from '../errors.js';
 import type { Logger } from '../log/index.js';
 import type { RuntimeStore } from '../store/index.js';
+import type { StartGuard } from './types.js';
 import { mountDevices } from './devices.js';
 import { ensureExecWrapper } from './execwrap.js';
 import { helperPath } from './helper.js';
@@ -27,9 +28,10 @@ export interface CreatedRuntime {
 
 /**
  * Prepares the host and returns the runtime. Throws `image_missing` when the base image of the
- * current recipe has not been built (`rootbox image build`).
+ * current recipe has not been built (`rootbox image build`). `mayStart`: the start guard asked
+ * before every start of an existing server, the reconcile's included (cluster mode: the wake fence).
  */
-export async function createRuntime(cfg: RuntimeSettings, store: RuntimeStore, log: Logger): Promise<CreatedRuntime> {
+export async function createRuntime(cfg: RuntimeSettings, store: RuntimeStore, log: Logger, mayStart?: StartGuard): Promise<CreatedRuntime> {
   const img = imageOptions(cfg);
   const image = findImage(img);
   if (!image)
@@ -37,7 +39,7 @@ export async function createRuntime(cfg: RuntimeSettings, store: RuntimeStore, l
   assertTraversable(cfg.dataDir, img.imageDir);
   const lock = await lockHost(hostClaims(cfg));
   try {
-    return await prepare(cfg, store, log, image, lock);
+    return await prepare(cfg, store, log, image, lock, mayStart);
   } catch (e) {
     await lock.release();
     throw e;
@@ -50,6 +52,7 @@ async function prepare(
   log: Logger,
   image: NonNullable<ReturnType<typeof findImage>>,
   lock: HostLock,
+  mayStart: StartGuard | undefined,
 ): Promise<CreatedRuntime> {
   lock.onLost(() => log.error('the host-name lock helper ended while the daemon runs: another daemon may now take these names', { names: lock.names }));
   ContainerRuntime.openPath(cfg.dataDir);
@@ -67,6 +70,7 @@ async function prepare(
     initDir,
     execWrapper,
     hostLock: lock,
+    mayStart,
   });
   await runtime.net.setup();
   const reconciled = cfg.runtime.reconcile === 'on' ? await reconcile(runtime) : undefined;

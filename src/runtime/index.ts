@@ -3,6 +3,7 @@ export type {
   NetBounds,
   Runtime,
   RuntimeServer,
+  StartGuard,
   ServerSpec,
   ServerState,
   ServerStats,

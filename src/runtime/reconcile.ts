@@ -13,7 +13,9 @@
 //     when its bundle is unchanged, else deleted and the server parked again; one of a server that
 //     should run is started (its parked start);
 //   - a known server whose container is gone or stopped (host reboot, crash) gets its disk and
-//     overlay mounted again, its counter and connection bounds re-added, and is started when it should be running;
+//     overlay mounted again, its counter and connection bounds re-added, and is started when it should be running
+//     and the start guard lets it (cluster mode's wake fence: not one the registry moved to
+//     another host or deleted while this host was down: `fenced`);
 //     otherwise it stays asleep with its rootfs mounted (the proxy serves /root/www from it);
 //   - nft elements, counters and veths of addresses no record holds are removed.
 
@@ -34,12 +36,14 @@ export interface ReconcileReport {
   orphans: string[];
   /** Pending records (uncommitted creates, unfinished deletes) torn down. */
   removed: string[];
+  /** Servers that should run but the start guard refused (left asleep). */
+  fenced: string[];
   failed: string[];
 }
 
 export async function reconcile(rt: ContainerRuntime): Promise<ReconcileReport> {
   const { store, log, helper, dataDir } = rt.deps;
-  const report: ReconcileReport = { adopted: [], started: [], sleeping: [], orphans: [], removed: [], failed: [] };
+  const report: ReconcileReport = { adopted: [], started: [], sleeping: [], orphans: [], removed: [], fenced: [], failed: [] };
   const ended = await endLeftovers(dataDir, dirname(helper));
   if (ended.length) log.warn('reconcile: ended commands a previous daemon left running', { commands: ended });
   for (const rec of store.all().filter((r) => r.pending !== undefined)) {
@@ -85,7 +89,7 @@ export async function reconcile(rt: ContainerRuntime): Promise<ReconcileReport> 
           settle(cgroupPath(rec.id)); // a freeze cut short by the crash: running, not half frozen
           rt.view(rec, 'running', applied);
           report.adopted.push(rec.id);
-        } else if (rec.desired === 'running') {
+        } else if (rec.desired === 'running' && (await mayStart(rt, rec.id, report))) {
           if (status.get(rec.id) === 'created' && !sameBundle) await rt.halt(rec, 0); // parked from another bundle
           rt.view(rec, 'waking', applied);
           await rt.boot(rec);
@@ -122,7 +126,21 @@ export async function reconcile(rt: ContainerRuntime): Promise<ReconcileReport> 
     sleeping: report.sleeping.length,
     orphans: report.orphans.length,
     removed: report.removed.length,
+    fenced: report.fenced.length,
     failed: report.failed.length,
   });
   return report;
+}
+
+/** Whether the start guard lets a server that should run start now; a refusal is logged and the
+ *  server counted as fenced (it is then left asleep like any other). */
+async function mayStart(rt: ContainerRuntime, id: string, report: ReconcileReport): Promise<boolean> {
+  try {
+    await rt.deps.mayStart?.(id);
+    return true;
+  } catch (err) {
+    report.fenced.push(id);
+    rt.deps.log.warn('reconcile: a server that should run is left asleep: its start was refused', { server: id, err });
+    return false;
+  }
 }

@@ -7,7 +7,8 @@
 // (hostname, memory limit) and the disk image's size — read back when a runtime starts anew.
 // Split out: parking of sleeping servers (a `created` container kept for a fast wake) park.ts,
 // the start path start.ts, the halt halt.ts, the admission allocate.ts, what a server was given
-// (bundle, disk size, image) serverfiles.ts, exec execrun.ts, doze freezer.ts.
+// (bundle, disk size, image) serverfiles.ts, exec execrun.ts, doze freezer.ts. Every start of an
+// existing server asks the start guard first (deps.mayStart: cluster mode's wake fence).
 
 import { chmodSync, mkdirSync, statSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
@@ -31,7 +32,19 @@ import { haltContainer } from './halt.js';
 import { allocateRecord, checkLimits } from './allocate.js';
 import { lowerOf, readApplied, writeBundle, writeNet, type Applied } from './serverfiles.js';
 import { execIn, execPtyIn } from './execrun.js';
-import type { ExecOptions, NetBounds, PipeProcess, PtyOptions, PtyProcess, Runtime, RuntimeServer, ServerSpec, ServerState, ServerStats } from './types.js';
+import type {
+  ExecOptions,
+  NetBounds,
+  PipeProcess,
+  PtyOptions,
+  PtyProcess,
+  Runtime,
+  RuntimeServer,
+  ServerSpec,
+  ServerState,
+  ServerStats,
+  StartGuard,
+} from './types.js';
 
 export interface RuntimeDeps {
   dataDir: string;
@@ -50,6 +63,8 @@ export interface RuntimeDeps {
   execWrapper?: string;
   /** The host-name locks this runtime's daemon holds (locks.ts), let go by close(). */
   hostLock?: HostLock;
+  /** Asked before every start of an existing server (cluster mode: the wake fence); absent: every start may go. */
+  mayStart?: StartGuard;
 }
 
 export class ContainerRuntime implements Runtime {
@@ -237,11 +252,14 @@ export class ContainerRuntime implements Runtime {
     });
   }
 
+  /** The one start of an existing server (wake, restart, resume, a network repair): the start
+   *  guard is asked first; its refusal leaves the server as it is. */
   start(id: string): Promise<void> {
     return this.serial(id, async () => {
       const rec = this.record(id);
       const desire = () => void this.deps.store.setDesired(id, 'running');
       if (this.servers.get(id)?.state === 'running' && (await this.runc.state(id))?.status === 'running') return desire();
+      await this.deps.mayStart?.(id);
       this.view(rec, 'waking');
       try {
         await this.boot(rec, desire);

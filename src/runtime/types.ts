@@ -93,6 +93,12 @@ export interface PtyProcess {
   kill(signal?: NodeJS.Signals): void;
 }
 
+/** Resolves when this host may start the server's container, throws an AppError when it may not
+ *  (cluster mode: the registry's wake fence, given by main.ts; absent on a single box). The
+ *  runtime asks it before every start of an existing server: Runtime.start (wake, restart,
+ *  resume), a repair's restart, the boot-time reconcile of a server that should run. */
+export type StartGuard = (serverId: string) => Promise<void>;
+
 export interface Runtime {
   /** Writes the server's runtime record (pending, with its address and uid range) at once, so
    *  the caller writes its own record in the same store transaction (Store.atomically); create()
@@ -101,7 +107,9 @@ export interface Runtime {
   reserve?(spec: ServerSpec): void;
   /** Allocates ids (unless reserved), disk, network identity and bundle, and starts the server. */
   create(spec: ServerSpec): Promise<RuntimeServer>;
-  /** Starts a stopped/sleeping server (wake). Resolves once its init runs. */
+  /** Starts a stopped/sleeping server (wake). Resolves once its init runs. Every start of a
+   *  server that is not running first awaits the runtime's start guard (StartGuard), which may
+   *  refuse it: the server is then left as it was and the guard's error is thrown. */
   start(id: string): Promise<void>;
   /** Stops the container (SIGTERM, grace, SIGKILL); memory freed; disk, mounts and IP kept.
    *  `park: false`: not parked even where runtime.parkOnSleep is on (a stop for the memory floor). */

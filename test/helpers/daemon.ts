@@ -137,8 +137,8 @@ async function startOnce(overrides: Record<string, unknown>, env: NodeJS.Process
     },
   });
   const containers = process.env.ROOTBOX_TEST_RUNTIME !== 'process';
-  const processes: RuntimeMaker<Runtime> = async (c) => ({
-    runtime: new ProcessRuntime({ dir: join(c.dataDir, 'processes'), apps: process.env.ROOTBOX_TEST_PROCESS_APPS === '1' }),
+  const processes: RuntimeMaker<Runtime> = async (c, _store, _log, mayStart) => ({
+    runtime: new ProcessRuntime({ dir: join(c.dataDir, 'processes'), apps: process.env.ROOTBOX_TEST_PROCESS_APPS === '1', mayStart }),
   });
   let daemon: Daemon<Runtime>;
   try {

@@ -19,7 +19,18 @@ import { constants, tmpdir } from 'node:os';
 import { isAbsolute, join, relative } from 'node:path';
 import { createRequire } from 'node:module';
 import { AppError } from '../../src/errors.js';
-import type { ExecOptions, ExitInfo, PipeProcess, PtyOptions, PtyProcess, Runtime, RuntimeServer, ServerSpec, ServerStats } from '../../src/runtime/index.js';
+import type {
+  ExecOptions,
+  ExitInfo,
+  PipeProcess,
+  PtyOptions,
+  PtyProcess,
+  Runtime,
+  RuntimeServer,
+  ServerSpec,
+  ServerStats,
+  StartGuard,
+} from '../../src/runtime/index.js';
 
 export interface ProcServer {
   rec: RuntimeServer;
@@ -88,8 +99,9 @@ export class ProcessRuntime implements Runtime {
 
   /** `dir` holds the directories of created servers (a temp dir when absent). `apps`: a created
    *  server's process serves its app on an address of its own in 127/8, port 80, as a run.sh app
-   *  in a container does (binding port 80 needs root). */
-  constructor(private readonly opts: { dir?: string; apps?: boolean } = {}) {}
+   *  in a container does (binding port 80 needs root). `mayStart`: the start guard every start()
+   *  of a server that is not running awaits first, as the container runtime's (main.ts gives it). */
+  constructor(private readonly opts: { dir?: string; apps?: boolean; mayStart?: StartGuard } = {}) {}
 
   /** Registers a sleeping server whose app will listen on 127.0.0.1:`port` (proxy tests). */
   add(id: string, slug: string, rootfs: string, port: number, opts: { bindDelay?: number } = {}): ProcServer {
@@ -140,7 +152,7 @@ export class ProcessRuntime implements Runtime {
       owned: true,
     };
     this.servers.set(spec.id, s);
-    await this.start(spec.id);
+    await this.spawn(s);
     return { ...s.rec };
   }
 
@@ -156,6 +168,11 @@ export class ProcessRuntime implements Runtime {
   async start(id: string): Promise<void> {
     const s = this.server(id);
     if (s.child) return;
+    await this.opts.mayStart?.(id);
+    await this.spawn(s);
+  }
+
+  private async spawn(s: ProcServer): Promise<void> {
     this.starts++;
     const child = spawn(process.execPath, ['--input-type=module', '-e', APP], {
       cwd: repo,

@@ -2,12 +2,16 @@
 // placement the registry moves to host B (a newer epoch there) is not started by A — not by a
 // command (exec wakes it), nor by a restart: 503 server_moved, the server stays asleep and A logs
 // why. Placed on A again, it wakes. With the registry unreachable, A wakes its own sleeping
-// server from what it has (the fence only refuses on a positive "elsewhere").
+// server from what it has (the fence only refuses on a positive "elsewhere" or "deleted"). Its
+// placement deleted in the registry (a tombstone: deleted while A was away), A does not start it
+// either: 404 server_not_found. The fence is the runtime's start guard, so what is counted is
+// what the runtime started.
 process.env.ROOTBOX_TEST_RUNTIME ??= 'process'; // the fence is the daemon's, not the container's
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { migrate, RegistryPool } from '../../src/registry/index.js';
 import { send } from '../http/contract.js';
+import type { ProcessRuntime } from '../helpers/procruntime.js';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
 
@@ -26,6 +30,8 @@ const api = (d: TestDaemon, method: string, path: string, body?: unknown) =>
   send(d.http, 'api.localhost', method, path, { body, headers: { authorization: `Bearer ${key}` } });
 const exec = () => api(a, 'POST', `/servers/${id}/exec`, { command: 'echo awake' });
 const state = () => a.daemon.runtime.get(id)?.state;
+/** Servers the runtime of A started (processes spawned). */
+const spawned = () => (a.daemon.runtime as ProcessRuntime).starts;
 async function asleep(): Promise<void> {
   await a.daemon.runtime.stop(id);
   assert.is(state(), 'sleeping');
@@ -52,7 +58,7 @@ test.after(async () => {
 test('a sleeping server the registry moved to another host at a newer epoch is not started: 503 server_moved, logged', async () => {
   await asleep();
   await pg.sql(`UPDATE placements SET host = 'host-b', epoch = epoch + 1 WHERE server_id = '${id}'`);
-  const starts = a.daemon.presence.starts;
+  const starts = spawned();
   const r = await exec();
   assert.is(r.status, 503, r.text);
   assert.is(r.json.error, 'server_moved');
@@ -61,7 +67,7 @@ test('a sleeping server the registry moved to another host at a newer epoch is n
   assert.is(restart.status, 503, restart.text);
   assert.is(restart.json.error, 'server_moved');
   assert.is(state(), 'sleeping', 'never started');
-  assert.is(a.daemon.presence.starts, starts);
+  assert.is(spawned(), starts, 'no process started');
   const line = a.logs.find((l) => l.msg === 'not starting a server the registry places on another host');
   assert.ok(line, 'logged');
   assert.is(line!.server, id);
@@ -84,10 +90,26 @@ test('with the registry unreachable, the host wakes its own sleeping server from
     const r = await exec();
     assert.is(r.status, 200, r.text);
     assert.is(state(), 'running');
-    assert.ok(a.logs.some((l) => l.msg === 'placement not read before a wake; waking from what this host has' && l.server === id));
+    assert.ok(a.logs.some((l) => l.msg === 'placement not read before a start; starting from what this host has' && l.server === id));
   } finally {
     await pg.start();
   }
+});
+
+test('a sleeping server whose placement the registry deleted (a tombstone) is not started: 404 server_not_found, logged', async () => {
+  await asleep();
+  await pg.sql(`DELETE FROM placements WHERE server_id = '${id}'`);
+  assert.is(await pg.sql(`SELECT count(*) FROM placement_tombstones WHERE kind = 'p' AND key = '${id}'`), '1');
+  const starts = spawned();
+  const r = await exec();
+  assert.is(r.status, 404, r.text);
+  assert.is(r.json.error, 'server_not_found');
+  const restart = await api(a, 'POST', `/servers/${id}/restart`);
+  assert.is(restart.status, 404, restart.text);
+  assert.is(restart.json.error, 'server_not_found');
+  assert.is(state(), 'sleeping', 'never started');
+  assert.is(spawned(), starts, 'no process started');
+  assert.ok(a.logs.some((l) => l.msg === 'not starting a server the registry deleted' && l.server === id));
 });
 
 test.run();
