@@ -7,7 +7,9 @@
 //     deleted while this host was down or cut off is never resurrected here).
 // The fence only refuses on such a positive answer: a registry that cannot be reached, or that
 // has neither placement nor tombstone for the server (made before this host joined), leaves the
-// host to start its own servers from what it has (registry trouble is survivable).
+// host to start its own servers from what it has (registry trouble is survivable). While this
+// host's heartbeat finds the registry unreachable the fence does not try to read it (a reboot's
+// reconcile, a burst of wakes: no connect timeout waited per start for the same answer).
 
 import { AppError, isAppError } from '../errors.js';
 import type { Logger } from '../log/index.js';
@@ -24,15 +26,21 @@ export class WakeFence {
   /** Starts refused because the registry places the server elsewhere or deleted it (observability and tests). */
   refused = 0;
 
+  /** `reachable`: whether this host's last heartbeat reached the registry (Registry.up). */
   constructor(
     private readonly host: string,
     private readonly names: PlacementSource,
     private readonly log: Logger,
+    private readonly reachable: () => boolean = () => true,
   ) {}
 
   /** Resolves when this host may start `id`; throws 503 server_moved when the registry names
    *  another host, 404 server_not_found when it deleted the server. */
   async check(id: string): Promise<void> {
+    if (!this.reachable()) {
+      this.log.warn('registry unreachable; starting from what this host has, its placement not read', { server: id });
+      return;
+    }
     let placed: FenceAnswer;
     try {
       placed = await this.names.fenceOf(id);

@@ -81,7 +81,7 @@ export class Registry {
     );
     this.accounts = new RegistryAccounts(this.pool, o.host);
     this.shared = new RegistryShared(this.pool, o.host);
-    this.fence = new WakeFence(o.host, this.names, log.child({ part: 'fence' }));
+    this.fence = new WakeFence(o.host, this.names, log.child({ part: 'fence' }), () => this.up);
   }
 
   private facts(): HostFacts {

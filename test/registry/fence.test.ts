@@ -2,7 +2,8 @@
 // placement the registry moves to host B (a newer epoch there) is not started by A — not by a
 // command (exec wakes it), nor by a restart: 503 server_moved, the server stays asleep and A logs
 // why. Placed on A again, it wakes. With the registry unreachable, A wakes its own sleeping
-// server from what it has (the fence only refuses on a positive "elsewhere" or "deleted"). Its
+// server from what it has (the fence only refuses on a positive "elsewhere" or "deleted"), and
+// once its heartbeat found the registry unreachable it does not try to read it for a start. Its
 // placement deleted in the registry (a tombstone: deleted while A was away), A does not start it
 // either: 404 server_not_found. The fence is the runtime's start guard, so what is counted is
 // what the runtime started.
@@ -14,6 +15,7 @@ import { send } from '../http/contract.js';
 import type { ProcessRuntime } from '../helpers/procruntime.js';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
+import { until } from '../helpers/wait.js';
 
 let pg: TestPostgres;
 let a: TestDaemon;
@@ -29,6 +31,9 @@ const opts = (host: string) => ({
 const api = (d: TestDaemon, method: string, path: string, body?: unknown) =>
   send(d.http, 'api.localhost', method, path, { body, headers: { authorization: `Bearer ${key}` } });
 const exec = () => api(a, 'POST', `/servers/${id}/exec`, { command: 'echo awake' });
+/** The start of a log line of a start made without the registry's answer. */
+const STARTED_UNREAD =
+  /^(placement not read before a start; starting from what this host has|registry unreachable; starting from what this host has, its placement not read)$/;
 const state = () => a.daemon.runtime.get(id)?.state;
 /** Servers the runtime of A started (processes spawned). */
 const spawned = () => (a.daemon.runtime as ProcessRuntime).starts;
@@ -86,14 +91,24 @@ test('placed on this host again, the same server wakes', async () => {
 test('with the registry unreachable, the host wakes its own sleeping server from what it has', async () => {
   await asleep();
   await pg.halt();
+  const unread = () => a.logs.filter((l) => l.server === id && STARTED_UNREAD.test(String(l.msg))).map((l) => l.msg);
   try {
+    // at once: the fence's read fails (or the heartbeat found it first)
     const r = await exec();
     assert.is(r.status, 200, r.text);
     assert.is(state(), 'running');
-    assert.ok(a.logs.some((l) => l.msg === 'placement not read before a start; starting from what this host has' && l.server === id));
+    assert.is(unread().length, 1, 'logged');
+    // once the heartbeat found it unreachable, the fence does not try to read it
+    await until("A's heartbeat finds the registry unreachable", () => !a.daemon.registry!.up, 5000);
+    await asleep();
+    const again = await exec();
+    assert.is(again.status, 200, again.text);
+    assert.is(state(), 'running');
+    assert.is(unread()[1], 'registry unreachable; starting from what this host has, its placement not read');
   } finally {
     await pg.start();
   }
+  await until('A reaches the registry again', () => a.daemon.registry!.up, 10_000);
 });
 
 test('a sleeping server whose placement the registry deleted (a tombstone) is not started: 404 server_not_found, logged', async () => {
