@@ -79,7 +79,7 @@ try {
   row('ratio registry / single box (p50)', (pct(wakes[1], 50) / pct(wakes[0], 50)).toFixed(2));
   row('fence right after a stop (as in a wake)', fmt(atWake));
   row('fence in the daemon, back to back', fmt(fenced));
-  row('fence read alone (placement, tombstone by id)', fmt(reads));
+  row('fence read alone (placed: one read by id)', fmt(reads));
 } finally {
   for (const d of daemons) await d.stop();
   await pool.end();

@@ -52,18 +52,14 @@ export class RegistryNames {
     return x && { serverId: x.server_id, host: x.host, epoch: Number(x.epoch), accountId: x.account_id, slug: x.slug, publicIp: x.public_ip };
   }
 
-  /** What the wake fence reads (fence.ts), in one round trip: the server's host and epoch, or
-   *  `deleted` when only its placement's tombstone is left, or undefined when neither is known. */
+  /** What the wake fence reads (fence.ts): the server's host and epoch (one read by primary key,
+   *  as every start makes it), else `deleted` when its placement's tombstone is left (a second
+   *  read, only for a server without a placement), else undefined (the registry knows neither). */
   async fenceOf(serverId: string): Promise<{ host: string; epoch: number } | 'deleted' | undefined> {
-    const r = await this.pool.query<{ host: string | null; epoch: string | null; deleted: boolean }>(
-      `SELECT p.host, p.epoch, t.key IS NOT NULL AS deleted FROM (SELECT $1::text AS id) x
-       LEFT JOIN placements p ON p.server_id = x.id
-       LEFT JOIN placement_tombstones t ON t.kind = 'p' AND t.key = x.id`,
-      [serverId],
-    );
-    const x = r.rows[0];
-    if (x?.host != null) return { host: x.host, epoch: Number(x.epoch) };
-    return x?.deleted ? 'deleted' : undefined;
+    const p = await this.placement(serverId);
+    if (p) return { host: p.host, epoch: p.epoch };
+    const t = await this.pool.query(`SELECT 1 FROM placement_tombstones WHERE kind = 'p' AND key = $1`, [serverId]);
+    return t.rowCount === 1 ? 'deleted' : undefined;
   }
 
   /** Removes a deleted server's placement and slug in one transaction. */
@@ -115,13 +111,14 @@ export class RegistryNames {
     const deleted: string[] = [];
     for (const x of servers) {
       if (here.has(x.id)) continue;
+      const seen = await this.fenceOf(x.id);
       // placed on another host (a newer epoch there): never taken back from it
-      if (await this.placement(x.id)) {
+      if (seen && seen !== 'deleted') {
         elsewhere.push(x.id);
         continue;
       }
       // its placement was deleted (the registry keeps the tombstone): never resurrected
-      if ((await this.pool.query(`SELECT 1 FROM placement_tombstones WHERE kind = 'p' AND key = $1`, [x.id])).rowCount === 1) {
+      if (seen === 'deleted') {
         deleted.push(x.id);
         continue;
       }
