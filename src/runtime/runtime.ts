@@ -32,19 +32,7 @@ import { haltContainer } from './halt.js';
 import { allocateRecord, checkLimits } from './allocate.js';
 import { lowerOf, readApplied, writeBundle, writeNet, type Applied } from './serverfiles.js';
 import { execIn, execPtyIn } from './execrun.js';
-import type {
-  ExecOptions,
-  NetBounds,
-  PipeProcess,
-  PtyOptions,
-  PtyProcess,
-  Runtime,
-  RuntimeServer,
-  ServerSpec,
-  ServerState,
-  ServerStats,
-  StartGuard,
-} from './types.js';
+import type { ExecOptions, NetBounds, PipeProcess, PtyOptions, PtyProcess, Runtime, RuntimeServer, ServerSpec, ServerState, ServerStats } from './types.js';
 
 export interface RuntimeDeps {
   dataDir: string;
@@ -63,8 +51,9 @@ export interface RuntimeDeps {
   execWrapper?: string;
   /** The host-name locks this runtime's daemon holds (locks.ts), let go by close(). */
   hostLock?: HostLock;
-  /** Asked before every start of an existing server (cluster mode: the wake fence); absent: every start may go. */
-  mayStart?: StartGuard;
+  /** The start guard (types.ts StartGuard), asked before every start of an existing server
+   *  (cluster mode: the wake fence); absent: every start may go. */
+  mayStart?: (serverId: string) => Promise<void>;
 }
 
 export class ContainerRuntime implements Runtime {
