@@ -99,7 +99,8 @@ class MuxConn {
   readonly streams = new Map<number, RawStream>();
   readonly out: Outbox;
   ready = false;
-  private nextId = 1;
+  /** The id the next stream gets (they only grow: a sweep that sees it moved saw the connection used). */
+  nextId = 1;
   private readonly reader: FrameReader;
 
   constructor(
@@ -210,6 +211,8 @@ export class RawPool {
   /** No connection is opened before this (ms): the last one could not be. */
   private failedUntil = 0;
   private idleSince = 0;
+  /** The connection's next stream id at the last sweep. */
+  private sweptId = 0;
   private readonly sweeper: NodeJS.Timeout;
 
   constructor(private readonly o: RawPoolOptions) {
@@ -310,8 +313,10 @@ export class RawPool {
   private sweep(now: number): void {
     const c = this.conn;
     if (!c) return;
-    if (c.streams.size > 0) this.idleSince = now;
+    // streams under way, or some began since the last look: in use
+    if (c.streams.size > 0 || c.nextId !== this.sweptId) this.idleSince = now;
     else if (now - this.idleSince >= this.o.idleMs) c.sock.end();
+    this.sweptId = c.nextId;
   }
 
   /**
