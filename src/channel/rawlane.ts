@@ -22,7 +22,8 @@ import type { Duplex } from 'node:stream';
 import { ResponseReader, passedFields, responseHead, wholeAnswer, type HttpDate, type ReaderEvents, type ResponseHead } from '../h1/index.js';
 import type { LaneExchange, LaneOutcome, LaneRequest, RequestInfo } from '../http/index.js';
 import type { PlacementView } from './lookup.js';
-import type { RawPool, RawStream, RawUser, StreamEnd } from './rawpool.js';
+import type { RawStream, RawUser, StreamEnd } from './muxstream.js';
+import type { RawPool } from './rawpool.js';
 import { H, NOT_HERE } from './wire.js';
 
 const CRLF = '\r\n';

@@ -1,7 +1,7 @@
 // The owner's side of the raw lane: a channel connection that chose MUX_ALPN (after the same
 // mutual TLS under the cluster CA as the HTTP/2 session: server.ts) carries many forwarded lane
 // requests at once as muxwire.ts streams (rawpool.ts sends them). Each is given to this host's
-// proxy lane as if its client had come here, with a stream socket of its own (OwnerStream): the
+// proxy lane as if its client had come here, with a socket of its own (ownerstream.ts): the
 // app's answer, HTTP/1.1 as the lane writes it, goes back as DATA frames — the answers of one turn
 // of the event loop in one write — and egress is metered here from the bytes handed to the
 // connection. An answer runs at most STREAM_WINDOW bytes ahead of what the sender's client took
@@ -16,13 +16,13 @@
 // Bounds: a head at most MAX_REQUEST_HEAD, MAX_STREAMS at once per connection, at most
 // `maxPerPeer` connections per peer host, a connection without streams closed after `idleMs`.
 
-import { EventEmitter } from 'node:events';
 import type { Duplex } from 'node:stream';
 import type { TLSSocket } from 'node:tls';
 import type { AppError } from '../errors.js';
 import { readRequest } from '../h1/index.js';
-import type { LaneApp, LaneExchange, LaneOutcome, LaneRequest, RequestInfo } from '../http/index.js';
-import { ANSWERED, CANCEL, CREDIT, CUT, DATA, END, FrameReader, HEAD, MAX_DATA, MAX_STREAMS, Outbox, REPLAY, STREAM_WINDOW } from './muxwire.js';
+import type { LaneApp, LaneExchange, LaneRequest, RequestInfo } from '../http/index.js';
+import { ANSWERED, CANCEL, CREDIT, DATA, END, FrameReader, HEAD, MAX_STREAMS, Outbox, REPLAY } from './muxwire.js';
+import { endPayload, OwnerStream, type StreamConn } from './ownerstream.js';
 import { H, NOT_HERE } from './wire.js';
 
 /** What a forwarded request claims about the server it is for, checked before it is answered. */
@@ -75,7 +75,7 @@ export class RawOwner {
   }
 }
 
-class OwnerConn {
+class OwnerConn implements StreamConn {
   readonly streams = new Map<number, OwnerStream>();
   readonly out: Outbox;
   /** Streams told to wait for the connection's own drain. */
@@ -170,11 +170,7 @@ class OwnerConn {
 
   /** Ends stream `id` on the wire (`failure`: a replay's, for the sender's full path to answer with). */
   end(id: number, kind: number, failure?: AppError): void {
-    const tail = failure && Buffer.from(failureText(failure));
-    const p = Buffer.allocUnsafe(1 + (tail?.length ?? 0));
-    p[0] = kind;
-    tail?.copy(p, 1);
-    this.out.frame(END, id, p);
+    this.out.frame(END, id, endPayload(kind, failure));
   }
 
   forget(s: OwnerStream): void {
@@ -188,128 +184,6 @@ class OwnerConn {
     const all = [...this.streams.values()];
     this.streams.clear();
     for (const s of all) s.cancel();
-  }
-}
-
-/** The socket a forwarded request's answer is written to: its bytes go back on the stream. */
-class OwnerStream extends EventEmitter {
-  exchange: LaneExchange | undefined;
-  over = false;
-  destroyed = false;
-  /** Answer bytes handed on (egress is metered from them, once they left the outbox). */
-  bytesWritten = 0;
-  /** Of those, bytes still in the connection's outbox. */
-  private queued = 0;
-  private closeTold = false;
-  readonly writableCorked = 0;
-  /** Bytes sent beyond the sender's credit. */
-  private ahead = 0;
-  private waiting = false;
-
-  constructor(
-    private readonly conn: OwnerConn,
-    readonly id: number,
-  ) {
-    super();
-  }
-
-  get writableLength(): number {
-    return this.queued;
-  }
-
-  get writable(): boolean {
-    return !this.destroyed;
-  }
-
-  write(chunk: Buffer | string, enc?: BufferEncoding): boolean {
-    if (this.destroyed) return false;
-    let b = typeof chunk === 'string' ? Buffer.from(chunk, enc ?? 'utf8') : chunk;
-    while (b.length > MAX_DATA) {
-      this.put(b.subarray(0, MAX_DATA));
-      b = b.subarray(MAX_DATA);
-    }
-    if (b.length > 0) this.put(b);
-    if (this.ahead < STREAM_WINDOW && !this.conn.crowded()) return true;
-    this.waiting = true;
-    if (this.conn.crowded()) this.conn.blocked.add(this);
-    return false;
-  }
-
-  private put(b: Buffer): void {
-    this.conn.out.frame(DATA, this.id, b);
-    this.bytesWritten += b.length;
-    this.queued += b.length;
-    this.ahead += b.length;
-    this.conn.unflushed.add(this);
-  }
-
-  /** The outbox was written (`sent`), or dropped with its connection: those bytes never left. */
-  flushed(sent: boolean): void {
-    if (!sent) this.bytesWritten -= this.queued;
-    this.queued = 0;
-    if (this.destroyed) this.tellClose();
-  }
-
-  /** 'close' once the last bytes left the outbox (the egress meter reads its count then). */
-  private tellClose(): void {
-    if (this.closeTold || this.queued > 0) return;
-    this.closeTold = true;
-    queueMicrotask(() => this.emit('close'));
-  }
-
-  credit(n: number): void {
-    this.ahead = Math.max(0, this.ahead - n);
-    this.maybeDrain();
-  }
-
-  maybeDrain(): void {
-    if (!this.waiting || this.destroyed || this.ahead >= STREAM_WINDOW || this.conn.crowded()) return;
-    this.waiting = false;
-    this.conn.blocked.delete(this);
-    this.emit('drain');
-  }
-
-  cork(): void {}
-  uncork(): void {}
-
-  /** The lane cut its answer: the sender cuts its client. */
-  destroy(): this {
-    if (this.destroyed) return this;
-    if (!this.over) {
-      this.over = true;
-      this.conn.end(this.id, CUT);
-      this.conn.forget(this);
-    }
-    this.closed();
-    return this;
-  }
-
-  /** The lane is over with this request. */
-  done(o: LaneOutcome): void {
-    if (this.over) return;
-    this.over = true;
-    if (o.kind === 'answered') this.conn.end(this.id, ANSWERED);
-    else if (o.kind === 'replay') this.conn.end(this.id, REPLAY, o.failure);
-    else this.conn.end(this.id, CUT);
-    this.conn.forget(this);
-    this.closed();
-  }
-
-  /** The sender's client left, or the connection went. */
-  cancel(): void {
-    if (this.destroyed) return;
-    const ex = this.exchange;
-    this.over = true;
-    this.conn.forget(this);
-    this.closed();
-    ex?.clientGone();
-  }
-
-  private closed(): void {
-    if (this.destroyed) return;
-    this.destroyed = true;
-    this.exchange = undefined;
-    this.tellClose();
   }
 }
 
@@ -353,13 +227,6 @@ function channelFields(h: { raw: string[]; rid?: string }): { info: RequestInfo 
   }
   const info = { host: site, slug: site.slice(0, site.indexOf('.')), scheme, requestId: h.rid ?? '', ip };
   return { info, claim, raw };
-}
-
-/** A replay's failure for the sender's full path (within an END's bound: the extra fields go first, then the detail is cut). */
-function failureText(f: AppError): string {
-  const whole = { code: f.code, kind: f.kind, detail: f.detail, retryAfter: f.retryAfter, extra: f.extra };
-  const text = JSON.stringify(whole);
-  return Buffer.byteLength(text) <= 7000 ? text : JSON.stringify({ ...whole, extra: undefined, detail: f.detail.slice(0, 1000) });
 }
 
 function noop(): void {}
