@@ -35,7 +35,7 @@ export const clusterSchema = z
       .regex(HOST_PORT, 'must be "host:port"')
       .default('0.0.0.0:7946')
       .describe(
-        "Address of this host's host-to-host channel: HTTP/2 over mutual TLS with certificates from the cluster CA (`rootbox cluster init` makes it), on which the other hosts forward requests for the servers this host runs. Its port is what `advertise` defaults to.",
+        "Address of this host's host-to-host channel: mutual TLS with certificates from the cluster CA (`rootbox cluster init` makes it), carrying HTTP/2 and the raw lane (bodiless GET/HEAD as multiplexed streams, ALPN rootbox-lane/1), on which the other hosts forward requests for the servers this host runs. Its port is what `advertise` defaults to.",
       ),
     forwardConnectTimeout: duration()
       .prefault('2s')
