@@ -196,10 +196,11 @@ async function wrk(url: string, host: string | undefined, warm = true, conns = c
 function run(cmd: string, args: string[]): Promise<string> {
   return new Promise((resolve, reject) => {
     const c = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'inherit'] });
+    running.add(c);
     let out = '';
     c.stdout.on('data', (d) => (out += d));
     c.on('error', reject);
-    c.on('close', () => resolve(out));
+    c.on('close', () => (running.delete(c), resolve(out)));
   });
 }
 
@@ -419,9 +420,23 @@ async function main(): Promise<void> {
   console.log(`rootbox / direct throughput ${(rootbox.rps / direct.rps).toFixed(2)}x   nginx / direct throughput ${(viaNginx.rps / direct.rps).toFixed(2)}x`);
 }
 
+/** The short-lived commands under way (wrk, taskset): ended with the helpers on an interrupt. */
+const running = new Set<ChildProcess>();
+// an interrupt (Ctrl-C, a timeout's SIGTERM) ends the run the way its end does: helpers, nginx, the
+// peers and wrk are told to stop, not left behind on the machine
+for (const sig of ['SIGINT', 'SIGTERM'] as const)
+  process.once(sig, () => {
+    for (const c of running) c.kill('SIGTERM');
+    void cleanUp().then(() => process.exit(130));
+  });
+
 try {
   await main();
 } finally {
+  await cleanUp();
+}
+
+async function cleanUp(): Promise<void> {
   // every helper cleans up after itself (the container one deletes its server): wait for them
   const exited = children.map((c) => (c.exitCode !== null || c.signalCode !== null ? Promise.resolve() : new Promise((r) => c.once('exit', r))));
   for (const c of children) if (c.pid && c.exitCode === null) c.kill('SIGTERM');
