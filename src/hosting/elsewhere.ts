@@ -161,13 +161,14 @@ export class Elsewhere {
     return { status: c.status, headers: c.headers, body: c.json ?? c.body, ...(c.cut ? { cut: true } : {}) } as Reply;
   }
 
-  /** The account's servers on the other hosts, each host's own view of them (a host that does not answer adds none; the
-   *  failure work shows a down host's servers as unavailable). */
-  async others(accountId: string, authorization: string | undefined, info: RequestInfo): Promise<unknown[]> {
+  /** The account's servers on the other hosts, each host's own view of them, and the hosts that gave
+   *  none (down, cut off, too slow: their servers are shown from the placement cache, `unavailable`). */
+  async others(accountId: string, authorization: string | undefined, info: RequestInfo): Promise<{ servers: unknown[]; silent: string[] }> {
     const f = this.f;
-    if (!f || info.forwarded || !authorization) return [];
+    if (!f || info.forwarded || !authorization) return { servers: [], silent: [] };
     // read-your-writes across hosts: a server just made on another host is listed (one catch-up read, cheap when nothing changed)
     await f.refresh().catch(() => {});
+    const silent: string[] = [];
     const lists = await Promise.all(
       f.hostsOf(accountId).map(async (host) => {
         let timer: NodeJS.Timeout | undefined;
@@ -179,10 +180,11 @@ export class Elsewhere {
         // 200, or 402 with the list beside the upgrade envelope
         const servers = (c?.json as { servers?: unknown } | undefined)?.servers;
         if (Array.isArray(servers)) return servers as unknown[];
-        this.log.info('servers of another host not listed', { peer: host, status: c ? c.status : 'no answer in time', rid: info.requestId });
+        this.log.info('servers of another host not listed by it', { peer: host, status: c ? c.status : 'no answer in time', rid: info.requestId });
+        silent.push(host);
         return [];
       }),
     );
-    return lists.flat();
+    return { servers: lists.flat(), silent };
   }
 }

@@ -144,8 +144,8 @@ export function hostingRoutes({ core, deps, service, ipLimit, createLimit, docum
           Promise.all(core.servers.list(ctx.auth).map((s) => core.servers.view(s, ctx.auth))),
           elsewhere.others(ctx.auth.id, ctx.req.headers.authorization, info),
         ]);
-        // those of hosts that are down, from the placement cache (not in a list another host asked for: it adds them itself)
-        const servers = [...here, ...(others as typeof here), ...(ctx.forwarded ? [] : core.unavailable.all(ctx.auth))];
+        // those of hosts that are down or gave no list, from the placement cache (not in a list another host asked for: it adds them itself)
+        const servers = [...here, ...(others.servers as typeof here), ...(ctx.forwarded ? [] : core.unavailable.all(ctx.auth, others.silent))];
         core.assertNotExhausted(ctx.auth, base(ctx), { servers });
         return { status: 200, body: { servers } };
       },

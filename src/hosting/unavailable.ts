@@ -4,7 +4,8 @@
 // any host answers for its servers: GET /servers lists them and GET /servers/{id} shows them with
 // state `unavailable`, from the placement alone (subdomain; nothing else is known here: no
 // exposed ports, no disk figure, the flags at their defaults). A server of a host that is up is
-// that host's to answer for.
+// that host's to answer for; when that host gives no list (cut off, too slow), GET /servers lists
+// its servers the same way rather than leaving them out.
 
 import type { AccountRecord } from '../store/index.js';
 import type { Credits, ExposedPort } from './servers.js';
@@ -54,10 +55,11 @@ export class Unavailable {
     return p && this.down(account, p) ? this.view(p, account) : undefined;
   }
 
-  /** Every server of the account whose host is down. */
-  all(account: AccountRecord): UnavailableServer[] {
+  /** Every server of the account whose host is down, or is one of `silent` (up, but it gave no list: cut off, too slow). */
+  all(account: AccountRecord, silent: readonly string[] = []): UnavailableServer[] {
     const ps = this.d.placements?.ofAccount(account.id) ?? [];
-    return ps.filter((p) => this.down(account, p)).map((p) => this.view(p, account));
+    const unheard = (p: PlacedServer) => silent.includes(p.host) && p.accountId === account.id && !this.d.local(p.serverId);
+    return ps.filter((p) => this.down(account, p) || unheard(p)).map((p) => this.view(p, account));
   }
 
   private down(account: AccountRecord, p: PlacedServer): boolean {

@@ -427,7 +427,7 @@ test("a server made on A a moment ago, before B's cache heard of it, is found by
   }
 });
 
-test("the list does not wait on a host that stopped answering: B's own servers come back, A's part is left out", async () => {
+test("the list does not wait on a host that stopped answering: B's own servers come back, A's from B's placement cache as unavailable", async () => {
   // A's API takes forwarded lists and never answers them (a host frozen or overloaded; its lease still runs)
   const router = c.a.daemon.hosting.router;
   const handle = router.handle;
@@ -438,9 +438,19 @@ test("the list does not wait on a host that stopped answering: B's own servers c
     const deadline = new Promise<never>((_, reject) => setTimeout(() => reject(new Error('the list waited on A for 10 s')), 10_000).unref());
     const list = await Promise.race([viaB('GET', '/servers', { key: srv.api_key }), deadline]);
     assert.is(list.status, 200, list.body.toString());
+    const servers = json(list).servers as { id: string; state: string }[];
+    const placements = c.b.daemon.registry!.placements;
+    const mine = servers.find((x) => x.id === onB.json.id);
+    assert.ok(mine && mine.state !== 'unavailable', JSON.stringify(mine));
+    const hostA = placements.byServer(srv.id)!.host;
+    const onA = placements.ofAccount(placements.byServer(onB.json.id)!.accountId).filter((p) => p.host === hostA);
+    assert.ok(onA.length > 0, 'the account has servers on A');
     assert.equal(
-      (json(list).servers as { id: string }[]).map((x) => x.id),
-      [onB.json.id],
+      servers
+        .filter((x) => x.id !== onB.json.id)
+        .map((x) => [x.id, x.state])
+        .sort(),
+      onA.map((p) => [p.serverId, 'unavailable']).sort(),
     );
   } finally {
     router.handle = handle;

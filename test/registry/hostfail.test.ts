@@ -7,7 +7,8 @@
 // nothing is duplicated (placement, ledger periods, containers). Then an nftables partition
 // between A and B's channel port: requests through A fail within the channel's timeouts (pinged
 // every forwardConnectTimeout, answered within it; a peer that could not be reached fails its
-// requests at once for that long), no placement changes, and once healed B serves through A again.
+// requests at once for that long), A's server list shows B's servers `unavailable` (B gives none),
+// no placement changes, and once healed B serves through A again.
 // Last, a clean stop of B charges its servers up to the stop (the next start opens new periods).
 process.env.ROOTBOX_TEST_RUNTIME ??= 'process'; // A's servers are plain processes (B's are runc containers)
 import { chmodSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -190,7 +191,7 @@ test("kill -9 of B: its servers answer 503 host_unavailable through A within 2 s
   for (let i = 1; i < ps.length; i++) assert.ok(ps[i].from >= ps[i - 1].to, `periods ${i - 1} and ${i} do not overlap`);
 });
 
-test('a partition between A and B: requests through A fail within the channel timeouts, no placement changes, and B serves through A once healed', async () => {
+test("a partition between A and B: requests through A fail within the channel timeouts, A's API lists B's servers unavailable, no placement changes, and B serves through A once healed", async () => {
   await until("A serves B's page over a session", async () => (await get(a, 'hf-kept.localhost')).body === 'kept on B', 10_000);
   const placedBefore = await placements();
   // packets to and from B's channel port dropped on loopback (both directions leave by output)
@@ -218,6 +219,13 @@ test('a partition between A and B: requests through A fail within the channel ti
     }
     assert.ok(Math.max(...next) < CHANNEL_MS / 2, `then ${next.join(', ')} ms`);
     console.log(`partition: first request 503 after ${Math.round(cut.ms)} ms, the next five after ${next.join(', ')} ms`);
+    // A's API lists B's server, from its placement cache, as unavailable: B, up, gives no list
+    const list = await api(a, 'GET', '/servers', { key: kept.api_key });
+    assert.is(list.status, 200, list.text);
+    assert.equal(
+      (list.json as { servers: { id: string; state: string }[] }).servers.map((s) => [s.id, s.state]),
+      [[kept.id, 'unavailable']],
+    );
     // B itself is up: its lease runs, its own edge serves, the registry's placements are as they were
     assert.is((await get(b, 'hf-kept.localhost')).body, 'kept on B');
     assert.ok(bUp(), 'A still sees B up');
