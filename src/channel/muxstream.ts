@@ -1,9 +1,10 @@
 // The sender's side of one raw lane connection (rawpool.ts opens it): its streams (RawStream), each
 // lent to one exchange (rawlane.ts) — the request head sent, the answer's DATA handed over as it
 // comes, credits sent back as the client takes it, a CANCEL when the exchange leaves early — and
-// the frames read off the connection (muxwire.ts). A frame for a stream this side never opened or
-// already ended, a DATA beyond twice the window, or a kind the wire has not drops the connection;
-// every stream on a connection that goes is told so.
+// the frames read off the connection (muxwire.ts). A stream is over here at its END, or at once
+// when its exchange cancels it (what still comes for it is dropped). A frame for a stream this
+// side never opened, a DATA beyond twice the window, or a kind the wire has not drops the
+// connection; every stream on a connection that goes is told so.
 
 import type { TLSSocket } from 'node:tls';
 import { AppError, isErrorCode } from '../errors.js';
@@ -29,14 +30,14 @@ export class RawStream {
   open = true;
 
   constructor(
-    private readonly out: Outbox,
+    private readonly conn: MuxConn,
     readonly id: number,
     public user: RawUser | undefined,
   ) {}
 
   /** Sends the request head. */
   head(text: string): void {
-    this.out.frame(HEAD, this.id, text);
+    this.conn.out.frame(HEAD, this.id, text);
   }
 
   /** `n` bytes of the answer were handed to the client: the owner may send as many more. */
@@ -47,13 +48,16 @@ export class RawStream {
     b.writeUInt32BE(this.uncredited);
     this.inFlight -= this.uncredited;
     this.uncredited = 0;
-    this.out.frame(CREDIT, this.id, b);
+    this.conn.out.frame(CREDIT, this.id, b);
   }
 
-  /** The exchange leaves before the owner ended the stream: the owner is told to stop; what still comes is dropped. */
+  /** The exchange leaves before the owner ended the stream: the owner is told to stop, the stream is
+   *  over here at once (what still comes for it is dropped). */
   cancel(): void {
     this.user = undefined;
-    if (this.open) this.out.frame(CANCEL, this.id);
+    if (!this.open) return;
+    this.conn.out.frame(CANCEL, this.id);
+    this.conn.drop(this);
   }
 
   /** Counts `n` bytes received: false when the owner sent far beyond its window. */
@@ -70,6 +74,8 @@ export class MuxConn {
   /** The id the next stream gets (they only grow: a sweep that sees it moved saw the connection used). */
   nextId = 1;
   private readonly reader: FrameReader;
+  /** Closed once its last stream is over (the pool closed beside a session that ended cleanly). */
+  private closing = false;
 
   constructor(
     readonly sock: TLSSocket,
@@ -84,7 +90,7 @@ export class MuxConn {
   /** A new stream, or undefined when this connection cannot take one. */
   stream(user: RawUser): RawStream | undefined {
     if (!this.usable() || this.streams.size >= MAX_STREAMS) return undefined;
-    const s = new RawStream(this.out, this.nextId, user);
+    const s = new RawStream(this, this.nextId, user);
     this.nextId += 2;
     this.streams.set(s.id, s);
     return s;
@@ -105,18 +111,31 @@ export class MuxConn {
   private frame(type: number, id: number, payload: Buffer): void {
     if (this.sock.destroyed) return; // the rest of a read after the connection was dropped
     const s = this.streams.get(id);
-    if (!s) return void this.sock.destroy(); // a stream never opened, or already over
+    // a stream this side cancelled: what was under way for it is dropped; one never opened is no owner of ours
+    if (!s) return void (id >= this.nextId || id % 2 === 0 ? this.sock.destroy() : undefined);
     if (type === DATA) {
       if (!s.received(payload.length)) return void this.sock.destroy(); // far beyond its credit
       return s.user?.onData(payload);
     }
     if (type !== END) return void this.sock.destroy();
     const how = ended(payload); // throws on a kind the wire has not: the stream is then told with the others that the connection went
-    this.streams.delete(id);
-    s.open = false;
+    this.drop(s);
     const u = s.user;
     s.user = undefined;
     u?.onEnd(how);
+  }
+
+  /** The stream is over here. */
+  drop(s: RawStream): void {
+    this.streams.delete(s.id);
+    s.open = false;
+    if (this.closing && this.streams.size === 0) this.sock.destroy();
+  }
+
+  /** Closes now when no stream is under way, else once the last one is over. */
+  closeWhenIdle(): void {
+    this.closing = true;
+    if (this.streams.size === 0) this.sock.destroy();
   }
 
   private gone(): void {

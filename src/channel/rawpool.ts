@@ -168,13 +168,7 @@ export class RawPool {
     clearInterval(this.sweeper);
     const c = this.conn;
     if (!c) return;
-    if (cut || c.streams.size === 0) return void c.sock.destroy();
-    const check = setInterval(() => {
-      if (c.streams.size === 0 || c.sock.destroyed) {
-        clearInterval(check);
-        c.sock.destroy();
-      }
-    }, 100);
-    check.unref();
+    if (cut) c.sock.destroy();
+    else c.closeWhenIdle();
   }
 }

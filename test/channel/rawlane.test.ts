@@ -43,6 +43,8 @@ let appPort = 0;
 const egress: Record<string, number> = {};
 /** Ends the slow answers under way. */
 const release: (() => void)[] = [];
+/** Where B reaches A's channel (the relay). */
+let relayAddress = '';
 /** The slugs A's channel looked up (one per request it was sent). */
 const askedA: string[] = [];
 /** Answers the app stopped writing because their connection closed, by path. */
@@ -142,6 +144,7 @@ test.before(async () => {
   });
   await new Promise<void>((r) => relay.listen(0, '127.0.0.1', r));
   const relayPort = (relay.address() as AddressInfo).port;
+  relayAddress = `127.0.0.1:${relayPort}`;
   stops.push(() => {
     for (const e of relayed) e.client.destroy();
     relay.close();
@@ -271,6 +274,20 @@ test('a client that leaves mid-answer ends only its own stream: A stops that ans
   await until("A closed the app's connection of the answer nobody reads", () => closedEarly.includes(`/slow/${n}`), 5000);
   release.splice(0);
   assert.is(relayed.length, count, 'the same connection carried on');
+});
+
+test('a stream a client left is over on B at once: many clients leaving mid-answer leave no stream behind on the connection', async () => {
+  await get('/warm7');
+  const pool = peersB.raw('host-a', relayAddress) as unknown as { conn?: { streams: Map<number, unknown> } };
+  const before = closedEarly.length;
+  for (let i = 0; i < 20; i++) {
+    const r = await get(`/slow/${100_000}`, { onFirst: (s) => s.destroy() });
+    assert.ok(r.cut);
+  }
+  await until('A stopped every answer', () => closedEarly.length - before >= 20, 5000);
+  release.splice(0);
+  assert.is(pool.conn?.streams.size, 0, 'streams left on the connection');
+  assert.is((await get('/after-left')).body, 'hello /after-left');
 });
 
 test("a slow client's large answer runs at most a window ahead of it: the app waits, and answers beside it do not", async () => {
