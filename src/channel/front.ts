@@ -2,7 +2,7 @@
 // server this host does not run goes over the channel to the host that does, with the client's
 // address, scheme and request id, the server id and placement epoch this host saw, and one hop.
 // This host's own servers (its store has the slug) are answered by the local proxy as before;
-// a slug no cache knows (within a budget per source: misses.ts), or one the cache places here
+// a slug no cache knows (within a budget per source: ../misses.ts), or one the cache places here
 // that the store does not hold (deleted here, maybe re-created elsewhere), is asked of the
 // registry once. A server's own domain of another host's server arrives here routed to its
 // `<slug>.{domain}` (the channel's aliases, from the cluster's domain map); the owner is told the
@@ -25,7 +25,7 @@ import { sendErrorPage } from '../proxy/index.js';
 import type { Placements, PlacementView } from './lookup.js';
 import type { ChannelHealth } from './health.js';
 import { laneForward } from './fastlane.js';
-import { MissBudget } from './misses.js';
+import { MissBudget } from '../misses.js';
 import { rawForward } from './rawlane.js';
 import { hostUnavailable, openForwarded, readBody, relay, sendForwarded } from './outbound.js';
 import { CANCEL, type Peers } from './peers.js';

@@ -239,7 +239,7 @@ test('Host names no host holds cost B a bounded number of registry reads, from o
     assert.is(other.status, 404, other.body.toString());
   }
   let s = (performance.now() - t0) / 1000;
-  // its budget: 8 at once, then 4 a second (channel/misses.ts); the cache's own catch-up, once a second
+  // its budget: 8 at once, then 4 a second (src/misses.ts); the cache's own catch-up, once a second
   let bound = 8 + 4 * s + (Math.ceil(s) + 3);
   console.log(`   (one source: 300 names in ${s.toFixed(2)} s → ${reads() - r0} registry reads, bound ${bound.toFixed(1)})`);
   assert.ok(reads() - r0 <= bound, `${reads() - r0} reads for 300 unknown names from one source`);
