@@ -108,9 +108,9 @@ export class Outbox {
     this.flushed?.(sent);
   };
 
-  /** Queues a frame (`payload` is copied now when it is a view that may change: `copy`). */
-  frame(type: number, id: number, payload?: Buffer | string, copy = false): void {
-    const body = payload === undefined ? undefined : typeof payload === 'string' ? Buffer.from(payload, 'latin1') : copy ? Buffer.from(payload) : payload;
+  /** Queues a frame (a Buffer payload is kept as it is, not copied: its caller hands it over). */
+  frame(type: number, id: number, payload?: Buffer | string): void {
+    const body = typeof payload === 'string' ? Buffer.from(payload, 'latin1') : payload;
     this.push(header(type, id, body?.length ?? 0));
     if (body && body.length > 0) this.push(body);
   }
