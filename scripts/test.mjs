@@ -75,6 +75,7 @@ const UNIT = [
   'test/foundation/config.test.ts',
   'test/foundation/error-answers.test.ts',
   'test/foundation/catalogue.test.ts',
+  'test/foundation/price.test.ts',
   'test/payments/codec.test.ts',
   'test/payments/facilitator-auth.test.ts',
   'test/payments/selfsettle.test.ts',

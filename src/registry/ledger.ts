@@ -7,6 +7,7 @@
 // makes a retry after a lost commit reply harmless.
 
 import type pg from 'pg';
+import { periodCost, round9 } from '../price.js';
 import type { RegistryPool } from './pool.js';
 
 /** One entry a host sends (its metering outbox, or a credit). */
@@ -49,9 +50,8 @@ export interface LedgerRow {
   key: string;
 }
 
-const round = (n: number) => Math.round(n * 1e9) / 1e9;
 /** A number as the exact decimal the numeric columns take (9 places, like the single box). */
-const dec = (n: number) => round(n).toFixed(9);
+const dec = (n: number) => round9(n).toFixed(9);
 
 export class RegistryLedger {
   constructor(
@@ -97,23 +97,21 @@ export class RegistryLedger {
         [key, w.accountId, this.host, w.at, dec(w.usd), w.source],
       );
       if (r.rowCount !== 1) return false;
-      t.balanceUsd = round(t.balanceUsd + w.usd);
+      t.balanceUsd = round9(t.balanceUsd + w.usd);
       return true;
     }
-    const ramPaid = Math.max(0, w.ramGbHours - Math.max(0, w.grant.ramGbHours - t.ramGbHours));
-    const egressPaid = Math.max(0, w.egressGb - Math.max(0, w.grant.egressGb - t.egressGb));
-    const usd = round(ramPaid * w.prices.ramUsdPerGbHour + egressPaid * w.prices.egressUsdPerGb + w.diskGbMonths * w.prices.diskUsdPerGbMonth);
+    const usd = periodCost(w, t, w.grant, w.prices);
     const r = await c.query(
       `INSERT INTO ledger_entries (key, account_id, kind, server_id, host, period_from, period_to, ram_gb_hours, disk_gb_months, egress_gb, usd)
        VALUES ($1, $2, 'usage', $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (key) DO NOTHING`,
       [key, w.accountId, w.serverId, this.host, w.from, w.to, dec(w.ramGbHours), dec(w.diskGbMonths), dec(w.egressGb), dec(usd)],
     );
     if (r.rowCount !== 1) return false;
-    t.ramGbHours = round(t.ramGbHours + w.ramGbHours);
-    t.egressGb = round(t.egressGb + w.egressGb);
-    t.diskGbMonths = round(t.diskGbMonths + w.diskGbMonths);
-    t.spentUsd = round(t.spentUsd + usd);
-    t.balanceUsd = round(t.balanceUsd - usd);
+    t.ramGbHours = round9(t.ramGbHours + w.ramGbHours);
+    t.egressGb = round9(t.egressGb + w.egressGb);
+    t.diskGbMonths = round9(t.diskGbMonths + w.diskGbMonths);
+    t.spentUsd = round9(t.spentUsd + usd);
+    t.balanceUsd = round9(t.balanceUsd - usd);
     return true;
   }
 

@@ -6,6 +6,7 @@
 
 import type { AccountRecord, AccountStore } from './accounts.js';
 import type { LmdbEnv } from './db.js';
+import { periodCost, round9, type Grant, type Prices } from '../price.js';
 
 export interface MeterCursor {
   /** End of the last charged period (ms). */
@@ -50,18 +51,8 @@ export interface BillingState {
   suspended?: boolean;
 }
 
-export interface Prices {
-  ramUsdPerGbHour: number;
-  diskUsdPerGbMonth: number;
-  egressUsdPerGb: number;
-}
+export type { Grant, Prices };
 
-export interface Grant {
-  ramGbHours: number;
-  egressGb: number;
-}
-
-const round = (n: number) => Math.round(n * 1e9) / 1e9;
 export const ZERO_USAGE: Usage = { ramGbHours: 0, egressGb: 0, diskGbMonths: 0, spentUsd: 0 };
 
 export class BillingStore {
@@ -121,15 +112,13 @@ export class BillingStore {
       const used = this.usage.get(e.accountId) ?? ZERO_USAGE;
       const acc = this.accounts.get(e.accountId);
       const g = grant(acc);
-      const ramPaid = Math.max(0, e.ramGbHours - Math.max(0, g.ramGbHours - used.ramGbHours));
-      const egressPaid = Math.max(0, e.egressGb - Math.max(0, g.egressGb - used.egressGb));
-      const usd = round(ramPaid * p.ramUsdPerGbHour + egressPaid * p.egressUsdPerGb + e.diskGbMonths * p.diskUsdPerGbMonth);
+      const usd = periodCost(e, used, g, p);
       this.ledger.putSync([e.accountId, e.to, e.serverId], { ...e, kind: 'usage', usd });
       this.usage.putSync(e.accountId, {
-        ramGbHours: round(used.ramGbHours + e.ramGbHours),
-        egressGb: round(used.egressGb + e.egressGb),
-        diskGbMonths: round(used.diskGbMonths + e.diskGbMonths),
-        spentUsd: round(used.spentUsd + usd),
+        ramGbHours: round9(used.ramGbHours + e.ramGbHours),
+        egressGb: round9(used.egressGb + e.egressGb),
+        diskGbMonths: round9(used.diskGbMonths + e.diskGbMonths),
+        spentUsd: round9(used.spentUsd + usd),
       });
       if (acc && usd > 0) this.accounts.addBalance(e.accountId, -usd);
       this.cursors.putSync(e.serverId, { at: e.to, egress: nextEgress });
