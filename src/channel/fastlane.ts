@@ -14,9 +14,8 @@ import { connectionNamed, HttpDate, REQUEST_DROP, responseHead } from '../h1/ind
 import type { LaneExchange, LaneOutcome, LaneRequest, RequestInfo } from '../http/index.js';
 import type { PlacementView } from './lookup.js';
 import { CANCEL } from './peers.js';
-import { H, NOT_HERE } from './wire.js';
+import { H, NOT_HERE, PREFIX } from './wire.js';
 
-const PREFIX = 'x-rootbox-';
 const CRLF = '\r\n';
 const date = new HttpDate();
 

@@ -12,7 +12,7 @@ import { Duplex } from 'node:stream';
 import type { AppError } from '../errors.js';
 import type { LaneApp, LaneExchange, LaneOutcome, LaneRequest, RequestInfo } from '../http/index.js';
 import { CANCEL } from './peers.js';
-import { H } from './wire.js';
+import { H, PREFIX } from './wire.js';
 
 /** The stream as the socket the proxy's lane writes its HTTP/1.1 answer to. */
 class LaneSocket extends Duplex {
@@ -77,7 +77,7 @@ function laneRequest(h: IncomingHttpHeaders): LaneRequest | undefined {
   if (method !== 'GET' && method !== 'HEAD') return undefined;
   const raw: string[] = [];
   for (const name in h) {
-    if (name.charCodeAt(0) === 58 || name.startsWith('x-rootbox-')) continue;
+    if (name.charCodeAt(0) === 58 || name.startsWith(PREFIX)) continue;
     const v = h[name];
     if (Array.isArray(v)) for (const x of v) raw.push(name, x);
     else if (v !== undefined) raw.push(name, v);

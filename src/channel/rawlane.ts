@@ -24,10 +24,9 @@ import type { LaneExchange, LaneOutcome, LaneRequest, RequestInfo } from '../htt
 import type { PlacementView } from './lookup.js';
 import type { RawStream, RawUser, StreamEnd } from './muxstream.js';
 import type { RawPool } from './rawpool.js';
-import { H, NOT_HERE } from './wire.js';
+import { H, NOT_HERE, PREFIX } from './wire.js';
 
 const CRLF = '\r\n';
-const PREFIX = 'x-rootbox-';
 
 /** The request head for the owner: the client's fields (hop-by-hop, spoofable, ours and its request id dropped), then the channel's. */
 export function rawHead(r: LaneRequest, info: RequestInfo, p: PlacementView): string {

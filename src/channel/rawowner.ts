@@ -23,7 +23,7 @@ import { readRequest } from '../h1/index.js';
 import type { LaneApp, LaneExchange, LaneRequest, RequestInfo } from '../http/index.js';
 import { ANSWERED, CANCEL, CREDIT, DATA, END, FrameReader, HEAD, MAX_STREAMS, Outbox, REPLAY } from './muxwire.js';
 import { endPayload, OwnerStream, type StreamConn } from './ownerstream.js';
-import { H, NOT_HERE } from './wire.js';
+import { H, NOT_HERE, PREFIX } from './wire.js';
 
 /** What a forwarded request claims about the server it is for, checked before it is answered. */
 export interface Claim {
@@ -44,7 +44,6 @@ export interface RawOwnerDeps {
 
 const NOT_HERE_ANSWER = `HTTP/1.1 ${NOT_HERE} Misdirected Request\r\n${H.notHere}: 1\r\ncontent-length: 0\r\n\r\n`;
 const FULL_PATH_ANSWER = `HTTP/1.1 ${NOT_HERE} Misdirected Request\r\n${H.fullPath}: 1\r\ncontent-length: 0\r\n\r\n`;
-const PREFIX = 'x-rootbox-';
 /** Answer bytes queued on a connection beyond which every stream's writer is told to wait. */
 const CONN_HIGH = 4 * 1024 * 1024;
 

@@ -40,7 +40,8 @@ export const MAX_HOPS = 1;
 /** Status of the owner's "not here" answer (Misdirected Request: the sender asks the registry and retries once). */
 export const NOT_HERE = 421;
 
-const PREFIX = 'x-rootbox-';
+/** The prefix of every header the channel itself carries: dropped from a client's head, never passed to an app. */
+export const PREFIX = 'x-rootbox-';
 
 /** The client's head for the channel: pseudo-headers, hop-by-hop, spoofable and our own names dropped. */
 export function channelHeaders(headers: IncomingHttpHeaders): OutgoingHttpHeaders {
