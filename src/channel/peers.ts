@@ -13,6 +13,7 @@
 
 import { connect, constants, type ClientHttp2Session } from 'node:http2';
 import { connect as tlsConnect, type ConnectionOptions, type PeerCertificate, type TLSSocket } from 'node:tls';
+import { systemClock, type Clock, type Timer } from '../clock.js';
 import { HttpDate } from '../h1/index.js';
 import type { Logger } from '../log/index.js';
 import type { ChannelHealth } from './health.js';
@@ -43,13 +44,15 @@ export class Peers {
   private readonly raws = new Map<string, RawPool>();
   /** The Date value of the answers the raw lane writes. */
   readonly date = new HttpDate();
-  private readonly timer: NodeJS.Timeout;
+  private readonly timer: Timer;
+  private readonly clock: Clock;
   /** Peers that could not be reached, until when their requests fail at once (monotonic ms). */
   private readonly failed = new Map<string, { until: number; error: PeerError }>();
 
-  constructor(private readonly o: { identity: () => Identity; connectTimeoutMs: number; log: Logger; health?: ChannelHealth }) {
+  constructor(private readonly o: { identity: () => Identity; connectTimeoutMs: number; log: Logger; health?: ChannelHealth; clock?: Clock }) {
+    this.clock = o.clock ?? systemClock;
     // a peer that stopped answering (frozen, cut off) is found out by its pings, not by a request hanging on it
-    this.timer = setInterval(() => void this.ping(), Math.min(PING_MS, o.connectTimeoutMs)).unref();
+    this.timer = this.clock.every(Math.min(PING_MS, o.connectTimeoutMs), () => void this.ping());
   }
 
   /** The session to `host` at `advertise`, opened now when there is none. */
@@ -84,7 +87,15 @@ export class Peers {
     let pool = this.raws.get(key);
     if (pool) return pool;
     if (!this.openNow(host, advertise)) return undefined;
-    pool = new RawPool({ host, advertise, identity: this.o.identity, max: RAW_MAX, connectTimeoutMs: this.o.connectTimeoutMs, idleMs: RAW_IDLE_MS });
+    pool = new RawPool({
+      host,
+      advertise,
+      identity: this.o.identity,
+      max: RAW_MAX,
+      connectTimeoutMs: this.o.connectTimeoutMs,
+      idleMs: RAW_IDLE_MS,
+      clock: this.clock,
+    });
     this.raws.set(key, pool);
     return pool;
   }
@@ -182,7 +193,7 @@ export class Peers {
   }
 
   close(): void {
-    clearInterval(this.timer);
+    this.timer.cancel();
     for (const p of this.sessions.values())
       void p.then(
         (s) => s.close(),

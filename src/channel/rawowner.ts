@@ -18,6 +18,7 @@
 
 import type { Duplex } from 'node:stream';
 import type { TLSSocket } from 'node:tls';
+import { systemClock, type Clock, type Timer } from '../clock.js';
 import type { AppError } from '../errors.js';
 import { readRequest } from '../h1/index.js';
 import type { LaneApp, LaneExchange, LaneRequest, RequestInfo } from '../http/index.js';
@@ -40,6 +41,8 @@ export interface RawOwnerDeps {
   refusal(peer: string, claim: Claim, info: RequestInfo): 'loop' | 'not-here' | undefined;
   maxPerPeer: number;
   idleMs: number;
+  /** The idle timer's time (tests move it). */
+  clock?: Clock;
 }
 
 const NOT_HERE_ANSWER = `HTTP/1.1 ${NOT_HERE} Misdirected Request\r\n${H.notHere}: 1\r\ncontent-length: 0\r\n\r\n`;
@@ -82,7 +85,7 @@ class OwnerConn implements StreamConn {
   /** Streams with answer bytes in the outbox. */
   readonly unflushed = new Set<OwnerStream>();
   private readonly reader: FrameReader;
-  private readonly idle: NodeJS.Timeout;
+  private readonly idle: Timer;
   /** The highest stream id seen: ids only grow, so a smaller one is a stream already over. */
   private lastId = 0;
 
@@ -111,7 +114,7 @@ class OwnerConn implements StreamConn {
     sock.on('error', noop);
     sock.on('close', () => this.gone());
     // streams under way are not idleness (a long download, a wake): the timer looks again later
-    this.idle = setTimeout(() => (this.streams.size > 0 ? this.idle.refresh() : sock.destroy()), d.idleMs).unref();
+    this.idle = (d.clock ?? systemClock).after(d.idleMs, () => (this.streams.size > 0 ? this.idle.refresh() : sock.destroy()));
   }
 
   close(all: boolean): void {
@@ -179,7 +182,7 @@ class OwnerConn implements StreamConn {
   }
 
   private gone(): void {
-    clearTimeout(this.idle);
+    this.idle.cancel();
     const all = [...this.streams.values()];
     this.streams.clear();
     for (const s of all) s.cancel();

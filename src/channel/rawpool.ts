@@ -18,6 +18,7 @@
 
 import type { OnReadOpts } from 'node:net';
 import { connect, type ConnectionOptions, type PeerCertificate } from 'node:tls';
+import { systemClock, type Clock, type Timer } from '../clock.js';
 import { peerHost, type Identity } from './identity.js';
 import { MuxConn, type RawStream, type RawUser } from './muxstream.js';
 import { MUX_ALPN } from './muxwire.js';
@@ -34,6 +35,8 @@ export interface RawPoolOptions {
   max: number;
   connectTimeoutMs: number;
   idleMs: number;
+  /** The idle sweep's and the back-offs' time (tests move it). */
+  clock?: Clock;
 }
 
 const DECLINE_MS = 5_000;
@@ -51,10 +54,12 @@ export class RawPool {
   private idleSince = 0;
   /** The connection's next stream id at the last sweep. */
   private sweptId = 0;
-  private readonly sweeper: NodeJS.Timeout;
+  private readonly sweeper: Timer;
+  private readonly clock: Clock;
 
   constructor(private readonly o: RawPoolOptions) {
-    this.sweeper = setInterval(() => this.sweep(Date.now()), Math.max(1000, o.idleMs / 2)).unref();
+    this.clock = o.clock ?? systemClock;
+    this.sweeper = this.clock.every(Math.max(1000, o.idleMs / 2), () => this.sweep(this.clock.now()));
   }
 
   /**
@@ -72,7 +77,7 @@ export class RawPool {
       return true;
     }
     if (c && c.ready) c.sock.end(); // retired (out of ids) or closing: its streams finish, new ones go on a new connection
-    if (this.failedUntil > Date.now()) return false;
+    if (this.failedUntil > this.clock.now()) return false;
     if (this.waiting.length >= this.o.max) return false;
     this.waiting.push((conn) => give(conn?.stream(user)));
     if (this.waiting.length === 1) this.open();
@@ -84,14 +89,14 @@ export class RawPool {
     if (this.declines.size === 0) return false;
     const until = this.declines.get(slug);
     if (until === undefined) return false;
-    if (until > Date.now()) return true;
+    if (until > this.clock.now()) return true;
     this.declines.delete(slug);
     return false;
   }
 
   decline(slug: string): void {
     if (this.declines.size >= 10_000) this.declines.clear(); // a bound, not a cache policy: the cost of forgetting is one round trip
-    this.declines.set(slug, Date.now() + DECLINE_MS);
+    this.declines.set(slug, this.clock.now() + DECLINE_MS);
   }
 
   private open(): void {
@@ -130,8 +135,8 @@ export class RawPool {
       if (ok) {
         conn.ready = true;
         this.conn = conn;
-        this.idleSince = Date.now();
-      } else this.failedUntil = Date.now() + FAILED_MS;
+        this.idleSince = this.clock.now();
+      } else this.failedUntil = this.clock.now() + FAILED_MS;
       for (const w of waiting) w(ok ? conn : undefined);
     };
     const fail = () => settle(false);
@@ -165,7 +170,7 @@ export class RawPool {
    */
   close(cut: boolean): void {
     this.closed = true;
-    clearInterval(this.sweeper);
+    this.sweeper.cancel();
     const c = this.conn;
     if (!c) return;
     if (cut) c.sock.destroy();

@@ -23,6 +23,7 @@ import {
 import type { AddressInfo, Socket } from 'node:net';
 import * as tls from 'node:tls';
 import type { TLSSocket } from 'node:tls';
+import type { Clock } from '../clock.js';
 import { AppError } from '../errors.js';
 import { errorReply, rawError, sendReply, type HttpApp, type Req, type Res, type LaneApp, type RequestInfo, type UpgradeApp } from '../http/index.js';
 import type { Logger } from '../log/index.js';
@@ -50,6 +51,8 @@ export interface ChannelServerDeps {
   /** This host's SSH server: takes the SSH connections other hosts forward (ssh.ts). */
   ssh?: SshAcceptor;
   log: Logger;
+  /** The raw lane's idle timers' time (tests move it). */
+  clock?: Clock;
 }
 
 /** How long forwarded requests under way may run on at a stop. */
@@ -163,6 +166,7 @@ export class ChannelServer {
       },
       maxPerPeer: RAW_PER_PEER,
       idleMs: RAW_IDLE_MS,
+      clock: this.d.clock,
     });
   }
 

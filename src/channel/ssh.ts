@@ -12,6 +12,7 @@
 
 import type { ClientHttp2Stream, IncomingHttpHeaders, ServerHttp2Stream } from 'node:http2';
 import type { Duplex } from 'node:stream';
+import { systemClock, type Clock } from '../clock.js';
 import { AppError } from '../errors.js';
 import type { Logger } from '../log/index.js';
 import type { Placements, PlacementView } from './lookup.js';
@@ -41,6 +42,8 @@ export interface SshOpenDeps {
   /** How long the owner may take to answer the stream (cluster.forwardConnectTimeout). */
   timeoutMs: number;
   log: Logger;
+  /** The open timeout's time (tests move it). */
+  clock?: Clock;
 }
 
 /** A stream to the owner's SSH server for `serverId`, or an AppError saying why there is none. */
@@ -84,18 +87,18 @@ async function ask(d: SshOpenDeps, p: PlacementView, client: SshClient): Promise
   }
   return new Promise((resolve, reject) => {
     const fail = () => {
-      clearTimeout(timer);
+      timer.cancel();
       reject(hostUnavailable(p.host, 'cannot be reached'));
     };
-    const timer = setTimeout(() => {
+    const timer = (d.clock ?? systemClock).after(d.timeoutMs, () => {
       stream.off('close', fail);
       stream.close(CANCEL);
       reject(hostUnavailable(p.host, `did not answer within ${d.timeoutMs} ms`));
-    }, d.timeoutMs);
+    });
     stream.once('error', fail);
     stream.once('close', fail);
     stream.once('response', (h: IncomingHttpHeaders) => {
-      clearTimeout(timer);
+      timer.cancel();
       stream.off('error', fail);
       stream.off('close', fail);
       stream.on('error', () => {});

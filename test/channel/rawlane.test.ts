@@ -16,6 +16,7 @@ import { ClusterFront } from '../../src/channel/front.js';
 import { issueIdentity } from '../../src/channel/identity.js';
 import type { Placements } from '../../src/channel/lookup.js';
 import { Peers } from '../../src/channel/peers.js';
+import { RawPool } from '../../src/channel/rawpool.js';
 import { CANCEL, DATA, END, FrameReader, HEAD, header, MUX_ALPN } from '../../src/channel/muxwire.js';
 import { ChannelServer } from '../../src/channel/server.js';
 import { createCa, Edge, issueLeaf, loadCa, TlsManager } from '../../src/edge/index.js';
@@ -25,6 +26,7 @@ import { createProxy, type Site } from '../../src/proxy/index.js';
 import type { CaPair } from '../../src/registry/index.js';
 import { runningRuntime, sitesOf, testConfig } from '../proxy/helpers.js';
 import { until } from '../helpers/wait.js';
+import { ManualClock } from '../helpers/clock.js';
 
 const DOMAIN = 'rbx.test';
 const top = mkdtempSync(join(tmpdir(), 'rbx-rawlane-'));
@@ -53,6 +55,10 @@ const closedEarly: string[] = [];
 let bigWritten = 0;
 /** B's peers (a test may take the raw pool away: lane requests then go over the HTTP/2 session). */
 let peersB: Peers;
+/** A's channel server's clock (its raw connections' idle timers). */
+const clockA = new ManualClock();
+/** B's certificate, for a pool of the test's own. */
+let identityB: ReturnType<typeof issueIdentity>;
 
 /** The byte at offset i of a big answer (a pattern, so a byte out of place shows). */
 function patterned(from: number, n: number): Buffer {
@@ -124,6 +130,7 @@ test.before(async () => {
     },
     placements: { byServer: () => undefined },
     log,
+    clock: clockA,
   });
   channelPort = await server.listen('127.0.0.1:0');
   stops.push(
@@ -151,7 +158,7 @@ test.before(async () => {
   });
 
   // host B: an edge whose proxy runs nothing; the front forwards raw.rbx.test to host-a
-  const identityB = issueIdentity(pair, 'host-b');
+  identityB = issueIdentity(pair, 'host-b');
   const placed = {
     raw: { serverId: 'srv_raw', slug: 'raw', host: 'host-a', epoch: 1 },
     down: { serverId: 'srv_down', slug: 'down', host: 'host-a', epoch: 1 },
@@ -463,6 +470,67 @@ test('a peer that breaks the wire loses its connection, and only it: stream ids 
   assert.ok(seen.length - asked <= 2, 'at most the first head of the broken connection and the fine one reached the app');
   // B's lane is unharmed
   assert.is((await get('/still')).body, 'hello /still');
+});
+
+/** One GET of srv_raw on a stream of `pool`, answered in full (the head as B's raw lane writes it). */
+function streamGet(pool: RawPool, path: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    let got = '';
+    const user = { onData: (b: Buffer) => void (got += b.toString('latin1')), onEnd: () => resolve(got) };
+    const head =
+      `GET ${path} HTTP/1.1\r\nhost: raw.${DOMAIN}\r\nx-rootbox-site: raw.${DOMAIN}\r\nx-rootbox-client-ip: 127.0.0.1\r\n` +
+      `x-rootbox-scheme: http\r\nx-request-id: idle-${path}\r\nx-rootbox-server: srv_raw\r\nx-rootbox-epoch: 1\r\nx-rootbox-hops: 1\r\n\r\n`;
+    const taken = pool.acquire(user, (s) => (s ? (s.head(head), s.consumed(0)) : reject(new Error('no stream'))));
+    if (!taken) reject(new Error('the pool refused a stream'));
+  });
+}
+
+test("B's raw connection stays open under a steady trickle of requests and closes once none began for its idle period", async () => {
+  const clock = new ManualClock();
+  const pool = new RawPool({ host: 'host-a', advertise: relayAddress, identity: () => identityB, max: 8, connectTimeoutMs: 2000, idleMs: 30_000, clock });
+  try {
+    const before = relayed.length;
+    assert.match(await streamGet(pool, '/idle/0'), 'hello /idle/0');
+    assert.is(relayed.length - before, 1);
+    const conn = relayed[relayed.length - 1];
+    // two minutes of one quick request every 10 s: never a sweep without a stream begun since the last
+    for (let i = 1; i <= 12; i++) {
+      clock.advance(10_000);
+      assert.match(await streamGet(pool, `/idle/${i}`), `hello /idle/${i}`);
+    }
+    assert.not.ok(conn.client.destroyed, 'a connection that keeps carrying requests is kept');
+    assert.is(relayed.length - before, 1, 'the trickle never needed a new connection');
+    // then nothing: the sweeps (every 15 s) see the same stream id twice, 30 s apart
+    clock.advance(20_000);
+    assert.not.ok(conn.client.destroyed, 'not closed before its idle period');
+    clock.advance(30_000);
+    await until('the idle connection is closed', () => conn.client.destroyed, 5000);
+  } finally {
+    pool.close(true);
+  }
+});
+
+test('A closes a raw connection idle for its idle period, but never one with an answer under way', async () => {
+  const pool = new RawPool({ host: 'host-a', advertise: relayAddress, identity: () => identityB, max: 8, connectTimeoutMs: 2000, idleMs: 3_600_000 });
+  try {
+    const before = relayed.length;
+    const slow = streamGet(pool, '/slow/1000');
+    await until('the slow answer began', () => release.length > 0, 5000);
+    assert.is(relayed.length - before, 1);
+    const conn = relayed[relayed.length - 1];
+    clockA.advance(5 * 60_000); // far past A's idle period, with the answer still under way
+    await new Promise((r) => setTimeout(r, 50));
+    assert.not.ok(conn.client.destroyed, 'a connection with an answer under way is kept');
+    release.shift()!();
+    assert.is((await slow).length > 2000, true, 'the slow answer arrived whole');
+    clockA.advance(59_000);
+    await new Promise((r) => setTimeout(r, 50));
+    assert.not.ok(conn.client.destroyed, 'not closed before its idle period');
+    clockA.advance(2_000);
+    await until('A closed the idle connection', () => conn.client.destroyed, 5000);
+  } finally {
+    pool.close(true);
+  }
 });
 
 test.run();
