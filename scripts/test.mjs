@@ -76,6 +76,7 @@ const UNIT = [
   'test/foundation/error-answers.test.ts',
   'test/foundation/catalogue.test.ts',
   'test/foundation/price.test.ts',
+  'test/foundation/hostclaims.test.ts',
   'test/payments/codec.test.ts',
   'test/payments/facilitator-auth.test.ts',
   'test/payments/selfsettle.test.ts',

@@ -3,7 +3,9 @@
 // graceful stop; SIGHUP: reload TLS). Containers keep running when the daemon stops.
 //
 // Each part is built by its module's start function from the daemon's record; the function's
-// parameter type says which parts it reads, and each is listed after those. Start order: store (its stats flushed every 2 s) → payments → tls → acme (stored certificates installed, the host's own
+// parameter type says which parts it reads, and each is listed after those. Start order: the
+// host-name locks (containers only: taken before anything is made, so a refused start leaves
+// nothing behind) → store (its stats flushed every 2 s) → payments → tls → acme (stored certificates installed, the host's own
 // ordered or renewed in the background) → lxcfs (the servers' /proc view, before any boot)
 // → runtime (cluster mode: every start of a server asks the registry's wake fence) → oom (OOM kills told to the server's user) → flows (connections dropped by servers'
 // bounds: the metric and their rootbox.log) → presence (idle tracker) → billing (built;
@@ -29,11 +31,14 @@ import { startProxy, type Proxy } from './proxy/index.js';
 import { keyedNames, startRegistry, type Registry } from './registry/index.js';
 import {
   createRuntime,
+  hostClaims,
+  lockHost,
   runCommand,
   startLxcfs,
   startOomWatch,
   startFlowWatch,
   type ContainerRuntime,
+  type HostLock,
   type Lxcfs,
   type OomWatch,
   type FlowWatch,
@@ -80,9 +85,11 @@ export type RuntimeMaker<R extends Runtime> = (
   store: Store,
   log: Logger,
   mayStart?: StartGuard,
+  /** The host-name locks the daemon took first (containers only). */
+  held?: HostLock,
 ) => Promise<{ runtime: R; reconciled?: ReconcileReport }>;
 
-const containers: RuntimeMaker<ContainerRuntime> = (cfg, store, log, mayStart) => createRuntime(cfg, store.runtime, log, mayStart);
+const containers: RuntimeMaker<ContainerRuntime> = (cfg, store, log, mayStart, held) => createRuntime(cfg, store.runtime, log, mayStart, held);
 
 /** The daemon's record as its parts fill it: each part reads the ones before it. */
 type Parts<R extends Runtime> = { -readonly [K in keyof Daemon<R>]: Daemon<R>[K] } & {
@@ -90,6 +97,7 @@ type Parts<R extends Runtime> = { -readonly [K in keyof Daemon<R>]: Daemon<R>[K]
   /** The clock of the parts that keep time windows of their own (the SMS resend gap). */
   now: () => number;
   statsFlush: NodeJS.Timeout;
+  hostLock?: HostLock;
   lxcfs?: Lxcfs;
   oom?: OomWatch;
   flows?: FlowWatch;
@@ -106,6 +114,13 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
   const d = { cfg, log, run: runCommand, now: o.now ?? Date.now } as Parts<R>;
   const part = partsOf<Parts<R>>();
   const parts: Part<Parts<R>>[] = [
+    // one daemon per bridge, nft table, subnet, uid range, port pool, metrics address and data dir:
+    // claimed before anything is made (a refused start generates no CA, starts no lxcfs)
+    part(
+      'hostLock',
+      () => (makeRuntime === (containers as unknown) ? lockHost(hostClaims(cfg)) : undefined),
+      (l) => l?.release(),
+    ),
     part(
       'store',
       () => openStore(cfg.dataDir),
@@ -129,7 +144,7 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
       'runtime',
       async (d) => {
         const fence = d.registry?.fence; // cluster mode: no start of a server placed elsewhere or deleted
-        const { runtime, reconciled } = await makeRuntime(cfg, d.store, log, fence && ((id) => fence.check(id)));
+        const { runtime, reconciled } = await makeRuntime(cfg, d.store, log, fence && ((id) => fence.check(id)), d.hostLock);
         if (reconciled) log.info('reconciled servers with runc', { ...reconciled });
         return runtime;
       },

@@ -31,17 +31,24 @@ export interface CreatedRuntime {
  * current recipe has not been built (`rootbox image build`). `mayStart`: the start guard asked
  * before every start of an existing server, the reconcile's included (cluster mode: the wake fence).
  */
-export async function createRuntime(cfg: RuntimeSettings, store: RuntimeStore, log: Logger, mayStart?: StartGuard): Promise<CreatedRuntime> {
+export async function createRuntime(
+  cfg: RuntimeSettings,
+  store: RuntimeStore,
+  log: Logger,
+  mayStart?: StartGuard,
+  /** The host-name locks, when the caller took them first (the daemon does, before anything else). */
+  held?: HostLock,
+): Promise<CreatedRuntime> {
   const img = imageOptions(cfg);
   const image = findImage(img);
   if (!image)
     throw AppError.of('image_missing', `base image ${img.name} (recipe ${recipeHash()}) is not built in ${img.imageDir}; run: ${imageBuildCommand(cfg)}`);
   assertTraversable(cfg.dataDir, img.imageDir);
-  const lock = await lockHost(hostClaims(cfg));
+  const lock = held ?? (await lockHost(hostClaims(cfg)));
   try {
     return await prepare(cfg, store, log, image, lock, mayStart);
   } catch (e) {
-    await lock.release();
+    if (!held) await lock.release();
     throw e;
   }
 }

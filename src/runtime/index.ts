@@ -26,5 +26,5 @@ export { assertServable, traverseAdvice, untraversable } from './traverse.js';
 export { checkoutRoot, nativeBinary, type NativeProgram } from './native.js';
 export { run as runCommand } from './proc.js';
 export { startFlowWatch, startLxcfs, startOomWatch } from './part.js';
-export { hostNamesCheck } from './locks.js';
+export { hostClaims, hostNamesCheck, lockHost, type HostLock } from './locks.js';
 export { killMarkedCommand, signalMarked } from './killgroup.js';

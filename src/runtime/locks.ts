@@ -80,7 +80,20 @@ function subnetRange(cidr: string): [number, number] {
 }
 const portRange = (p: string): [number, number] => p.split('-').map(Number) as [number, number];
 const overlap = (a: [number, number], b: [number, number]) => a[0] <= b[1] && b[0] <= a[1];
-const port = (listen?: string) => (listen && listen !== 'off' ? Number(listen.slice(listen.lastIndexOf(':') + 1)) : 0);
+/** A listen address as host and port (`off`: none); `[::1]:9464` keeps its brackets off. */
+function listenOf(listen?: string): { host: string; port: number } | undefined {
+  if (!listen || listen === 'off') return undefined;
+  const at = listen.lastIndexOf(':');
+  const port = Number(listen.slice(at + 1));
+  return port ? { host: listen.slice(0, Math.max(at, 0)).replace(/^\[|\]$/g, ''), port } : undefined;
+}
+const WILDCARD = new Set(['', '0.0.0.0', '::', '*']);
+/** Whether two listen addresses take the same socket: the same port on the same address, or on any address when one is a wildcard. */
+export function sameListen(a?: string, b?: string): boolean {
+  const x = listenOf(a);
+  const y = listenOf(b);
+  return !!x && !!y && x.port === y.port && (x.host === y.host || WILDCARD.has(x.host) || WILDCARD.has(y.host));
+}
 
 /** The settings of `mine` that clash with another daemon's record (as `setting value` phrases). */
 export function clashes(mine: HostClaims, other: HostClaims): string[] {
@@ -88,11 +101,11 @@ export function clashes(mine: HostClaims, other: HostClaims): string[] {
   if (mine.dataDir === other.dataDir) out.push(`dataDir ${mine.dataDir}`);
   if (mine.bridge === other.bridge) out.push(`runtime.bridge ${mine.bridge}`);
   if (mine.nftTable === other.nftTable) out.push(`runtime.nftTable ${mine.nftTable}`);
-  if (overlap(subnetRange(mine.subnet), subnetRange(other.subnet))) out.push(`runtime.subnet ${mine.subnet} (theirs ${other.subnet})`);
-  if (overlap(mine.uids, other.uids)) out.push(`runtime.uidStart ${mine.uids[0]} (uids ${mine.uids.join('-')}, theirs ${other.uids.join('-')})`);
+  if (overlap(subnetRange(mine.subnet), subnetRange(other.subnet))) out.push(`runtime.subnet ${mine.subnet} (ours ${mine.subnet}, theirs ${other.subnet})`);
+  if (overlap(mine.uids, other.uids)) out.push(`runtime.uidStart ${mine.uids[0]} (our uids ${mine.uids.join('-')}, theirs ${other.uids.join('-')})`);
   if (mine.portPool && other.portPool && overlap(portRange(mine.portPool), portRange(other.portPool)))
-    out.push(`hosting.portPool ${mine.portPool} (theirs ${other.portPool})`);
-  if (port(mine.metrics) && port(mine.metrics) === port(other.metrics)) out.push(`metrics.listen ${mine.metrics} (theirs ${other.metrics})`);
+    out.push(`hosting.portPool ${mine.portPool} (ours ${mine.portPool}, theirs ${other.portPool})`);
+  if (sameListen(mine.metrics, other.metrics)) out.push(`metrics.listen ${mine.metrics} (ours ${mine.metrics}, theirs ${other.metrics})`);
   return out;
 }
 

@@ -15,7 +15,8 @@ import { RUN_SH, sh } from './helpers/env.js';
 import { AppError } from '../../src/errors.js';
 import type { ContainerRuntime } from '../../src/runtime/index.js';
 import { startDaemon, type Daemon } from '../../src/main.js';
-import { existsSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createLogger } from '../../src/log/index.js';
 
@@ -78,10 +79,15 @@ test.after(async () => {
 test('a second daemon on the same host names refuses to start, naming the holder and the setting; the first one keeps serving', async () => {
   const m = await appServer(a, 'first daemon app');
   assert.is(await served(a, m), m.body);
-  const err = await startTestDaemon({ runtime: ownOf(a) }).then(
+  const second = mkdtempSync(join(tmpdir(), 'rbx-second-'));
+  const err = await startTestDaemon({ runtime: ownOf(a), dataDir: second }).then(
     (d) => d,
     (e: unknown) => e,
   );
+  // refused before anything was made: no store, no generated CA, no lxcfs
+  const left = readdirSync(second);
+  rmSync(second, { recursive: true, force: true });
+  assert.equal(left, [], `the refused daemon made ${left.join(', ')}`);
   if (!(err instanceof AppError)) {
     if (err && typeof (err as TestDaemon).stop === 'function') await (err as TestDaemon).daemon.stop(); // its network is a's: keep it
     assert.unreachable('the second daemon started on the first one’s names');
