@@ -142,7 +142,7 @@ export const CATALOGUE = {
   body_too_large: e('too_large', 'the request body exceeds the limit of its route'),
 
   // ── 415 unsupported_media_type ──
-  unsupported_media_type: e('unsupported_media_type', 'the body is not application/json'),
+  unsupported_media_type: e('unsupported_media_type', 'the body is not JSON and declares a content type other than JSON'),
 
   // ── 416 range_not_satisfiable ──
   range_not_satisfiable: e('range_not_satisfiable', 'the Range of a file read lies outside the file (Content-Range says its size)'),

@@ -44,7 +44,10 @@ export function normalize(status: number, a: AnswerDoc | string): AnswerDoc {
 /** The router's own answers that read the same on every route, shared as components.responses. */
 export const STANDARD: Record<string, [number, AnswerDoc]> = {
   InvalidInput: [400, normalize(400, 'The body, query or path does not match its schema (`issues` names each field), or the body is not JSON.')],
-  UnsupportedMediaType: [415, normalize(415, 'The body is not application/json.')],
+  UnsupportedMediaType: [
+    415,
+    normalize(415, 'The body is not JSON, and declares a content type other than application/json (a JSON body is taken whatever type it declares).'),
+  ],
   MethodNotAllowed: [405, normalize(405, 'This path does not answer this method (see Allow).')],
   InternalError: [500, normalize(500, 'An internal error; the detail is a generic sentence and the failure is logged under request_id.')],
 };

@@ -197,11 +197,13 @@ test('/account/recharge answers JSON and HTML, 400 for bad amounts and 402 with 
   await expect(402, 'POST', '/account/recharge', { key, body: { usd: 2 }, headers: { 'x-payment': 'garbage' } });
 });
 
-test('POST /feedback answers 200, 400, 413, 415 and 429 with Retry-After', async () => {
+test('POST /feedback answers 200 (a JSON body under any declared type), 400, 413, 415 (a body that is not JSON under another type) and 429 with Retry-After', async () => {
   await expect(200, 'POST', '/feedback', { body: { message: 'hello' } });
   await expect(400, 'POST', '/feedback', { body: { message: '' } });
   await expect(413, 'POST', '/feedback', { body: { message: 'x'.repeat(17 * 1024) } });
   await expect(415, 'POST', '/feedback', { body: 'hi', headers: { 'content-type': 'text/plain' } });
+  // what `curl -d '{…}'` sends: JSON under a form's content type is taken as JSON
+  await expect(200, 'POST', '/feedback', { body: '{"message":"from curl -d"}', headers: { 'content-type': 'application/x-www-form-urlencoded' } });
   let last: Answer | undefined;
   for (let i = 0; i < 8 && last?.status !== 429; i++) last = await call('POST', '/feedback', { body: { message: `m${i}` } });
   assert.is(last?.status, 429);
