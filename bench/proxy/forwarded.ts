@@ -5,9 +5,12 @@
 //   owner <app host> <app port> <dir>  host A: the proxy as serve.ts builds it (a real LMDB store
 //                                       with srv_bench, run.sh published) behind the channel
 //                                       server; writes the CA to <dir>/cluster-ca.json; prints {"http": channel port}
-//   sender <channel port> <dir>        host B: the real Edge with the channel's front, whose
+//   sender <channel port> <dir> [lane]  host B: the real Edge with the channel's front, whose
 //                                       placement lookup says bench lives on host-a (a fixed map: the
-//                                       registry is not what is measured); prints {"http", "https"}
+//                                       registry is not what is measured); prints {"http", "https"}.
+//                                       lane: raw (default: the raw lane, as the daemon runs), fast
+//                                       (no raw pool: the HTTP/2 fast lane, as at the raw pool's cap)
+//                                       or full (neither: node's server and the front's full path)
 // Usage: node --import tsx bench/proxy/forwarded.ts owner 127.0.0.2 80 /tmp/x
 
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -80,7 +83,7 @@ if (mode === 'owner') {
   );
   process.stdout.write(JSON.stringify({ http }) + '\n');
 } else if (mode === 'sender') {
-  const [, channelPort, shared] = process.argv.slice(2);
+  const [, channelPort, shared, lane = 'raw'] = process.argv.slice(2);
   const pair = JSON.parse(readFileSync(join(shared, 'cluster-ca.json'), 'utf8')) as CaPair;
   const identity = issueIdentity(pair, 'host-b');
   const placement = { serverId: 'srv_bench', slug: 'bench', host: 'host-a', epoch: 1 };
@@ -91,6 +94,9 @@ if (mode === 'owner') {
     host: (n) => (n === 'host-a' ? { name: n, advertise: `127.0.0.1:${channelPort}`, up: true } : undefined),
   };
   const peers = new Peers({ identity: () => identity, connectTimeoutMs: 2000, log });
+  // the lanes the front may use (it asks the peers for each): what is not lent falls to the next
+  if (lane === 'fast' || lane === 'full') peers.raw = () => undefined;
+  if (lane === 'full') peers.openNow = () => undefined;
   // this host runs no server: its own proxy knows none
   const local = createProxy({ log, cfg: proxySchema.parse({}), sites: { lookup: () => undefined, neverSleep: () => false } });
   const front = new ClusterFront({ local, servers: { bySlug: () => undefined }, placements, peers, self: 'host-b', retryBody: 1024 * 1024, log });
