@@ -20,7 +20,8 @@ commands:
                  data kept unless --purge
   serve          run the daemon in the foreground (embedded defaults when no config)
   doctor         check this host for what rootbox needs; exit 1 when something required is missing
-  image build    build the base server image with debootstrap unless cached (--force rebuilds)
+  image build    build the base server image with debootstrap unless cached (--force rebuilds;
+                 --log FILE keeps debootstrap's and apt's output in FILE, printing one line per step)
   image list     list built images and the servers using each
   image prune    remove images no server of this data dir uses (the current one is kept)
   servers | accounts | status | backup | restore
@@ -47,7 +48,7 @@ async function main(argv: string[]): Promise<number> {
   if (argv[0] === 'install' || argv[0] === 'uninstall') return (await import('./ops/index.js')).installCommand(argv);
   const { values, positionals } = parseArgs({
     args: argv,
-    options: { config: { type: 'string' }, help: { type: 'boolean', short: 'h' }, force: { type: 'boolean' } },
+    options: { config: { type: 'string' }, help: { type: 'boolean', short: 'h' }, force: { type: 'boolean' }, log: { type: 'string' } },
     allowPositionals: true,
   });
   const [cmd, sub] = positionals;
@@ -74,7 +75,7 @@ async function main(argv: string[]): Promise<number> {
     case 'image':
       if (sub === 'build' || sub === 'list' || sub === 'prune') {
         const { imageCommand } = await import('./ops/index.js');
-        return imageCommand(loadConfig({ file: values.config }), sub, values.force === true, (t) => process.stdout.write(t));
+        return imageCommand(loadConfig({ file: values.config }), sub, values.force === true, (t) => process.stdout.write(t), values.log);
       }
       break;
     case 'metrics':
