@@ -76,7 +76,10 @@ export const Server = z.object({
   suspended: z.boolean(),
   flag: z.string().nullable(),
   exposed_ports: z.array(ExposedPort),
-  usage: z.object({ disk_mb_used: z.number().min(0), domains: z.array(z.string()) }),
+  usage: z.object({
+    disk_mb_used: z.number().min(0).nullable().describe('null when not known here (state unavailable: the host that has the disk is down)'),
+    domains: z.array(z.string()),
+  }),
   credits: Credits,
 });
 

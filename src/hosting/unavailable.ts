@@ -3,9 +3,9 @@
 // counted down here). While that host is down (its lease ran out) nobody can ask it, so the API of
 // any host answers for its servers: GET /servers lists them and GET /servers/{id} shows them with
 // state `unavailable`, from the placement alone (subdomain; nothing else is known here: no
-// exposed ports, no disk figure, the flags at their defaults). A server of a host that is up is
-// that host's to answer for; when that host gives no list (cut off, too slow), GET /servers lists
-// its servers the same way rather than leaving them out.
+// exposed ports, the disk figure null — unknown, not zero —, the flags at their defaults). A
+// server of a host that is up is that host's to answer for; when that host gives no list (cut
+// off, too slow), GET /servers lists its servers the same way rather than leaving them out.
 
 import type { AccountRecord } from '../store/index.js';
 import type { Credits, ExposedPort } from './servers.js';
@@ -34,7 +34,7 @@ export interface UnavailableServer {
   suspended: boolean;
   flag: string | null;
   exposed_ports: ExposedPort[];
-  usage: { disk_mb_used: number; domains: string[] };
+  usage: { disk_mb_used: number | null; domains: string[] };
   credits: Credits;
 }
 
@@ -76,7 +76,7 @@ export class Unavailable {
       suspended: false,
       flag: null,
       exposed_ports: [],
-      usage: { disk_mb_used: 0, domains: [subdomain] },
+      usage: { disk_mb_used: null, domains: [subdomain] },
       credits: this.d.credits(account),
     };
   }

@@ -144,6 +144,7 @@ test("kill -9 of B: its servers answer 503 host_unavailable through A within 2 s
   assert.is(one.status, 200, one.text);
   assert.is((one.json as { state: string }).state, 'unavailable');
   assert.is((one.json as { subdomain: string }).subdomain, 'hf-kept.localhost');
+  assert.is((one.json as { usage: { disk_mb_used: number | null } }).usage.disk_mb_used, null, 'a figure not known here is null, not 0');
   const list = await api(a, 'GET', '/servers', { key: kept.api_key });
   assert.is(list.status, 200, list.text);
   assert.equal(
