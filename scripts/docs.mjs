@@ -1,7 +1,9 @@
 #!/usr/bin/env node
 // Rewrites the configuration reference in README.md (between the config markers) from the zod
 // schema, via the bundled CLI's `config docs`, and the metrics reference (metrics markers) via
-// `metrics docs`. Run after changing any config field.
+// `metrics docs`, and the API reference in docs/hosting-api.md and docs/verify-api.md from the
+// OpenAPI documents a daemon serves (test/helpers/apidocs.ts). Run after changing any config
+// field or route.
 import { execFileSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 
@@ -16,3 +18,4 @@ const withMetrics = next.replace(/(<!-- metrics:begin -->\n)[\s\S]*?(<!-- metric
 if (withMetrics === next && !next.includes(metrics)) throw new Error('README.md has no <!-- metrics:begin --> / <!-- metrics:end --> markers');
 writeFileSync(root + 'README.md', withMetrics);
 console.log('README.md configuration and metrics references updated');
+execFileSync(process.execPath, ['--import', 'tsx', 'test/helpers/apidocs.ts', '--write'], { cwd: root, stdio: 'inherit', env: { ...process.env, ROOTBOX_TEST_RUNTIME: 'process' } });

@@ -38,6 +38,7 @@ const UNIT = [
   'test/ssh/auth.test.ts',
   'test/ssh/starvation.test.ts',
   'test/http/verify-contract.test.ts',
+  'test/http/apidocs.test.ts',
   'test/mcp/tools.test.ts',
   'test/proxy/forward.test.ts',
   'test/channel/rawlane.test.ts',

@@ -22,6 +22,7 @@ export {
   type RouteOptions,
   type UpgradeApp,
 } from './types.js';
+export { apiMarkdown } from './apidoc.js';
 export { documentOf, jsonSchemaOf, openApiDocument, type ApiInfo } from './openapi.js';
 export { routes, type Answers, type AnswerDoc, type Auth, type Authenticator, type BaseCtx, type Route, type RouteCtx, type Step } from './route.js';
 export { ErrorBody, BadRequestBody, ServerErrorBody } from './schemas.js';
