@@ -18,4 +18,8 @@ const withMetrics = next.replace(/(<!-- metrics:begin -->\n)[\s\S]*?(<!-- metric
 if (withMetrics === next && !next.includes(metrics)) throw new Error('README.md has no <!-- metrics:begin --> / <!-- metrics:end --> markers');
 writeFileSync(root + 'README.md', withMetrics);
 console.log('README.md configuration and metrics references updated');
-execFileSync(process.execPath, ['--import', 'tsx', 'test/helpers/apidocs.ts', '--write'], { cwd: root, stdio: 'inherit', env: { ...process.env, ROOTBOX_TEST_RUNTIME: 'process' } });
+execFileSync(process.execPath, ['--import', 'tsx', 'test/helpers/apidocs.ts', '--write'], {
+  cwd: root,
+  stdio: 'inherit',
+  env: { ...process.env, ROOTBOX_TEST_RUNTIME: 'process' },
+});
