@@ -5,7 +5,9 @@
 // (NOTIFY has no replay). Every notification, `fresh()` and the hosts timer run the same ordered
 // catch-up, one at a time, so the cache never goes back in version. It also keeps a view of the
 // hosts (advertise address, public IP) refreshed on a short timer. A host is down when its lease
-// ran out. A lease runs out at once, between refreshes too (counted down on this host's monotonic clock), except
+// ran out and the channel to it does not answer (`answeredBy`, the channel's view wired in
+// main.ts): a host cut off from the registry alone still serves its servers to its peers. A lease
+// runs out at once, between refreshes too (counted down on this host's monotonic clock), except
 // one that ran out while this host could not reach the registry, or within a lease after it could
 // again (leases.ts: nobody could renew). The cache may be stale, never trusted for a wrong answer:
 // the owner checks the epoch and answers "not here", then the edge calls `fresh()`. The same catch-up
@@ -88,6 +90,8 @@ export class PlacementCache {
   /** Registry trouble as the reads of the hosts saw it, and as this host's heartbeat did. */
   private readonly reads: Trouble;
   private readonly beats: Trouble;
+  /** Whether the channel to a host answers now (wired in main.ts; none: the lease alone decides). */
+  private answers?: (host: string, advertise: string) => boolean;
   private seen = 0;
   private listener?: pg.Client;
   private running = false;
@@ -116,6 +120,12 @@ export class PlacementCache {
     const graceMs = o.leaseMs ?? 3 * o.refreshMs;
     this.reads = new Trouble({ graceMs, now: this.now, lateMs: o.refreshMs + o.connectTimeoutMs });
     this.beats = new Trouble({ graceMs, now: this.now });
+  }
+
+  /** How this host learns whether the channel to a host answers: a host whose lease ran out is
+   *  still up while it does (main.ts gives the channel's). */
+  answeredBy(answers: (host: string, advertise: string) => boolean): void {
+    this.answers = answers;
   }
 
   /** Whether this host's own heartbeat reached the registry (Registry tells at each one): while
@@ -193,7 +203,8 @@ export class PlacementCache {
     if (!h) return undefined;
     // when its lease runs out, on this host's clock; one that ran out in registry trouble is excused
     const lapsedAt = h.at + h.leftMs;
-    const up = this.now() < lapsedAt || this.reads.excuses(lapsedAt) || this.beats.excuses(lapsedAt);
+    const lease = this.now() < lapsedAt || this.reads.excuses(lapsedAt) || this.beats.excuses(lapsedAt);
+    const up = lease || this.answers?.(h.name, h.advertise) === true;
     return { name: h.name, advertise: h.advertise, publicIp: h.publicIp, up };
   }
 
@@ -210,7 +221,8 @@ export class PlacementCache {
   }
 
   /** The state the registry shows for a server: `unavailable` when its host is down (lease ran
-   *  out), undefined when its host is up or the server is unknown (the owner's own state holds). */
+   *  out, channel not answering), undefined when its host is up or the server is unknown (the
+   *  owner's own state holds). */
   state(serverId: string): 'unavailable' | undefined {
     const p = this.servers.get(serverId);
     if (!p) return undefined;

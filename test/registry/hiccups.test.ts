@@ -6,6 +6,9 @@
 //   - The registry stopped for several leases (every host's lease lapses: nobody can write a
 //     heartbeat), then started: no forwarded request is answered 503 during the outage or after
 //     the registry is back (before, every host counted the others down until their next heartbeat).
+//   - B cut off from the registry alone: its lease lapses, but its channel answers, so A keeps
+//     forwarding to it; B keeps forwarding to A; B's own edge serves its server; once healed, B's
+//     lease runs again.
 process.env.ROOTBOX_TEST_RUNTIME ??= 'process';
 import { createServer, connect, type Server, type Socket } from 'node:net';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -208,6 +211,41 @@ test('the registry stopped for three leases, then started: no forwarded request 
     await pool.query("DELETE FROM hosts WHERE name IN ('host-c', 'host-x')").catch(() => {});
     await pool.end();
   }
+});
+
+test('B cut off from the registry alone: its lease lapses, its channel answers, so its server is still served through A', async () => {
+  const viaA = hammer(a, 'hic-b.localhost');
+  const viaB = hammer(b, 'hic-a.localhost');
+  try {
+    await sleep(300);
+    relay.drop();
+    const cut = performance.now();
+    await until("B's lease lapsed", async () => (await leaseLeft('host-b')) < 0, 10_000, 50);
+    const lapsed = performance.now();
+    await sleep(2 * LEASE_MS); // A's view refreshed several times since
+    assert.ok((await leaseLeft('host-b')) < 0, 'B is still cut off from the registry');
+    assert.ok((await leaseLeft('host-a')) > 0, "A's lease runs");
+    const aSeesB = a.daemon.registry!.placements.host('host-b')?.up;
+    const own = await get(b, 'hic-b.localhost', '/');
+    assert.is(own.body.toString(), 'on B', "B's own edge serves its server");
+    await Promise.all([viaA.stop(), viaB.stop()]);
+    console.log(`B cut off ${Math.round(performance.now() - cut)} ms, its lease lapsed ${Math.round(lapsed - cut)} ms after the cut`);
+    for (const [name, h, page] of [
+      ['through A', viaA, 'on B'],
+      ['through B', viaB, 'on A'],
+    ] as const) {
+      const after = h.samples.filter((x) => x.at > cut);
+      const bad = failed(after, page);
+      console.log(`${name}: ${after.length} requests while B was cut off, ${bad.length} failed`);
+      assert.ok(after.length > 20, `${after.length} requests`);
+      assert.is(bad.length, 0, `${name}: ${bad.length} of ${after.length} failed: ${summary(bad)}`);
+    }
+    assert.is(aSeesB, true, 'A counts B up: its channel answers');
+  } finally {
+    relay.heal();
+    await Promise.all([viaA.stop(), viaB.stop()]);
+  }
+  await until("B's lease runs again", async () => (await leaseLeft('host-b')) > 0, 10_000, 50);
 });
 
 test.run();
