@@ -98,6 +98,7 @@ const UNIT = [
   'test/hosting/capacity.test.ts',
   'test/registry/fence.test.ts',
   'test/registry/resume.test.ts',
+  'test/registry/leases.test.ts',
 ];
 
 /** The API contract suites: run twice, on a single box and then against a daemon in registry

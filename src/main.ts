@@ -183,6 +183,8 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
         const c = await startChannel(d);
         if (c) d.hosting.bindChannel(c.servers);
         const placements = d.registry?.placements;
+        // down is no lease and no answer on the channel: a host cut off from the registry alone still serves
+        if (c) placements?.answeredBy((host, advertise) => c.answering(host, advertise));
         // servers' keys from the placement cache's memory; a miss (a key recorded a moment ago) reads one catch-up
         const keys = placements && {
           known: (fp: string) => placements.keys.byFingerprint(fp),

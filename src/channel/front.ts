@@ -11,9 +11,9 @@
 // `retryBody` so the request can be sent again once when the owner answers "not here" (its
 // placement moved: the cache was stale); a larger one is streamed and not retried. A lane request
 // the owner turned away is replayed by node's server after one registry read, not to the same
-// host again. A host that is down (its lease ran out) or cannot be reached answers at once 503
-// host_unavailable; an address that leads back here, 502 forward_loop. WebSocket handshakes take
-// the same way (tunnel.ts).
+// host again. A host that is down (its lease ran out and its channel does not answer) or cannot be
+// reached answers at once 503 host_unavailable; an address that leads back here, 502
+// forward_loop. WebSocket handshakes take the same way (tunnel.ts).
 
 import type { IncomingMessage } from 'node:http';
 import type { OutgoingHttpHeaders } from 'node:http2';

@@ -57,6 +57,10 @@ export interface Channel {
   openSsh(serverId: string, client: SshClient): Promise<Duplex>;
   /** This host's sessions to its peers: up or down, errors, forwarded requests (health.ts). */
   health(): PeerHealth[];
+  /** Whether `host` at `advertise` answers on the channel now (an open session that answered its
+   *  last ping): a host whose lease ran out is still up while it does (the placement cache's
+   *  `answeredBy`, wired in main.ts). */
+  answering(host: string, advertise: string): boolean;
   stop(): Promise<void>;
 }
 
@@ -151,6 +155,7 @@ export async function startChannel(d: ChannelPartDeps): Promise<Channel | undefi
     },
     openSsh: (serverId, client) => openSsh(sshOpen, serverId, client),
     health: () => health.view(),
+    answering: (host, advertise) => peers.answering(host, advertise),
     async stop() {
       clearInterval(renew);
       peers.close();

@@ -14,6 +14,7 @@ export interface PlacementView {
 export interface HostView {
   name: string;
   advertise: string;
+  /** Its lease runs, or the channel to it answers (down: neither). */
   up: boolean;
 }
 

@@ -1,5 +1,6 @@
 // What every sender over the channel shares (the proxy's front, the API forwarder, SSH): the
-// session to a peer host or why there is none (down by its lease: 503 host_unavailable at once;
+// session to a peer host or why there is none (down: its lease ran out and its channel does not
+// answer, 503 host_unavailable at once, a session tried in the background for the next request;
 // an address leading back here: 502 forward_loop; unreachable: 503), a forwarded request's stream
 // with the channel's headers (the client's head, who the client is, one hop), its answer head,
 // and that answer relayed to the client as it comes.
@@ -47,7 +48,12 @@ export async function readBody(req: Req, retryBody: number, given?: Buffer): Pro
 /** The session to `host`, opened now when there is none; or why there is none. */
 export async function peerSession(d: OutboundDeps, host: string, requestId?: string): Promise<ClientHttp2Session | AppError> {
   const peer = d.placements.host(host);
-  if (!peer || !peer.up) return hostUnavailable(host, 'is down');
+  if (!peer) return hostUnavailable(host, 'is down');
+  if (!peer.up) {
+    // no lease, no session that answers: maybe only cut off from the registry, which a session tells
+    d.peers.probe(host, peer.advertise);
+    return hostUnavailable(host, 'is down');
+  }
   try {
     return await d.peers.session(host, peer.advertise);
   } catch (e) {

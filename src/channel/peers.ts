@@ -7,7 +7,9 @@
 // every connectTimeout (at most 5 s), each ping answered within connectTimeout, so a peer cut off
 // (a partition that drops packets) fails its requests within twice that. After a peer could not be
 // reached, requests for it fail at once for connectTimeout (not each waiting connectTimeout
-// again); the first one after that tries anew. Beside each open session, the raw lane's
+// again); the first one after that tries anew. Whether a peer answers now (`answering`: an open
+// session that answered its connect or last ping recently) is what keeps a host whose lease ran
+// out (cut off from the registry alone) a host requests are forwarded to. Beside each open session, the raw lane's
 // connection to the same peer (rawpool.ts: lane requests as multiplexed streams), living and dying
 // with the session (whose pings find a dead peer out).
 
@@ -48,11 +50,42 @@ export class Peers {
   private readonly clock: Clock;
   /** Peers that could not be reached, until when their requests fail at once (monotonic ms). */
   private readonly failed = new Map<string, { until: number; error: PeerError }>();
+  /** When each open session last answered (its connect, a ping), monotonic ms. */
+  private readonly heard = new Map<string, number>();
+  private readonly every: number;
+  private readonly now: () => number;
 
-  constructor(private readonly o: { identity: () => Identity; connectTimeoutMs: number; log: Logger; health?: ChannelHealth; clock?: Clock }) {
+  constructor(
+    private readonly o: {
+      identity: () => Identity;
+      connectTimeoutMs: number;
+      log: Logger;
+      health?: ChannelHealth;
+      /** Monotonic ms, for when a peer last answered (tests move it). */
+      now?: () => number;
+      /** The pings' and the raw pools' timers (tests move it). */
+      clock?: Clock;
+    },
+  ) {
     this.clock = o.clock ?? systemClock;
+    this.now = o.now ?? (() => performance.now());
+    this.every = Math.min(PING_MS, o.connectTimeoutMs);
     // a peer that stopped answering (frozen, cut off) is found out by its pings, not by a request hanging on it
-    this.timer = this.clock.every(Math.min(PING_MS, o.connectTimeoutMs), () => void this.ping());
+    this.timer = this.clock.every(this.every, () => void this.ping());
+  }
+
+  /** Whether `host` at `advertise` answers on the channel now: a session is open and answered its
+   *  connect or a ping within two ping intervals and a ping's deadline. */
+  answering(host: string, advertise: string): boolean {
+    const key = `${host}@${advertise}`;
+    const heard = this.heard.get(key);
+    return heard !== undefined && this.openNow(host, advertise) !== undefined && this.now() - heard <= 2 * this.every + this.o.connectTimeoutMs;
+  }
+
+  /** Opens a session to `host` in the background, unless one is open or opening or it failed a
+   *  moment ago: a host whose lease ran out is forwarded to again once its channel answers. */
+  probe(host: string, advertise: string): void {
+    this.session(host, advertise).catch(() => {});
   }
 
   /** The session to `host` at `advertise`, opened now when there is none. */
@@ -61,14 +94,14 @@ export class Peers {
     let s = this.sessions.get(key);
     if (!s) {
       const f = this.failed.get(key);
-      if (f && performance.now() < f.until) return Promise.reject(f.error);
+      if (f && this.now() < f.until) return Promise.reject(f.error);
       s = this.open(host, advertise, key);
       this.sessions.set(key, s);
       s.then(
         () => this.failed.delete(key),
         (e: PeerError) => {
           this.sessions.delete(key);
-          if (!e.loop) this.failed.set(key, { until: performance.now() + this.o.connectTimeoutMs, error: e });
+          if (!e.loop) this.failed.set(key, { until: this.now() + this.o.connectTimeoutMs, error: e });
         },
       );
     }
@@ -149,6 +182,7 @@ export class Peers {
         clearTimeout(t);
         if (this.ready.get(key) === session) {
           this.ready.delete(key);
+          this.heard.delete(key);
           this.dropRaw(key, false);
         }
         this.o.health?.closed(host);
@@ -168,27 +202,34 @@ export class Peers {
         );
         session.unref(); // idle sessions keep no process alive
         this.ready.set(key, session);
+        this.heard.set(key, this.now());
         this.o.health?.opened(host, advertise);
         resolve(session);
       });
     });
   }
 
-  private async ping(): Promise<void> {
-    for (const [key, p] of this.sessions) {
-      const s = await p.catch(() => undefined);
-      if (!s || s.destroyed) continue;
+  /** Pings every connected session (one still connecting is not waited for: its connect has a deadline of its own). */
+  private ping(): void {
+    for (const [key, s] of this.ready) {
+      if (s.destroyed) continue;
       const t = setTimeout(() => {
         this.sessions.delete(key);
         this.ready.delete(key);
+        this.heard.delete(key);
         this.o.health?.error(key.slice(0, key.indexOf('@')), 'ping', 'the peer did not answer a ping');
         this.dropRaw(key, true);
         s.destroy(new Error('the peer did not answer a ping'));
       }, this.o.connectTimeoutMs);
-      s.ping((err) => {
-        clearTimeout(t);
-        if (err && !s.destroyed) s.destroy();
-      });
+      try {
+        s.ping((err) => {
+          clearTimeout(t);
+          if (!err && this.ready.get(key) === s) this.heard.set(key, this.now());
+          else if (!s.destroyed) s.destroy();
+        });
+      } catch {
+        clearTimeout(t); // a session closing: its close event ends it
+      }
     }
   }
 
@@ -201,6 +242,7 @@ export class Peers {
       );
     this.sessions.clear();
     this.ready.clear();
+    this.heard.clear();
     this.failed.clear();
     for (const key of [...this.raws.keys()]) this.dropRaw(key, true);
   }

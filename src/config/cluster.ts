@@ -52,7 +52,9 @@ export const clusterSchema = z
       ),
     lease: duration()
       .prefault('15s')
-      .describe('How long a host counts as up after its last heartbeat; it heartbeats every third of this. A host whose lease ran out is shown down.'),
+      .describe(
+        'How long a host counts as up after its last heartbeat; it heartbeats every third of this. A host whose lease ran out is shown down unless its channel still answers; a lease that ran out while the registry could not be reached is not counted until this long after it is back.',
+      ),
     connectTimeout: duration().prefault('3s').describe('How long a connection to the registry may take before the registry counts as unreachable.'),
     statementTimeout: duration().prefault('5s').describe('Longest a registry statement may run; past it the call fails as registry_unavailable.'),
   })

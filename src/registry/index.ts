@@ -76,7 +76,7 @@ export class Registry {
     this.channel = new RegistryCa(this.pool);
     this.placements = new PlacementCache(
       this.pool,
-      { refreshMs: Math.max(100, Math.min(1000, Math.floor(o.leaseMs / 3))), connectTimeoutMs: o.connectTimeoutMs },
+      { refreshMs: Math.max(100, Math.min(1000, Math.floor(o.leaseMs / 3))), connectTimeoutMs: o.connectTimeoutMs, leaseMs: o.leaseMs },
       log,
     );
     this.accounts = new RegistryAccounts(this.pool, o.host);
@@ -143,9 +143,11 @@ export class Registry {
         this.checked = true;
       }
       await this.hosts.heartbeat(this.facts(), starting || !this.reachable);
+      this.placements.heartbeat(true);
       if (!this.reachable) this.log.info('registry reachable again', { registry: this.pool.where });
       this.reachable = true;
     } catch (err) {
+      this.placements.heartbeat(false); // the others' leases that run out meanwhile are not counted
       if (isAppError(err) && err.code === 'registry_unavailable' && this.reachable) {
         this.reachable = false;
         this.log.warn('registry unreachable; serving what this host has', { registry: this.pool.where });

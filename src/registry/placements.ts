@@ -4,10 +4,13 @@
 // connection killed, the registry restarted or failed over) catches up with `version > seen`
 // (NOTIFY has no replay). Every notification, `fresh()` and the hosts timer run the same ordered
 // catch-up, one at a time, so the cache never goes back in version. It also keeps a view of the
-// hosts (advertise address, public IP, up = lease not expired) refreshed on a short timer; a host
-// whose lease runs out shows down at once, between refreshes too (its lease is counted down on
-// this host's monotonic clock). The cache may be stale, never trusted for a wrong answer: the
-// owner checks the epoch and answers "not here", then the edge calls `fresh()`. The same catch-up
+// hosts (advertise address, public IP) refreshed on a short timer. A host is down when its lease
+// ran out and the channel to it does not answer (`answeredBy`, the channel's view wired in
+// main.ts): a host cut off from the registry alone still serves its servers to its peers. A lease
+// runs out at once, between refreshes too (counted down on this host's monotonic clock), except
+// one that ran out while this host could not reach the registry, or within a lease after it could
+// again (leases.ts: nobody could renew). The cache may be stale, never trusted for a wrong answer:
+// the owner checks the epoch and answers "not here", then the edge calls `fresh()`. The same catch-up
 // keeps the cluster's custom domains (`domains`, domainmap.ts): every host knows every active
 // domain → server, so its edge routes any of them without asking the registry; and the servers'
 // SSH public keys and the HTTP-01 answers of the orders under way (`keys`, `challenges`:
@@ -17,6 +20,7 @@
 import pg from 'pg';
 import type { Logger } from '../log/index.js';
 import { DomainMap, DOMAINS_CATCH_UP } from './domainmap.js';
+import { Trouble } from './leases.js';
 import { ChallengeMap, KeyMap, SHARED_MAPS_CATCH_UP } from './sharedmaps.js';
 import { PLACEMENT_CHANNEL } from './placements-sql.js';
 import type { RegistryPool } from './pool.js';
@@ -43,6 +47,8 @@ export interface PlacementCacheOptions {
   /** First wait before re-opening a lost LISTEN connection (doubles up to 8×). */
   reconnectMs?: number;
   connectTimeoutMs: number;
+  /** The hosts' lease: how long a lease that ran out in registry trouble is excused after it (default: 3 refreshes). */
+  leaseMs?: number;
   /** Monotonic milliseconds (injected in tests). */
   now?: () => number;
 }
@@ -81,7 +87,11 @@ export class PlacementCache {
   private readonly servers = new Map<string, PlacementView>();
   private readonly slugs = new Map<string, PlacementView>();
   private hostsSeen = new Map<string, HostSeen>();
-  private hostsFresh = false;
+  /** Registry trouble as the reads of the hosts saw it, and as this host's heartbeat did. */
+  private readonly reads: Trouble;
+  private readonly beats: Trouble;
+  /** Whether the channel to a host answers now (wired in main.ts; none: the lease alone decides). */
+  private answers?: (host: string, advertise: string) => boolean;
   private seen = 0;
   private listener?: pg.Client;
   private running = false;
@@ -107,6 +117,22 @@ export class PlacementCache {
   ) {
     this.now = o.now ?? (() => performance.now());
     this.backoff = o.reconnectMs ?? 200;
+    const graceMs = o.leaseMs ?? 3 * o.refreshMs;
+    this.reads = new Trouble({ graceMs, now: this.now, lateMs: o.refreshMs + o.connectTimeoutMs });
+    this.beats = new Trouble({ graceMs, now: this.now });
+  }
+
+  /** How this host learns whether the channel to a host answers: a host whose lease ran out is
+   *  still up while it does (main.ts gives the channel's). */
+  answeredBy(answers: (host: string, advertise: string) => boolean): void {
+    this.answers = answers;
+  }
+
+  /** Whether this host's own heartbeat reached the registry (Registry tells at each one): while
+   *  it fails, and a lease after, leases that ran out meanwhile are not counted. */
+  heartbeat(ok: boolean): void {
+    if (ok) this.beats.ok();
+    else this.beats.failed();
   }
 
   /** Highest placement version seen. */
@@ -175,8 +201,10 @@ export class PlacementCache {
   host(name: string): HostView | undefined {
     const h = this.hostsSeen.get(name);
     if (!h) return undefined;
-    // counted down since the last read; with the registry unreachable, the last state read stays
-    const up = this.hostsFresh ? h.leftMs - (this.now() - h.at) > 0 : h.leftMs > 0;
+    // when its lease runs out, on this host's clock; one that ran out in registry trouble is excused
+    const lapsedAt = h.at + h.leftMs;
+    const lease = this.now() < lapsedAt || this.reads.excuses(lapsedAt) || this.beats.excuses(lapsedAt);
+    const up = lease || this.answers?.(h.name, h.advertise) === true;
     return { name: h.name, advertise: h.advertise, publicIp: h.publicIp, up };
   }
 
@@ -193,7 +221,8 @@ export class PlacementCache {
   }
 
   /** The state the registry shows for a server: `unavailable` when its host is down (lease ran
-   *  out), undefined when its host is up or the server is unknown (the owner's own state holds). */
+   *  out, channel not answering), undefined when its host is up or the server is unknown (the
+   *  owner's own state holds). */
   state(serverId: string): 'unavailable' | undefined {
     const p = this.servers.get(serverId);
     if (!p) return undefined;
@@ -264,14 +293,10 @@ export class PlacementCache {
       );
       const at = this.now();
       this.hostsSeen = new Map(r.rows.map((x) => [x.name, { name: x.name, advertise: x.advertise, publicIp: x.public_ip, leftMs: Number(x.left_ms), at }]));
-      this.hostsFresh = true;
+      this.reads.ok();
     } catch {
-      if (this.hostsFresh) {
-        // freeze what was last read: a host cut off from the registry does not call the others down
-        const now = this.now();
-        for (const h of this.hostsSeen.values()) h.leftMs -= now - h.at;
-      }
-      this.hostsFresh = false;
+      // what was last read stays; the leases that run out from now on are excused (leases.ts)
+      this.reads.failed();
     }
   }
 
