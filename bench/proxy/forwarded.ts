@@ -8,9 +8,9 @@
 //   sender <channel port> <dir> [lane]  host B: the real Edge with the channel's front, whose
 //                                       placement lookup says bench lives on host-a (a fixed map: the
 //                                       registry is not what is measured); prints {"http", "https"}.
-//                                       lane: raw (default: the raw lane, as the daemon runs), fast
-//                                       (no raw pool: the HTTP/2 fast lane, as at the raw pool's cap)
-//                                       or full (neither: node's server and the front's full path)
+//                                       lane: raw (default: the raw lane, as the daemon runs) or full
+//                                       (no raw pool: node's server and the front's full path over
+//                                       the HTTP/2 session, as beyond the raw pool's cap)
 // Usage: node --import tsx bench/proxy/forwarded.ts owner 127.0.0.2 80 /tmp/x
 
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -94,9 +94,8 @@ if (mode === 'owner') {
     host: (n) => (n === 'host-a' ? { name: n, advertise: `127.0.0.1:${channelPort}`, up: true } : undefined),
   };
   const peers = new Peers({ identity: () => identity, connectTimeoutMs: 2000, log });
-  // the lanes the front may use (it asks the peers for each): what is not lent falls to the next
-  if (lane === 'fast' || lane === 'full') peers.raw = () => undefined;
-  if (lane === 'full') peers.openNow = () => undefined;
+  // without the raw pool a GET takes the full path (node's server, the HTTP/2 session)
+  if (lane === 'full') peers.raw = () => undefined;
   // this host runs no server: its own proxy knows none
   const local = createProxy({ log, cfg: proxySchema.parse({}), sites: { lookup: () => undefined, neverSleep: () => false } });
   const front = new ClusterFront({ local, servers: { bySlug: () => undefined }, placements, peers, self: 'host-b', retryBody: 1024 * 1024, log });

@@ -29,8 +29,8 @@
 //
 // `--repeat N` measures every row N times, the rows taking turns, and shows each row's median
 // and the spread of its rounds (the machine is shared: the spread is the noise).
-// `--lanes` adds the forwarded row by each of the channel's other paths for a GET: the HTTP/2 fast
-// lane alone (the raw lane taken away) and node's server with the front's full path alone.
+// `--lanes` adds the forwarded row by the channel's other path for a GET: node's server with the
+// front's full path over the HTTP/2 session (the raw lane taken away, as beyond its pool's cap).
 //
 // With `--container` the daemon runs bundled as it ships (esbuild, see bundle()); `--tsx` runs it from source.
 // Usage: node --import tsx bench/proxy/run.ts [--duration 10] [--connections 64] [--target ip:80] [--container] [--tls] [--no-pin] [--tsx]
@@ -71,7 +71,7 @@ const threadCpus = arg('threads-cpus', 'any');
 const repeat = Math.max(1, Number(arg('repeat', '1')));
 /** Only the rows of the forwarded figures: direct, rootbox and forwarded (the quick loop while working on the channel). */
 const onlyForwarded = process.argv.includes('--forwarded');
-/** Also the forwarded row by each of the channel's other paths: the HTTP/2 fast lane alone and the full path alone. */
+/** Also the forwarded row by the full path alone (no raw lane). */
 const lanes = process.argv.includes('--lanes');
 
 async function freePort(): Promise<number> {
@@ -280,7 +280,6 @@ async function main(): Promise<void> {
   // the forwarded row: host A (owner) behind its channel, host B's edge in front (both on the proxy core)
   const owner = await helper('./forwarded.ts', ['owner', th, tp, dir]);
   const sender = await helper('./forwarded.ts', ['sender', String(owner.port), dir]);
-  const senderFast = lanes ? await helper('./forwarded.ts', ['sender', String(owner.port), dir, 'fast']) : undefined;
   const senderFull = lanes ? await helper('./forwarded.ts', ['sender', String(owner.port), dir, 'full']) : undefined;
   const rbHost = rb.host ?? 'bench.rbx.test';
   const plain = await helper('./plain.ts', [th, tp]);
@@ -300,9 +299,8 @@ async function main(): Promise<void> {
     // added latency is what one request waits more, not queueing under load: one connection each
     const rootbox1 = await measured(`http://127.0.0.1:${rb.port}/`, rbHost, rb.pid, [], 1);
     const forwarded1 = await measured(`http://127.0.0.1:${sender.port}/`, h, sender.pid, [owner.pid], 1);
-    const viaFast = senderFast && (await measured(`http://127.0.0.1:${senderFast.port}/`, h, senderFast.pid, [owner.pid]));
     const viaFull = senderFull && (await measured(`http://127.0.0.1:${senderFull.port}/`, h, senderFull.pid, [owner.pid]));
-    if (onlyForwarded) return { direct, rootbox, forwarded, rootbox1, forwarded1, viaFast, viaFull };
+    if (onlyForwarded) return { direct, rootbox, forwarded, rootbox1, forwarded1, viaFull };
     const viaNginx = await measured(`http://127.0.0.1:${nginxPort}/`, h, nginxProxy.pid!);
     const viaPeers: Result[] = [];
     for (const p of peers) viaPeers.push(await measured(`http://127.0.0.1:${p.port}/`, h, p.pid));
@@ -325,7 +323,6 @@ async function main(): Promise<void> {
       forwarded,
       rootbox1,
       forwarded1,
-      viaFast,
       viaFull,
       viaNginx,
       peerRows: { ...named(viaPeers, ''), ...named(peersTls, 'Tls') },
@@ -361,7 +358,6 @@ async function main(): Promise<void> {
   const forwarded = pick('forwarded');
   const rootbox1 = pick('rootbox1');
   const forwarded1 = pick('forwarded1');
-  const viaFast = pick('viaFast');
   const viaFull = pick('viaFull');
   const viaNginx = pick('viaNginx');
   const library = pick('library');
@@ -387,11 +383,10 @@ async function main(): Promise<void> {
   console.log(
     `forwarded / rootbox throughput ${(forwarded.rps / rootbox.rps).toFixed(2)}x (target ≥ 0.45x)   CPU per request ${(forwarded.cpuUs! / rootbox.cpuUs!).toFixed(2)}x   added p50 at one connection ${(forwarded1.p50 - rootbox1.p50).toFixed(2)} ms (target ≤ +1 ms; under ${connections} connections ${(forwarded.p50 - rootbox.p50).toFixed(2)} ms)`,
   );
-  if (viaFast && viaFull) {
-    console.log(row('fwd fast', viaFast) + '   (no raw lane: the HTTP/2 fast lane)');
-    console.log(row('fwd full', viaFull) + "   (neither lane: node's server, the front's full path)");
+  if (viaFull) {
+    console.log(row('fwd full', viaFull) + "   (no raw lane: node's server, the front's full path over HTTP/2)");
     console.log(
-      `channel paths: raw lane / fast lane throughput ${(forwarded.rps / viaFast.rps).toFixed(2)}x, fast lane / full path ${(viaFast.rps / viaFull.rps).toFixed(2)}x   CPU per request fast / full ${(viaFast.cpuUs! / viaFull.cpuUs!).toFixed(2)}x`,
+      `channel paths: raw lane / full path throughput ${(forwarded.rps / viaFull.rps).toFixed(2)}x   CPU per request raw / full ${(forwarded.cpuUs! / viaFull.cpuUs!).toFixed(2)}x`,
     );
   }
   if (onlyForwarded) return;

@@ -24,7 +24,6 @@ import type { Logger } from '../log/index.js';
 import { sendErrorPage } from '../proxy/index.js';
 import type { Placements, PlacementView } from './lookup.js';
 import type { ChannelHealth } from './health.js';
-import { laneForward } from './fastlane.js';
 import { MissBudget } from '../misses.js';
 import { rawForward } from './rawlane.js';
 import { hostUnavailable, openForwarded, readBody, relay, sendForwarded } from './outbound.js';
@@ -62,9 +61,9 @@ export class ClusterFront implements HttpApp, UpgradeApp {
 
   constructor(private readonly d: FrontDeps) {
     const local = d.local.lane?.bind(d.local);
-    // a lane request for a server of another host goes on the raw lane (rawlane.ts) or, at that
-    // pool's cap, over the open session (fastlane.ts); else to node's server, which forwards it
-    // (opening the session, retrying, making error pages)
+    // a lane request for a server of another host goes on the raw lane (rawlane.ts); when its pool
+    // cannot take it (at its cap, not open yet, a peer without the lane), to node's server, which
+    // forwards it over the HTTP/2 session (opening it, retrying, making error pages)
     if (local)
       this.lane = (r, sock, info, done) => {
         const p = this.remote(info.slug);
@@ -80,10 +79,7 @@ export class ClusterFront implements HttpApp, UpgradeApp {
           done(o);
         };
         const raw = this.d.peers.raw(p.host, host.advertise);
-        const sent = raw && rawForward(raw, this.d.peers.date, r, sock, info, p, told, turnedAway);
-        if (sent) return sent;
-        const session = this.d.peers.openNow(p.host, host.advertise);
-        return session ? laneForward(session, r, sock, info, p, told, turnedAway) : false;
+        return (raw && rawForward(raw, this.d.peers.date, r, sock, info, p, told, turnedAway)) || false;
       };
   }
 

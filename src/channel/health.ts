@@ -9,7 +9,7 @@ import { metrics } from '../metrics/index.js';
 /** How one forwarded request (one attempt: a "not here" and its retry are two) ended:
  *  answered (the owner's answer went to the client), not_here (the owner no longer runs the
  *  server), unavailable (503 host_unavailable: down, unreachable, or the stream failed before an
- *  answer), loop (502 forward_loop), cut (a fast-lane answer cut, or its client left). */
+ *  answer), loop (502 forward_loop), cut (a lane answer cut, or its client left). */
 export type ForwardOutcome = 'answered' | 'not_here' | 'unavailable' | 'loop' | 'cut';
 
 /** connect (a session could not be opened), loop (the address leads back here), session (an
@@ -90,7 +90,7 @@ export class ChannelHealth {
     this.forwarded(peer, 'unavailable');
   }
 
-  /** How a fast-lane exchange ended (a replay is answered, and counted, by the full path). */
+  /** How a raw-lane exchange ended (a replay is answered, and counted, by the full path). */
   lane(peer: string, kind: 'answered' | 'replay' | 'cut'): void {
     if (kind !== 'replay') this.forwarded(peer, kind);
   }

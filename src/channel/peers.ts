@@ -40,7 +40,7 @@ const RAW_IDLE_MS = 30_000;
 
 export class Peers {
   private readonly sessions = new Map<string, Promise<ClientHttp2Session>>();
-  /** The sessions already connected, for the lane's sync look (fastlane.ts). */
+  /** The sessions already connected (whether a peer answers now: `answering`, `openNow`). */
   private readonly ready = new Map<string, ClientHttp2Session>();
   /** The raw lane's pools, by the same key as the sessions they live beside. */
   private readonly raws = new Map<string, RawPool>();

@@ -11,7 +11,6 @@
 // carries many lane requests at once as streams (rawowner.ts).
 
 import {
-  constants,
   createSecureServer,
   type Http2SecureServer,
   type Http2ServerRequest,
@@ -30,7 +29,6 @@ import type { Logger } from '../log/index.js';
 import { answerApi, type ApiOwnerDeps } from './api.js';
 import { peerHost, type Identity } from './identity.js';
 import type { Placements } from './lookup.js';
-import { ownerLane } from './ownerlane.js';
 import { ownerSsh, SSH_KIND, type SshAcceptor } from './ssh.js';
 import { MUX_ALPN } from './muxwire.js';
 import { RawOwner, type Claim } from './rawowner.js';
@@ -58,8 +56,6 @@ export interface ChannelServerDeps {
 /** How long forwarded requests under way may run on at a stop. */
 const CLOSE_GRACE_MS = 2000;
 
-const END_STREAM = constants.NGHTTP2_FLAG_END_STREAM;
-
 /** Raw lane connections a peer may hold open here (its sender keeps one; a few while one is replaced), and how long one may stay idle. */
 const RAW_PER_PEER = 8;
 const RAW_IDLE_MS = 60_000;
@@ -80,8 +76,6 @@ export class ChannelServer {
   /** Every connection, also one whose session closed while its peer kept its side open. */
   private readonly sockets = new Set<Socket>();
   private readonly peers = new WeakMap<object, string>();
-  /** Streams the fast path handed back with a failure, for the full path to answer with it. */
-  private readonly failures = new WeakMap<object, AppError>();
   private raw?: RawOwner;
 
   constructor(private readonly d: ChannelServerDeps) {}
@@ -100,17 +94,13 @@ export class ChannelServer {
       },
       (req, res) => this.onRequest(req, res),
     ));
-    // node's compatibility layer is a 'stream' listener: lane-marked streams try the fast path first
+    // node's compatibility layer is a 'stream' listener: SSH streams are taken before it
     const compat = server.listeners('stream')[0] as (...a: unknown[]) => void;
     server.removeAllListeners('stream');
     server.on('stream', (stream: ServerHttp2Stream, headers: IncomingHttpHeaders, flags: number, raw: string[]) => {
       if (headers[SSH_KIND] !== undefined)
         return ownerSsh(stream, headers, { ...this.d, self: this.d.identity().host, peer: this.peerOf(stream.session?.socket) });
-      const full = (failure?: AppError) => {
-        if (failure) this.failures.set(stream, failure);
-        compat.call(server, stream, headers, flags, raw);
-      };
-      if (!this.fast(stream, headers, flags, full)) full();
+      compat.call(server, stream, headers, flags, raw);
     });
     server.on('connection', (sock: Socket) => {
       this.sockets.add(sock);
@@ -176,18 +166,12 @@ export class ChannelServer {
     const h = req.headers;
     // an HTTP/2 stream of a session
     const stream = 'stream' in req ? req.stream : undefined;
-    const key: object = stream ?? req.socket;
     const info: RequestInfo = {
       host: one(h[H.site]) ?? '',
       scheme: one(h[H.scheme]) === 'http' ? 'http' : 'https',
       requestId: one(h[H.rid]) ?? '',
       ip: one(h[H.ip]) ?? '',
     };
-    const failure = this.failures.get(key);
-    if (failure) {
-      this.failures.delete(key);
-      info.failure = failure;
-    }
     if (stream && h[H.api] === '1' && this.d.api)
       return answerApi(this.d.api, req as Http2ServerRequest, res as Http2ServerResponse, info, this.peerOf(stream.session?.socket));
     const upgrade = stream ? one(h[H.upgrade]) : undefined;
@@ -229,23 +213,6 @@ export class ChannelServer {
     // a server's own domain: still attached and active here (detached on this host, another host's map may lag)
     if (claim.alias !== undefined && this.d.aliases?.(claim.alias) !== slug) return 'not-here';
     return undefined;
-  }
-
-  /** A lane-marked bodiless request answered by the proxy's lane (ownerlane.ts); false: the full path answers it. */
-  private fast(stream: ServerHttp2Stream, h: IncomingHttpHeaders, flags: number, full: (failure?: AppError) => void): boolean {
-    const lane = this.d.local.lane;
-    if (!lane || h[H.lane] !== '1' || !(flags & END_STREAM) || h[H.upgrade] !== undefined) return false;
-    const host = one(h[H.site]) ?? '';
-    const info = {
-      host,
-      slug: host.slice(0, host.indexOf('.')),
-      scheme: one(h[H.scheme]) === 'http' ? 'http' : 'https',
-      requestId: one(h[H.rid]) ?? '',
-      ip: one(h[H.ip]) ?? '',
-    } as const;
-    if (this.refusal(this.peerOf(stream.session?.socket) ?? '', claimOf(h), info)) return false;
-    stream.on('error', () => {});
-    return ownerLane((r, sock, i, done) => lane.call(this.d.local, r, sock, i, done), stream, h, info, full);
   }
 
   /** The host a connection's verified certificate names, read once per connection (decoding it per request costs). */

@@ -20,10 +20,6 @@ export const H = {
   alias: 'x-rootbox-alias',
   /** A WebSocket handshake: the value of the client's Upgrade header. */
   upgrade: 'x-rootbox-upgrade',
-  /** A bodiless GET or HEAD the sender's lane took: the owner may answer it as raw HTTP/1.1 (ownerlane.ts). */
-  lane: 'x-rootbox-lane',
-  /** The client asked to close after the answer (a lane request's Connection: close). */
-  close: 'x-rootbox-close',
   /** The owner's answer is the app's HTTP/1.1 answer, bytes as they go to the client. */
   raw: 'x-rootbox-raw',
   /** A request for the owner's API app (api.ts), not its proxy. */

@@ -114,7 +114,7 @@ const flowsDropped = new Counter({
 const forwardedCounts = new Map<string, number>();
 new Counter({
   name: 'rootbox_channel_forwarded_total',
-  help: "Requests this host forwarded over the cluster channel, by peer host and outcome: answered (the owner's answer went to the client), not_here (the owner no longer runs the server; a retry is counted again), unavailable (503 host_unavailable), loop (502 forward_loop), cut (a fast-lane answer cut or its client gone).",
+  help: "Requests this host forwarded over the cluster channel, by peer host and outcome: answered (the owner's answer went to the client), not_here (the owner no longer runs the server; a retry is counted again), unavailable (503 host_unavailable), loop (502 forward_loop), cut (a lane answer cut or its client gone).",
   labelNames: ['peer', 'outcome'] as const,
   registers: [registry],
   collect() {
