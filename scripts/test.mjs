@@ -42,6 +42,7 @@ const UNIT = [
   'test/mcp/tools.test.ts',
   'test/proxy/forward.test.ts',
   'test/channel/rawlane.test.ts',
+  'test/channel/retrybudget.test.ts',
   'test/foundation/edge-guard.test.ts',
   'test/proxy/http1-diff.test.ts',
   'test/payments/paywall.test.ts',

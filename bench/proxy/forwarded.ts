@@ -17,6 +17,7 @@ import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { issueIdentity } from '../../src/channel/identity.js';
+import { RetryBudget } from '../../src/channel/body.js';
 import { ClusterFront } from '../../src/channel/front.js';
 import type { Placements } from '../../src/channel/lookup.js';
 import { Peers } from '../../src/channel/peers.js';
@@ -98,7 +99,15 @@ if (mode === 'owner') {
   if (lane === 'full') peers.raw = () => undefined;
   // this host runs no server: its own proxy knows none
   const local = createProxy({ log, cfg: proxySchema.parse({}), sites: { lookup: () => undefined, neverSleep: () => false } });
-  const front = new ClusterFront({ local, servers: { bySlug: () => undefined }, placements, peers, self: 'host-b', retryBody: 1024 * 1024, log });
+  const front = new ClusterFront({
+    local,
+    servers: { bySlug: () => undefined },
+    placements,
+    peers,
+    self: 'host-b',
+    retry: { cap: 1024 * 1024, budget: new RetryBudget(8 << 20, 64 << 20) },
+    log,
+  });
   const nope: HttpApp = { handle: async (_q, r) => void r.writeHead(404).end() };
   const tls = new TlsManager({ domain: 'rbx.test', dataDir: dir, log });
   const edge = new Edge({

@@ -9,7 +9,8 @@
 // The owner's channel server hands streams marked `x-rootbox-api: 1` to its API app, not to the
 // proxy (`answerApi`). A request naming the server it acts on carries the placement epoch the
 // sender saw: an owner that does not run that server at that epoch answers "not here", and the
-// sender asks the registry once and sends again (a body kept up to `retryBody`; a larger one was
+// sender asks the registry once and sends again (a body kept up to `retryBody` within the retry
+// budget of its source and of the host, body.ts; a larger one, or one beyond the budget, was
 // streamed and is not retried: 503 host_unavailable). A host that is down or cannot be reached
 // answers 503 host_unavailable at once; an address that leads back here, 502 forward_loop.
 
@@ -21,7 +22,7 @@ import { errorReply, rawError, sendReply, withBody, type HttpApp, type Req, type
 import type { Logger } from '../log/index.js';
 import type { ChannelHealth } from './health.js';
 import type { Placements, PlacementView } from './lookup.js';
-import { hostUnavailable, openForwarded, readBody, relay, sendForwarded } from './outbound.js';
+import { hostUnavailable, openForwarded, readBody, relay, sendForwarded, type Body, type RetryKeep } from './outbound.js';
 import { CANCEL, type Peers } from './peers.js';
 import { handshakeOf, StreamSocket } from './tunnel.js';
 import { dropOwn, H, MAX_HOPS, NOT_HERE } from './wire.js';
@@ -43,8 +44,8 @@ export interface ApiForwarderDeps {
   peers: Peers;
   placements: Placements;
   self: string;
-  /** Bodies kept for a retry after "not here" up to this many bytes (cluster.forwardRetryBody). */
-  retryBody: number;
+  /** Bodies kept for a retry after "not here": cluster.forwardRetryBody each, within the budget. */
+  retry: RetryKeep;
   /** This host's own API app: answers a request whose server turned out to be here, or gone. */
   local: () => ApiApp | undefined;
   log: Logger;
@@ -62,7 +63,16 @@ export class ApiForwarder {
 
   /** Sends the API request to `host`'s API app and relays its answer (errors as `{error, detail}` JSON). */
   async forward(host: string, req: Req, res: Res, info: RequestInfo, o: ApiForwardOptions = {}): Promise<void> {
-    const body = await readBody(req, this.d.retryBody, o.body);
+    const body = await readBody(req, this.d.retry, info.ip, o.body);
+    if (!body) return void (res as { destroy?: () => void }).destroy?.(); // the client went away mid-body
+    try {
+      await this.send(host, req, res, info, o, body);
+    } finally {
+      body.release();
+    }
+  }
+
+  private async send(host: string, req: Req, res: Res, info: RequestInfo, o: ApiForwardOptions, body: Body): Promise<void> {
     const fail = (err: AppError) => {
       res.setHeader('x-request-id', info.requestId);
       sendReply(res, errorReply(err, info.requestId, this.d.log), req.method === 'HEAD');

@@ -8,8 +8,9 @@
 // `<slug>.{domain}` (the channel's aliases, from the cluster's domain map); the owner is told the
 // name and checks it is still its server's, and a "not here" for it is looked up again as a
 // domain. A body is kept in memory up to
-// `retryBody` so the request can be sent again once when the owner answers "not here" (its
-// placement moved: the cache was stale); a larger one is streamed and not retried. A lane request
+// `retryBody`, within the retry budget of its source and of the host (body.ts), so the request
+// can be sent again once when the owner answers "not here" (its placement moved: the cache was
+// stale); a larger one, or one beyond the budget, is streamed and not retried. A lane request
 // the owner turned away is replayed by node's server after one registry read, not to the same
 // host again. A host that is down (its lease ran out and its channel does not answer) or cannot be
 // reached answers at once 503 host_unavailable; an address that leads back here, 502
@@ -26,7 +27,7 @@ import type { Placements, PlacementView } from './lookup.js';
 import type { ChannelHealth } from './health.js';
 import { MissBudget } from '../misses.js';
 import { rawForward } from './rawlane.js';
-import { hostUnavailable, openForwarded, readBody, relay, sendForwarded } from './outbound.js';
+import { hostUnavailable, openForwarded, readBody, relay, sendForwarded, type Body, type RetryKeep } from './outbound.js';
 import { CANCEL, type Peers } from './peers.js';
 import { H, NOT_HERE } from './wire.js';
 
@@ -38,7 +39,8 @@ export interface FrontDeps {
   placements: Placements;
   peers: Peers;
   self: string;
-  retryBody: number;
+  /** Bodies kept for a retry after "not here": cluster.forwardRetryBody each, within the budget. */
+  retry: RetryKeep;
   log: Logger;
   health?: ChannelHealth;
 }
@@ -116,7 +118,16 @@ export class ClusterFront implements HttpApp, UpgradeApp {
   }
 
   private async forward(req: Req, res: Res, info: RequestInfo, p: PlacementView): Promise<void> {
-    const body = await readBody(req, this.d.retryBody);
+    const body = await readBody(req, this.d.retry, info.ip);
+    if (!body) return void (res as { destroy?: () => void }).destroy?.(); // the client went away mid-body
+    try {
+      await this.send(req, res, info, p, body);
+    } finally {
+      body.release();
+    }
+  }
+
+  private async send(req: Req, res: Res, info: RequestInfo, p: PlacementView, body: Body): Promise<void> {
     let answer = await sendForwarded(this.d, p.host, req, info, meant(p, info), body);
     if (answer instanceof AppError) return sendErrorPage(req, res, answer, info.requestId);
     if (Number(answer.headers[':status']) === NOT_HERE) {

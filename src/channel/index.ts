@@ -11,8 +11,10 @@ import type { RequestInfo, Req, Res } from '../http/index.js';
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from '../log/index.js';
+import { metrics } from '../metrics/index.js';
 import type { CaPair } from '../registry/index.js';
 import { ApiForwarder, type ApiApp, type ApiForwardOptions } from './api.js';
+import { RetryBudget } from './body.js';
 import { ClusterFront, type LocalProxy } from './front.js';
 import { ChannelHealth, type PeerHealth } from './health.js';
 import { issueIdentity, REISSUE_MS, type Identity } from './identity.js';
@@ -26,6 +28,7 @@ export { issueIdentity, type Identity } from './identity.js';
 export type { ApiApp, ApiForwardOptions } from './api.js';
 export type { SshAcceptor, SshClient } from './ssh.js';
 export type { PeerHealth, ForwardOutcome, ChannelErrorKind } from './health.js';
+export type { RetryBudget } from './body.js';
 
 export interface Channel {
   /** What the edge serves `<slug>.{domain}` with: the local proxy, forwarding what is not here. */
@@ -61,11 +64,13 @@ export interface Channel {
    *  last ping): a host whose lease ran out is still up while it does (the placement cache's
    *  `answeredBy`, wired in main.ts). */
   answering(host: string, advertise: string): boolean;
+  /** The request bodies kept for a retry, per source and in total (body.ts). */
+  readonly retries: Pick<RetryBudget, 'held' | 'heldBy'>;
   stop(): Promise<void>;
 }
 
 export interface ChannelPartDeps {
-  cfg: { cluster: { listen: string; forwardConnectTimeout: number; forwardRetryBody: number } };
+  cfg: { cluster: { listen: string; forwardConnectTimeout: number; forwardRetryBody: number; forwardRetryPerSource: number; forwardRetryTotal: number } };
   log: Logger;
   registry?: {
     host: string;
@@ -116,17 +121,20 @@ export async function startChannel(d: ChannelPartDeps): Promise<Channel | undefi
     server.renew();
   }, REISSUE_MS).unref();
   log.info('channel listening', { listen: d.cfg.cluster.listen, port, host: r.host });
+  const retries = new RetryBudget(d.cfg.cluster.forwardRetryPerSource, d.cfg.cluster.forwardRetryTotal);
+  const retry = { cap: d.cfg.cluster.forwardRetryBody, budget: retries };
+  const unmetered = metrics.heldBytes('forward_retry', () => retries.held);
   const front = new ClusterFront({
     local: d.proxy,
     servers: d.store.servers,
     placements: lookup,
     peers,
     self: r.host,
-    retryBody: d.cfg.cluster.forwardRetryBody,
+    retry,
     log,
     health,
   });
-  const api = new ApiForwarder({ peers, placements: lookup, self: r.host, retryBody: d.cfg.cluster.forwardRetryBody, local: () => app, log, health });
+  const api = new ApiForwarder({ peers, placements: lookup, self: r.host, retry, local: () => app, log, health });
   const forwardApi: Channel['forwardApi'] = (host, req, res, info, o) => api.forward(host, req, res, info, o);
   const upgradeApi: Channel['upgradeApi'] = (host, req, socket, head, info, o) => api.upgrade(host, req, socket, head, info, o);
   const sshOpen = { peers, placements: lookup, self: r.host, timeoutMs: d.cfg.cluster.forwardConnectTimeout, log };
@@ -156,8 +164,10 @@ export async function startChannel(d: ChannelPartDeps): Promise<Channel | undefi
     openSsh: (serverId, client) => openSsh(sshOpen, serverId, client),
     health: () => health.view(),
     answering: (host, advertise) => peers.answering(host, advertise),
+    retries,
     async stop() {
       clearInterval(renew);
+      unmetered();
       peers.close();
       await server.close();
     },

@@ -11,7 +11,7 @@ import type { Readable } from 'node:stream';
 import { AppError } from '../errors.js';
 import type { Req, RequestInfo, Res } from '../http/index.js';
 import type { Logger } from '../log/index.js';
-import { buffer, hasBody } from './body.js';
+import { buffer, hasBody, type RetryBudget } from './body.js';
 import type { ChannelHealth } from './health.js';
 import type { Placements } from './lookup.js';
 import { CANCEL, PeerError, type Peers } from './peers.js';
@@ -25,11 +25,19 @@ export interface OutboundDeps {
   health?: ChannelHealth;
 }
 
-/** A request body: kept in memory up to the retry cap, the rest streamed (no retry then). */
+/** A request body: kept in memory up to the retry cap (within the budget), or streamed (no retry then). */
 export interface Body {
   chunks: Buffer[];
-  /** The rest of a body too large to keep: streamed, no retry. */
+  /** A body too large to keep, or beyond the budget: streamed whole from here (`chunks` empty), no retry. */
   rest?: Readable;
+  /** Gives the bytes kept back to the retry budget (once no retry can come). */
+  release(): void;
+}
+
+/** How much of a body may be kept for a retry: at most `cap` bytes, within `budget` for its source. */
+export interface RetryKeep {
+  cap: number;
+  budget: RetryBudget;
 }
 
 export type Answer = { headers: IncomingHttpHeaders; stream: ClientHttp2Stream };
@@ -37,12 +45,17 @@ export type Answer = { headers: IncomingHttpHeaders; stream: ClientHttp2Stream }
 export const hostUnavailable = (host: string, why: string) =>
   AppError.of('host_unavailable', `the host that runs this server (${host}) ${why}; try again shortly`, { retryAfter: 2 });
 
-/** The request's body for forwarding: what was read already (`given`), or up to `retryBody` kept and the rest left to stream. */
-export async function readBody(req: Req, retryBody: number, given?: Buffer): Promise<Body> {
-  if (given) return { chunks: given.length ? [given] : [] };
-  if (!hasBody(req)) return { chunks: [] };
-  const b = await buffer(req as Readable, retryBody);
-  return { chunks: b.chunks, rest: b.whole ? undefined : (req as Readable) };
+/** The request's body for forwarding: what was read already (`given`), or up to `keep.cap` kept
+ *  (within the budget of the client's source) and the rest left to stream; undefined when the
+ *  client went away before the end of the part kept. */
+export async function readBody(req: Req, keep: RetryKeep, ip: string, given?: Buffer): Promise<Body | undefined> {
+  const none = () => {};
+  if (given) return { chunks: given.length ? [given] : [], release: none };
+  if (!hasBody(req)) return { chunks: [], release: none };
+  const hold = keep.budget.hold(ip);
+  const b = await buffer(req as Readable, keep.cap, hold);
+  if (b.gone) return undefined;
+  return { chunks: b.chunks, rest: b.whole ? undefined : (req as Readable), release: hold.release };
 }
 
 /** The session to `host`, opened now when there is none; or why there is none. */

@@ -50,6 +50,22 @@ export const clusterSchema = z
       .describe(
         'Bytes of a request body kept in memory while it is forwarded to another host, so that it can be sent again once when that host no longer runs the server (its cache was stale); a larger body is streamed and not retried.',
       ),
+    forwardRetryPerSource: z.coerce
+      .number()
+      .int()
+      .min(0)
+      .default(8 * 1024 * 1024)
+      .describe(
+        'Bytes of request bodies kept for a retry (forwardRetryBody) that the clients of one source (an IPv4 address or an IPv6 /64) may hold at once, all their requests together; beyond it a body is streamed at once without a copy, and not retried.',
+      ),
+    forwardRetryTotal: z.coerce
+      .number()
+      .int()
+      .min(0)
+      .default(64 * 1024 * 1024)
+      .describe(
+        'Bytes of request bodies kept for a retry (forwardRetryBody) by this host at once, every source together; beyond it a body is streamed at once without a copy, and not retried.',
+      ),
     lease: duration()
       .prefault('15s')
       .describe(

@@ -6,15 +6,19 @@
 // output comes, then the exit line (`exit_code`, `signal`, `timed_out`, `ms`) and closes (1000).
 // A refusal before the upgrade is an HTTP answer with {error, detail}; after it, one message
 // `{"error", "detail"}` and a close (1008 bad input, 1011 otherwise). The socket closing kills the
-// command's process group. Output waits for a client that does not read (back-pressure).
+// command's process group. Output waits for a client that does not read, and stdin for a command
+// that does not: beyond a small buffer of stdin not yet taken by the command the socket is no
+// longer read (paused) until the command takes it (back-pressure both ways).
 
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { StringDecoder } from 'node:string_decoder';
+import type { Writable } from 'node:stream';
 import { WebSocketServer, type RawData, type WebSocket } from 'ws';
 import { AppError, isAppError } from '../errors.js';
 import { rawError, validate, type RequestInfo } from '../http/index.js';
 import type { Logger } from '../log/index.js';
+import { metrics } from '../metrics/index.js';
 import type { AccountRecord, ServerRecord } from '../store/index.js';
 import type { HostingCore } from './core.js';
 import { ExecRequest, startExec } from './exec.js';
@@ -24,6 +28,18 @@ const PATH = /^\/servers\/([^/]+)\/exec$/;
 const FIRST_MESSAGE_MS = 10_000;
 /** Output bytes sent but not yet taken by the client before the command's output is paused. */
 const HIGH_WATER = 1024 * 1024;
+
+/** While a socket is paused a client that leaves is not seen (nothing is read): a ping this often
+ *  finds out (writing to a connection its client closed fails), so the command is still killed. */
+const PAUSED_PING_MS = 1000;
+
+/** The stdin of every exec over a WebSocket that runs (their unwritten bytes are a metric). */
+const stdins = new Set<Writable>();
+metrics.heldBytes('exec_stdin', () => {
+  let n = 0;
+  for (const s of stdins) n += s.writableLength;
+  return n;
+});
 
 export interface ApiUpgrade {
   upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, info: RequestInfo): void;
@@ -60,6 +76,7 @@ function refuse(ws: WebSocket, err: unknown, log: Logger): void {
   const e = isAppError(err) ? err : undefined;
   if (!e) log.error('exec socket failed', { err });
   send(ws, { error: e?.code ?? 'internal', detail: e?.detail ?? 'the command could not be run' });
+  ws.resume(); // a paused socket would not read the client's answer to the close
   ws.close(e && e.kind === 'bad_request' ? 1008 : 1011, e?.code ?? 'internal');
 }
 
@@ -70,6 +87,9 @@ function firstMessage(ws: WebSocket): Promise<{ first: RawData; early: [RawData,
     const t = setTimeout(() => resolve(undefined), FIRST_MESSAGE_MS);
     ws.once('message', (first) => {
       clearTimeout(t);
+      // nothing more is read until the command runs: what follows stays in the socket, except
+      // the messages already received with the first (held here, a read's worth at most)
+      ws.pause();
       const early: [RawData, boolean][] = [];
       const hold = (m: RawData, binary: boolean) => void early.push([m, binary]);
       ws.on('message', hold);
@@ -105,22 +125,49 @@ async function session(core: HostingCore, account: AccountRecord, rec: ServerRec
   got.stop();
   const running = r;
   if (ws.readyState !== ws.OPEN) return running.abort();
-  ws.on('close', () => running.abort());
+  const probe = setInterval(() => {
+    if (ws.isPaused && ws.readyState === ws.OPEN) ws.ping();
+  }, PAUSED_PING_MS);
+  probe.unref();
+  ws.on('close', () => (clearInterval(probe), running.abort()));
+  const stdin = running.proc.stdin;
+  stdins.add(stdin);
+  // Back-pressure on stdin: the socket is read while the command takes what it is given; once
+  // the pipe's buffer is full (write() says so) it is paused until the buffer has drained. A
+  // command that is gone takes nothing more: the socket is read again and its input dropped.
+  let gone = false;
+  const open = () => {
+    if (ws.isPaused && (gone || !stdin.writableNeedDrain)) ws.resume();
+  };
+  const end = () => {
+    gone = true;
+    stdins.delete(stdin);
+    clearInterval(probe);
+    open();
+  };
+  stdin.on('error', () => {});
+  stdin.on('drain', open);
+  stdin.once('close', end);
+  const write = (data: Buffer | string) => {
+    if (gone || stdin.writableEnded || stdin.destroyed || ws.readyState !== ws.OPEN) return;
+    if (!stdin.write(data)) ws.pause();
+  };
   const onMessage = (m: RawData, binary: boolean) => {
-    if (running.proc.stdin.writableEnded) return;
-    if (binary) return void running.proc.stdin.write(m as Buffer);
+    if (gone || stdin.writableEnded || stdin.destroyed) return;
+    if (binary) return write(m as Buffer);
     let msg: { stdin?: unknown; eof?: unknown };
     try {
       msg = JSON.parse(m.toString()) as typeof msg;
     } catch {
       return refuse(ws, AppError.of('invalid_json', 'a message after the request is {"stdin": "…"}, {"eof": true} or binary stdin'), log);
     }
-    if (typeof msg.stdin === 'string') running.proc.stdin.write(msg.stdin);
-    if (msg.eof === true) running.proc.stdin.end();
+    if (typeof msg.stdin === 'string') write(msg.stdin);
+    if (msg.eof === true) stdin.end();
   };
-  running.proc.stdin.on('error', () => {});
   for (const [m, binary] of got.early) onMessage(m, binary);
   ws.on('message', onMessage);
+  open();
+  void running.finished.then(end);
   let inFlight = 0;
   const paused: NodeJS.ReadableStream[] = [];
   const pipe = (stream: 'stdout' | 'stderr', from: NodeJS.ReadableStream) =>

@@ -133,6 +133,24 @@ const channelErrors = new Counter({
   registers: [registry],
 });
 
+/** What each bounded door holds now, summed over the readers registered for it (one per daemon). */
+const heldReaders = new Map<HeldDoor, Set<() => number>>();
+export type HeldDoor = 'exec_stdin' | 'forward_retry';
+new Gauge({
+  name: 'rootbox_held_bytes',
+  help: 'Bytes held in memory at a door that bounds them (read at scrape), by door: exec_stdin (input of execs over a WebSocket that their commands have not taken yet; beyond a small buffer per exec its socket is paused), forward_retry (request bodies kept to be sent again over the cluster channel; bounded per source by cluster.forwardRetryPerSource and in total by cluster.forwardRetryTotal).',
+  labelNames: ['door'] as const,
+  registers: [registry],
+  collect() {
+    this.reset();
+    for (const door of ['exec_stdin', 'forward_retry'] as const) {
+      let n = 0;
+      for (const read of heldReaders.get(door) ?? []) n += safe(() => read()) ?? 0;
+      this.set({ door }, n);
+    }
+  },
+});
+
 new Gauge({
   name: 'rootbox_servers',
   help: "Servers known to the runtime, by state (read at scrape from the runtime's list).",
@@ -255,6 +273,14 @@ export const metrics = {
   },
   channelError(peer: string, kind: string): void {
     guard(() => channelErrors.inc({ peer, kind }));
+  },
+  /** Registers a reader of the bytes `door` holds (read at scrape); the returned function removes it. */
+  heldBytes(door: HeldDoor, read: () => number): () => void {
+    let set = heldReaders.get(door);
+    if (!set) heldReaders.set(door, (set = new Set()));
+    const own = () => read();
+    set.add(own);
+    return () => void set.delete(own);
   },
   smsSent(provider: string, ok: boolean): void {
     guard(() => smsSends.inc({ provider, result: ok ? 'ok' : 'failed' }));

@@ -12,6 +12,7 @@ import { createServer as createNetServer, connect as netConnect, type AddressInf
 import { connect as tlsConnect } from 'node:tls';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { RetryBudget } from '../../src/channel/body.js';
 import { ClusterFront } from '../../src/channel/front.js';
 import { issueIdentity } from '../../src/channel/identity.js';
 import type { Placements } from '../../src/channel/lookup.js';
@@ -172,7 +173,15 @@ test.before(async () => {
   };
   const peers = (peersB = new Peers({ identity: () => identityB, connectTimeoutMs: 2000, log }));
   const local = createProxy({ log, cfg: testConfig(), sites: { lookup: () => undefined, neverSleep: () => false } });
-  const front = new ClusterFront({ local, servers: { bySlug: () => undefined }, placements, peers, self: 'host-b', retryBody: 1 << 20, log });
+  const front = new ClusterFront({
+    local,
+    servers: { bySlug: () => undefined },
+    placements,
+    peers,
+    self: 'host-b',
+    retry: { cap: 1 << 20, budget: new RetryBudget(8 << 20, 64 << 20) },
+    log,
+  });
   const nope: HttpApp = { handle: async (_q, r) => void r.writeHead(404).end() };
   const tls = new TlsManager({ domain: DOMAIN, dataDir: join(top, 'b'), log });
   const edge = new Edge({

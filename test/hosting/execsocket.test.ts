@@ -1,11 +1,19 @@
 // Exec over a WebSocket (the `ws` client) on a real daemon with a real runc server: output
 // streamed as it comes while stdin is sent message by message (text and binary), the exit last;
-// the socket closed mid-command kills the command (checked with ps through the HTTP exec); a bad
+// stdin pushed at a command that does not read it pauses the socket (the daemon holds a small
+// buffer: its own count, the process's buffers; a client leaving the paused socket still kills
+// the command), and a command that reads gets every byte; the
+// socket closed mid-command kills the command (checked with ps through the HTTP exec); a bad
 // first message and a wrong key are refused with the API's codes.
+import { createHash, randomBytes } from 'node:crypto';
+import { request } from 'node:http';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import WebSocket from 'ws';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
+import { parseExposition, sampleValue } from '../helpers/prom.js';
 import { until } from '../helpers/wait.js';
 import { send } from '../http/contract.js';
 
@@ -93,13 +101,88 @@ test('output streams while stdin is sent message by message; eof ends it and the
   assert.is(await c.closed, 1000);
 });
 
+/** The command lines of the server's processes (through the HTTP exec). */
+const ps = async () =>
+  (await send(d.http, 'api.localhost', 'POST', `/servers/${id}/exec`, { headers: { authorization: `Bearer ${key}` }, body: { command: 'ps -eo args=' } })).json
+    .stdout as string;
+
+const MiB = 1024 * 1024;
+setFlagsFromString('--expose-gc');
+const gc = runInNewContext('gc') as () => void;
+/** Bytes of buffers this process (the daemon and the client) holds after a full collection. */
+const buffers = () => (gc(), process.memoryUsage().arrayBuffers);
+/** What the daemon says it holds of exec stdin (its metric), or undefined where it has none. */
+const heldStdin = () =>
+  new Promise<number | undefined>((resolve, reject) => {
+    request({ host: '127.0.0.1', port: d.daemon.metrics.port, path: '/metrics' }, (res) => {
+      let b = '';
+      res.on('data', (c: Buffer) => (b += c));
+      res.on('end', () => {
+        const f = parseExposition(b);
+        resolve(f.has('rootbox_held_bytes') ? sampleValue(f, 'rootbox_held_bytes', { door: 'exec_stdin' }) : undefined);
+      });
+    })
+      .on('error', reject)
+      .end();
+  });
+
+test('stdin pushed at a command that does not read pauses the socket: the daemon holds a small buffer, not what was pushed', async () => {
+  const c = await open();
+  c.ws.send(JSON.stringify({ command: 'echo started; exec sleep 121', timeout: 200 }));
+  assert.equal(await c.next(), { stream: 'stdout', data: 'started\n' });
+  const before = buffers();
+  const PUSH = 256 * MiB;
+  const chunk = Buffer.alloc(MiB, 120);
+  let pushed = 0;
+  /** Bytes the client's socket took (sent, or in the kernel's buffers on the way). */
+  const taken = () => pushed - c.ws.bufferedAmount;
+  let last = -1;
+  // the client keeps a few MiB queued while its socket takes them, until it takes no more
+  await until(
+    'the socket takes no more stdin, or all of it',
+    () => {
+      while (c.ws.bufferedAmount < 4 * MiB && pushed < PUSH) {
+        c.ws.send(chunk);
+        pushed += MiB;
+      }
+      const now = taken();
+      const stuck = now === last;
+      last = now;
+      return stuck || now >= PUSH;
+    },
+    120_000,
+    500,
+  );
+  assert.ok(taken() < 64 * MiB, `the socket took ${(taken() / MiB).toFixed(0)} MiB of stdin for a command that reads none`);
+  const held = await heldStdin();
+  assert.ok(held !== undefined && held <= 2 * MiB, `the daemon holds ${held} bytes of stdin`);
+  const grew = buffers() - before;
+  assert.ok(grew < 32 * MiB, `the buffers grew by ${(grew / MiB).toFixed(0)} MiB`);
+  // the client leaves while its socket is paused: the command is still killed, its stdin let go
+  c.ws.terminate();
+  await until('the command is gone', async () => !(await ps()).includes('sleep 121'), 15_000, 200);
+  await until('nothing held', async () => (await heldStdin()) === 0, 15_000, 200);
+});
+
+test('a command that reads its stdin gets every byte of a large one, pushed as fast as the socket takes it', async () => {
+  const c = await open();
+  c.ws.send(JSON.stringify({ command: 'sha256sum', timeout: 120 }));
+  const data = randomBytes(48 * MiB);
+  for (let at = 0; at < data.length; at += MiB) {
+    c.ws.send(data.subarray(at, at + MiB));
+    if (c.ws.bufferedAmount > 4 * MiB) await until('the socket takes more', () => c.ws.bufferedAmount <= 4 * MiB, 60_000, 10);
+  }
+  c.ws.send(JSON.stringify({ eof: true }));
+  const r = await rest(c);
+  assert.is(r.stdout.split(' ')[0], createHash('sha256').update(data).digest('hex'));
+  assert.equal([r.exit.exit_code, r.exit.timed_out], [0, false]);
+  assert.is(await c.closed, 1000);
+});
+
 test('closing the socket mid-command kills the command', async () => {
   const c = await open();
   c.ws.send(JSON.stringify({ command: ['sh', '-c', 'echo started; exec sleep 777'] }));
   assert.equal(await c.next(), { stream: 'stdout', data: 'started\n' });
-  const ps = async () =>
-    (await send(d.http, 'api.localhost', 'POST', `/servers/${id}/exec`, { headers: { authorization: `Bearer ${key}` }, body: { command: 'ps -eo args=' } }))
-      .json.stdout as string;
   assert.ok((await ps()).includes('sleep 777'));
   c.ws.terminate();
   await until('the command is gone', async () => !(await ps()).includes('sleep 777'), 15_000, 200);

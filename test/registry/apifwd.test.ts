@@ -3,16 +3,21 @@
 // primitive (`channel.forwardApi`, `channel.upgradeApi`) driven from a plain HTTP server in this
 // process that hands every request to B's channel: the request reaches A's API app with its
 // Authorization (checked on A), its body streamed, the client's request id, WebSocket upgrades
-// too; a stale epoch costs one retry; a host that is down answers 503 host_unavailable at once.
+// too (stdin pushed at a command that does not read it is held back on the way, not in either
+// daemon); a stale epoch costs one retry; a host that is down answers 503 host_unavailable at once.
 import { createHash, randomBytes } from 'node:crypto';
 import { createServer, request, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import WebSocket from 'ws';
 import type { RequestInfo } from '../../src/http/index.js';
+import { parseExposition, sampleValue } from '../helpers/prom.js';
+import { until } from '../helpers/wait.js';
 import { api, startTwoHosts, type TwoHosts } from './fixtures/twohosts.js';
 
 let c: TwoHosts;
@@ -298,6 +303,61 @@ test("through B's API: exec on A's server, plain, streamed as NDJSON and over a 
       .join(''),
     'got a\nand b\n',
   );
+});
+
+test("through B's API: stdin pushed at a command on A that does not read pauses the way there; A holds a small buffer, and the client leaving still ends the command", async () => {
+  const MiB = 1024 * 1024;
+  setFlagsFromString('--expose-gc');
+  const gc = runInNewContext('gc') as () => void;
+  const buffers = () => (gc(), process.memoryUsage().arrayBuffers);
+  const heldStdin = () =>
+    new Promise<number>((resolve, reject) => {
+      request({ host: '127.0.0.1', port: c.a.daemon.metrics.port, path: '/metrics' }, (res) => {
+        let b = '';
+        res.on('data', (x: Buffer) => (b += x));
+        res.on('end', () => resolve(sampleValue(parseExposition(b), 'rootbox_held_bytes', { door: 'exec_stdin' })));
+      })
+        .on('error', reject)
+        .end();
+    });
+  const ws = new WebSocket(`ws://127.0.0.1:${c.b.http}/servers/${mine.id}/exec`, {
+    headers: { host: 'api.localhost', authorization: `Bearer ${mine.api_key}` },
+  });
+  ws.on('error', () => {});
+  const first = new Promise<Record<string, any>>((resolve) => ws.once('message', (m) => resolve(JSON.parse(m.toString()))));
+  await new Promise<void>((resolve, reject) => (ws.once('open', () => resolve()), ws.once('error', reject)));
+  ws.send(JSON.stringify({ command: 'echo started; exec sleep 122', timeout: 200 }));
+  assert.equal(await first, { stream: 'stdout', data: 'started\n' });
+  const before = buffers();
+  const PUSH = 256 * MiB;
+  const chunk = Buffer.alloc(MiB, 120);
+  let pushed = 0;
+  const taken = () => pushed - ws.bufferedAmount;
+  let last = -1;
+  await until(
+    'the socket takes no more stdin, or all of it',
+    () => {
+      while (ws.bufferedAmount < 4 * MiB && pushed < PUSH) {
+        ws.send(chunk);
+        pushed += MiB;
+      }
+      const now = taken();
+      const stuck = now === last;
+      last = now;
+      return stuck || now >= PUSH;
+    },
+    120_000,
+    500,
+  );
+  assert.ok(taken() < 64 * MiB, `B took ${(taken() / MiB).toFixed(0)} MiB of stdin for a command on A that reads none`);
+  const held = await heldStdin();
+  assert.ok(held <= 2 * MiB, `A holds ${held} bytes of stdin`);
+  const grew = buffers() - before;
+  assert.ok(grew < 32 * MiB, `the buffers (A's and B's) grew by ${(grew / MiB).toFixed(0)} MiB`);
+  ws.terminate();
+  const ps = async () => json(await viaB('POST', `/servers/${mine.id}/exec`, { key: mine.api_key, ...jsonBody({ command: 'ps -eo args=' }) })).stdout as string;
+  await until('the command is gone', async () => !(await ps()).includes('sleep 122'), 15_000, 200);
+  await until('nothing held', async () => (await heldStdin()) === 0, 15_000, 200);
 });
 
 test("through B's API: files of A's server up and down byte for byte, its logs", async () => {
