@@ -28,6 +28,9 @@ commands:
                  operate the host through the running daemon (rootbox servers --help)
   cluster init | status
                  the cluster registry (cluster.registry): apply its schema, list its hosts
+  dev clean      remove what a stopped development run left on the host: its containers,
+                 the mounts and loop devices under the data dir, lxcfs, the bridge and the nft
+                 tables (the data is kept unless --purge); refused while a daemon runs on them
   config docs    print the configuration reference (Markdown)
   config show    print the effective configuration (secrets hidden)
   metrics docs   print the metrics reference (Markdown)
@@ -48,7 +51,13 @@ async function main(argv: string[]): Promise<number> {
   if (argv[0] === 'install' || argv[0] === 'uninstall') return (await import('./ops/index.js')).installCommand(argv);
   const { values, positionals } = parseArgs({
     args: argv,
-    options: { config: { type: 'string' }, help: { type: 'boolean', short: 'h' }, force: { type: 'boolean' }, log: { type: 'string' } },
+    options: {
+      config: { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+      force: { type: 'boolean' },
+      log: { type: 'string' },
+      purge: { type: 'boolean' },
+    },
     allowPositionals: true,
   });
   const [cmd, sub] = positionals;
@@ -72,6 +81,12 @@ async function main(argv: string[]): Promise<number> {
       const registry = await (await import('./registry/index.js')).registryChecks(cfg.cluster, { daemonRunning });
       return runDoctor(cfg, [hostNames, ...payments, ...registry]);
     }
+    case 'dev':
+      if (sub === 'clean') {
+        await (await import('./runtime/index.js')).cleanHost(loadConfig({ file: values.config }), (l) => process.stdout.write(l + '\n'), values.purge === true);
+        return 0;
+      }
+      break;
     case 'image':
       if (sub === 'build' || sub === 'list' || sub === 'prune') {
         const { imageCommand } = await import('./ops/index.js');

@@ -28,3 +28,4 @@ export { run as runCommand } from './proc.js';
 export { startFlowWatch, startLxcfs, startOomWatch } from './part.js';
 export { hostClaims, hostNamesCheck, lockHost, type HostLock } from './locks.js';
 export { killMarkedCommand, signalMarked } from './killgroup.js';
+export { cleanHost, type CleanReport } from './clean.js';
