@@ -80,6 +80,7 @@ const UNIT = [
   'test/foundation/price.test.ts',
   'test/foundation/hostclaims.test.ts',
   'test/foundation/quietbuild.test.ts',
+  'test/foundation/firstcall.test.ts',
   'test/payments/codec.test.ts',
   'test/payments/facilitator-auth.test.ts',
   'test/payments/selfsettle.test.ts',

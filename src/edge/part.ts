@@ -10,10 +10,7 @@ import { TlsManager } from './tls.js';
 
 export function startTls(d: { cfg: Readonly<Config>; log: Logger }): TlsManager {
   const { cfg, log } = d;
-  const tls = new TlsManager({ domain: cfg.domain, dataDir: cfg.dataDir, cert: cfg.https.cert, key: cfg.https.key, log });
-  if (tls.caFile)
-    log.info('local CA for HTTPS clients', { ca: tls.caFile, hint: `curl --cacert ${tls.caFile} https://api.${cfg.domain}:${cfg.https.port}/healthz` });
-  return tls;
+  return new TlsManager({ domain: cfg.domain, dataDir: cfg.dataDir, cert: cfg.https.cert, key: cfg.https.key, log });
 }
 
 export interface EdgePartDeps {
@@ -40,5 +37,17 @@ export async function startEdge(d: EdgePartDeps): Promise<Edge> {
     apps: { hosting: { handle: (req, res, info) => d.hosting.handle(req, res, info), upgrade: d.hosting.upgrade }, verify: d.verify, proxy: d.proxy },
   });
   await edge.start();
+  if (d.tls.caFile) d.log.info('local CA for HTTPS clients', { ca: d.tls.caFile, hint: firstCall(d.cfg, edge.ports.https, d.tls.caFile) });
   return edge;
+}
+
+/** The first request to try, at the address and port the edge listens on (a port given as 0 is the one it got). */
+export function firstCall(cfg: Pick<Config, 'domain' | 'https'>, port: number, caFile: string): string {
+  const host = cfg.https.host;
+  const wildcard = !host || host === '0.0.0.0' || host === '::';
+  // a name under `localhost` resolves to loopback: a daemon listening on another address is reached by --resolve
+  const local = cfg.domain === 'localhost' || cfg.domain.endsWith('.localhost');
+  const resolve =
+    !wildcard && local && host !== '127.0.0.1' && host !== '::1' ? ` --resolve api.${cfg.domain}:${port}:${host.includes(':') ? `[${host}]` : host}` : '';
+  return `curl --cacert ${caFile}${resolve} https://api.${cfg.domain}${port === 443 ? '' : `:${port}`}/healthz`;
 }
