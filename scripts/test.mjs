@@ -81,6 +81,7 @@ const UNIT = [
   'test/foundation/hostclaims.test.ts',
   'test/foundation/quietbuild.test.ts',
   'test/foundation/firstcall.test.ts',
+  'test/foundation/logwhere.test.ts',
   'test/payments/codec.test.ts',
   'test/payments/facilitator-auth.test.ts',
   'test/payments/selfsettle.test.ts',

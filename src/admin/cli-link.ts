@@ -7,6 +7,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Config } from '../config/index.js';
 import { AppError, isErrorCode } from '../errors.js';
+import { logWhere } from '../log/index.js';
 import { openStore, storeHolders } from '../store/index.js';
 import { callAdmin, type AdminAnswer } from './client.js';
 import { adminSocketPath } from './server.js';
@@ -27,9 +28,7 @@ export async function ask(dataDir: string, method: string, path: string, body?: 
 export function ok<T = Record<string, unknown>>(a: AdminAnswer): T {
   if (a.status === 200) return a.body as T;
   const rid = typeof a.body.request_id === 'string' ? a.body.request_id : undefined;
-  const detail =
-    String(a.body.detail ?? `the daemon answered ${a.status}`) +
-    (a.status >= 500 && rid ? ` (the daemon's log says why: journalctl -u rootbox | grep ${rid})` : '');
+  const detail = String(a.body.detail ?? `the daemon answered ${a.status}`) + (a.status >= 500 && rid ? ` (the daemon's log says why: ${logWhere(rid)})` : '');
   throw AppError.of(isErrorCode(a.body.error) ? a.body.error : 'admin_failed', detail);
 }
 

@@ -56,3 +56,4 @@ export function createLogger(opts: { level?: Level; sink?: Sink; base?: Record<s
 
 /** A logger that drops everything; for tests that do not read logs. */
 export const silentLogger: Logger = createLogger({ sink: () => {} });
+export { logWhere, underSystemd } from './where.js';

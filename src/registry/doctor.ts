@@ -6,6 +6,7 @@
 
 import { hostName } from '../config/index.js';
 import { isAppError } from '../errors.js';
+import { logWhere } from '../log/index.js';
 import { HostDirectory } from './hosts.js';
 import { KNOWN_VERSION, schemaVersion } from './migrations.js';
 import { RegistryPool } from './pool.js';
@@ -57,7 +58,7 @@ export async function registryChecks(
               ? `${name} registered (${me.advertise}), lease ${(me.leaseLeftMs / 1000).toFixed(1)} s left`
               : `${name} registered but its lease lapsed ${Math.round(-me.leaseLeftMs / 1000)} s ago: the running daemon does not renew it`
             : `${name} is not registered although its daemon runs`,
-          fix: 'check the daemon log (journalctl -u rootbox) and that this host reaches the registry',
+          fix: `check the daemon's log (${logWhere()}) and that this host reaches the registry`,
         }
       : {
           name: 'cluster host name',
