@@ -10,7 +10,7 @@ import { DOMAINS_SQL } from './domainmap.js';
 import { SHARED_MAPS_SQL } from './sharedmaps.js';
 import { LEDGER_SQL } from './ledger.js';
 import { PLACEMENTS_SQL } from './placements-sql.js';
-import { SHARED_SQL } from './shared.js';
+import { ORDERS_SQL, SHARED_SQL } from './shared.js';
 import type { RegistryPool } from './pool.js';
 
 export interface Migration {
@@ -114,6 +114,11 @@ export const MIGRATIONS: readonly Migration[] = [
     about:
       "server key and HTTP-01 answer versions: every server's SSH key and every order's challenge token written or removed numbered with the placements, removals kept as tombstones, each change notified",
     sql: SHARED_MAPS_SQL,
+  },
+  {
+    version: 16,
+    about: 'certificate order leases (one orderer at a time without a connection held across the order)',
+    sql: ORDERS_SQL,
   },
 ];
 
