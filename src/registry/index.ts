@@ -76,7 +76,12 @@ export class Registry {
     this.channel = new RegistryCa(this.pool);
     this.placements = new PlacementCache(
       this.pool,
-      { refreshMs: Math.max(100, Math.min(1000, Math.floor(o.leaseMs / 3))), connectTimeoutMs: o.connectTimeoutMs },
+      {
+        refreshMs: Math.max(100, Math.min(1000, Math.floor(o.leaseMs / 3))),
+        connectTimeoutMs: o.connectTimeoutMs,
+        host: o.host,
+        tombstoneRetentionMs: o.tombstoneRetentionMs,
+      },
       log,
     );
     this.accounts = new RegistryAccounts(this.pool, o.host);

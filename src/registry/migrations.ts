@@ -9,7 +9,7 @@ import { ACCOUNTS_SQL } from './accounts.js';
 import { DOMAINS_SQL } from './domainmap.js';
 import { SHARED_MAPS_SQL } from './sharedmaps.js';
 import { LEDGER_SQL } from './ledger.js';
-import { PLACEMENTS_SQL } from './placements-sql.js';
+import { PLACEMENTS_SQL, TOMBSTONES_SQL } from './placements-sql.js';
 import { ORDERS_SQL, SHARED_SQL } from './shared.js';
 import type { RegistryPool } from './pool.js';
 
@@ -117,8 +117,9 @@ export const MIGRATIONS: readonly Migration[] = [
   },
   {
     version: 16,
-    about: 'certificate order leases (one orderer at a time without a connection held across the order)',
-    sql: ORDERS_SQL,
+    about:
+      "certificate order leases (one orderer at a time without a connection held across the order); each host's catch-up version and the floor below which tombstones were pruned",
+    sql: ORDERS_SQL + TOMBSTONES_SQL,
   },
 ];
 

@@ -48,15 +48,16 @@ export const SHARED_MAPS_SQL = `
   CREATE INDEX acme_challenges_version ON acme_challenges (version);`;
 
 /** The catch-up's part for keys ('k': server_id, fingerprint, host, public key; 'y' its
- *  tombstone) and challenges ('c': token, key authorization, expiry in ms; 'z' its tombstone). */
+ *  tombstone) and challenges ('c': token, key authorization, expiry in ms; 'z' its tombstone):
+ *  rows above $1, tombstones above $2 (a full load asks for none). */
 export const SHARED_MAPS_CATCH_UP = `
   SELECT 'k' AS kind, server_id, fingerprint AS slug, host, NULL, NULL, public_key AS public_ip, version FROM server_keys WHERE version > $1
   UNION ALL
-  SELECT 'y', key, NULL, NULL, NULL, NULL, NULL, version FROM placement_tombstones WHERE kind = 'k' AND version > $1
+  SELECT 'y', key, NULL, NULL, NULL, NULL, NULL, version FROM placement_tombstones WHERE kind = 'k' AND version > $2
   UNION ALL
   SELECT 'c', token, key_authorization, NULL, (extract(epoch FROM expires_at) * 1000)::bigint, NULL, NULL, version FROM acme_challenges WHERE version > $1
   UNION ALL
-  SELECT 'z', key, NULL, NULL, NULL, NULL, NULL, version FROM placement_tombstones WHERE kind = 'c' AND version > $1`;
+  SELECT 'z', key, NULL, NULL, NULL, NULL, NULL, version FROM placement_tombstones WHERE kind = 'c' AND version > $2`;
 
 export interface KnownKey {
   serverId: string;
@@ -79,6 +80,12 @@ export class KeyMap {
 
   get size(): number {
     return this.servers.size;
+  }
+
+  /** Forgets every key (a full load follows). */
+  clear(): void {
+    this.servers.clear();
+    this.fingerprints.clear();
   }
 
   /** One catch-up row: a server's key, or its tombstone (`key` undefined). */
@@ -121,6 +128,11 @@ export class ChallengeMap {
 
   get size(): number {
     return this.tokens.size;
+  }
+
+  /** Forgets every token (a full load follows). */
+  clear(): void {
+    this.tokens.clear();
   }
 
   /** One catch-up row: a token's answer, or its tombstone (`c` undefined). */
