@@ -84,7 +84,7 @@ export class Registry {
       },
       log,
     );
-    this.accounts = new RegistryAccounts(this.pool, o.host);
+    this.accounts = new RegistryAccounts(this.pool, o.host, this.placements);
     this.shared = new RegistryShared(this.pool, o.host);
     this.fence = new WakeFence(o.host, this.names, log.child({ part: 'fence' }), () => this.up);
   }

@@ -12,7 +12,9 @@
 // domain → server, so its edge routes any of them without asking the registry; and the servers'
 // SSH public keys and the HTTP-01 answers of the orders under way (`keys`, `challenges`:
 // sharedmaps.ts), so a login with a key this host does not run, or the CA asking this host for a
-// token another host wrote, is answered from memory.
+// token another host wrote, is answered from memory; and every account's api-key hash
+// (`accountKeys`, sharedmaps.ts), so an api key no account has costs no registry read beyond the
+// per-source budget (hosting's directory.ts).
 //
 // Tombstones do not pile up (schema 16): a full load (the start, `seen` 0) reads the rows only,
 // no tombstone; after each catch-up the host records in its hosts row the version it caught up
@@ -25,7 +27,7 @@
 import pg from 'pg';
 import type { Logger } from '../log/index.js';
 import { DomainMap, DOMAINS_CATCH_UP } from './domainmap.js';
-import { ChallengeMap, KeyMap, SHARED_MAPS_CATCH_UP } from './sharedmaps.js';
+import { ACCOUNT_KEYS_CATCH_UP, AccountKeyMap, ChallengeMap, KeyMap, SHARED_MAPS_CATCH_UP } from './sharedmaps.js';
 import { PLACEMENT_CHANNEL, PRUNE_TOMBSTONES } from './placements-sql.js';
 import type { RegistryPool } from './pool.js';
 
@@ -65,8 +67,9 @@ interface Row {
   /** p placement, t its tombstone, d custom domain (slug = domain, host = state), x its tombstone,
    *  k a server's SSH key (slug = fingerprint, public_ip = key line), y its tombstone,
    *  c an HTTP-01 answer (server_id = token, slug = key authorization, epoch = expiry ms), z its tombstone,
+   *  a an account's api-key hash (server_id = account id, slug = hash), b its tombstone,
    *  f the tombstone floor (epoch = the floor, version = the highest version any tombstone had) */
-  kind: 'p' | 't' | 'd' | 'x' | 'k' | 'y' | 'c' | 'z' | 'f';
+  kind: 'p' | 't' | 'd' | 'x' | 'k' | 'y' | 'c' | 'z' | 'a' | 'b' | 'f';
   server_id: string;
   slug: string | null;
   host: string | null;
@@ -83,6 +86,7 @@ const CATCH_UP = `
   SELECT 't', key, NULL, NULL, NULL, NULL, NULL, version FROM placement_tombstones WHERE kind = 'p' AND version > $2
   UNION ALL${DOMAINS_CATCH_UP}
   UNION ALL${SHARED_MAPS_CATCH_UP}
+  UNION ALL${ACCOUNT_KEYS_CATCH_UP}
   UNION ALL
   SELECT 'f', '', NULL, NULL, f.version, NULL, NULL, greatest(f.version, (SELECT coalesce(max(version), 0) FROM placement_tombstones)) FROM tombstone_floor f
   ORDER BY version`;
@@ -90,8 +94,8 @@ const CATCH_UP = `
 const NO_TOMBSTONES = '9223372036854775807';
 const DAY = 24 * 3600_000;
 
-/** The notifications a catch-up follows: placements, custom domains, SSH keys, HTTP-01 answers. */
-const FOLLOWED = new Set(['p:', 'd:', 'k:', 'c:']);
+/** The notifications a catch-up follows: placements, custom domains, SSH keys, HTTP-01 answers, accounts' keys. */
+const FOLLOWED = new Set(['p:', 'd:', 'k:', 'c:', 'a:']);
 
 interface HostSeen extends Omit<HostView, 'up'> {
   leftMs: number;
@@ -127,6 +131,8 @@ export class PlacementCache {
   readonly keys = new KeyMap();
   /** The HTTP-01 answers every host's orders wrote, filled by the same catch-up. */
   readonly challenges = new ChallengeMap();
+  /** Every account's current api-key hash, filled by the same catch-up. */
+  readonly accountKeys = new AccountKeyMap();
 
   constructor(
     private readonly pool: RegistryPool,
@@ -267,6 +273,7 @@ export class PlacementCache {
       this.domains.clear();
       this.keys.clear();
       this.challenges.clear();
+      this.accountKeys.clear();
     }
     // versions commit in order: the snapshot holds every version up to the highest tombstone (or
     // floor) it shows, and this read has every row above `seen` of it (slug tombstones, which no
@@ -277,6 +284,11 @@ export class PlacementCache {
       const v = Number(x.version);
       if (x.kind === 'd' || x.kind === 'x') {
         this.domains.apply(x.kind === 'd' ? x.slug! : x.server_id, x.kind === 'd' ? x.server_id : undefined, x.host ?? '', v);
+        if (v > this.seen) this.seen = v;
+        continue;
+      }
+      if (x.kind === 'a' || x.kind === 'b') {
+        this.accountKeys.apply(x.server_id, x.kind === 'a' ? x.slug! : undefined, v);
         if (v > this.seen) this.seen = v;
         continue;
       }

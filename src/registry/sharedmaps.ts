@@ -143,3 +143,53 @@ export class ChallengeMap {
     else this.tokens.delete(token);
   }
 }
+
+/** Schema 16: accounts join the same feed (kind 'a', keyed by account id), so every host knows
+ *  every account's current api-key hash: a key no account has is known to be unknown without a
+ *  registry read, and a read for it is spent only within the per-source budget (misses.ts). */
+export const ACCOUNT_KEYS_SQL = `
+  ALTER TABLE accounts ADD COLUMN version bigint NOT NULL DEFAULT 0;
+  CREATE TRIGGER accounts_version BEFORE INSERT OR UPDATE OR DELETE ON accounts
+    FOR EACH ROW EXECUTE FUNCTION rootbox_shared_version('a', 'id');
+  UPDATE accounts SET host = host; -- numbers the rows written before (the trigger)
+  CREATE INDEX accounts_version ON accounts (version);`;
+
+/** The catch-up's part for accounts ('a': account id, its key hash; 'b' its tombstone). */
+export const ACCOUNT_KEYS_CATCH_UP = `
+  SELECT 'a', id, key_hash, NULL, NULL, NULL, NULL, version FROM accounts WHERE version > $1
+  UNION ALL
+  SELECT 'b', key, NULL, NULL, NULL, NULL, NULL, version FROM placement_tombstones WHERE kind = 'a' AND version > $2`;
+
+/** Every account's current api-key hash (SHA-256 hex), any host's. */
+export class AccountKeyMap {
+  private readonly accounts = new Map<string, { hash: string; version: number }>();
+  private readonly hashes = new Map<string, string>();
+
+  /** The account whose current key has this hash. */
+  byHash(hash: string): string | undefined {
+    return this.hashes.get(hash);
+  }
+
+  get size(): number {
+    return this.accounts.size;
+  }
+
+  /** Forgets every account (a full load follows). */
+  clear(): void {
+    this.accounts.clear();
+    this.hashes.clear();
+  }
+
+  /** One catch-up row: an account's key hash, or its tombstone (`hash` undefined). */
+  apply(accountId: string, hash: string | undefined, version: number): void {
+    const had = this.accounts.get(accountId);
+    if (had && had.version > version) return;
+    if (had && this.hashes.get(had.hash) === accountId) this.hashes.delete(had.hash);
+    if (!hash) {
+      this.accounts.delete(accountId);
+      return;
+    }
+    this.accounts.set(accountId, { hash, version });
+    this.hashes.set(hash, accountId);
+  }
+}
