@@ -69,6 +69,7 @@ const UNIT = [
   'test/registry/shared.test.ts',
   'test/registry/moved.test.ts',
   'test/registry/strangers.test.ts',
+  'test/registry/tombstones.test.ts',
   'test/registry/sharedmaps.test.ts',
   'test/foundation/edge-lifecycle.test.ts',
   'test/hosting/phone.test.ts',

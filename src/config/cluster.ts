@@ -73,6 +73,11 @@ export const clusterSchema = z
       ),
     connectTimeout: duration().prefault('3s').describe('How long a connection to the registry may take before the registry counts as unreachable.'),
     statementTimeout: duration().prefault('5s').describe('Longest a registry statement may run; past it the call fails as registry_unavailable.'),
+    tombstoneRetention: duration()
+      .prefault('7d')
+      .describe(
+        "How long the registry keeps the record of a deleted custom domain, SSH key, slug or HTTP-01 token (a tombstone other hosts' caches catch up with) when some live host has not caught up past it; tombstones every live host has caught up past are pruned sooner. A host further behind reloads the whole map instead. Records of deleted placements are kept: they stop a host that was away from starting a deleted server.",
+      ),
   })
   .prefault({});
 

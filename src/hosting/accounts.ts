@@ -28,8 +28,9 @@ export class Accounts {
     readonly book: AccountBook,
   ) {}
 
-  /** Resolves `Authorization: Bearer rbx_…` to its account; 401 with a precise code otherwise. */
-  async authenticate(header: string | string[] | undefined): Promise<AccountRecord> {
+  /** Resolves `Authorization: Bearer rbx_…` to its account; 401 with a precise code otherwise.
+   *  `ip`: the caller's address (a key no account has costs reads within its source's budget). */
+  async authenticate(header: string | string[] | undefined, ip?: string): Promise<AccountRecord> {
     if (typeof header !== 'string' || header.length === 0) {
       throw AppError.of('missing_api_key', 'send your api_key as `Authorization: Bearer <API_KEY>`', { headers: { 'www-authenticate': 'Bearer' } });
     }
@@ -40,7 +41,7 @@ export class Accounts {
       });
     }
     const hash = hashKey(m[1]);
-    const { account: acc, revoked } = await this.book.byKeyHash(hash);
+    const { account: acc, revoked } = await this.book.byKeyHash(hash, ip);
     if (!acc || !sameHash(acc.keyHash, hash)) {
       throw AppError.of(
         revoked ? 'revoked_api_key' : 'invalid_api_key',

@@ -8,6 +8,7 @@ import type { Config } from '../config/index.js';
 import { Domains, dnsLookup, type CertIssuer, type SharedDomains } from '../domains/index.js';
 import type { Paywall } from '../payments/index.js';
 import type { Logger } from '../log/index.js';
+import { MissBudget } from '../misses.js';
 import type { Presence, PresenceState } from '../presence/index.js';
 import type { Runtime } from '../runtime/index.js';
 import type { SmsSender } from '../sms/index.js';
@@ -67,6 +68,8 @@ export interface HostingCore {
   log: Logger;
   store: Store;
   accounts: Accounts;
+  /** What api keys and server ids no cache knows may cost in registry reads, per source (cluster mode). */
+  misses: MissBudget;
   phone: PhoneVerifier;
   servers: Servers;
   /** Servers of other hosts that are down, shown `unavailable` (cluster mode). */
@@ -98,7 +101,8 @@ export interface HostingCore {
 export function buildCore(d: HostingDeps): HostingCore {
   const secret = new HostSecret(d.cfg.dataDir);
   const shared = d.sharedAccounts;
-  const book: AccountBook = shared ? new RegistryAccountBook(shared, d.store) : new LocalAccounts(d.store);
+  const misses = new MissBudget();
+  const book: AccountBook = shared ? new RegistryAccountBook(shared, d.store, misses) : new LocalAccounts(d.store);
   const keySecret: KeySecret = shared ? new ClusterSecret(() => shared.secret()) : secret;
   if (keySecret.ready) void keySecret.ready().catch(() => {}); // read at start; again on first need if the registry is away
   const dc = d.cfg.hosting.domains;
@@ -160,6 +164,7 @@ export function buildCore(d: HostingDeps): HostingCore {
     log: d.log,
     store: d.store,
     accounts: new Accounts(d.store, keySecret, book),
+    misses,
     phone: new PhoneVerifier(book, keySecret, d.sms, d.now),
     servers,
     unavailable: new Unavailable({

@@ -4,8 +4,12 @@
 // id — tier, limits, billing — keep working): writes go to the registry first, then to the cache;
 // a key is looked up in the registry (a rotated or revoked key is refused on every host), and
 // only when the registry cannot be reached does a key this host has cached keep working here.
+// A key no account has — as far as this host's memory of every account's key knows (the
+// registry's change feed) — costs that lookup only within the per-source budget of misses.ts
+// (a stranger's random keys cost no read per request); beyond it it is refused unread.
 
 import { isAppError } from '../errors.js';
+import { MissBudget } from '../misses.js';
 import type { AccountRecord, PendingCode, Store } from '../store/index.js';
 
 /** Pending SMS codes and send history (store/codes.ts on a single box). */
@@ -18,8 +22,9 @@ export interface CodeBook {
 }
 
 export interface AccountBook {
-  /** The account holding this key hash (cached here after), or whether the hash was revoked. */
-  byKeyHash(hash: string): Promise<{ account?: AccountRecord; revoked: boolean }>;
+  /** The account holding this key hash (cached here after), or whether the hash was revoked;
+   *  `ip`: the caller's address (what a key no account has may cost is counted per source). */
+  byKeyHash(hash: string, ip?: string): Promise<{ account?: AccountRecord; revoked: boolean }>;
   byPhone(phone: string): Promise<AccountRecord | undefined>;
   /** An account by id: this host's cache, else (registry mode) the registry's, cached here. */
   byId(id: string): Promise<AccountRecord | undefined>;
@@ -39,6 +44,8 @@ export interface AccountBook {
 /** The registry's side (src/registry/accounts.ts), as hosting uses it. */
 export interface SharedAccounts {
   byKeyHash(hash: string): Promise<Omit<AccountRecord, 'balanceUsd'> | undefined>;
+  /** Whether some account's key has this hash as this host's memory has it (no read). */
+  knows?(hash: string): boolean;
   byPhone(phone: string): Promise<Omit<AccountRecord, 'balanceUsd'> | undefined>;
   get(id: string): Promise<Omit<AccountRecord, 'balanceUsd'> | undefined>;
   isRevoked(hash: string): Promise<boolean>;
@@ -110,6 +117,8 @@ export class RegistryAccountBook implements AccountBook {
   constructor(
     private readonly reg: SharedAccounts,
     private readonly store: Store,
+    /** What keys no account has may cost in registry reads (shared with the API's other misses). */
+    readonly misses = new MissBudget(),
   ) {
     this.codes = {
       put: (c) => reg.putCode(c),
@@ -120,11 +129,15 @@ export class RegistryAccountBook implements AccountBook {
     };
   }
 
-  async byKeyHash(hash: string): Promise<{ account?: AccountRecord; revoked: boolean }> {
+  async byKeyHash(hash: string, ip?: string): Promise<{ account?: AccountRecord; revoked: boolean }> {
+    // a key neither this host's memory of every key nor its cache has: a read only within the budget
+    const stranger = ip !== undefined && this.reg.knows?.(hash) === false && !this.store.accounts.byKeyHash(hash);
+    if (stranger && !this.misses.allow(hash, ip)) return { revoked: false };
     let found;
     try {
       found = await this.reg.byKeyHash(hash);
       if (!found) {
+        if (stranger) this.misses.unknown(hash);
         const revoked = await this.reg.isRevoked(hash);
         if (this.store.accounts.byKeyHash(hash)) this.store.accounts.dropKey(hash, revoked);
         return { revoked };

@@ -7,7 +7,10 @@
 // as if the client had come there. `GET /servers` adds the account's servers of every other host
 // (each host's own view of its servers). A request another host forwarded here is answered here,
 // never forwarded again (RequestInfo.forwarded). Until the channel is bound (a single box, a
-// cluster without a CA, the start) every request is answered here.
+// cluster without a CA, the start) every request is answered here. A server id neither this
+// host's store nor its placement cache knows costs one catch-up read only within the per-source
+// budget of misses.ts (shared with unknown api keys): beyond it the request is answered here
+// (404 for a server this host does not have), unread.
 
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
@@ -26,6 +29,7 @@ import {
   type Route,
 } from '../http/index.js';
 import type { Logger } from '../log/index.js';
+import { MissBudget } from '../misses.js';
 
 /** Where a server of another host runs, as this host's placement cache has it. */
 export interface Placed {
@@ -75,6 +79,8 @@ export class Elsewhere {
   constructor(
     private readonly local: { get(id: string): unknown },
     private readonly log: Logger,
+    /** What a server id no cache knows may cost in catch-up reads, per source. */
+    private readonly misses = new MissBudget(),
   ) {}
 
   bind(f: ServerForwarding): void {
@@ -87,12 +93,16 @@ export class Elsewhere {
     return this.f.placed(id);
   }
 
-  /** As `where`, asking the registry once when no cache knows a server id (made on another host a moment ago). */
+  /** As `where`, asking the registry once when no cache knows a server id (made on another host a
+   *  moment ago), within the budget of the caller's source. */
   private async locate(id: unknown, info: RequestInfo): Promise<Placed | undefined> {
     const p = this.where(id, info);
     if (p || !this.f || info.forwarded || typeof id !== 'string' || !SERVER_ID.test(id) || this.local.get(id) !== undefined) return p;
+    if (!this.misses.allow(id, info.ip)) return undefined;
     await this.f.refresh().catch(() => {});
-    return this.where(id, info);
+    const found = this.where(id, info);
+    if (!found && this.local.get(id) === undefined) this.misses.unknown(id);
+    return found;
   }
 
   /** GET of the server itself while its host is down: answered here, from the placement cache (state `unavailable`). */

@@ -55,7 +55,7 @@ export function execSocket(core: HostingCore, origin: (req: IncomingMessage, inf
         try {
           const m = PATH.exec(new URL(req.url ?? '/', 'http://x').pathname);
           if (!m) throw AppError.of('upgrade_not_supported', 'WebSocket upgrades on this host are accepted only at /servers/{id}/exec', { kind: 'not_found' });
-          account = await core.accounts.authenticate(req.headers.authorization);
+          account = await core.accounts.authenticate(req.headers.authorization, info.ip);
           rec = core.servers.owned(account, decodeURIComponent(m[1]));
           core.assertNotExhausted(account, origin(req, info));
         } catch (err) {

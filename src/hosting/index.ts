@@ -78,14 +78,14 @@ export function createHostingService(deps: HostingDeps): HostingApi {
       429: 'Too many requests with this api_key or from this address (see Retry-After).',
     },
     async run(ctx) {
-      const account = await core.accounts.authenticate(ctx.req.headers.authorization);
+      const account = await core.accounts.authenticate(ctx.req.headers.authorization, ctx.ip);
       const v = perKey.take(account.id);
       if (!v.ok) throw tooMany('rate_limited', 'too many requests with this api_key', v.retryAfter);
       return account;
     },
   };
   const router = new Router<AccountRecord>(deps.log, { auth });
-  const elsewhere = new Elsewhere(deps.store.servers, deps.log.child({ part: 'apifwd' }));
+  const elsewhere = new Elsewhere(deps.store.servers, deps.log.child({ part: 'apifwd' }), core.misses);
   const document = documentOf({ info: INFO, routes: () => router.routes, schemas: SCHEMAS, auth });
   router.add(
     ...hostingRoutes({ core, deps, service: HOSTING_SERVICE, ipLimit, createLimit, document, elsewhere }),

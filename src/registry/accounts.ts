@@ -76,11 +76,24 @@ export async function clusterSecret(q: Pick<RegistryPool, 'query'>, make = false
   return r.rows[0]?.value;
 }
 
+/** What this host's placement cache knows of every account's key (placements.ts, sharedmaps.ts). */
+export interface KnownKeys {
+  readonly loaded: boolean;
+  readonly accountKeys: { byHash(hash: string): string | undefined };
+}
+
 export class RegistryAccounts {
   constructor(
     private readonly pool: RegistryPool,
     private readonly host: string,
+    private readonly known?: KnownKeys,
   ) {}
+
+  /** Whether some account's current key has this hash, as this host's memory has it (no read);
+   *  true while that memory is not loaded yet (then every key is worth a read). */
+  knows(hash: string): boolean {
+    return !this.known?.loaded || this.known.accountKeys.byHash(hash) !== undefined;
+  }
 
   /** The cluster secret (made here if init has not made it yet: any member may). */
   async secret(): Promise<Buffer> {

@@ -35,11 +35,12 @@ export const DOMAINS_SQL = `
   UPDATE custom_domains SET state = state; -- numbers the rows claimed before (the trigger)
   CREATE INDEX custom_domains_version ON custom_domains (version);`;
 
-/** The catch-up's part for domains: rows ('d': server_id, domain, state) and tombstones ('x': domain). */
+/** The catch-up's part for domains: rows ('d': server_id, domain, state) above $1 and tombstones
+ *  ('x': domain) above $2 (a full load asks for none). */
 export const DOMAINS_CATCH_UP = `
   SELECT 'd' AS kind, server_id, domain AS slug, state AS host, NULL, account_id, NULL, version FROM custom_domains WHERE version > $1
   UNION ALL
-  SELECT 'x', key, NULL, NULL, NULL, NULL, NULL, version FROM placement_tombstones WHERE kind = 'd' AND version > $1`;
+  SELECT 'x', key, NULL, NULL, NULL, NULL, NULL, version FROM placement_tombstones WHERE kind = 'd' AND version > $2`;
 
 export interface DomainRoute {
   serverId: string;
@@ -74,6 +75,12 @@ export class DomainMap {
     if (serverId === undefined) this.rows.delete(domain);
     else this.rows.set(domain, { serverId, state, version });
     this.changed = true;
+  }
+
+  /** Forgets every domain (a full load follows). */
+  clear(): void {
+    if (this.rows.size) this.changed = true;
+    this.rows.clear();
   }
 
   /** Called after each catch-up that changed a domain (certificates to install or drop). */

@@ -15,6 +15,8 @@ export interface RegistryOptions {
   leaseMs: number;
   connectTimeoutMs: number;
   statementTimeoutMs: number;
+  /** How long a tombstone some live host has not caught up past is kept (cluster.tombstoneRetention). */
+  tombstoneRetentionMs?: number;
   /** What this host can still take, measured at each heartbeat. */
   capacity(): Record<string, number>;
 }
@@ -22,7 +24,7 @@ export interface RegistryOptions {
 export interface ClusterSettings {
   dataDir: string;
   publicIp: string;
-  cluster: { host?: string; advertise?: string; listen: string; lease: number; connectTimeout: number; statementTimeout: number };
+  cluster: { host?: string; advertise?: string; listen: string; lease: number; connectTimeout: number; statementTimeout: number; tombstoneRetention?: number };
 }
 
 /** The software version hosts report (bundles set it; source runs say "dev"). */
@@ -39,6 +41,7 @@ export function registryOptions(cfg: ClusterSettings, url: string): RegistryOpti
     leaseMs: cfg.cluster.lease,
     connectTimeoutMs: cfg.cluster.connectTimeout,
     statementTimeoutMs: cfg.cluster.statementTimeout,
+    tombstoneRetentionMs: cfg.cluster.tombstoneRetention,
     capacity: () => {
       let diskFreeBytes = 0;
       try {

@@ -76,10 +76,16 @@ export class Registry {
     this.channel = new RegistryCa(this.pool);
     this.placements = new PlacementCache(
       this.pool,
-      { refreshMs: Math.max(100, Math.min(1000, Math.floor(o.leaseMs / 3))), connectTimeoutMs: o.connectTimeoutMs, leaseMs: o.leaseMs },
+      {
+        refreshMs: Math.max(100, Math.min(1000, Math.floor(o.leaseMs / 3))),
+        connectTimeoutMs: o.connectTimeoutMs,
+        leaseMs: o.leaseMs,
+        host: o.host,
+        tombstoneRetentionMs: o.tombstoneRetentionMs,
+      },
       log,
     );
-    this.accounts = new RegistryAccounts(this.pool, o.host);
+    this.accounts = new RegistryAccounts(this.pool, o.host, this.placements);
     this.shared = new RegistryShared(this.pool, o.host);
     this.fence = new WakeFence(o.host, this.names, log.child({ part: 'fence' }), () => this.up);
   }

@@ -7,10 +7,10 @@
 import { AppError } from '../errors.js';
 import { ACCOUNTS_SQL } from './accounts.js';
 import { DOMAINS_SQL } from './domainmap.js';
-import { SHARED_MAPS_SQL } from './sharedmaps.js';
+import { ACCOUNT_KEYS_SQL, SHARED_MAPS_SQL } from './sharedmaps.js';
 import { LEDGER_SQL } from './ledger.js';
-import { PLACEMENTS_SQL } from './placements-sql.js';
-import { SHARED_SQL } from './shared.js';
+import { PLACEMENTS_SQL, TOMBSTONES_SQL } from './placements-sql.js';
+import { ORDERS_SQL, SHARED_SQL } from './shared.js';
 import type { RegistryPool } from './pool.js';
 
 export interface Migration {
@@ -114,6 +114,12 @@ export const MIGRATIONS: readonly Migration[] = [
     about:
       "server key and HTTP-01 answer versions: every server's SSH key and every order's challenge token written or removed numbered with the placements, removals kept as tombstones, each change notified",
     sql: SHARED_MAPS_SQL,
+  },
+  {
+    version: 16,
+    about:
+      "certificate order leases (one orderer at a time without a connection held across the order); each host's catch-up version and the floor below which tombstones were pruned; accounts' key hashes numbered with the placements (every host knows every key)",
+    sql: ORDERS_SQL + TOMBSTONES_SQL + ACCOUNT_KEYS_SQL,
   },
 ];
 

@@ -50,3 +50,37 @@ export const PLACEMENTS_SQL = `
   CREATE INDEX placements_version ON placements (version);
   CREATE INDEX slugs_version ON slugs (version);
   CREATE INDEX placement_tombstones_version ON placement_tombstones (version);`;
+
+/** Schema 16: what lets tombstones be pruned. Each host records in its `hosts` row the version
+ *  its placement cache has caught up to (`caught_up`); `tombstone_floor` holds the highest version
+ *  of a tombstone pruned so far: a cache that caught up to less may have missed a delete, so it
+ *  reloads everything instead of catching up (placements.ts). */
+export const TOMBSTONES_SQL = `
+  ALTER TABLE hosts ADD COLUMN caught_up bigint NOT NULL DEFAULT 0;
+  CREATE TABLE tombstone_floor (
+    id       int PRIMARY KEY CHECK (id = 1),
+    version  bigint NOT NULL
+  );
+  INSERT INTO tombstone_floor (id, version) VALUES (1, 0);`;
+
+/**
+ * Prunes the tombstones every live host has caught up past, and any older than the retention
+ * ($1, seconds) whoever has not, raising the floor to the highest version pruned — in one
+ * statement (one snapshot: a catch-up sees both or neither). Idempotent, so every host may run
+ * it. Placement tombstones ('p') are kept: the wake fence and a start's reconcile read them to
+ * never start again a server deleted while its old host was away (a host's start reads none of
+ * them: a full load reads no tombstone). Answers how many were pruned.
+ */
+export const PRUNE_TOMBSTONES = `
+  WITH gone AS (
+    DELETE FROM placement_tombstones
+     WHERE kind <> 'p'
+       AND (version <= (SELECT coalesce(min(caught_up), 0) FROM hosts WHERE lease_until > now())
+            OR gone_at < now() - make_interval(secs => $1))
+    RETURNING version
+  ), floor AS (
+    UPDATE tombstone_floor SET version = greatest(version, (SELECT max(version) FROM gone))
+     WHERE id = 1 AND EXISTS (SELECT 1 FROM gone)
+    RETURNING version
+  )
+  SELECT (SELECT count(*) FROM gone) AS n, (SELECT count(*) FROM floor) AS raised`;

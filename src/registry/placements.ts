@@ -15,14 +15,24 @@
 // domain → server, so its edge routes any of them without asking the registry; and the servers'
 // SSH public keys and the HTTP-01 answers of the orders under way (`keys`, `challenges`:
 // sharedmaps.ts), so a login with a key this host does not run, or the CA asking this host for a
-// token another host wrote, is answered from memory.
+// token another host wrote, is answered from memory; and every account's api-key hash
+// (`accountKeys`, sharedmaps.ts), so an api key no account has costs no registry read beyond the
+// per-source budget (hosting's directory.ts).
+//
+// Tombstones do not pile up (schema 16): a full load (the start, `seen` 0) reads the rows only,
+// no tombstone; after each catch-up the host records in its hosts row the version it caught up
+// to, and every host now and then prunes the tombstones every live host has caught up past (and
+// those older than the retention), raising the registry's tombstone floor (placements-sql.ts).
+// The catch-up reads the floor in the same statement: a cache behind it (a host that was away,
+// or slower than the retention) may have missed a delete, so it reloads everything instead —
+// every map emptied and filled again from that one snapshot, in one turn of the event loop.
 
 import pg from 'pg';
 import type { Logger } from '../log/index.js';
 import { DomainMap, DOMAINS_CATCH_UP } from './domainmap.js';
 import { Trouble } from './leases.js';
-import { ChallengeMap, KeyMap, SHARED_MAPS_CATCH_UP } from './sharedmaps.js';
-import { PLACEMENT_CHANNEL } from './placements-sql.js';
+import { ACCOUNT_KEYS_CATCH_UP, AccountKeyMap, ChallengeMap, KeyMap, SHARED_MAPS_CATCH_UP } from './sharedmaps.js';
+import { PLACEMENT_CHANNEL, PRUNE_TOMBSTONES } from './placements-sql.js';
 import type { RegistryPool } from './pool.js';
 
 export interface PlacementView {
@@ -51,13 +61,21 @@ export interface PlacementCacheOptions {
   leaseMs?: number;
   /** Monotonic milliseconds (injected in tests). */
   now?: () => number;
+  /** This host's name: its hosts row records the version the cache caught up to (unset: not recorded). */
+  host?: string;
+  /** How long a tombstone some live host has not caught up past is kept (default 7 days). */
+  tombstoneRetentionMs?: number;
+  /** How often this host prunes tombstones (default 10 minutes; 0: never, tests call `prune`). */
+  pruneEveryMs?: number;
 }
 
 interface Row {
   /** p placement, t its tombstone, d custom domain (slug = domain, host = state), x its tombstone,
    *  k a server's SSH key (slug = fingerprint, public_ip = key line), y its tombstone,
-   *  c an HTTP-01 answer (server_id = token, slug = key authorization, epoch = expiry ms), z its tombstone */
-  kind: 'p' | 't' | 'd' | 'x' | 'k' | 'y' | 'c' | 'z';
+   *  c an HTTP-01 answer (server_id = token, slug = key authorization, epoch = expiry ms), z its tombstone,
+   *  a an account's api-key hash (server_id = account id, slug = hash), b its tombstone,
+   *  f the tombstone floor (epoch = the floor, version = the highest version any tombstone had) */
+  kind: 'p' | 't' | 'd' | 'x' | 'k' | 'y' | 'c' | 'z' | 'a' | 'b' | 'f';
   server_id: string;
   slug: string | null;
   host: string | null;
@@ -67,16 +85,23 @@ interface Row {
   version: string;
 }
 
+/** Rows above $1, tombstones above $2 (a full load: 0 and NO_TOMBSTONES), and the floor. */
 const CATCH_UP = `
   SELECT 'p' AS kind, server_id, slug, host, epoch, account_id, public_ip, version FROM placements WHERE version > $1
   UNION ALL
-  SELECT 't', key, NULL, NULL, NULL, NULL, NULL, version FROM placement_tombstones WHERE kind = 'p' AND version > $1
+  SELECT 't', key, NULL, NULL, NULL, NULL, NULL, version FROM placement_tombstones WHERE kind = 'p' AND version > $2
   UNION ALL${DOMAINS_CATCH_UP}
   UNION ALL${SHARED_MAPS_CATCH_UP}
+  UNION ALL${ACCOUNT_KEYS_CATCH_UP}
+  UNION ALL
+  SELECT 'f', '', NULL, NULL, f.version, NULL, NULL, greatest(f.version, (SELECT coalesce(max(version), 0) FROM placement_tombstones)) FROM tombstone_floor f
   ORDER BY version`;
+/** Above every version: a full load reads no tombstone. */
+const NO_TOMBSTONES = '9223372036854775807';
+const DAY = 24 * 3600_000;
 
-/** The notifications a catch-up follows: placements, custom domains, SSH keys, HTTP-01 answers. */
-const FOLLOWED = new Set(['p:', 'd:', 'k:', 'c:']);
+/** The notifications a catch-up follows: placements, custom domains, SSH keys, HTTP-01 answers, accounts' keys. */
+const FOLLOWED = new Set(['p:', 'd:', 'k:', 'c:', 'a:']);
 
 interface HostSeen extends Omit<HostView, 'up'> {
   leftMs: number;
@@ -103,12 +128,21 @@ export class PlacementCache {
   private readonly now: () => number;
   /** How many times the LISTEN connection was (re)opened; for tests and status. */
   listens = 0;
+  /** Full loads after the first (the cache was behind the tombstone floor); for tests and status. */
+  reloads = 0;
+  /** The version last recorded in this host's row. */
+  private recorded = 0;
+  private lastPrune: number;
+  private pruning = false;
+  private filled = false;
   /** The cluster's custom domains, filled by the same catch-up. */
   readonly domains = new DomainMap();
   /** The cluster's servers' SSH public keys, filled by the same catch-up. */
   readonly keys = new KeyMap();
   /** The HTTP-01 answers every host's orders wrote, filled by the same catch-up. */
   readonly challenges = new ChallengeMap();
+  /** Every account's current api-key hash, filled by the same catch-up. */
+  readonly accountKeys = new AccountKeyMap();
 
   constructor(
     private readonly pool: RegistryPool,
@@ -117,6 +151,7 @@ export class PlacementCache {
   ) {
     this.now = o.now ?? (() => performance.now());
     this.backoff = o.reconnectMs ?? 200;
+    this.lastPrune = this.now();
     const graceMs = o.leaseMs ?? 3 * o.refreshMs;
     this.reads = new Trouble({ graceMs, now: this.now, lateMs: o.refreshMs + o.connectTimeoutMs });
     this.beats = new Trouble({ graceMs, now: this.now });
@@ -133,6 +168,11 @@ export class PlacementCache {
   heartbeat(ok: boolean): void {
     if (ok) this.beats.ok();
     else this.beats.failed();
+  }
+
+  /** Whether a catch-up filled the maps at least once (before, they know nothing). */
+  get loaded(): boolean {
+    return this.filled;
   }
 
   /** Highest placement version seen. */
@@ -245,12 +285,39 @@ export class PlacementCache {
     return this.again;
   }
 
-  private async catchUp(): Promise<void> {
-    const r = await this.pool.query<Row>(CATCH_UP, [this.seen]);
+  /** Reads what changed since `seen` and applies it; a cache behind the tombstone floor (or empty)
+   *  is loaded whole instead. */
+  private async catchUp(full = this.seen === 0): Promise<void> {
+    const r = await this.pool.query<Row>(CATCH_UP, full ? [0, NO_TOMBSTONES] : [this.seen, this.seen]);
+    const floor = r.rows.find((x) => x.kind === 'f');
+    if (!full && floor && Number(floor.epoch) > this.seen) {
+      // tombstones this cache has not seen were pruned: some delete may be missed, reload
+      this.reloads++;
+      this.log?.info('placements: behind the pruned tombstones; loading everything again', { seen: this.seen, floor: Number(floor.epoch) });
+      return this.catchUp(true);
+    }
+    if (full) {
+      this.servers.clear();
+      this.slugs.clear();
+      this.domains.clear();
+      this.keys.clear();
+      this.challenges.clear();
+      this.accountKeys.clear();
+    }
+    // versions commit in order: the snapshot holds every version up to the highest tombstone (or
+    // floor) it shows, and this read has every row above `seen` of it (slug tombstones, which no
+    // cache reads, do not hold `seen` back)
+    if (floor) this.seen = Math.max(this.seen, Number(floor.version));
     for (const x of r.rows) {
+      if (x.kind === 'f') continue;
       const v = Number(x.version);
       if (x.kind === 'd' || x.kind === 'x') {
         this.domains.apply(x.kind === 'd' ? x.slug! : x.server_id, x.kind === 'd' ? x.server_id : undefined, x.host ?? '', v);
+        if (v > this.seen) this.seen = v;
+        continue;
+      }
+      if (x.kind === 'a' || x.kind === 'b') {
+        this.accountKeys.apply(x.server_id, x.kind === 'a' ? x.slug! : undefined, v);
         if (v > this.seen) this.seen = v;
         continue;
       }
@@ -283,7 +350,41 @@ export class PlacementCache {
       }
       if (v > this.seen) this.seen = v;
     }
+    this.filled = true;
     this.domains.settle();
+  }
+
+  /** Records in this host's row the version the cache caught up to (what the prune may count on). */
+  async record(): Promise<void> {
+    if (!this.o.host || this.seen <= this.recorded) return;
+    const v = this.seen;
+    await this.pool.query('UPDATE hosts SET caught_up = $2 WHERE name = $1 AND caught_up < $2', [this.o.host, v]);
+    this.recorded = v;
+  }
+
+  /** Prunes the tombstones every live host caught up past, and those older than the retention
+   *  (placements-sql.ts); answers how many. Any host may run it at any time. */
+  async prune(): Promise<number> {
+    const retention = this.o.tombstoneRetentionMs ?? 7 * DAY;
+    const r = await this.pool.query<{ n: string }>(PRUNE_TOMBSTONES, [retention / 1000]);
+    const n = Number(r.rows[0]?.n ?? 0);
+    if (n) this.log?.info('placements: tombstones pruned', { pruned: n });
+    return n;
+  }
+
+  /** The tick's prune, every pruneEveryMs (default 10 minutes), one at a time. */
+  private async pruneNow(): Promise<void> {
+    const every = this.o.pruneEveryMs ?? 10 * 60_000;
+    if (!every || this.pruning || this.now() - this.lastPrune < every) return;
+    this.pruning = true;
+    this.lastPrune = this.now();
+    try {
+      await this.prune();
+    } catch {
+      // the registry is away: the next tick's turn tries again
+    } finally {
+      this.pruning = false;
+    }
   }
 
   private async refreshHosts(): Promise<void> {
@@ -303,6 +404,8 @@ export class PlacementCache {
   private async tick(): Promise<void> {
     await this.refreshHosts();
     await this.sync().catch(() => {});
+    await this.record().catch(() => {});
+    void this.pruneNow();
     if (!this.listener && !this.retry && this.running) void this.listen();
   }
 

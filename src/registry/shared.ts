@@ -5,9 +5,12 @@
 // A certificate's private key is stored encrypted (AES-256-GCM) under a 32-byte cluster secret
 // kept in `cluster_secrets` (schema 4) under its own name (made once by the first host that needs
 // it, INSERT … ON CONFLICT DO NOTHING, then read back: every host uses the same one). One host orders a given certificate at
-// a time: the order runs inside a transaction holding pg_try_advisory_xact_lock on a key derived
-// from the certificate id (the lock ends with the transaction or the connection); the others
-// poll until it is released and take the stored result. Each row has a version from one
+// a time: it holds the certificate's lease row in `certificate_orders` (schema 16: holder and
+// expiry, taken and released in short statements, renewed while the order runs), so an order
+// holds no registry connection while it talks to the CA (eight orders at once used to hold the
+// pool's eight connections, and the heartbeat, auth and the fence waited on them); a holder that
+// crashed is replaced once its lease expires. The others poll until it is released and take the
+// stored result. Each row has a version from one
 // sequence, so a host picks up renewed and new certificates by asking for versions above the
 // highest it saw.
 
@@ -53,8 +56,15 @@ export const SHARED_SQL = `
   );
   CREATE INDEX server_keys_fingerprint ON server_keys (fingerprint);`;
 
-/** Namespace of the certificate order locks (the two-int advisory lock form: namespace, hashtext(id)). */
-const ORDER_LOCK_SPACE = 0x72626365;
+/** Schema 16: one lease row per certificate being ordered (who orders it, until when). */
+export const ORDERS_SQL = `
+  CREATE TABLE certificate_orders (
+    id      text PRIMARY KEY,
+    holder  text NOT NULL,
+    until   timestamptz NOT NULL
+  );`;
+/** How long an order's lease lasts without renewal (a crashed holder's is taken over after it). */
+export const ORDER_LEASE_MS = 60_000;
 const SECRET_NAME = 'certificate-keys';
 
 export interface SharedCertificate {
@@ -87,6 +97,8 @@ export class RegistryShared {
     private readonly host: string,
     /** How long a host waits for another's order before answering that it is still running. */
     private readonly waitMs = 6 * 60_000,
+    /** How long an order's lease lasts without renewal (a crashed holder's expires after it). */
+    private readonly leaseMs = ORDER_LEASE_MS,
   ) {}
 
   // ── the cluster secret certificate keys are encrypted under ──
@@ -176,9 +188,10 @@ export class RegistryShared {
   /**
    * The certificate `id`, ordered by this host only when no other host is ordering it and the
    * stored one is not good enough (`good`). Exactly one host runs `order` at a time: it holds the
-   * advisory lock for the order's duration and stores the result before letting go; a host that
-   * finds the lock taken waits for it and takes what the holder stored. `ordered` tells whether
-   * this host made the order.
+   * certificate's lease row for the order's duration (renewed every third of the lease) and stores
+   * the result before letting go; a host that finds the lease held waits for it and takes what the
+   * holder stored. No registry connection is held across `order`. `ordered` tells whether this
+   * host made the order.
    */
   async orderOnce(
     id: string,
@@ -188,21 +201,55 @@ export class RegistryShared {
   ): Promise<{ cert: SharedCertificate; ordered: boolean }> {
     const deadline = Date.now() + this.waitMs;
     for (;;) {
-      const got = await this.pool.tx(async (c) => {
-        const locked = (await c.query<{ ok: boolean }>('SELECT pg_try_advisory_xact_lock($1, hashtext($2)) AS ok', [ORDER_LOCK_SPACE, id])).rows[0].ok;
-        if (!locked) return undefined;
-        const r = await c.query<CertRow>('SELECT * FROM certificates WHERE id = $1 AND NOT removed', [id]);
-        const stored = r.rows[0] && (await this.row(r.rows[0]));
-        if (stored && good(stored)) return { cert: stored, ordered: false };
-        const issued = await order();
-        await this.saveCertificate({ id, ...issued, issuedAt: Date.now() }, c);
-        const back = await c.query<CertRow>('SELECT * FROM certificates WHERE id = $1', [id]);
-        return { cert: await this.row(back.rows[0]), ordered: true };
-      });
-      if (got) return got;
+      const holder = await this.takeOrder(id);
+      if (holder) {
+        try {
+          return await this.orderHolding(id, holder, good, order);
+        } finally {
+          await this.pool.query('DELETE FROM certificate_orders WHERE id = $1 AND holder = $2', [id, holder]).catch(() => {});
+        }
+      }
       if (Date.now() > deadline) throw new Error(`another host's order of certificate ${id} has not ended`);
       await sleep(200);
     }
+  }
+
+  /** Takes the order lease of `id` when it is free or expired: the holder token, or undefined. */
+  private async takeOrder(id: string): Promise<string | undefined> {
+    const holder = `${this.host} ${randomBytes(8).toString('hex')}`;
+    const r = await this.pool.query(
+      `INSERT INTO certificate_orders (id, holder, until) VALUES ($1, $2, now() + make_interval(secs => $3))
+       ON CONFLICT (id) DO UPDATE SET holder = EXCLUDED.holder, until = EXCLUDED.until WHERE certificate_orders.until < now()`,
+      [id, holder, this.leaseMs / 1000],
+    );
+    return r.rowCount === 1 ? holder : undefined;
+  }
+
+  private async orderHolding(
+    id: string,
+    holder: string,
+    good: (c: SharedCertificate) => boolean,
+    order: () => Promise<Omit<SharedCertificate, 'id' | 'version' | 'removed' | 'issuedAt'>>,
+  ): Promise<{ cert: SharedCertificate; ordered: boolean }> {
+    const r = await this.pool.query<CertRow>('SELECT * FROM certificates WHERE id = $1 AND NOT removed', [id]);
+    const stored = r.rows[0] && (await this.row(r.rows[0]));
+    if (stored && good(stored)) return { cert: stored, ordered: false };
+    // renewed while the CA works; a renewal the registry misses is tried again at the next beat
+    const renew = setInterval(() => {
+      void this.pool
+        .query('UPDATE certificate_orders SET until = now() + make_interval(secs => $3) WHERE id = $1 AND holder = $2', [id, holder, this.leaseMs / 1000])
+        .catch(() => {});
+    }, this.leaseMs / 3);
+    renew.unref();
+    let issued;
+    try {
+      issued = await order();
+    } finally {
+      clearInterval(renew);
+    }
+    await this.saveCertificate({ id, ...issued, issuedAt: Date.now() });
+    const back = await this.pool.query<CertRow>('SELECT * FROM certificates WHERE id = $1', [id]);
+    return { cert: await this.row(back.rows[0]), ordered: true };
   }
 
   // ── custom domains ──

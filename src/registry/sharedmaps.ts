@@ -48,15 +48,16 @@ export const SHARED_MAPS_SQL = `
   CREATE INDEX acme_challenges_version ON acme_challenges (version);`;
 
 /** The catch-up's part for keys ('k': server_id, fingerprint, host, public key; 'y' its
- *  tombstone) and challenges ('c': token, key authorization, expiry in ms; 'z' its tombstone). */
+ *  tombstone) and challenges ('c': token, key authorization, expiry in ms; 'z' its tombstone):
+ *  rows above $1, tombstones above $2 (a full load asks for none). */
 export const SHARED_MAPS_CATCH_UP = `
   SELECT 'k' AS kind, server_id, fingerprint AS slug, host, NULL, NULL, public_key AS public_ip, version FROM server_keys WHERE version > $1
   UNION ALL
-  SELECT 'y', key, NULL, NULL, NULL, NULL, NULL, version FROM placement_tombstones WHERE kind = 'k' AND version > $1
+  SELECT 'y', key, NULL, NULL, NULL, NULL, NULL, version FROM placement_tombstones WHERE kind = 'k' AND version > $2
   UNION ALL
   SELECT 'c', token, key_authorization, NULL, (extract(epoch FROM expires_at) * 1000)::bigint, NULL, NULL, version FROM acme_challenges WHERE version > $1
   UNION ALL
-  SELECT 'z', key, NULL, NULL, NULL, NULL, NULL, version FROM placement_tombstones WHERE kind = 'c' AND version > $1`;
+  SELECT 'z', key, NULL, NULL, NULL, NULL, NULL, version FROM placement_tombstones WHERE kind = 'c' AND version > $2`;
 
 export interface KnownKey {
   serverId: string;
@@ -79,6 +80,12 @@ export class KeyMap {
 
   get size(): number {
     return this.servers.size;
+  }
+
+  /** Forgets every key (a full load follows). */
+  clear(): void {
+    this.servers.clear();
+    this.fingerprints.clear();
   }
 
   /** One catch-up row: a server's key, or its tombstone (`key` undefined). */
@@ -123,11 +130,66 @@ export class ChallengeMap {
     return this.tokens.size;
   }
 
+  /** Forgets every token (a full load follows). */
+  clear(): void {
+    this.tokens.clear();
+  }
+
   /** One catch-up row: a token's answer, or its tombstone (`c` undefined). */
   apply(token: string, c: Omit<Challenge, 'version'> | undefined, version: number): void {
     const had = this.tokens.get(token);
     if (had && had.version > version) return;
     if (c) this.tokens.set(token, { ...c, version });
     else this.tokens.delete(token);
+  }
+}
+
+/** Schema 16: accounts join the same feed (kind 'a', keyed by account id), so every host knows
+ *  every account's current api-key hash: a key no account has is known to be unknown without a
+ *  registry read, and a read for it is spent only within the per-source budget (misses.ts). */
+export const ACCOUNT_KEYS_SQL = `
+  ALTER TABLE accounts ADD COLUMN version bigint NOT NULL DEFAULT 0;
+  CREATE TRIGGER accounts_version BEFORE INSERT OR UPDATE OR DELETE ON accounts
+    FOR EACH ROW EXECUTE FUNCTION rootbox_shared_version('a', 'id');
+  UPDATE accounts SET host = host; -- numbers the rows written before (the trigger)
+  CREATE INDEX accounts_version ON accounts (version);`;
+
+/** The catch-up's part for accounts ('a': account id, its key hash; 'b' its tombstone). */
+export const ACCOUNT_KEYS_CATCH_UP = `
+  SELECT 'a', id, key_hash, NULL, NULL, NULL, NULL, version FROM accounts WHERE version > $1
+  UNION ALL
+  SELECT 'b', key, NULL, NULL, NULL, NULL, NULL, version FROM placement_tombstones WHERE kind = 'a' AND version > $2`;
+
+/** Every account's current api-key hash (SHA-256 hex), any host's. */
+export class AccountKeyMap {
+  private readonly accounts = new Map<string, { hash: string; version: number }>();
+  private readonly hashes = new Map<string, string>();
+
+  /** The account whose current key has this hash. */
+  byHash(hash: string): string | undefined {
+    return this.hashes.get(hash);
+  }
+
+  get size(): number {
+    return this.accounts.size;
+  }
+
+  /** Forgets every account (a full load follows). */
+  clear(): void {
+    this.accounts.clear();
+    this.hashes.clear();
+  }
+
+  /** One catch-up row: an account's key hash, or its tombstone (`hash` undefined). */
+  apply(accountId: string, hash: string | undefined, version: number): void {
+    const had = this.accounts.get(accountId);
+    if (had && had.version > version) return;
+    if (had && this.hashes.get(had.hash) === accountId) this.hashes.delete(had.hash);
+    if (!hash) {
+      this.accounts.delete(accountId);
+      return;
+    }
+    this.accounts.set(accountId, { hash, version });
+    this.hashes.set(hash, accountId);
   }
 }

@@ -5,7 +5,9 @@
 // ordered later by A reaches B's edge through B's poll; the same custom domain claimed on A and
 // B at once goes to exactly one; a server's SSH key fingerprint made on A is found through B's
 // registry (and one placed before keys were shared is recorded at its host's next start); with the registry down, ordering and claiming answer 503 registry_unavailable while
-// both edges keep serving what they loaded.
+// both edges keep serving what they loaded. Eight orders at once hold no registry connection
+// across the order (the pool's other users answer meanwhile, the heartbeat keeps its lease) and a
+// crashed orderer's lease expires.
 process.env.ROOTBOX_TEST_RUNTIME ??= 'process'; // no container needed
 import { X509Certificate } from 'node:crypto';
 import { rmSync } from 'node:fs';
@@ -13,7 +15,8 @@ import { connect as tlsConnect } from 'node:tls';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { isAppError } from '../../src/errors.js';
-import { migrate, RegistryPool } from '../../src/registry/index.js';
+import { createCa, issueLeaf, loadCa } from '../../src/edge/pki.js';
+import { migrate, RegistryPool, RegistryShared } from '../../src/registry/index.js';
 import { send } from '../http/contract.js';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
 import { startNamed, type NamedServer } from '../helpers/named.js';
@@ -174,6 +177,132 @@ test('the same custom domain claimed on A and B at once goes to exactly one', as
   const other = host === 'host-a' ? sb : sa;
   const again = await api(host === 'host-a' ? b : a, 'POST', `/servers/${other.json.id}/domains`, { key: other.json.api_key, body });
   assert.is(again.status, 200, again.text);
+});
+
+/** A certificate for `names` (what an order hands back), from a throwaway CA. */
+function leafFor(names: string[]): { names: string[]; certPem: string; keyPem: string; notAfter: number } {
+  const c = createCa('rootbox test orders');
+  const leaf = issueLeaf(loadCa(c.certPem, c.keyPem, 'rootbox test orders'), names);
+  return { names, certPem: leaf.certPem, keyPem: leaf.keyPem, notAfter: Date.now() + 30 * 86_400_000 };
+}
+
+test('8 orders at once hold no registry connection while the CA works: another statement of the same 8-connection pool answers at once, and each is ordered once', async () => {
+  const p = new RegistryPool({ url: pg.url, connectTimeoutMs: 500, statementTimeoutMs: 2000 });
+  try {
+    const shared = new RegistryShared(p, 'host-o');
+    let open!: () => void;
+    const gate = new Promise<void>((r) => (open = r));
+    let ordering = 0;
+    const orders = Array.from({ length: 8 }, (_, i) =>
+      shared.orderOnce(
+        `gate-${i}`,
+        () => false,
+        async () => {
+          ordering++;
+          await gate; // the CA still working on all eight
+          return leafFor([`gate${i}.example.org`]);
+        },
+      ),
+    );
+    let during: unknown;
+    try {
+      await until('8 orders under way', () => ordering === 8, 10_000);
+      const t0 = performance.now();
+      // what the heartbeat, auth and the fence do meanwhile: before, it waited for a connection and failed
+      await p.query('SELECT 1');
+      console.log(`    a statement during 8 orders answered in ${(performance.now() - t0).toFixed(1)} ms`);
+      const r = await p.query<{ n: string }>('SELECT count(*) AS n FROM certificate_orders WHERE id LIKE $1', ['gate-%']);
+      assert.is(r.rows[0].n, '8', 'eight leases held');
+    } catch (e) {
+      during = e;
+    } finally {
+      open();
+    }
+    const got = await Promise.allSettled(orders);
+    assert.is(during, undefined, `a statement of the pool during the orders: ${String(during)}`);
+    assert.equal(
+      got.map((g) => g.status === 'fulfilled' && g.value.ordered),
+      Array(8).fill(true),
+    );
+    assert.is(await pg.sql(`SELECT count(*) FROM certificate_orders`), '0', 'every lease released');
+    for (let i = 0; i < 8; i++) await shared.removeCertificate(`gate-${i}`);
+  } finally {
+    await p.end();
+  }
+});
+
+test('a crashed orderer’s lease expires: another host then orders; a live lease is waited for and its result taken', async () => {
+  const p = new RegistryPool({ url: pg.url, connectTimeoutMs: 500, statementTimeoutMs: 2000 });
+  try {
+    const shared = new RegistryShared(p, 'host-o');
+    const fast = (ms: number) => new Promise<void>((r) => setTimeout(r, Math.min(ms, 50)));
+    // a holder that died mid-order (its lease not renewed): taken over once it expires
+    await pg.sql(`INSERT INTO certificate_orders (id, holder, until) VALUES ('crashed', 'host-z 00', now() + interval '1 second')`);
+    const t0 = performance.now();
+    const after = await shared.orderOnce(
+      'crashed',
+      () => false,
+      async () => leafFor(['crashed.example.org']),
+      fast,
+    );
+    const waited = performance.now() - t0;
+    assert.ok(after.ordered, 'ordered here once the dead lease expired');
+    assert.ok(waited >= 500 && waited < 5000, `waited ${waited.toFixed(0)} ms for the lease to expire`);
+    // a live holder: the other waits, then takes what it stored without ordering
+    let open!: () => void;
+    const gate = new Promise<void>((r) => (open = r));
+    let orders = 0;
+    const first = shared.orderOnce(
+      'live',
+      (c) => c.notAfter > Date.now(),
+      async () => (orders++, await gate, leafFor(['live.example.org'])),
+    );
+    await until('the first holds the lease', async () => (await pg.sql(`SELECT count(*) FROM certificate_orders WHERE id = 'live'`)) === '1', 5000);
+    const second = shared.orderOnce(
+      'live',
+      (c) => c.notAfter > Date.now(),
+      async () => (orders++, leafFor(['live.example.org'])),
+      fast,
+    );
+    await new Promise((r) => setTimeout(r, 300));
+    open();
+    const [x, y] = await Promise.all([first, second]);
+    assert.is(orders, 1, 'one order');
+    assert.equal([x.ordered, y.ordered], [true, false]);
+    assert.is(y.cert.certPem, x.cert.certPem);
+    for (const id of ['crashed', 'live']) await shared.removeCertificate(id);
+  } finally {
+    await p.end();
+  }
+});
+
+test('8 certificates ordered at once through Pebble on A: each ordered once, A keeps its lease (B sees it up) and a key made on B is authenticated on A meanwhile', async () => {
+  const made = await api(b, 'POST', '/create', { body: {} });
+  assert.is(made.status, 200, made.text);
+  const names = Array.from({ length: 8 }, (_, i) => `many${i}.${DOMAIN}`);
+  // A's pool warm (its 8 connections open, as under load): this box's connects alone can exceed the test's 500 ms connect timeout
+  await Promise.all(Array.from({ length: 8 }, () => a.daemon.registry!.pool.query('SELECT pg_sleep(0.05)')));
+  let done = false;
+  const orders = Promise.allSettled(names.map((n) => a.daemon.acme.obtain(n, [n], 'dns-01', () => false))).finally(() => (done = true));
+  await until('the orders under way', async () => done || Number(await pg.sql(`SELECT count(*) FROM certificate_orders`)) > 0, 10_000, 5);
+  const answers: number[] = [];
+  while (!done) {
+    answers.push((await api(a, 'GET', '/servers', { key: made.json.api_key })).status);
+    assert.ok(b.daemon.registry!.placements.host('host-a')?.up, 'A stays up as B sees it');
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  const settled = await orders;
+  console.log(`    8 orders: ${answers.length} authenticated requests on A meanwhile`);
+  assert.equal(
+    settled.map((x) => (x.status === 'fulfilled' ? 'ok' : String(x.reason))),
+    Array(8).fill('ok'),
+  );
+  assert.ok(
+    answers.every((s) => s === 200),
+    answers.join(' '),
+  );
+  for (const n of names) assert.is(ordered(a, n), 1, n);
+  assert.ok(a.daemon.registry!.up);
 });
 
 test('registry down: ordering and claiming answer 503 registry_unavailable; both edges keep serving what they loaded', async () => {

@@ -7,8 +7,13 @@
 //     created on A a moment before is reached through B at once, and once deleted it is refused;
 //   - HTTP-01 tokens B does not hold, sprayed from one address: bounded registry reads, while a
 //     token A's order holds is answered by B to another address; sprayed from many addresses, the
-//     reads stay within the host's budget and the CA still gets A's token from B (from memory).
+//     reads stay within the host's budget and the CA still gets A's token from B (from memory);
+//   - API requests on B with random api keys and random server ids from one address: bounded
+//     registry statements, while from that same address the real key of an account made on A
+//     still works on B, a server of A is reached through B, and a key made on A a moment ago works
+//     on B from another address.
 process.env.ROOTBOX_TEST_RUNTIME ??= 'process';
+import { createHash, randomBytes } from 'node:crypto';
 import ssh2 from 'ssh2';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -192,6 +197,57 @@ test('HTTP-01 tokens sprayed from many addresses cost at most the host’s budge
   } finally {
     await a.daemon.acme.http01.delete(token);
   }
+});
+
+/** A well-formed api key no account has. */
+const randomKey = () =>
+  `rbx_${randomBytes(24)
+    .toString('base64')
+    .replace(/[^0-9A-Za-z]/g, 'x')
+    .slice(0, 32)}`;
+
+test('random api keys and server ids from one address cost bounded registry statements; a real key of an account of A still works on B from it, a key made a moment ago from another', async () => {
+  const far = await createOn(a);
+  const hash = createHash('sha256').update(far.api_key).digest('hex');
+  await until('B knows the key of A’s account', () => b.daemon.registry!.placements.accountKeys.byHash(hash), 5000);
+  const from = '127.0.0.25';
+  const seen = observe(b);
+  const t0 = performance.now();
+  const statuses = new Map<number, number>();
+  try {
+    for (let i = 0; i < 200; i++) {
+      const id = `srv_${randomBytes(8).toString('hex')}`;
+      const r = await send(b.http, 'api.localhost', 'GET', i % 2 ? `/servers/${id}` : '/servers', {
+        from,
+        headers: { authorization: `Bearer ${randomKey()}` },
+      });
+      statuses.set(r.status, (statuses.get(r.status) ?? 0) + 1);
+    }
+  } finally {
+    seen.stop();
+  }
+  const secs = (performance.now() - t0) / 1000;
+  console.log(
+    `    200 random keys (100 with random server ids) in ${secs.toFixed(2)} s: ${seen.seen.length} registry statements on B; answers ${[...statuses].map(([k, v]) => `${k}×${v}`).join(' ')}`,
+  );
+  assert.equal([...statuses.keys()], [401]);
+  // a miss spends one token of the source's budget and costs at most two statements; plus B's timers
+  const bound = 2 * SOURCE_BURST + Math.ceil(secs + 1) * (2 * SOURCE_RATE + 4);
+  assert.ok(seen.seen.length <= bound, `${seen.seen.length} statements for 200 random keys in ${secs.toFixed(2)} s (bound ${bound})`);
+
+  // the same address, over its budget: a real key of A's account is known from memory, A's server reached through B
+  const list = await send(b.http, 'api.localhost', 'GET', '/servers', { from, headers: { authorization: `Bearer ${far.api_key}` } });
+  assert.is(list.status, 200, list.text);
+  assert.ok(
+    (list.json.servers as { id: string }[]).some((x) => x.id === far.id),
+    'A’s server listed through B',
+  );
+  const one = await send(b.http, 'api.localhost', 'GET', `/servers/${far.id}`, { from, headers: { authorization: `Bearer ${far.api_key}` } });
+  assert.is(one.status, 200, one.text);
+  // a key made on A a moment ago works on B at once
+  const fresh = await createOn(a);
+  const now = await send(b.http, 'api.localhost', 'GET', '/servers', { from: '127.0.0.26', headers: { authorization: `Bearer ${fresh.api_key}` } });
+  assert.is(now.status, 200, now.text);
 });
 
 test.run();
