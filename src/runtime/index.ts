@@ -27,4 +27,3 @@ export { checkoutRoot, nativeBinary, type NativeProgram } from './native.js';
 export { run as runCommand } from './proc.js';
 export { startFlowWatch, startLxcfs, startOomWatch } from './part.js';
 export { hostNamesCheck } from './locks.js';
-export { killMarkedCommand, signalMarked } from './killgroup.js';
