@@ -102,7 +102,9 @@ const S = {
   unpack:
     'mkdir -p -- "$1" || exit 20; [ -d "$1" ] || exit 20; t="$1/.rbx-unpack.$$"; trap \'rm -rf -- "$t"; exit 143\' TERM HUP; ' +
     'mkdir -- "$t" || exit 13; tar -C "$t" -x $2 -f -; s=$?; ' +
-    'if [ "$s" = 0 ]; then cp -al --remove-destination -- "$t/." "$1/"; s=$?; rm -rf -- "$t"; exit "$s"; fi; ' +
+    // hard links into place; copies where a link cannot go (another mount under the target)
+    'if [ "$s" = 0 ]; then cp -al --remove-destination -- "$t/." "$1/" 2>/dev/null || cp -a --remove-destination -- "$t/." "$1/"; ' +
+    's=$?; rm -rf -- "$t"; exit "$s"; fi; ' +
     // a failed unpack: the disk ceiling when less than 1 MiB was left (tar only says "Wrote only N of M bytes")
     'a=$(stat -f -c "%a %S" -- "$t"); rm -rf -- "$t"; set -- $a; [ "$(($1 * $2))" -lt 1048576 ] && exit 28; exit "$s"',
 };

@@ -256,6 +256,20 @@ test('an archive bigger than the disk answers 507 disk_full and leaves nothing o
   assert.is((await exec('cat /root/dest/old.txt')).stdout, 'kept\n');
 });
 
+test('an archive unpacked at / with a file under another mount (/dev/shm) lands there too', async () => {
+  const src = join(work, 'mounts');
+  mkdirSync(join(src, 'dev', 'shm'), { recursive: true });
+  mkdirSync(join(src, 'root'), { recursive: true });
+  writeFileSync(join(src, 'dev', 'shm', 'across.txt'), 'on the tmpfs\n');
+  writeFileSync(join(src, 'root', 'here.txt'), 'on the disk\n');
+  const tarFile = join(work, 'mounts.tar');
+  assert.is((await run('tar', ['-C', src, '-cf', tarFile, './dev/shm/across.txt', './root/here.txt'])).code, 0);
+  const r = await raw('POST', `/servers/${id}/files/archive?path=/`, readFileSync(tarFile), { 'content-type': 'application/x-tar' });
+  assert.is(r.status, 200, r.body.toString());
+  assert.is((await exec('cat /dev/shm/across.txt /root/here.txt')).stdout, 'on the tmpfs\non the disk\n');
+  assert.is((await exec('ls -A / | grep -c rbx-unpack || true')).stdout.trim(), '0', 'no scratch directory left');
+});
+
 test('a PUT where nothing may be written (/proc/sys) is 403 path_not_writable with a clear detail, not 507', async () => {
   for (const path of ['/proc/sys/kernel/hostname', '/sys/kernel/newfile']) {
     const r = await files('PUT', `?path=${path}`, { body: 'x' });
