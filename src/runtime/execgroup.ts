@@ -155,18 +155,19 @@ export class ExecGroup {
   private async killAll(spareTop: boolean): Promise<void> {
     const start = Date.now();
     const top = spareTop ? this.top() : undefined;
-    let rounds = 0;
-    for (;;) {
+    // Frozen while listed and signalled (a round that found some to kill): nothing forks between
+    // the listing and the kill, so a round leaves no process it did not see.
+    let busy = true;
+    while (Date.now() - start < KILL_LIMIT_MS) {
+      const spare = Date.now() - start < TOP_GRACE_MS ? top : undefined;
+      if (busy) await this.freeze();
       const left = this.pids();
-      const victims = left.filter((p) => p !== top || Date.now() - start > TOP_GRACE_MS);
-      if (!left.length || Date.now() - start > KILL_LIMIT_MS) return;
-      if (victims.length) {
-        // Once every round or two: a SIGKILLed task cannot fork, so later rounds only wait.
-        if (rounds++ % 8 === 0) await this.freeze();
-        for (const p of victims) signalPid(p, 'SIGKILL');
-        this.setFrozen(false);
-      }
-      await sleep(victims.length ? 10 : 20);
+      const victims = left.filter((p) => p !== spare);
+      for (const p of victims) signalPid(p, 'SIGKILL');
+      if (busy) this.setFrozen(false);
+      if (!left.length) return;
+      busy = victims.length > 0;
+      await sleep(busy ? 10 : 20);
     }
   }
 
