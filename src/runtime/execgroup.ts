@@ -8,9 +8,10 @@
 // the command's process group only, as before: to the exec wrapper (rbx-exec), which forwards
 // them (signal()). When the exec ends by itself, what it left running (a nohup'd daemon) is moved
 // to the server's own cgroup and the exec's cgroup removed (release()). A daemon that ended
-// meanwhile leaves exec cgroups behind; runc removes them with the server's at its stop or delete.
+// meanwhile leaves exec cgroups behind: the next one's reconcile releases those of the servers it
+// adopts running (existing()), and runc removes them with the server's at its stop or delete.
 
-import { existsSync, mkdirSync, readFileSync, readlinkSync, rmdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, readlinkSync, rmdirSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { sleep } from './proc.js';
@@ -85,6 +86,18 @@ export class ExecGroup {
       return undefined;
     }
     return new ExecGroup(parent, name);
+  }
+
+  /** The exec cgroups under the server's `serverCgroup` now (a daemon before this one made them). */
+  static existing(serverCgroup: string): ExecGroup[] {
+    const parent = V2 ? join(ROOT, serverCgroup) : join(ROOT, 'freezer', serverCgroup);
+    try {
+      return readdirSync(parent)
+        .filter((n) => n.startsWith('exec-'))
+        .map((n) => new ExecGroup(parent, n));
+    } catch {
+      return [];
+    }
   }
 
   /** The value of `runc exec --cgroup`. */
