@@ -110,6 +110,7 @@ export const CATALOGUE = {
   port_limit: e('forbidden', 'the server or account exposes its maximum of ports for its tier'),
   domain_limit: e('forbidden', "the account's servers carry the maximum of own domains for its tier (none for anonymous accounts)"),
   admin_denied: e('forbidden', 'the admin socket is root only (CLI)'),
+  path_not_writable: e('forbidden', 'a file write where nothing may be written: a read-only or kernel file system (/proc, /sys) or a place not permitted'),
 
   // ── 404 not_found ──
   not_found: e('not_found', 'no route, or nothing published at this path'),
@@ -201,7 +202,7 @@ export const CATALOGUE = {
   version_not_supported: e('version_not_supported', 'an HTTP version other than 1.x on the plain listener'),
 
   // ── 507 insufficient_storage ──
-  disk_full: e('insufficient_storage', "a write reached the server's disk ceiling; what was written before stays, the server stays usable"),
+  disk_full: e('insufficient_storage', "a write reached the server's disk ceiling; an upload leaves nothing of itself, the server stays usable"),
 
   // ── 400 bad_request: the host's own set-up (start-up and CLI, never an HTTP answer) ──
   config_invalid: e('bad_request', 'the config file or environment is invalid'),

@@ -4,20 +4,19 @@
 // suspended, a slot is taken from the account's budget and from the server's (shared with SSH
 // through `serverSlot`; 429 too_many_commands beyond), the server is held awake (presence hold)
 // and woken or thawed. While it runs a deadline is kept; at the deadline, or when abort() is
-// called (the client left), the command's whole process group is signalled from inside the server
-// (TERM, then KILL after killGrace). Slots and hold are given back when the process has exited.
+// called (the client left), the command's process group gets TERM and, after killGrace, every
+// process the command started is killed (from the host: the runtime's signalAll, which needs no
+// fork inside a server whose pids are all taken). Slots and hold are given back when the process
+// has exited.
 
-import { randomBytes } from 'node:crypto';
 import type { Socket } from 'node:net';
 import { AppError, errorFields } from '../errors.js';
 import type { Req, Res } from '../http/index.js';
 import type { Logger } from '../log/index.js';
 import type { Presence } from '../presence/index.js';
-import { signalMarked, type ExecOptions, type ExitInfo, type PipeProcess, type Runtime } from '../runtime/index.js';
+import type { ExecOptions, ExitInfo, PipeProcess, Runtime } from '../runtime/index.js';
 import type { AccountRecord, ServerRecord } from '../store/index.js';
 
-/** Every process an HTTP command starts carries this variable (inherited), so its group can be found. */
-const MARK_VAR = 'ROOTBOX_EXEC';
 export const EXEC_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 
 export interface CommandsDeps {
@@ -82,13 +81,12 @@ export class Commands {
     }
     releases.push(slot, this.d.presence.hold(rec.id));
     let proc: PipeProcess;
-    const token = randomBytes(12).toString('hex');
     try {
       await this.d.presence.wake(rec.id);
       const rs = this.d.runtime.get(rec.id);
       if (!rs) throw AppError.of('server_not_found', `server ${rec.id} is not known to the container runtime`);
       if (rs.state !== 'running') throw AppError.of('server_not_ready', `server ${rec.slug} is ${rs.state}; try again in a moment`);
-      proc = this.d.runtime.exec(rec.id, { ...opts, env: { ...opts.env, [MARK_VAR]: token } });
+      proc = this.d.runtime.exec(rec.id, opts);
     } catch (e) {
       releaseAll();
       throw e;
@@ -100,10 +98,10 @@ export class Commands {
     const killGroup = async () => {
       if (killing || exited) return;
       killing = true;
-      await this.signalGroup(rec.id, token, 'TERM');
+      await this.signal(rec.id, proc, 'TERM');
       const t = setTimeout(() => {
         if (exited) return;
-        void this.signalGroup(rec.id, token, 'KILL').then(() => {
+        void this.signal(rec.id, proc, 'KILL').then(() => {
           if (!exited) proc.kill('SIGKILL');
         });
       }, this.d.killGraceMs);
@@ -123,10 +121,10 @@ export class Commands {
     return { proc, finished, abort: () => void killGroup() };
   }
 
-  /** Signals the process group of the command marked `token` from inside the server. */
-  private async signalGroup(id: string, token: string, sig: 'TERM' | 'KILL'): Promise<void> {
+  /** TERM: the command's process group; KILL: everything the command started. */
+  private async signal(id: string, proc: PipeProcess, sig: 'TERM' | 'KILL'): Promise<void> {
     try {
-      await signalMarked(this.d.runtime, id, `${MARK_VAR}=${token}`, sig);
+      await proc.signalAll(sig);
     } catch (e) {
       this.d.log.warn('exec: signalling the command failed', { server: id, err: errorFields(e) });
     }

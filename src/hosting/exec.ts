@@ -4,7 +4,7 @@
 // environment is root's clean login set plus `env`. The answer is either one JSON object (exit
 // code, stdout and stderr kept up to hosting.exec.outputMax bytes each, `truncated`) or, with
 // `Accept: application/x-ndjson`, one JSON line per output chunk as it comes and a last line with
-// the exit; the client closing the connection kills the command's process group.
+// the exit; the client closing the connection kills the command and everything it started.
 
 import { StringDecoder } from 'node:string_decoder';
 import { z } from 'zod';
@@ -39,7 +39,7 @@ export const ExecRequest = z
       .number()
       .positive()
       .optional()
-      .describe("Seconds before the command's process group is killed (default 60; at most the tier's maximum, 300 / 900 / 3600 s by default)."),
+      .describe("Seconds before the command and everything it started are killed (default 60; at most the tier's maximum, 300 / 900 / 3600 s by default)."),
   })
   .strict();
 export type ExecRequest = z.infer<typeof ExecRequest>;

@@ -6,7 +6,12 @@
 // reached without any symlink: that is read from its mounted disk (runtime's openFileIn, every
 // component opened O_NOFOLLOW) without waking it. Exit codes of the scripts
 // name the failure: 44 nothing there, 21 a directory where a file is wanted, 20 not a directory,
-// anything with "No space left on device" on stderr is the disk ceiling (507 disk_full).
+// 13 nothing may be created there (403 path_not_writable: /proc, /sys, a read-only mount), 28 and
+// anything with "No space left on device" on stderr the disk ceiling (507 disk_full). An upload
+// leaves nothing of itself behind when it fails: a file goes to a temporary name first, an
+// archive is unpacked into a scratch directory beside its target (hard-linked into place once
+// whole, removed otherwise). A listing reads at most the entries it can return (`head -z` in the
+// server stops find; the daemon parses as it reads).
 
 import type { FileHandle } from 'node:fs/promises';
 import { posix } from 'node:path';
@@ -87,12 +92,21 @@ const S = {
   read: 'exec dd if="$1" bs=65536 skip="$2" count="$3" iflag=skip_bytes,count_bytes status=none',
   write:
     '[ -d "$1" ] && exit 21; d=${1%/*}; mkdir -p -- "${d:-/}" || exit 20; t="$1.rbx-upload.$$"; trap \'rm -f -- "$t"; exit 143\' TERM HUP; ' +
-    'if cat > "$t"; then [ -z "$2" ] || chmod "$2" -- "$t" || { rm -f -- "$t"; exit 1; }; mv -f -- "$t" "$1" || { rm -f -- "$t"; exit 1; }; stat -c %s -- "$1"; ' +
+    'true > "$t" || exit 13; if cat > "$t"; then [ -z "$2" ] || chmod "$2" -- "$t" || { rm -f -- "$t"; exit 1; }; mv -f -- "$t" "$1" || { rm -f -- "$t"; exit 1; }; stat -c %s -- "$1"; ' +
     'else rm -f -- "$t"; exit 28; fi',
   remove: '[ "$1" = / ] && exit 21; [ -e "$1" ] || [ -L "$1" ] || exit 44; exec rm -rf -- "$1"',
-  list: '[ -e "$1" ] || exit 44; [ -d "$1" ] || exit 20; cd -- "$1" && exec find . -mindepth 1 -maxdepth 1 -printf "%f\\0%s\\0%m\\0%T@\\0%y\\0"',
+  list:
+    '[ -e "$1" ] || exit 44; [ -d "$1" ] || exit 20; cd -- "$1" || exit 20; ' +
+    'find . -mindepth 1 -maxdepth 1 -printf "%f\\0%s\\0%m\\0%T@\\0%y\\0" | head -z -n "$2"',
   pack: '[ -e "$1" ] || exit 44; [ -d "$1" ] || exit 20; exec tar -C "$1" -c $2 -f - .',
-  unpack: 'mkdir -p -- "$1" || exit 20; [ -d "$1" ] || exit 20; exec tar -C "$1" -x $2 -f -',
+  unpack:
+    'mkdir -p -- "$1" || exit 20; [ -d "$1" ] || exit 20; t="$1/.rbx-unpack.$$"; trap \'rm -rf -- "$t"; exit 143\' TERM HUP; ' +
+    'mkdir -- "$t" || exit 13; tar -C "$t" -x $2 -f -; s=$?; ' +
+    // hard links into place; copies where a link cannot go (another mount under the target)
+    'if [ "$s" = 0 ]; then cp -al --remove-destination -- "$t/." "$1/" 2>/dev/null || cp -a --remove-destination -- "$t/." "$1/"; ' +
+    's=$?; rm -rf -- "$t"; exit "$s"; fi; ' +
+    // a failed unpack: the disk ceiling when less than 1 MiB was left (tar only says "Wrote only N of M bytes")
+    'a=$(stat -f -c "%a %S" -- "$t"); rm -rf -- "$t"; set -- $a; [ "$(($1 * $2))" -lt 1048576 ] && exit 28; exit "$s"',
 };
 
 export interface FilesDeps {
@@ -230,7 +244,7 @@ export class Files {
     const [, err, over] = await Promise.all([collect(r.proc.stdout, 0), collect(r.proc.stderr, 4096), this.feed(req, r, first.length)]);
     const f = await r.finished;
     if (over) throw this.tooLarge();
-    if (f.info.code === 2 && !/No space left/.test(err.data.toString()))
+    if (f.info.code === 2 && !/No space left|Disk quota exceeded/.test(err.data.toString()))
       throw AppError.of('invalid_archive', 'the body is not a tar archive (optionally gzipped) that tar can unpack');
     failure(f.info.code, err.data, path);
   }
@@ -240,20 +254,14 @@ export class Files {
   }
 
   async list(account: AccountRecord, rec: ServerRecord, path: string): Promise<z.infer<typeof FileList>> {
-    const f = (await this.simple(account, rec, S.list, [path])).toString('utf8').split('\0');
-    const entries: z.infer<typeof FileEntry>[] = [];
-    for (let i = 0; i + 5 <= f.length && entries.length < LIST_MAX; i += 5) {
-      const t = f[i + 4];
-      entries.push({
-        name: f[i],
-        type: t === 'f' ? 'file' : t === 'd' ? 'dir' : t === 'l' ? 'symlink' : 'other',
-        size: Number(f[i + 1]),
-        mode: f[i + 2],
-        mtime: new Date(Number(f[i + 3]) * 1000).toISOString(),
-      });
-    }
+    // one entry more than returned: whether there were more
+    const r = await this.run(account, rec, S.list, [path, String((LIST_MAX + 1) * 5)]);
+    r.proc.stdin.end();
+    const [found, err, f] = await Promise.all([readEntries(r, LIST_MAX + 1), collect(r.proc.stderr, 4096), r.finished]);
+    if (found.length <= LIST_MAX) failure(f.info.code, err.data, path); // else ended by readEntries
+    const entries = found.slice(0, LIST_MAX);
     entries.sort((a, b) => (a.name < b.name ? -1 : 1));
-    return { path, entries, truncated: f.length > LIST_MAX * 5 + 1 };
+    return { path, entries, truncated: found.length > LIST_MAX };
   }
 
   private checkLength(req: Req): void {
@@ -318,12 +326,57 @@ const readHeaders = (path: string, length: number): Record<string, string> => ({
   'x-content-type-options': 'nosniff',
 });
 
+/** The entries of the list script's output (5 NUL-ended fields each) as they come, at most
+ *  `max`: what is read is parsed at once, nothing beyond the last whole entry is kept, and the
+ *  command is ended (its output left unread) once `max` are there. */
+function readEntries(r: Running, max: number): Promise<z.infer<typeof FileEntry>[]> {
+  return new Promise((resolve) => {
+    const entries: z.infer<typeof FileEntry>[] = [];
+    let fields: string[] = [];
+    let rest = Buffer.alloc(0);
+    const out = r.proc.stdout;
+    const onData = (chunk: Buffer) => {
+      let b = rest.length ? Buffer.concat([rest, chunk]) : chunk;
+      for (let nul = b.indexOf(0); nul >= 0 && entries.length < max; nul = b.indexOf(0)) {
+        fields.push(b.subarray(0, nul).toString('utf8'));
+        b = b.subarray(nul + 1);
+        if (fields.length < 5) continue;
+        const [name, size, mode, mtime, t] = fields;
+        fields = [];
+        entries.push({
+          name,
+          type: t === 'f' ? 'file' : t === 'd' ? 'dir' : t === 'l' ? 'symlink' : 'other',
+          size: Number(size),
+          mode,
+          mtime: new Date(Number(mtime) * 1000).toISOString(),
+        });
+      }
+      rest = Buffer.from(b); // a copy: the chunk it may point into is not kept
+      if (entries.length >= max) {
+        out.off('data', onData);
+        out.resume();
+        r.abort();
+        done();
+      }
+    };
+    const done = () => resolve(entries);
+    out.on('data', onData);
+    out.once('end', done);
+    out.once('error', done);
+  });
+}
+
 /** The AppError a script's exit status says (none for 0). */
 function failure(code: number | null, stderr: Buffer, path: string | undefined): void {
   if (code === 0) return;
   const p = String(path ?? '').slice(0, 200);
   if (/No space left on device|Disk quota exceeded/.test(stderr.toString()))
     throw AppError.of('disk_full', `the server's disk is full (its ceiling is reached) while writing ${p}; delete files or move to a larger tier`);
+  if (code === 13 || (code === 20 && /Read-only file system|Permission denied|Operation not permitted/.test(stderr.toString())))
+    throw AppError.of(
+      'path_not_writable',
+      `nothing can be written at ${p}: its directory is read-only or a kernel file system (such as /proc or /sys), or writing there is not permitted`,
+    );
   if (code === 44) throw AppError.of('file_not_found', `nothing at ${p} in the server`);
   if (code === 21) throw AppError.of('invalid_path', `${p} is a directory or not a regular file`);
   if (code === 20) throw AppError.of('invalid_path', `${p} (or a parent of it) is not a directory`);

@@ -39,7 +39,7 @@ export function toolboxRoutes(core: HostingCore, ipLimit: Step, base: (ctx: Base
       auth: 'bearer',
       summary: 'Run a command in the server (like an SSH exec): exit code, stdout, stderr; streamed as NDJSON with Accept: application/x-ndjson',
       description:
-        'A string command runs as `/bin/sh -c`, an array as argv, as root in /root (or `cwd`). The process group is killed at `timeout` (default 60 s) and when a streaming client disconnects. Wakes a sleeping server, thaws a dozing one.',
+        'A string command runs as `/bin/sh -c`, an array as argv, as root in /root (or `cwd`). Everything the command started is killed at `timeout` (default 60 s) and when a streaming client disconnects. Wakes a sleeping server, thaws a dozing one.',
       ...server,
       body: ExecRequest,
       bodyLimit: 9 * 1024 * 1024,

@@ -63,7 +63,7 @@ export interface Wrapping {
   host: string;
 }
 
-export function pipeExec(argv: string[], wrapped: boolean): PipeProcess {
+export function pipeExec(argv: string[], wrapped: boolean): Omit<PipeProcess, 'signalAll'> {
   const child = spawn('runc', argv, { stdio: ['pipe', 'pipe', 'pipe', wrapped ? 'pipe' : 'ignore'] }) as ChildProcessByStdio<Writable, Readable, Readable>;
   const fd3 = (child.stdio as unknown[])[3] as Readable | null;
   const report = fd3 ? readReport(fd3) : Promise.resolve(null);
@@ -136,7 +136,7 @@ let reports: ReportServer | undefined;
 /** How long after the terminal's process ended a report may still arrive. */
 const REPORT_GRACE_MS = 1000;
 
-export function ptyExec(argv: string[], o: { cols: number; rows: number; term: string }, wrap?: Wrapping): PtyProcess {
+export function ptyExec(argv: string[], o: { cols: number; rows: number; term: string }, wrap?: Wrapping): Omit<PtyProcess, 'signalAll'> {
   const expect = wrap ? (reports ??= new ReportServer()).expect() : undefined;
   const [file, args] = wrap && expect ? [wrap.host, ['relay', reports!.name, expect.token, 'runc', ...argv]] : ['runc', argv];
   let pty: import('node-pty').IPty;

@@ -27,5 +27,4 @@ export { checkoutRoot, nativeBinary, type NativeProgram } from './native.js';
 export { run as runCommand } from './proc.js';
 export { startFlowWatch, startLxcfs, startOomWatch } from './part.js';
 export { hostClaims, hostNamesCheck, lockHost, type HostLock } from './locks.js';
-export { killMarkedCommand, signalMarked } from './killgroup.js';
 export { cleanHost, type CleanReport } from './clean.js';

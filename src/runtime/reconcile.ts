@@ -6,7 +6,8 @@
 //     its address and uid range go back to the pool;
 //   - a container runc knows but the store does not (an orphan of a crashed create or delete) is
 //     killed and deleted, and a server directory without a record is unmounted and removed;
-//   - a running container of a known server is adopted as it is; a frozen one (runc: paused),
+//   - a running container of a known server is adopted as it is (the cgroups of the execs a daemon
+//     before this one ran in it are released: execgroup.ts); a frozen one (runc: paused),
 //     dozing when the daemon stopped, stays frozen: the idle tracker adopts it as dozing
 //     (Runtime.frozen), so it is shown and billed asleep and the next request thaws it;
 //   - a `created` container of a sleeping server (parked, runtime.ts park()) is adopted as parked
@@ -28,6 +29,7 @@ import type { ContainerRuntime } from './runtime.js';
 import { cgroupPath } from './spec.js';
 import { removeCgroup } from './cgroup.js';
 import { settle } from './freezer.js';
+import { ExecGroup } from './execgroup.js';
 
 export interface ReconcileReport {
   adopted: string[];
@@ -87,6 +89,8 @@ export async function reconcile(rt: ContainerRuntime): Promise<ReconcileReport> 
         const sameBundle = readFileSync(bundleFile, 'utf8') === before;
         if (status.get(rec.id) === 'running' || status.get(rec.id) === 'paused') {
           settle(cgroupPath(rec.id)); // a freeze cut short by the crash: running, not half frozen
+          // what the execs of the daemon before ran goes on in the server, no longer tracked
+          for (const g of ExecGroup.existing(cgroupPath(rec.id))) await g.release();
           rt.view(rec, 'running', applied);
           report.adopted.push(rec.id);
         } else if (rec.desired === 'running' && (await mayStart(rt, rec.id, report))) {

@@ -147,9 +147,14 @@ export class Runc {
   }
 
   /** argv (after the runc binary) of `runc exec` for a process in a running container. */
-  execArgs(id: string, o: { tty: boolean; argv: string[]; env?: Record<string, string>; cwd?: string; processJson?: string; preserveFds?: number }): string[] {
+  /** `cgroup`: a sub-cgroup of the container's that must exist (`[<controller>:]<path>`). */
+  execArgs(
+    id: string,
+    o: { tty: boolean; argv: string[]; env?: Record<string, string>; cwd?: string; processJson?: string; preserveFds?: number; cgroup?: string },
+  ): string[] {
     const env = Object.entries(o.env ?? {}).flatMap(([k, v]) => ['--env', `${k}=${v}`]);
     const fds = o.preserveFds ? ['--preserve-fds', String(o.preserveFds)] : [];
-    return this.args('exec', ...(o.tty ? ['-t'] : []), ...fds, ...(o.cwd ? ['--cwd', o.cwd] : []), ...env, id, ...o.argv);
+    const cg = o.cgroup ? ['--cgroup', o.cgroup] : [];
+    return this.args('exec', ...(o.tty ? ['-t'] : []), ...fds, ...cg, ...(o.cwd ? ['--cwd', o.cwd] : []), ...env, id, ...o.argv);
   }
 }

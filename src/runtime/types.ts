@@ -76,7 +76,13 @@ export interface PipeProcess {
   stdout: Readable;
   stderr: Readable;
   exited: Promise<ExitInfo>;
+  /** Signals runc (which forwards to the top process only). */
   kill(signal?: NodeJS.Signals): void;
+  /** Signals the command from the host, starting no process in the server (one whose pids are
+   *  all taken could start none): HUP or TERM reach the command's process group (the exec wrapper
+   *  forwards them); KILL ends every process the exec started, wherever it went in the server
+   *  (the exec's own cgroup, frozen while it is emptied), and resolves once they are gone. */
+  signalAll(sig: 'HUP' | 'TERM' | 'KILL'): Promise<void>;
 }
 
 /** A process inside a server on a pseudo-terminal (runc exec -t under node-pty). */
@@ -90,7 +96,13 @@ export interface PtyProcess {
   onDrain(fn: () => void): void;
   resize(cols: number, rows: number): void;
   exited: Promise<ExitInfo>;
+  /** Signals runc (which forwards to the top process only). */
   kill(signal?: NodeJS.Signals): void;
+  /** Signals the command from the host, starting no process in the server (one whose pids are
+   *  all taken could start none): HUP or TERM reach the command's process group (the exec wrapper
+   *  forwards them); KILL ends every process the exec started, wherever it went in the server
+   *  (the exec's own cgroup, frozen while it is emptied), and resolves once they are gone. */
+  signalAll(sig: 'HUP' | 'TERM' | 'KILL'): Promise<void>;
 }
 
 /** Resolves when this host may start the server's container, throws an AppError when it may not

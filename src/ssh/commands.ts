@@ -12,11 +12,8 @@ const PICK_SHELL =
 
 const SFTP_SERVERS = ['/usr/lib/openssh/sftp-server', '/usr/libexec/openssh/sftp-server', '/usr/lib/ssh/sftp-server', '/usr/libexec/sftp-server'];
 
-/** Marks every process a session starts (inherited environment), so it can be found again. */
+/** Marks every process a session starts (inherited environment). */
 export const SESSION_VAR = 'ROOTBOX_SSH_SESSION';
-
-/** The environment entry that marks a session's command (signalled by runtime's signalMarked). */
-export const sessionMark = (token: string): string => `${SESSION_VAR}=${token}`;
 
 export interface SessionEnv {
   /** Client address and port, server address and port (SSH_CONNECTION). */
@@ -24,7 +21,7 @@ export interface SessionEnv {
   /** Variables the client asked for with `env` requests (already filtered). */
   client: Record<string, string>;
   term?: string;
-  /** Session mark (see sessionMark). */
+  /** Session mark (SESSION_VAR's value). */
   token: string;
 }
 

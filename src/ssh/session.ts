@@ -2,8 +2,9 @@
 // shell / exec / subsystem sftp, run inside the container through the runtime (a PTY under
 // node-pty when the client asked for one, binary-safe pipes otherwise). Exit status or signal
 // goes back to the client after all output. Closing the channel or losing the connection while
-// the command still runs hangs up its whole process group inside the container (SIGHUP, then
-// SIGKILL after a grace period if the top process is still there). Each running command is a
+// the command still runs hangs up its whole process group inside the container (SIGHUP, then,
+// if the top process is still there after a grace period, SIGKILL to every process the command
+// started: its own cgroup, signalled from the host). Each running command is a
 // `runc exec` on the host, so commands are counted (per connection and per server, see
 // server.ts); one over a limit gets a line on stderr saying why and exit status 1. A command's
 // slot is freed when its process exits.
@@ -12,8 +13,8 @@ import { randomBytes } from 'node:crypto';
 import type { ServerChannel, Session } from 'ssh2';
 import { AppError, errorFields, publicDetail } from '../errors.js';
 import type { Logger } from '../log/index.js';
-import { signalMarked, type ExecOptions, type ExitInfo, type PipeProcess, type PtyProcess, type Runtime } from '../runtime/index.js';
-import { acceptEnv, execCommand, sessionMark, sftpCommand, shellCommand, type SessionEnv } from './commands.js';
+import type { ExecOptions, ExitInfo, PipeProcess, PtyProcess, Runtime } from '../runtime/index.js';
+import { acceptEnv, execCommand, sftpCommand, shellCommand, type SessionEnv } from './commands.js';
 import type { Target } from './target.js';
 
 export interface SessionDeps {
@@ -73,11 +74,11 @@ export function serveSession(session: Session, deps: SessionDeps): void {
   };
   const token = randomBytes(12).toString('hex');
 
-  /** Signals the session's process group inside the container (see sessionMark). */
+  /** HUP: the session's process group; KILL: every process the session's command started (from
+   *  the host, see the runtime's signalAll). */
   const killGroup = async (sig: 'HUP' | 'KILL') => {
-    if (!deps.runtime) return;
     try {
-      await signalMarked(deps.runtime, target.id, sessionMark(token), sig);
+      await (term ?? pipe)?.signalAll(sig);
     } catch (e) {
       log.warn('ssh session kill failed', { server: target.id, err: e });
     }

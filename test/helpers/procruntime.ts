@@ -246,7 +246,8 @@ export class ProcessRuntime implements Runtime {
       child.on('error', () => resolve({ code: 127, signal: null }));
       child.on('close', (code, signal) => resolve({ code, signal }));
     });
-    return { stdin: child.stdin, stdout: child.stdout, stderr: child.stderr, exited, kill: (sig) => void child.kill(sig) };
+    const kill = (sig?: NodeJS.Signals) => void child.kill(sig);
+    return { stdin: child.stdin, stdout: child.stdout, stderr: child.stderr, exited, kill, signalAll: async (sig) => kill(`SIG${sig}`) };
   }
 
   execPty(id: string, opts: PtyOptions): PtyProcess {
@@ -275,6 +276,7 @@ export class ProcessRuntime implements Runtime {
       resize: (cols, rows) => p.resize(cols, rows),
       exited,
       kill: (sig) => p.kill(sig),
+      signalAll: async (sig) => p.kill(`SIG${sig}`),
     };
   }
 

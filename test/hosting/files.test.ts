@@ -2,7 +2,10 @@
 // byte-exact (type guessed, mode, parent directories made), Range, listing, delete, bad paths,
 // symlinks planted in the server that point at the host's /etc/shadow or another server's files
 // (only the server's own view is ever read), an upload over the disk ceiling (507, the server
-// stays usable), a declared body over the limit (413) and a 50 MB tar round trip, plain and gzip.
+// stays usable), a declared body over the limit (413) and a 50 MB tar round trip, plain and gzip;
+// an archive bigger than the disk (507, nothing of it left, the space given back), a PUT under
+// /proc (403 path_not_writable), and a listing of 30000 entries that reads no more of the
+// server's output than the 10000 it returns.
 
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -231,6 +234,77 @@ test('a 50 MB tar round-trips byte-exact, plain and gzipped', async () => {
   const junk = await raw('POST', `/servers/${id}/files/archive?path=/root/junk`, Buffer.from('this is not a tar archive at all'.repeat(40)));
   assert.is(junk.status, 400, junk.body.toString());
   assert.is(JSON.parse(junk.body.toString()).error, 'invalid_archive');
+});
+
+test('an archive bigger than the disk answers 507 disk_full and leaves nothing of itself: the space is given back', async () => {
+  const src = join(work, 'huge');
+  mkdirSync(src);
+  writeFileSync(join(src, 'first.txt'), 'written before the disk filled\n');
+  writeFileSync(join(src, 'zeros.bin'), Buffer.alloc(0));
+  assert.is((await run('truncate', ['-s', '300M', join(src, 'zeros.bin')])).code, 0); // the anonymous tier's disk is 256 MB
+  const tgz = join(work, 'huge.tgz');
+  assert.is((await run('tar', ['-C', src, '-czf', tgz, 'first.txt', 'zeros.bin'])).code, 0);
+  const used = async () => Number((await exec('df -k --output=used / | tail -n 1')).stdout.trim());
+  await exec('mkdir -p /root/dest && echo kept > /root/dest/old.txt');
+  const before = await used();
+  const r = await raw('POST', `/servers/${id}/files/archive?path=/root/dest`, readFileSync(tgz));
+  assert.is(r.status, 507, r.body.toString());
+  assert.is(JSON.parse(r.body.toString()).error, 'disk_full');
+  const after = await used();
+  assert.ok(after - before < 2048, `used ${before} KiB before, ${after} KiB after`);
+  assert.is((await exec('ls -A /root/dest')).stdout, 'old.txt\n', 'only what was there before');
+  assert.is((await exec('cat /root/dest/old.txt')).stdout, 'kept\n');
+});
+
+test('an archive unpacked at / with a file under another mount (/dev/shm) lands there too', async () => {
+  const src = join(work, 'mounts');
+  mkdirSync(join(src, 'dev', 'shm'), { recursive: true });
+  mkdirSync(join(src, 'root'), { recursive: true });
+  writeFileSync(join(src, 'dev', 'shm', 'across.txt'), 'on the tmpfs\n');
+  writeFileSync(join(src, 'root', 'here.txt'), 'on the disk\n');
+  const tarFile = join(work, 'mounts.tar');
+  assert.is((await run('tar', ['-C', src, '-cf', tarFile, './dev/shm/across.txt', './root/here.txt'])).code, 0);
+  const r = await raw('POST', `/servers/${id}/files/archive?path=/`, readFileSync(tarFile), { 'content-type': 'application/x-tar' });
+  assert.is(r.status, 200, r.body.toString());
+  assert.is((await exec('cat /dev/shm/across.txt /root/here.txt')).stdout, 'on the tmpfs\non the disk\n');
+  assert.is((await exec('ls -A / | grep -c rbx-unpack || true')).stdout.trim(), '0', 'no scratch directory left');
+});
+
+test('a PUT where nothing may be written (/proc/sys) is 403 path_not_writable with a clear detail, not 507', async () => {
+  for (const path of ['/proc/sys/kernel/hostname', '/sys/kernel/newfile']) {
+    const r = await files('PUT', `?path=${path}`, { body: 'x' });
+    assert.is(r.status, 403, `${path}: ${r.text}`);
+    assert.is(r.json.error, 'path_not_writable');
+    assert.match(r.json.detail, /nothing can be written at \/(proc|sys)\/.*read-only or a kernel file system/);
+  }
+});
+
+test('a listing of 30000 entries returns 10000 (truncated) and reads no more output than those', async () => {
+  const n = 30_000;
+  const long = 'n'.repeat(100);
+  // hard links of one file: 30000 names without 30000 inodes (the disk has about 16000)
+  const made = await exec(
+    `mkdir -p /root/many && cd /root/many && python3 -c 'import os\nopen("${long}", "w").close()\nfor i in range(1, ${n}): os.link("${long}", "${long}%d" % i)' && ls -f | wc -l`,
+  );
+  assert.is(Number(made.stdout.trim()), n + 2, made.stderr.slice(-300));
+  const exec0 = rt.exec.bind(rt);
+  let read = 0;
+  rt.exec = (sid, opts) => {
+    const p = exec0(sid, opts);
+    if (opts.argv.some((a) => a.includes('find .'))) p.stdout.on('data', (b: Buffer) => (read += b.length));
+    return p;
+  };
+  try {
+    const l = await files('GET', '?path=/root/many&list=1');
+    assert.is(l.status, 200, l.text.slice(0, 300));
+    assert.is(l.json.entries.length, 10_000);
+    assert.is(l.json.truncated, true);
+  } finally {
+    rt.exec = exec0;
+    await exec('rm -rf /root/many');
+  }
+  const perEntry = 105 + 5 + 20; // name, the other four fields with their NULs
+  assert.ok(read <= 10_001 * perEntry + 256 * 1024, `${read} bytes of output read for 10000 entries (all ${n}: about ${n * perEntry})`);
 });
 
 test.run();

@@ -1,13 +1,14 @@
 // A server the store no longer knows (a restore of an older backup, a crashed create) is an
 // orphan at the next start: its container and its directory both go, and the reconcile report
-// lists it once.
+// lists it once. The cgroup of an exec a runtime before this one left running in a server it
+// adopts is released: the command goes on in the server's own cgroup, the exec's is gone.
 
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { existsSync } from 'node:fs';
+import { existsSync, readdirSync } from 'node:fs';
 import { silentLogger } from '../../src/log/index.js';
 import { createRuntime } from '../../src/runtime/index.js';
-import { MiB, newId, runtimeOnly, startRuntime, type RuntimeEnv } from './helpers/env.js';
+import { MiB, newId, runtimeOnly, sh, startRuntime, type RuntimeEnv } from './helpers/env.js';
 
 let env: RuntimeEnv;
 
@@ -35,6 +36,25 @@ test('an orphan with a running container and a server directory is removed and l
     'its container is gone',
   );
   assert.not.ok(existsSync(runtime.serverDir(id)), 'its directory is gone');
+});
+
+test('the cgroup of an exec the runtime before left running is released at the next start; the command goes on', async () => {
+  const id = newId('x');
+  await env.rt.create({ id, slug: 'exec-left', memoryBytes: 96 * MiB, diskBytes: 160 * MiB });
+  const execs = () => readdirSync(`/sys/fs/cgroup/freezer/rootbox/${id}`).filter((n) => n.startsWith('exec-'));
+  const p = env.rt.exec(id, { argv: ['sleep', '7003'] });
+  p.stdin.end();
+  try {
+    assert.is(execs().length, 1, 'the exec runs in a cgroup of its own');
+    await env.rt.close(); // as a daemon that ended while the command ran (its runc exec is this process's child: not ended as a leftover)
+    const { runtime, reconciled } = await createRuntime(runtimeOnly(env.cfg), env.store.runtime, silentLogger);
+    env.rt = runtime;
+    assert.ok(reconciled?.adopted.includes(id));
+    assert.equal(execs(), [], "the exec's cgroup is gone");
+    assert.match((await sh(runtime, id, 'ps -eo args=')).out, /sleep 7003/);
+  } finally {
+    p.kill('SIGKILL');
+  }
 });
 
 test.run();
