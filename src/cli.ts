@@ -18,7 +18,9 @@ commands:
   install        (root, from the checkout) install the program, config (ports 80, 443, 22 when
                  free), image and systemd unit (rootbox install --help); uninstall removes them,
                  data kept unless --purge
-  serve          run the daemon in the foreground (embedded defaults when no config)
+  serve          run the daemon in the foreground (embedded defaults when no config);
+                 --replace-host takes the cluster host name over from the data dir that held
+                 it (its servers are marked lost, nothing deleted)
   doctor         check this host for what rootbox needs; exit 1 when something required is missing
   image build    build the base server image with debootstrap unless cached (--force rebuilds)
   image list     list built images and the servers using each
@@ -47,7 +49,7 @@ async function main(argv: string[]): Promise<number> {
   if (argv[0] === 'install' || argv[0] === 'uninstall') return (await import('./ops/index.js')).installCommand(argv);
   const { values, positionals } = parseArgs({
     args: argv,
-    options: { config: { type: 'string' }, help: { type: 'boolean', short: 'h' }, force: { type: 'boolean' } },
+    options: { config: { type: 'string' }, help: { type: 'boolean', short: 'h' }, force: { type: 'boolean' }, 'replace-host': { type: 'boolean' } },
     allowPositionals: true,
   });
   const [cmd, sub] = positionals;
@@ -57,7 +59,8 @@ async function main(argv: string[]): Promise<number> {
   }
   switch (cmd) {
     case 'serve': {
-      const cfg = loadConfig({ file: values.config });
+      // --replace-host: this start takes the cluster name over from the data dir that held it
+      const cfg = loadConfig({ file: values.config, overrides: values['replace-host'] ? { cluster: { replaceHost: true } } : undefined });
       (await import('./runtime/index.js')).assertServable(cfg); // before any part touches the data dir
       await serve(cfg);
       return -1; // keep running

@@ -15,6 +15,10 @@ export interface RegistryOptions {
   leaseMs: number;
   connectTimeoutMs: number;
   statementTimeoutMs: number;
+  /** The data dir, which keeps this instance's id (identity.ts). */
+  dataDir: string;
+  /** The operator said --replace-host: take over a name another instance held (its servers marked lost). */
+  replaceHost: boolean;
   /** What this host can still take, measured at each heartbeat. */
   capacity(): Record<string, number>;
 }
@@ -22,7 +26,7 @@ export interface RegistryOptions {
 export interface ClusterSettings {
   dataDir: string;
   publicIp: string;
-  cluster: { host?: string; advertise?: string; listen: string; lease: number; connectTimeout: number; statementTimeout: number };
+  cluster: { host?: string; advertise?: string; listen: string; lease: number; connectTimeout: number; statementTimeout: number; replaceHost?: boolean };
 }
 
 /** The software version hosts report (bundles set it; source runs say "dev"). */
@@ -39,6 +43,8 @@ export function registryOptions(cfg: ClusterSettings, url: string): RegistryOpti
     leaseMs: cfg.cluster.lease,
     connectTimeoutMs: cfg.cluster.connectTimeout,
     statementTimeoutMs: cfg.cluster.statementTimeout,
+    dataDir: cfg.dataDir,
+    replaceHost: cfg.cluster.replaceHost === true,
     capacity: () => {
       let diskFreeBytes = 0;
       try {
