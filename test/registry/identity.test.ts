@@ -4,9 +4,12 @@
 // every server, placement and disk, also across its own restart. A fresh data dir under a name
 // another data dir held is refused (host_replace_needed) unless the operator says
 // --replace-host, which marks the old servers lost instead of deleting anything; the old data
-// dir is then refused while the new one holds the name.
+// dir is then refused while the new one holds the name. A copy of a running host's data dir (its
+// instance id) is refused too, once it saw the holder heartbeat; a restart after a kill -9 (the
+// lease still running, no heartbeat any more) is not.
 process.env.ROOTBOX_TEST_RUNTIME ??= 'process'; // names and leases need no container
-import { existsSync, rmSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -16,11 +19,13 @@ import { send } from '../http/contract.js';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
 import type { ProcessRuntime } from '../helpers/procruntime.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
+import { until } from '../helpers/wait.js';
 
 let pg: TestPostgres;
 const running: TestDaemon[] = [];
 const kept: string[] = [];
 let first: TestDaemon;
+let holder: TestDaemon;
 let ids: string[] = [];
 const keys = new Map<string, string>();
 
@@ -120,7 +125,7 @@ test('a fresh data dir under a name another data dir held is refused; with --rep
   assert.is(await rows(), before, 'nothing changed');
   const old = await pg.sql(`SELECT instance FROM hosts WHERE name = 'host-a'`);
 
-  const replacing = await start(opts(17003, { replaceHost: true }));
+  const replacing = (holder = await start(opts(17003, { replaceHost: true })));
   const instance = replacing.daemon.registry!.identity.instance;
   assert.not.equal(instance, old);
   assert.is(await placements(), ids.map((id) => `${id} host-a 1 ${old} true`).join(','), 'kept, marked lost');
@@ -134,6 +139,34 @@ test('a fresh data dir under a name another data dir held is refused; with --rep
   assert.is(back.code, 'host_name_taken');
   assert.match(back.message, '127.0.0.1:17003');
   assert.is(await pg.sql(`SELECT instance FROM hosts WHERE name = 'host-a'`), instance);
+});
+
+test("a copy of a live host's data dir (the same instance) is refused once the holder heartbeats; a restart after a kill -9 is not", async () => {
+  const dataDir = holder.cfg.dataDir;
+  const instance = holder.daemon.registry!.identity.instance;
+  const copy = mkdtempSync(join(tmpdir(), 'rbx-copy-'));
+  kept.push(copy, dataDir);
+  copyFileSync(join(dataDir, 'cluster-instance'), join(copy, 'cluster-instance'));
+  const cloned = await refused({ ...opts(17004), dataDir: copy });
+  assert.is(cloned.code, 'host_name_taken');
+  assert.match(cloned.message, '127.0.0.1:17003');
+  assert.is(await pg.sql(`SELECT run FROM hosts WHERE name = 'host-a'`), holder.daemon.registry!.identity.run, 'the holder keeps its lease');
+
+  // the holder dies without releasing its lease (as a kill -9 leaves it): its own restart goes on
+  await stopKeeping(holder);
+  await pg.sql(`UPDATE hosts SET run = 'run_killed', lease_until = now() + interval '1 minute' WHERE name = 'host-a'`);
+  const again = await start({ ...opts(17003), dataDir });
+  assert.is(again.daemon.registry!.identity.instance, instance);
+  assert.is(await pg.sql(`SELECT run FROM hosts WHERE name = 'host-a'`), again.daemon.registry!.identity.run);
+
+  // another run takes the name (its lease had run out during a partition): this one stops
+  // renewing it and writes nothing more under it
+  await pg.sql(`UPDATE hosts SET run = 'run_other' WHERE name = 'host-a'`);
+  await until('the heartbeat finds the name taken', () => !again.daemon.registry!.up, 5000);
+  assert.ok(again.logs.some((l) => l.msg === 'registry refused' && String(l.detail).startsWith('another run or instance holds the host name host-a')));
+  const create = await send(again.http, 'api.localhost', 'POST', '/create', { body: {} });
+  assert.is(create.status, 503, create.text);
+  assert.is(await pg.sql(`SELECT run FROM hosts WHERE name = 'host-a'`), 'run_other', 'not renewed over the other');
 });
 
 test.run();
