@@ -178,11 +178,14 @@ export class RegistryNames {
    * At start: the registry's view of this host made to match its store. Placements and claims
    * this instance wrote whose server it no longer has (a create cut off after its placement, a
    * delete cut off before its removal) are removed — never another instance's under the same
-   * name (a store that lacks a server is no proof it is gone); servers it has without a placement (made before the
-   * host joined the cluster) are claimed and placed; servers placed on another host are left
-   * there (`elsewhere`: never re-placed here); servers whose placement was deleted (a tombstone:
-   * deleted while this host was down or cut off, wherever it ran then) are not placed again
-   * (`deleted`: the host finishes their delete). `servers`: the committed servers of this host.
+   * name (a store that lacks a server is no proof it is gone). Servers it has without a
+   * placement (made before the host joined the cluster) are claimed and placed; servers placed
+   * on another host, or here by another instance, are left there (`elsewhere`: never re-placed
+   * here) — unless that instance was replaced and its placements marked lost: those this store
+   * has (a data dir restored from a backup) are placed again for this instance. Servers whose
+   * placement was deleted (a tombstone: deleted while this host was down or cut off, wherever it
+   * ran then) are not placed again (`deleted`: the host finishes their delete). `servers`: the
+   * committed servers of this host.
    */
   async reconcile(
     servers: readonly { id: string; slug: string; accountId: string }[],
@@ -202,6 +205,19 @@ export class RegistryNames {
     for (const x of servers) {
       if (here.has(x.id)) continue;
       const seen = await this.fenceOf(x.id);
+      // placed here by the instance this one replaced (--replace-host marked it lost) and in this
+      // store (a data dir restored from a backup): this instance's again, from the epoch it read
+      if (seen && seen !== 'deleted' && seen.host === this.host && seen.lost && !seen.mine) {
+        await this.place({ serverId: x.id, accountId: x.accountId, slug: x.slug, publicIp }, seen.epoch);
+        await this.pool.query('UPDATE slugs SET instance = $3 WHERE slug = $1 AND server_id = $2 AND host = $4', [
+          x.slug,
+          x.id,
+          this.holder.instance,
+          this.host,
+        ]);
+        placed.push(x.id);
+        continue;
+      }
       // placed on another host (a newer epoch there): never taken back from it
       if (seen && seen !== 'deleted') {
         elsewhere.push(x.id);

@@ -6,9 +6,11 @@
 // --replace-host, which marks the old servers lost instead of deleting anything; the old data
 // dir is then refused while the new one holds the name. A copy of a running host's data dir (its
 // instance id) is refused too, once it saw the holder heartbeat; a restart after a kill -9 (the
-// lease still running, no heartbeat any more) is not.
+// lease still running, no heartbeat any more) is not. A replaced host's data dir restored without
+// its instance id (a backup on a new machine) takes the name with --replace-host and its lost
+// servers are its own again.
 process.env.ROOTBOX_TEST_RUNTIME ??= 'process'; // names and leases need no container
-import { copyFileSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { copyFileSync, cpSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'uvu';
@@ -26,6 +28,7 @@ const running: TestDaemon[] = [];
 const kept: string[] = [];
 let first: TestDaemon;
 let holder: TestDaemon;
+let last: TestDaemon;
 let ids: string[] = [];
 const keys = new Map<string, string>();
 
@@ -155,7 +158,7 @@ test("a copy of a live host's data dir (the same instance) is refused once the h
   // the holder dies without releasing its lease (as a kill -9 leaves it): its own restart goes on
   await stopKeeping(holder);
   await pg.sql(`UPDATE hosts SET run = 'run_killed', lease_until = now() + interval '1 minute' WHERE name = 'host-a'`);
-  const again = await start({ ...opts(17003), dataDir });
+  const again = (last = await start({ ...opts(17003), dataDir }));
   assert.is(again.daemon.registry!.identity.instance, instance);
   assert.is(await pg.sql(`SELECT run FROM hosts WHERE name = 'host-a'`), again.daemon.registry!.identity.run);
 
@@ -167,6 +170,22 @@ test("a copy of a live host's data dir (the same instance) is refused once the h
   const create = await send(again.http, 'api.localhost', 'POST', '/create', { body: {} });
   assert.is(create.status, 503, create.text);
   assert.is(await pg.sql(`SELECT run FROM hosts WHERE name = 'host-a'`), 'run_other', 'not renewed over the other');
+});
+
+test("the replaced host's data dir restored without its instance id takes the name with --replace-host: its lost servers are placed for it again", async () => {
+  await stopKeeping(last);
+  await pg.sql(`UPDATE hosts SET lease_until = now() WHERE name = 'host-a'`); // the run that took it is gone too
+  const restored = mkdtempSync(join(tmpdir(), 'rbx-restored-'));
+  kept.push(restored);
+  cpSync(kept[0], restored, { recursive: true, filter: (src) => !/(cluster-instance|admin\.sock)$/.test(src) });
+  const d = await start({ ...opts(17005, { replaceHost: true }), dataDir: restored });
+  const instance = d.daemon.registry!.identity.instance;
+  assert.is(await placements(), ids.map((id) => `${id} host-a 2 ${instance} false`).join(','), 'its own again, from the epoch it read');
+  assert.is(await pg.sql(`SELECT count(*) FROM slugs WHERE instance = '${instance}' AND slug IN ('kept-one', 'kept-two')`), '2');
+  for (const id of ids) {
+    const r = await send(d.http, 'api.localhost', 'GET', `/servers/${id}`, { headers: { authorization: `Bearer ${keys.get(id)}` } });
+    assert.is(r.status, 200, r.text);
+  }
 });
 
 test.run();
