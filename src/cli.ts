@@ -71,7 +71,7 @@ async function main(argv: string[]): Promise<number> {
       const hostNames = await (await import('./runtime/index.js')).hostNamesCheck(cfg);
       const payments = await (await import('./payments/index.js')).paymentChecks(cfg.verify.x402);
       const daemonRunning = cfg.cluster.registry ? await daemonAnswers(cfg.dataDir) : false;
-      const registry = await (await import('./registry/index.js')).registryChecks(cfg.cluster, { daemonRunning });
+      const registry = await (await import('./registry/index.js')).registryChecks(cfg.cluster, { daemonRunning, dataDir: cfg.dataDir });
       return runDoctor(cfg, [hostNames, ...payments, ...registry]);
     }
     case 'image':

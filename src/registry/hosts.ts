@@ -22,8 +22,10 @@ export interface HostRow extends HostFacts {
   up: boolean;
   /** Milliseconds until the lease runs out (negative: ran out that long ago). */
   leaseLeftMs: number;
-  /** Servers placed on this host (placements naming it). */
+  /** Servers placed on this host (placements naming it, not lost). */
   servers: number;
+  /** The instance (data dir) holding the name (identity.ts); null: not recorded yet. */
+  instance: string | null;
 }
 
 interface Raw {
@@ -37,6 +39,7 @@ interface Raw {
   lease_until: Date;
   left_ms: string;
   servers: string;
+  instance: string | null;
 }
 
 export class HostDirectory {
@@ -80,6 +83,7 @@ export class HostDirectory {
       leaseLeftMs: Number(x.left_ms),
       up: Number(x.left_ms) > 0,
       servers: Number(x.servers),
+      instance: x.instance,
     }));
   }
 }

@@ -44,11 +44,8 @@ export interface HostIdentity {
 /** This data dir's instance id, made (and synced) the first time. */
 export function instanceOf(dataDir: string): { instance: string; fresh: boolean } {
   const path = join(dataDir, INSTANCE_FILE);
-  if (existsSync(path)) {
-    const id = readFileSync(path, 'utf8').trim();
-    if (/^ins_[0-9a-f]{32}$/.test(id)) return { instance: id, fresh: false };
-    throw AppError.of('config_invalid', `${INSTANCE_FILE} in the data dir does not hold an instance id; restore it from a backup or remove it`);
-  }
+  const have = readInstance(dataDir);
+  if (have) return { instance: have, fresh: false };
   const id = `ins_${randomBytes(16).toString('hex')}`;
   const tmp = `${path}.tmp`;
   const fd = openSync(tmp, 'w', 0o600);
@@ -60,6 +57,15 @@ export function instanceOf(dataDir: string): { instance: string; fresh: boolean 
   }
   renameSync(tmp, path);
   return { instance: id, fresh: true };
+}
+
+/** This data dir's instance id; undefined when it has none yet (nothing is made). */
+export function readInstance(dataDir: string): string | undefined {
+  const path = join(dataDir, INSTANCE_FILE);
+  if (!existsSync(path)) return undefined;
+  const id = readFileSync(path, 'utf8').trim();
+  if (/^ins_[0-9a-f]{32}$/.test(id)) return id;
+  throw AppError.of('config_invalid', `${INSTANCE_FILE} in the data dir does not hold an instance id; restore it from a backup or remove it`);
 }
 
 export function newIdentity(dataDir: string): HostIdentity {

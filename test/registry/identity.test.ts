@@ -16,7 +16,7 @@ import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { isAppError } from '../../src/errors.js';
-import { migrate, RegistryPool } from '../../src/registry/index.js';
+import { migrate, registryChecks, RegistryPool } from '../../src/registry/index.js';
 import { send } from '../http/contract.js';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
 import type { ProcessRuntime } from '../helpers/procruntime.js';
@@ -127,6 +127,18 @@ test('a fresh data dir under a name another data dir held is refused; with --rep
   assert.match(fresh.message, '--replace-host');
   assert.is(await rows(), before, 'nothing changed');
   const old = await pg.sql(`SELECT instance FROM hosts WHERE name = 'host-a'`);
+  // doctor says so before the start, and says the data dir that held it may start
+  const doctor = async (dataDir: string) =>
+    (await registryChecks({ registry: pg.url, host: 'host-a', lease: 3000, connectTimeout: 500, statementTimeout: 2000 }, { dataDir })).find(
+      (c) => c.name === 'cluster host name',
+    )!;
+  const empty = mkdtempSync(join(tmpdir(), 'rbx-empty-'));
+  kept.push(empty);
+  const check = await doctor(empty);
+  assert.is(check.ok, false);
+  assert.match(check.detail, `host-a is known from another data dir (instance ${old}`);
+  assert.match(check.fix, '--replace-host');
+  assert.is((await doctor(kept[0])).ok, true, check.detail);
 
   const replacing = (holder = await start(opts(17003, { replaceHost: true })));
   const instance = replacing.daemon.registry!.identity.instance;
