@@ -138,6 +138,7 @@ export const CATALOGUE = {
   server_exists: e('conflict', 'the runtime already has a server with this id'),
   server_not_running: e('conflict', 'the server must be running for this'),
   image_in_use: e('conflict', 'servers use the base image, so it cannot be rebuilt in place (CLI)'),
+  placement_conflict: e('conflict', 'a placement changed since this host read it (another host or epoch): nothing was written'),
 
   // ── 413 too_large ──
   body_too_large: e('too_large', 'the request body exceeds the limit of its route'),
@@ -213,6 +214,8 @@ export const CATALOGUE = {
 
   // ── 409 conflict: the host's own set-up ──
   host_names_taken: e('conflict', "another live daemon holds this daemon's bridge, nft table, subnet, uid range, port pool, metrics port or data dir"),
+  host_name_taken: e('conflict', "another live rootbox holds this host's cluster name (cluster.host): the start is refused, naming the holder's address"),
+  host_replace_needed: e('conflict', "another data dir held this host's cluster name: refused without --replace-host (which marks its servers lost)"),
   daemon_running: e('conflict', 'a daemon or another process holds the store, so the CLI does not write it (restore, offline credit) (CLI)'),
 
   // ── 500 internal: the host's own set-up ──

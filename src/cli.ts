@@ -18,7 +18,9 @@ commands:
   install        (root, from the checkout) install the program, config (ports 80, 443, 22 when
                  free), image and systemd unit (rootbox install --help); uninstall removes them,
                  data kept unless --purge
-  serve          run the daemon in the foreground (embedded defaults when no config)
+  serve          run the daemon in the foreground (embedded defaults when no config);
+                 --replace-host takes the cluster host name over from the data dir that held
+                 it (its servers are marked lost, nothing deleted)
   doctor         check this host for what rootbox needs; exit 1 when something required is missing
   image build    build the base server image with debootstrap unless cached (--force rebuilds;
                  --log FILE keeps debootstrap's and apt's output in FILE, printing one line per step)
@@ -57,6 +59,7 @@ async function main(argv: string[]): Promise<number> {
       force: { type: 'boolean' },
       log: { type: 'string' },
       purge: { type: 'boolean' },
+      'replace-host': { type: 'boolean' },
     },
     allowPositionals: true,
   });
@@ -67,7 +70,8 @@ async function main(argv: string[]): Promise<number> {
   }
   switch (cmd) {
     case 'serve': {
-      const cfg = loadConfig({ file: values.config });
+      // --replace-host: this start takes the cluster name over from the data dir that held it
+      const cfg = loadConfig({ file: values.config, overrides: values['replace-host'] ? { cluster: { replaceHost: true } } : undefined });
       (await import('./runtime/index.js')).assertServable(cfg); // before any part touches the data dir
       await serve(cfg);
       return -1; // keep running
@@ -78,7 +82,7 @@ async function main(argv: string[]): Promise<number> {
       const hostNames = await (await import('./runtime/index.js')).hostNamesCheck(cfg);
       const payments = await (await import('./payments/index.js')).paymentChecks(cfg.verify.x402);
       const daemonRunning = cfg.cluster.registry ? await daemonAnswers(cfg.dataDir) : false;
-      const registry = await (await import('./registry/index.js')).registryChecks(cfg.cluster, { daemonRunning });
+      const registry = await (await import('./registry/index.js')).registryChecks(cfg.cluster, { daemonRunning, dataDir: cfg.dataDir });
       return runDoctor(cfg, [hostNames, ...payments, ...registry]);
     }
     case 'dev':

@@ -76,6 +76,8 @@ export interface ChannelPartDeps {
     host: string;
     channel: { load(): Promise<CaPair | undefined> };
     placements: Placements & { ofAccount(accountId: string): PlacementView[]; sync(): Promise<void> };
+    /** The epoch this host itself last wrote for a server it placed or started (registry names). */
+    names?: { epochOf(serverId: string): number | undefined };
   };
   store: { servers: { bySlug(slug: string): { id: string } | undefined; get(id: string): { id: string } | undefined } };
   proxy: LocalProxy;
@@ -97,6 +99,14 @@ export async function startChannel(d: ChannelPartDeps): Promise<Channel | undefi
   }
   let identity: Identity = issueIdentity(pair, r.host);
   const lookup = r.placements;
+  // the owner's check of the epoch a sender saw: from the placement cache, or — a server the
+  // cache lacks (its catch-up behind this host's own write) — the epoch this host wrote for it
+  const owned: Pick<Placements, 'byServer'> = {
+    byServer: (id) => {
+      const epoch = lookup.byServer(id) ? undefined : r.names?.epochOf(id);
+      return epoch === undefined ? lookup.byServer(id) : { serverId: id, slug: '', host: r.host, epoch };
+    },
+  };
   const health = new ChannelHealth();
   const peers = new Peers({ identity: () => identity, connectTimeoutMs: d.cfg.cluster.forwardConnectTimeout, log, health });
   const hosting = d.hosting;
@@ -109,10 +119,10 @@ export async function startChannel(d: ChannelPartDeps): Promise<Channel | undefi
     identity: () => identity,
     local: d.proxy,
     servers: d.store.servers,
-    placements: lookup,
+    placements: owned,
     aliases: own,
     ssh: d.ssh,
-    api: app && { app, has: (id) => d.store.servers.get(id) !== undefined, placements: lookup, self: r.host, log },
+    api: app && { app, has: (id) => d.store.servers.get(id) !== undefined, placements: owned, self: r.host, log },
     log,
   });
   const port = await server.listen(d.cfg.cluster.listen);

@@ -5,7 +5,7 @@
 import { hostname } from 'node:os';
 import { z } from 'zod';
 import type { EnvBinding } from './env.js';
-import { duration } from './fields.js';
+import { bool, duration } from './fields.js';
 
 const HOST_PORT = /^(\[[0-9a-fA-F:.]+\]|[^:[\]\s/]+):\d{1,5}$/;
 
@@ -22,7 +22,14 @@ export const clusterSchema = z
       .string()
       .regex(/^[a-z0-9][a-z0-9-]{0,62}$/, 'must be 1 to 63 lowercase letters, digits and dashes, starting with a letter or digit')
       .optional()
-      .describe("This host's unique name in the cluster. Unset: the machine's hostname, lowercased, other characters as dashes."),
+      .describe(
+        "This host's unique name in the cluster, held by one data dir (an instance id in its `cluster-instance` file and in the registry): a daemon whose name another live host holds, or that another data dir held, refuses to start (`host_name_taken`, `host_replace_needed`). Unset: the machine's hostname, lowercased, other characters as dashes.",
+      ),
+    replaceHost: bool()
+      .default(false)
+      .describe(
+        "Take this host name over from the data dir that held it before (its lease run out: a lost disk, a rebuilt machine): that instance's servers are marked lost in the registry, nothing is deleted. For one start (`rootbox serve --replace-host`); a name another live host holds is never taken.",
+      ),
     advertise: z
       .string()
       .regex(HOST_PORT, 'must be "host:port"')
@@ -97,6 +104,7 @@ export function hostName(configured: string | undefined): string {
 export const clusterEnv: EnvBinding[] = [
   { env: 'ROOTBOX_REGISTRY', path: 'cluster.registry' },
   { env: 'ROOTBOX_HOST_NAME', path: 'cluster.host' },
+  { env: 'ROOTBOX_REPLACE_HOST', path: 'cluster.replaceHost' },
   { env: 'ROOTBOX_CLUSTER_ADVERTISE', path: 'cluster.advertise' },
   { env: 'ROOTBOX_CLUSTER_LISTEN', path: 'cluster.listen' },
 ];

@@ -7,7 +7,8 @@
 import { hostName } from '../config/index.js';
 import { isAppError } from '../errors.js';
 import { logWhere } from '../log/index.js';
-import { HostDirectory } from './hosts.js';
+import { HostDirectory, type HostRow } from './hosts.js';
+import { readInstance } from './identity.js';
 import { KNOWN_VERSION, schemaVersion } from './migrations.js';
 import { RegistryPool } from './pool.js';
 import { clockSkew } from './report.js';
@@ -23,6 +24,27 @@ export interface RegistryCheck {
   fix: string;
 }
 
+/** With the daemon not running: whether this data dir's daemon may start under its name
+ *  (identity.ts): not while another host holds a running lease on it, nor when another data dir
+ *  held it (without --replace-host). */
+function nameCheck(name: string, me: HostRow | undefined, dataDir: string | undefined): RegistryCheck {
+  const mine = dataDir ? readInstance(dataDir) : undefined;
+  const other = !me?.up && me?.instance && me.instance !== mine;
+  return {
+    name: 'cluster host name',
+    required: false,
+    ok: !me?.up && !other,
+    detail: me?.up
+      ? `${name} holds a running lease (${me.advertise}) while this host's daemon is not running: another host has this name`
+      : other
+        ? `${name} is known from another data dir (instance ${me.instance}, last at ${me.advertise}): this daemon refuses to start under it`
+        : `${name} ${me ? 'known, lease lapsed' : 'not registered yet'}`,
+    fix: other
+      ? "give each host its own cluster.host (ROOTBOX_HOST_NAME), or start this one once with --replace-host (that host's servers are marked lost, nothing deleted)"
+      : 'give each host its own cluster.host (ROOTBOX_HOST_NAME)',
+  };
+}
+
 export async function registryChecks(
   c: {
     registry?: string;
@@ -31,7 +53,7 @@ export async function registryChecks(
     connectTimeout: number;
     statementTimeout: number;
   },
-  o: { daemonRunning?: boolean; now?: () => number } = {},
+  o: { daemonRunning?: boolean; now?: () => number; dataDir?: string } = {},
 ): Promise<RegistryCheck[]> {
   if (!c.registry)
     return [{ name: 'cluster registry', required: false, ok: true, detail: 'single box (cluster.registry unset): everything in this host’s LMDB', fix: '' }];
@@ -60,15 +82,7 @@ export async function registryChecks(
             : `${name} is not registered although its daemon runs`,
           fix: `check the daemon's log (${logWhere()}) and that this host reaches the registry`,
         }
-      : {
-          name: 'cluster host name',
-          required: false,
-          ok: !me?.up,
-          detail: me?.up
-            ? `${name} holds a running lease (${me.advertise}) while this host's daemon is not running: another host has this name`
-            : `${name} ${me ? 'known, lease lapsed' : 'not registered yet'}`,
-          fix: 'give each host its own cluster.host (ROOTBOX_HOST_NAME)',
-        };
+      : nameCheck(name, me, o.dataDir);
     const skew = await clockSkew(pool, o.now);
     const off = Math.max(0, Math.abs(skew.skewMs) - skew.uncertaintyMs);
     const clock: RegistryCheck = {

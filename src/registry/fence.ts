@@ -1,8 +1,11 @@
 // The wake fence (registry mode, DESIGN part 6): before this host starts a server's container
 // (any start: a wake, a restart, an account's resume, the boot-time reconcile — the runtime's
-// start guard, wired in main.ts) it reads the server's placement in the registry (one read by
-// primary key) and refuses when the registry says the server is not this host's to run:
-//   - placed on another host: 503 `server_moved` (two hosts never run the same server);
+// start guard, wired in main.ts) it compares and bumps the server's epoch in the registry (one
+// write by primary key: names.ts `startAt`, from the epoch this host wrote last) and refuses when
+// the registry says the server is not this host's to run at that epoch:
+//   - placed on another host, or here at an epoch this host did not write (another instance
+//     under this name, or a change this host missed), or lost (this name was taken over by
+//     another instance): 503 `server_moved` (two hosts never run the same server);
 //   - deleted (its placement's tombstone, no placement since): 404 `server_not_found` (a server
 //     deleted while this host was down or cut off is never resurrected here).
 // The fence only refuses on such a positive answer: a registry that cannot be reached, or that
@@ -13,13 +16,14 @@
 
 import { AppError, isAppError } from '../errors.js';
 import type { Logger } from '../log/index.js';
+import type { StartAnswer } from './names.js';
 
 /** What the registry says of a server's placement, as far as the fence reads it. */
-export type FenceAnswer = { host: string; epoch: number } | 'deleted' | undefined;
+export type FenceAnswer = StartAnswer;
 
-/** What the fence reads of the registry: a server's placement, or that it was deleted. */
+/** What the fence asks the registry: a start of a server at the epoch this host wrote (names.ts). */
 export interface PlacementSource {
-  fenceOf(serverId: string): Promise<FenceAnswer>;
+  startAt(serverId: string): Promise<StartAnswer>;
 }
 
 export class WakeFence {
@@ -34,8 +38,9 @@ export class WakeFence {
     private readonly reachable: () => boolean = () => true,
   ) {}
 
-  /** Resolves when this host may start `id`; throws 503 server_moved when the registry names
-   *  another host, 404 server_not_found when it deleted the server. */
+  /** Resolves when this host may start `id` (its epoch bumped); throws 503 server_moved when the
+   *  registry names another host, another epoch or a lost placement, 404 server_not_found when
+   *  it deleted the server. */
   async check(id: string): Promise<void> {
     if (!this.reachable()) {
       this.log.warn('registry unreachable; starting from what this host has, its placement not read', { server: id });
@@ -43,7 +48,7 @@ export class WakeFence {
     }
     let placed: FenceAnswer;
     try {
-      placed = await this.names.fenceOf(id);
+      placed = await this.names.startAt(id);
     } catch (err) {
       this.log.warn('placement not read before a start; starting from what this host has', {
         server: id,
@@ -52,13 +57,24 @@ export class WakeFence {
       });
       return;
     }
-    if (!placed || (placed !== 'deleted' && placed.host === this.host)) return;
+    if (!placed || (placed !== 'deleted' && 'started' in placed)) return;
     this.refused++;
     if (placed === 'deleted') {
       this.log.error('not starting a server the registry deleted', { server: id });
       throw AppError.of('server_not_found', 'this server was deleted in the cluster; this host does not start it');
     }
-    this.log.error('not starting a server the registry places on another host', { server: id, host: placed.host, epoch: placed.epoch });
-    throw AppError.of('server_moved', 'this server now runs on another host of the cluster; this host does not start it', { retryAfter: 5 });
+    if (placed.host !== this.host) {
+      this.log.error('not starting a server the registry places on another host', { server: id, host: placed.host, epoch: placed.epoch });
+      throw AppError.of('server_moved', 'this server now runs on another host of the cluster; this host does not start it', { retryAfter: 5 });
+    }
+    this.log.error(
+      placed.lost
+        ? 'not starting a server the registry marks lost (this host name was taken over by another instance)'
+        : 'not starting a server the registry places here at an epoch this host did not write',
+      { server: id, epoch: placed.epoch, mine: placed.mine },
+    );
+    throw AppError.of('server_moved', 'the cluster registry no longer places this server on this host as it knows it; this host does not start it', {
+      retryAfter: 5,
+    });
   }
 }

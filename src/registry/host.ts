@@ -17,6 +17,10 @@ export interface RegistryOptions {
   statementTimeoutMs: number;
   /** How long a tombstone some live host has not caught up past is kept (cluster.tombstoneRetention). */
   tombstoneRetentionMs?: number;
+  /** The data dir, which keeps this instance's id (identity.ts). */
+  dataDir: string;
+  /** The operator said --replace-host: take over a name another instance held (its servers marked lost). */
+  replaceHost: boolean;
   /** What this host can still take, measured at each heartbeat. */
   capacity(): Record<string, number>;
 }
@@ -24,7 +28,16 @@ export interface RegistryOptions {
 export interface ClusterSettings {
   dataDir: string;
   publicIp: string;
-  cluster: { host?: string; advertise?: string; listen: string; lease: number; connectTimeout: number; statementTimeout: number; tombstoneRetention?: number };
+  cluster: {
+    host?: string;
+    advertise?: string;
+    listen: string;
+    lease: number;
+    connectTimeout: number;
+    statementTimeout: number;
+    tombstoneRetention?: number;
+    replaceHost?: boolean;
+  };
 }
 
 /** The software version hosts report (bundles set it; source runs say "dev"). */
@@ -42,6 +55,8 @@ export function registryOptions(cfg: ClusterSettings, url: string): RegistryOpti
     connectTimeoutMs: cfg.cluster.connectTimeout,
     statementTimeoutMs: cfg.cluster.statementTimeout,
     tombstoneRetentionMs: cfg.cluster.tombstoneRetention,
+    dataDir: cfg.dataDir,
+    replaceHost: cfg.cluster.replaceHost === true,
     capacity: () => {
       let diskFreeBytes = 0;
       try {

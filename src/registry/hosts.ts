@@ -1,6 +1,7 @@
 // Hosts in the registry: each host upserts its own row (where the others reach it, its capacity)
 // and renews its lease by heartbeat; every time is the registry's own clock (now()), so hosts
-// with skewed clocks agree on who is up. A host whose lease ran out is down.
+// with skewed clocks agree on who is up. A host whose lease ran out is down. Only the run that
+// claimed the name at start (identity.ts) renews it.
 
 import type { RegistryPool } from './pool.js';
 
@@ -21,8 +22,10 @@ export interface HostRow extends HostFacts {
   up: boolean;
   /** Milliseconds until the lease runs out (negative: ran out that long ago). */
   leaseLeftMs: number;
-  /** Servers placed on this host (placements naming it). */
+  /** Servers placed on this host (placements naming it, not lost). */
   servers: number;
+  /** The instance (data dir) holding the name (identity.ts); null: not recorded yet. */
+  instance: string | null;
 }
 
 interface Raw {
@@ -36,6 +39,7 @@ interface Raw {
   lease_until: Date;
   left_ms: string;
   servers: string;
+  instance: string | null;
 }
 
 export class HostDirectory {
@@ -44,27 +48,28 @@ export class HostDirectory {
     private readonly leaseMs: number,
   ) {}
 
-  /** Registers this host (or renews it): its row with a lease of leaseMs from now. `starting`
-   *  sets started_at (the first heartbeat of a run). */
-  async heartbeat(f: HostFacts, starting = false): Promise<void> {
-    await this.pool.query(
-      `INSERT INTO hosts (name, advertise, public_ip, capacity, version, started_at, heartbeat_at, lease_until)
-       VALUES ($1, $2, $3, $4, $5, now(), now(), now() + make_interval(secs => $6::double precision / 1000))
-       ON CONFLICT (name) DO UPDATE SET advertise = $2, public_ip = $3, capacity = $4, version = $5,
-         started_at = CASE WHEN $7 THEN now() ELSE hosts.started_at END,
-         heartbeat_at = now(), lease_until = now() + make_interval(secs => $6::double precision / 1000)`,
-      [f.name, f.advertise, f.publicIp, JSON.stringify(f.capacity), f.version, this.leaseMs, starting],
+  /** Renews this host's lease (leaseMs from now) while this run holds its name (identity.ts
+   *  claims it at start); false when another run or instance holds the name now (nothing
+   *  written). `restarted` sets started_at (the first heartbeat after the registry came back). */
+  async renew(f: HostFacts, run: string, restarted = false): Promise<boolean> {
+    const r = await this.pool.query(
+      `UPDATE hosts SET advertise = $2, public_ip = $3, capacity = $4, version = $5,
+         started_at = CASE WHEN $7 THEN now() ELSE started_at END,
+         heartbeat_at = now(), lease_until = now() + make_interval(secs => $6::double precision / 1000)
+       WHERE name = $1 AND run = $8`,
+      [f.name, f.advertise, f.publicIp, JSON.stringify(f.capacity), f.version, this.leaseMs, restarted, run],
     );
+    return r.rowCount === 1;
   }
 
-  /** Ends this host's lease at once (a clean stop): it shows down without waiting. */
-  async release(name: string): Promise<void> {
-    await this.pool.query('UPDATE hosts SET lease_until = now() WHERE name = $1', [name]);
+  /** Ends this run's lease at once (a clean stop): it shows down without waiting. */
+  async release(name: string, run: string): Promise<void> {
+    await this.pool.query('UPDATE hosts SET lease_until = now() WHERE name = $1 AND run = $2', [name, run]);
   }
 
   async list(): Promise<HostRow[]> {
     const r = await this.pool.query<Raw>(`SELECT h.*, (extract(epoch FROM h.lease_until - now()) * 1000)::bigint AS left_ms,
-         (SELECT count(*) FROM placements p WHERE p.host = h.name) AS servers
+         (SELECT count(*) FROM placements p WHERE p.host = h.name AND p.lost_at IS NULL) AS servers
        FROM hosts h ORDER BY h.name`);
     return r.rows.map((x) => ({
       name: x.name,
@@ -78,6 +83,7 @@ export class HostDirectory {
       leaseLeftMs: Number(x.left_ms),
       up: Number(x.left_ms) > 0,
       servers: Number(x.servers),
+      instance: x.instance,
     }));
   }
 }

@@ -1,14 +1,18 @@
 // The cluster registry (DESIGN part 6): shared records in PostgreSQL. This part connects, checks
-// the schema, and keeps this host's row alive: registered at start, renewed every third of the
-// lease, released on a clean stop. A registry that cannot be reached at start does not keep the
-// host from serving what it has: it is checked and joined as soon as it answers; a registry with
-// no schema or a newer one is refused (at start: the daemon does not start).
+// the schema, claims this host's name for its instance (identity.ts: refused when another live
+// instance holds it, or another data dir did without --replace-host) and keeps its row alive:
+// registered at start, renewed every third of the lease, released on a clean stop. A registry
+// that cannot be reached at start does not keep the host from serving what it has: it is checked
+// and joined as soon as it answers; a registry with no schema or a newer one, or a name this host
+// may not hold, is refused (at start: the daemon does not start; later: logged, not renewed, and
+// nothing written under the name).
 
-import { isAppError } from '../errors.js';
+import { AppError, isAppError } from '../errors.js';
 import type { Logger } from '../log/index.js';
 import { registryOptions, type ClusterSettings, type RegistryOptions } from './host.js';
 import { HostDirectory, type HostFacts } from './hosts.js';
 import { assertUsable } from './migrations.js';
+import { claimName, newIdentity, type HostIdentity } from './identity.js';
 import { RegistryAccounts } from './accounts.js';
 import { RegistryLedger } from './ledger.js';
 import { RegistryCa } from './ca.js';
@@ -24,8 +28,9 @@ export { RegistryPool, redactUrl, isUnavailable } from './pool.js';
 export { HostDirectory, type HostFacts, type HostRow } from './hosts.js';
 export { registryChecks, type RegistryCheck } from './doctor.js';
 export { registryFacts, clusterPlacements, clockSkew, type RegistryFacts, type PlacementRow } from './report.js';
-export { RegistryNames, type Placement } from './names.js';
+export { RegistryNames, type Placement, type StartAnswer } from './names.js';
 export { WakeFence, type FenceAnswer, type PlacementSource } from './fence.js';
+export { claimName, instanceOf, INSTANCE_FILE, type HostIdentity } from './identity.js';
 export { RegistryPayments } from './payments.js';
 export { PlacementCache, type PlacementView, type HostView, type PlacementCacheOptions } from './placements.js';
 export { PLACEMENT_CHANNEL } from './placements-sql.js';
@@ -41,7 +46,12 @@ export async function startRegistry(d: { cfg: Readonly<ClusterSettings & { clust
   const url = d.cfg.cluster.registry;
   if (!url) return undefined;
   const r = new Registry(registryOptions(d.cfg, url), d.log.child({ part: 'registry' }));
-  await r.start();
+  try {
+    await r.start();
+  } catch (err) {
+    await r.stop().catch(() => {});
+    throw err;
+  }
   return r;
 }
 
@@ -57,6 +67,8 @@ export class Registry {
   readonly shared: RegistryShared;
   /** The wake fence: every start of a server on this host asks it first (main.ts gives it to the runtime). */
   readonly fence: WakeFence;
+  /** This host's instance (its data dir's id) and run, and whether the run holds the name. */
+  readonly identity: HostIdentity;
   private timer?: NodeJS.Timeout;
   private checked = false;
   private reachable = true;
@@ -68,9 +80,10 @@ export class Registry {
     private readonly o: RegistryOptions,
     private readonly log: Logger,
   ) {
+    this.identity = newIdentity(o.dataDir);
     this.pool = new RegistryPool({ url: o.url, connectTimeoutMs: o.connectTimeoutMs, statementTimeoutMs: o.statementTimeoutMs });
     this.hosts = new HostDirectory(this.pool, o.leaseMs);
-    this.names = new RegistryNames(this.pool, o.host);
+    this.names = new RegistryNames(this.pool, o.host, this.identity);
     this.payments = new RegistryPayments(this.pool, o.host);
     this.ledger = new RegistryLedger(this.pool, o.host);
     this.channel = new RegistryCa(this.pool);
@@ -112,7 +125,7 @@ export class Registry {
   /** Checks the schema and registers this host. Refuses (throws) a registry without a usable
    *  schema; an unreachable one is logged and joined later. */
   async start(): Promise<void> {
-    this.log.info('registry', { registry: this.pool.where, host: this.o.host, advertise: this.o.advertise });
+    this.log.info('registry', { registry: this.pool.where, host: this.o.host, advertise: this.o.advertise, instance: this.identity.instance });
     await this.beat(true).catch((err) => {
       if (!isAppError(err) || err.code !== 'registry_unavailable') throw err;
     });
@@ -125,7 +138,8 @@ export class Registry {
     this.beating ??= this.beat(false)
       .catch((err) => {
         if (isAppError(err) && err.code === 'registry_unavailable') return;
-        // a schema that became unusable (a newer rootbox migrated it): stop renewing, say why
+        // a schema that became unusable (a newer rootbox migrated it), a name this host may not
+        // hold (refused when it joined late, or taken over): stop renewing, say why
         this.log.error('registry refused', { code: isAppError(err) ? err.code : undefined, detail: (err as Error).message });
         clearInterval(this.timer);
       })
@@ -148,18 +162,35 @@ export class Registry {
         await assertUsable(this.pool);
         this.checked = true;
       }
-      await this.hosts.heartbeat(this.facts(), starting || !this.reachable);
+      if (!this.identity.held) await this.claim();
+      else if (!(await this.hosts.renew(this.facts(), this.identity.run, starting || !this.reachable))) {
+        this.identity.held = false;
+        throw AppError.of('host_name_taken', `another run or instance holds the host name ${this.o.host} now: this host writes nothing more under it`);
+      }
       this.placements.heartbeat(true);
       if (!this.reachable) this.log.info('registry reachable again', { registry: this.pool.where });
       this.reachable = true;
     } catch (err) {
-      this.placements.heartbeat(false); // the others' leases that run out meanwhile are not counted
+      // the registry could not be reached: the others' leases that run out meanwhile are not counted
+      if (isAppError(err) && err.code === 'registry_unavailable') this.placements.heartbeat(false);
       if (isAppError(err) && err.code === 'registry_unavailable' && this.reachable) {
         this.reachable = false;
         this.log.warn('registry unreachable; serving what this host has', { registry: this.pool.where });
       }
       throw err;
     }
+  }
+
+  /** Takes this host's name for its instance (identity.ts); throws when it may not. */
+  private async claim(): Promise<void> {
+    const c = await claimName(this.pool, this.facts(), this.identity, { leaseMs: this.o.leaseMs, replace: this.o.replaceHost });
+    this.identity.held = true;
+    if (c.replaced)
+      this.log.warn('host name taken over from another instance (--replace-host): its servers are marked lost, nothing deleted', {
+        host: this.o.host,
+        replaced: c.replaced,
+        lost: c.lost,
+      });
   }
 
   /** This host's name in the cluster. */
@@ -172,16 +203,16 @@ export class Registry {
     return registryFacts(this.pool, this.o.host, this.o.leaseMs);
   }
 
-  /** Whether the last heartbeat reached the registry. */
+  /** Whether the last heartbeat reached the registry (and this run holds its name there). */
   get up(): boolean {
-    return this.reachable && this.checked;
+    return this.reachable && this.checked && this.identity.held;
   }
 
   async stop(): Promise<void> {
     clearInterval(this.timer);
     await this.placements.stop();
     await this.beating;
-    if (this.checked && this.reachable) await this.hosts.release(this.o.host).catch(() => {});
+    if (this.identity.held && this.reachable) await this.hosts.release(this.o.host, this.identity.run).catch(() => {});
     await this.pool.end();
   }
 }

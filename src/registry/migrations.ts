@@ -11,6 +11,7 @@ import { ACCOUNT_KEYS_SQL, SHARED_MAPS_SQL } from './sharedmaps.js';
 import { LEDGER_SQL } from './ledger.js';
 import { PLACEMENTS_SQL, TOMBSTONES_SQL } from './placements-sql.js';
 import { ORDERS_SQL, SHARED_SQL } from './shared.js';
+import { IDENTITY_SQL } from './identity.js';
 import type { RegistryPool } from './pool.js';
 
 export interface Migration {
@@ -114,6 +115,12 @@ export const MIGRATIONS: readonly Migration[] = [
     about:
       "server key and HTTP-01 answer versions: every server's SSH key and every order's challenge token written or removed numbered with the placements, removals kept as tombstones, each change notified",
     sql: SHARED_MAPS_SQL,
+  },
+  {
+    version: 13,
+    about:
+      'host identity: the instance (data dir) and run holding each host name, the instance that wrote each placement and claim, placements of a replaced instance marked lost',
+    sql: IDENTITY_SQL,
   },
   {
     version: 16,

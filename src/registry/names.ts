@@ -2,9 +2,21 @@
 // key claimed before the server is made), and a committed server has one placement row naming the
 // host that runs it, with an epoch that grows whenever the placement changes (fencing: a host
 // never starts a server placed elsewhere or at a newer epoch). A claim whose server never
-// committed (a crash mid-create) is released by its host's reconcile.
+// committed (a crash mid-create) is released by its host's reconcile. Every placement write is a
+// compare-and-set: a new placement is inserted, an existing one changes only from the epoch the
+// writer read (`place(p, expected)`), and every start of a server bumps its epoch from the one
+// this host last wrote (`startAt`), so a host that missed a change never acts on it. Placements
+// and claims record the instance that wrote them (identity.ts): a host's reconcile removes only
+// its own instance's, never another's under the same name.
 
+import { AppError } from '../errors.js';
 import type { RegistryPool } from './pool.js';
+
+/** Who writes: this host's instance, and whether its run holds the host's name now. */
+export interface NameHolder {
+  readonly instance: string;
+  readonly held: boolean;
+}
 
 export interface Placement {
   serverId: string;
@@ -15,15 +27,42 @@ export interface Placement {
   publicIp: string;
 }
 
+/** What the registry says of a server this host is about to start: `started` (its epoch bumped
+ *  from the one this host wrote), else why not (the placement as it is, `deleted`, or undefined:
+ *  the registry knows neither placement nor tombstone). */
+export type StartAnswer = { started: number } | { host: string; epoch: number; lost: boolean; mine: boolean } | 'deleted' | undefined;
+
 export class RegistryNames {
+  /** The epoch this host last wrote for each server it placed or started (the compare of its next write). */
+  private readonly epochs = new Map<string, number>();
+
+  /** `holder`: this host's instance (a daemon's Registry gives its identity; alone: one of the host's name). */
   constructor(
     private readonly pool: RegistryPool,
     private readonly host: string,
+    private readonly holder: NameHolder = { instance: `ins_${host}`, held: true },
   ) {}
+
+  /** Refuses to write under this host's name while this run does not hold it. */
+  private held(): void {
+    if (!this.holder.held)
+      throw AppError.of('registry_unavailable', 'this host does not hold its name in the cluster registry: shared records are not changed', { retryAfter: 5 });
+  }
+
+  /** The epoch this host last wrote for `serverId` (its own view, beside the placement cache's). */
+  epochOf(serverId: string): number | undefined {
+    return this.epochs.get(serverId);
+  }
 
   /** Claims `slug` for `serverId` on this host; false when any host holds it already. */
   async claim(slug: string, serverId: string): Promise<boolean> {
-    const r = await this.pool.query('INSERT INTO slugs (slug, server_id, host) VALUES ($1, $2, $3) ON CONFLICT (slug) DO NOTHING', [slug, serverId, this.host]);
+    this.held();
+    const r = await this.pool.query('INSERT INTO slugs (slug, server_id, host, instance) VALUES ($1, $2, $3, $4) ON CONFLICT (slug) DO NOTHING', [
+      slug,
+      serverId,
+      this.host,
+      this.holder.instance,
+    ]);
     return r.rowCount === 1;
   }
 
@@ -32,15 +71,52 @@ export class RegistryNames {
     await this.pool.query('DELETE FROM slugs WHERE slug = $1 AND server_id = $2 AND host = $3', [slug, serverId, this.host]);
   }
 
-  /** Records where a committed server runs (epoch 1, or one more than a placement it replaces). */
-  async place(p: Omit<Placement, 'epoch' | 'host'>): Promise<Placement> {
+  /** Records where a committed server runs: a new placement at epoch 1; an existing one is
+   *  taken (moved here, or placed again) only from the epoch `expected` the caller read, one
+   *  more then. Throws 409 placement_conflict when the registry has it at another epoch (or
+   *  the caller expected none). */
+  async place(p: Omit<Placement, 'epoch' | 'host'>, expected?: number): Promise<Placement> {
+    this.held();
     const r = await this.pool.query<{ epoch: string }>(
-      `INSERT INTO placements (server_id, host, epoch, account_id, slug, public_ip) VALUES ($1, $2, 1, $3, $4, $5)
-       ON CONFLICT (server_id) DO UPDATE SET host = $2, epoch = placements.epoch + 1, public_ip = $5, placed_at = now()
+      `INSERT INTO placements (server_id, host, epoch, account_id, slug, public_ip, instance) VALUES ($1, $2, 1, $3, $4, $5, $6)
+       ON CONFLICT (server_id) DO UPDATE SET host = $2, epoch = placements.epoch + 1, public_ip = $5, instance = $6, lost_at = NULL, placed_at = now()
+         WHERE placements.epoch = $7::bigint
        RETURNING epoch`,
-      [p.serverId, this.host, p.accountId, p.slug, p.publicIp],
+      [p.serverId, this.host, p.accountId, p.slug, p.publicIp, this.holder.instance, expected ?? null],
     );
-    return { ...p, host: this.host, epoch: Number(r.rows[0].epoch) };
+    if (r.rowCount !== 1) {
+      const now = await this.placement(p.serverId);
+      throw AppError.of(
+        'placement_conflict',
+        `server ${p.serverId} is placed on ${now?.host ?? 'no host'} at epoch ${now?.epoch ?? '-'}${expected === undefined ? '' : `, not ${expected}`}: this host did not take it`,
+      );
+    }
+    const epoch = Number(r.rows[0].epoch);
+    this.epochs.set(p.serverId, epoch);
+    return { ...p, host: this.host, epoch };
+  }
+
+  /** The wake fence's compare-and-set (fence.ts): the server's epoch bumped from the one this
+   *  host wrote last, only while it is placed here by this instance and not lost; a server this
+   *  host wrote nothing for in this run is taken at the epoch of its placement here. Otherwise
+   *  what the registry has instead. */
+  async startAt(serverId: string): Promise<StartAnswer> {
+    let known = this.epochs.get(serverId);
+    if (known === undefined) {
+      const p = await this.fenceOf(serverId);
+      if (!p || p === 'deleted' || p.host !== this.host || !p.mine || p.lost) return p;
+      known = p.epoch;
+    }
+    const r = await this.pool.query<{ epoch: string }>(
+      `UPDATE placements SET epoch = epoch + 1 WHERE server_id = $1 AND host = $2 AND instance = $3 AND lost_at IS NULL AND epoch = $4 RETURNING epoch`,
+      [serverId, this.host, this.holder.instance, known],
+    );
+    if (r.rowCount === 1) {
+      const epoch = Number(r.rows[0].epoch);
+      this.epochs.set(serverId, epoch);
+      return { started: epoch };
+    }
+    return this.fenceOf(serverId);
   }
 
   async placement(serverId: string): Promise<Placement | undefined> {
@@ -52,56 +128,73 @@ export class RegistryNames {
     return x && { serverId: x.server_id, host: x.host, epoch: Number(x.epoch), accountId: x.account_id, slug: x.slug, publicIp: x.public_ip };
   }
 
-  /** What the wake fence reads (fence.ts): the server's host and epoch (one read by primary key,
-   *  as every start makes it), else `deleted` when its placement's tombstone is left (a second
-   *  read, only for a server without a placement), else undefined (the registry knows neither). */
-  async fenceOf(serverId: string): Promise<{ host: string; epoch: number } | 'deleted' | undefined> {
-    const p = await this.placement(serverId);
-    if (p) return { host: p.host, epoch: p.epoch };
+  /** A server's placement as the fence sees it (one read by primary key): its host and epoch,
+   *  whether this instance wrote it and whether it is lost; else `deleted` when its placement's
+   *  tombstone is left (a second read, only for a server without a placement), else undefined
+   *  (the registry knows neither). */
+  async fenceOf(serverId: string): Promise<{ host: string; epoch: number; lost: boolean; mine: boolean } | 'deleted' | undefined> {
+    const r = await this.pool.query<{ host: string; epoch: string; instance: string | null; lost: boolean }>(
+      'SELECT host, epoch, instance, lost_at IS NOT NULL AS lost FROM placements WHERE server_id = $1',
+      [serverId],
+    );
+    const p = r.rows[0];
+    if (p) return { host: p.host, epoch: Number(p.epoch), lost: p.lost, mine: p.host === this.host && p.instance === this.holder.instance };
     const t = await this.pool.query(`SELECT 1 FROM placement_tombstones WHERE kind = 'p' AND key = $1`, [serverId]);
     return t.rowCount === 1 ? 'deleted' : undefined;
   }
 
   /** Removes a deleted server's placement and slug in one transaction. */
   async remove(serverId: string): Promise<void> {
+    this.held();
     await this.pool.tx(async (c) => {
-      await c.query('DELETE FROM placements WHERE server_id = $1 AND host = $2', [serverId, this.host]);
-      await c.query('DELETE FROM slugs WHERE server_id = $1 AND host = $2', [serverId, this.host]);
+      await c.query('DELETE FROM placements WHERE server_id = $1 AND host = $2 AND instance = $3', [serverId, this.host, this.holder.instance]);
+      await c.query('DELETE FROM slugs WHERE server_id = $1 AND host = $2 AND instance = $3', [serverId, this.host, this.holder.instance]);
     });
+    this.epochs.delete(serverId);
   }
 
-  /** Claims of this host whose server is not among `keep` (reconcile after a crash): released. */
+  /** Claims of this instance whose server is not among `keep` (reconcile after a crash): released. */
   async releaseOrphans(keep: ReadonlySet<string>): Promise<string[]> {
+    this.held();
     const r = await this.pool.query<{ slug: string; server_id: string }>(
-      'SELECT s.slug, s.server_id FROM slugs s LEFT JOIN placements p ON p.server_id = s.server_id WHERE s.host = $1 AND p.server_id IS NULL',
-      [this.host],
+      'SELECT s.slug, s.server_id FROM slugs s LEFT JOIN placements p ON p.server_id = s.server_id WHERE s.host = $1 AND s.instance = $2 AND p.server_id IS NULL',
+      [this.host, this.holder.instance],
     );
     const gone = r.rows.filter((x) => !keep.has(x.server_id));
     for (const x of gone) await this.release(x.slug, x.server_id);
     return gone.map((x) => x.slug);
   }
 
-  /** Servers placed on this host, by id → epoch (what this host may start). */
+  /** Servers this instance placed on this host and not lost, by id → epoch (what it may start). */
   async placedHere(): Promise<Map<string, number>> {
-    const r = await this.pool.query<{ server_id: string; epoch: string }>('SELECT server_id, epoch FROM placements WHERE host = $1', [this.host]);
+    const r = await this.pool.query<{ server_id: string; epoch: string }>(
+      'SELECT server_id, epoch FROM placements WHERE host = $1 AND instance = $2 AND lost_at IS NULL',
+      [this.host, this.holder.instance],
+    );
     return new Map(r.rows.map((x) => [x.server_id, Number(x.epoch)]));
   }
 
   /**
-   * At start: the registry's view of this host made to match its store. Placements and claims of
-   * this host whose server it no longer has (a create cut off after its placement, a delete cut
-   * off before its removal) are removed; servers it has without a placement (made before the
-   * host joined the cluster) are claimed and placed; servers placed on another host are left
-   * there (`elsewhere`: never re-placed here); servers whose placement was deleted (a tombstone:
-   * deleted while this host was down or cut off, wherever it ran then) are not placed again
-   * (`deleted`: the host finishes their delete). `servers`: the committed servers of this host.
+   * At start: the registry's view of this host made to match its store. Placements and claims
+   * this instance wrote whose server it no longer has (a create cut off after its placement, a
+   * delete cut off before its removal) are removed — never another instance's under the same
+   * name (a store that lacks a server is no proof it is gone). Servers it has without a
+   * placement (made before the host joined the cluster) are claimed and placed; servers placed
+   * on another host, or here by another instance, are left there (`elsewhere`: never re-placed
+   * here) — unless that instance was replaced and its placements marked lost: those this store
+   * has (a data dir restored from a backup) are placed again for this instance. Servers whose
+   * placement was deleted (a tombstone: deleted while this host was down or cut off, wherever it
+   * ran then) are not placed again (`deleted`: the host finishes their delete). `servers`: the
+   * committed servers of this host.
    */
   async reconcile(
     servers: readonly { id: string; slug: string; accountId: string }[],
     publicIp: string,
   ): Promise<{ removed: string[]; released: string[]; placed: string[]; conflicts: string[]; elsewhere: string[]; deleted: string[] }> {
+    this.held();
     const keep = new Set(servers.map((x) => x.id));
     const here = await this.placedHere();
+    for (const [id, epoch] of here) if (keep.has(id) && !this.epochs.has(id)) this.epochs.set(id, epoch);
     const removed = [...here.keys()].filter((id) => !keep.has(id));
     for (const id of removed) await this.remove(id);
     const released = await this.releaseOrphans(keep);
@@ -112,6 +205,19 @@ export class RegistryNames {
     for (const x of servers) {
       if (here.has(x.id)) continue;
       const seen = await this.fenceOf(x.id);
+      // placed here by the instance this one replaced (--replace-host marked it lost) and in this
+      // store (a data dir restored from a backup): this instance's again, from the epoch it read
+      if (seen && seen !== 'deleted' && seen.host === this.host && seen.lost && !seen.mine) {
+        await this.place({ serverId: x.id, accountId: x.accountId, slug: x.slug, publicIp }, seen.epoch);
+        await this.pool.query('UPDATE slugs SET instance = $3 WHERE slug = $1 AND server_id = $2 AND host = $4', [
+          x.slug,
+          x.id,
+          this.holder.instance,
+          this.host,
+        ]);
+        placed.push(x.id);
+        continue;
+      }
       // placed on another host (a newer epoch there): never taken back from it
       if (seen && seen !== 'deleted') {
         elsewhere.push(x.id);

@@ -1,7 +1,10 @@
 // Fencing at wake: two daemons on one real PostgreSQL registry. A sleeping server of host A whose
 // placement the registry moves to host B (a newer epoch there) is not started by A — not by a
 // command (exec wakes it), nor by a restart: 503 server_moved, the server stays asleep and A logs
-// why. Placed on A again, it wakes. With the registry unreachable, A wakes its own sleeping
+// why. Placed on A again (by A, from the epoch it read), it wakes, and the start bumps its epoch.
+// Every start compares the epoch A last wrote: placed on A still but at an epoch A did not write
+// (another instance under A's name, a change A missed), it is not started either. With the
+// registry unreachable, A wakes its own sleeping
 // server from what it has (the fence only refuses on a positive "elsewhere" or "deleted"), and
 // once its heartbeat found the registry unreachable it does not try to read it for a start. Its
 // placement deleted in the registry (a tombstone: deleted while A was away), A does not start it
@@ -80,12 +83,39 @@ test('a sleeping server the registry moved to another host at a newer epoch is n
   assert.is(line!.epoch, 2);
 });
 
-test('placed on this host again, the same server wakes', async () => {
-  await pg.sql(`UPDATE placements SET host = 'host-a', epoch = epoch + 1 WHERE server_id = '${id}'`);
+test('placed on this host again (by it, from the epoch it read), the same server wakes; the start bumps its epoch', async () => {
+  const [accountId, slug] = (await pg.sql(`SELECT account_id || ' ' || slug FROM placements WHERE server_id = '${id}'`)).split(' ');
+  const names = a.daemon.registry!.names;
+  const again = { serverId: id, accountId, slug, publicIp: '127.0.0.1' };
+  const moved = await names.place(again).then(
+    () => 'taken',
+    (e: { code?: string }) => e.code,
+  );
+  assert.is(moved, 'placement_conflict', 'not taken back from host-b without the epoch it read');
+  assert.is(await pg.sql(`SELECT host || ' ' || epoch FROM placements WHERE server_id = '${id}'`), 'host-b 2');
+  assert.is((await names.place(again, 2)).epoch, 3);
   const r = await exec();
   assert.is(r.status, 200, r.text);
   assert.match(String(r.json.stdout), /awake/);
   assert.is(state(), 'running');
+  assert.is(await pg.sql(`SELECT host || ' ' || epoch FROM placements WHERE server_id = '${id}'`), 'host-a 4', 'compared and bumped by the start');
+});
+
+test('a sleeping server placed on this host at an epoch it did not write is not started: 503 server_moved, logged', async () => {
+  await asleep();
+  // another writer under this host's name (a clone of it, a change this host missed) moved the epoch on
+  await pg.sql(`UPDATE placements SET epoch = epoch + 1 WHERE server_id = '${id}'`);
+  const starts = spawned();
+  const r = await exec();
+  assert.is(r.status, 503, r.text);
+  assert.is(r.json.error, 'server_moved');
+  assert.is(state(), 'sleeping', 'never started');
+  assert.is(spawned(), starts, 'no process started');
+  assert.is(await pg.sql(`SELECT host || ' ' || epoch FROM placements WHERE server_id = '${id}'`), 'host-a 5', 'left as the registry has it');
+  const line = a.logs.find((l) => l.msg === 'not starting a server the registry places here at an epoch this host did not write');
+  assert.ok(line, 'logged');
+  assert.is(line!.server, id);
+  assert.is(line!.epoch, 5);
 });
 
 test('with the registry unreachable, the host wakes its own sleeping server from what it has', async () => {

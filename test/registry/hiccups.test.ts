@@ -19,7 +19,7 @@ import type { TestDaemon } from '../helpers/daemon.js';
 import { freePort } from '../helpers/ports.js';
 import type { TestPostgres } from '../helpers/postgres.js';
 import { sleep, until } from '../helpers/wait.js';
-import { HostDirectory, PlacementCache, RegistryPool } from '../../src/registry/index.js';
+import { claimName, PlacementCache, RegistryPool } from '../../src/registry/index.js';
 import { get } from './fixtures/clients.js';
 import { api, startClusterRegistry, startHost } from './fixtures/twohosts.js';
 
@@ -156,10 +156,12 @@ test('the registry stopped for three leases, then started: no forwarded request 
   const pool = new RegistryPool({ url: pg.url, connectTimeoutMs: 500, statementTimeoutMs: 1000 });
   let skew = 0;
   const side = new PlacementCache(pool, { refreshMs: 200, connectTimeoutMs: 500, leaseMs: LEASE_MS, now: () => performance.now() + skew });
-  const dir = new HostDirectory(pool, LEASE_MS);
   const facts = (name: string) => ({ name, advertise: '127.0.0.1:1', publicIp: '10.0.0.9', version: 'test', capacity: {} });
+  // a host of its own instance and run, heartbeating as a daemon's claim does
+  const beat = (name: string) =>
+    claimName(pool, facts(name), { instance: `ins_${name}`, run: `run_${name}`, fresh: false, held: false }, { leaseMs: LEASE_MS, replace: false });
   await side.start();
-  await dir.heartbeat(facts('host-c'), true);
+  await beat('host-c');
   await until('the side cache sees host-c up', () => side.host('host-c')?.up === true, 5000, 10);
   const viaA = hammer(a, 'hic-b.localhost');
   const viaB = hammer(b, 'hic-a.localhost');
@@ -175,7 +177,7 @@ test('the registry stopped for three leases, then started: no forwarded request 
     await until(
       'host-x registered',
       () =>
-        dir.heartbeat(facts('host-x')).then(
+        beat('host-x').then(
           () => true,
           () => false,
         ),

@@ -7,7 +7,10 @@
 //   - through A's own edge (it deleted the server; its cache names itself): B's server answers,
 //     at once, and A's cache converges to B;
 //   - through C's edge (its cache routes the slug to A): A answers "not here" once, C reads the
-//     registry once and B's server answers — never A's 404, never the old page.
+//     registry once and B's server answers — never A's 404, never the old page;
+//   - an owner whose own cache lacks its server (its catch-up behind) still checks the epoch a
+//     sender saw, against the one it wrote itself: a restart on A bumped it, C still routes by the
+//     old one: A answers "not here" once, C reads the registry and A's server answers.
 process.env.ROOTBOX_TEST_RUNTIME ??= 'process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -143,6 +146,34 @@ test("a stale route on C (the slug on A) costs one 'not here' from A and one reg
       assert.is(notHere(host) - before, 1, 'the next request goes straight to B');
     } finally {
       held.release();
+    }
+  }
+});
+
+test("an owner whose cache lacks its server checks the sender's epoch against the one it wrote: C's older epoch costs one 'not here'", async () => {
+  for (const [name, send] of Object.entries(via)) {
+    const slug = `epo${Object.keys(via).indexOf(name)}`;
+    const host = `${slug}.localhost`;
+    const heldA = holdCache(a); // A's cache will lack the server it makes now
+    let heldC: ReturnType<typeof holdCache> | undefined;
+    try {
+      const s = await create(a, slug, `page on A (${name})`);
+      assert.is(a.daemon.registry!.placements.byServer(s.id), undefined, "A's cache lacks it");
+      await until('C sees it at epoch 1', () => c.daemon.registry!.placements.byServer(s.id)?.epoch === 1, 5000);
+      heldC = holdCache(c); // C keeps routing by epoch 1
+      // a restart on A: its start compares and bumps the epoch
+      assert.is((await api(a, 'POST', `/servers/${s.id}/restart`, { key: s.api_key })).status, 200);
+      assert.is(await pg.sql(`SELECT epoch FROM placements WHERE server_id = '${s.id}'`), '2');
+      assert.is(a.daemon.registry!.placements.byServer(s.id), undefined, "A's cache still lacks it");
+      const before = notHere(host);
+      const r = await send(c, host);
+      assert.is(r.status, 200, `${name}: ${r.status}`);
+      assert.is(r.body.toString(), `page on A (${name})`);
+      assert.is(notHere(host) - before, 1, `${name}: A answered "not here" to epoch 1 once`);
+      assert.is(heldC.asks(), 1, `${name}: C read the registry once`);
+    } finally {
+      heldC?.release();
+      heldA.release();
     }
   }
 });

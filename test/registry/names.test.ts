@@ -2,8 +2,10 @@
 // the same instant goes to exactly one server, each committed server has a placement naming its
 // host, a delete frees the name for the other host, a registry that is down refuses create and
 // delete with 503 registry_unavailable while the host keeps answering what it has, and a
-// placement left by a create cut off before its local commit is removed at the next start, and a
-// server the registry places on another host is never placed back here.
+// placement left by a create of this host's own instance cut off before its local commit is
+// removed at the next start, while one another instance wrote under the same host name (a clone
+// of the machine, a data dir that is not this one) is never removed for this store lacking its
+// server; a server the registry places on another host is never placed back here.
 process.env.ROOTBOX_TEST_RUNTIME ??= 'process'; // names and placement need no container
 import { rmSync } from 'node:fs';
 import { test } from 'uvu';
@@ -106,12 +108,20 @@ test('with the registry down, create and delete answer 503 registry_unavailable 
   assert.is((await api(a, 'DELETE', `/servers/${made.json.id}`, { key: made.json.api_key })).status, 200);
 });
 
-test("a placement and claim left by a create cut off before its local commit are removed at the host's next start", async () => {
-  await pg.sql(`INSERT INTO slugs (slug, server_id, host) VALUES ('ghost', 'srv_0000ghost', 'host-b')`);
+test("a placement and claim of this instance left by a create cut off before its local commit are removed at the host's next start; another instance's under the same name never are", async () => {
+  const mine = b.daemon.registry!.identity.instance;
+  await pg.sql(`INSERT INTO slugs (slug, server_id, host, instance) VALUES ('ghost', 'srv_0000ghost', 'host-b', '${mine}')`);
   await pg.sql(
-    `INSERT INTO placements (server_id, host, epoch, account_id, slug, public_ip) VALUES ('srv_0000ghost', 'host-b', 1, 'acc_x', 'ghost', '127.0.0.1')`,
+    `INSERT INTO placements (server_id, host, epoch, account_id, slug, public_ip, instance) VALUES ('srv_0000ghost', 'host-b', 1, 'acc_x', 'ghost', '127.0.0.1', '${mine}')`,
   );
-  await pg.sql(`INSERT INTO slugs (slug, server_id, host) VALUES ('halfway', 'srv_00halfway', 'host-b')`);
+  await pg.sql(`INSERT INTO slugs (slug, server_id, host, instance) VALUES ('halfway', 'srv_00halfway', 'host-b', '${mine}')`);
+  // written under host-b by another instance (a clone of the machine with a data dir of its own):
+  // this store lacking the server proves nothing, so it stays
+  await pg.sql(`INSERT INTO slugs (slug, server_id, host, instance) VALUES ('clone', 'srv_0000clone', 'host-b', 'ins_other')`);
+  await pg.sql(
+    `INSERT INTO placements (server_id, host, epoch, account_id, slug, public_ip, instance) VALUES ('srv_0000clone', 'host-b', 1, 'acc_x', 'clone', '127.0.0.1', 'ins_other')`,
+  );
+  await pg.sql(`INSERT INTO slugs (slug, server_id, host, instance) VALUES ('clonehalf', 'srv_clonehalf', 'host-b', 'ins_other')`);
   // a server of b's that the registry now places on another host (a newer epoch there)
   const moved = await api(b, 'POST', '/create', { body: { subdomains: ['moved-away'] } });
   assert.is(moved.status, 200, moved.text);
@@ -123,9 +133,17 @@ test("a placement and claim left by a create cut off before its local commit are
   // runtime does not adopt, so they end here
   await (old.daemon.runtime as unknown as ProcessRuntime).stopAll();
   b = await startTestDaemon({ ...opts('host-b'), dataDir });
+  assert.is(b.daemon.registry!.identity.instance, mine, 'the same data dir is the same instance');
   assert.is(await pg.sql(`SELECT count(*) FROM placements WHERE server_id = 'srv_0000ghost'`), '0');
   assert.is(await pg.sql(`SELECT count(*) FROM slugs WHERE slug IN ('ghost', 'halfway')`), '0');
   assert.ok(b.logs.some((l) => l.msg === 'registry reconciled'));
+  assert.is(
+    await pg.sql(`SELECT host || ' ' || epoch || ' ' || instance FROM placements WHERE server_id = 'srv_0000clone'`),
+    'host-b 1 ins_other',
+    'not removed',
+  );
+  assert.is(await pg.sql(`SELECT count(*) FROM slugs WHERE slug IN ('clone', 'clonehalf')`), '2', 'not released');
+  assert.is(await pg.sql(`SELECT count(*) FROM placement_tombstones WHERE key = 'srv_0000clone'`), '0');
   assert.is(await pg.sql(`SELECT host || ' ' || epoch FROM placements WHERE server_id = '${moved.json.id}'`), 'host-z 5', 'not taken back from the other host');
   assert.ok(b.logs.some((l) => String(l.msg).includes('places on another host') && JSON.stringify(l).includes(moved.json.id)));
 });

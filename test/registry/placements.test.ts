@@ -6,7 +6,7 @@
 process.env.ROOTBOX_TEST_RUNTIME ??= 'process';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { HostDirectory, migrate, PlacementCache, RegistryNames, RegistryPool } from '../../src/registry/index.js';
+import { claimName, HostDirectory, migrate, PlacementCache, RegistryNames, RegistryPool } from '../../src/registry/index.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
 import { until } from '../helpers/wait.js';
 
@@ -98,7 +98,8 @@ test('a host whose heartbeat stops shows down within its lease and one refresh',
   const here = await cache(refreshMs);
   const hosts = new HostDirectory(pool(), leaseMs);
   const facts = { name: 'host-c', advertise: '127.0.0.1:7999', publicIp: '10.0.0.3', version: 'test', capacity: {} };
-  await hosts.heartbeat(facts, true);
+  const holder = { instance: 'ins_c', run: 'run_c', fresh: false, held: false };
+  await claimName(pool(), facts, holder, { leaseMs, replace: false });
   const beat = performance.now();
   await until('host-c up', () => here.host('host-c')?.up === true, 5_000, 5);
   assert.equal(here.host('host-c'), { name: 'host-c', advertise: '127.0.0.1:7999', publicIp: '10.0.0.3', up: true });
@@ -114,7 +115,7 @@ test('a host whose heartbeat stops shows down within its lease and one refresh',
   await until('placed', () => here.byServer(s.serverId));
   assert.is(here.state(s.serverId), 'unavailable');
   assert.is(here.countsByHost().get('host-c'), 1);
-  await hosts.heartbeat(facts);
+  assert.ok(await hosts.renew(facts, holder.run));
   await until('host-c up again', () => here.host('host-c')?.up === true, 5_000, 5);
   assert.is(here.state(s.serverId), undefined);
 });

@@ -3,6 +3,9 @@
 // refused, hosts registered with leases on the registry's clock, a clean stop releasing the
 // lease at once, a registry that is down at start joined when it comes back, and the URL's
 // password never written to the log.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { isAppError } from '../../src/errors.js';
@@ -32,6 +35,8 @@ const pool = () => {
   pools.push(p);
   return p;
 };
+const dirs: string[] = [];
+const dir = () => (dirs.push(mkdtempSync(join(tmpdir(), 'rbx-registry-'))), dirs[dirs.length - 1]);
 const registry = (host: string, o: Partial<RegistryOptions> = {}) => {
   const r = new Registry(
     {
@@ -44,6 +49,8 @@ const registry = (host: string, o: Partial<RegistryOptions> = {}) => {
       connectTimeoutMs: 500,
       statementTimeoutMs: 2000,
       capacity: () => ({ memoryFreeBytes: 1 << 30 }),
+      dataDir: dir(),
+      replaceHost: false,
       ...o,
     },
     log,
@@ -64,6 +71,7 @@ test.after(async () => {
   for (const r of registries) await r.stop().catch(() => {});
   for (const p of pools) await p.end();
   await pg?.stop();
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
 });
 
 test('a host refuses a registry that was never initialised', async () => {
@@ -127,12 +135,17 @@ test('a slug wanted by two hosts at the same instant goes to exactly one server;
   assert.is(await other.claim('blog', 'srv_x'), true);
 });
 
-test('a placement has one host and an epoch that grows when it is placed again; orphan claims of a crashed create are released', async () => {
+test('a placement has one host and an epoch that grows when it is placed again, only from the epoch the writer read; orphan claims of a crashed create are released', async () => {
   const a = new RegistryNames(pool(), 'host-a');
   const b = new RegistryNames(pool(), 'host-b');
   assert.ok(await a.claim('shop', 'srv_shop'));
-  assert.is((await a.place({ serverId: 'srv_shop', accountId: 'acc_1', slug: 'shop', publicIp: '192.0.2.1' })).epoch, 1);
-  assert.is((await b.place({ serverId: 'srv_shop', accountId: 'acc_1', slug: 'shop', publicIp: '192.0.2.2' })).epoch, 2);
+  const shop = { serverId: 'srv_shop', accountId: 'acc_1', slug: 'shop', publicIp: '192.0.2.2' };
+  assert.is((await a.place({ ...shop, publicIp: '192.0.2.1' })).epoch, 1);
+  // another host does not take it without the epoch it read, nor with a stale one
+  assert.is(await code(b.place(shop)), 'placement_conflict');
+  assert.is(await code(b.place(shop, 0)), 'placement_conflict');
+  assert.is(await pg.sql(`SELECT host || ' ' || epoch FROM placements WHERE server_id = 'srv_shop'`), 'host-a 1', 'left as it was');
+  assert.is((await b.place(shop, 1)).epoch, 2);
   const p = await a.placement('srv_shop');
   assert.equal([p?.host, p?.epoch, p?.publicIp], ['host-b', 2, '192.0.2.2']);
   assert.equal([...(await b.placedHere()).entries()], [['srv_shop', 2]]);

@@ -11,7 +11,7 @@
 process.env.ROOTBOX_TEST_RUNTIME ??= 'process';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { HostDirectory, migrate, PlacementCache, RegistryNames, RegistryPool, RegistryShared } from '../../src/registry/index.js';
+import { claimName, migrate, PlacementCache, RegistryNames, RegistryPool, RegistryShared } from '../../src/registry/index.js';
 import { generateServerKeyPair } from '../../src/ssh/index.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
 
@@ -19,7 +19,6 @@ let pg: TestPostgres;
 const pools: RegistryPool[] = [];
 let shared: RegistryShared;
 let names: RegistryNames;
-let hosts: HostDirectory;
 
 const pool = () => {
   const p = new RegistryPool({ url: pg.url, connectTimeoutMs: 1000, statementTimeoutMs: 5000 });
@@ -29,7 +28,14 @@ const pool = () => {
 /** A cache of host `host` that moves only when the test says (`sync`, `record`, `prune`). */
 const manual = (host: string, tombstoneRetentionMs?: number) =>
   new PlacementCache(pool(), { refreshMs: 60_000, connectTimeoutMs: 1000, host, tombstoneRetentionMs, pruneEveryMs: 0 });
-const live = (name: string) => hosts.heartbeat({ name, advertise: '127.0.0.1:1', publicIp: '127.0.0.1', version: 'test', capacity: {} }, true);
+/** Host `name` heartbeats (its own instance and run, as a daemon's claim does). */
+const live = (name: string) =>
+  claimName(
+    pool(),
+    { name, advertise: '127.0.0.1:1', publicIp: '127.0.0.1', version: 'test', capacity: {} },
+    { instance: `ins_${name}`, run: `run_${name}`, fresh: false, held: false },
+    { leaseMs: 60_000, replace: false },
+  );
 const tombstones = async (kind?: string) => Number(await pg.sql(`SELECT count(*) FROM placement_tombstones${kind ? ` WHERE kind = '${kind}'` : ''}`));
 
 let n = 0;
@@ -50,7 +56,6 @@ test.before(async () => {
   await migrate(pool());
   shared = new RegistryShared(pool(), 'host-w');
   names = new RegistryNames(pool(), 'host-w');
-  hosts = new HostDirectory(pool(), 60_000);
 });
 test.after(async () => {
   for (const p of pools) await p.end();

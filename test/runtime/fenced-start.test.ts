@@ -3,7 +3,7 @@
 // should run and whose container is gone (as after a reboot of the host) is not started by the
 // boot-time reconcile when the registry moved it to host-b while this host was down: it is left
 // asleep, listed as fenced, and a later start of it is refused with server_moved; placed on this
-// host again, it starts. A server whose placement the registry deleted is refused with
+// host again (by this host, from the epoch it read), it starts and its epoch is bumped. A server whose placement the registry deleted is refused with
 // server_not_found.
 
 import { test } from 'uvu';
@@ -73,10 +73,12 @@ test('the boot-time reconcile leaves a server the registry moved to another host
   await refused('server_moved');
   assert.is(await placement(), 'host-b 2', 'the placement is left as the registry has it');
 
-  await pg!.sql(`UPDATE placements SET host = 'host-a', epoch = epoch + 1 WHERE server_id = '${id}'`);
+  // placed here again by this host, from the epoch it read; the start compares and bumps it
+  await names.place({ serverId: id, accountId: 'acc_fence', slug: 'fenced-one', publicIp: '127.0.0.1' }, 2);
   await runtime.start(id);
   assert.is(runtime.get(id)?.state, 'running');
   assert.ok(await running());
+  assert.is(await placement(), 'host-a 4');
 });
 
 test('a start of a server whose placement the registry deleted (its tombstone) is refused: server_not_found', async () => {
