@@ -68,6 +68,7 @@ const UNIT = [
   'test/registry/moved.test.ts',
   'test/registry/strangers.test.ts',
   'test/registry/sharedmaps.test.ts',
+  'test/registry/token.test.ts',
   'test/foundation/edge-lifecycle.test.ts',
   'test/hosting/phone.test.ts',
   'test/proxy/exchange-errors.test.ts',

@@ -1,6 +1,7 @@
 // Hosts in the registry: each host upserts its own row (where the others reach it, its capacity)
 // and renews its lease by heartbeat; every time is the registry's own clock (now()), so hosts
-// with skewed clocks agree on who is up. A host whose lease ran out is down.
+// with skewed clocks agree on who is up. A host whose lease ran out is down. Each host registers
+// its channel certificate's key (schema 14): the owner's side of the channel checks a peer by it.
 
 import type { RegistryPool } from './pool.js';
 
@@ -55,6 +56,18 @@ export class HostDirectory {
          heartbeat_at = now(), lease_until = now() + make_interval(secs => $6::double precision / 1000)`,
       [f.name, f.advertise, f.publicIp, JSON.stringify(f.capacity), f.version, this.leaseMs, starting],
     );
+  }
+
+  /** The public key (SPKI SHA-256, base64) of the channel certificate `name` registered. */
+  async setChannelKey(name: string, key: string): Promise<void> {
+    await this.pool.query('UPDATE hosts SET channel_key = $2 WHERE name = $1', [name, key]);
+  }
+
+  /** The channel key `name` registered; undefined for a host the registry does not know (or one
+   *  that registered none). */
+  async channelKey(name: string): Promise<string | undefined> {
+    const r = await this.pool.query<{ channel_key: string | null }>('SELECT channel_key FROM hosts WHERE name = $1', [name]);
+    return r.rows[0]?.channel_key ?? undefined;
   }
 
   /** Ends this host's lease at once (a clean stop): it shows down without waiting. */

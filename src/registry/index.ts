@@ -1,8 +1,10 @@
 // The cluster registry (DESIGN part 6): shared records in PostgreSQL. This part connects, checks
-// the schema, and keeps this host's row alive: registered at start, renewed every third of the
-// lease, released on a clean stop. A registry that cannot be reached at start does not keep the
-// host from serving what it has: it is checked and joined as soon as it answers; a registry with
-// no schema or a newer one is refused (at start: the daemon does not start).
+// the schema and the cluster token (a wrong one refuses the host before it writes anything; the
+// secrets still in clear from before schema 14 are sealed then), and keeps this host's row
+// alive: registered at start, renewed every third of the lease, released on a clean stop. A
+// registry that cannot be reached at start does not keep the host from serving what it has: it
+// is checked and joined as soon as it answers; a registry with no schema or a newer one, or a
+// token that is not the registry's, is refused (at start: the daemon does not start).
 
 import { isAppError } from '../errors.js';
 import type { Logger } from '../log/index.js';
@@ -19,6 +21,7 @@ import { PlacementCache } from './placements.js';
 import { RegistryPool } from './pool.js';
 import { RegistryShared } from './shared.js';
 import { registryFacts, type RegistryFacts } from './report.js';
+import { checkToken, sealClear } from './token.js';
 
 export { RegistryPool, redactUrl, isUnavailable } from './pool.js';
 export { HostDirectory, type HostFacts, type HostRow } from './hosts.js';
@@ -34,6 +37,8 @@ export { RegistryShared, keyedNames, type SharedCertificate, type ServerKey } fr
 export { RegistryLedger, type LedgerWrite, type AccountMoney, type LedgerRow } from './ledger.js';
 export { RegistryCa, type CaPair } from './ca.js';
 export { registryOptions, HOST_VERSION, type ClusterSettings, type RegistryOptions } from './host.js';
+export { ClusterKeys, newToken, hasToken, storeToken, checkToken, sealClear, TOKEN_MIN } from './token.js';
+export { clusterKeys, tokenFileOf } from './host.js';
 export { migrate, schemaVersion, assertUsable, KNOWN_VERSION, MIGRATIONS } from './migrations.js';
 
 /** The registry part of the daemon: joined when cluster.registry is set, nothing on a single box. */
@@ -41,7 +46,12 @@ export async function startRegistry(d: { cfg: Readonly<ClusterSettings & { clust
   const url = d.cfg.cluster.registry;
   if (!url) return undefined;
   const r = new Registry(registryOptions(d.cfg, url), d.log.child({ part: 'registry' }));
-  await r.start();
+  try {
+    await r.start();
+  } catch (err) {
+    await r.stop().catch(() => {}); // refused (schema, token): its connections end with it
+    throw err;
+  }
   return r;
 }
 
@@ -73,14 +83,14 @@ export class Registry {
     this.names = new RegistryNames(this.pool, o.host);
     this.payments = new RegistryPayments(this.pool, o.host);
     this.ledger = new RegistryLedger(this.pool, o.host);
-    this.channel = new RegistryCa(this.pool);
+    this.channel = new RegistryCa(this.pool, o.keys);
     this.placements = new PlacementCache(
       this.pool,
       { refreshMs: Math.max(100, Math.min(1000, Math.floor(o.leaseMs / 3))), connectTimeoutMs: o.connectTimeoutMs },
       log,
     );
-    this.accounts = new RegistryAccounts(this.pool, o.host);
-    this.shared = new RegistryShared(this.pool, o.host);
+    this.accounts = new RegistryAccounts(this.pool, o.host, o.keys);
+    this.shared = new RegistryShared(this.pool, o.host, o.keys);
     this.fence = new WakeFence(o.host, this.names, log.child({ part: 'fence' }), () => this.up);
   }
 
@@ -140,6 +150,10 @@ export class Registry {
     try {
       if (!this.checked) {
         await assertUsable(this.pool);
+        // reads only: a wrong token is refused before this host writes anything
+        await checkToken(this.pool, this.o.keys);
+        const sealed = await sealClear(this.pool, this.o.keys);
+        if (sealed) this.log.info('registry secrets sealed under the cluster token', { sealed });
         this.checked = true;
       }
       await this.hosts.heartbeat(this.facts(), starting || !this.reachable);
@@ -152,6 +166,12 @@ export class Registry {
       }
       throw err;
     }
+  }
+
+  /** Registers the public key of this host's channel certificate (its SPKI hash): the other
+   *  hosts' channel listeners take a connection naming this host only with that key. */
+  async registerChannelKey(key: string): Promise<void> {
+    await this.hosts.setChannelKey(this.o.host, key);
   }
 
   /** This host's name in the cluster. */

@@ -8,6 +8,7 @@ import * as assert from 'uvu/assert';
 import { isAppError } from '../../src/errors.js';
 import { createLogger } from '../../src/log/index.js';
 import {
+  storeToken,
   KNOWN_VERSION,
   MIGRATIONS,
   migrate,
@@ -20,6 +21,7 @@ import {
 } from '../../src/registry/index.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
 import { until } from '../helpers/wait.js';
+import { testKeys } from '../helpers/cluster.js';
 
 let pg: TestPostgres;
 const lines: string[] = [];
@@ -44,6 +46,7 @@ const registry = (host: string, o: Partial<RegistryOptions> = {}) => {
       connectTimeoutMs: 500,
       statementTimeoutMs: 2000,
       capacity: () => ({ memoryFreeBytes: 1 << 30 }),
+      keys: testKeys(),
       ...o,
     },
     log,
@@ -80,6 +83,7 @@ test('init applies every migration once, even when two hosts run it at the same 
   assert.equal(await migrate(pool()), []);
   assert.is(await schemaVersion(pool()), KNOWN_VERSION);
   assert.is(await pg.sql('SELECT count(*) FROM rootbox_schema'), String(MIGRATIONS.length));
+  await storeToken(pool(), testKeys()); // the rest of init: the cluster token's verifier
 });
 
 test('hosts register with a lease on the registry clock; a clean stop shows the host down at once; a lapsed lease shows down', async () => {

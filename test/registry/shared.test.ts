@@ -13,7 +13,7 @@ import { connect as tlsConnect } from 'node:tls';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { isAppError } from '../../src/errors.js';
-import { migrate, RegistryPool } from '../../src/registry/index.js';
+import { RegistryPool } from '../../src/registry/index.js';
 import { send } from '../http/contract.js';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
 import { startNamed, type NamedServer } from '../helpers/named.js';
@@ -21,6 +21,7 @@ import { startPebble, type PebbleServer } from '../helpers/pebble.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
 import type { ProcessRuntime } from '../helpers/procruntime.js';
 import { until } from '../helpers/wait.js';
+import { initRegistry } from '../helpers/cluster.js';
 
 const DOMAIN = 'rbxshared.test';
 let pg: TestPostgres;
@@ -70,7 +71,7 @@ const serialOf = (pem: string) => new X509Certificate(pem).serialNumber;
 test.before(async () => {
   pg = await startPostgres();
   const p = new RegistryPool({ url: pg.url, connectTimeoutMs: 1000, statementTimeoutMs: 2000 });
-  await migrate(p);
+  await initRegistry(p);
   await p.end();
   dns = await startNamed({ zones: [DOMAIN, 'customer.test'] });
   ca = await startPebble({ dnsServer: dns.server });
