@@ -41,6 +41,7 @@ const UNIT = [
   'test/mcp/tools.test.ts',
   'test/proxy/forward.test.ts',
   'test/channel/rawlane.test.ts',
+  'test/channel/admit.test.ts',
   'test/foundation/edge-guard.test.ts',
   'test/proxy/http1-diff.test.ts',
   'test/payments/paywall.test.ts',

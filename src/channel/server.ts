@@ -132,10 +132,11 @@ export class ChannelServer {
       const admit = this.d.admit;
       if (!admit) return take(sock);
       const host = this.peerOf(sock) ?? '';
-      const key = peerKey(sock);
-      if (admit.holds(host, key)) return take(sock);
       // bytes the peer sends meanwhile wait in the socket's buffer (the session or lane reads them when it starts)
-      void admit.admit(host, key).then((ok) => {
+      const quiet = () => {};
+      sock.on('error', quiet);
+      void admit.admit(host, peerKey(sock)).then((ok) => {
+        sock.off('error', quiet);
         if (sock.destroyed) return;
         if (ok) return take(sock);
         this.d.log.warn('channel refused a peer: not a registered host with its registered key', { ip: sock.remoteAddress, host });
