@@ -211,6 +211,8 @@ export const CATALOGUE = {
   tls_invalid: e('bad_request', 'the TLS certificate or key cannot be loaded'),
   not_a_backup: e('bad_request', 'a file given to rootbox restore is not a rootbox store backup'),
   no_store: e('bad_request', 'the data dir holds no store to back up or read'),
+  cluster_token_missing: e('bad_request', 'cluster mode without the cluster token (cluster.token, ROOTBOX_CLUSTER_TOKEN or cluster.tokenFile)'),
+  cluster_token_wrong: e('bad_request', "the cluster token is not the registry's (its verifier does not match): the host refuses to start and writes nothing"),
 
   // ── 409 conflict: the host's own set-up ──
   host_names_taken: e('conflict', "another live daemon holds this daemon's bridge, nft table, subnet, uid range, port pool, metrics port or data dir"),

@@ -4,9 +4,10 @@
 // slug claims and placements there) is measured in alternating rounds beside the LMDB-only one.
 // Usage: node --import tsx bench/create/create.bench.ts [count=50] [--registry]
 import { request } from 'node:http';
-import { migrate, RegistryPool } from '../../src/registry/index.js';
+import { RegistryPool } from '../../src/registry/index.js';
 import { startTestDaemon, type TestDaemon } from '../../test/helpers/daemon.js';
 import { startPostgres, type TestPostgres } from '../../test/helpers/postgres.js';
+import { initRegistry } from '../../test/helpers/cluster.js';
 
 const N = Number(process.argv.slice(2).find((a) => /^\d+$/.test(a)) ?? 50);
 const withRegistry = process.argv.includes('--registry');
@@ -46,7 +47,7 @@ try {
   if (withRegistry) {
     pg = await startPostgres();
     const pool = new RegistryPool({ url: pg.url, connectTimeoutMs: 1000, statementTimeoutMs: 2000 });
-    await migrate(pool);
+    await initRegistry(pool);
     await pool.end();
     r = await startTestDaemon({ ...opts(3_300_000_000), cluster: { registry: pg.url, host: 'bench' } });
   }

@@ -9,11 +9,12 @@
 import { spawn } from 'node:child_process';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { migrate, RegistryPool } from '../../src/registry/index.js';
+import { RegistryPool } from '../../src/registry/index.js';
 import { startTestDaemon, type TestDaemon } from '../../test/helpers/daemon.js';
 import { startPostgres, type TestPostgres } from '../../test/helpers/postgres.js';
 import { encode, newPayer, signPayment } from '../../test/payments/fixtures/payer.js';
 import { call } from '../../test/verify/fixtures/client.js';
+import { initRegistry } from '../../test/helpers/cluster.js';
 
 const PAY_TO = '0x' + '3c'.repeat(20);
 const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))];
@@ -68,7 +69,7 @@ let r: TestDaemon | undefined;
 if (process.argv.includes('--registry')) {
   pg = await startPostgres();
   const pool = new RegistryPool({ url: pg.url, connectTimeoutMs: 1000, statementTimeoutMs: 2000 });
-  await migrate(pool);
+  await initRegistry(pool);
   await pool.end();
   r = await startTestDaemon({ log: { level: 'error' }, verify: verifyCfg, cluster: { registry: pg.url, host: 'bench' } });
 }

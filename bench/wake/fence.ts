@@ -10,10 +10,11 @@
 // key among `--placements` rows) from a pool of its own.
 //   ROOTBOX_TEST_RUNTIME=process node --import tsx bench/wake/fence.ts [--wakes 200] [--placements 1000]
 process.env.ROOTBOX_TEST_RUNTIME ??= 'process';
-import { migrate, RegistryNames, RegistryPool } from '../../src/registry/index.js';
+import { RegistryNames, RegistryPool } from '../../src/registry/index.js';
 import { startTestDaemon, type TestDaemon } from '../../test/helpers/daemon.js';
 import { startPostgres } from '../../test/helpers/postgres.js';
 import { send } from '../../test/http/contract.js';
+import { initRegistry } from '../../test/helpers/cluster.js';
 
 const arg = (name: string, def: number) => {
   const i = process.argv.indexOf(`--${name}`);
@@ -27,7 +28,7 @@ const pg = await startPostgres();
 const pool = new RegistryPool({ url: pg.url, connectTimeoutMs: 1000, statementTimeoutMs: 5000 });
 const daemons: TestDaemon[] = [];
 try {
-  await migrate(pool);
+  await initRegistry(pool);
   const names = new RegistryNames(pool, 'other-host');
   for (let i = 0; i < arg('placements', 1000); i++) {
     await names.claim(`b${i}`, `srv_b${i}`);

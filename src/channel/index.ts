@@ -1,6 +1,8 @@
 // Public surface of the host-to-host channel (issue 29, DESIGN part 6): in cluster mode each host
 // listens on cluster.listen with mutual TLS under the cluster CA (made by `rootbox cluster init`,
-// read from the registry; this host's certificate issued at start and reissued before it ends),
+// read from the registry; this host's certificate issued at start and reissued before it ends, on
+// one key pair per run whose public key the host registers: a peer is taken only with the key
+// its host registered),
 // and its edge forwards `<slug>.{domain}` requests and WebSockets (and those for servers' own
 // domains, every host knowing the cluster's) for servers of other hosts to
 // their owner over one kept-alive HTTP/2 session per peer. A single box has no channel; a
@@ -17,7 +19,8 @@ import { ApiForwarder, type ApiApp, type ApiForwardOptions } from './api.js';
 import { RetryBudget } from './body.js';
 import { ClusterFront, type LocalProxy } from './front.js';
 import { ChannelHealth, type PeerHealth } from './health.js';
-import { issueIdentity, REISSUE_MS, type Identity } from './identity.js';
+import { PeerAdmission } from './admit.js';
+import { channelKeyPair, issueIdentity, REISSUE_MS, type Identity } from './identity.js';
 import type { Placements, PlacementView } from './lookup.js';
 import { Peers } from './peers.js';
 import { ChannelServer } from './server.js';
@@ -75,6 +78,9 @@ export interface ChannelPartDeps {
   registry?: {
     host: string;
     channel: { load(): Promise<CaPair | undefined> };
+    /** Registers this run's channel key; reads the key another host registered. */
+    registerChannelKey(key: string): Promise<void>;
+    hosts: { channelKey(host: string): Promise<string | undefined> };
     placements: Placements & { ofAccount(accountId: string): PlacementView[]; sync(): Promise<void> };
     /** The epoch this host itself last wrote for a server it placed or started (registry names). */
     names?: { epochOf(serverId: string): number | undefined };
@@ -97,7 +103,15 @@ export async function startChannel(d: ChannelPartDeps): Promise<Channel | undefi
     log.warn('no cluster CA in the registry: requests for servers of other hosts are not forwarded; run `rootbox cluster init`');
     return undefined;
   }
-  let identity: Identity = issueIdentity(pair, r.host);
+  const keys = channelKeyPair();
+  let identity: Identity = issueIdentity(pair, r.host, keys);
+  // the other hosts take this host's connections only with the key it registered
+  try {
+    await r.registerChannelKey(identity.keyId);
+  } catch (err) {
+    log.warn('channel key not registered: requests for servers of other hosts are not forwarded', { detail: (err as Error).message });
+    return undefined;
+  }
   const lookup = r.placements;
   // the owner's check of the epoch a sender saw: from the placement cache, or — a server the
   // cache lacks (its catch-up behind this host's own write) — the epoch this host wrote for it
@@ -122,12 +136,13 @@ export async function startChannel(d: ChannelPartDeps): Promise<Channel | undefi
     placements: owned,
     aliases: own,
     ssh: d.ssh,
+    admit: new PeerAdmission(r.hosts),
     api: app && { app, has: (id) => d.store.servers.get(id) !== undefined, placements: owned, self: r.host, log },
     log,
   });
   const port = await server.listen(d.cfg.cluster.listen);
   const renew = setInterval(() => {
-    identity = issueIdentity(pair, r.host);
+    identity = issueIdentity(pair, r.host, keys);
     server.renew();
   }, REISSUE_MS).unref();
   log.info('channel listening', { listen: d.cfg.cluster.listen, port, host: r.host });

@@ -8,7 +8,8 @@
 // registry and retries once; a server's own domain the sender names must still be that server's
 // active domain here. A request that already made a hop, or comes from this host itself,
 // is a loop: 502 forward_loop. A connection that chose the raw lane's protocol (ALPN MUX_ALPN)
-// carries many lane requests at once as streams (rawowner.ts).
+// carries many lane requests at once as streams (rawowner.ts). A connection is taken only from a
+// registered host presenting the key it registered (admit.ts); any other is closed after TLS.
 
 import {
   createSecureServer,
@@ -27,7 +28,8 @@ import { AppError } from '../errors.js';
 import { errorReply, rawError, sendReply, type HttpApp, type Req, type Res, type LaneApp, type RequestInfo, type UpgradeApp } from '../http/index.js';
 import type { Logger } from '../log/index.js';
 import { answerApi, type ApiOwnerDeps } from './api.js';
-import { peerHost, type Identity } from './identity.js';
+import type { PeerAdmission } from './admit.js';
+import { peerHost, peerKey, type Identity } from './identity.js';
 import type { Placements } from './lookup.js';
 import { ownerSsh, SSH_KIND, type SshAcceptor } from './ssh.js';
 import { MUX_ALPN } from './muxwire.js';
@@ -48,6 +50,8 @@ export interface ChannelServerDeps {
   aliases?: (host: string) => string | undefined;
   /** This host's SSH server: takes the SSH connections other hosts forward (ssh.ts). */
   ssh?: SshAcceptor;
+  /** Which peers are taken (a registered host with its registered key); unset: any certificate of the CA. */
+  admit?: PeerAdmission;
   log: Logger;
   /** The raw lane's idle timers' time (tests move it). */
   clock?: Clock;
@@ -116,7 +120,22 @@ export class ChannelServer {
     const raw = (this.raw = this.rawOwner());
     const h2 = server.listeners('secureConnection')[0] as (s: TLSSocket) => void;
     server.removeAllListeners('secureConnection');
-    server.on('secureConnection', (sock: TLSSocket) => (sock.alpnProtocol === 'h2' ? h2.call(server, sock) : raw.accept(sock, this.peerOf(sock) ?? '')));
+    const take = (sock: TLSSocket) => (sock.alpnProtocol === 'h2' ? h2.call(server, sock) : raw.accept(sock, this.peerOf(sock) ?? ''));
+    server.on('secureConnection', (sock: TLSSocket) => {
+      const admit = this.d.admit;
+      if (!admit) return take(sock);
+      const host = this.peerOf(sock) ?? '';
+      // bytes the peer sends meanwhile wait in the socket's buffer (the session or lane reads them when it starts)
+      const quiet = () => {};
+      sock.on('error', quiet);
+      void admit.admit(host, peerKey(sock)).then((ok) => {
+        sock.off('error', quiet);
+        if (sock.destroyed) return;
+        if (ok) return take(sock);
+        this.d.log.warn('channel refused a peer: not a registered host with its registered key', { ip: sock.remoteAddress, host });
+        sock.destroy();
+      });
+    });
     server.on('sessionError', () => {});
     server.on('session', (s) => {
       this.sessions.add(s);

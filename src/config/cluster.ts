@@ -73,6 +73,20 @@ export const clusterSchema = z
       .describe(
         'Bytes of request bodies kept for a retry (forwardRetryBody) by this host at once, every source together; beyond it a body is streamed at once without a copy, and not retried.',
       ),
+    token: z
+      .string()
+      .min(16, 'must be at least 16 characters (`rootbox cluster init` makes one of 48)')
+      .optional()
+      .describe(
+        "The cluster token `rootbox cluster init` printed (and wrote to its token file): every host of a cluster needs it. The registry's secrets (the cluster CA's key, the keys of certificates, the secret api keys and codes are sealed with) are encrypted under keys derived from it, so the registry alone opens none of them; a host with a wrong token refuses to start. Prefer `tokenFile` or ROOTBOX_CLUSTER_TOKEN to writing it in the config file. Never logged.",
+      ),
+    tokenFile: z
+      .string()
+      .min(1)
+      .optional()
+      .describe(
+        'A file holding the cluster token (mode 0600, owned by root), read at start when `token` is unset. Unset: `<dataDir>/cluster-token`, where `rootbox cluster init` writes the token it makes.',
+      ),
     lease: duration()
       .prefault('15s')
       .describe(
@@ -107,4 +121,6 @@ export const clusterEnv: EnvBinding[] = [
   { env: 'ROOTBOX_REPLACE_HOST', path: 'cluster.replaceHost' },
   { env: 'ROOTBOX_CLUSTER_ADVERTISE', path: 'cluster.advertise' },
   { env: 'ROOTBOX_CLUSTER_LISTEN', path: 'cluster.listen' },
+  { env: 'ROOTBOX_CLUSTER_TOKEN', path: 'cluster.token' },
+  { env: 'ROOTBOX_CLUSTER_TOKEN_FILE', path: 'cluster.tokenFile' },
 ];

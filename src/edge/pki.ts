@@ -104,9 +104,10 @@ export function loadCa(certPem: string, keyPem: string, commonName: string): Ca 
 }
 
 /** Issues a server certificate for the given DNS names / IP addresses, signed by the CA.
- *  `peer`: usable as a client certificate too (the cluster channel's mutual TLS). */
-export function issueLeaf(ca: Ca, names: string[], days = 365, peer = false): Issued {
-  const { publicKey, privateKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+ *  `peer`: usable as a client certificate too (the cluster channel's mutual TLS). `keys`: the
+ *  leaf's key pair (a new P-256 one when not given). */
+export function issueLeaf(ca: Ca, names: string[], days = 365, peer = false, keys?: { publicKey: KeyObject; privateKey: KeyObject }): Issued {
+  const { publicKey, privateKey } = keys ?? generateKeyPairSync('ec', { namedCurve: 'P-256' });
   const san = seq(...names.map((n) => (isIP(n) ? tlv(0x87, ipBytes(n)) : tlv(0x82, Buffer.from(n, 'ascii')))));
   const der = certificate({
     subject: name(names[0]),

@@ -1,13 +1,14 @@
 // Accounts in the registry (cluster mode): every account with its api-key hash and ciphertext,
 // its proven phone (unique), revoked key hashes, pending SMS codes and the send history that
 // rate-limits codes per number and per address across hosts, and the cluster secret (32 random
-// bytes made once by `rootbox cluster init`) under which every host encrypts api keys and MACs
+// bytes made once by `rootbox cluster init`, sealed under the cluster token) under which every host encrypts api keys and MACs
 // codes, so a key made on one host is handed back by a phone login on another. Balances are not
 // here (the ledger's tables hold money).
 
 import { randomBytes } from 'node:crypto';
 import { AppError } from '../errors.js';
 import type { RegistryPool } from './pool.js';
+import { secretPurpose, type ClusterKeys } from './token.js';
 
 export const ACCOUNTS_SQL = `
   CREATE TABLE accounts (
@@ -69,11 +70,18 @@ const toAccount = (r: Row): SharedAccount => ({
 });
 const isUnique = (e: unknown) => (e as { code?: string }).code === '23505';
 
-/** The cluster secret for api keys and code MACs: made once (here by init), read by every host. */
-export async function clusterSecret(q: Pick<RegistryPool, 'query'>, make = false, name = 'api_keys'): Promise<Buffer | undefined> {
-  if (make) await q.query('INSERT INTO cluster_secrets (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING', [name, randomBytes(32)]);
-  const r = await q.query<{ value: Buffer }>('SELECT value FROM cluster_secrets WHERE name = $1', [name]);
-  return r.rows[0]?.value;
+/** The cluster secret for api keys and code MACs: made once (here by init), read by every host;
+ *  stored sealed under the cluster token (token.ts), opened here with `keys`. */
+export async function clusterSecret(q: Pick<RegistryPool, 'query'>, keys: ClusterKeys, make = false, name = 'api_keys'): Promise<Buffer | undefined> {
+  if (make)
+    await q.query('INSERT INTO cluster_secrets (name, value, sealed) VALUES ($1, $2, true) ON CONFLICT (name) DO NOTHING', [
+      name,
+      keys.seal(randomBytes(32), secretPurpose(name)),
+    ]);
+  const r = await q.query<{ value: Buffer; sealed: boolean }>('SELECT value, sealed FROM cluster_secrets WHERE name = $1', [name]);
+  const x = r.rows[0];
+  // one still in clear (written before schema 14, not yet sealed by init or a host's start)
+  return x && (x.sealed ? keys.open(x.value, secretPurpose(name)) : x.value);
 }
 
 /** What this host's placement cache knows of every account's key (placements.ts, sharedmaps.ts). */
@@ -87,6 +95,8 @@ export class RegistryAccounts {
     private readonly pool: RegistryPool,
     private readonly host: string,
     private readonly known?: KnownKeys,
+    /** The cluster token's keys (a host has them; the CLI's listing does not need them). */
+    private readonly keys?: ClusterKeys,
   ) {}
 
   /** Whether some account's current key has this hash, as this host's memory has it (no read);
@@ -97,7 +107,8 @@ export class RegistryAccounts {
 
   /** The cluster secret (made here if init has not made it yet: any member may). */
   async secret(): Promise<Buffer> {
-    return (await clusterSecret(this.pool, true))!;
+    if (!this.keys) throw AppError.of('cluster_token_missing', 'the cluster secret is opened only with the cluster token');
+    return (await clusterSecret(this.pool, this.keys, true))!;
   }
 
   async byKeyHash(hash: string): Promise<SharedAccount | undefined> {

@@ -2,6 +2,8 @@
 // and renews its lease by heartbeat; every time is the registry's own clock (now()), so hosts
 // with skewed clocks agree on who is up. A host whose lease ran out is down. Only the run that
 // claimed the name at start (identity.ts) renews it.
+// Each host registers its channel certificate's key (schema 14): the owner's side of the channel
+// checks a peer by it.
 
 import type { RegistryPool } from './pool.js';
 
@@ -60,6 +62,18 @@ export class HostDirectory {
       [f.name, f.advertise, f.publicIp, JSON.stringify(f.capacity), f.version, this.leaseMs, restarted, run],
     );
     return r.rowCount === 1;
+  }
+
+  /** The public key (SPKI SHA-256, base64) of the channel certificate `name` registered. */
+  async setChannelKey(name: string, key: string): Promise<void> {
+    await this.pool.query('UPDATE hosts SET channel_key = $2 WHERE name = $1', [name, key]);
+  }
+
+  /** The channel key `name` registered; undefined for a host the registry does not know (or one
+   *  that registered none). */
+  async channelKey(name: string): Promise<string | undefined> {
+    const r = await this.pool.query<{ channel_key: string | null }>('SELECT channel_key FROM hosts WHERE name = $1', [name]);
+    return r.rows[0]?.channel_key ?? undefined;
   }
 
   /** Ends this run's lease at once (a clean stop): it shows down without waiting. */

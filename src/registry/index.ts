@@ -1,11 +1,13 @@
 // The cluster registry (DESIGN part 6): shared records in PostgreSQL. This part connects, checks
-// the schema, claims this host's name for its instance (identity.ts: refused when another live
-// instance holds it, or another data dir did without --replace-host) and keeps its row alive:
-// registered at start, renewed every third of the lease, released on a clean stop. A registry
-// that cannot be reached at start does not keep the host from serving what it has: it is checked
-// and joined as soon as it answers; a registry with no schema or a newer one, or a name this host
-// may not hold, is refused (at start: the daemon does not start; later: logged, not renewed, and
-// nothing written under the name).
+// the schema and the cluster token (a wrong one refuses the host before it writes anything; the
+// secrets still in clear from before schema 14 are sealed then), claims this host's name for its
+// instance (identity.ts: refused when another live instance holds it, or another data dir did
+// without --replace-host) and keeps its row alive: registered at start, renewed every third of
+// the lease, released on a clean stop. A registry that cannot be reached at start does not keep
+// the host from serving what it has: it is checked and joined as soon as it answers; a registry
+// with no schema or a newer one, a token that is not the registry's, or a name this host may not
+// hold, is refused (at start: the daemon does not start; later: logged, not renewed, and nothing
+// written under the name).
 
 import { AppError, isAppError } from '../errors.js';
 import type { Logger } from '../log/index.js';
@@ -23,6 +25,7 @@ import { PlacementCache } from './placements.js';
 import { RegistryPool } from './pool.js';
 import { RegistryShared } from './shared.js';
 import { registryFacts, type RegistryFacts } from './report.js';
+import { checkToken, sealClear } from './token.js';
 
 export { RegistryPool, redactUrl, isUnavailable } from './pool.js';
 export { HostDirectory, type HostFacts, type HostRow } from './hosts.js';
@@ -39,6 +42,8 @@ export { RegistryShared, keyedNames, type SharedCertificate, type ServerKey } fr
 export { RegistryLedger, type LedgerWrite, type AccountMoney, type LedgerRow } from './ledger.js';
 export { RegistryCa, type CaPair } from './ca.js';
 export { registryOptions, HOST_VERSION, type ClusterSettings, type RegistryOptions } from './host.js';
+export { ClusterKeys, newToken, hasToken, storeToken, checkToken, sealClear, TOKEN_MIN } from './token.js';
+export { clusterKeys, tokenFileOf } from './host.js';
 export { migrate, schemaVersion, assertUsable, KNOWN_VERSION, MIGRATIONS } from './migrations.js';
 
 /** The registry part of the daemon: joined when cluster.registry is set, nothing on a single box. */
@@ -49,7 +54,7 @@ export async function startRegistry(d: { cfg: Readonly<ClusterSettings & { clust
   try {
     await r.start();
   } catch (err) {
-    await r.stop().catch(() => {});
+    await r.stop().catch(() => {}); // refused (schema, token): its connections end with it
     throw err;
   }
   return r;
@@ -86,7 +91,7 @@ export class Registry {
     this.names = new RegistryNames(this.pool, o.host, this.identity);
     this.payments = new RegistryPayments(this.pool, o.host);
     this.ledger = new RegistryLedger(this.pool, o.host);
-    this.channel = new RegistryCa(this.pool);
+    this.channel = new RegistryCa(this.pool, o.keys);
     this.placements = new PlacementCache(
       this.pool,
       {
@@ -98,8 +103,8 @@ export class Registry {
       },
       log,
     );
-    this.accounts = new RegistryAccounts(this.pool, o.host, this.placements);
-    this.shared = new RegistryShared(this.pool, o.host);
+    this.accounts = new RegistryAccounts(this.pool, o.host, this.placements, o.keys);
+    this.shared = new RegistryShared(this.pool, o.host, o.keys);
     this.fence = new WakeFence(o.host, this.names, log.child({ part: 'fence' }), () => this.up);
   }
 
@@ -160,6 +165,10 @@ export class Registry {
     try {
       if (!this.checked) {
         await assertUsable(this.pool);
+        // reads only: a wrong token is refused before this host writes anything
+        await checkToken(this.pool, this.o.keys);
+        const sealed = await sealClear(this.pool, this.o.keys);
+        if (sealed) this.log.info('registry secrets sealed under the cluster token', { sealed });
         this.checked = true;
       }
       if (!this.identity.held) await this.claim();
@@ -191,6 +200,12 @@ export class Registry {
         replaced: c.replaced,
         lost: c.lost,
       });
+  }
+
+  /** Registers the public key of this host's channel certificate (its SPKI hash): the other
+   *  hosts' channel listeners take a connection naming this host only with that key. */
+  async registerChannelKey(key: string): Promise<void> {
+    await this.hosts.setChannelKey(this.o.host, key);
   }
 
   /** This host's name in the cluster. */

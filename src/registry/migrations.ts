@@ -12,6 +12,7 @@ import { LEDGER_SQL } from './ledger.js';
 import { PLACEMENTS_SQL, TOMBSTONES_SQL } from './placements-sql.js';
 import { ORDERS_SQL, SHARED_SQL } from './shared.js';
 import { IDENTITY_SQL } from './identity.js';
+import { TOKEN_SQL } from './token.js';
 import type { RegistryPool } from './pool.js';
 
 export interface Migration {
@@ -121,6 +122,11 @@ export const MIGRATIONS: readonly Migration[] = [
     about:
       'host identity: the instance (data dir) and run holding each host name, the instance that wrote each placement and claim, placements of a replaced instance marked lost',
     sql: IDENTITY_SQL,
+  },
+  {
+    version: 14,
+    about: "the cluster token: its verifier, every secret sealed under it (cluster secrets, the CA's key), each host's registered channel key",
+    sql: TOKEN_SQL,
   },
   {
     version: 16,

@@ -4,7 +4,9 @@
 //
 // A certificate's private key is stored encrypted (AES-256-GCM) under a 32-byte cluster secret
 // kept in `cluster_secrets` (schema 4) under its own name (made once by the first host that needs
-// it, INSERT … ON CONFLICT DO NOTHING, then read back: every host uses the same one). One host orders a given certificate at
+// it, INSERT … ON CONFLICT DO NOTHING, then read back: every host uses the same one), itself
+// sealed under the cluster token (token.ts, schema 14): the registry alone opens no key. One host
+// orders a given certificate at
 // a time: it holds the certificate's lease row in `certificate_orders` (schema 16: holder and
 // expiry, taken and released in short statements, renewed while the order runs), so an order
 // holds no registry connection while it talks to the CA (eight orders at once used to hold the
@@ -18,6 +20,7 @@ import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 import { clusterSecret } from './accounts.js';
 import type { RegistryNames } from './names.js';
 import type { RegistryPool } from './pool.js';
+import type { ClusterKeys } from './token.js';
 
 export const SHARED_SQL = `
   CREATE SEQUENCE certificates_version;
@@ -95,6 +98,7 @@ export class RegistryShared {
   constructor(
     private readonly pool: RegistryPool,
     private readonly host: string,
+    private readonly keys: ClusterKeys,
     /** How long a host waits for another's order before answering that it is still running. */
     private readonly waitMs = 6 * 60_000,
     /** How long an order's lease lasts without renewal (a crashed holder's expires after it). */
@@ -104,7 +108,7 @@ export class RegistryShared {
   // ── the cluster secret certificate keys are encrypted under ──
 
   private async key(): Promise<Buffer> {
-    this.secret ??= (await clusterSecret(this.pool, true, SECRET_NAME))!;
+    this.secret ??= (await clusterSecret(this.pool, this.keys, true, SECRET_NAME))!;
     return this.secret;
   }
 

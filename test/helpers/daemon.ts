@@ -18,6 +18,7 @@ import { startDaemon, type Daemon, type RuntimeMaker } from '../../src/main.js';
 import { ContainerRuntime, type Runtime } from '../../src/runtime/index.js';
 import { AppError } from '../../src/errors.js';
 import { clusterCommand } from '../../src/admin/cli-cluster.js';
+import { TEST_CLUSTER_TOKEN, withToken } from './cluster.js';
 import { freePort } from './ports.js';
 import { startPostgres, type TestPostgres } from './postgres.js';
 import { ProcessRuntime } from './procruntime.js';
@@ -79,9 +80,9 @@ export function testRegistry(): Promise<TestPostgres> {
       spawnSync('runuser', ['-u', 'postgres', '--', '/usr/lib/postgresql/15/bin/pg_ctl', '-D', join(pg.dir, 'data'), '-m', 'immediate', '-w', 'stop']);
       rmSync(pg.dir, { recursive: true, force: true });
     });
-    // `rootbox cluster init`, in this process: the schema and the cluster CA
+    // `rootbox cluster init`, in this process: the schema, the tests' cluster token, the cluster CA
     const out: string[] = [];
-    const cfg = loadConfig({ env: {}, file: undefined, overrides: { dataDir: join(pg.dir, 'cli'), cluster: { registry: pg.url } } });
+    const cfg = loadConfig({ env: {}, file: undefined, overrides: { dataDir: join(pg.dir, 'cli'), cluster: { registry: pg.url, token: TEST_CLUSTER_TOKEN } } });
     const code = await clusterCommand(cfg, 'init', {}, { out: (t) => out.push(t), err: (t) => out.push(t) });
     if (code !== 0) throw new Error(`cluster init failed: ${out.join('\n')}`);
     return pg;
@@ -98,13 +99,16 @@ async function clusterOf(overrides: Record<string, unknown>): Promise<Record<str
   const host = (dir && hostNames.get(dir)) ?? `test-${process.pid}-${seq++}`;
   // its channel listener (cluster init made the CA) on a port of its own
   const listen = `127.0.0.1:${await freePort()}`;
-  return { cluster: { registry: pg.url, host, listen, advertise: listen, lease: '3s', connectTimeout: '1s', statementTimeout: '3s' } };
+  return {
+    cluster: { registry: pg.url, token: TEST_CLUSTER_TOKEN, host, listen, advertise: listen, lease: '3s', connectTimeout: '1s', statementTimeout: '3s' },
+  };
 }
 
 /** `now`: the daemon's clock for the time windows it keeps itself (the SMS resend gap), which a
  *  test moves instead of waiting. */
 export async function startTestDaemon(overrides: Record<string, unknown> = {}, env: NodeJS.ProcessEnv = {}, now?: () => number): Promise<TestDaemon> {
   overrides = { ...(await clusterOf(overrides)), ...overrides };
+  if (overrides.cluster) overrides = { ...overrides, cluster: withToken(overrides.cluster) };
   for (let attempt = 0; ; attempt++) {
     try {
       return await startOnce(overrides, env, attempt, now);

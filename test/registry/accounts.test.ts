@@ -7,7 +7,7 @@
 process.env.ROOTBOX_TEST_RUNTIME ??= 'process'; // accounts need no container
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { migrate, RegistryPool } from '../../src/registry/index.js';
+import { RegistryPool } from '../../src/registry/index.js';
 import { send } from '../http/contract.js';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
@@ -15,6 +15,7 @@ import { startTwilio, type FakeTwilio } from '../helpers/twilio.js';
 import { until } from '../helpers/wait.js';
 import { run } from '../helpers/run.js';
 import { ensureBuilt, rootboxBin } from '../billing/api.js';
+import { initRegistry } from '../helpers/cluster.js';
 
 let pg: TestPostgres;
 let twilio: FakeTwilio;
@@ -38,7 +39,7 @@ test.before(async () => {
   pg = await startPostgres();
   twilio = await startTwilio();
   const p = new RegistryPool({ url: pg.url, connectTimeoutMs: 1000, statementTimeoutMs: 2000 });
-  await migrate(p);
+  await initRegistry(p);
   await p.end();
   a = await startTestDaemon(opts('host-a'), {}, () => Date.now() + skew.a);
   b = await startTestDaemon(opts('host-b'), {}, () => Date.now() + skew.b);

@@ -26,6 +26,7 @@ import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
 import { freePort } from '../helpers/ports.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
 import { until } from '../helpers/wait.js';
+import { registerMember, TEST_CLUSTER_TOKEN, testKeys } from '../helpers/cluster.js';
 
 let pg: TestPostgres;
 let a: TestDaemon;
@@ -135,7 +136,7 @@ const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
 
 test.before(async () => {
   pg = await startPostgres();
-  const cfg = loadConfig({ env: {}, file: undefined, overrides: { cluster: { registry: pg.url } } });
+  const cfg = loadConfig({ env: {}, file: undefined, overrides: { cluster: { registry: pg.url, token: TEST_CLUSTER_TOKEN } } });
   const out: string[] = [];
   const io = { out: (s: string) => out.push(s), err: (s: string) => out.push(s) };
   assert.is(await clusterCommand(cfg, 'init', {}, io), 0, out.join('\n'));
@@ -250,9 +251,9 @@ test('a stale route costs one retry and reaches the server that holds the slug n
   assert.is(JSON.parse(r.body.toString()).sha256, sha(body), 'the buffered body was sent again whole');
 });
 
-test('the channel refuses a client without a certificate of the cluster CA: none, self-signed, or from another CA', async () => {
+test("the channel refuses a client without a certificate of the cluster CA (none, self-signed, or from another CA) and one of the CA that is not a registered host's registered key", async () => {
   const pool = new RegistryPool({ url: pg.url, connectTimeoutMs: 1000, statementTimeoutMs: 2000 });
-  const pair = (await new RegistryCa(pool).load())!;
+  const pair = (await new RegistryCa(pool, testKeys()).load())!;
   await pool.end();
   const ask = (cert?: { cert: string; key: string }) =>
     new Promise<number | string>((resolve) => {
@@ -275,7 +276,13 @@ test('the channel refuses a client without a certificate of the cluster CA: none
       req.end();
     });
   const member = issueIdentity(pair, 'host-x');
-  assert.is(await ask({ cert: member.cert, key: member.key }), 421, 'a member is heard (and told the server is not here)');
+  assert.type(await ask({ cert: member.cert, key: member.key }), 'string', 'a certificate of the CA for a name the registry does not know: refused');
+  await registerMember(pg, member);
+  assert.is(await ask({ cert: member.cert, key: member.key }), 421, 'a registered member is heard (and told the server is not here)');
+  const otherKey = issueIdentity(pair, 'host-x');
+  assert.type(await ask({ cert: otherKey.cert, key: otherKey.key }), 'string', 'the CA signed it, but its key is not the one host-x registered: refused');
+  const impostor = issueIdentity(pair, 'host-b');
+  assert.type(await ask({ cert: impostor.cert, key: impostor.key }), 'string', "a live host's name with another key: refused");
   assert.type(await ask(), 'string', 'no certificate: refused');
   const self = createCa('host-x');
   assert.type(await ask({ cert: self.certPem, key: self.keyPem }), 'string', 'a self-signed certificate: refused');

@@ -17,6 +17,7 @@ import { send } from '../http/contract.js';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
 import { freePort } from '../helpers/ports.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
+import { registerMember, TEST_CLUSTER_TOKEN, testKeys } from '../helpers/cluster.js';
 
 let pg: TestPostgres;
 let a: TestDaemon | undefined;
@@ -24,7 +25,7 @@ let peer: ClientHttp2Session | undefined;
 
 test.before(async () => {
   pg = await startPostgres();
-  const cfg = loadConfig({ env: {}, file: undefined, overrides: { cluster: { registry: pg.url } } });
+  const cfg = loadConfig({ env: {}, file: undefined, overrides: { cluster: { registry: pg.url, token: TEST_CLUSTER_TOKEN } } });
   const out: string[] = [];
   assert.is(await clusterCommand(cfg, 'init', {}, { out: (s) => out.push(s), err: (s) => out.push(s) }), 0, out.join('\n'));
 });
@@ -47,9 +48,10 @@ test("a peer that leaves an answer unread does not hold the owner's stop beyond 
   writeFileSync(join(root, 'run.sh'), '#!/bin/sh\n');
   chmodSync(join(root, 'run.sh'), 0o755);
   const pool = new RegistryPool({ url: pg.url, connectTimeoutMs: 1000, statementTimeoutMs: 2000 });
-  const pair = (await new RegistryCa(pool).load())!;
+  const pair = (await new RegistryCa(pool, testKeys()).load())!;
   await pool.end();
   const member = issueIdentity(pair, 'host-x');
+  await registerMember(pg, member); // a host of the registry with the key it registered
   const epoch = String(a.daemon.registry!.placements.byServer(id)!.epoch);
   const status = await new Promise<number>((resolve, reject) => {
     const s = (peer = h2connect(`https://127.0.0.1:${port}`, { ca: pair.certPem, servername: 'host-a', cert: member.cert, key: member.key }));

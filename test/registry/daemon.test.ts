@@ -1,8 +1,10 @@
 // A daemon in cluster mode against a real PostgreSQL: `rootbox cluster init` (the CLI) prepares
 // the registry, the daemon registers itself and `rootbox cluster status` shows it up with its
 // advertised address and capacity, and down as soon as it stops; a daemon refuses to start on a
-// registry nobody initialised; `config show` and the daemon's log never carry the password.
+// registry nobody initialised; `config show` and the daemon's log never carry the password nor
+// the cluster token (init printed it once and wrote it to the token file the daemon reads).
 process.env.ROOTBOX_TEST_RUNTIME ??= 'process'; // what is tested here needs no container
+import { readFileSync } from 'node:fs';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { isAppError } from '../../src/errors.js';
@@ -10,13 +12,17 @@ import { KNOWN_VERSION, MIGRATIONS } from '../../src/registry/index.js';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
 import { run } from '../helpers/run.js';
+import { TEST_CLUSTER_TOKEN } from '../helpers/cluster.js';
 
 const bin = new URL('../../bin/rootbox', import.meta.url).pathname;
 let pg: TestPostgres;
 let d: TestDaemon | undefined;
 
 const cli = (args: string[], url = pg.url) => run(bin, args, { env: { ...process.env, ROOTBOX_REGISTRY: url, ROOTBOX_DATA_DIR: pg.dir + '/cli' } });
-const cluster = (name: string) => ({ cluster: { registry: pg.url, host: name, advertise: '127.0.0.1:17946', listen: '127.0.0.1:0', lease: '2s' } });
+/** A host's settings; its cluster token is the one `cluster init` wrote to its token file. */
+const cluster = (name: string, token: Record<string, string> = { tokenFile: `${pg.dir}/cli/cluster-token` }) => ({
+  cluster: { registry: pg.url, host: name, advertise: '127.0.0.1:17946', listen: '127.0.0.1:0', lease: '2s', ...token },
+});
 
 test.before(async () => {
   pg = await startPostgres();
@@ -27,7 +33,7 @@ test.after(async () => {
 });
 
 test('a daemon refuses to start on a registry nobody initialised, naming the command that fixes it', async () => {
-  const err = await startTestDaemon(cluster('early')).then(
+  const err = await startTestDaemon(cluster('early', { token: TEST_CLUSTER_TOKEN })).then(
     () => undefined,
     (e: unknown) => e,
   );
@@ -64,7 +70,9 @@ test('cluster init prepares the registry once; a daemon registers and cluster st
   d = undefined;
   const after = JSON.parse((await cli(['cluster', 'status', '--json'])).stdout) as typeof doc;
   assert.is(after.hosts.find((h) => h.name === 'host-a')!.up, false);
-  for (const l of logs) assert.not.ok(JSON.stringify(l).includes(pg.password), JSON.stringify(l));
+  const token = readFileSync(`${pg.dir}/cli/cluster-token`, 'utf8').trim();
+  assert.match(init.stdout, token, 'init printed the token it made');
+  for (const l of logs) assert.not.ok(JSON.stringify(l).includes(pg.password) || JSON.stringify(l).includes(token), JSON.stringify(l));
 });
 
 test('config show and a refused cluster command never print the registry password', async () => {
@@ -72,6 +80,9 @@ test('config show and a refused cluster command never print the registry passwor
   assert.is(shown.code, 0, shown.stderr);
   assert.not.ok(shown.stdout.includes(pg.password));
   assert.match(shown.stdout, /postgres:\/\/rootbox:\*\*\*@127\.0\.0\.1/);
+  const withToken = await run(bin, ['config', 'show'], { env: { ...process.env, ROOTBOX_REGISTRY: pg.url, ROOTBOX_CLUSTER_TOKEN: TEST_CLUSTER_TOKEN } });
+  assert.is(withToken.code, 0, withToken.stderr);
+  assert.not.ok(withToken.stdout.includes(TEST_CLUSTER_TOKEN), 'config show prints the cluster token');
   const wrong = pg.url.replace(pg.password, 'not-the-password');
   const refused = await cli(['cluster', 'status'], wrong);
   assert.is(refused.code, 1);

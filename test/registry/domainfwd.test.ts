@@ -28,6 +28,7 @@ import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
 import { until } from '../helpers/wait.js';
 import { get } from './fixtures/clients.js';
 import { postH2, presented } from './fixtures/edge.js';
+import { registerMember, TEST_CLUSTER_TOKEN, testKeys } from '../helpers/cluster.js';
 
 // the service lives under the customer's zone: named chases a customer's CNAME to <slug>.{domain} in one zone
 const DOMAIN = 'rbx.customer.test';
@@ -76,7 +77,7 @@ const serialOf = (pem: string) => new X509Certificate(pem).serialNumber;
 
 test.before(async () => {
   pg = await startPostgres();
-  const cfg = loadConfig({ env: {}, file: undefined, overrides: { cluster: { registry: pg.url } } });
+  const cfg = loadConfig({ env: {}, file: undefined, overrides: { cluster: { registry: pg.url, token: TEST_CLUSTER_TOKEN } } });
   const out: string[] = [];
   assert.is(await clusterCommand(cfg, 'init', {}, { out: (s) => out.push(s), err: (s) => out.push(s) }), 0, out.join('\n'));
   named = await startNamed({ zones: ['customer.test'] });
@@ -162,9 +163,10 @@ test("a domain of A's server, active on A, answers through B's HTTP, HTTPS (its 
 
 test('the owner answers "not here" to a forwarded request naming a domain that is not its server\'s', async () => {
   const pool = new RegistryPool({ url: pg.url, connectTimeoutMs: 1000, statementTimeoutMs: 2000 });
-  const pair = (await new RegistryCa(pool).load())!;
+  const pair = (await new RegistryCa(pool, testKeys()).load())!;
   await pool.end();
   const member = issueIdentity(pair, 'host-x');
+  await registerMember(pg, member); // a host of the registry with the key it registered
   const epoch = String(a.daemon.registry!.placements.byServer(srv.id)!.epoch);
   const ask = (alias: string) =>
     new Promise<number>((resolve, reject) => {

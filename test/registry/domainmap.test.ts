@@ -9,6 +9,7 @@ import * as assert from 'uvu/assert';
 import { migrate, PlacementCache, RegistryNames, RegistryPool, RegistryShared } from '../../src/registry/index.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
 import { until } from '../helpers/wait.js';
+import { testKeys } from '../helpers/cluster.js';
 
 let pg: TestPostgres;
 const pools: RegistryPool[] = [];
@@ -29,7 +30,7 @@ test.before(async () => {
   here = new PlacementCache(pool(), { refreshMs: 60_000, reconnectMs: 50, connectTimeoutMs: 500 });
   await here.start();
   names = new RegistryNames(pool(), 'host-b');
-  shared = new RegistryShared(pool(), 'host-b');
+  shared = new RegistryShared(pool(), 'host-b', testKeys());
 });
 test.after(async () => {
   await here?.stop().catch(() => {});

@@ -13,12 +13,13 @@
 process.env.ROOTBOX_TEST_RUNTIME ??= 'process'; // the fence is the daemon's, not the container's
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { migrate, RegistryPool } from '../../src/registry/index.js';
+import { RegistryPool } from '../../src/registry/index.js';
 import { send } from '../http/contract.js';
 import type { ProcessRuntime } from '../helpers/procruntime.js';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
 import { until } from '../helpers/wait.js';
+import { initRegistry } from '../helpers/cluster.js';
 
 let pg: TestPostgres;
 let a: TestDaemon;
@@ -48,7 +49,7 @@ async function asleep(): Promise<void> {
 test.before(async () => {
   pg = await startPostgres();
   const p = new RegistryPool({ url: pg.url, connectTimeoutMs: 1000, statementTimeoutMs: 2000 });
-  await migrate(p);
+  await initRegistry(p);
   await p.end();
   a = await startTestDaemon(opts('host-a'));
   b = await startTestDaemon(opts('host-b'));

@@ -17,12 +17,13 @@ import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
 import { openStore } from '../../src/store/index.js';
-import { migrate, RegistryPool } from '../../src/registry/index.js';
+import { RegistryPool } from '../../src/registry/index.js';
 import { idsIn, scanHost } from '../hosting/helpers/hostscan.js';
 import { api } from '../hosting/helpers/killload.js';
 import { mountsUnder, ProcDaemon } from '../hosting/helpers/procdaemon.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
 import { until } from '../helpers/wait.js';
+import { initRegistry } from '../helpers/cluster.js';
 
 const HOST = 'killed-host';
 let db: TestPostgres;
@@ -35,7 +36,7 @@ const keys = new Map<string, string>();
 test.before(async () => {
   db = await startPostgres();
   const p = new RegistryPool({ url: db.url, connectTimeoutMs: 1000, statementTimeoutMs: 5000 });
-  await migrate(p);
+  await initRegistry(p);
   await p.end();
   d = new ProcDaemon({
     config: {

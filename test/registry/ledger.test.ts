@@ -15,7 +15,7 @@ import { callAdmin } from '../../src/admin/index.js';
 import { adminCreditOffline, Billing, type UsageSample } from '../../src/billing/index.js';
 import { isAppError } from '../../src/errors.js';
 import { silentLogger } from '../../src/log/index.js';
-import { migrate, RegistryLedger, RegistryPool } from '../../src/registry/index.js';
+import { RegistryLedger, RegistryPool } from '../../src/registry/index.js';
 import { openStore, type Store } from '../../src/store/index.js';
 import { decodeHeader } from '../../src/payments/index.js';
 import { call } from '../billing/api.js';
@@ -24,6 +24,7 @@ import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
 import { until } from '../helpers/wait.js';
 import { LocalFacilitator } from '../payments/fixtures/facilitator.js';
 import { encode, newPayer, signPayment, type Terms } from '../payments/fixtures/payer.js';
+import { initRegistry } from '../helpers/cluster.js';
 
 const GB = 1024 ** 3;
 const HOUR = 3_600_000;
@@ -49,7 +50,7 @@ const dirs: string[] = [];
 test.before(async () => {
   pg = await startPostgres();
   const p = new RegistryPool({ url: pg.url, connectTimeoutMs: 1000, statementTimeoutMs: 2000 });
-  await migrate(p);
+  await initRegistry(p);
   await p.end();
 });
 test.after(async () => {

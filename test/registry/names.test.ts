@@ -10,12 +10,13 @@ process.env.ROOTBOX_TEST_RUNTIME ??= 'process'; // names and placement need no c
 import { rmSync } from 'node:fs';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { HostDirectory, migrate, RegistryPool } from '../../src/registry/index.js';
+import { HostDirectory, RegistryPool } from '../../src/registry/index.js';
 import { send } from '../http/contract.js';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
 import type { ProcessRuntime } from '../helpers/procruntime.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
 import { until } from '../helpers/wait.js';
+import { initRegistry } from '../helpers/cluster.js';
 
 let pg: TestPostgres;
 let a: TestDaemon;
@@ -34,7 +35,7 @@ const api = (d: TestDaemon, method: string, path: string, o: { key?: string; bod
 test.before(async () => {
   pg = await startPostgres();
   pool = new RegistryPool({ url: pg.url, connectTimeoutMs: 1000, statementTimeoutMs: 2000 });
-  await migrate(pool);
+  await initRegistry(pool);
   a = await startTestDaemon(opts('host-a'));
   b = await startTestDaemon(opts('host-b'));
 });

@@ -9,12 +9,13 @@ process.env.ROOTBOX_TEST_RUNTIME ??= 'process'; // what is tested here needs no 
 import { rmSync } from 'node:fs';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { KNOWN_VERSION, migrate, registryChecks, RegistryPool } from '../../src/registry/index.js';
+import { KNOWN_VERSION, registryChecks, RegistryPool } from '../../src/registry/index.js';
 import { send } from '../http/contract.js';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
 import { freePort } from '../helpers/ports.js';
 import { run } from '../helpers/run.js';
+import { initRegistry } from '../helpers/cluster.js';
 
 const bin = new URL('../../bin/rootbox', import.meta.url).pathname;
 let pg: TestPostgres;
@@ -66,7 +67,7 @@ interface Status {
 test.before(async () => {
   pg = await startPostgres();
   const p = new RegistryPool({ url: pg.url, connectTimeoutMs: 1000, statementTimeoutMs: 2000 });
-  await migrate(p);
+  await initRegistry(p);
   await p.end();
   a = await startTestDaemon(opts('host-a'));
   b = await startTestDaemon(opts('host-b'));

@@ -5,12 +5,13 @@
 process.env.ROOTBOX_TEST_RUNTIME ??= 'process'; // payments need no container
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { migrate, RegistryPool } from '../../src/registry/index.js';
+import { RegistryPool } from '../../src/registry/index.js';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
 import { LocalFacilitator } from '../payments/fixtures/facilitator.js';
 import { LocalLlm } from '../verify/fixtures/llm.js';
 import { MODELS, PAY_TO, payFor, verify } from '../verify/helpers.js';
+import { initRegistry } from '../helpers/cluster.js';
 
 let pg: TestPostgres;
 let llm: LocalLlm;
@@ -30,7 +31,7 @@ const host = (name: string) =>
 test.before(async () => {
   pg = await startPostgres();
   const p = new RegistryPool({ url: pg.url, connectTimeoutMs: 1000, statementTimeoutMs: 2000 });
-  await migrate(p);
+  await initRegistry(p);
   await p.end();
   llm = await new LocalLlm().start();
   fac = await new LocalFacilitator().start();

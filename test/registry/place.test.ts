@@ -24,6 +24,7 @@ import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
 import { freePort } from '../helpers/ports.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
 import { until } from '../helpers/wait.js';
+import { TEST_CLUSTER_TOKEN } from '../helpers/cluster.js';
 
 let pg: TestPostgres;
 let a: TestDaemon;
@@ -113,7 +114,7 @@ async function metric(d: TestDaemon, name: string, labels: string): Promise<numb
 
 test.before(async () => {
   pg = await startPostgres();
-  const cfg = loadConfig({ env: {}, file: undefined, overrides: { cluster: { registry: pg.url } } });
+  const cfg = loadConfig({ env: {}, file: undefined, overrides: { cluster: { registry: pg.url, token: TEST_CLUSTER_TOKEN } } });
   const out: string[] = [];
   assert.is(await clusterCommand(cfg, 'init', {}, { out: (s) => out.push(s), err: (s) => out.push(s) }), 0, out.join('\n'));
   pool = new RegistryPool({ url: pg.url, connectTimeoutMs: 1000, statementTimeoutMs: 3000 });

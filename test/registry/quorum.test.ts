@@ -5,11 +5,12 @@
 process.env.ROOTBOX_TEST_RUNTIME ??= 'process'; // what is tested here needs no container
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { migrate, RegistryPool } from '../../src/registry/index.js';
+import { RegistryPool } from '../../src/registry/index.js';
 import { send } from '../http/contract.js';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
 import { startPostgres, startStandby, type TestPostgres, type TestStandby } from '../helpers/postgres.js';
 import { until } from '../helpers/wait.js';
+import { initRegistry } from '../helpers/cluster.js';
 
 let pg: TestPostgres;
 let s1: TestStandby | undefined;
@@ -33,7 +34,7 @@ test('ANY 1 of two synchronous standbys: with one down, commits and the daemonâ€
   );
   const pool = new RegistryPool({ url: pg.url, connectTimeoutMs: 1000, statementTimeoutMs: 5000 });
   try {
-    await migrate(pool);
+    await initRegistry(pool);
   } finally {
     await pool.end();
   }

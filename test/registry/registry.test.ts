@@ -11,6 +11,7 @@ import * as assert from 'uvu/assert';
 import { isAppError } from '../../src/errors.js';
 import { createLogger } from '../../src/log/index.js';
 import {
+  storeToken,
   KNOWN_VERSION,
   MIGRATIONS,
   migrate,
@@ -23,6 +24,7 @@ import {
 } from '../../src/registry/index.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
 import { until } from '../helpers/wait.js';
+import { testKeys } from '../helpers/cluster.js';
 
 let pg: TestPostgres;
 const lines: string[] = [];
@@ -51,6 +53,7 @@ const registry = (host: string, o: Partial<RegistryOptions> = {}) => {
       capacity: () => ({ memoryFreeBytes: 1 << 30 }),
       dataDir: dir(),
       replaceHost: false,
+      keys: testKeys(),
       ...o,
     },
     log,
@@ -88,6 +91,7 @@ test('init applies every migration once, even when two hosts run it at the same 
   assert.equal(await migrate(pool()), []);
   assert.is(await schemaVersion(pool()), KNOWN_VERSION);
   assert.is(await pg.sql('SELECT count(*) FROM rootbox_schema'), String(MIGRATIONS.length));
+  await storeToken(pool(), testKeys()); // the rest of init: the cluster token's verifier
 });
 
 test('hosts register with a lease on the registry clock; a clean stop shows the host down at once; a lapsed lease shows down', async () => {

@@ -16,7 +16,7 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { isAppError } from '../../src/errors.js';
 import { createCa, issueLeaf, loadCa } from '../../src/edge/pki.js';
-import { migrate, RegistryPool, RegistryShared } from '../../src/registry/index.js';
+import { RegistryPool, RegistryShared } from '../../src/registry/index.js';
 import { send } from '../http/contract.js';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
 import { startNamed, type NamedServer } from '../helpers/named.js';
@@ -24,6 +24,7 @@ import { startPebble, type PebbleServer } from '../helpers/pebble.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
 import type { ProcessRuntime } from '../helpers/procruntime.js';
 import { until } from '../helpers/wait.js';
+import { initRegistry, testKeys } from '../helpers/cluster.js';
 
 const DOMAIN = 'rbxshared.test';
 let pg: TestPostgres;
@@ -73,7 +74,7 @@ const serialOf = (pem: string) => new X509Certificate(pem).serialNumber;
 test.before(async () => {
   pg = await startPostgres();
   const p = new RegistryPool({ url: pg.url, connectTimeoutMs: 1000, statementTimeoutMs: 2000 });
-  await migrate(p);
+  await initRegistry(p);
   await p.end();
   dns = await startNamed({ zones: [DOMAIN, 'customer.test'] });
   ca = await startPebble({ dnsServer: dns.server });
@@ -189,7 +190,7 @@ function leafFor(names: string[]): { names: string[]; certPem: string; keyPem: s
 test('8 orders at once hold no registry connection while the CA works: another statement of the same 8-connection pool answers at once, and each is ordered once', async () => {
   const p = new RegistryPool({ url: pg.url, connectTimeoutMs: 500, statementTimeoutMs: 2000 });
   try {
-    const shared = new RegistryShared(p, 'host-o');
+    const shared = new RegistryShared(p, 'host-o', testKeys());
     let open!: () => void;
     const gate = new Promise<void>((r) => (open = r));
     let ordering = 0;
@@ -234,7 +235,7 @@ test('8 orders at once hold no registry connection while the CA works: another s
 test('a crashed orderer’s lease expires: another host then orders; a live lease is waited for and its result taken', async () => {
   const p = new RegistryPool({ url: pg.url, connectTimeoutMs: 500, statementTimeoutMs: 2000 });
   try {
-    const shared = new RegistryShared(p, 'host-o');
+    const shared = new RegistryShared(p, 'host-o', testKeys());
     const fast = (ms: number) => new Promise<void>((r) => setTimeout(r, Math.min(ms, 50)));
     // a holder that died mid-order (its lease not renewed): taken over once it expires
     await pg.sql(`INSERT INTO certificate_orders (id, holder, until) VALUES ('crashed', 'host-z 00', now() + interval '1 second')`);

@@ -11,6 +11,7 @@ import { migrate, PlacementCache, RegistryPool, RegistryShared } from '../../src
 import { generateServerKeyPair } from '../../src/ssh/index.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
 import { until } from '../helpers/wait.js';
+import { testKeys } from '../helpers/cluster.js';
 
 let pg: TestPostgres;
 const pools: RegistryPool[] = [];
@@ -35,7 +36,7 @@ test.before(async () => {
   pg = await startPostgres();
   await migrate(pool());
   here = await cache();
-  shared = new RegistryShared(pool(), 'host-b');
+  shared = new RegistryShared(pool(), 'host-b', testKeys());
 });
 test.after(async () => {
   for (const c of caches) await c.stop().catch(() => {});

@@ -21,6 +21,7 @@ import { run } from '../helpers/run.js';
 import { until } from '../helpers/wait.js';
 import { CLIENT_OPTS } from '../ssh/helpers/env.js';
 import { api, startTwoHosts, type TwoHosts } from './fixtures/twohosts.js';
+import { registerMember, testKeys } from '../helpers/cluster.js';
 
 const WEB_PY = `import socket
 s = socket.socket()
@@ -205,18 +206,21 @@ test('a login through B wakes the sleeping server on A', async () => {
   assert.is(a.daemon.runtime.get(id)?.state, 'running');
 });
 
-test("A's channel takes an SSH stream only for its own server at the placement epoch; no SSH port takes a login without a key", async () => {
+test("A's channel takes an SSH stream only from a registered host with its registered key, only for its own server at the placement epoch; no SSH port takes a login without a key", async () => {
   const pool = new RegistryPool({ url: hosts.pg.url, connectTimeoutMs: 1000, statementTimeoutMs: 2000 });
-  const pair = (await new RegistryCa(pool).load())!;
+  const pair = (await new RegistryCa(pool, testKeys()).load())!;
   await pool.end();
-  const member = issueIdentity(pair, 'host-x');
+  const stranger = issueIdentity(pair, 'host-x'); // signed by the cluster CA, never registered
+  const member = issueIdentity(pair, 'host-m');
+  await registerMember(hosts.pg, member);
   const epoch = Number(await hosts.pg.sql(`SELECT epoch FROM placements WHERE server_id = '${id}'`));
   const port = Number(a.cfg.cluster.listen!.split(':').pop());
-  /** The status of an SSH stream to A's channel, and its first bytes when it was taken. */
-  const open = (server: string, at: number, method = 'CONNECT') =>
+  /** The status of an SSH stream to A's channel, and its first bytes when it was taken (status 0: the connection was refused). */
+  const open = (server: string, at: number, method = 'CONNECT', as = member) =>
     new Promise<{ status: number; first: string }>((resolve, reject) => {
-      const s = h2connect(`https://127.0.0.1:${port}`, { ca: pair.certPem, servername: 'host-a', cert: member.cert, key: member.key });
-      s.on('error', reject);
+      const s = h2connect(`https://127.0.0.1:${port}`, { ca: pair.certPem, servername: 'host-a', cert: as.cert, key: as.key });
+      s.on('error', () => resolve({ status: 0, first: '' }));
+      s.on('close', () => resolve({ status: 0, first: '' }));
       const req = s.request(
         {
           ':method': method,
@@ -237,6 +241,13 @@ test("A's channel takes an SSH stream only for its own server at the placement e
       req.once('data', (x: Buffer) => (s.destroy(), resolve({ status, first: x.toString() })));
       req.on('error', reject);
     });
+  assert.equal(await open(id, epoch, 'CONNECT', stranger), { status: 0, first: '' }, 'an unregistered name (host-x) is refused before any stream');
+  assert.equal(
+    await open(id, epoch, 'CONNECT', issueIdentity(pair, 'host-m')),
+    { status: 0, first: '' },
+    "host-m's name with a key it did not register: refused",
+  );
+  assert.equal(await open(id, epoch, 'CONNECT', issueIdentity(pair, 'host-b')), { status: 0, first: '' }, "B's name with a key B did not register: refused");
   assert.is((await open(id, epoch + 1)).status, 421, 'another epoch: not here');
   assert.is((await open('srv_nothere', epoch)).status, 421, 'a server A does not run: not here');
   const taken = await open(id, epoch);

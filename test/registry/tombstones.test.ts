@@ -11,6 +11,7 @@
 process.env.ROOTBOX_TEST_RUNTIME ??= 'process';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
+import { testKeys } from '../helpers/cluster.js';
 import { claimName, migrate, PlacementCache, RegistryNames, RegistryPool, RegistryShared } from '../../src/registry/index.js';
 import { generateServerKeyPair } from '../../src/ssh/index.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
@@ -54,7 +55,7 @@ const has = (c: PlacementCache, k: { fingerprint: string }) => c.keys.byFingerpr
 test.before(async () => {
   pg = await startPostgres();
   await migrate(pool());
-  shared = new RegistryShared(pool(), 'host-w');
+  shared = new RegistryShared(pool(), 'host-w', testKeys());
   names = new RegistryNames(pool(), 'host-w');
 });
 test.after(async () => {

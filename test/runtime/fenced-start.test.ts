@@ -10,10 +10,11 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { isAppError } from '../../src/errors.js';
 import { silentLogger } from '../../src/log/index.js';
-import { migrate, RegistryNames, RegistryPool, WakeFence } from '../../src/registry/index.js';
+import { RegistryNames, RegistryPool, WakeFence } from '../../src/registry/index.js';
 import { createRuntime } from '../../src/runtime/index.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
 import { MiB, newId, runtimeOnly, startRuntime, type RuntimeEnv } from './helpers/env.js';
+import { initRegistry } from '../helpers/cluster.js';
 
 let env: RuntimeEnv | undefined;
 let pg: TestPostgres | undefined;
@@ -25,7 +26,7 @@ const id = newId('f');
 test.before(async () => {
   pg = await startPostgres();
   pool = new RegistryPool({ url: pg.url, connectTimeoutMs: 1000, statementTimeoutMs: 2000 });
-  await migrate(pool);
+  await initRegistry(pool);
   names = new RegistryNames(pool, 'host-a');
   fence = new WakeFence('host-a', names, silentLogger);
   env = await startRuntime('fence', 67);

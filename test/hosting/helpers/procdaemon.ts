@@ -4,6 +4,7 @@
 // the same data dir (and every restart runs the same code, even while the tree is edited). remove() takes down everything it ever
 // made: servers (runc containers, mounts, loop devices, veths, cgroups), network and data dir.
 
+import { withToken } from '../../helpers/cluster.js';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, rmdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -202,6 +203,7 @@ export class ProcDaemon {
       ...opts.config,
       hosting: { portPool: this.pool.join('-'), ...(opts.config?.hosting as object) },
       proxy: { dozeTimeout: 0, ...(opts.config?.proxy as object) }, // sleep tests test the stop; doze tests turn it on
+      ...(opts.config?.cluster ? { cluster: withToken(opts.config.cluster) } : {}), // the tests' cluster token
     };
     writeFileSync(this.cfgFile, JSON.stringify(cfg, null, 2));
   }
