@@ -25,6 +25,7 @@ import { Files } from './files.js';
 import { CommandBudget } from './slots.js';
 import { measureCapacity, type Capacity } from './capacity.js';
 import type { Placement } from './place.js';
+import type { SharedQuotas } from './quotas.js';
 
 export interface HostingDeps {
   cfg: Readonly<Config>;
@@ -60,6 +61,8 @@ export interface HostingDeps {
   now?: () => number;
   /** Registry mode: the other hosts a create goes to when this one has no room (place.ts). */
   placement?: Placement;
+  /** Registry mode: the limits counted across hosts (servers, running commands, request rates). */
+  quotas?: SharedQuotas;
 }
 
 export interface HostingCore {
@@ -126,6 +129,8 @@ export function buildCore(d: HostingDeps): HostingCore {
     domain: d.cfg.domain,
     brands: new Set(d.cfg.hosting.brandSlugs),
     maxServersPerAccount: d.cfg.hosting.maxServersPerAccount,
+    anonServersPerIp: d.cfg.hosting.anonServersPerIp,
+    quotas: d.quotas,
     makeKeyPair: d.makeKeyPair,
     credits: (a) => d.billing.credits(a),
     exposedPorts: (id) => exposures.list(id),
@@ -151,6 +156,7 @@ export function buildCore(d: HostingDeps): HostingCore {
     current: (id) => d.store.servers.get(id),
     serverSlot: d.serverSlot ?? ((id) => own.take(id)),
     maxPerAccount: ec.maxPerAccount,
+    shared: d.quotas,
     killGraceMs: ec.killGrace,
   });
   const execSettings: ExecSettings = { outputMax: ec.outputMax, timeoutMax: ec.timeoutMax };

@@ -39,7 +39,8 @@ export class PhoneVerifier {
     const keys = [`phone:${phone}`, `ip:${ip}`];
     const refused = await this.store.codes.reserveSend(keys, t, HOUR, ([byNumber, byIp]) => {
       const last = byNumber[byNumber.length - 1];
-      if (last !== undefined && t - last < LIMITS.perNumberGapMs) return this.limited('a code was just sent to this number', LIMITS.perNumberGapMs - (t - last));
+      if (last !== undefined && t - last < LIMITS.perNumberGapMs)
+        return this.limited('a code was just sent to this number', LIMITS.perNumberGapMs - (t - last));
       if (byNumber.length >= LIMITS.perNumberPerHour) return this.limited('too many codes sent to this number this hour', HOUR - (t - byNumber[0]));
       if (byIp.length >= LIMITS.perIpPerHour) return this.limited('too many codes requested from this address this hour', HOUR - (t - byIp[0]));
       return undefined;

@@ -212,9 +212,6 @@ export class RegistryAccounts {
 
   /** Gives back a send reserveSend recorded at `at` (the text was not sent). */
   async cancelSend(keys: string[], at: number): Promise<void> {
-    await this.pool.query('DELETE FROM sms_sends WHERE ctid IN (SELECT DISTINCT ON (key) ctid FROM sms_sends WHERE key = ANY($1) AND at_ms = $2)', [
-      keys,
-      at,
-    ]);
+    await this.pool.query('DELETE FROM sms_sends WHERE ctid IN (SELECT DISTINCT ON (key) ctid FROM sms_sends WHERE key = ANY($1) AND at_ms = $2)', [keys, at]);
   }
 }

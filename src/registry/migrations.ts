@@ -11,6 +11,7 @@ import { SHARED_MAPS_SQL } from './sharedmaps.js';
 import { LEDGER_SQL } from './ledger.js';
 import { PLACEMENTS_SQL } from './placements-sql.js';
 import { SHARED_SQL } from './shared.js';
+import { QUOTAS_SQL } from './quotas.js';
 import type { RegistryPool } from './pool.js';
 
 export interface Migration {
@@ -114,6 +115,11 @@ export const MIGRATIONS: readonly Migration[] = [
     about:
       "server key and HTTP-01 answer versions: every server's SSH key and every order's challenge token written or removed numbered with the placements, removals kept as tombstones, each change notified",
     sql: SHARED_MAPS_SQL,
+  },
+  {
+    version: 15,
+    about: 'limits across hosts: reservations of servers in creation and of running commands per account and address, shared request-rate buckets',
+    sql: QUOTAS_SQL,
   },
 ];
 
