@@ -15,6 +15,9 @@ import type { Logger } from '../log/index.js';
 import { RateLimiter, type RateLimit, type Verdict } from '../ratelimit.js';
 import type { AccountRecord, Store } from '../store/index.js';
 
+/** How long a host counts request rates alone after the registry failed to answer. */
+const ALONE_MS = 5_000;
+
 /** The registry's side (src/registry/quotas.ts), as hosting uses it. */
 export interface SharedQuotas {
   reserveServer(c: {
@@ -57,25 +60,30 @@ export function checkLocalServers(store: Store, account: AccountRecord, maxPerAc
  *  under `name:key`. A registry that cannot be reached leaves this host's bucket alone in charge. */
 export class SharedRateLimit {
   private readonly local: RateLimiter;
+  /** After a failed read of the shared bucket, this host counts alone until then (no request
+   *  waits on a registry that is away). */
+  private aloneUntil = 0;
 
   constructor(
     private readonly name: string,
     private readonly limit: RateLimit,
     private readonly shared: SharedQuotas | undefined,
     private readonly log: Logger,
+    private readonly now: () => number = Date.now,
   ) {
-    this.local = new RateLimiter(limit);
+    this.local = new RateLimiter(limit, now);
   }
 
   /** The verdict; synchronous on a single box and when this host's own bucket already refuses. */
   take(key: string): Verdict | Promise<Verdict> {
     const v = this.local.take(key);
-    if (!v.ok || !this.shared) return v;
+    if (!v.ok || !this.shared || this.now() < this.aloneUntil) return v;
     return this.shared.take(`${this.name}:${key}`, this.limit.burst, this.limit.perSecond).then(
       (wait): Verdict => (wait ? { ok: false, retryAfter: wait } : v),
       (e: unknown) => {
+        this.aloneUntil = this.now() + ALONE_MS;
         if (!isAppError(e) || e.code !== 'registry_unavailable')
-          this.log.warn('shared rate limit not read; this host counts alone', { err: (e as Error).message });
+          this.log.warn('shared rate limit not read; this host counts alone for a while', { err: (e as Error).message });
         return v;
       },
     );
