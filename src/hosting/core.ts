@@ -193,6 +193,7 @@ export function buildCore(d: HostingDeps): HostingCore {
     placement: d.placement,
     async start() {
       await reconcileNames(d, servers);
+      await releaseOwnQuotas(d);
       await exposures.restore((msg, f) => d.log.warn(msg, f));
       domains.load();
       domains.start();
@@ -231,6 +232,17 @@ async function reconcileNames(d: HostingDeps, all: Servers): Promise<void> {
     }
   } catch (err) {
     d.log.warn('registry not reconciled at start; retried at the next start', { err: (err as Error).message });
+  }
+}
+
+/** Registry mode: what this host reserved before a kill (a create cut off, commands of the dead
+ *  daemon) goes now; a registry away leaves it to expire. */
+async function releaseOwnQuotas(d: HostingDeps): Promise<void> {
+  try {
+    const n = await d.quotas?.releaseOwn();
+    if (n) d.log.info('reservations of an earlier run released', { reservations: n });
+  } catch (err) {
+    d.log.warn('reservations of an earlier run not released; they expire', { err: (err as Error).message });
   }
 }
 

@@ -31,6 +31,8 @@ export interface SharedQuotas {
   releaseServer(serverId: string): Promise<void>;
   reserveExec(accountId: string, execId: string, max: number, ttlMs: number): Promise<boolean>;
   releaseExec(execId: string): Promise<void>;
+  /** At start: the reservations of this host's earlier run go (nothing of this run is in flight). */
+  releaseOwn(): Promise<number>;
   /** 0 when a token was taken from the shared bucket, else the seconds until one is there. */
   take(key: string, burst: number, perSecond: number): Promise<number>;
 }

@@ -124,6 +124,12 @@ export class RegistryQuotas {
     await this.pool.query(`DELETE FROM quota_holds WHERE kind = 'exec' AND holder = $1`, [execId]);
   }
 
+  /** At this host's start: every reservation it made before (creates a kill cut off, commands that
+   *  died with the previous daemon) goes; nothing of this host is in flight yet. */
+  async releaseOwn(): Promise<number> {
+    return (await this.pool.query('DELETE FROM quota_holds WHERE host = $1', [this.host])).rowCount ?? 0;
+  }
+
   /** Takes one token from the shared bucket `key` (`burst` at most, refilled `perSecond`): 0 when
    *  taken, else the seconds until one would be there. One statement, on the registry's clock. */
   async take(key: string, burst: number, perSecond: number): Promise<number> {

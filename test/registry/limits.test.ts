@@ -5,7 +5,8 @@
 //   - an account capped at 2 running commands, commands on its server of each host at once: 2 run;
 //   - a key's request rate counted by both hosts together;
 //   - reservations do not outlive their work: none left after the creates and commands ended, one
-//     whose create never committed expires, and commands of a host whose lease lapsed no longer count.
+//     whose create never committed expires (or goes when its host starts again), and commands of a
+//     host whose lease lapsed no longer count.
 process.env.ROOTBOX_TEST_RUNTIME ??= 'process';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -97,6 +98,10 @@ test('a reservation whose create never committed expires; commands of a host who
   );
   assert.ok(await q.reserveExec('acc_ghost', 'exe_live', 1, 60_000), 'a command of a host with no lease is not counted');
   assert.not.ok(await q.reserveExec('acc_ghost', 'exe_live2', 1, 60_000), "this host's own command is");
+  assert.is(await q.reserveServer({ ...claim, serverId: 'srv_ghost4', ttlMs: 3_600_000 }), 'account');
+  assert.is(await q.releaseOwn(), 3, "at a start, the host's reservations of its earlier run go (two creates, one command)");
+  assert.is(await hosts.pg.sql(`SELECT count(*) FROM quota_holds WHERE host = 'host-a'`), '0');
+  assert.is(await hosts.pg.sql(`SELECT count(*) FROM quota_holds WHERE host = 'host-gone'`), '1', "another host's stay");
 });
 
 test.run();
