@@ -247,7 +247,7 @@ export class Servers {
       await this.d.names?.remove(id);
       throw AppError.of('create_failed', 'the server took too long to create; try again');
     }
-    await this.unclaim(id);
+    void this.unclaim(id); // its placement counts now (the reservation no longer does): not awaited before the answer
     this.d.log.info('server created', { id, slug, account: accountId });
   }
 

@@ -1,10 +1,12 @@
 // Limits that hold across hosts (cluster mode, issue 35 item 4): each is one atomic check-and-
-// reserve in the registry, under a transaction-scoped advisory lock per counted key, so two hosts
-// (or two requests on one) never both pass a cap with one place left.
+// reserve in the registry, one round trip (a function taking a transaction-scoped advisory lock
+// per counted key, then counting and inserting), so two hosts (or two requests on one) never both
+// pass a cap with one place left, and no pool connection waits across round trips.
 //   - servers per account and per anonymous source address: committed servers are counted from
 //     `placements` (a delete removes its row, so nothing else is released), a create in flight
 //     by its reservation (`quota_holds`, kind `server`, the server id) until its placement exists;
-//     a reservation whose create never committed (the host killed) expires at the create's deadline;
+//     a reservation whose create never committed (the host killed) goes when that host starts
+//     again (releaseOwn), or expires at the create's deadline;
 //   - commands running per account (kind `exec`): a reservation per command, removed when it
 //     ends; one of a host whose lease lapsed (the host died) no longer counts, and every one
 //     expires at its command's deadline;
@@ -12,6 +14,10 @@
 //     clock, the same rule as the in-memory ones (src/ratelimit.ts), shared by every host.
 
 import type { RegistryPool } from './pool.js';
+
+/** First key of the two-key advisory locks taken here (a class of its own: the one-key locks of
+ *  the change feed and the migrations never meet these). */
+const LOCK_CLASS = 35004;
 
 export const QUOTAS_SQL = `
   CREATE TABLE quota_holds (
@@ -32,11 +38,46 @@ export const QUOTAS_SQL = `
     ok      boolean NOT NULL
   );
   CREATE INDEX placements_account ON placements (account_id);
-  CREATE INDEX accounts_created_ip ON accounts (created_ip) WHERE phone IS NULL;`;
+  CREATE INDEX accounts_created_ip ON accounts (created_ip) WHERE phone IS NULL;
+  -- one round trip each: the lock, then the counts (each statement of a function sees what
+  -- committed before it, so what the previous holder of the lock inserted), then the insert; the
+  -- lock is held until the calling statement commits
+  CREATE FUNCTION rootbox_reserve_server(p_server text, p_account text, p_max_account int, p_ip text, p_max_ip int, p_host text, p_ttl_ms double precision)
+  RETURNS text LANGUAGE plpgsql AS $$
+  DECLARE n bigint;
+  BEGIN
+    -- always the account's lock first, then the address's: no two callers wait on each other
+    PERFORM pg_advisory_xact_lock(${LOCK_CLASS}, hashtext('a:' || p_account));
+    IF p_ip IS NOT NULL THEN PERFORM pg_advisory_xact_lock(${LOCK_CLASS}, hashtext('i:' || p_ip)); END IF;
+    SELECT (SELECT count(*) FROM placements WHERE account_id = p_account)
+         + (SELECT count(*) FROM quota_holds h WHERE h.kind = 'server' AND h.account_id = p_account AND h.expires_at > now()
+              AND NOT EXISTS (SELECT 1 FROM placements p WHERE p.server_id = h.holder)) INTO n;
+    IF n >= p_max_account THEN RETURN 'account'; END IF;
+    IF p_ip IS NOT NULL THEN
+      SELECT (SELECT count(*) FROM placements p JOIN accounts a ON a.id = p.account_id WHERE a.created_ip = p_ip AND a.phone IS NULL)
+           + (SELECT count(*) FROM quota_holds h WHERE h.kind = 'server' AND h.anon_ip = p_ip AND h.expires_at > now()
+                AND NOT EXISTS (SELECT 1 FROM placements p WHERE p.server_id = h.holder)) INTO n;
+      IF n >= p_max_ip THEN RETURN 'ip'; END IF;
+    END IF;
+    INSERT INTO quota_holds (kind, holder, account_id, anon_ip, host, expires_at)
+      VALUES ('server', p_server, p_account, p_ip, p_host, now() + make_interval(secs => p_ttl_ms / 1000));
+    RETURN NULL;
+  END $$;
+  -- commands of a host whose lease lapsed are not counted (they died with their host)
+  CREATE FUNCTION rootbox_reserve_exec(p_holder text, p_account text, p_max int, p_host text, p_ttl_ms double precision)
+  RETURNS boolean LANGUAGE plpgsql AS $$
+  DECLARE n bigint;
+  BEGIN
+    PERFORM pg_advisory_xact_lock(${LOCK_CLASS}, hashtext('e:' || p_account));
+    SELECT count(*) FROM quota_holds h
+      WHERE h.kind = 'exec' AND h.account_id = p_account AND h.expires_at > now()
+        AND (h.host = p_host OR EXISTS (SELECT 1 FROM hosts WHERE hosts.name = h.host AND hosts.lease_until > now())) INTO n;
+    IF n >= p_max THEN RETURN false; END IF;
+    INSERT INTO quota_holds (kind, holder, account_id, host, expires_at)
+      VALUES ('exec', p_holder, p_account, p_host, now() + make_interval(secs => p_ttl_ms / 1000));
+    RETURN true;
+  END $$;`;
 
-/** First key of the two-key advisory locks taken here (a class of its own: the one-key locks of
- *  the change feed and the migrations never meet these). */
-const LOCK_CLASS = 35004;
 const PRUNE_EVERY_MS = 60_000;
 /** Buckets untouched this long are full again for every limit (the longest is creates per hour). */
 const BUCKET_KEEP_MS = 2 * 3_600_000;
@@ -64,33 +105,16 @@ export class RegistryQuotas {
    *  when reserved. */
   async reserveServer(c: ServerClaim): Promise<'account' | 'ip' | undefined> {
     this.prune();
-    return this.pool.tx(async (q) => {
-      // always the account's lock first, then the address's: no two transactions wait on each other
-      await q.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [LOCK_CLASS, `a:${c.accountId}`]);
-      if (c.anonIp !== undefined) await q.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [LOCK_CLASS, `i:${c.anonIp}`]);
-      const mine = await q.query<{ n: string }>(
-        `SELECT (SELECT count(*) FROM placements WHERE account_id = $1)
-              + (SELECT count(*) FROM quota_holds h WHERE h.kind = 'server' AND h.account_id = $1 AND h.expires_at > now()
-                   AND NOT EXISTS (SELECT 1 FROM placements p WHERE p.server_id = h.holder)) AS n`,
-        [c.accountId],
-      );
-      if (Number(mine.rows[0].n) >= c.maxPerAccount) return 'account';
-      if (c.anonIp !== undefined) {
-        const there = await q.query<{ n: string }>(
-          `SELECT (SELECT count(*) FROM placements p JOIN accounts a ON a.id = p.account_id WHERE a.created_ip = $1 AND a.phone IS NULL)
-                + (SELECT count(*) FROM quota_holds h WHERE h.kind = 'server' AND h.anon_ip = $1 AND h.expires_at > now()
-                     AND NOT EXISTS (SELECT 1 FROM placements p WHERE p.server_id = h.holder)) AS n`,
-          [c.anonIp],
-        );
-        if (Number(there.rows[0].n) >= c.maxPerIp) return 'ip';
-      }
-      await q.query(
-        `INSERT INTO quota_holds (kind, holder, account_id, anon_ip, host, expires_at)
-         VALUES ('server', $1, $2, $3, $4, now() + make_interval(secs => $5::double precision / 1000))`,
-        [c.serverId, c.accountId, c.anonIp ?? null, this.host, c.ttlMs],
-      );
-      return undefined;
-    });
+    const r = await this.pool.query<{ refused: 'account' | 'ip' | null }>('SELECT rootbox_reserve_server($1, $2, $3, $4, $5, $6, $7) AS refused', [
+      c.serverId,
+      c.accountId,
+      c.maxPerAccount,
+      c.anonIp ?? null,
+      c.maxPerIp,
+      this.host,
+      c.ttlMs,
+    ]);
+    return r.rows[0].refused ?? undefined;
   }
 
   /** The create committed (its placement counts now) or failed: its reservation goes. */
@@ -102,22 +126,8 @@ export class RegistryQuotas {
    *  whose lease lapsed are not counted (they died with their host). */
   async reserveExec(accountId: string, execId: string, max: number, ttlMs: number): Promise<boolean> {
     this.prune();
-    return this.pool.tx(async (q) => {
-      await q.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [LOCK_CLASS, `e:${accountId}`]);
-      const r = await q.query<{ n: string }>(
-        `SELECT count(*) AS n FROM quota_holds h
-          WHERE h.kind = 'exec' AND h.account_id = $1 AND h.expires_at > now()
-            AND (h.host = $2 OR EXISTS (SELECT 1 FROM hosts WHERE hosts.name = h.host AND hosts.lease_until > now()))`,
-        [accountId, this.host],
-      );
-      if (Number(r.rows[0].n) >= max) return false;
-      await q.query(
-        `INSERT INTO quota_holds (kind, holder, account_id, host, expires_at)
-         VALUES ('exec', $1, $2, $3, now() + make_interval(secs => $4::double precision / 1000))`,
-        [execId, accountId, this.host, ttlMs],
-      );
-      return true;
-    });
+    const r = await this.pool.query<{ ok: boolean }>('SELECT rootbox_reserve_exec($1, $2, $3, $4, $5) AS ok', [execId, accountId, max, this.host, ttlMs]);
+    return r.rows[0].ok;
   }
 
   async releaseExec(execId: string): Promise<void> {
