@@ -17,6 +17,8 @@ import type { AccountRecord, Store } from '../store/index.js';
 
 /** How long a host counts request rates alone after the registry failed to answer. */
 const ALONE_MS = 5_000;
+/** How long tokens a host took from a shared bucket may be spent by it. */
+const LEASE_MS = 5_000;
 
 /** The registry's side (src/registry/quotas.ts), as hosting uses it. */
 export interface SharedQuotas {
@@ -33,8 +35,8 @@ export interface SharedQuotas {
   releaseExec(execId: string): Promise<void>;
   /** At start: the reservations of this host's earlier run go (nothing of this run is in flight). */
   releaseOwn(): Promise<number>;
-  /** 0 when a token was taken from the shared bucket, else the seconds until one is there. */
-  take(key: string, burst: number, perSecond: number): Promise<number>;
+  /** Up to `want` tokens from the shared bucket: how many were taken; when none, the seconds until one is there. */
+  take(key: string, burst: number, perSecond: number, want: number): Promise<{ granted: number; retryAfter: number }>;
 }
 
 /** The address whose anonymous cap a server of `account` counts under; undefined once verified. */
@@ -59,9 +61,16 @@ export function checkLocalServers(store: Store, account: AccountRecord, maxPerAc
 }
 
 /** A request-rate limit: this process's bucket, then (cluster mode) the registry's shared one
- *  under `name:key`. A registry that cannot be reached leaves this host's bucket alone in charge. */
+ *  under `name:key`. Tokens are taken from the shared bucket a tenth of the burst at a time and
+ *  spent here within LEASE_MS (one round trip per few requests; tokens a host took and did not
+ *  spend are lost, so the hosts together never pass the limit). A registry that cannot be
+ *  reached leaves this host's own bucket in charge for a while. */
 export class SharedRateLimit {
   private readonly local: RateLimiter;
+  private readonly chunk: number;
+  /** Tokens taken from the shared bucket and not spent yet, per key, with when they lapse. */
+  private readonly leased = new Map<string, { tokens: number; until: number }>();
+  private lastSweep = 0;
   /** After a failed read of the shared bucket, this host counts alone until then (no request
    *  waits on a registry that is away). */
   private aloneUntil = 0;
@@ -74,14 +83,27 @@ export class SharedRateLimit {
     private readonly now: () => number = Date.now,
   ) {
     this.local = new RateLimiter(limit, now);
+    this.chunk = Math.max(1, Math.floor(limit.burst / 10));
   }
 
-  /** The verdict; synchronous on a single box and when this host's own bucket already refuses. */
+  /** The verdict; synchronous on a single box, when this host's own bucket already refuses, and
+   *  when a token taken from the shared bucket before is left. */
   take(key: string): Verdict | Promise<Verdict> {
     const v = this.local.take(key);
-    if (!v.ok || !this.shared || this.now() < this.aloneUntil) return v;
-    return this.shared.take(`${this.name}:${key}`, this.limit.burst, this.limit.perSecond).then(
-      (wait): Verdict => (wait ? { ok: false, retryAfter: wait } : v),
+    const t = this.now();
+    if (!v.ok || !this.shared || t < this.aloneUntil) return v;
+    this.sweep(t);
+    const lease = this.leased.get(key);
+    if (lease && lease.until > t && lease.tokens > 0) {
+      if (--lease.tokens === 0) this.leased.delete(key);
+      return v;
+    }
+    return this.shared.take(`${this.name}:${key}`, this.limit.burst, this.limit.perSecond, this.chunk).then(
+      ({ granted, retryAfter }): Verdict => {
+        if (granted === 0) return { ok: false, retryAfter };
+        if (granted > 1) this.leased.set(key, { tokens: granted - 1, until: this.now() + LEASE_MS });
+        return v;
+      },
       (e: unknown) => {
         this.aloneUntil = this.now() + ALONE_MS;
         if (!isAppError(e) || e.code !== 'registry_unavailable')
@@ -89,5 +111,11 @@ export class SharedRateLimit {
         return v;
       },
     );
+  }
+
+  private sweep(t: number): void {
+    if (t - this.lastSweep < 60_000) return;
+    this.lastSweep = t;
+    for (const [k, l] of this.leased) if (l.until <= t) this.leased.delete(k);
   }
 }

@@ -10,8 +10,9 @@
 //   - commands running per account (kind `exec`): a reservation per command, removed when it
 //     ends; one of a host whose lease lapsed (the host died) no longer counts, and every one
 //     expires at its command's deadline;
-//   - request rates: token buckets (`rate_buckets`) updated in one statement on the registry's
-//     clock, the same rule as the in-memory ones (src/ratelimit.ts), shared by every host.
+//   - request rates: token buckets (`rate_buckets`) on the registry's clock, the same rule as the
+//     in-memory ones (src/ratelimit.ts), shared by every host; a host takes a few tokens at a
+//     time and spends them itself (hosting/quotas.ts), so most requests cost no round trip.
 
 import type { RegistryPool } from './pool.js';
 
@@ -34,8 +35,7 @@ export const QUOTAS_SQL = `
   CREATE TABLE rate_buckets (
     key     text PRIMARY KEY,
     tokens  double precision NOT NULL,
-    at_ms   bigint NOT NULL,
-    ok      boolean NOT NULL
+    at_ms   bigint NOT NULL
   );
   CREATE INDEX placements_account ON placements (account_id);
   CREATE INDEX accounts_created_ip ON accounts (created_ip) WHERE phone IS NULL;
@@ -76,6 +76,22 @@ export const QUOTAS_SQL = `
     INSERT INTO quota_holds (kind, holder, account_id, host, expires_at)
       VALUES ('exec', p_holder, p_account, p_host, now() + make_interval(secs => p_ttl_ms / 1000));
     RETURN true;
+  END $$;
+  -- up to p_want tokens out of the bucket p_key (p_burst at most, refilled p_rate a second on the
+  -- registry's clock): how many were taken, and what is left
+  CREATE FUNCTION rootbox_take_tokens(p_key text, p_burst double precision, p_rate double precision, p_want int, OUT granted int, OUT left_tokens double precision)
+  LANGUAGE plpgsql AS $$
+  DECLARE
+    t bigint := (extract(epoch FROM clock_timestamp()) * 1000)::bigint;
+    have double precision;
+    at bigint;
+  BEGIN
+    INSERT INTO rate_buckets (key, tokens, at_ms) VALUES (p_key, p_burst, t) ON CONFLICT (key) DO NOTHING;
+    SELECT b.tokens, b.at_ms INTO have, at FROM rate_buckets b WHERE b.key = p_key FOR UPDATE;
+    have := least(p_burst, have + greatest(0, t - at) * p_rate / 1000);
+    granted := least(p_want, floor(have))::int;
+    left_tokens := have - granted;
+    UPDATE rate_buckets SET tokens = left_tokens, at_ms = greatest(at, t) WHERE key = p_key;
   END $$;`;
 
 const PRUNE_EVERY_MS = 60_000;
@@ -140,24 +156,19 @@ export class RegistryQuotas {
     return (await this.pool.query('DELETE FROM quota_holds WHERE host = $1', [this.host])).rowCount ?? 0;
   }
 
-  /** Takes one token from the shared bucket `key` (`burst` at most, refilled `perSecond`): 0 when
-   *  taken, else the seconds until one would be there. One statement, on the registry's clock. */
-  async take(key: string, burst: number, perSecond: number): Promise<number> {
+  /** Takes up to `want` tokens from the shared bucket `key` (`burst` at most, refilled
+   *  `perSecond`), one round trip on the registry's clock: how many were taken, and when none
+   *  were, the seconds until one is there. */
+  async take(key: string, burst: number, perSecond: number, want = 1): Promise<{ granted: number; retryAfter: number }> {
     this.prune();
-    const r = await this.pool.query<{ ok: boolean; tokens: number }>(
-      `WITH t AS (SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now)
-       INSERT INTO rate_buckets AS b (key, tokens, at_ms, ok) SELECT $1, $2::double precision - 1, t.now, true FROM t
-       ON CONFLICT (key) DO UPDATE SET
-         tokens = CASE WHEN least($2::double precision, b.tokens + greatest(0, EXCLUDED.at_ms - b.at_ms) * $3::double precision / 1000) >= 1
-                       THEN least($2::double precision, b.tokens + greatest(0, EXCLUDED.at_ms - b.at_ms) * $3::double precision / 1000) - 1
-                       ELSE least($2::double precision, b.tokens + greatest(0, EXCLUDED.at_ms - b.at_ms) * $3::double precision / 1000) END,
-         ok = least($2::double precision, b.tokens + greatest(0, EXCLUDED.at_ms - b.at_ms) * $3::double precision / 1000) >= 1,
-         at_ms = greatest(b.at_ms, EXCLUDED.at_ms)
-       RETURNING ok, tokens`,
-      [key, burst, perSecond],
-    );
-    const row = r.rows[0];
-    return row.ok ? 0 : Math.max(1, Math.ceil((1 - row.tokens) / perSecond));
+    const r = await this.pool.query<{ granted: number; left_tokens: number }>('SELECT * FROM rootbox_take_tokens($1, $2, $3, $4)', [
+      key,
+      burst,
+      perSecond,
+      want,
+    ]);
+    const { granted, left_tokens: left } = r.rows[0];
+    return { granted, retryAfter: granted > 0 ? 0 : Math.max(1, Math.ceil((1 - left) / perSecond)) };
   }
 
   /** At most once a minute: expired reservations and long-full buckets are deleted (they no
