@@ -169,6 +169,7 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
           sharedAccounts: d.registry?.accounts,
           placements: d.registry?.placements,
           placement: d.registry && placement(d.registry, () => d.channel),
+          quotas: d.registry?.quotas,
         });
         d.registry?.reportCapacity(h.core.capacity); // the lease carries this host's room
         return h;

@@ -43,8 +43,16 @@ export const hostingSchema = z
       .min(0)
       .max(1000)
       .default(3)
-      .describe('Servers that anonymous accounts may hold per source IP (403 beyond). Phone-verified accounts have no IP limit.'),
-    maxServersPerAccount: z.coerce.number().int().min(1).max(10_000).default(20).describe('Servers one account may hold at once (403 beyond).'),
+      .describe(
+        'Servers that anonymous accounts may hold per source IP (403 beyond). Phone-verified accounts have no IP limit. In cluster mode every host counts them together.',
+      ),
+    maxServersPerAccount: z.coerce
+      .number()
+      .int()
+      .min(1)
+      .max(10_000)
+      .default(20)
+      .describe('Servers one account may hold at once (403 beyond). In cluster mode every host counts them together.'),
     portPool: portRange.default('20000-20999').describe('Public TCP ports handed out by POST /expose, as `first-last`.'),
     portLimits: z
       .strictObject({
@@ -66,10 +74,20 @@ export const hostingSchema = z
           .min(1)
           .default(120)
           .describe(
-            "Requests per source IP per minute to the hosting API at api.{domain}: every route, /mcp included, except GET /healthz and GET /openapi.json (429 with Retry-After beyond). The verification API and servers' own sites are not counted.",
+            "Requests per source IP per minute to the hosting API at api.{domain}: every route, /mcp included, except GET /healthz and GET /openapi.json (429 with Retry-After beyond). The verification API and servers' own sites are not counted. In cluster mode every host counts them together.",
           ),
-        perKeyPerMinute: z.coerce.number().int().min(1).default(240).describe('Hosting API requests per api_key per minute.'),
-        createsPerIpPerHour: z.coerce.number().int().min(1).default(30).describe('POST /create calls per source IP per hour.'),
+        perKeyPerMinute: z.coerce
+          .number()
+          .int()
+          .min(1)
+          .default(240)
+          .describe('Hosting API requests per api_key per minute. In cluster mode every host counts them together.'),
+        createsPerIpPerHour: z.coerce
+          .number()
+          .int()
+          .min(1)
+          .default(30)
+          .describe('POST /create calls per source IP per hour. In cluster mode every host counts them together.'),
       })
       .prefault({}),
     sms: z
@@ -92,7 +110,7 @@ export const hostingSchema = z
           .min(1)
           .default(20)
           .describe(
-            'Commands (POST /servers/{id}/exec and the file operations, each a `runc exec`) all servers of one account may run at once over HTTP; one more is answered 429 `too_many_commands`. Per server they share `ssh.maxExecsPerServer` with SSH.',
+            'Commands (POST /servers/{id}/exec and the file operations, each a `runc exec`) all servers of one account may run at once over HTTP; one more is answered 429 `too_many_commands`. Per server they share `ssh.maxExecsPerServer` with SSH. In cluster mode every host counts them together.',
           ),
         outputMax: z.coerce
           .number()

@@ -9,13 +9,15 @@
 // fork inside a server whose pids are all taken). Slots and hold are given back when the process
 // has exited.
 
+import { randomBytes } from 'node:crypto';
 import type { Socket } from 'node:net';
-import { AppError, errorFields } from '../errors.js';
+import { AppError, errorFields, isAppError } from '../errors.js';
 import type { Req, Res } from '../http/index.js';
 import type { Logger } from '../log/index.js';
 import type { Presence } from '../presence/index.js';
 import type { ExecOptions, ExitInfo, PipeProcess, Runtime } from '../runtime/index.js';
 import type { AccountRecord, ServerRecord } from '../store/index.js';
+import type { SharedQuotas } from './quotas.js';
 
 export const EXEC_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 
@@ -28,6 +30,8 @@ export interface CommandsDeps {
   /** A slot of the server's command budget (SSH's, see SshServer.takeServerSlot), or why none. */
   serverSlot(id: string): (() => void) | string;
   maxPerAccount: number;
+  /** Cluster mode: the per-account cap counted across hosts (a reservation per running command). */
+  shared?: Pick<SharedQuotas, 'reserveExec' | 'releaseExec'>;
   killGraceMs: number;
 }
 
@@ -62,18 +66,40 @@ export class Commands {
     const releaseAll = () => {
       for (const r of releases.splice(0)) r();
     };
+    const max = this.d.maxPerAccount;
     const held = this.perAccount.get(account.id) ?? 0;
-    if (held >= this.d.maxPerAccount)
-      throw AppError.of(
-        'too_many_commands',
-        `your servers run ${held} commands at once, the limit of an account (${this.d.maxPerAccount}); wait for one to end`,
-      );
+    const tooMany = () => AppError.of('too_many_commands', `your servers run ${max} commands at once, the limit of an account (${max}); wait for one to end`);
+    if (held >= max) throw tooMany();
     this.perAccount.set(account.id, held + 1);
     releases.push(() => {
       const n = (this.perAccount.get(account.id) ?? 1) - 1;
       if (n > 0) this.perAccount.set(account.id, n);
       else this.perAccount.delete(account.id);
     });
+    if (this.d.shared) {
+      const shared = this.d.shared;
+      const execId = `exe_${randomBytes(9).toString('hex')}`;
+      let reserved: boolean;
+      try {
+        // every host's commands of the account, checked and reserved at once; expires after the
+        // command's deadline should this host die with it
+        reserved = await shared.reserveExec(account.id, execId, max, timeoutMs + this.d.killGraceMs + 60_000);
+      } catch (e) {
+        if (!isAppError(e) || e.code !== 'registry_unavailable') {
+          releaseAll();
+          throw e;
+        }
+        reserved = true; // the registry is away: this host's own count still holds
+        this.d.log.warn('exec: the registry is away; commands counted on this host alone', { account: account.id });
+      }
+      if (!reserved) {
+        releaseAll();
+        throw tooMany();
+      }
+      releases.push(
+        () => void shared.releaseExec(execId).catch((err) => this.d.log.warn('exec: a reservation stays until it expires', { execId, err: errorFields(err) })),
+      );
+    }
     const slot = this.d.serverSlot(rec.id);
     if (typeof slot === 'string') {
       releaseAll();

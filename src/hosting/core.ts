@@ -26,6 +26,7 @@ import { Files } from './files.js';
 import { CommandBudget } from './slots.js';
 import { measureCapacity, type Capacity } from './capacity.js';
 import type { Placement } from './place.js';
+import type { SharedQuotas } from './quotas.js';
 
 export interface HostingDeps {
   cfg: Readonly<Config>;
@@ -61,6 +62,8 @@ export interface HostingDeps {
   now?: () => number;
   /** Registry mode: the other hosts a create goes to when this one has no room (place.ts). */
   placement?: Placement;
+  /** Registry mode: the limits counted across hosts (servers, running commands, request rates). */
+  quotas?: SharedQuotas;
 }
 
 export interface HostingCore {
@@ -130,6 +133,8 @@ export function buildCore(d: HostingDeps): HostingCore {
     domain: d.cfg.domain,
     brands: new Set(d.cfg.hosting.brandSlugs),
     maxServersPerAccount: d.cfg.hosting.maxServersPerAccount,
+    anonServersPerIp: d.cfg.hosting.anonServersPerIp,
+    quotas: d.quotas,
     makeKeyPair: d.makeKeyPair,
     credits: (a) => d.billing.credits(a),
     exposedPorts: (id) => exposures.list(id),
@@ -155,6 +160,7 @@ export function buildCore(d: HostingDeps): HostingCore {
     current: (id) => d.store.servers.get(id),
     serverSlot: d.serverSlot ?? ((id) => own.take(id)),
     maxPerAccount: ec.maxPerAccount,
+    shared: d.quotas,
     killGraceMs: ec.killGrace,
   });
   const execSettings: ExecSettings = { outputMax: ec.outputMax, timeoutMax: ec.timeoutMax };
@@ -192,6 +198,7 @@ export function buildCore(d: HostingDeps): HostingCore {
     placement: d.placement,
     async start() {
       await reconcileNames(d, servers);
+      await releaseOwnQuotas(d);
       await exposures.restore((msg, f) => d.log.warn(msg, f));
       domains.load();
       domains.start();
@@ -230,6 +237,17 @@ async function reconcileNames(d: HostingDeps, all: Servers): Promise<void> {
     }
   } catch (err) {
     d.log.warn('registry not reconciled at start; retried at the next start', { err: (err as Error).message });
+  }
+}
+
+/** Registry mode: what this host reserved before a kill (a create cut off, commands of the dead
+ *  daemon) goes now; a registry away leaves it to expire. */
+async function releaseOwnQuotas(d: HostingDeps): Promise<void> {
+  try {
+    const n = await d.quotas?.releaseOwn();
+    if (n) d.log.info('reservations of an earlier run released', { reservations: n });
+  } catch (err) {
+    d.log.warn('reservations of an earlier run not released; they expire', { err: (err as Error).message });
   }
 }
 

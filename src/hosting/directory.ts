@@ -17,8 +17,11 @@ export interface CodeBook {
   put(code: PendingCode): void | Promise<void>;
   remove(phone: string): void | Promise<void>;
   spendAttempt(phone: string): PendingCode | undefined | Promise<PendingCode | undefined>;
-  recentSends(key: string, windowMs: number, now: number): number[] | Promise<number[]>;
-  recordSend(keys: string[], now: number, keepMs: number): void | Promise<void>;
+  /** Checks and records a send under every key at once (before the text goes out): `check` sees
+   *  each key's send times within `keepMs`; its refusal is answered and nothing recorded. */
+  reserveSend<T>(keys: string[], now: number, keepMs: number, check: (sends: number[][]) => T | undefined): T | undefined | Promise<T | undefined>;
+  /** Gives back the send recorded at `at` (the provider did not take the text). */
+  cancelSend(keys: string[], at: number): void | Promise<void>;
 }
 
 export interface AccountBook {
@@ -58,8 +61,8 @@ export interface SharedAccounts {
   putCode(c: PendingCode): Promise<void>;
   removeCode(phone: string): Promise<void>;
   spendAttempt(phone: string): Promise<PendingCode | undefined>;
-  recentSends(key: string, windowMs: number, now: number): Promise<number[]>;
-  recordSend(keys: string[], now: number, keepMs: number): Promise<void>;
+  reserveSend<T>(keys: string[], now: number, keepMs: number, check: (sends: number[][]) => T | undefined): Promise<T | undefined>;
+  cancelSend(keys: string[], at: number): Promise<void>;
 }
 
 /** Single box: the store alone. */
@@ -124,8 +127,8 @@ export class RegistryAccountBook implements AccountBook {
       put: (c) => reg.putCode(c),
       remove: (p) => reg.removeCode(p),
       spendAttempt: (p) => reg.spendAttempt(p),
-      recentSends: (k, w, n) => reg.recentSends(k, w, n),
-      recordSend: (k, n, keep) => reg.recordSend(k, n, keep),
+      reserveSend: (k, n, keep, check) => reg.reserveSend(k, n, keep, check),
+      cancelSend: (k, at) => reg.cancelSend(k, at),
     };
   }
 

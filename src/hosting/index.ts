@@ -5,7 +5,7 @@
 
 import { documentOf, Router, type Authenticator, type HttpApp, type Step } from '../http/index.js';
 import { PublicUrls } from '../pages/index.js';
-import { RateLimiter, tooMany } from '../ratelimit.js';
+import { tooMany, type Verdict } from '../ratelimit.js';
 import type { Paywall } from '../payments/index.js';
 import { createSmsSender } from '../sms/index.js';
 import type { AccountRecord } from '../store/index.js';
@@ -17,6 +17,7 @@ import { mcpRoute } from './mcp.js';
 import { rechargeRoutes } from './recharge.js';
 import { hostingRoutes } from './routes.js';
 import { SCHEMAS } from './schemas.js';
+import { SharedRateLimit } from './quotas.js';
 
 export const HOSTING_SERVICE = 'rootbox';
 export type { HostingDeps, HostingCore } from './core.js';
@@ -36,12 +37,16 @@ const INFO = {
   description: 'Root Linux servers on demand, each on its own HTTPS subdomain and reachable over SSH.',
 };
 
-function limit(limiter: RateLimiter, what: string, description: string): Step {
+function limit(limiter: SharedRateLimit, what: string, description: string): Step {
+  const judge = (v: Verdict) => {
+    if (!v.ok) throw tooMany('rate_limited', `too many requests from this ${what}`, v.retryAfter);
+  };
   return {
     responses: { 429: description },
     run(ctx) {
+      if (ctx.forwarded) return; // the host it came through counted it
       const v = limiter.take(ctx.ip);
-      if (!v.ok) throw tooMany('rate_limited', `too many requests from this ${what}`, v.retryAfter);
+      return 'ok' in v ? judge(v) : v.then(judge);
     },
   };
 }
@@ -60,14 +65,12 @@ export interface HostingApi {
 export function createHostingService(deps: HostingDeps): HostingApi {
   const core = buildCore(deps);
   const rl = deps.cfg.hosting.rateLimit;
-  const perKey = new RateLimiter({ burst: rl.perKeyPerMinute, perSecond: rl.perKeyPerMinute / 60 });
-  const ipLimit = limit(
-    new RateLimiter({ burst: rl.perIpPerMinute, perSecond: rl.perIpPerMinute / 60 }),
-    'address',
-    'Too many requests from this address (see Retry-After).',
-  );
+  // each limit counted on this host, then (cluster mode) in the registry for every host together
+  const rate = (name: string, burst: number, perSecond: number) => new SharedRateLimit(name, { burst, perSecond }, deps.quotas, deps.log);
+  const perKey = rate('key', rl.perKeyPerMinute, rl.perKeyPerMinute / 60);
+  const ipLimit = limit(rate('ip', rl.perIpPerMinute, rl.perIpPerMinute / 60), 'address', 'Too many requests from this address (see Retry-After).');
   const createLimit = limit(
-    new RateLimiter({ burst: rl.createsPerIpPerHour, perSecond: rl.createsPerIpPerHour / 3600 }),
+    rate('create', rl.createsPerIpPerHour, rl.createsPerIpPerHour / 3600),
     'address (creates per hour)',
     'Too many creates from this address this hour (see Retry-After).',
   );
@@ -79,8 +82,8 @@ export function createHostingService(deps: HostingDeps): HostingApi {
     },
     async run(ctx) {
       const account = await core.accounts.authenticate(ctx.req.headers.authorization, ctx.ip);
-      const v = perKey.take(account.id);
-      if (!v.ok) throw tooMany('rate_limited', 'too many requests with this api_key', v.retryAfter);
+      const v = ctx.forwarded ? undefined : await perKey.take(account.id); // the host it came through counted it
+      if (v && !v.ok) throw tooMany('rate_limited', 'too many requests with this api_key', v.retryAfter);
       return account;
     },
   };

@@ -25,6 +25,8 @@ export interface PendingDeps {
   release(serverId: string): Promise<void>;
   /** Cluster mode: the registry forgets an account the store dropped here. */
   forgetAccount?(accountId: string): Promise<void>;
+  /** Cluster mode: the registry's reservation of a server whose create will never commit goes. */
+  releaseClaim?(serverId: string): Promise<void>;
 }
 
 export class PendingWork {
@@ -83,6 +85,8 @@ export class PendingWork {
       for (const e of this.d.store.exposures.byServer(rec.id)) this.d.store.exposures.release(e.port);
       this.d.store.servers.remove(rec.id);
     });
+    if (this.d.releaseClaim)
+      void this.d.releaseClaim(rec.id).catch((err) => this.d.log.warn('a reservation of an unfinished create stays until it expires', { id: rec.id, err }));
   }
 
   /** Finishes abandoned pending work: the runtime part (if any), exposures, the record. */

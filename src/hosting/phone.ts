@@ -1,5 +1,6 @@
 // Phone verification: E.164 numbers, 6-digit codes stored as HMACs, 10-minute expiry, 5
-// attempts (then the code is locked), resend limits per number and per IP. A number counts as
+// attempts (then the code is locked), resend limits per number and per IP, each send's slot
+// reserved before the text goes out (given back when the provider fails). A number counts as
 // proven only when a code sent to it comes back. Codes and send history are kept by a CodeBook
 // (the store on a single box, the registry in cluster mode, so limits count across hosts).
 
@@ -33,16 +34,26 @@ export class PhoneVerifier {
   async sendCode(phone: string, ip: string): Promise<{ expiresIn: number }> {
     const t = this.now();
     await this.secret.ready?.();
-    const byNumber = await this.store.codes.recentSends(`phone:${phone}`, HOUR, t);
-    const byIp = await this.store.codes.recentSends(`ip:${ip}`, HOUR, t);
-    const last = byNumber[byNumber.length - 1];
-    if (last !== undefined && t - last < LIMITS.perNumberGapMs) throw this.limited('a code was just sent to this number', LIMITS.perNumberGapMs - (t - last));
-    if (byNumber.length >= LIMITS.perNumberPerHour) throw this.limited('too many codes sent to this number this hour', HOUR - (t - byNumber[0]));
-    if (byIp.length >= LIMITS.perIpPerHour) throw this.limited('too many codes requested from this address this hour', HOUR - (t - byIp[0]));
+    // the send's slot is taken (checked and recorded at once) before the text goes out, so
+    // concurrent requests — on this host or another — cannot all pass; a failed send gives it back
+    const keys = [`phone:${phone}`, `ip:${ip}`];
+    const refused = await this.store.codes.reserveSend(keys, t, HOUR, ([byNumber, byIp]) => {
+      const last = byNumber[byNumber.length - 1];
+      if (last !== undefined && t - last < LIMITS.perNumberGapMs)
+        return this.limited('a code was just sent to this number', LIMITS.perNumberGapMs - (t - last));
+      if (byNumber.length >= LIMITS.perNumberPerHour) return this.limited('too many codes sent to this number this hour', HOUR - (t - byNumber[0]));
+      if (byIp.length >= LIMITS.perIpPerHour) return this.limited('too many codes requested from this address this hour', HOUR - (t - byIp[0]));
+      return undefined;
+    });
+    if (refused) throw refused;
     const code = String(randomInt(0, 1_000_000)).padStart(6, '0');
-    await this.sms.send(phone, `Your rootbox code is ${code}. It expires in 10 minutes. Reply STOP to opt out.`);
+    try {
+      await this.sms.send(phone, `Your rootbox code is ${code}. It expires in 10 minutes. Reply STOP to opt out.`);
+    } catch (e) {
+      await Promise.resolve(this.store.codes.cancelSend(keys, t)).catch(() => {}); // the slot stays taken: a limit errs on the safe side
+      throw e;
+    }
     await this.store.codes.put({ phone, codeMac: this.secret.mac(`${phone}:${code}`), expiresAt: t + CODE_TTL, attemptsLeft: ATTEMPTS });
-    await this.store.codes.recordSend([`phone:${phone}`, `ip:${ip}`], t, HOUR);
     return { expiresIn: CODE_TTL / 1000 };
   }
 

@@ -11,7 +11,8 @@ import type { Logger } from '../log/index.js';
 import type { NetBounds, Runtime, ServerSpec, ServerState } from '../runtime/index.js';
 import type { AccountRecord, ServerRecord, Store } from '../store/index.js';
 import { TIER_LIMITS, tierOf, type Tier } from './accounts.js';
-import { PendingWork } from './pending.js';
+import { CREATE_DEADLINE_MS, PendingWork } from './pending.js';
+import { anonIpOf, checkLocalServers, ipLimit, serverLimit, type SharedQuotas } from './quotas.js';
 import { planSlugs, randomSlug } from './slugs.js';
 
 /** What the runtime is given of a server: all of it from the server record. */
@@ -49,6 +50,10 @@ export interface ServerDeps {
   domain: string;
   brands: ReadonlySet<string>;
   maxServersPerAccount: number;
+  /** Servers anonymous accounts made from one address may hold together. */
+  anonServersPerIp: number;
+  /** Cluster mode: the caps counted across hosts, each create reserved in the registry first. */
+  quotas?: Pick<SharedQuotas, 'reserveServer' | 'releaseServer'>;
   makeKeyPair(comment: string): KeyPair;
   credits(account: AccountRecord): Credits;
   exposedPorts(serverId: string): ExposedPort[];
@@ -106,19 +111,29 @@ export class Servers {
 
   /** Construction is the hosting start: pending work of an earlier run is removed here. */
   constructor(private readonly d: ServerDeps) {
-    this.pending = new PendingWork({ store: d.store, runtime: d.runtime, log: d.log, release: d.release, forgetAccount: d.forgetAccount });
+    const quotas = d.quotas;
+    this.pending = new PendingWork({
+      store: d.store,
+      runtime: d.runtime,
+      log: d.log,
+      release: d.release,
+      forgetAccount: d.forgetAccount,
+      releaseClaim: quotas && ((id) => quotas.releaseServer(id)),
+    });
     this.pending.recover();
   }
 
   /** Takes `slug` for the record: in the registry first (registry mode), then in the store with
    *  the runtime's reservation, in one transaction; undefined when it is taken. */
-  private async take(base: Omit<ServerRecord, 'slug'>, slug: string): Promise<ServerRecord | undefined> {
+  private async take(base: Omit<ServerRecord, 'slug'>, slug: string, account: AccountRecord): Promise<ServerRecord | undefined> {
     const names = this.d.names;
     if (names && !(await names.claim(slug, base.id))) return undefined;
     const record = { ...base, slug };
     let inserted = false;
     try {
       inserted = this.d.store.atomically(() => {
+        // the caps checked in the transaction that inserts: the pending record is the reservation
+        checkLocalServers(this.d.store, account, this.d.maxServersPerAccount, this.d.anonServersPerIp);
         if (!this.d.store.servers.insert(record)) return false;
         this.d.runtime.reserve?.(specOf(record));
         return true;
@@ -129,10 +144,14 @@ export class Servers {
     return inserted ? record : undefined;
   }
 
-  private async chooseAndInsert(input: CreateInput, base: Omit<ServerRecord, 'slug'>): Promise<{ record: ServerRecord; note?: string }> {
+  private async chooseAndInsert(
+    input: CreateInput,
+    base: Omit<ServerRecord, 'slug'>,
+    account: AccountRecord,
+  ): Promise<{ record: ServerRecord; note?: string }> {
     const plan = planSlugs(input.subdomains, this.d.brands);
     for (const slug of plan.candidates) {
-      const record = await this.take(base, slug);
+      const record = await this.take(base, slug, account);
       if (record) return { record, note: plan.skipped.length ? `skipped ${plan.skipped.join('; ')}` : undefined };
     }
     if (plan.candidates.length > 0) {
@@ -142,7 +161,7 @@ export class Servers {
       );
     }
     for (let i = 0; i < 20; i++) {
-      const record = await this.take(base, randomSlug());
+      const record = await this.take(base, randomSlug(), account);
       if (record) {
         const why = input.subdomains?.length ? `none of the wanted subdomains is usable (${plan.skipped.join('; ')})` : 'no subdomain was asked for';
         return { record, note: `${why}; assigned ${record.slug}.${this.d.domain}` };
@@ -156,26 +175,44 @@ export class Servers {
    *  neither is: a refused slug, address or uid range leaves nothing to undo. */
   async create(account: AccountRecord, input: CreateInput): Promise<Created> {
     this.pending.sweep();
-    if (this.d.store.servers.listByAccount(account.id, { withPending: true }).length >= this.d.maxServersPerAccount) {
-      throw AppError.of('server_limit', `this account already holds ${this.d.maxServersPerAccount} servers; delete one first`);
-    }
+    const max = this.d.maxServersPerAccount;
+    if (this.d.store.servers.listByAccount(account.id, { withPending: true }).length >= max) throw serverLimit(max);
     const limits = TIER_LIMITS[tierOf(account)];
     const id = `srv_${randomBytes(6).toString('hex')}`;
+    // cluster mode: one atomic check-and-reserve across every host before anything is made
+    const quotas = this.d.quotas;
+    if (quotas) {
+      const claim = { serverId: id, accountId: account.id, maxPerAccount: max, anonIp: anonIpOf(account), maxPerIp: this.d.anonServersPerIp };
+      const refused = await quotas.reserveServer({ ...claim, ttlMs: CREATE_DEADLINE_MS });
+      if (refused === 'account') throw serverLimit(max);
+      if (refused === 'ip') throw ipLimit(this.d.anonServersPerIp);
+    }
     const keys = this.d.makeKeyPair(id);
     const pending = this.pending.mark('create');
-    const { record, note } = await this.chooseAndInsert(input, {
-      id,
-      accountId: account.id,
-      sshPublicKey: keys.publicKey,
-      keyFingerprint: keys.fingerprint,
-      memoryBytes: limits.memoryBytes,
-      diskBytes: limits.diskBytes,
-      neverSleep: input.neverSleep ?? false,
-      suspended: false,
-      flag: null,
-      createdAt: Date.now(),
-      pending,
-    });
+    let record: ServerRecord;
+    let note: string | undefined;
+    try {
+      ({ record, note } = await this.chooseAndInsert(
+        input,
+        {
+          id,
+          accountId: account.id,
+          sshPublicKey: keys.publicKey,
+          keyFingerprint: keys.fingerprint,
+          memoryBytes: limits.memoryBytes,
+          diskBytes: limits.diskBytes,
+          neverSleep: input.neverSleep ?? false,
+          suspended: false,
+          flag: null,
+          createdAt: Date.now(),
+          pending,
+        },
+        account,
+      ));
+    } catch (e) {
+      await this.unclaim(id);
+      throw e;
+    }
     this.pending.begin(id);
     this.d.log.info('creating server', { id, slug: record.slug, account: account.id });
     try {
@@ -187,6 +224,12 @@ export class Servers {
       throw AppError.of('create_failed', 'the server could not be created on this host right now; try again in a minute', { cause: e });
     }
     return { record, privateKey: keys.privateKey, subdomainNote: note };
+  }
+
+  /** Cluster mode: the registry's reservation of a create goes (committed: its placement counts
+   *  instead; failed: nothing counts). One that cannot be removed now expires with the create's deadline. */
+  private async unclaim(id: string): Promise<void> {
+    await this.d.quotas?.releaseServer(id).catch((err) => this.d.log.warn('a create reservation stays until it expires', { id, err }));
   }
 
   /** The create's last step before its answer is written: one synced commit makes the server
@@ -204,6 +247,7 @@ export class Servers {
       await this.d.names?.remove(id);
       throw AppError.of('create_failed', 'the server took too long to create; try again');
     }
+    void this.unclaim(id); // its placement counts now (the reservation no longer does): not awaited before the answer
     this.d.log.info('server created', { id, slug, account: accountId });
   }
 
@@ -212,7 +256,7 @@ export class Servers {
   async abandon(id: string): Promise<void> {
     const rec = this.d.store.servers.getAny(id);
     this.pending.end(id);
-    if (!rec?.pending) return;
+    if (!rec?.pending) return void (await this.unclaim(id));
     await this.pending.finish(rec).catch((err) => this.d.log.error('rolling back a create failed; retried later', { id, err }));
   }
 

@@ -68,6 +68,8 @@ const toAccount = (r: Row): SharedAccount => ({
   createdIp: r.created_ip,
   createdAt: Number(r.created_at),
 });
+/** First key of the advisory locks a send reservation takes per key (its own class). */
+const SMS_LOCK = 35005;
 const isUnique = (e: unknown) => (e as { code?: string }).code === '23505';
 
 /** The cluster secret for api keys and code MACs: made once (here by init), read by every host;
@@ -216,15 +218,24 @@ export class RegistryAccounts {
     });
   }
 
-  async recentSends(key: string, windowMs: number, now: number): Promise<number[]> {
-    const r = await this.pool.query<{ at_ms: string }>('SELECT at_ms FROM sms_sends WHERE key = $1 AND at_ms > $2 ORDER BY at_ms', [key, now - windowMs]);
-    return r.rows.map((x) => Number(x.at_ms));
+  /** Checks and records one send under every key in one transaction, each key's advisory lock
+   *  held (so concurrent requests on any host see each other's sends before the text goes out):
+   *  `check` gets each key's send times within `keepMs`, oldest first; a refusal it answers is
+   *  returned and nothing is recorded. */
+  async reserveSend<T>(keys: string[], now: number, keepMs: number, check: (sends: number[][]) => T | undefined): Promise<T | undefined> {
+    return this.pool.tx(async (c) => {
+      for (const k of [...keys].sort()) await c.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [SMS_LOCK, k]);
+      await c.query('DELETE FROM sms_sends WHERE key = ANY($1) AND at_ms <= $2', [keys, now - keepMs]);
+      const r = await c.query<{ key: string; at_ms: string }>('SELECT key, at_ms FROM sms_sends WHERE key = ANY($1) ORDER BY at_ms', [keys]);
+      const refused = check(keys.map((k) => r.rows.filter((x) => x.key === k).map((x) => Number(x.at_ms))));
+      if (refused !== undefined) return refused;
+      for (const k of keys) await c.query('INSERT INTO sms_sends (key, at_ms) VALUES ($1, $2)', [k, now]);
+      return undefined;
+    });
   }
 
-  async recordSend(keys: string[], now: number, keepMs: number): Promise<void> {
-    await this.pool.tx(async (c) => {
-      await c.query('DELETE FROM sms_sends WHERE key = ANY($1) AND at_ms <= $2', [keys, now - keepMs]);
-      for (const k of keys) await c.query('INSERT INTO sms_sends (key, at_ms) VALUES ($1, $2)', [k, now]);
-    });
+  /** Gives back a send reserveSend recorded at `at` (the text was not sent). */
+  async cancelSend(keys: string[], at: number): Promise<void> {
+    await this.pool.query('DELETE FROM sms_sends WHERE ctid IN (SELECT DISTINCT ON (key) ctid FROM sms_sends WHERE key = ANY($1) AND at_ms = $2)', [keys, at]);
   }
 }

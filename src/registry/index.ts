@@ -24,6 +24,7 @@ import { RegistryPayments } from './payments.js';
 import { PlacementCache } from './placements.js';
 import { RegistryPool } from './pool.js';
 import { RegistryShared } from './shared.js';
+import { RegistryQuotas } from './quotas.js';
 import { registryFacts, type RegistryFacts } from './report.js';
 import { checkToken, sealClear } from './token.js';
 
@@ -39,6 +40,7 @@ export { PlacementCache, type PlacementView, type HostView, type PlacementCacheO
 export { PLACEMENT_CHANNEL } from './placements-sql.js';
 export { RegistryAccounts, clusterSecret, type SharedAccount, type SharedCode } from './accounts.js';
 export { RegistryShared, keyedNames, type SharedCertificate, type ServerKey } from './shared.js';
+export { RegistryQuotas, type ServerClaim } from './quotas.js';
 export { RegistryLedger, type LedgerWrite, type AccountMoney, type LedgerRow } from './ledger.js';
 export { RegistryCa, type CaPair } from './ca.js';
 export { registryOptions, HOST_VERSION, type ClusterSettings, type RegistryOptions } from './host.js';
@@ -70,6 +72,8 @@ export class Registry {
   readonly placements: PlacementCache;
   readonly accounts: RegistryAccounts;
   readonly shared: RegistryShared;
+  /** Limits counted across hosts: servers per account and address, running commands, request rates. */
+  readonly quotas: RegistryQuotas;
   /** The wake fence: every start of a server on this host asks it first (main.ts gives it to the runtime). */
   readonly fence: WakeFence;
   /** This host's instance (its data dir's id) and run, and whether the run holds the name. */
@@ -105,6 +109,7 @@ export class Registry {
     );
     this.accounts = new RegistryAccounts(this.pool, o.host, this.placements, o.keys);
     this.shared = new RegistryShared(this.pool, o.host, o.keys);
+    this.quotas = new RegistryQuotas(this.pool, o.host);
     this.fence = new WakeFence(o.host, this.names, log.child({ part: 'fence' }), () => this.up);
   }
 

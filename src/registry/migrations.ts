@@ -13,6 +13,7 @@ import { PLACEMENTS_SQL, TOMBSTONES_SQL } from './placements-sql.js';
 import { ORDERS_SQL, SHARED_SQL } from './shared.js';
 import { IDENTITY_SQL } from './identity.js';
 import { TOKEN_SQL } from './token.js';
+import { QUOTAS_SQL } from './quotas.js';
 import type { RegistryPool } from './pool.js';
 
 export interface Migration {
@@ -127,6 +128,11 @@ export const MIGRATIONS: readonly Migration[] = [
     version: 14,
     about: "the cluster token: its verifier, every secret sealed under it (cluster secrets, the CA's key), each host's registered channel key",
     sql: TOKEN_SQL,
+  },
+  {
+    version: 15,
+    about: 'limits across hosts: reservations of servers in creation and of running commands per account and address, shared request-rate buckets',
+    sql: QUOTAS_SQL,
   },
   {
     version: 16,

@@ -48,9 +48,27 @@ export class CodeStore {
     return (this.sends.get(key) ?? []).filter((t) => now - t < windowMs);
   }
 
-  recordSend(keys: string[], now: number, keepMs: number): void {
+  /** Checks and records one send under every key in one synced transaction: `check` gets each
+   *  key's send times within `keepMs`, oldest first; a refusal it answers is returned and nothing
+   *  is recorded. The slot is taken before the text is sent, so concurrent requests see it. */
+  reserveSend<T>(keys: string[], now: number, keepMs: number, check: (sends: number[][]) => T | undefined): T | undefined {
+    return this.env.txSync(() => {
+      const sends = keys.map((k) => this.recentSends(k, keepMs, now));
+      const refused = check(sends);
+      if (refused !== undefined) return refused;
+      keys.forEach((k, i) => this.sends.putSync(k, [...sends[i], now]));
+      return undefined;
+    });
+  }
+
+  /** Gives back a send reserveSend recorded at `at` (the text was not sent). */
+  cancelSend(keys: string[], at: number): void {
     this.env.txSync(() => {
-      for (const k of keys) this.sends.putSync(k, [...(this.sends.get(k) ?? []).filter((t) => now - t < keepMs), now]);
+      for (const k of keys) {
+        const list = this.sends.get(k) ?? [];
+        const i = list.lastIndexOf(at);
+        if (i >= 0) this.sends.putSync(k, [...list.slice(0, i), ...list.slice(i + 1)]);
+      }
     });
   }
 }

@@ -153,6 +153,7 @@ function hosting(build?: (spec: ServerSpec) => Promise<RuntimeServer>) {
     domain: 'example.test',
     brands: new Set(),
     maxServersPerAccount: 5,
+    anonServersPerIp: 3,
     publicIp: '192.0.2.1',
     makeKeyPair: (c) => ({ privateKey: 'k', publicKey: `ssh-ed25519 AAAA ${c}`, fingerprint: `fp-${c}` }),
     credits: () => ({ tier: 'anonymous', ram_gb_hours_left: 1, egress_gb_left: 1, balance_usd: 0 }),

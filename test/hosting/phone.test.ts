@@ -100,6 +100,26 @@ test('resends are limited per number (30 s gap, 5 an hour) and per IP (10 an hou
   assert.match((await err(verifier.sendCode('+14155550300', '192.0.2.5'))).detail, /from this address/);
 });
 
+test('concurrent requests for one number send one text: the slot is taken before the provider is awaited', async () => {
+  now += 3_600_000;
+  const phone = '+14155550600';
+  const sent = () => twilio.messages.filter((m) => m.to === phone).length;
+  const all = await Promise.allSettled(Array.from({ length: 8 }, (_, i) => verifier.sendCode(phone, `203.0.113.${i + 1}`)));
+  assert.is(sent(), 1, 'one text went out');
+  assert.is(all.filter((r) => r.status === 'fulfilled').length, 1);
+  for (const r of all) if (r.status === 'rejected') assert.is((r.reason as { code: string }).code, 'sms_rate_limited');
+});
+
+test('a send the provider refused gives its slot back: the next request for the number is sent at once', async () => {
+  now += 3_600_000;
+  const phone = '+14155550601';
+  twilio.mode = 'server_error';
+  assert.is((await err(verifier.sendCode(phone, '203.0.113.50'))).code, 'sms_failed');
+  twilio.mode = 'ok';
+  await verifier.sendCode(phone, '203.0.113.50');
+  assert.ok(twilio.codeFor(phone), 'texted without waiting out the 30 s gap');
+});
+
 test('provider failures become clear errors and leave no pending code behind', async () => {
   now += 3_600_000;
   for (const [mode, code] of [

@@ -1,7 +1,8 @@
 // Accounts shared by two daemons through a real PostgreSQL registry: an account made on host A
 // works with its key on host B; a phone verified on A logs in on B with a code A texted (the
 // cluster secret MACs codes and seals keys alike on every host) and gets back the same api_key; a
-// key rotated on A is refused on B; the SMS resend limit counts sends of every host; with the
+// key rotated on A is refused on B; the SMS resend limit counts sends of every host (concurrent
+// requests on both hosts send one text); with the
 // registry stopped a phone login answers 503 registry_unavailable while a key B has cached keeps
 // working for B's servers, and the login works again once the registry is back.
 process.env.ROOTBOX_TEST_RUNTIME ??= 'process'; // accounts need no container
@@ -135,6 +136,15 @@ test('the SMS resend limit counts the codes every host sent', async () => {
   const again = await api(b, 'POST', '/create', { body: { phone } });
   assert.is(again.status, 429, again.text);
   assert.is(again.json.error, 'sms_rate_limited');
+});
+
+test('concurrent code requests for one number on both hosts send one text', async () => {
+  const phone = '+15005550204';
+  skew.b = skew.a; // the hosts' clocks agree here (an earlier test moved A's past a resend gap)
+  const all = await Promise.all(Array.from({ length: 8 }, (_, i) => api(i % 2 ? b : a, 'POST', '/create', { body: { phone } })));
+  assert.is(twilio.messages.filter((m) => m.to === phone).length, 1, all.map((r) => `${r.status} ${r.json?.error ?? ''}`).join(', '));
+  assert.is(all.filter((r) => r.status === 200).length, 1);
+  for (const r of all.filter((x) => x.status !== 200)) assert.is(r.json.error, 'sms_rate_limited', r.text);
 });
 
 test('registry stopped: phone login answers 503 registry_unavailable, a key B cached still serves its servers; back: login works', async () => {
