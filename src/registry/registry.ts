@@ -1,0 +1,211 @@
+// This host's registry (index.ts is the module's surface and says what it owns): startRegistry
+// connects, checks the schema and the cluster token, claims the host's name, and keeps its row
+// alive; Registry holds the registry's parts this host uses.
+
+import { AppError, isAppError } from '../errors.js';
+import type { Logger } from '../log/index.js';
+import { registryOptions, type ClusterSettings, type RegistryOptions } from './host.js';
+import { HostDirectory, type HostFacts } from './hosts.js';
+import { assertUsable } from './migrations.js';
+import { claimName, newIdentity, type HostIdentity } from './identity.js';
+import { RegistryAccounts } from './accounts.js';
+import { RegistryLedger } from './ledger.js';
+import { RegistryCa } from './ca.js';
+import { RegistryNames } from './names.js';
+import { WakeFence } from './fence.js';
+import { RegistryPayments } from './payments.js';
+import { PlacementCache } from './placements.js';
+import { RegistryPool } from './pool.js';
+import { RegistryShared } from './shared.js';
+import { RegistryQuotas } from './quotas.js';
+import { registryFacts, type RegistryFacts } from './report.js';
+import { checkToken, sealClear } from './token.js';
+
+/** The registry part of the daemon: joined when cluster.registry is set, nothing on a single box. */
+export async function startRegistry(d: { cfg: Readonly<ClusterSettings & { cluster: { registry?: string } }>; log: Logger }): Promise<Registry | undefined> {
+  const url = d.cfg.cluster.registry;
+  if (!url) return undefined;
+  const r = new Registry(registryOptions(d.cfg, url), d.log.child({ part: 'registry' }));
+  try {
+    await r.start();
+  } catch (err) {
+    await r.stop().catch(() => {}); // refused (schema, token): its connections end with it
+    throw err;
+  }
+  return r;
+}
+
+export class Registry {
+  readonly pool: RegistryPool;
+  readonly hosts: HostDirectory;
+  readonly names: RegistryNames;
+  readonly payments: RegistryPayments;
+  readonly ledger: RegistryLedger;
+  readonly channel: RegistryCa;
+  readonly placements: PlacementCache;
+  readonly accounts: RegistryAccounts;
+  readonly shared: RegistryShared;
+  /** Limits counted across hosts: servers per account and address, running commands, request rates. */
+  readonly quotas: RegistryQuotas;
+  /** The wake fence: every start of a server on this host asks it first (main.ts gives it to the runtime). */
+  readonly fence: WakeFence;
+  /** This host's instance (its data dir's id) and run, and whether the run holds the name. */
+  readonly identity: HostIdentity;
+  private timer?: NodeJS.Timeout;
+  private checked = false;
+  private reachable = true;
+  private beating?: Promise<void>;
+  private measure?: () => Record<string, number>;
+  private renewAgain = false;
+
+  constructor(
+    private readonly o: RegistryOptions,
+    private readonly log: Logger,
+  ) {
+    this.identity = newIdentity(o.dataDir);
+    this.pool = new RegistryPool({ url: o.url, connectTimeoutMs: o.connectTimeoutMs, statementTimeoutMs: o.statementTimeoutMs });
+    this.hosts = new HostDirectory(this.pool, o.leaseMs);
+    this.names = new RegistryNames(this.pool, o.host, this.identity);
+    this.payments = new RegistryPayments(this.pool, o.host);
+    this.ledger = new RegistryLedger(this.pool, o.host);
+    this.channel = new RegistryCa(this.pool, o.keys);
+    this.placements = new PlacementCache(
+      this.pool,
+      {
+        refreshMs: Math.max(100, Math.min(1000, Math.floor(o.leaseMs / 3))),
+        connectTimeoutMs: o.connectTimeoutMs,
+        leaseMs: o.leaseMs,
+        host: o.host,
+        tombstoneRetentionMs: o.tombstoneRetentionMs,
+      },
+      log,
+    );
+    this.accounts = new RegistryAccounts(this.pool, o.host, this.placements, o.keys);
+    this.shared = new RegistryShared(this.pool, o.host, o.keys);
+    this.quotas = new RegistryQuotas(this.pool, o.host);
+    this.fence = new WakeFence(o.host, this.names, log.child({ part: 'fence' }), () => this.up);
+  }
+
+  private facts(): HostFacts {
+    // hosting's room carries free memory and disk too: the host's own measure only when it has none
+    let room: Record<string, number> | undefined;
+    try {
+      room = this.measure?.();
+    } catch (err) {
+      this.log.warn('capacity not measured; the lease reports free memory and disk only', { detail: (err as Error).message });
+    }
+    return { name: this.o.host, advertise: this.o.advertise, publicIp: this.o.publicIp, version: this.o.version, capacity: room ?? this.o.capacity() };
+  }
+
+  /** What this host's lease reports as its capacity besides free memory and disk (hosting's
+   *  room, counted from its servers' ceilings): read at every heartbeat from now on, the first
+   *  one at once. */
+  reportCapacity(measure: () => Record<string, number>): void {
+    this.measure = measure;
+    this.renew();
+  }
+
+  /** Checks the schema and registers this host. Refuses (throws) a registry without a usable
+   *  schema; an unreachable one is logged and joined later. */
+  async start(): Promise<void> {
+    this.log.info('registry', { registry: this.pool.where, host: this.o.host, advertise: this.o.advertise, instance: this.identity.instance });
+    await this.beat(true).catch((err) => {
+      if (!isAppError(err) || err.code !== 'registry_unavailable') throw err;
+    });
+    this.timer = setInterval(() => void this.tick(), Math.max(250, Math.floor(this.o.leaseMs / 3)));
+    this.timer.unref();
+    await this.placements.start();
+  }
+
+  private tick(): void {
+    this.beating ??= this.beat(false)
+      .catch((err) => {
+        if (isAppError(err) && err.code === 'registry_unavailable') return;
+        // a schema that became unusable (a newer rootbox migrated it), a name this host may not
+        // hold (refused when it joined late, or taken over): stop renewing, say why
+        this.log.error('registry refused', { code: isAppError(err) ? err.code : undefined, detail: (err as Error).message });
+        clearInterval(this.timer);
+      })
+      .finally(() => {
+        this.beating = undefined;
+        if (this.renewAgain) this.renew();
+      });
+  }
+
+  /** Renews the lease now (after the one under way, which may have measured before the change):
+   *  what this host can take changed, and the other hosts place creates by it. */
+  renew(): void {
+    this.renewAgain = this.beating !== undefined;
+    if (this.timer && !this.beating) this.tick();
+  }
+
+  private async beat(starting: boolean): Promise<void> {
+    try {
+      if (!this.checked) {
+        await assertUsable(this.pool);
+        // reads only: a wrong token is refused before this host writes anything
+        await checkToken(this.pool, this.o.keys);
+        const sealed = await sealClear(this.pool, this.o.keys);
+        if (sealed) this.log.info('registry secrets sealed under the cluster token', { sealed });
+        this.checked = true;
+      }
+      if (!this.identity.held) await this.claim();
+      else if (!(await this.hosts.renew(this.facts(), this.identity.run, starting || !this.reachable))) {
+        this.identity.held = false;
+        throw AppError.of('host_name_taken', `another run or instance holds the host name ${this.o.host} now: this host writes nothing more under it`);
+      }
+      this.placements.heartbeat(true);
+      if (!this.reachable) this.log.info('registry reachable again', { registry: this.pool.where });
+      this.reachable = true;
+    } catch (err) {
+      // the registry could not be reached: the others' leases that run out meanwhile are not counted
+      if (isAppError(err) && err.code === 'registry_unavailable') this.placements.heartbeat(false);
+      if (isAppError(err) && err.code === 'registry_unavailable' && this.reachable) {
+        this.reachable = false;
+        this.log.warn('registry unreachable; serving what this host has', { registry: this.pool.where });
+      }
+      throw err;
+    }
+  }
+
+  /** Takes this host's name for its instance (identity.ts); throws when it may not. */
+  private async claim(): Promise<void> {
+    const c = await claimName(this.pool, this.facts(), this.identity, { leaseMs: this.o.leaseMs, replace: this.o.replaceHost });
+    this.identity.held = true;
+    if (c.replaced)
+      this.log.warn('host name taken over from another instance (--replace-host): its servers are marked lost, nothing deleted', {
+        host: this.o.host,
+        replaced: c.replaced,
+        lost: c.lost,
+      });
+  }
+
+  /** Registers the public key of this host's channel certificate (its SPKI hash): the other
+   *  hosts' channel listeners take a connection naming this host only with that key. */
+  async registerChannelKey(key: string): Promise<void> {
+    await this.hosts.setChannelKey(this.o.host, key);
+  }
+
+  /** This host's name in the cluster. */
+  get host(): string {
+    return this.o.host;
+  }
+
+  /** The registry as this host sees it now (status): reachable, schema, lease, hosts up. */
+  report(): Promise<RegistryFacts> {
+    return registryFacts(this.pool, this.o.host, this.o.leaseMs);
+  }
+
+  /** Whether the last heartbeat reached the registry (and this run holds its name there). */
+  get up(): boolean {
+    return this.reachable && this.checked && this.identity.held;
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.timer);
+    await this.placements.stop();
+    await this.beating;
+    if (this.identity.held && this.reachable) await this.hosts.release(this.o.host, this.identity.run).catch(() => {});
+    await this.pool.end();
+  }
+}
