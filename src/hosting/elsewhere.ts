@@ -28,6 +28,7 @@ import {
   type Res,
   type Route,
 } from '../http/index.js';
+import { systemClock, type Clock, type Timer } from '../clock.js';
 import type { Logger } from '../log/index.js';
 import { MissBudget } from '../misses.js';
 
@@ -81,6 +82,8 @@ export class Elsewhere {
     private readonly log: Logger,
     /** What a server id no cache knows may cost in catch-up reads, per source. */
     private readonly misses = new MissBudget(),
+    /** The list wait's time (tests move it). */
+    private readonly clock: Clock = systemClock,
   ) {}
 
   bind(f: ServerForwarding): void {
@@ -181,12 +184,12 @@ export class Elsewhere {
     const silent: string[] = [];
     const lists = await Promise.all(
       f.hostsOf(accountId).map(async (host) => {
-        let timer: NodeJS.Timeout | undefined;
-        const late = new Promise<undefined>((r) => (timer = setTimeout(() => r(undefined), LIST_WAIT_MS)));
+        let timer: Timer | undefined;
+        const late = new Promise<undefined>((r) => (timer = this.clock.after(LIST_WAIT_MS, () => r(undefined))));
         const c = await Promise.race([
           collectAnswer('GET', '/servers', { authorization, accept: 'application/json' }, undefined, LIST_MAX, (req, res) => f.forward(host, req, res, info)),
           late,
-        ]).finally(() => clearTimeout(timer));
+        ]).finally(() => timer?.cancel());
         // 200, or 402 with the list beside the upgrade envelope
         const servers = (c?.json as { servers?: unknown } | undefined)?.servers;
         if (Array.isArray(servers)) return servers as unknown[];
