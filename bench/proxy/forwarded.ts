@@ -17,11 +17,11 @@ import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { issueIdentity } from '../../src/channel/identity.js';
-import { RetryBudget } from '../../src/channel/body.js';
-import { ClusterFront } from '../../src/channel/front.js';
+import { RetryBudget } from '../../src/channel/sender-body.js';
+import { ClusterFront } from '../../src/channel/sender-front.js';
 import type { Placements } from '../../src/channel/lookup.js';
-import { Peers } from '../../src/channel/peers.js';
-import { ChannelServer } from '../../src/channel/server.js';
+import { Peers } from '../../src/channel/sender-peers.js';
+import { ChannelServer } from '../../src/channel/owner-server.js';
 import { proxySchema } from '../../src/config/proxy.js';
 import { createCa, Edge, TlsManager } from '../../src/edge/index.js';
 import type { HttpApp } from '../../src/http/index.js';

@@ -3,7 +3,7 @@
 // before it ends (kept in memory only) on the same key pair, made once per run, whose public key
 // (its SPKI SHA-256) the host registers in its hosts row. Both sides of the channel present one
 // and accept only certificates of that CA; the name in a peer's certificate is the host it
-// claims to be, and the owner's side takes it only with the key that host registered (admit.ts).
+// claims to be, and the owner's side takes it only with the key that host registered (owner-admit.ts).
 
 import { createHash, generateKeyPairSync, type KeyObject } from 'node:crypto';
 import type { PeerCertificate, TLSSocket } from 'node:tls';

@@ -15,23 +15,25 @@ import type { Duplex } from 'node:stream';
 import type { Logger } from '../log/index.js';
 import { metrics } from '../metrics/index.js';
 import type { CaPair } from '../registry/index.js';
-import { ApiForwarder, type ApiApp, type ApiForwardOptions } from './api.js';
-import { RetryBudget } from './body.js';
-import { ClusterFront, type LocalProxy } from './front.js';
-import { ChannelHealth, type PeerHealth } from './health.js';
-import { PeerAdmission } from './admit.js';
+import { ApiForwarder, type ApiApp, type ApiForwardOptions } from './sender-api.js';
+import { RetryBudget } from './sender-body.js';
+import { ClusterFront, type LocalProxy } from './sender-front.js';
+import { ChannelHealth, type PeerHealth } from './sender-health.js';
+import { PeerAdmission } from './owner-admit.js';
 import { channelKeyPair, issueIdentity, REISSUE_MS, type Identity } from './identity.js';
 import type { Placements, PlacementView } from './lookup.js';
-import { Peers } from './peers.js';
-import { ChannelServer } from './server.js';
-import { openSsh, type SshAcceptor, type SshClient } from './ssh.js';
+import { Peers } from './sender-peers.js';
+import { ChannelServer } from './owner-server.js';
+import { openSsh, type SshClient } from './sender-ssh.js';
+import type { SshAcceptor } from './owner-ssh.js';
 
 export type { Placements, PlacementView, HostView } from './lookup.js';
 export { issueIdentity, type Identity } from './identity.js';
-export type { ApiApp, ApiForwardOptions } from './api.js';
-export type { SshAcceptor, SshClient } from './ssh.js';
-export type { PeerHealth, ForwardOutcome, ChannelErrorKind } from './health.js';
-export type { RetryBudget } from './body.js';
+export type { ApiApp, ApiForwardOptions } from './sender-api.js';
+export type { SshClient } from './sender-ssh.js';
+export type { SshAcceptor } from './owner-ssh.js';
+export type { PeerHealth, ForwardOutcome, ChannelErrorKind } from './sender-health.js';
+export type { RetryBudget } from './sender-body.js';
 
 export interface Channel {
   /** What the edge serves `<slug>.{domain}` with: the local proxy, forwarding what is not here. */
@@ -61,13 +63,13 @@ export interface Channel {
   };
   /** A byte stream to the SSH server of the host that runs `serverId`, authenticated for it; an AppError when there is none. */
   openSsh(serverId: string, client: SshClient): Promise<Duplex>;
-  /** This host's sessions to its peers: up or down, errors, forwarded requests (health.ts). */
+  /** This host's sessions to its peers: up or down, errors, forwarded requests (sender-health.ts). */
   health(): PeerHealth[];
   /** Whether `host` at `advertise` answers on the channel now (an open session that answered its
    *  last ping): a host whose lease ran out is still up while it does (the placement cache's
    *  `answeredBy`, wired in main.ts). */
   answering(host: string, advertise: string): boolean;
-  /** The request bodies kept for a retry, per source and in total (body.ts). */
+  /** The request bodies kept for a retry, per source and in total (sender-body.ts). */
   readonly retries: Pick<RetryBudget, 'held' | 'heldBy'>;
   stop(): Promise<void>;
 }
@@ -87,7 +89,7 @@ export interface ChannelPartDeps {
   };
   store: { servers: { bySlug(slug: string): { id: string } | undefined; get(id: string): { id: string } | undefined } };
   proxy: LocalProxy;
-  /** The API app: answers API requests other hosts forward here (api.ts); `core.domains`: this host's own active domains. */
+  /** The API app: answers API requests other hosts forward here (sender-api.ts); `core.domains`: this host's own active domains. */
   hosting?: { router: ApiApp; upgrade?: ApiApp['upgrade']; core?: { domains: { slugOf(host: string): string | undefined } } };
   /** This host's SSH server, for the SSH connections other hosts forward here. */
   ssh?: SshAcceptor;

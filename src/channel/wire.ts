@@ -22,7 +22,7 @@ export const H = {
   upgrade: 'x-rootbox-upgrade',
   /** The owner's answer is the app's HTTP/1.1 answer, bytes as they go to the client. */
   raw: 'x-rootbox-raw',
-  /** A request for the owner's API app (api.ts), not its proxy. */
+  /** A request for the owner's API app (sender-api.ts), not its proxy. */
   api: 'x-rootbox-api',
   /** The owner's answer when it does not run the server the sender meant. */
   notHere: 'x-rootbox-not-here',
@@ -68,3 +68,8 @@ export function dropOwn(req: { headers: IncomingHttpHeaders; rawHeaders: string[
   const raw = req.rawHeaders;
   for (let i = raw.length - 2; i >= 0; i -= 2) if (raw[i].toLowerCase().startsWith(PREFIX)) raw.splice(i, 2);
 }
+
+/** The stream kind of an SSH connection over the channel (sender-ssh.ts, owner-ssh.ts): not an HTTP request for the proxy. */
+export const SSH_KIND = 'x-rootbox-kind';
+/** The SSH client's port, as the receiving host saw it. */
+export const CLIENT_PORT = 'x-rootbox-client-port';

@@ -4,7 +4,7 @@
 // the registry still take each other; a name the registry never knew is refused.
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { PeerAdmission } from '../../src/channel/admit.js';
+import { PeerAdmission } from '../../src/channel/owner-admit.js';
 
 function registry() {
   const keys = new Map<string, string>();

@@ -5,7 +5,7 @@
 import { PassThrough } from 'node:stream';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { buffer, RetryBudget } from '../../src/channel/body.js';
+import { buffer, RetryBudget } from '../../src/channel/sender-body.js';
 
 test('the budget counts per source (an IPv6 /64 is one) and in total, and a hold gives back what it took, once', () => {
   const b = new RetryBudget(100, 250);

@@ -8,8 +8,8 @@
 // registry and retries once; a server's own domain the sender names must still be that server's
 // active domain here. A request that already made a hop, or comes from this host itself,
 // is a loop: 502 forward_loop. A connection that chose the raw lane's protocol (ALPN MUX_ALPN)
-// carries many lane requests at once as streams (rawowner.ts). A connection is taken only from a
-// registered host presenting the key it registered (admit.ts); any other is closed after TLS.
+// carries many lane requests at once as streams (owner-raw.ts). A connection is taken only from a
+// registered host presenting the key it registered (owner-admit.ts); any other is closed after TLS.
 
 import {
   createSecureServer,
@@ -27,15 +27,15 @@ import type { Clock } from '../clock.js';
 import { AppError } from '../errors.js';
 import { errorReply, rawError, sendReply, type HttpApp, type Req, type Res, type LaneApp, type RequestInfo, type UpgradeApp } from '../http/index.js';
 import type { Logger } from '../log/index.js';
-import { answerApi, type ApiOwnerDeps } from './api.js';
-import type { PeerAdmission } from './admit.js';
+import { answerApi, type ApiOwnerDeps } from './owner-api.js';
+import type { PeerAdmission } from './owner-admit.js';
 import { peerHost, peerKey, type Identity } from './identity.js';
 import type { Placements } from './lookup.js';
-import { ownerSsh, SSH_KIND, type SshAcceptor } from './ssh.js';
-import { MUX_ALPN } from './muxwire.js';
-import { RawOwner, type Claim } from './rawowner.js';
-import { handshakeOf, StreamSocket } from './tunnel.js';
-import { dropOwn, H, MAX_HOPS, NOT_HERE, SESSION_WINDOW, WINDOW } from './wire.js';
+import { ownerSsh, type SshAcceptor } from './owner-ssh.js';
+import { MUX_ALPN } from './wire-mux.js';
+import { RawOwner, type Claim } from './owner-raw.js';
+import { handshakeOf, StreamSocket } from './wire-tunnel.js';
+import { dropOwn, H, MAX_HOPS, NOT_HERE, SESSION_WINDOW, SSH_KIND, WINDOW } from './wire.js';
 
 export interface ChannelServerDeps {
   identity: () => Identity;
@@ -44,11 +44,11 @@ export interface ChannelServerDeps {
   /** This host's own servers by slug (its store). */
   servers: { bySlug(slug: string): { id: string } | undefined; get(id: string): { id: string } | undefined };
   placements: Pick<Placements, 'byServer'>;
-  /** The API app, for streams marked `x-rootbox-api` (api.ts). */
+  /** The API app, for streams marked `x-rootbox-api` (sender-api.ts). */
   api?: ApiOwnerDeps;
   /** This host's own active domains → slug (hosting's domains): a forwarded domain must still be its server's. */
   aliases?: (host: string) => string | undefined;
-  /** This host's SSH server: takes the SSH connections other hosts forward (ssh.ts). */
+  /** This host's SSH server: takes the SSH connections other hosts forward (sender-ssh.ts). */
   ssh?: SshAcceptor;
   /** Which peers are taken (a registered host with its registered key); unset: any certificate of the CA. */
   admit?: PeerAdmission;

@@ -1,4 +1,4 @@
-// A forwarded request's body as the sender's full path keeps it (front.ts, api.ts): whether there
+// A forwarded request's body as the sender's full path keeps it (sender-front.ts, sender-api.ts): whether there
 // is one, and its first `cap` bytes read into memory so the request can be sent again after "not
 // here" — within a budget of such copies per source (an IPv4 address, an IPv6 /64: the clients
 // of one source together) and for the host (every source together). A body that would go beyond

@@ -1,7 +1,7 @@
 // What this host knows of its channel to each peer (issue 29 item 7), for `rootbox cluster status`
 // (asked of the running daemon over the admin socket) and Prometheus: whether a session is open
 // now, when it opened or closed, the errors (how many, the last one: kind, detail, when), and the
-// requests forwarded there by outcome. peers.ts and front.ts record with one call each; every
+// requests forwarded there by outcome. sender-peers.ts and sender-front.ts record with one call each; every
 // call also counts in the metrics registry (metrics.forwarded, metrics.channelError).
 
 import { metrics } from '../metrics/index.js';

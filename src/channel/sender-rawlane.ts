@@ -1,7 +1,7 @@
 // The sender's raw lane: a lane request (edge/lane.ts: a bodiless GET or HEAD read by the edge's
 // own HTTP/1.1 reader) for a server of another host goes to the owner as an HTTP/1.1 head on a
-// stream of the raw lane's one connection to that peer (rawpool.ts, muxwire.ts), straight into
-// the owner's own lane (rawowner.ts), with no HTTP/2 stream and no node HTTP object on either
+// stream of the raw lane's one connection to that peer (sender-rawpool.ts, wire-mux.ts), straight into
+// the owner's own lane (owner-raw.ts), with no HTTP/2 stream and no node HTTP object on either
 // side. The head carries what the channel always carries (wire.ts: client address, scheme,
 // request id, server id, placement epoch, one hop); the client's own x-rootbox-* fields,
 // hop-by-hop and spoofable ones never cross. The owner's answer (HTTP/1.1, in the stream's DATA)
@@ -12,7 +12,7 @@
 // REPLAY without a failure: its lane does not take it, e.g. static files; that server is then
 // sent by the full path for a while) and every failure before the first byte reached the client
 // hand the request back to the edge (replay): node's server answers it by the full path
-// (front.ts, HTTP/2), which asks the registry, retries once and makes the error pages. A
+// (sender-front.ts, HTTP/2), which asks the registry, retries once and makes the error pages. A
 // failure the owner's lane met (a wake that failed, an app that does not answer) comes back with
 // the stream's end and is answered here as the page it makes, without sending the request again.
 // A failure after the first byte cuts the client's connection; a client that leaves cancels its
@@ -22,8 +22,8 @@ import type { Duplex } from 'node:stream';
 import { ResponseReader, passedFields, responseHead, wholeAnswer, type HttpDate, type ReaderEvents, type ResponseHead } from '../h1/index.js';
 import type { LaneExchange, LaneOutcome, LaneRequest, RequestInfo } from '../http/index.js';
 import type { PlacementView } from './lookup.js';
-import type { RawStream, RawUser, StreamEnd } from './muxstream.js';
-import type { RawPool } from './rawpool.js';
+import type { RawStream, RawUser, StreamEnd } from './sender-stream.js';
+import type { RawPool } from './sender-rawpool.js';
 import { H, NOT_HERE, PREFIX } from './wire.js';
 
 const CRLF = '\r\n';
@@ -142,7 +142,7 @@ class RawExchange implements RawUser, ReaderEvents, LaneExchange {
     if (this.headText !== undefined) out = Buffer.concat([Buffer.from(this.headText, 'latin1'), out]);
     this.headText = undefined;
     this.wrote = true;
-    // the owner sends more of this answer as the client takes it (its window: muxwire.ts)
+    // the owner sends more of this answer as the client takes it (its window: wire-mux.ts)
     if (this.sock.write(out) && this.owed === 0) return this.stream?.consumed(chunk.length);
     if (this.owed === 0) this.sock.once('drain', this.drained);
     this.owed += chunk.length;

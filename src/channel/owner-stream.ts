@@ -1,4 +1,4 @@
-// The socket a forwarded request's answer is written to on the owner (rawowner.ts gives one to the
+// The socket a forwarded request's answer is written to on the owner (owner-raw.ts gives one to the
 // proxy's lane per stream): what the lane writes goes back as DATA frames of its stream, at most
 // STREAM_WINDOW bytes ahead of the sender's credit and none while the connection itself is over
 // its mark (write answers false; 'drain' follows); egress is metered from `bytesWritten` less what
@@ -9,7 +9,7 @@
 import { EventEmitter } from 'node:events';
 import type { AppError } from '../errors.js';
 import type { LaneExchange, LaneOutcome } from '../http/index.js';
-import { ANSWERED, CUT, DATA, MAX_DATA, type Outbox, REPLAY, STREAM_WINDOW } from './muxwire.js';
+import { ANSWERED, CUT, DATA, MAX_DATA, type Outbox, REPLAY, STREAM_WINDOW } from './wire-mux.js';
 
 /** What a stream needs of its connection. */
 export interface StreamConn {

@@ -11,10 +11,10 @@ import type { Readable } from 'node:stream';
 import { AppError } from '../errors.js';
 import type { Req, RequestInfo, Res } from '../http/index.js';
 import type { Logger } from '../log/index.js';
-import { buffer, hasBody, type RetryBudget } from './body.js';
-import type { ChannelHealth } from './health.js';
+import { buffer, hasBody, type RetryBudget } from './sender-body.js';
+import type { ChannelHealth } from './sender-health.js';
 import type { Placements } from './lookup.js';
-import { CANCEL, PeerError, type Peers } from './peers.js';
+import { CANCEL, PeerError, type Peers } from './sender-peers.js';
 import { answerHeaders, channelHeaders, H, NOT_HERE } from './wire.js';
 
 export interface OutboundDeps {

@@ -1,14 +1,14 @@
-// The sender's side of one raw lane connection (rawpool.ts opens it): its streams (RawStream), each
-// lent to one exchange (rawlane.ts) — the request head sent, the answer's DATA handed over as it
+// The sender's side of one raw lane connection (sender-rawpool.ts opens it): its streams (RawStream), each
+// lent to one exchange (sender-rawlane.ts) — the request head sent, the answer's DATA handed over as it
 // comes, credits sent back as the client takes it, a CANCEL when the exchange leaves early — and
-// the frames read off the connection (muxwire.ts). A stream is over here at its END, or at once
+// the frames read off the connection (wire-mux.ts). A stream is over here at its END, or at once
 // when its exchange cancels it (what still comes for it is dropped). A frame for a stream this
 // side never opened, a DATA beyond twice the window, or a kind the wire has not drops the
 // connection; every stream on a connection that goes is told so.
 
 import type { TLSSocket } from 'node:tls';
 import { AppError, isErrorCode } from '../errors.js';
-import { ANSWERED, CANCEL, CREDIT, CUT, DATA, END, FrameError, FrameReader, HEAD, LAST_ID, MAX_STREAMS, Outbox, REPLAY, STREAM_WINDOW } from './muxwire.js';
+import { ANSWERED, CANCEL, CREDIT, CUT, DATA, END, FrameError, FrameReader, HEAD, LAST_ID, MAX_STREAMS, Outbox, REPLAY, STREAM_WINDOW } from './wire-mux.js';
 
 /** How a stream ended, as the owner said (or `gone`: the connection went first). */
 export type StreamEnd = { kind: 'answered' } | { kind: 'cut' } | { kind: 'replay'; failure?: AppError } | { kind: 'gone' };

@@ -4,35 +4,23 @@
 // server id and the placement epoch it saw, and hands back the stream once the owner said yes
 // (a "not here" costs one fresh look at the registry and one retry, like a forwarded request).
 // The stream is an HTTP/2 CONNECT (no :path, so never a forwarded client request with our header).
-// On the owner, `ownerSsh` checks the server is its own at that epoch (else 421) and hands the
-// stream, as the connection's socket, to its own SSH server in a mode that is already
-// authenticated for that server: only streams that came over the mutual-TLS channel get there,
-// never a connection to the public SSH port. A host that is down or cannot be reached is an
-// AppError at once (host_unavailable), never a hang.
+// The owner's side is owner-ssh.ts. A host that is down or cannot be reached is an AppError at
+// once (host_unavailable), never a hang.
 
-import type { ClientHttp2Stream, IncomingHttpHeaders, ServerHttp2Stream } from 'node:http2';
+import type { ClientHttp2Stream, IncomingHttpHeaders } from 'node:http2';
 import type { Duplex } from 'node:stream';
 import { systemClock, type Clock } from '../clock.js';
 import { AppError } from '../errors.js';
 import type { Logger } from '../log/index.js';
 import type { Placements, PlacementView } from './lookup.js';
-import { hostUnavailable, peerSession } from './outbound.js';
-import { CANCEL, type Peers } from './peers.js';
-import { H, NOT_HERE } from './wire.js';
-
-/** The stream kind: an SSH connection, not an HTTP request for the proxy. */
-export const SSH_KIND = 'x-rootbox-kind';
-const CLIENT_PORT = 'x-rootbox-client-port';
+import { hostUnavailable, peerSession } from './sender-outbound.js';
+import { CANCEL, type Peers } from './sender-peers.js';
+import { CLIENT_PORT, H, NOT_HERE, SSH_KIND } from './wire.js';
 
 /** Who the SSH client is, as the receiving host saw it (for the session's SSH_CLIENT and logs). */
 export interface SshClient {
   ip: string;
   port: number;
-}
-
-/** The owner's SSH server: takes a stream from the channel as an authenticated connection to `serverId`. */
-export interface SshAcceptor {
-  acceptForwarded(socket: Duplex, serverId: string, client: SshClient): void;
 }
 
 export interface SshOpenDeps {
@@ -110,38 +98,4 @@ async function ask(d: SshOpenDeps, p: PlacementView, client: SshClient): Promise
       reject(hostUnavailable(p.host, 'refused the connection'));
     });
   });
-}
-
-export interface OwnerSshDeps {
-  self: string;
-  /** The host the channel session's certificate names. */
-  peer: string | undefined;
-  servers: { get(id: string): { id: string } | undefined };
-  placements: Pick<Placements, 'byServer'>;
-  ssh?: SshAcceptor;
-  log: Logger;
-}
-
-const one = (v: string | string[] | undefined) => (Array.isArray(v) ? v[0] : v);
-
-/** The owner's side: an `x-rootbox-kind: ssh` stream checked (loop, here at that epoch) and handed to the SSH server. */
-export function ownerSsh(stream: ServerHttp2Stream, h: IncomingHttpHeaders, d: OwnerSshDeps): void {
-  stream.on('error', () => {});
-  if (h[':method'] !== 'CONNECT') {
-    d.log.warn('an SSH stream that is not a CONNECT refused', { from: d.peer });
-    return void stream.respond({ ':status': 400 }, { endStream: true });
-  }
-  const id = one(h[H.server]) ?? '';
-  if (d.peer === d.self || Number(h[H.hops] ?? 0) > 1) {
-    d.log.warn('forwarding loop refused', { from: d.peer, kind: 'ssh' });
-    return void stream.respond({ ':status': 502 }, { endStream: true });
-  }
-  const mine = d.servers.get(id);
-  const placed = mine && d.placements.byServer(id);
-  if (!mine || !d.ssh || (placed && (placed.host !== d.self || placed.epoch !== Number(h[H.epoch])))) {
-    return void stream.respond({ ':status': NOT_HERE, [H.notHere]: '1' }, { endStream: true });
-  }
-  const client = { ip: one(h[H.ip]) ?? '', port: Number(one(h[CLIENT_PORT]) ?? 0) || 0 };
-  stream.respond({ ':status': 200 });
-  d.ssh.acceptForwarded(stream, id, client);
 }

@@ -1,8 +1,8 @@
-// The raw lane's wire (rawpool.ts on the sender, rawowner.ts on the owner): many lane requests
+// The raw lane's wire (sender-rawpool.ts on the sender, owner-raw.ts on the owner): many lane requests
 // multiplexed over one mutual-TLS connection per peer, so a batch of requests (and of answers)
 // costs one TLS record and one write, not one per request. A frame is a 9-byte header — type (1),
 // stream id (4), payload length (4) — and its payload:
-//   HEAD   sender → owner  the request head, HTTP/1.1 text (rawlane.ts rawHead)
+//   HEAD   sender → owner  the request head, HTTP/1.1 text (sender-rawlane.ts rawHead)
 //   CANCEL sender → owner  the client left: the owner stops answering (no payload)
 //   CREDIT sender → owner  bytes of the answer the sender handed to its client (u32): the owner
 //                          sends at most WINDOW bytes of a stream's answer ahead of its credit

@@ -10,7 +10,7 @@
 // again); the first one after that tries anew. Whether a peer answers now (`answering`: an open
 // session that answered its connect or last ping recently) is what keeps a host whose lease ran
 // out (cut off from the registry alone) a host requests are forwarded to. Beside each open session, the raw lane's
-// connection to the same peer (rawpool.ts: lane requests as multiplexed streams), living and dying
+// connection to the same peer (sender-rawpool.ts: lane requests as multiplexed streams), living and dying
 // with the session (whose pings find a dead peer out).
 
 import { connect, constants, type ClientHttp2Session } from 'node:http2';
@@ -18,9 +18,9 @@ import { connect as tlsConnect, type ConnectionOptions, type PeerCertificate, ty
 import { systemClock, type Clock, type Timer } from '../clock.js';
 import { HttpDate } from '../h1/index.js';
 import type { Logger } from '../log/index.js';
-import type { ChannelHealth } from './health.js';
+import type { ChannelHealth } from './sender-health.js';
 import { peerHost, type Identity } from './identity.js';
-import { RawPool } from './rawpool.js';
+import { RawPool } from './sender-rawpool.js';
 import { SESSION_WINDOW, WINDOW } from './wire.js';
 
 /** Why a peer could not be reached: a loop (its address leads back here) or anything else. */

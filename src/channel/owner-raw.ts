@@ -1,7 +1,7 @@
 // The owner's side of the raw lane: a channel connection that chose MUX_ALPN (after the same
-// mutual TLS under the cluster CA as the HTTP/2 session: server.ts) carries many forwarded lane
-// requests at once as muxwire.ts streams (rawpool.ts sends them). Each is given to this host's
-// proxy lane as if its client had come here, with a socket of its own (ownerstream.ts): the
+// mutual TLS under the cluster CA as the HTTP/2 session: owner-server.ts) carries many forwarded lane
+// requests at once as wire-mux.ts streams (sender-rawpool.ts sends them). Each is given to this host's
+// proxy lane as if its client had come here, with a socket of its own (owner-stream.ts): the
 // app's answer, HTTP/1.1 as the lane writes it, goes back as DATA frames — the answers of one turn
 // of the event loop in one write — and egress is metered here from the bytes handed to the
 // connection. An answer runs at most STREAM_WINDOW bytes ahead of what the sender's client took
@@ -22,8 +22,8 @@ import { systemClock, type Clock, type Timer } from '../clock.js';
 import type { AppError } from '../errors.js';
 import { readRequest } from '../h1/index.js';
 import type { LaneApp, LaneExchange, LaneRequest, RequestInfo } from '../http/index.js';
-import { ANSWERED, CANCEL, CREDIT, DATA, END, FrameReader, HEAD, MAX_STREAMS, Outbox, REPLAY } from './muxwire.js';
-import { endPayload, OwnerStream, type StreamConn } from './ownerstream.js';
+import { ANSWERED, CANCEL, CREDIT, DATA, END, FrameReader, HEAD, MAX_STREAMS, Outbox, REPLAY } from './wire-mux.js';
+import { endPayload, OwnerStream, type StreamConn } from './owner-stream.js';
 import { H, NOT_HERE, PREFIX } from './wire.js';
 
 /** What a forwarded request claims about the server it is for, checked before it is answered. */
@@ -37,7 +37,7 @@ export interface Claim {
 
 export interface RawOwnerDeps {
   lane: LaneApp['lane'] | undefined;
-  /** Why a request is not answered here (server.ts: a loop, or not this host's server at that epoch). */
+  /** Why a request is not answered here (owner-server.ts: a loop, or not this host's server at that epoch). */
   refusal(peer: string, claim: Claim, info: RequestInfo): 'loop' | 'not-here' | undefined;
   maxPerPeer: number;
   idleMs: number;

@@ -8,13 +8,13 @@
 // `<slug>.{domain}` (the channel's aliases, from the cluster's domain map); the owner is told the
 // name and checks it is still its server's, and a "not here" for it is looked up again as a
 // domain. A body is kept in memory up to
-// `retryBody`, within the retry budget of its source and of the host (body.ts), so the request
+// `retryBody`, within the retry budget of its source and of the host (sender-body.ts), so the request
 // can be sent again once when the owner answers "not here" (its placement moved: the cache was
 // stale); a larger one, or one beyond the budget, is streamed and not retried. A lane request
 // the owner turned away is replayed by node's server after one registry read, not to the same
 // host again. A host that is down (its lease ran out and its channel does not answer) or cannot be
 // reached answers at once 503 host_unavailable; an address that leads back here, 502
-// forward_loop. WebSocket handshakes take the same way (tunnel.ts).
+// forward_loop. WebSocket handshakes take the same way (wire-tunnel.ts).
 
 import type { IncomingMessage } from 'node:http';
 import type { OutgoingHttpHeaders } from 'node:http2';
@@ -24,11 +24,11 @@ import { rawError, type HttpApp, type LaneApp, type Req, type RequestInfo, type 
 import type { Logger } from '../log/index.js';
 import { sendErrorPage } from '../proxy/index.js';
 import type { Placements, PlacementView } from './lookup.js';
-import type { ChannelHealth } from './health.js';
+import type { ChannelHealth } from './sender-health.js';
 import { MissBudget } from '../misses.js';
-import { rawForward } from './rawlane.js';
-import { hostUnavailable, openForwarded, readBody, relay, sendForwarded, type Body, type RetryKeep } from './outbound.js';
-import { CANCEL, type Peers } from './peers.js';
+import { rawForward } from './sender-rawlane.js';
+import { hostUnavailable, openForwarded, readBody, relay, sendForwarded, type Body, type RetryKeep } from './sender-outbound.js';
+import { CANCEL, type Peers } from './sender-peers.js';
 import { H, NOT_HERE } from './wire.js';
 
 export type LocalProxy = HttpApp & Partial<UpgradeApp> & Partial<LaneApp>;
@@ -63,7 +63,7 @@ export class ClusterFront implements HttpApp, UpgradeApp {
 
   constructor(private readonly d: FrontDeps) {
     const local = d.local.lane?.bind(d.local);
-    // a lane request for a server of another host goes on the raw lane (rawlane.ts); when its pool
+    // a lane request for a server of another host goes on the raw lane (sender-rawlane.ts); when its pool
     // cannot take it (at its cap, not open yet, a peer without the lane), to node's server, which
     // forwards it over the HTTP/2 session (opening it, retrying, making error pages)
     if (local)

@@ -1,8 +1,8 @@
-// The sender's side of the raw lane's connection to one peer host (rawlane.ts): one mutual-TLS
+// The sender's side of the raw lane's connection to one peer host (sender-rawlane.ts): one mutual-TLS
 // connection with this host's certificate under the cluster CA (ALPN MUX_ALPN on the same
 // cluster.listen as the HTTP/2 session), accepting only a certificate naming the host it meant,
-// as the session does (peers.ts), carrying every lane request to that peer as a stream of
-// muxwire.ts frames: a request's head goes out with the others of its turn of the event loop in
+// as the session does (sender-peers.ts), carrying every lane request to that peer as a stream of
+// wire-mux.ts frames: a request's head goes out with the others of its turn of the event loop in
 // one write, and the answers of many come back in one read. A stream lent to an exchange
 // (acquire) is given its answer's bytes and end; the exchange hands bytes to its client and
 // credits them (the owner sends at most STREAM_WINDOW ahead), and cancels a stream it leaves.
@@ -13,15 +13,15 @@
 // the caller takes the HTTP/2 session. Reads skip node's stream machinery (`onread` into one
 // shared buffer): an exchange gets views of that buffer, valid during the call only.
 // The pool lives as long as the peer's HTTP/2 session: its pings are what find a dead peer out,
-// and its end closes the connection here (peers.ts). It also remembers, for DECLINE_MS, the
+// and its end closes the connection here (sender-peers.ts). It also remembers, for DECLINE_MS, the
 // servers whose requests the owner's lane did not take (static files): those go by the full path.
 
 import type { OnReadOpts } from 'node:net';
 import { connect, type ConnectionOptions, type PeerCertificate } from 'node:tls';
 import { systemClock, type Clock, type Timer } from '../clock.js';
 import { peerHost, type Identity } from './identity.js';
-import { MuxConn, type RawStream, type RawUser } from './muxstream.js';
-import { MUX_ALPN } from './muxwire.js';
+import { MuxConn, type RawStream, type RawUser } from './sender-stream.js';
+import { MUX_ALPN } from './wire-mux.js';
 
 /** Every raw lane read lands here; reads are handled one at a time on this thread. */
 const READ_BUFFER = Buffer.allocUnsafe(64 * 1024);

@@ -4,28 +4,27 @@
 // headers with the Authorization (accounts and keys are shared through the registry: the owner
 // authenticates and checks ownership itself), the body streamed, the client's address, scheme
 // and request id, one hop — and its answer is relayed as it comes. WebSocket upgrades (exec over
-// a WebSocket) take the same way, the stream then carrying both byte streams (tunnel.ts).
+// a WebSocket) take the same way, the stream then carrying both byte streams (wire-tunnel.ts).
 //
 // The owner's channel server hands streams marked `x-rootbox-api: 1` to its API app, not to the
-// proxy (`answerApi`). A request naming the server it acts on carries the placement epoch the
+// proxy (owner-api.ts). A request naming the server it acts on carries the placement epoch the
 // sender saw: an owner that does not run that server at that epoch answers "not here", and the
 // sender asks the registry once and sends again (a body kept up to `retryBody` within the retry
-// budget of its source and of the host, body.ts; a larger one, or one beyond the budget, was
+// budget of its source and of the host, sender-body.ts; a larger one, or one beyond the budget, was
 // streamed and is not retried: 503 host_unavailable). A host that is down or cannot be reached
 // answers 503 host_unavailable at once; an address that leads back here, 502 forward_loop.
 
 import type { IncomingMessage } from 'node:http';
-import type { Http2ServerRequest, Http2ServerResponse, OutgoingHttpHeaders } from 'node:http2';
+import type { OutgoingHttpHeaders } from 'node:http2';
 import type { Duplex, Readable } from 'node:stream';
 import { AppError } from '../errors.js';
 import { errorReply, rawError, sendReply, withBody, type HttpApp, type Req, type RequestInfo, type Res } from '../http/index.js';
 import type { Logger } from '../log/index.js';
-import type { ChannelHealth } from './health.js';
+import type { ChannelHealth } from './sender-health.js';
 import type { Placements, PlacementView } from './lookup.js';
-import { hostUnavailable, openForwarded, readBody, relay, sendForwarded, type Body, type RetryKeep } from './outbound.js';
-import { CANCEL, type Peers } from './peers.js';
-import { handshakeOf, StreamSocket } from './tunnel.js';
-import { dropOwn, H, MAX_HOPS, NOT_HERE } from './wire.js';
+import { hostUnavailable, openForwarded, readBody, relay, sendForwarded, type Body, type RetryKeep } from './sender-outbound.js';
+import { CANCEL, type Peers } from './sender-peers.js';
+import { H, NOT_HERE } from './wire.js';
 
 /** The API app of a host: its routes and its WebSocket upgrades (exec over a WebSocket). */
 export interface ApiApp extends HttpApp {
@@ -142,61 +141,5 @@ export class ApiForwarder {
     const now = this.d.placements.byServer(server.serverId);
     if (!now || now.host === this.d.self) return 'here';
     return now.host === host && now.epoch === server.epoch ? undefined : now;
-  }
-}
-
-export interface ApiOwnerDeps {
-  app: ApiApp;
-  /** This host's own server by id (its store). */
-  has(serverId: string): boolean;
-  placements: Pick<Placements, 'byServer'>;
-  self: string;
-  log: Logger;
-}
-
-const one = (v: string | string[] | undefined) => (Array.isArray(v) ? v[0] : v);
-
-/**
- * The owner's side: a stream marked `x-rootbox-api` answered by this host's API app, as if its
- * client had come here (`info.forwarded` names the sender: the app never forwards it again). A
- * second hop, or a request from this host itself, is a loop; a server this host does not run at
- * the epoch the sender saw, "not here".
- */
-export function answerApi(d: ApiOwnerDeps, req: Http2ServerRequest, res: Http2ServerResponse, info: RequestInfo, peer: string | undefined): void {
-  const h = req.headers;
-  const upgrade = one(h[H.upgrade]);
-  const refuse = (err: AppError) => {
-    if (upgrade) {
-      res.writeHead(200);
-      return rawError(new StreamSocket(req, req.stream, info.ip), err, { requestId: info.requestId });
-    }
-    res.setHeader('x-request-id', info.requestId);
-    sendReply(res, errorReply(err, info.requestId, d.log));
-  };
-  if (!peer || peer === d.self || Number(h[H.hops] ?? 0) > MAX_HOPS) {
-    d.log.warn('forwarding loop refused', { from: peer, hops: h[H.hops], rid: info.requestId });
-    return refuse(AppError.of('forward_loop', `the request came back to ${d.self}, which it had passed already (request ${info.requestId})`));
-  }
-  const server = one(h[H.server]);
-  if (server !== undefined) {
-    const placed = d.placements.byServer(server);
-    if (!d.has(server) || (placed && (placed.host !== d.self || placed.epoch !== Number(h[H.epoch])))) {
-      return void res.writeHead(NOT_HERE, { [H.notHere]: '1' }).end();
-    }
-  }
-  dropOwn(req);
-  const forwarded: RequestInfo = { ...info, forwarded: peer };
-  if (upgrade) {
-    res.writeHead(200);
-    const socket = new StreamSocket(req, req.stream, info.ip);
-    socket.on('error', () => {});
-    if (!d.app.upgrade) return rawError(socket, AppError.of('upgrade_not_supported', 'this API takes no WebSocket upgrades'), { requestId: info.requestId });
-    return d.app.upgrade(handshakeOf(req, socket, upgrade, one(h[':authority']) ?? info.host), socket, Buffer.alloc(0), forwarded);
-  }
-  try {
-    const pending = d.app.handle(req, res, forwarded);
-    if (pending) pending.catch((err: unknown) => sendReply(res, errorReply(err, info.requestId, d.log)));
-  } catch (err) {
-    sendReply(res, errorReply(err, info.requestId, d.log));
   }
 }
