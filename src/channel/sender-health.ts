@@ -4,6 +4,7 @@
 // requests forwarded there by outcome. sender-peers.ts and sender-front.ts record with one call each; every
 // call also counts in the metrics registry (metrics.forwarded, metrics.channelError).
 
+import type { LaneOutcome } from '../http/index.js';
 import { metrics } from '../metrics/index.js';
 
 /** How one forwarded request (one attempt: a "not here" and its retry are two) ended:
@@ -91,7 +92,7 @@ export class ChannelHealth {
   }
 
   /** How a raw-lane exchange ended (a replay is answered, and counted, by the full path). */
-  lane(peer: string, kind: 'answered' | 'replay' | 'cut'): void {
+  lane(peer: string, kind: LaneOutcome['kind']): void {
     if (kind !== 'replay') this.forwarded(peer, kind);
   }
 

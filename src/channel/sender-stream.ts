@@ -8,10 +8,12 @@
 
 import type { TLSSocket } from 'node:tls';
 import { AppError, isErrorCode } from '../errors.js';
+import type { LaneOutcome } from '../http/index.js';
 import { ANSWERED, CANCEL, CREDIT, CUT, DATA, END, FrameError, FrameReader, HEAD, LAST_ID, MAX_STREAMS, Outbox, REPLAY, STREAM_WINDOW } from './wire-mux.js';
 
-/** How a stream ended, as the owner said (or `gone`: the connection went first). */
-export type StreamEnd = { kind: 'answered' } | { kind: 'cut' } | { kind: 'replay'; failure?: AppError } | { kind: 'gone' };
+/** How a stream ended, as the owner said (`cut` too when the connection went first): the lane's
+ *  own outcome (http's LaneOutcome) without the answer's status, which the lane reads itself. */
+export type StreamEnd = { kind: 'answered' } | { kind: 'cut' } | Extract<LaneOutcome, { kind: 'replay' }>;
 
 /** The exchange a stream carries. */
 export interface RawUser {
@@ -146,7 +148,7 @@ export class MuxConn {
       s.open = false;
       const u = s.user;
       s.user = undefined;
-      u?.onEnd({ kind: 'gone' });
+      u?.onEnd({ kind: 'cut' });
     }
   }
 }
