@@ -128,6 +128,7 @@ export const CATALOGUE = {
 
   // ── 408 request_timeout ──
   request_timeout: e('request_timeout', 'the request head did not arrive in time'),
+  body_timeout: e('request_timeout', "a request body to a server's app stopped arriving for longer than proxy.bodyIdleTimeout; the request was ended"),
 
   // ── 409 conflict ──
   subdomain_taken: e('conflict', 'every wanted subdomain is taken'),
@@ -156,6 +157,10 @@ export const CATALOGUE = {
   code_locked: e('rate_limited', 'too many wrong codes; the code is locked (Retry-After)'),
   issuance_rate_limited: e('rate_limited', 'the domain used its certificate orders of this hour (Retry-After)'),
   too_many_commands: e('rate_limited', 'the server or the account runs its maximum of commands at once (exec, files, SSH); wait for one to end'),
+  too_many_app_requests: e(
+    'rate_limited',
+    "this address holds its share of the connections to this server's app and as many of its requests wait already (Retry-After)",
+  ),
   too_many_connections: e('rate_limited', 'this address holds its maximum of connections (503 when the host holds its total)', ['unavailable']),
 
   // ── 431 header_too_large ──

@@ -59,6 +59,19 @@ export const proxySchema = z
       .min(1)
       .default(256)
       .describe("Most concurrent connections the proxy opens to one server's port 80; kept alive and reused."),
+    maxSocketsPerSource: z.coerce
+      .number()
+      .int()
+      .min(1)
+      .default(64)
+      .describe(
+        "Fair share of one source (an IPv4 address or an IPv6 /64; for a request forwarded by another cluster host, the client's address) in a server's maxSocketsPerServer connections: a source holding this many waits for one of its own to end, and with as many of its requests already waiting it gets 429 `too_many_app_requests` with Retry-After, so one client's stalled or slow requests cannot starve the server's other clients. At or above maxSocketsPerServer: no share.",
+      ),
+    bodyIdleTimeout: duration()
+      .prefault('30s')
+      .describe(
+        "A request body being forwarded to an app that brings no byte for this long (while the app takes what it gets) ends its request: 408 `body_timeout` when nothing was answered yet (the client's connection is closed), and the app's connection is freed for other requests. Not counted while the request waits for a connection or the app is not reading.",
+      ),
     lane: z
       .enum(['on', 'off'])
       .default('on')

@@ -13,6 +13,8 @@ import type { Duplex } from 'node:stream';
 import type { LaneOutcome, LaneRequest, RequestInfo } from '../http/index.js';
 import type { Logger } from '../log/index.js';
 import { ResponseReader, requestHead, responseHead, wholeAnswer, type HttpDate, type ReaderEvents, type ResponseHead } from '../h1/index.js';
+import { tooMany } from '../ratelimit.js';
+import { sourceKey } from '../slots.js';
 import type { Batch } from './batch.js';
 import type { Conn, Upstream, UpstreamPool } from './pool.js';
 import { UpstreamTurn } from './turn.js';
@@ -73,7 +75,19 @@ export class DirectExchange extends UpstreamTurn implements ReaderEvents {
   start(): this {
     if (this.retried) this.reader = new ResponseReader(this, this.r.method === 'HEAD');
     this.answered = false;
-    this.cancelWait = this.pool.acquire(this.upstream, this.retried, (c) => this.attach(c));
+    const cancel = this.pool.acquire(this.upstream, this.retried, sourceKey(this.info.ip), (c) => this.attach(c));
+    if (cancel === false) {
+      // the source holds its share of the app's connections and as many wait (pool.ts): node's server answers 429
+      this.settle(false);
+      const failure = tooMany(
+        'too_many_app_requests',
+        "this address holds its share of the connections to this server's app and as many of its requests wait",
+        1,
+      );
+      queueMicrotask(() => this.o.done({ kind: 'replay', failure })); // told after the caller has this exchange, as always
+      return this;
+    }
+    this.cancelWait = cancel;
     return this;
   }
 
