@@ -157,10 +157,7 @@ export const CATALOGUE = {
   code_locked: e('rate_limited', 'too many wrong codes; the code is locked (Retry-After)'),
   issuance_rate_limited: e('rate_limited', 'the domain used its certificate orders of this hour (Retry-After)'),
   too_many_commands: e('rate_limited', 'the server or the account runs its maximum of commands at once (exec, files, SSH); wait for one to end'),
-  too_many_app_requests: e(
-    'rate_limited',
-    "this address holds its share of the connections to this server's app and as many of its requests wait already (Retry-After)",
-  ),
+  too_many_app_requests: e('rate_limited', "this address holds its share of the connections to a server's app, and as many wait (Retry-After)"),
   too_many_connections: e('rate_limited', 'this address holds its maximum of connections (503 when the host holds its total)', ['unavailable']),
 
   // ── 431 header_too_large ──

@@ -101,7 +101,14 @@ test('300 stalled uploads from one address through B: another address gets the a
     // the stalled ones end with 408 after the idle timeout (the queued ones after a second one)
     await until('every stalled upload to be answered', () => answers.length >= UPLOADS, 4 * IDLE + 10_000);
     const stalled = answers.filter((t) => status(t) === 408);
-    assert.is(stalled.length, 2 * SHARE, answers.filter((t) => status(t) !== 429 && status(t) !== 408).slice(0, 2).join('\n---\n'));
+    assert.is(
+      stalled.length,
+      2 * SHARE,
+      answers
+        .filter((t) => status(t) !== 429 && status(t) !== 408)
+        .slice(0, 2)
+        .join('\n---\n'),
+    );
     for (const t of stalled) assert.match(t, /body_timeout/);
   } finally {
     for (const s of socks) s.destroy();
