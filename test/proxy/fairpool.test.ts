@@ -14,6 +14,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Site } from '../../src/proxy/index.js';
+import { UpstreamPool, type Conn } from '../../src/proxy/pool.js';
 import { sitesOf, startEdge, testConfig, DOMAIN, type TestEdge } from './helpers.js';
 import { until } from '../helpers/wait.js';
 
@@ -149,6 +150,38 @@ test('300 stalled uploads from one address: another address still gets the app; 
     assert.is(after.status, 200);
   } finally {
     for (const s of sessions) s.destroy();
+  }
+});
+
+test('the pool: a source at its share waits for its own connections, a bounded number of its requests wait, others get in', async () => {
+  const pool = new UpstreamPool({ maxSockets: 4, maxPerSource: 2, connectTimeout: 2000, activeTimeout: 10_000, idleTimeout: 4000 });
+  const up = { host: '127.0.0.1', port: (app.address() as AddressInfo).port };
+  const got: Record<string, Conn[]> = { a: [], b: [] };
+  const take = (who: 'a' | 'b') => pool.acquire(up, false, who, (c) => got[who].push(c));
+  try {
+    assert.type(take('a'), 'function');
+    assert.type(take('a'), 'function');
+    assert.is(got.a.length, 2);
+    const waitA1 = take('a'); // at its share: waits, though the pool has room
+    assert.type(waitA1, 'function');
+    assert.type(take('a'), 'function');
+    assert.is(got.a.length, 2);
+    assert.is(take('a'), false, 'with its share held and as many waiting, a third waiter is refused');
+    take('b');
+    assert.is(got.b.length, 1, 'another source gets a connection at once');
+    (waitA1 as () => void)(); // a waiter gives up: its place in the bound is free again
+    assert.type(take('a'), 'function');
+    assert.is(take('a'), false);
+    pool.release(got.a[0], true); // a's own connection freed: its oldest waiter gets it
+    assert.is(got.a.length, 3);
+    assert.is(got.a[2], got.a[0]);
+    pool.release(got.b[0], true); // b's: a is still at its share, so it is kept free
+    assert.is(got.a.length, 3);
+    take('b');
+    assert.is(got.b[1], got.b[0], 'b takes its kept-alive connection back');
+  } finally {
+    pool.close();
+    for (const c of [...got.a, ...got.b]) c.sock.destroy();
   }
 });
 
