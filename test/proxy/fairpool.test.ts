@@ -10,7 +10,7 @@ import * as assert from 'uvu/assert';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, chmodSync, writeFileSync } from 'node:fs';
 import { createServer, request, type Server } from 'node:http';
 import { connect as h2connect, type ClientHttp2Session } from 'node:http2';
-import type { AddressInfo } from 'node:net';
+import { connect, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Site } from '../../src/proxy/index.js';
@@ -136,6 +136,17 @@ test('300 stalled uploads from one address: another address still gets the app; 
       assert.is(a.retryAfter, '1');
     }
 
+    // a stalled HTTP/1.1 upload from a third address: 408 after the idle timeout, its connection closed
+    const h1 = new Promise<string>((resolve) => {
+      const s = connect({ host: '127.0.0.1', localAddress: '127.0.0.3', port: edge.http });
+      let out = '';
+      s.on('data', (d) => (out += d.toString('latin1')));
+      s.on('error', () => {});
+      s.on('close', () => resolve(out));
+      s.write(`POST /upload HTTP/1.1\r\nhost: fair.${DOMAIN}\r\ncontent-length: 100000\r\n\r\n`);
+      s.write(Buffer.alloc(1024, 2));
+    });
+
     // past bodyIdleTimeout the stalled ones end with 408, then the queued ones get the app and stall in turn
     await until('every stalled upload to be answered', () => answers.length >= UPLOADS, 4 * IDLE + 10_000);
     const stalled = answers.filter((a) => a.status === 408);
@@ -144,6 +155,10 @@ test('300 stalled uploads from one address: another address still gets the app; 
       assert.is(a.error, 'body_timeout');
       assert.ok(a.at >= IDLE - 100, `a stalled upload ended after ${a.at} ms`);
     }
+    const h1answer = await h1;
+    assert.match(h1answer, /^HTTP\/1\.1 408 /);
+    assert.match(h1answer, /\r\nconnection: close\r\n/i);
+    assert.match(h1answer, /body_timeout/);
     // their connections to the app are freed
     await until("the stalled uploads' app connections to close", () => at.open <= 2, 5000);
     const after = await getFrom('127.0.0.1', 2000);
