@@ -186,6 +186,7 @@ export const CATALOGUE = {
   port_pool_exhausted: e('unavailable', 'every public port is in use'),
   server_not_ready: e('unavailable', 'the server is being created or failed'),
   server_creating: e('unavailable', 'the server is still being created (Retry-After)'),
+  app_busy: e('unavailable', "as many requests wait for a server's app as it may have connections, none of a larger share to give its place (Retry-After)"),
   wake_queue_full: e('unavailable', 'too many requests wait for this server to wake (Retry-After)'),
   wake_failed: e('unavailable', 'the server could not be started (Retry-After)'),
   no_address: e('unavailable', 'every address of the server subnet is in use'),

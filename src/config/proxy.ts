@@ -59,6 +59,14 @@ export const proxySchema = z
       .min(1)
       .default(256)
       .describe("Most concurrent connections the proxy opens to one server's port 80; kept alive and reused."),
+    maxWaitingPerServer: z.coerce
+      .number()
+      .int()
+      .min(1)
+      .default(256)
+      .describe(
+        "Most requests waiting for a connection to one server's port 80 (maxSocketsPerServer and maxSocketsPerSource). A newcomer to that full queue takes the place of the oldest waiter of the source with the most waiting, when it has at least two more than the newcomer's (that one gets 503 `app_busy` with Retry-After), else it gets that 503 itself.",
+      ),
     maxSocketsPerSource: z.coerce
       .number()
       .int()

@@ -7,21 +7,21 @@
 // lying or dying — settles it exactly once, gives the connection back (reused only after a
 // clean, complete exchange) and tells its owner (onDone). Egress is counted by the caller on the
 // client's connection (egress.ts), not here. A request whose source holds its share of the app's
-// connections with as many waiting (pool.ts) gets 429 `too_many_app_requests`; one whose body
+// connections with as many waiting (pool.ts) gets 429 `too_many_app_requests`, one the pool's
+// full queue has no place for (or bumps) 503 `app_busy`; one whose body
 // stalls past bodyIdleTimeout gets 408 `body_timeout` (upload.ts), its app connection closed.
 
 import type { Readable } from 'node:stream';
 import { AppError } from '../errors.js';
-import { tooMany } from '../ratelimit.js';
 import { sourceKey } from '../slots.js';
 import type { Req, RequestInfo, Res } from '../http/index.js';
 import type { Logger } from '../log/index.js';
 import { ResponseReader, UpstreamProtocolError, requestHead, type ReaderEvents, type ResponseHead } from '../h1/index.js';
 import type { Batch } from './batch.js';
-import { appWentAway, codeOf, reportFailure, type ForwardFailure } from './failures.js';
+import { appWentAway, codeOf, refusal, reportFailure, type ForwardFailure } from './failures.js';
 import { sendErrorPage } from './pages.js';
 import { Upload } from './upload.js';
-import type { Conn, Upstream, UpstreamPool } from './pool.js';
+import type { Bumped, Conn, Refusal, Upstream, UpstreamPool } from './pool.js';
 import { UpstreamTurn } from './turn.js';
 
 export type { ForwardFailure } from './failures.js';
@@ -75,7 +75,7 @@ function framing(req: Req): { length?: string; te?: string; host: string } {
   return { length, te, host };
 }
 
-export class Exchange extends UpstreamTurn implements ReaderEvents {
+export class Exchange extends UpstreamTurn implements ReaderEvents, Bumped {
   /** The answer's head and body so far, while all of it came in the read being handled. */
   private staged: { head: ResponseHead; parts: Buffer[] } | undefined;
   private cancelWait = noop;
@@ -115,16 +115,21 @@ export class Exchange extends UpstreamTurn implements ReaderEvents {
   start(): void {
     this.reader = new ResponseReader(this, this.req.method === 'HEAD');
     this.answered = false;
-    const cancel = this.pool.acquire(this.upstream, this.retried, sourceKey(this.info.ip), (c) => this.attach(c));
-    if (cancel === false) return this.refused();
+    const cancel = this.pool.acquire(this.upstream, this.retried, sourceKey(this.info.ip), (c) => this.attach(c), this);
+    if (typeof cancel === 'string') return this.refused(cancel);
     this.cancelWait = cancel;
   }
 
-  /** The source holds its share of the app's connections and as many of its requests wait. */
-  private refused(): void {
+  /** Queued, this request lost its place to another source's (pool.ts). */
+  bumped(): void {
+    this.cancelWait = noop;
+    if (!this.settled) this.refused('full');
+  }
+
+  /** The pool queued nothing for this request: 429 (its source's share) or 503 (the queue). */
+  private refused(why: Refusal): void {
     this.settle(false);
-    const err = tooMany('too_many_app_requests', "this address holds its share of the connections to this server's app and as many of its requests wait", 1);
-    this.endClient(err);
+    this.endClient(refusal(why));
   }
 
   /** The request body brought nothing for bodyIdleTimeout: the app's connection is freed, the client told. */

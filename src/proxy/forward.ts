@@ -28,6 +28,8 @@ export interface ForwardOptions {
   maxSockets: number;
   /** A source's share of maxSockets (pool.ts); default maxSockets. */
   maxSocketsPerSource?: number;
+  /** Most requests waiting for a connection to one upstream (pool.ts); default: no bound. */
+  maxWaitingPerServer?: number;
   /** A forwarded request body idle this long ends its request (exchange.ts); 0 or absent: never. */
   bodyIdleTimeout?: number;
   log: Logger;
@@ -47,6 +49,7 @@ export class Forwarder {
     this.pool = new UpstreamPool({
       maxSockets: opts.maxSockets,
       maxPerSource: opts.maxSocketsPerSource,
+      maxWaiting: opts.maxWaitingPerServer,
       connectTimeout: opts.connectTimeout,
       activeTimeout: opts.upstreamTimeout,
       idleTimeout: 4000,

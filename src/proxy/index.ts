@@ -72,6 +72,7 @@ export function createProxy(deps: ProxyDeps): Proxy {
     upstreamTimeout: cfg.upstreamTimeout,
     maxSockets: cfg.maxSocketsPerServer,
     maxSocketsPerSource: cfg.maxSocketsPerSource,
+    maxWaitingPerServer: cfg.maxWaitingPerServer,
     bodyIdleTimeout: cfg.bodyIdleTimeout,
     log: deps.log,
   });

@@ -12,9 +12,14 @@
 // fill the upstream's `maxSockets` and starve its other clients. A source at its share waits for
 // one of its own connections (at most `maxPerSource` of its requests wait; more are refused, the
 // caller answers 429); a freed connection goes to the oldest waiter whose source is under its
-// share. Counting is two counters per upstream and source: nothing is allocated per request.
+// share. At most `maxWaiting` requests wait in all: a newcomer to a full queue takes the place of
+// the oldest waiter of the source with the most waiting, when that source has at least two more
+// than the newcomer's (fair shares, ../slots.ts; the one bumped is told, its caller answers 503),
+// else it is refused (503). Counting busy connections is one counter per upstream and source:
+// nothing is allocated for a request that does not wait.
 
 import { connect, type Socket } from 'node:net';
+import { FairSlots } from '../slots.js';
 
 export interface Upstream {
   host: string;
@@ -65,7 +70,16 @@ export class Conn {
 interface Waiter {
   source: string;
   give: (c: Conn) => void;
+  bumped: Bumped | undefined;
 }
+
+/** Told when its request lost its place in the queue to another source's (fair shares). */
+export interface Bumped {
+  bumped(): void;
+}
+
+/** Why acquire queued nothing: the source holds its share with as many waiting, or the queue is full. */
+export type Refusal = 'share' | 'full';
 
 interface Entry {
   free: Conn[];
@@ -76,17 +90,16 @@ interface Entry {
   key: string;
   /** Busy connections per source (absent: none). */
   held: Map<string, number>;
-  /** Queued requests per source (absent: none). */
-  waiting: Map<string, number>;
+  /** Queued requests by source (made when the first one waits). */
+  waiting: FairSlots<Waiter> | undefined;
 }
-
-/** What acquire answers when the source holds its share and as many of its requests wait already. */
-export const REFUSED = false;
 
 export interface PoolOptions {
   maxSockets: number;
   /** Most connections to one upstream held by one source (and most of its requests waiting); default maxSockets. */
   maxPerSource?: number;
+  /** Most requests waiting for a connection to one upstream; default: no bound. */
+  maxWaiting?: number;
   connectTimeout: number;
   /** Inactivity limit of a connection while it carries a request. */
   activeTimeout: number;
@@ -110,10 +123,11 @@ export class UpstreamPool {
   /**
    * Hands a connection to `give` (at once when one is free or may be opened, later when the
    * upstream is at its cap or `source` at its share). `fresh` skips kept-alive ones. Returns a
-   * cancel for a queued wait, or REFUSED (false) when `source` holds its share and as many of its
-   * requests wait already (nothing was queued).
+   * cancel for a queued wait, or why nothing was queued: `share` when `source` holds its share and
+   * as many of its requests wait already, `full` when the queue is full of no larger share's
+   * waiters. `bumped` is told when this request, queued, loses its place to another source's.
    */
-  acquire(up: Upstream, fresh: boolean, source: string, give: (c: Conn) => void): (() => void) | false {
+  acquire(up: Upstream, fresh: boolean, source: string, give: (c: Conn) => void, bumped?: Bumped): (() => void) | Refusal {
     const e = this.entry(up);
     const max = this.maxPerSource;
     if ((e.held.get(source) ?? 0) < max) {
@@ -135,23 +149,32 @@ export class UpstreamPool {
         return noop;
       }
     }
-    const queued = e.waiting.get(source) ?? 0;
-    if (queued >= max) return REFUSED;
-    e.waiting.set(source, queued + 1);
-    const w: Waiter = { source, give };
+    const waiting = (e.waiting ??= new FairSlots<Waiter>());
+    if (waiting.held(source) >= max) return 'share';
+    if (e.queue.length >= (this.opts.maxWaiting ?? Infinity)) {
+      const victim = waiting.victim(source);
+      if (!victim) return 'full';
+      this.unqueue(e, victim);
+      victim.bumped?.bumped();
+    }
+    const w: Waiter = { source, give, bumped };
+    waiting.add(source, w);
     e.queue.push(w);
-    return () => {
-      const i = e.queue.indexOf(w);
-      if (i < 0) return;
-      e.queue.splice(i, 1);
-      count(e.waiting, source, -1);
-    };
+    return () => this.unqueue(e, w);
+  }
+
+  /** Takes `w` off the queue (when it still is on it). */
+  private unqueue(e: Entry, w: Waiter): void {
+    const i = e.queue.indexOf(w);
+    if (i < 0) return;
+    e.queue.splice(i, 1);
+    e.waiting?.remove(w.source, w);
   }
 
   private entry(up: Upstream): Entry {
     const key = `${up.host}:${up.port}`;
     let e = this.entries.get(key);
-    if (!e) this.entries.set(key, (e = { free: [], busy: 0, queue: [], upstream: up, key, held: new Map(), waiting: new Map() }));
+    if (!e) this.entries.set(key, (e = { free: [], busy: 0, queue: [], upstream: up, key, held: new Map(), waiting: undefined }));
     return e;
   }
 
@@ -179,7 +202,7 @@ export class UpstreamPool {
       if ((e.held.get(w.source) ?? 0) >= max) continue;
       if (i === 0) q.shift();
       else q.splice(i, 1);
-      count(e.waiting, w.source, -1);
+      e.waiting?.remove(w.source, w);
       return w;
     }
     return undefined;

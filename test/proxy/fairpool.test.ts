@@ -181,12 +181,12 @@ test('the pool: a source at its share waits for its own connections, a bounded n
     assert.type(waitA1, 'function');
     assert.type(take('a'), 'function');
     assert.is(got.a.length, 2);
-    assert.is(take('a'), false, 'with its share held and as many waiting, a third waiter is refused');
+    assert.is(take('a'), 'share', 'with its share held and as many waiting, a third waiter is refused');
     take('b');
     assert.is(got.b.length, 1, 'another source gets a connection at once');
     (waitA1 as () => void)(); // a waiter gives up: its place in the bound is free again
     assert.type(take('a'), 'function');
-    assert.is(take('a'), false);
+    assert.is(take('a'), 'share');
     pool.release(got.a[0], true); // a's own connection freed: its oldest waiter gets it
     assert.is(got.a.length, 3);
     assert.is(got.a[2], got.a[0]);
@@ -197,6 +197,28 @@ test('the pool: a source at its share waits for its own connections, a bounded n
   } finally {
     pool.close();
     for (const c of [...got.a, ...got.b]) c.sock.destroy();
+  }
+});
+
+test('the pool: a full queue gives the newcomer the place of the oldest waiter of the source waiting most, else refuses', async () => {
+  const pool = new UpstreamPool({ maxSockets: 2, maxPerSource: 2, maxWaiting: 2, connectTimeout: 2000, activeTimeout: 10_000, idleTimeout: 4000 });
+  const up = { host: '127.0.0.1', port: (app.address() as AddressInfo).port };
+  const conns: Conn[] = [];
+  const bumped: string[] = [];
+  const take = (who: string) => pool.acquire(up, false, who, (c) => conns.push(c), { bumped: () => bumped.push(who) });
+  try {
+    take('a');
+    take('a');
+    assert.is(conns.length, 2);
+    assert.type(take('a'), 'function');
+    assert.type(take('a'), 'function'); // the queue (maxWaiting) is full, of a's
+    assert.type(take('b'), 'function', 'b waits in the place of one of a');
+    assert.equal(bumped, ['a']);
+    assert.is(take('c'), 'full', 'a and b wait one each: nobody gives c a place');
+    assert.equal(bumped, ['a']);
+  } finally {
+    pool.close();
+    for (const c of conns) c.sock.destroy();
   }
 });
 
