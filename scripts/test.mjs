@@ -41,6 +41,7 @@ const UNIT = [
   'test/http/apidocs.test.ts',
   'test/mcp/tools.test.ts',
   'test/proxy/forward.test.ts',
+  'test/proxy/fairpool.test.ts',
   'test/channel/rawlane.test.ts',
   'test/channel/retrybudget.test.ts',
   'test/channel/admit.test.ts',

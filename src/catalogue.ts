@@ -129,6 +129,7 @@ export const CATALOGUE = {
 
   // ── 408 request_timeout ──
   request_timeout: e('request_timeout', 'the request head did not arrive in time'),
+  body_timeout: e('request_timeout', "a request body to a server's app stopped arriving for longer than proxy.bodyIdleTimeout; the request was ended"),
 
   // ── 409 conflict ──
   subdomain_taken: e('conflict', 'every wanted subdomain is taken'),
@@ -158,6 +159,7 @@ export const CATALOGUE = {
   code_locked: e('rate_limited', 'too many wrong codes; the code is locked (Retry-After)'),
   issuance_rate_limited: e('rate_limited', 'the domain used its certificate orders of this hour (Retry-After)'),
   too_many_commands: e('rate_limited', 'the server or the account runs its maximum of commands at once (exec, files, SSH); wait for one to end'),
+  too_many_app_requests: e('rate_limited', "this address holds its share of the connections to a server's app, and as many wait (Retry-After)"),
   too_many_connections: e('rate_limited', 'this address holds its maximum of connections (503 when the host holds its total)', ['unavailable']),
 
   // ── 431 header_too_large ──
@@ -186,6 +188,7 @@ export const CATALOGUE = {
   port_pool_exhausted: e('unavailable', 'every public port is in use'),
   server_not_ready: e('unavailable', 'the server is being created or failed'),
   server_creating: e('unavailable', 'the server is still being created (Retry-After)'),
+  app_busy: e('unavailable', "as many requests wait for a server's app as it may have connections, none of a larger share to give its place (Retry-After)"),
   wake_queue_full: e('unavailable', 'too many requests wait for this server to wake (Retry-After)'),
   wake_failed: e('unavailable', 'the server could not be started (Retry-After)'),
   no_address: e('unavailable', 'every address of the server subnet is in use'),

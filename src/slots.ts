@@ -28,6 +28,7 @@ function ipv6Groups(ip: string): number[] {
 
 /** The IPv4 address (also IPv4-mapped), or the IPv6 prefix of `bits` (a multiple of 8) as `a:b:c:d::/64`. */
 function prefixKey(ip: string, bits: 56 | 64): string {
+  if (!ip.includes(':')) return ip; // IPv4: the address itself, nothing allocated
   if (ip.startsWith('::ffff:') && ip.includes('.')) return ip.slice(7);
   const bare = ip.split('%')[0];
   if (!isIPv6(bare)) return ip;

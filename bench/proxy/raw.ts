@@ -63,7 +63,7 @@ class Client implements ConnOwner {
     this.busy = true;
     const wire = requestHead(method, target, h, raw, this.sock.remoteAddress ?? '', 'http', false);
     this.reader = new ResponseReader(this, method === 'HEAD');
-    pool.acquire(upstream, false, (c) => {
+    pool.acquire(upstream, false, '', (c: Conn) => {
       this.conn = c;
       c.owner = this;
       batch.holdWrites(c.sock);

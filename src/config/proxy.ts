@@ -59,6 +59,27 @@ export const proxySchema = z
       .min(1)
       .default(256)
       .describe("Most concurrent connections the proxy opens to one server's port 80; kept alive and reused."),
+    maxWaitingPerServer: z.coerce
+      .number()
+      .int()
+      .min(1)
+      .default(256)
+      .describe(
+        "Most requests waiting for a connection to one server's port 80 (maxSocketsPerServer and maxSocketsPerSource). A newcomer to that full queue takes the place of the oldest waiter of the source with the most waiting, when it has at least two more than the newcomer's (that one gets 503 `app_busy` with Retry-After), else it gets that 503 itself.",
+      ),
+    maxSocketsPerSource: z.coerce
+      .number()
+      .int()
+      .min(1)
+      .default(64)
+      .describe(
+        "Fair share of one source (an IPv4 address or an IPv6 /64; for a request forwarded by another cluster host, the client's address) in a server's maxSocketsPerServer connections: a source holding this many waits for one of its own to end, and with as many of its requests already waiting it gets 429 `too_many_app_requests` with Retry-After, so one client's stalled or slow requests cannot starve the server's other clients. At or above maxSocketsPerServer: no share.",
+      ),
+    bodyIdleTimeout: duration()
+      .prefault('30s')
+      .describe(
+        "A request body being forwarded to an app that brings no byte for this long (while the app takes what it gets) ends its request: 408 `body_timeout` when nothing was answered yet (the client's connection is closed), and the app's connection is freed for other requests. Not counted while the request waits for a connection or the app is not reading.",
+      ),
     lane: z
       .enum(['on', 'off'])
       .default('on')

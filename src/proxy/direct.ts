@@ -13,10 +13,11 @@ import type { Duplex } from 'node:stream';
 import type { LaneOutcome, LaneRequest, RequestInfo } from '../http/index.js';
 import type { Logger } from '../log/index.js';
 import { ResponseReader, requestHead, responseHead, wholeAnswer, type HttpDate, type ReaderEvents, type ResponseHead } from '../h1/index.js';
+import { sourceKey } from '../slots.js';
 import type { Batch } from './batch.js';
-import type { Conn, Upstream, UpstreamPool } from './pool.js';
+import type { Bumped, Conn, Refusal, Upstream, UpstreamPool } from './pool.js';
 import { UpstreamTurn } from './turn.js';
-import { appWentAway, codeOf, reportFailure, type ForwardFailure } from './failures.js';
+import { appWentAway, codeOf, refusal, reportFailure, type ForwardFailure } from './failures.js';
 
 export interface DirectOptions {
   serverId: string;
@@ -43,7 +44,7 @@ export interface DirectShared {
 
 const CRLF = '\r\n';
 
-export class DirectExchange extends UpstreamTurn implements ReaderEvents {
+export class DirectExchange extends UpstreamTurn implements ReaderEvents, Bumped {
   /** The head to send, until it is sent with the first body bytes or the end. */
   private headText: string | undefined;
   private status = 0;
@@ -73,8 +74,23 @@ export class DirectExchange extends UpstreamTurn implements ReaderEvents {
   start(): this {
     if (this.retried) this.reader = new ResponseReader(this, this.r.method === 'HEAD');
     this.answered = false;
-    this.cancelWait = this.pool.acquire(this.upstream, this.retried, (c) => this.attach(c));
+    const cancel = this.pool.acquire(this.upstream, this.retried, sourceKey(this.info.ip), (c) => this.attach(c), this);
+    if (typeof cancel === 'string') this.refused(cancel);
+    else this.cancelWait = cancel;
     return this;
+  }
+
+  /** Queued, this request lost its place to another source's (pool.ts). */
+  bumped(): void {
+    this.cancelWait = () => {};
+    if (!this.settled) this.refused('full');
+  }
+
+  /** The pool queued nothing for this request: node's server answers it 429 or 503 (failures.ts refusal). */
+  private refused(why: Refusal): void {
+    this.settle(false);
+    const failure = refusal(why);
+    queueMicrotask(() => this.o.done({ kind: 'replay', failure })); // told after its caller is done with it, as always
   }
 
   private attach(c: Conn): void {

@@ -6,17 +6,22 @@
 // a bodiless GET/HEAD. Every way it can end — complete, client gone, app refusing, timing out,
 // lying or dying — settles it exactly once, gives the connection back (reused only after a
 // clean, complete exchange) and tells its owner (onDone). Egress is counted by the caller on the
-// client's connection (egress.ts), not here.
+// client's connection (egress.ts), not here. A request whose source holds its share of the app's
+// connections with as many waiting (pool.ts) gets 429 `too_many_app_requests`, one the pool's
+// full queue has no place for (or bumps) 503 `app_busy`; one whose body
+// stalls past bodyIdleTimeout gets 408 `body_timeout` (upload.ts), its app connection closed.
 
 import type { Readable } from 'node:stream';
+import { AppError } from '../errors.js';
+import { sourceKey } from '../slots.js';
 import type { Req, RequestInfo, Res } from '../http/index.js';
 import type { Logger } from '../log/index.js';
 import { ResponseReader, UpstreamProtocolError, requestHead, type ReaderEvents, type ResponseHead } from '../h1/index.js';
 import type { Batch } from './batch.js';
-import { appWentAway, codeOf, reportFailure, type ForwardFailure } from './failures.js';
+import { appWentAway, codeOf, refusal, reportFailure, type ForwardFailure } from './failures.js';
 import { sendErrorPage } from './pages.js';
 import { Upload } from './upload.js';
-import type { Conn, Upstream, UpstreamPool } from './pool.js';
+import type { Bumped, Conn, Refusal, Upstream, UpstreamPool } from './pool.js';
 import { UpstreamTurn } from './turn.js';
 
 export type { ForwardFailure } from './failures.js';
@@ -42,6 +47,8 @@ export interface WebOptions {
 export interface ExchangeShared {
   log: Logger;
   batch: Batch;
+  /** A request body idle this long ends its request (ms; 0 or absent: never). */
+  bodyIdleTimeout?: number;
 }
 
 const noop = () => {};
@@ -68,7 +75,7 @@ function framing(req: Req): { length?: string; te?: string; host: string } {
   return { length, te, host };
 }
 
-export class Exchange extends UpstreamTurn implements ReaderEvents {
+export class Exchange extends UpstreamTurn implements ReaderEvents, Bumped {
   /** The answer's head and body so far, while all of it came in the read being handled. */
   private staged: { head: ResponseHead; parts: Buffer[] } | undefined;
   private cancelWait = noop;
@@ -91,7 +98,16 @@ export class Exchange extends UpstreamTurn implements ReaderEvents {
     const bodiless = req.method === 'GET' || req.method === 'HEAD';
     const hasBody = length !== undefined ? length !== '0' : te !== undefined || (!bodiless && stream?.endAfterHeaders === false);
     const chunked = hasBody && length === undefined;
-    if (hasBody) this.upload = new Upload(o.body ?? (req as Readable), chunked, () => this.bodyFailed());
+    if (hasBody) {
+      const body = o.body ?? (req as Readable);
+      this.upload = new Upload(
+        body,
+        chunked,
+        () => this.bodyFailed(),
+        shared.bodyIdleTimeout ?? 0,
+        () => this.bodyStalled(),
+      );
+    }
     this.wire = requestHead(req.method ?? 'GET', req.url ?? '/', host, req.rawHeaders, info.ip, info.scheme, chunked);
     res.on('close', () => this.clientGone());
   }
@@ -99,7 +115,50 @@ export class Exchange extends UpstreamTurn implements ReaderEvents {
   start(): void {
     this.reader = new ResponseReader(this, this.req.method === 'HEAD');
     this.answered = false;
-    this.cancelWait = this.pool.acquire(this.upstream, this.retried, (c) => this.attach(c));
+    const cancel = this.pool.acquire(this.upstream, this.retried, sourceKey(this.info.ip), (c) => this.attach(c), this);
+    if (typeof cancel === 'string') return this.refused(cancel);
+    this.cancelWait = cancel;
+  }
+
+  /** Queued, this request lost its place to another source's (pool.ts). */
+  bumped(): void {
+    this.cancelWait = noop;
+    if (!this.settled) this.refused('full');
+  }
+
+  /** The pool queued nothing for this request: 429 (its source's share) or 503 (the queue). */
+  private refused(why: Refusal): void {
+    this.settle(false);
+    this.endClient(refusal(why));
+  }
+
+  /** The request body brought nothing for bodyIdleTimeout: the app's connection is freed, the client told. */
+  private bodyStalled(): void {
+    if (this.settled) return;
+    this.settle(false);
+    const s = Math.round((this.shared.bodyIdleTimeout ?? 0) / 1000);
+    this.shared.log.info('request body stalled: request ended', { rid: this.info.requestId, server: this.o.serverId });
+    if (this.res.headersSent) return void (this.res as { destroy(): void }).destroy();
+    this.endClient(AppError.of('body_timeout', `the request body brought no byte for ${s} s; the request was ended`));
+  }
+
+  /**
+   * Answers `err` to a request whose body was not (all) read, and ends the client's side of it:
+   * an HTTP/1.1 connection is closed after the answer, an HTTP/2 stream reset (NO_ERROR, sent by
+   * node once the answer is out), so a stalled body holds neither.
+   */
+  private endClient(err: AppError): void {
+    const { req, res } = this;
+    if ((res as { destroyed?: boolean }).destroyed || res.writableEnded) return;
+    const h2 = req.httpVersionMajor >= 2;
+    if (this.upload && !h2) res.setHeader('connection', 'close');
+    try {
+      sendErrorPage(req, res, err, this.info.requestId);
+    } catch {
+      return void (res as { destroy(): void }).destroy();
+    }
+    const stream = h2 && this.upload ? (req as { stream?: { close(): void; destroyed: boolean } }).stream : undefined;
+    if (stream && !stream.destroyed) stream.close();
   }
 
   private attach(c: Conn): void {

@@ -3,11 +3,13 @@
 // upstream_timeout). Shared by the full path (exchange.ts) and the lane (direct.ts), which both
 // report it through reportFailure. The detail names what the app did wrong in our own words or a
 // socket's error code, never another error's message, which may say anything about the host (it
-// is logged instead).
+// is logged instead). Also what a request the pool queued nothing for is answered (refusal).
 
 import { AppError, errorFields } from '../errors.js';
 import type { Logger } from '../log/index.js';
 import { UpstreamProtocolError } from '../h1/index.js';
+import { tooMany } from '../ratelimit.js';
+import type { Refusal } from './pool.js';
 
 /** Why a forward failed before anything reached the client. */
 export type ForwardFailure = 'refused' | 'timeout' | 'bad_response' | 'error';
@@ -70,4 +72,11 @@ export function reportFailure(err: Error, timedOut: boolean, r: FailureReport): 
   if (kind === 'error' && !code) r.log.warn('forward failed', { rid: r.requestId, err: errorFields(err) });
   else r.log.debug('forward failed', { rid: r.requestId, error_code: code, err: err.message });
   return failure;
+}
+
+/** The answer to a request the pool queued nothing for, or bumped from its queue (pool.ts). */
+export function refusal(why: Refusal): AppError {
+  if (why === 'share')
+    return tooMany('too_many_app_requests', "this address holds its share of the connections to this server's app and as many of its requests wait", 1);
+  return AppError.of('app_busy', "too many requests wait for this server's app; retry shortly", { retryAfter: 1 });
 }

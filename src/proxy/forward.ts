@@ -26,6 +26,12 @@ export interface ForwardOptions {
   connectTimeout: number;
   upstreamTimeout: number;
   maxSockets: number;
+  /** A source's share of maxSockets (pool.ts); default maxSockets. */
+  maxSocketsPerSource?: number;
+  /** Most requests waiting for a connection to one upstream (pool.ts); default: no bound. */
+  maxWaitingPerServer?: number;
+  /** A forwarded request body idle this long ends its request (exchange.ts); 0 or absent: never. */
+  bodyIdleTimeout?: number;
   log: Logger;
 }
 
@@ -39,8 +45,15 @@ export class Forwarder {
   private readonly date = new HttpDate();
 
   constructor(private readonly opts: ForwardOptions) {
-    this.shared = { log: opts.log, batch: new Batch() };
-    this.pool = new UpstreamPool({ maxSockets: opts.maxSockets, connectTimeout: opts.connectTimeout, activeTimeout: opts.upstreamTimeout, idleTimeout: 4000 });
+    this.shared = { log: opts.log, batch: new Batch(), bodyIdleTimeout: opts.bodyIdleTimeout ?? 0 };
+    this.pool = new UpstreamPool({
+      maxSockets: opts.maxSockets,
+      maxPerSource: opts.maxSocketsPerSource,
+      maxWaiting: opts.maxWaitingPerServer,
+      connectTimeout: opts.connectTimeout,
+      activeTimeout: opts.upstreamTimeout,
+      idleTimeout: 4000,
+    });
     this.proxy = new ProxyServer({ xfwd: false, proxyTimeout: opts.upstreamTimeout, toProxy: true });
     this.proxy.on('error', () => {}); // every call passes its own callback; this only keeps stray errors from throwing
     this.proxy.on('proxyReqWs', (proxyReq) => {

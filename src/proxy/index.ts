@@ -71,6 +71,9 @@ export function createProxy(deps: ProxyDeps): Proxy {
     connectTimeout: cfg.connectTimeout,
     upstreamTimeout: cfg.upstreamTimeout,
     maxSockets: cfg.maxSocketsPerServer,
+    maxSocketsPerSource: cfg.maxSocketsPerSource,
+    maxWaitingPerServer: cfg.maxWaitingPerServer,
+    bodyIdleTimeout: cfg.bodyIdleTimeout,
     log: deps.log,
   });
   const app = new ProxyApp({ sites, presence: tracker, publication, forwarder, cfg, log: deps.log, egress: deps.egress, urls: deps.urls });

@@ -6,8 +6,20 @@
 // stream machinery (`onread` into one shared buffer): an owner gets views of that buffer and
 // must copy whatever it keeps beyond the call. A connection may be opened ahead of a request
 // (preconnect: the check after a thaw that the app still listens, then the request's own).
+// Fair shares per source (an IPv4 address or an IPv6 /64, ../slots.ts sourceKey; for a request
+// forwarded over the channel, the client's address it carries): one source holds at most
+// `maxPerSource` of an upstream's connections, so stalled or slow requests of one client cannot
+// fill the upstream's `maxSockets` and starve its other clients. A source at its share waits for
+// one of its own connections (at most `maxPerSource` of its requests wait; more are refused, the
+// caller answers 429); a freed connection goes to the oldest waiter whose source is under its
+// share. At most `maxWaiting` requests wait in all: a newcomer to a full queue takes the place of
+// the oldest waiter of the source with the most waiting, when that source has at least two more
+// than the newcomer's (fair shares, ../slots.ts; the one bumped is told, its caller answers 503),
+// else it is refused (503). Counting busy connections is one counter per upstream and source:
+// nothing is allocated for a request that does not wait.
 
 import { connect, type Socket } from 'node:net';
+import { FairSlots } from '../slots.js';
 
 export interface Upstream {
   host: string;
@@ -33,6 +45,8 @@ export class Conn {
   reused = false;
   /** When it went back to the free list. */
   idleSince = 0;
+  /** The source (slots.ts sourceKey) of the request holding it; '' while none does. */
+  source = '';
 
   constructor(
     readonly sock: Socket,
@@ -52,15 +66,40 @@ export class Conn {
   }
 }
 
+/** A request waiting for a connection to its upstream. */
+interface Waiter {
+  source: string;
+  give: (c: Conn) => void;
+  bumped: Bumped | undefined;
+}
+
+/** Told when its request lost its place in the queue to another source's (fair shares). */
+export interface Bumped {
+  bumped(): void;
+}
+
+/** Why acquire queued nothing: the source holds its share with as many waiting, or the queue is full. */
+export type Refusal = 'share' | 'full';
+
 interface Entry {
   free: Conn[];
   busy: number;
-  queue: Array<(c: Conn) => void>;
+  queue: Waiter[];
   upstream: Upstream;
+  /** `host:port` of the upstream (the entries' key). */
+  key: string;
+  /** Busy connections per source (absent: none). */
+  held: Map<string, number>;
+  /** Queued requests by source (made when the first one waits). */
+  waiting: FairSlots<Waiter> | undefined;
 }
 
 export interface PoolOptions {
   maxSockets: number;
+  /** Most connections to one upstream held by one source (and most of its requests waiting); default maxSockets. */
+  maxPerSource?: number;
+  /** Most requests waiting for a connection to one upstream; default: no bound. */
+  maxWaiting?: number;
   connectTimeout: number;
   /** Inactivity limit of a connection while it carries a request. */
   activeTimeout: number;
@@ -71,8 +110,10 @@ export interface PoolOptions {
 export class UpstreamPool {
   private readonly entries = new Map<string, Entry>();
   private readonly sweeper: NodeJS.Timeout;
+  private readonly maxPerSource: number;
 
   constructor(private readonly opts: PoolOptions) {
+    this.maxPerSource = opts.maxPerSource ?? opts.maxSockets;
     // Free connections past idleTimeout are closed by a sweep (and skipped by acquire), so a
     // request costs no timer changes on its socket.
     this.sweeper = setInterval(() => this.sweep(Date.now()), Math.max(250, opts.idleTimeout / 2));
@@ -81,34 +122,90 @@ export class UpstreamPool {
 
   /**
    * Hands a connection to `give` (at once when one is free or may be opened, later when the
-   * upstream is at its cap). `fresh` skips kept-alive ones. Returns a cancel for a queued wait.
+   * upstream is at its cap or `source` at its share). `fresh` skips kept-alive ones. Returns a
+   * cancel for a queued wait, or why nothing was queued: `share` when `source` holds its share and
+   * as many of its requests wait already, `full` when the queue is full of no larger share's
+   * waiters. `bumped` is told when this request, queued, loses its place to another source's.
    */
-  acquire(up: Upstream, fresh: boolean, give: (c: Conn) => void): () => void {
+  acquire(up: Upstream, fresh: boolean, source: string, give: (c: Conn) => void, bumped?: Bumped): (() => void) | Refusal {
+    const e = this.entry(up);
+    const max = this.maxPerSource;
+    if ((e.held.get(source) ?? 0) < max) {
+      const stale = Date.now() - this.opts.idleTimeout;
+      while (!fresh && e.free.length > 0) {
+        const c = e.free.pop()!;
+        if (c.sock.destroyed || c.idleSince < stale) {
+          c.sock.destroy();
+          continue;
+        }
+        this.take(e, c, source);
+        give(c);
+        return noop;
+      }
+      if (e.busy < this.opts.maxSockets) {
+        const c = this.open(e);
+        this.take(e, c, source);
+        give(c);
+        return noop;
+      }
+    }
+    const waiting = (e.waiting ??= new FairSlots<Waiter>());
+    if (waiting.held(source) >= max) return 'share';
+    if (e.queue.length >= (this.opts.maxWaiting ?? Infinity)) {
+      const victim = waiting.victim(source);
+      if (!victim) return 'full';
+      this.unqueue(e, victim);
+      victim.bumped?.bumped();
+    }
+    const w: Waiter = { source, give, bumped };
+    waiting.add(source, w);
+    e.queue.push(w);
+    return () => this.unqueue(e, w);
+  }
+
+  /** Takes `w` off the queue (when it still is on it). */
+  private unqueue(e: Entry, w: Waiter): void {
+    const i = e.queue.indexOf(w);
+    if (i < 0) return;
+    e.queue.splice(i, 1);
+    e.waiting?.remove(w.source, w);
+  }
+
+  private entry(up: Upstream): Entry {
     const key = `${up.host}:${up.port}`;
     let e = this.entries.get(key);
-    if (!e) this.entries.set(key, (e = { free: [], busy: 0, queue: [], upstream: up }));
-    const stale = Date.now() - this.opts.idleTimeout;
-    while (!fresh && e.free.length > 0) {
-      const c = e.free.pop()!;
-      if (c.sock.destroyed || c.idleSince < stale) {
-        c.sock.destroy();
-        continue;
-      }
-      e.busy++;
-      give(c);
-      return noop;
+    if (!e) this.entries.set(key, (e = { free: [], busy: 0, queue: [], upstream: up, key, held: new Map(), waiting: undefined }));
+    return e;
+  }
+
+  /** `c` is now busy for a request of `source`. */
+  private take(e: Entry, c: Conn, source: string): void {
+    e.busy++;
+    c.source = source;
+    e.held.set(source, (e.held.get(source) ?? 0) + 1);
+  }
+
+  /** `c` is no longer busy. */
+  private untake(e: Entry, c: Conn): void {
+    e.busy--;
+    count(e.held, c.source, -1);
+    c.source = '';
+  }
+
+  /** The oldest waiter whose source is under its share, taken off the queue. */
+  private nextWaiter(e: Entry): Waiter | undefined {
+    const q = e.queue;
+    if (q.length === 0) return undefined;
+    const max = this.maxPerSource;
+    for (let i = 0; i < q.length; i++) {
+      const w = q[i];
+      if ((e.held.get(w.source) ?? 0) >= max) continue;
+      if (i === 0) q.shift();
+      else q.splice(i, 1);
+      e.waiting?.remove(w.source, w);
+      return w;
     }
-    if (e.busy < this.opts.maxSockets) {
-      e.busy++;
-      give(this.open(e, key));
-      return noop;
-    }
-    const entry = e;
-    entry.queue.push(give);
-    return () => {
-      const i = entry.queue.indexOf(give);
-      if (i >= 0) entry.queue.splice(i, 1);
-    };
+    return undefined;
   }
 
   /**
@@ -118,24 +215,22 @@ export class UpstreamPool {
    * connect fails or the upstream is at its cap (nothing opened then).
    */
   preconnect(up: Upstream): Promise<boolean> {
-    const key = `${up.host}:${up.port}`;
-    let e = this.entries.get(key);
-    if (!e) this.entries.set(key, (e = { free: [], busy: 0, queue: [], upstream: up }));
+    const e = this.entry(up);
     if (e.busy >= this.opts.maxSockets) return Promise.resolve(false);
-    e.busy++;
-    const c = this.open(e, key);
+    const c = this.open(e);
+    this.take(e, c, '');
     return new Promise((resolve) => {
       // until connected the pool's own bookkeeping owns it, as an exchange would
       c.owner = { onData: noop, onDrain: noop, onError: noop, onTimeout: () => c.sock.destroy(), onClose: () => (this.release(c, false), resolve(false)) };
       c.sock.once('connect', () => {
-        const entry = this.entries.get(key);
+        const entry = this.entries.get(c.key);
         if (!entry) return void c.sock.destroy(); // the pool was closed meanwhile (onClose answers)
         c.owner = undefined;
-        entry.busy--;
-        const next = entry.queue.shift();
+        this.untake(entry, c);
+        const next = this.nextWaiter(entry);
         if (next) {
-          entry.busy++;
-          next(c);
+          this.take(entry, c, next.source);
+          next.give(c);
         } else {
           c.idleSince = Date.now();
           entry.free.push(c);
@@ -150,27 +245,28 @@ export class UpstreamPool {
     c.owner = undefined;
     const e = this.entries.get(c.key);
     if (!e) return void c.sock.destroy();
-    e.busy--;
+    this.untake(e, c);
     if (reusable && !c.sock.destroyed) {
       c.reused = true;
-      const next = e.queue.shift();
+      const next = this.nextWaiter(e);
       if (next) {
-        e.busy++;
-        return next(c);
+        this.take(e, c, next.source);
+        return next.give(c);
       }
       c.idleSince = Date.now();
       e.free.push(c);
       return;
     }
     c.sock.destroy();
-    const next = e.queue.shift();
+    const next = this.nextWaiter(e);
     if (next) {
-      e.busy++;
-      next(this.open(e, c.key));
+      const fresh = this.open(e);
+      this.take(e, fresh, next.source);
+      next.give(fresh);
     }
   }
 
-  private open(e: Entry, key: string): Conn {
+  private open(e: Entry): Conn {
     let conn: Conn | undefined = undefined;
     const sock = connect({
       host: e.upstream.host,
@@ -191,7 +287,7 @@ export class UpstreamPool {
     sock.once('connect', () => clearTimeout(timer));
     sock.once('close', () => clearTimeout(timer));
     sock.setTimeout(this.opts.activeTimeout);
-    conn = new Conn(sock, key, (c) => this.gone(c));
+    conn = new Conn(sock, e.key, (c) => this.gone(c));
     return conn;
   }
 
@@ -218,3 +314,10 @@ export class UpstreamPool {
 }
 
 function noop(): void {}
+
+/** Adds `d` to `source`'s counter in `m`, dropping it at zero. */
+function count(m: Map<string, number>, source: string, d: number): void {
+  const n = (m.get(source) ?? 0) + d;
+  if (n > 0) m.set(source, n);
+  else m.delete(source);
+}

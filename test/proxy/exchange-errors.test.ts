@@ -34,8 +34,8 @@ test.before(async () => {
   pool = new UpstreamPool({ maxSockets: 4, connectTimeout: 2000, activeTimeout: 5000, idleTimeout: 4000 });
   const acquire = pool.acquire.bind(pool);
   // the app's side receives the request head, then our side of that connection fails
-  pool.acquire = (up, fresh, give) =>
-    acquire(up, fresh, (c: Conn) => {
+  pool.acquire = (up, fresh, source, give) =>
+    acquire(up, fresh, source, (c: Conn) => {
       give(c);
       const err = nextError;
       const fail = () => c.sock.destroy(err);
