@@ -11,19 +11,23 @@ import type { PaymentPayload, PaymentRequirements, SettleResponse } from './type
 
 export type Outcome = { kind: 'settled' | 'pending' | 'refused'; response: SettleResponse };
 
-export function recordOutcome(
+/** Writes the outcome as a committed, not flushed, transaction (store: updateCommitted): the record
+ *  was pending, with the settle request, on disk before anything was sent, so an outcome a crash or
+ *  a power cut loses leaves it pending, and the reconciler finds the same outcome again (a repeated
+ *  /settle moves no money twice; credits are once per payment). No fdatasync on the paid path. */
+export async function recordOutcome(
   d: { store: PaymentStore; log: Logger; now: number },
   key: PaymentKey,
   s: SettleResult,
   payload: PaymentPayload,
   ours: PaymentRequirements,
-): Outcome {
+): Promise<Outcome> {
   if (s.outcome === 'settled') {
-    d.store.update(key, { status: 'settled', transaction: s.response.transaction, attempts: 1, updatedAt: d.now });
+    await d.store.updateCommitted(key, { status: 'settled', transaction: s.response.transaction, attempts: 1, updatedAt: d.now });
     return { kind: 'settled', response: s.response };
   }
   if (s.outcome === 'refused') {
-    d.store.update(key, { status: 'refused', reason: s.response.errorReason ?? 'refused', attempts: 1, updatedAt: d.now });
+    await d.store.updateCommitted(key, { status: 'refused', reason: s.response.errorReason ?? 'refused', attempts: 1, updatedAt: d.now });
     return { kind: 'refused', response: s.response };
   }
   const payer = payload.payload.authorization.from;
@@ -34,7 +38,7 @@ export function recordOutcome(
     transaction: s.transaction,
   });
   const kept = d.store.get(key)?.settle?.raw;
-  d.store.update(key, {
+  await d.store.updateCommitted(key, {
     status: 'pending',
     settle: { payload, requirements: ours, ...(s.raw ? { raw: s.raw } : kept ? { raw: kept } : {}) },
     transaction: s.transaction ?? d.store.get(key)?.transaction,

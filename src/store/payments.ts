@@ -8,7 +8,9 @@ import type { LmdbEnv } from './db.js';
 
 export type PaymentStatus =
   /** Locked; paid work running. Nothing was sent for settlement yet (the record turns pending
-   *  first), so a `locked` record found at start-up was interrupted before any money could move. */
+   *  first, committed before anything is sent), so a `locked` record found after a kill was
+   *  interrupted before any money could move; after a power cut it may also be one whose pending
+   *  mark was not yet flushed (the paywall does not wait for that fdatasync). */
   | 'locked'
   /** The facilitator settled it. */
   | 'settled'
@@ -95,6 +97,12 @@ export class PaymentStore {
    *  disk (what is written before anything is sent for settlement). */
   updateDurable(key: PaymentKey, change: PaymentChange): Promise<PaymentRecord | undefined> {
     return this.env.txDurable(() => this.apply(key, change));
+  }
+
+  /** update() as an asynchronous transaction resolved once committed, not yet flushed (db.ts
+   *  txCommitted): survives a kill of the process; a power cut within lmdb's flush may lose it. */
+  updateCommitted(key: PaymentKey, change: PaymentChange): Promise<PaymentRecord | undefined> {
+    return this.env.txCommitted(() => this.apply(key, change));
   }
 
   /** The change inside the caller's transaction (writes inside one are part of it). */
