@@ -55,6 +55,11 @@ export const clusterSchema = z
       .describe('How long a host counts as up after its last heartbeat; it heartbeats every third of this. A host whose lease ran out is shown down.'),
     connectTimeout: duration().prefault('3s').describe('How long a connection to the registry may take before the registry counts as unreachable.'),
     statementTimeout: duration().prefault('5s').describe('Longest a registry statement may run; past it the call fails as registry_unavailable.'),
+    certificatePoll: duration()
+      .prefault('10s')
+      .describe(
+        "How often this host reads the registry for certificates other hosts ordered (a new or renewed one reaches this host's edge within this); a custom domain's change is read at once.",
+      ),
   })
   .prefault({});
 
