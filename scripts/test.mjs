@@ -18,7 +18,7 @@
 // takes for the same modules; ROOTBOX_TEST_TSX=1 runs them through tsx as the container tests are.
 
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, statSync, symlinkSync } from 'node:fs';
+import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -188,6 +188,27 @@ const entry = (file) =>
     ? ['--enable-source-maps', `--import=data:text/javascript,process.argv[1]=${encodeURIComponent(JSON.stringify(file))}`, bundled.of(file)]
     : ['--import', 'tsx', file];
 
+/** One initdb for the run (test/helpers/postgres.ts copies it for each cluster a file starts):
+ *  a dir holding `data` and the rootbox role's password in `pw`, removed at exit. */
+async function pgTemplate() {
+  const bin = '/usr/lib/postgresql/15/bin';
+  const ids = readFileSync('/etc/passwd', 'utf8').match(/^postgres:[^:]*:(\d+):(\d+):/m);
+  if (!ids || !existsSync(`${bin}/initdb`)) return undefined;
+  const dir = mkdtempSync(join(tmpdir(), 'rbx-pgtemplate-'));
+  process.on('exit', () => rmSync(dir, { recursive: true, force: true }));
+  const [uid, gid] = [Number(ids[1]), Number(ids[2])];
+  chownSync(dir, uid, gid);
+  writeFileSync(join(dir, 'pw'), `pw-${Math.random().toString(36).slice(2, 12)}\n`, { mode: 0o600 });
+  chownSync(join(dir, 'pw'), uid, gid);
+  const args = ['-u', 'postgres', '--', `${bin}/initdb`, '-D', join(dir, 'data'), '-U', 'rootbox', `--pwfile=${join(dir, 'pw')}`];
+  args.push('--auth=scram-sha-256', '-E', 'UTF8', '--no-sync');
+  const code = await new Promise((r) => spawn('runuser', args, { stdio: 'ignore' }).on('close', r));
+  return code === 0 ? dir : undefined;
+}
+/** Whether a run starts PostgreSQL: a registry-mode run, or a file that names it. */
+const wantsPg = ({ file, registry }) => registry || /startPostgres|testRegistry|twohosts/.test(readFileSync(file, 'utf8'));
+const pgReady = runs.some(wantsPg) || files.some(twice) ? pgTemplate() : Promise.resolve(undefined);
+
 /** Runs one file; its output is written at once when files run one at a time, else when it ends. */
 async function runFile({ file, registry }) {
   const name = relative(root, file) + (registry ? ' [registry]' : '');
@@ -196,11 +217,13 @@ async function runFile({ file, registry }) {
   let shown = '';
   const show = (s) => (live ? process.stdout.write(s) : (shown += s));
   show(`\n── ${name}\n`);
+  const pgTemplateDir = wantsPg({ file, registry }) ? await pgReady : undefined;
   const child = spawn(process.execPath, entry(file), {
     cwd: root,
     env: {
       ROOTBOX_IMAGE_DIR: join(root, 'var', 'images'),
       ...process.env,
+      ...(pgTemplateDir ? { ROOTBOX_TEST_PG_TEMPLATE: pgTemplateDir } : {}),
       ...(isUnit(file) ? { ROOTBOX_TEST_RUNTIME: 'process' } : {}),
       ...(registry ? { ROOTBOX_TEST_REGISTRY: '1' } : {}),
       NO_COLOR: '1',
