@@ -11,23 +11,24 @@ import type { PaymentPayload, PaymentRequirements, SettleResponse } from './type
 
 export type Outcome = { kind: 'settled' | 'pending' | 'refused'; response: SettleResponse };
 
-/** Writes the outcome as a committed, not flushed, transaction (store: updateCommitted): the record
- *  was pending, with the settle request, on disk before anything was sent, so an outcome a crash or
- *  a power cut loses leaves it pending, and the reconciler finds the same outcome again (a repeated
- *  /settle moves no money twice; credits are once per payment). No fdatasync on the paid path. */
-export async function recordOutcome(
+/** Writes the outcome without waiting for lmdb (store: updateLater; reads see it at once): the
+ *  record was pending, with the settle request, committed before anything was sent, so an outcome a
+ *  crash or a power cut loses leaves it pending, and the reconciler finds the same outcome again (a
+ *  repeated /settle moves no money twice; credits are once per payment). No commit, and so no wait
+ *  for the previous one's fdatasync, on the paid path after the settlement's answer. */
+export function recordOutcome(
   d: { store: PaymentStore; log: Logger; now: number },
   key: PaymentKey,
   s: SettleResult,
   payload: PaymentPayload,
   ours: PaymentRequirements,
-): Promise<Outcome> {
+): Outcome {
   if (s.outcome === 'settled') {
-    await d.store.updateCommitted(key, { status: 'settled', transaction: s.response.transaction, attempts: 1, updatedAt: d.now });
+    later(d, key, { status: 'settled', transaction: s.response.transaction, attempts: 1, updatedAt: d.now });
     return { kind: 'settled', response: s.response };
   }
   if (s.outcome === 'refused') {
-    await d.store.updateCommitted(key, { status: 'refused', reason: s.response.errorReason ?? 'refused', attempts: 1, updatedAt: d.now });
+    later(d, key, { status: 'refused', reason: s.response.errorReason ?? 'refused', attempts: 1, updatedAt: d.now });
     return { kind: 'refused', response: s.response };
   }
   const payer = payload.payload.authorization.from;
@@ -38,7 +39,7 @@ export async function recordOutcome(
     transaction: s.transaction,
   });
   const kept = d.store.get(key)?.settle?.raw;
-  await d.store.updateCommitted(key, {
+  later(d, key, {
     status: 'pending',
     settle: { payload, requirements: ours, ...(s.raw ? { raw: s.raw } : kept ? { raw: kept } : {}) },
     transaction: s.transaction ?? d.store.get(key)?.transaction,
@@ -47,6 +48,10 @@ export async function recordOutcome(
     updatedAt: d.now,
   });
   return { kind: 'pending', response: { success: false, errorReason: 'settlement_pending', transaction: s.transaction ?? '', network: ours.network, payer } };
+}
+
+function later(d: { store: PaymentStore; log: Logger }, key: PaymentKey, change: Parameters<PaymentStore['updateLater']>[1]): void {
+  d.store.updateLater(key, change).catch((err) => d.log.error('a settlement outcome was not written; the reconciler finds it again', { err }));
 }
 
 export function responseHeaders(r: SettleResponse): Record<string, string> {

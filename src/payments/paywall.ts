@@ -275,7 +275,7 @@ export class Paywall {
       throw e;
     }
     const s = await this.settle(key, payload, ours);
-    const out = await recordOutcome({ store: this.opts.store, log: this.opts.log, now: this.now() }, key, s, payload, ours);
+    const out = recordOutcome({ store: this.opts.store, log: this.opts.log, now: this.now() }, key, s, payload, ours);
     const headers = responseHeaders(out.response);
     if (out.kind === 'refused') {
       const who = this.opts.settlement === 'self' ? 'the host' : 'the facilitator';
