@@ -137,7 +137,7 @@ const failures = [];
 
 /** Bundles test files with esbuild into a temp dir (one build, chunks shared between files):
  *  every file under src/ and test/ inlined, packages imported from node_modules (linked beside the
- *  bundles) as before. Each module keeps its own import.meta.url (the source file's URL, as under
+ *  bundles) as before. Each module keeps its own import.meta.url, filename and dirname (the source file's, as under
  *  tsx: fixtures, bin/ and native helpers are found from it), and process.argv[1] is set back to
  *  the test file before it runs. Answers the bundled path of each file. */
 async function bundleTests(list) {
@@ -148,7 +148,10 @@ async function bundleTests(list) {
     name: 'own-import-meta-url',
     setup(b) {
       b.onLoad({ filter: /\.ts$/ }, (a) => ({
-        contents: readFileSync(a.path, 'utf8').replaceAll('import.meta.url', JSON.stringify(pathToFileURL(a.path).href)),
+        contents: readFileSync(a.path, 'utf8')
+          .replaceAll('import.meta.url', JSON.stringify(pathToFileURL(a.path).href))
+          .replaceAll('import.meta.filename', JSON.stringify(a.path))
+          .replaceAll('import.meta.dirname', JSON.stringify(dirname(a.path))),
         loader: 'ts',
       }));
     },

@@ -6,7 +6,7 @@
 
 import { mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { basename, join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { build } from 'esbuild';
 
@@ -41,7 +41,10 @@ export function bundled(entry: string): Promise<string> {
             name: 'own-import-meta-url',
             setup(b) {
               b.onLoad({ filter: /\.ts$/ }, (a) => ({
-                contents: readFileSync(a.path, 'utf8').replaceAll('import.meta.url', JSON.stringify(pathToFileURL(a.path).href)),
+                contents: readFileSync(a.path, 'utf8')
+                  .replaceAll('import.meta.url', JSON.stringify(pathToFileURL(a.path).href))
+                  .replaceAll('import.meta.filename', JSON.stringify(a.path))
+                  .replaceAll('import.meta.dirname', JSON.stringify(dirname(a.path))),
                 loader: 'ts',
               }));
             },
