@@ -137,9 +137,9 @@ const failures = [];
 
 /** Bundles test files with esbuild into a temp dir (one build, chunks shared between files):
  *  every file under src/ and test/ inlined, packages imported from node_modules (linked beside the
- *  bundles) as before. Each module keeps its own import.meta.url, filename and dirname (the source file's, as under
- *  tsx: fixtures, bin/ and native helpers are found from it), and process.argv[1] is set back to
- *  the test file before it runs. Answers the bundled path of each file. */
+ *  bundles) as before. Each module keeps its own import.meta.url, filename and dirname (its source
+ *  file's, as under tsx: fixtures, bin/ and native helpers are found from them), and
+ *  process.argv[1] is set back to the test file before it runs. Answers each file's bundle. */
 async function bundleTests(list) {
   const { build } = await import('esbuild');
   const out = mkdtempSync(join(tmpdir(), 'rbx-testbundle-'));
