@@ -13,12 +13,15 @@
 // files wait on timers and sockets more than they compute).
 // The tests run on the Node rootbox runs on: when scripts/setup shipped one in node/ (the host's
 // being older than the LTS), this script runs itself again on it, with node/bin first in PATH.
+// The fast tier's files run bundled (bundleTests below: esbuild, our TypeScript inlined, packages
+// left to node_modules), which starts each file's process in a fraction of the CPU tsx's loader
+// takes for the same modules; ROOTBOX_TEST_TSX=1 runs them through tsx as the container tests are.
 
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, readdirSync, realpathSync, statSync } from 'node:fs';
-import { availableParallelism } from 'node:os';
+import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { availableParallelism, tmpdir } from 'node:os';
 import { dirname, join, relative } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 
 const shipped = fileURLToPath(new URL('../node/bin/node', import.meta.url));
 if (existsSync(shipped) && realpathSync(process.execPath) !== realpathSync(shipped)) {
@@ -146,6 +149,83 @@ let failed = 0;
 let skipped = 0;
 const failures = [];
 
+/** Bundles test files with esbuild into a temp dir (one build, chunks shared between files):
+ *  every file under src/ and test/ inlined, packages imported from node_modules (linked beside the
+ *  bundles) as before. Each module keeps its own import.meta.url, filename and dirname (its source
+ *  file's, as under tsx: fixtures, bin/ and native helpers are found from them), and
+ *  process.argv[1] is set back to the test file before it runs. Answers each file's bundle. */
+async function bundleTests(list) {
+  const { build } = await import('esbuild');
+  const out = mkdtempSync(join(tmpdir(), 'rbx-testbundle-'));
+  symlinkSync(join(root, 'node_modules'), join(out, 'node_modules'));
+  const ownUrl = {
+    name: 'own-import-meta-url',
+    setup(b) {
+      b.onLoad({ filter: /\.ts$/ }, (a) => ({
+        contents: readFileSync(a.path, 'utf8')
+          .replaceAll('import.meta.url', JSON.stringify(pathToFileURL(a.path).href))
+          .replaceAll('import.meta.filename', JSON.stringify(a.path))
+          .replaceAll('import.meta.dirname', JSON.stringify(dirname(a.path))),
+        loader: 'ts',
+      }));
+    },
+  };
+  try {
+    await build({
+      entryPoints: list,
+      outdir: out,
+      outbase: root,
+      outExtension: { '.js': '.mjs' },
+      bundle: true,
+      splitting: true,
+      format: 'esm',
+      platform: 'node',
+      target: 'node24',
+      packages: 'external',
+      sourcemap: 'linked',
+      plugins: [ownUrl],
+      logLevel: 'error',
+    });
+  } catch (e) {
+    rmSync(out, { recursive: true, force: true });
+    throw e;
+  }
+  return { dir: out, of: (file) => join(out, relative(root, file)).replace(/\.ts$/, '.mjs') };
+}
+
+const bundled = tier === 'unit' && process.env.ROOTBOX_TEST_TSX !== '1' ? await bundleTests(files) : undefined;
+if (bundled) {
+  const gone = () => rmSync(bundled.dir, { recursive: true, force: true });
+  process.on('exit', gone);
+  for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, () => process.exit(130));
+}
+/** How a file's process starts: its bundle, argv[1] set back to the file; or the file through tsx. */
+const entry = (file) =>
+  bundled
+    ? ['--enable-source-maps', `--import=data:text/javascript,process.argv[1]=${encodeURIComponent(JSON.stringify(file))}`, bundled.of(file)]
+    : ['--import', 'tsx', file];
+
+/** One initdb for the run (test/helpers/postgres.ts copies it for each cluster a file starts):
+ *  a dir holding `data` and the rootbox role's password in `pw`, removed at exit. */
+async function pgTemplate() {
+  const bin = '/usr/lib/postgresql/15/bin';
+  const ids = readFileSync('/etc/passwd', 'utf8').match(/^postgres:[^:]*:(\d+):(\d+):/m);
+  if (!ids || !existsSync(`${bin}/initdb`)) return undefined;
+  const dir = mkdtempSync(join(tmpdir(), 'rbx-pgtemplate-'));
+  process.on('exit', () => rmSync(dir, { recursive: true, force: true }));
+  const [uid, gid] = [Number(ids[1]), Number(ids[2])];
+  chownSync(dir, uid, gid);
+  writeFileSync(join(dir, 'pw'), `pw-${Math.random().toString(36).slice(2, 12)}\n`, { mode: 0o600 });
+  chownSync(join(dir, 'pw'), uid, gid);
+  const args = ['-u', 'postgres', '--', `${bin}/initdb`, '-D', join(dir, 'data'), '-U', 'rootbox', `--pwfile=${join(dir, 'pw')}`];
+  args.push('--auth=scram-sha-256', '-E', 'UTF8', '--no-sync');
+  const code = await new Promise((r) => spawn('runuser', args, { stdio: 'ignore' }).on('close', r));
+  return code === 0 ? dir : undefined;
+}
+/** Whether a run starts PostgreSQL: a registry-mode run, or a file that names it. */
+const wantsPg = ({ file, registry }) => registry || /startPostgres|testRegistry|twohosts/.test(readFileSync(file, 'utf8'));
+const pgReady = runs.some(wantsPg) || files.some(twice) ? pgTemplate() : Promise.resolve(undefined);
+
 /** Runs one file; its output is written at once when files run one at a time, else when it ends. */
 async function runFile({ file, registry }) {
   const name = relative(root, file) + (registry ? ' [registry]' : '');
@@ -154,11 +234,13 @@ async function runFile({ file, registry }) {
   let shown = '';
   const show = (s) => (live ? process.stdout.write(s) : (shown += s));
   show(`\n── ${name}\n`);
-  const child = spawn(process.execPath, ['--import', 'tsx', file], {
+  const pgTemplateDir = wantsPg({ file, registry }) ? await pgReady : undefined;
+  const child = spawn(process.execPath, entry(file), {
     cwd: root,
     env: {
       ROOTBOX_IMAGE_DIR: join(root, 'var', 'images'),
       ...process.env,
+      ...(pgTemplateDir ? { ROOTBOX_TEST_PG_TEMPLATE: pgTemplateDir } : {}),
       ...(isUnit(file) ? { ROOTBOX_TEST_RUNTIME: 'process' } : {}),
       ...(registry ? { ROOTBOX_TEST_REGISTRY: '1' } : {}),
       NO_COLOR: '1',

@@ -31,6 +31,7 @@ export function startAcme(d: {
     log: d.log,
     shared: d.registry?.shared,
     challenges: d.registry?.placements?.challenges,
+    pollMs: d.cfg.cluster.certificatePoll,
   });
   acme.start();
   // a domain of another host became active (its certificate was stored before) or was detached:

@@ -99,6 +99,11 @@ export const clusterSchema = z
       .describe(
         "How long the registry keeps the record of a deleted custom domain, SSH key, slug or HTTP-01 token (a tombstone other hosts' caches catch up with) when some live host has not caught up past it; tombstones every live host has caught up past are pruned sooner. A host further behind reloads the whole map instead. Records of deleted placements are kept: they stop a host that was away from starting a deleted server.",
       ),
+    certificatePoll: duration()
+      .prefault('10s')
+      .describe(
+        "How often this host reads the registry for certificates other hosts ordered (a new or renewed one reaches this host's edge within this); a custom domain's change is read at once.",
+      ),
   })
   .prefault({});
 

@@ -11,6 +11,11 @@ import type { PaymentPayload, PaymentRequirements, SettleResponse } from './type
 
 export type Outcome = { kind: 'settled' | 'pending' | 'refused'; response: SettleResponse };
 
+/** Writes the outcome without waiting for lmdb (store: updateLater; reads see it at once): the
+ *  record was pending, with the settle request, committed before anything was sent, so an outcome a
+ *  crash or a power cut loses leaves it pending, and the reconciler finds the same outcome again (a
+ *  repeated /settle moves no money twice; credits are once per payment). No commit, and so no wait
+ *  for the previous one's fdatasync, on the paid path after the settlement's answer. */
 export function recordOutcome(
   d: { store: PaymentStore; log: Logger; now: number },
   key: PaymentKey,
@@ -19,11 +24,11 @@ export function recordOutcome(
   ours: PaymentRequirements,
 ): Outcome {
   if (s.outcome === 'settled') {
-    d.store.update(key, { status: 'settled', transaction: s.response.transaction, attempts: 1, updatedAt: d.now });
+    later(d, key, { status: 'settled', transaction: s.response.transaction, attempts: 1, updatedAt: d.now });
     return { kind: 'settled', response: s.response };
   }
   if (s.outcome === 'refused') {
-    d.store.update(key, { status: 'refused', reason: s.response.errorReason ?? 'refused', attempts: 1, updatedAt: d.now });
+    later(d, key, { status: 'refused', reason: s.response.errorReason ?? 'refused', attempts: 1, updatedAt: d.now });
     return { kind: 'refused', response: s.response };
   }
   const payer = payload.payload.authorization.from;
@@ -34,7 +39,7 @@ export function recordOutcome(
     transaction: s.transaction,
   });
   const kept = d.store.get(key)?.settle?.raw;
-  d.store.update(key, {
+  later(d, key, {
     status: 'pending',
     settle: { payload, requirements: ours, ...(s.raw ? { raw: s.raw } : kept ? { raw: kept } : {}) },
     transaction: s.transaction ?? d.store.get(key)?.transaction,
@@ -43,6 +48,10 @@ export function recordOutcome(
     updatedAt: d.now,
   });
   return { kind: 'pending', response: { success: false, errorReason: 'settlement_pending', transaction: s.transaction ?? '', network: ours.network, payer } };
+}
+
+function later(d: { store: PaymentStore; log: Logger }, key: PaymentKey, change: Parameters<PaymentStore['updateLater']>[1]): void {
+  d.store.updateLater(key, change).catch((err) => d.log.error('a settlement outcome was not written; the reconciler finds it again', { err }));
 }
 
 export function responseHeaders(r: SettleResponse): Record<string, string> {

@@ -13,8 +13,10 @@ export async function startPayments(d: {
   log: Logger;
   /** Cluster mode: the registry, whose payment locks every host sees. */
   registry?: { payments: SharedPaymentLocks };
+  /** The daemon's clock (a test's, moved instead of waited for). */
+  now?: () => number;
 }): Promise<Payments> {
-  const payments = createPayments(d.cfg.verify.x402, d.store.payments, d.log.child({ part: 'payments' }), { shared: d.registry?.payments });
+  const payments = createPayments(d.cfg.verify.x402, d.store.payments, d.log.child({ part: 'payments' }), { shared: d.registry?.payments, now: d.now });
   await payments.start();
   return payments;
 }

@@ -290,13 +290,18 @@ export class Paywall {
   }
 
   /** Records the settlement as under way (pending, with the request), then settles; a transaction the
-   *  settler signs is recorded before it is broadcast. */
+   *  settler signs is recorded before it is broadcast (flushed to disk: a power cut must not lose the
+   *  hash of money that may move). The pending mark is committed before anything is sent, not waited
+   *  for on disk: a kill of the process keeps it (the crash a daemon meets), and only a power cut
+   *  within lmdb's flush, which starts at once, can leave the record `locked`, resolved at the next
+   *  start as one interrupted (the chain checked when self-settling). Waiting for that flush put a
+   *  second fdatasync on every paid call (the lock's is the first). */
   private async settle(key: PaymentKey, payload: PaymentPayload, ours: PaymentRequirements) {
     const id = key.join(':');
     const store = this.opts.store;
     this.settlingNow.add(id);
     try {
-      await store.updateDurable(key, { status: 'pending', settle: { payload, requirements: ours }, reason: 'settling', updatedAt: this.now() });
+      await store.updateCommitted(key, { status: 'pending', settle: { payload, requirements: ours }, reason: 'settling', updatedAt: this.now() });
       return await this.opts.facilitator.settle(payload, ours, (tx) =>
         store.updateDurable(key, { transaction: tx.hash, settle: { payload, requirements: ours, raw: tx.raw }, updatedAt: this.now() }),
       );

@@ -58,6 +58,8 @@ export interface SelfSettlerOptions {
   log: Logger;
   /** Called when a transaction of ours was mined (the gas balance changed). */
   onMined?: () => void;
+  /** The clock an authorization's validBefore is compared with (Date.now when not given). */
+  now?: () => number;
 }
 
 const toCall = (p: PaymentPayload): TransferCall => {
@@ -86,9 +88,11 @@ export class SelfSettler implements Facilitator {
   private readonly gas = new WeakMap<PaymentPayload, bigint>();
   private nonce?: { next: number; at: number };
   private readonly pollMs: number;
+  private readonly now: () => number;
 
   constructor(private readonly o: SelfSettlerOptions) {
     this.pollMs = o.pollMs ?? 200;
+    this.now = o.now ?? Date.now;
   }
 
   get address(): Hex {
@@ -186,7 +190,7 @@ export class SelfSettler implements Facilitator {
   private async first(p: PaymentPayload, gas?: bigint, beforeSend?: BeforeSend): Promise<SettleResult> {
     const t = toCall(p);
     const deadline = Date.now() + this.o.settleTimeoutMs;
-    if (BigInt(Math.floor(Date.now() / 1000) + 2) >= t.validBefore)
+    if (BigInt(Math.floor(this.now() / 1000) + 2) >= t.validBefore)
       return { outcome: 'refused', response: this.answer(false, t, '', 'authorization_expired: it ran out before the work was done') };
     let s: Submitted;
     try {
@@ -273,7 +277,7 @@ export class SelfSettler implements Facilitator {
         if (rc?.status === 'success') return { outcome: 'settled', response: this.answer(true, t, hash) };
       }
       if (await c.authorizationUsed(t.from, t.nonce)) return this.afterRevert(t, 'authorization used');
-      if (BigInt(Math.floor(Date.now() / 1000)) >= t.validBefore)
+      if (BigInt(Math.floor(this.now() / 1000)) >= t.validBefore)
         return { outcome: 'refused', response: this.answer(false, t, '', 'authorization_expired_unsettled') };
       if (hash && (await c.knows(hash))) return this.wait(t, hash, raw, deadline);
       if (hash && raw) {

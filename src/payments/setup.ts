@@ -53,6 +53,8 @@ export interface PaymentsOverrides {
   chain?: Chain;
   /** Cluster mode: payment locks shared by every host. */
   shared?: SharedPaymentLocks;
+  /** The clock authorizations' validity is checked against (the daemon's; Date.now when not given). */
+  now?: () => number;
 }
 
 export function createPayments(x: X402Settings, store: PaymentStore, log: Logger, over: PaymentsOverrides | Facilitator = {}): Payments {
@@ -76,6 +78,7 @@ export function createPayments(x: X402Settings, store: PaymentStore, log: Logger
       token: net.asset,
       settleTimeoutMs: x.settleTimeout,
       log,
+      now: o.now,
       onMined: () => {
         if (Date.now() - lastRefresh < 5000) return;
         lastRefresh = Date.now();
@@ -98,8 +101,9 @@ export function createPayments(x: X402Settings, store: PaymentStore, log: Logger
     health,
     settlement,
     shared: o.shared,
+    now: o.now,
   });
-  const reconciler = new Reconciler({ facilitator: fac, store, log, busy: (rec) => paywall.settling(rec) });
+  const reconciler = new Reconciler({ facilitator: fac, store, log, now: o.now, busy: (rec) => paywall.settling(rec) });
   const h = health;
   return {
     paywall,

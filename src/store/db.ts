@@ -57,6 +57,14 @@ export class LmdbEnv {
     return out;
   }
 
+  /** An asynchronous read-write transaction resolved once committed, before lmdb's own thread has
+   *  flushed it (it starts that fdatasync at once): the commit is in the file (the kernel's page
+   *  cache), so it survives a kill of the process, and every later read sees it; only a power cut
+   *  within that flush can lose it. For a write whose loss on a power cut a start-up pass resolves. */
+  txCommitted<T>(fn: () => T): Promise<T> {
+    return Promise.resolve(this.root.transaction(fn));
+  }
+
   /** Read-modify-write of one record in one transaction; undefined when the record is absent. */
   patch<V extends object>(db: Db<V>, key: Key, change: (rec: V) => Partial<V>): V | undefined {
     return this.txSync(() => {

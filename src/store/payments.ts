@@ -8,7 +8,9 @@ import type { LmdbEnv } from './db.js';
 
 export type PaymentStatus =
   /** Locked; paid work running. Nothing was sent for settlement yet (the record turns pending
-   *  first), so a `locked` record found at start-up was interrupted before any money could move. */
+   *  first, committed before anything is sent), so a `locked` record found after a kill was
+   *  interrupted before any money could move; after a power cut it may also be one whose pending
+   *  mark was not yet flushed (the paywall does not wait for that fdatasync). */
   | 'locked'
   /** The facilitator settled it. */
   | 'settled'
@@ -55,6 +57,8 @@ export const paymentKey = (asset: string, payer: string, nonce: string): Payment
 export class PaymentStore {
   private readonly db;
   private readonly pendingIdx;
+  /** Changes updateLater() made that lmdb has not committed yet, by key: what reads answer meanwhile. */
+  private readonly writing = new Map<string, PaymentRecord>();
 
   constructor(private readonly env: LmdbEnv) {
     this.db = env.db<PaymentRecord>('payments');
@@ -62,11 +66,11 @@ export class PaymentStore {
   }
 
   get(key: PaymentKey): PaymentRecord | undefined {
-    return this.db.get(key);
+    return this.writing.get(key.join(':')) ?? this.db.get(key);
   }
 
   isUsed(key: PaymentKey): boolean {
-    return this.db.get(key) !== undefined;
+    return this.get(key) !== undefined;
   }
 
   /** Writes the record with status `locked` unless the key exists; true when this call won. */
@@ -97,15 +101,43 @@ export class PaymentStore {
     return this.env.txDurable(() => this.apply(key, change));
   }
 
-  /** The change inside the caller's transaction (writes inside one are part of it). */
+  /** update() as an asynchronous transaction resolved once committed, not yet flushed (db.ts
+   *  txCommitted): survives a kill of the process; a power cut within lmdb's flush may lose it. */
+  updateCommitted(key: PaymentKey, change: PaymentChange): Promise<PaymentRecord | undefined> {
+    return this.env.txCommitted(() => this.apply(key, change));
+  }
+
+  /** update() for a caller that does not wait for it: every read of this store sees the change at
+   *  once, and lmdb commits it in its next write (the promise: once committed). What a kill or a
+   *  power cut before that commit loses, the caller must be able to lose (a settlement's outcome:
+   *  the record stays pending and the reconciler finds the outcome again). */
+  updateLater(key: PaymentKey, change: PaymentChange): Promise<PaymentRecord | undefined> {
+    const id = key.join(':');
+    const rec = this.get(key);
+    if (!rec) return Promise.resolve(undefined);
+    const next: PaymentRecord = { ...rec, ...change, updatedAt: change.updatedAt ?? Date.now() };
+    if (next.status !== 'pending') delete next.settle;
+    this.writing.set(id, next);
+    return this.env
+      .txCommitted(() => (this.writing.get(id) === next ? this.apply(key, change) : this.get(key)))
+      .finally(() => {
+        if (this.writing.get(id) === next) this.writing.delete(id);
+      });
+  }
+
+  /** The change inside the caller's transaction (writes inside one are part of it). A change of
+   *  updateLater still in flight is part of it too: this write carries it, and that one's own
+   *  commit, coming later, then writes nothing. */
   private apply(key: PaymentKey, change: PaymentChange): PaymentRecord | undefined {
-    const rec = this.db.get(key);
+    const stored = this.db.get(key);
+    const rec = this.get(key);
+    this.writing.delete(key.join(':'));
     if (!rec) return undefined;
     const next: PaymentRecord = { ...rec, ...change, updatedAt: change.updatedAt ?? Date.now() };
     if (next.status !== 'pending') delete next.settle;
     void this.db.put(key, next);
     if (next.status === 'pending') void this.pendingIdx.put(key, next.validBefore);
-    else if (rec.status === 'pending') void this.pendingIdx.remove(key);
+    else if (stored?.status === 'pending') void this.pendingIdx.remove(key);
     return next;
   }
 
@@ -113,8 +145,8 @@ export class PaymentStore {
   pending(): PaymentRecord[] {
     const out: PaymentRecord[] = [];
     for (const { key } of this.pendingIdx.getRange()) {
-      const rec = this.db.get(key as PaymentKey);
-      if (rec) out.push(rec);
+      const rec = this.get(key as PaymentKey);
+      if (rec?.status === 'pending') out.push(rec); // not one whose outcome is being written (updateLater)
     }
     return out;
   }

@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { openStore } from '../../src/store/index.js';
 import { migrations } from '../../src/store/migrations.js';
 import { openEnv } from '../../src/store/db.js';
+import { nodeArgs } from '../helpers/bundle.js';
 
 const dirs: string[] = [];
 const fresh = () => {
@@ -18,7 +19,7 @@ test.after(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })
 
 test('every acknowledged write survives a SIGKILL in the middle of a write stream', async () => {
   const dir = fresh();
-  const child = spawn(process.execPath, ['--import', 'tsx', new URL('../fixtures/store-writer.ts', import.meta.url).pathname, dir], {
+  const child = spawn(process.execPath, [...(await nodeArgs(new URL('../fixtures/store-writer.ts', import.meta.url).pathname)), dir], {
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   const acked: string[] = [];

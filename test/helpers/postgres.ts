@@ -4,8 +4,10 @@
 // kill() is a crash (SIGKILL of the postmaster); start() brings the same cluster back.
 // startStandby() makes a streaming standby of it (pg_basebackup) that the primary waits for on
 // every commit (synchronous_standby_names), and promote() turns that standby into a primary.
+// scripts/test.mjs runs initdb once per run (ROOTBOX_TEST_PG_TEMPLATE: a dir holding `data` and
+// the password in `pw`); each cluster then starts from a copy of it instead of an initdb of its own.
 
-import { appendFileSync, chownSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, chownSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort } from './ports.js';
@@ -89,16 +91,26 @@ function control(dir: string, port: number, password: string): TestPostgres {
   };
 }
 
+/** The run's initdb (scripts/test.mjs), when there is one. */
+function template(): { data: string; password: string } | undefined {
+  const dir = process.env.ROOTBOX_TEST_PG_TEMPLATE;
+  if (!dir || !existsSync(join(dir, 'data', 'PG_VERSION'))) return undefined;
+  return { data: join(dir, 'data'), password: readFileSync(join(dir, 'pw'), 'utf8').trim() };
+}
+
 export async function startPostgres(): Promise<TestPostgres> {
-  const password = 'pw-' + Math.random().toString(36).slice(2, 12);
+  const made = template();
+  const password = made?.password ?? 'pw-' + Math.random().toString(36).slice(2, 12);
   const dir = ownDir(password);
   const pg = control(dir, await freePort(), password);
   try {
-    await must(
-      'runuser',
-      as([`${BIN}/initdb`, '-D', join(dir, 'data'), '-U', 'rootbox', `--pwfile=${join(dir, 'pw')}`, '--auth=scram-sha-256', '-E', 'UTF8', '--no-sync']),
-      'initdb',
-    );
+    if (made) await must('cp', ['-a', made.data, join(dir, 'data')], 'copying the initdb template');
+    else
+      await must(
+        'runuser',
+        as([`${BIN}/initdb`, '-D', join(dir, 'data'), '-U', 'rootbox', `--pwfile=${join(dir, 'pw')}`, '--auth=scram-sha-256', '-E', 'UTF8', '--no-sync']),
+        'initdb',
+      );
     await pg.start();
     return pg;
   } catch (e) {

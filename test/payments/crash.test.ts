@@ -20,6 +20,7 @@ import { until } from '../helpers/wait.js';
 import { startChainWorld } from './fixtures/chainworld.js';
 import { LocalFacilitator } from './fixtures/facilitator.js';
 import { encode, newPayer, signPayment, type Terms } from './fixtures/payer.js';
+import { nodeArgs } from '../helpers/bundle.js';
 
 const FIXTURE = new URL('../fixtures/paid-daemon.ts', import.meta.url).pathname;
 const PAY_TO = '0x1111111111111111111111111111111111111111';
@@ -35,7 +36,7 @@ interface Child {
 
 /** Starts the daemon child on `dataDir` in a process group of its own; resolves once it serves. */
 async function daemon(overrides: Record<string, unknown>): Promise<Child> {
-  const proc = spawn(process.execPath, ['--import', 'tsx', FIXTURE, JSON.stringify(overrides)], { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  const proc = spawn(process.execPath, [...(await nodeArgs(FIXTURE)), JSON.stringify(overrides)], { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
   const exited = new Promise<void>((r) => proc.once('exit', () => r()));
   let err = '';
   proc.stderr!.on('data', (c) => (err = (err + c).slice(-4000)));

@@ -13,6 +13,7 @@ import { AppError } from '../../src/errors.js';
 import { createLogger } from '../../src/log/index.js';
 import { HttpFacilitator, NETWORKS, Paywall, Reconciler, type ChargeRequest, type PaymentRecord } from '../../src/payments/index.js';
 import { openStore, type Store } from '../../src/store/index.js';
+import type { LmdbEnv } from '../../src/store/db.js';
 import { LocalFacilitator } from './fixtures/facilitator.js';
 import { encode, newPayer, signPayment, type PayOverrides } from './fixtures/payer.js';
 
@@ -296,6 +297,34 @@ test('without a payTo address every charge answers 503 not_configured', async ()
 test('the facilitator client reads /supported', async () => {
   const s = await new HttpFacilitator({ url: fac.url, timeoutMs: 500, settleTimeoutMs: 500 }).supported();
   assert.ok(s.kinds.some((k) => k.network === 'eip155:8453' && k.scheme === 'exact' && k.x402Version === 2));
+});
+
+test('a paid call waits for one fdatasync, the lock’s: the pending mark is committed before /settle, the outcome is not waited for', async () => {
+  // the payment store's real LMDB env, its write calls seen (txSync and txDurable wait for an fdatasync)
+  const env = (store.payments as unknown as { env: LmdbEnv }).env;
+  const calls: string[] = [];
+  const commits: Promise<unknown>[] = [];
+  const { txSync, txDurable, txCommitted } = env;
+  env.txSync = <T>(fn: () => T): T => (calls.push('sync'), txSync.call(env, fn) as T);
+  env.txDurable = <T>(fn: () => T): Promise<T> => (calls.push('durable'), txDurable.call(env, fn) as Promise<T>);
+  env.txCommitted = <T>(fn: () => T): Promise<T> => {
+    calls.push('commit');
+    const p = txCommitted.call(env, fn) as Promise<T>;
+    commits.push(p.then(() => calls.push('committed')));
+    return p;
+  };
+  try {
+    const paid = await paywall.charge(req({ 'x-payment': await header() }), async () => 'done');
+    assert.is(paid.settlement.status, 'settled');
+    assert.equal(calls, ['sync', 'commit', 'committed', 'commit'], 'the lock synced; the pending mark committed; the outcome asked for, not waited for');
+    const rec = () => paywall.record(paid.payment.asset, paid.payment.payer, paid.payment.nonce);
+    assert.is(rec()?.status, 'settled', 'the outcome is read back at once');
+    await Promise.all(commits);
+    assert.is(rec()?.status, 'settled', 'and once committed');
+    assert.is(store.payments.pending().length, 0);
+  } finally {
+    for (const k of ['txSync', 'txDurable', 'txCommitted'] as const) delete (env as unknown as Record<string, unknown>)[k];
+  }
 });
 
 test.run();

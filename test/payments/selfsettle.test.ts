@@ -24,15 +24,18 @@ import { encode, signPayment, type Terms } from './fixtures/payer.js';
 
 let w: ChainWorld;
 let d: TestDaemon;
+/** How far the daemon's clock is ahead of the real one (a test moves it instead of waiting). */
+let ahead = 0;
 
 test.before(async () => {
   w = await startChainWorld();
-  d = await w.daemon();
+  d = await w.daemon({ now: () => Date.now() + ahead });
 });
 test.after(async () => {
   await w?.stop();
 });
 test.after.each(async () => {
+  ahead = 0;
   w.proxy.restore();
   w.llm.script = () => ({ verdict: 'pass' });
   await w.anvil.client.request({ method: 'evm_setAutomine' as never, params: [true] as never });
@@ -139,11 +142,12 @@ test('an expired authorization is refused before work; one that expires during t
   assert.is(old.status, 402);
   assert.is(old.json.error, 'payment_expired');
   assert.is(w.llm.calls.length, calls);
-  // valid for 8 s; the passes take 9 s: the chain refuses the transfer afterwards
+  // valid for 8 s; the passes take 9 s by the daemon's clock (moved while they run, not waited for)
   const p = await signPayment(payer, t, { validBefore: String(Math.floor(Date.now() / 1000) + 8) });
-  w.llm.script = () => ({ verdict: 'pass', delayMs: 9000 });
+  w.llm.script = () => ((ahead = 9000), { verdict: 'pass' });
   const late = await paid(encode(p));
   w.llm.script = () => ({ verdict: 'pass' });
+  ahead = 0;
   assert.is(late.status, 402, late.text);
   assert.is(late.json.error, 'payment_settlement_failed');
   assert.match(late.json.detail, /expired/);

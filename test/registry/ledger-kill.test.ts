@@ -15,6 +15,7 @@ import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
 import { rng } from '../helpers/rng.js';
 import { until } from '../helpers/wait.js';
 import { HOUR, meterHost } from './fixtures/meterhost.js';
+import { nodeArgs } from '../helpers/bundle.js';
 
 const FIXTURE = new URL('./fixtures/meter-child.ts', import.meta.url).pathname;
 const T0 = 1_700_000_000_000;
@@ -45,7 +46,7 @@ const written = async () => Number((await pool.query<{ n: string }>(`SELECT coun
 
 /** Starts the metering host; answers once it has opened its store. */
 async function host() {
-  const child = spawn(process.execPath, ['--import', 'tsx', FIXTURE, dir, pg.url], { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  const child = spawn(process.execPath, [...(await nodeArgs(FIXTURE)), dir, pg.url], { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
   children.add(child.pid!);
   const exited = new Promise<void>((r) => child.once('exit', () => r()));
   let err = '';

@@ -37,7 +37,8 @@ const reused: string[] = [];
 const opts = (host: string) => ({
   domain: DOMAIN,
   publicIp: '127.0.0.1',
-  cluster: { registry: pg.url, host, lease: '3s', connectTimeout: '500ms', statementTimeout: '2s' },
+  // B's poll for other hosts' certificates every 300 ms, not every 10 s: a test sees it without waiting
+  cluster: { registry: pg.url, host, lease: '3s', connectTimeout: '500ms', statementTimeout: '2s', certificatePoll: '300ms' },
   https: {
     host: '127.0.0.1',
     port: 0,

@@ -1,0 +1,64 @@
+// A TypeScript entry a test starts as a child process many times (a daemon it kills and starts
+// again), bundled once per test process by esbuild: our TypeScript inlined, packages imported from
+// node_modules (linked beside the bundle), each module keeping its source's import.meta.url as
+// under tsx. A child then starts on plain Node (`node --enable-source-maps <bundle>`) in a fraction
+// of the CPU tsx's loader takes for the same modules. The bundles are removed at exit.
+
+import { mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { basename, dirname, join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { build } from 'esbuild';
+
+const root = new URL('../../', import.meta.url).pathname;
+const made = new Map<string, Promise<string>>();
+let dir: string | undefined;
+
+/** The bundled file of `entry` (an absolute path), made on the first call. */
+export function bundled(entry: string): Promise<string> {
+  let p = made.get(entry);
+  if (!p) {
+    p = (async () => {
+      if (!dir) {
+        const d = mkdtempSync(join(tmpdir(), 'rbx-childbundle-'));
+        dir = d;
+        symlinkSync(join(root, 'node_modules'), join(d, 'node_modules'));
+        process.on('exit', () => rmSync(d, { recursive: true, force: true }));
+      }
+      const outfile = join(dir, `${made.size}-${basename(entry).replace(/\.ts$/, '.mjs')}`);
+      await build({
+        entryPoints: [entry],
+        outfile,
+        bundle: true,
+        format: 'esm',
+        platform: 'node',
+        target: 'node24',
+        packages: 'external',
+        sourcemap: 'linked',
+        logLevel: 'error',
+        plugins: [
+          {
+            name: 'own-import-meta-url',
+            setup(b) {
+              b.onLoad({ filter: /\.ts$/ }, (a) => ({
+                contents: readFileSync(a.path, 'utf8')
+                  .replaceAll('import.meta.url', JSON.stringify(pathToFileURL(a.path).href))
+                  .replaceAll('import.meta.filename', JSON.stringify(a.path))
+                  .replaceAll('import.meta.dirname', JSON.stringify(dirname(a.path))),
+                loader: 'ts',
+              }));
+            },
+          },
+        ],
+      });
+      return outfile;
+    })();
+    made.set(entry, p);
+  }
+  return p;
+}
+
+/** The arguments that start `entry` on plain Node: its bundle, with source maps for stack traces. */
+export async function nodeArgs(entry: string): Promise<string[]> {
+  return ['--enable-source-maps', await bundled(entry)];
+}
