@@ -16,7 +16,8 @@ import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { isAppError } from '../../src/errors.js';
-import { migrate, registryChecks, RegistryPool } from '../../src/registry/index.js';
+import { registryChecks, RegistryPool } from '../../src/registry/index.js';
+import { initRegistry } from '../helpers/cluster.js';
 import { send } from '../http/contract.js';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
 import type { ProcessRuntime } from '../helpers/procruntime.js';
@@ -66,7 +67,7 @@ async function stopKeeping(d: TestDaemon): Promise<void> {
 test.before(async () => {
   pg = await startPostgres();
   const pool = new RegistryPool({ url: pg.url, connectTimeoutMs: 1000, statementTimeoutMs: 2000 });
-  await migrate(pool);
+  await initRegistry(pool); // the schema and the tests' cluster token, as `rootbox cluster init` makes them
   await pool.end();
   first = await start(opts(17001));
   for (const sub of ['kept-one', 'kept-two']) {

@@ -22,6 +22,7 @@ import { loadConfig } from '../../src/config/index.js';
 import { send } from '../http/contract.js';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
 import { freePort } from '../helpers/ports.js';
+import { TEST_CLUSTER_TOKEN } from '../helpers/cluster.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
 import { until } from '../helpers/wait.js';
 
@@ -46,7 +47,7 @@ const opts = (host: string, listen: number) => ({
 
 test.before(async () => {
   pg = await startPostgres();
-  const cfg = loadConfig({ env: {}, file: undefined, overrides: { cluster: { registry: pg.url } } });
+  const cfg = loadConfig({ env: {}, file: undefined, overrides: { cluster: { registry: pg.url, token: TEST_CLUSTER_TOKEN } } });
   const out: string[] = [];
   assert.is(await clusterCommand(cfg, 'init', {}, { out: (s) => out.push(s), err: (s) => out.push(s) }), 0, out.join('\n'));
   a = await startTestDaemon(opts('host-a', await freePort()));
