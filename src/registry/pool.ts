@@ -5,9 +5,10 @@
 //
 // Failover: the URL may name several hosts as libpq does (postgres://u:p@db1:5432,db2:5432/db):
 // the primary and its standbys. Node's pg does not do multi-host itself, so the pool does what
-// libpq does with target_session_attrs=read-write: before its first statement it tries the hosts
-// in order and uses the first that takes writes (so a one-shot CLI command after a failover
-// reaches the promoted standby even with the dead primary first in the URL). The URL's own
+// libpq does with target_session_attrs=read-write: before its first statement it asks the hosts
+// and uses the one that takes writes (so a one-shot CLI command after a failover reaches the
+// promoted standby even with the dead primary first in the URL). It asks them all at once, not
+// one after the other: a dead primary that does not answer costs no connect timeout. The URL's own
 // target_session_attrs is honoured (any, read-write, primary, read-only, standby,
 // prefer-standby); without one a multi-host URL means read-write (the registry is written).
 // After a failure to reach the one in use, the pool looks again, the next hosts first, and uses
@@ -92,6 +93,8 @@ export class RegistryPool {
   private looking?: Promise<void>;
   /** Whether the hosts were asked yet (a multi-host URL: before the first statement). */
   private found: boolean;
+  /** Connections asking hosts now (a dead host's until its connect timeout): ended by end(). */
+  private readonly asking = new Set<pg.Client>();
 
   constructor(private readonly o: PoolOptions) {
     this.where = redactUrl(o.url);
@@ -184,18 +187,36 @@ export class RegistryPool {
     return AppError.of('registry_unavailable', 'the cluster registry cannot be reached; try again shortly', { retryAfter: 5, cause: err });
   }
 
-  /** Asks each host, from `from` on (wrapping around), whether it is one the URL's
-   *  target_session_attrs accepts; switches to the first that is (prefer-standby: the first
-   *  standby, else the first that answered). None: the pool stays, and its next failure looks again. */
+  /** Asks every host at once whether it is one the URL's target_session_attrs accepts and
+   *  switches to one that is: for read-write and primary (one host at a time is) the first to
+   *  say so, so a dead host that does not answer (its connect timing out) does not hold up the
+   *  one promoted after it; otherwise the first in the URL's order from `from` on (wrapping
+   *  around), as libpq (prefer-standby: the first standby, else the first that answered). None:
+   *  the pool stays, and its next failure looks again. */
   private async findPrimary(from: number): Promise<void> {
     const n = this.targets.length;
+    const order = Array.from({ length: n }, (_, k) => (from + k) % n);
+    const asks = order.map((i) => this.ask(this.targets[i]));
+    if (this.attrs === 'read-write' || this.attrs === 'primary') {
+      const first = await new Promise<number | undefined>((resolve) => {
+        let left = n;
+        asks.forEach(
+          (ask, k) =>
+            void ask.then((state) => {
+              if (state && fits(this.attrs, state)) resolve(order[k]);
+              if (--left === 0) resolve(undefined);
+            }),
+        );
+      });
+      if (first !== undefined) this.use(first);
+      return;
+    }
     let answered: number | undefined;
     for (let k = 0; k < n; k++) {
-      const i = (from + k) % n;
-      const state = await this.ask(this.targets[i]);
+      const state = await asks[k];
       if (!state) continue;
-      answered ??= i;
-      if (fits(this.attrs, state)) return this.use(i);
+      answered ??= order[k];
+      if (fits(this.attrs, state)) return this.use(order[k]);
     }
     if (this.attrs === 'prefer-standby' && answered !== undefined) this.use(answered);
   }
@@ -204,6 +225,7 @@ export class RegistryPool {
   private async ask(url: string): Promise<{ standby: boolean; readOnly: boolean } | undefined> {
     const c = new pg.Client({ connectionString: url, connectionTimeoutMillis: this.o.connectTimeoutMs, query_timeout: this.o.statementTimeoutMs });
     c.on('error', () => {});
+    this.asking.add(c);
     try {
       await c.connect();
       const r = await c.query<{ standby: boolean; ro: string }>("SELECT pg_is_in_recovery() AS standby, current_setting('transaction_read_only') AS ro");
@@ -211,6 +233,7 @@ export class RegistryPool {
     } catch {
       return undefined; // this host does not answer: the next one
     } finally {
+      this.asking.delete(c);
       await c.end().catch(() => {});
     }
   }
@@ -225,6 +248,7 @@ export class RegistryPool {
 
   async end(): Promise<void> {
     await this.looking;
+    for (const c of this.asking) void c.end().catch(() => {});
     await this.pool.end().catch(() => {});
   }
 }
