@@ -31,12 +31,16 @@ export interface TestPostgres {
   sql(statement: string): Promise<string>;
   /** Stops it and removes its directory. */
   stop(): Promise<void>;
+  /** The guide's sync step here: synchronous_standby_names = setting once each name streams. */
+  sync(setting: string, ...names: string[]): Promise<void>;
 }
 
 export interface TestStandby extends TestPostgres {
   /** The guide's promote step: the standby becomes a primary that takes writes, its
    *  synchronous_standby_names reset (or `sync`). */
   promote(sync?: string): Promise<void>;
+  /** The guide's follow step: streams from `primary` (a promoted standby) under `name`. */
+  follow(primary: TestPostgres, name: string): Promise<void>;
 }
 
 async function must(cmd: string, args: string[], what: string, env?: NodeJS.ProcessEnv): Promise<string> {
@@ -94,6 +98,7 @@ function control(dir: string, port: number, password: string): TestPostgres {
       await run('runuser', as([`${BIN}/pg_ctl`, '-D', data, '-m', 'immediate', '-w', 'stop']));
       rmSync(dir, { recursive: true, force: true });
     },
+    sync: (setting, ...names) => script(dir, port, password, ['sync', setting, ...names]).then(() => undefined),
   };
 }
 
@@ -139,10 +144,11 @@ export async function startStandby(primary: TestPostgres, name = 'standby1', syn
   const sb = control(dir, await freePort(), primary.password);
   try {
     await script(dir, sb.port, primary.password, ['standby', name, '127.0.0.1', String(primary.port)]);
-    await script(primary.dir, primary.port, primary.password, ['sync', sync, name]);
+    await primary.sync(sync, name);
     return {
       ...sb,
       promote: (setting?: string) => script(dir, sb.port, primary.password, ['promote', ...(setting ? [setting] : [])]).then(() => undefined),
+      follow: (to, as) => script(dir, sb.port, primary.password, ['follow', '127.0.0.1', String(to.port), as]).then(() => undefined),
     };
   } catch (e) {
     await sb.stop();
