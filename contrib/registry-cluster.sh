@@ -3,9 +3,12 @@
 # standbys"), step by step, for Debian 12's postgresql package (PostgreSQL 15, clusters run by
 # pg_ctlcluster). Run as root (or as postgres) on the machine each step names:
 #
-#   primary PASSWORD SUBNET ADDR...  on p:  the rootbox role (REPLICATION) and database,
-#                                     listen on every address, pg_hba for the rootbox hosts'
-#                                     SUBNET and each standby ADDR; no synchronous_standby_names yet
+#   hba SUBNET ADDR...               on p, s1 and s2 (Debian keeps pg_hba.conf outside the data,
+#                                     so a copy does not have it, and any of them may be promoted):
+#                                     the rootbox hosts' SUBNET may log in, each registry machine's
+#                                     ADDR may replicate; added once, then reloaded
+#   primary PASSWORD                 on p:  the rootbox role (REPLICATION) and database, listening
+#                                     on every address (a restart); no synchronous_standby_names yet
 #   standby NAME PRIMARY [PORT]      on s1, s2: this cluster's data replaced by a copy of PRIMARY
 #                                     (pg_basebackup -c fast -P), streaming under the name NAME
 #                                     (the password is PGPASSWORD's, or ~postgres/.pgpass's)
@@ -49,19 +52,23 @@ until_t() {
 step=${1:-}
 [ $# -gt 0 ] && shift
 case "$step" in
+  hba)
+    [ $# -ge 1 ] || die "usage: hba SUBNET [REGISTRY_MACHINE_ADDR...]"
+    subnet=$1
+    shift
+    hba=$(as_pg psql -X -qtA -d "${PGDATABASE:-postgres}" -c "SHOW hba_file" 2>/dev/null || echo "/etc/postgresql/$PGVER/$CLUSTER/pg_hba.conf")
+    lines=("host rootbox rootbox $subnet scram-sha-256")
+    for a in "$@"; do lines+=("host replication rootbox $a/32 scram-sha-256"); done
+    for l in "${lines[@]}"; do grep -qxF "$l" "$hba" || echo "$l" | as_pg tee -a "$hba" >/dev/null; done
+    ctl reload 2>/dev/null || true # a stopped cluster reads it when it starts
+    ;;
   primary)
-    [ $# -ge 2 ] || die "usage: primary PASSWORD SUBNET [STANDBY_ADDR...]"
-    password=$1 subnet=$2
-    shift 2
+    [ $# -ge 1 ] || die "usage: primary PASSWORD"
+    password=$1
     q "DO \$\$BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'rootbox') THEN CREATE ROLE rootbox LOGIN; END IF; END\$\$"
     q "ALTER ROLE rootbox REPLICATION PASSWORD $(lit "$password")"
     [ "$(q "SELECT count(*) FROM pg_database WHERE datname = 'rootbox'")" = 1 ] || q "CREATE DATABASE rootbox OWNER rootbox"
     q "ALTER SYSTEM SET listen_addresses = '*'" # wal_level = replica and max_wal_senders = 10 are the defaults
-    hba=$(q "SHOW hba_file")
-    {
-      echo "host rootbox rootbox $subnet scram-sha-256"
-      for a in "$@"; do echo "host replication rootbox $a/32 scram-sha-256"; done
-    } | as_pg tee -a "$hba" >/dev/null
     ctl restart # listen_addresses takes a restart
     ;;
   standby)
@@ -107,5 +114,5 @@ case "$step" in
     q "SELECT pg_reload_conf()" >/dev/null
     until_t "$name streams from $primary" "SELECT count(*) = 1 FROM pg_stat_wal_receiver WHERE status = 'streaming' AND sender_port = $port"
     ;;
-  *) die "usage: registry-cluster.sh primary|standby|sync|promote|follow … (see the header)" ;;
+  *) die "usage: registry-cluster.sh hba|primary|standby|sync|promote|follow … (see the header)" ;;
 esac

@@ -5,7 +5,8 @@
 // startStandby() makes a streaming standby of it that the primary waits for on every commit
 // (synchronous_standby_names), and promote() turns that standby into a primary: both by the
 // README guide's own script, contrib/registry-cluster.sh (its standby, sync and promote steps),
-// given this cluster's data dir, a pg_ctl in place of pg_ctlcluster, and its port.
+// given this cluster's data dir, a pg_ctl in place of pg_ctlcluster, and its port (its hba and
+// primary steps run on the primary before its first standby).
 
 import { chownSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -33,6 +34,8 @@ export interface TestPostgres {
   stop(): Promise<void>;
   /** The guide's sync step here: synchronous_standby_names = setting once each name streams. */
   sync(setting: string, ...names: string[]): Promise<void>;
+  /** Any step of the guide's script run for this cluster. */
+  guide(...args: string[]): Promise<string>;
 }
 
 export interface TestStandby extends TestPostgres {
@@ -99,6 +102,7 @@ function control(dir: string, port: number, password: string): TestPostgres {
       rmSync(dir, { recursive: true, force: true });
     },
     sync: (setting, ...names) => script(dir, port, password, ['sync', setting, ...names]).then(() => undefined),
+    guide: (...args) => script(dir, port, password, args),
   };
 }
 
@@ -136,13 +140,22 @@ function script(dir: string, port: number, password: string, args: string[]): Pr
   return must('bash', [SCRIPT, ...args], `registry-cluster.sh ${args[0]}`, env);
 }
 
+const primaries = new Set<string>();
+
 /** A streaming standby of `primary` that every commit of the primary waits for; `sync` sets the
  *  primary's synchronous_standby_names instead (e.g. 'ANY 1 (s1, s2)' for quorum commit). The
- *  guide's steps: `standby NAME PRIMARY PORT` here, then `sync SETTING NAME` on the primary. */
+ *  guide's steps: `hba` and `primary` on the primary (once), `standby NAME PRIMARY PORT` here,
+ *  then `sync SETTING NAME` on the primary. */
 export async function startStandby(primary: TestPostgres, name = 'standby1', sync = name): Promise<TestStandby> {
   const dir = ownDir(primary.password);
   const sb = control(dir, await freePort(), primary.password);
   try {
+    if (!primaries.has(primary.dir)) {
+      // the guide's first steps on the primary, once (its restart costs only the tests with standbys)
+      await primary.guide('hba', '127.0.0.1/32', '127.0.0.1');
+      await primary.guide('primary', primary.password);
+      primaries.add(primary.dir);
+    }
     await script(dir, sb.port, primary.password, ['standby', name, '127.0.0.1', String(primary.port)]);
     await primary.sync(sync, name);
     return {
