@@ -69,6 +69,7 @@ const UNIT = [
   'test/registry/accounts.test.ts',
   'test/registry/ops.test.ts',
   'test/registry/quorum.test.ts',
+  'test/registry/promotion.test.ts',
   'test/registry/ledger-kill.test.ts',
   'test/registry/placements.test.ts',
   'test/registry/shared.test.ts',

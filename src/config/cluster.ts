@@ -16,7 +16,7 @@ export const clusterSchema = z
       .regex(/^postgres(ql)?:\/\/\S+$/, 'must be a PostgreSQL URL: postgres://user:password@host:5432/rootbox')
       .optional()
       .describe(
-        'The cluster registry: a PostgreSQL connection URL (postgres://user:password@host:5432/db, `?sslmode=require` for TLS). Name the primary and its standbys as libpq does (postgres://user:password@db1:5432,db2:5432/db): after a failure the host uses whichever of them takes writes. Unset: this host is a single box, everything in its own LMDB. Its password is never logged.',
+        'The cluster registry: a PostgreSQL connection URL (postgres://user:password@host:5432/db, `?sslmode=require` for TLS). Name the primary and its standbys as libpq does (postgres://user:password@db1:5432,db2:5432/db): every connection (the daemon, every command) uses whichever of them takes writes (as libpq with target_session_attrs=read-write; a target_session_attrs in the URL is honoured), and looks again after a failure. Unset: this host is a single box, everything in its own LMDB. Its password is never logged.',
       ),
     host: z
       .string()

@@ -413,6 +413,8 @@ export class PlacementCache {
    *  catches up on what changed meanwhile. */
   private async listen(): Promise<void> {
     if (!this.running || this.listener) return;
+    await this.pool.ready(); // a multi-host URL: the host that takes writes, as the pool found it
+    if (!this.running || this.listener) return;
     const c = new pg.Client({ connectionString: this.pool.target, connectionTimeoutMillis: this.o.connectTimeoutMs, keepAlive: true });
     let lost = false;
     const onLost = () => {

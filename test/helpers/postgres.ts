@@ -2,8 +2,11 @@
 // temp dir as the `postgres` user, its own port on 127.0.0.1 and its own socket dir, password
 // (scram) authentication for the `rootbox` role. stop() ends it and removes everything;
 // kill() is a crash (SIGKILL of the postmaster); start() brings the same cluster back.
-// startStandby() makes a streaming standby of it (pg_basebackup) that the primary waits for on
-// every commit (synchronous_standby_names), and promote() turns that standby into a primary.
+// startStandby() makes a streaming standby of it that the primary waits for on every commit
+// (synchronous_standby_names), and promote() turns that standby into a primary: both by the
+// README guide's own script, contrib/registry-cluster.sh (its standby, sync and promote steps),
+// given this cluster's data dir, a pg_ctl in place of pg_ctlcluster, and its port (its hba and
+// primary steps run on the primary before its first standby).
 // scripts/test.mjs runs initdb once per run (ROOTBOX_TEST_PG_TEMPLATE: a dir holding `data` and
 // the password in `pw`); each cluster then starts from a copy of it instead of an initdb of its own.
 
@@ -12,9 +15,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort } from './ports.js';
 import { run } from './run.js';
-import { until } from './wait.js';
 
 const BIN = '/usr/lib/postgresql/15/bin';
+const SCRIPT = new URL('../../contrib/registry-cluster.sh', import.meta.url).pathname;
 
 export interface TestPostgres {
   url: string;
@@ -31,11 +34,18 @@ export interface TestPostgres {
   sql(statement: string): Promise<string>;
   /** Stops it and removes its directory. */
   stop(): Promise<void>;
+  /** The guide's sync step here: synchronous_standby_names = setting once each name streams. */
+  sync(setting: string, ...names: string[]): Promise<void>;
+  /** Any step of the guide's script run for this cluster. */
+  guide(...args: string[]): Promise<string>;
 }
 
 export interface TestStandby extends TestPostgres {
-  /** pg_ctl promote: the standby becomes a primary that takes writes. */
-  promote(): Promise<void>;
+  /** The guide's promote step: the standby becomes a primary that takes writes, its
+   *  synchronous_standby_names reset (or `sync`). */
+  promote(sync?: string): Promise<void>;
+  /** The guide's follow step: streams from `primary` (a promoted standby) under `name`. */
+  follow(primary: TestPostgres, name: string): Promise<void>;
 }
 
 async function must(cmd: string, args: string[], what: string, env?: NodeJS.ProcessEnv): Promise<string> {
@@ -60,12 +70,17 @@ function ownDir(password: string): string {
   return dir;
 }
 
-/** Control of one cluster in `dir` (data in dir/data) on `port`. */
+/** Control of one cluster in `dir` (data in dir/data) on `port`: dir/ctl is its pg_ctlcluster
+ *  (start, stop, restart, promote), for the tests and for the guide's script alike. */
 function control(dir: string, port: number, password: string): TestPostgres {
   const data = join(dir, 'data');
   const opts = `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off`;
-  const pgctl = (verb: string, extra: string[] = []) =>
-    must('runuser', as([`${BIN}/pg_ctl`, '-D', data, '-l', join(dir, 'log'), '-w', '-t', '30', ...extra, verb]), `pg_ctl ${verb}`).then(() => undefined);
+  const { uid, gid } = ids();
+  writeFileSync(join(dir, 'ctl'), `#!/bin/sh\nexec runuser -u postgres -- ${BIN}/pg_ctl -D ${data} -l ${join(dir, 'log')} -w -t 30 -o '${opts}' "$@"\n`, {
+    mode: 0o755,
+  });
+  chownSync(join(dir, 'ctl'), uid, gid);
+  const pgctl = (verb: string, extra: string[] = []) => must(join(dir, 'ctl'), [...extra, verb], `pg_ctl ${verb}`).then(() => undefined);
   const env = { ...process.env, PGPASSWORD: password };
   return {
     url: `postgres://rootbox:${password}@127.0.0.1:${port}/postgres`,
@@ -88,6 +103,8 @@ function control(dir: string, port: number, password: string): TestPostgres {
       await run('runuser', as([`${BIN}/pg_ctl`, '-D', data, '-m', 'immediate', '-w', 'stop']));
       rmSync(dir, { recursive: true, force: true });
     },
+    sync: (setting, ...names) => script(dir, port, password, ['sync', setting, ...names]).then(() => undefined),
+    guide: (...args) => script(dir, port, password, args),
   };
 }
 
@@ -119,51 +136,44 @@ export async function startPostgres(): Promise<TestPostgres> {
   }
 }
 
+/** The guide's script run for the cluster in `dir` on `port` (its psql as rootbox over TCP). */
+function script(dir: string, port: number, password: string, args: string[]): Promise<string> {
+  const env = {
+    ...process.env,
+    DATA: join(dir, 'data'),
+    PG_CTL: join(dir, 'ctl'),
+    PGHOST: '127.0.0.1',
+    PGPORT: String(port),
+    PGUSER: 'rootbox',
+    PGPASSWORD: password,
+    BASEBACKUP_OPTS: '--no-sync',
+    WAIT_S: '20',
+  };
+  return must('bash', [SCRIPT, ...args], `registry-cluster.sh ${args[0]}`, env);
+}
+
+const primaries = new Set<string>();
+
 /** A streaming standby of `primary` that every commit of the primary waits for; `sync` sets the
- *  primary's synchronous_standby_names instead (e.g. 'ANY 1 (s1, s2)' for quorum commit). */
+ *  primary's synchronous_standby_names instead (e.g. 'ANY 1 (s1, s2)' for quorum commit). The
+ *  guide's steps: `hba` and `primary` on the primary (once), `standby NAME PRIMARY PORT` here,
+ *  then `sync SETTING NAME` on the primary. */
 export async function startStandby(primary: TestPostgres, name = 'standby1', sync = name): Promise<TestStandby> {
   const dir = ownDir(primary.password);
   const sb = control(dir, await freePort(), primary.password);
-  const data = join(dir, 'data');
   try {
-    await must(
-      'runuser',
-      as([
-        'env',
-        `PGPASSWORD=${primary.password}`,
-        `${BIN}/pg_basebackup`,
-        '-h',
-        '127.0.0.1',
-        '-p',
-        String(primary.port),
-        '-U',
-        'rootbox',
-        '-D',
-        data,
-        '-R',
-        '-X',
-        'stream',
-        '--no-sync',
-      ]),
-      'pg_basebackup',
-    );
-    // the later line wins: the same connection, named, so the primary can wait for it by name
-    appendFileSync(
-      join(data, 'postgresql.auto.conf'),
-      `primary_conninfo = 'host=127.0.0.1 port=${primary.port} user=rootbox password=${primary.password} application_name=${name}'\n`,
-    );
-    await sb.start();
-    await primary.sql(`ALTER SYSTEM SET synchronous_standby_names = '${sync}'`);
-    await primary.sql('SELECT pg_reload_conf()');
-    await until(
-      'the standby streams synchronously',
-      async () => ['sync', 'quorum'].includes(await primary.sql(`SELECT sync_state FROM pg_stat_replication WHERE application_name = '${name}'`)),
-      20_000,
-      50,
-    );
+    if (!primaries.has(primary.dir)) {
+      // the guide's first steps on the primary, once (its restart costs only the tests with standbys)
+      await primary.guide('hba', '127.0.0.1/32', '127.0.0.1');
+      await primary.guide('primary', primary.password);
+      primaries.add(primary.dir);
+    }
+    await script(dir, sb.port, primary.password, ['standby', name, '127.0.0.1', String(primary.port)]);
+    await primary.sync(sync, name);
     return {
       ...sb,
-      promote: () => must('runuser', as([`${BIN}/pg_ctl`, '-D', data, '-w', 'promote']), 'pg_ctl promote').then(() => undefined),
+      promote: (setting?: string) => script(dir, sb.port, primary.password, ['promote', ...(setting ? [setting] : [])]).then(() => undefined),
+      follow: (to, as) => script(dir, sb.port, primary.password, ['follow', '127.0.0.1', String(to.port), as]).then(() => undefined),
     };
   } catch (e) {
     await sb.stop();

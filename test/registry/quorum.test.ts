@@ -1,7 +1,10 @@
 // The README's registry set-up, checked: a primary with two synchronous standbys under
 // `synchronous_standby_names = 'ANY 1 (s1, s2)'` keeps committing while one standby is down, and
 // a daemon in cluster mode writes through it (a create claims its name and places the server)
-// with that standby down; a commit then is on the standby still up.
+// with that standby down; a commit then is on the standby still up. Then the guide's promotion
+// (contrib/registry-cluster.sh): the primary dies, s2 (whose copy of the primary's settings names
+// s1 and s2 as synchronous standbys) is promoted and takes writes at once, s1 follows it, and
+// s2 made to wait for s1 again.
 process.env.ROOTBOX_TEST_RUNTIME ??= 'process'; // what is tested here needs no container
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -60,6 +63,28 @@ test('ANY 1 of two synchronous standbys: with one down, commits and the daemonâ€
     20_000,
     50,
   );
+});
+
+test('the guideâ€™s promotion: the promoted standby takes writes at once, the other follows it and is its synchronous standby', async () => {
+  assert.ok(s1 && s2 && d);
+  await d.stop();
+  d = undefined;
+  await pg.kill();
+  await s2.promote();
+  // a commit on s2 before its synchronous_standby_names was reset waited for standbys that do not stream from it
+  const pool = new RegistryPool({ url: s2.url, connectTimeoutMs: 1000, statementTimeoutMs: 3000 });
+  try {
+    await pool.query('CREATE TABLE probe (n int)');
+    await pool.query('INSERT INTO probe VALUES (1)');
+  } finally {
+    await pool.end();
+  }
+  await s1.start();
+  await s1.follow(s2, 's1');
+  await s2.sync('s1', 's1');
+  assert.is(await s2.sql(`SELECT sync_state FROM pg_stat_replication WHERE application_name = 's1'`), 'sync');
+  await s2.sql('INSERT INTO probe VALUES (2)');
+  await until('the commit is on s1', async () => (await s1!.sql('SELECT count(*) FROM probe')) === '2', 20_000, 50);
 });
 
 test.run();
