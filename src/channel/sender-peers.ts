@@ -218,6 +218,9 @@ export class Peers {
         this.ready.delete(key);
         this.heard.delete(key);
         this.o.health?.error(key.slice(0, key.indexOf('@')), 'ping', 'the peer did not answer a ping');
+        // as after a failed connect: for one connect timeout its requests fail at once instead of
+        // each waiting for a connection that a peer which stopped answering will not take
+        this.failed.set(key, { until: this.now() + this.o.connectTimeoutMs, error: new PeerError(false, 'the peer did not answer a ping') });
         this.dropRaw(key, true);
         s.destroy(new Error('the peer did not answer a ping'));
       }, this.o.connectTimeoutMs);
