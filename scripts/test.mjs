@@ -21,7 +21,8 @@ import { spawn, spawnSync } from 'node:child_process';
 import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { dirname, join, relative } from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { fileURLToPath } from 'node:url';
+import { ownImportMeta } from './own-import-meta.mjs';
 
 const shipped = fileURLToPath(new URL('../node/bin/node', import.meta.url));
 if (existsSync(shipped) && realpathSync(process.execPath) !== realpathSync(shipped)) {
@@ -159,18 +160,6 @@ async function bundleTests(list) {
   const { build } = await import('esbuild');
   const out = mkdtempSync(join(tmpdir(), 'rbx-testbundle-'));
   symlinkSync(join(root, 'node_modules'), join(out, 'node_modules'));
-  const ownUrl = {
-    name: 'own-import-meta-url',
-    setup(b) {
-      b.onLoad({ filter: /\.ts$/ }, (a) => ({
-        contents: readFileSync(a.path, 'utf8')
-          .replaceAll('import.meta.url', JSON.stringify(pathToFileURL(a.path).href))
-          .replaceAll('import.meta.filename', JSON.stringify(a.path))
-          .replaceAll('import.meta.dirname', JSON.stringify(dirname(a.path))),
-        loader: 'ts',
-      }));
-    },
-  };
   try {
     await build({
       entryPoints: list,
@@ -184,7 +173,7 @@ async function bundleTests(list) {
       target: 'node24',
       packages: 'external',
       sourcemap: 'linked',
-      plugins: [ownUrl],
+      plugins: [ownImportMeta],
       logLevel: 'error',
     });
   } catch (e) {

@@ -4,11 +4,11 @@
 // under tsx. A child then starts on plain Node (`node --enable-source-maps <bundle>`) in a fraction
 // of the CPU tsx's loader takes for the same modules. The bundles are removed at exit.
 
-import { mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
+import { mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { basename, dirname, join } from 'node:path';
-import { pathToFileURL } from 'node:url';
+import { basename, join } from 'node:path';
 import { build } from 'esbuild';
+import { ownImportMeta } from '../../scripts/own-import-meta.mjs';
 
 const root = new URL('../../', import.meta.url).pathname;
 const made = new Map<string, Promise<string>>();
@@ -36,20 +36,7 @@ export function bundled(entry: string): Promise<string> {
         packages: 'external',
         sourcemap: 'linked',
         logLevel: 'error',
-        plugins: [
-          {
-            name: 'own-import-meta-url',
-            setup(b) {
-              b.onLoad({ filter: /\.ts$/ }, (a) => ({
-                contents: readFileSync(a.path, 'utf8')
-                  .replaceAll('import.meta.url', JSON.stringify(pathToFileURL(a.path).href))
-                  .replaceAll('import.meta.filename', JSON.stringify(a.path))
-                  .replaceAll('import.meta.dirname', JSON.stringify(dirname(a.path))),
-                loader: 'ts',
-              }));
-            },
-          },
-        ],
+        plugins: [ownImportMeta],
       });
       return outfile;
     })();
