@@ -111,6 +111,7 @@ const UNIT = [
   'test/hosting/ratelimit-doc.test.ts',
   'test/hosting/capacity.test.ts',
   'test/registry/fence.test.ts',
+  'test/registry/fenceheld.test.ts',
   'test/registry/resume.test.ts',
   'test/registry/leases.test.ts',
 ];

@@ -7,6 +7,7 @@ import { documentOf, Router, type Authenticator, type HttpApp, type Step } from 
 import { PublicUrls } from '../pages/index.js';
 import { tooMany, type Verdict } from '../ratelimit.js';
 import type { Paywall } from '../payments/index.js';
+import { sourceKey } from '../slots.js';
 import { createSmsSender } from '../sms/index.js';
 import type { AccountRecord } from '../store/index.js';
 import { buildCore, type HostingCore, type HostingDeps } from './core.js';
@@ -45,7 +46,9 @@ function limit(limiter: SharedRateLimit, what: string, description: string): Ste
     responses: { 429: description },
     run(ctx) {
       if (ctx.forwarded) return; // the host it came through counted it
-      const v = limiter.take(ctx.ip);
+      // by source (an IPv4 address, an IPv6 /64): rotating addresses of one /64 is one source,
+      // and costs one shared bucket, not one per address
+      const v = limiter.take(sourceKey(ctx.ip));
       return 'ok' in v ? judge(v) : v.then(judge);
     },
   };

@@ -182,7 +182,7 @@ export class RegistryAccounts {
   async anonymousPlacedElsewhere(ip: string): Promise<number> {
     const r = await this.pool.query<{ n: string }>(
       `SELECT count(*) AS n FROM placements p JOIN accounts a ON a.id = p.account_id
-        WHERE a.created_ip = $1 AND a.phone IS NULL AND p.host <> $2`,
+        WHERE a.created_ip = $1 AND a.phone IS NULL AND p.host <> $2 AND p.lost_at IS NULL`,
       [ip, this.host],
     );
     return Number(r.rows[0]?.n ?? 0);

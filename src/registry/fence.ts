@@ -30,21 +30,29 @@ export class WakeFence {
   /** Starts refused because the registry places the server elsewhere or deleted it (observability and tests). */
   refused = 0;
 
-  /** `reachable`: whether this host's last heartbeat reached the registry (Registry.up). */
+  /** `registry`: whether this host's last heartbeat reached the registry (`down`: the fence starts
+   *  from what this host has) and whether this run holds its host name there (`not-held`: another
+   *  instance or run took it, or never let this one claim it — every start is refused). */
   constructor(
     private readonly host: string,
     private readonly names: PlacementSource,
     private readonly log: Logger,
-    private readonly reachable: () => boolean = () => true,
+    private readonly registry: () => 'down' | 'held' | 'not-held' = () => 'held',
   ) {}
 
   /** Resolves when this host may start `id` (its epoch bumped); throws 503 server_moved when the
    *  registry names another host, another epoch or a lost placement, 404 server_not_found when
    *  it deleted the server. */
   async check(id: string): Promise<void> {
-    if (!this.reachable()) {
+    const registry = this.registry();
+    if (registry === 'down') {
       this.log.warn('registry unreachable; starting from what this host has, its placement not read', { server: id });
       return;
+    }
+    if (registry === 'not-held') {
+      this.refused++;
+      this.log.error('not starting a server: this run does not hold its host name in the registry', { server: id, host: this.host });
+      throw AppError.of('server_moved', `this host does not hold the name ${this.host} in the cluster now; it starts no server under it`);
     }
     let placed: FenceAnswer;
     try {

@@ -65,8 +65,11 @@ export class HostDirectory {
   }
 
   /** The public key (SPKI SHA-256, base64) of the channel certificate `name` registered. */
-  async setChannelKey(name: string, key: string): Promise<void> {
-    await this.pool.query('UPDATE hosts SET channel_key = $2 WHERE name = $1', [name, key]);
+  async setChannelKey(name: string, key: string, run: string): Promise<boolean> {
+    // only the run that holds the name registers its key (a copy refused its name must not
+    // replace the holder's, which would have every peer refuse the holder)
+    const r = await this.pool.query('UPDATE hosts SET channel_key = $2 WHERE name = $1 AND run = $3', [name, key, run]);
+    return r.rowCount === 1;
   }
 
   /** The channel key `name` registered; undefined for a host the registry does not know (or one

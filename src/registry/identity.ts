@@ -150,7 +150,8 @@ export async function claimName(pool: RegistryPool, f: HostFacts, id: HostIdenti
     }
     await c.query(
       `UPDATE hosts SET advertise = $2, public_ip = $3, capacity = $4, version = $5, started_at = now(), heartbeat_at = now(),
-         lease_until = now() + make_interval(secs => $6::double precision / 1000), instance = $7, run = $8
+         lease_until = now() + make_interval(secs => $6::double precision / 1000),
+         channel_key = CASE WHEN instance IS DISTINCT FROM $7 THEN NULL ELSE channel_key END, instance = $7, run = $8
        WHERE name = $1`,
       values,
     );

@@ -158,8 +158,8 @@ export async function migrate(pool: RegistryPool): Promise<number[]> {
     await c.query('SELECT pg_advisory_xact_lock($1)', [MIGRATE_LOCK]);
     await c.query('CREATE TABLE IF NOT EXISTS rootbox_schema (version int PRIMARY KEY, about text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())');
     const have = new Set((await c.query<{ version: number }>('SELECT version FROM rootbox_schema')).rows.map((r) => r.version));
-    const at = Math.max(0, ...have);
-    if (at > KNOWN_VERSION) throw tooNew(at);
+    const unknown = unknownVersions(have);
+    if (unknown.length) throw tooNew(Math.max(...unknown), unknown);
     const applied: number[] = [];
     // by set, not from the highest: a version missing below it (added out of order) still applies
     for (const m of MIGRATIONS) {
@@ -176,8 +176,10 @@ export async function migrate(pool: RegistryPool): Promise<number[]> {
 export async function assertUsable(pool: RegistryPool): Promise<number> {
   const v = await schemaVersion(pool);
   if (v === 0) throw AppError.of('registry_not_initialized', `the registry at ${pool.where} has no rootbox schema: run \`rootbox cluster init\` once`);
-  if (v > KNOWN_VERSION) throw tooNew(v);
-  const missing = v === KNOWN_VERSION ? await missingVersions(pool) : [];
+  const have = await versions(pool);
+  const unknown = unknownVersions(have);
+  if (unknown.length) throw tooNew(Math.max(...unknown), unknown);
+  const missing = MIGRATIONS.map((m) => m.version).filter((x) => !have.has(x));
   if (v < KNOWN_VERSION || missing.length)
     throw AppError.of(
       'registry_not_initialized',
@@ -186,11 +188,20 @@ export async function assertUsable(pool: RegistryPool): Promise<number> {
   return v;
 }
 
-async function missingVersions(pool: RegistryPool): Promise<number[]> {
+async function versions(pool: RegistryPool): Promise<Set<number>> {
   const r = await pool.query<{ version: number }>('SELECT version FROM rootbox_schema');
-  const have = new Set(r.rows.map((x) => x.version));
-  return MIGRATIONS.map((m) => m.version).filter((v) => !have.has(v));
+  return new Set(r.rows.map((x) => x.version));
 }
 
-const tooNew = (v: number) =>
-  AppError.of('registry_too_new', `the registry is at schema ${v}, newer than this rootbox knows (${KNOWN_VERSION}): upgrade rootbox on this host`);
+/** Versions applied to the registry that this rootbox does not know (by set, not by the highest:
+ *  versions are numbered by the branch that wrote them, so one below the highest known may be
+ *  newer than this build). */
+function unknownVersions(have: Set<number>): number[] {
+  return [...have].filter((v) => !MIGRATIONS.some((m) => m.version === v)).sort((a, b) => a - b);
+}
+
+const tooNew = (v: number, unknown: number[] = [v]) =>
+  AppError.of(
+    'registry_too_new',
+    `the registry is at schema ${v}, with ${unknown.length === 1 ? 'a change' : 'changes'} (${unknown.join(', ')}) this rootbox does not know (it knows up to ${KNOWN_VERSION}): upgrade rootbox on this host`,
+  );

@@ -49,12 +49,12 @@ export const QUOTAS_SQL = `
     -- always the account's lock first, then the address's: no two callers wait on each other
     PERFORM pg_advisory_xact_lock(${LOCK_CLASS}, hashtext('a:' || p_account));
     IF p_ip IS NOT NULL THEN PERFORM pg_advisory_xact_lock(${LOCK_CLASS}, hashtext('i:' || p_ip)); END IF;
-    SELECT (SELECT count(*) FROM placements WHERE account_id = p_account)
+    SELECT (SELECT count(*) FROM placements WHERE account_id = p_account AND lost_at IS NULL)
          + (SELECT count(*) FROM quota_holds h WHERE h.kind = 'server' AND h.account_id = p_account AND h.expires_at > now()
               AND NOT EXISTS (SELECT 1 FROM placements p WHERE p.server_id = h.holder)) INTO n;
     IF n >= p_max_account THEN RETURN 'account'; END IF;
     IF p_ip IS NOT NULL THEN
-      SELECT (SELECT count(*) FROM placements p JOIN accounts a ON a.id = p.account_id WHERE a.created_ip = p_ip AND a.phone IS NULL)
+      SELECT (SELECT count(*) FROM placements p JOIN accounts a ON a.id = p.account_id WHERE a.created_ip = p_ip AND a.phone IS NULL AND p.lost_at IS NULL)
            + (SELECT count(*) FROM quota_holds h WHERE h.kind = 'server' AND h.anon_ip = p_ip AND h.expires_at > now()
                 AND NOT EXISTS (SELECT 1 FROM placements p WHERE p.server_id = h.holder)) INTO n;
       IF n >= p_max_ip THEN RETURN 'ip'; END IF;

@@ -83,7 +83,10 @@ export class Registry {
     this.accounts = new RegistryAccounts(this.pool, o.host, this.placements, o.keys);
     this.shared = new RegistryShared(this.pool, o.host, o.keys);
     this.quotas = new RegistryQuotas(this.pool, o.host);
-    this.fence = new WakeFence(o.host, this.names, log.child({ part: 'fence' }), () => this.up);
+    // a run that reached the registry but does not hold its name (refused, or taken over) starts nothing
+    this.fence = new WakeFence(o.host, this.names, log.child({ part: 'fence' }), () =>
+      !this.reachable || !this.checked ? 'down' : this.identity.held ? 'held' : 'not-held',
+    );
   }
 
   private facts(): HostFacts {
@@ -183,7 +186,8 @@ export class Registry {
   /** Registers the public key of this host's channel certificate (its SPKI hash): the other
    *  hosts' channel listeners take a connection naming this host only with that key. */
   async registerChannelKey(key: string): Promise<void> {
-    await this.hosts.setChannelKey(this.o.host, key);
+    if (!this.identity.held || !(await this.hosts.setChannelKey(this.o.host, key, this.identity.run)))
+      throw AppError.of('host_name_taken', `this run does not hold the host name ${this.o.host}: its channel key is not registered`);
   }
 
   /** This host's name in the cluster. */

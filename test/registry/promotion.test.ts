@@ -13,7 +13,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { migrate, RegistryPool } from '../../src/registry/index.js';
+import { RegistryPool } from '../../src/registry/index.js';
+import { initRegistry, TEST_CLUSTER_TOKEN } from '../helpers/cluster.js';
 import { send } from '../http/contract.js';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
 import { startPostgres, startStandby, type TestPostgres, type TestStandby } from '../helpers/postgres.js';
@@ -36,7 +37,7 @@ test.before(async () => {
   url = `postgres://rootbox:${primary.password}@127.0.0.1:${primary.port},127.0.0.1:${standby.port}/postgres`;
   const pool = new RegistryPool({ url, connectTimeoutMs: 1000, statementTimeoutMs: 5000 });
   try {
-    await migrate(pool);
+    await initRegistry(pool); // the schema and the tests' cluster token, as `rootbox cluster init` makes them
   } finally {
     await pool.end();
   }
@@ -76,7 +77,7 @@ test('a daemon restarted right after the promotion listens at once (edge and SSH
 
 const cli = (registry: string, args: string[]) =>
   run(bin, args, {
-    env: { ...process.env, ROOTBOX_REGISTRY: registry, ROOTBOX_HOST_NAME: 'host-a', ROOTBOX_DATA_DIR: home },
+    env: { ...process.env, ROOTBOX_REGISTRY: registry, ROOTBOX_HOST_NAME: 'host-a', ROOTBOX_DATA_DIR: home, ROOTBOX_CLUSTER_TOKEN: TEST_CLUSTER_TOKEN },
   });
 
 test('after the guide’s promotion, cluster status, servers list --cluster, cluster init and doctor reach the promoted standby with the dead primary first in the URL', async () => {

@@ -186,6 +186,16 @@ test('a registry with a newer schema than this rootbox knows is refused, by star
   }
 });
 
+test('a registry with a change this rootbox does not know below the highest it knows is refused too (versions are not a line)', async () => {
+  await pg.sql(`INSERT INTO rootbox_schema (version, about) VALUES (9, 'from another branch')`);
+  try {
+    assert.is(await code(registry('late').start()), 'registry_too_new');
+    assert.is(await code(migrate(pool())), 'registry_too_new');
+  } finally {
+    await pg.sql(`DELETE FROM rootbox_schema WHERE version = 9`);
+  }
+});
+
 test('a registry that is down at start does not stop the host; it registers as soon as the registry is back', async () => {
   await pg.halt();
   const r = registry('host-d');
