@@ -80,6 +80,7 @@ const UNIT = [
   'test/registry/limits.test.ts',
   'test/registry/sharedmaps.test.ts',
   'test/registry/token.test.ts',
+  'test/registry/edgeca.test.ts',
   'test/foundation/edge-lifecycle.test.ts',
   'test/hosting/phone.test.ts',
   'test/hosting/limits.test.ts',

@@ -1,5 +1,6 @@
 // The daemon's two edge parts (main.ts): the TLS certificates (before ACME installs its own into
-// them) and the listeners, which come last since they route to every app.
+// them; in cluster mode the default ones under the cluster's edge CA: clusterca.ts) and the
+// listeners, which come last since they route to every app.
 
 import type { Config } from '../config/index.js';
 import type { Logger } from '../log/index.js';
@@ -7,10 +8,20 @@ import type { HttpApp } from '../http/index.js';
 import { Edge, type EdgeApps } from './server.js';
 import type { Aliases } from './target.js';
 import { TlsManager } from './tls.js';
+import { followClusterCa, type EdgeCaSource } from './clusterca.js';
 
-export function startTls(d: { cfg: Readonly<Config>; log: Logger }): TlsManager {
+export async function startTls(d: {
+  cfg: Readonly<Config>;
+  log: Logger;
+  /** Cluster mode: the registry's edge CA, and whether the registry answered this host's start. */
+  registry?: { edgeCa: EdgeCaSource; up: boolean };
+}): Promise<TlsManager> {
   const { cfg, log } = d;
-  return new TlsManager({ domain: cfg.domain, dataDir: cfg.dataDir, cert: cfg.https.cert, key: cfg.https.key, log });
+  const tls = new TlsManager({ domain: cfg.domain, dataDir: cfg.dataDir, cert: cfg.https.cert, key: cfg.https.key, log });
+  // the embedded defaults only: the operator's certificate and ACME's are theirs
+  if (d.registry && tls.caFile && !cfg.https.acme.directory)
+    await followClusterCa(tls, d.registry.edgeCa, { up: d.registry.up, retryMs: cfg.cluster.certificatePoll, log: log.child({ part: 'tls' }) });
+  return tls;
 }
 
 export interface EdgePartDeps {

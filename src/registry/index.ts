@@ -23,7 +23,7 @@ export { RegistryAccounts, clusterSecret, type SharedAccount, type SharedCode } 
 export { RegistryShared, keyedNames, type SharedCertificate, type ServerKey } from './shared.js';
 export { RegistryQuotas, type ServerClaim } from './quotas.js';
 export { RegistryLedger, type LedgerWrite, type AccountMoney, type LedgerRow } from './ledger.js';
-export { RegistryCa, type CaPair } from './ca.js';
+export { RegistryCa, RegistryEdgeCa, EDGE_CA_SECRET, type CaPair } from './ca.js';
 export { registryOptions, HOST_VERSION, type ClusterSettings, type RegistryOptions } from './host.js';
 export { ClusterKeys, newToken, hasToken, storeToken, checkToken, sealClear, TOKEN_MIN } from './token.js';
 export { clusterKeys, tokenFileOf } from './host.js';

@@ -10,7 +10,7 @@ import { assertUsable } from './migrations.js';
 import { claimName, newIdentity, type HostIdentity } from './identity.js';
 import { RegistryAccounts } from './accounts.js';
 import { RegistryLedger } from './ledger.js';
-import { RegistryCa } from './ca.js';
+import { RegistryCa, RegistryEdgeCa } from './ca.js';
 import { RegistryNames } from './names.js';
 import { WakeFence } from './fence.js';
 import { RegistryPayments } from './payments.js';
@@ -42,6 +42,8 @@ export class Registry {
   readonly payments: RegistryPayments;
   readonly ledger: RegistryLedger;
   readonly channel: RegistryCa;
+  /** The edge CA every host's default HTTPS certificate chains to (main.ts gives it to the TLS part). */
+  readonly edgeCa: RegistryEdgeCa;
   readonly placements: PlacementCache;
   readonly accounts: RegistryAccounts;
   readonly shared: RegistryShared;
@@ -69,6 +71,7 @@ export class Registry {
     this.payments = new RegistryPayments(this.pool, o.host);
     this.ledger = new RegistryLedger(this.pool, o.host);
     this.channel = new RegistryCa(this.pool, o.keys);
+    this.edgeCa = new RegistryEdgeCa(this.pool, o.keys);
     this.placements = new PlacementCache(
       this.pool,
       {
