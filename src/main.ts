@@ -20,7 +20,7 @@ import { createBilling, type Billing } from './billing/index.js';
 import { startChannel, type Channel } from './channel/index.js';
 import type { Config } from './config/index.js';
 import { startEdge, startTls, type Edge, type TlsManager } from './edge/index.js';
-import { startHosting, type HostingApi, type Placement } from './hosting/index.js';
+import { startHosting, type HostingApi, type HostChoice } from './hosting/index.js';
 import type { HttpApp } from './http/index.js';
 import { nothing, partsOf, startAll, type Part } from './lifecycle.js';
 import { createLogger, type Logger } from './log/index.js';
@@ -168,7 +168,7 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
           sharedDomains: d.registry?.shared,
           sharedAccounts: d.registry?.accounts,
           placements: d.registry?.placements,
-          placement: d.registry && placement(d.registry, () => d.channel),
+          hostChoice: d.registry && hostChoice(d.registry, () => d.channel),
           quotas: d.registry?.quotas,
         });
         d.registry?.reportCapacity(h.core.capacity); // the lease carries this host's room
@@ -212,9 +212,9 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
   return d;
 }
 
-/** Where a create goes when this host has no room (hosting/place.ts): the hosts of the registry,
+/** Where a create goes when this host has no room (hosting/hostchoice.ts): the hosts of the registry,
  *  their capacity as last reported, reached over the channel (none without one: no cluster CA). */
-function placement(r: Registry, channel: () => Channel | undefined): Placement {
+function hostChoice(r: Registry, channel: () => Channel | undefined): HostChoice {
   return {
     self: r.host,
     // up by the registry's lease and by the channel's view (which the forward goes by)

@@ -21,13 +21,13 @@ import { ClusterFront, type LocalProxy } from './sender-front.js';
 import { ChannelHealth, type PeerHealth } from './sender-health.js';
 import { PeerAdmission } from './owner-admit.js';
 import { channelKeyPair, issueIdentity, REISSUE_MS, type Identity } from './identity.js';
-import type { Placements, PlacementView } from './lookup.js';
+import type { Placements, PlacementToRoute } from './lookup.js';
 import { Peers } from './sender-peers.js';
 import { ChannelServer } from './owner-server.js';
 import { openSsh, type SshClient } from './sender-ssh.js';
 import type { SshAcceptor } from './owner-ssh.js';
 
-export type { Placements, PlacementView, HostView } from './lookup.js';
+export type { Placements, PlacementToRoute, HostView } from './lookup.js';
 export { issueIdentity, type Identity } from './identity.js';
 export type { ApiApp, ApiForwardOptions } from './sender-api.js';
 export type { SshClient } from './sender-ssh.js';
@@ -51,7 +51,7 @@ export interface Channel {
   /** What the API needs to act on servers of other hosts (hosting's bindChannel). */
   readonly servers: {
     /** The placement of server `id` when the cache puts it on another host. */
-    placed(id: string): PlacementView | undefined;
+    placed(id: string): PlacementToRoute | undefined;
     /** Whether a host's lease runs. */
     up(host: string): boolean;
     /** The other hosts that run servers of an account. */
@@ -83,7 +83,7 @@ export interface ChannelPartDeps {
     /** Registers this run's channel key; reads the key another host registered. */
     registerChannelKey(key: string): Promise<void>;
     hosts: { channelKey(host: string): Promise<string | undefined> };
-    placements: Placements & { ofAccount(accountId: string): PlacementView[]; sync(): Promise<void> };
+    placements: Placements & { ofAccount(accountId: string): PlacementToRoute[]; sync(): Promise<void> };
     /** The epoch this host itself last wrote for a server it placed or started (registry names). */
     names?: { epochOf(serverId: string): number | undefined };
   };

@@ -4,12 +4,11 @@
 // here" (a stale entry costs one retry: the owner checks the epoch), hosts with their lease, and
 // which server every active custom domain of the cluster routes to.
 
-export interface PlacementView {
-  serverId: string;
-  slug: string;
-  host: string;
-  epoch: number;
-}
+import type { Placement } from '../registry/index.js';
+
+/** A placement (the registry's record) as the channel routes by it: the server, the host that
+ *  runs it, and the epoch the owner checks. */
+export type PlacementToRoute = Pick<Placement, 'serverId' | 'slug' | 'host' | 'epoch'>;
 
 export interface HostView {
   name: string;
@@ -19,12 +18,12 @@ export interface HostView {
 }
 
 export interface Placements {
-  bySlug(slug: string): PlacementView | undefined;
-  byServer(id: string): PlacementView | undefined;
-  fresh(slug: string): Promise<PlacementView | undefined>;
+  bySlug(slug: string): PlacementToRoute | undefined;
+  byServer(id: string): PlacementToRoute | undefined;
+  fresh(slug: string): Promise<PlacementToRoute | undefined>;
   host(name: string): HostView | undefined;
   /** The placement of the server an active custom domain routes to (the cluster's domain map; absent: none is routed). */
-  domain?(name: string): PlacementView | undefined;
+  domain?(name: string): PlacementToRoute | undefined;
   /** `domain()` after one catch-up read. */
-  freshDomain?(name: string): Promise<PlacementView | undefined>;
+  freshDomain?(name: string): Promise<PlacementToRoute | undefined>;
 }

@@ -1,6 +1,6 @@
 // API requests over the channel (issue 29 item 2): a request to this host's API that acts on a
-// server another host runs (`/servers/{id}/…`, the MCP tools on it), or a create placed on
-// another host, goes to that host's API app as if its client had come there — method, path,
+// server another host runs (`/servers/{id}/…`, the MCP tools on it), or a create sent on to
+// another host (hosting's choice of a host, hostchoice.ts), goes to that host's API app as if its client had come there — method, path,
 // headers with the Authorization (accounts and keys are shared through the registry: the owner
 // authenticates and checks ownership itself), the body streamed, the client's address, scheme
 // and request id, one hop — and its answer is relayed as it comes. WebSocket upgrades (exec over
@@ -21,7 +21,7 @@ import { AppError } from '../errors.js';
 import { errorReply, rawError, sendReply, withBody, type HttpApp, type Req, type RequestInfo, type Res } from '../http/index.js';
 import type { Logger } from '../log/index.js';
 import type { ChannelHealth } from './sender-health.js';
-import type { Placements, PlacementView } from './lookup.js';
+import type { Placements, PlacementToRoute } from './lookup.js';
 import { hostUnavailable, openForwarded, readBody, relay, sendForwarded, type Body, type RetryKeep } from './sender-outbound.js';
 import { CANCEL, type Peers } from './sender-peers.js';
 import { H, NOT_HERE } from './wire.js';
@@ -34,7 +34,7 @@ export interface ApiApp extends HttpApp {
 export interface ApiForwardOptions {
   /** The server the request acts on, as this host's cache places it: the owner answers "not here"
    *  unless it runs that server at that epoch, and the request is sent once more after a fresh look. */
-  server?: Pick<PlacementView, 'serverId' | 'slug' | 'epoch'>;
+  server?: Pick<PlacementToRoute, 'serverId' | 'slug' | 'epoch'>;
   /** The body, when this host already read it from the request (its stream is not read again). */
   body?: Buffer;
 }
@@ -136,7 +136,7 @@ export class ApiForwarder {
   }
 
   /** After "not here": where the server is now — another host, 'here' (or gone: this host's API answers), or undefined (no news). */
-  private async relocate(host: string, server: NonNullable<ApiForwardOptions['server']>): Promise<PlacementView | 'here' | undefined> {
+  private async relocate(host: string, server: NonNullable<ApiForwardOptions['server']>): Promise<PlacementToRoute | 'here' | undefined> {
     await this.d.placements.fresh(server.slug).catch(() => undefined);
     const now = this.d.placements.byServer(server.serverId);
     if (!now || now.host === this.d.self) return 'here';

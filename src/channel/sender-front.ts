@@ -23,7 +23,7 @@ import { AppError } from '../errors.js';
 import { rawError, type HttpApp, type LaneApp, type Req, type RequestInfo, type Res, type UpgradeApp } from '../http/index.js';
 import type { Logger } from '../log/index.js';
 import { sendErrorPage } from '../proxy/index.js';
-import type { Placements, PlacementView } from './lookup.js';
+import type { Placements, PlacementToRoute } from './lookup.js';
 import type { ChannelHealth } from './sender-health.js';
 import { MissBudget } from '../misses.js';
 import { rawForward } from './sender-rawlane.js';
@@ -46,7 +46,7 @@ export interface FrontDeps {
 }
 
 /** What the owner checks: the server and epoch this host saw, and the domain the client named. */
-const meant = (p: PlacementView, info: RequestInfo): OutgoingHttpHeaders => ({
+const meant = (p: PlacementToRoute, info: RequestInfo): OutgoingHttpHeaders => ({
   [H.server]: p.serverId,
   [H.epoch]: String(p.epoch),
   ...(info.alias !== undefined ? { [H.alias]: info.alias } : {}),
@@ -86,7 +86,7 @@ export class ClusterFront implements HttpApp, UpgradeApp {
   }
 
   /** The placement of a slug this host does not run, when the cache names another host. */
-  private remote(slug: string): PlacementView | undefined {
+  private remote(slug: string): PlacementToRoute | undefined {
     if (this.d.servers.bySlug(slug)) return undefined;
     const p = this.d.placements.bySlug(slug);
     return p && p.host !== this.d.self ? p : undefined;
@@ -97,7 +97,7 @@ export class ClusterFront implements HttpApp, UpgradeApp {
    *  cache places it here but this host's store has no such server (it was deleted here and may
    *  live elsewhere now, the notification not in yet), and for the replay of a lane request the
    *  owner turned away. */
-  private async where(slug: string, ip: string, replayOf?: string): Promise<PlacementView | undefined> {
+  private async where(slug: string, ip: string, replayOf?: string): Promise<PlacementToRoute | undefined> {
     if (this.d.servers.bySlug(slug)) return undefined;
     const cached = this.d.placements.bySlug(slug);
     const tried = replayOf !== undefined && this.replayed.delete(replayOf);
@@ -117,7 +117,7 @@ export class ClusterFront implements HttpApp, UpgradeApp {
     return this.where(slug, info.ip, info.requestId).then((p) => (p ? this.forward(req, res, info, p) : this.d.local.handle(req, res, info)));
   }
 
-  private async forward(req: Req, res: Res, info: RequestInfo, p: PlacementView): Promise<void> {
+  private async forward(req: Req, res: Res, info: RequestInfo, p: PlacementToRoute): Promise<void> {
     const body = await readBody(req, this.d.retry, info.ip);
     if (!body) return void (res as { destroy?: () => void }).destroy?.(); // the client went away mid-body
     try {
@@ -127,7 +127,7 @@ export class ClusterFront implements HttpApp, UpgradeApp {
     }
   }
 
-  private async send(req: Req, res: Res, info: RequestInfo, p: PlacementView, body: Body): Promise<void> {
+  private async send(req: Req, res: Res, info: RequestInfo, p: PlacementToRoute, body: Body): Promise<void> {
     let answer = await sendForwarded(this.d, p.host, req, info, meant(p, info), body);
     if (answer instanceof AppError) return sendErrorPage(req, res, answer, info.requestId);
     if (Number(answer.headers[':status']) === NOT_HERE) {
@@ -169,7 +169,7 @@ export class ClusterFront implements HttpApp, UpgradeApp {
   }
 
   /** A WebSocket handshake to another host: the client's bytes and the owner's, both ways over one stream. */
-  private async tunnel(req: IncomingMessage, socket: Duplex, head: Buffer, info: RequestInfo, p: PlacementView): Promise<void> {
+  private async tunnel(req: IncomingMessage, socket: Duplex, head: Buffer, info: RequestInfo, p: PlacementToRoute): Promise<void> {
     const stream = await openForwarded(this.d, p.host, req, info, { ...meant(p, info), [H.upgrade]: String(req.headers.upgrade ?? '') }, false);
     if (stream instanceof AppError) return (this.d.health?.refused(p.host, stream.code), rawError(socket, stream, { requestId: info.requestId }));
     stream.on('error', () => socket.destroy());

@@ -21,7 +21,7 @@
 import type { Duplex } from 'node:stream';
 import { ResponseReader, passedFields, responseHead, wholeAnswer, type HttpDate, type ReaderEvents, type ResponseHead } from '../h1/index.js';
 import type { LaneExchange, LaneOutcome, LaneRequest, RequestInfo } from '../http/index.js';
-import type { PlacementView } from './lookup.js';
+import type { PlacementToRoute } from './lookup.js';
 import type { RawStream, RawUser, StreamEnd } from './sender-stream.js';
 import type { RawPool } from './sender-rawpool.js';
 import { H, NOT_HERE, PREFIX } from './wire.js';
@@ -29,7 +29,7 @@ import { H, NOT_HERE, PREFIX } from './wire.js';
 const CRLF = '\r\n';
 
 /** The request head for the owner: the client's fields (hop-by-hop, spoofable, ours and its request id dropped), then the channel's. */
-export function rawHead(r: LaneRequest, info: RequestInfo, p: PlacementView): string {
+export function rawHead(r: LaneRequest, info: RequestInfo, p: PlacementToRoute): string {
   return (
     `${r.method} ${r.target} HTTP/1.1${CRLF}host: ${r.host}${CRLF}${passedFields(r.raw, ours)}` +
     `${H.site}: ${info.host}${CRLF}${H.ip}: ${info.ip}${CRLF}${H.scheme}: ${info.scheme}${CRLF}${H.rid}: ${info.requestId}${CRLF}` +
@@ -49,7 +49,7 @@ export function rawForward(
   r: LaneRequest,
   sock: Duplex,
   info: RequestInfo & { slug: string },
-  p: PlacementView,
+  p: PlacementToRoute,
   done: (o: LaneOutcome) => void,
   /** The owner said "not here" (told before the replay: the full path then asks the registry first). */
   notHere?: () => void,

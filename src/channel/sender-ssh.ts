@@ -12,7 +12,7 @@ import type { Duplex } from 'node:stream';
 import { systemClock, type Clock } from '../clock.js';
 import { AppError } from '../errors.js';
 import type { Logger } from '../log/index.js';
-import type { Placements, PlacementView } from './lookup.js';
+import type { Placements, PlacementToRoute } from './lookup.js';
 import { hostUnavailable, peerSession } from './sender-outbound.js';
 import { CANCEL, type Peers } from './sender-peers.js';
 import { CLIENT_PORT, H, NOT_HERE, SSH_KIND } from './wire.js';
@@ -50,7 +50,7 @@ export async function openSsh(d: SshOpenDeps, serverId: string, client: SshClien
 }
 
 /** One try: the accepted stream, or NOT_HERE. */
-async function ask(d: SshOpenDeps, p: PlacementView, client: SshClient): Promise<Duplex | typeof NOT_HERE> {
+async function ask(d: SshOpenDeps, p: PlacementToRoute, client: SshClient): Promise<Duplex | typeof NOT_HERE> {
   const session = await peerSession(d, p.host);
   if (session instanceof AppError) throw session;
   let stream: ClientHttp2Stream;

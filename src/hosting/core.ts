@@ -20,12 +20,12 @@ import { LocalAccounts, RegistryAccountBook, type AccountBook, type SharedAccoun
 import { PhoneVerifier } from './phone.js';
 import { netDiffers, Servers, type Credits, type KeyPair, type SharedNames } from './servers.js';
 import { Commands } from './commands.js';
-import { Unavailable, type ClusterPlacements } from './unavailable.js';
+import { Unavailable, type PlacementsToShow } from './unavailable.js';
 import type { ExecSettings } from './exec.js';
 import { Files } from './files.js';
 import { CommandBudget } from './slots.js';
 import { measureCapacity, type Capacity } from './capacity.js';
-import type { Placement } from './place.js';
+import type { HostChoice } from './hostchoice.js';
 import type { SharedQuotas } from './quotas.js';
 
 export interface HostingDeps {
@@ -57,11 +57,11 @@ export interface HostingDeps {
   /** Registry mode: custom domains unique across every host. */
   sharedDomains?: SharedDomains;
   /** Registry mode: where every server runs and which hosts are down (the placement cache). */
-  placements?: ClusterPlacements;
+  placements?: PlacementsToShow;
   /** Clock of the phone codes' time windows (tests move it; default Date.now). */
   now?: () => number;
-  /** Registry mode: the other hosts a create goes to when this one has no room (place.ts). */
-  placement?: Placement;
+  /** Registry mode: the other hosts a create goes to when this one has no room (hostchoice.ts). */
+  hostChoice?: HostChoice;
   /** Registry mode: the limits counted across hosts (servers, running commands, request rates). */
   quotas?: SharedQuotas;
 }
@@ -96,7 +96,7 @@ export interface HostingCore {
   sshPort(): number;
   /** What this host can still take (capacity.ts): checked at each create, reported in its lease. */
   capacity(): Capacity;
-  placement?: Placement;
+  hostChoice?: HostChoice;
   /** Reopens the stored exposed ports and applies stored tiers (e.g. credit added while stopped). */
   start(): Promise<void>;
 }
@@ -195,7 +195,7 @@ export function buildCore(d: HostingDeps): HostingCore {
     syncTiers: sync,
     sshPort: d.sshPort,
     capacity: () => measureCapacity(d.cfg, d.store.servers.all({ withPending: true })),
-    placement: d.placement,
+    hostChoice: d.hostChoice,
     async start() {
       await reconcileNames(d, servers);
       await releaseOwnQuotas(d);

@@ -1,6 +1,6 @@
 // POST /create: the whole sign-up-and-create flow of spec part 4 — anonymous accounts, Bearer
 // accounts, the two-step phone flow (verification_required, then code), never_sleep, the
-// per-IP cap for anonymous accounts, host capacity (here, or placed on another host: place.ts),
+// per-IP cap for anonymous accounts, host capacity (here, or sent to another host: hostchoice.ts),
 // and the create answer. The server (and an anonymous account made for it) stays pending until
 // the answer is ready: servers.commit() is its last step, so a crash before it leaves nothing a
 // restart would keep (pending.ts).
@@ -13,7 +13,7 @@ import type { AccountRecord } from '../store/index.js';
 import type { HostingCore } from './core.js';
 import type { Created } from './servers.js';
 import { E164 } from './phone.js';
-import { placeCreate } from './place.js';
+import { chooseCreateHost } from './hostchoice.js';
 import type { CreateRequest } from './schemas.js';
 import type { z } from 'zod';
 
@@ -32,8 +32,8 @@ export async function handleCreate(
   if (body.code !== undefined && body.phone === undefined) {
     throw AppError.of('invalid_request', 'code: send it together with the phone it was texted to');
   }
-  // a host without room for the tier hands the whole create to the one with the most (place.ts)
-  if ((await placeCreate(ctx, body, core.capacity, (p) => core.accounts.book.byPhone(p), core.placement)) === HANDLED) return HANDLED;
+  // a host without room for the tier hands the whole create to the one with the most (hostchoice.ts)
+  if ((await chooseCreateHost(ctx, body, core.capacity, (p) => core.accounts.book.byPhone(p), core.hostChoice)) === HANDLED) return HANDLED;
   if (body.phone !== undefined) {
     const phone = body.phone.trim();
     if (!E164.test(phone)) throw AppError.of('invalid_phone', 'phone: must be an E.164 number like +14155550123');
@@ -113,7 +113,7 @@ export async function handleCreate(
     };
     await core.servers.commit(created, heldAccount); // nothing may fail after this but writing the answer
     created = undefined;
-    core.placement?.changed(); // the other hosts read this host's room from its lease
+    core.hostChoice?.changed(); // the other hosts read this host's room from its lease
     return answer;
   } catch (e) {
     if (created) await core.servers.abandon(created.record.id);

@@ -32,8 +32,9 @@ import { systemClock, type Clock, type Timer } from '../clock.js';
 import type { Logger } from '../log/index.js';
 import { MissBudget } from '../misses.js';
 
-/** Where a server of another host runs, as this host's placement cache has it. */
-export interface Placed {
+/** A placement (the registry's record: server → host at an epoch) as this module forwards by it,
+ *  from this host's placement cache: the host to send to, the epoch the owner checks. */
+export interface PlacementToForward {
   serverId: string;
   slug: string;
   host: string;
@@ -43,15 +44,15 @@ export interface Placed {
 /** What the channel offers the API (bound in main.ts once the channel is up). */
 export interface ServerForwarding {
   /** The placement of server `id` when the cluster places it on another host. */
-  placed(id: string): Placed | undefined;
+  placed(id: string): PlacementToForward | undefined;
   /** Whether `host`'s lease runs (a host that is down is not asked: a read of its server is answered here, `unavailable`). */
   up(host: string): boolean;
   /** The other hosts that run servers of `accountId`. */
   hostsOf(accountId: string): string[];
   /** One catch-up of the placement cache with the registry (a server created elsewhere a moment ago). */
   refresh(): Promise<void>;
-  forward(host: string, req: Req, res: Res, info: RequestInfo, o?: { server?: Placed; body?: Buffer }): Promise<void>;
-  upgrade(host: string, req: IncomingMessage, socket: Duplex, head: Buffer, info: RequestInfo, o?: { server?: Placed }): void;
+  forward(host: string, req: Req, res: Res, info: RequestInfo, o?: { server?: PlacementToForward; body?: Buffer }): Promise<void>;
+  upgrade(host: string, req: IncomingMessage, socket: Duplex, head: Buffer, info: RequestInfo, o?: { server?: PlacementToForward }): void;
 }
 
 /** `/expose`'s body limit (its route's): a larger body is answered 413 here. */
@@ -91,14 +92,14 @@ export class Elsewhere {
   }
 
   /** The placement of a server another host runs, for a request not already forwarded here. */
-  private where(id: unknown, info: RequestInfo): Placed | undefined {
+  private where(id: unknown, info: RequestInfo): PlacementToForward | undefined {
     if (!this.f || info.forwarded || typeof id !== 'string' || this.local.get(id) !== undefined) return undefined;
     return this.f.placed(id);
   }
 
   /** As `where`, asking the registry once when no cache knows a server id (made on another host a
    *  moment ago), within the budget of the caller's source. */
-  private async locate(id: unknown, info: RequestInfo): Promise<Placed | undefined> {
+  private async locate(id: unknown, info: RequestInfo): Promise<PlacementToForward | undefined> {
     const p = this.where(id, info);
     if (p || !this.f || info.forwarded || typeof id !== 'string' || !SERVER_ID.test(id) || this.local.get(id) !== undefined) return p;
     if (!this.misses.allow(id, info.ip)) return undefined;
@@ -109,7 +110,7 @@ export class Elsewhere {
   }
 
   /** GET of the server itself while its host is down: answered here, from the placement cache (state `unavailable`). */
-  private shownHere(method: string | undefined, exact: boolean, p: Placed): boolean {
+  private shownHere(method: string | undefined, exact: boolean, p: PlacementToForward): boolean {
     return method === 'GET' && exact && !this.f!.up(p.host);
   }
 

@@ -22,8 +22,8 @@ import { SharedRateLimit } from './quotas.js';
 
 export const HOSTING_SERVICE = 'rootbox';
 export type { HostingDeps, HostingCore } from './core.js';
-export type { ServerForwarding, Placed } from './elsewhere.js';
-export type { Placement } from './place.js';
+export type { ServerForwarding, PlacementToForward } from './elsewhere.js';
+export type { HostChoice } from './hostchoice.js';
 export type { Capacity } from './capacity.js';
 export type { Credits, KeyPair } from './servers.js';
 export type { PortListener } from './expose.js';

@@ -10,18 +10,19 @@
 import type { AccountRecord } from '../store/index.js';
 import type { Credits, ExposedPort } from './servers.js';
 
-/** A server's placement as the cache holds it (the part read here). */
-export interface PlacedServer {
+/** A placement (the registry's record: server → host at an epoch) as this module shows it, from
+ *  the placement cache (the part read here). */
+export interface PlacementToShow {
   serverId: string;
   slug: string;
   host: string;
   accountId: string;
 }
 
-/** The placement cache (cluster mode), as hosting reads it. */
-export interface ClusterPlacements {
-  byServer(id: string): PlacedServer | undefined;
-  ofAccount(accountId: string): PlacedServer[];
+/** The placement cache (cluster mode), as this module reads it. */
+export interface PlacementsToShow {
+  byServer(id: string): PlacementToShow | undefined;
+  ofAccount(accountId: string): PlacementToShow[];
   /** `unavailable` when the server's host is down (its lease ran out). */
   state(serverId: string): 'unavailable' | undefined;
 }
@@ -41,7 +42,7 @@ export interface UnavailableServer {
 export class Unavailable {
   constructor(
     private readonly d: {
-      placements?: ClusterPlacements;
+      placements?: PlacementsToShow;
       domain: string;
       credits(account: AccountRecord): Credits;
       /** Whether this host's store has the server (then it answers for it itself). */
@@ -58,15 +59,15 @@ export class Unavailable {
   /** Every server of the account whose host is down, or is one of `silent` (up, but it gave no list: cut off, too slow). */
   all(account: AccountRecord, silent: readonly string[] = []): UnavailableServer[] {
     const ps = this.d.placements?.ofAccount(account.id) ?? [];
-    const unheard = (p: PlacedServer) => silent.includes(p.host) && p.accountId === account.id && !this.d.local(p.serverId);
+    const unheard = (p: PlacementToShow) => silent.includes(p.host) && p.accountId === account.id && !this.d.local(p.serverId);
     return ps.filter((p) => this.down(account, p) || unheard(p)).map((p) => this.view(p, account));
   }
 
-  private down(account: AccountRecord, p: PlacedServer): boolean {
+  private down(account: AccountRecord, p: PlacementToShow): boolean {
     return p.accountId === account.id && !this.d.local(p.serverId) && this.d.placements?.state(p.serverId) === 'unavailable';
   }
 
-  private view(p: PlacedServer, account: AccountRecord): UnavailableServer {
+  private view(p: PlacementToShow, account: AccountRecord): UnavailableServer {
     const subdomain = `${p.slug}.${this.d.domain}`;
     return {
       id: p.serverId,

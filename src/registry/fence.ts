@@ -16,15 +16,13 @@
 
 import { AppError, isAppError } from '../errors.js';
 import type { Logger } from '../log/index.js';
-import type { StartAnswer } from './names.js';
+import type { RegistryNames, StartAnswer } from './names.js';
 
 /** What the registry says of a server's placement, as far as the fence reads it. */
 export type FenceAnswer = StartAnswer;
 
-/** What the fence asks the registry: a start of a server at the epoch this host wrote (names.ts). */
-export interface PlacementSource {
-  startAt(serverId: string): Promise<StartAnswer>;
-}
+/** What the fence asks the registry's names: a start of a server at the epoch this host wrote (names.ts). */
+export type FenceNames = Pick<RegistryNames, 'startAt'>;
 
 export class WakeFence {
   /** Starts refused because the registry places the server elsewhere or deleted it (observability and tests). */
@@ -35,7 +33,7 @@ export class WakeFence {
    *  instance or run took it, or never let this one claim it — every start is refused). */
   constructor(
     private readonly host: string,
-    private readonly names: PlacementSource,
+    private readonly names: FenceNames,
     private readonly log: Logger,
     private readonly registry: () => 'down' | 'held' | 'not-held' = () => 'held',
   ) {}

@@ -18,6 +18,10 @@ export interface NameHolder {
   readonly held: boolean;
 }
 
+/** A placement: the registry's record that a server runs on a host, at an epoch (a row of
+ *  `placements`). The one placement type of the code: the cache holds it with its version
+ *  (placements.ts `CachedPlacement`); the channel and hosting read the parts they need
+ *  (channel `PlacementToRoute`, hosting `PlacementToForward` and `PlacementToShow`). */
 export interface Placement {
   serverId: string;
   host: string;

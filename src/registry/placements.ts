@@ -33,15 +33,11 @@ import { DomainMap, DOMAINS_CATCH_UP } from './domainmap.js';
 import { Trouble } from './leases.js';
 import { ACCOUNT_KEYS_CATCH_UP, AccountKeyMap, ChallengeMap, KeyMap, SHARED_MAPS_CATCH_UP } from './sharedmaps.js';
 import { PLACEMENT_CHANNEL, PRUNE_TOMBSTONES } from './placements-sql.js';
+import type { Placement } from './names.js';
 import type { RegistryPool } from './pool.js';
 
-export interface PlacementView {
-  serverId: string;
-  slug: string;
-  host: string;
-  epoch: number;
-  accountId: string;
-  publicIp: string;
+/** A placement as the cache holds it: the record (names.ts) and the version it was written at. */
+export interface CachedPlacement extends Placement {
   version: number;
 }
 export interface HostView {
@@ -109,8 +105,8 @@ interface HostSeen extends Omit<HostView, 'up'> {
 }
 
 export class PlacementCache {
-  private readonly servers = new Map<string, PlacementView>();
-  private readonly slugs = new Map<string, PlacementView>();
+  private readonly servers = new Map<string, CachedPlacement>();
+  private readonly slugs = new Map<string, CachedPlacement>();
   private hostsSeen = new Map<string, HostSeen>();
   /** Registry trouble as the reads of the hosts saw it, and as this host's heartbeat did. */
   private readonly reads: Trouble;
@@ -206,35 +202,35 @@ export class PlacementCache {
     await this.again?.catch(() => {});
   }
 
-  bySlug(slug: string): PlacementView | undefined {
+  bySlug(slug: string): CachedPlacement | undefined {
     return this.slugs.get(slug);
   }
 
-  byServer(id: string): PlacementView | undefined {
+  byServer(id: string): CachedPlacement | undefined {
     return this.servers.get(id);
   }
 
   /** One catch-up read from the registry (started after this call), then the cache's answer:
    *  what the edge calls after an owner answered "not here". Throws registry_unavailable. */
-  async fresh(slug: string): Promise<PlacementView | undefined> {
+  async fresh(slug: string): Promise<CachedPlacement | undefined> {
     await this.sync();
     return this.slugs.get(slug);
   }
 
   /** The placement of the server an active custom domain routes to (any host's). */
-  domain(name: string): PlacementView | undefined {
+  domain(name: string): CachedPlacement | undefined {
     const id = this.domains.activeServer(name);
     return id === undefined ? undefined : this.servers.get(id);
   }
 
   /** `domain()` after one catch-up read (after an owner answered "not here" for it). */
-  async freshDomain(name: string): Promise<PlacementView | undefined> {
+  async freshDomain(name: string): Promise<CachedPlacement | undefined> {
     await this.sync();
     return this.domain(name);
   }
 
   /** The servers of an account, wherever they are placed (from the cache). */
-  ofAccount(accountId: string): PlacementView[] {
+  ofAccount(accountId: string): CachedPlacement[] {
     return [...this.servers.values()].filter((p) => p.accountId === accountId);
   }
 
@@ -335,7 +331,7 @@ export class PlacementCache {
         if (this.slugs.get(had.slug) === had) this.slugs.delete(had.slug);
       }
       if (x.kind === 'p') {
-        const p: PlacementView = {
+        const p: CachedPlacement = {
           serverId: x.server_id,
           slug: x.slug!,
           host: x.host!,

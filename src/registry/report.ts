@@ -29,6 +29,8 @@ export interface RegistryFacts {
   error?: string;
 }
 
+/** A placement as the operator's report shows it: the registry's `placements` row, its SQL
+ *  columns' names (snake_case), the epoch a number and placed_at an ISO time. */
 export interface PlacementRow {
   host: string;
   slug: string;

@@ -1,11 +1,12 @@
-// Where a POST /create is served (issue 29 item 5): here when this host has room for the tier the
-// new server will have; otherwise, in cluster mode, the whole request (method, path, the client's
-// headers with its credential, the body) goes to the up host with the most room over the channel
-// and that host's answer is the client's — the same answer as a local create, since that host
-// runs the same handler. A create that came over the channel (ctx.forwarded) is never placed
-// again: that host answers 503 at_capacity when it is full too. The decision is made
-// before anything changes (no account made, no SMS code used), so the host that creates does all
-// of it. Without room and without another host: 503 at_capacity.
+// The choice of a host for a new server (issue 29 item 5): where a POST /create is served. Not a
+// placement (the registry's record of the host a server runs on, written by the host that makes
+// it). Here when this host has room for the tier the new server will have; otherwise, in cluster
+// mode, the whole request (method, path, the client's headers with its credential, the body) goes
+// to the up host with the most room over the channel and that host's answer is the client's — the
+// same answer as a local create, since that host runs the same handler. A create that came over
+// the channel (ctx.forwarded) is never sent on again: that host answers 503 at_capacity when it
+// is full too. The choice is made before anything changes (no account made, no SMS code used), so
+// the host that creates does all of it. Without room and without another host: 503 at_capacity.
 
 import { AppError } from '../errors.js';
 import { HANDLED, type Req, type RequestInfo, type Res, type RouteCtx } from '../http/index.js';
@@ -17,21 +18,21 @@ import { E164 } from './phone.js';
 /** A create sent on to another host: the client's request (its body read already: given again
  *  as JSON, its Content-Length and Content-Type the given body's; an MCP tool call's in-process
  *  request has none). */
-export interface PlacedCreate {
+export interface ForwardedCreate {
   req: Req;
   res: Res;
   info: RequestInfo;
   body: Buffer;
 }
 
-/** Registry mode: the other hosts, and the way to them (wired in main.ts). */
-export interface Placement {
+/** Registry mode: the hosts a create may go to, and the way to them (wired in main.ts). */
+export interface HostChoice {
   /** This host's name in the cluster. */
   self: string;
   /** Every host with its lease and the capacity it last reported, read from the registry now. */
   hosts(): Promise<HostRoom[]>;
   /** Sends the create to `host`'s API over the channel and relays its answer to `call.res`. */
-  forward(host: string, call: PlacedCreate): Promise<void>;
+  forward(host: string, call: ForwardedCreate): Promise<void>;
   /** This host's room changed (a server made here): its lease says so now, not at the next heartbeat. */
   changed(): void;
 }
@@ -72,30 +73,30 @@ function over(res: Res): Promise<void> {
  * the client); throws at_capacity when no host has room. Phone step 1 (no code yet: no server
  * made) is always served here.
  */
-export async function placeCreate(
+export async function chooseCreateHost(
   ctx: RouteCtx<AccountRecord | undefined, unknown>,
   body: CreateBody,
   here: () => Capacity,
   byPhone: (p: string) => Promise<AccountRecord | undefined>,
-  placement: Placement | undefined,
+  choice: HostChoice | undefined,
 ): Promise<typeof HANDLED | undefined> {
   if (body.phone !== undefined && body.code === undefined) return undefined;
   const need = TIER_LIMITS[await tierAhead(ctx, body, byPhone)];
   const why = shortOf(here(), need);
   if (!why) return undefined;
-  const placed = ctx.forwarded;
-  if (placement && !placed) {
-    const hosts = await placement.hosts().catch((err) => {
+  const from = ctx.forwarded;
+  if (choice && !from) {
+    const hosts = await choice.hosts().catch((err) => {
       ctx.log.warn('create: the other hosts could not be read from the registry', { detail: (err as Error).message });
       return [];
     });
-    const host = chooseHost(hosts, placement.self, need);
+    const host = chooseHost(hosts, choice.self, need);
     if (host) {
       ctx.log.info('create placed on another host', { host, why });
       // the body as validated here (the route read the client's bytes): the same create, its length its own
       const sent = ctx.body === undefined ? Buffer.alloc(0) : Buffer.from(JSON.stringify(ctx.body));
       const headers = { ...ctx.req.headers, 'content-length': String(sent.length), ...(sent.length ? { 'content-type': 'application/json' } : {}) };
-      await placement.forward(host, {
+      await choice.forward(host, {
         req: Object.create(ctx.req, { headers: { value: headers } }) as Req, // the request's own getters stay
         res: ctx.res,
         info: { host: ctx.host, scheme: ctx.scheme, ip: ctx.ip, requestId: ctx.requestId },
@@ -105,6 +106,6 @@ export async function placeCreate(
       return HANDLED;
     }
   }
-  const detail = placed ? `; ${placed} placed it here as the host with the most room` : placement ? ' and no other host has room' : '';
+  const detail = from ? `; ${from} placed it here as the host with the most room` : choice ? ' and no other host has room' : '';
   throw AppError.of('at_capacity', `this host ${why}${detail}; try again later`);
 }
