@@ -2,7 +2,7 @@
 // and "Commands and files over HTTPS" (exec, files), run with bash as printed against a real
 // daemon with runc servers, so a README that drifts from the API fails here. The only changes: the
 // daemon's ports for 8443/8080, and a temp dir as the working dir, holding the daemon's CA at
-// var/tls/ca.pem and the app.py the files examples upload. One bash runs a block's lines in order
+// var/tls/ca.pem and the app.py the files examples upload. One bash runs all the lines in order
 // (the variables of one line are the next's); a `curl` function around the real one writes each
 // answer's status to stderr, which the test reads: every line exits 0, every curl answers 2xx, and
 // each answers what the comment beside it says. A line that cannot run here is listed in SKIPPED
