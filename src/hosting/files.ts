@@ -27,7 +27,10 @@ import type { ExecSettings } from './exec.js';
 const absPath = z
   .string()
   .max(4096)
-  .refine((p) => p.startsWith('/') && !p.includes('\0') && !p.split('/').includes('..'), 'must be an absolute path without NUL or `..`')
+  .refine((p) => p.startsWith('/') && !p.includes('\0') && !p.split('/').includes('..'), {
+    message: 'must be an absolute path without NUL or `..`',
+    params: { code: 'invalid_path' }, // the catalogue's code for it, not invalid_request (http/validate.ts)
+  })
   .transform((p) => posix.normalize(p).replace(/(.)\/$/, '$1'))
   .describe('Absolute path inside the server.');
 const flag = z.enum(['1', 'true']).optional();

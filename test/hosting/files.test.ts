@@ -117,9 +117,24 @@ test('list gives names, types, sizes, modes and mtimes; delete removes; bad path
   const gone = await files('GET', '?path=/root/l/five');
   assert.is(gone.status, 404);
   assert.is(gone.json.error, 'file_not_found');
-  for (const p of ['root/x', '/root/../etc/passwd']) {
-    const bad = await files('GET', `?path=${encodeURIComponent(p)}`);
-    assert.is(bad.status, 400, `${p}: ${bad.text}`);
+  // the documented 400 invalid_path on every files route, `..` written plainly as a curl user would
+  for (const p of ['root/x', '/root/../etc/passwd', '/root/..', '/root/../etc']) {
+    for (const [method, route] of [
+      ['GET', ''],
+      ['GET', '&list=1'],
+      ['GET', '&archive=1'],
+      ['PUT', ''],
+      ['DELETE', ''],
+      ['POST', 'archive'],
+    ]) {
+      const q = route === 'archive' ? `/archive?path=${p}` : `?path=${p}${route}`;
+      const bad = await send(d.http, 'api.localhost', method, `/servers/${id}/files${q}`, {
+        headers: { ...auth(), 'content-type': 'application/octet-stream' },
+        body: method === 'PUT' || method === 'POST' ? 'x' : undefined,
+      });
+      assert.is(bad.status, 400, `${method} ${q}: ${bad.text}`);
+      assert.is(bad.json.error, 'invalid_path', `${method} ${q}: ${bad.text}`);
+    }
   }
   const dir = await files('GET', '?path=/root');
   assert.is(dir.status, 400);
