@@ -7,7 +7,7 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { isAppError } from '../../src/errors.js';
 import { createLogger } from '../../src/log/index.js';
-import { WakeFence, type PlacementSource } from '../../src/registry/index.js';
+import { WakeFence, type FenceNames } from '../../src/registry/index.js';
 
 const log = createLogger({ level: 'error' });
 /** A placement source that answers "started here" and counts the reads. */
@@ -18,7 +18,7 @@ function source() {
 
 test('a run that does not hold its host name starts nothing and reads no placement', async () => {
   const names = source();
-  const fence = new WakeFence('host-a', names as unknown as PlacementSource, log, () => 'not-held');
+  const fence = new WakeFence('host-a', names as unknown as FenceNames, log, () => 'not-held');
   const err = await fence.check('srv_1').then(
     () => undefined,
     (e: unknown) => e,
@@ -30,9 +30,9 @@ test('a run that does not hold its host name starts nothing and reads no placeme
 
 test('a run that holds its name starts what the registry places here; an unreachable registry lets it start what it has', async () => {
   const names = source();
-  await new WakeFence('host-a', names as unknown as PlacementSource, log, () => 'held').check('srv_1');
+  await new WakeFence('host-a', names as unknown as FenceNames, log, () => 'held').check('srv_1');
   assert.is(names.reads, 1);
-  await new WakeFence('host-a', names as unknown as PlacementSource, log, () => 'down').check('srv_1');
+  await new WakeFence('host-a', names as unknown as FenceNames, log, () => 'down').check('srv_1');
   assert.is(names.reads, 1, 'no read while the registry is down');
 });
 
