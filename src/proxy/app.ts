@@ -125,9 +125,17 @@ export class ProxyApp implements HttpApp, LaneApp {
     waiting: { ex?: LaneExchange },
     hold: { release?: () => void },
   ): Promise<void> {
-    // run.sh was not looked at lately: a server without one is served its files by node's server
-    if (this.d.publication.knownApp(site.id) === undefined && !(await this.d.publication.hasApp(site.id, site.rootfs))) return done({ kind: 'replay' });
-    const held = this.d.presence.hold(site.id);
+    // run.sh was not looked at lately: a server without one is served its files by node's server.
+    // A dozing server that had one is thawed while the look is made (its answer is awaited before
+    // the request goes to the app); any other server is woken only once the look found one.
+    const { publication, presence } = this.d;
+    let look = publication.knownApp(site.id) === undefined ? publication.hasApp(site.id, site.rootfs) : undefined;
+    look?.catch(() => {}); // awaited below, maybe after the wake
+    if (look && !(publication.hadApp(site.id) && presence.isDozing(site.id))) {
+      if (!(await look)) return done({ kind: 'replay' });
+      look = undefined;
+    }
+    const held = presence.hold(site.id);
     const release = (hold.release = () => {
       hold.release = undefined;
       held();
@@ -137,6 +145,10 @@ export class ProxyApp implements HttpApp, LaneApp {
     } catch (e) {
       release();
       return done({ kind: 'replay', failure: e instanceof AppError ? e : this.wakeFailed(site, e, info.requestId) });
+    }
+    if (look && !(await look)) {
+      release();
+      return done({ kind: 'replay' }); // run.sh went away while it dozed: its files are served
     }
     if (sock.destroyed) {
       release();
@@ -297,13 +309,15 @@ export class ProxyApp implements HttpApp, LaneApp {
     const { presence, publication, cfg, forwarder } = this.d;
     const deadline = Date.now() + cfg.wakeTimeout;
     const p = (async () => {
-      // only a thaw: the app's port and sockets outlived the freeze (a cold start is probed)
+      // only a thaw: the app's port and sockets outlived the freeze, so what was known of it holds
+      // and the request goes at once — its own connection is the check (refused: the app is
+      // marked down and the request waits for it, appAway). A cold start is probed.
       const thaw = presence.isDozing(site.id);
       if (!thaw) publication.markDown(site.id);
       const woke = await withDeadline(presence.wake(site.id), deadline);
       if (!woke) return false;
       this.wokeAt.set(site.id, Date.now());
-      if (thaw) return publication.afterThaw(site.id, site.upstream, deadline, () => forwarder.preconnect(site.upstream));
+      if (thaw) forwarder.dropIdle(site.upstream); // kept alive before the freeze: the app may be closing them now
       return publication.waitReady(site.id, site.upstream, deadline);
     })().finally(() => this.warming.delete(site.id));
     this.warming.set(site.id, p);

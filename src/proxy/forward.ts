@@ -101,9 +101,9 @@ export class Forwarder {
     });
   }
 
-  /** Opens a kept-alive connection to `upstream` ahead of the next request; true once connected (pool.ts). */
-  preconnect(upstream: Upstream): Promise<boolean> {
-    return this.pool.preconnect(upstream);
+  /** Closes the free kept-alive connections to `upstream` (pool.ts dropIdle: after a thaw). */
+  dropIdle(upstream: Upstream): void {
+    this.pool.dropIdle(upstream);
   }
 
   close(): void {

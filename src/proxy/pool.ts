@@ -4,8 +4,8 @@
 // closing gives a spurious reset). Socket listeners are attached once per connection and call
 // whichever request currently owns it, so a request costs no listener churn. Reads skip node's
 // stream machinery (`onread` into one shared buffer): an owner gets views of that buffer and
-// must copy whatever it keeps beyond the call. A connection may be opened ahead of a request
-// (preconnect: the check after a thaw that the app still listens, then the request's own).
+// must copy whatever it keeps beyond the call. After a thaw an upstream's free connections are
+// dropped (dropIdle): the request after it opens its own.
 // Fair shares per source (an IPv4 address or an IPv6 /64, ../slots.ts sourceKey; for a request
 // forwarded over the channel, the client's address it carries): one source holds at most
 // `maxPerSource` of an upstream's connections, so stalled or slow requests of one client cannot
@@ -209,35 +209,14 @@ export class UpstreamPool {
   }
 
   /**
-   * Opens one connection ahead of a request and keeps it free for the next acquire (after a
-   * thaw: its connect is the check that the app still listens, and the request then goes over
-   * it — no probe connection for the app to accept first). True once connected; false when the
-   * connect fails or the upstream is at its cap (nothing opened then).
+   * Closes the free connections to `up` (after a thaw: an app that wakes from a freeze may be
+   * closing the connections it kept alive before it, so the requests after the thaw open new
+   * ones — the first one's connect is then the check that the app still listens).
    */
-  preconnect(up: Upstream): Promise<boolean> {
-    const e = this.entry(up);
-    if (e.busy >= this.opts.maxSockets) return Promise.resolve(false);
-    const c = this.open(e);
-    this.take(e, c, '');
-    return new Promise((resolve) => {
-      // until connected the pool's own bookkeeping owns it, as an exchange would
-      c.owner = { onData: noop, onDrain: noop, onError: noop, onTimeout: () => c.sock.destroy(), onClose: () => (this.release(c, false), resolve(false)) };
-      c.sock.once('connect', () => {
-        const entry = this.entries.get(c.key);
-        if (!entry) return void c.sock.destroy(); // the pool was closed meanwhile (onClose answers)
-        c.owner = undefined;
-        this.untake(entry, c);
-        const next = this.nextWaiter(entry);
-        if (next) {
-          this.take(entry, c, next.source);
-          next.give(c);
-        } else {
-          c.idleSince = Date.now();
-          entry.free.push(c);
-        }
-        resolve(true);
-      });
-    });
+  dropIdle(up: Upstream): void {
+    const e = this.entries.get(`${up.host}:${up.port}`);
+    if (!e) return;
+    for (const c of e.free.splice(0)) c.sock.destroy();
   }
 
   /** Gives a connection back: kept when `reusable`, else closed. Called once per acquire. */

@@ -3,7 +3,8 @@
 // host view of the rootfs and cached for `checkInterval`. Port 80 readiness is learned from
 // successful forwards and probed with plain TCP connects (one probe loop per server, shared by
 // every waiting request) after a wake, a failure, or when run.sh has just appeared. A thaw keeps
-// it: the connection the first request goes over is the check (afterThaw).
+// it: the connection the first request goes over is the check (a refused one marks the app down
+// and the request waits for it, as after any failure).
 
 import { connect } from 'node:net';
 import { walk } from './resolve.js';
@@ -49,6 +50,11 @@ export class Publication {
     this.runSh.set(id, entry);
     if (this.runSh.size > 100_000) this.runSh.clear();
     return entry.value;
+  }
+
+  /** Whether the last completed hasApp check found an app, however old it is. */
+  hadApp(id: string): boolean {
+    return this.runSh.get(id)?.known === true;
   }
 
   /** The cached answer of hasApp when it is fresh and known, without waiting (the hot path). */
@@ -103,21 +109,6 @@ export class Publication {
     });
     this.waits.set(id, entry);
     return entry.value;
-  }
-
-  /**
-   * After a wake that was only a thaw: a frozen app keeps its listening socket, so its readiness
-   * is kept, and `connect` — a connection opened ahead of the request, which the request then
-   * uses — confirms it without a probe. When that fails (the app died while frozen, the server
-   * was stopped meanwhile) this is a wake like any other: probed until it listens or `deadline`.
-   */
-  async afterThaw(id: string, up: Upstream, deadline: number, connect: () => Promise<boolean>): Promise<boolean> {
-    if (await connect()) {
-      this.ready.add(id);
-      return true;
-    }
-    this.ready.delete(id);
-    return this.waitReady(id, up, deadline);
   }
 
   forget(id: string): void {

@@ -6,7 +6,9 @@
 
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, closeSync, constants, mkdirSync, mkdtempSync, openSync, rmSync, writeFileSync } from 'node:fs';
+import { open } from 'node:fs/promises';
+import { execFileSync } from 'node:child_process';
 import { createServer as httpServer, type Server } from 'node:http';
 import { createServer as tcpServer, connect, type AddressInfo, type Server as TcpServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -146,6 +148,41 @@ test('an app that died while its server dozed: the thaw finds its port closed, t
   assert.equal(JSON.parse(res.text), { restarted: true, url: '/after-death' });
   assert.is(rt.starts, starts, 'a thaw, not a start');
   again?.closeAllConnections();
+});
+
+test('a dozing server whose run.sh look is stale is thawed while the look is made, and answered once it found run.sh', async () => {
+  // an edge of its own whose run.sh look is stale after 50 ms (the doze comes after 300 ms idle)
+  const quick = await startEdge({ sites, runtime: rt, presence: tracker, cfg: testConfig({ wakeTimeout: '5s', publishCheckInterval: '50ms' }) });
+  // the look's lstat waits in libuv's thread pool, kept busy by opens of fifos with no writer yet
+  const fifos = Array.from({ length: Number(process.env.UV_THREADPOOL_SIZE ?? 4) }, (_, i) => join(top, `fifo${i}`));
+  const blocked: Promise<unknown>[] = [];
+  try {
+    const s = addServer('stale', await freePort());
+    const first = await get(quick.http, host(s), '/one');
+    assert.is(first.status, 200);
+    await until('doze', () => tracker.isDozing(s.id), 3000);
+    for (const f of fifos) execFileSync('mkfifo', [f]);
+    for (const f of fifos) blocked.push(open(f, 'r').then((h) => h.close()));
+    const thaws = tracker.thaws;
+    const starts = rt.starts;
+    const res = get(quick.http, host(s), '/after-doze');
+    await until('thawed while the look waits', () => tracker.thaws > thaws, 1000); // before its doze timeout (1.5 s) stops it
+    assert.is(rt.starts, starts, 'a thaw, not a start');
+    for (const f of fifos) closeSync(openSync(f, constants.O_WRONLY | constants.O_NONBLOCK)); // the pool's threads go free
+    await Promise.all(blocked);
+    const r = await res;
+    assert.is(r.status, 200);
+    assert.is(JSON.parse(r.text).url, '/after-doze');
+  } finally {
+    for (const f of fifos)
+      if (blocked.length)
+        try {
+          closeSync(openSync(f, constants.O_WRONLY | constants.O_NONBLOCK));
+        } catch {
+          /* freed */
+        }
+    await quick.stop();
+  }
 });
 
 test('a server stopped after its doze timeout is started again and its app probed until it listens', async () => {
