@@ -77,7 +77,7 @@ test('an agent creates a server, writes a script, runs it, reads its output and 
   assert.is(out(missing).error, 'file_not_found');
   const outside = await c.callTool({ name: 'write_file', arguments: { id, path: 'relative/path', content: 'x' } });
   assert.ok(outside.isError);
-  assert.is(out(outside).error, 'invalid_request');
+  assert.is(out(outside).error, 'invalid_path', 'a relative path is the documented invalid_path');
 
   ok(await c.callTool({ name: 'delete_server', arguments: { id } }));
   const gone = await c.callTool({ name: 'exec', arguments: { id, command: 'true' } });
