@@ -15,6 +15,7 @@ import { RegistryCa, RegistryEdgeCa, RegistryPool } from '../../src/registry/ind
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
 import { freePort } from '../helpers/ports.js';
 import { run } from '../helpers/run.js';
+import { until } from '../helpers/wait.js';
 import { testKeys } from '../helpers/cluster.js';
 import { clusterOpts, startTwoHosts, type TwoHosts } from './fixtures/twohosts.js';
 
@@ -90,12 +91,8 @@ test('a host started while the registry was down presents its own CA, then the c
   } finally {
     await pg.start();
   }
-  const deadline = Date.now() + 15_000;
   let last = await handshake(a.ca, c.https, 'api.localhost');
-  while (!last.authorized && Date.now() < deadline) {
-    await new Promise((r) => setTimeout(r, 100));
-    last = await handshake(a.ca, c.https, 'api.localhost');
-  }
+  await until('C presents the cluster CA', async () => (last = await handshake(a.ca, c.https, 'api.localhost')).authorized, 15_000, 20).catch(() => {});
   assert.equal(last, { authorized: true, error: undefined }, 'C is verified by A’s CA once the registry answers');
   assert.is(caOf(c), a.ca, "C's tls/ca.pem is the cluster's CA");
   assert.ok(

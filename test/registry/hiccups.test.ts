@@ -166,7 +166,7 @@ test('the registry stopped for three leases, then started: no forwarded request 
   const viaA = hammer(a, 'hic-b.localhost');
   const viaB = hammer(b, 'hic-a.localhost');
   try {
-    await sleep(300);
+    await until('both clients are served before the fault', () => viaA.samples.length > 0 && viaB.samples.length > 0, 10_000, 10);
     await pg.halt();
     const halted = performance.now();
     await sleep(3 * LEASE_MS); // every lease lapses: no host can write its heartbeat
@@ -219,7 +219,7 @@ test('B cut off from the registry alone: its lease lapses, its channel answers, 
   const viaA = hammer(a, 'hic-b.localhost');
   const viaB = hammer(b, 'hic-a.localhost');
   try {
-    await sleep(300);
+    await until('both clients are served before the fault', () => viaA.samples.length > 0 && viaB.samples.length > 0, 10_000, 10);
     relay.drop();
     const cut = performance.now();
     await until("B's lease lapsed", async () => (await leaseLeft('host-b')) < 0, 10_000, 50);

@@ -237,7 +237,8 @@ test('a crashed orderer’s lease expires: another host then orders; a live leas
   const p = new RegistryPool({ url: pg.url, connectTimeoutMs: 500, statementTimeoutMs: 2000 });
   try {
     const shared = new RegistryShared(p, 'host-o', testKeys());
-    const fast = (ms: number) => new Promise<void>((r) => setTimeout(r, Math.min(ms, 50)));
+    let polls = 0;
+    const fast = (ms: number) => (polls++, new Promise<void>((r) => setTimeout(r, Math.min(ms, 50))));
     // a holder that died mid-order (its lease not renewed): taken over once it expires
     await pg.sql(`INSERT INTO certificate_orders (id, holder, until) VALUES ('crashed', 'host-z 00', now() + interval '1 second')`);
     const t0 = performance.now();
@@ -260,13 +261,14 @@ test('a crashed orderer’s lease expires: another host then orders; a live leas
       async () => (orders++, await gate, leafFor(['live.example.org'])),
     );
     await until('the first holds the lease', async () => (await pg.sql(`SELECT count(*) FROM certificate_orders WHERE id = 'live'`)) === '1', 5000);
+    polls = 0;
     const second = shared.orderOnce(
       'live',
       (c) => c.notAfter > Date.now(),
       async () => (orders++, leafFor(['live.example.org'])),
       fast,
     );
-    await new Promise((r) => setTimeout(r, 300));
+    await until('the second waits on the lease', () => polls > 0, 5000, 5);
     open();
     const [x, y] = await Promise.all([first, second]);
     assert.is(orders, 1, 'one order');
@@ -291,7 +293,6 @@ test('8 certificates ordered at once through Pebble on A: each ordered once, A k
   while (!done) {
     answers.push((await api(a, 'GET', '/servers', { key: made.json.api_key })).status);
     assert.ok(b.daemon.registry!.placements.host('host-a')?.up, 'A stays up as B sees it');
-    await new Promise((r) => setTimeout(r, 100));
   }
   const settled = await orders;
   console.log(`    8 orders: ${answers.length} authenticated requests on A meanwhile`);
