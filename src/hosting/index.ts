@@ -29,7 +29,8 @@ export type { Credits, KeyPair } from './servers.js';
 export type { PortListener } from './expose.js';
 export { TIER_LIMITS, tierOf, type Tier } from './accounts.js';
 export { ExecRequest, ExecAnswer, ExecLine, execute, startExec, type ExecSettings } from './exec.js';
-export { FilesQuery, ArchiveQuery, FileList, FileEntry, Written, Files } from './files.js';
+export { Files } from './files.js';
+export { FilesQuery, ArchiveQuery, FileList, FileEntry, Written } from './fileshapes.js';
 export type { Commands, Running } from './commands.js';
 
 const INFO = {

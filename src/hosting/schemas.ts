@@ -5,7 +5,7 @@
 import { z } from 'zod';
 import { challengeBodySchema } from '../payments/index.js';
 import { ExecAnswer, ExecRequest } from './exec.js';
-import { FileList, Written } from './files.js';
+import { FileList, Written } from './fileshapes.js';
 
 const SERVER_ID = /^srv_[0-9a-f]{1,32}$/;
 const serverId = z.string().regex(SERVER_ID, 'must be a server id like srv_0a1b2c3d4e5f');

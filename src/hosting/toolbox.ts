@@ -11,7 +11,7 @@ import { routes, type BaseCtx, type Route, type Step } from '../http/index.js';
 import type { AccountRecord } from '../store/index.js';
 import type { HostingCore } from './core.js';
 import { ExecAnswer, ExecLine, ExecRequest, execute, NDJSON, streamExec, wantsStream } from './exec.js';
-import { ArchiveQuery, FileList, FilesQuery, Written } from './files.js';
+import { ArchiveQuery, FileList, FilesQuery, Written } from './fileshapes.js';
 import { Ok, ServerPath, UpgradeEnvelope } from './schemas.js';
 
 const envelope = {
