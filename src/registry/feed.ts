@@ -108,8 +108,11 @@ const OLD_TRIGGERS = [
 
 /** Schema 17: the old per-table versions and `placement_tombstones` become rows of `changes`, at
  *  the versions they had (the sequence goes on: the hosts' caught-up versions and the tombstone
- *  floor keep their meaning); the old triggers, functions, columns and table are dropped. */
+ *  floor keep their meaning); the old triggers, functions, columns and table are dropped. The
+ *  feed's lock first: a change an old trigger numbered is committed and copied, or waits and then
+ *  fails (its function gone), never lost between the copy and the drop. */
 export const FEED_SQL = `
+  SELECT pg_advisory_xact_lock(${FEED_LOCK});
   ALTER SEQUENCE placement_version_seq RENAME TO change_version_seq;
   CREATE TABLE changes (
     kind        text NOT NULL,
