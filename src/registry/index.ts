@@ -18,7 +18,7 @@ export { WakeFence, type FenceAnswer, type FenceNames } from './fence.js';
 export { claimName, instanceOf, INSTANCE_FILE, type HostIdentity } from './identity.js';
 export { RegistryPayments } from './payments.js';
 export { PlacementCache, type CachedPlacement, type HostView, type PlacementCacheOptions } from './placements.js';
-export { PLACEMENT_CHANNEL } from './placements-sql.js';
+export { FEED_CHANNEL } from './feed.js';
 export { RegistryAccounts, clusterSecret, type SharedAccount, type SharedCode } from './accounts.js';
 export { RegistryShared, keyedNames, type SharedCertificate, type ServerKey } from './shared.js';
 export { RegistryQuotas, type ServerClaim } from './quotas.js';

@@ -6,10 +6,9 @@
 
 import { AppError } from '../errors.js';
 import { ACCOUNTS_SQL } from './accounts.js';
-import { DOMAINS_SQL } from './domainmap.js';
-import { ACCOUNT_KEYS_SQL, SHARED_MAPS_SQL } from './sharedmaps.js';
+import { ACCOUNT_KEYS_SQL, DOMAINS_SQL, PLACEMENTS_SQL, SHARED_MAPS_SQL } from './feed-history.js';
+import { FEED_SQL, TOMBSTONES_SQL } from './feed.js';
 import { LEDGER_SQL } from './ledger.js';
-import { PLACEMENTS_SQL, TOMBSTONES_SQL } from './placements-sql.js';
 import { ORDERS_SQL, SHARED_SQL } from './shared.js';
 import { IDENTITY_SQL } from './identity.js';
 import { TOKEN_SQL } from './token.js';
@@ -139,6 +138,12 @@ export const MIGRATIONS: readonly Migration[] = [
     about:
       "certificate order leases (one orderer at a time without a connection held across the order); each host's catch-up version and the floor below which tombstones were pruned; accounts' key hashes numbered with the placements (every host knows every key)",
     sql: ORDERS_SQL + TOMBSTONES_SQL + ACCOUNT_KEYS_SQL,
+  },
+  {
+    version: 17,
+    about:
+      "one change feed: every followed record's last change (kind, key, version, payload; none once deleted) in one table written by one trigger function, instead of a version column per table, placement_tombstones and three triggers",
+    sql: FEED_SQL,
   },
 ];
 

@@ -143,7 +143,7 @@ export class RegistryNames {
     );
     const p = r.rows[0];
     if (p) return { host: p.host, epoch: Number(p.epoch), lost: p.lost, mine: p.host === this.host && p.instance === this.holder.instance };
-    const t = await this.pool.query(`SELECT 1 FROM placement_tombstones WHERE kind = 'p' AND key = $1`, [serverId]);
+    const t = await this.pool.query(`SELECT 1 FROM changes WHERE kind = 'placement' AND key = $1 AND payload IS NULL`, [serverId]);
     return t.rowCount === 1 ? 'deleted' : undefined;
   }
 

@@ -225,7 +225,7 @@ test('Host names no host holds cost B a bounded number of registry reads, from o
   const query = pool.query.bind(pool);
   let n = 0;
   pool.query = ((sql: string, params?: unknown[]) => {
-    if (sql.includes('placement_tombstones')) n++;
+    if (sql.includes('FROM changes')) n++;
     return query(sql, params);
   }) as typeof pool.query;
   const reads = () => n;

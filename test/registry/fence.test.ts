@@ -145,7 +145,7 @@ test('with the registry unreachable, the host wakes its own sleeping server from
 test('a sleeping server whose placement the registry deleted (a tombstone) is not started: 404 server_not_found, logged', async () => {
   await asleep();
   await pg.sql(`DELETE FROM placements WHERE server_id = '${id}'`);
-  assert.is(await pg.sql(`SELECT count(*) FROM placement_tombstones WHERE kind = 'p' AND key = '${id}'`), '1');
+  assert.is(await pg.sql(`SELECT count(*) FROM changes WHERE kind = 'placement' AND key = '${id}' AND payload IS NULL`), '1');
   const starts = spawned();
   const r = await exec();
   assert.is(r.status, 404, r.text);

@@ -95,7 +95,7 @@ test("a second daemon under a live host's name is refused with host_name_taken n
   assert.is(await rows(), before, 'no placement changed');
   const instance = first.daemon.registry!.identity.instance;
   assert.ok(existsSync(join(first.dataDir, 'cluster-instance')));
-  assert.is(await pg.sql(`SELECT count(*) FROM placement_tombstones`), '0', 'none deleted');
+  assert.is(await pg.sql(`SELECT count(*) FROM changes WHERE payload IS NULL`), '0', 'none deleted');
   assert.is(
     await pg.sql(`SELECT instance || ' ' || advertise || ' ' || (lease_until > now()) FROM hosts WHERE name = 'host-a'`),
     `${instance} 127.0.0.1:17001 true`,
@@ -145,7 +145,7 @@ test('a fresh data dir under a name another data dir held is refused; with --rep
   const instance = replacing.daemon.registry!.identity.instance;
   assert.not.equal(instance, old);
   assert.is(await placements(), ids.map((id) => `${id} host-a 1 ${old} true`).join(','), 'kept, marked lost');
-  assert.is(await pg.sql(`SELECT count(*) FROM placement_tombstones`), '0', 'none deleted');
+  assert.is(await pg.sql(`SELECT count(*) FROM changes WHERE payload IS NULL`), '0', 'none deleted');
   assert.is(await pg.sql(`SELECT count(*) FROM slugs WHERE slug IN ('kept-one', 'kept-two')`), '2', 'their names stay taken');
   assert.is(await pg.sql(`SELECT instance FROM hosts WHERE name = 'host-a'`), instance);
   assert.ok(replacing.logs.some((l) => String(l.msg).startsWith('host name taken over from another instance') && l.lost === 2));
