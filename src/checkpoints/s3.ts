@@ -67,15 +67,12 @@ function credentials(env: NodeJS.ProcessEnv) {
 
 const quiet = { trace() {}, debug() {}, info() {}, warn() {}, error() {} };
 
-/** A blob store in the S3 bucket and prefix of `url` (s3://bucket/prefix). */
-export function openS3BlobStore(url: string, opts: S3StoreOptions): BlobStore {
-  const { bucket, prefix } = parseS3Url(url);
-  const base = prefix ? `${prefix}/` : '';
-  const where = `s3://${bucket}${prefix ? `/${prefix}` : ''}`;
+/** The S3 client the store uses, as configured (also the benchmark's raw PUT peer). */
+export function makeS3Client(opts: S3StoreOptions): S3Client {
   if (opts.endpoint !== undefined && !/^https?:\/\/[^/@]+(\/|$)/.test(opts.endpoint))
     throw AppError.of('config_invalid', 'checkpoints.s3.endpoint: must be an http:// or https:// URL without credentials');
   const agent = { keepAlive: true, maxSockets: opts.maxConnections, maxFreeSockets: opts.maxConnections };
-  const client = new S3Client({
+  return new S3Client({
     region: opts.region,
     ...(opts.endpoint !== undefined ? { endpoint: opts.endpoint, forcePathStyle: true } : {}),
     credentials: credentials(opts.env ?? process.env),
@@ -93,6 +90,14 @@ export function openS3BlobStore(url: string, opts: S3StoreOptions): BlobStore {
       logger: quiet,
     },
   });
+}
+
+/** A blob store in the S3 bucket and prefix of `url` (s3://bucket/prefix). */
+export function openS3BlobStore(url: string, opts: S3StoreOptions): BlobStore {
+  const { bucket, prefix } = parseS3Url(url);
+  const base = prefix ? `${prefix}/` : '';
+  const where = `s3://${bucket}${prefix ? `/${prefix}` : ''}`;
+  const client = makeS3Client(opts);
   const pageSize = Math.min(1000, Math.max(1, opts.pageSize ?? 1000));
 
   /** Runs one operation under its deadline; failures become StoreUnavailableError or InternalError. */
