@@ -24,6 +24,7 @@ const OWNERS = [
   ['node-pty', ['runtime']],
   ['http-proxy-3', ['proxy']],
   ['pg', ['registry']],
+  ['@aws-sdk/client-s3', ['checkpoints']],
 ];
 
 /** Arrows that must never exist (src/README.md): module → modules it may not import at all. */
@@ -92,6 +93,7 @@ function restricted(module) {
 const modules = [
   'billing',
   'channel',
+  'checkpoints',
   'config',
   'domains',
   'edge',

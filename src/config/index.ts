@@ -6,3 +6,4 @@ export { parseDuration } from './fields.js';
 export { proxySchema, type ProxyConfig } from './proxy.js';
 export type { RuntimeConfig } from './runtime.js';
 export { hostName } from './cluster.js';
+export { S3_STORE_URL, type CheckpointS3Config } from './checkpoints-s3.js';

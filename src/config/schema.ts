@@ -4,6 +4,7 @@
 
 import { z } from 'zod';
 import { billingEnv, billingSchema } from './billing.js';
+import { checkpointStoreEnv, checkpointStoreShape } from './checkpoints-s3.js';
 import { clusterEnv, clusterSchema } from './cluster.js';
 import { coreEnv, coreShape } from './core.js';
 import { hostingEnv, hostingSchema } from './hosting.js';
@@ -23,6 +24,7 @@ export const configSchema = z
     proxy: proxySchema,
     metrics: metricsSchema,
     cluster: clusterSchema,
+    checkpoints: z.strictObject({ ...checkpointStoreShape }).prefault({}),
   })
   .strict();
 
@@ -35,6 +37,7 @@ export const envBindings: readonly EnvBinding[] = [
   ...runtimeEnv,
   ...metricsEnv,
   ...clusterEnv,
+  ...checkpointStoreEnv,
 ];
 
 export type Config = z.output<typeof configSchema> & { publicIp: string };
