@@ -115,6 +115,7 @@ const UNIT = [
   'test/registry/fenceheld.test.ts',
   'test/registry/resume.test.ts',
   'test/registry/leases.test.ts',
+  'test/sdk/coverage.test.ts',
 ];
 
 /** The API contract suites: run twice, on a single box and then against a daemon in registry

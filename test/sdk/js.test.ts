@@ -172,6 +172,20 @@ test('a wrong key and a missing server are typed errors with the API code', asyn
   assert.is(nf.code, 'server_not_found');
 });
 
+test('rotateKey: the client goes on with the new key; the old one is refused', async () => {
+  const old = rb.apiKey;
+  const k = await rb.rotateKey();
+  assert.match(k.apiKey, /^rbx_/);
+  assert.is(k.tier, 'anonymous');
+  assert.is(rb.apiKey, k.apiKey);
+  assert.is((await rb.servers.list()).length, 1);
+  const stale = new Rootbox({ baseUrl: `http://api.localhost:${d.http}`, apiKey: old });
+  const e = await rejects(stale.servers.list());
+  stale.close();
+  assert.is(e.status, 401);
+  assert.is(e.code, 'revoked_api_key');
+});
+
 test("the README's quick start runs as printed (the built package, over HTTPS with the daemon's CA)", async () => {
   const readme = readFileSync(join(repo, 'sdk/js/README.md'), 'utf8');
   const m = /## Quick start\n\n```js\n([\s\S]*?)```/.exec(readme);

@@ -48,12 +48,12 @@ function python(args: string[], env: Record<string, string> = {}): Promise<{ cod
 
 const live = { ROOTBOX_BASE_URL: '', ROOTBOX_TEST_STATE: '' };
 
-test("the SDK's live tests: create, exec, files, url, expose, logs, restart, typed errors", async () => {
+test("the SDK's live tests: create, exec, files, url, expose, logs, restart, typed errors, key rotation", async () => {
   Object.assign(live, { ROOTBOX_BASE_URL: `http://api.localhost:${d.http}`, ROOTBOX_TEST_STATE: join(work, 'state.json') });
   const r = await python(['-m', 'unittest', '-v', 'tests.test_live.Flow'], live);
   assert.is(r.code, 0, r.err);
   // every test of the class ran and passed (unittest's summary on stderr)
-  assert.match(r.err, /Ran 8 tests/);
+  assert.match(r.err, /Ran 9 tests/);
   assert.match(r.err, /\nOK\n?$/);
 });
 

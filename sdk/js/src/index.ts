@@ -5,13 +5,13 @@
 
 import { Transport } from './http.js';
 import { Server } from './server.js';
-import type { Created, Credits, RechargeInfo, RechargeResult, ServerInfo, UsagePage } from './types.js';
+import type { Created, Credits, RechargeInfo, RechargeResult, RotatedKey, ServerInfo, UsagePage } from './types.js';
 import { fromWire, toWire } from './wire.js';
 
 export { PaymentRequiredError, RootboxError } from './errors.js';
 export { Domains, Files, Server, type ExecOptions } from './server.js';
 export type * from './types.js';
-export { FIELDS, LEFT_OUT_FIELDS, OPERATIONS, QUERY } from './wire.js';
+export { FIELDS, LEFT_OUT_FIELDS, OPERATIONS, QUERY, UNTYPED } from './wire.js';
 
 export interface RootboxOptions {
   /** The API's base URL, e.g. https://api.example.com (default: $ROOTBOX_BASE_URL). */
@@ -89,10 +89,10 @@ export class Rootbox {
     return fromWire(await this.t.json('GET', 'usage', { query: { limit: o.limit, cursor: o.cursor } }));
   }
   /** Replaces the api_key (the old one stops working); the client uses the new one. */
-  async rotateKey(): Promise<string> {
-    const { api_key } = await this.t.json<{ api_key: string }>('POST', 'account/rotate-key');
-    this.t.apiKey = api_key;
-    return api_key;
+  async rotateKey(): Promise<RotatedKey> {
+    const k = fromWire<RotatedKey>(await this.t.json('POST', 'account/rotate-key'));
+    this.t.apiKey = k.apiKey;
+    return k;
   }
   /** How to add credit (and the credits, with a key). */
   async rechargeInfo(): Promise<RechargeInfo> {

@@ -87,14 +87,28 @@ export interface Domain {
   server: string;
   state: 'pending_dns' | 'issuing' | 'active' | 'failed';
   reason: string | null;
-  records: { type: string; name: string; value: string }[];
+  records: { type: 'CNAME' | 'A' | 'AAAA' | 'TXT'; name: string; value: string }[];
   createdAt: string;
   checkedAt: string | null;
   activeAt: string | null;
 }
 
+export interface UsageEntry {
+  kind: 'usage' | 'credit';
+  server: string | null;
+  /** ISO 8601 */
+  from: string;
+  to: string;
+  ramGbHours: number;
+  diskGbMonths: number;
+  egressGb: number;
+  /** Drawn from the balance (usage) or added to it (credit). */
+  usd: number;
+  source: string | null;
+}
+
 export interface UsagePage {
-  entries: Record<string, unknown>[];
+  entries: UsageEntry[];
   nextCursor: string | null;
 }
 
@@ -116,10 +130,26 @@ export interface RechargeResult {
   credits: Credits;
 }
 
+export interface LogEvent {
+  at: string;
+  source: 'supervisor' | 'rootbox';
+  kind: 'started' | 'exited' | 'restarting' | 'changed' | 'oom_kill' | 'other';
+  message: string;
+  /** exited: the exit status */
+  status?: number;
+  /** restarting: seconds until run.sh starts again */
+  inSeconds?: number;
+}
+
 export interface Logs {
   lines: string[];
-  events: { at: string; source: 'supervisor' | 'rootbox'; kind: string; message: string; status?: number; inSeconds?: number }[];
+  events: LogEvent[];
   oomKills: number;
+}
+
+export interface RotatedKey {
+  apiKey: string;
+  tier: Tier;
 }
 
 // ── the compiler's check of these types against wire.ts ──────────────────────────────────────
@@ -138,5 +168,11 @@ agree<Same<keyof FileEntry, KeysOf<'FileList.entries[]'>>>(true);
 agree<Same<keyof Written, KeysOf<'Written'>>>(true);
 agree<Same<keyof Domain, KeysOf<'Domain'>>>(true);
 agree<Same<keyof UsagePage, KeysOf<'UsagePage'>>>(true);
+agree<Same<keyof UsageEntry, KeysOf<'UsagePage.entries[]'>>>(true);
+agree<Same<keyof Domain['records'][number], KeysOf<'Domain.records[]'>>>(true);
+agree<Same<keyof Logs, KeysOf<'GET /servers/{id}/logs'>>>(true);
+agree<Same<keyof LogEvent, KeysOf<'GET /servers/{id}/logs.events[]'>>>(true);
+agree<Same<keyof RotatedKey, KeysOf<'POST /account/rotate-key'>>>(true);
+agree<Same<keyof RechargeInfo['body'], KeysOf<'RechargeInfo.body'>>>(true);
 agree<Same<keyof RechargeInfo, KeysOf<'RechargeInfo'>>>(true);
 agree<Same<keyof RechargeResult, KeysOf<'RechargeResult'>>>(true);

@@ -154,6 +154,20 @@ class Flow(unittest.TestCase):
             self.client.servers.get("srv_0000000000000000")
         self.assertEqual((e.exception.status, e.exception.code), (404, "server_not_found"))
 
+    def test_9_rotate_key(self):
+        c = self.client
+        old = c.api_key
+        k = c.rotate_key()
+        self.assertRegex(k.api_key, r"^rbx_")
+        self.assertEqual(k.tier, "anonymous")
+        self.assertEqual(c.api_key, k.api_key)
+        self.assertEqual(len(c.servers.list()), 1)
+        with self.assertRaises(rootbox.RootboxError) as e:
+            rootbox.Rootbox(api_key=old, base_url=BASE).servers.list()
+        self.assertEqual((e.exception.status, e.exception.code), (401, "revoked_api_key"))
+        with open(STATE, "w") as f:
+            json.dump({"api_key": c.api_key, "id": self.server.id}, f)
+
 
 class Exhausted(unittest.TestCase):
     def test_402_is_typed_with_the_recharge_url_and_delete_works(self):

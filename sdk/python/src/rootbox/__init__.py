@@ -11,12 +11,12 @@ import os
 
 from ._http import Transport
 from ._server import Domains, ExecResult, Files, Server, _q
-from ._wire import FIELDS, LEFT_OUT_FIELDS, OPERATIONS, QUERY, Record, to_wire
+from ._wire import FIELDS, LEFT_OUT_FIELDS, OPERATIONS, QUERY, UNTYPED, Record, to_wire
 from .errors import PaymentRequiredError, RootboxError
 
 __all__ = [
     "Rootbox", "Server", "Files", "Domains", "ExecResult", "Record",
-    "RootboxError", "PaymentRequiredError", "OPERATIONS", "FIELDS", "LEFT_OUT_FIELDS", "QUERY",
+    "RootboxError", "PaymentRequiredError", "OPERATIONS", "FIELDS", "LEFT_OUT_FIELDS", "QUERY", "UNTYPED",
 ]
 __version__ = "0.1.0"
 
@@ -74,10 +74,11 @@ class Rootbox:
         return Record.of(self._t.json("GET", "usage", query={"limit": limit, "cursor": cursor}))
 
     def rotate_key(self):
-        """Replaces the api_key (the old one stops working); the client uses the new one."""
-        key = self._t.json("POST", "account/rotate-key")["api_key"]
-        self._t.api_key = key
-        return key
+        """Replaces the api_key (the old one stops working); the client uses the new one.
+        Answers ``api_key`` and ``tier``."""
+        k = Record.of(self._t.json("POST", "account/rotate-key"))
+        self._t.api_key = k.api_key
+        return k
 
     def recharge_info(self):
         return Record.of(self._t.json("GET", "account/recharge"))

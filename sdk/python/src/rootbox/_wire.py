@@ -47,22 +47,34 @@ FIELDS = {
         "suspended", "server", "servers", "credits", "api_key", "account_note",
     ],
     "PaymentRequired": ["x402Version", "resource", "accepts", "error", "detail"],
+    "PaymentRequired.resource": ["url", "description", "mimeType"],
     "Server": ["id", "subdomain", "state", "never_sleep", "suspended", "flag", "exposed_ports", "usage", "credits"],
     "Server.usage": ["disk_mb_used", "domains"],
     "CreateResponse": [
         "id", "subdomain", "state", "never_sleep", "suspended", "flag", "exposed_ports", "usage", "credits",
         "ssh", "ssh_private_key", "api_key", "subdomain_note", "account_note",
     ],
+    "CreateResponse.usage": ["disk_mb_used", "domains"],
     "Credits": ["tier", "ram_gb_hours_left", "egress_gb_left", "balance_usd"],
     "UsagePage": ["entries", "next_cursor"],
+    "UsagePage.entries[]": ["kind", "server", "from", "to", "ram_gb_hours", "disk_gb_months", "egress_gb", "usd", "source"],
     "ExposedPort": ["public", "container_port", "protocol"],
     "Domain": ["domain", "server", "state", "reason", "records", "created_at", "checked_at", "active_at"],
+    "Domain.records[]": ["type", "name", "value"],
     "ExecAnswer": ["exit_code", "signal", "stdout", "stderr", "truncated", "timed_out", "ms"],
     "FileList": ["path", "entries", "truncated"],
     "FileList.entries[]": ["name", "type", "size", "mode", "mtime"],
     "Written": ["path", "size"],
     "RechargeInfo": ["how", "endpoint", "method", "body", "payments_configured", "verify_phone_instead", "credits"],
+    "RechargeInfo.body": ["usd"],
     "RechargeResult": ["ok", "credited_usd", "settlement", "detail", "credits"],
+    # answers that are no named schema: "METHOD /path" (its 200 JSON answer; " ndjson": its NDJSON lines)
+    "GET /servers": ["servers"],
+    "GET /servers/{id}/domains": ["domains"],
+    "GET /servers/{id}/logs": ["lines", "events", "oom_kills"],
+    "GET /servers/{id}/logs.events[]": ["at", "source", "kind", "message", "status", "in_seconds"],
+    "POST /account/rotate-key": ["api_key", "tier"],
+    "POST /servers/{id}/exec ndjson": ["stream", "data", "exit_code", "signal", "timed_out", "ms"],
     # requests
     "CreateRequest": ["subdomains", "never_sleep"],
     "ExecRequest": ["command", "cwd", "env", "stdin", "timeout"],
@@ -77,6 +89,16 @@ LEFT_OUT_FIELDS = {
     "CreateRequest.phone": "phone sign-up and login is a two-step SMS flow for people "
     "(POST /create with phone, then code); the SDK works with an api_key",
     "CreateRequest.code": "the second step of the same SMS flow",
+}
+
+#: Answers (a schema, or "METHOD /path") the SDK hands over as the API sent them, with why.
+#: An answer that is only ``{"ok": true}`` needs no entry: the SDK's method returns None.
+UNTYPED = {
+    "Landing": "info() answers the host's offer (prices, grants, links) as the API sends it",
+    "GET /openapi.json": "openapi() answers the OpenAPI document itself",
+    "GET /healthz": "health() answers True once the API answers",
+    "VerificationRequired": "the answer of phone sign-up's first step, which the SDK leaves out (LEFT_OUT_FIELDS)",
+    "PaymentRequired.accepts[]": "the x402 terms, handed as they are to an x402 signer (PaymentRequiredError.accepts)",
 }
 
 #: Query parameters the SDK sends, by operation.
