@@ -7,7 +7,7 @@
 
 import { spawn, spawnSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'uvu';
@@ -191,10 +191,13 @@ test("the README's quick start runs as printed (the built package, over HTTPS wi
   const m = /## Quick start\n\n```js\n([\s\S]*?)```/.exec(readme);
   assert.ok(m, 'no quick start');
   assert.is(m[1].trim().split('\n').length, 5, 'five lines');
-  const b = spawnSync(process.execPath, [join(repo, 'sdk/js/build.mjs')], { encoding: 'utf8' });
+  // the package as npm would install it: its package.json and README beside a fresh build
+  const pkg = join(work, 'qs', 'node_modules', 'rootbox');
+  mkdirSync(pkg, { recursive: true });
+  for (const f of ['package.json', 'README.md']) copyFileSync(join(repo, 'sdk/js', f), join(pkg, f));
+  const b = spawnSync(process.execPath, [join(repo, 'sdk/js/build.mjs'), '--outdir', join(pkg, 'dist')], { encoding: 'utf8' });
   assert.is(b.status, 0, b.stderr);
-  mkdirSync(join(work, 'qs', 'node_modules'), { recursive: true });
-  symlinkSync(join(repo, 'sdk/js'), join(work, 'qs', 'node_modules', 'rootbox'));
+  assert.ok(existsSync(join(pkg, 'dist', 'index.d.ts')), 'the types were built');
   writeFileSync(join(work, 'qs', 'quick.mjs'), m[1].replaceAll(':8443', `:${d.https}`));
   writeFileSync(join(work, 'ca.pem'), d.ca);
   const r = await new Promise<{ code: number | null; out: string; err: string }>((resolve) => {
