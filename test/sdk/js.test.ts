@@ -160,6 +160,41 @@ test('expose, logs, restart, credits', async () => {
   assert.is((await rb.credits()).tier, 'anonymous');
 });
 
+test('spawn: over the exec WebSocket stdin stays open, output comes as it is written, kill() ends the command', async () => {
+  const got: string[] = [];
+  let answered: () => void = () => {};
+  const first = new Promise<void>((r) => (answered = r));
+  const p = await server.spawn('while read l; do echo "got $l"; done; echo bye >&2', {
+    onStdout: (s) => (got.push(s), answered()),
+  });
+  await p.write('one\n');
+  await first; // answered while stdin is still open
+  assert.is(got.join(''), 'got one\n');
+  await p.write(Buffer.from('two\n'));
+  await p.end();
+  const r = await p.wait();
+  assert.equal({ ...r, ms: 0 }, { exitCode: 0, signal: null, stdout: 'got one\ngot two\n', stderr: 'bye\n', truncated: false, timedOut: false, ms: 0 });
+  // kill() closes the socket: the command is gone from the server
+  const k = await server.spawn('sleep 61');
+  const running = "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done | grep -c '^sleep 61' || true";
+  assert.is((await server.exec(running)).stdout.trim(), '1');
+  k.kill();
+  const e = await rejects(k.wait());
+  assert.is(e.code, 'connection_failed');
+  let left = '1';
+  for (let i = 0; i < 50 && left !== '0'; i++) {
+    left = (await server.exec(running)).stdout.trim();
+    if (left !== '0') await new Promise((r) => setTimeout(r, 200));
+  }
+  assert.is(left, '0', 'the killed command still runs');
+  // a refusal before the upgrade is the API's typed error
+  const wrong = new Rootbox({ baseUrl: `http://api.localhost:${d.http}`, apiKey: `rbx_${'0'.repeat(40)}` });
+  const w = await rejects(wrong.server(server.id).spawn('true'));
+  wrong.close();
+  assert.is(w.status, 401);
+  assert.is(w.code, 'invalid_api_key');
+});
+
 test('a wrong key and a missing server are typed errors with the API code', async () => {
   const wrong = new Rootbox({ baseUrl: `http://api.localhost:${d.http}`, apiKey: `rbx_${'0'.repeat(40)}` });
   const e = await rejects(wrong.servers.list());

@@ -42,6 +42,7 @@ const sleep = (ms: number, signal?: AbortSignal) =>
 export class Transport {
   readonly base: URL;
   apiKey?: string;
+  readonly ca?: string | Buffer;
   private readonly agent: HttpAgent;
   private readonly maxRetries: number;
   private readonly maxRetryWait: number;
@@ -50,6 +51,7 @@ export class Transport {
     this.base = new URL(o.baseUrl.endsWith('/') ? o.baseUrl : `${o.baseUrl}/`);
     if (this.base.protocol !== 'http:' && this.base.protocol !== 'https:') throw new TypeError(`baseUrl must be http(s): ${o.baseUrl}`);
     this.apiKey = o.apiKey;
+    this.ca = o.ca;
     this.maxRetries = o.maxRetries ?? 2;
     this.maxRetryWait = o.maxRetryWait ?? 30;
     this.agent = this.base.protocol === 'https:' ? new HttpsAgent({ keepAlive: true, ca: o.ca }) : new HttpAgent({ keepAlive: true });

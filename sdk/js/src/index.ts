@@ -9,6 +9,7 @@ import type { Created, Credits, RechargeInfo, RechargeResult, RotatedKey, Server
 import { fromWire, toWire } from './wire.js';
 
 export { PaymentRequiredError, RootboxError } from './errors.js';
+export { Process, type SpawnOptions } from './process.js';
 export { Domains, Files, Server, type ExecOptions } from './server.js';
 export type * from './types.js';
 export { FIELDS, LEFT_OUT_FIELDS, OPERATIONS, QUERY, UNTYPED } from './wire.js';

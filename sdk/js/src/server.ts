@@ -4,6 +4,7 @@
 import type { Readable } from 'node:stream';
 import { StringDecoder } from 'node:string_decoder';
 import { RootboxError } from './errors.js';
+import { spawnExec, type Process, type SpawnOptions } from './process.js';
 import { readAll, type Transport } from './http.js';
 import type { Created, Domain, ExecResult, ExposedPort, FileList, Logs, ServerInfo, Written } from './types.js';
 import { fromWire, toWire } from './wire.js';
@@ -177,6 +178,12 @@ export class Server {
       timedOut: e.timedOut,
       ms: e.ms,
     };
+  }
+
+  /** Starts a command over the exec WebSocket: its stdin stays open (Process.write, end) and its
+   *  output comes as it is written; Process.wait() answers how it ended. Needs the ws package. */
+  spawn(command: string | string[], opts: SpawnOptions = {}): Promise<Process> {
+    return spawnExec(this.t, `servers/${enc(this.id)}/exec`, command, opts);
   }
 
   /** The server's HTTPS (or HTTP) address: its subdomain, on the scheme and port of the API's base URL. */
