@@ -109,6 +109,34 @@ test('exec timeout kills the command and says so', async () => {
   assert.is(s.stdout, 'start\n');
 });
 
+test("exec's signal: aborting a call ends it at once, and the API kills the command (streamed or not)", async () => {
+  const running = "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done | grep -c '^sleep 62' || true";
+  for (const stream of [true, false]) {
+    const ac = new AbortController();
+    const call = server.exec('sleep 62', { signal: ac.signal, onStdout: stream ? () => {} : undefined });
+    const result = call.then(
+      () => undefined,
+      (e: Error) => e,
+    );
+    assert.ok(await waitFor(async () => (await server.exec(running)).stdout.trim() === '1'), `stream ${stream}: the command did not start`);
+    const t0 = Date.now();
+    ac.abort();
+    const e = await result;
+    assert.is(e?.name, 'AbortError', `stream ${stream}: ${String(e)}`);
+    assert.ok(Date.now() - t0 < 2000, `${Date.now() - t0} ms`);
+    assert.ok(await waitFor(async () => (await server.exec(running)).stdout.trim() === '0'), `stream ${stream}: the command still runs`);
+  }
+});
+
+/** Polls `ok` every 200 ms for up to 10 s. */
+async function waitFor(ok: () => Promise<boolean>): Promise<boolean> {
+  for (let i = 0; i < 50; i++) {
+    if (await ok()) return true;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  return false;
+}
+
 test('files: a 20 MB binary file round trip byte-exact; list, tar download and upload, remove', async () => {
   const data = randomBytes(20 * 1024 * 1024);
   const w = await server.files.write('/root/data/blob.bin', data, { mode: '600' });
@@ -177,16 +205,11 @@ test('spawn: over the exec WebSocket stdin stays open, output comes as it is wri
   // kill() closes the socket: the command is gone from the server
   const k = await server.spawn('sleep 61');
   const running = "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done | grep -c '^sleep 61' || true";
-  assert.is((await server.exec(running)).stdout.trim(), '1');
+  assert.ok(await waitFor(async () => (await server.exec(running)).stdout.trim() === '1'), 'the command did not start');
   k.kill();
   const e = await rejects(k.wait());
   assert.is(e.code, 'connection_failed');
-  let left = '1';
-  for (let i = 0; i < 50 && left !== '0'; i++) {
-    left = (await server.exec(running)).stdout.trim();
-    if (left !== '0') await new Promise((r) => setTimeout(r, 200));
-  }
-  assert.is(left, '0', 'the killed command still runs');
+  assert.ok(await waitFor(async () => (await server.exec(running)).stdout.trim() === '0'), 'the killed command still runs');
   // a refusal before the upgrade is the API's typed error
   const wrong = new Rootbox({ baseUrl: `http://api.localhost:${d.http}`, apiKey: `rbx_${'0'.repeat(40)}` });
   const w = await rejects(wrong.server(server.id).spawn('true'));

@@ -82,7 +82,7 @@ export class Transport {
   /** A JSON answer, its keys as sent. */
   async json<T = Record<string, unknown>>(method: string, path: string, c: Call = {}): Promise<T> {
     const res = await this.open(method, path, c);
-    const text = (await readAll(res)).toString('utf8');
+    const text = (await readAll(res, c.signal)).toString('utf8');
     return (text ? JSON.parse(text) : {}) as T;
   }
 
@@ -117,13 +117,17 @@ export class Transport {
   }
 }
 
+/** The error of an answer whose connection closed before its end. */
+export const cutOff = () => new RootboxError({ status: 0, code: 'connection_failed', detail: 'the answer was cut off' });
+
 /** A body read whole. */
-export function readAll(res: IncomingMessage): Promise<Buffer> {
+export function readAll(res: IncomingMessage, signal?: AbortSignal): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const parts: Buffer[] = [];
     res.on('data', (c: Buffer) => parts.push(c));
     res.on('end', () => resolve(parts.length === 1 ? parts[0] : Buffer.concat(parts)));
     res.on('error', reject);
-    res.on('aborted', () => reject(new RootboxError({ status: 0, code: 'connection_failed', detail: 'the answer was cut off' })));
+    // closed without its end: cut off, or the caller's signal aborted it (then its error came first)
+    res.on('close', () => res.complete || reject(signal?.aborted ? signal.reason : cutOff()));
   });
 }

@@ -5,7 +5,7 @@ import type { Readable } from 'node:stream';
 import { StringDecoder } from 'node:string_decoder';
 import { RootboxError } from './errors.js';
 import { spawnExec, type Process, type SpawnOptions } from './process.js';
-import { readAll, type Transport } from './http.js';
+import { cutOff, readAll, type Transport } from './http.js';
 import type { Created, Domain, ExecResult, ExposedPort, FileList, Logs, ServerInfo, Written } from './types.js';
 import { fromWire, toWire } from './wire.js';
 
@@ -21,7 +21,7 @@ export interface ExecOptions {
   /** Output as it comes (the call is then streamed as NDJSON and its output kept whole). */
   onStdout?: (data: string) => void;
   onStderr?: (data: string) => void;
-  /** Aborting ends the call; the API then kills the command. */
+  /** Aborting ends the call, and the API kills the command (the call is streamed when a signal is given). */
   signal?: AbortSignal;
 }
 
@@ -131,7 +131,9 @@ export class Server {
   async exec(command: string | string[], opts: ExecOptions = {}): Promise<ExecResult> {
     const json = toWire('ExecRequest', { command, cwd: opts.cwd, env: opts.env, stdin: opts.stdin, timeout: opts.timeout });
     const path = `servers/${enc(this.id)}/exec`;
-    if (!opts.onStdout && !opts.onStderr) return fromWire(await this.t.json('POST', path, { json, signal: opts.signal }));
+    // streamed when output is wanted as it comes, or when the call may be aborted: the API kills
+    // the command of a streaming client that leaves (a JSON answer's command runs to its end)
+    if (!opts.onStdout && !opts.onStderr && !opts.signal) return fromWire(await this.t.json('POST', path, { json }));
     const res = await this.t.open('POST', path, { json, signal: opts.signal, headers: { accept: 'application/x-ndjson' } });
     const out = { stdout: [] as string[], stderr: [] as string[] };
     let exit: Record<string, unknown> | undefined;
@@ -166,6 +168,7 @@ export class Server {
         }
       });
       res.on('error', reject);
+      res.on('close', () => res.complete || reject(opts.signal?.aborted ? opts.signal.reason : cutOff()));
     });
     if (!exit) throw new RootboxError({ status: 200, code: 'connection_failed', detail: 'the exec stream ended before the exit line' });
     const e = fromWire<Omit<ExecResult, 'stdout' | 'stderr' | 'truncated'>>(exit);
