@@ -117,6 +117,8 @@ const UNIT = [
   'test/registry/resume.test.ts',
   'test/registry/leases.test.ts',
   'test/checkpoints/s3-faults.test.ts',
+  'test/sdk/coverage.test.ts',
+  'test/sdk/retry.test.ts',
 ];
 
 /** The API contract suites: run twice, on a single box and then against a daemon in registry
