@@ -78,6 +78,7 @@ const UNIT = [
   'test/registry/strangers.test.ts',
   'test/registry/tombstones.test.ts',
   'test/registry/limits.test.ts',
+  'test/registry/fwdlimits.test.ts',
   'test/registry/sharedmaps.test.ts',
   'test/registry/token.test.ts',
   'test/registry/edgeca.test.ts',
