@@ -79,6 +79,7 @@ const UNIT = [
   'test/registry/tombstones.test.ts',
   'test/registry/limits.test.ts',
   'test/registry/fwdlimits.test.ts',
+  'test/registry/namesrun.test.ts',
   'test/registry/sharedmaps.test.ts',
   'test/registry/token.test.ts',
   'test/registry/edgeca.test.ts',
