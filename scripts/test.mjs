@@ -49,6 +49,7 @@ const UNIT = [
   'test/channel/rawlane.test.ts',
   'test/channel/retrybudget.test.ts',
   'test/channel/admit.test.ts',
+  'test/channel/peerrefuse.test.ts',
   'test/foundation/edge-guard.test.ts',
   'test/proxy/http1-diff.test.ts',
   'test/payments/paywall.test.ts',

@@ -124,7 +124,9 @@ export async function startChannel(d: ChannelPartDeps): Promise<Channel | undefi
     },
   };
   const health = new ChannelHealth();
-  const peers = new Peers({ identity: () => identity, connectTimeoutMs: d.cfg.cluster.forwardConnectTimeout, log, health });
+  // both sides take a peer only with the key its host registered
+  const admit = new PeerAdmission(r.hosts);
+  const peers = new Peers({ identity: () => identity, connectTimeoutMs: d.cfg.cluster.forwardConnectTimeout, log, health, admit });
   const hosting = d.hosting;
   const own = (host: string) => hosting?.core?.domains.slugOf(host);
   const app: ApiApp | undefined = hosting && {
@@ -138,7 +140,7 @@ export async function startChannel(d: ChannelPartDeps): Promise<Channel | undefi
     placements: owned,
     aliases: own,
     ssh: d.ssh,
-    admit: new PeerAdmission(r.hosts),
+    admit,
     api: app && { app, has: (id) => d.store.servers.get(id) !== undefined, placements: owned, self: r.host, log },
     log,
   });
