@@ -82,6 +82,7 @@ const UNIT = [
   'test/registry/fwdlimits.test.ts',
   'test/registry/namesrun.test.ts',
   'test/registry/newkey.test.ts',
+  'test/registry/startquota.test.ts',
   'test/registry/sharedmaps.test.ts',
   'test/registry/token.test.ts',
   'test/registry/edgeca.test.ts',
