@@ -50,6 +50,7 @@ const UNIT = [
   'test/channel/retrybudget.test.ts',
   'test/channel/admit.test.ts',
   'test/channel/peerrefuse.test.ts',
+  'test/channel/startretry.test.ts',
   'test/foundation/edge-guard.test.ts',
   'test/proxy/http1-diff.test.ts',
   'test/payments/paywall.test.ts',

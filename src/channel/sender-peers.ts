@@ -74,7 +74,8 @@ export class Peers {
 
   constructor(
     private readonly o: {
-      identity: () => Identity;
+      /** This host's certificate; undefined while the channel is not up (no peer is reached). */
+      identity: () => Identity | undefined;
       connectTimeoutMs: number;
       log: Logger;
       health?: ChannelHealth;
@@ -146,7 +147,7 @@ export class Peers {
     pool = new RawPool({
       host,
       advertise,
-      identity: this.o.identity,
+      identity: () => this.o.identity()!, // a session is open: so is the identity
       max: RAW_MAX,
       connectTimeoutMs: this.o.connectTimeoutMs,
       idleMs: RAW_IDLE_MS,
@@ -164,6 +165,7 @@ export class Peers {
 
   private open(host: string, advertise: string, key: string): Promise<ClientHttp2Session> {
     const me = this.o.identity();
+    if (!me) return Promise.reject(new PeerError(false, `this host's channel is not up yet: ${host} is not reached`));
     let loop = false;
     const at = advertise.lastIndexOf(':');
     const address = { host: advertise.slice(0, at).replace(/^\[(.*)\]$/, '$1'), port: Number(advertise.slice(at + 1)) };
