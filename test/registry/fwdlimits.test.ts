@@ -2,7 +2,8 @@
 // finding 1): two daemons on one real PostgreSQL registry, servers as plain processes on host-a,
 // every request sent to host-b, which forwards those on host-a's servers over the channel before
 // its own routes run. host-a counts them, by the key and by the client's address the channel
-// carries; a server list, counted on host-b, is not counted again by the host-a part it asks for.
+// carries; a server list, counted on host-b, is not counted again by the host-a part it asks for,
+// nor a create host-b (without room for it) sends on to host-a.
 process.env.ROOTBOX_TEST_RUNTIME ??= 'process';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -17,9 +18,11 @@ let pg: TestPostgres;
 let a: TestDaemon;
 let b: TestDaemon;
 
+/** host-b holds one server: a create sent to it once it has one goes to host-a. */
 async function host(name: string): Promise<TestDaemon> {
   const o = clusterOpts(pg, name, await freePort());
-  return startTestDaemon({ ...o, hosting: { rateLimit: { perIpPerMinute: 30, createsPerIpPerHour: 200, perKeyPerMinute: 20 } } });
+  const capacity = name === 'host-b' ? { capacity: { servers: 1 } } : {};
+  return startTestDaemon({ ...o, hosting: { rateLimit: { perIpPerMinute: 30, createsPerIpPerHour: 200, perKeyPerMinute: 20 }, ...capacity } });
 }
 
 test.before(async () => {
@@ -86,6 +89,35 @@ test("a server list counts once: host-a's part of it, asked by host-b, is not co
   }
   const over = await call(b, 'GET', '/servers', { key, from: '127.0.33.40' });
   assert.is(over.status, 429, over.text);
+});
+
+test('a create host-b sends on to host-a is counted by host-b alone', async () => {
+  const onB = await call(b, 'POST', '/create', { from: '127.0.34.1' });
+  assert.is(onB.status, 200, onB.text);
+  assert.ok(b.daemon.store.servers.get(onB.json.id), 'host-b holds its one server');
+  // the registry statements each host sends for the shared buckets of this source
+  const taken = new Map<TestDaemon, string[]>();
+  const undo = [a, b].map((d) => {
+    const seen: string[] = [];
+    taken.set(d, seen);
+    const pool = d.daemon.registry!.pool;
+    const query = pool.query;
+    pool.query = ((sql: string, params: unknown[] = []) => (
+      /rootbox_take_tokens/.test(sql) && String(params[0]).includes('127.0.34.2') && seen.push(String(params[0])),
+      query.call(pool, sql, params)
+    )) as typeof pool.query;
+    return () => void (pool.query = query);
+  });
+  let made;
+  try {
+    made = await call(b, 'POST', '/create', { from: '127.0.34.2' });
+  } finally {
+    for (const u of undo) u();
+  }
+  assert.is(made.status, 200, made.text);
+  assert.ok(a.daemon.store.servers.get(made.json.id), 'made on host-a');
+  assert.equal(taken.get(b)!.sort(), ['create:127.0.34.2', 'ip:127.0.34.2'], 'host-b counted its address and its creates');
+  assert.equal(taken.get(a), [], 'host-a did not count them again');
 });
 
 test.run();
