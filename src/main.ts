@@ -219,7 +219,7 @@ function hostChoice(r: Registry, channel: () => Channel | undefined): HostChoice
     self: r.host,
     // up by the registry's lease and by the channel's view (which the forward goes by)
     hosts: async () => (channel() ? (await r.hosts.list()).filter((h) => r.placements.host(h.name)?.up) : []),
-    forward: (host, c) => channel()!.forwardApi(host, c.req, c.res, c.info, { body: c.body }),
+    forward: (host, c) => channel()!.forwardApi(host, c.req, c.res, c.info, { body: c.body, counted: true }), // counted by this host's create route
     changed: () => r.renew(),
   };
 }

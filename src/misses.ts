@@ -52,6 +52,13 @@ export class MissBudget {
     return true;
   }
 
+  /** Whether `name` was found unknown within NEGATIVE_MS (a refusal of `allow` for it is that
+   *  answer, not a spent budget). */
+  knownUnknown(name: string): boolean {
+    const until = this.negative.get(name);
+    return until !== undefined && until > this.now();
+  }
+
   /** The registry did not know `name` either. */
   unknown(name: string): void {
     if (this.negative.size >= MAX_ENTRIES) this.negative.delete(this.negative.keys().next().value!);

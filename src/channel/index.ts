@@ -7,11 +7,16 @@
 // domains, every host knowing the cluster's) for servers of other hosts to
 // their owner over one kept-alive HTTP/2 session per peer. A single box has no channel; a
 // registry without a CA yet (never initialised by this version) leaves forwarding off, said once
-// in the log.
+// in the log. A start whose CA read or key registration fails (the registry away a moment, this
+// run's name not claimed yet) is tried again with a back-off (START_RETRY_MS doubling up to
+// START_RETRY_MAX_MS) until it is up; meanwhile requests for servers of other hosts answer 503
+// host_unavailable and the listener is not open.
 
 import type { RequestInfo, Req, Res } from '../http/index.js';
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
+import { systemClock, type Clock, type Timer } from '../clock.js';
+import { AppError } from '../errors.js';
 import type { Logger } from '../log/index.js';
 import { metrics } from '../metrics/index.js';
 import type { CaPair } from '../registry/index.js';
@@ -40,7 +45,7 @@ export interface Channel {
   readonly front: LocalProxy;
   /** What the edge routes servers' own domains by: this host's, then every other host's active ones (the registry's map). */
   readonly aliases: (host: string) => string | undefined;
-  /** The channel listener's port. */
+  /** The channel listener's port (0 until the channel is up). */
   readonly port: number;
   /** Sends an API request to `host`'s API app over the channel (the client's address and request
    *  id with it, its Authorization checked there) and relays the answer; never throws: a host down
@@ -93,27 +98,38 @@ export interface ChannelPartDeps {
   hosting?: { router: ApiApp; upgrade?: ApiApp['upgrade']; core?: { domains: { slugOf(host: string): string | undefined } } };
   /** This host's SSH server, for the SSH connections other hosts forward here. */
   ssh?: SshAcceptor;
+  /** The start's retries and the certificate's reissue (tests move it). */
+  clock?: Clock;
 }
+
+/** The first wait before a failed start of the channel is tried again; doubled after each failure, up to the max. */
+export const START_RETRY_MS = 1000;
+export const START_RETRY_MAX_MS = 60_000;
 
 /** The daemon's channel part (main.ts): undefined on a single box or before the cluster has a CA. */
 export async function startChannel(d: ChannelPartDeps): Promise<Channel | undefined> {
   const r = d.registry;
   if (!r) return undefined;
   const log = d.log.child({ part: 'channel' });
-  const pair = await r.channel.load().catch(() => undefined);
-  if (!pair) {
-    log.warn('no cluster CA in the registry: requests for servers of other hosts are not forwarded; run `rootbox cluster init`');
-    return undefined;
+  const clock = d.clock ?? systemClock;
+  const noCa = () => log.warn('no cluster CA in the registry: requests for servers of other hosts are not forwarded; run `rootbox cluster init`');
+  // a registry that answers without a CA leaves the channel off; one that fails is asked again
+  let pair: CaPair | undefined;
+  let failure: Error | undefined;
+  try {
+    pair = await r.channel.load();
+    if (!pair) return void noCa();
+  } catch (err) {
+    failure = err as Error;
   }
   const keys = channelKeyPair();
-  let identity: Identity = issueIdentity(pair, r.host, keys);
-  // the other hosts take this host's connections only with the key it registered
-  try {
-    await r.registerChannelKey(identity.keyId);
-  } catch (err) {
-    log.warn('channel key not registered: requests for servers of other hosts are not forwarded', { detail: (err as Error).message });
-    return undefined;
-  }
+  /** This host's certificate: undefined until the channel is up (its peers are then not reached). */
+  let identity: Identity | undefined;
+  let server: ChannelServer | undefined;
+  let port = 0;
+  let renew: Timer | undefined;
+  let nextTry: Timer | undefined;
+  let stopped = false;
   const lookup = r.placements;
   // the owner's check of the epoch a sender saw: from the placement cache, or — a server the
   // cache lacks (its catch-up behind this host's own write) — the epoch this host wrote for it
@@ -124,30 +140,79 @@ export async function startChannel(d: ChannelPartDeps): Promise<Channel | undefi
     },
   };
   const health = new ChannelHealth();
-  const peers = new Peers({ identity: () => identity, connectTimeoutMs: d.cfg.cluster.forwardConnectTimeout, log, health });
+  // both sides take a peer only with the key its host registered
+  const admit = new PeerAdmission(r.hosts);
+  const peers = new Peers({ identity: () => identity, connectTimeoutMs: d.cfg.cluster.forwardConnectTimeout, log, health, admit, clock });
   const hosting = d.hosting;
   const own = (host: string) => hosting?.core?.domains.slugOf(host);
   const app: ApiApp | undefined = hosting && {
     handle: (req, res, info) => hosting.router.handle(req, res, info),
     upgrade: hosting.upgrade && ((req, socket, head, info) => hosting.upgrade!(req, socket, head, info)),
   };
-  const server = new ChannelServer({
-    identity: () => identity,
-    local: d.proxy,
-    servers: d.store.servers,
-    placements: owned,
-    aliases: own,
-    ssh: d.ssh,
-    admit: new PeerAdmission(r.hosts),
-    api: app && { app, has: (id) => d.store.servers.get(id) !== undefined, placements: owned, self: r.host, log },
-    log,
-  });
-  const port = await server.listen(d.cfg.cluster.listen);
-  const renew = setInterval(() => {
-    identity = issueIdentity(pair, r.host, keys);
-    server.renew();
-  }, REISSUE_MS).unref();
-  log.info('channel listening', { listen: d.cfg.cluster.listen, port, host: r.host });
+  /** One try at what the channel needs from the registry — the CA, this run's key registered (the
+   *  other hosts take this host's connections only with it) — then the listener. */
+  const up = async (): Promise<'up' | 'no-ca'> => {
+    const ca = pair ?? (await r.channel.load());
+    if (!ca) return 'no-ca';
+    pair = ca;
+    const me = issueIdentity(ca, r.host, keys);
+    await r.registerChannelKey(me.keyId);
+    const s = new ChannelServer({
+      identity: () => identity!,
+      local: d.proxy,
+      servers: d.store.servers,
+      placements: owned,
+      aliases: own,
+      ssh: d.ssh,
+      admit,
+      api: app && { app, has: (id) => d.store.servers.get(id) !== undefined, placements: owned, self: r.host, log },
+      log,
+    });
+    identity = me;
+    try {
+      port = await s.listen(d.cfg.cluster.listen);
+    } catch (err) {
+      identity = undefined;
+      throw err;
+    }
+    if (stopped) {
+      await s.close(); // stopped while it opened
+      return 'up';
+    }
+    server = s;
+    renew = clock.every(REISSUE_MS, () => {
+      identity = issueIdentity(ca, r.host, keys);
+      s.renew();
+    });
+    log.info('channel listening', { listen: d.cfg.cluster.listen, port, host: r.host });
+    return 'up';
+  };
+  /** After failure number `n` (from 1): the next try, later by the back-off. */
+  const again = (n: number, err: Error) => {
+    if (stopped) return;
+    const wait = Math.min(START_RETRY_MAX_MS, START_RETRY_MS * 2 ** (n - 1));
+    log.warn('channel not up: requests for servers of other hosts answer 503 until it is; tried again', { detail: err.message, tries: n, retryInMs: wait });
+    nextTry = clock.after(
+      wait,
+      () =>
+        void up().then(
+          (x) => (x === 'no-ca' ? noCa() : log.info('channel up', { tries: n + 1 })),
+          (e: Error) => again(n + 1, e),
+        ),
+    );
+  };
+  if (!failure)
+    try {
+      await up();
+    } catch (err) {
+      // a port this host cannot listen on is the operator's to fix: the start fails, as a single box's would
+      if (err instanceof AppError && err.code === 'listen_failed') {
+        peers.close();
+        throw err;
+      }
+      failure = err as Error;
+    }
+  if (failure) again(1, failure);
   const retries = new RetryBudget(d.cfg.cluster.forwardRetryPerSource, d.cfg.cluster.forwardRetryTotal);
   const retry = { cap: d.cfg.cluster.forwardRetryBody, budget: retries };
   const unmetered = metrics.heldBytes('forward_retry', () => retries.held);
@@ -174,7 +239,9 @@ export async function startChannel(d: ChannelPartDeps): Promise<Channel | undefi
       const p = lookup.domain?.(host);
       return p && p.host !== r.host ? p.slug : undefined;
     },
-    port,
+    get port() {
+      return port;
+    },
     forwardApi,
     upgradeApi,
     servers: {
@@ -193,10 +260,12 @@ export async function startChannel(d: ChannelPartDeps): Promise<Channel | undefi
     answering: (host, advertise) => peers.answering(host, advertise),
     retries,
     async stop() {
-      clearInterval(renew);
+      stopped = true;
+      nextTry?.cancel();
+      renew?.cancel();
       unmetered();
       peers.close();
-      await server.close();
+      await server?.close();
     },
   };
 }

@@ -52,8 +52,9 @@ export function answerApi(d: ApiOwnerDeps, req: Http2ServerRequest, res: Http2Se
       return void res.writeHead(NOT_HERE, { [H.notHere]: '1' }).end();
     }
   }
+  const counted = one(h[H.counted]) === '1'; // the sender's routes counted it against the rate limits; otherwise this host's do
   dropOwn(req);
-  const forwarded: RequestInfo = { ...info, forwarded: peer };
+  const forwarded: RequestInfo = { ...info, forwarded: peer, ...(counted ? { counted } : {}) };
   if (upgrade) {
     res.writeHead(200);
     const socket = new StreamSocket(req, req.stream, info.ip);

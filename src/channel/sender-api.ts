@@ -37,6 +37,10 @@ export interface ApiForwardOptions {
   server?: Pick<PlacementToRoute, 'serverId' | 'slug' | 'epoch'>;
   /** The body, when this host already read it from the request (its stream is not read again). */
   body?: Buffer;
+  /** This host's routes counted the request against the API's rate limits already (a create sent
+   *  on, a part of a server list): the owner does not. Otherwise the owner counts it, by the
+   *  client's source the channel carries and by its key once authenticated: exactly once. */
+  counted?: boolean;
 }
 
 export interface ApiForwarderDeps {
@@ -52,9 +56,10 @@ export interface ApiForwarderDeps {
 }
 
 /** A request for the owner's API app, and the server it acts on (its epoch checked there). */
-const toApi = (server: ApiForwardOptions['server']): OutgoingHttpHeaders => ({
+const toApi = (server: ApiForwardOptions['server'], counted?: boolean): OutgoingHttpHeaders => ({
   [H.api]: '1',
   ...(server ? { [H.server]: server.serverId, [H.epoch]: String(server.epoch) } : {}),
+  ...(counted ? { [H.counted]: '1' } : {}),
 });
 
 export class ApiForwarder {
@@ -76,7 +81,7 @@ export class ApiForwarder {
       res.setHeader('x-request-id', info.requestId);
       sendReply(res, errorReply(err, info.requestId, this.d.log), req.method === 'HEAD');
     };
-    let answer = await sendForwarded(this.d, host, req, info, toApi(o.server), body);
+    let answer = await sendForwarded(this.d, host, req, info, toApi(o.server, o.counted), body);
     if (answer instanceof AppError) return fail(answer);
     if (Number(answer.headers[':status']) === NOT_HERE && o.server) {
       answer.stream.close(CANCEL);
@@ -86,7 +91,7 @@ export class ApiForwarder {
       // gone, or here now: this host's API answers (404 server_not_found, or the server itself)
       if (now === 'here' && local) return local.handle(withBody(req, body.chunks, false), res, info);
       if (!now || now === 'here') return fail(hostUnavailable(host, 'no longer runs it'));
-      answer = await sendForwarded(this.d, now.host, req, info, toApi(now), body);
+      answer = await sendForwarded(this.d, now.host, req, info, toApi(now, o.counted), body);
       if (answer instanceof AppError) return fail(answer);
       if (Number(answer.headers[':status']) === NOT_HERE) {
         answer.stream.close(CANCEL);
@@ -105,7 +110,7 @@ export class ApiForwarder {
   }
 
   private async tunnel(host: string, req: IncomingMessage, socket: Duplex, head: Buffer, info: RequestInfo, o: ApiForwardOptions, again = true): Promise<void> {
-    const stream = await openForwarded(this.d, host, req, info, { ...toApi(o.server), [H.upgrade]: String(req.headers.upgrade ?? '') }, false);
+    const stream = await openForwarded(this.d, host, req, info, { ...toApi(o.server, o.counted), [H.upgrade]: String(req.headers.upgrade ?? '') }, false);
     if (stream instanceof AppError) return rawError(socket, stream, { requestId: info.requestId });
     const onError = () => socket.destroy();
     const onClose = () => {
@@ -130,7 +135,7 @@ export class ApiForwarder {
         const local = this.d.local()?.upgrade;
         if (now === 'here') return local ? local(req, socket, head, info) : socket.destroy();
         if (!now) return rawError(socket, hostUnavailable(host, 'no longer runs it'), { requestId: info.requestId });
-        return this.tunnel(now.host, req, socket, head, info, { server: now }, false);
+        return this.tunnel(now.host, req, socket, head, info, { server: now, counted: o.counted }, false);
       });
     });
   }

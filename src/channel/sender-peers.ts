@@ -3,11 +3,16 @@
 // first use with this host's certificate, accepts only a server certificate of the cluster CA
 // naming the host it meant (a certificate naming this host itself is a loop: an advertise
 // address pointing back here), and is dropped when it closes, fails or stops answering pings;
-// the next request opens a new one. Opening takes at most connectTimeout. Sessions are pinged
+// the next request opens a new one. A session is ready once the owner took it (its first SETTINGS
+// arrived: an owner that refuses this host closes the connection before) and its certificate
+// carries the key the owner's host registered (the same check the owner makes of this host,
+// owner-admit.ts). Opening takes at most connectTimeout. Sessions are pinged
 // every connectTimeout (at most 5 s), each ping answered within connectTimeout, so a peer cut off
 // (a partition that drops packets) fails its requests within twice that. After a peer could not be
 // reached, requests for it fail at once for connectTimeout (not each waiting connectTimeout
-// again); the first one after that tries anew. Whether a peer answers now (`answering`: an open
+// again); the first one after that tries anew. A peer that refused this host (closed the
+// connection right after the handshake, or presented another key) is tried again only after a
+// back-off that doubles with each refusal in a row, up to REFUSED_MAX_MS. Whether a peer answers now (`answering`: an open
 // session that answered its connect or last ping recently) is what keeps a host whose lease ran
 // out (cut off from the registry alone) a host requests are forwarded to. Beside each open session, the raw lane's
 // connection to the same peer (sender-rawpool.ts: lane requests as multiplexed streams), living and dying
@@ -19,7 +24,7 @@ import { systemClock, type Clock, type Timer } from '../clock.js';
 import { HttpDate } from '../h1/index.js';
 import type { Logger } from '../log/index.js';
 import type { ChannelHealth } from './sender-health.js';
-import { peerHost, type Identity } from './identity.js';
+import { peerHost, peerKey, type Identity } from './identity.js';
 import { RawPool } from './sender-rawpool.js';
 import { SESSION_WINDOW, WINDOW } from './wire.js';
 
@@ -28,10 +33,20 @@ export class PeerError extends Error {
   constructor(
     readonly loop: boolean,
     message: string,
+    /** The peer was reached and refused this host, or was not the host registered under its name. */
+    readonly refused = false,
   ) {
     super(message);
   }
 }
+
+/** Whether a channel peer naming `host` with certificate key `key` is that host (owner-admit.ts's PeerAdmission). */
+export interface PeerCheck {
+  admit(host: string, key: string | undefined): Promise<boolean>;
+}
+
+/** The longest wait before a peer that keeps refusing this host is tried again. */
+export const REFUSED_MAX_MS = 30_000;
 
 const PING_MS = 5_000;
 /** Raw lane requests at once to one peer (beyond them a lane request takes the HTTP/2 session), and how long its idle connection is kept. */
@@ -50,6 +65,8 @@ export class Peers {
   private readonly clock: Clock;
   /** Peers that could not be reached, until when their requests fail at once (monotonic ms). */
   private readonly failed = new Map<string, { until: number; error: PeerError }>();
+  /** Refusals in a row by each peer (its back-off doubles with each). */
+  private readonly refusals = new Map<string, number>();
   /** When each open session last answered (its connect, a ping), monotonic ms. */
   private readonly heard = new Map<string, number>();
   private readonly every: number;
@@ -57,7 +74,8 @@ export class Peers {
 
   constructor(
     private readonly o: {
-      identity: () => Identity;
+      /** This host's certificate; undefined while the channel is not up (no peer is reached). */
+      identity: () => Identity | undefined;
       connectTimeoutMs: number;
       log: Logger;
       health?: ChannelHealth;
@@ -65,6 +83,8 @@ export class Peers {
       now?: () => number;
       /** The pings' and the raw pools' timers (tests move it). */
       clock?: Clock;
+      /** Whether a peer's certificate carries the key its host registered (none: any certificate of the cluster CA naming it). */
+      admit?: PeerCheck;
     },
   ) {
     this.clock = o.clock ?? systemClock;
@@ -98,10 +118,14 @@ export class Peers {
       s = this.open(host, advertise, key);
       this.sessions.set(key, s);
       s.then(
-        () => this.failed.delete(key),
+        () => (this.failed.delete(key), this.refusals.delete(key)),
         (e: PeerError) => {
           this.sessions.delete(key);
-          if (!e.loop) this.failed.set(key, { until: this.now() + this.o.connectTimeoutMs, error: e });
+          if (e.loop) return;
+          const n = e.refused ? (this.refusals.get(key) ?? 0) + 1 : 0;
+          if (n) this.refusals.set(key, n);
+          const wait = n ? Math.min(REFUSED_MAX_MS, this.o.connectTimeoutMs * 2 ** (n - 1)) : this.o.connectTimeoutMs;
+          this.failed.set(key, { until: this.now() + wait, error: e });
         },
       );
     }
@@ -123,7 +147,7 @@ export class Peers {
     pool = new RawPool({
       host,
       advertise,
-      identity: this.o.identity,
+      identity: () => this.o.identity()!, // a session is open: so is the identity
       max: RAW_MAX,
       connectTimeoutMs: this.o.connectTimeoutMs,
       idleMs: RAW_IDLE_MS,
@@ -141,11 +165,15 @@ export class Peers {
 
   private open(host: string, advertise: string, key: string): Promise<ClientHttp2Session> {
     const me = this.o.identity();
+    if (!me) return Promise.reject(new PeerError(false, `this host's channel is not up yet: ${host} is not reached`));
     let loop = false;
     const at = advertise.lastIndexOf(':');
     const address = { host: advertise.slice(0, at).replace(/^\[(.*)\]$/, '$1'), port: Number(advertise.slice(at + 1)) };
     return new Promise((resolve, reject) => {
       let socket: TLSSocket | undefined;
+      /** The TLS handshake is done (a close from now on, before the owner's SETTINGS, is a refusal). */
+      let connected = false;
+      let settled = false;
       const session = connect(
         `https://${advertise}`,
         {
@@ -174,8 +202,11 @@ export class Peers {
       }, this.o.connectTimeoutMs);
       const fail = (e: Error) => {
         clearTimeout(t);
+        if (settled) return;
+        settled = true;
         this.o.health?.error(host, loop ? 'loop' : 'connect', e.message);
-        reject(new PeerError(loop, e.message));
+        // after the handshake and before the owner's SETTINGS: the owner did not take this host
+        reject(new PeerError(loop, e.message, connected));
       };
       session.once('error', fail);
       session.once('close', () => {
@@ -186,15 +217,20 @@ export class Peers {
           this.dropRaw(key, false);
         }
         this.o.health?.closed(host);
-        reject(new PeerError(loop, `the channel to ${host} closed`));
+        // closed after the handshake, before the owner's SETTINGS: the owner refused this host
+        fail(new Error(connected ? `${host} at ${advertise} closed the channel as it opened (it does not take this host)` : `the channel to ${host} closed`));
         void this.sessions.get(key)?.then(
           (x) => x === session && this.sessions.delete(key),
           () => {},
         );
       });
-      session.once('connect', () => {
+      // ready once the owner took this host (its SETTINGS) and is the host registered under its name
+      let took = false;
+      let checked = false;
+      const ready = () => {
+        if (!took || !checked || settled || session.destroyed) return;
+        settled = true;
         clearTimeout(t);
-        session.setLocalWindowSize(SESSION_WINDOW);
         session.off('error', fail);
         session.on(
           'error',
@@ -205,6 +241,19 @@ export class Peers {
         this.heard.set(key, this.now());
         this.o.health?.opened(host, advertise);
         resolve(session);
+      };
+      session.once('remoteSettings', () => ((took = true), ready()));
+      session.once('connect', () => {
+        connected = true;
+        session.setLocalWindowSize(SESSION_WINDOW);
+        const admit = this.o.admit;
+        if (!admit) return void ((checked = true), ready());
+        void admit.admit(host, socket && peerKey(socket)).then((ok) => {
+          if (ok) return void ((checked = true), ready());
+          const e = new Error(`the channel at ${advertise} is not ${host} as the registry has it (its certificate's key is not the one ${host} registered)`);
+          fail(e);
+          session.destroy();
+        });
       });
     });
   }

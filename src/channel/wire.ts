@@ -24,6 +24,9 @@ export const H = {
   raw: 'x-rootbox-raw',
   /** A request for the owner's API app (sender-api.ts), not its proxy. */
   api: 'x-rootbox-api',
+  /** An API request the sender's own routes counted against the rate limits already (a create sent
+   *  on, a part of a server list): the owner does not count it again. Any other is counted there. */
+  counted: 'x-rootbox-counted',
   /** The owner's answer when it does not run the server the sender meant. */
   notHere: 'x-rootbox-not-here',
   /** The owner's answer on the raw lane when its lane does not take the request (static files): send it by the full path. */

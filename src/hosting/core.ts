@@ -197,8 +197,7 @@ export function buildCore(d: HostingDeps): HostingCore {
     capacity: () => measureCapacity(d.cfg, d.store.servers.all({ withPending: true })),
     hostChoice: d.hostChoice,
     async start() {
-      await reconcileNames(d, servers);
-      await releaseOwnQuotas(d);
+      await reconcileAtStart(d, servers);
       await exposures.restore((msg, f) => d.log.warn(msg, f));
       domains.load();
       domains.start();
@@ -207,11 +206,22 @@ export function buildCore(d: HostingDeps): HostingCore {
   };
 }
 
+/** Registry mode, at start: the registry's names made to match the store, then the reservations
+ *  of this host's earlier run released — only once the reconcile succeeded, which proves this run
+ *  holds the host's name (names.ts writes nothing otherwise): a run that does not hold it must not
+ *  remove the reservations of the run that does. */
+export async function reconcileAtStart(
+  d: Pick<HostingDeps, 'names' | 'quotas' | 'store' | 'cfg' | 'log' | 'runtime'>,
+  servers: Pick<Servers, 'delete'>,
+): Promise<void> {
+  if (await reconcileNames(d, servers)) await releaseOwnQuotas(d);
+}
+
 /** Registry mode: the registry's placements and slugs of this host made to match its store (a
  *  registry that cannot be reached now is reconciled at the next start; nothing is lost meanwhile:
- *  a stale claim only keeps a name taken). */
-async function reconcileNames(d: HostingDeps, all: Servers): Promise<void> {
-  if (!d.names) return;
+ *  a stale claim only keeps a name taken). Whether it was reconciled (true without a registry). */
+async function reconcileNames(d: Pick<HostingDeps, 'names' | 'store' | 'cfg' | 'log' | 'runtime'>, all: Pick<Servers, 'delete'>): Promise<boolean> {
+  if (!d.names) return true;
   const servers = d.store.servers
     .all()
     .map((s) => ({ id: s.id, slug: s.slug, accountId: s.accountId, sshPublicKey: s.sshPublicKey, keyFingerprint: s.keyFingerprint }));
@@ -237,12 +247,14 @@ async function reconcileNames(d: HostingDeps, all: Servers): Promise<void> {
     }
   } catch (err) {
     d.log.warn('registry not reconciled at start; retried at the next start', { err: (err as Error).message });
+    return false;
   }
+  return true;
 }
 
 /** Registry mode: what this host reserved before a kill (a create cut off, commands of the dead
- *  daemon) goes now; a registry away leaves it to expire. */
-async function releaseOwnQuotas(d: HostingDeps): Promise<void> {
+ *  daemon) goes now; a registry away, or a name this run does not hold, leaves it to expire. */
+async function releaseOwnQuotas(d: Pick<HostingDeps, 'quotas' | 'log'>): Promise<void> {
   try {
     const n = await d.quotas?.releaseOwn();
     if (n) d.log.info('reservations of an earlier run released', { reservations: n });

@@ -6,10 +6,13 @@
 // only when the registry cannot be reached does a key this host has cached keep working here.
 // A key no account has — as far as this host's memory of every account's key knows (the
 // registry's change feed) — costs that lookup only within the per-source budget of misses.ts
-// (a stranger's random keys cost no read per request); beyond it it is refused unread.
+// (a stranger's random keys cost no read per request); beyond it it is answered unread: 429 with
+// Retry-After (it may be a key made on another host a moment ago, not in this host's memory yet),
+// 401 only for a key the registry did not know a moment ago.
 
 import { isAppError } from '../errors.js';
 import { MissBudget } from '../misses.js';
+import { tooMany } from '../ratelimit.js';
 import type { AccountRecord, PendingCode, Store } from '../store/index.js';
 
 /** Pending SMS codes and send history (store/codes.ts on a single box). */
@@ -135,7 +138,12 @@ export class RegistryAccountBook implements AccountBook {
   async byKeyHash(hash: string, ip?: string): Promise<{ account?: AccountRecord; revoked: boolean }> {
     // a key neither this host's memory of every key nor its cache has: a read only within the budget
     const stranger = ip !== undefined && this.reg.knows?.(hash) === false && !this.store.accounts.byKeyHash(hash);
-    if (stranger && !this.misses.allow(hash, ip)) return { revoked: false };
+    if (stranger && !this.misses.allow(hash, ip)) {
+      if (this.misses.knownUnknown(hash)) return { revoked: false }; // the registry did not know it a moment ago
+      // the source's budget is spent: the key may be valid (made on another host, not yet in this
+      // host's memory), so not 401 but "try again", when the budget has a read again
+      throw tooMany('rate_limited', 'too many unknown api keys from this address; this one may be new on another host', 1);
+    }
     let found;
     try {
       found = await this.reg.byKeyHash(hash);

@@ -6,11 +6,13 @@
 // Authorization (accounts and keys are shared through the registry) and ownership, and answers
 // as if the client had come there. `GET /servers` adds the account's servers of every other host
 // (each host's own view of its servers). A request another host forwarded here is answered here,
-// never forwarded again (RequestInfo.forwarded). Until the channel is bound (a single box, a
-// cluster without a CA, the start) every request is answered here. A server id neither this
-// host's store nor its placement cache knows costs one catch-up read only within the per-source
-// budget of misses.ts (shared with unknown api keys): beyond it the request is answered here
-// (404 for a server this host does not have), unread.
+// never forwarded again (RequestInfo.forwarded). A request forwarded before this host's routes
+// ran is counted against the rate limits on its owner (by the client's source the channel
+// carries, and its key); a list part, counted here, is marked so (`counted`). Until the channel
+// is bound (a single box, a cluster without a CA, the start) every request is answered here. A
+// server id neither this host's store nor its placement cache knows costs one catch-up read only
+// within the per-source budget of misses.ts (shared with unknown api keys): beyond it the request
+// is answered here (404 for a server this host does not have), unread.
 
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
@@ -51,7 +53,8 @@ export interface ServerForwarding {
   hostsOf(accountId: string): string[];
   /** One catch-up of the placement cache with the registry (a server created elsewhere a moment ago). */
   refresh(): Promise<void>;
-  forward(host: string, req: Req, res: Res, info: RequestInfo, o?: { server?: PlacementToForward; body?: Buffer }): Promise<void>;
+  /** `counted`: this host's routes counted the request against the rate limits (the owner does not count it again). */
+  forward(host: string, req: Req, res: Res, info: RequestInfo, o?: { server?: PlacementToForward; body?: Buffer; counted?: boolean }): Promise<void>;
   upgrade(host: string, req: IncomingMessage, socket: Duplex, head: Buffer, info: RequestInfo, o?: { server?: PlacementToForward }): void;
 }
 
@@ -188,7 +191,10 @@ export class Elsewhere {
         let timer: Timer | undefined;
         const late = new Promise<undefined>((r) => (timer = this.clock.after(LIST_WAIT_MS, () => r(undefined))));
         const c = await Promise.race([
-          collectAnswer('GET', '/servers', { authorization, accept: 'application/json' }, undefined, LIST_MAX, (req, res) => f.forward(host, req, res, info)),
+          collectAnswer('GET', '/servers', { authorization, accept: 'application/json' }, undefined, LIST_MAX, (req, res) =>
+            // GET /servers was counted here: its parts are not counted again on their hosts
+            f.forward(host, req, res, info, { counted: true }),
+          ),
           late,
         ]).finally(() => timer?.cancel());
         // 200, or 402 with the list beside the upgrade envelope

@@ -1,7 +1,8 @@
 // Hosting API (api.{domain} and {domain}): the routes of spec/hosting-service.md with the
 // decisions of DESIGN.md part 2, declared in routes.ts, recharge.ts and feedback.ts. Every route
 // but /create, /feedback, /healthz and /openapi.json needs `Authorization: Bearer <api_key>`.
-// Requests are rate-limited per IP and per key.
+// Requests are rate-limited per IP and per key, once: a request another host forwarded here as it
+// came (elsewhere.ts) is counted here, one that host's routes counted already (RequestInfo.counted) is not.
 
 import { documentOf, Router, type Authenticator, type HttpApp, type Step } from '../http/index.js';
 import { PublicUrls } from '../pages/index.js';
@@ -46,7 +47,9 @@ function limit(limiter: SharedRateLimit, what: string, description: string): Ste
   return {
     responses: { 429: description },
     run(ctx) {
-      if (ctx.forwarded) return; // the host it came through counted it
+      // a request another host sent here is counted here, by its client's source the channel carries,
+      // unless that host's own routes counted it already (a create sent on, a part of a server list)
+      if (ctx.forwarded && ctx.counted) return;
       // by source (an IPv4 address, an IPv6 /64): rotating addresses of one /64 is one source,
       // and costs one shared bucket, not one per address
       const v = limiter.take(sourceKey(ctx.ip));
@@ -86,7 +89,7 @@ export function createHostingService(deps: HostingDeps): HostingApi {
     },
     async run(ctx) {
       const account = await core.accounts.authenticate(ctx.req.headers.authorization, ctx.ip);
-      const v = ctx.forwarded ? undefined : await perKey.take(account.id); // the host it came through counted it
+      const v = ctx.forwarded && ctx.counted ? undefined : await perKey.take(account.id); // counted by the host it came through
       if (v && !v.ok) throw tooMany('rate_limited', 'too many requests with this api_key', v.retryAfter);
       return account;
     },

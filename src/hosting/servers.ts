@@ -187,11 +187,12 @@ export class Servers {
       if (refused === 'account') throw serverLimit(max);
       if (refused === 'ip') throw ipLimit(this.d.anonServersPerIp);
     }
-    const keys = this.d.makeKeyPair(id);
-    const pending = this.pending.mark('create');
     let record: ServerRecord;
     let note: string | undefined;
+    let keys: KeyPair;
     try {
+      keys = this.d.makeKeyPair(id); // inside: a throw here gives the reservation back too
+      const pending = this.pending.mark('create');
       ({ record, note } = await this.chooseAndInsert(
         input,
         {

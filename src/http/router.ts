@@ -139,6 +139,7 @@ export class Router<A = never> implements HttpApp {
       scheme: info.scheme,
       requestId: info.requestId,
       forwarded: info.forwarded,
+      counted: info.counted,
       log,
     };
     let status = 500;
@@ -189,6 +190,7 @@ export class Router<A = never> implements HttpApp {
       scheme: call.info.scheme,
       requestId: call.info.requestId,
       forwarded: call.info.forwarded,
+      counted: call.info.counted,
       log,
     };
     let reply: Reply & { cut?: boolean };

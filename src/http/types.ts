@@ -42,6 +42,8 @@ export interface Ctx {
   requestId: string;
   /** The cluster host that forwarded this request here over the channel (RequestInfo.forwarded). */
   forwarded?: string;
+  /** The forwarding host's own routes counted this request against the API's rate limits already (RequestInfo.counted). */
+  counted?: boolean;
   log: Logger;
   /** Reads the body as JSON with the route's size limit and content-type rule. */
   json(): Promise<unknown>;
@@ -76,6 +78,9 @@ export interface RequestInfo {
   failure?: AppError;
   /** The cluster host that forwarded this request over the channel: it is answered here, never forwarded again. */
   forwarded?: string;
+  /** With `forwarded`: that host's own routes counted the request against the API's rate limits
+   *  already (a create sent on, a part of a server list); otherwise the owner counts it. */
+  counted?: boolean;
   /** A server's own domain the edge routed to its `<slug>.{domain}` (host): the name the client asked for. */
   alias?: string;
 }

@@ -7,16 +7,24 @@
 // writer read (`place(p, expected)`), and every start of a server bumps its epoch from the one
 // this host last wrote (`startAt`), so a host that missed a change never acts on it. Placements
 // and claims record the instance that wrote them (identity.ts): a host's reconcile removes only
-// its own instance's, never another's under the same name.
+// its own instance's, never another's under the same name. Every write also checks, in its own
+// statement, that this run still holds the host's name in the hosts table (`hosts.run`): a run
+// that lost its name (another instance took it over) writes nothing, even before it notices.
 
 import { AppError } from '../errors.js';
 import type { RegistryPool } from './pool.js';
 
-/** Who writes: this host's instance, and whether its run holds the host's name now. */
+/** Who writes: this host's instance, and whether its run holds the host's name now. `run`: this
+ *  run's id as the hosts table records the holder of the name (identity.ts); every write is made
+ *  only while that row names it. Without one (a tool or a test alone) writes are not checked. */
 export interface NameHolder {
   readonly instance: string;
   readonly held: boolean;
+  readonly run?: string;
 }
+
+/** A write's condition: this run holds the host's name (`h`: the host's parameter, `r`: the run's; a null run passes). */
+const HOLDS = (h: string, r: string) => `(${r}::text IS NULL OR EXISTS (SELECT 1 FROM hosts WHERE name = ${h} AND run = ${r}))`;
 
 /** A placement: the registry's record that a server runs on a host, at an epoch (a row of
  *  `placements`). The one placement type of the code: the cache holds it with its version
@@ -53,6 +61,21 @@ export class RegistryNames {
       throw AppError.of('registry_unavailable', 'this host does not hold its name in the cluster registry: shared records are not changed', { retryAfter: 5 });
   }
 
+  /** This run's id for the write's condition (HOLDS). */
+  private get run(): string | null {
+    return this.holder.run ?? null;
+  }
+
+  /** After a write that changed nothing: refused when the hosts table no longer names this run as the holder of the name. */
+  private async stillHeld(): Promise<void> {
+    if (this.holder.run === undefined) return;
+    const r = await this.pool.query('SELECT 1 FROM hosts WHERE name = $1 AND run = $2', [this.host, this.holder.run]);
+    if (r.rowCount !== 1)
+      throw AppError.of('registry_unavailable', 'another run holds this host name in the cluster registry now: shared records are not changed', {
+        retryAfter: 5,
+      });
+  }
+
   /** The epoch this host last wrote for `serverId` (its own view, beside the placement cache's). */
   epochOf(serverId: string): number | undefined {
     return this.epochs.get(serverId);
@@ -61,18 +84,17 @@ export class RegistryNames {
   /** Claims `slug` for `serverId` on this host; false when any host holds it already. */
   async claim(slug: string, serverId: string): Promise<boolean> {
     this.held();
-    const r = await this.pool.query('INSERT INTO slugs (slug, server_id, host, instance) VALUES ($1, $2, $3, $4) ON CONFLICT (slug) DO NOTHING', [
-      slug,
-      serverId,
-      this.host,
-      this.holder.instance,
-    ]);
+    const r = await this.pool.query(
+      `INSERT INTO slugs (slug, server_id, host, instance) SELECT $1::text, $2::text, $3::text, $4::text WHERE ${HOLDS('$3', '$5')} ON CONFLICT (slug) DO NOTHING`,
+      [slug, serverId, this.host, this.holder.instance, this.run],
+    );
+    if (r.rowCount !== 1) await this.stillHeld();
     return r.rowCount === 1;
   }
 
   /** Gives a slug back (the server is gone or was never made); only the claim of that server. */
   async release(slug: string, serverId: string): Promise<void> {
-    await this.pool.query('DELETE FROM slugs WHERE slug = $1 AND server_id = $2 AND host = $3', [slug, serverId, this.host]);
+    await this.pool.query(`DELETE FROM slugs WHERE slug = $1 AND server_id = $2 AND host = $3 AND ${HOLDS('$3', '$4')}`, [slug, serverId, this.host, this.run]);
   }
 
   /** Records where a committed server runs: a new placement at epoch 1; an existing one is
@@ -82,13 +104,15 @@ export class RegistryNames {
   async place(p: Omit<Placement, 'epoch' | 'host'>, expected?: number): Promise<Placement> {
     this.held();
     const r = await this.pool.query<{ epoch: string }>(
-      `INSERT INTO placements (server_id, host, epoch, account_id, slug, public_ip, instance) VALUES ($1, $2, 1, $3, $4, $5, $6)
+      `INSERT INTO placements (server_id, host, epoch, account_id, slug, public_ip, instance)
+         SELECT $1::text, $2::text, 1, $3::text, $4::text, $5::text, $6::text WHERE ${HOLDS('$2', '$8')}
        ON CONFLICT (server_id) DO UPDATE SET host = $2, epoch = placements.epoch + 1, public_ip = $5, instance = $6, lost_at = NULL, placed_at = now()
-         WHERE placements.epoch = $7::bigint
+         WHERE placements.epoch = $7::bigint AND ${HOLDS('$2', '$8')}
        RETURNING epoch`,
-      [p.serverId, this.host, p.accountId, p.slug, p.publicIp, this.holder.instance, expected ?? null],
+      [p.serverId, this.host, p.accountId, p.slug, p.publicIp, this.holder.instance, expected ?? null, this.run],
     );
     if (r.rowCount !== 1) {
+      await this.stillHeld();
       const now = await this.placement(p.serverId);
       throw AppError.of(
         'placement_conflict',
@@ -112,14 +136,17 @@ export class RegistryNames {
       known = p.epoch;
     }
     const r = await this.pool.query<{ epoch: string }>(
-      `UPDATE placements SET epoch = epoch + 1 WHERE server_id = $1 AND host = $2 AND instance = $3 AND lost_at IS NULL AND epoch = $4 RETURNING epoch`,
-      [serverId, this.host, this.holder.instance, known],
+      `UPDATE placements SET epoch = epoch + 1 WHERE server_id = $1 AND host = $2 AND instance = $3 AND lost_at IS NULL AND epoch = $4 AND ${HOLDS('$2', '$5')}
+       RETURNING epoch`,
+      [serverId, this.host, this.holder.instance, known, this.run],
     );
     if (r.rowCount === 1) {
       const epoch = Number(r.rows[0].epoch);
       this.epochs.set(serverId, epoch);
       return { started: epoch };
     }
+    // not bumped (another epoch, another host, or this run no longer holds the name): what is
+    // there instead, never `started`, so the fence refuses
     return this.fenceOf(serverId);
   }
 
@@ -151,8 +178,10 @@ export class RegistryNames {
   async remove(serverId: string): Promise<void> {
     this.held();
     await this.pool.tx(async (c) => {
-      await c.query('DELETE FROM placements WHERE server_id = $1 AND host = $2 AND instance = $3', [serverId, this.host, this.holder.instance]);
-      await c.query('DELETE FROM slugs WHERE server_id = $1 AND host = $2 AND instance = $3', [serverId, this.host, this.holder.instance]);
+      const v = [serverId, this.host, this.holder.instance, this.run];
+      const p = await c.query(`DELETE FROM placements WHERE server_id = $1 AND host = $2 AND instance = $3 AND ${HOLDS('$2', '$4')}`, v);
+      const s = await c.query(`DELETE FROM slugs WHERE server_id = $1 AND host = $2 AND instance = $3 AND ${HOLDS('$2', '$4')}`, v);
+      if (p.rowCount === 0 && s.rowCount === 0) await this.stillHeld();
     });
     this.epochs.delete(serverId);
   }
@@ -213,11 +242,12 @@ export class RegistryNames {
       // store (a data dir restored from a backup): this instance's again, from the epoch it read
       if (seen && seen !== 'deleted' && seen.host === this.host && seen.lost && !seen.mine) {
         await this.place({ serverId: x.id, accountId: x.accountId, slug: x.slug, publicIp }, seen.epoch);
-        await this.pool.query('UPDATE slugs SET instance = $3 WHERE slug = $1 AND server_id = $2 AND host = $4', [
+        await this.pool.query(`UPDATE slugs SET instance = $3 WHERE slug = $1 AND server_id = $2 AND host = $4 AND ${HOLDS('$4', '$5')}`, [
           x.slug,
           x.id,
           this.holder.instance,
           this.host,
+          this.run,
         ]);
         placed.push(x.id);
         continue;

@@ -230,7 +230,9 @@ test('random api keys and server ids from one address cost bounded registry stat
   console.log(
     `    200 random keys (100 with random server ids) in ${secs.toFixed(2)} s: ${seen.seen.length} registry statements on B; answers ${[...statuses].map(([k, v]) => `${k}×${v}`).join(' ')}`,
   );
-  assert.equal([...statuses.keys()], [401]);
+  // 401 for those read (or asked again within a second); beyond the budget, unread: 429 with
+  // Retry-After (such a key may be one made on another host a moment ago)
+  assert.equal([...statuses.keys()].sort(), [401, 429]);
   // a miss spends one token of the source's budget and costs at most two statements; plus B's timers
   const bound = 2 * SOURCE_BURST + Math.ceil(secs + 1) * (2 * SOURCE_RATE + 4);
   assert.ok(seen.seen.length <= bound, `${seen.seen.length} statements for 200 random keys in ${secs.toFixed(2)} s (bound ${bound})`);
