@@ -135,7 +135,8 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
     ),
     part('registry', startRegistry, (r) => r?.stop()), // cluster mode only: schema checked, host registered
     // cluster mode: a box's accounts, ledger, domains and certificates copied into the registry once, before it serves
-    part('joined', (d) => d.registry?.join(boxRecords(d.store, cfg.dataDir)), nothing),
+    // (a start as a single box forgets the mark: what it writes then is joined when it returns to cluster mode)
+    part('joined', (d) => (d.registry ? d.registry.join(boxRecords(d.store, cfg.dataDir)) : (d.store.joined.clear(), undefined)), nothing),
     part('payments', startPayments),
     part('tls', startTls, (t) => t.close()),
     part('acme', startAcme, (a) => a.stop()),

@@ -22,6 +22,12 @@ export class JoinStore {
     return this.db.get('joined');
   }
 
+  /** A start as a single box: what it writes from now on is in LMDB only (joined again when it
+   *  returns to cluster mode). */
+  clear(): void {
+    if (this.get()) this.db.removeSync('joined');
+  }
+
   /** Synced: a mark that was written survives a crash. */
   mark(m: JoinMark): void {
     this.db.putSync('joined', m);

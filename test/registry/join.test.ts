@@ -19,7 +19,9 @@ import { joinRegistry, RegistryPool, type BoxRecords } from '../../src/registry/
 import { openStore } from '../../src/store/index.js';
 import { send } from '../http/contract.js';
 import { nodeArgs } from '../helpers/bundle.js';
-import { testKeys } from '../helpers/cluster.js';
+import { TEST_CLUSTER_TOKEN, testKeys } from '../helpers/cluster.js';
+import { clusterCommand } from '../../src/admin/cli-cluster.js';
+import { loadConfig } from '../../src/config/index.js';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
 import { startNamed, type NamedServer } from '../helpers/named.js';
 import { startPebble, type PebbleServer } from '../helpers/pebble.js';
@@ -244,7 +246,7 @@ test('a join run again finds every record identical and writes nothing', async (
       pool,
       host: 'host-a',
       keys: testKeys(),
-      box: unmarked(boxRecords(a!.daemon.store, a!.dataDir)),
+      box: unmarked(boxRecords(a!.daemon.store, dataDir)),
       log: createLogger({ level: 'error' }),
     });
     assert.is(r.entries, 0);
@@ -254,7 +256,7 @@ test('a join run again finds every record identical and writes nothing', async (
       pool,
       host: 'host-a',
       keys: testKeys(),
-      box: boxRecords(a!.daemon.store, a!.dataDir),
+      box: boxRecords(a!.daemon.store, dataDir),
       log: createLogger({ level: 'error' }),
     });
     assert.ok(again.already, 'a joined box does not join again');
@@ -303,6 +305,21 @@ test("a box whose key, phone, subdomain, domain or credit another host's records
     assert.is(await pg.sql(counts), before, 'nothing written');
   } finally {
     await pool.end();
+  }
+});
+
+test('`rootbox cluster join` joins a box once and says so the second time', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'rbx-join-cli-'));
+  try {
+    const cfg = loadConfig({ env: {}, file: undefined, overrides: { dataDir: dir, cluster: { registry: pg.url, token: TEST_CLUSTER_TOKEN, host: 'host-c' } } });
+    const out: string[] = [];
+    const io = { out: (t: string) => out.push(t), err: (t: string) => out.push(t) };
+    assert.is(await clusterCommand(cfg, 'join', {}, io), 0, out.join('\n'));
+    assert.match(out.pop()!, `joined the registry`);
+    assert.is(await clusterCommand(cfg, 'join', {}, io), 0, out.join('\n'));
+    assert.match(out.pop()!, 'joined the cluster before (as host-c)');
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
   }
 });
 
