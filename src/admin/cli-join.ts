@@ -29,7 +29,7 @@ export async function join(cfg: Readonly<Config>, pool: RegistryPool, flags: { j
     else if (r.already) io.out(`${cfg.dataDir} joined the cluster before (as ${store.joined.get()?.host}): nothing to copy`);
     else
       io.out(
-        `${cfg.dataDir} joined the registry ${pool.where} as ${host}: ${r.accounts} accounts (${r.entries} new ledger entries), ${r.domains} custom domains, ${r.certificates} certificates copied; its servers are placed when the daemon starts in cluster mode`,
+        `${cfg.dataDir} joined the registry ${pool.where} as ${host}: ${r.accounts} accounts (${r.entries} new ledger entries), ${r.domains} custom domains, ${r.certificates} certificates, ${r.payments} payment locks copied; its servers are placed when the daemon starts in cluster mode`,
       );
     return 0;
   } finally {

@@ -12,7 +12,8 @@
 // - Idempotent and resumable: each account is one transaction (its row, its ledger entries by the
 //   keys a host would write them under — usage `<host>:<server>:<periodEnd>`, credits their
 //   source — and its money moved by the entries inserted now only, so a balance is copied as
-//   ledger entries exactly once); then domains, then certificates, each `ON CONFLICT DO NOTHING`
+//   ledger entries exactly once); then domains, the x402 payments it used (locked, so no host
+//   takes one again), then certificates, each `ON CONFLICT DO NOTHING`
 //   and what was already there checked identical (else refused, named). A kill -9 at any point
 //   leaves committed steps that a second run finds identical and skips.
 // - The mark in LMDB (`store.joined`) is written only after the registry committed every step; a
@@ -58,6 +59,8 @@ export interface BoxRecords {
   domains(): { domain: string; serverId: string; accountId: string; state: string }[];
   certificates(): { id: string; names: string[]; certPem: string; keyPem: string; notAfter: number; issuedAt: number }[];
   servers(): { id: string; slug: string; accountId: string }[];
+  /** The x402 payments the box used (`asset:payer:nonce`): locked in the registry, so no host takes one again. */
+  payments(): string[];
   /** An account's sealed api key as the cluster secret seals it. */
   reseal(keyEnc: string, clusterSecret: Buffer): string;
   joined(): { registry: string; host: string; at: number } | undefined;
@@ -71,6 +74,7 @@ export interface JoinReport {
   entries: number;
   domains: number;
   certificates: number;
+  payments: number;
 }
 
 export interface JoinOptions {
@@ -94,14 +98,14 @@ const conflict = (names: string[]) =>
 /** Copies the box's shared records into the registry, then marks it joined (see the header). */
 export async function joinRegistry(o: JoinOptions): Promise<JoinReport> {
   const { pool, host, box } = o;
-  const report: JoinReport = { already: false, accounts: 0, entries: 0, domains: 0, certificates: 0 };
+  const report: JoinReport = { already: false, accounts: 0, entries: 0, domains: 0, certificates: 0, payments: 0 };
   if (box.joined()) return { ...report, already: true };
   const accounts = box.accounts();
   const domains = box.domains();
   const certificates = box.certificates();
   const servers = box.servers();
   const mark = () => box.markJoined({ registry: pool.where, host, at: (o.now ?? Date.now)() });
-  if (!accounts.length && !domains.length && !certificates.length && !servers.length) {
+  if (!accounts.length && !domains.length && !certificates.length && !servers.length && !box.payments().length) {
     mark(); // a new host: nothing to copy
     return report;
   }
@@ -138,6 +142,16 @@ export async function joinRegistry(o: JoinOptions): Promise<JoinReport> {
       if (h && h.server_id !== d.serverId) throw conflict([`domain ${d.domain} is server ${h.server_id}'s on ${h.host}`]);
     } else report.domains++;
     o.step?.(`domain ${d.domain} committed`);
+  }
+  const payments = box.payments();
+  for (let i = 0; i < payments.length; i += 1000) {
+    // a key another host locked too was the same payment presented there: locked either way
+    const r = await pool.query(`INSERT INTO payment_locks (key, host, state) SELECT k, $2, 'used' FROM unnest($1::text[]) AS k ON CONFLICT (key) DO NOTHING`, [
+      payments.slice(i, i + 1000),
+      host,
+    ]);
+    report.payments += r.rowCount ?? 0;
+    o.step?.(`payments ${i} committed`);
   }
   const shared = new RegistryShared(pool, host, o.keys);
   for (const x of certificates) {

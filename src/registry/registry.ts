@@ -204,7 +204,7 @@ export class Registry {
       this.tick(); // one more try now (the start's may have met the registry away)
       await this.beating;
     }
-    if (need && !this.up && box.accounts().length + box.domains().length + box.certificates().length + box.servers().length > 0)
+    if (need && !this.up && box.accounts().length + box.domains().length + box.certificates().length + box.servers().length + box.payments().length > 0)
       throw AppError.of(
         'registry_unavailable',
         `this box has records the cluster registry does not have yet and the registry at ${this.pool.where} cannot be reached: it joins (and serves) once it can`,

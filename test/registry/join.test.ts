@@ -154,6 +154,21 @@ test('a single box: two accounts, their servers and keys, a balance, usage and a
   }
   assert.ok(accounts[0].balance > 0 && accounts[0].balance < 5, `balance ${accounts[0].balance}`);
   assert.ok(box.daemon.store.certificates.load(NAME), 'the certificate is in the box');
+  // an x402 payment the box took (the paywall's lock): no host of the cluster takes it again
+  const paid = { asset: '0xAsset', payer: '0xPayer', nonce: '0x01' };
+  const at = Date.now();
+  assert.ok(
+    box.daemon.store.payments.lock({
+      ...paid,
+      purpose: 'verify',
+      amount: '1000',
+      network: 'base',
+      payTo: '0xTo',
+      resource: '/verify',
+      validBefore: 0,
+      lockedAt: at,
+    }),
+  );
   const { imageDir, bridge, subnet, nftTable, uidStart, uidRanges, stopGrace } = box.cfg.runtime;
   names = { imageDir, bridge, subnet, nftTable, uidStart, uidRanges, stopGrace };
   await box.daemon.stop(); // its servers keep running; its data dir stays
@@ -198,6 +213,11 @@ test('the join killed -9 twice at seeded steps leaves the box unjoined; its star
   assert.ok(a.daemon.store.joined.get(), 'the mark is written');
   assert.is(await pg.sql('SELECT count(*) FROM accounts'), '2', 'each account once');
   assert.is(await pg.sql(`SELECT count(*) FROM custom_domains WHERE domain = '${NAME}'`), '1');
+  assert.is(
+    await pg.sql(`SELECT host || ' ' || state FROM payment_locks WHERE key = '0xasset:0xpayer:0x01'`),
+    'host-a used',
+    'the payment is locked for the cluster',
+  );
   assert.is(await pg.sql(`SELECT count(*) FROM certificates WHERE id = '${NAME}' AND NOT removed`), '1');
   for (const x of accounts) {
     assert.is(Number(await pg.sql(`SELECT count(*) FROM ledger_entries WHERE account_id = '${x.id}'`)), x.entries, `${x.id}: each entry once`);
@@ -281,6 +301,7 @@ test("a box whose key, phone, subdomain, domain or credit another host's records
     domains: () => [{ domain: NAME, serverId: 'srv_other', accountId: 'acc_other1', state: 'active' }],
     certificates: () => [],
     servers: () => [{ id: 'srv_other', slug: 'shop', accountId: 'acc_other1' }],
+    payments: () => [],
     reseal: (k) => k,
     joined: () => undefined,
     markJoined: () => assert.unreachable('no mark'),
