@@ -221,6 +221,7 @@ export const CATALOGUE = {
   host_names_taken: e('conflict', "another live daemon holds this daemon's bridge, nft table, subnet, uid range, port pool, metrics port or data dir"),
   host_name_taken: e('conflict', "another live rootbox holds this host's cluster name (cluster.host): the start is refused, naming the holder's address"),
   host_replace_needed: e('conflict', "another data dir held this host's cluster name: refused without --replace-host (which marks its servers lost)"),
+  join_conflict: e('conflict', "another host holds a box's key, phone, subdomain, domain or credit in the registry: its join is refused, each named"),
   daemon_running: e('conflict', 'a daemon or another process holds the store, so the CLI does not write it (restore, offline credit) (CLI)'),
 
   // ── 500 internal: the host's own set-up ──

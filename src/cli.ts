@@ -28,8 +28,9 @@ commands:
   image prune    remove images no server of this data dir uses (the current one is kept)
   servers | accounts | status | backup | restore
                  operate the host through the running daemon (rootbox servers --help)
-  cluster init | status
-                 the cluster registry (cluster.registry): apply its schema, list its hosts
+  cluster init | status | join
+                 the cluster registry (cluster.registry): apply its schema, list its hosts,
+                 copy this box's accounts, ledger, domains and certificates into it
   dev clean      remove what a stopped development run left on the host: its containers,
                  the mounts and loop devices under the data dir, lxcfs, the bridge and the nft
                  tables (the data is kept unless --purge); refused while a daemon runs on them

@@ -20,7 +20,7 @@ import { createBilling, type Billing } from './billing/index.js';
 import { startChannel, type Channel } from './channel/index.js';
 import type { Config } from './config/index.js';
 import { startEdge, startTls, type Edge, type TlsManager } from './edge/index.js';
-import { startHosting, type HostingApi, type HostChoice } from './hosting/index.js';
+import { boxRecords, startHosting, type HostingApi, type HostChoice } from './hosting/index.js';
 import type { HttpApp } from './http/index.js';
 import { nothing, partsOf, startAll, type Part } from './lifecycle.js';
 import { createLogger, type Logger } from './log/index.js';
@@ -28,7 +28,7 @@ import { serveMetrics, type MetricsListener } from './metrics/index.js';
 import { startPayments, type Payments } from './payments/index.js';
 import { createPorts, startPresence, type IdleTracker, type TcpExposer } from './presence/index.js';
 import { startProxy, type Proxy } from './proxy/index.js';
-import { keyedNames, startRegistry, type Registry } from './registry/index.js';
+import { keyedNames, startRegistry, type JoinReport, type Registry } from './registry/index.js';
 import {
   createRuntime,
   hostClaims,
@@ -103,6 +103,8 @@ type Parts<R extends Runtime> = { -readonly [K in keyof Daemon<R>]: Daemon<R>[K]
   flows?: FlowWatch;
   verify: HttpApp;
   metering: Billing;
+  /** Cluster mode: what this box copied into the registry when it joined (registry/join.ts). */
+  joined?: JoinReport;
 };
 
 export async function startDaemon<R extends Runtime = ContainerRuntime>(
@@ -132,6 +134,9 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
       clearInterval,
     ),
     part('registry', startRegistry, (r) => r?.stop()), // cluster mode only: schema checked, host registered
+    // cluster mode: a box's accounts, ledger, domains and certificates copied into the registry once, before it serves
+    // (a start as a single box forgets the mark: what it writes then is joined when it returns to cluster mode)
+    part('joined', (d) => (d.registry ? d.registry.join(boxRecords(d.store, cfg.dataDir)) : (d.store.joined.clear(), undefined)), nothing),
     part('payments', startPayments),
     part('tls', startTls, (t) => t.close()),
     part('acme', startAcme, (a) => a.stop()),

@@ -1,4 +1,4 @@
-// `rootbox cluster init | status`: the registry's side of the operator's commands (DESIGN part 6).
+// `rootbox cluster init | status | join` (join: cli-join.ts): the registry's side of the operator's commands (DESIGN part 6).
 // init applies the registry schema this rootbox knows (once, safe to repeat, run by the operator
 // on purpose: a host never migrates at start) and sets up the cluster token, as k3s does: made
 // here (or taken from cluster.token / ROOTBOX_CLUSTER_TOKEN / the token file), printed once and
@@ -29,17 +29,19 @@ import {
   type RegistryPool,
 } from '../registry/index.js';
 import { clusterStatus } from './cli-channel.js';
+import { join } from './cli-join.js';
 import { poolOf, type CliOut } from './cli-io.js';
 
 /** The common name of the cluster CA's certificate. */
 const CLUSTER_CA = 'rootbox cluster CA';
 
 export async function clusterCommand(cfg: Readonly<Config>, sub: string | undefined, flags: { json?: boolean }, io: CliOut): Promise<number> {
-  if (sub !== 'init' && sub !== 'status') return -1;
+  if (sub !== 'init' && sub !== 'status' && sub !== 'join') return -1;
   const pool = poolOf(cfg, io);
   if (!pool) return 1;
   try {
     if (sub === 'init') return await init(cfg, pool, flags, io);
+    if (sub === 'join') return await join(cfg, pool, flags, io);
     return await clusterStatus(cfg, pool, flags, io);
   } catch (err) {
     io.err(`rootbox: ${isAppError(err) ? err.detail : (err as Error).message}`);

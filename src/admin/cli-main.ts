@@ -32,6 +32,7 @@ export const ADMIN_USAGE = `operator commands (act in the running daemon through
   restore FILE [--json]                   put a backup in place of the store (daemon stopped)
   cluster init [--json]                   apply the registry schema (cluster.registry) this rootbox knows; safe to repeat
   cluster status [--json]                 the registry's hosts: lease, where they are reached, servers, room
+  cluster join [--json]                   copy this box's accounts, ledger, domains, certificates into the registry (once; the daemon does it at its first cluster start)
                                           (RAM and disk left under the servers' ceilings), free RAM and disk;
                                           this host's channel to its peers (from the daemon: sessions, errors,
                                           forwarded requests)

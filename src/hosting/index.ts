@@ -143,3 +143,4 @@ export async function startHosting(
   await hosting.core.start();
   return hosting;
 }
+export { boxRecords } from './joinbox.js';

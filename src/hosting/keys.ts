@@ -117,3 +117,16 @@ export class ClusterSecret extends Sealer {
     return super.mac(value);
   }
 }
+
+/** A box joining a cluster (registry/join.ts): an api key sealed under this host's secret, sealed
+ *  under the cluster secret instead; one the cluster secret seals already (an account a cluster
+ *  host cached) is kept as it is. */
+export function resealForCluster(dataDir: string, keyEnc: string, clusterSecret: Buffer): string {
+  const cluster = new Sealer(clusterSecret);
+  try {
+    return cluster.encrypt(new HostSecret(dataDir).decrypt(keyEnc));
+  } catch {
+    cluster.decrypt(keyEnc); // throws when neither secret opens it
+    return keyEnc;
+  }
+}

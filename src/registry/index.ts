@@ -7,7 +7,7 @@
 // the host from serving what it has: it is checked and joined as soon as it answers; a registry
 // with no schema or a newer one, a token that is not the registry's, or a name this host may not
 // hold, is refused (at start: the daemon does not start; later: logged, not renewed, and nothing
-// written under the name).
+// written under the name). A box that becomes a host copies its shared records in first (join.ts).
 
 export { RegistryPool, redactUrl, isUnavailable } from './pool.js';
 export { HostDirectory, type HostFacts, type HostRow } from './hosts.js';
@@ -29,3 +29,4 @@ export { ClusterKeys, newToken, hasToken, storeToken, checkToken, sealClear, TOK
 export { clusterKeys, tokenFileOf } from './host.js';
 export { migrate, schemaVersion, assertUsable, KNOWN_VERSION, MIGRATIONS } from './migrations.js';
 export { Registry, startRegistry } from './registry.js';
+export { joinRegistry, type BoxRecords, type BoxAccount, type BoxLedgerEntry, type JoinReport, type JoinOptions } from './join.js';

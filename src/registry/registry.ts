@@ -20,6 +20,7 @@ import { RegistryShared } from './shared.js';
 import { RegistryQuotas } from './quotas.js';
 import { registryFacts, type RegistryFacts } from './report.js';
 import { checkToken, sealClear } from './token.js';
+import { joinRegistry, type BoxRecords, type JoinReport } from './join.js';
 
 /** The registry part of the daemon: joined when cluster.registry is set, nothing on a single box. */
 export async function startRegistry(d: { cfg: Readonly<ClusterSettings & { cluster: { registry?: string } }>; log: Logger }): Promise<Registry | undefined> {
@@ -191,6 +192,25 @@ export class Registry {
   async registerChannelKey(key: string): Promise<void> {
     if (!this.identity.held || !(await this.hosts.setChannelKey(this.o.host, key, this.identity.run)))
       throw AppError.of('host_name_taken', `this run does not hold the host name ${this.o.host}: its channel key is not registered`);
+  }
+
+  /** Copies what the box has into the registry once (join.ts), before the host serves in cluster
+   *  mode; a box that joined before (or has nothing) needs no registry for it. A box with records
+   *  not in the registry yet does not start while the registry cannot be reached or this run does
+   *  not hold its name: its customers' keys would answer 401 on every host. */
+  async join(box: BoxRecords, step?: (name: string) => void): Promise<JoinReport> {
+    const need = !box.joined();
+    if (need && !this.up) {
+      this.tick(); // one more try now (the start's may have met the registry away)
+      await this.beating;
+    }
+    if (need && !this.up && box.accounts().length + box.domains().length + box.certificates().length + box.servers().length + box.payments().length > 0)
+      throw AppError.of(
+        'registry_unavailable',
+        `this box has records the cluster registry does not have yet and the registry at ${this.pool.where} cannot be reached: it joins (and serves) once it can`,
+        { retryAfter: 5 },
+      );
+    return joinRegistry({ pool: this.pool, host: this.o.host, keys: this.o.keys, box, log: this.log, step });
   }
 
   /** This host's name in the cluster. */

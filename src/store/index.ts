@@ -9,6 +9,7 @@ import { DomainStore } from './domains.js';
 import { ExposureStore } from './exposures.js';
 import { openEnv, type LmdbEnv } from './db.js';
 import { FeedbackStore } from './feedback.js';
+import { JoinStore } from './joined.js';
 import { migrations } from './migrations.js';
 import { PaymentStore } from './payments.js';
 import { RuntimeStore } from './runtime.js';
@@ -27,6 +28,8 @@ export interface Store {
   readonly payments: PaymentStore;
   readonly certificates: CertificateStore;
   readonly domains: DomainStore;
+  /** Whether this box's shared records were copied into the cluster registry (registry/join.ts). */
+  readonly joined: JoinStore;
   /** Schema version the store is at after migrations. */
   readonly schemaVersion: number;
   /** Runs fn in one synchronous, synced write transaction: the writes of every area it calls
@@ -60,6 +63,7 @@ export function openStore(dataDir: string): Store {
     payments: new PaymentStore(env),
     certificates: new CertificateStore(env),
     domains: new DomainStore(env),
+    joined: new JoinStore(env),
     schemaVersion: env.db<number>('meta').get('schemaVersion') ?? 0,
     atomically: (fn) => env.txSync(fn),
     commitCreate: (id, madeAccount) =>
@@ -90,6 +94,7 @@ export type { AccountRecord } from './accounts.js';
 export type { PendingCode } from './codes.js';
 export type { Exposure } from './exposures.js';
 export type { DomainRecord, DomainState, DomainStore } from './domains.js';
+export type { JoinMark, JoinStore } from './joined.js';
 export type { LedgerEntry, Usage, BillingState, MeterCursor, Prices, Grant, OutboxEntry, OutboxKey } from './billing.js';
 export { PaymentStore, paymentKey, type PaymentRecord, type PaymentStatus, type PaymentKey } from './payments.js';
 export type { Migration } from './db.js';

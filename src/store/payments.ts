@@ -158,6 +158,12 @@ export class PaymentStore {
     return out;
   }
 
+  /** Every payment's key as the registry's payment locks name it (`asset:payer:nonce`): a box
+   *  joining a cluster (registry/join.ts). */
+  keys(): string[] {
+    return [...this.db.getKeys()].map((k) => (k as PaymentKey).join(':'));
+  }
+
   count(): number {
     return this.db.getCount();
   }
