@@ -81,6 +81,7 @@ const UNIT = [
   'test/registry/sharedmaps.test.ts',
   'test/registry/token.test.ts',
   'test/registry/edgeca.test.ts',
+  'test/registry/listenfirst.test.ts',
   'test/foundation/edge-lifecycle.test.ts',
   'test/hosting/phone.test.ts',
   'test/hosting/limits.test.ts',
