@@ -47,16 +47,17 @@ function refuseUpgrade(socket: Duplex): void {
  *  not have (another host's, which only the registry's placements know). */
 export function frontOf(d: {
   proxy: Channel['front'];
-  channel?: Channel;
-  registry?: unknown;
+  /** The channel once the joined part made it. */
+  channel: () => Channel | undefined;
+  cluster: boolean;
   domain: string;
   has: (slug: string) => boolean;
   joined: () => boolean;
 }): Channel['front'] {
-  const now = () => d.channel?.front ?? d.proxy;
+  const now = () => d.channel()?.front ?? d.proxy;
   const suffix = `.${d.domain}`;
   const elsewhere = (host: string) => {
-    if (!d.registry || d.joined() || !host.endsWith(suffix)) return false;
+    if (!d.cluster || d.joined() || !host.endsWith(suffix)) return false;
     const slug = host.slice(0, -suffix.length);
     return !slug.includes('.') && !d.has(slug);
   };

@@ -196,7 +196,14 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
         startEdge({
           ...d,
           hosting: apiUntilJoined(d.hosting, () => joined),
-          proxy: frontOf({ ...d, domain: cfg.domain, has: (slug) => d.store.servers.bySlug(slug) !== undefined, joined: () => joined }),
+          proxy: frontOf({
+            proxy: d.proxy,
+            channel: () => d.channel,
+            cluster: !!d.registry,
+            domain: cfg.domain,
+            has: (slug) => d.store.servers.bySlug(slug) !== undefined,
+            joined: () => joined,
+          }),
           aliases: (host) => (d.channel ? d.channel.aliases(host) : d.hosting.core.domains.slugOf(host)),
         }),
       (e) => e.stop(cfg.shutdownTimeout),
