@@ -52,7 +52,8 @@ const alive = (pid: number) => {
   }
 };
 
-/** The daemons of this machine that answer on their admin socket now (a killed one's file is skipped). */
+/** The daemons of this machine that answer on their admin socket now (a killed one's file is
+ *  skipped, and removed when its process is gone). */
 export async function runningDaemons(runDir: string): Promise<Whereabouts[]> {
   let names: string[];
   try {
@@ -64,7 +65,8 @@ export async function runningDaemons(runDir: string): Promise<Whereabouts[]> {
   for (const n of names) {
     try {
       const w = JSON.parse(readFileSync(join(runDir, n), 'utf8')) as Whereabouts;
-      if (typeof w.dataDir === 'string' && alive(w.pid) && (await answers(w.adminSocket))) found.push(w);
+      if (!alive(w.pid)) rmSync(join(runDir, n), { force: true });
+      else if (typeof w.dataDir === 'string' && (await answers(w.adminSocket))) found.push(w);
     } catch {
       // half-written or not ours
     }

@@ -5,8 +5,8 @@
 // daemons, or none, it refuses and names the flags that choose one. The real CLI (bin/rootbox, a
 // separate process) against real daemons.
 process.env.ROOTBOX_TEST_RUNTIME ??= 'process'; // no container needed
-import { spawn } from 'node:child_process';
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'uvu';
@@ -70,7 +70,11 @@ test('two daemons: it names both and the flags that choose one; a flag chooses',
 test('no daemon and no store here: it refuses and names the flags, making nothing', async () => {
   await daemons.pop()!.stop();
   assert.is(readdirSync(runDir).length, 0, 'the whereabouts removed at stop');
+  // a killed daemon's file (its process gone) is not taken, and goes
+  const dead = spawnSync('true').pid;
+  writeFileSync(join(runDir, 'killed.json'), JSON.stringify({ pid: dead, dataDir: '/nowhere', adminSocket: '/nowhere/admin.sock', cwd: '/' }));
   const r = await cli(['status']);
+  assert.is(readdirSync(runDir).length, 0, "the killed daemon's whereabouts removed");
   assert.is(r.code, 1, r.stdout);
   assert.ok(r.stderr.includes(join(away, 'var')) && r.stderr.includes('no daemon running'), r.stderr);
   assert.ok(r.stderr.includes('--config FILE') && r.stderr.includes('ROOTBOX_DATA_DIR='), r.stderr);
