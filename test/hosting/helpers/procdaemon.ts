@@ -184,6 +184,7 @@ export class ProcDaemon {
     this.cfgFile = cfgOf(n, process.pid);
     const cfg = {
       dataDir: this.dataDir,
+      runDir: join(this.dataDir, 'run'), // its whereabouts (admin/whereabouts.ts) go with it, a SIGKILL included
       publicIp: '127.0.0.1',
       http: { host: '127.0.0.1', port: 0 },
       https: { host: '127.0.0.1', port: 0 },
