@@ -88,6 +88,8 @@ const UNIT = [
   'test/registry/feed.test.ts',
   'test/registry/token.test.ts',
   'test/registry/edgeca.test.ts',
+  'test/registry/listenfirst.test.ts',
+  'test/admin/whereabouts.test.ts',
   'test/foundation/edge-lifecycle.test.ts',
   'test/hosting/phone.test.ts',
   'test/hosting/limits.test.ts',

@@ -5,13 +5,16 @@
 // Each part is built by its module's start function from the daemon's record; the function's
 // parameter type says which parts it reads, and each is listed after those. Start order: the
 // host-name locks (containers only: taken before anything is made, so a refused start leaves
-// nothing behind) → store (its stats flushed every 2 s) → payments → tls → acme (stored certificates installed, the host's own
+// nothing behind) → store (its stats flushed every 2 s) → registry (cluster mode: its first round
+// trips started, not awaited: a silent registry keeps no listener waiting) → payments → tls → acme (stored certificates installed, the host's own
 // ordered or renewed in the background) → lxcfs (the servers' /proc view, before any boot)
 // → runtime (cluster mode: every start of a server asks the registry's wake fence) → oom (OOM kills told to the server's user) → flows (connections dropped by servers'
 // bounds: the metric and their rootbox.log) → presence (idle tracker) → billing (built;
 // settled recharges credited) → proxy → ports (exposed TCP) → ssh → hosting (registers itself as
 // billing's tier keeper, reopens ports, applies tiers) → metering (billing's loop) → verify (the API)
-// → channel (cluster mode: host-to-host mTLS, forwarding) → edge → admin
+// → edge (listening: until the channel is there its sites are the local proxy's) → joined (cluster
+// mode: the registry's answer to this start awaited — its refusal stops the start —, then hosting's
+// names reconciled, the channel: host-to-host mTLS, forwarding) → admin
 // → metrics (its own loopback listener; scrape-time gauges read the runtime and the data dir).
 
 import { domainCerts, startAcme, type Acme } from './acme/index.js';
@@ -22,6 +25,7 @@ import type { Config } from './config/index.js';
 import { startEdge, startTls, type Edge, type TlsManager } from './edge/index.js';
 import { boxRecords, startHosting, type HostingApi, type HostChoice } from './hosting/index.js';
 import type { HttpApp } from './http/index.js';
+import { apiUntilJoined, frontOf, gatedEdgeCa } from './joining.js';
 import { nothing, partsOf, startAll, type Part } from './lifecycle.js';
 import { createLogger, type Logger } from './log/index.js';
 import { serveMetrics, type MetricsListener } from './metrics/index.js';
@@ -115,6 +119,8 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
 ): Promise<Daemon<R>> {
   const d = { cfg, log, run: runCommand, now: o.now ?? Date.now } as Parts<R>;
   const part = partsOf<Parts<R>>();
+  let edgeCa: ReturnType<typeof gatedEdgeCa> | undefined;
+  let joined = !cfg.cluster.registry; // cluster mode: once the joined part ran (joining.ts)
   const parts: Part<Parts<R>>[] = [
     // one daemon per bridge, nft table, subnet, uid range, port pool, metrics address and data dir:
     // claimed before anything is made (a refused start generates no CA, starts no lxcfs)
@@ -133,12 +139,13 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
       (d) => setInterval(() => void d.store.stats.flush().catch((err) => log.error('stats flush failed', { err })), 2000).unref(),
       clearInterval,
     ),
-    part('registry', startRegistry, (r) => r?.stop()), // cluster mode only: schema checked, host registered
-    // cluster mode: a box's accounts, ledger, domains and certificates copied into the registry once, before it serves
-    // (a start as a single box forgets the mark: what it writes then is joined when it returns to cluster mode)
-    part('joined', (d) => (d.registry ? d.registry.join(boxRecords(d.store, cfg.dataDir)) : (d.store.joined.clear(), undefined)), nothing),
+    part('registry', startRegistry, (r) => r?.stop()), // cluster mode only: schema check and host registration under way (r.ready)
     part('payments', startPayments),
-    part('tls', startTls, (t) => t.close()),
+    part(
+      'tls',
+      (d) => startTls({ ...d, registry: d.registry && (edgeCa = gatedEdgeCa(d.registry)) }),
+      (t) => t.close(),
+    ),
     part('acme', startAcme, (a) => a.stop()),
     part(
       'lxcfs',
@@ -148,8 +155,9 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
     part(
       'runtime',
       async (d) => {
-        const fence = d.registry?.fence; // cluster mode: no start of a server placed elsewhere or deleted
-        const { runtime, reconciled } = await makeRuntime(cfg, d.store, log, fence && ((id) => fence.check(id)), d.hostLock);
+        const r = d.registry; // cluster mode: no start of a server placed elsewhere or deleted (read once the registry answered)
+        const guard = r && (async (id: string) => (await r.ready, r.fence.check(id)));
+        const { runtime, reconciled } = await makeRuntime(cfg, d.store, log, guard, d.hostLock);
         if (reconciled) log.info('reconciled servers with runc', { ...reconciled });
         return runtime;
       },
@@ -184,8 +192,33 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
     part('metering', (d) => (d.billing.start(), d.billing)),
     part('verify', createVerify, nothing),
     part(
-      'channel', // cluster mode: mTLS listener, forwarding to other hosts (the proxy's, the API's for servers of other hosts, and SSH logins with their keys)
+      'edge',
+      // the channel's front and every host's domains once the channel is there (the joined part)
+      (d) =>
+        startEdge({
+          ...d,
+          hosting: apiUntilJoined(d.hosting, () => joined),
+          proxy: frontOf({
+            proxy: d.proxy,
+            channel: () => d.channel,
+            cluster: !!d.registry,
+            domain: cfg.domain,
+            has: (slug) => d.store.servers.bySlug(slug) !== undefined,
+            joined: () => joined,
+          }),
+          aliases: (host) => (d.channel ? d.channel.aliases(host) : d.hosting.core.domains.slugOf(host)),
+        }),
+      (e) => e.stop(cfg.shutdownTimeout),
+    ),
+    part(
+      'channel', // cluster mode, once the edge and SSH listen: joined (joining.ts), then the mTLS listener, forwarding to other hosts (the proxy's, the API's for servers of other hosts, and SSH logins with their keys)
       async (d) => {
+        // a start as a single box forgets the join mark: what it writes then is joined when it returns to cluster mode
+        if (!d.registry) return void d.store.joined.clear();
+        await d.registry.ready; // refused (schema, token, name): the start fails here, nothing placed
+        // a box's accounts, ledger, domains and certificates copied into the registry once, before it serves in cluster mode
+        await d.registry.join(boxRecords(d.store, cfg.dataDir));
+        await d.hosting.core.join();
         const c = await startChannel(d);
         if (c) d.hosting.bindChannel(c.servers);
         const placements = d.registry?.placements;
@@ -197,14 +230,12 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
           fresh: (fp: string) => placements.sync().then(() => placements.keys.byFingerprint(fp)),
         };
         if (c && keys) d.ssh.reachElsewhere({ keys, open: (id, client) => c.openSsh(id, client) });
+        joined = true;
+        log.info('joined the cluster', { registry: d.registry.up ? 'reachable' : 'unreachable: serving what this host has', channel: !!c });
+        await edgeCa?.settled(); // the HTTPS certificate under the cluster's CA, when the registry gives it within a second
         return c;
       },
       (c) => c?.stop(),
-    ),
-    part(
-      'edge',
-      (d) => startEdge({ ...d, proxy: d.channel?.front ?? d.proxy, aliases: d.channel?.aliases }),
-      (e) => e.stop(cfg.shutdownTimeout),
     ),
     part(
       'admin',

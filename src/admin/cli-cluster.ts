@@ -21,6 +21,7 @@ import {
   hasToken,
   KNOWN_VERSION,
   migrate,
+  MIGRATIONS,
   newToken,
   RegistryCa,
   sealClear,
@@ -31,6 +32,21 @@ import {
 import { clusterStatus } from './cli-channel.js';
 import { join } from './cli-join.js';
 import { poolOf, type CliOut } from './cli-io.js';
+
+/** Schema numbers below the newest that no change has (none is missing: each change was numbered
+ *  when its work began, and some of those numbers were never used). */
+export function unusedVersions(): number[] {
+  const used = new Set(MIGRATIONS.map((m) => m.version));
+  return Array.from({ length: KNOWN_VERSION }, (_, i) => i + 1).filter((v) => !used.has(v));
+}
+
+/** What init says of the unused numbers, so a reader of "applied 7, 8, 11" does not look for 9 and 10. */
+function unusedNote(): string {
+  const u = unusedVersions();
+  if (!u.length) return '';
+  const list = u.length === 1 ? `${u[0]} is` : `${u.slice(0, -1).join(', ')} and ${u.at(-1)} are`;
+  return ` (schema ${list} unused: each change takes its number when its work begins, and ${u.length === 1 ? 'that one was' : 'those were'} never used; none is missing)`;
+}
 
 /** The common name of the cluster CA's certificate. */
 const CLUSTER_CA = 'rootbox cluster CA';
@@ -95,12 +111,22 @@ async function init(cfg: Readonly<Config>, pool: RegistryPool, flags: { json?: b
     throw err;
   }
   if (flags.json)
-    io.out(JSON.stringify({ registry: pool.where, applied, schema: KNOWN_VERSION, caCreated: created, sealed, ...(given ? {} : { token, tokenFile: file }) }));
+    io.out(
+      JSON.stringify({
+        registry: pool.where,
+        applied,
+        schema: KNOWN_VERSION,
+        unused: unusedVersions(),
+        caCreated: created,
+        sealed,
+        ...(given ? {} : { token, tokenFile: file }),
+      }),
+    );
   else {
     io.out(
       (applied.length
-        ? `registry ${pool.where}: applied schema ${applied.join(', ')}; now at ${KNOWN_VERSION}`
-        : `registry ${pool.where}: schema ${KNOWN_VERSION}, current`) +
+        ? `registry ${pool.where}: applied schema ${applied.join(', ')}; now at ${KNOWN_VERSION}${unusedNote()}`
+        : `registry ${pool.where}: schema ${KNOWN_VERSION}, current${unusedNote()}`) +
         (created ? '; cluster CA created' : '') +
         (sealed ? `; ${sealed} secret${sealed === 1 ? '' : 's'} sealed under the cluster token` : ''),
     );

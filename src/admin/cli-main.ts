@@ -2,13 +2,15 @@
 // servers, accounts, status, backup, restore — and `admin credit`, kept for scripts written for it.
 // Exit status: 0 done, 1 refused or failed (the reason on stderr), 2 wrong usage.
 
+import { existsSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { loadConfig } from '../config/index.js';
+import { DEFAULT_CONFIG_FILE, loadConfig } from '../config/index.js';
 import { accountsCommand } from './cli-accounts.js';
 import { clusterCommand } from './cli-cluster.js';
 import type { CliOut } from './cli-io.js';
 import { serversCommand } from './cli-servers.js';
 import { backupCommand, restoreCommand, statusCommand } from './cli-status.js';
+import { locateDataDir } from './whereabouts.js';
 
 export const ADMIN_USAGE = `operator commands (act in the running daemon through <dataDir>/admin.sock; root only):
   servers list [--account ACC] [--json]   every server: state, tier, RAM, disk, flags
@@ -37,7 +39,10 @@ export const ADMIN_USAGE = `operator commands (act in the running daemon through
                                           this host's channel to its peers (from the daemon: sessions, errors,
                                           forwarded requests)
 With the daemon stopped, list/show/status read the store, credit writes it, and the other
-commands refuse. --config FILE or ROOTBOX_DATA_DIR select the data dir.`;
+commands refuse. --config FILE or ROOTBOX_DATA_DIR select the data dir (else /etc/rootbox/config.json,
+else ./var when it holds a store, else the data dir of the daemon running on this machine).`;
+
+const KNOWN = new Set(['servers', 'accounts', 'admin', 'status', 'backup', 'cluster', 'restore']);
 
 const stdio: CliOut = {
   out: (t) => process.stdout.write(t + '\n'),
@@ -63,7 +68,21 @@ export async function adminMain(argv: string[], io: CliOut = stdio): Promise<num
     io.out(ADMIN_USAGE);
     return 0;
   }
-  const cfg = loadConfig({ file: values.config });
+  let cfg = loadConfig({ file: values.config });
+  // run outside the daemon's working dir with no config: the running daemon's data dir (whereabouts.ts)
+  const env = process.env;
+  const explicit = values.config !== undefined || !!env.ROOTBOX_CONFIG || !!env.ROOTBOX_DATA_DIR || existsSync(DEFAULT_CONFIG_FILE);
+  const where = KNOWN.has(cmd) ? await locateDataDir({ dataDir: cfg.dataDir, explicit, runDir: cfg.runDir }) : { dataDir: cfg.dataDir };
+  if ('error' in where) {
+    // a first `cluster init` or a restore into a new data dir may well have no daemon to find
+    if (cmd !== 'cluster' && cmd !== 'restore') {
+      io.err(where.error);
+      return 1;
+    }
+  } else if (where.note) {
+    io.err(where.note);
+    cfg = loadConfig({ file: values.config, overrides: { dataDir: where.dataDir } });
+  }
   const flags = { json: values.json, yes: values.yes, account: values.account, cluster: values.cluster };
   let code = -1;
   switch (cmd) {

@@ -7,14 +7,27 @@
 import { adminRouter } from './routes.js';
 import type { AdminDeps } from './actions.js';
 import { listenAdmin, type AdminListener } from './server.js';
+import { announce } from './whereabouts.js';
 
 export { adminSocketPath, type AdminListener } from './server.js';
 export { callAdmin, type AdminAnswer } from './client.js';
 export { creditCommand } from './commands.js';
 export { adminMain, ADMIN_USAGE } from './cli-main.js';
+export { locateDataDir, runningDaemons, type Whereabouts } from './whereabouts.js';
 export { OPERATOR_SUSPENDED } from './views.js';
 export type { AdminDeps } from './actions.js';
 
-export function startAdmin(dataDir: string, deps: AdminDeps): Promise<AdminListener> {
-  return listenAdmin(dataDir, adminRouter(deps), deps.log);
+/** The admin socket, and this daemon's whereabouts in cfg.runDir while it listens (whereabouts.ts). */
+export async function startAdmin(dataDir: string, deps: AdminDeps): Promise<AdminListener> {
+  const l = await listenAdmin(dataDir, adminRouter(deps), deps.log);
+  if (!l.path) return l;
+  const w = announce(deps.cfg.runDir, { dataDir, adminSocket: l.path });
+  if (w.file) deps.log.debug('whereabouts written for the operator commands', { file: w.file });
+  return {
+    path: l.path,
+    close: async () => {
+      w.remove();
+      await l.close();
+    },
+  };
 }

@@ -16,6 +16,13 @@ export const coreShape = {
     .min(1)
     .default('./var')
     .describe('Directory for all state: LMDB, TLS material, secrets, images and server disks. Relative paths resolve against the working directory.'),
+  runDir: z
+    .string()
+    .min(1)
+    .default('/run/rootbox/daemons')
+    .describe(
+      "Directory where a running daemon writes a small file naming its data dir and admin socket (removed when it stops), so `bin/rootbox servers|accounts|status|backup` run outside the daemon's working directory find it.",
+    ),
   publicIp: z
     .union([z.ipv4(), z.ipv6()], { error: 'must be an IPv4 or IPv6 address' })
     .optional()
@@ -164,6 +171,7 @@ export const coreShape = {
 export const coreEnv: EnvBinding[] = [
   { env: 'ROOTBOX_DOMAIN', path: 'domain' },
   { env: 'ROOTBOX_DATA_DIR', path: 'dataDir' },
+  { env: 'ROOTBOX_RUN_DIR', path: 'runDir' },
   { env: 'ROOTBOX_PUBLIC_IP', path: 'publicIp' },
   { env: 'ROOTBOX_PUBLIC_SCHEME', path: 'public.scheme' },
   { env: 'ROOTBOX_PUBLIC_PORT', path: 'public.port' },

@@ -99,6 +99,9 @@ export interface HostingCore {
   hostChoice?: HostChoice;
   /** Reopens the stored exposed ports and applies stored tiers (e.g. credit added while stopped). */
   start(): Promise<void>;
+  /** Registry mode, once the registry answered this host's start (main.ts, after the edge and SSH
+   *  listen): its placements and slugs made to match the store, this host's earlier reservations released. */
+  join(): Promise<void>;
 }
 
 export function buildCore(d: HostingDeps): HostingCore {
@@ -196,8 +199,10 @@ export function buildCore(d: HostingDeps): HostingCore {
     sshPort: d.sshPort,
     capacity: () => measureCapacity(d.cfg, d.store.servers.all({ withPending: true })),
     hostChoice: d.hostChoice,
-    async start() {
+    async join() {
       await reconcileAtStart(d, servers);
+    },
+    async start() {
       await exposures.restore((msg, f) => d.log.warn(msg, f));
       domains.load();
       domains.start();

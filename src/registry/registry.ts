@@ -22,17 +22,13 @@ import { registryFacts, type RegistryFacts } from './report.js';
 import { checkToken, sealClear } from './token.js';
 import { joinRegistry, type BoxRecords, type JoinReport } from './join.js';
 
-/** The registry part of the daemon: joined when cluster.registry is set, nothing on a single box. */
+/** The registry part of the daemon: joined when cluster.registry is set, nothing on a single box.
+ *  Returns before any round trip: the registry's answer to this start is `ready`. */
 export async function startRegistry(d: { cfg: Readonly<ClusterSettings & { cluster: { registry?: string } }>; log: Logger }): Promise<Registry | undefined> {
   const url = d.cfg.cluster.registry;
   if (!url) return undefined;
   const r = new Registry(registryOptions(d.cfg, url), d.log.child({ part: 'registry' }));
-  try {
-    await r.start();
-  } catch (err) {
-    await r.stop().catch(() => {}); // refused (schema, token): its connections end with it
-    throw err;
-  }
+  void r.start(); // no round trip awaited: `ready` says how it went (main.ts awaits it once the edge and SSH listen)
   return r;
 }
 
@@ -112,16 +108,30 @@ export class Registry {
     this.renew();
   }
 
-  /** Checks the schema and registers this host. Refuses (throws) a registry without a usable
-   *  schema; an unreachable one is logged and joined later. */
-  async start(): Promise<void> {
+  /** Settles once the registry answered this host's start (or could not be reached: then it is
+   *  joined later) and the placement cache made its first catch-up; rejected when the registry
+   *  refuses this host (no usable schema, another cluster's token, a name another instance holds).
+   *  What may not run before that awaits it (main.ts); the edge and SSH listen without it. */
+  ready: Promise<void> = Promise.resolve();
+
+  /** Starts checking the schema and registering this host; answers `ready` (startRegistry does not wait for it). */
+  start(): Promise<void> {
     this.log.info('registry', { registry: this.pool.where, host: this.o.host, advertise: this.o.advertise, instance: this.identity.instance });
-    await this.beat(true).catch((err) => {
+    const first = this.beat(true).catch((err) => {
       if (!isAppError(err) || err.code !== 'registry_unavailable') throw err;
     });
+    // the first heartbeat is the one under way: a renew meanwhile waits for it
+    this.beating = first
+      .catch(() => {})
+      .finally(() => {
+        this.beating = undefined;
+        if (this.renewAgain) this.renew();
+      });
     this.timer = setInterval(() => void this.tick(), Math.max(250, Math.floor(this.o.leaseMs / 3)));
     this.timer.unref();
-    await this.placements.start();
+    this.ready = first.then(() => this.placements.start());
+    this.ready.catch(() => clearInterval(this.timer)); // refused: nothing renewed (the daemon stops)
+    return this.ready;
   }
 
   private tick(): void {

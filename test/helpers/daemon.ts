@@ -128,6 +128,7 @@ async function startOnce(overrides: Record<string, unknown>, env: NodeJS.Process
     file: undefined,
     overrides: {
       dataDir,
+      runDir: join(dataDir, 'run'), // its whereabouts (admin/whereabouts.ts) go with it, not into /run
       http: { host: '127.0.0.1', port: 0 },
       https: { host: '127.0.0.1', port: 0 },
       ssh: { host: '127.0.0.1', port: 0 },

@@ -184,6 +184,7 @@ export class ProcDaemon {
     this.cfgFile = cfgOf(n, process.pid);
     const cfg = {
       dataDir: this.dataDir,
+      runDir: join(this.dataDir, 'run'), // its whereabouts (admin/whereabouts.ts) go with it, a SIGKILL included
       publicIp: '127.0.0.1',
       http: { host: '127.0.0.1', port: 0 },
       https: { host: '127.0.0.1', port: 0 },
@@ -261,7 +262,8 @@ export class ProcDaemon {
       const t = setTimeout(() => reject(new Error(`daemon did not start in ${timeoutMs} ms:\n${this.out.slice(-4000)}`)), timeoutMs);
       const check = setInterval(() => {
         const said = new Set(this.logs.filter((r) => r.pid === child.pid).map((r) => r.msg));
-        if (said.has('ssh listening') && said.has('edge listening')) {
+        // started: the admin socket comes last (in cluster mode after the host joined the registry)
+        if (said.has('ssh listening') && said.has('edge listening') && (said.has('admin channel listening') || said.has('admin channel off'))) {
           clearInterval(check);
           clearTimeout(t);
           resolve();
