@@ -2,9 +2,9 @@
 // daemon with real runc servers, through the provider's public interface and without any LLM
 // call: the contract the E2B and Daytona providers of @openai/agents-extensions 0.18 keep —
 // create with a manifest, exec (output, exit code, workdir, environment), a terminal session
-// (tty: true) that streams output and takes stdin, write then read a file, expose a port and
-// fetch its URL, persist the workspace then hydrate it into a new sandbox, serialize and resume,
-// pause (close with pauseOnExit leaves the server) and kill.
+// (tty: true) that streams output and takes stdin, write then read a file (and patch one),
+// expose a port and fetch its URL, persist the workspace then hydrate it into a new sandbox,
+// serialize and resume, pause (close with pauseOnExit leaves the server) and kill.
 
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -82,6 +82,14 @@ test('write then read a file, and expose a port whose URL answers', async () => 
   await box.materializeEntry({ path: 'www/index.html', entry: { type: 'file', content: '<p>served by an agent</p>\n' } });
   assert.is(text(await box.readFile({ path: 'www/index.html' })), '<p>served by an agent</p>\n');
   assert.is(text(await box.readFile({ path: 'www/index.html', maxBytes: 3 })), '<p>');
+  // the apply_patch editor (V4A diffs), as the filesystem capability uses it
+  const editor = box.createEditor();
+  await editor.createFile({ type: 'create_file', path: 'notes/todo.md', diff: '+one\n+two\n' });
+  assert.is(text(await box.readFile({ path: 'notes/todo.md' })), 'one\ntwo'); // applyDiff's own output
+  await editor.updateFile({ type: 'update_file', path: 'notes/todo.md', diff: '@@\n one\n-two\n+three\n' });
+  assert.is(text(await box.readFile({ path: 'notes/todo.md' })), 'one\nthree');
+  await editor.deleteFile({ type: 'delete_file', path: 'notes/todo.md' });
+  assert.is(await box.pathExists('notes/todo.md'), false);
   // a long-running server on a terminal session, as an agent starts one
   const started = await box.execCommand({ cmd: 'python3 -m http.server 8000 --directory www', tty: true, yieldTimeMs: 1000 });
   assert.match(started, /session ID/, started);

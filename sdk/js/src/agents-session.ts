@@ -28,6 +28,7 @@ import {
   type WriteStdinArgs,
 } from '@openai/agents-core/sandbox';
 import { elapsedSeconds, formatExecResponse, shellQuote, truncateOutput } from '@openai/agents-core/sandbox/internal';
+import { applyDiff, UserError, type Editor } from '@openai/agents-core';
 import { posix } from 'node:path';
 import { PtyProcesses, ptyCommand } from './agents-pty.js';
 import { RootboxError } from './errors.js';
@@ -179,6 +180,27 @@ export class RootboxSandboxSession implements SandboxSession<RootboxSandboxSessi
 
   async directoryExists(path: string): Promise<boolean> {
     return (await this.run(`test -d ${shellQuote(this.path(path))}`, '/')).exitCode === 0;
+  }
+
+  /** The apply_patch editor (the filesystem capability): V4A diffs applied to files read and
+   *  written through the files API. */
+  createEditor(runAs?: string): Editor {
+    this.assertRunAs(runAs);
+    const read = async (p: string) => new TextDecoder().decode(await this.readFile({ path: p }));
+    return {
+      createFile: async (op) => {
+        if (await this.pathExists(op.path)) throw new UserError(`Cannot create file because it already exists: ${op.path}`);
+        await this.server.files.write(this.path(op.path), applyDiff('', op.diff, 'create'));
+      },
+      updateFile: async (op) => {
+        const next = applyDiff(await read(op.path), op.diff);
+        await this.server.files.write(this.path(op.moveTo ?? op.path), next);
+        if (op.moveTo && this.path(op.moveTo) !== this.path(op.path)) await this.server.files.remove(this.path(op.path));
+      },
+      deleteFile: async (op) => {
+        await this.server.files.remove(this.path(op.path));
+      },
+    };
   }
 
   /** Writes a manifest entry: a file, or a directory with its children. */
