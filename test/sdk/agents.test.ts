@@ -130,7 +130,7 @@ test('persist the workspace, then hydrate it into a new sandbox (whose own files
   }
 });
 
-test('serialize, deserialize and resume: the same server, its workspace and environment', async () => {
+test('serialize, deserialize and resume: the same server, its workspace and environment; connect by id', async () => {
   const saved = JSON.parse(JSON.stringify(await client.serializeSessionState(box.state))) as Record<string, unknown>;
   assert.is(saved.serverId, box.state.serverId);
   assert.not.match(JSON.stringify(saved), /rbx_/); // the API key is the client's, never in the state
@@ -141,6 +141,9 @@ test('serialize, deserialize and resume: the same server, its workspace and envi
   const r = await again.exec({ cmd: 'cat README.md; echo "$GREETING"' });
   assert.is(r.stdout, 'hello from the manifest\nhi there\n');
   assert.ok(again.state.exposedPorts?.['8000'], JSON.stringify(again.state.exposedPorts));
+  // connect: a session on an existing server of the account, by id
+  const connected = await client.connect(box.state.serverId, new Manifest({ root: '/workspace' }));
+  assert.is((await connected.exec({ cmd: 'cat src/a.txt' })).stdout, 'a');
 });
 
 test('pause (close with pauseOnExit) leaves the server; kill deletes it; a deleted server resumes as a new one', async () => {
