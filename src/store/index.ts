@@ -48,6 +48,7 @@ export function openStore(dataDir: string): Store {
   const servers = new ServerStore(env);
   const runtime = new RuntimeStore(env);
   const accounts = new AccountStore(env);
+  const payments = new PaymentStore(env);
   return {
     feedback: new FeedbackStore(env),
     stats,
@@ -57,7 +58,7 @@ export function openStore(dataDir: string): Store {
     codes: new CodeStore(env),
     exposures: new ExposureStore(env),
     billing: new BillingStore(env, accounts),
-    payments: new PaymentStore(env),
+    payments,
     certificates: new CertificateStore(env),
     domains: new DomainStore(env),
     schemaVersion: env.db<number>('meta').get('schemaVersion') ?? 0,
@@ -77,6 +78,7 @@ export function openStore(dataDir: string): Store {
       }),
     async close() {
       await stats.flush();
+      payments.close();
       await env.close();
     },
   };
