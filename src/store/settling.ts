@@ -5,25 +5,25 @@
 // lmdb commit, and costs no thread hop, commit or fdatasync. The pending mark itself is written to
 // lmdb meanwhile without being waited for (PaymentStore.updateLater). At start the journal is read
 // before anything else: a payment still `locked` in lmdb that it names turns pending, synced, and
-// the reconciler finishes it; then the journal is emptied. While running it is emptied once every
-// payment it names has left `locked` in lmdb's committed state. A power cut before the kernel wrote
+// the reconciler finishes it; then the journal is emptied. While running it is rewritten, every
+// COMPACT_AT payments, without those that have left `locked` in lmdb's committed state. A power cut before the kernel wrote
 // the line back leaves the record `locked`, resolved at start as one interrupted — what a pending
 // mark lost in lmdb's flush left before.
 
-import { closeSync, ftruncateSync, openSync, readFileSync, writeSync } from 'node:fs';
+import { closeSync, openSync, readFileSync, renameSync, writeFileSync, writeSync } from 'node:fs';
 
 export interface SettlingEntry<C> {
   key: [string, string, string];
   change: C;
 }
 
-/** Lines are kept until this many payments are named, then the journal is emptied when it can be. */
+/** Once this many payments are named, the journal is rewritten with only those still needed. */
 const COMPACT_AT = 32;
 
 export class SettlingJournal<C> {
-  private readonly fd: number;
-  /** The keys named in the file now, by their joined form. */
-  private readonly named = new Map<string, [string, string, string]>();
+  private fd: number;
+  /** The entries in the file now, by their key joined, with their line. */
+  private readonly named = new Map<string, { key: [string, string, string]; line: string }>();
 
   constructor(private readonly file: string) {
     this.fd = openSync(file, 'a+', 0o600);
@@ -46,20 +46,33 @@ export class SettlingJournal<C> {
 
   /** Appends an entry; in the file when it returns. */
   append(entry: SettlingEntry<C>): void {
-    writeSync(this.fd, JSON.stringify(entry) + '\n');
-    this.named.set(entry.key.join(':'), entry.key);
+    const line = JSON.stringify(entry) + '\n';
+    writeSync(this.fd, line);
+    this.named.set(entry.key.join(':'), { key: entry.key, line });
   }
 
-  /** Empties the file once enough payments are named and `resolved` says none of them needs it. */
+  /** Once enough payments are named, rewrites the file with only those `resolved` does not yet
+   *  say are resolved (a new file renamed over the old one: a kill in between leaves either
+   *  whole), so it stays small however many settlements overlap. */
   compact(resolved: (key: [string, string, string]) => boolean): void {
     if (this.named.size < COMPACT_AT) return;
-    for (const key of this.named.values()) if (!resolved(key)) return;
-    this.clear();
+    for (const [id, e] of this.named) if (resolved(e.key)) this.named.delete(id);
+    const tmp = `${this.file}.new`;
+    writeFileSync(tmp, [...this.named.values()].map((e) => e.line).join(''), { mode: 0o600 });
+    renameSync(tmp, this.file);
+    closeSync(this.fd);
+    this.fd = openSync(this.file, 'a+', 0o600);
   }
 
+  /** Empties the file (at start, once every entry it had was applied). */
   clear(): void {
-    ftruncateSync(this.fd, 0);
+    writeFileSync(this.file, '', { mode: 0o600 });
     this.named.clear();
+  }
+
+  /** How many payments the file names (tests). */
+  get size(): number {
+    return this.named.size;
   }
 
   close(): void {
