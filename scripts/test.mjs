@@ -114,6 +114,7 @@ const UNIT = [
   'test/net/bomb.test.ts',
   'test/payments/crash.test.ts',
   'test/payments/recover.test.ts',
+  'test/payments/journal.test.ts',
   'test/payments/digest.test.ts',
   'test/payments/signer.test.ts',
   'test/install/noderuntime.test.ts',

@@ -21,7 +21,7 @@ export class LmdbEnv {
   readonly root: RootDatabase<unknown, Key>;
   private readonly dbs = new Map<string, Db<any>>();
 
-  constructor(path: string) {
+  constructor(readonly path: string) {
     mkdirSync(path, { recursive: true, mode: 0o700 });
     this.root = open<unknown, Key>({ path, maxDbs: 64, encoding: 'msgpack' });
   }

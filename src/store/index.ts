@@ -51,6 +51,7 @@ export function openStore(dataDir: string): Store {
   const servers = new ServerStore(env);
   const runtime = new RuntimeStore(env);
   const accounts = new AccountStore(env);
+  const payments = new PaymentStore(env);
   return {
     feedback: new FeedbackStore(env),
     stats,
@@ -60,7 +61,7 @@ export function openStore(dataDir: string): Store {
     codes: new CodeStore(env),
     exposures: new ExposureStore(env),
     billing: new BillingStore(env, accounts),
-    payments: new PaymentStore(env),
+    payments,
     certificates: new CertificateStore(env),
     domains: new DomainStore(env),
     joined: new JoinStore(env),
@@ -81,6 +82,7 @@ export function openStore(dataDir: string): Store {
       }),
     async close() {
       await stats.flush();
+      payments.close();
       await env.close();
     },
   };

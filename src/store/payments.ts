@@ -2,9 +2,12 @@
 // nonce) lowercased; `lock` is the atomic check-then-write that makes the paid work run at most
 // once per payment. Payments whose settlement is under way or whose outcome is unknown are also
 // indexed as pending so the reconciler finds them without a scan; `locked()` (start-up only)
-// scans for the records a stopped daemon left locked.
+// scans for the records a stopped daemon left locked. markSettling() is the pending mark made
+// before a settlement is sent: in the settlement journal at once (settling.ts), in lmdb soon after.
 
+import { join } from 'node:path';
 import type { LmdbEnv } from './db.js';
+import { SettlingJournal } from './settling.js';
 
 export type PaymentStatus =
   /** Locked; paid work running. Nothing was sent for settlement yet (the record turns pending
@@ -59,10 +62,27 @@ export class PaymentStore {
   private readonly pendingIdx;
   /** Changes updateLater() made that lmdb has not committed yet, by key: what reads answer meanwhile. */
   private readonly writing = new Map<string, PaymentRecord>();
+  /** The settlement journal (settling.ts), opened by the daemon's first use (a CLI that opens the
+   *  store never touches it). */
+  private journalFile?: SettlingJournal<PaymentChange>;
 
   constructor(private readonly env: LmdbEnv) {
     this.db = env.db<PaymentRecord>('payments');
     this.pendingIdx = env.db<number>('payments_pending');
+  }
+
+  private get journal(): SettlingJournal<PaymentChange> {
+    return (this.journalFile ??= new SettlingJournal(join(this.env.path, 'settling.journal')));
+  }
+
+  /** The pending mark before anything is sent for settlement (`change` sets status pending with
+   *  the settle request): in the settlement journal when it returns, so a kill of the process
+   *  after it leaves the payment pending at the next start, and read back at once; lmdb commits
+   *  it without being waited for (updateLater). */
+  markSettling(key: PaymentKey, change: PaymentChange & { status: 'pending' }): Promise<PaymentRecord | undefined> {
+    this.journal.compact((k) => this.db.get(k)?.status !== 'locked' && !this.writing.has(k.join(':')));
+    this.journal.append({ key, change });
+    return this.updateLater(key, change);
   }
 
   get(key: PaymentKey): PaymentRecord | undefined {
@@ -101,12 +121,6 @@ export class PaymentStore {
     return this.env.txDurable(() => this.apply(key, change));
   }
 
-  /** update() as an asynchronous transaction resolved once committed, not yet flushed (db.ts
-   *  txCommitted): survives a kill of the process; a power cut within lmdb's flush may lose it. */
-  updateCommitted(key: PaymentKey, change: PaymentChange): Promise<PaymentRecord | undefined> {
-    return this.env.txCommitted(() => this.apply(key, change));
-  }
-
   /** update() for a caller that does not wait for it: every read of this store sees the change at
    *  once, and lmdb commits it in its next write (the promise: once committed). What a kill or a
    *  power cut before that commit loses, the caller must be able to lose (a settlement's outcome:
@@ -141,18 +155,34 @@ export class PaymentStore {
     return next;
   }
 
-  /** Every payment whose settlement outcome is still unknown. */
+  /** Every payment whose settlement outcome is still unknown, those whose pending mark or outcome
+   *  lmdb has not committed yet (updateLater) included. */
   pending(): PaymentRecord[] {
     const out: PaymentRecord[] = [];
+    const seen = new Set<string>();
     for (const { key } of this.pendingIdx.getRange()) {
       const rec = this.get(key as PaymentKey);
+      seen.add((key as PaymentKey).join(':'));
       if (rec?.status === 'pending') out.push(rec); // not one whose outcome is being written (updateLater)
     }
+    for (const [id, rec] of this.writing) if (rec.status === 'pending' && !seen.has(id)) out.push(rec);
     return out;
   }
 
-  /** Every payment still locked (scans all records: for start-up, when no paid work can be running). */
+  /** Every payment still locked (scans all records: for start-up, when no paid work can be running).
+   *  First a payment the settlement journal names that lmdb still has `locked` — it may have been
+   *  sent for settlement before the daemon stopped — turns pending (synced, with its settle
+   *  request; the reconciler finishes it), and the journal is emptied. */
   locked(): PaymentRecord[] {
+    const entries = this.journal.read();
+    if (entries.length)
+      this.env.txSync(() => {
+        for (const e of entries) {
+          const key = paymentKey(...e.key);
+          if (this.db.get(key)?.status === 'locked') this.apply(key, { ...e.change, status: 'pending' });
+        }
+      });
+    this.journal.clear();
     const out: PaymentRecord[] = [];
     for (const { value } of this.db.getRange()) if (value.status === 'locked') out.push(value);
     return out;
@@ -166,5 +196,9 @@ export class PaymentStore {
 
   count(): number {
     return this.db.getCount();
+  }
+
+  close(): void {
+    this.journalFile?.close();
   }
 }

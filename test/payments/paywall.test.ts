@@ -4,7 +4,7 @@
 // settlement outcomes become pending and are reconciled without charging twice.
 
 import { decodePaymentRequiredHeader, decodePaymentResponseHeader } from '@x402/core/http';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'uvu';
@@ -299,7 +299,7 @@ test('the facilitator client reads /supported', async () => {
   assert.ok(s.kinds.some((k) => k.network === 'eip155:8453' && k.scheme === 'exact' && k.x402Version === 2));
 });
 
-test('a paid call waits for one fdatasync, the lock’s: the pending mark is committed before /settle, the outcome is not waited for', async () => {
+test('a paid call waits for one fdatasync, the lock’s, and no other commit: the pending mark is in the settlement journal before /settle, lmdb commits it and the outcome unwaited', async () => {
   // the payment store's real LMDB env, its write calls seen (txSync and txDurable wait for an fdatasync)
   const env = (store.payments as unknown as { env: LmdbEnv }).env;
   const calls: string[] = [];
@@ -316,9 +316,10 @@ test('a paid call waits for one fdatasync, the lock’s: the pending mark is com
   try {
     const paid = await paywall.charge(req({ 'x-payment': await header() }), async () => 'done');
     assert.is(paid.settlement.status, 'settled');
-    assert.equal(calls, ['sync', 'commit', 'committed', 'commit'], 'the lock synced; the pending mark committed; the outcome asked for, not waited for');
+    assert.equal(calls, ['sync', 'commit', 'commit'], 'the lock synced; the pending mark and the outcome asked for, neither waited for');
     const rec = () => paywall.record(paid.payment.asset, paid.payment.payer, paid.payment.nonce);
     assert.is(rec()?.status, 'settled', 'the outcome is read back at once');
+    assert.match(readFileSync(join(env.path, 'settling.journal'), 'utf8'), paid.payment.nonce.toLowerCase(), 'the pending mark is in the journal');
     await Promise.all(commits);
     assert.is(rec()?.status, 'settled', 'and once committed');
     assert.is(store.payments.pending().length, 0);

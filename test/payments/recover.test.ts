@@ -1,9 +1,12 @@
 // Start-up resolution of what a stopped daemon left: a payment record still `locked` (its paid work
 // was interrupted; nothing was sent for settlement) becomes abandoned and nothing is sent to the
 // facilitator; a `pending` one is finished (here: settled by a repeated /settle) and its settled
-// listener, registered only after the start-up pass (as billing is), still hears of it once.
+// listener, registered only after the start-up pass (as billing is), still hears of it once. A
+// daemon killed right after its pending mark, before lmdb committed it: the settlement journal
+// makes the payment pending at the next start, and it is settled, not abandoned.
 
-import { mkdtempSync, rmSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'uvu';
@@ -14,6 +17,7 @@ import { openStore, paymentKey } from '../../src/store/index.js';
 import { until } from '../helpers/wait.js';
 import { LocalFacilitator } from './fixtures/facilitator.js';
 import { newPayer, signPayment, type Terms } from './fixtures/payer.js';
+import { nodeArgs } from '../helpers/bundle.js';
 
 const TERMS: Terms = {
   scheme: 'exact',
@@ -68,6 +72,45 @@ test('at start-up a locked record is abandoned without a /settle, a pending one 
       [pending[2]],
     );
     assert.is(store.payments.pending().length, 0);
+  } finally {
+    await fac.stop();
+    await store.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('a kill -9 right after the pending mark, before lmdb committed it: at the next start the payment is pending (the settlement journal) and settled once, not abandoned', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'rbx-recover-'));
+  const fac = await new LocalFacilitator().start();
+  const payload = await signPayment(newPayer(), TERMS);
+  const a = payload.payload.authorization;
+  const child = spawn(
+    process.execPath,
+    [...(await nodeArgs(new URL('../fixtures/settling-killed.ts', import.meta.url).pathname)), dir, JSON.stringify({ payload, requirements: TERMS })],
+    {
+      stdio: ['ignore', 'ignore', 'pipe'],
+    },
+  );
+  let err = '';
+  child.stderr.on('data', (c) => (err += c));
+  const signal = await new Promise<NodeJS.Signals | null>((r) => child.once('exit', (_code, sig) => r(sig)));
+  assert.is(signal, 'SIGKILL', err);
+  assert.match(readFileSync(join(dir, 'db', 'settling.journal'), 'utf8'), a.nonce.toLowerCase());
+  const store = openStore(dir);
+  try {
+    const key = paymentKey(TERMS.asset, a.from, a.nonce);
+    assert.is(store.payments.get(key)?.status, 'locked', 'lmdb did not commit the pending mark before the kill');
+    const r = new Reconciler({
+      facilitator: new HttpFacilitator({ url: fac.url, timeoutMs: 2000, settleTimeoutMs: 2000 }),
+      store: store.payments,
+      log: createLogger({ level: 'error', sink: () => {} }),
+    });
+    r.start(3_600_000);
+    await until('the payment settled', () => store.payments.get(key)?.status === 'settled');
+    await r.stop();
+    assert.is(fac.settleCalls, 1, 'settled by the reconciler, from the settle request the journal kept');
+    assert.is(fac.transfers.length, 1);
+    assert.is(readFileSync(join(dir, 'db', 'settling.journal'), 'utf8'), '', 'the journal emptied at start');
   } finally {
     await fac.stop();
     await store.close();
