@@ -1,49 +1,30 @@
-// The client side of the channel: one HTTP/2 session per peer host (its advertise address from
-// the registry), kept alive and shared by every request forwarded there. A session is opened on
-// first use with this host's certificate, accepts only a server certificate of the cluster CA
-// naming the host it meant (a certificate naming this host itself is a loop: an advertise
-// address pointing back here), and is dropped when it closes, fails or stops answering pings;
-// the next request opens a new one. A session is ready once the owner took it (its first SETTINGS
-// arrived: an owner that refuses this host closes the connection before) and its certificate
-// carries the key the owner's host registered (the same check the owner makes of this host,
-// owner-admit.ts). Opening takes at most connectTimeout. Sessions are pinged
-// every connectTimeout (at most 5 s), each ping answered within connectTimeout, so a peer cut off
-// (a partition that drops packets) fails its requests within twice that. After a peer could not be
-// reached, requests for it fail at once for connectTimeout (not each waiting connectTimeout
-// again); the first one after that tries anew. A peer that refused this host (closed the
-// connection right after the handshake, or presented another key) is tried again only after a
-// back-off that doubles with each refusal in a row, up to REFUSED_MAX_MS. Whether a peer answers now (`answering`: an open
-// session that answered its connect or last ping recently) is what keeps a host whose lease ran
-// out (cut off from the registry alone) a host requests are forwarded to. Beside each open session, the raw lane's
-// connection to the same peer (sender-rawpool.ts: lane requests as multiplexed streams), living and dying
-// with the session (whose pings find a dead peer out).
+// The client side of the channel: one HTTP/2 session per peer host (its advertise address from the
+// registry), kept alive and shared by every request forwarded there. A session is opened on first
+// use (sender-connect.ts: this host's certificate, only the host it meant, ready once the owner
+// took it and its key is the one the owner's host registered, within connectTimeout) and is dropped
+// when it closes, fails or stops answering pings; the next request opens a new one. Sessions are
+// pinged every connectTimeout (at most 5 s), each ping answered within connectTimeout, so a peer
+// cut off (a partition that drops packets) fails its requests within twice that. After a peer could
+// not be reached, requests for it fail at once for connectTimeout (not each waiting connectTimeout
+// again); the first one after that tries anew. A peer that refused this host (closed the connection
+// right after the handshake, or presented another key) is tried again only after a back-off that
+// doubles with each refusal in a row, up to REFUSED_MAX_MS. Whether a peer answers now
+// (`answering`: an open session that answered its connect or last ping recently) is what keeps a
+// host whose lease ran out (cut off from the registry alone) a host requests are forwarded to.
+// Beside each open session, the raw lane's connection to the same peer (sender-rawpool.ts: lane
+// requests as multiplexed streams), living and dying with the session (whose pings find a dead peer
+// out).
 
-import { connect, constants, type ClientHttp2Session } from 'node:http2';
-import { connect as tlsConnect, type ConnectionOptions, type PeerCertificate, type TLSSocket } from 'node:tls';
+import { constants, type ClientHttp2Session } from 'node:http2';
 import { systemClock, type Clock, type Timer } from '../clock.js';
 import { HttpDate } from '../h1/index.js';
 import type { Logger } from '../log/index.js';
 import type { ChannelHealth } from './sender-health.js';
-import { peerHost, peerKey, type Identity } from './identity.js';
+import type { Identity } from './identity.js';
+import { connectPeer, PeerError, type PeerCheck } from './sender-connect.js';
 import { RawPool } from './sender-rawpool.js';
-import { SESSION_WINDOW, WINDOW } from './wire.js';
 
-/** Why a peer could not be reached: a loop (its address leads back here) or anything else. */
-export class PeerError extends Error {
-  constructor(
-    readonly loop: boolean,
-    message: string,
-    /** The peer was reached and refused this host, or was not the host registered under its name. */
-    readonly refused = false,
-  ) {
-    super(message);
-  }
-}
-
-/** Whether a channel peer naming `host` with certificate key `key` is that host (owner-admit.ts's PeerAdmission). */
-export interface PeerCheck {
-  admit(host: string, key: string | undefined): Promise<boolean>;
-}
+export { PeerError, type PeerCheck } from './sender-connect.js';
 
 /** The longest wait before a peer that keeps refusing this host is tried again. */
 export const REFUSED_MAX_MS = 30_000;
@@ -164,97 +145,22 @@ export class Peers {
   }
 
   private open(host: string, advertise: string, key: string): Promise<ClientHttp2Session> {
-    const me = this.o.identity();
-    if (!me) return Promise.reject(new PeerError(false, `this host's channel is not up yet: ${host} is not reached`));
-    let loop = false;
-    const at = advertise.lastIndexOf(':');
-    const address = { host: advertise.slice(0, at).replace(/^\[(.*)\]$/, '$1'), port: Number(advertise.slice(at + 1)) };
-    return new Promise((resolve, reject) => {
-      let socket: TLSSocket | undefined;
-      /** The TLS handshake is done (a close from now on, before the owner's SETTINGS, is a refusal). */
-      let connected = false;
-      let settled = false;
-      const session = connect(
-        `https://${advertise}`,
-        {
-          ca: me.ca,
-          cert: me.cert,
-          key: me.key,
-          servername: host,
-          checkServerIdentity: (_name: string, cert: PeerCertificate) => {
-            const named = peerHost(cert);
-            if (named === host) return undefined;
-            loop = named === me.host;
-            return new Error(`the channel at ${advertise} is ${named ?? 'unnamed'}, not ${host}`);
-          },
-          settings: { enablePush: false, initialWindowSize: WINDOW },
-          // the socket made here, so the connect timeout can end it: a session destroyed before its
-          // socket connected (a SYN nobody answers: a partition) emits nothing and stays pending
-          createConnection: (_url: URL, o: object) => (socket = tlsConnect({ ...(o as ConnectionOptions), ...address, ALPNProtocols: ['h2'] })),
-        },
-        // small requests go out at once (Nagle would hold them for the peer's delayed ACK)
-        (_s, sock) => sock.setNoDelay(true),
-      );
-      const t = setTimeout(() => {
-        const e = new Error(`no channel to ${host} at ${advertise} within ${this.o.connectTimeoutMs} ms`);
-        socket?.destroy(e);
-        session.destroy(e);
-      }, this.o.connectTimeoutMs);
-      const fail = (e: Error) => {
-        clearTimeout(t);
-        if (settled) return;
-        settled = true;
-        this.o.health?.error(host, loop ? 'loop' : 'connect', e.message);
-        // after the handshake and before the owner's SETTINGS: the owner did not take this host
-        reject(new PeerError(loop, e.message, connected));
-      };
-      session.once('error', fail);
-      session.once('close', () => {
-        clearTimeout(t);
+    return connectPeer(this.o, host, advertise, {
+      ready: (session) => {
+        this.ready.set(key, session);
+        this.heard.set(key, this.now());
+      },
+      closed: (session) => {
         if (this.ready.get(key) === session) {
           this.ready.delete(key);
           this.heard.delete(key);
           this.dropRaw(key, false);
         }
-        this.o.health?.closed(host);
-        // closed after the handshake, before the owner's SETTINGS: the owner refused this host
-        fail(new Error(connected ? `${host} at ${advertise} closed the channel as it opened (it does not take this host)` : `the channel to ${host} closed`));
         void this.sessions.get(key)?.then(
           (x) => x === session && this.sessions.delete(key),
           () => {},
         );
-      });
-      // ready once the owner took this host (its SETTINGS) and is the host registered under its name
-      let took = false;
-      let checked = false;
-      const ready = () => {
-        if (!took || !checked || settled || session.destroyed) return;
-        settled = true;
-        clearTimeout(t);
-        session.off('error', fail);
-        session.on(
-          'error',
-          (e) => (this.o.log.debug('channel session failed', { peer: host, detail: e.message }), this.o.health?.error(host, 'session', e.message)),
-        );
-        session.unref(); // idle sessions keep no process alive
-        this.ready.set(key, session);
-        this.heard.set(key, this.now());
-        this.o.health?.opened(host, advertise);
-        resolve(session);
-      };
-      session.once('remoteSettings', () => ((took = true), ready()));
-      session.once('connect', () => {
-        connected = true;
-        session.setLocalWindowSize(SESSION_WINDOW);
-        const admit = this.o.admit;
-        if (!admit) return void ((checked = true), ready());
-        void admit.admit(host, socket && peerKey(socket)).then((ok) => {
-          if (ok) return void ((checked = true), ready());
-          const e = new Error(`the channel at ${advertise} is not ${host} as the registry has it (its certificate's key is not the one ${host} registered)`);
-          fail(e);
-          session.destroy();
-        });
-      });
+      },
     });
   }
 

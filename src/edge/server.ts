@@ -4,33 +4,17 @@
 // guard.ts) before HTTP or TLS sees it. TLS is its own too (tls.ts's contexts by SNI): the
 // handshake's ALPN choice sends a connection to an HTTP/2 server (h2) or to the lane and node's
 // HTTP/1.1 server (http/1.1), each given the TLS socket as a connection through public APIs
-// (handshake.ts: a TLS server's 'secureConnection', `emit('connection')`). Then it assigns request ids, dispatches by Host
-// (target.ts checks the host and makes absolute-form targets origin-form), passes WebSocket
-// upgrades on, answers whatever node's parser refuses with {error, detail}, bounds HTTP/2 stream
-// resets (resets.ts), lets a client that shut its write side after its request still get the
-// answer, and drains in-flight requests on stop.
+// (handshake.ts: a TLS server's 'secureConnection', `emit('connection')`). What node's servers
+// parse goes to requests.ts (request ids, Host dispatch, upgrades, {error, detail} answers). It
+// bounds HTTP/2 stream resets (resets.ts), lets a client that shut its write side after its
+// request still get the answer, and drains in-flight requests on stop.
 
-import { createServer as createHttpServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from 'node:http';
+import { createServer as createHttpServer, type IncomingMessage, type Server as HttpServer } from 'node:http';
 import { createServer as createHttp2Server, type Http2Server, type ServerHttp2Session } from 'node:http2';
 import { createServer as createNetServer, type AddressInfo, type Server as NetServer, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { TLSSocket } from 'node:tls';
-import { configSchema } from '../config/index.js';
-import type { Logger } from '../log/index.js';
-import {
-  appErrorReply,
-  errorReply,
-  newRequestId,
-  rawError,
-  sendReply,
-  type HttpApp,
-  type LaneApp,
-  type LaneRequest,
-  type Req,
-  type RequestInfo,
-  type Res,
-  type UpgradeApp,
-} from '../http/index.js';
+import { newRequestId, type LaneRequest, type RequestInfo } from '../http/index.js';
 import { AppError } from '../errors.js';
 import { metrics } from '../metrics/index.js';
 import { hostOf, route } from './dispatch.js';
@@ -38,48 +22,15 @@ import { ConnGuard } from './guard.js';
 import { Handshakes } from './handshake.js';
 import { LaneConnection, type LaneContext } from './lane.js';
 import { boundResets } from './resets.js';
-import { aliased, named, type Aliases, type Named } from './target.js';
-import type { TlsManager } from './tls.js';
+import { HTTP_DEFAULTS, HTTPS_DEFAULTS, type EdgeOptions } from './options.js';
+import { EdgeRequests } from './requests.js';
+import { aliased } from './target.js';
 import { answerRefusals } from './wire.js';
+
+export type { EdgeApps, EdgeOptions } from './options.js';
 
 /** How long an HTTP/2 session's streams may run on after the client's FIN (HTTP/2 has no half-close; a FIN means the peer left) before the session is destroyed. */
 const H2_FIN_GRACE_MS = 250;
-
-export interface EdgeApps {
-  /** The hosting API; it may take WebSocket upgrades on its hosts too (exec over a WebSocket). */
-  hosting: HttpApp & { upgrade?(req: IncomingMessage, socket: Duplex, head: Buffer, info: RequestInfo): void };
-  verify: HttpApp;
-  /** Serves <slug>.{domain}; receives WebSocket upgrades for those hosts too. */
-  proxy: HttpApp & Partial<UpgradeApp> & Partial<LaneApp>;
-}
-
-/** The `http` / `https` config slices; limits left out take the config defaults. */
-export interface EdgeOptions {
-  domain: string;
-  http: {
-    host: string;
-    port: number;
-    redirect: boolean;
-    maxConnectionsPerAddress?: number;
-    maxConnections?: number;
-    headerTimeout?: number;
-    keepAliveTimeout?: number;
-  };
-  https: { host: string; port: number; maxStreamResets?: number; streamResetWindow?: number };
-  tls: TlsManager;
-  /** ACME HTTP-01: the key authorization for a /.well-known/acme-challenge/<token> path, served on the plain listener before Host routing and the redirect; `ip` is the client's (cluster mode bounds the registry reads per source). */
-  acmeChallenge?: (path: string | undefined, ip: string) => string | Promise<string | undefined> | undefined;
-  apps: EdgeApps;
-  /** Servers' own domains, served as their <slug>.{domain}. */
-  aliases?: Aliases;
-  log: Logger;
-}
-
-type HostKind = 'api' | 'verify' | 'site' | 'other';
-const KIND = { hosting: 'api', verify: 'verify', proxy: 'site', none: 'other' } as const;
-
-const HTTP_DEFAULTS = configSchema.shape.http.parse({});
-const HTTPS_DEFAULTS = configSchema.shape.https.parse({});
 
 export class Edge {
   /** Makes the TLS handshakes (ALPN h2 or http/1.1, certificates by SNI) on admitted connections. */
@@ -98,9 +49,21 @@ export class Edge {
   private lane?: LaneContext;
   /** ms an idle HTTP/1.1 connection stays open between requests, in node's server and the lane alike. */
   private readonly keepAliveTimeout: number;
+  /** What node's servers parsed: routed by Host (requests.ts). */
+  private readonly requests: EdgeRequests;
 
   constructor(private readonly opts: EdgeOptions) {
     this.keepAliveTimeout = opts.http.keepAliveTimeout ?? 5_000;
+    this.requests = new EdgeRequests({
+      opts,
+      guard: () => this.guard,
+      began: () => void this.inflight++,
+      ended: () => {
+        if (--this.inflight === 0) this.drained?.();
+      },
+      stopping: () => this.stopping,
+      httpsPort: () => this.ports.https,
+    });
   }
 
   get ports(): { http: number; https: number } {
@@ -122,13 +85,13 @@ export class Edge {
     this.guard = new ConnGuard({ maxPerAddress: h.maxConnectionsPerAddress, maxTotal: h.maxConnections, headerTimeout: h.headerTimeout, log });
     this.h2 = createHttp2Server(
       { settings: { enableConnectProtocol: false, maxConcurrentStreams: 128 } },
-      (req, res) => void this.onRequest(req, res, 'https'),
+      (req, res) => void this.requests.onRequest(req, res, 'https'),
     );
     this.h2.on('session', (s) => this.onSession(s, { max: hs.maxStreamResets, windowMs: hs.streamResetWindow }));
     this.h2.setTimeout(120_000);
     this.https1 = createHttpServer(
       { requestTimeout: 0, headersTimeout: h.headerTimeout, keepAliveTimeout: this.keepAliveTimeout, requireHostHeader: false },
-      (req, res) => void this.onRequest(req, res, 'https'),
+      (req, res) => void this.requests.onRequest(req, res, 'https'),
     );
     this.https1.setTimeout(120_000);
     this.lane = this.laneContext();
@@ -138,7 +101,7 @@ export class Edge {
     });
     this.http = createHttpServer(
       { requestTimeout: 0, headersTimeout: h.headerTimeout, keepAliveTimeout: this.keepAliveTimeout, requireHostHeader: false },
-      (req, res) => void this.onRequest(req, res, 'http'),
+      (req, res) => void this.requests.onRequest(req, res, 'http'),
     );
     this.http.setTimeout(120_000);
     answerRefusals(this.h2, log, (socket) => ConnGuard.of(socket));
@@ -146,7 +109,9 @@ export class Edge {
       // a client's FIN after its request ends only its side: the answer still goes out, then we close
       (srv as { httpAllowHalfOpen?: boolean }).httpAllowHalfOpen = true;
       answerRefusals(srv, log, (socket) => ConnGuard.of(socket));
-      srv.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => this.onUpgrade(req, socket, head, srv === this.https1 ? 'https' : 'http'));
+      srv.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) =>
+        this.requests.onUpgrade(req, socket, head, srv === this.https1 ? 'https' : 'http'),
+      );
     }
     this.front.https = createNetServer({ allowHalfOpen: true, noDelay: true }, (s) => this.guard.admit(s, true) && this.handshakes!.begin(s));
     this.front.http = createNetServer({ allowHalfOpen: true, noDelay: true }, (s) => this.accept(s, this.http!));
@@ -226,123 +191,6 @@ export class Edge {
     });
   }
 
-  private info(req: Req, scheme: 'http' | 'https'): [RequestInfo, unknown] {
-    let n: Named = { host: undefined, rid: undefined };
-    let refused: unknown;
-    try {
-      n = named(req);
-    } catch (e) {
-      refused = e;
-    }
-    const info: RequestInfo = { host: hostOf(n.host), scheme, requestId: newRequestId(n.rid), ip: req.socket?.remoteAddress ?? '' };
-    // the request the lane already forwarded: its id, and the failure to answer instead of forwarding it again
-    const conn = req.httpVersionMajor < 2 ? ConnGuard.of(req.socket) : undefined;
-    const replay = conn?.replay;
-    if (replay) {
-      conn.replay = undefined;
-      info.requestId = replay.requestId;
-      if (replay.failure) info.failure = replay.failure;
-    }
-    return [info, refused];
-  }
-
-  private onRequest(req: Req, res: Res, scheme: 'http' | 'https'): void {
-    this.inflight++;
-    const conn = req.httpVersionMajor < 2 ? ConnGuard.of(req.socket) : undefined;
-    if (conn) this.guard.requestStarted(conn, res as ServerResponse);
-    const t0 = performance.now();
-    const seen = { kind: 'other' as HostKind };
-    res.on('close', () => {
-      if (conn) this.guard.requestEnded(conn);
-      if (--this.inflight === 0) this.drained?.();
-      metrics.httpRequest(seen.kind, res.statusCode);
-      if (seen.kind === 'site' && res.writableFinished) metrics.proxyAnswered((performance.now() - t0) / 1000);
-    });
-    req.on('error', noop);
-    res.on('error', noop);
-    const [info, refused] = this.info(req, scheme);
-    const challenge = scheme === 'http' && req.method === 'GET' ? this.opts.acmeChallenge?.(req.url, info.ip) : undefined;
-    if (typeof challenge === 'string') return answerChallenge(res, challenge);
-    // cluster mode: another host may hold the token; an unknown one goes on to the site
-    if (challenge) return void challenge.then((ka) => (ka === undefined ? this.handle(req, res, scheme, info, refused, seen) : answerChallenge(res, ka)));
-    this.handle(req, res, scheme, info, refused, seen);
-  }
-
-  /** Routes a request by Host to its app (after the ACME challenge check). */
-  private handle(req: Req, res: Res, scheme: 'http' | 'https', info: RequestInfo, refused: unknown, seen: { kind: HostKind }): void {
-    try {
-      // node then answers with Connection: close and closes after it (no header set here: see below)
-      if ((this.stopping || refused) && 'shouldKeepAlive' in res) res.shouldKeepAlive = false;
-      if (refused) throw refused;
-      const target =
-        scheme === 'http' && this.opts.http.redirect ? undefined : aliased(route(info.host, this.opts.domain), info, this.opts.domain, this.opts.aliases);
-      if (target) seen.kind = KIND[target.app];
-      // The proxy adds the id to what it sends itself: a forwarded answer's head is then written
-      // in one step (node's writeHead is slower once a header was set before it).
-      if (target?.app !== 'proxy') res.setHeader('x-request-id', info.requestId);
-      if (!target) return this.redirect(req, res, info.host);
-      const app = target.app === 'none' ? undefined : this.opts.apps[target.app];
-      if (!app) throw this.unknownHost(info.host, scheme);
-      // most answers start synchronously; only a returned promise needs watching
-      const pending = app.handle(req, res, info);
-      if (pending) pending.catch((err: unknown) => this.failed(res, err, info));
-    } catch (err) {
-      this.failed(res, err, info);
-    }
-  }
-
-  private failed(res: Res, err: unknown, info: RequestInfo): void {
-    if (!res.headersSent) res.setHeader('x-request-id', info.requestId);
-    sendReply(res, errorReply(err, info.requestId, this.opts.log));
-  }
-
-  private unknownHost(host: string, scheme: string): AppError {
-    const d = this.opts.domain;
-    if (!host) return AppError.of('missing_host', 'the request has no Host header');
-    return scheme === 'https'
-      ? AppError.of('unknown_host', `this daemon serves ${d}, api.${d}, verify.${d} and <slug>.${d}, not ${host.slice(0, 100)}`, { kind: 'misdirected' })
-      : AppError.of('unknown_host', `this daemon serves ${d}, api.${d}, verify.${d} and <slug>.${d}, not ${host.slice(0, 100)}`);
-  }
-
-  private redirect(req: Req, res: Res, host: string): void {
-    const https = this.ports.https;
-    const port = https === 443 ? '' : `:${https}`;
-    const safeHost = /^[a-z0-9.-]+$/.test(host) ? host : this.opts.domain;
-    const location = `https://${safeHost}${port}${(req.url ?? '/').startsWith('/') ? req.url : '/'}`;
-    sendReply(res, appErrorReply(AppError.of('use_https', `this service is served at ${location}`, { headers: { location } })));
-  }
-
-  private onUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer, scheme: 'http' | 'https'): void {
-    socket.on('error', () => {});
-    const conn = ConnGuard.of(socket);
-    if (conn) this.guard.taken(conn);
-    const [info, refused] = this.info(req, scheme);
-    if (refused instanceof AppError) return rawError(socket, refused, { requestId: info.requestId });
-    const target = aliased(route(info.host, this.opts.domain), info, this.opts.domain, this.opts.aliases);
-    const hosting = this.opts.apps.hosting;
-    if (target.app === 'hosting' && hosting.upgrade && !(scheme === 'http' && this.opts.http.redirect)) {
-      try {
-        return hosting.upgrade(req, socket, head, info);
-      } catch (e) {
-        this.opts.log.error('upgrade failed', { err: e });
-      }
-    }
-    if (target.app === 'proxy' && this.opts.apps.proxy.upgrade && !(scheme === 'http' && this.opts.http.redirect)) {
-      try {
-        return this.opts.apps.proxy.upgrade(req, socket, head, { ...info, slug: target.slug });
-      } catch (e) {
-        this.opts.log.error('upgrade failed', { err: e });
-      }
-    }
-    rawError(
-      socket,
-      AppError.of('upgrade_not_supported', 'WebSocket upgrades are accepted only on <slug> hosts and at /servers/{id}/exec of the API', { kind: 'not_found' }),
-      {
-        requestId: info.requestId,
-      },
-    );
-  }
-
   /** Stops accepting, lets in-flight requests finish until the deadline, then closes the rest. */
   async stop(deadlineMs: number): Promise<void> {
     this.stopping = true;
@@ -362,7 +210,7 @@ export class Edge {
 
 function noop(): void {}
 
-/** A connection's peer, the same on the TCP socket and the TLS socket over it. */
+/** Listens on `host`:`port`; a failure is answered as listen_failed. */
 function listen(server: NetServer, port: number, host: string): Promise<void> {
   return new Promise((resolve, reject) => {
     const onError = (e: Error) => reject(AppError.of('listen_failed', `cannot listen on ${host}:${port}: ${e.message}`));
@@ -373,8 +221,4 @@ function listen(server: NetServer, port: number, host: string): Promise<void> {
       resolve();
     });
   });
-}
-
-function answerChallenge(res: Res, keyAuthorization: string): void {
-  res.writeHead(200, { 'content-type': 'text/plain', 'content-length': Buffer.byteLength(keyAuthorization) }).end(keyAuthorization);
 }

@@ -1,74 +1,23 @@
 // Records every host serves or checks (schema 6): TLS certificates (the host's wildcard and
 // customers' domains), custom domains (one holder across hosts), and servers' SSH public keys by
-// fingerprint (another host authenticates a login for a server it does not run).
+// fingerprint (another host authenticates a login for a server it does not run), with the HTTP-01
+// answers of the orders under way.
 //
-// A certificate's private key is stored encrypted (AES-256-GCM) under a 32-byte cluster secret
-// kept in `cluster_secrets` (schema 4) under its own name (made once by the first host that needs
-// it, INSERT … ON CONFLICT DO NOTHING, then read back: every host uses the same one), itself
-// sealed under the cluster token (token.ts, schema 14): the registry alone opens no key. One host
-// orders a given certificate at
-// a time: it holds the certificate's lease row in `certificate_orders` (schema 16: holder and
-// expiry, taken and released in short statements, renewed while the order runs), so an order
-// holds no registry connection while it talks to the CA (eight orders at once used to hold the
-// pool's eight connections, and the heartbeat, auth and the fence waited on them); a holder that
-// crashed is replaced once its lease expires. The others poll until it is released and take the
-// stored result. Each row has a version from one
+// A certificate's private key is stored sealed under a cluster secret (certseal.ts): the
+// registry alone opens no key. One host orders a given certificate at a time, holding its lease
+// row (certorders.ts, schema 16) but no registry connection while it talks to the CA; the others
+// poll until it is released and take the stored result. Each row has a version from one
 // sequence, so a host picks up renewed and new certificates by asking for versions above the
 // highest it saw.
 
-import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 import { clusterSecret } from './accounts.js';
-import type { RegistryNames } from './names.js';
+import { OrderLease, ORDER_LEASE_MS } from './certorders.js';
+import { CERT_SECRET_NAME, openCertKey, sealCertKey } from './certseal.js';
 import type { RegistryPool } from './pool.js';
 import type { ClusterKeys } from './token.js';
 
-export const SHARED_SQL = `
-  CREATE SEQUENCE certificates_version;
-  CREATE TABLE certificates (
-    id          text PRIMARY KEY,
-    names       jsonb NOT NULL,
-    cert_pem    text NOT NULL,
-    key_enc     bytea NOT NULL,
-    not_after   bigint NOT NULL,
-    issued_at   bigint NOT NULL,
-    host        text NOT NULL,
-    version     bigint NOT NULL DEFAULT nextval('certificates_version'),
-    removed     boolean NOT NULL DEFAULT false
-  );
-  CREATE INDEX certificates_version_idx ON certificates (version);
-  CREATE TABLE acme_challenges (
-    token              text PRIMARY KEY,
-    key_authorization  text NOT NULL,
-    expires_at         timestamptz NOT NULL
-  );
-  CREATE TABLE custom_domains (
-    domain      text PRIMARY KEY,
-    server_id   text NOT NULL,
-    account_id  text NOT NULL,
-    host        text NOT NULL,
-    state       text NOT NULL,
-    claimed_at  timestamptz NOT NULL DEFAULT now()
-  );
-  CREATE INDEX custom_domains_server ON custom_domains (server_id);
-  CREATE TABLE server_keys (
-    server_id    text PRIMARY KEY,
-    fingerprint  text NOT NULL,
-    public_key   text NOT NULL,
-    host         text NOT NULL,
-    recorded_at  timestamptz NOT NULL DEFAULT now()
-  );
-  CREATE INDEX server_keys_fingerprint ON server_keys (fingerprint);`;
-
-/** Schema 16: one lease row per certificate being ordered (who orders it, until when). */
-export const ORDERS_SQL = `
-  CREATE TABLE certificate_orders (
-    id      text PRIMARY KEY,
-    holder  text NOT NULL,
-    until   timestamptz NOT NULL
-  );`;
-/** How long an order's lease lasts without renewal (a crashed holder's is taken over after it). */
-export const ORDER_LEASE_MS = 60_000;
-const SECRET_NAME = 'certificate-keys';
+export { ORDERS_SQL, ORDER_LEASE_MS } from './certorders.js';
+export { SHARED_SQL } from './shared-schema.js';
 
 export interface SharedCertificate {
   id: string;
@@ -94,6 +43,7 @@ type CertRow = { id: string; names: string[]; cert_pem: string; key_enc: Buffer;
 
 export class RegistryShared {
   private secret?: Buffer;
+  private readonly lease: OrderLease;
 
   constructor(
     private readonly pool: RegistryPool,
@@ -102,29 +52,16 @@ export class RegistryShared {
     /** How long a host waits for another's order before answering that it is still running. */
     private readonly waitMs = 6 * 60_000,
     /** How long an order's lease lasts without renewal (a crashed holder's expires after it). */
-    private readonly leaseMs = ORDER_LEASE_MS,
-  ) {}
+    leaseMs = ORDER_LEASE_MS,
+  ) {
+    this.lease = new OrderLease(pool, host, leaseMs);
+  }
 
   // ── the cluster secret certificate keys are encrypted under ──
 
   private async key(): Promise<Buffer> {
-    this.secret ??= (await clusterSecret(this.pool, this.keys, true, SECRET_NAME))!;
+    this.secret ??= (await clusterSecret(this.pool, this.keys, true, CERT_SECRET_NAME))!;
     return this.secret;
-  }
-
-  private seal(plain: string, k: Buffer, id: string): Buffer {
-    const iv = randomBytes(12);
-    const c = createCipheriv('aes-256-gcm', k, iv);
-    c.setAAD(Buffer.from(`rootbox certificate key\n${id}`));
-    const body = Buffer.concat([c.update(plain, 'utf8'), c.final()]);
-    return Buffer.concat([iv, c.getAuthTag(), body]);
-  }
-
-  private open(sealed: Buffer, k: Buffer, id: string): string {
-    const d = createDecipheriv('aes-256-gcm', k, sealed.subarray(0, 12));
-    d.setAAD(Buffer.from(`rootbox certificate key\n${id}`));
-    d.setAuthTag(sealed.subarray(12, 28));
-    return Buffer.concat([d.update(sealed.subarray(28)), d.final()]).toString('utf8');
   }
 
   private async row(r: CertRow): Promise<SharedCertificate> {
@@ -132,7 +69,7 @@ export class RegistryShared {
       id: r.id,
       names: r.names,
       certPem: r.cert_pem,
-      keyPem: this.open(r.key_enc, await this.key(), r.id),
+      keyPem: openCertKey(r.key_enc, await this.key(), r.id),
       notAfter: Number(r.not_after),
       issuedAt: Number(r.issued_at),
       version: Number(r.version),
@@ -147,7 +84,7 @@ export class RegistryShared {
     c: Omit<SharedCertificate, 'version' | 'removed'>,
     q: { query(sql: string, params: unknown[]): Promise<unknown> } = this.pool,
   ): Promise<void> {
-    const sealed = this.seal(c.keyPem, await this.key(), c.id);
+    const sealed = sealCertKey(c.keyPem, await this.key(), c.id);
     await q.query(
       `INSERT INTO certificates (id, names, cert_pem, key_enc, not_after, issued_at, host) VALUES ($1, $2, $3, $4, $5, $6, $7)
        ON CONFLICT (id) DO UPDATE SET names = $2, cert_pem = $3, key_enc = $4, not_after = $5, issued_at = $6, host = $7,
@@ -162,7 +99,6 @@ export class RegistryShared {
     await this.pool.query("UPDATE certificates SET removed = true, version = nextval('certificates_version') WHERE id = $1 AND NOT removed", [id]);
   }
 
-  /** Every row written after `version` (removed ones too), oldest first. */
   // ── HTTP-01 answers: the ordering host's tokens, answered by whichever host the CA reaches ──
 
   async putChallenge(token: string, keyAuthorization: string): Promise<void> {
@@ -184,6 +120,7 @@ export class RegistryShared {
     return r.rows[0]?.key_authorization;
   }
 
+  /** Every row written after `version` (removed ones too), oldest first. */
   async certificatesSince(version: number): Promise<SharedCertificate[]> {
     const r = await this.pool.query<CertRow>('SELECT * FROM certificates WHERE version > $1 ORDER BY version', [version]);
     return Promise.all(r.rows.map((x) => this.row(x)));
@@ -205,28 +142,17 @@ export class RegistryShared {
   ): Promise<{ cert: SharedCertificate; ordered: boolean }> {
     const deadline = Date.now() + this.waitMs;
     for (;;) {
-      const holder = await this.takeOrder(id);
+      const holder = await this.lease.take(id);
       if (holder) {
         try {
           return await this.orderHolding(id, holder, good, order);
         } finally {
-          await this.pool.query('DELETE FROM certificate_orders WHERE id = $1 AND holder = $2', [id, holder]).catch(() => {});
+          await this.lease.release(id, holder);
         }
       }
       if (Date.now() > deadline) throw new Error(`another host's order of certificate ${id} has not ended`);
       await sleep(200);
     }
-  }
-
-  /** Takes the order lease of `id` when it is free or expired: the holder token, or undefined. */
-  private async takeOrder(id: string): Promise<string | undefined> {
-    const holder = `${this.host} ${randomBytes(8).toString('hex')}`;
-    const r = await this.pool.query(
-      `INSERT INTO certificate_orders (id, holder, until) VALUES ($1, $2, now() + make_interval(secs => $3))
-       ON CONFLICT (id) DO UPDATE SET holder = EXCLUDED.holder, until = EXCLUDED.until WHERE certificate_orders.until < now()`,
-      [id, holder, this.leaseMs / 1000],
-    );
-    return r.rowCount === 1 ? holder : undefined;
   }
 
   private async orderHolding(
@@ -238,18 +164,12 @@ export class RegistryShared {
     const r = await this.pool.query<CertRow>('SELECT * FROM certificates WHERE id = $1 AND NOT removed', [id]);
     const stored = r.rows[0] && (await this.row(r.rows[0]));
     if (stored && good(stored)) return { cert: stored, ordered: false };
-    // renewed while the CA works; a renewal the registry misses is tried again at the next beat
-    const renew = setInterval(() => {
-      void this.pool
-        .query('UPDATE certificate_orders SET until = now() + make_interval(secs => $3) WHERE id = $1 AND holder = $2', [id, holder, this.leaseMs / 1000])
-        .catch(() => {});
-    }, this.leaseMs / 3);
-    renew.unref();
+    const renewed = this.lease.renewing(id, holder);
     let issued;
     try {
       issued = await order();
     } finally {
-      clearInterval(renew);
+      renewed();
     }
     await this.saveCertificate({ id, ...issued, issuedAt: Date.now() });
     const back = await this.pool.query<CertRow>('SELECT * FROM certificates WHERE id = $1', [id]);
@@ -315,34 +235,4 @@ export class RegistryShared {
     );
     return r.rows.map((x) => ({ serverId: x.server_id, fingerprint: x.fingerprint, publicKey: x.public_key, host: x.host }));
   }
-}
-
-/**
- * The registry's names and placements with each placed server's SSH public key recorded beside
- * its placement (what hosting sees as SharedNames in registry mode): place() writes the
- * placement, then the key; remove() forgets both.
- */
-export function keyedNames(names: RegistryNames, shared: RegistryShared) {
-  return {
-    claim: (slug: string, serverId: string) => names.claim(slug, serverId),
-    release: (slug: string, serverId: string) => names.release(slug, serverId),
-    /** Also records the keys of the servers placed here (those placed before keys were shared). */
-    async reconcile(servers: readonly { id: string; slug: string; accountId: string; sshPublicKey?: string; keyFingerprint?: string }[], publicIp: string) {
-      const r = await names.reconcile(servers, publicIp);
-      const away = new Set([...r.elsewhere, ...r.deleted]);
-      const taken = new Set(r.conflicts);
-      const keys = servers.filter((x) => x.sshPublicKey && x.keyFingerprint && !away.has(x.id) && !taken.has(x.slug));
-      await shared.recordKeys(keys.map((x) => ({ serverId: x.id, fingerprint: x.keyFingerprint!, publicKey: x.sshPublicKey! })));
-      return r;
-    },
-    async place(p: { serverId: string; accountId: string; slug: string; publicIp: string; sshPublicKey?: string; keyFingerprint?: string }) {
-      const placed = await names.place({ serverId: p.serverId, accountId: p.accountId, slug: p.slug, publicIp: p.publicIp });
-      if (p.sshPublicKey && p.keyFingerprint) await shared.recordKey({ serverId: p.serverId, publicKey: p.sshPublicKey, fingerprint: p.keyFingerprint });
-      return placed;
-    },
-    async remove(serverId: string) {
-      await names.remove(serverId);
-      await shared.removeKey(serverId);
-    },
-  };
 }

@@ -1,76 +1,36 @@
 // The SSH listener: one ssh2 server for all servers on this host. It checks the native crypto
 // binding, loads the host keys, admits TCP connections itself (unauthenticated ones capped per
-// source and in total with fair shares, each under a hard login deadline: admission.ts) before handing them to
-// ssh2, limits failed logins per address, authenticates by key (the key names the server), wakes
-// the server at login and hands channels to the session and forward handlers, at most
-// `maxChannels` open per connection. In cluster mode a key of a server another host runs (the
-// registry's shared keys, kept in memory by the placement cache; a miss costs a catch-up read
-// within a budget per source: auth.ts) is checked the same way and the connection relayed to
-// that host over the channel (relay.ts); the other way, a channel stream another host opened for
-// a login it checked is taken as an authenticated connection to the server it names
-// (acceptForwarded).
+// source and in total with fair shares, each under a hard login deadline: admission.ts) before
+// handing them to ssh2, and gives each connection its life (connection.ts: limits failed logins
+// per address, authenticates by key (the key names the server), wakes the server at login and
+// hands channels to the session and forward handlers, at most `maxChannels` open per
+// connection). In cluster mode a key of a server another host runs (the registry's shared keys,
+// kept in memory by the placement cache; a miss costs a catch-up read within a budget per source:
+// auth.ts) is checked the same way and the connection relayed to that host over the channel
+// (relay.ts); the other way, a channel stream another host opened for a login it checked is taken
+// as an authenticated connection to the server it names (acceptForwarded).
 // stop() closes the listener and every connection, which kills what they run.
 
 import { createServer, type AddressInfo, type Server as NetServer, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import ssh2 from 'ssh2';
-import type { Connection, ServerChannel, Session } from 'ssh2';
+import type { Connection } from 'ssh2';
 import type { Logger } from '../log/index.js';
 import type { Presence } from '../presence/index.js';
 import type { Runtime } from '../runtime/index.js';
-import type { ServerRecord } from '../store/index.js';
 import { Admission, type Ticket } from './admission.js';
 import { ALGORITHMS, assertNativeCrypto } from './algorithms.js';
-import { authenticate, type AuthOutcome, type KeysElsewhere, type ServerLookup } from './auth.js';
 import { Budget, CommandSlots } from './budget.js';
-import { forwardTcp, rejectWithReason } from './forward.js';
+import { serveConnection, type ConnectionContext } from './connection.js';
 import { loadHostKeys, type HostKey } from './hostkeys.js';
 import { AuthLimiter, normalizeIp } from './ratelimit.js';
-import { Relay } from './relay.js';
-import { serveSession } from './session.js';
-import { createTarget, type Target } from './target.js';
-import { metrics } from '../metrics/index.js';
+import type { Elsewhere, SockOf, SshDeps, SshOptions } from './types.js';
 import { MissBudget } from '../misses.js';
 
-export interface SshOptions {
-  host: string;
-  port: number;
-  dataDir: string;
-  maxAuthFailures: number;
-  authFailureWindow: number;
-  loginGraceTime: number;
-  maxUnauthenticatedPerAddress: number;
-  maxUnauthenticated: number;
-  maxChannels: number;
-  maxExecs: number;
-  maxExecsPerServer: number;
-}
+export type { Elsewhere, SshDeps, SshOptions } from './types.js';
 
-export interface SshDeps {
-  options: SshOptions;
-  servers: ServerLookup & { get(id: string): ServerRecord | undefined };
-  /** The runtime and the idle tracker: both started before the SSH part. */
-  runtime: Runtime;
-  presence: Presence;
-  log: Logger;
-}
-
-/** Cluster mode: servers of other hosts, reached through the host-to-host channel (relay.ts). */
-export interface Elsewhere {
-  /** The servers of other hosts whose key has this fingerprint (the registry's shared keys, kept in memory). */
-  keys: KeysElsewhere;
-  /** A stream to the owner's SSH server, authenticated for `serverId`; throws an AppError when there is none. */
-  open(serverId: string, client: { ip: string; port: number }): Promise<Duplex>;
-}
-
-/** Refused auth requests one connection may make before it is dropped (OpenSSH MaxAuthTries). */
-const MAX_AUTH_TRIES = 6;
-/** SSH_OPEN_RESOURCE_SHORTAGE (RFC 4254 §5.1): OpenSSH prints "open failed: resource shortage: …". */
-const RESOURCE_SHORTAGE = 4;
 /** How long a socket whose side ssh2 ended (disconnect sent) may wait for the client's FIN. */
 const LINGER_MS = 1000;
-
-type SockOf = { _sock?: Socket | Duplex };
 
 export class SshServer {
   private srv?: ssh2.Server;
@@ -88,6 +48,8 @@ export class SshServer {
   /** Registry reads for keys known nowhere (a key recorded on another host a moment ago): bounded per source. */
   readonly misses = new MissBudget();
   hostKeys: HostKey[] = [];
+  /** What every connection shares of this server (connection.ts). */
+  private readonly connections: ConnectionContext;
 
   constructor(private readonly deps: SshDeps) {
     const o = deps.options;
@@ -101,6 +63,15 @@ export class SshServer {
       onRefused: (ip, why, limit) => deps.log.info('ssh connection refused', { ip, why, limit }),
       onEvicted: (ip, newcomer) => deps.log.info('ssh unauthenticated connection dropped for a newcomer', { ip, newcomer, limit: o.maxUnauthenticated }),
     });
+    this.connections = {
+      deps,
+      limiter: this.limiter,
+      commands: this.commands,
+      misses: this.misses,
+      elsewhere: () => this.elsewhere,
+      port: () => this.port,
+      closed: (client) => this.clients.delete(client),
+    };
   }
 
   /** A slot of the server's command budget for a command that runs over no SSH connection (the
@@ -219,134 +190,7 @@ export class SshServer {
     client.on('error', (e: Error) => log.debug('ssh connection error', { ip, err: e.message }));
     if (!socket || (!ticket && !forwardedFor) || socket.destroyed) return void socket?.destroy();
     this.clients.add(client);
-    const channels = new Budget(this.deps.options.maxChannels);
-    const execs = new Budget(this.deps.options.maxExecs);
-    const takeExec = () => this.commands.take(server!.id, execs);
-    let authed = false;
-    let server: ServerRecord | undefined;
-    let target: Target | undefined;
-    /** The server's id when another host runs it: the connection is relayed there. */
-    let remote: string | undefined;
-    let relay: Relay | undefined;
-    let refusals = 0;
-    let failure: string | undefined;
-    const cleanups = new Set<() => void>();
-    const onConnectionClose = (fn: () => void) => {
-      cleanups.add(fn);
-      return () => cleanups.delete(fn);
-    };
-
-    let hungUp = false;
-    const elsewhere = this.elsewhere;
-    const decide = (r: AuthOutcome, accept: () => void) => {
-      if (r.ok === true) {
-        if ('remote' in r) remote = r.remote;
-        else server = r.server;
-        accept();
-      } else if (r.ok === false) {
-        if (r.why) {
-          failure = r.why;
-          refusals += 1;
-          metrics.sshLoginFailed();
-        }
-        if (r.hangUp || refusals >= MAX_AUTH_TRIES) {
-          hungUp = true;
-          client.end();
-        }
-      }
-    };
-    client.on('authentication', (ctx) => {
-      // Requests already in flight when we hung up are not looked at (no more crypto for them).
-      if (hungUp) return ctx.reject();
-      if (forwardedFor) {
-        // the host that forwarded the connection checked the key; only its 'none' is taken
-        server = ctx.method === 'none' && ctx.username === 'root' ? this.deps.servers.get(forwardedFor) : undefined;
-        return server ? ctx.accept() : ctx.reject();
-      }
-      const r = authenticate(ctx, ip, { servers: this.deps.servers, limiter: this.limiter, log, elsewhere: elsewhere?.keys, misses: this.misses });
-      if (r instanceof Promise) void r.then((x) => (hungUp ? x.ok === true && ctx.reject() : decide(x, () => ctx.accept())));
-      else decide(r, () => ctx.accept());
-    });
-
-    client.on('ready', () => {
-      authed = true;
-      ticket?.authenticated();
-      metrics.sshSession();
-      if (remote && elsewhere) {
-        const serverId = remote;
-        log.info('ssh login', { ip, server: serverId, relayed: true });
-        relay = new Relay(client, { open: () => elsewhere.open(serverId, { ip, port: info.port }), serverId, ip, log });
-        return;
-      }
-      if (!server) return client.end();
-      target = createTarget(server, {
-        runtime: this.deps.runtime,
-        presence: this.deps.presence,
-        current: (id) => this.deps.servers.get(id),
-      });
-      log.info('ssh login', { ip, server: server.id, slug: server.slug, ...(forwardedFor ? { forwarded: true } : {}) });
-      // Start waking a sleeping server now; channels wait for the same wake.
-      if (!target.refusal()) target.ready().catch((e) => log.info('ssh wake failed', { server: server!.id, err: (e as Error).message }));
-    });
-
-    const connection = () => ({ clientIp: ip, clientPort: info.port, serverIp: this.deps.options.host, serverPort: this.port });
-
-    /** A channel slot for this open, freed when the open is refused or the channel closes. */
-    const slot = (kind: string, reject: () => void): (() => void) | null => {
-      const release = channels.take();
-      if (!release) {
-        log.info('ssh channel refused', { ip, server: server?.id, kind, why: 'too many open channels', limit: channels.max });
-        rejectWithReason(client, reject, RESOURCE_SHORTAGE, `rootbox: too many open channels on this connection (limit ${channels.max}); close one first`);
-      }
-      return release;
-    };
-
-    client.on('session', (accept: () => Session, reject: () => void) => {
-      if (!target && !relay) return reject();
-      const release = slot('session', reject);
-      if (!release) return;
-      if (relay)
-        return relay.session(() => {
-          const s = accept();
-          s.once('close', release);
-          return s;
-        });
-      if (!target) return;
-      const session = accept();
-      session.once('close', release);
-      serveSession(session, { target, runtime: this.deps.runtime, connection: connection(), log, onConnectionClose, takeExec });
-    });
-
-    client.on('tcpip', (accept: () => ServerChannel, reject: () => void, req) => {
-      if (!target && !relay) return reject();
-      const release = slot('direct-tcpip', reject);
-      if (!release) return;
-      const acceptCounted = () => {
-        const ch = accept();
-        if (ch) ch.once('close', release);
-        else release();
-        return ch;
-      };
-      const rejectCounted = () => {
-        release();
-        reject();
-      };
-      if (relay) relay.tcpip(acceptCounted, rejectCounted, req);
-      else if (target) forwardTcp(client, acceptCounted, rejectCounted, req, { target, log, onConnectionClose });
-    });
-
-    client.on('close', () => {
-      if (!authed) {
-        if (failure) {
-          const blocked = this.limiter.fail(ip);
-          log.info('ssh login failed', { ip, why: failure, attempts: refusals, blocked });
-        }
-      }
-      this.clients.delete(client);
-      relay?.close();
-      for (const fn of [...cleanups]) fn();
-      cleanups.clear();
-    });
+    serveConnection(client, { ip, port: info.port, ticket, forwardedFor }, this.connections);
   }
 }
 

@@ -1,0 +1,36 @@
+// The registry's names and placements with each placed server's SSH public key recorded beside
+// its placement (what hosting sees as SharedNames in registry mode): the names from names.ts, the
+// keys in shared.ts's `server_keys`.
+
+import type { RegistryNames } from './names.js';
+import type { RegistryShared } from './shared.js';
+
+/**
+ * The registry's names and placements with each placed server's SSH public key recorded beside
+ * its placement (what hosting sees as SharedNames in registry mode): place() writes the
+ * placement, then the key; remove() forgets both.
+ */
+export function keyedNames(names: RegistryNames, shared: RegistryShared) {
+  return {
+    claim: (slug: string, serverId: string) => names.claim(slug, serverId),
+    release: (slug: string, serverId: string) => names.release(slug, serverId),
+    /** Also records the keys of the servers placed here (those placed before keys were shared). */
+    async reconcile(servers: readonly { id: string; slug: string; accountId: string; sshPublicKey?: string; keyFingerprint?: string }[], publicIp: string) {
+      const r = await names.reconcile(servers, publicIp);
+      const away = new Set([...r.elsewhere, ...r.deleted]);
+      const taken = new Set(r.conflicts);
+      const keys = servers.filter((x) => x.sshPublicKey && x.keyFingerprint && !away.has(x.id) && !taken.has(x.slug));
+      await shared.recordKeys(keys.map((x) => ({ serverId: x.id, fingerprint: x.keyFingerprint!, publicKey: x.sshPublicKey! })));
+      return r;
+    },
+    async place(p: { serverId: string; accountId: string; slug: string; publicIp: string; sshPublicKey?: string; keyFingerprint?: string }) {
+      const placed = await names.place({ serverId: p.serverId, accountId: p.accountId, slug: p.slug, publicIp: p.publicIp });
+      if (p.sshPublicKey && p.keyFingerprint) await shared.recordKey({ serverId: p.serverId, publicKey: p.sshPublicKey, fingerprint: p.keyFingerprint });
+      return placed;
+    },
+    async remove(serverId: string) {
+      await names.remove(serverId);
+      await shared.removeKey(serverId);
+    },
+  };
+}
