@@ -14,10 +14,12 @@
 // crashed is replaced once its lease expires. The others poll until it is released and take the
 // stored result. Each row has a version from one
 // sequence, so a host picks up renewed and new certificates by asking for versions above the
-// highest it saw.
+// highest it saw: taken under the feed's FEED_LOCK held until commit, so versions commit in order
+// (a smaller one committed later would be skipped).
 
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 import { clusterSecret } from './accounts.js';
+import { FEED_LOCK } from './feed.js';
 import type { RegistryNames } from './names.js';
 import type { RegistryPool } from './pool.js';
 import type { ClusterKeys } from './token.js';
@@ -147,7 +149,9 @@ export class RegistryShared {
     c: Omit<SharedCertificate, 'version' | 'removed'>,
     q: { query(sql: string, params: unknown[]): Promise<unknown> } = this.pool,
   ): Promise<void> {
-    const sealed = this.seal(c.keyPem, await this.key(), c.id);
+    const sealed = this.seal(c.keyPem, await this.key(), c.id); // the key read before a transaction holds a connection
+    if (q === this.pool) return this.pool.tx((t) => this.saveCertificate(c, t)); // q: a transaction's client
+    await q.query('SELECT pg_advisory_xact_lock($1)', [FEED_LOCK]); // versions commit in order (header)
     await q.query(
       `INSERT INTO certificates (id, names, cert_pem, key_enc, not_after, issued_at, host) VALUES ($1, $2, $3, $4, $5, $6, $7)
        ON CONFLICT (id) DO UPDATE SET names = $2, cert_pem = $3, key_enc = $4, not_after = $5, issued_at = $6, host = $7,
@@ -159,7 +163,10 @@ export class RegistryShared {
 
   /** Marks a certificate removed (hosts uninstall it at their next poll). */
   async removeCertificate(id: string): Promise<void> {
-    await this.pool.query("UPDATE certificates SET removed = true, version = nextval('certificates_version') WHERE id = $1 AND NOT removed", [id]);
+    await this.pool.tx(async (t) => {
+      await t.query('SELECT pg_advisory_xact_lock($1)', [FEED_LOCK]); // versions commit in order (header)
+      await t.query("UPDATE certificates SET removed = true, version = nextval('certificates_version') WHERE id = $1 AND NOT removed", [id]);
+    });
   }
 
   /** Every row written after `version` (removed ones too), oldest first. */
