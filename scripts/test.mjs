@@ -86,6 +86,7 @@ const UNIT = [
   'test/registry/startquota.test.ts',
   'test/registry/sharedmaps.test.ts',
   'test/registry/feed.test.ts',
+  'test/registry/certversions.test.ts',
   'test/registry/token.test.ts',
   'test/registry/edgeca.test.ts',
   'test/registry/listenfirst.test.ts',

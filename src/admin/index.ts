@@ -23,6 +23,8 @@ export async function startAdmin(dataDir: string, deps: AdminDeps): Promise<Admi
   if (!l.path) return l;
   const w = announce(deps.cfg.runDir, { dataDir, adminSocket: l.path });
   if (w.file) deps.log.debug('whereabouts written for the operator commands', { file: w.file });
+  else if (w.unsafe) deps.log.warn('operator commands will not find this daemon without a flag', { detail: w.unsafe });
+  else if (w.error) deps.log.debug('whereabouts not written', { detail: w.error });
   return {
     path: l.path,
     close: async () => {

@@ -14,7 +14,8 @@
 // in order: a catch-up `version > seen` never skips a smaller version that commits after it.
 // Tombstones are pruned once every live host caught up past them (or past a retention), raising
 // `tombstone_floor`; a cache behind the floor reloads everything (placements.ts). Placement
-// tombstones are kept: the wake fence reads them (names.ts `fenceOf`). Slug claims are not in the
+// tombstones are kept: the wake fence reads them (names.ts `fenceOf`); a full load reads none of
+// them all the same (schema 18's index of the live records). Slug claims are not in the
 // feed: no cache reads them (a placement carries its slug).
 
 import { z } from 'zod';
@@ -182,15 +183,25 @@ export const PRUNE_TOMBSTONES = `
   )
   SELECT (SELECT count(*) FROM gone) AS n, (SELECT count(*) FROM floor) AS raised`;
 
+/** Schema 18: an index of the live records alone, so a full load reads none of the tombstones
+ *  (placement tombstones are never pruned: with the plain version index it read them all). */
+export const LIVE_INDEX_SQL = `
+  CREATE INDEX changes_live ON changes (version) WHERE payload IS NOT NULL;`;
+
 /** Changes above $1, tombstones above $2 (a full load: 0 and above every version), and one last
- *  row without a kind: the floor, and the highest version of the snapshot. */
-const CATCH_UP = `
+ *  row without a kind: the floor, and the highest version of the snapshot. Live records and
+ *  tombstones are read apart: the first through `changes_live` (schema 18), the second through
+ *  the version index from above $2 (a full load: none read). Exported for its test. */
+export const CATCH_UP = `
   SELECT kind, key, payload, version, NULL::bigint AS floor FROM changes
-   WHERE version > $1 AND (payload IS NOT NULL OR version > $2)
+   WHERE payload IS NOT NULL AND version > $1
+  UNION ALL
+  SELECT kind, key, payload, version, NULL FROM changes
+   WHERE payload IS NULL AND version > $1 AND version > $2
   UNION ALL
   SELECT NULL, NULL, NULL, greatest(f.version, (SELECT coalesce(max(version), 0) FROM changes)), f.version FROM tombstone_floor f
   ORDER BY version`;
-const NO_TOMBSTONES = '9223372036854775807';
+export const NO_TOMBSTONES = '9223372036854775807';
 
 export interface FeedRead {
   /** The changes, oldest first, each payload checked against its kind's schema. */

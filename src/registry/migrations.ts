@@ -7,7 +7,7 @@
 import { AppError } from '../errors.js';
 import { ACCOUNTS_SQL } from './accounts.js';
 import { ACCOUNT_KEYS_SQL, DOMAINS_SQL, PLACEMENTS_SQL, SHARED_MAPS_SQL } from './feed-history.js';
-import { FEED_SQL, TOMBSTONES_SQL } from './feed.js';
+import { FEED_SQL, LIVE_INDEX_SQL, TOMBSTONES_SQL } from './feed.js';
 import { LEDGER_SQL } from './ledger.js';
 import { ORDERS_SQL, SHARED_SQL } from './shared.js';
 import { IDENTITY_SQL } from './identity.js';
@@ -144,6 +144,11 @@ export const MIGRATIONS: readonly Migration[] = [
     about:
       "one change feed: every followed record's last change (kind, key, version, payload; none once deleted) in one table written by one trigger function, instead of a version column per table, placement_tombstones and three triggers",
     sql: FEED_SQL,
+  },
+  {
+    version: 18,
+    about: "an index of the change feed's live records alone: a full load reads no tombstone (placement tombstones are kept for the wake fence)",
+    sql: LIVE_INDEX_SQL,
   },
 ];
 

@@ -8,11 +8,13 @@
 // row (certorders.ts, schema 16) but no registry connection while it talks to the CA; the others
 // poll until it is released and take the stored result. Each row has a version from one
 // sequence, so a host picks up renewed and new certificates by asking for versions above the
-// highest it saw.
+// highest it saw: taken under the feed's FEED_LOCK held until commit, so versions commit in order
+// (a smaller one committed later would be skipped).
 
 import { clusterSecret } from './accounts.js';
 import { OrderLease, ORDER_LEASE_MS } from './certorders.js';
 import { CERT_SECRET_NAME, openCertKey, sealCertKey } from './certseal.js';
+import { FEED_LOCK } from './feed.js';
 import type { RegistryPool } from './pool.js';
 import type { ClusterKeys } from './token.js';
 
@@ -84,7 +86,9 @@ export class RegistryShared {
     c: Omit<SharedCertificate, 'version' | 'removed'>,
     q: { query(sql: string, params: unknown[]): Promise<unknown> } = this.pool,
   ): Promise<void> {
-    const sealed = sealCertKey(c.keyPem, await this.key(), c.id);
+    const sealed = sealCertKey(c.keyPem, await this.key(), c.id); // the key read before a transaction holds a connection
+    if (q === this.pool) return this.pool.tx((t) => this.saveCertificate(c, t)); // q: a transaction's client
+    await q.query('SELECT pg_advisory_xact_lock($1)', [FEED_LOCK]); // versions commit in order (header)
     await q.query(
       `INSERT INTO certificates (id, names, cert_pem, key_enc, not_after, issued_at, host) VALUES ($1, $2, $3, $4, $5, $6, $7)
        ON CONFLICT (id) DO UPDATE SET names = $2, cert_pem = $3, key_enc = $4, not_after = $5, issued_at = $6, host = $7,
@@ -96,7 +100,10 @@ export class RegistryShared {
 
   /** Marks a certificate removed (hosts uninstall it at their next poll). */
   async removeCertificate(id: string): Promise<void> {
-    await this.pool.query("UPDATE certificates SET removed = true, version = nextval('certificates_version') WHERE id = $1 AND NOT removed", [id]);
+    await this.pool.tx(async (t) => {
+      await t.query('SELECT pg_advisory_xact_lock($1)', [FEED_LOCK]); // versions commit in order (header)
+      await t.query("UPDATE certificates SET removed = true, version = nextval('certificates_version') WHERE id = $1 AND NOT removed", [id]);
+    });
   }
 
   // ── HTTP-01 answers: the ordering host's tokens, answered by whichever host the CA reaches ──

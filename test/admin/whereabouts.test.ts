@@ -6,12 +6,13 @@
 // separate process) against real daemons.
 process.env.ROOTBOX_TEST_RUNTIME ??= 'process'; // no container needed
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, lstatSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
+import { announce } from '../../src/admin/whereabouts.js';
 
 const bin = new URL('../../bin/rootbox', import.meta.url).pathname;
 const runDir = mkdtempSync(join(tmpdir(), 'rbx-run-'));
@@ -79,6 +80,73 @@ test('no daemon and no store here: it refuses and names the flags, making nothin
   assert.ok(r.stderr.includes(join(away, 'var')) && r.stderr.includes('no daemon running'), r.stderr);
   assert.ok(r.stderr.includes('--config FILE') && r.stderr.includes('ROOTBOX_DATA_DIR='), r.stderr);
   assert.not.ok(readdirSync(away).length, 'no store made in the working dir');
+});
+
+// Another local user must not steer a root command (or the root daemon's writes) through the
+// run dir: a symlink at the temp name, a run dir others may write, a file another user owns.
+test('a symlink planted at the temp name is not followed', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'rbx-run-'));
+  const victim = join(away, '..', `rbx-victim-${process.pid}`);
+  try {
+    const first = announce(dir, { dataDir: '/data/x', adminSocket: '/data/x/admin.sock' });
+    assert.ok(first.file, first.error);
+    first.remove();
+    writeFileSync(victim, 'precious\n');
+    symlinkSync(victim, `${first.file}.tmp`);
+    const again = announce(dir, { dataDir: '/data/x', adminSocket: '/data/x/admin.sock' });
+    assert.is(again.file, first.file, again.error);
+    assert.is(readFileSync(victim, 'utf8'), 'precious\n', 'the file the symlink names is left alone');
+    assert.ok(lstatSync(again.file!).isFile(), 'the whereabouts are a file of their own');
+    assert.is(JSON.parse(readFileSync(again.file!, 'utf8')).dataDir, '/data/x');
+    again.remove();
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+    rmSync(victim, { force: true });
+  }
+});
+
+test('a run dir others may write is refused; a file another uid owns is ignored', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'rbx-run-'));
+  try {
+    // the daemon leaves a world-writable run dir alone, and says why
+    chmodSync(dir, 0o777);
+    const refused = await startTestDaemon({ runDir: dir });
+    daemons.push(refused);
+    assert.is(readdirSync(dir).length, 0, 'nothing written into a world-writable run dir');
+    assert.ok(
+      refused.logs.some((l) => l.level === 'warn' && String(l.detail).includes('writable by its group and others')),
+      JSON.stringify(refused.logs.filter((l) => l.level === 'warn')),
+    );
+    await daemons.pop()!.stop();
+    // a daemon's whereabouts written while the dir was safe are not read once others may write it
+    chmodSync(dir, 0o700);
+    const d = await startTestDaemon({ runDir: dir });
+    daemons.push(d);
+    const [name] = readdirSync(dir);
+    assert.ok(name, 'written into a safe run dir');
+    assert.is((await cli(['status', '--json'], { ROOTBOX_RUN_DIR: dir })).code, 0, 'found while the dir is safe');
+    chmodSync(dir, 0o777);
+    const open = await cli(['status', '--json'], { ROOTBOX_RUN_DIR: dir });
+    assert.is(open.code, 1, open.stdout);
+    assert.ok(open.stderr.includes(`the run dir ${dir} is not used`) && open.stderr.includes('writable by its group and others'), open.stderr);
+    assert.ok(open.stderr.includes('ROOTBOX_DATA_DIR='), open.stderr);
+    // a file another user owns (or may write) is not taken, and not removed
+    chmodSync(dir, 0o700);
+    chownSync(join(dir, name), 65534, 65534);
+    const foreign = await cli(['status', '--json'], { ROOTBOX_RUN_DIR: dir });
+    assert.is(foreign.code, 1, foreign.stdout);
+    assert.ok(foreign.stderr.includes('no daemon running'), foreign.stderr);
+    assert.ok(existsSync(join(dir, name)));
+    chownSync(join(dir, name), 0, 0);
+    chmodSync(join(dir, name), 0o666);
+    const writable = await cli(['status', '--json'], { ROOTBOX_RUN_DIR: dir });
+    assert.is(writable.code, 1, writable.stdout);
+    chmodSync(join(dir, name), 0o644);
+    assert.is((await cli(['status', '--json'], { ROOTBOX_RUN_DIR: dir })).code, 0, "found again once it is root's own");
+    await daemons.pop()!.stop();
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 test.run();
