@@ -21,7 +21,7 @@ export const coreShape = {
     .min(1)
     .default('/run/rootbox/daemons')
     .describe(
-      "Directory where a running daemon writes a small file naming its data dir and admin socket (removed when it stops), so `bin/rootbox servers|accounts|status|backup` run outside the daemon's working directory find it.",
+      "Directory where a running daemon writes a small file naming its data dir and admin socket (removed when it stops), so `bin/rootbox servers|accounts|status|backup` run outside the daemon's working directory find it. It must be owned by root (or the daemon's user), not a symlink and writable by no one else: otherwise nothing is written there and the commands refuse it.",
     ),
   publicIp: z
     .union([z.ipv4(), z.ipv6()], { error: 'must be an IPv4 or IPv6 address' })
