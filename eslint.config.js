@@ -92,6 +92,7 @@ function restricted(module) {
 const modules = [
   'billing',
   'channel',
+  'checkpoints',
   'config',
   'domains',
   'edge',

@@ -1,5 +1,6 @@
 // Public surface of the runtime: the only module that spawns processes for servers (runc, ip, nft, mount…).
 export type {
+  DiskCapture,
   NetBounds,
   Runtime,
   RuntimeServer,

@@ -24,6 +24,7 @@ import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { destroyDisk, diskPaths } from './disk.js';
 import { mountRootfs } from './disk.js';
+import { thawLeftovers } from './diskcopy.js';
 import { endLeftovers } from './leftovers.js';
 import type { ContainerRuntime } from './runtime.js';
 import { cgroupPath } from './spec.js';
@@ -81,6 +82,7 @@ export async function reconcile(rt: ContainerRuntime): Promise<ReconcileReport> 
     try {
       await rt.serial(rec.id, async () => {
         await mountRootfs(diskPaths(rt.serverDir(rec.id)), helper, rt.lower(rec), rec.uidBase);
+        await thawLeftovers(diskPaths(rt.serverDir(rec.id))); // a checkpoint cut short by the crash: thawed
         const applied = rt.applied(rec.id); // slug and limits as its bundle, disk and net.json hold them
         await rt.net.addServer(rec.ip, applied.net);
         const bundleFile = join(rt.serverDir(rec.id), 'bundle', 'config.json');

@@ -6,6 +6,19 @@ import type { NetBounds } from './netbounds.js';
 
 export type { NetBounds };
 
+/** A consistent copy of a disk image, and how it was taken. */
+export interface DiskCapture {
+  /** Host path of the copy (removed by the runtime once the caller is done with it). */
+  path: string;
+  /** [start, end) byte ranges that may hold data; the rest of the copy is holes. Absent when
+   *  the extents could not be read (every chunk is then read). */
+  ranges?: [number, number][];
+  /** How long the server's writes were held (freeze to thaw), in ms. */
+  pausedMs: number;
+  /** How the copy was made. */
+  method: 'reflink' | 'copy';
+}
+
 export type ServerState = 'creating' | 'running' | 'sleeping' | 'waking' | 'stopped' | 'failed';
 
 /** What a server is, as its owner (hosting's server record) gives it to the runtime: at create,
@@ -154,6 +167,14 @@ export interface Runtime {
   diskUsedBytes(id: string): number;
   get(id: string): RuntimeServer | undefined;
   list(): RuntimeServer[];
+  /** Checkpoints (issue 37): a crash-consistent copy of the server's disk, taken with its
+   *  filesystem frozen for as short as possible (a sleeping server is not woken), given to `use`
+   *  and removed once `use` settles. Absent where disks cannot be copied. */
+  captureDisk?<T>(id: string, use: (copy: DiskCapture) => Promise<T>): Promise<T>;
+  /** Restore: `fill` writes a complete image at the path it is given (beside the old one); only
+   *  then is the server stopped, the image renamed over its disk, and the server started again
+   *  when it was running. A `fill` that throws changes nothing (its file is removed). */
+  replaceDisk?(id: string, fill: (path: string) => Promise<void>): Promise<void>;
   /** The daemon's stop: lets go of what the runtime holds on the host (its host-name locks,
    *  watchers); servers keep running. */
   close?(): Promise<void>;

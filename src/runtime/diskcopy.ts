@@ -1,0 +1,91 @@
+// Copies of a server's disk image for checkpoints (issue 37), and the swap of a restored one.
+//
+// capture: a crash-consistent copy while the server's processes keep running. The server's own
+// ext4 (its loop mount servers/<id>/disk, never the host's filesystem) is synced, then frozen
+// (`fsfreeze -f`: writers block, nothing is dirty), the image copied — a reflink (`cp
+// --reflink=always`, FICLONE) where the data dir's filesystem has them (XFS, btrfs: milliseconds
+// whatever the size), else a sparse-aware copy (`cp --sparse=auto`: SEEK_DATA/SEEK_HOLE, holes
+// stay holes) — and thawed in a finally. A marker file (servers/<id>/disk.frozen) exists while
+// the disk may be frozen: a daemon killed meanwhile thaws it at the next start (thawLeftovers).
+// The copy's extents (FIEMAP, `filefrag -e`) say where data may be, so the reader skips holes.
+// A sleeping server's disk is frozen the same way (no wake: its files routes may still write).
+//
+// swap: a complete image staged beside the old one (servers/<id>/disk.img.new), renamed over it
+// while the disk is unmounted; a crash leaves the old image or the new one, never a mix.
+
+import { existsSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { DiskPaths } from './disk.js';
+import { mountedPaths } from './disk.js';
+import { run, tryRun } from './proc.js';
+import type { DiskCapture } from './types.js';
+
+const reflinks = new Map<string, boolean>();
+export const capturePath = (p: DiskPaths) => join(p.dir, 'disk.ckp');
+export const stagedPath = (p: DiskPaths) => join(p.dir, 'disk.img.new');
+const frozenMarker = (p: DiskPaths) => join(p.dir, 'disk.frozen');
+
+/** Copies the image, by reflink when the data dir supports it (learnt once per data dir). */
+async function copyImage(src: string, dest: string, dataDir: string): Promise<'reflink' | 'copy'> {
+  if (reflinks.get(dataDir) !== false) {
+    if (await tryRun('cp', ['--reflink=always', src, dest], { timeoutMs: 60_000 })) {
+      reflinks.set(dataDir, true);
+      return 'reflink';
+    }
+    rmSync(dest, { force: true });
+    reflinks.set(dataDir, false);
+  }
+  await run('cp', ['--reflink=never', '--sparse=auto', src, dest], { timeoutMs: 30 * 60_000 });
+  return 'copy';
+}
+
+/** The extents of a file as byte ranges, from FIEMAP (filefrag); undefined when unreadable. */
+export async function dataRanges(path: string): Promise<[number, number][] | undefined> {
+  const r = await tryRun('filefrag', ['-e', path], { timeoutMs: 60_000 });
+  const block = r && /blocks of (\d+) bytes/.exec(r.stdout);
+  if (!r || !block) return undefined;
+  const bs = Number(block[1]);
+  const out: [number, number][] = [];
+  for (const line of r.stdout.split('\n')) {
+    const m = /^\s*\d+:\s*(\d+)\.\.\s*(\d+):/.exec(line);
+    if (m) out.push([Number(m[1]) * bs, (Number(m[2]) + 1) * bs]);
+  }
+  return out;
+}
+
+/** Takes a consistent copy of the server's image at capturePath(p). */
+export async function captureImage(p: DiskPaths, dataDir: string): Promise<DiskCapture> {
+  const dest = capturePath(p);
+  rmSync(dest, { force: true });
+  const freeze = mountedPaths().has(p.disk);
+  if (freeze) await tryRun('sync', ['-f', p.disk], { timeoutMs: 120_000 }); // flushed before the pause, not during it
+  const t0 = performance.now();
+  let method: DiskCapture['method'];
+  if (freeze) {
+    writeFileSync(frozenMarker(p), '');
+    await run('fsfreeze', ['-f', p.disk], { timeoutMs: 60_000 });
+  }
+  try {
+    method = await copyImage(p.img, dest, dataDir);
+  } catch (e) {
+    rmSync(dest, { force: true });
+    throw e;
+  } finally {
+    if (freeze) await thaw(p);
+  }
+  const pausedMs = performance.now() - t0;
+  return { path: dest, ranges: await dataRanges(dest), pausedMs, method };
+}
+
+async function thaw(p: DiskPaths): Promise<void> {
+  // EINVAL: not frozen (a freeze that failed, or thawed already) — done either way
+  const r = await tryRun('fsfreeze', ['-u', p.disk], { timeoutMs: 60_000, okCodes: [0, 1] });
+  if (r) rmSync(frozenMarker(p), { force: true });
+}
+
+/** Thaws a disk a killed daemon left frozen, and removes a capture or staged image it left. */
+export async function thawLeftovers(p: DiskPaths): Promise<void> {
+  if (existsSync(frozenMarker(p))) await thaw(p);
+  rmSync(capturePath(p), { force: true });
+  rmSync(stagedPath(p), { force: true });
+}
