@@ -20,6 +20,7 @@ import { createBilling, type Billing } from './billing/index.js';
 import { startChannel, type Channel } from './channel/index.js';
 import type { Config } from './config/index.js';
 import { startEdge, startTls, type Edge, type TlsManager } from './edge/index.js';
+import { startCheckpoints, type Checkpoints } from './checkpoints/index.js';
 import { startHosting, type HostingApi, type HostChoice } from './hosting/index.js';
 import type { HttpApp } from './http/index.js';
 import { nothing, partsOf, startAll, type Part } from './lifecycle.js';
@@ -64,6 +65,7 @@ export interface Daemon<R extends Runtime = ContainerRuntime> {
   readonly ports: TcpExposer;
   readonly proxy: Proxy;
   readonly billing: Billing;
+  readonly checkpoints: Checkpoints;
   readonly hosting: HostingApi;
   readonly log: Logger;
   readonly admin: AdminListener;
@@ -157,6 +159,7 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
     part('proxy', startProxy),
     part('ports', createPorts, (p) => p.closeAll()),
     part('ssh', startSsh),
+    part('checkpoints', startCheckpoints, (c) => c.engine.store.close()),
     part(
       'hosting',
       async (d) => {

@@ -8,3 +8,4 @@ export { collect, type GcReport } from './gc.js';
 export { keys as blobKeys, newCheckpointId, isCheckpointId, type CheckpointKind, type Manifest, type ServerSettings } from './manifest.js';
 export { CorruptBlobError, hostSecret, type CheckpointSecret } from './seal.js';
 export { Checkpoints, publicError, type Taken } from './service.js';
+export { startCheckpoints, type CheckpointParts } from './start.js';

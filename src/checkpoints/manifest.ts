@@ -25,6 +25,9 @@ export interface Manifest {
   kind: CheckpointKind;
   comment?: string;
   settings: ServerSettings;
+  /** The host uid of the server's root when it was taken (its files' owners on the disk); a
+   *  restore or fork onto another uid range moves them. */
+  uidBase?: number;
   /** The disk image's size (its ceiling); chunks cover its non-zero parts only. */
   imageBytes: number;
   chunkSize: number;
@@ -79,6 +82,7 @@ export function parseManifest(text: string): Manifest {
     typeof m.settings.image === 'string' &&
     typeof m.settings.slug === 'string' &&
     typeof m.settings.runSh === 'boolean' &&
+    (m.uidBase === undefined || Number.isSafeInteger(m.uidBase)) &&
     Number.isSafeInteger(m.imageBytes) &&
     m.imageBytes >= 0 &&
     Number.isSafeInteger(m.chunkSize) &&

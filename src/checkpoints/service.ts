@@ -67,7 +67,7 @@ export class Checkpoints {
     return mapped(() =>
       capture(serverId, async (copy) => {
         const now = this.engine.now();
-        const cp = { id: newCheckpointId(now), serverId, createdAt: now, kind, settings, ...(comment ? { comment } : {}) };
+        const cp = { id: newCheckpointId(now), serverId, createdAt: now, kind, settings, uidBase: copy.uidBase, ...(comment ? { comment } : {}) };
         const manifest = await this.engine.write(cp, copy.path, copy.ranges);
         return { manifest, pausedMs: copy.pausedMs, method: copy.method };
       }),
@@ -97,7 +97,7 @@ export class Checkpoints {
   async restore(serverId: string, id: string): Promise<Manifest> {
     const replace = this.need('replaceDisk');
     const m = await this.get(serverId, id);
-    await mapped(() => replace(serverId, (path) => this.engine.materialize(m, path)));
+    await mapped(() => replace(serverId, (path) => this.engine.materialize(m, path), { uidBase: m.uidBase }));
     return m;
   }
 

@@ -4,6 +4,7 @@
 // reopens stored exposures and applies stored tiers.
 
 import type { Billing } from '../billing/index.js';
+import type { Checkpoints } from '../checkpoints/index.js';
 import type { Config } from '../config/index.js';
 import { Domains, dnsLookup, type CertIssuer, type SharedDomains } from '../domains/index.js';
 import type { Paywall } from '../payments/index.js';
@@ -27,6 +28,7 @@ import { CommandBudget } from './slots.js';
 import { measureCapacity, type Capacity } from './capacity.js';
 import type { HostChoice } from './hostchoice.js';
 import type { SharedQuotas } from './quotas.js';
+import { ServerCheckpoints } from './checkpoints.js';
 
 export interface HostingDeps {
   cfg: Readonly<Config>;
@@ -64,6 +66,8 @@ export interface HostingDeps {
   hostChoice?: HostChoice;
   /** Registry mode: the limits counted across hosts (servers, running commands, request rates). */
   quotas?: SharedQuotas;
+  /** Checkpoints of servers' disks (src/checkpoints); absent: the checkpoint routes answer 503. */
+  checkpoints?: Checkpoints;
 }
 
 export interface HostingCore {
@@ -81,6 +85,8 @@ export interface HostingCore {
   /** Commands run in servers for the HTTP API (exec, files), with their caps. */
   commands: Commands;
   files: Files;
+  /** Checkpoints, restore and fork of servers (checkpoints.ts); absent where none are kept. */
+  checkpoints?: ServerCheckpoints;
   execSettings: ExecSettings;
   /** Servers' own domains; the edge routes an active one with domains.slugOf. */
   domains: Domains;
@@ -188,6 +194,7 @@ export function buildCore(d: HostingDeps): HostingCore {
       maxBody: d.cfg.hosting.files.maxBody,
     }),
     execSettings,
+    checkpoints: d.checkpoints && new ServerCheckpoints(d.store, d.runtime, d.checkpoints),
     domains,
     credits: (a) => d.billing.credits(a),
     freshCredits: async (a) => (await d.billing.book.refresh(a.id), d.billing.credits(a)),

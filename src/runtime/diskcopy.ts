@@ -13,12 +13,12 @@
 // swap: a complete image staged beside the old one (servers/<id>/disk.img.new), renamed over it
 // while the disk is unmounted; a crash leaves the old image or the new one, never a mix.
 
-import { existsSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, lchownSync, lstatSync, mkdirSync, readdirSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { DiskPaths } from './disk.js';
 import { mountedPaths } from './disk.js';
 import { run, tryRun } from './proc.js';
-import type { DiskCapture } from './types.js';
+import type { DiskCapture, DiskSource } from './types.js';
 
 const reflinks = new Map<string, boolean>();
 export const capturePath = (p: DiskPaths) => join(p.dir, 'disk.ckp');
@@ -54,7 +54,7 @@ export async function dataRanges(path: string): Promise<[number, number][] | und
 }
 
 /** Takes a consistent copy of the server's image at capturePath(p). */
-export async function captureImage(p: DiskPaths, dataDir: string): Promise<DiskCapture> {
+export async function captureImage(p: DiskPaths, dataDir: string, uidBase: number): Promise<DiskCapture> {
   const dest = capturePath(p);
   rmSync(dest, { force: true });
   const freeze = mountedPaths().has(p.disk);
@@ -74,7 +74,7 @@ export async function captureImage(p: DiskPaths, dataDir: string): Promise<DiskC
     if (freeze) await thaw(p);
   }
   const pausedMs = performance.now() - t0;
-  return { path: dest, ranges: await dataRanges(dest), pausedMs, method };
+  return { path: dest, ranges: await dataRanges(dest), pausedMs, method, uidBase };
 }
 
 async function thaw(p: DiskPaths): Promise<void> {
@@ -88,4 +88,37 @@ export async function thawLeftovers(p: DiskPaths): Promise<void> {
   if (existsSync(frozenMarker(p))) await thaw(p);
   rmSync(capturePath(p), { force: true });
   rmSync(stagedPath(p), { force: true });
+}
+
+/** A fork's disk: the image filled from the checkpoint, grown (offline, at its mount) to the
+ *  server's ceiling when the checkpoint's is smaller. */
+export async function adoptImage(p: DiskPaths, from: DiskSource, diskBytes: number): Promise<void> {
+  mkdirSync(p.dir, { recursive: true, mode: 0o700 }); // mountRootfs opens it to the server's root
+  await from.fill(p.img);
+  if (statSync(p.img).size < diskBytes) {
+    truncateSync(p.img, diskBytes);
+    writeFileSync(join(p.dir, 'disk.grow'), `${diskBytes}\n`); // disk.ts: resized offline by mountRootfs
+  }
+}
+
+const RANGE = 65536;
+
+/** Moves the owners of every file under `dir` (not following links) from one server's uid range
+ *  to another's: a checkpoint's files on another server of another range. */
+export function shiftOwners(dir: string, from: number, to: number): void {
+  if (from === to) return;
+  const move = (id: number) => (id >= from && id < from + RANGE ? id - from + to : id);
+  const stack = [dir];
+  while (stack.length) {
+    const path = stack.pop() as string;
+    const st = lstatSync(path);
+    const uid = move(st.uid);
+    const gid = move(st.gid);
+    if (uid !== st.uid || gid !== st.gid) {
+      lchownSync(path, uid, gid);
+      // chown clears a file's setuid/setgid bits: its mode is put back as it was
+      if (!st.isSymbolicLink() && st.mode & 0o6000) chmodSync(path, st.mode & 0o7777);
+    }
+    if (st.isDirectory()) for (const name of readdirSync(path)) stack.push(join(path, name));
+  }
 }

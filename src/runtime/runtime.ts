@@ -33,7 +33,7 @@ import { haltContainer } from './halt.js';
 import { allocateRecord, checkLimits } from './allocate.js';
 import { lowerOf, readApplied, writeBundle, writeNet, type Applied } from './serverfiles.js';
 import { execIn, execPtyIn } from './execrun.js';
-import { captureImage, stagedPath } from './diskcopy.js';
+import { adoptImage, captureImage, shiftOwners, stagedPath } from './diskcopy.js';
 import type {
   DiskCapture,
   ExecOptions,
@@ -225,7 +225,8 @@ export class ContainerRuntime implements Runtime {
   }
 
   private allocate(spec: ServerSpec): RuntimeRecord {
-    return allocateRecord(spec, this.deps, basename(dirname(this.deps.image)), () => this.net.hosts()); // the current tag
+    // the current image's tag, or (a fork) the one its checkpoint's disk goes over
+    return allocateRecord(spec, this.deps, spec.fromDisk?.image || basename(dirname(this.deps.image)), () => this.net.hosts());
   }
 
   async create(spec: ServerSpec): Promise<RuntimeServer> {
@@ -237,8 +238,10 @@ export class ContainerRuntime implements Runtime {
       this.view(rec, 'creating', applied);
       const p = diskPaths(this.serverDir(rec.id));
       try {
-        await makeDisk(p, spec.diskBytes);
+        if (spec.fromDisk) await adoptImage(p, spec.fromDisk, spec.diskBytes);
+        else await makeDisk(p, spec.diskBytes);
         await mountRootfs(p, this.deps.helper, this.lower(rec), rec.uidBase);
+        if (spec.fromDisk?.uidBase !== undefined) shiftOwners(p.upper, spec.fromDisk.uidBase, rec.uidBase); // a fork: its files to this range
         personalise(diskPaths(this.serverDir(rec.id)).rootfs, rec.uidBase, spec.slug);
         this.writeBundle(rec, applied);
         writeNet(this.serverDir(rec.id), applied.net);
@@ -288,7 +291,7 @@ export class ContainerRuntime implements Runtime {
   /** A consistent copy of the server's disk (diskcopy.ts), serialised with its starts and stops
    *  (a stop never meets a frozen disk); `use` runs outside the queue, the copy removed after. */
   async captureDisk<T>(id: string, use: (copy: DiskCapture) => Promise<T>): Promise<T> {
-    const copy = await this.serial(id, async () => (this.record(id), captureImage(diskPaths(this.serverDir(id)), this.deps.dataDir)));
+    const copy = await this.serial(id, async () => captureImage(diskPaths(this.serverDir(id)), this.deps.dataDir, this.record(id).uidBase));
     try {
       return await use(copy);
     } finally {
@@ -298,7 +301,7 @@ export class ContainerRuntime implements Runtime {
 
   /** Restore: fills a staged image, then stops the server, renames the image over its disk
    *  while unmounted, mounts it and starts the server again when it was running. */
-  async replaceDisk(id: string, fill: (path: string) => Promise<void>): Promise<void> {
+  async replaceDisk(id: string, fill: (path: string) => Promise<void>, from: { uidBase?: number } = {}): Promise<void> {
     const rec = this.record(id);
     const p = diskPaths(this.serverDir(id));
     const staged = stagedPath(p);
@@ -322,6 +325,7 @@ export class ContainerRuntime implements Runtime {
       } finally {
         await mountRootfs(p, this.deps.helper, this.lower(rec), rec.uidBase);
       }
+      if (from.uidBase !== undefined) shiftOwners(p.upper, from.uidBase, rec.uidBase);
       this.view(rec, 'sleeping', { ...this.applied(id), diskBytes: statSync(p.img).size });
     });
     if (wasRunning) await this.start(id);

@@ -17,6 +17,18 @@ export interface DiskCapture {
   pausedMs: number;
   /** How the copy was made. */
   method: 'reflink' | 'copy';
+  /** The host uid of the server's root: its files on the disk are owned from there on. */
+  uidBase: number;
+}
+
+/** A disk made from a checkpoint rather than empty (a fork). */
+export interface DiskSource {
+  /** Writes a complete image at the path it is given. */
+  fill(path: string): Promise<void>;
+  /** The base image the checkpoint's disk goes over (its tag); absent: the current one. */
+  image?: string;
+  /** The host uid of the checkpointed server's root: its files move to this server's range. */
+  uidBase?: number;
 }
 
 export type ServerState = 'creating' | 'running' | 'sleeping' | 'waking' | 'stopped' | 'failed';
@@ -38,6 +50,8 @@ export interface ServerSpec {
   /** Keep the runtime record pending after create (the caller commits it, store.commitCreate)
    *  until this deadline; without it the runtime commits its record itself once created. */
   pendingUntil?: number;
+  /** A fork: the disk comes from a checkpoint instead of being made empty. */
+  fromDisk?: DiskSource;
 }
 
 export interface RuntimeServer {
@@ -174,7 +188,7 @@ export interface Runtime {
   /** Restore: `fill` writes a complete image at the path it is given (beside the old one); only
    *  then is the server stopped, the image renamed over its disk, and the server started again
    *  when it was running. A `fill` that throws changes nothing (its file is removed). */
-  replaceDisk?(id: string, fill: (path: string) => Promise<void>): Promise<void>;
+  replaceDisk?(id: string, fill: (path: string) => Promise<void>, from?: { uidBase?: number }): Promise<void>;
   /** The daemon's stop: lets go of what the runtime holds on the host (its host-name locks,
    *  watchers); servers keep running. */
   close?(): Promise<void>;

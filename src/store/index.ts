@@ -4,6 +4,7 @@
 import { AccountStore } from './accounts.js';
 import { BillingStore } from './billing.js';
 import { CertificateStore } from './certificates.js';
+import { CheckpointStore } from './checkpoints.js';
 import { CodeStore } from './codes.js';
 import { DomainStore } from './domains.js';
 import { ExposureStore } from './exposures.js';
@@ -27,6 +28,7 @@ export interface Store {
   readonly payments: PaymentStore;
   readonly certificates: CertificateStore;
   readonly domains: DomainStore;
+  readonly checkpoints: CheckpointStore;
   /** Schema version the store is at after migrations. */
   readonly schemaVersion: number;
   /** Runs fn in one synchronous, synced write transaction: the writes of every area it calls
@@ -60,6 +62,7 @@ export function openStore(dataDir: string): Store {
     payments: new PaymentStore(env),
     certificates: new CertificateStore(env),
     domains: new DomainStore(env),
+    checkpoints: new CheckpointStore(env),
     schemaVersion: env.db<number>('meta').get('schemaVersion') ?? 0,
     atomically: (fn) => env.txSync(fn),
     commitCreate: (id, madeAccount) =>
@@ -83,6 +86,7 @@ export function openStore(dataDir: string): Store {
 }
 
 export type { FeedbackRecord } from './feedback.js';
+export type { CheckpointRecord, CheckpointStore } from './checkpoints.js';
 export type { CertificateRecord, CertificateStore } from './certificates.js';
 export type { ServerRecord, PendingOp, AccountHold } from './servers.js';
 export type { RuntimeRecord, RuntimeStore } from './runtime.js';
