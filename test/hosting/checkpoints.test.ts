@@ -13,6 +13,7 @@ import { ContainerRuntime } from '../../src/runtime/index.js';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
 import { run } from '../helpers/run.js';
 import { send } from '../http/contract.js';
+import { ensureBuilt, rootboxBin } from '../billing/api.js';
 import { CLIENT_OPTS } from '../ssh/helpers/env.js';
 
 let d: TestDaemon;
@@ -22,6 +23,7 @@ let otherKey = '';
 const work = mkdtempSync(join(tmpdir(), 'rbx-ckp-api-'));
 
 test.before(async () => {
+  ensureBuilt();
   d = await startTestDaemon({ hosting: { rateLimit: { perIpPerMinute: 6000, perKeyPerMinute: 6000 }, anonServersPerIp: 10 } });
   if (!(d.daemon.runtime instanceof ContainerRuntime)) throw new Error('this file needs the runc runtime');
   const created = await send(d.http, 'api.localhost', 'POST', '/create');
@@ -77,6 +79,25 @@ test('a 50 MB file written over SSH survives checkpoint → change → restore b
   assert.is(r.json.checkpoint.id, cid);
   assert.is(await sha(id, '/root/big'), bigSha);
   assert.is(await ssh(id, 'test -e /root/later; echo $?'), '1');
+});
+
+test('the operator lists the checkpoints and restores one with the CLI', async () => {
+  const cli = (...args: string[]) => run(rootboxBin, args, { env: { ...process.env, ROOTBOX_DATA_DIR: d.dataDir }, timeoutMs: 120_000 });
+  const listed = await cli('servers', 'checkpoints', id, '--json');
+  assert.is(listed.code, 0, listed.stderr);
+  const ids = JSON.parse(listed.stdout).checkpoints.map((c: { id: string }) => c.id);
+  assert.is(ids[ids.length - 1], cid, 'the oldest last');
+  const table = await cli('servers', 'checkpoints', id);
+  assert.match(table.stdout, /ID\s+CREATED\s+KIND/);
+  assert.ok(table.stdout.includes(cid));
+  await ssh(id, 'rm /root/big && sync');
+  const restored = await cli('servers', 'restore', id, cid);
+  assert.is(restored.code, 0, restored.stderr);
+  assert.match(restored.stdout, new RegExp(`restored to ${cid}`));
+  assert.is(await sha(id, '/root/big'), bigSha);
+  const missing = await cli('servers', 'restore', id, 'ckp_0000000000000000000000');
+  assert.is.not(missing.code, 0);
+  assert.match(missing.stderr, /checkpoint/);
 });
 
 test('a fork is a new server of the account from the checkpoint, independent of its source both ways', async () => {
