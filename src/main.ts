@@ -173,11 +173,12 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
           placements: d.registry?.placements,
           hostChoice: d.registry && hostChoice(d.registry, () => d.channel),
           quotas: d.registry?.quotas,
+          sleeps: d.presence,
         });
         d.registry?.reportCapacity(h.core.capacity); // the lease carries this host's room
         return h;
       },
-      (h) => h.core.domains.stop(),
+      (h) => (h.core.autoCheckpoints?.stop(), h.core.domains.stop()),
     ),
     part('metering', (d) => (d.billing.start(), d.billing)),
     part('verify', createVerify, nothing),

@@ -22,6 +22,8 @@ export interface Taken {
   /** How long the server's writes were held, and how its disk was copied. */
   pausedMs: number;
   method: DiskCapture['method'];
+  /** The image's mtime when it was copied (the runtime's diskWrittenAt later says whether it changed). */
+  writtenAt: number;
 }
 
 /** The errors of the store and its blobs as the catalogue's; anything else as it is. */
@@ -69,7 +71,7 @@ export class Checkpoints {
         const now = this.engine.now();
         const cp = { id: newCheckpointId(now), serverId, createdAt: now, kind, settings, uidBase: copy.uidBase, ...(comment ? { comment } : {}) };
         const manifest = await this.engine.write(cp, copy.path, copy.ranges);
-        return { manifest, pausedMs: copy.pausedMs, method: copy.method };
+        return { manifest, pausedMs: copy.pausedMs, method: copy.method, writtenAt: copy.writtenAt };
       }),
     );
   }

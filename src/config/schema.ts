@@ -4,6 +4,7 @@
 
 import { z } from 'zod';
 import { billingEnv, billingSchema } from './billing.js';
+import { checkpointsEnv, checkpointsSchema } from './checkpoints.js';
 import { clusterEnv, clusterSchema } from './cluster.js';
 import { coreEnv, coreShape } from './core.js';
 import { hostingEnv, hostingSchema } from './hosting.js';
@@ -23,6 +24,7 @@ export const configSchema = z
     proxy: proxySchema,
     metrics: metricsSchema,
     cluster: clusterSchema,
+    checkpoints: checkpointsSchema,
   })
   .strict();
 
@@ -35,6 +37,7 @@ export const envBindings: readonly EnvBinding[] = [
   ...runtimeEnv,
   ...metricsEnv,
   ...clusterEnv,
+  ...checkpointsEnv,
 ];
 
 export type Config = z.output<typeof configSchema> & { publicIp: string };

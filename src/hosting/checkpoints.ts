@@ -80,10 +80,17 @@ export class ServerCheckpoints {
   }
 
   async take(rec: ServerRecord, account: AccountRecord, kind: 'manual' | 'auto', comment?: string): Promise<CheckpointRecord> {
-    const { manifest } = await this.engine.take(rec.id, this.settingsOf(rec, account), kind, comment);
-    const r = recordOf(manifest, rec.accountId);
+    const { manifest, writtenAt } = await this.engine.take(rec.id, this.settingsOf(rec, account), kind, comment);
+    const r = { ...recordOf(manifest, rec.accountId), writtenAt };
     await this.store.checkpoints.add(r);
     return r;
+  }
+
+  /** Whether the server wrote to its disk since its newest checkpoint (true without one). */
+  changed(rec: ServerRecord): boolean {
+    const last = this.store.checkpoints.list(rec.id)[0];
+    const now = this.runtime.diskWrittenAt?.(rec.id);
+    return !last?.writtenAt || now === undefined || now > last.writtenAt;
   }
 
   list(rec: ServerRecord): CheckpointRecord[] {

@@ -29,6 +29,8 @@ import { measureCapacity, type Capacity } from './capacity.js';
 import type { HostChoice } from './hostchoice.js';
 import type { SharedQuotas } from './quotas.js';
 import { ServerCheckpoints } from './checkpoints.js';
+import { AutoCheckpoints } from './autocheckpoints.js';
+import { systemClock, type Clock } from '../clock.js';
 
 export interface HostingDeps {
   cfg: Readonly<Config>;
@@ -68,6 +70,10 @@ export interface HostingDeps {
   quotas?: SharedQuotas;
   /** Checkpoints of servers' disks (src/checkpoints); absent: the checkpoint routes answer 503. */
   checkpoints?: Checkpoints;
+  /** Tells when the idle tracker put a server to sleep (its automatic checkpoint). */
+  sleeps?: { onSleep(fn: (id: string) => void): void };
+  /** The timers of automatic checkpoints (default: the system clock). */
+  clock?: Clock;
 }
 
 export interface HostingCore {
@@ -87,6 +93,8 @@ export interface HostingCore {
   files: Files;
   /** Checkpoints, restore and fork of servers (checkpoints.ts); absent where none are kept. */
   checkpoints?: ServerCheckpoints;
+  /** Automatic checkpoints at sleep and on the interval, retention, collection (autocheckpoints.ts). */
+  autoCheckpoints?: AutoCheckpoints;
   execSettings: ExecSettings;
   /** Servers' own domains; the edge routes an active one with domains.slugOf. */
   domains: Domains;
@@ -170,6 +178,17 @@ export function buildCore(d: HostingDeps): HostingCore {
     killGraceMs: ec.killGrace,
   });
   const execSettings: ExecSettings = { outputMax: ec.outputMax, timeoutMax: ec.timeoutMax };
+  const checkpoints = d.checkpoints && new ServerCheckpoints(d.store, d.runtime, d.checkpoints);
+  const auto =
+    checkpoints &&
+    new AutoCheckpoints({
+      store: d.store,
+      runtime: d.runtime,
+      checkpoints,
+      log: d.log.child({ part: 'checkpoints' }),
+      clock: d.clock ?? systemClock,
+      settings: d.cfg.checkpoints,
+    });
   d.billing.keepTiers({ apply: (a) => servers.applyTier(a), sync });
   return {
     cfg: d.cfg,
@@ -194,7 +213,8 @@ export function buildCore(d: HostingDeps): HostingCore {
       maxBody: d.cfg.hosting.files.maxBody,
     }),
     execSettings,
-    checkpoints: d.checkpoints && new ServerCheckpoints(d.store, d.runtime, d.checkpoints),
+    checkpoints,
+    autoCheckpoints: auto,
     domains,
     credits: (a) => d.billing.credits(a),
     freshCredits: async (a) => (await d.billing.book.refresh(a.id), d.billing.credits(a)),
@@ -209,6 +229,10 @@ export function buildCore(d: HostingDeps): HostingCore {
       await exposures.restore((msg, f) => d.log.warn(msg, f));
       domains.load();
       domains.start();
+      if (auto) {
+        d.sleeps?.onSleep((id) => auto.slept(id));
+        auto.start();
+      }
       await sync();
     },
   };

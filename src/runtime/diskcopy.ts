@@ -74,7 +74,8 @@ export async function captureImage(p: DiskPaths, dataDir: string, uidBase: numbe
     if (freeze) await thaw(p);
   }
   const pausedMs = performance.now() - t0;
-  return { path: dest, ranges: await dataRanges(dest), pausedMs, method, uidBase };
+  const writtenAt = statSync(p.img).mtimeMs;
+  return { path: dest, ranges: await dataRanges(dest), pausedMs, method, uidBase, writtenAt };
 }
 
 async function thaw(p: DiskPaths): Promise<void> {

@@ -299,6 +299,15 @@ export class ContainerRuntime implements Runtime {
     }
   }
 
+  diskWrittenAt(id: string): number | undefined {
+    if (!this.servers.has(id)) return undefined;
+    try {
+      return statSync(diskPaths(this.serverDir(id)).img).mtimeMs;
+    } catch {
+      return undefined;
+    }
+  }
+
   /** Restore: fills a staged image, then stops the server, renames the image over its disk
    *  while unmounted, mounts it and starts the server again when it was running. */
   async replaceDisk(id: string, fill: (path: string) => Promise<void>, from: { uidBase?: number } = {}): Promise<void> {

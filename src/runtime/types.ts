@@ -19,6 +19,9 @@ export interface DiskCapture {
   method: 'reflink' | 'copy';
   /** The host uid of the server's root: its files on the disk are owned from there on. */
   uidBase: number;
+  /** When the disk image was last written (its mtime, read after the thaw): a later
+   *  diskWrittenAt says the server wrote since. */
+  writtenAt: number;
 }
 
 /** A disk made from a checkpoint rather than empty (a fork). */
@@ -188,6 +191,8 @@ export interface Runtime {
   /** Restore: `fill` writes a complete image at the path it is given (beside the old one); only
    *  then is the server stopped, the image renamed over its disk, and the server started again
    *  when it was running. A `fill` that throws changes nothing (its file is removed). */
+  /** When the server's disk image was last written (ms; undefined for an unknown server). */
+  diskWrittenAt?(id: string): number | undefined;
   replaceDisk?(id: string, fill: (path: string) => Promise<void>, from?: { uidBase?: number }): Promise<void>;
   /** The daemon's stop: lets go of what the runtime holds on the host (its host-name locks,
    *  watchers); servers keep running. */

@@ -16,6 +16,8 @@ export interface CheckpointRecord {
   sizeBytes: number;
   /** Sealed bytes it added to the store when taken. */
   newBytes: number;
+  /** The disk image's mtime when it was copied: a server whose disk is newer changed since. */
+  writtenAt?: number;
 }
 
 const key = (serverId: string, id: string) => `${serverId}/${id}`;
