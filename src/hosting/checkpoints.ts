@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { z } from 'zod';
 import type { Checkpoints, Manifest } from '../checkpoints/index.js';
 import { AppError } from '../errors.js';
+import type { Logger } from '../log/index.js';
 import { routes, type BaseCtx, type Route, type Step } from '../http/index.js';
 import type { Runtime } from '../runtime/index.js';
 import type { AccountRecord, CheckpointRecord, ServerRecord, Store } from '../store/index.js';
@@ -120,6 +121,17 @@ export class ServerCheckpoints {
     }
     const taken = await this.take(rec, account, 'manual', 'taken for a fork');
     return this.engine.get(rec.id, taken.id);
+  }
+
+  /** A deleted server's checkpoints go with it (a store that cannot be reached keeps their
+   *  blobs: logged, the delete goes on; their records go either way). */
+  async forgetServer(serverId: string, log: Logger): Promise<void> {
+    for (const r of this.store.checkpoints.list(serverId)) {
+      await this.engine.engine
+        .remove(serverId, r.id)
+        .catch((err) => log.warn('a deleted server’s checkpoint stays in the store', { server: serverId, checkpoint: r.id, err }));
+      await this.store.checkpoints.remove(serverId, r.id);
+    }
   }
 
   async restore(rec: ServerRecord, cid: string): Promise<CheckpointRecord> {

@@ -140,6 +140,7 @@ export function buildCore(d: HostingDeps): HostingCore {
     shared: d.sharedDomains,
   });
   const exposures = new Exposures(d.store, d.ports, d.cfg.hosting.portPool, d.cfg.publicIp, d.cfg.hosting.portLimits);
+  const checkpoints = d.checkpoints && new ServerCheckpoints(d.store, d.runtime, d.checkpoints);
   const servers = new Servers({
     store: d.store,
     runtime: d.runtime,
@@ -155,6 +156,7 @@ export function buildCore(d: HostingDeps): HostingCore {
     release: async (id) => {
       await exposures.releaseServer(id);
       await domains.releaseServer(id);
+      await checkpoints?.forgetServer(id, d.log);
       d.forget?.(id);
     },
     stateOf: (id) => d.presence.state(id),
@@ -178,7 +180,6 @@ export function buildCore(d: HostingDeps): HostingCore {
     killGraceMs: ec.killGrace,
   });
   const execSettings: ExecSettings = { outputMax: ec.outputMax, timeoutMax: ec.timeoutMax };
-  const checkpoints = d.checkpoints && new ServerCheckpoints(d.store, d.runtime, d.checkpoints);
   const auto =
     checkpoints &&
     new AutoCheckpoints({

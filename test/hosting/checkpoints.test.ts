@@ -4,7 +4,7 @@
 // over SSH with that key) whose disk is the checkpoint's, independent of its source both ways;
 // another account's key gets 404 on every checkpoint route; a deleted checkpoint is gone.
 
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'uvu';
@@ -50,6 +50,7 @@ const sha = (server: string, path: string) => ssh(server, `sha256sum ${path} | c
 
 let cid = '';
 let bigSha = '';
+let forked = '';
 
 test('a 50 MB file written over SSH survives checkpoint → change → restore byte-exact', async () => {
   bigSha = await ssh(id, 'head -c 50000000 /dev/urandom > /root/big && sync && sha256sum /root/big | cut -d" " -f1');
@@ -121,6 +122,7 @@ test('a fork is a new server of the account from the checkpoint, independent of 
   const now = await api('POST', `/servers/${id}/fork`, {});
   assert.is(now.status, 201, now.text);
   writeFileSync(join(work, now.json.id), now.json.ssh_private_key, { mode: 0o600 });
+  forked = now.json.id;
   assert.is(await ssh(now.json.id, 'cat /root/only-source'), 'source');
 });
 
@@ -152,6 +154,17 @@ test('a deleted checkpoint is gone from the list and answers 404 after', async (
   assert.is(again.json.error, 'checkpoint_not_found');
   const restore = await api('POST', `/servers/${id}/restore`, { checkpoint: cid });
   assert.is(restore.status, 404);
+});
+
+test("a deleted server's checkpoints go with it", async () => {
+  const c = await api('POST', `/servers/${forked}/checkpoints`);
+  assert.is(c.status, 201, c.text);
+  const manifests = join(d.dataDir, 'checkpoints', 'manifests', forked);
+  assert.is(readdirSync(manifests).length, 1);
+  const del = await api('DELETE', `/servers/${forked}`);
+  assert.is(del.status, 200, del.text);
+  assert.equal(existsSync(manifests) ? readdirSync(manifests) : [], []);
+  assert.equal(d.daemon.store.checkpoints.list(forked), []);
 });
 
 test.run();
