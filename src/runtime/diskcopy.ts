@@ -17,6 +17,8 @@ import { chmodSync, existsSync, lchownSync, lstatSync, mkdirSync, readdirSync, r
 import { join } from 'node:path';
 import type { DiskPaths } from './disk.js';
 import { mountedPaths } from './disk.js';
+import { InternalError } from '../errors.js';
+import { nativeBinary } from './native.js';
 import { run, tryRun } from './proc.js';
 import type { DiskCapture, DiskSource } from './types.js';
 
@@ -53,29 +55,51 @@ export async function dataRanges(path: string): Promise<[number, number][] | und
   return out;
 }
 
-/** Takes a consistent copy of the server's image at capturePath(p). */
+/** Takes a consistent copy of the server's image at capturePath(p): with rbx-freeze where it is
+ *  built (freeze, copy and thaw in one process: no process start inside the pause), else with
+ *  fsfreeze and cp. */
 export async function captureImage(p: DiskPaths, dataDir: string, uidBase: number): Promise<DiskCapture> {
   const dest = capturePath(p);
   rmSync(dest, { force: true });
-  const freeze = mountedPaths().has(p.disk);
-  if (freeze) await tryRun('sync', ['-f', p.disk], { timeoutMs: 120_000 }); // flushed before the pause, not during it
-  const t0 = performance.now();
-  let method: DiskCapture['method'];
-  if (freeze) {
-    writeFileSync(frozenMarker(p), '');
-    await run('fsfreeze', ['-f', p.disk], { timeoutMs: 60_000 });
-  }
+  const bin = nativeBinary('rbx-freeze');
+  const mounted = mountedPaths().has(p.disk);
+  let capture: Omit<DiskCapture, 'uidBase' | 'writtenAt'>;
+  if (mounted) writeFileSync(frozenMarker(p), '');
   try {
-    method = await copyImage(p.img, dest, dataDir);
+    if (mounted && bin.built) capture = await freezeCopy(bin.path, p, dest);
+    else capture = await toolCopy(p, dest, dataDir, mounted);
   } catch (e) {
     rmSync(dest, { force: true });
     throw e;
   } finally {
+    if (mounted) await thaw(p); // a no-op when the copy thawed it: it is the marker's removal
+  }
+  return { ...capture, uidBase, writtenAt: statSync(p.img).mtimeMs };
+}
+
+/** rbx-freeze's copy: its pause as it measured it, and the copy's data ranges. */
+async function freezeCopy(bin: string, p: DiskPaths, dest: string): Promise<Omit<DiskCapture, 'uidBase' | 'writtenAt'>> {
+  const r = await run(bin, [p.disk, p.img, dest], { timeoutMs: 30 * 60_000 });
+  const lines = r.stdout.trim().split('\n');
+  const head = /^ok (\d+) (reflink|copy)$/.exec(lines[0] ?? '');
+  if (!head) throw new InternalError('rbx-freeze answered what it should not', { stdout: r.stdout.slice(0, 200) });
+  const whole = lines[lines.length - 1] === 'end';
+  const ranges = lines.slice(1, whole ? -1 : undefined).map((l) => l.split(' ').map(Number) as [number, number]);
+  return { path: dest, ranges: whole ? ranges : undefined, pausedMs: Number(head[1]) / 1000, method: head[2] as DiskCapture['method'] };
+}
+
+/** The same with the host's tools: fsfreeze, cp, fsfreeze -u (a process start on each side of the copy). */
+async function toolCopy(p: DiskPaths, dest: string, dataDir: string, freeze: boolean): Promise<Omit<DiskCapture, 'uidBase' | 'writtenAt'>> {
+  if (freeze) await tryRun('sync', ['-f', p.disk], { timeoutMs: 120_000 }); // flushed before the pause, not during it
+  const t0 = performance.now();
+  let method: DiskCapture['method'];
+  if (freeze) await run('fsfreeze', ['-f', p.disk], { timeoutMs: 60_000 });
+  try {
+    method = await copyImage(p.img, dest, dataDir);
+  } finally {
     if (freeze) await thaw(p);
   }
-  const pausedMs = performance.now() - t0;
-  const writtenAt = statSync(p.img).mtimeMs;
-  return { path: dest, ranges: await dataRanges(dest), pausedMs, method, uidBase, writtenAt };
+  return { path: dest, ranges: await dataRanges(dest), pausedMs: performance.now() - t0, method };
 }
 
 async function thaw(p: DiskPaths): Promise<void> {
