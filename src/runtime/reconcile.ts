@@ -47,6 +47,8 @@ export interface ReconcileReport {
 export async function reconcile(rt: ContainerRuntime): Promise<ReconcileReport> {
   const { store, log, helper, dataDir } = rt.deps;
   const report: ReconcileReport = { adopted: [], started: [], sleeping: [], orphans: [], removed: [], fenced: [], failed: [] };
+  // a checkpoint cut short by the crash left its disk frozen: thawed before anything touches a disk
+  for (const rec of store.all()) await thawLeftovers(diskPaths(rt.serverDir(rec.id)));
   const ended = await endLeftovers(dataDir, dirname(helper));
   if (ended.length) log.warn('reconcile: ended commands a previous daemon left running', { commands: ended });
   for (const rec of store.all().filter((r) => r.pending !== undefined)) {
@@ -82,7 +84,6 @@ export async function reconcile(rt: ContainerRuntime): Promise<ReconcileReport> 
     try {
       await rt.serial(rec.id, async () => {
         await mountRootfs(diskPaths(rt.serverDir(rec.id)), helper, rt.lower(rec), rec.uidBase);
-        await thawLeftovers(diskPaths(rt.serverDir(rec.id))); // a checkpoint cut short by the crash: thawed
         const applied = rt.applied(rec.id); // slug and limits as its bundle, disk and net.json hold them
         await rt.net.addServer(rec.ip, applied.net);
         const bundleFile = join(rt.serverDir(rec.id), 'bundle', 'config.json');

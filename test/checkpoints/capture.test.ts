@@ -9,6 +9,7 @@ import * as assert from 'uvu/assert';
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { AppError } from '../../src/errors.js';
+import { run } from '../../src/runtime/proc.js';
 import { CheckpointEngine, Checkpoints, DirBlobStore, blobKeys, type Manifest } from '../../src/checkpoints/index.js';
 import { httpGet, MiB, newId, RUN_SH, sh, startRuntime, waitFor, type RuntimeEnv } from '../runtime/helpers/env.js';
 
@@ -132,6 +133,19 @@ test('a corrupt chunk refuses the restore: 502 checkpoint_corrupt, the server ke
     (e: unknown) => e,
   );
   assert.ok(missing instanceof AppError && missing.code === 'checkpoint_not_found');
+});
+
+test('a disk left frozen by a daemon killed during a checkpoint is thawed by the next start', async () => {
+  const dir = env.rt.serverDir(id);
+  writeFileSync(join(dir, 'disk.frozen'), ''); // what captureImage leaves between freeze and thaw
+  await run('fsfreeze', ['-f', join(dir, 'disk')]);
+  writeFileSync(join(dir, 'disk.ckp'), 'half a copy');
+  await env.restart(); // a new runtime over the same data dir: its reconcile
+  assert.not.ok(existsSync(join(dir, 'disk.frozen')));
+  assert.not.ok(existsSync(join(dir, 'disk.ckp')));
+  const w = await sh(env.rt, id, 'echo thawed > /root/thawed && sync && cat /root/thawed');
+  assert.is(w.out, 'thawed\n', w.err);
+  cps = new Checkpoints(cps.engine, env.rt);
 });
 
 test('a sleeping server is checkpointed and restored without a wake', async () => {
