@@ -7,6 +7,8 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { createHash, randomBytes } from 'node:crypto';
+import { copyFileSync, renameSync } from 'node:fs';
+import { AppError } from '../../src/errors.js';
 import { existsSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync, closeSync, ftruncateSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -19,6 +21,8 @@ import {
   newCheckpointId,
   blobKeys,
   validKey,
+  Checkpoints,
+  StoreUnavailableError,
   type BlobStore,
   type NewCheckpoint,
 } from '../../src/checkpoints/index.js';
@@ -285,6 +289,49 @@ test('a checkpoint that finds an unreferenced chunk in the store keeps it from a
   const m2 = await waiting;
   await engineOn(store).materialize(m2, join(d, 'two.img'));
   assert.is(sha(join(d, 'two.img')), sha(img));
+});
+
+test('a store that cannot be reached answers 503 store_unavailable with Retry-After, and the disk stays as it was', async () => {
+  const d = tmp();
+  const store = new DirBlobStore(join(d, 'checkpoints'));
+  const img = join(d, 'disk.img');
+  image(img, 16 * MiB, [[0, randomBytes(MiB)]]);
+  // the runtime's two disk operations, on a plain image file
+  const disk = {
+    captureDisk: async <T>(_id: string, use: (c: { path: string; pausedMs: number; method: 'copy'; uidBase: number; writtenAt: number }) => Promise<T>) => {
+      copyFileSync(img, `${img}.ckp`);
+      return use({ path: `${img}.ckp`, pausedMs: 0, method: 'copy', uidBase: 0, writtenAt: 0 });
+    },
+    replaceDisk: async (_id: string, fill: (p: string) => Promise<void>) => {
+      await fill(`${img}.new`);
+      renameSync(`${img}.new`, img);
+    },
+  };
+  let away = false;
+  const flaky = Object.assign(Object.create(store) as BlobStore, {
+    put: (k: string, b: Uint8Array) => (away ? Promise.reject(new StoreUnavailableError('connection refused')) : store.put(k, b)),
+    get: (k: string) => (away ? Promise.reject(new StoreUnavailableError('connection refused')) : store.get(k)),
+  });
+  const cps = new Checkpoints(engineOn(flaky), disk);
+  const { manifest } = await cps.take('srv_a', meta().settings, 'manual');
+  const before = sha(img);
+  image(img, 16 * MiB, [[0, randomBytes(MiB)]]);
+  const changed = sha(img);
+  assert.is.not(changed, before);
+  away = true;
+  for (const op of [() => cps.take('srv_a', meta().settings, 'manual'), () => cps.restore('srv_a', manifest.id)]) {
+    const e = await op().then(
+      () => undefined,
+      (x: unknown) => x,
+    );
+    assert.ok(e instanceof AppError, String(e));
+    assert.is(e.code, 'store_unavailable');
+    assert.is(e.headers?.['retry-after'], '30');
+  }
+  assert.is(sha(img), changed, 'the disk is untouched');
+  away = false;
+  await cps.restore('srv_a', manifest.id);
+  assert.is(sha(img), before);
 });
 
 test.run();
