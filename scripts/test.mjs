@@ -35,6 +35,7 @@ if (existsSync(shipped) && realpathSync(process.execPath) !== realpathSync(shipp
  *  (roughly), so the long ones overlap. */
 const UNIT = [
   'test/presence/doze-tracker.test.ts',
+  'test/checkpoints/engine.test.ts',
   'test/billing/exhausted.test.ts',
   'test/proxy/wake.test.ts',
   'test/proxy/thaw.test.ts',

@@ -123,6 +123,7 @@ export const CATALOGUE = {
   domain_not_found: e('not_found', 'the server has no such own domain'),
   unknown_tier: e('not_found', 'no verification tier has this name'),
   unknown_target: e('not_found', 'no account or server for an admin command'),
+  checkpoint_not_found: e('not_found', 'the server has no such checkpoint'),
 
   // ── 405 method_not_allowed ──
   method_not_allowed: e('method_not_allowed', 'the method is not allowed here (Allow lists those that are); CONNECT anywhere'),
@@ -179,6 +180,7 @@ export const CATALOGUE = {
   sms_failed: e('upstream', 'the SMS provider could not be reached or failed'),
   facilitator_unavailable: e('upstream', 'the x402 facilitator could not be reached; nothing was charged'),
   llm_failed: e('upstream', 'too few verifier passes completed because of language-model provider errors'),
+  checkpoint_corrupt: e('upstream', 'a piece of the checkpoint is missing from the store or does not verify: nothing was restored, the server keeps its disk'),
 
   // ── 503 unavailable ──
   not_configured: e('unavailable', 'the feature is not configured on this host (SMS, payments, verification)'),
@@ -196,6 +198,7 @@ export const CATALOGUE = {
   host_unavailable: e('unavailable', 'the host that runs the server is down or cannot be reached from the host that received the request (Retry-After)'),
   server_moved: e('unavailable', 'the cluster registry places this server on another host: this host does not start it (Retry-After)'),
   registry_unavailable: e('unavailable', 'the cluster registry (PostgreSQL) cannot be reached: changes to shared records wait until it is back (Retry-After)'),
+  store_unavailable: e('unavailable', 'the checkpoint store cannot be reached; servers keep running (Retry-After)'),
   payments_unavailable: e('unavailable', 'the facilitator lacks our network or refuses our key, or the chain or gas wallet is unusable'),
 
   // ── 504 timeout ──
@@ -207,6 +210,7 @@ export const CATALOGUE = {
 
   // ── 507 insufficient_storage ──
   disk_full: e('insufficient_storage', "a write reached the server's disk ceiling; an upload leaves nothing of itself, the server stays usable"),
+  restore_no_room: e('insufficient_storage', 'the host has no room for the restored disk: nothing was restored, the server keeps its disk'),
 
   // ── 400 bad_request: the host's own set-up (start-up and CLI, never an HTTP answer) ──
   config_invalid: e('bad_request', 'the config file or environment is invalid'),

@@ -23,6 +23,7 @@ import { createBilling, type Billing } from './billing/index.js';
 import { startChannel, type Channel } from './channel/index.js';
 import type { Config } from './config/index.js';
 import { startEdge, startTls, type Edge, type TlsManager } from './edge/index.js';
+import { startCheckpoints, type Checkpoints } from './checkpoints/index.js';
 import { boxRecords, startHosting, type HostingApi, type HostChoice } from './hosting/index.js';
 import type { HttpApp } from './http/index.js';
 import { apiUntilJoined, frontOf, gatedEdgeCa } from './joining.js';
@@ -68,6 +69,7 @@ export interface Daemon<R extends Runtime = ContainerRuntime> {
   readonly ports: TcpExposer;
   readonly proxy: Proxy;
   readonly billing: Billing;
+  readonly checkpoints: Checkpoints;
   readonly hosting: HostingApi;
   readonly log: Logger;
   readonly admin: AdminListener;
@@ -170,6 +172,7 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
     part('proxy', startProxy),
     part('ports', createPorts, (p) => p.closeAll()),
     part('ssh', startSsh),
+    part('checkpoints', startCheckpoints, (c) => c.engine.store.close()),
     part(
       'hosting',
       async (d) => {
@@ -183,11 +186,12 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
           placements: d.registry?.placements,
           hostChoice: d.registry && hostChoice(d.registry, () => d.channel),
           quotas: d.registry?.quotas,
+          sleeps: d.presence,
         });
         d.registry?.reportCapacity(h.core.capacity); // the lease carries this host's room
         return h;
       },
-      (h) => h.core.domains.stop(),
+      (h) => (h.core.autoCheckpoints?.stop(), h.core.domains.stop()),
     ),
     part('metering', (d) => (d.billing.start(), d.billing)),
     part('verify', createVerify, nothing),

@@ -52,6 +52,13 @@ export class AdminActions {
     this.views = { store: d.store, cfg: d.cfg, live };
   }
 
+  /** Hosting's checkpoints of servers, or 503 where this daemon keeps none. */
+  checkpoints(): NonNullable<HostingCore['checkpoints']> {
+    const c = this.d.hosting.core.checkpoints;
+    if (!c?.engine.available) throw AppError.of('not_configured', 'checkpoints are not available on this host');
+    return c;
+  }
+
   server(ref: string): ServerRecord {
     const rec = findServer(this.d.store, this.d.cfg.domain, ref);
     if (!rec) throw AppError.of('unknown_target', `no server ${ref.slice(0, 80)}`);

@@ -23,6 +23,8 @@ export const ADMIN_USAGE = `operator commands (act in the running daemon through
   servers suspend SERVER                  stop it; its subdomain answers 402 and SSH is refused until resumed
   servers resume SERVER                   end the suspension and start it
   servers delete SERVER --yes             delete it with its disk and exposed ports
+  servers checkpoints SERVER [--json]     its checkpoints, newest first
+  servers restore SERVER CHECKPOINT       make its disk the checkpoint's (it restarts when running)
   accounts list [--json]                  every account: tier, balance, what is left of the grant
   accounts show ACCOUNT [--json]          one account (or a server's account), its servers and ledger
   accounts credit ACCOUNT|SERVER USD      add credit; running servers get the new tier's ceilings at once

@@ -1,4 +1,4 @@
-// `rootbox servers list|show|stop|start|suspend|resume|delete`. list and show answer from the
+// `rootbox servers list|show|stop|start|suspend|resume|delete|checkpoints|restore`. list and show answer from the
 // daemon, or from the store while it is stopped; the others act in the running daemon at once
 // and refuse without it. `list --cluster` (cluster mode) reads every host's placements from the
 // registry instead (no daemon needed).
@@ -28,6 +28,22 @@ function serverTable(servers: ServerView[]): string {
       [s.suspended ? `suspended(${s.suspended_by})` : '', s.never_sleep ? 'never_sleep' : ''].filter(Boolean).join(',') || null,
       day(s.created_at),
     ]),
+  );
+}
+
+interface CheckpointView {
+  id: string;
+  created_at: string;
+  size_bytes: number;
+  kind: string;
+  comment?: string;
+}
+
+function checkpointTable(cps: CheckpointView[]): string {
+  if (!cps.length) return 'no checkpoints';
+  return table(
+    ['ID', 'CREATED', 'KIND', 'SIZE', 'COMMENT'],
+    cps.map((c) => [c.id, c.created_at, c.kind, bytes(c.size_bytes), c.comment ?? null]),
   );
 }
 
@@ -88,6 +104,25 @@ export async function serversCommand(cfg: Readonly<Config>, sub: string | undefi
     if (!a) needDaemon(dir, 'servers delete');
     const body = ok<{ deleted: string }>(a);
     emit(io, flags, body, () => `deleted ${body.deleted}`);
+    return 0;
+  }
+  if (sub === 'checkpoints' && args.length === 1) {
+    const a = await ask(dir, 'GET', `/servers/${encodeURIComponent(args[0])}/checkpoints`);
+    if (!a) needDaemon(dir, 'servers checkpoints');
+    const body = ok<{ server: string; checkpoints: CheckpointView[] }>(a);
+    emit(io, flags, body, () => checkpointTable(body.checkpoints));
+    return 0;
+  }
+  if (sub === 'restore' && args.length === 2) {
+    const a = await ask(dir, 'POST', `/servers/${encodeURIComponent(args[0])}/restore`, { checkpoint: args[1] });
+    if (!a) needDaemon(dir, 'servers restore');
+    const body = ok<{ server: ServerView; checkpoint: CheckpointView }>(a);
+    emit(
+      io,
+      flags,
+      body,
+      () => `${body.server.id} (${body.server.subdomain}): restored to ${body.checkpoint.id} of ${body.checkpoint.created_at}; ${body.server.state}`,
+    );
     return 0;
   }
   return -1; // not a servers command: the caller prints the usage

@@ -4,6 +4,8 @@
 //   GET    /servers/:ref                → {server, account}          (ref: srv_ id, slug or subdomain)
 //   POST   /servers/:ref/{stop,start,suspend,resume} → {server, …}
 //   DELETE /servers/:ref                → {ok, deleted}
+//   GET    /servers/:ref/checkpoints    → {server, checkpoints: [Checkpoint]} (newest first)
+//   POST   /servers/:ref/restore {checkpoint} → {ok, server, checkpoint} (the disk becomes the checkpoint's)
 //   GET    /cluster/channel             → {host, channel, peers: [PeerHealth]} (cluster mode; channel false without one)
 //   GET    /accounts                    → {accounts: [AccountView]}
 //   GET    /accounts/:ref               → {account, servers, ledger} (ref: acc_ id or one of its servers)
@@ -15,7 +17,7 @@
 import { z } from 'zod';
 import { resolveCredit, ADMIN_SOURCE_RE } from '../billing/index.js';
 import { Router, routes, type Route } from '../http/index.js';
-import { tierOf } from '../hosting/index.js';
+import { checkpointView, tierOf } from '../hosting/index.js';
 import { adminSocketPath } from './server.js';
 import { AdminActions, type AdminDeps } from './actions.js';
 import { paymentsPart, registryPart, statusView } from './status.js';
@@ -30,6 +32,7 @@ const CreditBody = z
   .strict();
 
 const Ref = z.object({ ref: z.string().min(1).max(255) });
+const RestoreBody = z.object({ checkpoint: z.string().min(1).max(64) }).strict();
 const ServersQuery = z.object({ account: z.string().max(80).optional() });
 const unknown = 'No such server or account.';
 
@@ -91,6 +94,38 @@ function serverRoutes(a: AdminActions): Route[] {
         const rec = a.server(params.ref);
         await a.delete(rec);
         return { status: 200, body: { ok: true, deleted: rec.id } };
+      },
+    }),
+    route({
+      method: 'GET',
+      path: '/servers/:ref/checkpoints',
+      auth: 'none',
+      summary: "A server's checkpoints, newest first",
+      params: Ref,
+      responses: { 200: { description: 'Checkpoints' }, 404: unknown },
+      handler({ params }) {
+        const rec = a.server(params.ref);
+        return { status: 200, body: { server: rec.id, checkpoints: a.checkpoints().list(rec).map(checkpointView) } };
+      },
+    }),
+    route({
+      method: 'POST',
+      path: '/servers/:ref/restore',
+      auth: 'none',
+      summary: "Make a server's disk that of one of its checkpoints (it restarts when it was running)",
+      params: Ref,
+      body: RestoreBody,
+      bodyLimit: 4096,
+      responses: {
+        200: { description: 'Restored' },
+        404: 'No such server, or no such checkpoint of it.',
+        502: 'The checkpoint is damaged.',
+        503: 'The store is away.',
+      },
+      async handler({ params, body }) {
+        const rec = a.server(params.ref);
+        const r = await a.checkpoints().restore(rec, body.checkpoint);
+        return { status: 200, body: { ok: true, server: view(rec.id), checkpoint: checkpointView(r) } };
       },
     }),
   ];

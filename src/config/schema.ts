@@ -4,7 +4,7 @@
 
 import { z } from 'zod';
 import { billingEnv, billingSchema } from './billing.js';
-import { checkpointStoreEnv, checkpointStoreShape } from './checkpoints-s3.js';
+import { checkpointsEnv, checkpointsSchema } from './checkpoints.js';
 import { clusterEnv, clusterSchema } from './cluster.js';
 import { coreEnv, coreShape } from './core.js';
 import { hostingEnv, hostingSchema } from './hosting.js';
@@ -24,7 +24,7 @@ export const configSchema = z
     proxy: proxySchema,
     metrics: metricsSchema,
     cluster: clusterSchema,
-    checkpoints: z.strictObject({ ...checkpointStoreShape }).prefault({}),
+    checkpoints: checkpointsSchema,
   })
   .strict();
 
@@ -37,7 +37,7 @@ export const envBindings: readonly EnvBinding[] = [
   ...runtimeEnv,
   ...metricsEnv,
   ...clusterEnv,
-  ...checkpointStoreEnv,
+  ...checkpointsEnv,
 ];
 
 export type Config = z.output<typeof configSchema> & { publicIp: string };

@@ -4,6 +4,7 @@
 // reopens stored exposures and applies stored tiers.
 
 import type { Billing } from '../billing/index.js';
+import type { Checkpoints } from '../checkpoints/index.js';
 import type { Config } from '../config/index.js';
 import { Domains, dnsLookup, type CertIssuer, type SharedDomains } from '../domains/index.js';
 import type { Paywall } from '../payments/index.js';
@@ -27,6 +28,9 @@ import { CommandBudget } from './slots.js';
 import { measureCapacity, type Capacity } from './capacity.js';
 import type { HostChoice } from './hostchoice.js';
 import type { SharedQuotas } from './quotas.js';
+import { ServerCheckpoints } from './checkpoints.js';
+import { AutoCheckpoints } from './autocheckpoints.js';
+import { systemClock, type Clock } from '../clock.js';
 
 export interface HostingDeps {
   cfg: Readonly<Config>;
@@ -64,6 +68,12 @@ export interface HostingDeps {
   hostChoice?: HostChoice;
   /** Registry mode: the limits counted across hosts (servers, running commands, request rates). */
   quotas?: SharedQuotas;
+  /** Checkpoints of servers' disks (src/checkpoints); absent: the checkpoint routes answer 503. */
+  checkpoints?: Checkpoints;
+  /** Tells when the idle tracker put a server to sleep (its automatic checkpoint). */
+  sleeps?: { onSleep(fn: (id: string) => void): void };
+  /** The timers of automatic checkpoints (default: the system clock). */
+  clock?: Clock;
 }
 
 export interface HostingCore {
@@ -81,6 +91,10 @@ export interface HostingCore {
   /** Commands run in servers for the HTTP API (exec, files), with their caps. */
   commands: Commands;
   files: Files;
+  /** Checkpoints, restore and fork of servers (checkpoints.ts); absent where none are kept. */
+  checkpoints?: ServerCheckpoints;
+  /** Automatic checkpoints at sleep and on the interval, retention, collection (autocheckpoints.ts). */
+  autoCheckpoints?: AutoCheckpoints;
   execSettings: ExecSettings;
   /** Servers' own domains; the edge routes an active one with domains.slugOf. */
   domains: Domains;
@@ -129,6 +143,7 @@ export function buildCore(d: HostingDeps): HostingCore {
     shared: d.sharedDomains,
   });
   const exposures = new Exposures(d.store, d.ports, d.cfg.hosting.portPool, d.cfg.publicIp, d.cfg.hosting.portLimits);
+  const checkpoints = d.checkpoints && new ServerCheckpoints(d.store, d.runtime, d.checkpoints);
   const servers = new Servers({
     store: d.store,
     runtime: d.runtime,
@@ -144,6 +159,7 @@ export function buildCore(d: HostingDeps): HostingCore {
     release: async (id) => {
       await exposures.releaseServer(id);
       await domains.releaseServer(id);
+      await checkpoints?.forgetServer(id, d.log);
       d.forget?.(id);
     },
     stateOf: (id) => d.presence.state(id),
@@ -167,6 +183,16 @@ export function buildCore(d: HostingDeps): HostingCore {
     killGraceMs: ec.killGrace,
   });
   const execSettings: ExecSettings = { outputMax: ec.outputMax, timeoutMax: ec.timeoutMax };
+  const auto =
+    checkpoints &&
+    new AutoCheckpoints({
+      store: d.store,
+      runtime: d.runtime,
+      checkpoints,
+      log: d.log.child({ part: 'checkpoints' }),
+      clock: d.clock ?? systemClock,
+      settings: d.cfg.checkpoints,
+    });
   d.billing.keepTiers({ apply: (a) => servers.applyTier(a), sync });
   return {
     cfg: d.cfg,
@@ -191,6 +217,8 @@ export function buildCore(d: HostingDeps): HostingCore {
       maxBody: d.cfg.hosting.files.maxBody,
     }),
     execSettings,
+    checkpoints,
+    autoCheckpoints: auto,
     domains,
     credits: (a) => d.billing.credits(a),
     freshCredits: async (a) => (await d.billing.book.refresh(a.id), d.billing.credits(a)),
@@ -206,6 +234,10 @@ export function buildCore(d: HostingDeps): HostingCore {
       await exposures.restore((msg, f) => d.log.warn(msg, f));
       domains.load();
       domains.start();
+      if (auto) {
+        d.sleeps?.onSleep((id) => auto.slept(id));
+        auto.start();
+      }
       await sync();
     },
   };

@@ -79,6 +79,17 @@ export const TOOLS: readonly ToolDef[] = [
   { name: 'expose_port', method: 'POST', path: '/expose' },
   { name: 'server_logs', method: 'GET', path: '/servers/:id/logs' },
   { name: 'credits', method: 'GET', path: '/credits' },
+  { name: 'create_checkpoint', method: 'POST', path: '/servers/:id/checkpoints', annotations: { readOnlyHint: false, destructiveHint: false } },
+  { name: 'list_checkpoints', method: 'GET', path: '/servers/:id/checkpoints', annotations: { readOnlyHint: true } },
+  {
+    name: 'restore_checkpoint',
+    method: 'POST',
+    path: '/servers/:id/restore',
+    description:
+      "Make the server's disk that of one of its checkpoints: every file written since is lost, the server restarts (its run.sh app comes back). Every piece is verified first; a damaged checkpoint changes nothing.",
+    annotations: { readOnlyHint: false, destructiveHint: true },
+  },
+  { name: 'fork_server', method: 'POST', path: '/servers/:id/fork', annotations: { readOnlyHint: false, destructiveHint: false } },
 ];
 
 /** One JSON-RPC message or a batch, as the transport takes them (it checks the rest). */
@@ -106,7 +117,7 @@ export function mcpRoute(d: McpRouteDeps): Route<AccountRecord> {
     description:
       'Model Context Protocol over Streamable HTTP. Send JSON-RPC with Accept: application/json, text/event-stream. ' +
       'With Authorization: Bearer <api_key> every tool is offered (create_server, list_servers, get_server, delete_server, restart_server, exec, ' +
-      'read_file, write_file, list_files, expose_port, server_logs, credits); without one only create_server. A tool answers what its route answers; ' +
+      'read_file, write_file, list_files, expose_port, server_logs, credits, create_checkpoint, list_checkpoints, restore_checkpoint, fork_server); without one only create_server. A tool answers what its route answers; ' +
       'an error is a tool result with isError and the {error, detail} body.',
     use: [d.ipLimit],
     body: McpBody,
@@ -130,5 +141,5 @@ export function mcpRoute(d: McpRouteDeps): Route<AccountRecord> {
 const INSTRUCTIONS =
   'rootbox gives you root Linux servers. Call create_server (no key needed) and keep the api_key it returns: ' +
   'send it as Authorization: Bearer <api_key> to this endpoint to use the other tools — run commands with exec, move files with ' +
-  'write_file/read_file/list_files, publish ports with expose_port, read run.sh output with server_logs. Files in /root/www are served ' +
+  'write_file/read_file/list_files, publish ports with expose_port, read run.sh output with server_logs, go back in time with create_checkpoint/restore_checkpoint and copy a server with fork_server. Files in /root/www are served ' +
   'at the server URL; an executable /root/run.sh is run and served on port 80.';

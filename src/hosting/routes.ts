@@ -17,6 +17,7 @@ import { domainRoutes } from './domains.js';
 import type { Elsewhere } from './elsewhere.js';
 import { LogsAnswer, LogsQuery, serverLogs } from './logs.js';
 import { toolboxRoutes } from './toolbox.js';
+import { checkpointRoutes } from './checkpoints.js';
 import {
   CreateRequest,
   CreateResponse,
@@ -286,5 +287,6 @@ export function hostingRoutes({ core, deps, service, ipLimit, createLimit, docum
     }),
     ...domainRoutes(core, ipLimit),
     ...toolboxRoutes(core, ipLimit, base),
+    ...checkpointRoutes(core, ipLimit, base),
   ];
 }

@@ -231,7 +231,33 @@ export const JsonRpcError = z.object({
 });
 
 /** The schemas listed under components.schemas, by name. */
+// checkpoints (checkpoints.ts)
+export const CheckpointObject = z.object({
+  id: z.string().describe('Checkpoint id, ckp_ followed by 22 letters and digits.'),
+  server_id: z.string(),
+  created_at: z.string().describe('ISO 8601'),
+  size_bytes: z.number().int().describe("Bytes of the server's disk it holds (its non-zero parts)."),
+  kind: z.enum(['manual', 'auto']).describe('manual: asked for; auto: taken when the server went to sleep or on the interval.'),
+  comment: z.string().optional(),
+});
+export const CheckpointList = z.object({ checkpoints: z.array(CheckpointObject).describe('Newest first.') });
+export const CheckpointRequest = z
+  .object({ comment: z.string().max(200, 'must be at most 200 characters').optional().describe('A note kept with the checkpoint.') })
+  .strict();
+export const ForkRequest = z
+  .object({
+    checkpoint: z.string().max(64).optional().describe('The checkpoint to fork from; absent: one taken now.'),
+    slug: z.string().max(64, 'must be at most 64 characters').optional().describe("The new server's wanted subdomain (a random one when absent or taken)."),
+  })
+  .strict();
+export const RestoreRequest = z.object({ checkpoint: z.string().max(64).describe('The checkpoint to restore, from GET /servers/{id}/checkpoints.') }).strict();
+
 export const SCHEMAS: Record<string, z.ZodType> = {
+  Checkpoint: CheckpointObject,
+  CheckpointList,
+  CheckpointRequest,
+  ForkRequest,
+  RestoreRequest,
   CreateRequest,
   ExposeRequest,
   FeedbackRequest,

@@ -8,7 +8,7 @@
 import { randomBytes } from 'node:crypto';
 import { AppError, isAppError } from '../errors.js';
 import type { Logger } from '../log/index.js';
-import type { NetBounds, Runtime, ServerSpec, ServerState } from '../runtime/index.js';
+import type { DiskSource, NetBounds, Runtime, ServerSpec, ServerState } from '../runtime/index.js';
 import type { AccountRecord, ServerRecord, Store } from '../store/index.js';
 import { TIER_LIMITS, tierOf, type Tier } from './accounts.js';
 import { CREATE_DEADLINE_MS, PendingWork } from './pending.js';
@@ -98,6 +98,8 @@ export const netDiffers = (have: NetBounds | undefined, want: NetBounds | undefi
 export interface CreateInput {
   subdomains?: string[];
   neverSleep?: boolean;
+  /** A fork: the new server's disk from a checkpoint (checkpoints.ts). */
+  fromDisk?: DiskSource;
 }
 
 export interface Created {
@@ -125,7 +127,7 @@ export class Servers {
 
   /** Takes `slug` for the record: in the registry first (registry mode), then in the store with
    *  the runtime's reservation, in one transaction; undefined when it is taken. */
-  private async take(base: Omit<ServerRecord, 'slug'>, slug: string, account: AccountRecord): Promise<ServerRecord | undefined> {
+  private async take(base: Omit<ServerRecord, 'slug'>, slug: string, account: AccountRecord, fromDisk?: DiskSource): Promise<ServerRecord | undefined> {
     const names = this.d.names;
     if (names && !(await names.claim(slug, base.id))) return undefined;
     const record = { ...base, slug };
@@ -135,7 +137,7 @@ export class Servers {
         // the caps checked in the transaction that inserts: the pending record is the reservation
         checkLocalServers(this.d.store, account, this.d.maxServersPerAccount, this.d.anonServersPerIp);
         if (!this.d.store.servers.insert(record)) return false;
-        this.d.runtime.reserve?.(specOf(record));
+        this.d.runtime.reserve?.({ ...specOf(record), fromDisk });
         return true;
       });
     } finally {
@@ -151,7 +153,7 @@ export class Servers {
   ): Promise<{ record: ServerRecord; note?: string }> {
     const plan = planSlugs(input.subdomains, this.d.brands);
     for (const slug of plan.candidates) {
-      const record = await this.take(base, slug, account);
+      const record = await this.take(base, slug, account, input.fromDisk);
       if (record) return { record, note: plan.skipped.length ? `skipped ${plan.skipped.join('; ')}` : undefined };
     }
     if (plan.candidates.length > 0) {
@@ -161,7 +163,7 @@ export class Servers {
       );
     }
     for (let i = 0; i < 20; i++) {
-      const record = await this.take(base, randomSlug(), account);
+      const record = await this.take(base, randomSlug(), account, input.fromDisk);
       if (record) {
         const why = input.subdomains?.length ? `none of the wanted subdomains is usable (${plan.skipped.join('; ')})` : 'no subdomain was asked for';
         return { record, note: `${why}; assigned ${record.slug}.${this.d.domain}` };
@@ -217,7 +219,7 @@ export class Servers {
     this.pending.begin(id);
     this.d.log.info('creating server', { id, slug: record.slug, account: account.id });
     try {
-      await this.d.runtime.create({ ...specOf(record), net: this.netOf(account) });
+      await this.d.runtime.create({ ...specOf(record), net: this.netOf(account), fromDisk: input.fromDisk });
     } catch (e) {
       await this.abandon(id);
       if (e instanceof AppError) throw e;

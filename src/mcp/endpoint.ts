@@ -62,7 +62,12 @@ function serverFor(o: McpOptions, call: McpCall): Server {
   const server = new Server({ name: o.name, version: o.version }, { capabilities: { tools: {} }, instructions: o.instructions });
   const offered = o.tools.filter((t) => call.authenticated || t.def.anonymous);
   server.setRequestHandler(ListToolsRequestSchema, () => ({
-    tools: offered.map((t) => ({ name: t.def.name, description: t.def.description ?? t.route.summary, inputSchema: t.inputSchema })),
+    tools: offered.map((t) => ({
+      name: t.def.name,
+      description: t.def.description ?? t.route.summary,
+      inputSchema: t.inputSchema,
+      ...(t.def.annotations ? { annotations: t.def.annotations } : {}),
+    })),
   }));
   server.setRequestHandler(CallToolRequestSchema, async (r) => {
     const tool = offered.find((t) => t.def.name === r.params.name);

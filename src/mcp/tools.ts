@@ -31,6 +31,8 @@ export interface ToolDef {
   result?(reply: Reply, args: Record<string, unknown>): unknown;
   /** An error answer that is a result for this tool (read_file of an empty file: 416 at offset 0). */
   fine?(reply: Reply, args: Record<string, unknown>): boolean;
+  /** MCP's hints to the client: a tool that only reads, or one that destroys what it replaces. */
+  annotations?: { readOnlyHint?: boolean; destructiveHint?: boolean; idempotentHint?: boolean };
 }
 
 export interface Tool {

@@ -104,6 +104,7 @@ export function hostChecks(): Check[] {
   add(nativeCheck('idmapped-mount helper', 'rbx-idmount', true));
   add(nativeCheck('exec wrapper', 'rbx-exec', false));
   add(nativeCheck('host-name lock helper', 'rbx-lock', true));
+  add(nativeCheck('checkpoint freeze helper', 'rbx-freeze', false));
   const nsenter = run('nsenter', ['--version']);
   add({
     name: 'nsenter',

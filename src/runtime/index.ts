@@ -1,5 +1,7 @@
 // Public surface of the runtime: the only module that spawns processes for servers (runc, ip, nft, mount…).
 export type {
+  DiskCapture,
+  DiskSource,
   NetBounds,
   Runtime,
   RuntimeServer,

@@ -13,7 +13,7 @@ import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { AppError } from '../errors.js';
 
-export type NativeProgram = 'rbx-idmount' | 'rbx-exec' | 'rbx-lock';
+export type NativeProgram = 'rbx-idmount' | 'rbx-exec' | 'rbx-lock' | 'rbx-freeze';
 
 /** Sources, relative to the checkout. scripts/native.mjs builds every .c file found here. */
 const SOURCES = join('src', 'runtime', 'native');

@@ -24,6 +24,7 @@ import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { destroyDisk, diskPaths } from './disk.js';
 import { mountRootfs } from './disk.js';
+import { thawLeftovers } from './diskcopy.js';
 import { endLeftovers } from './leftovers.js';
 import type { ContainerRuntime } from './runtime.js';
 import { cgroupPath } from './spec.js';
@@ -46,6 +47,8 @@ export interface ReconcileReport {
 export async function reconcile(rt: ContainerRuntime): Promise<ReconcileReport> {
   const { store, log, helper, dataDir } = rt.deps;
   const report: ReconcileReport = { adopted: [], started: [], sleeping: [], orphans: [], removed: [], fenced: [], failed: [] };
+  // a checkpoint cut short by the crash left its disk frozen: thawed before anything touches a disk
+  for (const rec of store.all()) await thawLeftovers(diskPaths(rt.serverDir(rec.id)));
   const ended = await endLeftovers(dataDir, dirname(helper));
   if (ended.length) log.warn('reconcile: ended commands a previous daemon left running', { commands: ended });
   for (const rec of store.all().filter((r) => r.pending !== undefined)) {

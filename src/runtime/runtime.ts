@@ -10,10 +10,10 @@
 // (bundle, disk size, image) serverfiles.ts, exec execrun.ts, doze freezer.ts. Every start of an
 // existing server asks the start guard first (deps.mayStart: cluster mode's wake fence).
 
-import { chmodSync, mkdirSync, statSync } from 'node:fs';
+import { chmodSync, mkdirSync, renameSync, rmSync, statSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import type { RuntimeConfig } from '../config/index.js';
-import { AppError } from '../errors.js';
+import { AppError, InternalError } from '../errors.js';
 import type { Logger } from '../log/index.js';
 import type { RuntimeRecord, RuntimeStore } from '../store/index.js';
 import { cgroupPath } from './spec.js';
@@ -22,6 +22,7 @@ import { applyDeferredGrow, destroyDisk, diskPaths, diskUsed, growDisk, mountRoo
 import { memoryStats } from './cgroup.js';
 import { freeze, isFrozen, thaw } from './freezer.js';
 import { Network, nsPaths } from './network.js';
+import { tryRun } from './proc.js';
 import type { HostLock } from './locks.js';
 import { NetWatch } from './netwatch.js';
 import { Runc } from './runc.js';
@@ -32,7 +33,20 @@ import { haltContainer } from './halt.js';
 import { allocateRecord, checkLimits } from './allocate.js';
 import { lowerOf, readApplied, writeBundle, writeNet, type Applied } from './serverfiles.js';
 import { execIn, execPtyIn } from './execrun.js';
-import type { ExecOptions, NetBounds, PipeProcess, PtyOptions, PtyProcess, Runtime, RuntimeServer, ServerSpec, ServerState, ServerStats } from './types.js';
+import { adoptImage, captureImage, shiftOwners, stagedPath } from './diskcopy.js';
+import type {
+  DiskCapture,
+  ExecOptions,
+  NetBounds,
+  PipeProcess,
+  PtyOptions,
+  PtyProcess,
+  Runtime,
+  RuntimeServer,
+  ServerSpec,
+  ServerState,
+  ServerStats,
+} from './types.js';
 
 export interface RuntimeDeps {
   dataDir: string;
@@ -211,7 +225,8 @@ export class ContainerRuntime implements Runtime {
   }
 
   private allocate(spec: ServerSpec): RuntimeRecord {
-    return allocateRecord(spec, this.deps, basename(dirname(this.deps.image)), () => this.net.hosts()); // the current tag
+    // the current image's tag, or (a fork) the one its checkpoint's disk goes over
+    return allocateRecord(spec, this.deps, spec.fromDisk?.image || basename(dirname(this.deps.image)), () => this.net.hosts());
   }
 
   async create(spec: ServerSpec): Promise<RuntimeServer> {
@@ -223,8 +238,10 @@ export class ContainerRuntime implements Runtime {
       this.view(rec, 'creating', applied);
       const p = diskPaths(this.serverDir(rec.id));
       try {
-        await makeDisk(p, spec.diskBytes);
+        if (spec.fromDisk) await adoptImage(p, spec.fromDisk, spec.diskBytes);
+        else await makeDisk(p, spec.diskBytes);
         await mountRootfs(p, this.deps.helper, this.lower(rec), rec.uidBase);
+        if (spec.fromDisk?.uidBase !== undefined) shiftOwners(p.upper, spec.fromDisk.uidBase, rec.uidBase); // a fork: its files to this range
         personalise(diskPaths(this.serverDir(rec.id)).rootfs, rec.uidBase, spec.slug);
         this.writeBundle(rec, applied);
         writeNet(this.serverDir(rec.id), applied.net);
@@ -269,6 +286,58 @@ export class ContainerRuntime implements Runtime {
       if (opts.park !== false) await this.park(rec);
       this.view(rec, 'sleeping'); // once it is parked: a sleep is done when its state says so
     });
+  }
+
+  /** A consistent copy of the server's disk (diskcopy.ts), serialised with its starts and stops
+   *  (a stop never meets a frozen disk); `use` runs outside the queue, the copy removed after. */
+  async captureDisk<T>(id: string, use: (copy: DiskCapture) => Promise<T>): Promise<T> {
+    const copy = await this.serial(id, async () => captureImage(diskPaths(this.serverDir(id)), this.deps.dataDir, this.record(id).uidBase));
+    try {
+      return await use(copy);
+    } finally {
+      rmSync(copy.path, { force: true });
+    }
+  }
+
+  diskWrittenAt(id: string): number | undefined {
+    if (!this.servers.has(id)) return undefined;
+    try {
+      return statSync(diskPaths(this.serverDir(id)).img).mtimeMs;
+    } catch {
+      return undefined;
+    }
+  }
+
+  /** Restore: fills a staged image, then stops the server, renames the image over its disk
+   *  while unmounted, mounts it and starts the server again when it was running. */
+  async replaceDisk(id: string, fill: (path: string) => Promise<void>, from: { uidBase?: number } = {}): Promise<void> {
+    const rec = this.record(id);
+    const p = diskPaths(this.serverDir(id));
+    const staged = stagedPath(p);
+    try {
+      await fill(staged);
+    } catch (e) {
+      rmSync(staged, { force: true });
+      throw e;
+    }
+    const state = this.servers.get(id)?.state;
+    const wasRunning = state === 'running' || state === 'waking';
+    await this.stop(id, { park: false });
+    await this.serial(id, async () => {
+      if (!(await tryRun('umount', [p.rootfs]))) throw new InternalError(`restore: the root of ${id} is busy`);
+      if (!(await tryRun('umount', [p.disk]))) {
+        await mountRootfs(p, this.deps.helper, this.lower(rec), rec.uidBase);
+        throw new InternalError(`restore: the disk of ${id} is busy`);
+      }
+      try {
+        renameSync(staged, p.img);
+      } finally {
+        await mountRootfs(p, this.deps.helper, this.lower(rec), rec.uidBase);
+      }
+      if (from.uidBase !== undefined) shiftOwners(p.upper, from.uidBase, rec.uidBase);
+      this.view(rec, 'sleeping', { ...this.applied(id), diskBytes: statSync(p.img).size });
+    });
+    if (wasRunning) await this.start(id);
   }
 
   /** Doze (freezer.ts): the server's processes frozen in place, memory kept; thaw() undoes it. */

@@ -6,6 +6,34 @@ import type { NetBounds } from './netbounds.js';
 
 export type { NetBounds };
 
+/** A consistent copy of a disk image, and how it was taken. */
+export interface DiskCapture {
+  /** Host path of the copy (removed by the runtime once the caller is done with it). */
+  path: string;
+  /** [start, end) byte ranges that may hold data; the rest of the copy is holes. Absent when
+   *  the extents could not be read (every chunk is then read). */
+  ranges?: [number, number][];
+  /** How long the server's writes were held (freeze to thaw), in ms. */
+  pausedMs: number;
+  /** How the copy was made. */
+  method: 'reflink' | 'copy';
+  /** The host uid of the server's root: its files on the disk are owned from there on. */
+  uidBase: number;
+  /** When the disk image was last written (its mtime, read after the thaw): a later
+   *  diskWrittenAt says the server wrote since. */
+  writtenAt: number;
+}
+
+/** A disk made from a checkpoint rather than empty (a fork). */
+export interface DiskSource {
+  /** Writes a complete image at the path it is given. */
+  fill(path: string): Promise<void>;
+  /** The base image the checkpoint's disk goes over (its tag); absent: the current one. */
+  image?: string;
+  /** The host uid of the checkpointed server's root: its files move to this server's range. */
+  uidBase?: number;
+}
+
 export type ServerState = 'creating' | 'running' | 'sleeping' | 'waking' | 'stopped' | 'failed';
 
 /** What a server is, as its owner (hosting's server record) gives it to the runtime: at create,
@@ -25,6 +53,8 @@ export interface ServerSpec {
   /** Keep the runtime record pending after create (the caller commits it, store.commitCreate)
    *  until this deadline; without it the runtime commits its record itself once created. */
   pendingUntil?: number;
+  /** A fork: the disk comes from a checkpoint instead of being made empty. */
+  fromDisk?: DiskSource;
 }
 
 export interface RuntimeServer {
@@ -154,6 +184,16 @@ export interface Runtime {
   diskUsedBytes(id: string): number;
   get(id: string): RuntimeServer | undefined;
   list(): RuntimeServer[];
+  /** Checkpoints (issue 37): a crash-consistent copy of the server's disk, taken with its
+   *  filesystem frozen for as short as possible (a sleeping server is not woken), given to `use`
+   *  and removed once `use` settles. Absent where disks cannot be copied. */
+  captureDisk?<T>(id: string, use: (copy: DiskCapture) => Promise<T>): Promise<T>;
+  /** Restore: `fill` writes a complete image at the path it is given (beside the old one); only
+   *  then is the server stopped, the image renamed over its disk, and the server started again
+   *  when it was running. A `fill` that throws changes nothing (its file is removed). */
+  /** When the server's disk image was last written (ms; undefined for an unknown server). */
+  diskWrittenAt?(id: string): number | undefined;
+  replaceDisk?(id: string, fill: (path: string) => Promise<void>, from?: { uidBase?: number }): Promise<void>;
   /** The daemon's stop: lets go of what the runtime holds on the host (its host-name locks,
    *  watchers); servers keep running. */
   close?(): Promise<void>;

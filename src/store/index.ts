@@ -4,6 +4,7 @@
 import { AccountStore } from './accounts.js';
 import { BillingStore } from './billing.js';
 import { CertificateStore } from './certificates.js';
+import { CheckpointStore } from './checkpoints.js';
 import { CodeStore } from './codes.js';
 import { DomainStore } from './domains.js';
 import { ExposureStore } from './exposures.js';
@@ -30,6 +31,7 @@ export interface Store {
   readonly domains: DomainStore;
   /** Whether this box's shared records were copied into the cluster registry (registry/join.ts). */
   readonly joined: JoinStore;
+  readonly checkpoints: CheckpointStore;
   /** Schema version the store is at after migrations. */
   readonly schemaVersion: number;
   /** Runs fn in one synchronous, synced write transaction: the writes of every area it calls
@@ -65,6 +67,7 @@ export function openStore(dataDir: string): Store {
     certificates: new CertificateStore(env),
     domains: new DomainStore(env),
     joined: new JoinStore(env),
+    checkpoints: new CheckpointStore(env),
     schemaVersion: env.db<number>('meta').get('schemaVersion') ?? 0,
     atomically: (fn) => env.txSync(fn),
     commitCreate: (id, madeAccount) =>
@@ -89,6 +92,7 @@ export function openStore(dataDir: string): Store {
 }
 
 export type { FeedbackRecord } from './feedback.js';
+export type { CheckpointRecord, CheckpointStore } from './checkpoints.js';
 export type { CertificateRecord, CertificateStore } from './certificates.js';
 export type { ServerRecord, PendingOp, AccountHold } from './servers.js';
 export type { RuntimeRecord, RuntimeStore } from './runtime.js';

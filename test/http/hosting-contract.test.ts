@@ -272,6 +272,31 @@ test('the MCP endpoint answers JSON-RPC as documented: initialize and tools/list
   await expect(400, 'POST', '/mcp', { headers: accept, body: { hello: 'world' } });
 });
 
+test('the checkpoint routes: 404 for a server or checkpoint not yours, 400 for bad input, 401 without a key, 503 where servers are not containers', async () => {
+  const key = A.json.api_key;
+  const id = A.json.id;
+  const none = 'ckp_0000000000000000000000';
+  assert.equal((await expect(200, 'GET', `/servers/${id}/checkpoints`, { key })).json, { checkpoints: [] });
+  // this tier's servers are plain processes: there is no disk to copy
+  assert.is((await expect(503, 'POST', `/servers/${id}/checkpoints`, { key, body: { comment: 'x' } })).json.error, 'not_configured');
+  assert.is((await expect(503, 'POST', `/servers/${id}/fork`, { key, body: {} })).json.error, 'not_configured');
+  await expect(400, 'POST', `/servers/${id}/checkpoints`, { key, body: { comment: 'x'.repeat(201) } });
+  await expect(400, 'POST', `/servers/${id}/restore`, { key, body: {} });
+  await expect(400, 'POST', `/servers/${id}/fork`, { key, body: { nope: 1 } });
+  assert.is((await expect(404, 'POST', `/servers/${id}/restore`, { key, body: { checkpoint: none } })).json.error, 'checkpoint_not_found');
+  assert.is((await expect(404, 'DELETE', `/servers/${id}/checkpoints/${none}`, { key })).json.error, 'checkpoint_not_found');
+  assert.is((await expect(404, 'POST', `/servers/${id}/fork`, { key, body: { checkpoint: none } })).json.error, 'checkpoint_not_found');
+  for (const server of ['srv_ffffffff', V.json.id]) {
+    await expect(404, 'GET', `/servers/${server}/checkpoints`, { key });
+    await expect(404, 'POST', `/servers/${server}/checkpoints`, { key, body: {} });
+    await expect(404, 'DELETE', `/servers/${server}/checkpoints/${none}`, { key });
+    await expect(404, 'POST', `/servers/${server}/restore`, { key, body: { checkpoint: none } });
+    await expect(404, 'POST', `/servers/${server}/fork`, { key, body: {} });
+  }
+  await expect(401, 'GET', `/servers/${id}/checkpoints`);
+  await expect(401, 'POST', `/servers/${id}/restore`, { body: { checkpoint: none } });
+});
+
 test('every declared route was exercised', () => {
   const { missing, unseen } = c.coverage();
   console.log(`documented statuses not reached here: ${unseen.join('; ')}`);

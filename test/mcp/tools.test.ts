@@ -12,7 +12,7 @@ let d: TestDaemon;
 const open: Client[] = [];
 
 test.before(async () => {
-  d = await startTestDaemon({ hosting: { rateLimit: { perIpPerMinute: 600, createsPerIpPerHour: 40 } } });
+  d = await startTestDaemon({ hosting: { rateLimit: { perIpPerMinute: 600, createsPerIpPerHour: 40 }, anonServersPerIp: 20 } });
 });
 test.after(async () => {
   for (const c of open) await c.close().catch(() => {});
@@ -32,16 +32,20 @@ type Text = { type: string; text: string };
 const body = (r: object) => JSON.parse((r as { content: Text[] }).content[0].text) as Record<string, any>;
 
 const ALL = [
+  'create_checkpoint',
   'create_server',
   'credits',
   'delete_server',
   'exec',
   'expose_port',
+  'fork_server',
   'get_server',
+  'list_checkpoints',
   'list_files',
   'list_servers',
   'read_file',
   'restart_server',
+  'restore_checkpoint',
   'server_logs',
   'write_file',
 ];
@@ -107,6 +111,38 @@ test("a tool's error is the API's {error, detail} with isError", async () => {
   const deleted = await c.callTool({ name: 'delete_server', arguments: { id: created.id } });
   assert.not.ok(deleted.isError, JSON.stringify(deleted.content));
   assert.ok(body(await c.callTool({ name: 'get_server', arguments: { id: created.id } })).error === 'server_not_found');
+});
+
+test('the checkpoint tools are offered with their hints and answer what their routes answer; another account gets server_not_found', async () => {
+  const anon = await connect();
+  const created = body(await anon.callTool({ name: 'create_server', arguments: {} }));
+  const c = await connect(created.api_key);
+  const { tools } = await c.listTools();
+  const hints = (name: string) => tools.find((t) => t.name === name)?.annotations;
+  assert.is(hints('restore_checkpoint')?.destructiveHint, true);
+  assert.is(hints('list_checkpoints')?.readOnlyHint, true);
+  assert.is(hints('create_checkpoint')?.destructiveHint, false);
+  assert.is(hints('fork_server')?.destructiveHint, false);
+  const restore = tools.find((t) => t.name === 'restore_checkpoint')!;
+  assert.equal(((restore.inputSchema as { required?: string[] }).required ?? []).sort(), ['checkpoint', 'id']);
+  assert.equal(body(await c.callTool({ name: 'list_checkpoints', arguments: { id: created.id } })), { checkpoints: [] });
+  // this tier's servers are plain processes: no disk to copy
+  const take = await c.callTool({ name: 'create_checkpoint', arguments: { id: created.id, comment: 'x' } });
+  assert.ok(take.isError);
+  assert.is(body(take).error, 'not_configured');
+
+  const other = await connect(body(await anon.callTool({ name: 'create_server', arguments: {} })).api_key);
+  const calls: [string, Record<string, unknown>][] = [
+    ['create_checkpoint', { id: created.id }],
+    ['list_checkpoints', { id: created.id }],
+    ['restore_checkpoint', { id: created.id, checkpoint: 'ckp_0000000000000000000000' }],
+    ['fork_server', { id: created.id }],
+  ];
+  for (const [name, args] of calls) {
+    const r = await other.callTool({ name, arguments: args });
+    assert.ok(r.isError, name);
+    assert.is(body(r).error, 'server_not_found', name);
+  }
 });
 
 test('a tool that needs an api_key is refused to an anonymous caller as an unknown tool', async () => {

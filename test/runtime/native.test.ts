@@ -70,7 +70,7 @@ test('an edited source is never served by the binary of the old one, and the bui
     built(first.stdout)
       .map((b) => b.replace(/-[0-9a-f]{12}$/, ''))
       .sort(),
-    ['rbx-exec', 'rbx-idmount', 'rbx-lock'],
+    ['rbx-exec', 'rbx-freeze', 'rbx-idmount', 'rbx-lock'],
   );
   const old = helperPath(dir);
   const usage = await run(old, []);

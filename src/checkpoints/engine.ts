@@ -1,0 +1,242 @@
+// The checkpoint engine over a BlobStore: an image file (a consistent copy of a server's disk,
+// taken by the runtime) in, a manifest and its chunks out; and back. It knows files and blobs, not
+// servers' lifecycles (service.ts joins it to the runtime).
+//
+// write(): the image is cut into fixed-size chunks (CHUNK_SIZE); a chunk of zeroes (a hole, or
+// freed blocks) is skipped; every other chunk is named by its keyed hash and sealed (seal.ts) and
+// uploaded only when the store does not have it — so a checkpoint costs what changed since any
+// earlier one (of any server on the same secret). A pending marker is written first and removed
+// last, the manifest just before: a checkpoint killed half-way leaves no manifest, and its chunks
+// are collected by gc.ts, which never sweeps while a checkpoint is pending (see gc.ts).
+// materialize(): every chunk fetched, opened and checked against its name before the image is
+// complete; any missing or corrupt one refuses (CorruptBlobError, MissingBlobError) and the
+// half-written file is removed — the caller swaps a complete image in or nothing.
+
+import { open, rm, stat } from 'node:fs/promises';
+import type { BlobStore } from './blobs.js';
+import { keys, parseManifest, type Manifest } from './manifest.js';
+import { CorruptBlobError, Sealer, type CheckpointSecret } from './seal.js';
+
+/** 1 MiB: a 10 MiB file written into a server's ext4 stored 10.01 MiB (1.00×, measured in
+ *  test/checkpoints/capture.test.ts: ext4 allocates a new file's blocks contiguously, and its
+ *  metadata changes touch few chunks); smaller chunks cost more requests, larger ones more bytes
+ *  for a scattered change. */
+export const CHUNK_SIZE = 1 << 20;
+/** Uploads (or downloads) in flight at once for one checkpoint (an object store's latency). */
+const PARALLEL = 4;
+/** How long a checkpoint waits for a collector's sweep to end before giving up. */
+const GC_WAIT_MS = 60_000;
+
+/** A chunk the manifest names that the store does not have. */
+export class MissingBlobError extends Error {
+  constructor(readonly key: string) {
+    super(`checkpoint blob ${key} is missing`);
+    this.name = 'MissingBlobError';
+  }
+}
+
+export interface EngineDeps {
+  store: BlobStore;
+  secret: CheckpointSecret;
+  now?: () => number;
+  chunkSize?: number;
+  /** A marker or lock older than this is a killed writer's (gc.ts); default 1 h. */
+  staleMs?: number;
+  sleep?: (ms: number) => Promise<void>;
+}
+
+export type NewCheckpoint = Omit<Manifest, 'v' | 'imageBytes' | 'chunkSize' | 'chunks' | 'dataBytes' | 'newBytes' | 'storedBytes'>;
+
+/** Runs `fn` over `items` with at most `n` at once; the first failure rejects (after the others settle). */
+export async function eachLimited<T>(items: AsyncIterable<T> | Iterable<T>, n: number, fn: (t: T) => Promise<void>): Promise<void> {
+  const running = new Set<Promise<void>>();
+  let failed: unknown;
+  for await (const item of items) {
+    if (failed !== undefined) break;
+    const p: Promise<void> = fn(item).then(
+      () => void running.delete(p),
+      (e: unknown) => {
+        running.delete(p);
+        failed ??= e;
+      },
+    );
+    running.add(p);
+    if (running.size >= n) await Promise.race(running);
+  }
+  await Promise.all(running);
+  if (failed !== undefined) throw failed;
+}
+
+let zeroes = Buffer.alloc(0);
+/** Whether a buffer holds only zero bytes (one memcmp against a shared zero buffer). */
+const isZero = (b: Buffer) => {
+  if (zeroes.length < b.length) zeroes = Buffer.alloc(b.length);
+  return b.equals(zeroes.subarray(0, b.length));
+};
+
+/** Byte ranges [start, end) of an image that may hold data (its extents: the runtime reads them
+ *  with FIEMAP); outside them the image is holes. Without them every chunk is read. */
+export type DataRanges = readonly (readonly [number, number])[];
+
+/** The indexes of the chunks the ranges touch, in order. */
+function touched(ranges: DataRanges, chunkSize: number, size: number): number[] {
+  const out = new Set<number>();
+  for (const [a, b] of ranges) {
+    const end = Math.min(b, size);
+    for (let i = Math.floor(a / chunkSize); i * chunkSize < end; i++) out.add(i);
+  }
+  return [...out].sort((x, y) => x - y);
+}
+
+/** The non-zero chunks of an image file, in order: index and bytes (a fresh buffer each). */
+export async function* chunksOf(path: string, chunkSize: number, ranges?: DataRanges): AsyncGenerator<{ index: number; bytes: Buffer }> {
+  const fh = await open(path, 'r');
+  try {
+    const size = (await fh.stat()).size;
+    const all = Math.ceil(size / chunkSize);
+    const indexes = ranges ? touched(ranges, chunkSize, size) : Array.from({ length: all }, (_, i) => i);
+    for (const index of indexes) {
+      const len = Math.min(chunkSize, size - index * chunkSize);
+      const buf = Buffer.allocUnsafe(len);
+      let got = 0;
+      while (got < len) {
+        const { bytesRead } = await fh.read(buf, got, len - got, index * chunkSize + got);
+        if (bytesRead === 0) break;
+        got += bytesRead;
+      }
+      if (got < len) buf.fill(0, got);
+      if (!isZero(buf)) yield { index, bytes: buf };
+    }
+  } finally {
+    await fh.close();
+  }
+}
+
+export class CheckpointEngine {
+  readonly store: BlobStore;
+  readonly chunkSize: number;
+  readonly staleMs: number;
+  private sealer?: Promise<Sealer>;
+  readonly now: () => number;
+  private readonly sleep: (ms: number) => Promise<void>;
+
+  constructor(private readonly deps: EngineDeps) {
+    this.store = deps.store;
+    this.chunkSize = deps.chunkSize ?? CHUNK_SIZE;
+    this.staleMs = deps.staleMs ?? 3_600_000;
+    this.now = deps.now ?? Date.now;
+    this.sleep = deps.sleep ?? ((ms) => new Promise((r) => setTimeout(r, ms)));
+  }
+
+  seal(): Promise<Sealer> {
+    this.sealer ??= this.deps.secret.key().then((k) => new Sealer(k));
+    return this.sealer;
+  }
+
+  /** Stores the image as checkpoint `cp.id` of `cp.serverId`; resolves with its manifest once the
+   *  manifest is written (the checkpoint exists from then on). */
+  async write(cp: NewCheckpoint, image: string, ranges?: DataRanges): Promise<Manifest> {
+    const sealer = await this.seal();
+    await this.store.put(keys.pending(cp.id), Buffer.from(JSON.stringify({ startedAt: this.now(), serverId: cp.serverId })));
+    try {
+      await this.waitForSweep();
+      const chunks: [number, string][] = [];
+      const sizes = new Map<string, number>();
+      let dataBytes = 0;
+      let newBytes = 0;
+      const imageBytes = (await stat(image)).size;
+      await eachLimited(chunksOf(image, this.chunkSize, ranges), PARALLEL, async ({ index, bytes }) => {
+        dataBytes += bytes.length;
+        const id = sealer.chunkId(bytes);
+        chunks.push([index, id]);
+        if (sizes.has(id)) return;
+        sizes.set(id, 0);
+        const key = keys.chunk(id);
+        if (await this.store.has(key)) {
+          sizes.set(id, bytes.length); // an estimate: the stored blob's size is not read back
+          return;
+        }
+        const sealed = sealer.seal(bytes, key);
+        await this.store.put(key, sealed);
+        sizes.set(id, sealed.length);
+        newBytes += sealed.length;
+      });
+      chunks.sort((a, b) => a[0] - b[0]);
+      let storedBytes = 0;
+      for (const s of sizes.values()) storedBytes += s;
+      const m: Manifest = { v: 1, ...cp, imageBytes, chunkSize: this.chunkSize, chunks, dataBytes, newBytes, storedBytes };
+      const key = keys.manifest(cp.serverId, cp.id);
+      await this.store.put(key, sealer.seal(Buffer.from(JSON.stringify(m)), key));
+      return m;
+    } finally {
+      await this.store.delete(keys.pending(cp.id)).catch(() => {}); // a stale marker is the collector's
+    }
+  }
+
+  /** Waits while a collector sweeps (gc.ts: its lock), so no chunk this checkpoint finds in the
+   *  store is deleted before the manifest names it. A lock older than staleMs is a killed one's. */
+  private async waitForSweep(): Promise<void> {
+    const until = this.now() + GC_WAIT_MS;
+    for (;;) {
+      const lock = await this.store.get(keys.gcLock);
+      if (!lock) return;
+      const at = Number((JSON.parse(Buffer.from(lock).toString()) as { at?: unknown }).at);
+      if (!Number.isFinite(at) || this.now() - at > this.staleMs) return;
+      if (this.now() > until) throw new Error('checkpoint store: a collection holds the store too long');
+      await this.sleep(100);
+    }
+  }
+
+  /** The manifest of one checkpoint, or null when there is none. */
+  async read(serverId: string, id: string): Promise<Manifest | null> {
+    const key = keys.manifest(serverId, id);
+    const blob = await this.store.get(key);
+    if (!blob) return null;
+    const sealer = await this.seal();
+    const m = parseManifest(sealer.open(blob, key, 64 << 20).toString());
+    if (m.id !== id || m.serverId !== serverId) throw new CorruptBlobError(key);
+    return m;
+  }
+
+  /** Every checkpoint of a server (or of every server), newest first. */
+  async list(serverId?: string): Promise<Manifest[]> {
+    const out: Manifest[] = [];
+    for await (const { key } of this.store.list(keys.manifests(serverId))) {
+      const [, srv, id] = key.split('/');
+      const m = await this.read(srv, id);
+      if (m) out.push(m);
+    }
+    return out.sort((a, b) => b.createdAt - a.createdAt || (a.id < b.id ? 1 : -1));
+  }
+
+  /** Forgets a checkpoint (its chunks stay until the collector finds them unreferenced). */
+  async remove(serverId: string, id: string): Promise<void> {
+    await this.store.delete(keys.manifest(serverId, id));
+  }
+
+  /** Writes the checkpoint's image to `dest` (created; sparse where the image is zero), every
+   *  chunk checked. On any failure `dest` is removed and the error thrown. */
+  async materialize(m: Manifest, dest: string): Promise<void> {
+    const sealer = await this.seal();
+    await rm(dest, { force: true });
+    const fh = await open(dest, 'wx', 0o600);
+    try {
+      await fh.truncate(m.imageBytes);
+      await eachLimited(m.chunks, PARALLEL, async ([index, id]) => {
+        const key = keys.chunk(id);
+        const blob = await this.store.get(key);
+        if (!blob) throw new MissingBlobError(key);
+        const want = Math.min(m.chunkSize, m.imageBytes - index * m.chunkSize);
+        const plain = sealer.openChunk(blob, key, id, m.chunkSize);
+        if (plain.length !== want) throw new CorruptBlobError(key);
+        await fh.write(plain, 0, plain.length, index * m.chunkSize);
+      });
+      await fh.sync();
+      await fh.close();
+    } catch (e) {
+      await fh.close().catch(() => {});
+      await rm(dest, { force: true });
+      throw e;
+    }
+  }
+}

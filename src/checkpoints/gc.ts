@@ -1,0 +1,73 @@
+// The collector of unreferenced chunks: what a deleted checkpoint, a superseded automatic one or a
+// killed checkpoint (chunks uploaded, no manifest) left in the store.
+//
+// Mark and sweep, safe against a checkpoint running at the same time (on this host or another
+// one sharing the store), with only what every BlobStore offers (no modification times): a
+// checkpoint writes its pending marker, then waits while a sweep's lock exists (engine.ts); the
+// collector writes its lock, then reads the pending markers and sweeps only when there is none
+// younger than the grace period (`staleMs`). Whichever writes first, the other sees it: either the
+// collector sees the checkpoint pending and sweeps nothing this time, or the checkpoint sees the
+// lock and starts trusting the store's chunks only after the sweep. Markers and locks older than
+// the grace period were left by killed processes and are removed. A manifest that does not open
+// stops the collection before anything is deleted: a chunk is never swept on a failed read.
+
+import type { BlobStore } from './blobs.js';
+import type { CheckpointEngine } from './engine.js';
+import { chunkIdOf, keys } from './manifest.js';
+
+export interface GcReport {
+  /** Whether a sweep ran (false: a checkpoint was pending). */
+  swept: boolean;
+  /** Chunks referenced by some manifest. */
+  live: number;
+  /** Chunks removed, and their bytes. */
+  removed: number;
+  removedBytes: number;
+  /** Pending markers of killed checkpoints removed. */
+  stale: number;
+}
+
+async function pendingMarkers(store: BlobStore, now: number, staleMs: number): Promise<{ live: number; stale: string[] }> {
+  let live = 0;
+  const stale: string[] = [];
+  for await (const { key } of store.list(keys.pendingPrefix)) {
+    const blob = await store.get(key);
+    if (!blob) continue;
+    let at = NaN;
+    try {
+      at = Number((JSON.parse(Buffer.from(blob).toString()) as { startedAt?: unknown }).startedAt);
+    } catch {
+      at = NaN;
+    }
+    if (Number.isFinite(at) && now - at <= staleMs) live++;
+    else stale.push(key);
+  }
+  return { live, stale };
+}
+
+/** One collection pass. */
+export async function collect(engine: CheckpointEngine): Promise<GcReport> {
+  const store = engine.store;
+  const report: GcReport = { swept: false, live: 0, removed: 0, removedBytes: 0, stale: 0 };
+  const before = await pendingMarkers(store, engine.now(), engine.staleMs);
+  for (const key of before.stale) (await store.delete(key), report.stale++);
+  if (before.live > 0) return report; // a checkpoint is under way: nothing to do until it ends
+  await store.put(keys.gcLock, Buffer.from(JSON.stringify({ at: engine.now() })));
+  try {
+    if ((await pendingMarkers(store, engine.now(), engine.staleMs)).live > 0) return report;
+    const marked = new Set<string>();
+    for (const m of await engine.list()) for (const [, id] of m.chunks) marked.add(id);
+    report.live = marked.size;
+    for await (const { key, size } of store.list(keys.chunkPrefix)) {
+      const id = chunkIdOf(key);
+      if (id === undefined || marked.has(id)) continue;
+      await store.delete(key);
+      report.removed++;
+      report.removedBytes += size;
+    }
+    report.swept = true;
+    return report;
+  } finally {
+    await store.delete(keys.gcLock);
+  }
+}

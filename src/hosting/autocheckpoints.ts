@@ -1,0 +1,119 @@
+// Automatic checkpoints (issue 37 item 3): a server that wrote to its disk since its newest
+// checkpoint gets one when it goes to sleep — so a sleeping server's newest checkpoint holds all
+// it wrote — and every checkpoints.interval while it runs. The newest checkpoints.keep automatic
+// ones are kept (manual ones stay until deleted); every checkpoints.gcInterval the collector
+// removes the chunks no checkpoint references any more. One automatic checkpoint at a time on the
+// host (the disk copies share its disk); a failed one (the store away) is retried with back-off,
+// its server never held for it. Time comes from the injected clock; tick() and collect() are what
+// the timers call (tests call them directly).
+
+import type { Clock, Timer } from '../clock.js';
+import type { Logger } from '../log/index.js';
+import type { Runtime } from '../runtime/index.js';
+import type { ServerRecord, Store } from '../store/index.js';
+import type { ServerCheckpoints } from './checkpoints.js';
+
+const FIRST_RETRY_MS = 30_000;
+const MAX_RETRY_MS = 15 * 60_000;
+
+export interface AutoSettings {
+  /** ms between automatic checkpoints of a running server; 0: none. */
+  interval: number;
+  keep: number;
+  /** ms between collections; 0: none. */
+  gcInterval: number;
+}
+
+export interface AutoDeps {
+  store: Store;
+  runtime: Pick<Runtime, 'get'>;
+  checkpoints: ServerCheckpoints;
+  log: Logger;
+  clock: Clock;
+  settings: AutoSettings;
+}
+
+export class AutoCheckpoints {
+  private queue: Promise<void> = Promise.resolve();
+  private readonly queued = new Set<string>();
+  /** Servers whose last automatic checkpoint failed: when to try again, and the wait after that. */
+  private readonly retry = new Map<string, { at: number; wait: number }>();
+  private readonly timers: Timer[] = [];
+
+  constructor(private readonly d: AutoDeps) {}
+
+  start(): void {
+    const s = this.d.settings;
+    if (s.interval > 0) this.timers.push(this.d.clock.every(s.interval, () => void this.tick()));
+    if (s.gcInterval > 0) this.timers.push(this.d.clock.every(s.gcInterval, () => void this.collect()));
+  }
+
+  stop(): void {
+    for (const t of this.timers.splice(0)) t.cancel();
+  }
+
+  /** Servers waiting for an automatic checkpoint (failed ones included): the backlog. */
+  backlog(): number {
+    return new Set([...this.queued, ...this.retry.keys()]).size;
+  }
+
+  /** A server went to sleep: checkpointed if it changed. */
+  slept(id: string): void {
+    if (this.d.settings.interval > 0) void this.enqueue(id);
+  }
+
+  /** Every running server that changed since its newest checkpoint (and failed ones whose wait is over). */
+  async tick(): Promise<void> {
+    const now = this.d.clock.now();
+    const due = this.d.store.servers.all().filter((s) => {
+      const r = this.retry.get(s.id);
+      if (r) return r.at <= now;
+      return this.d.runtime.get(s.id)?.state === 'running';
+    });
+    await Promise.all(due.map((s) => this.enqueue(s.id)));
+  }
+
+  /** One collection of unreferenced chunks. */
+  async collect(): Promise<void> {
+    try {
+      const r = await this.d.checkpoints.engine.collect();
+      if (r.removed || r.stale) this.d.log.info('checkpoint chunks collected', { ...r });
+    } catch (err) {
+      this.d.log.warn('checkpoint collection failed; tried again next time', { err });
+    }
+  }
+
+  /** Queues the server's automatic checkpoint (once, however often asked); resolves when it is done. */
+  enqueue(id: string): Promise<void> {
+    if (this.queued.has(id)) return this.queue;
+    this.queued.add(id);
+    this.queue = this.queue.then(() => this.one(id)).finally(() => this.queued.delete(id));
+    return this.queue;
+  }
+
+  private async one(id: string): Promise<void> {
+    const rec = this.d.store.servers.get(id);
+    if (!rec || rec.pending || !this.d.checkpoints.engine.available) return void this.retry.delete(id);
+    if (!this.d.checkpoints.changed(rec)) return void this.retry.delete(id);
+    const account = this.d.store.accounts.get(rec.accountId);
+    if (!account) return;
+    try {
+      const r = await this.d.checkpoints.take(rec, account, 'auto');
+      this.retry.delete(id);
+      this.d.log.info('automatic checkpoint', { server: id, checkpoint: r.id, newBytes: r.newBytes });
+      await this.prune(rec);
+    } catch (err) {
+      const wait = Math.min(MAX_RETRY_MS, (this.retry.get(id)?.wait ?? FIRST_RETRY_MS / 2) * 2);
+      this.retry.set(id, { at: this.d.clock.now() + wait, wait });
+      this.d.log.warn('automatic checkpoint failed; tried again later', { server: id, retryInMs: wait, err });
+    }
+  }
+
+  /** Deletes the automatic checkpoints past the newest `keep`. */
+  private async prune(rec: ServerRecord): Promise<void> {
+    const autos = this.d.checkpoints.list(rec).filter((c) => c.kind === 'auto');
+    for (const old of autos.slice(this.d.settings.keep)) {
+      await this.d.checkpoints.remove(rec, old.id).catch((err) => this.d.log.warn('could not delete an old automatic checkpoint', { server: rec.id, err }));
+    }
+  }
+}
