@@ -16,9 +16,11 @@
 // The fast tier's files run bundled (bundleTests below: esbuild, our TypeScript inlined, packages
 // left to node_modules), which starts each file's process in a fraction of the CPU tsx's loader
 // takes for the same modules; ROOTBOX_TEST_TSX=1 runs them through tsx as the container tests are.
+// ROOTBOX_TEST_CPU=1 shows each file's CPU time beside its wall time: its process and everything
+// it starts (PostgreSQL, daemons, CLIs) run in a cpuacct cgroup of its own (cgroup v1, as root).
 
 import { spawn, spawnSync } from 'node:child_process';
-import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -228,6 +230,31 @@ async function pgTemplate() {
 const wantsPg = ({ file, registry }) => registry || /startPostgres|testRegistry|twohosts/.test(readFileSync(file, 'utf8'));
 const pgReady = runs.some(wantsPg) || files.some(twice) ? pgTemplate() : Promise.resolve(undefined);
 
+/** ROOTBOX_TEST_CPU=1: a cpuacct cgroup per run, or undefined when there is none to make. */
+const cpuRoot = '/sys/fs/cgroup/cpuacct';
+let cgroups = 0;
+function cpuGroup() {
+  if (process.env.ROOTBOX_TEST_CPU !== '1' || !existsSync(join(cpuRoot, 'cgroup.procs'))) return undefined;
+  const dir = join(cpuRoot, `rbxtest-${process.pid}-${(cgroups += 1)}`);
+  try {
+    mkdirSync(dir);
+  } catch {
+    return undefined;
+  }
+  const ticks = (what) => Number(new RegExp(`${what} (\\d+)`).exec(readFileSync(join(dir, 'cpuacct.stat'), 'utf8'))?.[1] ?? NaN) / 100;
+  return {
+    /** The command that joins the cgroup, then execs the file's process. */
+    wrap: (cmd, args) => ['/bin/sh', ['-c', 'echo $$ > "$0/cgroup.procs" && exec "$@"', dir, cmd, ...args]],
+    /** `cpu U+S s` of everything that ran in it; removes it (once nothing is left in it). */
+    done() {
+      const [user, sys] = [ticks('user'), ticks('system')];
+      const left = readFileSync(join(dir, 'cgroup.procs'), 'utf8').trim();
+      if (!left) rmdirSync(dir);
+      return `, cpu ${(user + sys).toFixed(1)} s (user ${user.toFixed(1)}, sys ${sys.toFixed(1)})${left ? `, processes left: ${left.split('\n').join(' ')}` : ''}`;
+    },
+  };
+}
+
 /** Runs one file; its output is written at once when files run one at a time, else when it ends. */
 async function runFile({ file, registry }) {
   const name = relative(root, file) + (registry ? ' [registry]' : '');
@@ -237,7 +264,9 @@ async function runFile({ file, registry }) {
   const show = (s) => (live ? process.stdout.write(s) : (shown += s));
   show(`\n── ${name}\n`);
   const pgTemplateDir = wantsPg({ file, registry }) ? await pgReady : undefined;
-  const child = spawn(process.execPath, entry(file), {
+  const cg = cpuGroup();
+  const [cmd, argv] = cg ? cg.wrap(process.execPath, entry(file)) : [process.execPath, entry(file)];
+  const child = spawn(cmd, argv, {
     cwd: root,
     env: {
       ROOTBOX_IMAGE_DIR: join(root, 'var', 'images'),
@@ -280,7 +309,7 @@ async function runFile({ file, registry }) {
       failures.push(`${name} (exit ${code})`);
     }
   }
-  show(`   ${name}: ${((Date.now() - started) / 1000).toFixed(1)} s\n`);
+  show(`   ${name}: ${((Date.now() - started) / 1000).toFixed(1)} s${cg ? cg.done() : ''}\n`);
   if (!live) process.stdout.write(shown);
 }
 
