@@ -44,8 +44,9 @@ const stdio: CliOut = {
   err: (t) => process.stderr.write(t + '\n'),
 };
 
-/** Runs `argv` (command first); -1 when it is no operator command of this module. */
-export async function adminMain(argv: string[], io: CliOut = stdio): Promise<number> {
+/** Runs `argv` (command first) with the configuration `env` gives (the process's by default),
+ *  writing to `io`; -1 when it is no operator command of this module. */
+export async function adminMain(argv: string[], io: CliOut = stdio, env: NodeJS.ProcessEnv = process.env): Promise<number> {
   const { values, positionals } = parseArgs({
     args: argv,
     options: {
@@ -63,7 +64,7 @@ export async function adminMain(argv: string[], io: CliOut = stdio): Promise<num
     io.out(ADMIN_USAGE);
     return 0;
   }
-  const cfg = loadConfig({ file: values.config });
+  const cfg = loadConfig({ file: values.config, env });
   const flags = { json: values.json, yes: values.yes, account: values.account, cluster: values.cluster };
   let code = -1;
   switch (cmd) {
