@@ -11,7 +11,6 @@ process.env.ROOTBOX_TEST_RUNTIME ??= 'process'; // what is tested here needs no 
 import { rmSync } from 'node:fs';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { adminMain } from '../../src/admin/index.js';
 import { KNOWN_VERSION, registryChecks, RegistryPool } from '../../src/registry/index.js';
 import { send } from '../http/contract.js';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
@@ -19,6 +18,7 @@ import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
 import { freePort } from '../helpers/ports.js';
 import { run } from '../helpers/run.js';
 import { initRegistry } from '../helpers/cluster.js';
+import { adminCli } from '../helpers/admincli.js';
 
 const bin = new URL('../../bin/rootbox', import.meta.url).pathname;
 let pg: TestPostgres;
@@ -39,15 +39,8 @@ const env = (d: TestDaemon, host: string) => ({
 });
 /** bin/rootbox `args` as the operator runs it, for host `host` of daemon `d`'s data dir. */
 const binCli = (d: TestDaemon, host: string, args: string[]) => run(bin, args, { env: env(d, host) });
-/** The same operator command in this process: adminMain with its configuration from the same
- *  environment, its exit code, stdout and stderr as bin/rootbox's (a throw is exit 1). */
-const cli = async (d: TestDaemon, host: string, args: string[]) => {
-  let stdout = '';
-  let stderr = '';
-  const io = { out: (t: string) => (stdout += t + '\n'), err: (t: string) => (stderr += t + '\n') };
-  const code = await adminMain(args, io, env(d, host)).catch((e: Error) => ((stderr += e.message + '\n'), 1));
-  return { code: code as number | null, stdout, stderr };
-};
+/** The same operator command in this process (test/helpers/admincli.ts). */
+const cli = (d: TestDaemon, host: string, args: string[]) => adminCli(args, env(d, host));
 const create = async (d: TestDaemon, sub: string) => {
   const r = await send(d.http, 'api.localhost', 'POST', '/create', { body: { subdomains: [sub] } });
   assert.is(r.status, 200, r.text);
