@@ -229,7 +229,8 @@ async function pgTemplate() {
   const bin = '/usr/lib/postgresql/15/bin';
   const ids = readFileSync('/etc/passwd', 'utf8').match(/^postgres:[^:]*:(\d+):(\d+):/m);
   if (!ids || !existsSync(`${bin}/initdb`)) return undefined;
-  const dir = mkdtempSync(join(tmpdir(), 'rbx-pgtemplate-'));
+  // in tmpfs when there is one, as the clusters copied from it (test/helpers/postgres.ts)
+  const dir = mkdtempSync(join(process.env.ROOTBOX_TEST_PG_BASE ?? (existsSync('/dev/shm') ? '/dev/shm' : tmpdir()), 'rbx-pgtemplate-'));
   process.on('exit', () => rmSync(dir, { recursive: true, force: true }));
   const [uid, gid] = [Number(ids[1]), Number(ids[2])];
   chownSync(dir, uid, gid);
