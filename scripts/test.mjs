@@ -16,9 +16,24 @@
 // The fast tier's files run bundled (bundleTests below: esbuild, our TypeScript inlined, packages
 // left to node_modules), which starts each file's process in a fraction of the CPU tsx's loader
 // takes for the same modules; ROOTBOX_TEST_TSX=1 runs them through tsx as the container tests are.
+// ROOTBOX_TEST_CPU=1 shows each file's CPU time beside its wall time: its process and everything
+// it starts (PostgreSQL, daemons, CLIs) run in a cpuacct cgroup of its own (cgroup v1, as root).
 
 import { spawn, spawnSync } from 'node:child_process';
-import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  chownSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  realpathSync,
+  rmdirSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -32,17 +47,34 @@ if (existsSync(shipped) && realpathSync(process.execPath) !== realpathSync(shipp
 }
 
 /** The fast tier: test files that need no container, no root and no runc. Listed slowest first
- *  (roughly), so the long ones overlap. */
+ *  (roughly: the first ones by their wall time in a ROOTBOX_TEST_CPU=1 run; a contract suite counts
+ *  with its registry run, which follows it), so the long ones overlap instead of ending the run. */
 const UNIT = [
+  'test/registry/promotion.test.ts',
+  'test/payments/crash.test.ts',
+  'test/payments/selfsettle.test.ts',
+  'test/registry/accounts.test.ts',
+  'test/registry/shared.test.ts',
+  'test/http/hosting-contract.test.ts',
+  'test/h1/request-diff.test.ts',
+  'test/proxy/wake.test.ts',
+  'test/registry/quorum.test.ts',
+  'test/registry/limits.test.ts',
+  'test/registry/fwdlimits.test.ts',
+  'test/registry/ledger.test.ts',
+  'test/foundation/edge-guard.test.ts',
+  'test/http/verify-contract.test.ts',
+  'test/net/bomb.test.ts',
+  'test/registry/token.test.ts',
+  'test/registry/ops.test.ts',
+  'test/registry/fence.test.ts',
+  'test/checkpoints/s3-faults.test.ts',
   'test/presence/doze-tracker.test.ts',
   'test/checkpoints/engine.test.ts',
   'test/billing/exhausted.test.ts',
-  'test/proxy/wake.test.ts',
   'test/proxy/thaw.test.ts',
-  'test/http/hosting-contract.test.ts',
   'test/ssh/auth.test.ts',
   'test/ssh/starvation.test.ts',
-  'test/http/verify-contract.test.ts',
   'test/http/apidocs.test.ts',
   'test/mcp/tools.test.ts',
   'test/proxy/forward.test.ts',
@@ -52,7 +84,6 @@ const UNIT = [
   'test/channel/admit.test.ts',
   'test/channel/peerrefuse.test.ts',
   'test/channel/startretry.test.ts',
-  'test/foundation/edge-guard.test.ts',
   'test/proxy/http1-diff.test.ts',
   'test/payments/paywall.test.ts',
   'test/foundation/edge-wire.test.ts',
@@ -66,29 +97,19 @@ const UNIT = [
   'test/edge/proxy.test.ts',
   'test/edge/lane.test.ts',
   'test/edge/lane-parity.test.ts',
-  'test/h1/request-diff.test.ts',
   'test/edge/alpn.test.ts',
   'test/billing/meter.test.ts',
-  'test/registry/ledger.test.ts',
-  'test/registry/accounts.test.ts',
-  'test/registry/ops.test.ts',
-  'test/registry/quorum.test.ts',
-  'test/registry/promotion.test.ts',
   'test/registry/ledger-kill.test.ts',
   'test/registry/placements.test.ts',
-  'test/registry/shared.test.ts',
   'test/registry/moved.test.ts',
   'test/registry/strangers.test.ts',
   'test/registry/tombstones.test.ts',
-  'test/registry/limits.test.ts',
-  'test/registry/fwdlimits.test.ts',
   'test/registry/namesrun.test.ts',
   'test/registry/newkey.test.ts',
   'test/registry/startquota.test.ts',
   'test/registry/sharedmaps.test.ts',
   'test/registry/feed.test.ts',
   'test/registry/certversions.test.ts',
-  'test/registry/token.test.ts',
   'test/registry/edgeca.test.ts',
   'test/registry/listenfirst.test.ts',
   'test/admin/whereabouts.test.ts',
@@ -107,14 +128,11 @@ const UNIT = [
   'test/foundation/logwhere.test.ts',
   'test/payments/codec.test.ts',
   'test/payments/facilitator-auth.test.ts',
-  'test/payments/selfsettle.test.ts',
   'test/proxy/sites.test.ts',
   'test/hosting/pending.test.ts',
   'test/foundation/log.test.ts',
   'test/domains/names.test.ts',
   'test/net/fetch.test.ts',
-  'test/net/bomb.test.ts',
-  'test/payments/crash.test.ts',
   'test/payments/recover.test.ts',
   'test/payments/journal.test.ts',
   'test/payments/digest.test.ts',
@@ -123,11 +141,9 @@ const UNIT = [
   'test/install/ports.test.ts',
   'test/hosting/ratelimit-doc.test.ts',
   'test/hosting/capacity.test.ts',
-  'test/registry/fence.test.ts',
   'test/registry/fenceheld.test.ts',
   'test/registry/resume.test.ts',
   'test/registry/leases.test.ts',
-  'test/checkpoints/s3-faults.test.ts',
   'test/sdk/coverage.test.ts',
   'test/sdk/retry.test.ts',
 ];
@@ -218,7 +234,8 @@ async function pgTemplate() {
   const bin = '/usr/lib/postgresql/15/bin';
   const ids = readFileSync('/etc/passwd', 'utf8').match(/^postgres:[^:]*:(\d+):(\d+):/m);
   if (!ids || !existsSync(`${bin}/initdb`)) return undefined;
-  const dir = mkdtempSync(join(tmpdir(), 'rbx-pgtemplate-'));
+  // in tmpfs when there is one, as the clusters copied from it (test/helpers/postgres.ts)
+  const dir = mkdtempSync(join(process.env.ROOTBOX_TEST_PG_BASE ?? (existsSync('/dev/shm') ? '/dev/shm' : tmpdir()), 'rbx-pgtemplate-'));
   process.on('exit', () => rmSync(dir, { recursive: true, force: true }));
   const [uid, gid] = [Number(ids[1]), Number(ids[2])];
   chownSync(dir, uid, gid);
@@ -233,6 +250,31 @@ async function pgTemplate() {
 const wantsPg = ({ file, registry }) => registry || /startPostgres|testRegistry|twohosts/.test(readFileSync(file, 'utf8'));
 const pgReady = runs.some(wantsPg) || files.some(twice) ? pgTemplate() : Promise.resolve(undefined);
 
+/** ROOTBOX_TEST_CPU=1: a cpuacct cgroup per run, or undefined when there is none to make. */
+const cpuRoot = '/sys/fs/cgroup/cpuacct';
+let cgroups = 0;
+function cpuGroup() {
+  if (process.env.ROOTBOX_TEST_CPU !== '1' || !existsSync(join(cpuRoot, 'cgroup.procs'))) return undefined;
+  const dir = join(cpuRoot, `rbxtest-${process.pid}-${(cgroups += 1)}`);
+  try {
+    mkdirSync(dir);
+  } catch {
+    return undefined;
+  }
+  const ticks = (what) => Number(new RegExp(`${what} (\\d+)`).exec(readFileSync(join(dir, 'cpuacct.stat'), 'utf8'))?.[1] ?? NaN) / 100;
+  return {
+    /** The command that joins the cgroup, then execs the file's process. */
+    wrap: (cmd, args) => ['/bin/sh', ['-c', 'echo $$ > "$0/cgroup.procs" && exec "$@"', dir, cmd, ...args]],
+    /** `cpu U+S s` of everything that ran in it; removes it (once nothing is left in it). */
+    done() {
+      const [user, sys] = [ticks('user'), ticks('system')];
+      const left = readFileSync(join(dir, 'cgroup.procs'), 'utf8').trim();
+      if (!left) rmdirSync(dir);
+      return `, cpu ${(user + sys).toFixed(1)} s (user ${user.toFixed(1)}, sys ${sys.toFixed(1)})${left ? `, processes left: ${left.split('\n').join(' ')}` : ''}`;
+    },
+  };
+}
+
 /** Runs one file; its output is written at once when files run one at a time, else when it ends. */
 async function runFile({ file, registry }) {
   const name = relative(root, file) + (registry ? ' [registry]' : '');
@@ -242,7 +284,9 @@ async function runFile({ file, registry }) {
   const show = (s) => (live ? process.stdout.write(s) : (shown += s));
   show(`\n── ${name}\n`);
   const pgTemplateDir = wantsPg({ file, registry }) ? await pgReady : undefined;
-  const child = spawn(process.execPath, entry(file), {
+  const cg = cpuGroup();
+  const [cmd, argv] = cg ? cg.wrap(process.execPath, entry(file)) : [process.execPath, entry(file)];
+  const child = spawn(cmd, argv, {
     cwd: root,
     env: {
       ROOTBOX_IMAGE_DIR: join(root, 'var', 'images'),
@@ -285,7 +329,7 @@ async function runFile({ file, registry }) {
       failures.push(`${name} (exit ${code})`);
     }
   }
-  show(`   ${name}: ${((Date.now() - started) / 1000).toFixed(1)} s\n`);
+  show(`   ${name}: ${((Date.now() - started) / 1000).toFixed(1)} s${cg ? cg.done() : ''}\n`);
   if (!live) process.stdout.write(shown);
 }
 

@@ -51,8 +51,9 @@ const stdio: CliOut = {
   err: (t) => process.stderr.write(t + '\n'),
 };
 
-/** Runs `argv` (command first); -1 when it is no operator command of this module. */
-export async function adminMain(argv: string[], io: CliOut = stdio): Promise<number> {
+/** Runs `argv` (command first) with the configuration `env` gives (the process's by default),
+ *  writing to `io`; -1 when it is no operator command of this module. */
+export async function adminMain(argv: string[], io: CliOut = stdio, env: NodeJS.ProcessEnv = process.env): Promise<number> {
   const { values, positionals } = parseArgs({
     args: argv,
     options: {
@@ -70,9 +71,8 @@ export async function adminMain(argv: string[], io: CliOut = stdio): Promise<num
     io.out(ADMIN_USAGE);
     return 0;
   }
-  let cfg = loadConfig({ file: values.config });
+  let cfg = loadConfig({ file: values.config, env });
   // run outside the daemon's working dir with no config: the running daemon's data dir (whereabouts.ts)
-  const env = process.env;
   const explicit = values.config !== undefined || !!env.ROOTBOX_CONFIG || !!env.ROOTBOX_DATA_DIR || existsSync(DEFAULT_CONFIG_FILE);
   const where = KNOWN.has(cmd) ? await locateDataDir({ dataDir: cfg.dataDir, explicit, runDir: cfg.runDir }) : { dataDir: cfg.dataDir };
   if ('error' in where) {
@@ -83,7 +83,7 @@ export async function adminMain(argv: string[], io: CliOut = stdio): Promise<num
     }
   } else if (where.note) {
     io.err(where.note);
-    cfg = loadConfig({ file: values.config, overrides: { dataDir: where.dataDir } });
+    cfg = loadConfig({ file: values.config, env, overrides: { dataDir: where.dataDir } });
   }
   const flags = { json: values.json, yes: values.yes, account: values.account, cluster: values.cluster };
   let code = -1;

@@ -17,6 +17,7 @@ import { until } from '../helpers/wait.js';
 import { run } from '../helpers/run.js';
 import { ensureBuilt, rootboxBin } from '../billing/api.js';
 import { initRegistry } from '../helpers/cluster.js';
+import { adminCli } from '../helpers/admincli.js';
 
 let pg: TestPostgres;
 let twilio: FakeTwilio;
@@ -90,12 +91,12 @@ test('a key rotated on A is refused on B (which had cached it), and the new key 
 });
 
 test("the operator's accounts show and rotate-key on host B find an account B never saw (made on A), and the rotation holds on A", async () => {
-  ensureBuilt();
   const made = await api(a, 'POST', '/create');
   assert.is(made.status, 200, made.text);
   const id = await pg.sql(`SELECT id FROM accounts WHERE key_hash = encode(sha256('${made.json.api_key}'::bytea), 'hex')`);
   assert.match(id, /^acc_[0-9a-f]+$/);
-  const cliB = (...args: string[]) => run(rootboxBin, [...args, '--json'], { env: { ...process.env, ROOTBOX_DATA_DIR: b.dataDir }, timeoutMs: 60_000 });
+  // the commands in this process (test/helpers/admincli.ts); the credit below runs bin/rootbox
+  const cliB = (...args: string[]) => adminCli([...args, '--json'], { ...process.env, ROOTBOX_DATA_DIR: b.dataDir });
   const shown = await cliB('accounts', 'show', id);
   assert.is(shown.code, 0, shown.stderr + shown.stdout);
   assert.is(JSON.parse(shown.stdout).account.id, id);

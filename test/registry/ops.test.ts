@@ -4,7 +4,9 @@
 // this host's lease, hosts up) in its parts and its own section, the same facts in both, with
 // the daemon running and stopped, and says so when the registry is down; `cluster status` counts
 // each host's servers; doctor checks this host's lease while its daemon runs and the clock's
-// skew from the registry's.
+// skew from the registry's. The operator commands run in this process (adminMain, its output
+// captured) but for one of each kind through bin/rootbox, as an operator runs them (the bundle,
+// its dispatch); doctor runs through bin/rootbox.
 process.env.ROOTBOX_TEST_RUNTIME ??= 'process'; // what is tested here needs no container
 import { rmSync } from 'node:fs';
 import { test } from 'uvu';
@@ -16,6 +18,7 @@ import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
 import { freePort } from '../helpers/ports.js';
 import { run } from '../helpers/run.js';
 import { initRegistry } from '../helpers/cluster.js';
+import { adminCli } from '../helpers/admincli.js';
 
 const bin = new URL('../../bin/rootbox', import.meta.url).pathname;
 let pg: TestPostgres;
@@ -27,10 +30,17 @@ const opts = (host: string) => ({
   cluster: { registry: pg.url, host, lease: '3s', connectTimeout: '500ms', statementTimeout: '2s' },
   hosting: { rateLimit: { perIpPerMinute: 1000, createsPerIpPerHour: 200 } },
 });
-const cli = (d: TestDaemon, host: string, args: string[]) =>
-  run(bin, args, {
-    env: { ...process.env, ROOTBOX_REGISTRY: pg.url, ROOTBOX_HOST_NAME: host, ROOTBOX_DATA_DIR: d.dataDir, ROOTBOX_CLUSTER_CONNECT_TIMEOUT: '500ms' },
-  });
+const env = (d: TestDaemon, host: string) => ({
+  ...process.env,
+  ROOTBOX_REGISTRY: pg.url,
+  ROOTBOX_HOST_NAME: host,
+  ROOTBOX_DATA_DIR: d.dataDir,
+  ROOTBOX_CLUSTER_CONNECT_TIMEOUT: '500ms',
+});
+/** bin/rootbox `args` as the operator runs it, for host `host` of daemon `d`'s data dir. */
+const binCli = (d: TestDaemon, host: string, args: string[]) => run(bin, args, { env: env(d, host) });
+/** The same operator command in this process (test/helpers/admincli.ts). */
+const cli = (d: TestDaemon, host: string, args: string[]) => adminCli(args, env(d, host));
 const create = async (d: TestDaemon, sub: string) => {
   const r = await send(d.http, 'api.localhost', 'POST', '/create', { body: { subdomains: [sub] } });
   assert.is(r.status, 200, r.text);
@@ -92,7 +102,7 @@ test('servers list --cluster lists every host’s placements from the registry; 
     only.placements.map((p) => p.server_id),
     [three.id],
   );
-  const human = await cli(b, 'host-b', ['servers', 'list', '--cluster']);
+  const human = await binCli(b, 'host-b', ['servers', 'list', '--cluster']);
   assert.match(human.stdout, /HOST\s+SLUG\s+SERVER\s+EPOCH\s+ACCOUNT/);
   assert.match(human.stdout, new RegExp(`host-b\\s+ops-three\\s+${three.id}\\s+1\\s+${account}`));
   assert.not.ok(human.stdout.includes(pg.password));
@@ -110,7 +120,7 @@ test('cluster status counts each host’s servers, also through the README’s m
 });
 
 test('status shows the registry in its parts and its own section, the same facts in both', async () => {
-  const s = await json<Status>(cli(a, 'host-a', ['status', '--json']));
+  const s = await json<Status>(binCli(a, 'host-a', ['status', '--json']));
   assert.ok(s.daemon.running);
   const r = s.registry!;
   assert.equal(
@@ -142,7 +152,7 @@ test('status shows the registry in its parts and its own section, the same facts
 });
 
 test('doctor checks this host’s lease while its daemon runs, and the clock against the registry’s', async () => {
-  const doc = await cli(a, 'host-a', ['doctor']);
+  const doc = await binCli(a, 'host-a', ['doctor']);
   assert.match(doc.stdout, /ok\s+cluster host lease\s+host-a registered \(127\.0\.0\.1:\d+\), lease [\d.]+ s left/);
   assert.match(doc.stdout, /ok\s+cluster clock\s+this host's clock is \d+ ms (ahead of|behind) the registry's/);
   const c = { registry: pg.url, host: 'host-a', lease: 3000, connectTimeout: 1000, statementTimeout: 2000 };

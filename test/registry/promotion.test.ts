@@ -5,7 +5,8 @@
 // promoted standby the way libpq does with target_session_attrs=read-write (the hosts in order,
 // the first that takes writes), with and without that parameter in the URL. A daemon restarted
 // right after the promotion, the dead primary first in its URL and not answering (a machine that
-// is gone: its connect times out), listens at once: edge and SSH within 2 s.
+// is gone: its connect times out), listens at once: edge and SSH within 2 s. The commands but for
+// one cluster status, doctor and the refusal run in this process (test/helpers/admincli.ts).
 process.env.ROOTBOX_TEST_RUNTIME ??= 'process'; // what is tested here needs no container
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, connect, type Socket } from 'node:net';
@@ -19,6 +20,7 @@ import { send } from '../http/contract.js';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
 import { startPostgres, startStandby, type TestPostgres, type TestStandby } from '../helpers/postgres.js';
 import { run } from '../helpers/run.js';
+import { adminCli } from '../helpers/admincli.js';
 
 const bin = new URL('../../bin/rootbox', import.meta.url).pathname;
 let primary: TestPostgres;
@@ -75,10 +77,16 @@ test('a daemon restarted right after the promotion listens at once (edge and SSH
   assert.ok(took < 2000, `listening after ${Math.round(took)} ms`);
 });
 
-const cli = (registry: string, args: string[]) =>
-  run(bin, args, {
-    env: { ...process.env, ROOTBOX_REGISTRY: registry, ROOTBOX_HOST_NAME: 'host-a', ROOTBOX_DATA_DIR: home, ROOTBOX_CLUSTER_TOKEN: TEST_CLUSTER_TOKEN },
-  });
+const env = (registry: string) => ({
+  ...process.env,
+  ROOTBOX_REGISTRY: registry,
+  ROOTBOX_HOST_NAME: 'host-a',
+  ROOTBOX_DATA_DIR: home,
+  ROOTBOX_CLUSTER_TOKEN: TEST_CLUSTER_TOKEN,
+});
+/** bin/rootbox as the operator runs it; `cli` the same operator command in this process. */
+const binCli = (registry: string, args: string[]) => run(bin, args, { env: env(registry) });
+const cli = (registry: string, args: string[]) => adminCli(args, env(registry));
 
 test('after the guide’s promotion, cluster status, servers list --cluster, cluster init and doctor reach the promoted standby with the dead primary first in the URL', async () => {
   assert.is(await standby.sql('SHOW synchronous_standby_names'), '', 'the promoted primary waits for no standby');
@@ -88,10 +96,10 @@ test('after the guide’s promotion, cluster status, servers list --cluster, clu
   id = (r.json as { id: string }).id;
 
   const [status, list, init, doctor] = await Promise.all([
-    cli(url, ['cluster', 'status', '--json']),
+    binCli(url, ['cluster', 'status', '--json']),
     cli(url, ['servers', 'list', '--cluster', '--json']),
     cli(url, ['cluster', 'init']),
-    cli(url, ['doctor']),
+    binCli(url, ['doctor']),
   ]);
   assert.is(status.code, 0, status.stderr + status.stdout);
   const hosts = (JSON.parse(status.stdout) as { hosts: { name: string; up: boolean }[] }).hosts;
@@ -117,7 +125,7 @@ test('after the guide’s promotion, cluster status, servers list --cluster, clu
 });
 
 test('a URL whose target_session_attrs is not libpq’s is refused by name', async () => {
-  const bad = await cli(`${url}?target_session_attrs=writable`, ['cluster', 'status']);
+  const bad = await binCli(`${url}?target_session_attrs=writable`, ['cluster', 'status']);
   assert.is.not(bad.code, 0);
   assert.match(bad.stderr + bad.stdout, /target_session_attrs=writable/);
 });
