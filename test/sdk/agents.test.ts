@@ -3,7 +3,9 @@
 // call: the contract the E2B and Daytona providers of @openai/agents-extensions 0.18 keep —
 // create with a manifest, exec (output, exit code, workdir, environment), a terminal session
 // (tty: true) that streams output and takes stdin, write then read a file (and patch one),
-// expose a port and fetch its URL, persist the workspace then hydrate it into a new sandbox,
+// expose a port and fetch its URL, persist the workspace through a checkpoint then hydrate it
+// into the same sandbox (restore) and into a new one (fork), and as a tar (workspacePersistence
+// 'tar', and the fallback on a host without checkpoints),
 // serialize and resume, pause (close with pauseOnExit leaves the server) and kill.
 
 import { test } from 'uvu';
@@ -112,21 +114,82 @@ test('write then read a file, and expose a port whose URL answers', async () => 
   assert.is(web.port, d.http);
 });
 
-test('persist the workspace, then hydrate it into a new sandbox (whose own files it replaces)', async () => {
+/** box's manual checkpoints (an automatic one may come on the interval). */
+const manual = async () => (await box.server.checkpoints()).filter((c) => c.kind === 'manual');
+
+test('persist through a checkpoint: hydrating it into the same sandbox restores it, into a new one forks it', async () => {
   await box.exec({ cmd: 'mkdir -p deep/er && printf "bytes\\0here" > deep/er/bin && chmod 750 deep/er/bin' });
-  const tar = await box.persistWorkspace();
-  assert.ok(tar.byteLength > 1024);
+  const saved = await box.persistWorkspace();
+  // a short reference to a checkpoint of the server, not the files
+  assert.ok(saved.byteLength < 512, String(saved.byteLength));
+  const [cp] = await manual();
+  assert.match(text(saved), new RegExp(cp.id));
+  // the same sandbox: changes since are undone (the checkpoint restored)
+  await box.exec({ cmd: 'echo changed > README.md' });
+  await box.exec({ cmd: 'echo later > later.txt' });
+  await box.hydrateWorkspace(saved);
+  assert.is(box.state.serverId, box.server.id);
+  assert.is(text(await box.readFile({ path: 'README.md' })), 'hello from the manifest\n');
+  assert.is(await box.pathExists('later.txt'), false);
+  // a new sandbox: it moves onto a fork of the checkpoint, and its own server is deleted
   const other = await client.create({ manifest: new Manifest({ root: '/workspace', entries: { 'stale.txt': { type: 'file', content: 'old' } } }) });
+  const own = other.state.serverId;
   try {
+    assert.is.not(own, box.state.serverId);
+    await other.hydrateWorkspace(saved);
+    assert.is.not(other.state.serverId, own);
     assert.is.not(other.state.serverId, box.state.serverId);
-    await other.hydrateWorkspace(tar);
+    assert.is(other.server.id, other.state.serverId);
+    assert.is(other.state.slug, other.server.subdomain);
     assert.is(text(await other.readFile({ path: 'README.md' })), 'hello from the manifest\n');
     assert.is(text(await other.readFile({ path: 'www/index.html' })), '<p>served by an agent</p>\n');
     assert.equal([...(await other.readFile({ path: 'deep/er/bin' }))], [...Buffer.from('bytes\0here')]);
     assert.is((await other.exec({ cmd: 'stat -c %a deep/er/bin' })).stdout, '750\n');
     assert.is(await other.pathExists('stale.txt'), false);
+    const gone = await client.rootbox.servers.get(own).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    assert.is((gone as RootboxError).code, 'server_not_found');
+    // the fork is independent of the sandbox it came from
+    await other.exec({ cmd: 'echo fork > README.md' });
+    assert.is(text(await box.readFile({ path: 'README.md' })), 'hello from the manifest\n');
   } finally {
     await other.delete();
+  }
+  await box.server.deleteCheckpoint(cp.id);
+});
+
+test("workspacePersistence 'tar', and a host without checkpoints, persist a tar that hydrates into a new sandbox", async () => {
+  const tarClient = new RootboxSandboxClient({ rootbox: client.rootbox, workspacePersistence: 'tar' });
+  const tarBox = await tarClient.connect(box.state.serverId, new Manifest({ root: '/workspace' }), { workspacePersistence: 'tar' });
+  const tar = await tarBox.persistWorkspace();
+  assert.ok(tar.byteLength > 1024);
+  assert.is((await manual()).length, 0);
+  // a host whose runtime cannot copy disks answers 503 not_configured: the default falls back to the tar
+  const rt = d.daemon.runtime as unknown as Record<string, unknown>;
+  rt.captureDisk = undefined;
+  let fallback: Uint8Array;
+  try {
+    fallback = await box.persistWorkspace();
+  } finally {
+    delete rt.captureDisk;
+  }
+  assert.ok(fallback.byteLength > 1024);
+  assert.is((await manual()).length, 0);
+  for (const data of [tar, fallback]) {
+    const other = await client.create({ manifest: new Manifest({ root: '/workspace', entries: { 'stale.txt': { type: 'file', content: 'old' } } }) });
+    const own = other.state.serverId;
+    try {
+      await other.hydrateWorkspace(data);
+      assert.is(other.state.serverId, own);
+      assert.is(text(await other.readFile({ path: 'README.md' })), 'hello from the manifest\n');
+      assert.equal([...(await other.readFile({ path: 'deep/er/bin' }))], [...Buffer.from('bytes\0here')]);
+      assert.is((await other.exec({ cmd: 'stat -c %a deep/er/bin' })).stdout, '750\n');
+      assert.is(await other.pathExists('stale.txt'), false);
+    } finally {
+      await other.delete();
+    }
   }
 });
 

@@ -1,7 +1,8 @@
 // The TypeScript SDK (sdk/js) against a real daemon with real runc servers: an anonymous create
 // that keeps the returned key, exec (exit code, output streamed as it comes, timeout, stdin, cwd
 // and env), a 20 MB binary file written and read back byte-exact, listing, tar download and
-// upload, the server's page fetched at url(), exposed ports, logs, restart, the typed errors of a
+// upload, the server's page fetched at url(), exposed ports, logs, restart, checkpoint → change →
+// restore, fork (an independent server), deleteCheckpoint, the typed errors of a
 // wrong key, a missing server and a used-up grant (402 with the recharge URL), delete; and the
 // README's quick start, run as printed (built package, HTTPS with the daemon's CA).
 
@@ -216,6 +217,57 @@ test('spawn: over the exec WebSocket stdin stays open, output comes as it is wri
   wrong.close();
   assert.is(w.status, 401);
   assert.is(w.code, 'invalid_api_key');
+});
+
+test('checkpoint → change a file → restore brings it back; fork is an independent server with its own key pair; deleteCheckpoint', async () => {
+  await server.files.write('/root/ck.txt', 'before\n');
+  const cp = await server.checkpoint({ comment: 'sdk js' });
+  assert.match(cp.id, /^ckp_/);
+  assert.is(cp.serverId, server.id);
+  assert.is(cp.kind, 'manual');
+  assert.is(cp.comment, 'sdk js');
+  assert.ok(cp.sizeBytes > 0);
+  assert.ok(Date.parse(cp.createdAt) > 0);
+  await server.files.write('/root/ck.txt', 'after\n');
+  await server.files.write('/root/new.txt', 'made after\n');
+  const restored = await server.restore(cp.id);
+  assert.is(restored.id, cp.id);
+  assert.is(Buffer.from(await server.files.read('/root/ck.txt')).toString(), 'before\n');
+  assert.is((await server.exec('test -e /root/new.txt')).exitCode, 1);
+  // a second checkpoint lists first
+  const cp2 = await server.checkpoint();
+  assert.is(cp2.comment, undefined);
+  assert.equal(
+    (await server.checkpoints()).map((c) => c.id),
+    [cp2.id, cp.id],
+  );
+  // fork: a new server from the first checkpoint, with its own id, subdomain and SSH key
+  const fork = await server.fork({ checkpoint: cp.id, slug: 'sdk-js-fork' });
+  try {
+    assert.match(fork.id, /^srv_/);
+    assert.is.not(fork.id, server.id);
+    assert.is(fork.subdomain, 'sdk-js-fork.localhost');
+    assert.match(fork.sshCommand(), new RegExp(`^ssh -i ~/\\.ssh/${fork.id} `));
+    assert.match(fork.sshPrivateKey ?? '', /^-----BEGIN OPENSSH PRIVATE KEY-----/);
+    assert.is.not(fork.sshPrivateKey, server.sshPrivateKey);
+    assert.is(Buffer.from(await fork.files.read('/root/ck.txt')).toString(), 'before\n');
+    // independent both ways
+    await fork.files.write('/root/ck.txt', 'fork\n');
+    await server.files.write('/root/ck.txt', 'source\n');
+    assert.is(Buffer.from(await fork.files.read('/root/ck.txt')).toString(), 'fork\n');
+    assert.is(Buffer.from(await server.files.read('/root/ck.txt')).toString(), 'source\n');
+    assert.equal(await fork.checkpoints(), []);
+  } finally {
+    await fork.delete();
+  }
+  await server.deleteCheckpoint(cp2.id);
+  assert.equal(
+    (await server.checkpoints()).map((c) => c.id),
+    [cp.id],
+  );
+  const gone = await rejects(server.restore(cp2.id));
+  assert.is(gone.status, 404);
+  assert.is(gone.code, 'checkpoint_not_found');
 });
 
 test('a wrong key and a missing server are typed errors with the API code', async () => {

@@ -1,8 +1,8 @@
 // The Python SDK (sdk/python) against a real daemon with real runc servers: python3 runs the
 // SDK's own live tests (sdk/python/tests/test_live.py, unittest) against this daemon — Flow
 // (anonymous create, exec with streamed output, timeout and stdin, a 20 MB file byte-exact,
-// tar both ways, url, expose, logs, restart, typed 401/404), then, once this file used up the
-// account's grant, Exhausted (402 as PaymentRequiredError with the recharge URL, delete) — and
+// tar both ways, url, expose, logs, restart, typed 401/404, checkpoint → change → restore, fork),
+// then, once this file used up the account's grant, Exhausted (402 as PaymentRequiredError with the recharge URL, delete) — and
 // the README's quick start, run as printed over HTTPS with the daemon's CA.
 
 import { spawn } from 'node:child_process';
@@ -48,12 +48,12 @@ function python(args: string[], env: Record<string, string> = {}): Promise<{ cod
 
 const live = { ROOTBOX_BASE_URL: '', ROOTBOX_TEST_STATE: '' };
 
-test("the SDK's live tests: create, exec, files, url, expose, logs, restart, typed errors, key rotation", async () => {
+test("the SDK's live tests: create, exec, files, url, expose, logs, restart, typed errors, checkpoints, key rotation", async () => {
   Object.assign(live, { ROOTBOX_BASE_URL: `http://api.localhost:${d.http}`, ROOTBOX_TEST_STATE: join(work, 'state.json') });
   const r = await python(['-m', 'unittest', '-v', 'tests.test_live.Flow'], live);
   assert.is(r.code, 0, r.err);
   // every test of the class ran and passed (unittest's summary on stderr)
-  assert.match(r.err, /Ran 9 tests/);
+  assert.match(r.err, /Ran 10 tests/);
   assert.match(r.err, /\nOK\n?$/);
 });
 

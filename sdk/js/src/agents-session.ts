@@ -1,11 +1,11 @@
 // The sandbox session of rootbox/agents (see agents.ts): one rootbox server. It runs commands
 // (exec; tty: true runs on a terminal inside the server over the exec WebSocket, agents-pty.ts),
 // reads and writes files under the manifest's root, gives a port's URL, persists the workspace
-// as a tar and hydrates one, lets the server sleep (close with pauseOnExit) or deletes it.
+// through a checkpoint (or as a tar) and hydrates it (agents-persist.ts), lets the server sleep
+// (close with pauseOnExit) or deletes it.
 
 import {
   Manifest,
-  SandboxArchiveError,
   SandboxConfigurationError,
   SandboxProviderError,
   SandboxUnsupportedFeatureError,
@@ -30,6 +30,7 @@ import {
 import { elapsedSeconds, formatExecResponse, shellQuote, truncateOutput } from '@openai/agents-core/sandbox/internal';
 import { applyDiff, UserError, type Editor } from '@openai/agents-core';
 import { posix } from 'node:path';
+import { hydrate, persist, type Persisting, type WorkspacePersistence } from './agents-persist.js';
 import { PtyProcesses, ptyCommand } from './agents-pty.js';
 import { RootboxError } from './errors.js';
 import type { Server } from './server.js';
@@ -45,8 +46,10 @@ export interface RootboxSandboxClientOptions extends SandboxClientOptions {
   exposedPorts?: number[];
   /** close() and a cleanup that preserves sessions leave the server to sleep instead of deleting it. */
   pauseOnExit?: boolean;
-  /** Only 'tar' (the default): the workspace travels as a tar through the files API. */
-  workspacePersistence?: true | 'tar';
+  /** true (the default): persistWorkspace checkpoints the server (and hydrateWorkspace restores or
+   *  forks it), falling back to a tar of the workspace on a host without checkpoints;
+   *  'checkpoint': only through checkpoints; 'tar': the workspace as a tar through the files API. */
+  workspacePersistence?: WorkspacePersistence;
 }
 
 export interface RootboxSandboxSessionState extends SandboxSessionState {
@@ -56,6 +59,7 @@ export interface RootboxSandboxSessionState extends SandboxSessionState {
   commandTimeout?: number;
   configuredExposedPorts?: number[];
   pauseOnExit: boolean;
+  workspacePersistence?: WorkspacePersistence;
 }
 
 export const PROVIDER = 'RootboxSandboxClient';
@@ -71,11 +75,16 @@ const joined = (stdout: string, stderr: string) => [stdout, stderr].filter((s) =
 
 export class RootboxSandboxSession implements SandboxSession<RootboxSandboxSessionState> {
   readonly state: RootboxSandboxSessionState;
-  /** The rootbox server behind the session. */
-  readonly server: Server;
+  /** The rootbox server behind the session (a hydrated checkpoint of another server moves it onto a fork). */
+  server: Server;
   private readonly pty = new PtyProcesses();
 
-  constructor(server: Server, state: RootboxSandboxSessionState) {
+  /** `open`: a handle on another server of the account by id (the client's), for hydrating a fork. */
+  constructor(
+    server: Server,
+    state: RootboxSandboxSessionState,
+    private readonly open?: (id: string) => Server,
+  ) {
     this.server = server;
     this.state = state;
   }
@@ -236,30 +245,41 @@ export class RootboxSandboxSession implements SandboxSession<RootboxSandboxSessi
       await this.write(posix.normalize(path.startsWith('/') ? path : posix.join(manifest.root, path)), entry);
   }
 
-  /** The workspace (the manifest's root) as a tar archive (rootbox has no checkpoint API yet). */
+  /** The workspace, persisted through a checkpoint of the server (a short reference to it) or,
+   *  with workspacePersistence 'tar' or on a host without checkpoints, as a tar (agents-persist.ts). */
   async persistWorkspace(): Promise<Uint8Array> {
-    try {
-      return await this.server.files.download(this.state.manifest.root);
-    } catch (e) {
-      throw new SandboxArchiveError(`${PROVIDER} failed to persist the workspace: ${(e as Error).message}`, {
-        provider: 'rootbox',
-        root: this.state.manifest.root,
-      });
-    }
+    return persist(this.persisting());
   }
 
-  /** Replaces the workspace with a tar archive made by persistWorkspace. */
+  /** Brings back a persisted workspace: a checkpoint of this server is restored (its whole disk);
+   *  one of another server is forked and the session moves onto the fork (this server is deleted);
+   *  a tar replaces the workspace's files. */
   async hydrateWorkspace(data: WorkspaceArchiveData): Promise<void> {
-    const root = this.state.manifest.root;
-    if (root === '/') throw new SandboxArchiveError(`${PROVIDER} refuses to hydrate a workspace at /.`, { provider: 'rootbox', root });
     const bytes = typeof data === 'string' ? new TextEncoder().encode(data) : data instanceof Uint8Array ? data : new Uint8Array(data);
-    try {
-      const cleared = await this.server.exec(`mkdir -p -- ${shellQuote(root)} && find ${shellQuote(root)} -mindepth 1 -maxdepth 1 -exec rm -rf -- {} +`);
-      if (cleared.exitCode !== 0) throw new Error(cleared.stderr.trim());
-      await this.server.files.upload(root, bytes);
-    } catch (e) {
-      throw new SandboxArchiveError(`${PROVIDER} failed to hydrate the workspace: ${(e as Error).message}`, { provider: 'rootbox', root });
-    }
+    await hydrate(this.persisting(), bytes);
+  }
+
+  private persisting(): Persisting {
+    // eslint-disable-next-line @typescript-eslint/no-this-alias
+    const self = this;
+    return {
+      get server() {
+        return self.server;
+      },
+      root: this.state.manifest.root,
+      mode: this.state.workspacePersistence ?? true,
+      open: (id) => {
+        if (!this.open) throw new SandboxConfigurationError(`${PROVIDER} session has no client to reach server ${id}.`, { provider: 'rootbox' });
+        return this.open(id);
+      },
+      moveTo: (server) => {
+        this.server = server;
+        this.state.serverId = server.id;
+        this.state.slug = server.subdomain;
+        this.state.exposedPorts = undefined; // the previous server's endpoints
+      },
+      quiesce: () => this.pty.terminateAll(),
+    };
   }
 
   /** A port's public endpoint: port 80 is the server's own HTTPS address (its subdomain), any

@@ -2,8 +2,9 @@
 // like its E2B and Daytona providers. RootboxSandboxClient creates a rootbox server per sandbox
 // session (or connects to one, or resumes a serialized session); the session (agents-session.ts)
 // runs commands, with terminals over the exec WebSocket, moves files, gives a port's URL,
-// persists and hydrates the workspace as a tar. Pausing is letting the server sleep (it sleeps
-// for free when idle and wakes on the next call); delete removes it.
+// persists and hydrates the workspace through checkpoints (restore, fork; a tar where the host has
+// none, agents-persist.ts). Pausing is letting the server sleep (it sleeps for free when idle and
+// wakes on the next call); delete removes it.
 
 import {
   Manifest,
@@ -26,6 +27,7 @@ import { RootboxError } from './errors.js';
 import { Rootbox, type RootboxOptions } from './index.js';
 import type { Server } from './server.js';
 
+export type { WorkspacePersistence } from './agents-persist.js';
 export { RootboxSandboxSession, type RootboxSandboxClientOptions, type RootboxSandboxSessionState } from './agents-session.js';
 /** The agents SDK's Manifest, re-exported for convenience (the same class). */
 export { Manifest };
@@ -44,6 +46,8 @@ export class RootboxSandboxClient implements SandboxClient<RootboxSandboxClientO
     this.options = options;
   }
 
+  private readonly open = (id: string) => this.rootbox.server(id);
+
   /** A new server with the manifest's entries written under its root. */
   async create(
     args?: SandboxClientCreateArgs<RootboxSandboxClientOptions> | Manifest,
@@ -56,8 +60,8 @@ export class RootboxSandboxClient implements SandboxClient<RootboxSandboxClientO
         feature: 'snapshot',
       });
     const o = { ...this.options, ...a.options };
-    if (o.workspacePersistence !== undefined && o.workspacePersistence !== true && o.workspacePersistence !== 'tar')
-      throw new SandboxUnsupportedFeatureError(`${PROVIDER} workspacePersistence must be true or "tar".`, {
+    if (o.workspacePersistence !== undefined && o.workspacePersistence !== true && o.workspacePersistence !== 'tar' && o.workspacePersistence !== 'checkpoint')
+      throw new SandboxUnsupportedFeatureError(`${PROVIDER} workspacePersistence must be true, "checkpoint" or "tar".`, {
         provider: 'rootbox',
         feature: 'workspacePersistence',
       });
@@ -68,16 +72,21 @@ export class RootboxSandboxClient implements SandboxClient<RootboxSandboxClientO
     } catch (e) {
       throw providerError('create a server', e);
     }
-    const session = new RootboxSandboxSession(server, {
-      manifest: a.manifest,
-      serverId: server.id,
-      slug: server.subdomain,
-      environment,
-      commandTimeout: o.commandTimeout,
-      configuredExposedPorts: o.exposedPorts?.map(normalizeExposedPort),
-      pauseOnExit: o.pauseOnExit ?? false,
-      workspaceReady: false,
-    });
+    const session = new RootboxSandboxSession(
+      server,
+      {
+        manifest: a.manifest,
+        serverId: server.id,
+        slug: server.subdomain,
+        environment,
+        commandTimeout: o.commandTimeout,
+        configuredExposedPorts: o.exposedPorts?.map(normalizeExposedPort),
+        pauseOnExit: o.pauseOnExit ?? false,
+        workspacePersistence: o.workspacePersistence,
+        workspaceReady: false,
+      },
+      this.open,
+    );
     try {
       await session.applyManifest(a.manifest);
     } catch (e) {
@@ -97,16 +106,21 @@ export class RootboxSandboxClient implements SandboxClient<RootboxSandboxClientO
     } catch (e) {
       throw providerError('connect to the server', e, { serverId });
     }
-    return new RootboxSandboxSession(server, {
-      manifest,
-      serverId,
-      slug: server.subdomain,
-      environment: await materializeEnvironment(manifest, o.env),
-      commandTimeout: o.commandTimeout,
-      configuredExposedPorts: o.exposedPorts?.map(normalizeExposedPort),
-      pauseOnExit: o.pauseOnExit ?? false,
-      workspaceReady: true,
-    });
+    return new RootboxSandboxSession(
+      server,
+      {
+        manifest,
+        serverId,
+        slug: server.subdomain,
+        environment: await materializeEnvironment(manifest, o.env),
+        commandTimeout: o.commandTimeout,
+        configuredExposedPorts: o.exposedPorts?.map(normalizeExposedPort),
+        pauseOnExit: o.pauseOnExit ?? false,
+        workspacePersistence: o.workspacePersistence,
+        workspaceReady: true,
+      },
+      this.open,
+    );
   }
 
   async serializeSessionState(state: RootboxSandboxSessionState): Promise<Record<string, unknown>> {
@@ -140,7 +154,7 @@ export class RootboxSandboxClient implements SandboxClient<RootboxSandboxClientO
    *  again from the state's manifest. */
   async resume(state: RootboxSandboxSessionState): Promise<RootboxSandboxSession> {
     try {
-      return new RootboxSandboxSession(await this.rootbox.servers.get(state.serverId), state);
+      return new RootboxSandboxSession(await this.rootbox.servers.get(state.serverId), state, this.open);
     } catch (e) {
       if (!(e instanceof RootboxError && e.code === 'server_not_found')) throw providerError('resume the server', e, { serverId: state.serverId });
     }
@@ -151,6 +165,7 @@ export class RootboxSandboxClient implements SandboxClient<RootboxSandboxClientO
         commandTimeout: state.commandTimeout,
         exposedPorts: state.configuredExposedPorts,
         pauseOnExit: state.pauseOnExit,
+        workspacePersistence: state.workspacePersistence,
       },
     );
     return session;
@@ -158,6 +173,6 @@ export class RootboxSandboxClient implements SandboxClient<RootboxSandboxClientO
 
   /** Deletes the session's server. */
   async delete(state: RootboxSandboxSessionState): Promise<void> {
-    await new RootboxSandboxSession(this.rootbox.server(state.serverId), state).kill();
+    await new RootboxSandboxSession(this.rootbox.server(state.serverId), state, this.open).kill();
   }
 }

@@ -1,12 +1,12 @@
 // A server of the account: its commands (exec, as one JSON answer or streamed as NDJSON), files,
-// URL, exposed ports, logs, restart and delete. Made by Rootbox.create / servers.get / server(id).
+// URL, exposed ports, logs, checkpoints (restore, fork), restart and delete. Made by Rootbox.create / servers.get / server(id).
 
 import type { Readable } from 'node:stream';
 import { StringDecoder } from 'node:string_decoder';
 import { RootboxError } from './errors.js';
 import { spawnExec, type Process, type SpawnOptions } from './process.js';
 import { cutOff, readAll, type Transport } from './http.js';
-import type { Created, Domain, ExecResult, ExposedPort, FileList, Logs, ServerInfo, Written } from './types.js';
+import type { Checkpoint, CheckpointList, Created, Restored, Domain, ExecResult, ExposedPort, FileList, Logs, ServerInfo, Written } from './types.js';
 import { fromWire, toWire } from './wire.js';
 
 export interface ExecOptions {
@@ -213,6 +213,30 @@ export class Server {
   async restart(): Promise<ServerInfo> {
     this.info = fromWire(await this.t.json('POST', `servers/${enc(this.id)}/restart`));
     return this.info as ServerInfo;
+  }
+
+  /** Checkpoints the server now: a point-in-time copy of its disk and settings (memory is not
+   *  kept; a running server keeps running, a sleeping one is not woken). */
+  async checkpoint(opts: { comment?: string } = {}): Promise<Checkpoint> {
+    return fromWire(await this.t.json('POST', `servers/${enc(this.id)}/checkpoints`, { json: toWire('CheckpointRequest', opts) }));
+  }
+  /** The server's checkpoints, newest first (manual and automatic ones). */
+  async checkpoints(): Promise<Checkpoint[]> {
+    return fromWire<CheckpointList>(await this.t.json('GET', `servers/${enc(this.id)}/checkpoints`)).checkpoints;
+  }
+  async deleteCheckpoint(checkpoint: string): Promise<void> {
+    await this.t.json('DELETE', `servers/${enc(this.id)}/checkpoints/${enc(checkpoint)}`);
+  }
+  /** Makes the server's disk that of one of its checkpoints (it restarts; files written since
+   *  are lost). Answers the checkpoint restored. */
+  async restore(checkpoint: string): Promise<Checkpoint> {
+    return fromWire<Restored>(await this.t.json('POST', `servers/${enc(this.id)}/restore`, { json: toWire('RestoreRequest', { checkpoint }) })).checkpoint;
+  }
+  /** A new server of the account from a checkpoint of this one (default: one taken now), with its
+   *  own id, subdomain and SSH key pair (as create() gives them); the two are independent. */
+  async fork(opts: { checkpoint?: string; slug?: string } = {}): Promise<Server> {
+    const created = fromWire<Created>(await this.t.json('POST', `servers/${enc(this.id)}/fork`, { json: toWire('ForkRequest', opts) }));
+    return new Server(this.t, created.id, created);
   }
 
   /** Deletes the server and everything it held. */

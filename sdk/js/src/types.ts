@@ -152,6 +152,31 @@ export interface RotatedKey {
   tier: Tier;
 }
 
+/** A checkpoint of a server: a point-in-time copy of its disk and settings (memory is not kept). */
+export interface Checkpoint {
+  /** ckp_… */
+  id: string;
+  serverId: string;
+  /** ISO 8601 */
+  createdAt: string;
+  /** Bytes of the server's disk it holds. */
+  sizeBytes: number;
+  /** manual: asked for; auto: taken when the server went to sleep or on the interval. */
+  kind: 'manual' | 'auto';
+  comment?: string;
+}
+
+export interface CheckpointList {
+  /** Newest first. */
+  checkpoints: Checkpoint[];
+}
+
+/** POST /servers/{id}/restore's answer: the checkpoint the disk now is. */
+export interface Restored {
+  ok: true;
+  checkpoint: Checkpoint;
+}
+
 // ── the compiler's check of these types against wire.ts ──────────────────────────────────────
 type Camel<S extends string> = S extends `${infer H}_${infer T}` ? `${H}${Capitalize<Camel<T>>}` : S;
 type KeysOf<K extends keyof typeof FIELDS> = Camel<(typeof FIELDS)[K][number]>;
@@ -176,3 +201,6 @@ agree<Same<keyof RotatedKey, KeysOf<'POST /account/rotate-key'>>>(true);
 agree<Same<keyof RechargeInfo['body'], KeysOf<'RechargeInfo.body'>>>(true);
 agree<Same<keyof RechargeInfo, KeysOf<'RechargeInfo'>>>(true);
 agree<Same<keyof RechargeResult, KeysOf<'RechargeResult'>>>(true);
+agree<Same<keyof Checkpoint, KeysOf<'Checkpoint'>>>(true);
+agree<Same<keyof CheckpointList, KeysOf<'CheckpointList'>>>(true);
+agree<Same<keyof Restored, KeysOf<'POST /servers/{id}/restore'>>>(true);

@@ -31,6 +31,11 @@ export const OPERATIONS = {
   'PUT /servers/{id}/files': 'server.files.write',
   'DELETE /servers/{id}/files': 'server.files.remove',
   'POST /servers/{id}/files/archive': 'server.files.upload',
+  'POST /servers/{id}/checkpoints': 'server.checkpoint',
+  'GET /servers/{id}/checkpoints': 'server.checkpoints',
+  'DELETE /servers/{id}/checkpoints/{cid}': 'server.deleteCheckpoint',
+  'POST /servers/{id}/restore': 'server.restore',
+  'POST /servers/{id}/fork': 'server.fork',
   'GET /account/recharge': 'rootbox.rechargeInfo',
   'POST /account/recharge': 'rootbox.recharge',
   'POST /feedback': 'rootbox.feedback',
@@ -89,6 +94,8 @@ export const FIELDS = {
   RechargeInfo: ['how', 'endpoint', 'method', 'body', 'payments_configured', 'verify_phone_instead', 'credits'],
   'RechargeInfo.body': ['usd'],
   RechargeResult: ['ok', 'credited_usd', 'settlement', 'detail', 'credits'],
+  Checkpoint: ['id', 'server_id', 'created_at', 'size_bytes', 'kind', 'comment'],
+  CheckpointList: ['checkpoints'],
   // answers that are no named schema: "METHOD /path" (its 200 JSON answer; ` ndjson`: the lines of its NDJSON answer)
   'GET /servers': ['servers'],
   'GET /servers/{id}/domains': ['domains'],
@@ -96,6 +103,7 @@ export const FIELDS = {
   'GET /servers/{id}/logs.events[]': ['at', 'source', 'kind', 'message', 'status', 'in_seconds'],
   'POST /account/rotate-key': ['api_key', 'tier'],
   'POST /servers/{id}/exec ndjson': ['stream', 'data', 'exit_code', 'signal', 'timed_out', 'ms'],
+  'POST /servers/{id}/restore': ['ok', 'checkpoint'],
   // requests
   CreateRequest: ['subdomains', 'never_sleep'],
   ExecRequest: ['command', 'cwd', 'env', 'stdin', 'timeout'],
@@ -103,6 +111,9 @@ export const FIELDS = {
   DomainRequest: ['domain'],
   RechargeRequest: ['usd'],
   FeedbackRequest: ['message', 'contact'],
+  CheckpointRequest: ['comment'],
+  RestoreRequest: ['checkpoint'],
+  ForkRequest: ['checkpoint', 'slug'],
 } as const;
 
 /** Fields of those schemas the SDK deliberately neither sends nor reads, with why. */

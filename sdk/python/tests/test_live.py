@@ -4,7 +4,8 @@ repository (which starts the daemon with runc servers and sets ROOTBOX_BASE_URL)
   Flow       anonymous create (the key kept) -> exec (exit code, streamed output, timeout,
              stdin, cwd, env) -> a 20 MB binary file byte-exact, listing, tar download and
              upload -> the page at url() -> expose, logs, restart -> a wrong key and a missing
-             server as typed errors. Writes the account's key and the server id to
+             server as typed errors -> checkpoint, change, restore (the file back), fork (an
+             independent server with its own key pair), delete_checkpoint. Writes the account's key and the server id to
              $ROOTBOX_TEST_STATE.
   Exhausted  (after the driver used up the account's grant) a 402 is a PaymentRequiredError
              with the recharge URL, and delete still works.
@@ -153,6 +154,45 @@ class Flow(unittest.TestCase):
         with self.assertRaises(rootbox.RootboxError) as e:
             self.client.servers.get("srv_0000000000000000")
         self.assertEqual((e.exception.status, e.exception.code), (404, "server_not_found"))
+
+    def test_8a_checkpoint_restore_fork(self):
+        s = self.server
+        s.files.write("/root/ck.txt", b"before\n")
+        cp = s.checkpoint(comment="sdk py")
+        self.assertRegex(cp.id, r"^ckp_")
+        self.assertEqual((cp.server_id, cp.kind, cp.comment), (s.id, "manual", "sdk py"))
+        self.assertGreater(cp.size_bytes, 0)
+        s.files.write("/root/ck.txt", b"after\n")
+        s.files.write("/root/new.txt", b"made after\n")
+        self.assertEqual(s.restore(cp.id).id, cp.id)
+        self.assertEqual(s.files.read("/root/ck.txt"), b"before\n")
+        self.assertEqual(s.exec("test -e /root/new.txt").exit_code, 1)
+        cp2 = s.checkpoint()
+        self.assertNotIn("comment", cp2)
+        self.assertEqual([c.id for c in s.checkpoints()], [cp2.id, cp.id])
+        # fork: a new server from the first checkpoint, with its own id, subdomain and SSH key
+        f = s.fork(checkpoint=cp.id, slug="sdk-py-fork")
+        try:
+            self.assertRegex(f.id, r"^srv_")
+            self.assertNotEqual(f.id, s.id)
+            self.assertEqual(f.subdomain, "sdk-py-fork.localhost")
+            self.assertTrue(f.ssh_command().startswith(f"ssh -i ~/.ssh/{f.id} "))
+            self.assertTrue(f.ssh_private_key.startswith("-----BEGIN OPENSSH PRIVATE KEY-----"))
+            self.assertNotEqual(f.ssh_private_key, s.ssh_private_key)
+            self.assertEqual(f.files.read("/root/ck.txt"), b"before\n")
+            # independent both ways
+            f.files.write("/root/ck.txt", b"fork\n")
+            s.files.write("/root/ck.txt", b"source\n")
+            self.assertEqual(f.files.read("/root/ck.txt"), b"fork\n")
+            self.assertEqual(s.files.read("/root/ck.txt"), b"source\n")
+            self.assertEqual(f.checkpoints(), [])
+        finally:
+            f.delete()
+        s.delete_checkpoint(cp2.id)
+        self.assertEqual([c.id for c in s.checkpoints()], [cp.id])
+        with self.assertRaises(rootbox.RootboxError) as e:
+            s.restore(cp2.id)
+        self.assertEqual((e.exception.status, e.exception.code), (404, "checkpoint_not_found"))
 
     def test_9_rotate_key(self):
         c = self.client

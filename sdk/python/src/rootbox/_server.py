@@ -1,5 +1,5 @@
 """A server of the account: commands (one JSON answer, or NDJSON streamed to callbacks), files,
-URL, exposed ports, logs, restart and delete."""
+URL, exposed ports, logs, checkpoints (restore, fork), restart and delete."""
 
 import codecs
 import json
@@ -173,6 +173,32 @@ class Server:
     def restart(self):
         self.info = Record.of(self._t.json("POST", f"servers/{_q(self.id)}/restart"))
         return self.info
+
+    def checkpoint(self, comment=None):
+        """Checkpoints the server now: a point-in-time copy of its disk and settings (memory is not
+        kept). Answers ``id``, ``server_id``, ``created_at``, ``size_bytes``, ``kind``, ``comment``."""
+        body = to_wire("CheckpointRequest", comment=comment)
+        return Record.of(self._t.json("POST", f"servers/{_q(self.id)}/checkpoints", json_body=body))
+
+    def checkpoints(self):
+        """The server's checkpoints, newest first (manual and automatic ones)."""
+        return Record.of(self._t.json("GET", f"servers/{_q(self.id)}/checkpoints")["checkpoints"])
+
+    def delete_checkpoint(self, checkpoint):
+        self._t.json("DELETE", f"servers/{_q(self.id)}/checkpoints/{_q(checkpoint)}")
+
+    def restore(self, checkpoint):
+        """Makes the server's disk that of one of its checkpoints (it restarts; files written since
+        are lost). Answers the checkpoint restored."""
+        body = to_wire("RestoreRequest", checkpoint=checkpoint)
+        return Record.of(self._t.json("POST", f"servers/{_q(self.id)}/restore", json_body=body)["checkpoint"])
+
+    def fork(self, checkpoint=None, slug=None):
+        """A new server of the account from a checkpoint of this one (default: one taken now), with
+        its own id, subdomain and SSH key pair (as create() gives them); the two are independent."""
+        body = to_wire("ForkRequest", checkpoint=checkpoint, slug=slug)
+        created = self._t.json("POST", f"servers/{_q(self.id)}/fork", json_body=body)
+        return Server(self._t, created["id"], created)
 
     def delete(self):
         """Deletes the server and everything it held."""

@@ -29,6 +29,11 @@ OPERATIONS = {
     "PUT /servers/{id}/files": "server.files.write",
     "DELETE /servers/{id}/files": "server.files.remove",
     "POST /servers/{id}/files/archive": "server.files.upload",
+    "POST /servers/{id}/checkpoints": "server.checkpoint",
+    "GET /servers/{id}/checkpoints": "server.checkpoints",
+    "DELETE /servers/{id}/checkpoints/{cid}": "server.delete_checkpoint",
+    "POST /servers/{id}/restore": "server.restore",
+    "POST /servers/{id}/fork": "server.fork",
     "GET /account/recharge": "rootbox.recharge_info",
     "POST /account/recharge": "rootbox.recharge",
     "POST /feedback": "rootbox.feedback",
@@ -68,6 +73,8 @@ FIELDS = {
     "RechargeInfo": ["how", "endpoint", "method", "body", "payments_configured", "verify_phone_instead", "credits"],
     "RechargeInfo.body": ["usd"],
     "RechargeResult": ["ok", "credited_usd", "settlement", "detail", "credits"],
+    "Checkpoint": ["id", "server_id", "created_at", "size_bytes", "kind", "comment"],
+    "CheckpointList": ["checkpoints"],
     # answers that are no named schema: "METHOD /path" (its 200 JSON answer; " ndjson": its NDJSON lines)
     "GET /servers": ["servers"],
     "GET /servers/{id}/domains": ["domains"],
@@ -75,6 +82,7 @@ FIELDS = {
     "GET /servers/{id}/logs.events[]": ["at", "source", "kind", "message", "status", "in_seconds"],
     "POST /account/rotate-key": ["api_key", "tier"],
     "POST /servers/{id}/exec ndjson": ["stream", "data", "exit_code", "signal", "timed_out", "ms"],
+    "POST /servers/{id}/restore": ["ok", "checkpoint"],
     # requests
     "CreateRequest": ["subdomains", "never_sleep"],
     "ExecRequest": ["command", "cwd", "env", "stdin", "timeout"],
@@ -82,6 +90,9 @@ FIELDS = {
     "DomainRequest": ["domain"],
     "RechargeRequest": ["usd"],
     "FeedbackRequest": ["message", "contact"],
+    "CheckpointRequest": ["comment"],
+    "RestoreRequest": ["checkpoint"],
+    "ForkRequest": ["checkpoint", "slug"],
 }
 
 #: Fields of those schemas the SDK deliberately neither sends nor reads, with why.
