@@ -3,7 +3,11 @@
 // doze on, idleTimeout 300 ms):
 //   1. doze → first byte of a minimal run.sh app through the edge (target p50 ≤ 5 ms), beside the
 //      same request awake, and the freezer's own thaw (one cgroup write, the floor) and
-//      Runtime.thaw (the same through the runtime's per-server queue);
+//      Runtime.thaw (the same through the runtime's per-server queue); and the app alone, no
+//      daemon in the way: a request straight to its address just after a raw thaw (thaw write
+//      included), the same with the request connected and sent before the thaw (what a proxy
+//      that connects or forwards while it thaws could gain at most), and awake — the part of
+//      the doze → first byte gap that is the kernel's and the thawed app's, not the proxy's;
 //   2. host memory held by N (100) dozing servers of an idle `python3 -m http.server` app: the
 //      sum of their cgroups' memory and the drop of host MemAvailable from before they existed;
 //   3. how fast the memory floor stops them when a memory hog needs room: a host process grows
@@ -81,6 +85,18 @@ const accepts = (ip: string) =>
     s.once('connect', () => (s.destroy(), resolve(true)));
     s.once('error', () => resolve(false));
   });
+
+/** Time to the first byte of an answer to a bare GET sent straight to the app at `ip`:80. */
+function appAlone(ip: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const t0 = performance.now();
+    const c = connect({ host: ip, port: 80 });
+    c.setNoDelay(true);
+    c.write('GET / HTTP/1.1\r\nHost: x\r\n\r\n');
+    c.once('data', () => (resolve(performance.now() - t0), c.destroy()));
+    c.once('error', reject);
+  });
+}
 
 async function until(cond: () => boolean | Promise<boolean>, ms: number, every = 5): Promise<boolean> {
   const end = Date.now() + ms;
@@ -161,10 +177,32 @@ export async function dozeRows(_ctx?: unknown): Promise<string[]> {
       thawRt.push(performance.now() - t1);
       await firstByte(d.http, app.host);
     }
+    const aloneThawed: number[] = [];
+    const aloneSentFirst: number[] = [];
+    const aloneAwake: number[] = [];
+    for (let i = 0; i < 2 * DOZES; i++) {
+      await idle();
+      if (i % 2 === 0) {
+        const t0 = performance.now();
+        thaw(cgroupPath(app.id));
+        const t = performance.now() - t0;
+        aloneThawed.push(t + (await appAlone(app.ip)));
+      } else {
+        const answered = appAlone(app.ip); // connected and sent: the kernel queues both for the frozen app
+        await new Promise((r) => setImmediate(r));
+        thaw(cgroupPath(app.id));
+        aloneSentFirst.push(await answered);
+      }
+      aloneAwake.push(await appAlone(app.ip));
+      await firstByte(d.http, app.host); // the tracker sees it: it thaws (already done) and dozes it again
+    }
     rows.push(row('doze → first byte', fmt(dozeWake)));
     rows.push(row('  same request, awake', fmt(awake)));
     rows.push(row('  freezer thaw (one cgroup write)', fmt(thawRaw, 3)));
     rows.push(row('  Runtime.thaw', fmt(thawRt, 3)));
+    rows.push(row('  app alone, thaw then request', fmt(aloneThawed, 2)));
+    rows.push(row('  app alone, request then thaw', fmt(aloneSentFirst, 2)));
+    rows.push(row('  app alone, awake', fmt(aloneAwake, 2)));
 
     if (SERVERS <= 0) return rows; // --servers 0: the doze → first byte rows only
 
