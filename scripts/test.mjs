@@ -128,6 +128,7 @@ const UNIT = [
   'test/registry/resume.test.ts',
   'test/registry/leases.test.ts',
   'test/checkpoints/s3-faults.test.ts',
+  'test/checkpoints/backoff.test.ts',
   'test/sdk/coverage.test.ts',
   'test/sdk/retry.test.ts',
 ];
