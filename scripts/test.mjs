@@ -144,6 +144,7 @@ const UNIT = [
   'test/registry/fenceheld.test.ts',
   'test/registry/resume.test.ts',
   'test/registry/leases.test.ts',
+  'test/checkpoints/backoff.test.ts',
   'test/sdk/coverage.test.ts',
   'test/sdk/retry.test.ts',
 ];

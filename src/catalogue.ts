@@ -161,6 +161,7 @@ export const CATALOGUE = {
   issuance_rate_limited: e('rate_limited', 'the domain used its certificate orders of this hour (Retry-After)'),
   too_many_commands: e('rate_limited', 'the server or the account runs its maximum of commands at once (exec, files, SSH); wait for one to end'),
   too_many_app_requests: e('rate_limited', "this address holds its share of the connections to a server's app, and as many wait (Retry-After)"),
+  checkpoint_limit: e('rate_limited', "the server holds its tier's maximum of manual checkpoints (checkpoints.manualPerServer); delete one to take another"),
   too_many_connections: e('rate_limited', 'this address holds its maximum of connections (503 when the host holds its total)', ['unavailable']),
 
   // ── 431 header_too_large ──

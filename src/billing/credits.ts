@@ -4,12 +4,15 @@
 
 import { AppError } from '../errors.js';
 import type { AccountRecord, Grant, Store } from '../store/index.js';
+import { storedCheckpointBytes } from './meter.js';
 
 export interface Credits {
   tier: 'anonymous' | 'verified' | 'paid';
   ram_gb_hours_left: number;
   egress_gb_left: number;
   balance_usd: number;
+  /** Bytes the account's checkpoints hold in the store now (billed per GB-month like disk). */
+  checkpoint_bytes: number;
 }
 
 const r = (n: number, d = 6) => Math.round(n * 10 ** d) / 10 ** d;
@@ -23,6 +26,7 @@ export function creditsOf(store: Store, grantOf: (a: AccountRecord) => Grant, ac
     ram_gb_hours_left: r(Math.max(0, grant.ramGbHours - used.ramGbHours)),
     egress_gb_left: r(Math.max(0, grant.egressGb - used.egressGb)),
     balance_usd: r(fresh.balanceUsd, 4),
+    checkpoint_bytes: store.servers.listByAccount(account.id).reduce((n, s) => n + storedCheckpointBytes(store, s.id), 0),
   };
 }
 

@@ -1,6 +1,7 @@
 // Metering: every interval, each server's period since its cursor is measured and charged —
-// RAM GB-hours from the memory in use while awake, disk GB-months from disk used, egress GB
-// from the nftables counter plus bytes the daemon itself sent for it (proxy, exposed ports).
+// RAM GB-hours from the memory in use while awake, disk GB-months from disk used, checkpoint
+// GB-months from the bytes its checkpoints stored (storedCheckpointBytes), egress GB from the
+// nftables counter plus bytes the daemon itself sent for it (proxy, exposed ports).
 // The charge and the cursor move commit together (the MoneyBook: store/billing.ts on a single box,
 // the registry's outbox in cluster mode), so it is exactly once.
 
@@ -36,6 +37,18 @@ export function runtimeUsage(runtime: Pick<Runtime, 'get' | 'stats' | 'frozen'>,
       egressBytes: s.egressBytes,
     };
   };
+}
+
+/** The checkpoint bytes a server is billed for: what each of its checkpoints added to the store
+ *  when it was taken (its new sealed chunks, measured by the engine as it wrote them). A chunk
+ *  shared by several checkpoints is counted once, by the one that stored it first; when that one
+ *  is deleted, its chunks later ones still use are no longer billed (they stay until the others
+ *  go). Deduplication across servers (a fork shares its source's chunks) is each server's own:
+ *  a fork's first checkpoint stores only what it does not share. */
+export function storedCheckpointBytes(store: Pick<Store, 'checkpoints'>, serverId: string): number {
+  let n = 0;
+  for (const c of store.checkpoints.list(serverId)) if (Number.isFinite(c.newBytes) && c.newBytes > 0) n += c.newBytes;
+  return n;
 }
 
 const GB = 1024 ** 3;
@@ -110,6 +123,7 @@ export class Meter {
         to: now,
         ramGbHours: sample.awake ? (sample.memoryBytes / GB) * hours : 0,
         diskGbMonths: (sample.diskUsedBytes / GB) * (hours / MONTH_HOURS),
+        checkpointGbMonths: (storedCheckpointBytes(this.store, server.id) / GB) * (hours / MONTH_HOURS),
         egressGb: (counted + extra) / GB,
       },
       sample.egressBytes,

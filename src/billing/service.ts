@@ -19,6 +19,8 @@ export interface BillingConfig {
   ramUsdPerGbHour: number;
   diskUsdPerGbMonth: number;
   egressUsdPerGb: number;
+  /** Checkpoint storage per GB-month (absent: free; the config always sets it). */
+  checkpointUsdPerGbMonth?: number;
   grantRamGbHours: number;
   grantEgressGb: number;
   verifiedGrantRamGbHours: number;
@@ -65,8 +67,8 @@ export class Billing {
 
   constructor(private readonly d: BillingDeps) {
     this.now = d.now ?? Date.now;
-    const { ramUsdPerGbHour, diskUsdPerGbMonth, egressUsdPerGb } = d.cfg;
-    const prices = { ramUsdPerGbHour, diskUsdPerGbMonth, egressUsdPerGb };
+    const { ramUsdPerGbHour, diskUsdPerGbMonth, egressUsdPerGb, checkpointUsdPerGbMonth = 0 } = d.cfg;
+    const prices = { ramUsdPerGbHour, diskUsdPerGbMonth, egressUsdPerGb, checkpointUsdPerGbMonth };
     this.book = d.ledger ? new RegistryBook(d.store, prices, d.ledger, d.log) : new LocalBook(d.store, prices);
     this.meter = new Meter(d.store, d.usage, this.book, (a) => this.grantOf(a), d.log);
     d.settlements?.onSettled((rec) => void this.onSettled(rec).catch((e) => d.log.error('crediting a settled recharge failed', { err: e })));

@@ -26,6 +26,7 @@ export async function usagePage(book: MoneyBook, account: AccountRecord, limitRa
       to: new Date(e.to).toISOString(),
       ram_gb_hours: e.ramGbHours,
       disk_gb_months: e.diskGbMonths,
+      checkpoint_gb_months: e.checkpointGbMonths ?? 0,
       egress_gb: e.egressGb,
       usd: e.usd,
       source: e.source ?? null,

@@ -9,6 +9,13 @@ export const billingSchema = z
   .strictObject({
     ramUsdPerGbHour: z.coerce.number().min(0).default(0.005).describe('Price of RAM while a server is awake, per GB-hour of memory in use.'),
     diskUsdPerGbMonth: z.coerce.number().min(0).default(0.25).describe('Price of disk actually used, per GB-month (a month is 730 hours).'),
+    checkpointUsdPerGbMonth: z.coerce
+      .number()
+      .min(0)
+      .default(0.05)
+      .describe(
+        "Price of checkpoint storage, per GB-month, always paid like disk (the free grant does not cover it). An account's stored bytes are the bytes each of its servers' checkpoints added to the store when taken (its new, deduplicated, encrypted chunks; a chunk shared with an earlier checkpoint is counted once, by the checkpoint that stored it).",
+      ),
     egressUsdPerGb: z.coerce.number().min(0).default(0.05).describe('Price of traffic sent out by servers, per GB, once the egress grant is used.'),
     grantRamGbHours: z.coerce.number().min(0).default(50).describe('Free RAM GB-hours of an anonymous account.'),
     grantEgressGb: z.coerce.number().min(0).default(2).describe('Free egress GB of an anonymous account.'),
@@ -27,6 +34,7 @@ export const billingSchema = z
 export const billingEnv: EnvBinding[] = [
   { env: 'ROOTBOX_RAM_USD_PER_GB_HOUR', path: 'billing.ramUsdPerGbHour' },
   { env: 'ROOTBOX_DISK_USD_PER_GB_MONTH', path: 'billing.diskUsdPerGbMonth' },
+  { env: 'ROOTBOX_CHECKPOINT_USD_PER_GB_MONTH', path: 'billing.checkpointUsdPerGbMonth' },
   { env: 'ROOTBOX_EGRESS_USD_PER_GB', path: 'billing.egressUsdPerGb' },
   { env: 'ROOTBOX_GRANT_RAM_GB_HOURS', path: 'billing.grantRamGbHours' },
   { env: 'ROOTBOX_GRANT_EGRESS_GB', path: 'billing.grantEgressGb' },

@@ -1,11 +1,22 @@
 // The checkpoints slice of the config (issue 37): when automatic checkpoints are taken, how many
-// are kept, and how often the collector looks for chunks no checkpoint references. Where
+// are kept, how many manual ones a server of each tier may hold, and how often the collector looks for chunks no checkpoint references. Where
 // checkpoints are stored (`store`, `s3`) is checkpoints-s3.ts's part, spread in here.
 
 import { z } from 'zod';
 import { checkpointStoreEnv, checkpointStoreShape } from './checkpoints-s3.js';
 import type { EnvBinding } from './env.js';
 import { duration } from './fields.js';
+
+const manualCap = (who: string, n: number) =>
+  z.coerce
+    .number()
+    .int('must be a whole number')
+    .min(0)
+    .max(10_000)
+    .default(n)
+    .describe(
+      `Manual checkpoints one server of ${who} may hold (POST /servers/{id}/checkpoints answers 429 \`checkpoint_limit\` beyond, and so does a fork that takes one; delete one to take another). Automatic ones do not count.`,
+    );
 
 export const checkpointsSchema = z
   .strictObject({
@@ -22,6 +33,13 @@ export const checkpointsSchema = z
       .max(100)
       .default(3)
       .describe('Automatic checkpoints kept per server (the oldest goes when a new one is taken); manual ones are kept until deleted.'),
+    manualPerServer: z
+      .strictObject({
+        anonymous: manualCap('an anonymous account (no verified phone)', 3),
+        verified: manualCap('a phone-verified account', 10),
+        paid: manualCap('an account with a positive balance', 50),
+      })
+      .prefault({}),
     gcInterval: duration()
       .prefault('1h')
       .describe(

@@ -3,11 +3,16 @@
 // it wrote — and every checkpoints.interval while it runs. The newest checkpoints.keep automatic
 // ones are kept (manual ones stay until deleted); every checkpoints.gcInterval the collector
 // removes the chunks no checkpoint references any more. One automatic checkpoint at a time on the
-// host (the disk copies share its disk); a failed one (the store away) is retried with back-off,
-// its server never held for it. Time comes from the injected clock; tick() and collect() are what
-// the timers call (tests call them directly).
+// host (the disk copies share its disk); a failed one is retried with back-off (30 s doubling to
+// 15 min), its server never held for it. A store that answers store_unavailable backs off the
+// whole host: until its wait is over no server's checkpoint is tried (they wait in the backlog),
+// so an unreachable store costs one attempt per wait, not one per server. The backlog is the
+// gauge rootbox_checkpoint_backlog. Time comes from the injected clock; tick() and collect() are
+// what the timers call (tests call them directly).
 
 import type { Clock, Timer } from '../clock.js';
+import { isAppError } from '../errors.js';
+import { metrics } from '../metrics/index.js';
 import type { Logger } from '../log/index.js';
 import type { Runtime } from '../runtime/index.js';
 import type { ServerRecord, Store } from '../store/index.js';
@@ -39,6 +44,9 @@ export class AutoCheckpoints {
   /** Servers whose last automatic checkpoint failed: when to try again, and the wait after that. */
   private readonly retry = new Map<string, { at: number; wait: number }>();
   private readonly timers: Timer[] = [];
+  /** The store answered store_unavailable: no attempt before `until`; `wait` doubles at each failure. */
+  private storeAway?: { until: number; wait: number };
+  private unregister?: () => void;
 
   constructor(private readonly d: AutoDeps) {}
 
@@ -46,10 +54,13 @@ export class AutoCheckpoints {
     const s = this.d.settings;
     if (s.interval > 0) this.timers.push(this.d.clock.every(s.interval, () => void this.tick()));
     if (s.gcInterval > 0) this.timers.push(this.d.clock.every(s.gcInterval, () => void this.collect()));
+    this.unregister ??= metrics.checkpointBacklog(() => this.backlog());
   }
 
   stop(): void {
     for (const t of this.timers.splice(0)) t.cancel();
+    this.unregister?.();
+    this.unregister = undefined;
   }
 
   /** Servers waiting for an automatic checkpoint (failed ones included): the backlog. */
@@ -57,9 +68,12 @@ export class AutoCheckpoints {
     return new Set([...this.queued, ...this.retry.keys()]).size;
   }
 
-  /** A server went to sleep: checkpointed if it changed. */
+  /** A server went to sleep: checkpointed if it changed (one waiting for its retry keeps waiting). */
   slept(id: string): void {
-    if (this.d.settings.interval > 0) void this.enqueue(id);
+    if (this.d.settings.interval <= 0) return;
+    const r = this.retry.get(id);
+    if (r && r.at > this.d.clock.now()) return;
+    void this.enqueue(id);
   }
 
   /** Every running server that changed since its newest checkpoint (and failed ones whose wait is over). */
@@ -97,15 +111,28 @@ export class AutoCheckpoints {
     if (!this.d.checkpoints.changed(rec)) return void this.retry.delete(id);
     const account = this.d.store.accounts.get(rec.accountId);
     if (!account) return;
+    const now = this.d.clock.now();
+    if (this.storeAway && now < this.storeAway.until) {
+      // the store is away: waits in the backlog, tried once the host's wait is over
+      const r = this.retry.get(id);
+      return void this.retry.set(id, { at: this.storeAway.until, wait: r?.wait ?? FIRST_RETRY_MS / 2 });
+    }
     try {
       const r = await this.d.checkpoints.take(rec, account, 'auto');
       this.retry.delete(id);
+      this.storeAway = undefined;
       this.d.log.info('automatic checkpoint', { server: id, checkpoint: r.id, newBytes: r.newBytes });
       await this.prune(rec);
     } catch (err) {
       const wait = Math.min(MAX_RETRY_MS, (this.retry.get(id)?.wait ?? FIRST_RETRY_MS / 2) * 2);
-      this.retry.set(id, { at: this.d.clock.now() + wait, wait });
-      this.d.log.warn('automatic checkpoint failed; tried again later', { server: id, retryInMs: wait, err });
+      let at = this.d.clock.now() + wait;
+      if (isAppError(err) && err.code === 'store_unavailable') {
+        const storeWait = Math.min(MAX_RETRY_MS, (this.storeAway?.wait ?? FIRST_RETRY_MS / 2) * 2);
+        this.storeAway = { until: this.d.clock.now() + storeWait, wait: storeWait };
+        at = Math.max(at, this.storeAway.until);
+      }
+      this.retry.set(id, { at, wait });
+      this.d.log.warn('automatic checkpoint failed; tried again later', { server: id, retryInMs: at - this.d.clock.now(), err });
     }
   }
 

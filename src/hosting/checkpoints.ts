@@ -14,7 +14,7 @@ import type { Logger } from '../log/index.js';
 import { routes, type BaseCtx, type Route, type Step } from '../http/index.js';
 import type { Runtime } from '../runtime/index.js';
 import type { AccountRecord, CheckpointRecord, ServerRecord, Store } from '../store/index.js';
-import { tierOf } from './accounts.js';
+import { tierOf, type Tier } from './accounts.js';
 import type { HostingCore } from './core.js';
 import {
   CheckpointList,
@@ -62,11 +62,29 @@ const recordOf = (m: Manifest, accountId: string): CheckpointRecord => ({
 
 /** Checkpoints of the server, of the runtime and store this host has (hosting's side of them). */
 export class ServerCheckpoints {
+  /** Manual checkpoints being taken now, per server (counted against the cap with the stored ones). */
+  private readonly taking = new Map<string, number>();
+
   constructor(
     private readonly store: Store,
     private readonly runtime: Runtime,
     readonly engine: Checkpoints,
+    /** Manual checkpoints a server of each tier may hold (absent: no cap). */
+    private readonly manualCap?: Readonly<Record<Tier, number>>,
   ) {}
+
+  /** 429 checkpoint_limit when the server holds its tier's maximum of manual checkpoints. */
+  private assertRoom(rec: ServerRecord, account: AccountRecord): void {
+    const tier = tierOf(account);
+    const max = this.manualCap?.[tier];
+    if (max === undefined) return;
+    const held = this.store.checkpoints.list(rec.id).filter((c) => c.kind === 'manual').length + (this.taking.get(rec.id) ?? 0);
+    if (held >= max)
+      throw AppError.of(
+        'checkpoint_limit',
+        `server ${rec.id} holds ${held} manual checkpoints, the most a server of a ${tier} account may keep (${max}); delete one (DELETE /servers/${rec.id}/checkpoints/{cid}) to take another`,
+      );
+  }
 
   /** What a checkpoint keeps of the server besides its disk. */
   settingsOf(rec: ServerRecord, account: AccountRecord) {
@@ -81,6 +99,19 @@ export class ServerCheckpoints {
   }
 
   async take(rec: ServerRecord, account: AccountRecord, kind: 'manual' | 'auto', comment?: string): Promise<CheckpointRecord> {
+    if (kind === 'auto') return this.takeNow(rec, account, kind, comment);
+    this.assertRoom(rec, account);
+    this.taking.set(rec.id, (this.taking.get(rec.id) ?? 0) + 1);
+    try {
+      return await this.takeNow(rec, account, kind, comment);
+    } finally {
+      const n = (this.taking.get(rec.id) ?? 1) - 1;
+      if (n > 0) this.taking.set(rec.id, n);
+      else this.taking.delete(rec.id);
+    }
+  }
+
+  private async takeNow(rec: ServerRecord, account: AccountRecord, kind: 'manual' | 'auto', comment?: string): Promise<CheckpointRecord> {
     const { manifest, writtenAt } = await this.engine.take(rec.id, this.settingsOf(rec, account), kind, comment);
     const r = { ...recordOf(manifest, rec.accountId), writtenAt };
     await this.store.checkpoints.add(r);
@@ -169,6 +200,7 @@ export function checkpointRoutes(core: HostingCore, ipLimit: Step, base: (ctx: B
         201: { description: 'The checkpoint', json: CheckpointObject },
         402: envelope,
         404: 'No such server of yours.',
+        429: "The server holds its tier's maximum of manual checkpoints (checkpoint_limit): delete one to take another.",
         503: storeAway,
       },
       async handler(ctx) {
@@ -246,6 +278,7 @@ export function checkpointRoutes(core: HostingCore, ipLimit: Step, base: (ctx: B
         402: envelope,
         403: 'A limit: servers per account, or anonymous servers per address.',
         404: 'No such server of yours, or no such checkpoint of it.',
+        429: "Without `checkpoint`: the server holds its tier's maximum of manual checkpoints (checkpoint_limit), so none can be taken for the fork.",
         502: 'A piece of the checkpoint is missing or damaged in the store (checkpoint_corrupt): no server was made.',
         503: `${storeAway} Or the host is at capacity or could not create the server.`,
       },

@@ -58,6 +58,12 @@ export const Credits = z.object({
   ram_gb_hours_left: z.number(),
   egress_gb_left: z.number(),
   balance_usd: z.number(),
+  checkpoint_bytes: z
+    .number()
+    .min(0)
+    .describe(
+      "Bytes your servers' checkpoints hold in the store now, billed per GB-month like disk (billing.checkpointUsdPerGbMonth; the free grant does not cover it).",
+    ),
 });
 
 export const ExposedPort = z.object({
@@ -177,6 +183,7 @@ export const UsagePage = z.object({
       to: z.string().describe('ISO 8601'),
       ram_gb_hours: z.number(),
       disk_gb_months: z.number(),
+      checkpoint_gb_months: z.number().describe("GB-months of checkpoint storage: the bytes the server's checkpoints hold in the store over the period."),
       egress_gb: z.number(),
       usd: z.number().describe('Drawn from the balance (usage) or added to it (credit).'),
       source: z.string().nullable().describe('Where a credit came from.'),

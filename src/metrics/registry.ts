@@ -151,6 +151,19 @@ new Gauge({
   },
 });
 
+/** Readers of the automatic-checkpoint backlog (one per daemon), summed at scrape. */
+const backlogReaders = new Set<() => number>();
+new Gauge({
+  name: 'rootbox_checkpoint_backlog',
+  help: 'Servers waiting for an automatic checkpoint (read at scrape): queued, or failed and waiting to be tried again with back-off (the checkpoint store unreachable keeps them here until it is back).',
+  registers: [registry],
+  collect() {
+    let n = 0;
+    for (const read of backlogReaders) n += safe(() => read()) ?? 0;
+    this.set(n);
+  },
+});
+
 new Gauge({
   name: 'rootbox_servers',
   help: "Servers known to the runtime, by state (read at scrape from the runtime's list).",
@@ -281,6 +294,12 @@ export const metrics = {
     const own = () => read();
     set.add(own);
     return () => void set.delete(own);
+  },
+  /** Registers a reader of the automatic-checkpoint backlog (read at scrape); the returned function removes it. */
+  checkpointBacklog(read: () => number): () => void {
+    const own = () => read();
+    backlogReaders.add(own);
+    return () => void backlogReaders.delete(own);
   },
   smsSent(provider: string, ok: boolean): void {
     guard(() => smsSends.inc({ provider, result: ok ? 'ok' : 'failed' }));

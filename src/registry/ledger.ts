@@ -20,10 +20,12 @@ export type LedgerWrite =
       to: number;
       ramGbHours: number;
       diskGbMonths: number;
+      /** GB-months of checkpoint storage: priced into usd by periodCost (no column of its own yet). */
+      checkpointGbMonths?: number;
       egressGb: number;
       /** The account's grant and the prices when the period was metered. */
       grant: { ramGbHours: number; egressGb: number };
-      prices: { ramUsdPerGbHour: number; diskUsdPerGbMonth: number; egressUsdPerGb: number };
+      prices: { ramUsdPerGbHour: number; diskUsdPerGbMonth: number; egressUsdPerGb: number; checkpointUsdPerGbMonth?: number };
     }
   | { kind: 'credit'; accountId: string; usd: number; source: string; at: number };
 

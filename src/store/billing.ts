@@ -19,6 +19,8 @@ export interface Usage {
   ramGbHours: number;
   egressGb: number;
   diskGbMonths: number;
+  /** GB-months of checkpoint storage (absent in totals written before checkpoints were billed). */
+  checkpointGbMonths?: number;
   /** Dollars drawn from the balance by usage. */
   spentUsd: number;
 }
@@ -31,6 +33,8 @@ export interface LedgerEntry {
   to: number;
   ramGbHours: number;
   diskGbMonths: number;
+  /** GB-months of checkpoint storage (absent: none, or an entry from before they were billed). */
+  checkpointGbMonths?: number;
   egressGb: number;
   /** Dollars: drawn from the balance (usage) or added to it (credit). */
   usd: number;
@@ -118,6 +122,7 @@ export class BillingStore {
         ramGbHours: round9(used.ramGbHours + e.ramGbHours),
         egressGb: round9(used.egressGb + e.egressGb),
         diskGbMonths: round9(used.diskGbMonths + e.diskGbMonths),
+        checkpointGbMonths: round9((used.checkpointGbMonths ?? 0) + (e.checkpointGbMonths ?? 0)),
         spentUsd: round9(used.spentUsd + usd),
       });
       if (acc && usd > 0) this.accounts.addBalance(e.accountId, -usd);

@@ -3,10 +3,12 @@
 // the expected charges are exact; runtime stop/start calls are recorded.
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { closeSync, ftruncateSync, mkdtempSync, openSync, readdirSync, rmSync, statSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Billing, type UsageSample } from '../../src/billing/index.js';
+import { CheckpointEngine, DirBlobStore, newCheckpointId } from '../../src/checkpoints/index.js';
 import { silentLogger } from '../../src/log/index.js';
 import { openStore, type Store } from '../../src/store/index.js';
 
@@ -26,6 +28,7 @@ const cfg = {
   meterInterval: 60_000,
   suspendAfter: 48 * HOUR,
   maxRechargeUsd: 100,
+  checkpointUsdPerGbMonth: 0.1,
 };
 
 function setup(dir = mkdtempSync(join(tmpdir(), 'rbx-bill-'))) {
@@ -195,6 +198,65 @@ test('the usage ledger pages with an opaque cursor', async () => {
   } catch (e) {
     assert.is((e as { code: string }).code, 'invalid_request');
   }
+  await store.close();
+});
+
+/** Bytes of every file under `dir` (the directory store's sealed chunks). */
+function bytesUnder(dir: string): number {
+  let n = 0;
+  for (const e of readdirSync(dir, { withFileTypes: true, recursive: true })) if (e.isFile()) n += statSync(join(e.parentPath, e.name)).size;
+  return n;
+}
+
+test('checkpoint storage is metered from the bytes the checkpoints stored, shown in /usage and /credits, and always paid like disk', async () => {
+  const { dir, store, samples, billing } = setup();
+  store.accounts.insert({ id: 'acc_c', keyHash: 'c'.padEnd(64, '0'), keyEnc: '', phone: null, createdIp: '192.0.2.1', createdAt: 0, balanceUsd: 10 });
+  server(store, 'srv_c', 'acc_c');
+  samples.set('srv_c', { awake: false, memoryBytes: 0, diskUsedBytes: 0, egressBytes: 0 });
+  // two real checkpoints in the directory store: 3 MiB, then 1 MiB more (the first's chunks shared)
+  const MiB = 1 << 20;
+  const blobs = new DirBlobStore(join(dir, 'checkpoints'));
+  const engine = new CheckpointEngine({ store: blobs, secret: { key: async () => Buffer.alloc(32, 7) } });
+  const img = join(dir, 'disk.img');
+  const fd = openSync(img, 'w');
+  ftruncateSync(fd, 64 * MiB);
+  writeSync(fd, randomBytes(3 * MiB), 0, 3 * MiB, 8 * MiB);
+  let t = 1_000_000_000_000;
+  const take = async () => {
+    const m = await engine.write(
+      { id: newCheckpointId(t), serverId: 'srv_c', createdAt: t++, kind: 'manual', settings: { tier: 'anonymous', image: '', slug: 'c', runSh: false } },
+      img,
+    );
+    await store.checkpoints.add({
+      id: m.id,
+      serverId: 'srv_c',
+      accountId: 'acc_c',
+      createdAt: m.createdAt,
+      kind: 'manual',
+      sizeBytes: m.dataBytes,
+      newBytes: m.newBytes,
+    });
+    return m;
+  };
+  const first = await take();
+  writeSync(fd, randomBytes(MiB), 0, MiB, 32 * MiB);
+  closeSync(fd);
+  const second = await take();
+  const stored = first.newBytes + second.newBytes;
+  assert.ok(stored > 4 * MiB && second.newBytes < 1.01 * MiB, `the 4 MiB stored once (${first.newBytes} + ${second.newBytes})`);
+  assert.is(bytesUnder(join(dir, 'checkpoints', 'chunks')), stored, "the store's chunk files hold exactly what is billed");
+  assert.is(billing.credits(store.accounts.get('acc_c')!).checkpoint_bytes, stored, '/credits shows the stored bytes');
+
+  const t0 = 1_000_000_000_000;
+  await billing.tick(t0);
+  await billing.tick(t0 + 730 * HOUR); // one month
+  const [e] = (await billing.usage(store.accounts.get('acc_c')!, '10', null)).entries;
+  assert.ok(Math.abs(e.checkpoint_gb_months - stored / GB) < 1e-9, `${e.checkpoint_gb_months} GB-months`);
+  assert.ok(Math.abs(e.usd - (stored / GB) * 0.1) < 1e-9, 'priced at checkpointUsdPerGbMonth');
+  const c = billing.credits(store.accounts.get('acc_c')!);
+  assert.is(c.ram_gb_hours_left, cfg.grantRamGbHours, 'the grant is untouched');
+  assert.ok(Math.abs(c.balance_usd - (10 - (stored / GB) * 0.1)) < 1e-4, 'the balance paid for it');
+  assert.ok(Math.abs((store.billing.usageOf('acc_c').checkpointGbMonths ?? 0) - stored / GB) < 1e-9, 'the account total');
   await store.close();
 });
 

@@ -2,7 +2,8 @@
 // that wrote gets one when it goes to sleep, none when it did not write since; the interval's
 // tick (called directly: time injected, not slept) checkpoints a running server that changed and
 // only that one; only the newest checkpoints.keep automatic ones stay, manual ones are kept; the
-// collector then removes the chunks only the pruned ones held.
+// collector then removes the chunks only the pruned ones held. Manual ones are capped per tier
+// (checkpoints.manualPerServer): beyond it POST …/checkpoints and a fork that takes one answer 429.
 
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -19,7 +20,7 @@ test.before(async () => {
   d = await startTestDaemon({
     hosting: { rateLimit: { perIpPerMinute: 6000, perKeyPerMinute: 6000 } },
     proxy: { idleTimeout: 1500, idleCheckInterval: 200, dozeTimeout: 0 },
-    checkpoints: { interval: '1h', keep: 2, gcInterval: 0 },
+    checkpoints: { interval: '1h', keep: 2, gcInterval: 0, manualPerServer: { anonymous: 2 } },
   });
   if (!(d.daemon.runtime instanceof ContainerRuntime)) throw new Error('this file needs the runc runtime');
   const created = await send(d.http, 'api.localhost', 'POST', '/create');
@@ -79,6 +80,26 @@ test('the tick checkpoints a running server that changed, keeps the newest `keep
   assert.ok(r.swept);
   assert.ok(r.removed > 0, 'the pruned checkpoints’ own chunks were collected');
   assert.is(auto().backlog(), 0);
+});
+
+test('manual checkpoints stop at the tier’s count: 429 checkpoint_limit for another and for a fork that would take one; a deleted one makes room', async () => {
+  const manuals = async () => (await list()).filter((c) => c.kind === 'manual');
+  assert.is((await manuals()).length, 1, 'the one of the test before');
+  const second = await api('POST', `/servers/${id}/checkpoints`, { comment: 'two' });
+  assert.is(second.status, 201, second.text);
+  const third = await api('POST', `/servers/${id}/checkpoints`, { comment: 'three' });
+  assert.is(third.status, 429, third.text);
+  assert.is(third.json.error, 'checkpoint_limit');
+  assert.match(third.json.detail, /2 manual checkpoints/);
+  const fork = await api('POST', `/servers/${id}/fork`, {});
+  assert.is(fork.status, 429, fork.text);
+  assert.is(fork.json.error, 'checkpoint_limit');
+  assert.is((await manuals()).length, 2, 'nothing taken beyond the cap');
+  const autos = (await list()).filter((c) => c.kind === 'auto').length;
+  assert.ok(autos > 0, 'automatic ones do not count');
+  assert.is((await api('DELETE', `/servers/${id}/checkpoints/${second.json.id}`)).status, 200);
+  const again = await api('POST', `/servers/${id}/checkpoints`, { comment: 'again' });
+  assert.is(again.status, 201, again.text);
 });
 
 test.run();

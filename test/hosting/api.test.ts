@@ -156,7 +156,8 @@ test('read endpoints return the Server and Credits objects; another account gets
   assert.equal(Object.keys(one.body).sort(), ['credits', 'exposed_ports', 'flag', 'id', 'never_sleep', 'state', 'subdomain', 'suspended', 'usage']);
   assert.ok(one.body.usage.disk_mb_used > 0);
   const credits = await api('GET', '/credits', { key: anon.body.api_key });
-  assert.equal(Object.keys(credits.body).sort(), ['balance_usd', 'egress_gb_left', 'ram_gb_hours_left', 'tier']);
+  assert.equal(Object.keys(credits.body).sort(), ['balance_usd', 'checkpoint_bytes', 'egress_gb_left', 'ram_gb_hours_left', 'tier']);
+  assert.is(credits.body.checkpoint_bytes, 0, 'no checkpoint stored yet');
   const other = await api('POST', '/create', { body: { subdomains: ['other-acct'] } });
   assert.is(other.status, 200);
   const cross = await api('GET', `/servers/${anon.body.id}`, { key: other.body.api_key });

@@ -40,6 +40,7 @@ const cfg = {
   meterInterval: 60_000,
   suspendAfter: 48 * HOUR,
   maxRechargeUsd: 100,
+  checkpointUsdPerGbMonth: 0.1,
 };
 
 let pg: TestPostgres;
@@ -135,6 +136,40 @@ test('two hosts metering one account at the same instants: the ledger sum, the b
   }
   const page = await a.billing.usage(a.store.accounts.get('acc_both')!, '500', null);
   assert.is(page.entries.length, 40, 'the usage page lists both hosts’ entries');
+});
+
+test('checkpoint storage costs the same in the registry’s ledger as on a single box (one formula), paid from the balance', async () => {
+  const shared = host('host-ck');
+  const dir = mkdtempSync(join(tmpdir(), 'rbx-ledger-'));
+  dirs.push(dir);
+  const single = openStore(dir);
+  stores.push(single);
+  const samples = new Map<string, UsageSample>();
+  const local = new Billing({
+    cfg,
+    store: single,
+    log: silentLogger,
+    runtime: { stop: async () => undefined, start: async () => undefined },
+    usage: async (id) => samples.get(id),
+  });
+  holds(shared, 'acc_ck', 'srv_ck');
+  holds({ ...shared, store: single, samples }, 'acc_ck', 'srv_ck');
+  for (const [store, s] of [
+    [shared.store, shared.samples],
+    [single, samples],
+  ] as const) {
+    s.set('srv_ck', { awake: true, memoryBytes: GB, diskUsedBytes: GB, egressBytes: 0 });
+    await store.checkpoints.add({ id: 'ckp_1', serverId: 'srv_ck', accountId: 'acc_ck', createdAt: T0, kind: 'manual', sizeBytes: 4 * GB, newBytes: 3 * GB });
+  }
+  for (const t of [T0, T0 + 730 * HOUR]) await Promise.all([shared.billing.tick(t), local.tick(t)]);
+  const m = await money('acc_ck');
+  const [e] = (await local.usage(single.accounts.get('acc_ck')!, '10', null)).entries;
+  // 730 GB-h of RAM (10 free, 720 × $0.005 = $3.6) + 1 GB-month of disk ($0.25) + 3 GB-months of checkpoints ($0.3)
+  assert.is(e.checkpoint_gb_months, 3);
+  assert.is(e.usd, 4.15);
+  assert.is(m.sum, e.usd, 'the registry’s entry costs what the single box’s does');
+  assert.is(m.balance, -4.15);
+  assert.is(single.accounts.get('acc_ck')!.balanceUsd, -4.15);
 });
 
 test('a credit written on host A is host B’s balance after its next pass, once per source', async () => {
