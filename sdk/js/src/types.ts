@@ -12,6 +12,8 @@ export interface Credits {
   ramGbHoursLeft: number;
   egressGbLeft: number;
   balanceUsd: number;
+  /** Bytes the account's checkpoints hold in the store (billed like disk). */
+  checkpointBytes: number;
 }
 
 export interface ExposedPort {
@@ -101,6 +103,7 @@ export interface UsageEntry {
   to: string;
   ramGbHours: number;
   diskGbMonths: number;
+  checkpointGbMonths: number;
   egressGb: number;
   /** Drawn from the balance (usage) or added to it (credit). */
   usd: number;
