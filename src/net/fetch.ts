@@ -1,5 +1,6 @@
 // A lean fetch for the daemon's outside calls on the paid path (LLM passes, JSON-RPC, the x402
-// facilitator): node:http(s) over kept-alive agents, the answer read whole into a WHATWG Response.
+// facilitator): node:http(s) over kept-alive agents, the answer read whole into a WHATWG Response
+// (a BufferedResponse, response.ts: its readers take the bytes without a stream).
 // It does about half the CPU of the global (undici) fetch per request — no WHATWG request
 // streams, no body tee — and behaves alike where our clients look: redirects followed (303, and
 // 301/302 after POST, become GET), the signal's reason as the rejection on abort, TypeError
@@ -15,6 +16,7 @@ import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { promisify } from 'node:util';
 import { brotliDecompress, gunzip, inflate } from 'node:zlib';
+import { BufferedResponse } from './response.js';
 
 const httpAgent = new HttpAgent({ keepAlive: true, keepAliveMsecs: 1000, maxSockets: 256, maxFreeSockets: 64, timeout: 120_000 });
 const httpsAgent = new HttpsAgent({ keepAlive: true, keepAliveMsecs: 1000, maxSockets: 256, maxFreeSockets: 64, timeout: 120_000 });
@@ -151,7 +153,7 @@ export async function leanFetch(input: string | URL | Request, init: RequestInit
       if (k !== 'content-encoding' && k !== 'content-length') h.append(k, res.rawHeaders[i + 1]);
     }
     const empty = status === 204 || status === 205 || status === 304 || method === 'HEAD';
-    const out = new Response(empty ? null : (data as Uint8Array<ArrayBuffer>), {
+    const out = new BufferedResponse(empty ? null : data, {
       status: status < 200 ? 502 : status,
       statusText: res.statusMessage ?? '',
       headers: h,

@@ -123,4 +123,39 @@ test('a gzip answer is decoded and 204 has no body', async () => {
   }
 });
 
+test('the body is read once whichever way (text, json, bytes, the body stream), clone gives a second read, as with fetch', async () => {
+  const s = await server((_req, _b, res) => res.writeHead(200, { 'content-type': 'application/json' }).end('\ufeff{"a":"ü"}'));
+  try {
+    const both = async () => [await leanFetch(s.url), await fetch(s.url)];
+    for (const r of await both()) {
+      const c = r.clone();
+      assert.is(r.bodyUsed, false);
+      assert.equal(await r.json(), { a: 'ü' });
+      assert.is(r.bodyUsed, true);
+      await r.text().then(
+        () => assert.unreachable('read twice'),
+        (e) => assert.instance(e, TypeError),
+      );
+      assert.is(new TextDecoder().decode(await c.arrayBuffer()), '{"a":"ü"}');
+    }
+    for (const r of await both()) {
+      const reader = r.body!.getReader();
+      const chunks: Uint8Array[] = [];
+      for (let x = await reader.read(); !x.done; x = await reader.read()) chunks.push(x.value);
+      assert.is(Buffer.concat(chunks).toString(), '\ufeff{"a":"ü"}');
+      assert.is(r.bodyUsed, true);
+      await r.text().then(
+        () => assert.unreachable('read twice'),
+        (e) => assert.instance(e, TypeError),
+      );
+    }
+    for (const r of await both()) {
+      assert.is((await r.bytes()).length, 13);
+      assert.is(r.body === null || r.bodyUsed, true);
+    }
+  } finally {
+    await s.close();
+  }
+});
+
 test.run();
