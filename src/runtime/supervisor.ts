@@ -71,11 +71,20 @@ oom_count() {
 }
 child=
 seen=
+# reaps the app's process if it has exited: bash does not reap while it runs a trap, and kill -0
+# finds the group of an unreaped (zombie) app alive
+reap_exited() {
+  local st=
+  read -r st < "/proc/$child/stat" 2>/dev/null || return 0
+  st=\${st##*) }
+  [ "\${st:0:1}" = Z ] && wait "$child" 2>/dev/null
+  return 0
+}
 stop_child() {
   [ -n "$child" ] || return 0
   kill -TERM -- "-$child" 2>/dev/null
   local i
-  for i in {1..30}; do kill -0 -- "-$child" 2>/dev/null || break; pause 0.1; done
+  for i in {1..30}; do reap_exited; kill -0 -- "-$child" 2>/dev/null || break; pause 0.1; done
   kill -KILL -- "-$child" 2>/dev/null
   wait "$child" 2>/dev/null
   child=

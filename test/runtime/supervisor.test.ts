@@ -29,7 +29,7 @@ const count = (text: string, re: RegExp) => (text.match(re) ?? []).length;
 const served = async (text: string, ms: number) => waitFor(async () => ((await httpGet(ip, 80, 500))?.trim() === text ? true : null), ms, 50);
 
 test.before(async () => {
-  env = await startRuntime('sup', 41);
+  env = await startRuntime('sup', 41, { stopGrace: '5s' }); // a stop that sits out the grace shows
   const s = await env.rt.create({ id, slug: 'sup', memoryBytes: 256 * MiB, diskBytes: 256 * MiB });
   ip = s.ip;
 });
@@ -122,6 +122,30 @@ test('a supervisor watching a running app forks nothing (at most one rotation ch
   // twice and sleeping in between takes 2 pids; a supervisor forking at every 0.5 s check would add 12
   const r = await sh(env.rt, id, 'a=$(< /proc/sys/kernel/ns_last_pid); sleep 6; b=$(< /proc/sys/kernel/ns_last_pid); echo $((b - a))');
   assert.ok(Number(r.out) <= 4, `${r.out.trim()} pids handed out in 6 s`);
+});
+
+test('a stop of a server whose app exits on TERM takes well under a second (not the 5 s grace)', async () => {
+  await writeRunSh(serving('quick'));
+  assert.ok(await served('quick', 5000), 'the app serves');
+  const t0 = Date.now();
+  await env.rt.stop(id);
+  const took = Date.now() - t0;
+  console.log(`   (stop of a running run.sh app: ${took} ms)`);
+  assert.ok(took < 1000, `the stop took ${took} ms`);
+  await env.rt.start(id);
+  assert.ok(await served('quick', 5000), 'served again after the start');
+});
+
+test('a stop of a server whose app ignores TERM still ends, its app KILLed within the grace', async () => {
+  await writeRunSh(serving('deaf', "trap '' TERM"));
+  assert.ok(await served('deaf', 5000), 'the app serves');
+  const t0 = Date.now();
+  await env.rt.stop(id);
+  const took = Date.now() - t0;
+  console.log(`   (stop of an app ignoring TERM: ${took} ms)`);
+  assert.ok(took >= 2500 && took < 7000, `the stop took ${took} ms`);
+  await env.rt.start(id);
+  assert.ok(await served('deaf', 5000), 'served again after the start');
 });
 
 test.run();
