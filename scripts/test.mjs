@@ -89,6 +89,7 @@ const UNIT = [
   'test/registry/token.test.ts',
   'test/registry/edgeca.test.ts',
   'test/registry/listenfirst.test.ts',
+  'test/registry/rejoin.test.ts',
   'test/admin/whereabouts.test.ts',
   'test/foundation/edge-lifecycle.test.ts',
   'test/hosting/phone.test.ts',

@@ -9,10 +9,11 @@
 //   or phone is another's, a key hash or phone of another account, a subdomain or custom domain of
 //   another server, a ledger key of another entry) refuses the join with 409 `join_conflict`
 //   naming them all, before anything is written.
-// - Idempotent and resumable: each account is one transaction (its row, its ledger entries by the
+// - Idempotent and resumable: each account is one transaction (its ledger entries by the
 //   keys a host would write them under — usage `<host>:<server>:<periodEnd>`, credits their
 //   source — and its money moved by the entries inserted now only, so a balance is copied as
-//   ledger entries exactly once); then domains, the x402 payments it used (locked, so no host
+//   ledger entries exactly once, then its row: written last, as its trigger holds the feed's lock
+//   until the commit); then domains, the x402 payments it used (locked, so no host
 //   takes one again), then certificates, each `ON CONFLICT DO NOTHING`
 //   and what was already there checked identical (else refused, named). A kill -9 at any point
 //   leaves committed steps that a second run finds identical and skips.
@@ -121,9 +122,11 @@ export async function joinRegistry(o: JoinOptions): Promise<JoinReport> {
   for (const a of accounts) {
     const entries = box.ledger(a.id);
     const n = await pool.tx(async (c) => {
+      // the account's row last: its feed trigger takes the cluster-wide FEED_LOCK (feed.ts) until
+      // the commit, and every host's placement and epoch writes wait on it — not through the ledger batches
+      const added = await putEntries(c, a.id, host, entries);
       const why = await putAccount(c, a, host, () => box.reseal(a.keyEnc, secret));
       if (why) throw conflict([why]);
-      const added = await putEntries(c, a.id, host, entries);
       o.step?.(`account ${a.id} committing`);
       return added;
     });
