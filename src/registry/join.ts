@@ -14,7 +14,7 @@
 //   source — and its money moved by the entries inserted now only, so a balance is copied as
 //   ledger entries exactly once, then its row: written last, as its trigger holds the feed's lock
 //   until the commit); then domains, the x402 payments it used (locked, so no host
-//   takes one again), then certificates, each `ON CONFLICT DO NOTHING`
+//   takes one again), then certificates (but expired ones), each `ON CONFLICT DO NOTHING`
 //   and what was already there checked identical (else refused, named). A kill -9 at any point
 //   leaves committed steps that a second run finds identical and skips.
 // - The mark in LMDB (`store.joined`) is written only after the registry committed every step; a
@@ -157,12 +157,11 @@ export async function joinRegistry(o: JoinOptions): Promise<JoinReport> {
     o.step?.(`payments ${i} committed`);
   }
   const shared = new RegistryShared(pool, host, o.keys);
+  const now = (o.now ?? Date.now)();
   for (const x of certificates) {
-    const r = await pool.query<{ removed: boolean }>('SELECT removed FROM certificates WHERE id = $1', [x.id]);
-    // one the registry has (another host's order, or this join's before a kill) is the cluster's
-    if (r.rows[0] && !r.rows[0].removed) continue;
-    await shared.saveCertificate(x);
-    report.certificates++;
+    if (x.notAfter <= now) continue; // expired: nothing a host could serve
+    // one the registry has — another host's fresher order, one removed there, this join's before a kill — is the cluster's, kept as it is
+    if (await shared.saveCertificate(x, undefined, { ifAbsent: true })) report.certificates++;
     o.step?.(`certificate ${x.id} committed`);
   }
   mark();

@@ -105,4 +105,34 @@ test('each account’s row is written last: the feed lock is free while its ledg
   }
 });
 
+test('certificates: one the registry has (fresher, or removed) stays as it is, an expired one is not copied, a new one is', async () => {
+  const key = '-----BEGIN PRIVATE KEY-----\nx\n-----END PRIVATE KEY-----';
+  await pg.sql(
+    `INSERT INTO certificates (id, names, cert_pem, key_enc, not_after, issued_at, host, removed) VALUES
+       ('fresh.test', '["fresh.test"]', 'pem:b-fresher', '\\x00', ${NOW + 80 * 86_400_000}, ${NOW - 1000}, 'host-b', false),
+       ('gone.test', '["gone.test"]', 'pem:b-gone', '\\x00', ${NOW + 80 * 86_400_000}, ${NOW - 1000}, 'host-b', true)`,
+  );
+  const cert = (id: string, notAfter: number) => ({ id, names: [id], certPem: `pem:box-${id}`, keyPem: key, notAfter, issuedAt: NOW - 30 * 86_400_000 });
+  const r = await join(
+    'host-c',
+    box({
+      certificates: () => [
+        cert('fresh.test', NOW + 60 * 86_400_000),
+        cert('gone.test', NOW + 60 * 86_400_000),
+        cert('old.test', NOW - 1),
+        cert('new.test', NOW + 60 * 86_400_000),
+      ],
+    }),
+  );
+  assert.is(r.certificates, 1);
+  assert.is(
+    await pg.sql(`SELECT cert_pem || ' ' || host || ' ' || removed FROM certificates WHERE id = 'fresh.test'`),
+    'pem:b-fresher host-b false',
+    'not overwritten',
+  );
+  assert.is(await pg.sql(`SELECT cert_pem || ' ' || removed FROM certificates WHERE id = 'gone.test'`), 'pem:b-gone true', 'not resurrected');
+  assert.is(await pg.sql(`SELECT count(*) FROM certificates WHERE id = 'old.test'`), '0', 'an expired one is not copied');
+  assert.is(await pg.sql(`SELECT cert_pem || ' ' || host FROM certificates WHERE id = 'new.test'`), 'pem:box-new.test host-c');
+});
+
 test.run();
