@@ -56,6 +56,26 @@ function box(o: Partial<BoxRecords>): BoxRecords {
 const join = (host: string, records: BoxRecords) =>
   joinRegistry({ pool, host, keys: testKeys(), box: records, log: createLogger({ level: 'error' }), now: () => NOW });
 
+test('a box back from single-box mode: its rotated key replaces the registry’s (revoked), its new phone is set; a revoked copy keeps the registry’s key', async () => {
+  const old = 'a'.repeat(64);
+  const rotated = 'b'.repeat(64);
+  await pg.sql(
+    `INSERT INTO accounts (id, key_hash, key_enc, phone, created_ip, created_at, host) VALUES ('acc_back', '${old}', 'sealed:old', NULL, '192.0.2.9', 1000, 'host-a')`,
+  );
+  // another account: a host rotated its key in the cluster; the box kept the old one
+  const newer = 'c'.repeat(64);
+  const stale = 'd'.repeat(64);
+  await pg.sql(
+    `INSERT INTO accounts (id, key_hash, key_enc, phone, created_ip, created_at, host) VALUES ('acc_kept', '${newer}', 'sealed:newer', '+15550111', '192.0.2.9', 1000, 'host-b')`,
+  );
+  await pg.sql(`INSERT INTO revoked_keys (key_hash, account_id) VALUES ('${stale}', 'acc_kept')`);
+  const r = await join('host-a', box({ accounts: () => [account('acc_back', rotated, '+15550110'), account('acc_kept', stale)] }));
+  assert.is(r.accounts, 2);
+  assert.is(await pg.sql(`SELECT key_hash || ' ' || key_enc || ' ' || phone FROM accounts WHERE id = 'acc_back'`), `${rotated} sealed:${rotated} +15550110`);
+  assert.is(await pg.sql(`SELECT account_id FROM revoked_keys WHERE key_hash = '${old}'`), 'acc_back', 'the registry’s key is revoked');
+  assert.is(await pg.sql(`SELECT key_hash || ' ' || phone FROM accounts WHERE id = 'acc_kept'`), `${newer} +15550111`, 'a revoked copy changes nothing');
+});
+
 test('each account’s row is written last: the feed lock is free while its ledger batches are written', async () => {
   const entries: BoxLedgerEntry[] = Array.from({ length: 700 }, (_, i) => ({
     kind: 'usage',
