@@ -90,6 +90,7 @@ const UNIT = [
   'test/registry/edgeca.test.ts',
   'test/registry/listenfirst.test.ts',
   'test/registry/rejoin.test.ts',
+  'test/registry/joinwait.test.ts',
   'test/admin/whereabouts.test.ts',
   'test/foundation/edge-lifecycle.test.ts',
   'test/hosting/phone.test.ts',
