@@ -11,7 +11,8 @@
 // → runtime (cluster mode: every start of a server asks the registry's wake fence) → oom (OOM kills told to the server's user) → flows (connections dropped by servers'
 // bounds: the metric and their rootbox.log) → presence (idle tracker) → billing (built;
 // settled recharges credited) → proxy → ports (exposed TCP) → ssh → hosting (registers itself as
-// billing's tier keeper, reopens ports, applies tiers) → metering (billing's loop) → verify (the API)
+// billing's tier keeper, reopens ports, applies tiers) → metering (billing's loop; cluster mode: started
+// by the joined part, once the registry has the box's accounts) → verify (the API)
 // → edge (listening: until the channel is there its sites are the local proxy's) → joined (cluster
 // mode: the registry's answer to this start awaited — its refusal stops the start —, the box's join
 // (tried again with back-off while the registry cannot be reached), then hosting's names reconciled, the channel: host-to-host mTLS, forwarding) → admin
@@ -196,7 +197,8 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
       },
       (h) => h.core.domains.stop(),
     ),
-    part('metering', (d) => (d.billing.start(), d.billing)),
+    // single box: metering now; cluster mode: once the box joined (the channel part), as its passes price with the registry's totals
+    part('metering', (d) => (d.registry ? undefined : meter(d.billing, log), d.billing)),
     part('verify', createVerify, nothing),
     part(
       'edge',
@@ -228,6 +230,7 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
         const registry = d.registry;
         const done = await joinUntilDone(() => registry.join(boxRecords(d.store, cfg.dataDir)), { clock: o.clock ?? systemClock, log, stopping: o.stopping });
         if (!done) return undefined; // stopping (serve stops what started)
+        meter(d.billing, log); // the registry has every account of this box: no grant given twice, no zero totals cached
         await d.hosting.core.join();
         const c = await startChannel(d);
         if (c) d.hosting.bindChannel(c.servers);
@@ -256,6 +259,12 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
   ];
   d.stop = await startAll(parts, d, log);
   return d;
+}
+
+/** Starts billing's metering loop. */
+function meter(b: Billing, log: Logger): void {
+  b.start();
+  log.debug('metering started');
 }
 
 /** Where a create goes when this host has no room (hosting/hostchoice.ts): the hosts of the registry,

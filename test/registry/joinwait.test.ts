@@ -2,7 +2,8 @@
 // (src/joining.ts joinUntilDone): its start does not fail — it serves its own sites, answers 503
 // registry_unavailable for what needs the registry, and tries the join again with back-off by the
 // injected clock (1 s, then 2 s…) — and once the registry is back it joins with everything it has:
-// its key works, its account is in the registry.
+// its key works, its account is in the registry. Metering (which prices with the registry's
+// totals) starts only after the join.
 process.env.ROOTBOX_TEST_RUNTIME ??= 'process'; // no container needed
 import { mkdtempSync, rmSync } from 'node:fs';
 import { connect, createServer, type Server, type Socket } from 'node:net';
@@ -108,6 +109,12 @@ test('a box started in cluster mode with the registry away keeps serving, tries 
     'the box joined',
   );
   assert.ok(host.daemon.store.joined.get(), 'the mark is written');
+  // metering prices with the registry's totals: nothing of it before the registry has the box's accounts
+  const msgs = host.logs.map((l) => String(l.msg));
+  const joinedAt = msgs.indexOf('joined the cluster: this box’s records are in the registry');
+  const before = msgs.slice(0, joinedAt).filter((m) => /metering/.test(m));
+  assert.equal(before, [], 'no metering before the join');
+  assert.ok(msgs.indexOf('metering started') > joinedAt, 'metering started after the join');
   assert.is(await pg.sql(`SELECT count(*) FROM accounts WHERE id = '${account}'`), '1', 'its account is in the registry');
   const credits = await send(http, API, 'GET', '/credits', { headers: { authorization: `Bearer ${key}` } });
   assert.is(credits.status, 200, credits.text);
