@@ -112,6 +112,8 @@ const UNIT = [
   'test/registry/certversions.test.ts',
   'test/registry/edgeca.test.ts',
   'test/registry/listenfirst.test.ts',
+  'test/registry/rejoin.test.ts',
+  'test/registry/joinwait.test.ts',
   'test/admin/whereabouts.test.ts',
   'test/foundation/edge-lifecycle.test.ts',
   'test/hosting/phone.test.ts',

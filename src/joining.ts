@@ -3,13 +3,18 @@
 // to its start (or its failure to answer), its names reconciled, its channel up — what needs the
 // registry answers 503 registry_unavailable with Retry-After instead of waiting a connect timeout:
 // the hosting API (but its health check and OpenAPI document), and sites this host does not have.
-// main.ts wires these; `joined()` turns true once the joined part ran.
+// main.ts wires these; `joined()` turns true once the joined part ran. A box with records the
+// registry does not have yet joins before that: while the registry cannot be reached its join is
+// tried again with back-off (joinUntilDone), the host serving its own sites meanwhile, instead of
+// failing the start (under systemd: a crash loop for as long as the registry is away).
 
 import type { Duplex } from 'node:stream';
 import type { Channel } from './channel/index.js';
-import { AppError } from './errors.js';
+import type { Clock } from './clock.js';
+import { AppError, isAppError } from './errors.js';
 import type { HostingApi } from './hosting/index.js';
-import type { Registry } from './registry/index.js';
+import type { Logger } from './log/index.js';
+import type { JoinReport, Registry } from './registry/index.js';
 
 /** Seconds a client is told to wait while this host joins. */
 const RETRY_S = 1;
@@ -91,4 +96,40 @@ export function gatedEdgeCa(r: Registry) {
     edgeCa: { ensure },
     settled: () => first && Promise.race([first, new Promise((resolve) => setTimeout(resolve, 1000).unref())]),
   };
+}
+
+/** The join's first wait after the registry could not be reached, and its longest (doubling between). */
+export const JOIN_RETRY = { firstMs: 1000, maxMs: 30_000 };
+
+/** Runs `join` until it is done, waiting (by `clock`) and trying again while it fails with
+ *  registry_unavailable; any other failure (join_conflict, a refusal) is thrown. Answers
+ *  undefined when `stopping` is aborted meanwhile (a SIGTERM during the start: not joined). */
+export async function joinUntilDone(
+  join: () => Promise<JoinReport>,
+  o: { clock: Clock; log: Logger; stopping?: AbortSignal },
+): Promise<JoinReport | undefined> {
+  for (let wait = JOIN_RETRY.firstMs; ; wait = Math.min(JOIN_RETRY.maxMs, wait * 2)) {
+    if (o.stopping?.aborted) return undefined;
+    try {
+      return await join();
+    } catch (err) {
+      if (!isAppError(err) || err.code !== 'registry_unavailable') throw err;
+      o.log.warn('not joined: the registry cannot be reached; this host serves its own sites and tries again', { retryInMs: wait, detail: err.message });
+    }
+    if (!(await pause(o.clock, wait, o.stopping))) return undefined;
+  }
+}
+
+/** Waits `ms` by the clock; false when `stopping` is aborted first. */
+function pause(clock: Clock, ms: number, stopping?: AbortSignal): Promise<boolean> {
+  return new Promise((resolve) => {
+    const done = (v: boolean) => {
+      t.cancel();
+      stopping?.removeEventListener('abort', aborted);
+      resolve(v);
+    };
+    const aborted = () => done(false);
+    const t = clock.after(ms, () => done(true));
+    stopping?.addEventListener('abort', aborted, { once: true });
+  });
 }

@@ -11,10 +11,11 @@
 // → runtime (cluster mode: every start of a server asks the registry's wake fence) → oom (OOM kills told to the server's user) → flows (connections dropped by servers'
 // bounds: the metric and their rootbox.log) → presence (idle tracker) → billing (built;
 // settled recharges credited) → proxy → ports (exposed TCP) → ssh → hosting (registers itself as
-// billing's tier keeper, reopens ports, applies tiers) → metering (billing's loop) → verify (the API)
+// billing's tier keeper, reopens ports, applies tiers) → metering (billing's loop; cluster mode: started
+// by the joined part, once the registry has the box's accounts) → verify (the API)
 // → edge (listening: until the channel is there its sites are the local proxy's) → joined (cluster
-// mode: the registry's answer to this start awaited — its refusal stops the start —, then hosting's
-// names reconciled, the channel: host-to-host mTLS, forwarding) → admin
+// mode: the registry's answer to this start awaited — its refusal stops the start —, the box's join
+// (tried again with back-off while the registry cannot be reached), then hosting's names reconciled, the channel: host-to-host mTLS, forwarding) → admin
 // → metrics (its own loopback listener; scrape-time gauges read the runtime and the data dir).
 
 import { domainCerts, startAcme, type Acme } from './acme/index.js';
@@ -26,7 +27,8 @@ import { startEdge, startTls, type Edge, type TlsManager } from './edge/index.js
 import { startCheckpoints, type Checkpoints } from './checkpoints/index.js';
 import { boxRecords, startHosting, type HostingApi, type HostChoice } from './hosting/index.js';
 import type { HttpApp } from './http/index.js';
-import { apiUntilJoined, frontOf, gatedEdgeCa } from './joining.js';
+import { systemClock, type Clock } from './clock.js';
+import { apiUntilJoined, frontOf, gatedEdgeCa, joinUntilDone } from './joining.js';
 import { nothing, partsOf, startAll, type Part } from './lifecycle.js';
 import { createLogger, type Logger } from './log/index.js';
 import { serveMetrics, type MetricsListener } from './metrics/index.js';
@@ -117,7 +119,13 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
   cfg: Readonly<Config>,
   log: Logger = createLogger({ level: cfg.log.level }),
   makeRuntime: RuntimeMaker<R> = containers as unknown as RuntimeMaker<R>,
-  o: { now?: () => number } = {},
+  o: {
+    now?: () => number;
+    /** The clock of the join's back-off (a test moves it). */
+    clock?: Clock;
+    /** Aborted by SIGTERM/SIGINT during the start: a join still waiting for the registry gives up (serve then stops what started). */
+    stopping?: AbortSignal;
+  } = {},
 ): Promise<Daemon<R>> {
   const d = { cfg, log, run: runCommand, now: o.now ?? Date.now } as Parts<R>;
   const part = partsOf<Parts<R>>();
@@ -193,7 +201,8 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
       },
       (h) => (h.core.autoCheckpoints?.stop(), h.core.domains.stop()),
     ),
-    part('metering', (d) => (d.billing.start(), d.billing)),
+    // single box: metering now; cluster mode: once the box joined (the channel part), as its passes price with the registry's totals
+    part('metering', (d) => (d.registry ? undefined : meter(d.billing, log), d.billing)),
     part('verify', createVerify, nothing),
     part(
       'edge',
@@ -220,8 +229,12 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
         // a start as a single box forgets the join mark: what it writes then is joined when it returns to cluster mode
         if (!d.registry) return void d.store.joined.clear();
         await d.registry.ready; // refused (schema, token, name): the start fails here, nothing placed
-        // a box's accounts, ledger, domains and certificates copied into the registry once, before it serves in cluster mode
-        await d.registry.join(boxRecords(d.store, cfg.dataDir));
+        // a box's accounts, ledger, domains and certificates copied into the registry once, before it serves in cluster mode;
+        // tried again with back-off while the registry cannot be reached (not joined meanwhile: 503 for what needs it)
+        const registry = d.registry;
+        const done = await joinUntilDone(() => registry.join(boxRecords(d.store, cfg.dataDir)), { clock: o.clock ?? systemClock, log, stopping: o.stopping });
+        if (!done) return undefined; // stopping (serve stops what started)
+        meter(d.billing, log); // the registry has every account of this box: no grant given twice, no zero totals cached
         await d.hosting.core.join();
         const c = await startChannel(d);
         if (c) d.hosting.bindChannel(c.servers);
@@ -252,6 +265,12 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
   return d;
 }
 
+/** Starts billing's metering loop. */
+function meter(b: Billing, log: Logger): void {
+  b.start();
+  log.debug('metering started');
+}
+
 /** Where a create goes when this host has no room (hosting/hostchoice.ts): the hosts of the registry,
  *  their capacity as last reported, reached over the channel (none without one: no cluster CA). */
 function hostChoice(r: Registry, channel: () => Channel | undefined): HostChoice {
@@ -264,16 +283,18 @@ function hostChoice(r: Registry, channel: () => Channel | undefined): HostChoice
   };
 }
 
-/** Runs the daemon in the foreground until SIGTERM/SIGINT. */
+/** Runs the daemon in the foreground until SIGTERM/SIGINT (heard from before the start: one
+ *  during a long start — a join waiting for the registry — stops what started, in order). */
 export async function serve(cfg: Readonly<Config>): Promise<void> {
   const log = createLogger({ level: cfg.log.level });
   process.on('uncaughtException', (err) => log.error('uncaught exception; still serving', { err }));
   process.on('unhandledRejection', (err) => log.error('unhandled rejection; still serving', { err }));
-  const daemon = await startDaemon(cfg, log);
-  let stopping = false;
+  const stopping = new AbortController();
+  let daemon: Daemon | undefined;
   const stop = async (signal: string) => {
-    if (stopping) return;
-    stopping = true;
+    if (stopping.signal.aborted && signal !== 'started') return;
+    stopping.abort();
+    if (!daemon) return void log.info('stopping once the start settles', { signal });
     log.info('stopping', { signal, deadlineMs: cfg.shutdownTimeout });
     await daemon.stop();
     log.info('stopped');
@@ -281,5 +302,7 @@ export async function serve(cfg: Readonly<Config>): Promise<void> {
   };
   process.on('SIGTERM', () => void stop('SIGTERM'));
   process.on('SIGINT', () => void stop('SIGINT'));
-  process.on('SIGHUP', () => daemon.tls.reload());
+  process.on('SIGHUP', () => daemon?.tls.reload());
+  daemon = await startDaemon(cfg, log, undefined, { stopping: stopping.signal });
+  if (stopping.signal.aborted) await stop('started'); // a signal came during the start
 }

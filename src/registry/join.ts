@@ -9,12 +9,16 @@
 //   or phone is another's, a key hash or phone of another account, a subdomain or custom domain of
 //   another server, a ledger key of another entry) refuses the join with 409 `join_conflict`
 //   naming them all, before anything is written.
-// - Idempotent and resumable: each account is one transaction (its row, its ledger entries by the
+// - Idempotent and resumable: each account is one transaction (its ledger entries by the
 //   keys a host would write them under — usage `<host>:<server>:<periodEnd>`, credits their
 //   source — and its money moved by the entries inserted now only, so a balance is copied as
-//   ledger entries exactly once); then domains, the x402 payments it used (locked, so no host
-//   takes one again), then certificates, each `ON CONFLICT DO NOTHING`
-//   and what was already there checked identical (else refused, named). A kill -9 at any point
+//   ledger entries exactly once, then its row: written last, as its trigger holds the feed's lock
+//   until the commit); then domains, the x402 payments it used (locked, so no host
+//   takes one again), then certificates (but expired ones), each `ON CONFLICT DO NOTHING`
+//   and what was already there checked identical (else refused, named). A box back from a
+//   single-box period (its mark cleared) joins its accounts again: one whose key the customer
+//   rotated meanwhile (a key the registry never revoked) is applied as a rotation, a phone proven
+//   meanwhile is set where the registry has none. A kill -9 at any point
 //   leaves committed steps that a second run finds identical and skips.
 // - The mark in LMDB (`store.joined`) is written only after the registry committed every step; a
 //   box with it does not join again (its records are written through to the registry since).
@@ -121,9 +125,11 @@ export async function joinRegistry(o: JoinOptions): Promise<JoinReport> {
   for (const a of accounts) {
     const entries = box.ledger(a.id);
     const n = await pool.tx(async (c) => {
+      // the account's row last: its feed trigger takes the cluster-wide FEED_LOCK (feed.ts) until
+      // the commit, and every host's placement and epoch writes wait on it — not through the ledger batches
+      const added = await putEntries(c, a.id, host, entries);
       const why = await putAccount(c, a, host, () => box.reseal(a.keyEnc, secret));
       if (why) throw conflict([why]);
-      const added = await putEntries(c, a.id, host, entries);
       o.step?.(`account ${a.id} committing`);
       return added;
     });
@@ -154,12 +160,11 @@ export async function joinRegistry(o: JoinOptions): Promise<JoinReport> {
     o.step?.(`payments ${i} committed`);
   }
   const shared = new RegistryShared(pool, host, o.keys);
+  const now = (o.now ?? Date.now)();
   for (const x of certificates) {
-    const r = await pool.query<{ removed: boolean }>('SELECT removed FROM certificates WHERE id = $1', [x.id]);
-    // one the registry has (another host's order, or this join's before a kill) is the cluster's
-    if (r.rows[0] && !r.rows[0].removed) continue;
-    await shared.saveCertificate(x);
-    report.certificates++;
+    if (x.notAfter <= now) continue; // expired: nothing a host could serve
+    // one the registry has — another host's fresher order, one removed there, this join's before a kill — is the cluster's, kept as it is
+    if (await shared.saveCertificate(x, undefined, { ifAbsent: true })) report.certificates++;
     o.step?.(`certificate ${x.id} committed`);
   }
   mark();
@@ -212,9 +217,10 @@ async function refusals(
   return out;
 }
 
-/** Why the registry cannot take the account as the box has it, or undefined (absent, or the same
- *  account: its key the registry's, or one the registry revoked for it — a cached copy a host
- *  kept before it rotated — and no other phone). */
+/** Why the registry cannot take the account as the box has it, or undefined: absent, or the same
+ *  account (same id and creation) with no other phone — its key the registry's, one the registry
+ *  revoked for it (a cached copy a host kept before it rotated: the registry's stays), or another
+ *  one the registry never revoked (rotated on the box while it ran alone: putAccount applies it). */
 async function accountRefusal(q: Reader, a: BoxAccount): Promise<string | undefined> {
   const r = await q.query<AccountRow>('SELECT id, key_hash, phone, created_at, host FROM accounts WHERE id = $1 OR key_hash = $2 OR phone = $3', [
     a.id,
@@ -228,22 +234,35 @@ async function accountRefusal(q: Reader, a: BoxAccount): Promise<string | undefi
   if (!same) return undefined;
   if (Number(same.created_at) !== a.createdAt) return `account id ${a.id} is another account's (made on ${same.host})`;
   if (a.phone && same.phone && same.phone !== a.phone) return `account ${a.id} has phone ${same.phone} in the registry, not ${a.phone}`;
-  if (same.key_hash !== a.keyHash) {
-    const revoked = await q.query('SELECT 1 FROM revoked_keys WHERE key_hash = $1 AND account_id = $2', [a.keyHash, a.id]);
-    if (revoked.rowCount !== 1) return `account ${a.id} has another key in the registry (on ${same.host})`;
-  }
   return undefined;
 }
 
-/** Inserts the account unless the registry has it as the same account; why not, when it may not. */
+/** Whether the registry revoked the box's key of this account (a host rotated it since). */
+const revoked = async (q: Reader, a: BoxAccount) =>
+  (await q.query('SELECT 1 FROM revoked_keys WHERE key_hash = $1 AND account_id = $2', [a.keyHash, a.id])).rowCount === 1;
+
+/** Writes the account as the box has it, or says why it may not. Absent: inserted. The same account:
+ *  the box's key, when the registry never revoked it, replaces the registry's as a rotation (the
+ *  registry's into revoked_keys: the box ran alone and its customer rotated it meanwhile), and the
+ *  box's phone is set where the registry has none (proven on the box meanwhile). */
 async function putAccount(c: pg.PoolClient, a: BoxAccount, host: string, sealed: () => string): Promise<string | undefined> {
-  const have = await c.query('SELECT 1 FROM accounts WHERE id = $1', [a.id]);
-  if (have.rowCount === 1) return accountRefusal(c, a);
-  const r = await c.query(
-    `INSERT INTO accounts (id, key_hash, key_enc, phone, created_ip, created_at, host) VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING`,
-    [a.id, a.keyHash, sealed(), a.phone, a.createdIp, a.createdAt, host],
-  );
-  return r.rowCount === 1 ? undefined : ((await accountRefusal(c, a)) ?? `account ${a.id} was taken meanwhile`);
+  const have = await c.query<{ key_hash: string; phone: string | null }>('SELECT key_hash, phone FROM accounts WHERE id = $1 FOR UPDATE', [a.id]);
+  const why = await accountRefusal(c, a);
+  if (why) return why;
+  const row = have.rows[0];
+  if (!row) {
+    const r = await c.query(
+      `INSERT INTO accounts (id, key_hash, key_enc, phone, created_ip, created_at, host) VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING`,
+      [a.id, a.keyHash, sealed(), a.phone, a.createdIp, a.createdAt, host],
+    );
+    return r.rowCount === 1 ? undefined : ((await accountRefusal(c, a)) ?? `account ${a.id} was taken meanwhile`);
+  }
+  if (row.key_hash !== a.keyHash && !(await revoked(c, a))) {
+    await c.query('INSERT INTO revoked_keys (key_hash, account_id) VALUES ($1, $2) ON CONFLICT DO NOTHING', [row.key_hash, a.id]);
+    await c.query('UPDATE accounts SET key_hash = $2, key_enc = $3 WHERE id = $1', [a.id, a.keyHash, sealed()]);
+  }
+  if (a.phone && !row.phone) await c.query('UPDATE accounts SET phone = $2 WHERE id = $1 AND phone IS NULL', [a.id, a.phone]);
+  return undefined;
 }
 
 /** The key a host writes the entry under in the registry (ledger.ts keyOf): a usage period's

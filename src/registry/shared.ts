@@ -84,18 +84,25 @@ export class RegistryShared {
   /** Stores a certificate (its key sealed); a row with the same chain is left as it is. */
   async saveCertificate(
     c: Omit<SharedCertificate, 'version' | 'removed'>,
-    q: { query(sql: string, params: unknown[]): Promise<unknown> } = this.pool,
-  ): Promise<void> {
+    q: { query(sql: string, params: unknown[]): Promise<{ rowCount: number | null }> } = this.pool,
+    /** Only when the registry has no row of that id (a box's join: the registry's, even removed, is the cluster's). */
+    o: { ifAbsent?: boolean } = {},
+  ): Promise<boolean> {
     const sealed = sealCertKey(c.keyPem, await this.key(), c.id); // the key read before a transaction holds a connection
-    if (q === this.pool) return this.pool.tx((t) => this.saveCertificate(c, t)); // q: a transaction's client
+    if (q === this.pool) return this.pool.tx((t) => this.saveCertificate(c, t, o)); // q: a transaction's client
     await q.query('SELECT pg_advisory_xact_lock($1)', [FEED_LOCK]); // versions commit in order (header)
-    await q.query(
+    const r = await q.query(
       `INSERT INTO certificates (id, names, cert_pem, key_enc, not_after, issued_at, host) VALUES ($1, $2, $3, $4, $5, $6, $7)
-       ON CONFLICT (id) DO UPDATE SET names = $2, cert_pem = $3, key_enc = $4, not_after = $5, issued_at = $6, host = $7,
+       ON CONFLICT (id) ${
+         o.ifAbsent
+           ? 'DO NOTHING'
+           : `DO UPDATE SET names = $2, cert_pem = $3, key_enc = $4, not_after = $5, issued_at = $6, host = $7,
          removed = false, version = nextval('certificates_version')
-       WHERE certificates.cert_pem <> EXCLUDED.cert_pem OR certificates.removed`,
+       WHERE certificates.cert_pem <> EXCLUDED.cert_pem OR certificates.removed`
+       }`,
       [c.id, JSON.stringify(c.names), c.certPem, sealed, c.notAfter, c.issuedAt, this.host],
     );
+    return r.rowCount === 1;
   }
 
   /** Marks a certificate removed (hosts uninstall it at their next poll). */

@@ -16,6 +16,7 @@ import { loadConfig, type Config } from '../../src/config/index.js';
 import { createLogger, type Logger } from '../../src/log/index.js';
 import { startDaemon, type Daemon, type RuntimeMaker } from '../../src/main.js';
 import { ContainerRuntime, type Runtime } from '../../src/runtime/index.js';
+import type { Clock } from '../../src/clock.js';
 import { AppError } from '../../src/errors.js';
 import { clusterCommand } from '../../src/admin/cli-cluster.js';
 import { TEST_CLUSTER_TOKEN, withToken } from './cluster.js';
@@ -106,12 +107,18 @@ async function clusterOf(overrides: Record<string, unknown>): Promise<Record<str
 
 /** `now`: the daemon's clock for the time windows it keeps itself (the SMS resend gap), which a
  *  test moves instead of waiting. */
-export async function startTestDaemon(overrides: Record<string, unknown> = {}, env: NodeJS.ProcessEnv = {}, now?: () => number): Promise<TestDaemon> {
+export async function startTestDaemon(
+  overrides: Record<string, unknown> = {},
+  env: NodeJS.ProcessEnv = {},
+  now?: () => number,
+  /** The clock of the cluster join's back-off (main.ts). */
+  clock?: Clock,
+): Promise<TestDaemon> {
   overrides = { ...(await clusterOf(overrides)), ...overrides };
   if (overrides.cluster) overrides = { ...overrides, cluster: withToken(overrides.cluster) };
   for (let attempt = 0; ; attempt++) {
     try {
-      return await startOnce(overrides, env, attempt, now);
+      return await startOnce(overrides, env, attempt, now, clock);
     } catch (e) {
       const own = overrides.runtime as Record<string, unknown> | undefined;
       if (!(e instanceof AppError && e.code === 'host_names_taken') || attempt >= 8 || own?.bridge !== undefined) throw e;
@@ -119,7 +126,7 @@ export async function startTestDaemon(overrides: Record<string, unknown> = {}, e
   }
 }
 
-async function startOnce(overrides: Record<string, unknown>, env: NodeJS.ProcessEnv, attempt: number, now?: () => number): Promise<TestDaemon> {
+async function startOnce(overrides: Record<string, unknown>, env: NodeJS.ProcessEnv, attempt: number, now?: () => number, clock?: Clock): Promise<TestDaemon> {
   const dataDir = mkdtempSync(join(tmpdir(), 'rbx-test-'));
   const logs: Record<string, unknown>[] = [];
   const log: Logger = createLogger({ level: 'debug', sink: (l) => logs.push(JSON.parse(l)) });
@@ -147,7 +154,7 @@ async function startOnce(overrides: Record<string, unknown>, env: NodeJS.Process
   });
   let daemon: Daemon<Runtime>;
   try {
-    daemon = containers ? await startDaemon(cfg, log, undefined, { now }) : await startDaemon(cfg, log, processes, { now });
+    daemon = containers ? await startDaemon(cfg, log, undefined, { now, clock }) : await startDaemon(cfg, log, processes, { now, clock });
   } catch (e) {
     if (e instanceof AppError && e.code === 'host_names_taken') {
       rmSync(dataDir, { recursive: true, force: true });
