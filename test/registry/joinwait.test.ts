@@ -17,6 +17,7 @@ import { ManualClock } from '../helpers/clock.js';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
 import { freePort } from '../helpers/ports.js';
 import type { TestPostgres } from '../helpers/postgres.js';
+import type { ProcessRuntime } from '../helpers/procruntime.js';
 import { until } from '../helpers/wait.js';
 import { startClusterRegistry } from './fixtures/twohosts.js';
 
@@ -48,6 +49,8 @@ test.before(async () => {
 });
 test.after(async () => {
   await host?.stop().catch(() => {});
+  // a daemon's stop leaves its servers running (as runc's do); the test's plain processes end here
+  if (host) await (host.daemon.runtime as unknown as ProcessRuntime).stopAll();
   for (const s of gate?.sockets ?? []) s.destroy();
   gate?.server.close();
   await pg?.stop();
@@ -62,6 +65,7 @@ test('a box started in cluster mode with the registry away keeps serving, tries 
   const key: string = made.json.api_key;
   const account = box.daemon.store.servers.get(made.json.id)!.accountId;
   await box.daemon.stop(); // its data dir stays
+  await (box.daemon.runtime as unknown as ProcessRuntime).stopAll(); // and its server's process goes: no handle left
 
   const manual = new ManualClock();
   const waits: number[] = [];
