@@ -27,34 +27,17 @@ import type pg from 'pg';
 import { AppError } from '../errors.js';
 import type { Logger } from '../log/index.js';
 import { round9 } from '../price.js';
-import { clusterSecret } from './accounts.js';
+import { clusterSecret, type SharedAccount } from './accounts.js';
+import type { LedgerRow } from './ledger.js';
 import type { RegistryPool } from './pool.js';
 import { RegistryShared } from './shared.js';
 import type { ClusterKeys } from './token.js';
 
-/** An account as the box has it (its api key sealed under the host secret). */
-export interface BoxAccount {
-  id: string;
-  keyHash: string;
-  keyEnc: string;
-  phone: string | null;
-  createdIp: string;
-  createdAt: number;
-}
+/** An account as the box has it: the registry's shape, its api key sealed under the host secret. */
+export type BoxAccount = SharedAccount;
 
-/** One entry of the box's ledger. */
-export interface BoxLedgerEntry {
-  kind: 'usage' | 'credit';
-  accountId: string;
-  serverId?: string;
-  from: number;
-  to: number;
-  ramGbHours: number;
-  diskGbMonths: number;
-  egressGb: number;
-  usd: number;
-  source?: string;
-}
+/** One entry of the box's ledger: the registry's row without its key (the join makes it). */
+export type BoxLedgerEntry = Omit<LedgerRow, 'key'>;
 
 /** What the join reads of a box (its store; hosting's `boxRecords` makes it) and the one thing it writes there. */
 export interface BoxRecords {
