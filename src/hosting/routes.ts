@@ -17,7 +17,7 @@ import { domainRoutes } from './domains.js';
 import type { Elsewhere } from './elsewhere.js';
 import { LogsAnswer, LogsQuery, serverLogs } from './logs.js';
 import { toolboxRoutes } from './toolbox.js';
-import { checkpointRoutes } from './checkpoints.js';
+import { checkpointRoutes } from './checkpointroutes.js';
 import {
   CreateRequest,
   CreateResponse,
