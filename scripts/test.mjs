@@ -72,7 +72,6 @@ const UNIT = [
   'test/presence/doze-tracker.test.ts',
   'test/checkpoints/engine.test.ts',
   'test/billing/exhausted.test.ts',
-  'test/proxy/thaw.test.ts',
   'test/ssh/auth.test.ts',
   'test/ssh/starvation.test.ts',
   'test/http/apidocs.test.ts',
