@@ -39,7 +39,11 @@ test.before(async () => {
   d = await startTestDaemon({
     publicIp: '127.0.0.1',
     hosting: { rateLimit: { perIpPerMinute: 6000, perKeyPerMinute: 6000 } },
-    checkpoints: { store: `s3://${bucket}/${PREFIX}`, s3: { endpoint: s3.endpoint, connectTimeout: '2s', timeout: '20s', maxAttempts: 2 } },
+    checkpoints: {
+      store: `s3://${bucket}/${PREFIX}`,
+      s3: { endpoint: s3.endpoint, connectTimeout: '2s', timeout: '20s', maxAttempts: 2 },
+      manualPerServer: { anonymous: 20 }, // the test's server takes 10 + 4 manual checkpoints (the cap is checkpoints/auto's)
+    },
   });
   if (!(d.daemon.runtime instanceof ContainerRuntime)) throw new Error('this file needs the runc runtime');
   const created = await send(d.http, 'api.localhost', 'POST', '/create');
