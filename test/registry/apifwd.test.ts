@@ -465,14 +465,14 @@ test("through B's API: delete A's server; then it is gone everywhere", async () 
 test("a server made on A a moment ago, before B's cache heard of it, is found by one registry read", async () => {
   // B's cache stops following: notifications ignored, its timer reads only the hosts (white-box: the cache's own fields)
   const cache = c.b.daemon.registry!.placements as unknown as {
-    listener: { removeAllListeners(e: string): void; end(): Promise<void> };
+    listener: { client: { removeAllListeners(e: string): void; end(): Promise<void> } }; // listener.ts's LISTEN connection
+    view: { refresh(): Promise<void> }; // hostsview.ts
     timer: NodeJS.Timeout;
-    refreshHosts(): Promise<void>;
     tick(): Promise<void>;
   };
-  cache.listener.removeAllListeners('notification');
+  cache.listener.client.removeAllListeners('notification');
   clearInterval(cache.timer);
-  const hosts = setInterval(() => void cache.refreshHosts(), 200);
+  const hosts = setInterval(() => void cache.view.refresh(), 200);
   try {
     const r = await api(c.a, 'POST', '/create', { key: srv.api_key, body: { subdomains: ['fwd-late'] } });
     assert.is(r.status, 200, r.text);
@@ -483,7 +483,7 @@ test("a server made on A a moment ago, before B's cache heard of it, is found by
   } finally {
     clearInterval(hosts);
     cache.timer = setInterval(() => void cache.tick(), 200);
-    await cache.listener.end(); // re-opened with its notification handler
+    await cache.listener.client.end(); // re-opened with its notification handler
   }
 });
 
