@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { AppError } from '../../src/errors.js';
 import { run } from '../../src/runtime/proc.js';
 import { CheckpointEngine, Checkpoints, DirBlobStore, blobKeys, type Manifest } from '../../src/checkpoints/index.js';
+import { until } from '../helpers/wait.js';
 import { httpGet, MiB, newId, RUN_SH, sh, startRuntime, waitFor, type RuntimeEnv } from '../runtime/helpers/env.js';
 
 let env: RuntimeEnv;
@@ -59,9 +60,10 @@ test('a running server is checkpointed with its disk frozen only for the copy, i
       await new Promise((r) => setTimeout(r, 10));
     }
   })();
-  await new Promise((r) => setTimeout(r, 200));
+  await until('the client polls before the checkpoint', () => requests >= 10);
   const taken = await cps.take(id, settings, 'manual', 'first');
-  await new Promise((r) => setTimeout(r, 200));
+  const after = requests + 10;
+  await until('the client polls after the checkpoint', () => requests >= after);
   polling = false;
   await poller;
   await writer.signalAll('KILL');
