@@ -118,7 +118,7 @@ export class PaymentStore {
   /** update() without blocking the event loop while the disk syncs: resolves once the change is on
    *  disk (what is written before anything is sent for settlement). */
   updateDurable(key: PaymentKey, change: PaymentChange): Promise<PaymentRecord | undefined> {
-    return this.env.txDurable(() => this.apply(key, change));
+    return this.committing((fn) => this.env.txDurable(fn), key, change);
   }
 
   /** update() for a caller that does not wait for it: every read of this store sees the change at
@@ -132,11 +132,33 @@ export class PaymentStore {
     const next: PaymentRecord = { ...rec, ...change, updatedAt: change.updatedAt ?? Date.now() };
     if (next.status !== 'pending') delete next.settle;
     this.writing.set(id, next);
-    return this.env
-      .txCommitted(() => (this.writing.get(id) === next ? this.apply(key, change) : this.get(key)))
-      .finally(() => {
-        if (this.writing.get(id) === next) this.writing.delete(id);
+    return this.committing((fn) => this.env.txCommitted(fn), key, change, next).finally(() => {
+      if (this.writing.get(id) === next) this.writing.delete(id);
+    });
+  }
+
+  /** A change in an asynchronous lmdb transaction. Its callback runs before the commit, and until the
+   *  commit lands reads still see the old record (and the old pending index), so the written record
+   *  stays in `writing` until then: a reconciler pass in that window would otherwise miss a pending
+   *  payment. `only`: written only while that in-flight change is still the newest. */
+  private async committing(
+    tx: (fn: () => PaymentRecord | undefined) => Promise<PaymentRecord | undefined>,
+    key: PaymentKey,
+    change: PaymentChange,
+    only?: PaymentRecord,
+  ): Promise<PaymentRecord | undefined> {
+    const id = key.join(':');
+    let wrote: PaymentRecord | undefined;
+    try {
+      return await tx(() => {
+        if (only && this.writing.get(id) !== only) return this.get(key);
+        wrote = this.apply(key, change);
+        if (wrote) this.writing.set(id, wrote);
+        return wrote;
       });
+    } finally {
+      if (wrote && this.writing.get(id) === wrote) this.writing.delete(id);
+    }
   }
 
   /** The change inside the caller's transaction (writes inside one are part of it). A change of

@@ -4,7 +4,7 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { openStore } from '../../src/store/index.js';
+import { openStore, paymentKey } from '../../src/store/index.js';
 import { migrations } from '../../src/store/migrations.js';
 import { openEnv } from '../../src/store/db.js';
 import { nodeArgs } from '../helpers/bundle.js';
@@ -244,6 +244,35 @@ test('stats counters stay readable while their flush is being committed', async 
   assert.is(store.stats.read('t|')['t|a'], 3, 'counted once after it');
   store.stats.increment('t|a', 2);
   assert.is(store.stats.read('t|')['t|a'], 5);
+  await store.close();
+});
+
+test('a pending payment stays visible to the reconciler while its change is being committed', async () => {
+  const store = openStore(fresh());
+  const p = store.payments;
+  const base = { asset: '0xA', payer: '0xB', purpose: 'verify', amount: '1', network: 'n', payTo: '0xC', resource: 'r', validBefore: 9e9, lockedAt: 1 };
+  let misses = 0;
+  let polls = 0;
+  /** Reads between the transaction's callback and its commit (lmdb's readers see the old record there). */
+  const watch = async (writing: Promise<unknown>, nonce: string) => {
+    let done = false;
+    void writing.then(() => (done = true));
+    while (!done) {
+      polls++;
+      if (!p.pending().some((r) => r.nonce === nonce) || p.get(paymentKey(base.asset, base.payer, nonce))?.status !== 'pending') misses++;
+      await new Promise((r) => setImmediate(r));
+    }
+  };
+  for (let i = 0; i < 40; i++) {
+    const nonce = `0x${i}`;
+    const key = paymentKey(base.asset, base.payer, nonce);
+    assert.ok(p.lock({ ...base, nonce }));
+    await watch(p.markSettling(key, { status: 'pending', reason: 'settling' }), nonce);
+    await watch(p.updateLater(key, { status: 'pending', reason: 'outcome unknown' }), nonce);
+    await watch(p.updateDurable(key, { transaction: '0xT' }), nonce);
+  }
+  assert.ok(polls > 40, `polls ${polls}`);
+  assert.is(misses, 0, `${misses} of ${polls} reads missed the pending payment`);
   await store.close();
 });
 
