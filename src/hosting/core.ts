@@ -62,7 +62,7 @@ export interface HostingDeps {
   sharedDomains?: SharedDomains;
   /** Registry mode: where every server runs and which hosts are down (the placement cache). */
   placements?: PlacementsToShow;
-  /** Clock of the phone codes' time windows (tests move it; default Date.now). */
+  /** Clock of the phone codes' time windows and the request-rate buckets (tests move it; default Date.now). */
   now?: () => number;
   /** Registry mode: the other hosts a create goes to when this one has no room (hostchoice.ts). */
   hostChoice?: HostChoice;
