@@ -70,7 +70,7 @@ async function seedDisks(store: Store, stage: string, engine: CheckpointEngine, 
   for (const rec of store.servers.all()) {
     const rt = store.runtime.get(rec.id);
     if (!rt || rt.pending !== undefined) continue; // a create or delete under way: reconcile removes it
-    const seed = { slug: rec.slug, memoryBytes: rec.memoryBytes, diskBytes: rec.diskBytes };
+    const seed = { slug: rec.slug, memoryBytes: rec.memoryBytes, diskBytes: rec.diskBytes, uidBase: rt.uidBase };
     const row: RebuiltServer = {
       id: rec.id,
       slug: rec.slug,

@@ -8,7 +8,8 @@
 // serves every server's HTTPS page (the app and the static page of the sleeping one), takes an
 // SSH login that checks the old host key (OpenSSH, StrictHostKeyChecking=yes against the
 // known_hosts the first login wrote), has the files byte-identical (sha256), takes the old api
-// keys and shows the same balances. A store whose manifests the backup's key does not open is
+// keys and shows the same balances. A third server without any checkpoint comes back with its
+// keys and a fresh disk (its hostname set), and the CLI says so by name. A store whose manifests the backup's key does not open is
 // refused with nothing written.
 
 import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
@@ -49,6 +50,7 @@ interface Srv {
 }
 let runner: Srv;
 let sleeper: Srv;
+let lost: Srv;
 const APP_SH = RUN_SH.replace('/root/www/index.html', '/root/app.txt');
 
 const settings = (s3store: string, endpoint: string) => ({
@@ -161,6 +163,14 @@ test('a box rebuilt from its state backup and the S3 store serves every server w
   await until('the sleeper to sleep', () => a!.daemon.presence.state(sleeper.id) === 'sleeping', 30_000);
   await until('its automatic checkpoint', async () => a!.daemon.store.checkpoints.list(sleeper.id).some((c) => c.kind === 'auto'), 60_000);
 
+  // a third server whose only checkpoint is deleted: what a server created since its last one is
+  lost = await create(a, keys);
+  await exec(a, lost, 'echo gone > /root/gone && sync');
+  await until('the third to sleep', () => a!.daemon.presence.state(lost.id) === 'sleeping', 30_000);
+  await until('its automatic checkpoint', async () => a!.daemon.store.checkpoints.list(lost.id).length === 1, 60_000);
+  const only = a.daemon.store.checkpoints.list(lost.id)[0].id;
+  assert.is((await api(a, lost.key, 'DELETE', `/servers/${lost.id}/checkpoints/${only}`)).status, 200);
+
   // the runner: SSH login (known_hosts learns the host key), held awake by a session, an app, a 20 MB file
   const first = await ssh(a, runner, 'echo hello', 'accept-new');
   assert.is(first.code, 0, first.stderr);
@@ -226,12 +236,19 @@ test('a box rebuilt from its state backup and the S3 store serves every server w
   assert.is(row(runner.id).desired, 'running');
   assert.is(row(sleeper.id).disk, 'checkpoint');
   assert.is(row(sleeper.id).desired, 'stopped');
-  assert.is(out.fresh_disk, 0);
+  assert.is(row(lost.id).disk, 'fresh_disk');
+  assert.is(row(lost.id).checkpoint, null);
+  assert.match(row(lost.id).note, /no checkpoint in the store; came back with a fresh empty disk: its files are lost/);
+  assert.is(out.fresh_disk, 1);
   assert.not.match(r.stdout, /[0-9a-f]{64}/, 'no secret printed');
   const human = await adminCli(['restore', '--from-backup', file, '--store', store], { ...env, ROOTBOX_DATA_DIR: dir('again') });
   assert.is(human.code, 0, human.stderr);
   assert.match(human.stdout, new RegExp(`${runner.id} \\(${runner.slug}, account [^)]+\\): disk from checkpoint ${cp.json.id} of `));
-  assert.match(human.stdout, /2 of 2 servers came back from a checkpoint; 0 with a fresh empty disk/);
+  assert.match(
+    human.stdout,
+    new RegExp(`${lost.id} \\(${lost.slug}, account [^)]+\\): NO CHECKPOINT USED; stays asleep with the daemon — no checkpoint in the store`),
+  );
+  assert.match(human.stdout, /2 of 3 servers came back from a checkpoint; 1 with a fresh empty disk/);
 
   b = await startTestDaemon({
     ...settings(store, s3.endpoint),
@@ -249,6 +266,11 @@ test('a box rebuilt from its state backup and the S3 store serves every server w
     assert.is(login.code, 0, `SSH with the old host key pinned: ${login.stderr}`);
     assert.is(login.stdout.trim(), Object.values(s.files)[0], 'byte-identical');
   }
+  // the one without a checkpoint: its records and keys, a fresh disk personalised like a new server's
+  const fresh3 = await ssh(b, lost, 'cat /etc/hostname; test -e /root/gone && echo still-there || echo absent', 'yes');
+  assert.is(fresh3.code, 0, fresh3.stderr);
+  assert.equal(fresh3.stdout.trim().split('\n'), [lost.slug, 'absent']);
+  assert.is((await api(b, lost.key, 'GET', '/credits')).status, 200);
   const listed = await api(b, runner.key, 'GET', `/servers/${runner.id}/checkpoints`);
   assert.ok(listed.json.checkpoints.some((c: { id: string }) => c.id === cp.json.id));
 });
