@@ -3,9 +3,10 @@
 // pairs; the host key, SSH host keys and certificates it carries: store/backupfiles.ts) and the
 // checkpoint store (each server's disk as of its newest checkpoint that opens whole).
 //
-// Only into a fresh data dir (absent or empty): the box is rebuilt in a staging dir beside it and
-// renamed into place at the end, so a refusal or a failure (the store unreachable, the disk full)
-// leaves the data dir as it was — nothing half-written. A server without any checkpoint in the
+// Only into a fresh data dir (absent, empty, or only the lost+found of a new disk's filesystem):
+// the box is rebuilt in a staging dir inside it and renamed into place at the end, so a refusal or
+// a failure (the store unreachable or refusing, the disk full) leaves the data dir as it was —
+// nothing half-written. A server without any checkpoint in the
 // store (created since the last one, never asleep and younger than checkpoints.interval) comes back
 // with its records and a fresh empty disk, said by name; so does one whose every checkpoint is
 // damaged. The checkpoint records the API lists are set to what the store holds. The daemon started
@@ -13,10 +14,10 @@
 // (runtime reconcile, as after a reboot); the sleeping ones stay asleep until visited.
 
 import { chmodSync, copyFileSync, existsSync, mkdirSync, readdirSync, renameSync, rmdirSync, rmSync } from 'node:fs';
-import { basename, dirname, join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { CheckpointEngine, blobKeys, hostSecret, openS3BlobStore, publicError, type BlobStore, type Manifest } from '../checkpoints/index.js';
 import type { Config } from '../config/index.js';
-import { AppError } from '../errors.js';
+import { AppError, InternalError } from '../errors.js';
 import { seedServer } from '../runtime/index.js';
 import { openStore, restoreStore, type Store } from '../store/index.js';
 import type { CliFlags, CliOut } from './cli-io.js';
@@ -54,14 +55,21 @@ async function manifests(store: BlobStore, engine: CheckpointEngine): Promise<{ 
   return { by, unreadable };
 }
 
+/** A failure of the store as the operator's error: away (store_unavailable) or refusing
+ *  (credentials, a missing bucket: store_refused), with what the store said; never credentials. */
 const storeDown = (e: unknown, where: string): unknown => {
   const p = publicError(e);
-  return p instanceof AppError && p.code === 'store_unavailable'
-    ? AppError.of(
-        'store_unavailable',
-        `the checkpoint store ${where} cannot be reached (${(e as Error).message}); nothing was written: check checkpoints.s3.endpoint / ROOTBOX_S3_ENDPOINT, AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY and the network, then repeat`,
-      )
-    : p;
+  if (p instanceof AppError && p.code === 'store_unavailable')
+    return AppError.of(
+      'store_unavailable',
+      `the checkpoint store ${where} cannot be reached (${(e as Error).message}); nothing was written: check checkpoints.s3.endpoint / ROOTBOX_S3_ENDPOINT and the network, then repeat`,
+    );
+  if (p instanceof InternalError && p.message.startsWith('the checkpoint store '))
+    return AppError.of(
+      'store_refused',
+      `${p.message} (${(p.cause as Error | undefined)?.message ?? 'no detail'}); nothing was written: check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, the bucket and checkpoints.s3.region, then repeat`,
+    );
+  return p;
 };
 
 /** The servers' disks into `stage`, each from its newest checkpoint that materializes whole. */
@@ -160,15 +168,19 @@ export async function rebuildCommand(cfg: Readonly<Config>, o: RebuildOptions, f
       'not_configured',
       'restore --from-backup needs the checkpoint store: --store s3://bucket/prefix (or checkpoints.store / ROOTBOX_CHECKPOINT_STORE)',
     );
-  if (existsSync(dir) && readdirSync(dir).length)
+  const existed = existsSync(dir);
+  // a new disk's own filesystem mounted at the data dir holds lost+found: still a fresh data dir
+  if (existed && readdirSync(dir).some((n) => n !== 'lost+found'))
     throw AppError.of(
       'data_dir_not_empty',
       `${dir} is not empty: restore --from-backup rebuilds a box into a fresh data dir only (the plain \`rootbox restore FILE\` replaces the store of an existing one); move it aside or choose another data dir`,
     );
+  const blobs = openS3BlobStore(where, { ...cfg.checkpoints.s3, env: o.env }); // no credentials: refused here, before anything is made
   const stamp = new Date().toISOString().replace(/[:.]/g, '-');
-  const stage = join(dirname(dir), `.${basename(dir)}.rebuilding-${stamp}`);
-  mkdirSync(stage, { recursive: true, mode: 0o700 });
-  const blobs = openS3BlobStore(where, { ...cfg.checkpoints.s3, env: o.env });
+  // inside the data dir: on its filesystem (a new disk mounted there) and never beside another's
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const stage = join(dir, `.rebuilding-${stamp}`);
+  mkdirSync(stage, { mode: 0o700 });
   let done = false;
   try {
     const restored = await restoreStore(stage, o.file);
@@ -211,8 +223,9 @@ export async function rebuildCommand(cfg: Readonly<Config>, o: RebuildOptions, f
       await store.close();
     }
     rmSync(join(stage, 'db', 'lock.mdb'), { force: true });
-    if (existsSync(dir)) rmdirSync(dir); // empty (checked above): the stage takes its place
-    renameSync(stage, dir);
+    // the store last: a data dir without one is plainly not a whole box
+    for (const name of [...readdirSync(stage).filter((n) => n !== 'db'), 'db']) renameSync(join(stage, name), join(dir, name));
+    rmdirSync(stage);
     done = true;
     const body = {
       ok: true,
@@ -230,6 +243,9 @@ export async function rebuildCommand(cfg: Readonly<Config>, o: RebuildOptions, f
     return 0;
   } finally {
     await blobs.close().catch(() => {});
-    if (!done) rmSync(stage, { recursive: true, force: true });
+    if (!done) {
+      rmSync(stage, { recursive: true, force: true });
+      if (!existed) rmdirSync(dir);
+    }
   }
 }

@@ -2,14 +2,15 @@
 // with the real CLI code, LMDB and files, no daemon and no runc: the backup carries the host's key,
 // SSH host keys and certificate files and the settlement journal, and a plain restore puts them
 // back (never over a file that exists), the live store keeping none of them; a rebuild refuses a
-// data dir that holds anything, a backup without a host key, and a checkpoint store it cannot
-// reach — each with a clear message, the data dir left as it was and no staging dir beside it.
+// data dir that holds anything (a new disk's lost+found aside), a backup without a host key, and
+// a checkpoint store it cannot reach — each with a clear message, the data dir left as it was (one
+// that did not exist is not made) and no staging dir left in or beside it.
 // (A store whose checkpoints do not open with the key, and the whole rebuild: rebuild.test.ts.)
 
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { basename, dirname, join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { openStore, summarizeStore } from '../../src/store/index.js';
@@ -82,9 +83,18 @@ const rebuild = (dataDir: string, extra: string[] = [], env: Record<string, stri
   });
 const noStaging = (dataDir: string) =>
   assert.not.ok(
-    readdirSync(dirname(dataDir)).some((n) => n.startsWith(`.${basename(dataDir)}.rebuilding-`)),
+    readdirSync(dirname(dataDir)).some((n) => n.includes('rebuilding')),
     'no staging dir left beside the data dir',
   );
+
+test('a rebuild without the store’s credentials refuses before it makes anything', async () => {
+  const fresh = scratch('nocreds');
+  const r = await adminCli(['restore', '--from-backup', file, '--store', 's3://rootbox-lost/box'], { ROOTBOX_DATA_DIR: join(fresh, 'new') });
+  assert.is(r.code, 1);
+  assert.match(r.stderr, /set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY/);
+  assert.equal(readdirSync(fresh), []);
+  noStaging(join(fresh, 'new'));
+});
 
 test('a rebuild refuses a data dir that holds anything, and leaves it as it was', async () => {
   const used = scratch('used');
@@ -96,15 +106,16 @@ test('a rebuild refuses a data dir that holds anything, and leaves it as it was'
   noStaging(used);
 });
 
-test('a rebuild refuses a store it cannot reach: a clear error, nothing written', async () => {
+test('a rebuild refuses a store it cannot reach: a clear error, nothing written (a new disk’s lost+found does not make a data dir used)', async () => {
   const fresh = scratch('unreachable');
+  mkdirSync(join(fresh, 'lost+found'));
   const port = await freePort(); // nothing listens there
   const started = Date.now();
   const r = await rebuild(fresh, [], { ROOTBOX_S3_ENDPOINT: `http://127.0.0.1:${port}` });
   assert.is(r.code, 1, r.stdout);
   assert.match(r.stderr, /the checkpoint store s3:\/\/rootbox-lost\/box cannot be reached .*nothing was written/);
   assert.not.match(r.stderr, /test-secret/, 'no credential in the message');
-  assert.equal(readdirSync(fresh), [], 'the data dir is as it was');
+  assert.equal(readdirSync(fresh), ['lost+found'], 'the data dir is as it was');
   noStaging(fresh);
   assert.ok(Date.now() - started < 60_000);
 });
@@ -115,14 +126,15 @@ test('a rebuild from a backup without a host key refuses unless one is given', a
   const old = join(scratch('oldbackup'), 'old.mdb');
   assert.is((await adminCli(['backup', old], { ROOTBOX_DATA_DIR: keyless })).code, 0);
   const fresh = scratch('nokey');
+  const absent = join(fresh, 'new'); // a data dir that does not exist yet is not made
   const r = await adminCli(['restore', '--from-backup', old, '--store', 's3://rootbox-lost/box'], {
-    ROOTBOX_DATA_DIR: fresh,
+    ROOTBOX_DATA_DIR: absent,
     AWS_ACCESS_KEY_ID: 'test',
     AWS_SECRET_ACCESS_KEY: 'test-secret',
   });
   assert.is(r.code, 1);
   assert.match(r.stderr, /carries no host key .* repeat with --host-key FILE/);
-  assert.equal(readdirSync(fresh), []);
+  assert.equal(readdirSync(fresh), [], 'nothing made, not even the data dir');
   noStaging(fresh);
 });
 

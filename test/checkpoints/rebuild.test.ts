@@ -300,4 +300,24 @@ test('a store whose checkpoints do not open with the backup’s key is refused, 
   );
 });
 
+test('a store that refuses the credentials is refused with what it said, nothing written', async () => {
+  const file = join(dir('refusedbackup'), 'b.mdb');
+  const src = dir('refusedsrc');
+  await openStore(src).close();
+  assert.is((await adminCli(['backup', file], { ROOTBOX_DATA_DIR: src })).code, 0);
+  const fresh = dir('refused');
+  const key = join(dir('k'), 'host.key');
+  writeFileSync(key, Buffer.alloc(32, 9), { mode: 0o600 });
+  const r = await adminCli(['restore', '--from-backup', file, '--store', `s3://${bucket}/${PREFIX}`, '--host-key', key], {
+    ROOTBOX_DATA_DIR: fresh,
+    ROOTBOX_S3_ENDPOINT: s3.endpoint,
+    AWS_ACCESS_KEY_ID: 'nobody',
+    AWS_SECRET_ACCESS_KEY: 'not-the-secret',
+  });
+  assert.is(r.code, 1, r.stdout);
+  assert.match(r.stderr, /the checkpoint store s3:\/\/.* refused .*HTTP 403.*nothing was written: check AWS_ACCESS_KEY_ID/);
+  assert.not.match(r.stderr, /not-the-secret/);
+  assert.equal(readdirSync(fresh), []);
+});
+
 test.run();
