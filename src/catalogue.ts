@@ -220,6 +220,7 @@ export const CATALOGUE = {
   not_a_backup: e('bad_request', 'a file given to rootbox restore is not a rootbox store backup'),
   no_store: e('bad_request', 'the data dir holds no store to back up or read'),
   no_host_key: e('bad_request', 'restore --from-backup: the backup carries no host key and --host-key gave none, so no checkpoint would open (CLI)'),
+  store_empty: e('bad_request', 'restore --from-backup: the store holds none of the checkpoints the backup lists: another bucket or prefix (CLI)'),
   store_refused: e('bad_request', 'restore --from-backup: the checkpoint store refused the request (credentials, bucket, region) (CLI)'),
   store_key_mismatch: e('bad_request', "restore --from-backup: no checkpoint in the store opens with the backup's host key (CLI)"),
   cluster_token_missing: e('bad_request', 'cluster mode without the cluster token (cluster.token, ROOTBOX_CLUSTER_TOKEN or cluster.tokenFile)'),

@@ -169,13 +169,16 @@ export async function rebuildCommand(cfg: Readonly<Config>, o: RebuildOptions, f
       'restore --from-backup needs the checkpoint store: --store s3://bucket/prefix (or checkpoints.store / ROOTBOX_CHECKPOINT_STORE)',
     );
   const existed = existsSync(dir);
-  // a new disk's own filesystem mounted at the data dir holds lost+found: still a fresh data dir
-  if (existed && readdirSync(dir).some((n) => n !== 'lost+found'))
+  // a new disk's own filesystem mounted at the data dir holds lost+found: still a fresh data dir;
+  // a staging dir is what a killed rebuild left, removed before this one starts
+  const leftovers = existed ? readdirSync(dir).filter((n) => n.startsWith('.rebuilding-')) : [];
+  if (existed && readdirSync(dir).some((n) => n !== 'lost+found' && !leftovers.includes(n)))
     throw AppError.of(
       'data_dir_not_empty',
       `${dir} is not empty: restore --from-backup rebuilds a box into a fresh data dir only (the plain \`rootbox restore FILE\` replaces the store of an existing one); move it aside or choose another data dir`,
     );
   const blobs = openS3BlobStore(where, { ...cfg.checkpoints.s3, env: o.env }); // no credentials: refused here, before anything is made
+  for (const n of leftovers) rmSync(join(dir, n), { recursive: true, force: true });
   const stamp = new Date().toISOString().replace(/[:.]/g, '-');
   // inside the data dir: on its filesystem (a new disk mounted there) and never beside another's
   mkdirSync(dir, { recursive: true, mode: 0o700 });
@@ -211,6 +214,12 @@ export async function rebuildCommand(cfg: Readonly<Config>, o: RebuildOptions, f
     let servers: RebuiltServer[];
     let strays: string[];
     try {
+      const indexed = store.servers.all().reduce((n, r) => n + store.checkpoints.list(r.id).length, 0);
+      if (indexed && found.by.size === 0)
+        throw AppError.of(
+          'store_empty',
+          `${where} holds none of the ${indexed} checkpoints ${o.file} lists: is --store this box's bucket and prefix (checkpoints.store)? nothing was written`,
+        );
       try {
         servers = await seedDisks(store, stage, engine, found.by);
       } catch (e) {

@@ -109,6 +109,7 @@ test('a rebuild refuses a data dir that holds anything, and leaves it as it was'
 test('a rebuild refuses a store it cannot reach: a clear error, nothing written (a new disk’s lost+found does not make a data dir used)', async () => {
   const fresh = scratch('unreachable');
   mkdirSync(join(fresh, 'lost+found'));
+  mkdirSync(join(fresh, '.rebuilding-2026-01-01T00-00-00-000Z')); // what a killed rebuild left: removed
   const port = await freePort(); // nothing listens there
   const started = Date.now();
   const r = await rebuild(fresh, [], { ROOTBOX_S3_ENDPOINT: `http://127.0.0.1:${port}` });

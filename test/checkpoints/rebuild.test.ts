@@ -241,6 +241,12 @@ test('a box rebuilt from its state backup and the S3 store serves every server w
   assert.match(row(lost.id).note, /no checkpoint in the store; came back with a fresh empty disk: its files are lost/);
   assert.is(out.fresh_disk, 1);
   assert.not.match(r.stdout, /[0-9a-f]{64}/, 'no secret printed');
+  // the right bucket under another prefix: refused, not every server with an empty disk
+  const elsewhere = dir('elsewhere');
+  const wrong = await adminCli(['restore', '--from-backup', file, '--store', `s3://${bucket}/other`], { ...env, ROOTBOX_DATA_DIR: elsewhere });
+  assert.is(wrong.code, 1, wrong.stdout);
+  assert.match(wrong.stderr, /s3:\/\/.*\/other holds none of the \d+ checkpoints .* lists: is --store this box's bucket and prefix/);
+  assert.equal(readdirSync(elsewhere), []);
   const human = await adminCli(['restore', '--from-backup', file, '--store', store], { ...env, ROOTBOX_DATA_DIR: dir('again') });
   assert.is(human.code, 0, human.stderr);
   assert.match(human.stdout, new RegExp(`${runner.id} \\(${runner.slug}, account [^)]+\\): disk from checkpoint ${cp.json.id} of `));
