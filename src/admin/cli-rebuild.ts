@@ -168,6 +168,11 @@ export async function rebuildCommand(cfg: Readonly<Config>, o: RebuildOptions, f
       'not_configured',
       'restore --from-backup needs the checkpoint store: --store s3://bucket/prefix (or checkpoints.store / ROOTBOX_CHECKPOINT_STORE)',
     );
+  if (cfg.cluster.registry)
+    throw AppError.of(
+      'not_configured',
+      "restore --from-backup rebuilds a single box; in cluster mode the checkpoints open with the cluster's secret and the registry keeps the accounts, which this command does not rebuild",
+    );
   const existed = existsSync(dir);
   // a new disk's own filesystem mounted at the data dir holds lost+found: still a fresh data dir;
   // a staging dir is what a killed rebuild left, removed before this one starts

@@ -96,6 +96,14 @@ test('a rebuild without the store’s credentials refuses before it makes anythi
   noStaging(join(fresh, 'new'));
 });
 
+test('a rebuild refuses in cluster mode (the checkpoints open with the cluster’s secret)', async () => {
+  const fresh = scratch('cluster');
+  const r = await rebuild(fresh, [], { ROOTBOX_REGISTRY: 'postgres://rootbox@127.0.0.1:1/rootbox' });
+  assert.is(r.code, 1);
+  assert.match(r.stderr, /rebuilds a single box; in cluster mode/);
+  assert.equal(readdirSync(fresh), []);
+});
+
 test('a rebuild refuses a data dir that holds anything, and leaves it as it was', async () => {
   const used = scratch('used');
   writeFileSync(join(used, 'something'), 'x');
