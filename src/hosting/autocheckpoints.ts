@@ -76,13 +76,15 @@ export class AutoCheckpoints {
     void this.enqueue(id);
   }
 
-  /** Every running server that changed since its newest checkpoint (and failed ones whose wait is over). */
+  /** Every running server that changed since its newest checkpoint, every stopped one whose disk
+   *  was written after it (stopped some other way than an idle sleep: an operator's stop, a
+   *  suspension, a crash), and failed ones whose wait is over. */
   async tick(): Promise<void> {
     const now = this.d.clock.now();
     const due = this.d.store.servers.all().filter((s) => {
       const r = this.retry.get(s.id);
       if (r) return r.at <= now;
-      return this.d.runtime.get(s.id)?.state === 'running';
+      return this.d.runtime.get(s.id)?.state === 'running' || this.d.checkpoints.writtenSince(s);
     });
     await Promise.all(due.map((s) => this.enqueue(s.id)));
   }

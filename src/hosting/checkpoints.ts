@@ -90,6 +90,15 @@ export class ServerCheckpoints {
     return !last?.writtenAt || now === undefined || now > last.writtenAt;
   }
 
+  /** Whether the server's disk is known to have been written after its newest checkpoint (or it
+   *  has a disk and no checkpoint): false where the runtime cannot tell. */
+  writtenSince(rec: ServerRecord): boolean {
+    const at = this.runtime.diskWrittenAt?.(rec.id);
+    if (at === undefined) return false;
+    const last = this.store.checkpoints.list(rec.id)[0];
+    return !last?.writtenAt || at > last.writtenAt;
+  }
+
   list(rec: ServerRecord): CheckpointRecord[] {
     return this.store.checkpoints.list(rec.id);
   }
