@@ -2,11 +2,12 @@
 // (captureImage, diskcopy.ts, serialised with the server's starts and stops so a stop never meets
 // a frozen disk), when the disk was last written (the image's mtime: whether an automatic
 // checkpoint is due), and the swap of a restore (a staged image filled first, then the server
-// stopped, the image renamed over its disk while unmounted, mounted again and the server started
-// again when it was running). The runtime (runtime.ts) owns the lifecycle around it and answers
+// stopped while that image is flushed, the image renamed over its disk while unmounted, mounted
+// again and the server started again when it was running). The runtime (runtime.ts) owns the lifecycle around it and answers
 // these through its Runtime methods.
 
 import { renameSync, rmSync, statSync } from 'node:fs';
+import { open } from 'node:fs/promises';
 import { InternalError } from '../errors.js';
 import type { RuntimeRecord } from '../store/index.js';
 import { diskPaths, mountRootfs } from './disk.js';
@@ -53,8 +54,11 @@ export class DiskSwap {
     }
   }
 
-  /** Restore: fills a staged image, then stops the server, renames the image over its disk
-   *  while unmounted, mounts it and starts the server again when it was running. */
+  /** Restore: fills a staged image, then stops the server while that image is flushed to disk
+   *  (its fsync beside the stop, not before it: the restore waits only for the longer of the
+   *  two), renames it over the disk while unmounted, mounts it and starts the server again when
+   *  it was running. A fill or a flush that fails leaves the old disk (a server stopped for the
+   *  flush is started again). */
   async replace(id: string, fill: (path: string) => Promise<void>, from: { uidBase?: number } = {}): Promise<void> {
     const rec = this.rt.record(id);
     const p = diskPaths(this.rt.serverDir(id));
@@ -67,7 +71,13 @@ export class DiskSwap {
     }
     const state = this.rt.state(id);
     const wasRunning = state === 'running' || state === 'waking';
-    await this.rt.stop(id, { park: false });
+    const [flushed, stopped] = await Promise.allSettled([flush(staged), this.rt.stop(id, { park: false })]);
+    if (flushed.status === 'rejected' || stopped.status === 'rejected') {
+      rmSync(staged, { force: true });
+      if (stopped.status === 'rejected') throw stopped.reason;
+      if (wasRunning) await this.rt.start(id);
+      throw (flushed as PromiseRejectedResult).reason;
+    }
     await this.rt.serial(id, async () => {
       if (!(await tryRun('umount', [p.rootfs]))) throw new InternalError(`restore: the root of ${id} is busy`);
       if (!(await tryRun('umount', [p.disk]))) {
@@ -83,5 +93,15 @@ export class DiskSwap {
       this.rt.swapped(rec, statSync(p.img).size);
     });
     if (wasRunning) await this.rt.start(id);
+  }
+}
+
+/** The file's bytes on disk (fsync): a rename over the old image must not come before them. */
+async function flush(path: string): Promise<void> {
+  const fh = await open(path, 'r+');
+  try {
+    await fh.sync();
+  } finally {
+    await fh.close();
   }
 }
