@@ -10,7 +10,8 @@
 // are collected by gc.ts, which never sweeps while a checkpoint is pending (see gc.ts).
 // materialize(): every chunk fetched, opened and checked against its name before the image is
 // complete; any missing or corrupt one refuses (CorruptBlobError, MissingBlobError) and the
-// half-written file is removed — the caller swaps a complete image in or nothing.
+// half-written file is removed — the caller swaps a complete image in or nothing. A restore has
+// the runtime flush the image beside the server's stop instead of before it.
 
 import { open, rm, stat } from 'node:fs/promises';
 import type { BlobStore } from './blobs.js';
@@ -215,8 +216,10 @@ export class CheckpointEngine {
   }
 
   /** Writes the checkpoint's image to `dest` (created; sparse where the image is zero), every
-   *  chunk checked. On any failure `dest` is removed and the error thrown. */
-  async materialize(m: Manifest, dest: string): Promise<void> {
+   *  chunk checked; flushed (fsync) before it answers unless `o.sync` is false (a restore: the
+   *  runtime flushes it beside the server's stop). On any failure `dest` is removed and the error
+   *  thrown. */
+  async materialize(m: Manifest, dest: string, o: { sync?: boolean } = {}): Promise<void> {
     const sealer = await this.seal();
     await rm(dest, { force: true });
     const fh = await open(dest, 'wx', 0o600);
@@ -231,7 +234,7 @@ export class CheckpointEngine {
         if (plain.length !== want) throw new CorruptBlobError(key);
         await fh.write(plain, 0, plain.length, index * m.chunkSize);
       });
-      await fh.sync();
+      if (o.sync !== false) await fh.sync();
       await fh.close();
     } catch (e) {
       await fh.close().catch(() => {});

@@ -8,7 +8,7 @@ import { AppError } from '../errors.js';
 import { ACCOUNTS_SQL } from './accounts.js';
 import { ACCOUNT_KEYS_SQL, DOMAINS_SQL, PLACEMENTS_SQL, SHARED_MAPS_SQL } from './feed-history.js';
 import { FEED_SQL, LIVE_INDEX_SQL, TOMBSTONES_SQL } from './feed.js';
-import { LEDGER_SQL } from './ledger.js';
+import { CHECKPOINT_LEDGER_SQL, LEDGER_SQL } from './ledger.js';
 import { ORDERS_SQL, SHARED_SQL } from './shared.js';
 import { IDENTITY_SQL } from './identity.js';
 import { TOKEN_SQL } from './token.js';
@@ -149,6 +149,11 @@ export const MIGRATIONS: readonly Migration[] = [
     version: 18,
     about: "an index of the change feed's live records alone: a full load reads no tombstone (placement tombstones are kept for the wake fence)",
     sql: LIVE_INDEX_SQL,
+  },
+  {
+    version: 19,
+    about: 'checkpoint storage in the ledger: GB-months of it in every usage entry and in the account totals',
+    sql: CHECKPOINT_LEDGER_SQL,
   },
 ];
 
