@@ -291,6 +291,58 @@ test('a checkpoint that finds an unreferenced chunk in the store keeps it from a
   assert.is(sha(join(d, 'two.img')), sha(img));
 });
 
+test('a killed run’s marker and lock are dead at once for the next run of the same owner: it sweeps and checkpoints without waiting out the grace period', async () => {
+  const d = tmp();
+  const store = new DirBlobStore(join(d, 'checkpoints'));
+  const run = (owner: string, on: BlobStore = store) =>
+    new CheckpointEngine({
+      store: on,
+      secret: secret(),
+      owner,
+      now: () => clockNow,
+      sleep: (ms) => new Promise((r) => setTimeout(r, Math.min(ms, 5))),
+      staleMs: 3_600_000,
+    });
+  const img = join(d, 'disk.img');
+  image(img, 16 * MiB, [[0, randomBytes(2 * MiB)]]);
+  // the killed run: its checkpoint cut off after its chunks (the marker left), its collection
+  // cut off in its sweep (the lock left)
+  const killed = run('host-a:/data', failingManifests(store));
+  await rejects(() => killed.write(meta(), img));
+  await store.put(blobKeys.gcLock, killed.stamp({ at: clockNow }));
+  assert.is(walk(join(store.where, 'pending')).length, 1);
+
+  // another host's live checkpoint still holds the sweep, as before
+  const other = run('host-b:/data');
+  await store.put(blobKeys.pending('ckp_other'), other.stamp({ startedAt: clockNow, serverId: 'srv_b' }));
+  const next = run('host-a:/data');
+  let r = await collect(next);
+  assert.not.ok(r.swept, 'a live checkpoint of another owner holds the sweep');
+  assert.is(r.stale, 1, 'the killed run’s own marker is removed at once');
+  await store.delete(blobKeys.pending('ckp_other'));
+
+  // the same owner's next run: nothing to wait out (the grace period is an hour)
+  await store.put(blobKeys.gcLock, killed.stamp({ at: clockNow }));
+  const started = Date.now();
+  const m = await next.write(meta(), img);
+  assert.ok(Date.now() - started < 5_000, 'the killed collection’s lock is not waited for');
+  r = await collect(next);
+  assert.ok(r.swept);
+  assert.is(r.removed, 0, 'the chunks the new checkpoint names stay');
+  await next.remove('srv_a', m.id);
+  r = await collect(next);
+  assert.is(r.removed, 2, 'and go once nothing names them');
+  // another owner's lock of the same age is waited for (the collector may be running)
+  await store.put(blobKeys.gcLock, other.stamp({ at: clockNow }));
+  const waited = run('host-a:/data');
+  const timeout = Symbol('waiting');
+  const writing = waited.write(meta(), img);
+  const raced = await Promise.race([writing, new Promise((r) => setTimeout(() => r(timeout), 300))]);
+  assert.is(raced, timeout, 'a live lock of another owner holds a checkpoint');
+  await store.delete(blobKeys.gcLock);
+  await writing;
+});
+
 test('a store that cannot be reached answers 503 store_unavailable with Retry-After, and the disk stays as it was', async () => {
   const d = tmp();
   const store = new DirBlobStore(join(d, 'checkpoints'));
