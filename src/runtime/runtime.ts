@@ -34,6 +34,7 @@ import { allocateRecord, checkLimits } from './allocate.js';
 import { lowerOf, readApplied, writeBundle, writeNet, type Applied } from './serverfiles.js';
 import { execIn, execPtyIn } from './execrun.js';
 import { adoptImage, captureImage, shiftOwners, stagedPath } from './diskcopy.js';
+import { resetIdentity } from './forkidentity.js';
 import type {
   DiskCapture,
   ExecOptions,
@@ -243,6 +244,7 @@ export class ContainerRuntime implements Runtime {
         await mountRootfs(p, this.deps.helper, this.lower(rec), rec.uidBase);
         if (spec.fromDisk?.uidBase !== undefined) shiftOwners(p.upper, spec.fromDisk.uidBase, rec.uidBase); // a fork: its files to this range
         personalise(diskPaths(this.serverDir(rec.id)).rootfs, rec.uidBase, spec.slug);
+        if (spec.fromDisk) this.deps.log.info('fork: identity files reset', { server: rec.id, ...resetIdentity(p.rootfs) });
         this.writeBundle(rec, applied);
         writeNet(this.serverDir(rec.id), applied.net);
         await this.net.addServer(rec.ip, applied.net);
