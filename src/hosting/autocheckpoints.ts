@@ -57,7 +57,7 @@ export class AutoCheckpoints {
   start(): void {
     const s = this.d.settings;
     this.startedAt = this.d.checkpoints.engine.engine.now(); // the clock manifests are dated by
-    this.collecting = this.collect();
+    this.collecting = this.collect(s.gcInterval > 0); // gcInterval 0: no collection, ever
     if (s.interval > 0) this.timers.push(this.d.clock.every(s.interval, () => void this.tick()));
     if (s.gcInterval > 0) this.timers.push(this.d.clock.every(s.gcInterval, () => void this.collect()));
     this.unregister ??= metrics.checkpointBacklog(() => this.backlog());
@@ -94,12 +94,12 @@ export class AutoCheckpoints {
   }
 
   /** The records made to match the store (checkpoints.ts reconcile), then one collection of
-   *  unreferenced chunks: at start — what a killed run left goes now, not an interval later —
-   *  and every gcInterval. */
-  async collect(): Promise<void> {
+   *  unreferenced chunks (`sweep`): at start — what a killed run left goes now, not an interval
+   *  later — and every gcInterval. */
+  async collect(sweep = true): Promise<void> {
     try {
       const fixed = await this.d.checkpoints.reconcile(this.startedAt, this.d.log);
-      const r = await this.d.checkpoints.engine.collect();
+      const r = sweep ? await this.d.checkpoints.engine.collect() : { swept: false, live: 0, removed: 0, removedBytes: 0, stale: 0 };
       if (r.removed || r.stale || fixed.adopted || fixed.dropped) this.d.log.info('checkpoint chunks collected', { ...r, ...fixed });
     } catch (err) {
       this.d.log.warn('checkpoint collection failed; tried again next time', { err });
