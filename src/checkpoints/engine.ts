@@ -125,6 +125,8 @@ export class CheckpointEngine {
   readonly now: () => number;
   /** This process's run: with the owner, on every marker and lock it writes. */
   readonly run = randomBytes(8).toString('hex');
+  /** When this run began (the wall clock): a temporary blob older than it is a killed put's. */
+  readonly startedAt = Date.now();
   private readonly sleep: (ms: number) => Promise<void>;
 
   constructor(private readonly deps: EngineDeps) {

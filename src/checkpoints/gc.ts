@@ -16,6 +16,9 @@
 import type { CheckpointEngine } from './engine.js';
 import { chunkIdOf, keys } from './manifest.js';
 
+/** A temporary file younger than this may be a live put's, whatever run wrote it. */
+const TEMP_MIN_AGE_MS = 60_000;
+
 export interface GcReport {
   /** Whether a sweep ran (false: a checkpoint was pending). */
   swept: boolean;
@@ -26,6 +29,8 @@ export interface GcReport {
   removedBytes: number;
   /** Pending markers of killed checkpoints removed. */
   stale: number;
+  /** Temporary files of killed puts removed (the directory store). */
+  temp?: number;
 }
 
 async function pendingMarkers(engine: CheckpointEngine): Promise<{ live: number; stale: string[] }> {
@@ -68,6 +73,8 @@ export async function collect(engine: CheckpointEngine): Promise<GcReport> {
       report.removedBytes += size;
     }
     report.swept = true;
+    // a killed put's temporary file: older than this run (one daemon per data dir) and a minute
+    if (store.sweepTemp) report.temp = await store.sweepTemp(Math.max(TEMP_MIN_AGE_MS, Date.now() - engine.startedAt));
     return report;
   } finally {
     await store.delete(keys.gcLock);

@@ -100,7 +100,7 @@ export class AutoCheckpoints {
     try {
       const fixed = await this.d.checkpoints.reconcile(this.startedAt, this.d.log);
       const r = sweep ? await this.d.checkpoints.engine.collect() : { swept: false, live: 0, removed: 0, removedBytes: 0, stale: 0 };
-      if (r.removed || r.stale || fixed.adopted || fixed.dropped) this.d.log.info('checkpoint chunks collected', { ...r, ...fixed });
+      if (r.removed || r.stale || r.temp || fixed.adopted || fixed.dropped) this.d.log.info('checkpoint chunks collected', { ...r, ...fixed });
     } catch (err) {
       this.d.log.warn('checkpoint collection failed; tried again next time', { err });
     }

@@ -7,7 +7,7 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { createHash, randomBytes } from 'node:crypto';
-import { copyFileSync, renameSync } from 'node:fs';
+import { copyFileSync, renameSync, utimesSync } from 'node:fs';
 import { AppError } from '../../src/errors.js';
 import { existsSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync, closeSync, ftruncateSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -341,6 +341,30 @@ test('a killed run’s marker and lock are dead at once for the next run of the 
   assert.is(raced, timeout, 'a live lock of another owner holds a checkpoint');
   await store.delete(blobKeys.gcLock);
   await writing;
+});
+
+test('a put killed half-way in the directory store leaves a temporary file the collector removes once it is older than the run', async () => {
+  const d = tmp();
+  const store = new DirBlobStore(join(d, 'checkpoints'));
+  const img = join(d, 'disk.img');
+  image(img, 8 * MiB, [[0, randomBytes(MiB)]]);
+  const engine = engineOn(store);
+  const m = await engine.write(meta(), img);
+  // what a kill -9 inside put() leaves: the temporary file beside its target, never renamed
+  const chunkDir = join(store.where, ...blobKeys.chunk(m.chunks[0][1]).split('/').slice(0, -1));
+  const killed = join(chunkDir, `.${'a'.repeat(64)}.0123456789ab.tmp`);
+  const live = join(chunkDir, `.${'b'.repeat(64)}.0123456789ab.tmp`);
+  writeFileSync(killed, randomBytes(1000));
+  writeFileSync(live, randomBytes(1000));
+  const past = new Date(Date.now() - 3_600_000);
+  utimesSync(killed, past, past); // written by a run before this one
+  const r = await collect(engine);
+  assert.ok(r.swept);
+  assert.is(r.temp, 1);
+  assert.not.ok(existsSync(killed), 'the killed put’s file is gone');
+  assert.ok(existsSync(live), 'a temporary file of this run (a put under way) stays');
+  await engine.materialize(m, join(d, 'out.img'));
+  assert.is(sha(join(d, 'out.img')), sha(img));
 });
 
 test('a store that cannot be reached answers 503 store_unavailable with Retry-After, and the disk stays as it was', async () => {
