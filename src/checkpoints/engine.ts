@@ -146,6 +146,7 @@ export class CheckpointEngine {
    *  manifest is written (the checkpoint exists from then on). */
   async write(cp: NewCheckpoint, image: string, ranges?: DataRanges): Promise<Manifest> {
     const sealer = await this.seal();
+    this.writing.add(cp.id);
     await this.store.put(keys.pending(cp.id), this.stamp({ startedAt: this.now(), serverId: cp.serverId }));
     try {
       await this.waitForSweep();
@@ -178,6 +179,7 @@ export class CheckpointEngine {
       await this.store.put(key, sealer.seal(Buffer.from(JSON.stringify(m)), key));
       return m;
     } finally {
+      this.writing.delete(cp.id);
       await this.store.delete(keys.pending(cp.id)).catch(() => {}); // a stale marker is the collector's
     }
   }
@@ -187,12 +189,20 @@ export class CheckpointEngine {
     return Buffer.from(JSON.stringify({ ...fields, ...(this.deps.owner ? { owner: this.deps.owner, run: this.run } : {}) }));
   }
 
-  /** Whether a marker or lock (its parsed body) is a killed writer's: written by an earlier run of
-   *  this engine's owner (that process is gone: one daemon per data dir), or older than staleMs. */
-  dead(body: Record<string, unknown>, at: number): boolean {
-    if (this.deps.owner !== undefined && body.owner === this.deps.owner && body.run !== this.run) return true;
+  /** Whether a marker or lock (its parsed body) is a killed or finished writer's. One of this
+   *  engine's owner: of an earlier run, dead (that process is gone: one daemon per data dir); of
+   *  this run, dead unless this process is writing it now (`live`), however long that takes —
+   *  a checkpoint of a large disk to a slow store may outlast staleMs. Another owner's: dead once
+   *  older than staleMs. */
+  dead(body: Record<string, unknown>, at: number, live: boolean): boolean {
+    if (this.deps.owner !== undefined && body.owner === this.deps.owner) return body.run !== this.run || !live;
     return !Number.isFinite(at) || this.now() - at > this.staleMs;
   }
+
+  /** Checkpoints this process is writing now (their pending markers are live). */
+  readonly writing = new Set<string>();
+  /** Collections this process is running now (its lock is live while there is one). */
+  sweeping = 0;
 
   /** Waits while a collector sweeps (gc.ts: its lock), so no chunk this checkpoint finds in the
    *  store is deleted before the manifest names it. A killed collector's lock is not waited for. */
@@ -207,7 +217,7 @@ export class CheckpointEngine {
       } catch {
         return; // not a lock any collector wrote whole: no sweep holds it
       }
-      if (this.dead(body, Number(body.at))) return;
+      if (this.dead(body, Number(body.at), this.sweeping > 0)) return;
       if (this.now() > until) throw new Error('checkpoint store: a collection holds the store too long');
       await this.sleep(100);
     }

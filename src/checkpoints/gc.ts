@@ -10,7 +10,8 @@
 // lock and starts trusting the store's chunks only after the sweep. Markers and locks older than
 // the grace period were left by killed processes and are removed, and so are those of an earlier
 // run of this engine's owner at once (its daemon was killed: one daemon per data dir), so the
-// first collection after a restart takes what a kill cut off. A manifest that does not open stops
+// first collection after a restart takes what a kill cut off; those of this run are live exactly
+// while this process writes them, however long (a large disk to a slow store outlasts the grace). A manifest that does not open stops
 // the collection before anything is deleted: a chunk is never swept on a failed read.
 
 import type { CheckpointEngine } from './engine.js';
@@ -46,7 +47,7 @@ async function pendingMarkers(engine: CheckpointEngine): Promise<{ live: number;
     } catch {
       body = {};
     }
-    if (engine.dead(body, Number(body.startedAt))) stale.push(key);
+    if (engine.dead(body, Number(body.startedAt), engine.writing.has(key.slice(keys.pendingPrefix.length)))) stale.push(key);
     else live++;
   }
   return { live, stale };
@@ -59,6 +60,7 @@ export async function collect(engine: CheckpointEngine): Promise<GcReport> {
   const before = await pendingMarkers(engine);
   for (const key of before.stale) (await store.delete(key), report.stale++);
   if (before.live > 0) return report; // a checkpoint is under way: nothing to do until it ends
+  engine.sweeping++;
   await store.put(keys.gcLock, engine.stamp({ at: engine.now() }));
   try {
     if ((await pendingMarkers(engine)).live > 0) return report;
@@ -77,6 +79,7 @@ export async function collect(engine: CheckpointEngine): Promise<GcReport> {
     if (store.sweepTemp) report.temp = await store.sweepTemp(Math.max(TEMP_MIN_AGE_MS, Date.now() - engine.startedAt));
     return report;
   } finally {
+    engine.sweeping--;
     await store.delete(keys.gcLock);
   }
 }

@@ -343,6 +343,37 @@ test('a killed run’s marker and lock are dead at once for the next run of the 
   await writing;
 });
 
+test('a checkpoint of this run that outlasts the grace period still holds its own run’s sweep', async () => {
+  const d = tmp();
+  const store = new DirBlobStore(join(d, 'checkpoints'));
+  const img = join(d, 'disk.img');
+  image(img, 16 * MiB, [[0, randomBytes(2 * MiB)]]);
+  await rejects(() => engineOn(failingManifests(store)).write(meta(), img));
+  clockNow += 61_000; // that one's marker is stale: its two chunks are unreferenced
+  let release!: () => void;
+  const gate = new Promise<void>((r) => (release = r));
+  let found!: () => void;
+  const foundOne = new Promise<void>((r) => (found = r));
+  const slow = Object.assign(Object.create(store) as BlobStore, {
+    has: async (k: string) => {
+      const h = await store.has(k);
+      if (h) (found(), await gate);
+      return h;
+    },
+  });
+  const long = new CheckpointEngine({ store: slow, secret: secret(), owner: 'host-a:/data', now: () => clockNow, staleMs: 60_000 });
+  const running = long.write(meta(), img);
+  await foundOne; // it found the unreferenced chunks and will name them
+  clockNow += 3_600_000; // and it is still running an hour later (a large disk, a slow store)
+  const r = await collect(long);
+  assert.not.ok(r.swept, 'its marker is live: this process is writing it');
+  release();
+  const m = await running;
+  await long.materialize(m, join(d, 'long.img'));
+  assert.is(sha(join(d, 'long.img')), sha(img));
+  assert.ok((await collect(long)).swept, 'once it ended the sweep runs');
+});
+
 test('a put killed half-way in the directory store leaves a temporary file the collector removes once it is older than the run', async () => {
   const d = tmp();
   const store = new DirBlobStore(join(d, 'checkpoints'));
