@@ -325,6 +325,7 @@ export class ContainerRuntime implements Runtime {
     const state = this.servers.get(id)?.state;
     const wasRunning = state === 'running' || state === 'waking';
     await this.stop(id, { park: false });
+    if (wasRunning) this.deps.store.setDesired(id, 'running'); // killed before the start below: the next start boots it, on whichever whole disk
     await this.serial(id, async () => {
       if (!(await tryRun('umount', [p.rootfs]))) throw new InternalError(`restore: the root of ${id} is busy`);
       if (!(await tryRun('umount', [p.disk]))) {

@@ -6,11 +6,12 @@
 // a restore's materialize (after k chunks read), right after a restore's swap (the image renamed
 // over the disk), during a fork's materialize, and during a collection's sweep. k is drawn from a
 // seeded PRNG (ROOTBOX_KILL_SEED repeats a run). After every restart, the state is the old one or
-// the new one, whole: the server's file is byte-identical (sha256) to before or to the checkpoint
-// restored, no staged or captured image is left, the listed checkpoints are exactly the store's
-// manifests, every chunk a manifest names is there, no marker or lock of the killed run is left,
-// and the collector has removed every chunk no manifest names (no orphan waits for ever); a fork
-// cut off left no server; a checkpoint after a collection cut off is not held by its lock.
+// the new one, whole: the server runs (as before), its file is byte-identical (sha256) to before
+// or to the checkpoint restored, no staged or captured image is left, the listed checkpoints are
+// exactly the store's manifests, every chunk a manifest names is there, no marker or lock of the
+// killed run is left, and the collector has removed every chunk no manifest names (no orphan
+// waits for ever); a fork cut off left no server; a checkpoint after a collection cut off is not
+// held by its lock.
 
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -129,6 +130,9 @@ async function storeProblems(servers: string[]): Promise<string[]> {
 async function consistent(what: string, servers: string[], shas: string[]): Promise<string> {
   const listed = await call('GET', '/servers');
   assert.equal(((listed.body.servers as { id: string }[]) ?? []).map((s) => s.id).sort(), [...servers].sort(), `${what}: the account's servers`);
+  // running, as before every kill (a restore cut off included): reconcile brought it back, no exec woke it
+  const state = await call('GET', `/servers/${id}`);
+  assert.is(state.body.state, 'running', `${what}: the server's state`);
   const dirs = readdirSync(join(d.dataDir, 'servers')).sort();
   assert.equal(dirs, [...servers].sort(), `${what}: the servers' directories on the host`);
   const sha = await dataSha();
