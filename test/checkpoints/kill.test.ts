@@ -4,9 +4,10 @@
 // so each SIGKILL lands at a point, not at a moment: after the disk copy (its first store write
 // held), after k chunks uploaded, after the manifest (the pending marker's removal held), during
 // a restore's materialize (after k chunks read), right after a restore's swap (the image renamed
-// over the disk), during a fork's materialize, and during a collection's sweep. k is drawn from a
-// seeded PRNG (ROOTBOX_KILL_SEED repeats a run). After every restart, the state is the old one or
-// the new one, whole: the server runs (as before), its file is byte-identical (sha256) to before
+// over the disk), during a fork's materialize, once a fork's root is mounted (its server booting,
+// not yet committed), and during a collection's sweep. k is drawn from a seeded PRNG
+// (ROOTBOX_KILL_SEED repeats a run). After every restart, the state is the old one or the new one,
+// whole: the server runs (as before), its file is byte-identical (sha256) to before
 // or to the checkpoint restored, no staged or captured image is left, the listed checkpoints are
 // exactly the store's manifests, every chunk a manifest names is there, no marker or lock of the
 // killed run is left, and the collector has removed every chunk no manifest names (no orphan
@@ -19,7 +20,7 @@ import { existsSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { CheckpointEngine, hostSecret, openS3BlobStore, type BlobStore } from '../../src/checkpoints/index.js';
 import { api } from '../hosting/helpers/killload.js';
-import { ProcDaemon } from '../hosting/helpers/procdaemon.js';
+import { mountsUnder, ProcDaemon } from '../hosting/helpers/procdaemon.js';
 import { rng } from '../helpers/rng.js';
 import { startS3, type TestS3 } from '../helpers/s3.js';
 import { until } from '../helpers/wait.js';
@@ -76,13 +77,13 @@ test.after(async () => {
 const call = (method: string, path: string, body?: unknown) => api(d.http, method, path, { key, ...(body === undefined ? {} : { body }) });
 
 /** A command in the server (wakes it when asleep); its stdout, trimmed. */
-async function exec(command: string): Promise<string> {
-  const r = await call('POST', `/servers/${id}/exec`, { command, timeout: 120 });
+async function exec(command: string, server = id): Promise<string> {
+  const r = await call('POST', `/servers/${server}/exec`, { command, timeout: 120 });
   assert.is(r.status, 200, JSON.stringify(r.body));
   assert.is(r.body.exit_code, 0, `${command}: ${r.body.stderr}`);
   return String(r.body.stdout).trim();
 }
-const dataSha = () => exec(`sha256sum /root/data | cut -d' ' -f1`);
+const dataSha = (server = id) => exec(`sha256sum /root/data | cut -d' ' -f1`, server);
 /** New random contents for /root/data (every chunk of it new to the store); its sha256. */
 const fresh = (mib = 8) => exec(`head -c ${mib * MiB} /dev/urandom > /root/data && sync && sha256sum /root/data | cut -d' ' -f1`);
 
@@ -241,6 +242,21 @@ test(`kill -9 at seeded points of checkpoint, upload, restore, fork and collecti
   );
   await consistent(`fork, after ${k} chunks read`, servers, [cur]);
   log.push(`fork after ${k} chunks read`);
+
+  // 6b. a fork killed once its disk is in place and mounted (its server booting, not yet
+  // committed): no server, or — when its commit beat the kill — a whole one, the checkpoint's
+  const known = new Set(readdirSync(join(d.dataDir, 'servers')));
+  await killAt(
+    () => call('POST', `/servers/${id}/fork`, { checkpoint: first }),
+    until('the fork’s root mounted', () => mountsUnder(d.dataDir).some((m) => m.endsWith('/rootfs') && !known.has(m.split('/').at(-2)!)), 120_000, 1),
+  );
+  const forks = ((await call('GET', '/servers')).body.servers as { id: string }[]).map((x) => x.id).filter((x) => !servers.includes(x));
+  for (const f of forks) {
+    assert.is(await dataSha(f), shaOf.get(first), 'a fork whose commit beat the kill is the checkpoint’s, whole');
+    servers.push(f);
+  }
+  await consistent('fork, its root mounted', servers, [cur]);
+  log.push(`fork with its root mounted (${forks.length ? 'committed before the kill' : 'none made'})`);
 
   // 7. a collection killed during its sweep: the chunks of a checkpoint cut off (killed after k
   // uploaded) are swept at the next start, whose first chunk delete is held and killed
