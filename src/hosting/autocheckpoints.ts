@@ -47,11 +47,17 @@ export class AutoCheckpoints {
   /** The store answered store_unavailable: no attempt before `until`; `wait` doubles at each failure. */
   private storeAway?: { until: number; wait: number };
   private unregister?: () => void;
+  /** When start() ran: the checkpoints of earlier runs are the ones the reconcile fixes. */
+  private startedAt = 0;
+  /** The collection start() began (tests wait for it). */
+  collecting?: Promise<void>;
 
   constructor(private readonly d: AutoDeps) {}
 
   start(): void {
     const s = this.d.settings;
+    this.startedAt = this.d.checkpoints.engine.engine.now(); // the clock manifests are dated by
+    this.collecting = this.collect(s.gcInterval > 0); // gcInterval 0: no collection, ever
     if (s.interval > 0) this.timers.push(this.d.clock.every(s.interval, () => void this.tick()));
     if (s.gcInterval > 0) this.timers.push(this.d.clock.every(s.gcInterval, () => void this.collect()));
     this.unregister ??= metrics.checkpointBacklog(() => this.backlog());
@@ -89,11 +95,14 @@ export class AutoCheckpoints {
     await Promise.all(due.map((s) => this.enqueue(s.id)));
   }
 
-  /** One collection of unreferenced chunks. */
-  async collect(): Promise<void> {
+  /** The records made to match the store (checkpoints.ts reconcile), then one collection of
+   *  unreferenced chunks (`sweep`): at start — what a killed run left goes now, not an interval
+   *  later — and every gcInterval. */
+  async collect(sweep = true): Promise<void> {
     try {
-      const r = await this.d.checkpoints.engine.collect();
-      if (r.removed || r.stale) this.d.log.info('checkpoint chunks collected', { ...r });
+      const fixed = await this.d.checkpoints.reconcile(this.startedAt, this.d.log);
+      const r = sweep ? await this.d.checkpoints.engine.collect() : { swept: false, live: 0, removed: 0, removedBytes: 0, stale: 0 };
+      if (r.removed || r.stale || r.temp || fixed.adopted || fixed.dropped) this.d.log.info('checkpoint chunks collected', { ...r, ...fixed });
     } catch (err) {
       this.d.log.warn('checkpoint collection failed; tried again next time', { err });
     }

@@ -27,6 +27,8 @@ export interface DiskSwapHost {
   state(id: string): ServerState | undefined;
   stop(id: string, opts: { park?: boolean }): Promise<void>;
   start(id: string): Promise<void>;
+  /** Marks the server to be booted by the daemon's next start (a kill between the swap's stop and its start). */
+  wantRunning(id: string): void;
   /** The view after a swap: sleeping, its disk as large as the image put in. */
   swapped(rec: RuntimeRecord, diskBytes: number): void;
 }
@@ -78,6 +80,7 @@ export class DiskSwap {
       if (wasRunning) await this.rt.start(id);
       throw (flushed as PromiseRejectedResult).reason;
     }
+    if (wasRunning) this.rt.wantRunning(id); // killed before the start below: the next start boots it, on whichever whole disk
     await this.rt.serial(id, async () => {
       if (!(await tryRun('umount', [p.rootfs]))) throw new InternalError(`restore: the root of ${id} is busy`);
       if (!(await tryRun('umount', [p.disk]))) {

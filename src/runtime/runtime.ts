@@ -35,6 +35,7 @@ import { lowerOf, readApplied, writeBundle, writeNet, type Applied } from './ser
 import { execIn, execPtyIn } from './execrun.js';
 import { adoptImage, shiftOwners } from './diskcopy.js';
 import { DiskSwap } from './diskswap.js';
+import { resetIdentity } from './forkidentity.js';
 import type {
   DiskCapture,
   ExecOptions,
@@ -132,6 +133,7 @@ export class ContainerRuntime implements Runtime {
       state: (id) => this.servers.get(id)?.state,
       stop: (id, opts) => this.stop(id, opts),
       start: (id) => this.start(id),
+      wantRunning: (id) => this.deps.store.setDesired(id, 'running'),
       swapped: (rec, diskBytes) => void this.view(rec, 'sleeping', { ...this.applied(rec.id), diskBytes }),
     });
   }
@@ -257,6 +259,7 @@ export class ContainerRuntime implements Runtime {
         await mountRootfs(p, this.deps.helper, this.lower(rec), rec.uidBase);
         if (spec.fromDisk?.uidBase !== undefined) shiftOwners(p.upper, spec.fromDisk.uidBase, rec.uidBase); // a fork: its files to this range
         personalise(diskPaths(this.serverDir(rec.id)).rootfs, rec.uidBase, spec.slug);
+        if (spec.fromDisk) this.deps.log.info('fork: identity files reset', { server: rec.id, ...resetIdentity(p.rootfs) });
         this.writeBundle(rec, applied);
         writeNet(this.serverDir(rec.id), applied.net);
         await this.net.addServer(rec.ip, applied.net);
