@@ -128,6 +128,7 @@ const UNIT = [
   'test/foundation/price.test.ts',
   'test/foundation/hostclaims.test.ts',
   'test/foundation/quietbuild.test.ts',
+  'test/foundation/lazydeps.test.ts',
   'test/foundation/firstcall.test.ts',
   'test/foundation/logwhere.test.ts',
   'test/payments/codec.test.ts',
