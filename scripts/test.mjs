@@ -54,7 +54,6 @@ if (existsSync(shipped) && realpathSync(process.execPath) !== realpathSync(shipp
  *  with its registry run, which follows it), so the long ones overlap instead of ending the run. */
 const UNIT = [
   'test/registry/promotion.test.ts',
-  'test/payments/crash.test.ts',
   'test/payments/selfsettle.test.ts',
   'test/registry/accounts.test.ts',
   'test/registry/shared.test.ts',
