@@ -54,6 +54,8 @@ if (existsSync(shipped) && realpathSync(process.execPath) !== realpathSync(shipp
  *  with its registry run, which follows it), so the long ones overlap instead of ending the run. */
 const UNIT = [
   'test/registry/promotion.test.ts',
+  'test/registry/listenfirst.test.ts',
+  'test/admin/whereabouts.test.ts',
   'test/payments/selfsettle.test.ts',
   'test/registry/accounts.test.ts',
   'test/registry/shared.test.ts',
@@ -112,10 +114,8 @@ const UNIT = [
   'test/registry/feed.test.ts',
   'test/registry/certversions.test.ts',
   'test/registry/edgeca.test.ts',
-  'test/registry/listenfirst.test.ts',
   'test/registry/rejoin.test.ts',
   'test/registry/joinwait.test.ts',
-  'test/admin/whereabouts.test.ts',
   'test/foundation/edge-lifecycle.test.ts',
   'test/hosting/phone.test.ts',
   'test/hosting/limits.test.ts',
