@@ -39,6 +39,9 @@ export function bundled(entry: string): Promise<string> {
         target: 'node24',
         external: testExternal,
         banner: bundleOptions.banner,
+        // the tests often SIGKILL these children, and a killed process writes no compile cache
+        // (NODE_COMPILE_CACHE, set by scripts/test.mjs): written once the entry module has run
+        footer: { js: "await import('node:module').then((m) => m.flushCompileCache?.());" },
         sourcemap: 'linked',
         sourcesContent: false,
         logLevel: 'error',
