@@ -51,6 +51,7 @@ if (existsSync(shipped) && realpathSync(process.execPath) !== realpathSync(shipp
  *  with its registry run, which follows it), so the long ones overlap instead of ending the run. */
 const UNIT = [
   'test/registry/promotion.test.ts',
+  'test/registry/deadhost.test.ts',
   'test/payments/crash.test.ts',
   'test/payments/selfsettle.test.ts',
   'test/registry/accounts.test.ts',

@@ -13,6 +13,8 @@ export interface HostView {
   advertise: string;
   publicIp: string;
   up: boolean;
+  /** Its lease runs (or ran out in registry trouble and is excused): `up` without the channel's say. */
+  lease: boolean;
 }
 
 export interface HostsViewOptions {
@@ -25,7 +27,7 @@ export interface HostsViewOptions {
   now: () => number;
 }
 
-interface HostSeen extends Omit<HostView, 'up'> {
+interface HostSeen extends Omit<HostView, 'up' | 'lease'> {
   leftMs: number;
   at: number;
 }
@@ -65,7 +67,7 @@ export class HostsView {
     const lapsedAt = h.at + h.leftMs;
     const lease = this.o.now() < lapsedAt || this.reads.excuses(lapsedAt) || this.beats.excuses(lapsedAt);
     const up = lease || this.answers?.(h.name, h.advertise) === true;
-    return { name: h.name, advertise: h.advertise, publicIp: h.publicIp, up };
+    return { name: h.name, advertise: h.advertise, publicIp: h.publicIp, up, lease };
   }
 
   /** Every host seen, with its state now. */

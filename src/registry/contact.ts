@@ -1,0 +1,109 @@
+// What this host knows, over time, of its contact with the registry and with every other host
+// (issue 38): since when each host's lease has been lapsed (first seen lapsed here, not excused by
+// registry trouble: leases.ts), when the channel last reached it, and when this host last reached
+// the registry. Read on a timer (`tick`), which also opens a session to every host that does not
+// answer when that matters — one whose lease lapsed (is it only cut off from the registry?), and
+// every host while this host cannot reach the registry (is it a registry outage everyone sees, or
+// a partition of this host?). The decisions on these times are deadhost.ts's; the times are this
+// host's monotonic clock, so a host that just started has heard nothing yet and judges nobody
+// dead before `recoverAfter` of its own.
+
+import { verdict, type HostContact, type Verdict } from './deadhost.js';
+import type { HostView } from './hostsview.js';
+
+export interface ContactDeps {
+  /** This host's name (not a peer). */
+  self: string;
+  /** The hosts the registry listed, with their state now (the placement cache's hosts view). */
+  hosts(): HostView[];
+  /** Whether `host` at `advertise` answers on the channel now (none: no channel, nobody answers). */
+  answers?(host: string, advertise: string): boolean;
+  /** Opens a session to `host` in the background (the channel's probe). */
+  probe?(host: string, advertise: string): void;
+  /** Whether this host's last heartbeat reached the registry. */
+  registryUp(): boolean;
+  /** Monotonic milliseconds. */
+  now(): number;
+  recoverAfterMs: number;
+}
+
+export class Contact {
+  private answers?: (host: string, advertise: string) => boolean;
+  private probe?: (host: string, advertise: string) => void;
+  private readonly heardAt = new Map<string, number>();
+  private readonly lapsedSince = new Map<string, number>();
+  private registryAt?: number;
+  private readonly startedAt: number;
+
+  constructor(private readonly d: ContactDeps) {
+    this.startedAt = d.now();
+    this.answers = d.answers;
+    this.probe = d.probe;
+  }
+
+  /** How this host learns whether a peer answers on the channel, and opens a session to one (wired in main.ts once the channel is up). */
+  channelBy(answers: (host: string, advertise: string) => boolean, probe: (host: string, advertise: string) => void): void {
+    this.answers = answers;
+    this.probe = probe;
+  }
+
+  /** Reads the state of every host now, and probes the ones whose answer matters. */
+  tick(): void {
+    const now = this.d.now();
+    const registryUp = this.d.registryUp();
+    if (registryUp) this.registryAt = now;
+    const seen = new Set<string>();
+    for (const h of this.d.hosts()) {
+      if (h.name === this.d.self) continue;
+      seen.add(h.name);
+      if (h.lease) this.lapsedSince.delete(h.name);
+      else if (!this.lapsedSince.has(h.name)) this.lapsedSince.set(h.name, now);
+      if (this.answers?.(h.name, h.advertise)) this.heardAt.set(h.name, now);
+      else if (!h.lease || !registryUp) this.probe?.(h.name, h.advertise);
+    }
+    for (const name of this.lapsedSince.keys()) if (!seen.has(name)) this.lapsedSince.delete(name);
+  }
+
+  /** What this host knows of `host` now (deadhost.ts's input). */
+  of(host: string): HostContact {
+    const now = this.d.now();
+    const lapsed = this.lapsedSince.get(host);
+    const h = this.d.hosts().find((x) => x.name === host);
+    const answers = h !== undefined && this.answers?.(h.name, h.advertise) === true;
+    return {
+      leaseLapsedForMs: lapsed === undefined || h?.lease ? undefined : now - lapsed,
+      silentForMs: answers ? undefined : now - (this.heardAt.get(host) ?? this.startedAt),
+    };
+  }
+
+  /** Whether `host` is dead (its servers may be recovered elsewhere), and if not, why. */
+  verdict(host: string): Verdict {
+    if (host === this.d.self) return { dead: false, why: 'channel' };
+    if (!this.d.hosts().some((h) => h.name === host)) return { dead: false, why: 'lease' };
+    return verdict(this.of(host), this.d.recoverAfterMs);
+  }
+
+  /** How long this host has reached neither the registry nor any peer; undefined while it reaches one. */
+  cutOffForMs(): number | undefined {
+    const now = this.d.now();
+    if (this.d.registryUp()) return undefined;
+    let last = this.registryAt ?? this.startedAt;
+    for (const h of this.d.hosts()) {
+      if (h.name === this.d.self) continue;
+      if (this.answers?.(h.name, h.advertise)) return undefined;
+      last = Math.max(last, this.heardAt.get(h.name) ?? last);
+    }
+    return now - last;
+  }
+
+  /** Whether another host could recover this host's servers: one whose lease runs or is excused
+   *  (it was up when this host last read the registry), or that answered within `recoverAfter`. */
+  knowsPeers(): boolean {
+    const now = this.d.now();
+    return this.d.hosts().some((h) => {
+      if (h.name === this.d.self) return false;
+      const heard = this.heardAt.get(h.name);
+      return h.lease || (heard !== undefined && now - heard < this.d.recoverAfterMs);
+    });
+  }
+}
