@@ -1,10 +1,10 @@
 // What this host knows, over time, of its contact with the registry and with every other host
 // (issue 38): since when each host's lease has been lapsed (first seen lapsed here, not excused by
 // registry trouble: leases.ts), when the channel last reached it, and when this host last reached
-// the registry. Read on a timer (`tick`), which also opens a session to every host that does not
-// answer when that matters — one whose lease lapsed (is it only cut off from the registry?), and
-// every host while this host cannot reach the registry (is it a registry outage everyone sees, or
-// a partition of this host?). The decisions on these times are deadhost.ts's; the times are this
+// the registry. Read on a timer (`tick`), which also keeps a session open to every other host
+// (the channel pings it; a peer's key is read while the registry answers, so a session can still
+// open once it does not: is it a registry outage everyone sees, or a partition of this host?) —
+// except a host already dead, tried again only while this host cannot reach the registry. The decisions on these times are deadhost.ts's; the times are this
 // host's monotonic clock, so a host that just started has heard nothing yet and judges nobody
 // dead before `recoverAfter` of its own.
 
@@ -59,7 +59,7 @@ export class Contact {
       if (h.lease) this.lapsedSince.delete(h.name);
       else if (!this.lapsedSince.has(h.name)) this.lapsedSince.set(h.name, now);
       if (this.answers?.(h.name, h.advertise)) this.heardAt.set(h.name, now);
-      else if (!h.lease || !registryUp) this.probe?.(h.name, h.advertise);
+      else if (!registryUp || !verdict(this.of(h.name), this.d.recoverAfterMs).dead) this.probe?.(h.name, h.advertise);
     }
     for (const name of this.lapsedSince.keys()) if (!seen.has(name)) this.lapsedSince.delete(name);
   }
@@ -97,13 +97,15 @@ export class Contact {
   }
 
   /** Whether another host could recover this host's servers: one whose lease runs or is excused
-   *  (it was up when this host last read the registry), or that answered within `recoverAfter`. */
+   *  (it was up when this host last read the registry), or that answered within `recoverAfter`
+   *  before this host last reached the registry (fixed while it is cut off: a host cut off for
+   *  long does not forget the peers it had and start serving again). */
   knowsPeers(): boolean {
-    const now = this.d.now();
+    const since = this.registryAt ?? this.startedAt;
     return this.d.hosts().some((h) => {
       if (h.name === this.d.self) return false;
       const heard = this.heardAt.get(h.name);
-      return h.lease || (heard !== undefined && now - heard < this.d.recoverAfterMs);
+      return h.lease || (heard !== undefined && since - heard < this.d.recoverAfterMs);
     });
   }
 }

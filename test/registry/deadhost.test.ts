@@ -75,7 +75,7 @@ test('contact: a host whose lease lapsed is dead after recoverAfter of silence, 
   w.hosts = [host('a', true), host('b', false), host('c', false)]; // both leases lapse now
   w.answering.delete('b'); // b is gone; c is cut off from the registry alone
   contact.tick();
-  assert.ok(w.probes.includes('b'), 'a host whose lease lapsed is probed on the channel');
+  assert.ok(w.probes.includes('b'), 'a host that does not answer is probed on the channel');
   assert.not.ok(w.probes.includes('c'), 'one that answers is not');
   w.t = 5000 + R - 1;
   contact.tick();
@@ -83,6 +83,9 @@ test('contact: a host whose lease lapsed is dead after recoverAfter of silence, 
   w.t = 5000 + R;
   contact.tick();
   assert.equal(contact.verdict('b'), { dead: true });
+  w.probes.length = 0;
+  contact.tick();
+  assert.not.ok(w.probes.includes('b'), 'a dead host is not probed again while the registry answers');
   assert.equal(contact.verdict('c'), { dead: false, why: 'channel' }, 'still answering its peers: not dead, still forwarded to');
   assert.equal(contact.verdict('a'), { dead: false, why: 'channel' }, 'this host never judges itself dead');
   // c stops answering too: silent from the last answer on, dead recoverAfter later
@@ -129,6 +132,13 @@ test('contact: cut off is neither the registry nor any peer, counted from the la
   contact.tick();
   assert.ok(w.probes.includes('b'), 'while the registry is away every peer is probed');
   assert.is(contact.cutOffForMs(), 1000, 'cut off since b last answered');
+  // b's lease lapsed before this host lost the registry, but it answered then: still a peer that
+  // could recover this host's servers, however long this host stays cut off
+  w.hosts = [host('a', true), host('b', false)];
+  w.t = 10 * R;
+  contact.tick();
+  assert.ok(contact.knowsPeers(), 'the peers it had are not forgotten while cut off');
+  assert.is(contact.cutOffForMs(), 10 * R - 3000);
 });
 
 const log = createLogger({ level: 'error', sink: () => {} });
