@@ -87,7 +87,7 @@ export interface SharedNames {
   reconcile(
     servers: readonly { id: string; slug: string; accountId: string }[],
     publicIp: string,
-  ): Promise<{ removed: string[]; released: string[]; placed: string[]; conflicts: string[]; elsewhere: string[]; deleted: string[] }>;
+  ): Promise<{ removed: string[]; released: string[]; placed: string[]; conflicts: string[]; elsewhere: string[]; moved?: string[]; deleted: string[] }>;
 }
 
 /** Whether the bounds a server has (the runtime's view; absent where the runtime enforces none)

@@ -10,6 +10,7 @@
 // (bundle, disk size, image) serverfiles.ts, exec execrun.ts, doze freezer.ts. Every start of an
 // existing server asks the start guard first (deps.mayStart: cluster mode's wake fence).
 
+import { newestChange } from './changes.js';
 import { chmodSync, mkdirSync, renameSync, rmSync, statSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import type { RuntimeConfig } from '../config/index.js';
@@ -297,6 +298,12 @@ export class ContainerRuntime implements Runtime {
     } finally {
       rmSync(copy.path, { force: true });
     }
+  }
+
+  /** When the server's own files last changed (changes.ts: the newest ctime in its disk's upper layer). */
+  filesChangedAt(id: string): number | undefined {
+    if (!this.servers.has(id)) return undefined;
+    return newestChange(diskPaths(this.serverDir(id)).upper);
   }
 
   diskWrittenAt(id: string): number | undefined {

@@ -191,6 +191,10 @@ export interface Runtime {
   /** Restore: `fill` writes a complete image at the path it is given (beside the old one); only
    *  then is the server stopped, the image renamed over its disk, and the server started again
    *  when it was running. A `fill` that throws changes nothing (its file is removed). */
+  /** When the server's own files last changed: the newest ctime over what it wrote on its disk
+   *  (ms; undefined for an unknown server). Unlike diskWrittenAt, not moved by mounting the disk
+   *  or by the runtime's own files on it. Absent where servers have no disk. */
+  filesChangedAt?(id: string): number | undefined;
   /** When the server's disk image was last written (ms; undefined for an unknown server). */
   diskWrittenAt?(id: string): number | undefined;
   replaceDisk?(id: string, fill: (path: string) => Promise<void>, from?: { uidBase?: number }): Promise<void>;
