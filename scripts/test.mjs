@@ -52,6 +52,7 @@ if (existsSync(shipped) && realpathSync(process.execPath) !== realpathSync(shipp
 const UNIT = [
   'test/registry/promotion.test.ts',
   'test/registry/deadhost.test.ts',
+  'test/registry/heard.test.ts',
   'test/payments/crash.test.ts',
   'test/payments/selfsettle.test.ts',
   'test/registry/accounts.test.ts',

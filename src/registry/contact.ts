@@ -64,7 +64,15 @@ export class Contact {
     for (const name of this.lapsedSince.keys()) if (!seen.has(name)) this.lapsedSince.delete(name);
   }
 
-  /** What this host knows of `host` now (deadhost.ts's input). */
+  /** How long ago (ms) this host last reached each other host over the channel (its heartbeat
+   *  writes it: hosts.ts `heard`); a host never reached is not listed. */
+  heardAgo(): Record<string, number> {
+    const now = this.d.now();
+    return Object.fromEntries([...this.heardAt].map(([h, at]) => [h, Math.max(0, Math.round(now - at))]));
+  }
+
+  /** What this host knows of `host` now (deadhost.ts's input): silent since neither this host nor,
+   *  by their heartbeats, any other host reached it over the channel. */
   of(host: string): HostContact {
     const now = this.d.now();
     const lapsed = this.lapsedSince.get(host);
@@ -72,7 +80,7 @@ export class Contact {
     const answers = h !== undefined && this.answers?.(h.name, h.advertise) === true;
     return {
       leaseLapsedForMs: lapsed === undefined || h?.lease ? undefined : now - lapsed,
-      silentForMs: answers ? undefined : now - (this.heardAt.get(host) ?? this.startedAt),
+      silentForMs: answers ? undefined : now - Math.max(this.heardAt.get(host) ?? this.startedAt, h?.peersHeardAt ?? -Infinity),
     };
   }
 

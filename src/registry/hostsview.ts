@@ -15,6 +15,8 @@ export interface HostView {
   up: boolean;
   /** Its lease runs (or ran out in registry trouble and is excused): `up` without the channel's say. */
   lease: boolean;
+  /** When another host last reached it over the channel, by their heartbeats (schema 21), on this host's monotonic clock. */
+  peersHeardAt?: number;
 }
 
 export interface HostsViewOptions {
@@ -67,7 +69,7 @@ export class HostsView {
     const lapsedAt = h.at + h.leftMs;
     const lease = this.o.now() < lapsedAt || this.reads.excuses(lapsedAt) || this.beats.excuses(lapsedAt);
     const up = lease || this.answers?.(h.name, h.advertise) === true;
-    return { name: h.name, advertise: h.advertise, publicIp: h.publicIp, up, lease };
+    return { name: h.name, advertise: h.advertise, publicIp: h.publicIp, up, lease, peersHeardAt: h.peersHeardAt };
   }
 
   /** Every host seen, with its state now. */
@@ -78,11 +80,32 @@ export class HostsView {
   /** Re-reads the hosts; a failure keeps what was last read (and excuses the leases that run out from now on). */
   async refresh(): Promise<void> {
     try {
-      const r = await this.pool.query<{ name: string; advertise: string; public_ip: string; left_ms: string }>(
-        'SELECT name, advertise, public_ip, (extract(epoch FROM lease_until - now()) * 1000)::bigint AS left_ms FROM hosts',
+      const r = await this.pool.query<{ name: string; advertise: string; public_ip: string; left_ms: string; beat_ms: string; heard: Record<string, number> }>(
+        `SELECT name, advertise, public_ip, (extract(epoch FROM lease_until - now()) * 1000)::bigint AS left_ms,
+           (extract(epoch FROM now() - heartbeat_at) * 1000)::bigint AS beat_ms, heard FROM hosts`,
       );
       const at = this.o.now();
-      this.seen = new Map(r.rows.map((x) => [x.name, { name: x.name, advertise: x.advertise, publicIp: x.public_ip, leftMs: Number(x.left_ms), at }]));
+      // when another host last reached each one: its heartbeat's age plus how long before it it had
+      const ago = new Map<string, number>();
+      for (const p of r.rows)
+        for (const [name, ms] of Object.entries(p.heard ?? {}))
+          if (name !== p.name && Number.isFinite(ms)) ago.set(name, Math.min(ago.get(name) ?? Infinity, Math.max(0, Number(p.beat_ms)) + ms));
+      this.seen = new Map(
+        r.rows.map((x) => {
+          const peers = ago.get(x.name);
+          return [
+            x.name,
+            {
+              name: x.name,
+              advertise: x.advertise,
+              publicIp: x.public_ip,
+              leftMs: Number(x.left_ms),
+              at,
+              peersHeardAt: peers === undefined ? undefined : at - peers,
+            },
+          ];
+        }),
+      );
       this.reads.ok();
     } catch {
       this.reads.failed();

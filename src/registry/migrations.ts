@@ -13,6 +13,7 @@ import { ORDERS_SQL, SHARED_SQL } from './shared.js';
 import { IDENTITY_SQL } from './identity.js';
 import { TOKEN_SQL } from './token.js';
 import { QUOTAS_SQL } from './quotas.js';
+import { HEARD_SQL } from './hosts.js';
 import type { RegistryPool } from './pool.js';
 
 export interface Migration {
@@ -149,6 +150,12 @@ export const MIGRATIONS: readonly Migration[] = [
     version: 18,
     about: "an index of the change feed's live records alone: a full load reads no tombstone (placement tombstones are kept for the wake fence)",
     sql: LIVE_INDEX_SQL,
+  },
+  {
+    version: 21,
+    about:
+      "hosts: each host's view of the channel (how long ago it last reached each other host), written with its heartbeat: a host is dead only when no peer reached it for cluster.recoverAfter",
+    sql: HEARD_SQL,
   },
 ];
 

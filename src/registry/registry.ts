@@ -115,7 +115,14 @@ export class Registry {
     } catch (err) {
       this.log.warn('capacity not measured; the lease reports free memory and disk only', { detail: (err as Error).message });
     }
-    return { name: this.o.host, advertise: this.o.advertise, publicIp: this.o.publicIp, version: this.o.version, capacity: room ?? this.o.capacity() };
+    return {
+      name: this.o.host,
+      advertise: this.o.advertise,
+      publicIp: this.o.publicIp,
+      version: this.o.version,
+      capacity: room ?? this.o.capacity(),
+      heard: this.contact.heardAgo(),
+    };
   }
 
   /** What this host's lease reports as its capacity besides free memory and disk (hosting's
