@@ -31,6 +31,6 @@ export { clusterKeys, tokenFileOf } from './host.js';
 export { migrate, schemaVersion, assertUsable, KNOWN_VERSION, MIGRATIONS } from './migrations.js';
 export { Registry, startRegistry } from './registry.js';
 export { verdict, fenceStep, fenceBounds, type HostContact, type Verdict, type FenceStep } from './deadhost.js';
-export { Contact, type ContactDeps } from './contact.js';
-export { SelfFence, type FencedServers, type SelfFenceOptions } from './selffence.js';
+export { Contact, savedContact, type ContactDeps, type SavedContact } from './contact.js';
+export { SelfFence, assertNotCutOff, type FencedServers, type SelfFenceOptions } from './selffence.js';
 export { joinRegistry, type BoxRecords, type BoxAccount, type BoxLedgerEntry, type JoinReport, type JoinOptions } from './join.js';

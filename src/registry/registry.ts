@@ -21,8 +21,8 @@ import { RegistryQuotas } from './quotas.js';
 import { registryFacts, type RegistryFacts } from './report.js';
 import { checkToken, sealClear } from './token.js';
 import { joinRegistry, type BoxRecords, type JoinReport } from './join.js';
-import { Contact } from './contact.js';
-import { SelfFence, type FencedServers } from './selffence.js';
+import { Contact, savedContact } from './contact.js';
+import { assertNotCutOff, SelfFence, type FencedServers } from './selffence.js';
 import type { Clock } from '../clock.js';
 
 /** The registry part of the daemon: joined when cluster.registry is set, nothing on a single box.
@@ -96,6 +96,7 @@ export class Registry {
       registryUp: () => this.reachable,
       now: () => performance.now(),
       recoverAfterMs: o.recoverAfterMs ?? 0,
+      saved: savedContact(o.dataDir),
     });
     // a run that reached the registry but does not hold its name (refused, or taken over) starts nothing
     this.fence = new WakeFence(
@@ -103,7 +104,7 @@ export class Registry {
       this.names,
       log.child({ part: 'fence' }),
       () => (!this.reachable || !this.checked ? 'down' : this.identity.held ? 'held' : 'not-held'),
-      (id) => this.selfFence?.check(id),
+      (id) => assertNotCutOff(this.contact, o.recoverAfterMs ?? 0, log.child({ part: 'selffence' }), id),
     );
   }
 

@@ -36,6 +36,15 @@ export interface SelfFenceOptions {
   everyMs?: number;
 }
 
+/** The start guard's first question: 503 host_fenced while this host is cut off past the freeze
+ *  bound. Read fresh at each start, so it holds before the fence's first check too (a host
+ *  restarted while cut off counts from the last contact its previous run saved: contact.ts). */
+export function assertNotCutOff(contact: Contact, recoverAfterMs: number, log: Logger, id: string): void {
+  if (fenceStep(contact.cutOffForMs(), recoverAfterMs, contact.knowsPeers()) === 'serve') return;
+  log.warn('not starting a server: this host reaches neither the registry nor any peer', { server: id });
+  throw AppError.of('host_fenced', 'this host cannot reach the rest of the cluster now; it starts no server until it can', { retryAfter: 5 });
+}
+
 export class SelfFence {
   private step: FenceStep = 'serve';
   /** Servers this fence froze (thawed when contact comes back; a doze of presence is not ours). */
@@ -63,12 +72,9 @@ export class SelfFence {
     return this.step;
   }
 
-  /** The start guard's first question: refused (503 host_fenced) while this host is cut off
-   *  past the freeze bound. */
+  /** The start guard's first question (assertNotCutOff). */
   check(id: string): void {
-    if (this.step === 'serve') return;
-    this.o.log.warn('not starting a server: this host reaches neither the registry nor any peer', { server: id });
-    throw AppError.of('host_fenced', 'this host cannot reach the rest of the cluster now; it starts no server until it can', { retryAfter: 5 });
+    assertNotCutOff(this.o.contact, this.o.recoverAfterMs, this.o.log, id);
   }
 
   /** One check: contact read, the step taken (one at a time). */

@@ -10,7 +10,7 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { createLogger } from '../../src/log/index.js';
 import { fencedServers } from '../../src/main.js';
-import { Contact, SelfFence, fenceStep, verdict, type HostContact } from '../../src/registry/index.js';
+import { Contact, SelfFence, assertNotCutOff, fenceStep, verdict, type HostContact, type SavedContact } from '../../src/registry/index.js';
 import type { HostView } from '../../src/registry/index.js';
 import { ManualClock } from '../helpers/clock.js';
 import { ProcessRuntime } from '../helpers/procruntime.js';
@@ -142,6 +142,59 @@ test('contact: cut off is neither the registry nor any peer, counted from the la
 });
 
 const log = createLogger({ level: 'error', sink: () => {} });
+
+test('contact across a restart: the last contact and the peers are kept; a host restarted while cut off counts from that contact, not from its start', () => {
+  let kept: SavedContact | undefined;
+  const saved = { load: () => kept, save: (x: SavedContact) => void (kept = x) };
+  let t = 0;
+  let wall = 1_000_000;
+  let registryUp = true;
+  let hosts: HostView[] = [
+    { name: 'a', advertise: 'a:1', publicIp: '', up: true, lease: true },
+    { name: 'b', advertise: 'b:1', publicIp: '', up: true, lease: true },
+  ];
+  const answering = new Set<string>();
+  const probes: string[] = [];
+  const make = () =>
+    new Contact({
+      self: 'a',
+      hosts: () => hosts,
+      answers: (h) => answering.has(h),
+      probe: (h) => void probes.push(h),
+      registryUp: () => registryUp,
+      now: () => t,
+      wallNow: () => wall,
+      recoverAfterMs: R,
+      saved,
+    });
+  const first = make();
+  first.tick();
+  assert.equal(kept, { at: 1_000_000, peers: [{ name: 'b', advertise: 'b:1' }] }, 'kept on contact with the registry');
+  t += 1000;
+  wall += 1000;
+  first.tick();
+  assert.is(kept!.at, 1_000_000, 'not written again within recoverAfter/8');
+  // down for recoverAfter, then started again cut off: the registry unreachable, no host listed yet
+  t = 5;
+  wall += R;
+  registryUp = false;
+  hosts = [];
+  const again = make();
+  assert.ok(again.knowsPeers(), 'the peers the last run had');
+  assert.ok(again.cutOffForMs()! >= R, `cut off since the last run's contact: ${again.cutOffForMs()} ms`);
+  try {
+    assertNotCutOff(again, R, log, 'srv_1');
+    assert.unreachable('a start while cut off past the bound');
+  } catch (e) {
+    assert.is((e as { code?: string }).code, 'host_fenced');
+  }
+  again.tick();
+  assert.ok(probes.includes('b'), 'the saved peer is probed');
+  answering.add('b'); // a registry outage everyone sees: the peer answers
+  again.tick();
+  assert.is(again.cutOffForMs(), undefined);
+  assertNotCutOff(again, R, log, 'srv_1');
+});
 
 /** A process's state letter in /proc (T: stopped by SIGSTOP). */
 function procState(pid: number): string {
