@@ -35,6 +35,9 @@ export interface HostRow extends HostFacts {
   servers: number;
   /** The instance (data dir) holding the name (identity.ts); null: not recorded yet. */
   instance: string | null;
+  /** Milliseconds since another host last reached it over the channel, by their heartbeats
+   *  (schema 21: `heard`); null: none reported reaching it. */
+  reachedMs: number | null;
 }
 
 interface Raw {
@@ -49,6 +52,7 @@ interface Raw {
   left_ms: string;
   servers: string;
   instance: string | null;
+  reached_ms: string | null;
 }
 
 export class HostDirectory {
@@ -94,7 +98,9 @@ export class HostDirectory {
 
   async list(): Promise<HostRow[]> {
     const r = await this.pool.query<Raw>(`SELECT h.*, (extract(epoch FROM h.lease_until - now()) * 1000)::bigint AS left_ms,
-         (SELECT count(*) FROM placements p WHERE p.host = h.name AND p.lost_at IS NULL) AS servers
+         (SELECT count(*) FROM placements p WHERE p.host = h.name AND p.lost_at IS NULL) AS servers,
+         (SELECT min((extract(epoch FROM now() - o.heartbeat_at) * 1000)::bigint + (o.heard ->> h.name)::bigint)
+            FROM hosts o WHERE o.name <> h.name AND o.heard ? h.name) AS reached_ms
        FROM hosts h ORDER BY h.name`);
     return r.rows.map((x) => ({
       name: x.name,
@@ -109,6 +115,7 @@ export class HostDirectory {
       up: Number(x.left_ms) > 0,
       servers: Number(x.servers),
       instance: x.instance,
+      reachedMs: x.reached_ms === null ? null : Math.max(0, Number(x.reached_ms)),
     }));
   }
 }

@@ -69,7 +69,7 @@ export class HostsView {
     const lapsedAt = h.at + h.leftMs;
     const lease = this.o.now() < lapsedAt || this.reads.excuses(lapsedAt) || this.beats.excuses(lapsedAt);
     const up = lease || this.answers?.(h.name, h.advertise) === true;
-    return { name: h.name, advertise: h.advertise, publicIp: h.publicIp, up, lease, peersHeardAt: h.peersHeardAt };
+    return { name: h.name, advertise: h.advertise, publicIp: h.publicIp, up, lease, ...(h.peersHeardAt === undefined ? {} : { peersHeardAt: h.peersHeardAt }) };
   }
 
   /** Every host seen, with its state now. */

@@ -8,6 +8,7 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { Contact, HostDirectory, RegistryPool, claimName } from '../../src/registry/index.js';
 import { HostsView } from '../../src/registry/hostsview.js';
+import { hostState } from '../../src/admin/cli-channel.js';
 import type { TestPostgres } from '../helpers/postgres.js';
 import { startClusterRegistry } from './fixtures/twohosts.js';
 
@@ -62,6 +63,22 @@ test("a host whose lease lapsed is dead only recoverAfter after the last peer's 
   t = t0 + R / 2 + R + 1000;
   assert.is(contact.verdict('host-x').dead, true, "recoverAfter after host-c's last report");
 
+  // the operator's view (cluster status): when a peer last reached each host, and who is dead
+  const rows = await dir.list();
+  const rx = rows.find((h) => h.name === 'host-x')!;
+  assert.ok(rx.reachedMs !== null && rx.reachedMs < 2000, `host-c reached host-x ${rx.reachedMs} ms ago`);
+  assert.is(rows.find((h) => h.name === 'host-a')!.reachedMs, null, 'nobody reported reaching host-a');
+  assert.is(hostState(rx, R), `down (dead in ${Math.ceil((R - rx.reachedMs!) / 1000)} s)`, 'lapsed an hour ago, but reached a moment ago');
+  assert.is(hostState({ ...rx, reachedMs: R }, R), 'dead', 'lapsed an hour ago, reached recoverAfter ago');
+  assert.is(hostState({ ...rx, reachedMs: null }, R), 'dead');
+  assert.is(hostState({ ...rx, reachedMs: null }, 0), 'down', 'recoverAfter 0: never dead by itself');
+  assert.is(
+    hostState(
+      rows.find((h) => h.name === 'host-c')!,
+      R,
+    ),
+    'up',
+  );
   // a host's report of itself is no report
   assert.ok(await dir.renew({ ...facts('host-x'), heard: { 'host-x': 0 } }, 'run_host-x').then(() => true));
   await pg.sql(`UPDATE hosts SET heard = '{}'::jsonb WHERE name = 'host-c'`);
