@@ -45,7 +45,7 @@ const reached = (ms: number | null) => (ms === null ? 'never' : `${Math.round(ms
 
 function hostLines(hosts: HostRow[], recoverAfterMs: number): string {
   return table(
-    ['HOST', 'STATE', 'LEASE', 'SERVERS', 'REACHED', 'ADVERTISE', 'PUBLIC IP', 'RAM ROOM', 'DISK ROOM', 'FREE RAM', 'FREE DISK', 'VERSION'],
+    ['HOST', 'STATE', 'LEASE', 'SERVERS', 'ADVERTISE', 'PUBLIC IP', 'RAM ROOM', 'DISK ROOM', 'FREE RAM', 'FREE DISK', 'VERSION', 'REACHED'],
     hosts.map((h) => {
       const c = h.capacity;
       return [
@@ -53,7 +53,6 @@ function hostLines(hosts: HostRow[], recoverAfterMs: number): string {
         hostState(h, recoverAfterMs),
         h.up ? `${(h.leaseLeftMs / 1000).toFixed(1)} s left` : `lapsed ${Math.round(-h.leaseLeftMs / 1000)} s ago`,
         c.serversMax ? `${h.servers} of ${c.serversMax}` : String(h.servers),
-        reached(h.reachedMs),
         h.advertise,
         h.publicIp,
         bytes(c.memoryRoomBytes),
@@ -61,6 +60,7 @@ function hostLines(hosts: HostRow[], recoverAfterMs: number): string {
         bytes(c.memoryFreeBytes),
         bytes(c.diskFreeBytes),
         h.version,
+        reached(h.reachedMs),
       ];
     }),
   );
