@@ -223,7 +223,7 @@ export class Registry {
       });
   }
 
-  /** Starts the self-fence over this host's servers (selffence.ts; nothing when recoverAfter is 0). */
+  /** Starts the self-fence over this host's servers (selffence.ts; with recoverAfter 0 it only reads the contact). */
   fenceServers(servers: FencedServers, clock: Clock): SelfFence {
     this.selfFence?.stop();
     this.selfFence = new SelfFence({

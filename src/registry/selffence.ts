@@ -32,7 +32,7 @@ export interface SelfFenceOptions {
   log: Logger;
   /** The timer of the checks (tests move it); its now() is not read. */
   clock: Clock;
-  /** How often contact is read (default: recoverAfter / 20, between 100 ms and 1 s). */
+  /** How often contact is read (default: recoverAfter / 20, between 100 ms and 1 s; 1 s with recoverAfter 0). */
   everyMs?: number;
 }
 
@@ -57,9 +57,11 @@ export class SelfFence {
 
   constructor(private readonly o: SelfFenceOptions) {}
 
+  /** Starts the checks. With recoverAfter 0 (never recovered automatically) nothing is fenced, but
+   *  the contact is still read: this host's heartbeat tells the others which hosts it reaches. */
   start(): void {
-    if (this.o.recoverAfterMs <= 0) return; // never recovered automatically: nothing to fence against
-    const every = this.o.everyMs ?? Math.max(100, Math.min(1000, Math.floor(this.o.recoverAfterMs / 20)));
+    const r = this.o.recoverAfterMs;
+    const every = this.o.everyMs ?? (r > 0 ? Math.max(100, Math.min(1000, Math.floor(r / 20))) : 1000);
     this.timer = this.o.clock.every(every, () => void this.tick());
   }
 

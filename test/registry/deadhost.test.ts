@@ -287,6 +287,32 @@ test('self-fence: what it froze thaws once a peer answers again; a doze of prese
   fence.stop();
 });
 
+test('self-fence: recoverAfter 0 (never recovered automatically) fences nothing, but still reads the contact', async () => {
+  const { w, host, contact } = world();
+  w.hosts = [host('a', true), host('b', true)];
+  const clock = new ManualClock(0);
+  const rt = new ProcessRuntime();
+  await rt.create({ id: 'srv_1', slug: 'one', memoryBytes: 1, diskBytes: 1 });
+  const fence = new SelfFence({ contact, servers: fencedServers(rt), recoverAfterMs: 0, log, clock });
+  fence.start();
+  w.answering.add('b');
+  w.t = 1000;
+  clock.advance(1000);
+  assert.equal(contact.heardAgo(), { b: 0 }, 'the contact read on the timer');
+  w.answering.delete('b');
+  w.registryUp = false;
+  for (let i = 0; i < 10; i++) {
+    w.t += R;
+    clock.advance(R);
+    await fence.tick();
+  }
+  assert.is(fence.now, 'serve');
+  assert.is(rt.get('srv_1')?.state, 'running');
+  assert.is.not(procState(pid(rt, 'srv_1')), 'T');
+  await rt.stop('srv_1');
+  fence.stop();
+});
+
 test('self-fence: a registry outage everyone sees (a peer still answers) keeps every server running', async () => {
   const { rt, fence, advance } = await fenced(true);
   await advance(R);
