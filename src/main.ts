@@ -230,7 +230,8 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
         if (!d.registry) return void d.store.joined.clear();
         await d.registry.ready; // refused (schema, token, name): the start fails here, nothing placed
         // cut off from the registry and every peer: this host's running servers frozen, then stopped, before another may recover them
-        d.registry.fenceServers(fencedServers(d.runtime), o.clock ?? systemClock);
+        // back in touch with the registry after the fence: copies of servers recovered elsewhere meanwhile removed
+        d.registry.fenceServers(fencedServers(d.runtime), o.clock ?? systemClock, () => d.hosting.core.dropMoved());
         // a box's accounts, ledger, domains and certificates copied into the registry once, before it serves in cluster mode;
         // tried again with back-off while the registry cannot be reached (not joined meanwhile: 503 for what needs it)
         const registry = d.registry;

@@ -117,6 +117,9 @@ export interface HostingCore {
   /** Registry mode, once the registry answered this host's start (main.ts, after the edge and SSH
    *  listen): its placements and slugs made to match the store, this host's earlier reservations released. */
   join(): Promise<void>;
+  /** Registry mode, when this host reaches the registry again after fencing itself (main.ts): its
+   *  copies of servers the registry placed on another host meanwhile are removed (stalecopies.ts). */
+  dropMoved(): Promise<void>;
 }
 
 export function buildCore(d: HostingDeps): HostingCore {
@@ -195,6 +198,15 @@ export function buildCore(d: HostingDeps): HostingCore {
       settings: d.cfg.checkpoints,
     });
   d.billing.keepTiers({ apply: (a) => servers.applyTier(a), sync });
+  const stale: StaleCopies = {
+    store: d.store,
+    runtime: d.runtime,
+    checkpoints,
+    dataDir: d.cfg.dataDir,
+    log: d.log,
+    releaseLocal: async (id) => (await exposures.releaseServer(id), d.forget?.(id)),
+    placedOn: (id) => d.placements?.byServer(id)?.host,
+  };
   return {
     cfg: d.cfg,
     log: d.log,
@@ -229,15 +241,27 @@ export function buildCore(d: HostingDeps): HostingCore {
     capacity: () => measureCapacity(d.cfg, d.store.servers.all({ withPending: true })),
     hostChoice: d.hostChoice,
     async join() {
-      await reconcileAtStart(d, servers, {
-        store: d.store,
-        runtime: d.runtime,
-        checkpoints,
-        dataDir: d.cfg.dataDir,
-        log: d.log,
-        releaseLocal: async (id) => (await exposures.releaseServer(id), d.forget?.(id)),
-        placedOn: (id) => d.placements?.byServer(id)?.host,
-      });
+      await reconcileAtStart(d, servers, stale);
+    },
+    async dropMoved() {
+      const names = d.names;
+      if (!names?.placementOf || !names.self) return;
+      const moved: string[] = [];
+      const where = new Map<string, string>();
+      try {
+        for (const s of d.store.servers.all()) {
+          const p = await names.placementOf(s.id);
+          if (p && p !== 'deleted' && p.host !== names.self) (moved.push(s.id), where.set(s.id, p.host));
+        }
+      } catch (err) {
+        return void d.log.warn('placements not read after the fence; stale copies are removed at the next start', { err: (err as Error).message });
+      }
+      if (!moved.length) return;
+      for (const id of moved)
+        if (d.runtime.get(id)?.state === 'running')
+          await d.runtime.stop(id).catch((err) => d.log.error('could not stop a server placed on another host', { server: id, err }));
+      const dropped = await dropStaleCopies(stale, moved, (id) => where.get(id));
+      d.log.warn('stale copies of servers placed on another host removed', dropped);
     },
     async start() {
       await exposures.restore((msg, f) => d.log.warn(msg, f));

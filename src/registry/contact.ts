@@ -154,6 +154,11 @@ export class Contact {
     return verdict(this.of(host), this.d.recoverAfterMs);
   }
 
+  /** Whether this host's last heartbeat reached the registry. */
+  registryUp(): boolean {
+    return this.d.registryUp();
+  }
+
   /** How long this host has reached neither the registry nor any peer; undefined while it reaches one. */
   cutOffForMs(): number | undefined {
     const now = this.d.now();

@@ -55,6 +55,11 @@ export class RegistryNames {
     private readonly holder: NameHolder = { instance: `ins_${host}`, held: true },
   ) {}
 
+  /** This host's name. */
+  get hostName(): string {
+    return this.host;
+  }
+
   /** Refuses to write under this host's name while this run does not hold it. */
   private held(): void {
     if (!this.holder.held)

@@ -224,9 +224,10 @@ export class Registry {
   }
 
   /** Starts the self-fence over this host's servers (selffence.ts; with recoverAfter 0 it only reads the contact). */
-  fenceServers(servers: FencedServers, clock: Clock): SelfFence {
+  fenceServers(servers: FencedServers, clock: Clock, healed?: () => Promise<void>): SelfFence {
     this.selfFence?.stop();
     this.selfFence = new SelfFence({
+      healed,
       contact: this.contact,
       servers,
       recoverAfterMs: this.o.recoverAfterMs ?? 0,

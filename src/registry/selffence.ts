@@ -32,6 +32,9 @@ export interface SelfFenceOptions {
   log: Logger;
   /** The timer of the checks (tests move it); its now() is not read. */
   clock: Clock;
+  /** Called when this host reaches the registry again after it fenced itself (main.ts: hosting
+   *  removes its copies of servers placed on another host meanwhile). */
+  healed?: () => Promise<void>;
   /** How often contact is read (default: recoverAfter / 20, between 100 ms and 1 s; 1 s with recoverAfter 0). */
   everyMs?: number;
 }
@@ -102,7 +105,12 @@ export class SelfFence {
           recoverAfterMs: this.o.recoverAfterMs,
         });
     }
-    if (next === 'serve') return this.thawAll();
+    if (next === 'serve') {
+      await this.thawAll();
+      if (was !== 'serve' && this.o.contact.registryUp())
+        await this.o.healed?.().catch((err: unknown) => this.o.log.error('self-fence: after the fence', { err }));
+      return;
+    }
     const running = this.o.servers.running();
     if (next === 'freeze') {
       await Promise.all(

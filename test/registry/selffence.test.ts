@@ -7,7 +7,8 @@
 //   - A stopped and B cut off from the registry: B reaches nobody, so it freezes its running
 //     server after recoverAfter/4 and stops it after recoverAfter/2 — before recoverAfter has
 //     passed since the cut —, and refuses to start it (host_fenced); once the registry answers
-//     again, B starts it on demand as before.
+//     again, B starts it on demand as before, and removes its copy of another server the registry
+//     re-placed on host-a meanwhile (a recovery).
 process.env.ROOTBOX_TEST_RUNTIME ??= 'process';
 import { createServer, connect, type Server, type Socket } from 'node:net';
 import { readFileSync } from 'node:fs';
@@ -70,6 +71,8 @@ let relay: Relay;
 let a: TestDaemon;
 let b: TestDaemon;
 let id: string;
+/** A second server of B's, recovered on host-a while B is cut off (the registry re-places it there). */
+let moved: string;
 
 const cluster = (host: string, port: number, registry: string) => ({
   registry,
@@ -102,6 +105,9 @@ test.before(async () => {
   const r = await api(b, 'POST', '/create', { body: { subdomains: ['fence-b'] } });
   assert.is(r.status, 200, r.text);
   id = (r.json as { id: string }).id;
+  const r2 = await api(b, 'POST', '/create', { body: { subdomains: ['fence-moved'] } });
+  assert.is(r2.status, 200, r2.text);
+  moved = (r2.json as { id: string }).id;
   await until('B and A answer each other on the channel', () => {
     const ab = a.daemon.registry!.contact.of('host-b').silentForMs === undefined;
     const ba = b.daemon.registry!.contact.of('host-a').silentForMs === undefined;
@@ -161,12 +167,19 @@ test('A stopped and B cut off from the registry: B freezes its running server by
       assert.is((e as { code?: string }).code, 'host_fenced');
     }
     assert.is(rt().get(id)?.state, 'sleeping');
+    assert.is(rt().get(moved)?.state, 'sleeping');
+    // meanwhile the others count B dead and recover one of its servers on host-a (its placement at the next epoch)
+    await pg.sql(`UPDATE placements SET host = 'host-a', instance = 'ins_a_elsewhere', epoch = epoch + 1 WHERE server_id = '${moved}'`);
   } finally {
     relay.heal();
   }
   await until('B reaches the registry again', () => b.daemon.registry!.up && b.daemon.registry!.selfFence?.now === 'serve', 10_000);
   await b.daemon.runtime.start(id); // on demand, through the wake fence: still B's
   assert.is(rt().get(id)?.state, 'running');
+  // the recovered one: B's copy removed once it reached the registry again, never started
+  await until('B removes its copy of the server recovered on host-a', () => !b.daemon.store.servers.get(moved) && !rt().get(moved), 10_000);
+  assert.ok(b.logs.some((l) => l.msg === 'stale copies of servers placed on another host removed' && JSON.stringify(l.removed) === JSON.stringify([moved])));
+  assert.match(await pg.sql(`SELECT host FROM placements WHERE server_id = '${moved}'`), 'host-a');
 });
 
 test.run();
