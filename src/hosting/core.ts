@@ -30,7 +30,7 @@ import type { HostChoice } from './hostchoice.js';
 import type { SharedQuotas } from './quotas.js';
 import { ServerCheckpoints } from './checkpoints.js';
 import { AutoCheckpoints } from './autocheckpoints.js';
-import { dropStaleCopies, type StaleCopyDeps } from './stalecopies.js';
+import { dropMoved, dropStaleCopies, type StaleCopyDeps } from './stalecopies.js';
 import { systemClock, type Clock } from '../clock.js';
 
 export interface HostingDeps {
@@ -243,26 +243,7 @@ export function buildCore(d: HostingDeps): HostingCore {
     async join() {
       await reconcileAtStart(d, servers, stale);
     },
-    async dropMoved() {
-      const names = d.names;
-      if (!names?.placementOf || !names.self) return;
-      const moved: string[] = [];
-      const where = new Map<string, string>();
-      try {
-        for (const s of d.store.servers.all()) {
-          const p = await names.placementOf(s.id);
-          if (p && p !== 'deleted' && p.host !== names.self) (moved.push(s.id), where.set(s.id, p.host));
-        }
-      } catch (err) {
-        return void d.log.warn('placements not read after the fence; stale copies are removed at the next start', { err: (err as Error).message });
-      }
-      if (!moved.length) return;
-      for (const id of moved)
-        if (d.runtime.get(id)?.state === 'running')
-          await d.runtime.stop(id).catch((err) => d.log.error('could not stop a server placed on another host', { server: id, err }));
-      const dropped = await dropStaleCopies(stale, moved, (id) => where.get(id));
-      d.log.warn('stale copies of servers placed on another host removed', dropped);
-    },
+    dropMoved: () => (d.names ? dropMoved(stale, d.names) : Promise.resolve()),
     async start() {
       await exposures.restore((msg, f) => d.log.warn(msg, f));
       domains.load();

@@ -1,6 +1,7 @@
 // A returning host's copies of servers the registry now places on another host (issue 38): moved
 // or recovered there while this host was away or cut off, at a newer epoch. The wake fence never
-// starts them here; at start (the names' reconcile, core.ts) each copy is removed from this host —
+// starts them here; at start (the names' reconcile, core.ts), and when this host reaches the
+// registry again after fencing itself (`dropMoved`), each copy is removed from this host —
 // its container, disk, exposed ports and records here, nothing of what is shared: its placement,
 // slug, domains and checkpoints are the new owner's. Except a copy whose disk was written after
 // the newest checkpoint that holds it: those writes are nowhere else, so the disk is kept aside in
@@ -20,6 +21,7 @@ import type { Logger } from '../log/index.js';
 import { keepAside, type Runtime } from '../runtime/index.js';
 import type { Store } from '../store/index.js';
 import type { ServerCheckpoints } from './checkpoints.js';
+import type { SharedNames } from './servers.js';
 
 export interface StaleCopyDeps {
   store: Store;
@@ -106,4 +108,26 @@ export async function dropStaleCopies(
     }
   }
   return { removed, keptAside: kept, left };
+}
+
+/** After this host fenced itself and reached the registry again: its servers the registry placed
+ *  on another host meanwhile (each one's placement read, as the wake fence reads it) are stopped
+ *  when running and dropped as at a start (a registry that does not answer: left to the next start). */
+export async function dropMoved(d: StaleCopyDeps, names: Pick<SharedNames, 'self' | 'placementOf'>): Promise<void> {
+  if (!names.placementOf || !names.self) return;
+  const where = new Map<string, string>();
+  try {
+    for (const s of d.store.servers.all()) {
+      const p = await names.placementOf(s.id);
+      if (p && p !== 'deleted' && p.host !== names.self) where.set(s.id, p.host);
+    }
+  } catch (err) {
+    return void d.log.warn('placements not read after the fence; stale copies are removed at the next start', { err: (err as Error).message });
+  }
+  if (!where.size) return;
+  for (const id of where.keys())
+    if (d.runtime.get(id)?.state === 'running')
+      await d.runtime.stop(id).catch((err) => d.log.error('could not stop a server placed on another host', { server: id, err }));
+  const dropped = await dropStaleCopies(d, [...where.keys()], (id) => where.get(id));
+  d.log.warn('stale copies of servers placed on another host removed', dropped);
 }
