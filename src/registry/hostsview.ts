@@ -3,7 +3,9 @@
 // (`answeredBy`, the channel's view wired in main.ts): a host cut off from the registry alone
 // still serves its servers to its peers. A lease runs out at once, between refreshes too (counted
 // down on this host's monotonic clock), except one that ran out while this host could not reach
-// the registry, or within a lease after it could again (leases.ts: nobody could renew).
+// the registry, or within a lease after it could again (leases.ts: nobody could renew). Each
+// host's heartbeat also reports when it last reached each other host over the channel (schema
+// 21): the view keeps, for every host, when any other host last did (`peersHeardAt`, contact.ts).
 
 import { Trouble } from './leases.js';
 import type { RegistryPool } from './pool.js';
