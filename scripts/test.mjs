@@ -56,6 +56,8 @@ const UNIT = [
   'test/registry/promotion.test.ts',
   'test/registry/listenfirst.test.ts',
   'test/admin/whereabouts.test.ts',
+  'test/registry/deadhost.test.ts',
+  'test/registry/heard.test.ts',
   'test/payments/selfsettle.test.ts',
   'test/registry/accounts.test.ts',
   'test/registry/shared.test.ts',

@@ -198,6 +198,7 @@ export const CATALOGUE = {
   no_uid_range: e('unavailable', 'every uid range of the host is in use'),
   host_unavailable: e('unavailable', 'the host that runs the server is down or cannot be reached from the host that received the request (Retry-After)'),
   server_moved: e('unavailable', 'the cluster registry places this server on another host: this host does not start it (Retry-After)'),
+  host_fenced: e('unavailable', 'this host reaches neither the cluster registry nor another host: it starts no server until it does (Retry-After)'),
   registry_unavailable: e('unavailable', 'the cluster registry (PostgreSQL) cannot be reached: changes to shared records wait until it is back (Retry-After)'),
   store_unavailable: e('unavailable', 'the checkpoint store cannot be reached; servers keep running (Retry-After)'),
   payments_unavailable: e('unavailable', 'the facilitator lacks our network or refuses our key, or the chain or gas wallet is unusable'),

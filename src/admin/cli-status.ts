@@ -74,6 +74,10 @@ function human(s: StatusView): string {
     `disk: ${bytes(h.disk.free_bytes)} free of ${bytes(h.disk.total_bytes)} at ${h.disk.path}; server disks take ${bytes(s.servers.disk_allocated_bytes)} of ${bytes(s.servers.disk_ceiling_bytes)} allowed`,
   );
   if (s.registry) out.push(registryLine(s.registry));
+  if (s.kept_aside.length)
+    out.push(
+      `kept aside: ${s.kept_aside.length} disk(s) of servers now on another host with writes newer than their newest checkpoint (${s.kept_aside.map((k) => `${k.server} ${k.slug}`).join(', ')}) in ${s.data_dir}/lost+found: see rootbox doctor`,
+    );
   const c = s.certificate;
   out.push(
     c.error ? `certificate: ${c.file}: ${c.error}` : `certificate: ${c.source} ${c.file}, ${c.names?.join(' ')}, expires ${c.not_after} (${c.days_left} days)`,

@@ -13,6 +13,7 @@ import { ORDERS_SQL, SHARED_SQL } from './shared.js';
 import { IDENTITY_SQL } from './identity.js';
 import { TOKEN_SQL } from './token.js';
 import { QUOTAS_SQL } from './quotas.js';
+import { HEARD_SQL } from './hosts.js';
 import type { RegistryPool } from './pool.js';
 
 export interface Migration {
@@ -154,6 +155,12 @@ export const MIGRATIONS: readonly Migration[] = [
     version: 19,
     about: 'checkpoint storage in the ledger: GB-months of it in every usage entry and in the account totals',
     sql: CHECKPOINT_LEDGER_SQL,
+  },
+  {
+    version: 21,
+    about:
+      "hosts: each host's view of the channel (how long ago it last reached each other host), written with its heartbeat: a host is dead only when no peer reached it for cluster.recoverAfter",
+    sql: HEARD_SQL,
   },
 ];
 

@@ -11,6 +11,7 @@
 // swap of checkpoints diskswap.ts. Every start of an
 // existing server asks the start guard first (deps.mayStart: cluster mode's wake fence).
 
+import { newestChange } from './changes.js';
 import { chmodSync, mkdirSync, statSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import type { RuntimeConfig } from '../config/index.js';
@@ -308,6 +309,12 @@ export class ContainerRuntime implements Runtime {
   /** A consistent copy of the server's disk (diskswap.ts). */
   captureDisk<T>(id: string, use: (copy: DiskCapture) => Promise<T>): Promise<T> {
     return this.diskSwap.capture(id, use);
+  }
+
+  /** When the server's own files last changed (changes.ts: the newest ctime in its disk's upper layer). */
+  filesChangedAt(id: string): number | undefined {
+    if (!this.servers.has(id)) return undefined;
+    return newestChange(diskPaths(this.serverDir(id)).upper);
   }
 
   diskWrittenAt(id: string): number | undefined {
