@@ -137,6 +137,7 @@ export class MoveSource {
         running,
         exposed: d.hosting.core.exposures.list(rec.id).map((e) => e.container_port),
         checkpoints: d.store.checkpoints.list(rec.id),
+        domains: d.store.domains.byServer(rec.id),
       };
       try {
         answer = await ask(d, to, body);
@@ -147,7 +148,10 @@ export class MoveSource {
         log.warn('the target took the server but its answer was lost', { err: (e as Error).message });
         answer = { epoch: p.epoch, exposed_ports: [], state: 'unknown' };
       }
-      await this.forget(rec);
+      // the record first: the requests held go to the target from here on (the front routes by it)
+      d.hosting.core.domains.handOff(rec.id);
+      d.store.servers.remove(rec.id);
+      d.proxy.forget(rec.id);
       await d.registry!.placements.sync().catch(() => {});
     } catch (e) {
       release();
@@ -157,6 +161,9 @@ export class MoveSource {
     }
     const heldMs = now() - heldAt;
     release();
+    await this.forget(rec).catch((err) =>
+      log.error('the copy a move left behind here was not all removed (the registry places the server on the target: it never starts here)', { err }),
+    );
     log.info('server moved', { slug: rec.slug, epoch: answer.epoch, heldMs, running });
     return {
       server: rec.id,
@@ -172,8 +179,8 @@ export class MoveSource {
     };
   }
 
-  /** This host's copy goes once the target has the server: its ports, runtime, checkpoint
-   *  records and record — never its checkpoints in the store (the target's now), nor its
+  /** This host's copy goes once the target has the server (its record went already): its
+   *  ports, runtime and checkpoint records — never its checkpoints in the store (the target's now), nor its
    *  placement, slug or key in the registry (the target's). */
   private async forget(rec: ServerRecord): Promise<void> {
     const d = this.d;
@@ -182,7 +189,5 @@ export class MoveSource {
       if (!(isAppError(e) && e.code === 'server_not_found')) throw e;
     });
     for (const c of d.store.checkpoints.list(rec.id)) await d.store.checkpoints.remove(rec.id, c.id);
-    d.store.servers.remove(rec.id);
-    d.proxy.forget(rec.id);
   }
 }

@@ -7,7 +7,7 @@
 //   3. takes the placement from the epoch the source read (compare-and-set: one more then) with
 //      the slug's claim — a registry that moved on, or cannot be reached, undoes 2 and refuses;
 //   4. commits the record, records the server's SSH key under this host, keeps the checkpoint
-//      records, exposes the container ports again on ports of its own, and lets the server
+//      records and routes its own domains, exposes the container ports again on ports of its own, and lets the server
 //      sleep if it slept on the source; then answers (the source deletes its copy on that).
 // Nothing the shared store holds is removed here, whatever fails: the checkpoints stay the server's.
 
@@ -96,6 +96,7 @@ export async function adopt(d: MovesDeps, log: Logger, a: AdoptRequest, from: st
   servers.pending.end(s.id);
   // from here on the server is this host's: what follows is best effort, logged, never undone
   for (const c of a.checkpoints) await d.store.checkpoints.add(c);
+  core.domains.takeOver(a.domains, s.slug);
   await r.shared
     .recordKey({ serverId: s.id, publicKey: s.sshPublicKey, fingerprint: s.keyFingerprint })
     .catch((err) => log.warn('the moved server’s SSH key is recorded at the next start', { server: s.id, err }));

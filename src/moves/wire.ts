@@ -2,8 +2,8 @@
 // server as the source's store has it (id, account, slug, its key pair's public half, limits,
 // never_sleep…), the checkpoint to restore, the placement epoch the source read (the target
 // takes the placement from it, compare-and-set), whether it was running, the container ports it
-// had exposed (re-allocated on the target) and the records of its checkpoints (the list moves
-// with it). Both ends check it with zod: a peer of another version is refused, not half-read.
+// had exposed (re-allocated on the target), the records of its checkpoints (the list moves
+// with it) and of its own domains. Both ends check it with zod: a peer of another version is refused, not half-read.
 
 import { z } from 'zod';
 
@@ -39,6 +39,19 @@ const CheckpointShape = z.object({
   writtenAt: z.number().optional(),
 });
 
+const DomainShape = z.object({
+  domain: z.string().min(1).max(253),
+  serverId: z.string().min(1).max(64),
+  accountId: z.string().min(1).max(80),
+  token: z.string().min(1).max(200),
+  state: z.enum(['pending_dns', 'issuing', 'active', 'failed']),
+  apex: z.boolean().optional(),
+  reason: z.string().max(2000).optional(),
+  createdAt: z.number().int(),
+  checkedAt: z.number().optional(),
+  activeAt: z.number().optional(),
+});
+
 export const AdoptRequest = z
   .object({
     server: ServerShape,
@@ -51,6 +64,8 @@ export const AdoptRequest = z
     /** Container ports the server had exposed (public ports are the target's own). */
     exposed: z.array(z.number().int().min(1).max(65535)).max(64),
     checkpoints: z.array(CheckpointShape).max(500),
+    /** Its own domains (the registry's claims stay as they are: the target routes them from now on). */
+    domains: z.array(DomainShape).max(100),
   })
   .strict();
 export type AdoptRequest = z.infer<typeof AdoptRequest>;

@@ -265,6 +265,31 @@ test('a running server with an exposed port moves from B back to A: the app come
   await sameServer('after-running-move');
 });
 
+test('the store unreachable: a move of the running server, then of the sleeping one, fails and it stays on A, serving', async () => {
+  const placed = async () => (await pg.sql(`SELECT host || ' ' || epoch FROM placements WHERE server_id = '${srv.id}'`)).trim();
+  const before = await placed();
+  await s3.killRgw();
+  try {
+    const running = await move(a, 'host-b');
+    assert.is(running.code, 1, running.stdout);
+    assert.match(running.stderr, /store/);
+    assert.is(a.daemon.runtime.get(srv.id)?.state, 'running', 'it ran on throughout');
+    exact(await get(b, srv.host, '/store-down-running'), '/store-down-running');
+    const stop = await adminCli(['servers', 'stop', srv.id], env(a));
+    assert.is(stop.code, 0, stop.stderr);
+    const sleeping = await move(a, 'host-b');
+    assert.is(sleeping.code, 1, sleeping.stdout);
+    assert.match(sleeping.stderr, /store/);
+  } finally {
+    await s3.startRgw();
+  }
+  assert.is(await placed(), before, 'the placement did not change');
+  assert.is(b.daemon.store.servers.getAny(srv.id), undefined, 'B has nothing of it');
+  // woken on A by a request through B
+  exact(await get(b, srv.host, '/store-down-sleeping'), '/store-down-sleeping');
+  assert.is(a.daemon.runtime.get(srv.id)?.state, 'running');
+});
+
 test('a move to a host that is down, or that the cluster does not have, is refused and changes nothing', async () => {
   const epoch = (await pg.sql(`SELECT epoch FROM placements WHERE server_id = '${srv.id}'`)).trim();
   const unknown = await move(a, 'host-nowhere');
