@@ -35,7 +35,6 @@ async function precheck(d: MovesDeps, rec: ServerRecord, to: string): Promise<vo
       'move_needs_shared_store',
       'this host keeps checkpoints in its own directory, which the target cannot read: set checkpoints.store = s3://bucket/prefix on every host to move servers',
     );
-  if (!d.hosting.core.checkpoints?.engine.available) throw AppError.of('not_configured', 'checkpoints are not available on this host');
   if (to === r.host) throw AppError.of('move_target_unknown', `${to} is this host: server ${rec.id} runs here already`);
   const row = (await r.hosts.list()).find((h) => h.name === to);
   if (!row) throw AppError.of('move_target_unknown', `the cluster has no host ${to.slice(0, 80)}`);
@@ -43,6 +42,7 @@ async function precheck(d: MovesDeps, rec: ServerRecord, to: string): Promise<vo
     throw AppError.of('move_target_down', `host ${to} is down or cannot be reached: server ${rec.id} stays here`, { retryAfter: 30 });
   const short = shortOf(row.capacity, rec);
   if (short) throw AppError.of('move_target_full', `host ${to} ${short}: server ${rec.id} stays here`);
+  if (!d.hosting.core.checkpoints?.engine.available) throw AppError.of('not_configured', 'checkpoints are not available on this host');
 }
 
 /** The placement's epoch as the registry has it, this host's (else 409 move_not_here). */

@@ -53,6 +53,8 @@ let pg: TestPostgres;
 let a: TestDaemon;
 let b: TestDaemon;
 let srv: { id: string; slug: string; host: string; key: string };
+/** The server's own domain (made active on A as its order would leave it: A's record and routing, the registry's claim). */
+let domain = '';
 let keyFile = '';
 let knownHosts = '';
 let fileSha = '';
@@ -105,6 +107,10 @@ async function sameServer(tag: string): Promise<void> {
   exact(await get(a, srv.host, `/${tag}-a`), `/${tag}-a`);
   exact(await get(b, srv.host, `/${tag}-b`), `/${tag}-b`);
   exact(await get(a, srv.host, `/${tag}-tls`, { tls: true }), `/${tag}-tls`);
+  exact(await get(a, domain, `/${tag}-domain-a`), `/${tag}-domain-a`);
+  exact(await get(b, domain, `/${tag}-domain-b`), `/${tag}-domain-b`);
+  const owner = holder()!;
+  for (const d of [a, b]) assert.is(d.daemon.hosting.core.domains.slugOf(domain), d === owner ? srv.slug : undefined, 'its domain routed by its owner only');
   assert.is(await inServer('sha256sum /root/data | cut -d" " -f1'), fileSha, 'the file written before the move');
   const login = await ssh('hostname; sha256sum /root/data | cut -d" " -f1');
   assert.is(login.code, 0, `ssh login with the recorded host key: ${login.stderr}`);
@@ -173,6 +179,14 @@ test.before(async () => {
   assert.is(w.code, 0, w.err);
   fileSha = await inServer('sha256sum /root/data | cut -d" " -f1');
   await until('the app answers on A', async () => ((await get(a, srv.host, '/up')).body.equals(expected('/up')) ? true : undefined), 30_000, 100);
+  domain = `www.${slug}.example`;
+  const accountId = a.daemon.store.servers.get(srv.id)!.accountId;
+  assert.ok(await a.daemon.registry!.shared.claimDomain({ domain, serverId: srv.id, accountId, state: 'active' }));
+  const at = Date.now();
+  a.daemon.store.domains.claim({ domain, serverId: srv.id, accountId, token: 'test', state: 'active', createdAt: at, activeAt: at }, () => true);
+  a.daemon.hosting.core.domains.load();
+  await until('B routes the domain', async () => ((await get(b, domain, '/dom')).status === 200 ? true : undefined), 20_000, 100);
+  exact(await get(a, domain, '/dom-a'), '/dom-a');
   // the first login records host-a's SSH host key; every later one is checked against it
   const first = await run('ssh', [
     '-p',
