@@ -100,13 +100,18 @@ export class MoveSource {
     const account = d.store.accounts.get(rec.accountId);
     if (!account) throw AppError.of('move_failed', `server ${rec.id}'s account is not in this host's store`);
     await epochHere(d, rec.id);
-    const state = d.presence.state(rec.id) ?? d.runtime.get(rec.id)?.state;
-    const running = state === 'running' || state === 'waking';
+    const runs = () => ['running', 'waking'].includes(d.presence.state(rec.id) ?? d.runtime.get(rec.id)?.state ?? '');
     const log = this.log.child({ server: rec.id, to });
     // a running server: most of its disk to the store while it serves
-    if (running) await cps.take(rec, account, 'auto', `before a move to ${to}`);
+    if (runs()) await cps.take(rec, account, 'auto', `before a move to ${to}`);
     const heldAt = now();
     const release = this.holds.begin(rec.id, rec.slug);
+    // read once requests wait: a wake that got in before counts
+    const running = runs();
+    log.info('moving a server: its requests wait', { slug: rec.slug, running });
+    const phases = { stop: 0, checkpoint: 0, target: 0 };
+    let mark = now();
+    const lap = (k: keyof typeof phases) => ((phases[k] = now() - mark), (mark = now()));
     let stopped = false;
     let answer: AdoptAnswer | undefined;
     let checkpoint = '';
@@ -116,7 +121,9 @@ export class MoveSource {
       // when both run on one machine (a test's cluster)
       await d.runtime.stop(rec.id, { park: false });
       stopped = running;
+      lap('stop');
       checkpoint = (await cps.take(rec, account, 'auto', `moved to ${to}`)).id;
+      lap('checkpoint');
       const epoch = await epochHere(d, rec.id);
       const body: AdoptRequest = {
         server: {
@@ -148,6 +155,7 @@ export class MoveSource {
         log.warn('the target took the server but its answer was lost', { err: (e as Error).message });
         answer = { epoch: p.epoch, exposed_ports: [], state: 'unknown' };
       }
+      lap('target');
       // the record first: the requests held go to the target from here on (the front routes by it)
       d.hosting.core.domains.handOff(rec.id);
       d.store.servers.remove(rec.id);
@@ -164,7 +172,7 @@ export class MoveSource {
     await this.forget(rec).catch((err) =>
       log.error('the copy a move left behind here was not all removed (the registry places the server on the target: it never starts here)', { err }),
     );
-    log.info('server moved', { slug: rec.slug, epoch: answer.epoch, heldMs, running });
+    log.info('server moved', { slug: rec.slug, epoch: answer.epoch, heldMs, running, phases });
     return {
       server: rec.id,
       slug: rec.slug,
@@ -174,6 +182,7 @@ export class MoveSource {
       was: running ? 'running' : 'sleeping',
       checkpoint,
       held_ms: heldMs,
+      held_phases_ms: phases,
       took_ms: now() - t0,
       exposed_ports: answer.exposed_ports,
     };

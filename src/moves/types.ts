@@ -40,6 +40,8 @@ export interface MoveReport {
   checkpoint: string;
   /** How long requests for it waited (from the stop, or the start of a sleeping server's move, to the target's confirmation). */
   held_ms: number;
+  /** Where that wait went: the stop, the final checkpoint, the target's restore and start. */
+  held_phases_ms: { stop: number; checkpoint: number; target: number };
   /** The whole move. */
   took_ms: number;
   exposed_ports: { public: string; container_port: number; protocol: 'tcp' }[];

@@ -122,13 +122,17 @@ async function sameServer(tag: string): Promise<void> {
   }
 }
 
-/** Requests through both edges every 50 ms while `during` runs: every answer must be the app's. */
-async function requestedDuring<T>(during: () => Promise<T>): Promise<{ result: T; answers: Got[]; slowestMs: number }> {
+/** Requests through both edges every 50 ms while `during` runs (with `from`: from when that host
+ *  holds the server's requests — before, a request would wake a sleeping server): every answer must be the app's. */
+async function requestedDuring<T>(from: TestDaemon | undefined, during: () => Promise<T>): Promise<{ result: T; answers: Got[]; slowestMs: number }> {
   const answers: Got[] = [];
   const pending: Promise<void>[] = [];
   let stop = false;
   let n = 0;
+  const seen = from?.logs.length ?? 0;
+  const held = () => !from || from.logs.slice(seen).some((l) => l.msg === 'moving a server: its requests wait' && l.server === srv.id);
   const loop = (async () => {
+    while (!stop && !held()) await new Promise((r) => setTimeout(r, 5));
     while (!stop) {
       const d = n % 2 ? a : b;
       const path = `/during-${n++}`;
@@ -230,14 +234,16 @@ test('a sleeping server moves from A to B: one checkpoint, a restore there, the 
   await until('asleep on A', () => a.daemon.runtime.get(srv.id)?.state === 'sleeping', 30_000, 50);
   const serverDir = join(a.dataDir, 'servers', srv.id);
   const before = await pg.sql(`SELECT epoch FROM placements WHERE server_id = '${srv.id}'`);
-  const { result, answers } = await requestedDuring(() => move(a, 'host-b'));
+  const { result, answers } = await requestedDuring(a, () => move(a, 'host-b'));
   assert.is(result.code, 0, result.stderr + result.stdout);
   const report = JSON.parse(result.stdout).move;
   assert.is(report.from, 'host-a');
   assert.is(report.to, 'host-b');
   assert.is(report.was, 'sleeping');
   assert.ok(report.epoch > Number(before.trim()), `epoch ${report.epoch} after ${before.trim()}`);
-  console.log(`  sleeping move: requests waited ${report.held_ms} ms, the move took ${report.took_ms} ms; ${answers.length} requests during it, all exact`);
+  console.log(
+    `  sleeping move: requests waited ${report.held_ms} ms (${JSON.stringify(report.held_phases_ms)}), the move took ${report.took_ms} ms; ${answers.length} requests during it, all exact`,
+  );
   assert.is(a.daemon.store.servers.get(srv.id), undefined, "A's store no longer has it");
   assert.is(a.daemon.runtime.get(srv.id), undefined, "A's runtime no longer has it");
   assert.not.ok(existsSync(serverDir), "A's disk of it is gone");
@@ -255,12 +261,12 @@ test('a running server with an exposed port moves from B back to A: the app come
   assert.is(exp.status, 200, exp.text);
   await until('running on B', () => b.daemon.runtime.get(srv.id)?.state === 'running', 30_000, 50);
   exact(await get(b, srv.host, '/warm'), '/warm');
-  const { result, answers, slowestMs } = await requestedDuring(() => move(b, 'host-a'));
+  const { result, answers, slowestMs } = await requestedDuring(undefined, () => move(b, 'host-a'));
   assert.is(result.code, 0, result.stderr + result.stdout);
   const report = JSON.parse(result.stdout).move;
   assert.is(report.was, 'running');
   console.log(
-    `  running move: unavailable (requests held) ${report.held_ms} ms, the move took ${report.took_ms} ms; ${answers.length} requests during it, all exact, the slowest ${Math.round(slowestMs)} ms`,
+    `  running move: unavailable (requests held) ${report.held_ms} ms (${JSON.stringify(report.held_phases_ms)}), the move took ${report.took_ms} ms; ${answers.length} requests during it, all exact, the slowest ${Math.round(slowestMs)} ms`,
   );
   assert.is(b.daemon.store.servers.get(srv.id), undefined);
   assert.is(b.daemon.runtime.get(srv.id), undefined);
