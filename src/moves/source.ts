@@ -12,8 +12,9 @@
 //     (runtime, record, ports, checkpoint records — never the checkpoints in the store) and the
 //     waiting requests go to the target;
 //   - any failure before the target's answer (the store, the registry, the channel, the target)
-//     leaves the server here and starts it again if it ran; an answer lost after the target took
-//     the placement is found by reading it (then the copy here is deleted as on success).
+//     leaves the server here and starts it again if it ran; a failed or missing answer first bumps
+//     the placement's epoch here (compare-and-set), so a target still at work cannot take it
+//     after — or finds the target took it (its answer lost): then the copy here goes as on success.
 
 import { AppError, isAppError } from '../errors.js';
 import { shortOf } from '../hosting/index.js';
@@ -25,6 +26,15 @@ import type { MoveReport, MovesDeps } from './types.js';
 import { ADOPT_PATH, AdoptAnswer, type AdoptRequest } from './wire.js';
 
 const ANSWER_MAX = 64 * 1024;
+/** How long the target may take to make the server from its checkpoint and start it. */
+const ANSWER_WAIT_MS = 5 * 60_000;
+
+/** `p`, or the error `late()` makes once `ms` passed. */
+function within<T>(p: Promise<T>, ms: number, late: () => Error): Promise<T> {
+  let t: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => (t = setTimeout(() => reject(late()), ms)));
+  return Promise.race([p, timeout]).finally(() => clearTimeout(t));
+}
 
 /** Refuses a move that cannot succeed, before anything changes; answers the placement's epoch now. */
 async function precheck(d: MovesDeps, rec: ServerRecord, to: string): Promise<void> {
@@ -147,13 +157,16 @@ export class MoveSource {
         domains: d.store.domains.byServer(rec.id),
       };
       try {
-        answer = await ask(d, to, body);
+        answer = await within(ask(d, to, body), ANSWER_WAIT_MS, () =>
+          AppError.of('move_failed', `host ${to} did not answer within ${ANSWER_WAIT_MS / 1000} s`, { retryAfter: 30 }),
+        );
       } catch (e) {
-        // an answer lost after the target took the placement: the move happened
-        const p = await d.registry!.names.placement(rec.id).catch(() => undefined);
-        if (!(p && p.host === to && p.epoch > epoch)) throw e;
+        // the placement's epoch bumped here (the wake fence's compare-and-set): a target still at
+        // work can no longer take it — or the target took it already and its answer was lost
+        const kept = await d.registry!.names.startAt(rec.id).catch(() => undefined);
+        if (!kept || kept === 'deleted' || 'started' in kept || kept.host !== to || kept.epoch <= epoch) throw e;
         log.warn('the target took the server but its answer was lost', { err: (e as Error).message });
-        answer = { epoch: p.epoch, exposed_ports: [], state: 'unknown' };
+        answer = { epoch: kept.epoch, exposed_ports: [], state: 'unknown' };
       }
       lap('target');
       // the record first: the requests held go to the target from here on (the front routes by it)
