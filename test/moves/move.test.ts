@@ -310,6 +310,30 @@ test('the store unreachable: a move of the running server, then of the sleeping 
   assert.is(a.daemon.runtime.get(srv.id)?.state, 'running');
 });
 
+test("the registry unreachable mid-move (halted once A holds the running server's requests): the move fails, the server runs on A again and serves", async () => {
+  const placed = async () => (await pg.sql(`SELECT host FROM placements WHERE server_id = '${srv.id}'`)).trim();
+  assert.is(a.daemon.runtime.get(srv.id)?.state, 'running');
+  const seen = a.logs.length;
+  const moving = move(a, 'host-b');
+  await until('A holds the requests', () => a.logs.slice(seen).some((l) => l.msg === 'moving a server: its requests wait' && l.server === srv.id), 60_000, 5);
+  await pg.halt();
+  let r: Awaited<typeof moving>;
+  try {
+    r = await moving;
+  } finally {
+    await pg.start();
+  }
+  assert.is(r.code, 1, r.stdout);
+  console.log(`  registry halted mid-move: ${r.stderr.trim()}`);
+  await until('A runs it again', () => a.daemon.runtime.get(srv.id)?.state === 'running', 30_000, 50);
+  assert.ok(a.daemon.store.servers.get(srv.id), 'A keeps it');
+  assert.is(b.daemon.store.servers.getAny(srv.id), undefined, 'B has nothing of it');
+  exact(await get(a, srv.host, '/registry-down'), '/registry-down');
+  await until('the registry answers again', async () => (await placed().catch(() => '')) !== '', 30_000, 200);
+  assert.is(await placed(), 'host-a');
+  exact(await get(b, srv.host, '/registry-back'), '/registry-back');
+});
+
 test('a move to a host that is down, or that the cluster does not have, is refused and changes nothing', async () => {
   const epoch = (await pg.sql(`SELECT epoch FROM placements WHERE server_id = '${srv.id}'`)).trim();
   const unknown = await move(a, 'host-nowhere');
