@@ -142,12 +142,20 @@ function serverRoutes(a: AdminActions, d: AdminDeps): Route[] {
       responses: {
         200: { description: 'Moved: the target runs it (the report: epoch, what it was, how long requests waited, its new ports)' },
         404: 'No such server, or no such host (move_target_unknown).',
-        409: 'The target is full or draining, the store is no shared one, the server is moving already or runs elsewhere.',
+        409: 'The target is full, the store is no shared one, the server is moving already or runs on another host (move_not_here, naming it).',
         503: 'The target is down, or the move failed: the server stays here, serving.',
       },
       async handler({ params, body }) {
-        const rec = a.server(params.ref);
         if (!d.moves) throw AppError.of('not_configured', 'this daemon moves no servers');
+        let rec;
+        try {
+          rec = a.server(params.ref);
+        } catch (e) {
+          // another host's server: say which one runs it
+          const host = await d.moves.placedOn(params.ref).catch(() => undefined);
+          if (host) throw AppError.of('move_not_here', `server ${params.ref} runs on ${host}: run \`rootbox servers move\` there`);
+          throw e;
+        }
         return { status: 200, body: { ok: true, move: await d.moves.move(rec, body.to) } };
       },
     }),

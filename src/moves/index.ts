@@ -20,6 +20,8 @@ export type { MoveReport, MovesDeps } from './types.js';
 export interface Moves {
   /** Moves `rec` (a server of this host) to host `to`; resolves once the target runs it. */
   move(rec: ServerRecord, to: string): Promise<MoveReport>;
+  /** The host the registry places server `id` on (a move asked of a host that does not run it says where it runs). */
+  placedOn(id: string): Promise<string | undefined>;
   /** Resolves when a move of server `id` ends (undefined: none holds its requests now). */
   holdOfServer(id: string): Promise<void> | undefined;
   /** The same for a request to `host` (`<slug>.{domain}`). */
@@ -44,6 +46,7 @@ export function startMoves(d: MovesDeps): Moves {
   };
   return {
     move: (rec, to) => source.move(rec, to),
+    placedOn: async (id) => (/^srv_[0-9a-f]{1,32}$/.test(id) ? (await d.registry?.names.placement(id))?.host : undefined),
     holdOfServer: (id) => holds.ofServer(id),
     holdOfHost: (host) => {
       if (!holds.size || !host.endsWith(suffix)) return undefined;

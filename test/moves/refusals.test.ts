@@ -3,7 +3,7 @@
 // processes. `rootbox servers move` answers a clear error — the store is no shared one
 // (move_needs_shared_store), the target is full by its lease (move_target_full), unknown
 // (move_target_unknown) or this host — and the server stays where it was at the same epoch,
-// serving; on a host that does not run it, there is no such server to move.
+// serving; on a host that does not run it, the command says which host does.
 
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -78,10 +78,10 @@ test('the admin API answers each refusal with its code and status, nothing chang
   assert.is((await refused('host-nowhere', 's3://bucket/x'))?.code, 'move_target_unknown');
   assert.is((await refused('host-a', 's3://bucket/x'))?.code, 'move_target_unknown');
   assert.is(await placed(), before);
-  // on B, which does not run it: no such server to move
+  // on B, which does not run it: it says where it runs
   const r = await move(b, 'host-a');
   assert.is(r.code, 1);
-  assert.match(r.stderr, /no (such )?server|unknown/i);
+  assert.match(r.stderr, /runs on host-a: run `rootbox servers move` there/);
   assert.is(await placed(), before);
 });
 
