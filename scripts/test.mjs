@@ -152,6 +152,7 @@ const UNIT = [
   'test/registry/resume.test.ts',
   'test/registry/leases.test.ts',
   'test/checkpoints/backoff.test.ts',
+  'test/moves/refusals.test.ts',
   'test/sdk/coverage.test.ts',
   'test/sdk/retry.test.ts',
 ];

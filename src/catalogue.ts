@@ -124,6 +124,7 @@ export const CATALOGUE = {
   unknown_tier: e('not_found', 'no verification tier has this name'),
   unknown_target: e('not_found', 'no account or server for an admin command'),
   checkpoint_not_found: e('not_found', 'the server has no such checkpoint'),
+  move_target_unknown: e('not_found', 'the cluster has no host of that name to move a server to'),
 
   // ── 405 method_not_allowed ──
   method_not_allowed: e('method_not_allowed', 'the method is not allowed here (Allow lists those that are); CONNECT anywhere'),
@@ -140,6 +141,10 @@ export const CATALOGUE = {
   server_exists: e('conflict', 'the runtime already has a server with this id'),
   server_not_running: e('conflict', 'the server must be running for this'),
   image_in_use: e('conflict', 'servers use the base image, so it cannot be rebuilt in place (CLI)'),
+  move_in_progress: e('conflict', 'the server is being moved to another host already; wait for that move to end'),
+  move_not_here: e('conflict', 'a move starts on the host that runs the server; this host does not (run the command there)'),
+  move_target_full: e('conflict', 'the target host has no room for the server (memory, disk or its count of servers): nothing changed'),
+  move_needs_shared_store: e('conflict', 'a move needs checkpoints in a store every host reaches (checkpoints.store = s3://…), not a host’s own directory'),
   placement_conflict: e('conflict', 'a placement changed since this host read it (another host or epoch): nothing was written'),
 
   // ── 413 too_large ──
@@ -197,6 +202,8 @@ export const CATALOGUE = {
   no_address: e('unavailable', 'every address of the server subnet is in use'),
   no_uid_range: e('unavailable', 'every uid range of the host is in use'),
   host_unavailable: e('unavailable', 'the host that runs the server is down or cannot be reached from the host that received the request (Retry-After)'),
+  move_target_down: e('unavailable', 'the target host of a move is down or cannot be reached over the channel: nothing changed (Retry-After)'),
+  move_failed: e('unavailable', 'the move did not complete; the server stays on (or went back to) the host it was on, serving (Retry-After)'),
   server_moved: e('unavailable', 'the cluster registry places this server on another host: this host does not start it (Retry-After)'),
   host_fenced: e('unavailable', 'this host reaches neither the cluster registry nor another host: it starts no server until it does (Retry-After)'),
   registry_unavailable: e('unavailable', 'the cluster registry (PostgreSQL) cannot be reached: changes to shared records wait until it is back (Retry-After)'),

@@ -58,6 +58,8 @@ export function frontOf(d: {
   domain: string;
   has: (slug: string) => boolean;
   joined: () => boolean;
+  /** A request for a server moving off this host waits for this, then goes where the server is (src/moves). */
+  hold?: (host: string) => Promise<void> | undefined;
 }): Channel['front'] {
   const now = () => d.channel()?.front ?? d.proxy;
   const suffix = `.${d.domain}`;
@@ -68,16 +70,21 @@ export function frontOf(d: {
   };
   return {
     handle: (req, res, info) => {
+      const held = d.hold?.(info.host);
+      if (held) return held.then(() => now().handle(req, res, info));
       if (elsewhere(info.host)) throw joining();
       return now().handle(req, res, info);
     },
     upgrade:
       d.proxy.upgrade &&
       ((req, socket, head, info) => {
+        const held = d.hold?.(info.host);
+        if (held) return void held.then(() => now().upgrade!(req, socket, head, info));
         if (elsewhere(info.host)) return refuseUpgrade(socket);
         now().upgrade!(req, socket, head, info);
       }),
-    lane: d.proxy.lane && ((r, sock, info, done) => (elsewhere(info.host) ? false : (now().lane?.(r, sock, info, done) ?? false))),
+    // a server moving: node's server answers, which waits (handle)
+    lane: d.proxy.lane && ((r, sock, info, done) => (elsewhere(info.host) || d.hold?.(info.host) ? false : (now().lane?.(r, sock, info, done) ?? false))),
   };
 }
 

@@ -55,6 +55,7 @@ import {
 } from './runtime/index.js';
 import { generateServerKeyPair, startSsh, type SshServer } from './ssh/index.js';
 import { openStore, type Store } from './store/index.js';
+import { startMoves, type Moves } from './moves/index.js';
 import { createVerify } from './verify/index.js';
 
 export interface Daemon<R extends Runtime = ContainerRuntime> {
@@ -113,6 +114,8 @@ type Parts<R extends Runtime> = { -readonly [K in keyof Daemon<R>]: Daemon<R>[K]
   metering: Billing;
   /** Cluster mode: what this box copied into the registry when it joined (registry/join.ts). */
   joined?: JoinReport;
+  /** Servers moving between hosts (src/moves): the admin's move, the target's side, the holds. */
+  moves: Moves;
 };
 
 export async function startDaemon<R extends Runtime = ContainerRuntime>(
@@ -166,7 +169,8 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
       'runtime',
       async (d) => {
         const r = d.registry; // cluster mode: no start of a server placed elsewhere or deleted (read once the registry answered)
-        const guard = r && (async (id: string) => (await r.ready, r.fence.check(id)));
+        // a server moving off this host starts only once its move ended (then the fence refuses it if it left)
+        const guard = r && (async (id: string) => (await r.ready, await d.moves?.holdOfServer(id), r.fence.check(id)));
         const { runtime, reconciled } = await makeRuntime(cfg, d.store, log, guard, d.hostLock);
         if (reconciled) log.info('reconciled servers with runc', { ...reconciled });
         return runtime;
@@ -202,6 +206,7 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
       (h) => (h.core.autoCheckpoints?.stop(), h.core.domains.stop()),
     ),
     // single box: metering now; cluster mode: once the box joined (the channel part), as its passes price with the registry's totals
+    part('moves', startMoves, nothing),
     part('metering', (d) => (d.registry ? undefined : meter(d.billing, log), d.billing)),
     part('verify', createVerify, nothing),
     part(
@@ -218,6 +223,7 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
             domain: cfg.domain,
             has: (slug) => d.store.servers.bySlug(slug) !== undefined,
             joined: () => joined,
+            hold: (host) => d.moves?.holdOfHost(host),
           }),
           aliases: (host) => (d.channel ? d.channel.aliases(host) : d.hosting.core.domains.slugOf(host)),
         }),
@@ -239,7 +245,8 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
         if (!done) return undefined; // stopping (serve stops what started)
         meter(d.billing, log); // the registry has every account of this box: no grant given twice, no zero totals cached
         await d.hosting.core.join();
-        const c = await startChannel(d);
+        // the target's side of a move answers peers under the API app; requests for a server moving off this host wait
+        const c = await startChannel({ ...d, hosting: { ...d.hosting, router: d.moves.withTarget(d.hosting.router) }, moveHold: (h) => d.moves.holdOfHost(h) });
         if (c) d.hosting.bindChannel(c.servers);
         const placements = d.registry?.placements;
         // down is no lease and no answer on the channel: a host cut off from the registry alone still serves

@@ -35,6 +35,8 @@ export interface AdminDeps {
   registry?: { report(): Promise<RegistryFacts>; readonly host: string };
   /** The host-to-host channel (cluster mode with a CA), for `cluster status`. */
   channel?: { health(): PeerHealth[] };
+  /** Moves of servers to other hosts of the cluster (src/moves). */
+  moves?: { move(rec: ServerRecord, to: string): Promise<unknown>; placedOn(id: string): Promise<string | undefined> };
   log: Logger;
 }
 

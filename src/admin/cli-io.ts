@@ -15,6 +15,8 @@ export interface CliFlags {
   account?: string;
   /** servers list: every host's placements from the registry. */
   cluster?: boolean;
+  /** servers move: the host to move the server to. */
+  to?: string;
 }
 
 /** A small pool on the configured registry; undefined on a single box. */

@@ -26,6 +26,8 @@ export const ADMIN_USAGE = `operator commands (act in the running daemon through
   servers delete SERVER --yes             delete it with its disk and exposed ports
   servers checkpoints SERVER [--json]     its checkpoints, newest first
   servers restore SERVER CHECKPOINT       make its disk the checkpoint's (it restarts when running)
+  servers move SERVER --to HOST [--json]  cluster mode, on the host that runs it: move it to HOST (slug, keys,
+                                          disk, never_sleep; exposed ports get new public ones); needs an S3 store
   accounts list [--json]                  every account: tier, balance, what is left of the grant
   accounts show ACCOUNT [--json]          one account (or a server's account), its servers and ledger
   accounts credit ACCOUNT|SERVER USD      add credit; running servers get the new tier's ceilings at once
@@ -70,6 +72,7 @@ export async function adminMain(argv: string[], io: CliOut = stdio, env: NodeJS.
       'from-backup': { type: 'string' },
       store: { type: 'string' },
       'host-key': { type: 'string' },
+      to: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
     allowPositionals: true,
@@ -93,7 +96,7 @@ export async function adminMain(argv: string[], io: CliOut = stdio, env: NodeJS.
     io.err(where.note);
     cfg = loadConfig({ file: values.config, env, overrides: { dataDir: where.dataDir } });
   }
-  const flags = { json: values.json, yes: values.yes, account: values.account, cluster: values.cluster };
+  const flags = { json: values.json, yes: values.yes, account: values.account, cluster: values.cluster, to: values.to };
   let code = -1;
   switch (cmd) {
     case 'servers':

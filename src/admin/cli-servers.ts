@@ -1,4 +1,4 @@
-// `rootbox servers list|show|stop|start|suspend|resume|delete|checkpoints|restore`. list and show answer from the
+// `rootbox servers list|show|stop|start|suspend|resume|delete|checkpoints|restore|move`. list and show answer from the
 // daemon, or from the store while it is stopped; the others act in the running daemon at once
 // and refuse without it. `list --cluster` (cluster mode) reads every host's placements from the
 // registry instead (no daemon needed).
@@ -122,6 +122,24 @@ export async function serversCommand(cfg: Readonly<Config>, sub: string | undefi
       flags,
       body,
       () => `${body.server.id} (${body.server.subdomain}): restored to ${body.checkpoint.id} of ${body.checkpoint.created_at}; ${body.server.state}`,
+    );
+    return 0;
+  }
+  if (sub === 'move' && args.length === 1) {
+    if (!flags.to) {
+      io.err('rootbox: `servers move SERVER --to HOST`: name the host to move it to');
+      return 2;
+    }
+    const a = await ask(dir, 'POST', `/servers/${encodeURIComponent(args[0])}/move`, { to: flags.to });
+    if (!a) needDaemon(dir, 'servers move');
+    const body = ok<{ move: { server: string; slug: string; from: string; to: string; epoch: number; was: string; held_ms: number; took_ms: number } }>(a);
+    const m = body.move;
+    emit(
+      io,
+      flags,
+      body,
+      () =>
+        `${m.server} (${m.slug}): moved from ${m.from} to ${m.to} (epoch ${m.epoch}, ${m.was}); requests waited ${m.held_ms} ms, the move took ${m.took_ms} ms`,
     );
     return 0;
   }

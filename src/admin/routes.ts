@@ -6,6 +6,7 @@
 //   DELETE /servers/:ref                → {ok, deleted}
 //   GET    /servers/:ref/checkpoints    → {server, checkpoints: [Checkpoint]} (newest first)
 //   POST   /servers/:ref/restore {checkpoint} → {ok, server, checkpoint} (the disk becomes the checkpoint's)
+//   POST   /servers/:ref/move {to}     → {ok, move: MoveReport} (cluster mode: the server moved to host `to`)
 //   GET    /cluster/channel             → {host, channel, peers: [PeerHealth]} (cluster mode; channel false without one)
 //   GET    /accounts                    → {accounts: [AccountView]}
 //   GET    /accounts/:ref               → {account, servers, ledger} (ref: acc_ id or one of its servers)
@@ -15,6 +16,7 @@
 //          billing and applies the new tier's ceilings to running servers before answering)
 
 import { z } from 'zod';
+import { AppError } from '../errors.js';
 import { resolveCredit, ADMIN_SOURCE_RE } from '../billing/index.js';
 import { Router, routes, type Route } from '../http/index.js';
 import { checkpointView, tierOf } from '../hosting/index.js';
@@ -33,10 +35,11 @@ const CreditBody = z
 
 const Ref = z.object({ ref: z.string().min(1).max(255) });
 const RestoreBody = z.object({ checkpoint: z.string().min(1).max(64) }).strict();
+const MoveBody = z.object({ to: z.string().min(1).max(255) }).strict();
 const ServersQuery = z.object({ account: z.string().max(80).optional() });
 const unknown = 'No such server or account.';
 
-function serverRoutes(a: AdminActions): Route[] {
+function serverRoutes(a: AdminActions, d: AdminDeps): Route[] {
   const route = routes();
   const view = (id: string) => serverView(a.views, a.server(id));
   const act = (verb: 'stop' | 'start' | 'suspend' | 'resume', summary: string) =>
@@ -126,6 +129,34 @@ function serverRoutes(a: AdminActions): Route[] {
         const rec = a.server(params.ref);
         const r = await a.checkpoints().restore(rec, body.checkpoint);
         return { status: 200, body: { ok: true, server: view(rec.id), checkpoint: checkpointView(r) } };
+      },
+    }),
+    route({
+      method: 'POST',
+      path: '/servers/:ref/move',
+      auth: 'none',
+      summary: 'Move a server of this host to another host of the cluster (a checkpoint in the shared store, a restore there)',
+      params: Ref,
+      body: MoveBody,
+      bodyLimit: 4096,
+      responses: {
+        200: { description: 'Moved: the target runs it (the report: epoch, what it was, how long requests waited, its new ports)' },
+        404: 'No such server, or no such host (move_target_unknown).',
+        409: 'The target is full, the store is no shared one, the server is moving already or runs on another host (move_not_here, naming it).',
+        503: 'The target is down, or the move failed: the server stays here, serving.',
+      },
+      async handler({ params, body }) {
+        if (!d.moves) throw AppError.of('not_configured', 'this daemon moves no servers');
+        let rec;
+        try {
+          rec = a.server(params.ref);
+        } catch (e) {
+          // another host's server: say which one runs it
+          const host = await d.moves.placedOn(params.ref).catch(() => undefined);
+          if (host) throw AppError.of('move_not_here', `server ${params.ref} runs on ${host}: run \`rootbox servers move\` there`);
+          throw e;
+        }
+        return { status: 200, body: { ok: true, move: await d.moves.move(rec, body.to) } };
       },
     }),
   ];
@@ -266,7 +297,7 @@ export function adminRouter(d: AdminDeps): Router {
       responses: { 200: { description: 'Channel health' } },
       handler: () => ({ status: 200, body: { host: d.registry?.host ?? null, channel: !!d.channel, peers: d.channel?.health() ?? [] } }),
     }),
-    ...serverRoutes(a),
+    ...serverRoutes(a, d),
     ...accountRoutes(a, d),
   );
 }

@@ -55,6 +55,8 @@ export interface ChannelServerDeps {
   log: Logger;
   /** The raw lane's idle timers' time (tests move it). */
   clock?: Clock;
+  /** A request for `<slug>.{domain}` waits for this while its server moves off this host (src/moves), then is checked as usual. */
+  hold?: (host: string) => Promise<void> | undefined;
 }
 
 /** How long forwarded requests under way may run on at a stop. */
@@ -166,7 +168,8 @@ export class ChannelServer {
   private rawOwner(): RawOwner {
     const lane = this.d.local.lane;
     return new RawOwner({
-      lane: lane && ((r, sock, info, done) => lane.call(this.d.local, r, sock, info, done)),
+      // a server moving off this host: the full path, which waits for the move's end
+      lane: lane && ((r, sock, info, done) => (this.d.hold?.(info.host) ? false : lane.call(this.d.local, r, sock, info, done))),
       refusal: (peer, claim, info) => {
         const refused = this.refusal(peer, claim, info);
         if (refused === 'not-here')
@@ -193,6 +196,9 @@ export class ChannelServer {
     };
     if (stream && h[H.api] === '1' && this.d.api)
       return answerApi(this.d.api, req as Http2ServerRequest, res as Http2ServerResponse, info, this.peerOf(stream.session?.socket));
+    // its server moving off this host: checked once the move ended (then "not here": the sender asks the registry again)
+    const held = this.d.hold?.(info.host);
+    if (held) return void held.then(() => this.onRequest(req, res));
     const upgrade = stream ? one(h[H.upgrade]) : undefined;
     const refuse = (err: AppError) => {
       if (upgrade && stream) {

@@ -44,6 +44,8 @@ export interface ChannelPartDeps {
   ssh?: SshAcceptor;
   /** The start's retries and the certificate's reissue (tests move it). */
   clock?: Clock;
+  /** Requests for a server moving off this host wait for this (src/moves, wired in main.ts). */
+  moveHold?: (host: string) => Promise<void> | undefined;
 }
 
 /** The first wait before a failed start of the channel is tried again; doubled after each failure, up to the max. */
@@ -109,6 +111,7 @@ export async function startChannel(d: ChannelPartDeps): Promise<Channel | undefi
       aliases: own,
       ssh: d.ssh,
       admit,
+      hold: d.moveHold,
       api: app && { app, has: (id) => d.store.servers.get(id) !== undefined, placements: owned, self: r.host, log },
       log,
     });

@@ -233,6 +233,25 @@ export class Domains {
     for (const rec of this.d.store.domains.byServer(serverId)) await this.remove(rec);
   }
 
+  /** A server moving to another host (src/moves): its domains leave this host — records and
+   *  routing — while the registry's claims, states and certificates stay (the target's now). */
+  handOff(serverId: string): DomainRecord[] {
+    const recs = this.d.store.domains.byServer(serverId);
+    for (const rec of recs) {
+      this.hosts.delete(rec.domain);
+      this.d.store.domains.remove(rec.domain, serverId);
+    }
+    return recs;
+  }
+
+  /** The domains of a server moved here from another host: kept here and, active ones, routed to its slug. */
+  takeOver(recs: readonly DomainRecord[], slug: string): void {
+    for (const rec of recs) {
+      const { written } = this.d.store.domains.claim(rec, (cur) => !cur || cur.serverId === rec.serverId);
+      if (written && rec.state === 'active') this.hosts.set(rec.domain, slug);
+    }
+  }
+
   /** Loads the active domains; an order a stop cut off is checked again. */
   load(): void {
     for (const rec of this.d.store.domains.all()) {

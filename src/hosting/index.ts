@@ -25,7 +25,7 @@ export const HOSTING_SERVICE = 'rootbox';
 export type { HostingDeps, HostingCore } from './core.js';
 export type { ServerForwarding, PlacementToForward } from './elsewhere.js';
 export type { HostChoice } from './hostchoice.js';
-export type { Capacity } from './capacity.js';
+export { shortOf, type Capacity } from './capacity.js';
 export type { Credits, KeyPair } from './servers.js';
 export type { PortListener } from './expose.js';
 export { TIER_LIMITS, tierOf, type Tier } from './accounts.js';

@@ -129,6 +129,35 @@ export class RegistryNames {
     return { ...p, host: this.host, epoch };
   }
 
+  /** A move (src/moves): the placement another host wrote is taken by this host from the epoch
+   *  `expected` the source read (compare-and-set, one more then), the server's slug claim with
+   *  it, in one transaction. Throws 409 placement_conflict when the registry has it at another
+   *  epoch, lost or deleted (nothing written). */
+  async moveHere(serverId: string, slug: string, publicIp: string, expected: number): Promise<number> {
+    this.held();
+    const epoch = await this.pool.tx(async (c) => {
+      const r = await c.query<{ epoch: string }>(
+        `UPDATE placements SET host = $2, epoch = epoch + 1, public_ip = $3, instance = $4, lost_at = NULL, placed_at = now()
+           WHERE server_id = $1 AND epoch = $5::bigint AND lost_at IS NULL AND ${HOLDS('$2', '$6')}
+         RETURNING epoch`,
+        [serverId, this.host, publicIp, this.holder.instance, expected, this.run],
+      );
+      if (r.rowCount !== 1) return undefined;
+      await c.query('UPDATE slugs SET host = $3, instance = $4 WHERE slug = $1 AND server_id = $2', [slug, serverId, this.host, this.holder.instance]);
+      return Number(r.rows[0].epoch);
+    });
+    if (epoch === undefined) {
+      await this.stillHeld();
+      const now = await this.placement(serverId);
+      throw AppError.of(
+        'placement_conflict',
+        `server ${serverId} is placed on ${now?.host ?? 'no host'} at epoch ${now?.epoch ?? '-'}, not ${expected}: this host did not take it`,
+      );
+    }
+    this.epochs.set(serverId, epoch);
+    return epoch;
+  }
+
   /** The wake fence's compare-and-set (fence.ts): the server's epoch bumped from the one this
    *  host wrote last, only while it is placed here by this instance and not lost; a server this
    *  host wrote nothing for in this run is taken at the epoch of its placement here. Otherwise

@@ -1,0 +1,66 @@
+// Public surface of moves (issue 38 item 1, DESIGN part 7): a server moves from the host that
+// runs it to another host of the cluster by a checkpoint in the shared store (source.ts) and a
+// restore on the target that takes its placement from the epoch the source read, compare-and-set
+// (target.ts); the source deletes its copy once the target confirmed. Requests for a server that
+// is moving wait for the move's end (holds.ts), then go where it is. main.ts wires the parts: the
+// admin API's `POST /servers/:ref/move`, the target's side under the channel's API app
+// (`answer`, for peers only), the runtime's start guard and the edge's front (`holdOf*`).
+
+import { AppError } from '../errors.js';
+import { errorReply, sendReply, type HttpApp, type Req, type RequestInfo, type Res } from '../http/index.js';
+import type { ServerRecord } from '../store/index.js';
+import { MoveHolds } from './holds.js';
+import { MoveSource } from './source.js';
+import { adopt, adoptRequestOf } from './target.js';
+import type { MoveReport, MovesDeps } from './types.js';
+import { ADOPT_PATH } from './wire.js';
+
+export type { MoveReport, MovesDeps } from './types.js';
+
+export interface Moves {
+  /** Moves `rec` (a server of this host) to host `to`; resolves once the target runs it. */
+  move(rec: ServerRecord, to: string): Promise<MoveReport>;
+  /** The host the registry places server `id` on (a move asked of a host that does not run it says where it runs). */
+  placedOn(id: string): Promise<string | undefined>;
+  /** Resolves when a move of server `id` ends (undefined: none holds its requests now). */
+  holdOfServer(id: string): Promise<void> | undefined;
+  /** The same for a request to `host` (`<slug>.{domain}`). */
+  holdOfHost(host: string): Promise<void> | undefined;
+  /** The channel's API app with the target's side of a move before it: `ADOPT_PATH` from a peer host. */
+  withTarget(app: HttpApp): HttpApp;
+}
+
+export function startMoves(d: MovesDeps): Moves {
+  const holds = new MoveHolds();
+  const log = d.log.child({ part: 'moves' });
+  // `d` is the daemon's record, read when a move runs (the channel is made after this part)
+  const source = new MoveSource(d, log, holds);
+  const suffix = `.${d.cfg.domain}`;
+  const answer = async (req: Req, res: Res, info: RequestInfo) => {
+    try {
+      const a = await adopt(d, log, await adoptRequestOf(req), info.forwarded!);
+      sendReply(res, { status: 200, body: a });
+    } catch (err) {
+      sendReply(res, errorReply(err, info.requestId, log));
+    }
+  };
+  return {
+    move: (rec, to) => source.move(rec, to),
+    placedOn: async (id) => (/^srv_[0-9a-f]{1,32}$/.test(id) ? (await d.registry?.names.placement(id))?.host : undefined),
+    holdOfServer: (id) => holds.ofServer(id),
+    holdOfHost: (host) => {
+      if (!holds.size || !host.endsWith(suffix)) return undefined;
+      return holds.ofSlug(host.slice(0, -suffix.length));
+    },
+    withTarget: (app) => ({
+      handle: (req, res, info) => {
+        const path = (req.url ?? '').split('?')[0];
+        if (path !== ADOPT_PATH) return app.handle(req, res, info);
+        // a peer host only (the channel's mutual TLS names it); never a client's request
+        if (!info.forwarded || req.method !== 'POST')
+          return (sendReply(res, errorReply(AppError.of('not_found', 'no such route'), info.requestId, log)), undefined);
+        return answer(req, res, info);
+      },
+    }),
+  };
+}

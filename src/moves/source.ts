@@ -1,0 +1,215 @@
+// The source's side of a move (issue 38 item 1), run by `rootbox servers move ID --to HOST` on the
+// host that runs the server:
+//   - refused with nothing changed: not in cluster mode, checkpoints in this host's own directory
+//     (the target could not read them: move_needs_shared_store), a target that is unknown, this
+//     host, down, or without room as its lease reports it, a server placed elsewhere, a move of it
+//     under way;
+//   - a running server: a checkpoint while it runs (most of its disk reaches the store before
+//     anything stops), then requests for it wait (holds.ts), it stops, and a final incremental
+//     checkpoint is taken; a sleeping one: requests wait from the start, and one checkpoint;
+//   - the target is asked over the channel to make it from that checkpoint and take its
+//     placement from the epoch read here (target.ts); on its answer this host deletes its copy
+//     (runtime, record, ports, checkpoint records — never the checkpoints in the store) and the
+//     waiting requests go to the target;
+//   - any failure before the target's answer (the store, the registry, the channel, the target)
+//     leaves the server here and starts it again if it ran; a failed or missing answer first bumps
+//     the placement's epoch here (compare-and-set), so a target still at work cannot take it
+//     after — or finds the target took it (its answer lost): then the copy here goes as on success.
+
+import { AppError, isAppError } from '../errors.js';
+import { shortOf } from '../hosting/index.js';
+import { collectAnswer, newRequestId } from '../http/index.js';
+import type { Logger } from '../log/index.js';
+import type { ServerRecord } from '../store/index.js';
+import type { MoveHolds } from './holds.js';
+import type { MoveReport, MovesDeps } from './types.js';
+import { ADOPT_PATH, AdoptAnswer, type AdoptRequest } from './wire.js';
+
+const ANSWER_MAX = 64 * 1024;
+/** How long the target may take to make the server from its checkpoint and start it. */
+const ANSWER_WAIT_MS = 5 * 60_000;
+
+/** `p`, or the error `late()` makes once `ms` passed. */
+function within<T>(p: Promise<T>, ms: number, late: () => Error): Promise<T> {
+  let t: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => (t = setTimeout(() => reject(late()), ms)));
+  return Promise.race([p, timeout]).finally(() => clearTimeout(t));
+}
+
+/** Refuses a move that cannot succeed, before anything changes; answers the placement's epoch now. */
+async function precheck(d: MovesDeps, rec: ServerRecord, to: string): Promise<void> {
+  const r = d.registry;
+  if (!r) throw AppError.of('not_configured', 'servers move between hosts of a cluster only (cluster.registry)');
+  if (!d.cfg.checkpoints.store)
+    throw AppError.of(
+      'move_needs_shared_store',
+      'this host keeps checkpoints in its own directory, which the target cannot read: set checkpoints.store = s3://bucket/prefix on every host to move servers',
+    );
+  if (to === r.host) throw AppError.of('move_target_unknown', `${to} is this host: server ${rec.id} runs here already`);
+  const row = (await r.hosts.list()).find((h) => h.name === to);
+  if (!row) throw AppError.of('move_target_unknown', `the cluster has no host ${to.slice(0, 80)}`);
+  if (!d.channel || !r.placements.host(to)?.up)
+    throw AppError.of('move_target_down', `host ${to} is down or cannot be reached: server ${rec.id} stays here`, { retryAfter: 30 });
+  const short = shortOf(row.capacity, rec);
+  if (short) throw AppError.of('move_target_full', `host ${to} ${short}: server ${rec.id} stays here`);
+  if (!d.hosting.core.checkpoints?.engine.available) throw AppError.of('not_configured', 'checkpoints are not available on this host');
+}
+
+/** The placement's epoch as the registry has it, this host's (else 409 move_not_here). */
+async function epochHere(d: MovesDeps, id: string): Promise<number> {
+  const r = d.registry!;
+  const p = await r.names.placement(id);
+  if (!p || p.host !== r.host) throw AppError.of('move_not_here', `server ${id} is placed on ${p?.host ?? 'no host'}, not on ${r.host}`);
+  return p.epoch;
+}
+
+/** Asks the target to take the server; its answer, or the AppError it gave (or host_unavailable). */
+async function ask(d: MovesDeps, to: string, body: AdoptRequest): Promise<AdoptAnswer> {
+  const bytes = Buffer.from(JSON.stringify(body));
+  const info = { host: 'moves', scheme: 'https' as const, requestId: newRequestId(), ip: '127.0.0.1' };
+  const c = await collectAnswer('POST', ADOPT_PATH, { 'content-type': 'application/json', accept: 'application/json' }, bytes, ANSWER_MAX, (req, res) =>
+    d.channel!.forwardApi(to, req, res, info, { body: bytes, counted: true }),
+  );
+  if (c.status === 200) {
+    const a = AdoptAnswer.safeParse(c.json);
+    if (a.success) return a.data;
+  }
+  const err = c.json as { error?: string; detail?: string } | undefined;
+  const detail = `host ${to} did not take server ${body.server.id}: ${err?.detail ?? `status ${c.status}`}`;
+  if (err?.error === 'move_target_full' || err?.error === 'placement_conflict') throw AppError.of(err.error, detail);
+  if (err?.error === 'host_unavailable') throw AppError.of('move_target_down', detail, { retryAfter: 30 });
+  throw AppError.of('move_failed', detail, { retryAfter: 30 });
+}
+
+export class MoveSource {
+  private readonly moving = new Set<string>();
+
+  constructor(
+    private readonly d: MovesDeps,
+    private readonly log: Logger,
+    private readonly holds: MoveHolds,
+  ) {}
+
+  async move(rec: ServerRecord, to: string): Promise<MoveReport> {
+    const d = this.d;
+    await precheck(d, rec, to);
+    if (this.moving.has(rec.id)) throw AppError.of('move_in_progress', `server ${rec.id} is being moved already`);
+    this.moving.add(rec.id);
+    try {
+      return await this.run(rec, to);
+    } finally {
+      this.moving.delete(rec.id);
+    }
+  }
+
+  private async run(rec: ServerRecord, to: string): Promise<MoveReport> {
+    const d = this.d;
+    const now = d.now ?? Date.now;
+    const t0 = now();
+    const cps = d.hosting.core.checkpoints!;
+    const account = d.store.accounts.get(rec.accountId);
+    if (!account) throw AppError.of('move_failed', `server ${rec.id}'s account is not in this host's store`);
+    await epochHere(d, rec.id);
+    const runs = () => ['running', 'waking'].includes(d.presence.state(rec.id) ?? d.runtime.get(rec.id)?.state ?? '');
+    const log = this.log.child({ server: rec.id, to });
+    // a running server: most of its disk to the store while it serves
+    if (runs()) await cps.take(rec, account, 'auto', `before a move to ${to}`);
+    const heldAt = now();
+    const release = this.holds.begin(rec.id, rec.slug);
+    // read once requests wait: a wake that got in before counts
+    const running = runs();
+    log.info('moving a server: its requests wait', { slug: rec.slug, running });
+    const phases = { stop: 0, checkpoint: 0, target: 0 };
+    let mark = now();
+    const lap = (k: keyof typeof phases) => ((phases[k] = now() - mark), (mark = now()));
+    let stopped = false;
+    let answer: AdoptAnswer | undefined;
+    let checkpoint = '';
+    try {
+      // stopped without a parked container (asleep: its parked one goes): this host's delete
+      // afterwards then touches no container, nor the cgroup of that name the target's copy has
+      // when both run on one machine (a test's cluster)
+      await d.runtime.stop(rec.id, { park: false });
+      stopped = running;
+      lap('stop');
+      checkpoint = (await cps.take(rec, account, 'auto', `moved to ${to}`)).id;
+      lap('checkpoint');
+      const epoch = await epochHere(d, rec.id);
+      const body: AdoptRequest = {
+        server: {
+          id: rec.id,
+          accountId: rec.accountId,
+          slug: rec.slug,
+          sshPublicKey: rec.sshPublicKey,
+          keyFingerprint: rec.keyFingerprint,
+          memoryBytes: rec.memoryBytes,
+          diskBytes: rec.diskBytes,
+          neverSleep: rec.neverSleep,
+          suspended: rec.suspended,
+          flag: rec.flag,
+          createdAt: rec.createdAt,
+        },
+        checkpoint,
+        epoch,
+        running,
+        exposed: d.hosting.core.exposures.list(rec.id).map((e) => e.container_port),
+        checkpoints: d.store.checkpoints.list(rec.id),
+        domains: d.store.domains.byServer(rec.id),
+      };
+      try {
+        answer = await within(ask(d, to, body), ANSWER_WAIT_MS, () =>
+          AppError.of('move_failed', `host ${to} did not answer within ${ANSWER_WAIT_MS / 1000} s`, { retryAfter: 30 }),
+        );
+      } catch (e) {
+        // the placement's epoch bumped here (the wake fence's compare-and-set): a target still at
+        // work can no longer take it — or the target took it already and its answer was lost
+        const kept = await d.registry!.names.startAt(rec.id).catch(() => undefined);
+        if (!kept || kept === 'deleted' || 'started' in kept || kept.host !== to || kept.epoch <= epoch) throw e;
+        log.warn('the target took the server but its answer was lost', { err: (e as Error).message });
+        answer = { epoch: kept.epoch, exposed_ports: [], state: 'unknown' };
+      }
+      lap('target');
+      // the record first: the requests held go to the target from here on (the front routes by it)
+      d.hosting.core.domains.handOff(rec.id);
+      d.store.servers.remove(rec.id);
+      d.proxy.forget(rec.id);
+      await d.registry!.placements.sync().catch(() => {});
+    } catch (e) {
+      release();
+      log.warn('move failed; the server stays here', { err: e });
+      if (stopped) await d.runtime.start(rec.id).catch((err) => log.error('a server whose move failed did not start again', { err }));
+      throw isAppError(e) ? e : AppError.of('move_failed', `server ${rec.id} was not moved to ${to}; it stays here`, { cause: e, retryAfter: 30 });
+    }
+    const heldMs = now() - heldAt;
+    release();
+    await this.forget(rec).catch((err) =>
+      log.error('the copy a move left behind here was not all removed (the registry places the server on the target: it never starts here)', { err }),
+    );
+    log.info('server moved', { slug: rec.slug, epoch: answer.epoch, heldMs, running, phases });
+    return {
+      server: rec.id,
+      slug: rec.slug,
+      from: d.registry!.host,
+      to,
+      epoch: answer.epoch,
+      was: running ? 'running' : 'sleeping',
+      checkpoint,
+      held_ms: heldMs,
+      held_phases_ms: phases,
+      took_ms: now() - t0,
+      exposed_ports: answer.exposed_ports,
+    };
+  }
+
+  /** This host's copy goes once the target has the server (its record went already): its
+   *  ports, runtime and checkpoint records — never its checkpoints in the store (the target's now), nor its
+   *  placement, slug or key in the registry (the target's). */
+  private async forget(rec: ServerRecord): Promise<void> {
+    const d = this.d;
+    await d.hosting.core.exposures.releaseServer(rec.id);
+    await d.runtime.delete(rec.id).catch((e) => {
+      if (!(isAppError(e) && e.code === 'server_not_found')) throw e;
+    });
+    for (const c of d.store.checkpoints.list(rec.id)) await d.store.checkpoints.remove(rec.id, c.id);
+  }
+}

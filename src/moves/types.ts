@@ -1,0 +1,48 @@
+// What the moves part reads of the daemon (main.ts passes the daemon's record): the store, the
+// runtime, hosting's services (servers, exposures, checkpoints, accounts, capacity), the cluster
+// registry (names, placements, hosts, shared keys) and the channel that reaches the target.
+
+import type { Channel } from '../channel/index.js';
+import type { Config } from '../config/index.js';
+import type { HostingCore } from '../hosting/index.js';
+import type { Logger } from '../log/index.js';
+import type { Registry } from '../registry/index.js';
+import type { Runtime, ServerState } from '../runtime/index.js';
+import type { Store } from '../store/index.js';
+
+export interface MovesDeps {
+  cfg: Readonly<Config>;
+  log: Logger;
+  store: Store;
+  runtime: Runtime;
+  /** The truthful state of a server (waking while a wake is under way). */
+  presence: { state(id: string): ServerState | undefined };
+  /** Forgets what the proxy caches of a server that left this host. */
+  proxy: { forget(id: string): void };
+  hosting: { core: HostingCore };
+  registry?: Registry;
+  channel?: Channel;
+  /** Milliseconds now (the unavailability a move reports). */
+  now?: () => number;
+}
+
+/** What a finished move reports (the admin API's answer). */
+export interface MoveReport {
+  server: string;
+  slug: string;
+  from: string;
+  to: string;
+  /** The placement's epoch on the target. */
+  epoch: number;
+  /** Whether the server ran when the move began (it runs on the target again). */
+  was: 'running' | 'sleeping';
+  /** The checkpoint the target restored. */
+  checkpoint: string;
+  /** How long requests for it waited (from the stop, or the start of a sleeping server's move, to the target's confirmation). */
+  held_ms: number;
+  /** Where that wait went: the stop, the final checkpoint, the target's restore and start. */
+  held_phases_ms: { stop: number; checkpoint: number; target: number };
+  /** The whole move. */
+  took_ms: number;
+  exposed_ports: { public: string; container_port: number; protocol: 'tcp' }[];
+}

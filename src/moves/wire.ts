@@ -1,0 +1,78 @@
+// What the source of a move sends the target over the channel, and what the target answers: the
+// server as the source's store has it (id, account, slug, its key pair's public half, limits,
+// never_sleep…), the checkpoint to restore, the placement epoch the source read (the target
+// takes the placement from it, compare-and-set), whether it was running, the container ports it
+// had exposed (re-allocated on the target), the records of its checkpoints (the list moves
+// with it) and of its own domains. Both ends check it with zod: a peer of another version is refused, not half-read.
+
+import { z } from 'zod';
+
+/** The path of the target's side, answered only for a host that came over the channel. */
+export const ADOPT_PATH = '/_rootbox/moves/adopt';
+
+/** The largest adopt request (a server record, its exposes and up to a few hundred checkpoint records). */
+export const ADOPT_MAX_BYTES = 256 * 1024;
+
+const ServerShape = z.object({
+  id: z.string().regex(/^srv_[0-9a-f]{1,32}$/),
+  accountId: z.string().min(1).max(80),
+  slug: z.string().min(1).max(63),
+  sshPublicKey: z.string().min(1).max(4096),
+  keyFingerprint: z.string().min(1).max(128),
+  memoryBytes: z.number().int().positive(),
+  diskBytes: z.number().int().positive(),
+  neverSleep: z.boolean(),
+  suspended: z.boolean(),
+  flag: z.string().max(200).nullable(),
+  createdAt: z.number().int(),
+});
+
+const CheckpointShape = z.object({
+  id: z.string().min(1).max(64),
+  serverId: z.string().min(1).max(64),
+  accountId: z.string().min(1).max(80),
+  createdAt: z.number().int(),
+  kind: z.enum(['manual', 'auto']),
+  comment: z.string().max(1000).optional(),
+  sizeBytes: z.number().int().nonnegative(),
+  newBytes: z.number().int().nonnegative(),
+  writtenAt: z.number().optional(),
+});
+
+const DomainShape = z.object({
+  domain: z.string().min(1).max(253),
+  serverId: z.string().min(1).max(64),
+  accountId: z.string().min(1).max(80),
+  token: z.string().min(1).max(200),
+  state: z.enum(['pending_dns', 'issuing', 'active', 'failed']),
+  apex: z.boolean().optional(),
+  reason: z.string().max(2000).optional(),
+  createdAt: z.number().int(),
+  checkedAt: z.number().optional(),
+  activeAt: z.number().optional(),
+});
+
+export const AdoptRequest = z
+  .object({
+    server: ServerShape,
+    /** The checkpoint the target restores (the source's last one, taken with the server stopped or asleep). */
+    checkpoint: z.string().min(1).max(64),
+    /** The placement epoch the source read: the target takes the placement only from it. */
+    epoch: z.number().int().positive(),
+    /** Whether the server ran on the source (the target starts it; otherwise it sleeps there too). */
+    running: z.boolean(),
+    /** Container ports the server had exposed (public ports are the target's own). */
+    exposed: z.array(z.number().int().min(1).max(65535)).max(64),
+    checkpoints: z.array(CheckpointShape).max(500),
+    /** Its own domains (the registry's claims stay as they are: the target routes them from now on). */
+    domains: z.array(DomainShape).max(100),
+  })
+  .strict();
+export type AdoptRequest = z.infer<typeof AdoptRequest>;
+
+export const AdoptAnswer = z.object({
+  epoch: z.number().int().positive(),
+  exposed_ports: z.array(z.object({ public: z.string(), container_port: z.number().int(), protocol: z.literal('tcp') })),
+  state: z.string(),
+});
+export type AdoptAnswer = z.infer<typeof AdoptAnswer>;

@@ -1,0 +1,88 @@
+// Moves refused before anything changes (issue 38 item 1): two daemons on a real PostgreSQL
+// registry whose checkpoints are each host's own directory (the default), servers as plain
+// processes. `rootbox servers move` answers a clear error — the store is no shared one
+// (move_needs_shared_store), the target is full by its lease (move_target_full), unknown
+// (move_target_unknown) or this host — and the server stays where it was at the same epoch,
+// serving; on a host that does not run it, the command says which host does.
+
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { startMoves } from '../../src/moves/index.js';
+import { adminCli } from '../helpers/admincli.js';
+import type { TestDaemon } from '../helpers/daemon.js';
+import type { TestPostgres } from '../helpers/postgres.js';
+import { until } from '../helpers/wait.js';
+import { api, startClusterRegistry, startHost } from '../registry/fixtures/twohosts.js';
+
+let pg: TestPostgres;
+let a: TestDaemon;
+let b: TestDaemon;
+let id = '';
+
+const env = (d: TestDaemon) => ({ ...process.env, ROOTBOX_DATA_DIR: d.dataDir, ROOTBOX_REGISTRY: pg.url });
+const move = (from: TestDaemon, to: string) => adminCli(['servers', 'move', id, '--to', to], env(from));
+const placed = async () => pg.sql(`SELECT host || ' ' || epoch FROM placements WHERE server_id = '${id}'`);
+
+test.before(async () => {
+  pg = await startClusterRegistry();
+  a = await startHost(pg, 'host-a');
+  // B holds at most one server, and has it
+  b = await startHost(pg, 'host-b', { hosting: { rateLimit: { perIpPerMinute: 1000, createsPerIpPerHour: 200 }, capacity: { servers: 1 } } });
+  const onB = await api(b, 'POST', '/create');
+  assert.is(onB.status, 200, onB.text);
+  const r = await api(a, 'POST', '/create');
+  assert.is(r.status, 200, r.text);
+  id = r.json.id;
+  await until(
+    'A sees B up with its room',
+    async () =>
+      a.daemon.registry!.placements.host('host-b')?.up && (await a.daemon.registry!.hosts.list()).find((h) => h.name === 'host-b')?.capacity.servers === 1,
+    20_000,
+    100,
+  );
+  assert.ok(a.daemon.channel, 'A has its channel');
+});
+
+test.after(async () => {
+  await b?.stop();
+  await a?.stop();
+  await pg?.stop();
+});
+
+test('a move with checkpoints in the host’s own directory is refused: move_needs_shared_store, nothing changed', async () => {
+  const before = await placed();
+  const r = await move(a, 'host-b');
+  assert.is(r.code, 1, r.stdout);
+  assert.match(r.stderr, /checkpoints\.store = s3:\/\//);
+  assert.is(await placed(), before);
+  assert.ok(a.daemon.store.servers.get(id));
+  assert.is(b.daemon.store.servers.getAny(id), undefined);
+});
+
+test('the admin API answers each refusal with its code and status, nothing changed', async () => {
+  const before = await placed();
+  const rec = a.daemon.store.servers.get(id)!;
+  /** A move through the moves of A's parts, with `store` as checkpoints.store (a shared one passes
+   *  the store check: each refusal here comes before anything is read from it). */
+  const refused = (to: string, store?: string) =>
+    startMoves({ ...a.daemon, cfg: { ...a.cfg, checkpoints: { ...a.cfg.checkpoints, store } } })
+      .move(rec, to)
+      .then(
+        () => undefined,
+        (e: { code?: string; detail?: string }) => e,
+      );
+  assert.is((await refused('host-b'))?.code, 'move_needs_shared_store');
+  const full = await refused('host-b', 's3://bucket/x');
+  assert.is(full?.code, 'move_target_full', full?.detail);
+  assert.match(full?.detail ?? '', /host-b holds its most servers \(1\)/);
+  assert.is((await refused('host-nowhere', 's3://bucket/x'))?.code, 'move_target_unknown');
+  assert.is((await refused('host-a', 's3://bucket/x'))?.code, 'move_target_unknown');
+  assert.is(await placed(), before);
+  // on B, which does not run it: it says where it runs
+  const r = await move(b, 'host-a');
+  assert.is(r.code, 1);
+  assert.match(r.stderr, /runs on host-a: run `rootbox servers move` there/);
+  assert.is(await placed(), before);
+});
+
+test.run();
