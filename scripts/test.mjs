@@ -131,6 +131,7 @@ const UNIT = [
   'test/foundation/hostclaims.test.ts',
   'test/foundation/quietbuild.test.ts',
   'test/foundation/lazydeps.test.ts',
+  'test/runtime/personalise.test.ts',
   'test/foundation/firstcall.test.ts',
   'test/foundation/logwhere.test.ts',
   'test/payments/codec.test.ts',

@@ -259,7 +259,8 @@ export class ContainerRuntime implements Runtime {
         else await makeDisk(p, spec.diskBytes);
         await mountRootfs(p, this.deps.helper, this.lower(rec), rec.uidBase);
         if (spec.fromDisk?.uidBase !== undefined) shiftOwners(p.upper, spec.fromDisk.uidBase, rec.uidBase); // a fork: its files to this range
-        personalise(diskPaths(this.serverDir(rec.id)).rootfs, rec.uidBase, spec.slug);
+        if (!personalise(p.rootfs, rec.uidBase, spec.slug))
+          this.deps.log.warn('its /etc is not a directory: its name files left as they are', { server: rec.id });
         if (spec.fromDisk) this.deps.log.info('fork: identity files reset', { server: rec.id, ...resetIdentity(p.rootfs) });
         this.writeBundle(rec, applied);
         writeNet(this.serverDir(rec.id), applied.net);
