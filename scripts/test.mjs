@@ -132,6 +132,7 @@ const UNIT = [
   'test/foundation/quietbuild.test.ts',
   'test/foundation/lazydeps.test.ts',
   'test/runtime/personalise.test.ts',
+  'test/hosting/stalecopies.test.ts',
   'test/foundation/firstcall.test.ts',
   'test/foundation/logwhere.test.ts',
   'test/payments/codec.test.ts',
