@@ -25,6 +25,12 @@ const recordOf = (m: Manifest, accountId: string): CheckpointRecord => ({
   newBytes: m.newBytes,
 });
 
+/** What hosting tells billing of a server's checkpoints and, in cluster mode, asks the registry. */
+export interface CheckpointHooks {
+  /** The server's stored checkpoint bytes changed (taken, pruned, deleted, its server gone). */
+  changed?(serverId: string, accountId: string): void;
+}
+
 /** Checkpoints of the server, of the runtime and store this host has (hosting's side of them). */
 export class ServerCheckpoints {
   /** Manual checkpoints being taken now, per server (counted against the cap with the stored ones). */
@@ -38,6 +44,7 @@ export class ServerCheckpoints {
     readonly engine: Checkpoints,
     /** Manual checkpoints a server of each tier may hold (absent: no cap). */
     private readonly manualCap?: Readonly<Record<Tier, number>>,
+    private readonly hooks: CheckpointHooks = {},
   ) {}
 
   /** 429 checkpoint_limit when the server holds its tier's maximum of manual checkpoints. */
@@ -82,6 +89,7 @@ export class ServerCheckpoints {
     const { manifest, writtenAt } = await this.engine.take(rec.id, this.settingsOf(rec, account), kind, comment);
     const r = { ...recordOf(manifest, rec.accountId), writtenAt };
     await this.store.checkpoints.add(r);
+    this.hooks.changed?.(rec.id, rec.accountId);
     return r;
   }
 
@@ -128,6 +136,7 @@ export class ServerCheckpoints {
       });
       await this.store.checkpoints.remove(rec.id, cid);
     });
+    this.hooks.changed?.(rec.id, rec.accountId);
   }
 
   /** The records of this host's servers made to match the store's manifests (the manifest is the
@@ -185,12 +194,14 @@ export class ServerCheckpoints {
    *  blobs: logged, the delete goes on; their records go either way). */
   forgetServer(serverId: string, log: Logger): Promise<void> {
     return this.serial(serverId, async () => {
-      for (const r of this.store.checkpoints.list(serverId)) {
+      const had = this.store.checkpoints.list(serverId);
+      for (const r of had) {
         await this.engine.engine
           .remove(serverId, r.id)
           .catch((err) => log.warn('a deleted server’s checkpoint stays in the store', { server: serverId, checkpoint: r.id, err }));
         await this.store.checkpoints.remove(serverId, r.id);
       }
+      if (had.length > 0) this.hooks.changed?.(serverId, had[0].accountId);
     });
   }
 

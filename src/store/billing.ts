@@ -23,6 +23,9 @@ export interface Usage {
   checkpointGbMonths?: number;
   /** Dollars drawn from the balance by usage. */
   spentUsd: number;
+  /** Cluster mode: bytes the account's checkpoints hold now on the other hosts, as the registry
+   *  said last (absent: none). */
+  checkpointBytesElsewhere?: number;
 }
 
 export interface LedgerEntry {
@@ -167,8 +170,10 @@ export class BillingStore {
   /** Cluster mode: an account's balance and usage totals as the registry has them (this host's cache). */
   cache(accountId: string, m: Usage & { balanceUsd: number }): void {
     this.env.txSync(() => {
-      const { balanceUsd, ...usage } = m;
-      this.usage.putSync(accountId, usage);
+      const { balanceUsd, checkpointBytesElsewhere, ...usage } = m;
+      // a figure the registry did not send (a ledger write's totals) stays as it was; none is absent
+      const elsewhere = checkpointBytesElsewhere ?? this.usage.get(accountId)?.checkpointBytesElsewhere;
+      this.usage.putSync(accountId, elsewhere ? { ...usage, checkpointBytesElsewhere: elsewhere } : usage);
       this.accounts.setBalance(accountId, balanceUsd);
     });
   }
