@@ -75,6 +75,7 @@ const UNIT = [
   'test/checkpoints/s3-faults.test.ts',
   'test/presence/doze-tracker.test.ts',
   'test/checkpoints/engine.test.ts',
+  'test/checkpoints/orphans.test.ts',
   'test/admin/rebuildrefusals.test.ts',
   'test/billing/exhausted.test.ts',
   'test/ssh/auth.test.ts',

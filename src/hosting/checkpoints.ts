@@ -27,9 +27,17 @@ const recordOf = (m: Manifest, accountId: string): CheckpointRecord => ({
 
 /** What hosting tells billing of a server's checkpoints and, in cluster mode, asks the registry. */
 export interface CheckpointHooks {
+  /** Cluster mode: whether the registry places the server on some host (its checkpoints are
+   *  then that host's, never this one's to remove). */
+  placed?(serverId: string): Promise<boolean>;
   /** The server's stored checkpoint bytes changed (taken, pruned, deleted, its server gone). */
   changed?(serverId: string, accountId: string): void;
 }
+
+/** Cluster mode: a manifest of a server no host has is removed only once it is this old (a box
+ *  that joined the cluster checkpoints its servers only after placing them at start, but a
+ *  margin costs nothing: a leftover waits an hour). */
+const ORPHAN_GRACE_MS = 3_600_000;
 
 /** Checkpoints of the server, of the runtime and store this host has (hosting's side of them). */
 export class ServerCheckpoints {
@@ -146,7 +154,7 @@ export class ServerCheckpoints {
    *  record whose manifest is gone (a delete killed between the two) goes, so no checkpoint is
    *  listed whose chunks the collector may take. Only checkpoints made before `before` (this
    *  run's start): one this run is taking has its manifest before its record. */
-  async reconcile(before: number, log: Logger): Promise<{ adopted: number; dropped: number }> {
+  async reconcile(before: number, log: Logger): Promise<{ adopted: number; dropped: number; orphans: number }> {
     const inStore = new Map<string, Set<string>>();
     for await (const { key } of this.engine.engine.store.list(blobKeys.manifests())) {
       const [, serverId, id] = key.split('/');
@@ -177,7 +185,46 @@ export class ServerCheckpoints {
         }
       });
     }
-    return { adopted, dropped };
+    const orphans = await this.removeOrphans(inStore, log);
+    return { adopted, dropped, orphans };
+  }
+
+  /** Manifests of servers that no longer exist, removed (their chunks are then the collector's):
+   *  what a delete killed before it removed them left (the next start drops the server's record
+   *  without them). A server is gone when this host's store has no record of it (pending ones
+   *  included: a create records its server before anything is made, so before any checkpoint)
+   *  and, in cluster mode, the registry places it on no host either (a placement is written
+   *  before the server is committed, so before its first checkpoint; another host's servers are
+   *  never touched), and only for manifests older than ORPHAN_GRACE_MS there. On a single box
+   *  the store must also still hold checkpoint records of the server (a delete removes each record
+   *  after its manifest; the start that finishes a cut-off delete drops the server's record, not
+   *  these): proof it was this box's server and was deleted — a server made after the state
+   *  backup a data dir was rebuilt from, or another box's in a shared bucket, has none and keeps
+   *  its manifests for the operator. The store is read first, the records and placements after:
+   *  a server made in between has no manifest listed. A manifest this host cannot open (another
+   *  secret's) is never removed. */
+  private async removeOrphans(inStore: ReadonlyMap<string, ReadonlySet<string>>, log: Logger): Promise<number> {
+    const known = new Set(this.store.servers.all({ withPending: true }).map((r) => r.id));
+    let removed = 0;
+    for (const [serverId, ids] of inStore) {
+      if (known.has(serverId)) continue;
+      if (this.hooks.placed) {
+        const placed = await this.hooks.placed(serverId).catch(() => true); // the registry away: kept
+        if (placed || this.store.servers.getAny(serverId)) continue;
+      } else if (this.store.checkpoints.list(serverId).length === 0) continue; // never this store's server
+      await this.serial(serverId, async () => {
+        for (const id of ids) {
+          const m = await this.engine.engine.read(serverId, id).catch(() => null);
+          if (!m) continue;
+          if (this.hooks.placed && this.engine.engine.now() - m.createdAt < ORPHAN_GRACE_MS) continue;
+          await this.engine.engine.remove(serverId, id);
+          removed++;
+          log.info('a checkpoint of a server that no longer exists is removed', { server: serverId, checkpoint: id });
+        }
+        for (const r of this.store.checkpoints.list(serverId)) await this.store.checkpoints.remove(serverId, r.id);
+      });
+    }
+    return removed;
   }
 
   /** The checkpoint a fork starts from: the one named (the server's), or one taken now. */

@@ -146,6 +146,7 @@ export function buildCore(d: HostingDeps): HostingCore {
   const checkpoints =
     d.checkpoints &&
     new ServerCheckpoints(d.store, d.runtime, d.checkpoints, d.cfg.checkpoints.manualPerServer, {
+      placed: d.names?.placed && ((id) => d.names!.placed!(id)),
       changed: (id, accountId) => d.billing.checkpointsChanged(id, accountId),
     });
   const servers = new Servers({

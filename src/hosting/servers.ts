@@ -83,6 +83,8 @@ export interface SharedNames {
   place(p: { serverId: string; accountId: string; slug: string; publicIp: string; sshPublicKey?: string; keyFingerprint?: string }): Promise<unknown>;
   /** Forgets a server's placement and slug (it is being deleted). */
   remove(serverId: string): Promise<void>;
+  /** Whether the registry places the server on some host (any host's, lost or not). */
+  placed?(serverId: string): Promise<boolean>;
   /** At start: the registry made to match this host's committed servers. */
   reconcile(
     servers: readonly { id: string; slug: string; accountId: string }[],

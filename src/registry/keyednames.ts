@@ -28,6 +28,7 @@ export function keyedNames(names: RegistryNames, shared: RegistryShared) {
       if (p.sshPublicKey && p.keyFingerprint) await shared.recordKey({ serverId: p.serverId, publicKey: p.sshPublicKey, fingerprint: p.keyFingerprint });
       return placed;
     },
+    placed: async (serverId: string) => (await names.placement(serverId)) !== undefined,
     async remove(serverId: string) {
       await names.remove(serverId);
       await shared.removeKey(serverId);
