@@ -66,6 +66,7 @@ const UNIT = [
   'test/registry/limits.test.ts',
   'test/registry/fwdlimits.test.ts',
   'test/registry/ledger.test.ts',
+  'test/registry/checkpointbytes.test.ts',
   'test/foundation/edge-guard.test.ts',
   'test/http/verify-contract.test.ts',
   'test/net/bomb.test.ts',

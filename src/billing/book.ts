@@ -25,8 +25,6 @@ export interface SharedMoney {
   diskGbMonths: number;
   checkpointGbMonths: number;
   spentUsd: number;
-  /** Bytes the account's checkpoints hold now on the other hosts (totals() alone says it). */
-  checkpointBytesElsewhere?: number;
 }
 
 /** A server's stored checkpoint bytes as this host reports them to the registry. */
@@ -44,6 +42,8 @@ export interface SharedLedger {
   entries(accountId: string, limit: number, before?: [number, string]): Promise<{ items: LedgerEntry[]; next?: [number, string] }>;
   /** Records this host's servers' stored checkpoint bytes (`all`: every one of them). */
   reportCheckpoints(rows: readonly ServerCheckpointBytes[], all: boolean): Promise<void>;
+  /** Bytes the checkpoints of these accounts hold now on the other hosts. */
+  checkpointsElsewhere(ids: readonly string[]): Promise<Map<string, number>>;
 }
 
 export interface MoneyBook {
@@ -125,6 +125,7 @@ export class RegistryBook implements MoneyBook {
       const totals = await this.shared.totals(accounts);
       // an account the registry has no money of yet keeps what this host has
       for (const [id, m] of totals) this.cache(id, m);
+      for (const [id, n] of await this.shared.checkpointsElsewhere(accounts)) this.store.billing.cacheCheckpointsElsewhere(id, n);
     } catch (e) {
       this.unavailable(e);
     }
@@ -133,6 +134,7 @@ export class RegistryBook implements MoneyBook {
   async refresh(accountId: string): Promise<void> {
     try {
       for (const [id, m] of await this.shared.totals([accountId])) this.cache(id, m);
+      for (const [id, n] of await this.shared.checkpointsElsewhere([accountId])) this.store.billing.cacheCheckpointsElsewhere(id, n);
     } catch (e) {
       if (!isAppError(e) || e.code !== 'registry_unavailable') throw e; // away: the cache answers
     }

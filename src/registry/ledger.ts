@@ -7,7 +7,8 @@
 // makes a retry after a lost commit reply harmless. Checkpoint storage (schema 19) has its own
 // columns in both, as the single box keeps it in its entries and totals. The bytes checkpoints
 // hold now (schema 22) are a figure per server, not an entry: each host writes its servers' (at
-// every metering pass, and when one is taken or deleted) and totals() sums the other hosts'.
+// every metering pass, and when one is taken or deleted) and checkpointsElsewhere() sums the
+// other hosts'.
 
 import type pg from 'pg';
 import { periodCost, round9 } from '../price.js';
@@ -40,8 +41,6 @@ export interface AccountMoney {
   diskGbMonths: number;
   checkpointGbMonths: number;
   spentUsd: number;
-  /** Bytes the account's checkpoints hold now on every other host (totals() alone says it). */
-  checkpointBytesElsewhere?: number;
 }
 
 /** A server's stored checkpoint bytes as its host reports them. */
@@ -139,12 +138,18 @@ export class RegistryLedger {
     if (ids.length === 0) return out;
     const r = await this.pool.query<MoneyRow>(`SELECT ${MONEY_COLUMNS} FROM account_money WHERE account_id = ANY($1::text[])`, [[...ids]]);
     for (const row of r.rows) out.set(row.account_id, money(row));
-    const b = await this.pool.query<{ account_id: string; bytes: string }>(
+    return out;
+  }
+
+  /** Bytes the checkpoints of these accounts hold now on every other host (0 for each without any). */
+  async checkpointsElsewhere(ids: readonly string[]): Promise<Map<string, number>> {
+    const out = new Map(ids.map((id) => [id, 0]));
+    if (ids.length === 0) return out;
+    const r = await this.pool.query<{ account_id: string; bytes: string }>(
       `SELECT account_id, sum(bytes)::text AS bytes FROM checkpoint_bytes WHERE account_id = ANY($1::text[]) AND host <> $2 GROUP BY account_id`,
       [[...ids], this.host],
     );
-    const elsewhere = new Map(b.rows.map((x) => [x.account_id, Number(x.bytes)]));
-    for (const [id, m] of out) m.checkpointBytesElsewhere = elsewhere.get(id) ?? 0;
+    for (const x of r.rows) out.set(x.account_id, Number(x.bytes));
     return out;
   }
 

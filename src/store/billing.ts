@@ -170,11 +170,20 @@ export class BillingStore {
   /** Cluster mode: an account's balance and usage totals as the registry has them (this host's cache). */
   cache(accountId: string, m: Usage & { balanceUsd: number }): void {
     this.env.txSync(() => {
-      const { balanceUsd, checkpointBytesElsewhere, ...usage } = m;
-      // a figure the registry did not send (a ledger write's totals) stays as it was; none is absent
-      const elsewhere = checkpointBytesElsewhere ?? this.usage.get(accountId)?.checkpointBytesElsewhere;
+      const { balanceUsd, ...usage } = m;
+      const elsewhere = this.usage.get(accountId)?.checkpointBytesElsewhere; // cached apart (below)
       this.usage.putSync(accountId, elsewhere ? { ...usage, checkpointBytesElsewhere: elsewhere } : usage);
       this.accounts.setBalance(accountId, balanceUsd);
+    });
+  }
+
+  /** Cluster mode: the bytes the account's checkpoints hold on the other hosts, as the registry
+   *  says now (kept beside the cached usage totals; absent when none). */
+  cacheCheckpointsElsewhere(accountId: string, bytes: number): void {
+    if ((this.usage.get(accountId)?.checkpointBytesElsewhere ?? 0) === bytes) return;
+    this.env.txSync(() => {
+      const { checkpointBytesElsewhere: _, ...usage } = this.usage.get(accountId) ?? ZERO_USAGE;
+      this.usage.putSync(accountId, bytes > 0 ? { ...usage, checkpointBytesElsewhere: bytes } : usage);
     });
   }
 
