@@ -177,7 +177,10 @@ export class ServerCheckpoints {
         }
         for (const id of ids) {
           if (this.store.checkpoints.get(rec.id, id)) continue;
-          const m = await this.engine.engine.read(rec.id, id);
+          const m = await this.engine.engine.read(rec.id, id).catch((err: unknown) => {
+            log.warn('a checkpoint manifest in the store cannot be opened; passed over', { server: rec.id, checkpoint: id, err });
+            return null; // one damaged manifest must not keep the others' records (and the collection after) from being fixed
+          });
           if (!m || m.createdAt >= before) continue;
           await this.store.checkpoints.add(recordOf(m, rec.accountId));
           adopted++;

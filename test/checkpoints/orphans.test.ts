@@ -166,4 +166,18 @@ test('cluster: only a server the registry places on no host loses its manifests 
   assert.ok(await has(away, 'srv_gone2', gone2));
 });
 
+test("one manifest that cannot be opened is passed over: the reconcile still lists the others' checkpoints", async () => {
+  const blobs = tmp();
+  const h = hostOf(blobs);
+  server(h, 'srv_bad');
+  server(h, 'srv_good');
+  const bad = await checkpoint(h, 'srv_bad', Date.now() - HOUR, false);
+  const good = await checkpoint(h, 'srv_good', Date.now() - HOUR, false);
+  writeFileSync(join(blobs, blobKeys.manifest('srv_bad', bad)), 'not a sealed manifest'); // damaged in the store
+  const r = await h.checkpoints.reconcile(Date.now(), silentLogger);
+  assert.is(r.adopted, 1);
+  assert.ok(h.store.checkpoints.get('srv_good', good), 'the readable one is listed');
+  assert.is(h.store.checkpoints.get('srv_bad', bad), undefined);
+});
+
 test.run();
