@@ -77,6 +77,7 @@ const UNIT = [
   'test/checkpoints/s3-faults.test.ts',
   'test/presence/doze-tracker.test.ts',
   'test/checkpoints/engine.test.ts',
+  'test/checkpoints/races.test.ts',
   'test/admin/rebuildrefusals.test.ts',
   'test/billing/exhausted.test.ts',
   'test/ssh/auth.test.ts',

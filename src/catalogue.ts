@@ -208,6 +208,10 @@ export const CATALOGUE = {
   host_fenced: e('unavailable', 'this host reaches neither the cluster registry nor another host: it starts no server until it does (Retry-After)'),
   registry_unavailable: e('unavailable', 'the cluster registry (PostgreSQL) cannot be reached: changes to shared records wait until it is back (Retry-After)'),
   store_unavailable: e('unavailable', 'the checkpoint store cannot be reached; servers keep running (Retry-After)'),
+  store_busy: e(
+    'unavailable',
+    'the checkpoint store is being cleaned up (a collection of unreferenced chunks) longer than a checkpoint waits; nothing was taken (Retry-After)',
+  ),
   payments_unavailable: e('unavailable', 'the facilitator lacks our network or refuses our key, or the chain or gas wallet is unusable'),
 
   // ── 504 timeout ──

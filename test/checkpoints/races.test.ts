@@ -1,0 +1,182 @@
+// The checkpoint engine and service when things overlap or fail half-way, over the directory
+// store on plain image files (no server, no root): two collectors of one store (every host of a
+// cluster collects it), two collections in one process, a marker or lock whose write fails, a
+// sweep that outlasts a checkpoint's wait, a damaged checkpoint deleted, two restores of one
+// server at once, and the owner a data dir's markers carry.
+
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { createHash, randomBytes } from 'node:crypto';
+import { closeSync, existsSync, ftruncateSync, mkdtempSync, openSync, readFileSync, renameSync, rmSync, statSync, writeFileSync, writeSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { AppError } from '../../src/errors.js';
+import { statusOf } from '../../src/http/errors.js';
+import {
+  CheckpointEngine,
+  Checkpoints,
+  collect,
+  DirBlobStore,
+  newCheckpointId,
+  blobKeys,
+  startCheckpoints,
+  type BlobStore,
+  type NewCheckpoint,
+} from '../../src/checkpoints/index.js';
+
+const MiB = 1 << 20;
+const dirs: string[] = [];
+const tmp = () => {
+  const d = mkdtempSync(join(tmpdir(), 'rbx-ckr-'));
+  dirs.push(d);
+  return d;
+};
+test.after(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
+
+const secret = () => ({ key: async () => Buffer.alloc(32, 7) });
+const sha = (p: string) => createHash('sha256').update(readFileSync(p)).digest('hex');
+let clockNow = 1_800_000_000_000;
+const engine = (store: BlobStore, owner?: string, now = () => clockNow) =>
+  new CheckpointEngine({ store, secret: secret(), owner, now, sleep: (ms) => new Promise((r) => setTimeout(r, Math.min(ms, 5))), staleMs: 3_600_000 });
+const meta = (serverId = 'srv_a'): NewCheckpoint => ({
+  id: newCheckpointId(clockNow++),
+  serverId,
+  createdAt: clockNow,
+  kind: 'manual',
+  settings: { tier: 'free', image: 'base-abc', slug: 'blog', runSh: true },
+});
+function image(path: string, size: number, writes: [number, Buffer][]): void {
+  const fd = openSync(path, existsSync(path) ? 'r+' : 'w');
+  try {
+    ftruncateSync(fd, size);
+    for (const [off, b] of writes) writeSync(fd, b, 0, b.length, off);
+  } finally {
+    closeSync(fd);
+  }
+}
+const gate = () => {
+  let open!: () => void;
+  const p = new Promise<void>((r) => (open = r));
+  return { p, open };
+};
+const TIMEOUT = Symbol('still waiting');
+const within = <T>(p: Promise<T>, ms: number) => Promise.race([p, new Promise<typeof TIMEOUT>((r) => setTimeout(() => r(TIMEOUT), ms))]);
+/** A store whose collector-lock put pauses (after writing) until `release`. */
+const pausingLocks = (s: BlobStore, taken: () => void, release: Promise<void>): BlobStore =>
+  Object.assign(Object.create(s) as BlobStore, {
+    put: async (k: string, b: Uint8Array) => {
+      await s.put(k, b);
+      if (k.startsWith('gc/lock')) (taken(), await release);
+    },
+  });
+
+test('two collectors of one store: the one that ends first leaves the other’s lock, and a checkpoint waits for it', async () => {
+  const d = tmp();
+  const store = new DirBlobStore(join(d, 'checkpoints'));
+  const taken = gate();
+  const release = gate();
+  const a = collect(engine(pausingLocks(store, taken.open, release.p), 'host-a'));
+  await taken.p; // host A sweeps
+  const b = await collect(engine(store, 'host-b')); // host B collects and ends meanwhile
+  assert.ok(b.swept);
+  const img = join(d, 'disk.img');
+  image(img, 8 * MiB, [[0, randomBytes(MiB)]]);
+  const writing = engine(store, 'host-c').write(meta(), img);
+  assert.ok((await within(writing, 300)) === TIMEOUT, 'a checkpoint waits while host A still sweeps');
+  release.open();
+  await a; // it sees the checkpoint's marker and sweeps nothing this time
+  const m = await writing;
+  await engine(store).materialize(m, join(d, 'out.img'));
+  assert.is(sha(join(d, 'out.img')), sha(img));
+  const left: string[] = [];
+  for await (const { key } of store.list('gc/')) left.push(key);
+  assert.equal(left, [], 'each collector removed its own lock');
+});
+
+test('one process runs one collection at a time', async () => {
+  const store = new DirBlobStore(join(tmp(), 'checkpoints'));
+  let puts = 0;
+  const taken = gate();
+  const release = gate();
+  const counting = pausingLocks(
+    Object.assign(Object.create(store) as BlobStore, { put: (k: string, b: Uint8Array) => (k.startsWith('gc/lock') && puts++, store.put(k, b)) }),
+    taken.open,
+    release.p,
+  );
+  const e = engine(counting, 'host-a');
+  const first = collect(e);
+  await taken.p;
+  const second = collect(e);
+  await new Promise((r) => setTimeout(r, 100));
+  assert.is(puts, 1, 'the second collection has not started while the first sweeps');
+  release.open();
+  assert.ok((await first).swept);
+  assert.ok((await second).swept);
+  assert.is(puts, 2);
+});
+
+test('a pending marker whose write failed does not hold the collector for the rest of the process', async () => {
+  const d = tmp();
+  const store = new DirBlobStore(join(d, 'checkpoints'));
+  // the marker reaches the store but its put reports a failure (a timeout after the write)
+  const flaky = Object.assign(Object.create(store) as BlobStore, {
+    put: async (k: string, b: Uint8Array) => {
+      await store.put(k, b);
+      if (k.startsWith('pending/')) throw new Error('timed out');
+    },
+    delete: (k: string) => (k.startsWith('pending/') ? Promise.resolve() : store.delete(k)), // and its removal is lost too
+  });
+  const e = engine(flaky, 'host-a');
+  const img = join(d, 'disk.img');
+  image(img, 8 * MiB, [[0, randomBytes(MiB)]]);
+  let failed = false;
+  await e.write(meta(), img).catch(() => (failed = true));
+  assert.ok(failed);
+  const r = await collect(e);
+  assert.ok(r.swept, 'the marker of a write that failed is not live');
+  assert.is(r.stale, 1);
+});
+
+test('a collector lock whose write failed does not hold this process’s checkpoints', async () => {
+  const d = tmp();
+  const store = new DirBlobStore(join(d, 'checkpoints'));
+  const flaky = Object.assign(Object.create(store) as BlobStore, {
+    put: async (k: string, b: Uint8Array) => {
+      await store.put(k, b);
+      if (k.startsWith('gc/lock')) throw new Error('timed out');
+    },
+    delete: (k: string) => (k.startsWith('gc/lock') ? Promise.resolve() : store.delete(k)),
+  });
+  const e = engine(flaky, 'host-a');
+  let failed = false;
+  await collect(e).catch(() => (failed = true));
+  assert.ok(failed);
+  const img = join(d, 'disk.img');
+  image(img, 8 * MiB, [[0, randomBytes(MiB)]]);
+  assert.is.not(await within(e.write(meta(), img), 3000), TIMEOUT, 'the lock left by a failed collection of this process is dead');
+});
+
+test('a sweep that holds the store past the checkpoint’s wait answers 503 store_busy with Retry-After', async () => {
+  const d = tmp();
+  const store = new DirBlobStore(join(d, 'checkpoints'));
+  const taken = gate();
+  const release = gate();
+  const gc = collect(engine(pausingLocks(store, taken.open, release.p), 'host-b'));
+  await taken.p;
+  let t = clockNow;
+  const img = join(d, 'disk.img');
+  image(img, 8 * MiB, [[0, randomBytes(MiB)]]);
+  const e = await engine(store, 'host-a', () => (t += 5_000))
+    .write(meta(), img)
+    .then(
+      () => undefined,
+      (x: unknown) => x,
+    );
+  release.open();
+  await gc;
+  assert.ok(e instanceof AppError, String(e));
+  assert.is(e.code, 'store_busy');
+  assert.is(statusOf(e.kind), 503);
+  assert.ok(Number(e.headers?.['retry-after']) > 0);
+});
+test.run();
