@@ -137,6 +137,7 @@ export const CATALOGUE = {
   subdomain_taken: e('conflict', 'every wanted subdomain is taken'),
   phone_taken: e('conflict', 'another host verified the same phone for a new account at the same instant; log in with it'),
   expose_in_progress: e('conflict', 'another request is exposing the same port'),
+  restore_in_progress: e('conflict', 'a restore of this server is under way (one at a time per server): retry once it has answered'),
   domain_taken: e('conflict', 'the domain is attached to another server (of another account, or another of yours)'),
   server_exists: e('conflict', 'the runtime already has a server with this id'),
   server_not_running: e('conflict', 'the server must be running for this'),
@@ -208,10 +209,7 @@ export const CATALOGUE = {
   host_fenced: e('unavailable', 'this host reaches neither the cluster registry nor another host: it starts no server until it does (Retry-After)'),
   registry_unavailable: e('unavailable', 'the cluster registry (PostgreSQL) cannot be reached: changes to shared records wait until it is back (Retry-After)'),
   store_unavailable: e('unavailable', 'the checkpoint store cannot be reached; servers keep running (Retry-After)'),
-  store_busy: e(
-    'unavailable',
-    'the checkpoint store is being cleaned up (a collection of unreferenced chunks) longer than a checkpoint waits; nothing was taken (Retry-After)',
-  ),
+  store_busy: e('unavailable', 'a collection of unreferenced chunks holds the store: no checkpoint taken (Retry-After)'),
   payments_unavailable: e('unavailable', 'the facilitator lacks our network or refuses our key, or the chain or gas wallet is unusable'),
 
   // ── 504 timeout ──

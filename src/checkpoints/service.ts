@@ -95,12 +95,22 @@ export class Checkpoints {
     await mapped(() => this.engine.remove(serverId, id));
   }
 
+  /** Servers a restore runs on now: one at a time per server (a client retrying after a
+   *  timeout gets 409 restore_in_progress, never a second swap over the first). */
+  private readonly restoring = new Set<string>();
+
   /** The server's disk becomes the checkpoint's (it restarts when it was running). */
   async restore(serverId: string, id: string): Promise<Manifest> {
     const replace = this.need('replaceDisk');
-    const m = await this.get(serverId, id);
-    await mapped(() => replace(serverId, (path) => this.engine.materialize(m, path, { sync: false }), { uidBase: m.uidBase }));
-    return m;
+    if (this.restoring.has(serverId)) throw AppError.of('restore_in_progress', 'a restore of this server is under way; try again when it has answered');
+    this.restoring.add(serverId);
+    try {
+      const m = await this.get(serverId, id);
+      await mapped(() => replace(serverId, (path) => this.engine.materialize(m, path, { sync: false }), { uidBase: m.uidBase }));
+      return m;
+    } finally {
+      this.restoring.delete(serverId);
+    }
   }
 
   /** Writes a checkpoint's image to `path` (a fork's new disk), every chunk verified. */

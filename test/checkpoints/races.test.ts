@@ -7,11 +7,26 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { createHash, randomBytes } from 'node:crypto';
-import { closeSync, existsSync, ftruncateSync, mkdtempSync, openSync, readFileSync, renameSync, rmSync, statSync, writeFileSync, writeSync } from 'node:fs';
+import {
+  closeSync,
+  existsSync,
+  readdirSync,
+  ftruncateSync,
+  mkdtempSync,
+  openSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+  writeSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { AppError } from '../../src/errors.js';
 import { statusOf } from '../../src/http/errors.js';
+import { diskPaths } from '../../src/runtime/disk.js';
+import { stagedPath, thawLeftovers } from '../../src/runtime/diskcopy.js';
 import {
   CheckpointEngine,
   Checkpoints,
@@ -179,4 +194,58 @@ test('a sweep that holds the store past the checkpoint’s wait answers 503 stor
   assert.is(statusOf(e.kind), 503);
   assert.ok(Number(e.headers?.['retry-after']) > 0);
 });
+test('a second restore of a server while one runs answers 409 restore_in_progress, and each restore stages its own file', async () => {
+  const d = tmp();
+  const store = new DirBlobStore(join(d, 'checkpoints'));
+  const img = join(d, 'disk.img');
+  image(img, 8 * MiB, [[0, randomBytes(MiB)]]);
+  const p = diskPaths(d);
+  const filling = gate();
+  const hold = gate();
+  const staged: string[] = [];
+  // the runtime's two disk operations on a plain image file, with diskcopy's staged names
+  const disk = {
+    captureDisk: async <T>(_id: string, use: (c: { path: string; pausedMs: number; method: 'copy'; uidBase: number; writtenAt: number }) => Promise<T>) =>
+      use({ path: img, pausedMs: 0, method: 'copy', uidBase: 0, writtenAt: 0 }),
+    replaceDisk: async (_id: string, fill: (p: string) => Promise<void>) => {
+      const at = stagedPath(p);
+      staged.push(at);
+      await fill(at);
+      filling.open();
+      await hold.p; // the first restore is still flushing and swapping
+      renameSync(at, img);
+    },
+  };
+  const cps = new Checkpoints(engine(store), disk);
+  const { manifest } = await cps.take('srv_a', meta().settings, 'manual');
+  const want = sha(img);
+  image(img, 8 * MiB, [[0, randomBytes(MiB)]]);
+  const first = cps.restore('srv_a', manifest.id);
+  await filling.p;
+  const second = cps.restore('srv_a', manifest.id).then(
+    () => undefined,
+    (x: unknown) => x,
+  );
+  const e = await within(second, 2000);
+  if (e === TIMEOUT) hold.open(); // today's code: the second restore runs over the first
+  assert.ok(e instanceof AppError, String(e));
+  assert.is(e.code, 'restore_in_progress');
+  assert.is(statusOf(e.kind), 409);
+  hold.open();
+  await first;
+  assert.is(sha(img), want);
+  await cps.restore('srv_a', manifest.id); // and once it answered, the next one runs
+  assert.is(staged.length, 2);
+  assert.is.not(staged[0], staged[1], 'two restores never stage the same file');
+  // what a killed restore left is removed where the runtime cleans at start
+  writeFileSync(join(d, 'disk.img.new'), 'old name');
+  writeFileSync(`${stagedPath(p)}`, 'killed restore');
+  await thawLeftovers(p);
+  assert.equal(
+    readdirSync(d).filter((n) => n.startsWith('disk.img.new')),
+    [],
+  );
+  assert.ok(existsSync(img));
+});
+
 test.run();
