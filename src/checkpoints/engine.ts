@@ -277,6 +277,11 @@ export class CheckpointEngine {
     return out.sort((a, b) => b.createdAt - a.createdAt || (a.id < b.id ? 1 : -1));
   }
 
+  /** Whether the store holds the checkpoint's manifest (not opened: it may be damaged). */
+  exists(serverId: string, id: string): Promise<boolean> {
+    return this.store.has(keys.manifest(serverId, id));
+  }
+
   /** Forgets a checkpoint (its chunks stay until the collector finds them unreferenced). */
   async remove(serverId: string, id: string): Promise<void> {
     await this.store.delete(keys.manifest(serverId, id));

@@ -90,9 +90,13 @@ export class Checkpoints {
     });
   }
 
-  async remove(serverId: string, id: string): Promise<void> {
-    await this.get(serverId, id);
-    await mapped(() => this.engine.remove(serverId, id));
+  /** Deletes a checkpoint's manifest without opening it (a damaged one is deleted too; its chunks
+   *  go to the collector), or 404 checkpoint_not_found. */
+  remove(serverId: string, id: string): Promise<void> {
+    return mapped(async () => {
+      if (!isCheckpointId(id) || !(await this.engine.exists(serverId, id))) throw AppError.of('checkpoint_not_found', 'this server has no such checkpoint');
+      await this.engine.remove(serverId, id);
+    });
   }
 
   /** Servers a restore runs on now: one at a time per server (a client retrying after a

@@ -248,4 +248,27 @@ test('a second restore of a server while one runs answers 409 restore_in_progres
   assert.ok(existsSync(img));
 });
 
+test('a damaged checkpoint can be deleted: its manifest goes unopened and its chunks to the collector', async () => {
+  const d = tmp();
+  const store = new DirBlobStore(join(d, 'checkpoints'));
+  const img = join(d, 'disk.img');
+  image(img, 8 * MiB, [[0, randomBytes(2 * MiB)]]);
+  const nodisk = { captureDisk: undefined, replaceDisk: undefined };
+  const e = engine(store, 'host-a');
+  const cps = new Checkpoints(e, nodisk);
+  const m = await e.write(meta(), img);
+  const at = join(store.where, ...blobKeys.manifest('srv_a', m.id).split('/'));
+  const bytes = readFileSync(at);
+  bytes[bytes.length - 3] ^= 1;
+  writeFileSync(at, bytes);
+  await cps.remove('srv_a', m.id);
+  assert.not.ok(existsSync(at), 'the damaged manifest is gone');
+  const gone = await cps.remove('srv_a', m.id).then(
+    () => undefined,
+    (x: unknown) => x,
+  );
+  assert.ok(gone instanceof AppError && gone.code === 'checkpoint_not_found', String(gone));
+  assert.is((await collect(e)).removed, 2, 'its chunks are collected');
+});
+
 test.run();
