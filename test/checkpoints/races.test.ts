@@ -25,6 +25,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { AppError } from '../../src/errors.js';
 import { statusOf } from '../../src/http/errors.js';
+import type { Runtime } from '../../src/runtime/index.js';
 import { diskPaths } from '../../src/runtime/disk.js';
 import { stagedPath, thawLeftovers } from '../../src/runtime/diskcopy.js';
 import {
@@ -36,6 +37,7 @@ import {
   blobKeys,
   startCheckpoints,
   type BlobStore,
+  type S3Settings,
   type NewCheckpoint,
 } from '../../src/checkpoints/index.js';
 
@@ -269,6 +271,27 @@ test('a damaged checkpoint can be deleted: its manifest goes unopened and its ch
   );
   assert.ok(gone instanceof AppError && gone.code === 'checkpoint_not_found', String(gone));
   assert.is((await collect(e)).removed, 2, 'its chunks are collected');
+});
+
+test('the owner a data dir’s markers carry is its own random id, not the host’s name and path', async () => {
+  const dataDir = tmp();
+  const parts = { cfg: { dataDir, checkpoints: { s3: {} as S3Settings } }, runtime: {} as Runtime };
+  const store = new DirBlobStore(join(dataDir, 'checkpoints'));
+  const production = startCheckpoints(parts, store).engine;
+  const ownerOf = (e: CheckpointEngine) => (JSON.parse(e.stamp({}).toString()) as { owner?: string }).owner;
+  assert.ok(ownerOf(production));
+  assert.is(ownerOf(startCheckpoints(parts, store).engine), ownerOf(production), 'the same data dir keeps its owner across starts');
+  await store.put(blobKeys.pending(newCheckpointId(clockNow)), production.stamp({ startedAt: clockNow, serverId: 'srv_a' }));
+  // a recovery drill box: the same hostname and data dir path, its own data dir (rebuilt fresh)
+  for (const n of readdirSync(dataDir)) if (n !== 'checkpoints') rmSync(join(dataDir, n), { recursive: true });
+  const drill = startCheckpoints(parts, store).engine;
+  assert.is.not(ownerOf(drill), ownerOf(production), 'another data dir at the same path is another owner');
+  const r = await collect(drill);
+  assert.is(r.stale, 0, 'the drill does not take production’s live marker for its own killed run’s');
+  assert.not.ok(r.swept);
+  const id = readdirSync(dataDir).filter((n) => n !== 'checkpoints');
+  assert.is(id.length, 1);
+  assert.is(statSync(join(dataDir, id[0])).mode & 0o777, 0o600);
 });
 
 test.run();
