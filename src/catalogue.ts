@@ -242,6 +242,7 @@ export const CATALOGUE = {
   host_replace_needed: e('conflict', "another data dir held this host's cluster name: refused without --replace-host (which marks its servers lost)"),
   join_conflict: e('conflict', "another host holds a box's key, phone, subdomain, domain or credit in the registry: its join is refused, each named"),
   data_dir_not_empty: e('conflict', 'rootbox restore --from-backup rebuilds a box into a fresh data dir only; the one given holds files (CLI)'),
+  rebuild_incomplete: e('conflict', 'a restore --from-backup into this data dir was interrupted: the daemon does not start there until a rerun finishes it'),
   daemon_running: e('conflict', 'a daemon or another process holds the store, so the CLI does not write it (restore, offline credit) (CLI)'),
 
   // ── 500 internal: the host's own set-up ──
