@@ -79,6 +79,7 @@ const UNIT = [
   'test/presence/doze-tracker.test.ts',
   'test/checkpoints/engine.test.ts',
   'test/checkpoints/orphans.test.ts',
+  'test/checkpoints/races.test.ts',
   'test/admin/rebuildrefusals.test.ts',
   'test/billing/exhausted.test.ts',
   'test/ssh/auth.test.ts',

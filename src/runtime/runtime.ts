@@ -132,7 +132,7 @@ export class ContainerRuntime implements Runtime {
       record: (id) => this.record(id),
       lower: (rec) => this.lower(rec),
       state: (id) => this.servers.get(id)?.state,
-      stop: (id, opts) => this.stop(id, opts),
+      halt: (rec) => this.halt(rec, this.deps.cfg.stopGrace),
       start: (id) => this.start(id),
       wantRunning: (id) => this.deps.store.setDesired(id, 'running'),
       swapped: (rec, diskBytes) => void this.view(rec, 'sleeping', { ...this.applied(rec.id), diskBytes }),
