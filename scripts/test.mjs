@@ -145,6 +145,7 @@ const UNIT = [
   'test/foundation/log.test.ts',
   'test/domains/names.test.ts',
   'test/net/fetch.test.ts',
+  'test/llm/openai.test.ts',
   'test/payments/recover.test.ts',
   'test/payments/journal.test.ts',
   'test/payments/digest.test.ts',
