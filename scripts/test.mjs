@@ -136,6 +136,7 @@ const UNIT = [
   'test/foundation/lazydeps.test.ts',
   'test/runtime/personalise.test.ts',
   'test/hosting/stalecopies.test.ts',
+  'test/registry/pooltx.test.ts',
   'test/foundation/firstcall.test.ts',
   'test/foundation/logwhere.test.ts',
   'test/payments/codec.test.ts',

@@ -166,6 +166,11 @@ export class RegistryPool {
       throw this.failed(err);
     }
     let broken = false;
+    // while checked out, pg-pool listens for nothing: a server that ends the connection between two
+    // statements (57P01: a stop, a failover, pg_terminate_backend) emits 'error' on the client,
+    // which unheard ends the process; the next statement fails with it and the client is dropped
+    const lost = () => (broken = true);
+    client.on('error', lost);
     try {
       await client.query('BEGIN');
       const out = await fn(client);
@@ -176,6 +181,7 @@ export class RegistryPool {
       if (!broken) await client.query('ROLLBACK').catch(() => (broken = true));
       throw this.failed(err);
     } finally {
+      client.off('error', lost);
       client.release(broken);
     }
   }
