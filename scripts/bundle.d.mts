@@ -1,4 +1,5 @@
-// Types of scripts/bundle.mjs for the TypeScript that imports it (bench/proxy).
+// Types of scripts/bundle.mjs for the TypeScript that imports it (bench/proxy, test/helpers/bundle.ts).
 import type { BuildOptions } from 'esbuild';
 
 export declare const bundleOptions: BuildOptions;
+export declare const testExternal: string[];

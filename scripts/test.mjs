@@ -13,9 +13,11 @@
 // files wait on timers and sockets more than they compute).
 // The tests run on the Node rootbox runs on: when scripts/setup shipped one in node/ (the host's
 // being older than the LTS), this script runs itself again on it, with node/bin first in PATH.
-// The fast tier's files run bundled (bundleTests below: esbuild, our TypeScript inlined, packages
-// left to node_modules), which starts each file's process in a fraction of the CPU tsx's loader
-// takes for the same modules; ROOTBOX_TEST_TSX=1 runs them through tsx as the container tests are.
+// The fast tier's files run bundled (bundleTests below: esbuild, our TypeScript and the daemon's
+// own dependencies inlined as in dist/, test-only packages left to node_modules), which starts each
+// file's process in a fraction of the CPU tsx's loader takes for the same modules, and share one
+// Node compile cache (NODE_COMPILE_CACHE, as the daemons and CLIs they start do); ROOTBOX_TEST_TSX=1
+// runs them through tsx as the container tests are.
 // ROOTBOX_TEST_CPU=1 shows each file's CPU time beside its wall time: its process and everything
 // it starts (PostgreSQL, daemons, CLIs) run in a cpuacct cgroup of its own (cgroup v1, as root).
 
@@ -37,6 +39,7 @@ import {
 import { availableParallelism, tmpdir } from 'node:os';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { bundleOptions, testExternal } from './bundle.mjs';
 import { ownImportMeta } from './own-import-meta.mjs';
 
 const shipped = fileURLToPath(new URL('../node/bin/node', import.meta.url));
@@ -51,7 +54,10 @@ if (existsSync(shipped) && realpathSync(process.execPath) !== realpathSync(shipp
  *  with its registry run, which follows it), so the long ones overlap instead of ending the run. */
 const UNIT = [
   'test/registry/promotion.test.ts',
-  'test/payments/crash.test.ts',
+  'test/registry/listenfirst.test.ts',
+  'test/admin/whereabouts.test.ts',
+  'test/registry/deadhost.test.ts',
+  'test/registry/heard.test.ts',
   'test/payments/selfsettle.test.ts',
   'test/registry/accounts.test.ts',
   'test/registry/shared.test.ts',
@@ -71,6 +77,7 @@ const UNIT = [
   'test/checkpoints/s3-faults.test.ts',
   'test/presence/doze-tracker.test.ts',
   'test/checkpoints/engine.test.ts',
+  'test/admin/rebuildrefusals.test.ts',
   'test/billing/exhausted.test.ts',
   'test/ssh/auth.test.ts',
   'test/ssh/starvation.test.ts',
@@ -110,10 +117,8 @@ const UNIT = [
   'test/registry/feed.test.ts',
   'test/registry/certversions.test.ts',
   'test/registry/edgeca.test.ts',
-  'test/registry/listenfirst.test.ts',
   'test/registry/rejoin.test.ts',
   'test/registry/joinwait.test.ts',
-  'test/admin/whereabouts.test.ts',
   'test/foundation/edge-lifecycle.test.ts',
   'test/hosting/phone.test.ts',
   'test/hosting/limits.test.ts',
@@ -125,6 +130,7 @@ const UNIT = [
   'test/foundation/price.test.ts',
   'test/foundation/hostclaims.test.ts',
   'test/foundation/quietbuild.test.ts',
+  'test/foundation/lazydeps.test.ts',
   'test/foundation/firstcall.test.ts',
   'test/foundation/logwhere.test.ts',
   'test/payments/codec.test.ts',
@@ -188,8 +194,9 @@ let skipped = 0;
 const failures = [];
 
 /** Bundles test files with esbuild into a temp dir (one build, chunks shared between files):
- *  every file under src/ and test/ inlined, packages imported from node_modules (linked beside the
- *  bundles) as before. Each module keeps its own import.meta.url, filename and dirname (its source
+ *  every file under src/ and test/ inlined, and the packages dist/ inlines (testExternal in
+ *  scripts/bundle.mjs: natives and devDependencies are imported from node_modules, linked beside
+ *  the bundles). Each module keeps its own import.meta.url, filename and dirname (its source
  *  file's, as under tsx: fixtures, bin/ and native helpers are found from them), and
  *  process.argv[1] is set back to the test file before it runs. Answers each file's bundle. */
 async function bundleTests(list) {
@@ -207,8 +214,10 @@ async function bundleTests(list) {
       format: 'esm',
       platform: 'node',
       target: 'node24',
-      packages: 'external',
+      external: testExternal,
+      banner: bundleOptions.banner,
       sourcemap: 'linked',
+      sourcesContent: false, // line mappings only: a map with every source in it costs each process ~0.1 s to read
       plugins: [ownImportMeta],
       logLevel: 'error',
     });
@@ -297,6 +306,7 @@ async function runFile({ file, registry }) {
       ...(pgTemplateDir ? { ROOTBOX_TEST_PG_TEMPLATE: pgTemplateDir } : {}),
       ...(isUnit(file) ? { ROOTBOX_TEST_RUNTIME: 'process' } : {}),
       ...(registry ? { ROOTBOX_TEST_REGISTRY: '1' } : {}),
+      ...(bundled ? { NODE_COMPILE_CACHE: join(bundled.dir, '.compile-cache') } : {}),
       NO_COLOR: '1',
       FORCE_COLOR: '0',
     },

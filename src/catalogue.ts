@@ -205,6 +205,7 @@ export const CATALOGUE = {
   move_target_down: e('unavailable', 'the target host of a move is down or cannot be reached over the channel: nothing changed (Retry-After)'),
   move_failed: e('unavailable', 'the move did not complete; the server stays on (or went back to) the host it was on, serving (Retry-After)'),
   server_moved: e('unavailable', 'the cluster registry places this server on another host: this host does not start it (Retry-After)'),
+  host_fenced: e('unavailable', 'this host reaches neither the cluster registry nor another host: it starts no server until it does (Retry-After)'),
   registry_unavailable: e('unavailable', 'the cluster registry (PostgreSQL) cannot be reached: changes to shared records wait until it is back (Retry-After)'),
   store_unavailable: e('unavailable', 'the checkpoint store cannot be reached; servers keep running (Retry-After)'),
   payments_unavailable: e('unavailable', 'the facilitator lacks our network or refuses our key, or the chain or gas wallet is unusable'),
@@ -226,6 +227,10 @@ export const CATALOGUE = {
   tls_invalid: e('bad_request', 'the TLS certificate or key cannot be loaded'),
   not_a_backup: e('bad_request', 'a file given to rootbox restore is not a rootbox store backup'),
   no_store: e('bad_request', 'the data dir holds no store to back up or read'),
+  no_host_key: e('bad_request', 'restore --from-backup: the backup carries no host key and --host-key gave none, so no checkpoint would open (CLI)'),
+  store_empty: e('bad_request', 'restore --from-backup: the store holds none of the checkpoints the backup lists: another bucket or prefix (CLI)'),
+  store_refused: e('bad_request', 'restore --from-backup: the checkpoint store refused the request (credentials, bucket, region) (CLI)'),
+  store_key_mismatch: e('bad_request', "restore --from-backup: no checkpoint in the store opens with the backup's host key (CLI)"),
   cluster_token_missing: e('bad_request', 'cluster mode without the cluster token (cluster.token, ROOTBOX_CLUSTER_TOKEN or cluster.tokenFile)'),
   cluster_token_wrong: e('bad_request', "the cluster token is not the registry's (its verifier does not match): the host refuses to start and writes nothing"),
 
@@ -234,6 +239,7 @@ export const CATALOGUE = {
   host_name_taken: e('conflict', "another live rootbox holds this host's cluster name (cluster.host): the start is refused, naming the holder's address"),
   host_replace_needed: e('conflict', "another data dir held this host's cluster name: refused without --replace-host (which marks its servers lost)"),
   join_conflict: e('conflict', "another host holds a box's key, phone, subdomain, domain or credit in the registry: its join is refused, each named"),
+  data_dir_not_empty: e('conflict', 'rootbox restore --from-backup rebuilds a box into a fresh data dir only; the one given holds files (CLI)'),
   daemon_running: e('conflict', 'a daemon or another process holds the store, so the CLI does not write it (restore, offline credit) (CLI)'),
 
   // ── 500 internal: the host's own set-up ──

@@ -35,7 +35,7 @@ import { serveMetrics, type MetricsListener } from './metrics/index.js';
 import { startPayments, type Payments } from './payments/index.js';
 import { createPorts, startPresence, type IdleTracker, type TcpExposer } from './presence/index.js';
 import { startProxy, type Proxy } from './proxy/index.js';
-import { keyedNames, startRegistry, type JoinReport, type Registry } from './registry/index.js';
+import { keyedNames, startRegistry, type FencedServers, type JoinReport, type Registry } from './registry/index.js';
 import {
   createRuntime,
   hostClaims,
@@ -235,6 +235,9 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
         // a start as a single box forgets the join mark: what it writes then is joined when it returns to cluster mode
         if (!d.registry) return void d.store.joined.clear();
         await d.registry.ready; // refused (schema, token, name): the start fails here, nothing placed
+        // cut off from the registry and every peer: this host's running servers frozen, then stopped, before another may recover them
+        // back in touch with the registry after the fence: copies of servers recovered elsewhere meanwhile removed
+        d.registry.fenceServers(fencedServers(d.runtime), o.clock ?? systemClock, () => d.hosting.core.dropMoved());
         // a box's accounts, ledger, domains and certificates copied into the registry once, before it serves in cluster mode;
         // tried again with back-off while the registry cannot be reached (not joined meanwhile: 503 for what needs it)
         const registry = d.registry;
@@ -248,6 +251,11 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
         const placements = d.registry?.placements;
         // down is no lease and no answer on the channel: a host cut off from the registry alone still serves
         if (c) placements?.answeredBy((host, advertise) => c.answering(host, advertise));
+        if (c)
+          d.registry.contact.channelBy(
+            (host, advertise) => c.answering(host, advertise),
+            (host, advertise) => c.probe(host, advertise),
+          );
         // servers' keys from the placement cache's memory; a miss (a key recorded a moment ago) reads one catch-up
         const keys = placements && {
           known: (fp: string) => placements.keys.byFingerprint(fp),
@@ -270,6 +278,22 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
   ];
   d.stop = await startAll(parts, d, log);
   return d;
+}
+
+/** This host's servers as the self-fence acts on them (registry/selffence.ts): frozen where the
+ *  runtime can freeze (else stopped at once), stopped without a parked container. */
+export function fencedServers(rt: Runtime): FencedServers {
+  return {
+    running: () =>
+      rt
+        .list()
+        .filter((s) => s.state === 'running')
+        .map((s) => s.id),
+    frozen: (id) => rt.frozen?.(id) !== undefined,
+    freeze: (id) => (rt.freeze ? rt.freeze(id) : rt.stop(id, { park: false })),
+    thaw: (id) => rt.thaw?.(id) ?? Promise.resolve(),
+    stop: (id) => rt.stop(id, { park: false }),
+  };
 }
 
 /** Starts billing's metering loop. */

@@ -9,7 +9,9 @@
 //      while the checkpoint is taken) and as the runtime measured its freeze; peer: a plain
 //      `cp --reflink=always` (XFS) / `cp --sparse=always` (ext4) of the same image;
 //   2. restore of that server from the directory store (POST /servers/{id}/restore until it
-//      answers, and until its app answers HTTP again), goal ≤ 1 s; peer: the same cp;
+//      answers, and until its app answers HTTP again), goal ≤ 1 s; peer: the same cp; where its
+//      time goes: the image written and flushed (as a fork does), unflushed and its flush apart
+//      (a restore flushes it beside the stop), the stop, the start;
 //   3. fork to a running server that answers HTTP (POST /servers/{id}/fork → its app's first 200
 //      through the edge), goal ≤ 1 s; peer: the same cp;
 //   4. incremental checkpoint after 10 MiB changed in place: bytes uploaded (the manifest's
@@ -18,6 +20,7 @@
 //   node --import tsx bench/checkpoints/checkpoint.ts [--checkpoints 12] [--rounds 3] [--no-xfs] [--no-ext4]
 
 import { mkdirSync, rmSync, statSync } from 'node:fs';
+import { open } from 'node:fs/promises';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startTestDaemon, type TestDaemon } from '../../test/helpers/daemon.js';
@@ -178,16 +181,29 @@ async function bench(label: string, dataDir: string | undefined, reflink: boolea
       `restore (API answer; n=${ROUNDS}), goal ≤ 1000 ms`,
       `p50 ${ms(pct(restored, 50))}   max ${ms(Math.max(...restored))}   ×${(pct(restored, 50) / 1000).toFixed(2)} goal`,
     );
-    // where a restore's time goes: the image written from the store, and the server's stop + start
+    // where a restore's time goes: the image written from the store (flushed, as a fork does; and
+    // unflushed, then its flush apart, which a restore runs beside the stop), and the server's
+    // stop + start
     const m = await dd.daemon.checkpoints.get(id, cid);
     const scratch = join(rt.serverDir(id), '..', 'bench-materialize.img');
     const fill: number[] = [];
+    const unflushed: number[] = [];
+    const flushes: number[] = [];
     const stops: number[] = [];
     const starts: number[] = [];
     for (let i = 0; i < ROUNDS; i++) {
       const t0 = performance.now();
       await dd.daemon.checkpoints.materialize(m, scratch);
       fill.push(performance.now() - t0);
+      rmSync(scratch, { force: true });
+      const tb = performance.now();
+      await dd.daemon.checkpoints.engine.materialize(m, scratch, { sync: false });
+      unflushed.push(performance.now() - tb);
+      const tf = performance.now();
+      const fh = await open(scratch, 'r+');
+      await fh.sync();
+      await fh.close();
+      flushes.push(performance.now() - tf);
       rmSync(scratch, { force: true });
       const t1 = performance.now();
       await rt.stop(id, { park: false });
@@ -200,6 +216,8 @@ async function bench(label: string, dataDir: string | undefined, reflink: boolea
       `restore: the image written from the store alone (${(m.dataBytes / MiB).toFixed(0)} MiB, verified)`,
       `p50 ${ms(pct(fill, 50))}   max ${ms(Math.max(...fill))}`,
     );
+    row('restore: the image as a restore writes it (unflushed)', `p50 ${ms(pct(unflushed, 50))}   max ${ms(Math.max(...unflushed))}`);
+    row('restore: then its flush (beside the stop)', `p50 ${ms(pct(flushes, 50))}   max ${ms(Math.max(...flushes))}`);
     row(`restore: the server's stop alone (stopGrace ${dd.cfg.runtime.stopGrace} ms)`, `p50 ${ms(pct(stops, 50))}   max ${ms(Math.max(...stops))}`);
     row("restore: the server's start alone", `p50 ${ms(pct(starts, 50))}   max ${ms(Math.max(...starts))}`);
     await answers(host, 30_000);

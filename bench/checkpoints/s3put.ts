@@ -47,7 +47,7 @@ try {
     env,
   };
   const store = openS3BlobStore(`s3://${bucket}/bench`, opts);
-  const raw = makeS3Client(opts);
+  const raw = await makeS3Client(opts);
   const bytes = randomBytes(total * MiB);
   const blobs = Array.from({ length: total }, (_, i) => bytes.subarray(i * MiB, (i + 1) * MiB));
 

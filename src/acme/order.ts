@@ -2,14 +2,16 @@
 // fresh P-256 key and CSR per certificate, challenges of one type (dns-01 through a publisher
 // and propagation check, http-01 through the responder the edge serves), and the PEM chain.
 // acme-client's own challenge self-check is skipped: DNS-01 is checked against the zone's
-// authoritative servers by propagation.ts, HTTP-01 is served by this process.
+// authoritative servers by propagation.ts, HTTP-01 is served by this process. acme-client (with
+// axios) is loaded on the first order (lib.ts), not with the daemon: most boxes never order, and
+// its load was a fifth of the CPU of a daemon's start.
 
 import { Agent } from 'node:https';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { rootCertificates } from 'node:tls';
 import { X509Certificate } from 'node:crypto';
 import { dirname } from 'node:path';
-import * as acme from 'acme-client';
+import type * as Acme from './lib.js';
 import { AppError } from '../errors.js';
 import type { Logger } from '../log/index.js';
 import type { Http01Responder } from './http01.js';
@@ -43,15 +45,18 @@ export interface OrderParts {
 
 let agentFor: { ca: string | undefined; agent: Agent } | undefined;
 
+let loaded: Promise<typeof Acme> | undefined;
+const acmeClient = (): Promise<typeof Acme> => (loaded ??= import('./lib.js'));
+
 /** acme-client talks through one axios instance: its agent trusts the system roots plus caPem. */
-function useRoots(caPem: string | undefined): void {
+function useRoots(acme: typeof Acme, caPem: string | undefined): void {
   if (agentFor && agentFor.ca === caPem) return;
   const agent = new Agent({ keepAlive: false, ca: caPem ? [...rootCertificates, caPem] : undefined });
   acme.axios.defaults.httpsAgent = agent;
   agentFor = { ca: caPem, agent };
 }
 
-async function accountKey(file: string): Promise<Buffer> {
+async function accountKey(acme: typeof Acme, file: string): Promise<Buffer> {
   if (existsSync(file)) return readFileSync(file);
   mkdirSync(dirname(file), { recursive: true, mode: 0o700 });
   const key = await acme.crypto.createPrivateEcdsaKey('P-256');
@@ -62,12 +67,12 @@ async function accountKey(file: string): Promise<Buffer> {
 // one client per directory and account key: it keeps the account URL, so later orders skip the
 // account registration (re-registering an existing account without a contact is an empty update
 // some CAs refuse)
-const clients = new Map<string, acme.Client>();
-async function clientFor(s: OrderSettings): Promise<acme.Client> {
+const clients = new Map<string, Acme.Client>();
+async function clientFor(acme: typeof Acme, s: OrderSettings): Promise<Acme.Client> {
   const id = `${s.directory}\n${s.accountKeyFile}`;
   let c = clients.get(id);
   if (!c) {
-    c = new acme.Client({ directoryUrl: s.directory, accountKey: await accountKey(s.accountKeyFile) });
+    c = new acme.Client({ directoryUrl: s.directory, accountKey: await accountKey(acme, s.accountKeyFile) });
     try {
       await c.createAccount({ termsOfServiceAgreed: true, ...(s.email ? { contact: [`mailto:${s.email}`] } : {}) });
     } catch (e) {
@@ -93,8 +98,9 @@ export function reason(e: unknown): string {
 export async function order(names: string[], challenge: ChallengeType, s: OrderSettings, parts: OrderParts): Promise<Issued> {
   if (challenge === 'dns-01' && !parts.dns) throw AppError.of('acme_not_configured', 'DNS-01 needs https.acme.dns settings');
   if (challenge === 'http-01' && !parts.http01) throw AppError.of('acme_not_configured', 'HTTP-01 needs the edge plain HTTP listener');
-  useRoots(s.caPem);
-  const client = await clientFor(s);
+  const acme = await acmeClient();
+  useRoots(acme, s.caPem);
+  const client = await clientFor(acme, s);
   const [key, csr] = await acme.crypto.createCsr({ commonName: names[0], altNames: names }, await acme.crypto.createPrivateEcdsaKey('P-256'));
   const dnsRecord = (authz: { identifier: { value: string } }) => `_acme-challenge.${authz.identifier.value.replace(/^\*\./, '')}`;
   const cert = await client.auto({

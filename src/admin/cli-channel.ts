@@ -3,10 +3,13 @@
 // free memory and disk: hosting/capacity.ts) — and this host's channel to its peers as the running
 // daemon knows it (asked over the admin socket: session up or down, since when, errors and the
 // last one, requests forwarded by outcome). Without a daemon the registry part still answers.
+// A host's state says whether it is dead by cluster.recoverAfter (issue 38: its lease lapsed for
+// that long and no peer reported reaching it on the channel for as long), and REACHED when a peer
+// last did.
 
 import type { Config } from '../config/index.js';
 import type { PeerHealth } from '../channel/index.js';
-import { HostDirectory, schemaVersion, type HostRow, type RegistryPool } from '../registry/index.js';
+import { HostDirectory, schemaVersion, verdict, type HostRow, type RegistryPool } from '../registry/index.js';
 import { callAdmin } from './client.js';
 import type { CliOut } from './cli-io.js';
 import { adminSocketPath } from './server.js';
@@ -27,14 +30,27 @@ async function channelOf(dataDir: string): Promise<ChannelView> {
   }
 }
 
-function hostLines(hosts: HostRow[]): string {
+/** A host's state by the registry alone (issue 38, deadhost.ts): up (its lease runs), down (lapsed;
+ *  when dead: recoverAfter after the lapse, if no peer reached it on the channel since), or dead. */
+export function hostState(h: Pick<HostRow, 'up' | 'leaseLeftMs' | 'reachedMs'>, recoverAfterMs: number): string {
+  if (h.up) return 'up';
+  const v = verdict({ leaseLapsedForMs: -h.leaseLeftMs, silentForMs: h.reachedMs ?? Infinity }, recoverAfterMs);
+  if (v.dead) return 'dead';
+  if (v.why === 'waiting') return `down (dead in ${Math.ceil(v.inMs! / 1000)} s)`;
+  if (v.why === 'channel') return 'down (its peers reach it)';
+  return 'down';
+}
+
+const reached = (ms: number | null) => (ms === null ? 'never' : `${Math.round(ms / 1000)} s ago`);
+
+function hostLines(hosts: HostRow[], recoverAfterMs: number): string {
   return table(
-    ['HOST', 'STATE', 'LEASE', 'SERVERS', 'ADVERTISE', 'PUBLIC IP', 'RAM ROOM', 'DISK ROOM', 'FREE RAM', 'FREE DISK', 'VERSION'],
+    ['HOST', 'STATE', 'LEASE', 'SERVERS', 'ADVERTISE', 'PUBLIC IP', 'RAM ROOM', 'DISK ROOM', 'FREE RAM', 'FREE DISK', 'VERSION', 'REACHED'],
     hosts.map((h) => {
       const c = h.capacity;
       return [
         h.name,
-        h.up ? 'up' : 'down',
+        hostState(h, recoverAfterMs),
         h.up ? `${(h.leaseLeftMs / 1000).toFixed(1)} s left` : `lapsed ${Math.round(-h.leaseLeftMs / 1000)} s ago`,
         c.serversMax ? `${h.servers} of ${c.serversMax}` : String(h.servers),
         h.advertise,
@@ -44,6 +60,7 @@ function hostLines(hosts: HostRow[]): string {
         bytes(c.memoryFreeBytes),
         bytes(c.diskFreeBytes),
         h.version,
+        reached(h.reachedMs),
       ];
     }),
   );
@@ -79,11 +96,11 @@ export async function clusterStatus(cfg: Readonly<Config>, pool: RegistryPool, f
   const hosts = schema ? await new HostDirectory(pool, cfg.cluster.lease).list() : [];
   const channel = await channelOf(cfg.dataDir);
   if (flags.json) {
-    io.out(JSON.stringify({ registry: pool.where, schema, hosts, channel }));
+    io.out(JSON.stringify({ registry: pool.where, schema, hosts: hosts.map((h) => ({ ...h, state: hostState(h, cfg.cluster.recoverAfter) })), channel }));
     return 0;
   }
   io.out(`registry ${pool.where}: schema ${schema || 'none (run rootbox cluster init)'}, ${hosts.filter((h) => h.up).length} of ${hosts.length} hosts up`);
-  if (hosts.length) io.out(hostLines(hosts));
+  if (hosts.length) io.out(hostLines(hosts, cfg.cluster.recoverAfter));
   io.out(channelLines(channel));
   return 0;
 }

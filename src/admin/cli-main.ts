@@ -9,6 +9,7 @@ import { accountsCommand } from './cli-accounts.js';
 import { clusterCommand } from './cli-cluster.js';
 import type { CliOut } from './cli-io.js';
 import { serversCommand } from './cli-servers.js';
+import { rebuildCommand } from './cli-rebuild.js';
 import { backupCommand, restoreCommand, statusCommand } from './cli-status.js';
 import { locateDataDir } from './whereabouts.js';
 
@@ -36,6 +37,10 @@ export const ADMIN_USAGE = `operator commands (act in the running daemon through
                                           certificate expiry, payments/LLM/SMS configured or not
   backup FILE [--json]                    consistent snapshot of the store while the daemon serves
   restore FILE [--json]                   put a backup in place of the store (daemon stopped)
+  restore --from-backup FILE --store s3://BUCKET/PREFIX [--host-key FILE] [--json]
+                                          rebuild a lost box into a fresh data dir: the backup's accounts,
+                                          balances, servers and host keys, each server's disk from its
+                                          newest checkpoint in the store (checkpoints.s3.*, AWS_* credentials)
   cluster init [--json]                   apply the registry schema (cluster.registry) this rootbox knows; safe to repeat
   cluster status [--json]                 the registry's hosts: lease, where they are reached, servers, room
   cluster join [--json]                   copy this box's accounts, ledger, domains, certificates into the registry (once; the daemon does it at its first cluster start)
@@ -65,6 +70,9 @@ export async function adminMain(argv: string[], io: CliOut = stdio, env: NodeJS.
       account: { type: 'string' },
       cluster: { type: 'boolean' },
       to: { type: 'string' },
+      'from-backup': { type: 'string' },
+      store: { type: 'string' },
+      'host-key': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
     allowPositionals: true,
@@ -109,9 +117,15 @@ export async function adminMain(argv: string[], io: CliOut = stdio, env: NodeJS.
     case 'cluster':
       if (rest.length === 0) code = await clusterCommand(cfg, sub, flags, io);
       break;
-    case 'restore':
-      if (sub !== undefined && rest.length === 0) code = await restoreCommand(cfg, sub, flags, io);
+    case 'restore': {
+      const from = values['from-backup'];
+      if (from !== undefined && sub === undefined) {
+        const store = values.store;
+        const c = store === undefined ? cfg : loadConfig({ file: values.config, env, overrides: { dataDir: cfg.dataDir, checkpoints: { store } } });
+        code = await rebuildCommand(c, { file: from, hostKey: values['host-key'], env }, flags, io);
+      } else if (sub !== undefined && rest.length === 0 && values.store === undefined) code = await restoreCommand(cfg, sub, flags, io);
       break;
+    }
   }
   if (code === -1) {
     io.err(`rootbox: unknown command '${positionals.join(' ')}'\n\n${ADMIN_USAGE}`);

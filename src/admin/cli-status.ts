@@ -74,6 +74,10 @@ function human(s: StatusView): string {
     `disk: ${bytes(h.disk.free_bytes)} free of ${bytes(h.disk.total_bytes)} at ${h.disk.path}; server disks take ${bytes(s.servers.disk_allocated_bytes)} of ${bytes(s.servers.disk_ceiling_bytes)} allowed`,
   );
   if (s.registry) out.push(registryLine(s.registry));
+  if (s.kept_aside.length)
+    out.push(
+      `kept aside: ${s.kept_aside.length} disk(s) of servers now on another host with writes newer than their newest checkpoint (${s.kept_aside.map((k) => `${k.server} ${k.slug}`).join(', ')}) in ${s.data_dir}/lost+found: see rootbox doctor`,
+    );
   const c = s.certificate;
   out.push(
     c.error ? `certificate: ${c.file}: ${c.error}` : `certificate: ${c.source} ${c.file}, ${c.names?.join(' ')}, expires ${c.not_after} (${c.days_left} days)`,
@@ -132,13 +136,25 @@ const recordsLine = (r: Record<string, number>) =>
 export async function backupCommand(cfg: Readonly<Config>, file: string, flags: CliFlags, io: CliOut): Promise<number> {
   const started = Date.now();
   const b = await backupStore(cfg.dataDir, file);
-  const body = { ok: true, file: b.file, bytes: b.bytes, schema_version: b.schemaVersion, records: b.records, ms: Date.now() - started };
+  const body = {
+    ok: true,
+    file: b.file,
+    bytes: b.bytes,
+    schema_version: b.schemaVersion,
+    records: b.records,
+    host_files: b.hostFiles,
+    settling_journal_bytes: b.journalBytes,
+    ms: Date.now() - started,
+  };
   io.out(
     flags.json
       ? JSON.stringify(body, null, 2)
       : [
           `backed up the store of ${cfg.dataDir} to ${b.file}: ${bytes(b.bytes)}, schema ${b.schemaVersion}, ${recordsLine(b.records)} (${body.ms} ms)`,
-          'server disks are not in it: `rootbox servers list` shows each disk image (see README, Operating)',
+          b.hostFiles
+            ? `it carries this host's ${b.hostFiles} key and certificate files (secrets/host.key opens every checkpoint) and the settlement journal: keep it as private as the host, and not beside the checkpoints`
+            : 'it carries no host key or certificate: no daemon has started on this data dir',
+          'server disks are not in it: they come back from their checkpoints (`rootbox restore --from-backup FILE --store s3://…`; see README, Operating)',
         ].join('\n'),
   );
   return 0;
@@ -155,6 +171,9 @@ export async function restoreCommand(cfg: Readonly<Config>, file: string, flags:
   if (r.keptAs) notes.push(`the store that was there is kept as ${r.keptAs}`);
   if (r.schemaVersion < SCHEMA_VERSION)
     notes.push(`its schema ${r.schemaVersion} is older than this rootbox's ${SCHEMA_VERSION}: the daemon migrates it when it starts`);
+  if (r.hostFiles?.written.length) notes.push(`put back the host files it carries: ${r.hostFiles.written.join(', ')}`);
+  if (r.hostFiles?.differ.length)
+    notes.push(`kept this host's own ${r.hostFiles.differ.join(', ')} (the backup's differ: it is another host's backup, or they were replaced since)`);
   if (!existsSync(join(dir, 'secrets', 'host.key'))) {
     notes.push(
       `${join(dir, 'secrets', 'host.key')} is missing: copy it from the old host, or api keys cannot be handed back at phone login (they still authenticate)`,

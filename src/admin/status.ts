@@ -3,7 +3,7 @@
 // they are allowed, servers' own domains by state, the host's memory and disk headroom, the HTTPS certificate's expiry, and which
 // of payments, LLM and SMS are configured; with ACME, the host certificate's state and last error;
 // in cluster mode, the registry as this host sees it (reachable, schema, this host's lease, hosts
-// up), the same facts in the registry part of the daemon's parts.
+// up), the same facts in the registry part of the daemon's parts; disks kept aside in lost+found.
 // Built by the daemon, or by the CLI from the store
 // (daemon: {running: false}) while it is stopped.
 
@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import { acmeFacts } from '../acme/index.js';
 import type { Config } from '../config/index.js';
 import type { RegistryFacts } from '../registry/index.js';
+import { keptAside } from '../runtime/index.js';
 import { SCHEMA_VERSION } from '../store/index.js';
 import { certificateFacts, configFacts, hostFacts } from './host.js';
 import { serverView, type ViewDeps } from './views.js';
@@ -76,6 +77,15 @@ export function statusView(d: ViewDeps & { cfg: Readonly<Config> }, daemon: Daem
     config: configFacts(d.cfg),
     /** Cluster mode: the registry as this host sees it; null on a single box. */
     registry: registry ?? null,
+    /** Disks of servers now placed on another host, kept aside at start in <dataDir>/lost+found
+     *  because they held writes newer than their newest checkpoint (issue 38). */
+    kept_aside: keptAside(d.cfg.dataDir).map((k) => ({
+      server: k.server,
+      slug: k.slug,
+      placed_on: k.placedOn ?? null,
+      disk_written_at: new Date(k.diskWrittenAt).toISOString(),
+      image: k.image,
+    })),
   };
 }
 

@@ -22,6 +22,7 @@ export interface SharedMoney {
   ramGbHours: number;
   egressGb: number;
   diskGbMonths: number;
+  checkpointGbMonths: number;
   spentUsd: number;
 }
 

@@ -46,6 +46,8 @@ export interface Channel {
    *  last ping): a host whose lease ran out is still up while it does (the placement cache's
    *  `answeredBy`, wired in main.ts). */
   answering(host: string, advertise: string): boolean;
+  /** Opens a session to `host` at `advertise` in the background (unless one is open, opening, or failed a moment ago). */
+  probe(host: string, advertise: string): void;
   /** The request bodies kept for a retry, per source and in total (sender-body.ts). */
   readonly retries: Pick<RetryBudget, 'held' | 'heldBy'>;
   stop(): Promise<void>;

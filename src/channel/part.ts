@@ -205,6 +205,7 @@ export async function startChannel(d: ChannelPartDeps): Promise<Channel | undefi
     openSsh: (serverId, client) => openSsh(sshOpen, serverId, client),
     health: () => health.view(),
     answering: (host, advertise) => peers.answering(host, advertise),
+    probe: (host, advertise) => peers.probe(host, advertise),
     retries,
     async stop() {
       stopped = true;

@@ -35,4 +35,7 @@ export interface BlobStore {
   delete(key: string): Promise<void>;
   /** Releases connections and handles. */
   close(): Promise<void>;
+  /** Removes what killed puts left and no listing shows (the directory backend's temporary files)
+   *  not modified for `olderThanMs` (at `now`, default the wall clock); returns how many. Absent: puts leave nothing. */
+  sweepTemp?(olderThanMs: number, now?: number): Promise<number>;
 }

@@ -10,8 +10,10 @@
 // are collected by gc.ts, which never sweeps while a checkpoint is pending (see gc.ts).
 // materialize(): every chunk fetched, opened and checked against its name before the image is
 // complete; any missing or corrupt one refuses (CorruptBlobError, MissingBlobError) and the
-// half-written file is removed — the caller swaps a complete image in or nothing.
+// half-written file is removed — the caller swaps a complete image in or nothing. A restore has
+// the runtime flush the image beside the server's stop instead of before it.
 
+import { randomBytes } from 'node:crypto';
 import { open, rm, stat } from 'node:fs/promises';
 import type { BlobStore } from './blobs.js';
 import { keys, parseManifest, type Manifest } from './manifest.js';
@@ -42,6 +44,10 @@ export interface EngineDeps {
   chunkSize?: number;
   /** A marker or lock older than this is a killed writer's (gc.ts); default 1 h. */
   staleMs?: number;
+  /** Who writes through this engine (one host's data dir): its markers and locks carry it with
+   *  this process's run, so one of an earlier run of the same owner — a daemon killed meanwhile —
+   *  is known dead at once instead of after staleMs (gc.ts). */
+  owner?: string;
   sleep?: (ms: number) => Promise<void>;
 }
 
@@ -118,6 +124,10 @@ export class CheckpointEngine {
   readonly staleMs: number;
   private sealer?: Promise<Sealer>;
   readonly now: () => number;
+  /** This process's run: with the owner, on every marker and lock it writes. */
+  readonly run = randomBytes(8).toString('hex');
+  /** When this run began (the wall clock): a temporary blob older than it is a killed put's. */
+  readonly startedAt = Date.now();
   private readonly sleep: (ms: number) => Promise<void>;
 
   constructor(private readonly deps: EngineDeps) {
@@ -137,7 +147,8 @@ export class CheckpointEngine {
    *  manifest is written (the checkpoint exists from then on). */
   async write(cp: NewCheckpoint, image: string, ranges?: DataRanges): Promise<Manifest> {
     const sealer = await this.seal();
-    await this.store.put(keys.pending(cp.id), Buffer.from(JSON.stringify({ startedAt: this.now(), serverId: cp.serverId })));
+    this.writing.add(cp.id);
+    await this.store.put(keys.pending(cp.id), this.stamp({ startedAt: this.now(), serverId: cp.serverId }));
     try {
       await this.waitForSweep();
       const chunks: [number, string][] = [];
@@ -169,19 +180,45 @@ export class CheckpointEngine {
       await this.store.put(key, sealer.seal(Buffer.from(JSON.stringify(m)), key));
       return m;
     } finally {
+      this.writing.delete(cp.id);
       await this.store.delete(keys.pending(cp.id)).catch(() => {}); // a stale marker is the collector's
     }
   }
 
+  /** A marker's or lock's body: its fields, this engine's owner and run. */
+  stamp(fields: Record<string, unknown>): Buffer {
+    return Buffer.from(JSON.stringify({ ...fields, ...(this.deps.owner ? { owner: this.deps.owner, run: this.run } : {}) }));
+  }
+
+  /** Whether a marker or lock (its parsed body) is a killed or finished writer's. One of this
+   *  engine's owner: of an earlier run, dead (that process is gone: one daemon per data dir); of
+   *  this run, dead unless this process is writing it now (`live`), however long that takes —
+   *  a checkpoint of a large disk to a slow store may outlast staleMs. Another owner's: dead once
+   *  older than staleMs. */
+  dead(body: Record<string, unknown>, at: number, live: boolean): boolean {
+    if (this.deps.owner !== undefined && body.owner === this.deps.owner) return body.run !== this.run || !live;
+    return !Number.isFinite(at) || this.now() - at > this.staleMs;
+  }
+
+  /** Checkpoints this process is writing now (their pending markers are live). */
+  readonly writing = new Set<string>();
+  /** Collections this process is running now (its lock is live while there is one). */
+  sweeping = 0;
+
   /** Waits while a collector sweeps (gc.ts: its lock), so no chunk this checkpoint finds in the
-   *  store is deleted before the manifest names it. A lock older than staleMs is a killed one's. */
+   *  store is deleted before the manifest names it. A killed collector's lock is not waited for. */
   private async waitForSweep(): Promise<void> {
     const until = this.now() + GC_WAIT_MS;
     for (;;) {
       const lock = await this.store.get(keys.gcLock);
       if (!lock) return;
-      const at = Number((JSON.parse(Buffer.from(lock).toString()) as { at?: unknown }).at);
-      if (!Number.isFinite(at) || this.now() - at > this.staleMs) return;
+      let body: Record<string, unknown> = {};
+      try {
+        body = (JSON.parse(Buffer.from(lock).toString()) as Record<string, unknown> | null) ?? {};
+      } catch {
+        return; // not a lock any collector wrote whole: no sweep holds it
+      }
+      if (this.dead(body, Number(body.at), this.sweeping > 0)) return;
       if (this.now() > until) throw new Error('checkpoint store: a collection holds the store too long');
       await this.sleep(100);
     }
@@ -215,8 +252,10 @@ export class CheckpointEngine {
   }
 
   /** Writes the checkpoint's image to `dest` (created; sparse where the image is zero), every
-   *  chunk checked. On any failure `dest` is removed and the error thrown. */
-  async materialize(m: Manifest, dest: string): Promise<void> {
+   *  chunk checked; flushed (fsync) before it answers unless `o.sync` is false (a restore: the
+   *  runtime flushes it beside the server's stop). On any failure `dest` is removed and the error
+   *  thrown. */
+  async materialize(m: Manifest, dest: string, o: { sync?: boolean } = {}): Promise<void> {
     const sealer = await this.seal();
     await rm(dest, { force: true });
     const fh = await open(dest, 'wx', 0o600);
@@ -231,7 +270,7 @@ export class CheckpointEngine {
         if (plain.length !== want) throw new CorruptBlobError(key);
         await fh.write(plain, 0, plain.length, index * m.chunkSize);
       });
-      await fh.sync();
+      if (o.sync !== false) await fh.sync();
       await fh.close();
     } catch (e) {
       await fh.close().catch(() => {});

@@ -8,12 +8,17 @@
 // younger than the grace period (`staleMs`). Whichever writes first, the other sees it: either the
 // collector sees the checkpoint pending and sweeps nothing this time, or the checkpoint sees the
 // lock and starts trusting the store's chunks only after the sweep. Markers and locks older than
-// the grace period were left by killed processes and are removed. A manifest that does not open
-// stops the collection before anything is deleted: a chunk is never swept on a failed read.
+// the grace period were left by killed processes and are removed, and so are those of an earlier
+// run of this engine's owner at once (its daemon was killed: one daemon per data dir), so the
+// first collection after a restart takes what a kill cut off; those of this run are live exactly
+// while this process writes them, however long (a large disk to a slow store outlasts the grace). A manifest that does not open stops
+// the collection before anything is deleted: a chunk is never swept on a failed read.
 
-import type { BlobStore } from './blobs.js';
 import type { CheckpointEngine } from './engine.js';
 import { chunkIdOf, keys } from './manifest.js';
+
+/** A temporary file younger than this may be a live put's, whatever run wrote it. */
+const TEMP_MIN_AGE_MS = 60_000;
 
 export interface GcReport {
   /** Whether a sweep ran (false: a checkpoint was pending). */
@@ -25,22 +30,25 @@ export interface GcReport {
   removedBytes: number;
   /** Pending markers of killed checkpoints removed. */
   stale: number;
+  /** Temporary files of killed puts removed (the directory store). */
+  temp?: number;
 }
 
-async function pendingMarkers(store: BlobStore, now: number, staleMs: number): Promise<{ live: number; stale: string[] }> {
+async function pendingMarkers(engine: CheckpointEngine): Promise<{ live: number; stale: string[] }> {
+  const store = engine.store;
   let live = 0;
   const stale: string[] = [];
   for await (const { key } of store.list(keys.pendingPrefix)) {
     const blob = await store.get(key);
     if (!blob) continue;
-    let at = NaN;
+    let body: Record<string, unknown> = {};
     try {
-      at = Number((JSON.parse(Buffer.from(blob).toString()) as { startedAt?: unknown }).startedAt);
+      body = (JSON.parse(Buffer.from(blob).toString()) as Record<string, unknown> | null) ?? {};
     } catch {
-      at = NaN;
+      body = {};
     }
-    if (Number.isFinite(at) && now - at <= staleMs) live++;
-    else stale.push(key);
+    if (engine.dead(body, Number(body.startedAt), engine.writing.has(key.slice(keys.pendingPrefix.length)))) stale.push(key);
+    else live++;
   }
   return { live, stale };
 }
@@ -49,12 +57,13 @@ async function pendingMarkers(store: BlobStore, now: number, staleMs: number): P
 export async function collect(engine: CheckpointEngine): Promise<GcReport> {
   const store = engine.store;
   const report: GcReport = { swept: false, live: 0, removed: 0, removedBytes: 0, stale: 0 };
-  const before = await pendingMarkers(store, engine.now(), engine.staleMs);
+  const before = await pendingMarkers(engine);
   for (const key of before.stale) (await store.delete(key), report.stale++);
   if (before.live > 0) return report; // a checkpoint is under way: nothing to do until it ends
-  await store.put(keys.gcLock, Buffer.from(JSON.stringify({ at: engine.now() })));
+  engine.sweeping++;
+  await store.put(keys.gcLock, engine.stamp({ at: engine.now() }));
   try {
-    if ((await pendingMarkers(store, engine.now(), engine.staleMs)).live > 0) return report;
+    if ((await pendingMarkers(engine)).live > 0) return report;
     const marked = new Set<string>();
     for (const m of await engine.list()) for (const [, id] of m.chunks) marked.add(id);
     report.live = marked.size;
@@ -66,8 +75,11 @@ export async function collect(engine: CheckpointEngine): Promise<GcReport> {
       report.removedBytes += size;
     }
     report.swept = true;
+    // a killed put's temporary file: older than this run (one daemon per data dir) and a minute
+    if (store.sweepTemp) report.temp = await store.sweepTemp(Math.max(TEMP_MIN_AGE_MS, Date.now() - engine.startedAt));
     return report;
   } finally {
+    engine.sweeping--;
     await store.delete(keys.gcLock);
   }
 }

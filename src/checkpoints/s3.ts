@@ -5,19 +5,13 @@
 // credentials come from the environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, optional
 // AWS_SESSION_TOKEN) and are never logged or shown. Bounded: kept-alive connections up to
 // maxConnections, a connect timeout, and one deadline per operation (its retries included)
-// that doubles as the idle limit of its connection. Failures are sorted in s3errors.ts.
+// that doubles as the idle limit of its connection. Failures are sorted in s3errors.ts. The SDK is
+// loaded on the store's first operation (s3sdk.ts), not with the daemon (its load was a sixth of the CPU of
+// a daemon's start, and most boxes keep checkpoints in the directory store).
 
 import { Agent as HttpAgent } from 'node:http';
 import { Agent as HttpsAgent } from 'node:https';
-import {
-  DeleteObjectCommand,
-  GetObjectCommand,
-  HeadObjectCommand,
-  ListObjectsV2Command,
-  PutObjectCommand,
-  S3Client,
-  type ListObjectsV2CommandOutput,
-} from '@aws-sdk/client-s3';
+import type { ListObjectsV2CommandOutput, S3Client, S3ClientConfig } from '@aws-sdk/client-s3';
 import { AppError, InternalError } from '../errors.js';
 import { StoreUnavailableError, type BlobStore } from './blobs.js';
 import { isMissingKey, storeError } from './s3errors.js';
@@ -67,12 +61,22 @@ function credentials(env: NodeJS.ProcessEnv) {
 
 const quiet = { trace() {}, debug() {}, info() {}, warn() {}, error() {} };
 
+type Sdk = typeof import('./s3sdk.js');
+let sdk: Promise<Sdk> | undefined;
+const loadSdk = (): Promise<Sdk> => (sdk ??= import('./s3sdk.js'));
+
 /** The S3 client the store uses, as configured (also the benchmark's raw PUT peer). */
-export function makeS3Client(opts: S3StoreOptions): S3Client {
+export async function makeS3Client(opts: S3StoreOptions): Promise<S3Client> {
+  const config = clientConfig(opts);
+  return new (await loadSdk()).S3Client(config);
+}
+
+/** The client's settings; refuses a bad endpoint or missing credentials at once. */
+function clientConfig(opts: S3StoreOptions): S3ClientConfig {
   if (opts.endpoint !== undefined && !/^https?:\/\/[^/@]+(\/|$)/.test(opts.endpoint))
     throw AppError.of('config_invalid', 'checkpoints.s3.endpoint: must be an http:// or https:// URL without credentials');
   const agent = { keepAlive: true, maxSockets: opts.maxConnections, maxFreeSockets: opts.maxConnections };
-  return new S3Client({
+  return {
     region: opts.region,
     ...(opts.endpoint !== undefined ? { endpoint: opts.endpoint, forcePathStyle: true } : {}),
     credentials: credentials(opts.env ?? process.env),
@@ -89,7 +93,7 @@ export function makeS3Client(opts: S3StoreOptions): S3Client {
       socketAcquisitionWarningTimeout: 10 * opts.timeout,
       logger: quiet,
     },
-  });
+  };
 }
 
 /** A blob store in the S3 bucket and prefix of `url` (s3://bucket/prefix). */
@@ -97,7 +101,13 @@ export function openS3BlobStore(url: string, opts: S3StoreOptions): BlobStore {
   const { bucket, prefix } = parseS3Url(url);
   const base = prefix ? `${prefix}/` : '';
   const where = `s3://${bucket}${prefix ? `/${prefix}` : ''}`;
-  const client = makeS3Client(opts);
+  const config = clientConfig(opts);
+  let made: { client: S3Client; sdk: Sdk } | undefined;
+  /** The client and the SDK's command classes (the client made on the first operation). */
+  const s3 = async () => {
+    const sdk = await loadSdk();
+    return (made ??= { client: new sdk.S3Client(config), sdk });
+  };
   const pageSize = Math.min(1000, Math.max(1, opts.pageSize ?? 1000));
 
   /** Runs one operation under its deadline; failures become StoreUnavailableError or InternalError. */
@@ -117,16 +127,18 @@ export function openS3BlobStore(url: string, opts: S3StoreOptions): BlobStore {
     where,
     async put(key, body) {
       checkBlobKey(key);
-      await op(`PUT ${key}`, (abortSignal) =>
-        client.send(new PutObjectCommand({ Bucket: bucket, Key: base + key, Body: body, ContentLength: body.byteLength }), { abortSignal }),
-      );
+      await op(`PUT ${key}`, async (abortSignal) => {
+        const { client, sdk } = await s3();
+        return client.send(new sdk.PutObjectCommand({ Bucket: bucket, Key: base + key, Body: body, ContentLength: body.byteLength }), { abortSignal });
+      });
     },
     async get(key) {
       checkBlobKey(key);
       return op(
         `GET ${key}`,
         async (abortSignal) => {
-          const res = await client.send(new GetObjectCommand({ Bucket: bucket, Key: base + key }), { abortSignal });
+          const { client, sdk } = await s3();
+          const res = await client.send(new sdk.GetObjectCommand({ Bucket: bucket, Key: base + key }), { abortSignal });
           if (!res.Body) throw new StoreUnavailableError(`the checkpoint store ${where} answered GET ${key} without a body`);
           const bytes = await res.Body.transformToByteArray();
           if (res.ContentLength !== undefined && bytes.byteLength !== res.ContentLength)
@@ -141,7 +153,8 @@ export function openS3BlobStore(url: string, opts: S3StoreOptions): BlobStore {
       return op(
         `HEAD ${key}`,
         async (abortSignal) => {
-          await client.send(new HeadObjectCommand({ Bucket: bucket, Key: base + key }), { abortSignal });
+          const { client, sdk } = await s3();
+          await client.send(new sdk.HeadObjectCommand({ Bucket: bucket, Key: base + key }), { abortSignal });
           return true;
         },
         () => false,
@@ -151,9 +164,12 @@ export function openS3BlobStore(url: string, opts: S3StoreOptions): BlobStore {
       if (listPrefix !== '') checkBlobKey(listPrefix.endsWith('/') ? listPrefix.slice(0, -1) : listPrefix, 'prefix');
       let token: string | undefined;
       do {
-        const page: ListObjectsV2CommandOutput = await op(`LIST ${listPrefix || '(all)'}`, (abortSignal) =>
-          client.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: base + listPrefix, MaxKeys: pageSize, ContinuationToken: token }), { abortSignal }),
-        );
+        const page: ListObjectsV2CommandOutput = await op(`LIST ${listPrefix || '(all)'}`, async (abortSignal) => {
+          const { client, sdk } = await s3();
+          return client.send(new sdk.ListObjectsV2Command({ Bucket: bucket, Prefix: base + listPrefix, MaxKeys: pageSize, ContinuationToken: token }), {
+            abortSignal,
+          });
+        });
         for (const o of page.Contents ?? []) {
           const key = o.Key?.startsWith(base) ? o.Key.slice(base.length) : '';
           // an object the layer above did not write (another tool's, a folder marker) is not a blob
@@ -167,12 +183,15 @@ export function openS3BlobStore(url: string, opts: S3StoreOptions): BlobStore {
       checkBlobKey(key);
       await op(
         `DELETE ${key}`,
-        (abortSignal) => client.send(new DeleteObjectCommand({ Bucket: bucket, Key: base + key }), { abortSignal }),
+        async (abortSignal) => {
+          const { client, sdk } = await s3();
+          return client.send(new sdk.DeleteObjectCommand({ Bucket: bucket, Key: base + key }), { abortSignal });
+        },
         () => undefined,
       );
     },
     async close() {
-      client.destroy();
+      made?.client.destroy();
     },
   };
 }

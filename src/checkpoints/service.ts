@@ -99,7 +99,7 @@ export class Checkpoints {
   async restore(serverId: string, id: string): Promise<Manifest> {
     const replace = this.need('replaceDisk');
     const m = await this.get(serverId, id);
-    await mapped(() => replace(serverId, (path) => this.engine.materialize(m, path), { uidBase: m.uidBase }));
+    await mapped(() => replace(serverId, (path) => this.engine.materialize(m, path, { sync: false }), { uidBase: m.uidBase }));
     return m;
   }
 

@@ -43,7 +43,7 @@ export const checkpointsSchema = z
     gcInterval: duration()
       .prefault('1h')
       .describe(
-        'How often chunks that no checkpoint references any more (deleted ones, superseded automatic ones, one cut off by a crash) are removed from the store. 0: never.',
+        'How often chunks that no checkpoint references any more (deleted ones, superseded automatic ones, one cut off by a crash) are removed from the store; also once at each start, so what a crash cut off goes at once. 0: never.',
       ),
   })
   .prefault({});

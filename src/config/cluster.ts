@@ -92,6 +92,11 @@ export const clusterSchema = z
       .describe(
         'How long a host counts as up after its last heartbeat; it heartbeats every third of this. A host whose lease ran out is shown down unless its channel still answers; a lease that ran out while the registry could not be reached is not counted until this long after it is back.',
       ),
+    recoverAfter: duration()
+      .prefault('2m')
+      .describe(
+        "How long a host's lease must have lapsed, with no peer reaching it over the channel for as long, before it counts as dead and its servers may be recovered on the other hosts from their newest checkpoint (issue 38). A host that can reach neither the registry nor any peer freezes its running servers after a quarter of this and stops them after half of it, so they are stopped well before anyone may recover them; one whose peers still answer keeps serving (a registry outage). 0: never automatically — only the operator recovers a host — and no self-fencing.",
+      ),
     connectTimeout: duration().prefault('3s').describe('How long a connection to the registry may take before the registry counts as unreachable.'),
     statementTimeout: duration().prefault('5s').describe('Longest a registry statement may run; past it the call fails as registry_unavailable.'),
     tombstoneRetention: duration()
@@ -128,4 +133,5 @@ export const clusterEnv: EnvBinding[] = [
   { env: 'ROOTBOX_CLUSTER_LISTEN', path: 'cluster.listen' },
   { env: 'ROOTBOX_CLUSTER_TOKEN', path: 'cluster.token' },
   { env: 'ROOTBOX_CLUSTER_TOKEN_FILE', path: 'cluster.tokenFile' },
+  { env: 'ROOTBOX_CLUSTER_RECOVER_AFTER', path: 'cluster.recoverAfter' },
 ];

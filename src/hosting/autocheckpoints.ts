@@ -47,11 +47,17 @@ export class AutoCheckpoints {
   /** The store answered store_unavailable: no attempt before `until`; `wait` doubles at each failure. */
   private storeAway?: { until: number; wait: number };
   private unregister?: () => void;
+  /** When start() ran: the checkpoints of earlier runs are the ones the reconcile fixes. */
+  private startedAt = 0;
+  /** The collection start() began (tests wait for it). */
+  collecting?: Promise<void>;
 
   constructor(private readonly d: AutoDeps) {}
 
   start(): void {
     const s = this.d.settings;
+    this.startedAt = this.d.checkpoints.engine.engine.now(); // the clock manifests are dated by
+    this.collecting = this.collect(s.gcInterval > 0); // gcInterval 0: no collection, ever
     if (s.interval > 0) this.timers.push(this.d.clock.every(s.interval, () => void this.tick()));
     if (s.gcInterval > 0) this.timers.push(this.d.clock.every(s.gcInterval, () => void this.collect()));
     this.unregister ??= metrics.checkpointBacklog(() => this.backlog());
@@ -76,22 +82,27 @@ export class AutoCheckpoints {
     void this.enqueue(id);
   }
 
-  /** Every running server that changed since its newest checkpoint (and failed ones whose wait is over). */
+  /** Every running server that changed since its newest checkpoint, every stopped one whose disk
+   *  was written after it (stopped some other way than an idle sleep: an operator's stop, a
+   *  suspension, a crash), and failed ones whose wait is over. */
   async tick(): Promise<void> {
     const now = this.d.clock.now();
     const due = this.d.store.servers.all().filter((s) => {
       const r = this.retry.get(s.id);
       if (r) return r.at <= now;
-      return this.d.runtime.get(s.id)?.state === 'running';
+      return this.d.runtime.get(s.id)?.state === 'running' || this.d.checkpoints.writtenSince(s);
     });
     await Promise.all(due.map((s) => this.enqueue(s.id)));
   }
 
-  /** One collection of unreferenced chunks. */
-  async collect(): Promise<void> {
+  /** The records made to match the store (checkpoints.ts reconcile), then one collection of
+   *  unreferenced chunks (`sweep`): at start — what a killed run left goes now, not an interval
+   *  later — and every gcInterval. */
+  async collect(sweep = true): Promise<void> {
     try {
-      const r = await this.d.checkpoints.engine.collect();
-      if (r.removed || r.stale) this.d.log.info('checkpoint chunks collected', { ...r });
+      const fixed = await this.d.checkpoints.reconcile(this.startedAt, this.d.log);
+      const r = sweep ? await this.d.checkpoints.engine.collect() : { swept: false, live: 0, removed: 0, removedBytes: 0, stale: 0 };
+      if (r.removed || r.stale || r.temp || fixed.adopted || fixed.dropped) this.d.log.info('checkpoint chunks collected', { ...r, ...fixed });
     } catch (err) {
       this.d.log.warn('checkpoint collection failed; tried again next time', { err });
     }

@@ -6,7 +6,7 @@
 
 import { lstatSync } from 'node:fs';
 import { join } from 'node:path';
-import type { Checkpoints, Manifest } from '../checkpoints/index.js';
+import { blobKeys, type Checkpoints, type Manifest } from '../checkpoints/index.js';
 import { AppError } from '../errors.js';
 import type { Logger } from '../log/index.js';
 import type { Runtime } from '../runtime/index.js';
@@ -29,6 +29,8 @@ const recordOf = (m: Manifest, accountId: string): CheckpointRecord => ({
 export class ServerCheckpoints {
   /** Manual checkpoints being taken now, per server (counted against the cap with the stored ones). */
   private readonly taking = new Map<string, number>();
+  /** Per server, the last of its removals and reconciles (they run one at a time). */
+  private readonly busy = new Map<string, Promise<unknown>>();
 
   constructor(
     private readonly store: Store,
@@ -90,6 +92,15 @@ export class ServerCheckpoints {
     return !last?.writtenAt || now === undefined || now > last.writtenAt;
   }
 
+  /** Whether the server's disk is known to have been written after its newest checkpoint (or it
+   *  has a disk and no checkpoint): false where the runtime cannot tell. */
+  writtenSince(rec: ServerRecord): boolean {
+    const at = this.runtime.diskWrittenAt?.(rec.id);
+    if (at === undefined) return false;
+    const last = this.store.checkpoints.list(rec.id)[0];
+    return !last?.writtenAt || at > last.writtenAt;
+  }
+
   list(rec: ServerRecord): CheckpointRecord[] {
     return this.store.checkpoints.list(rec.id);
   }
@@ -101,12 +112,63 @@ export class ServerCheckpoints {
     return r;
   }
 
+  private serial<T>(serverId: string, fn: () => Promise<T>): Promise<T> {
+    const p = (this.busy.get(serverId) ?? Promise.resolve()).then(fn, fn);
+    const tail = p.catch(() => {});
+    this.busy.set(serverId, tail);
+    void tail.then(() => this.busy.get(serverId) === tail && this.busy.delete(serverId));
+    return p;
+  }
+
   async remove(rec: ServerRecord, cid: string): Promise<void> {
     this.owned(rec, cid);
-    await this.engine.remove(rec.id, cid).catch((e: unknown) => {
-      if (!(e instanceof AppError && e.code === 'checkpoint_not_found')) throw e;
+    await this.serial(rec.id, async () => {
+      await this.engine.remove(rec.id, cid).catch((e: unknown) => {
+        if (!(e instanceof AppError && e.code === 'checkpoint_not_found')) throw e;
+      });
+      await this.store.checkpoints.remove(rec.id, cid);
     });
-    await this.store.checkpoints.remove(rec.id, cid);
+  }
+
+  /** The records of this host's servers made to match the store's manifests (the manifest is the
+   *  checkpoint; the record its index), for what a daemon killed between the two left: a manifest
+   *  written whose record was not (a checkpoint killed after its manifest) gets its record, so it
+   *  is listed, billed and deleted like any other instead of holding its chunks unseen for ever; a
+   *  record whose manifest is gone (a delete killed between the two) goes, so no checkpoint is
+   *  listed whose chunks the collector may take. Only checkpoints made before `before` (this
+   *  run's start): one this run is taking has its manifest before its record. */
+  async reconcile(before: number, log: Logger): Promise<{ adopted: number; dropped: number }> {
+    const inStore = new Map<string, Set<string>>();
+    for await (const { key } of this.engine.engine.store.list(blobKeys.manifests())) {
+      const [, serverId, id] = key.split('/');
+      if (!serverId || !id) continue;
+      let ids = inStore.get(serverId);
+      if (!ids) inStore.set(serverId, (ids = new Set()));
+      ids.add(id);
+    }
+    let adopted = 0;
+    let dropped = 0;
+    for (const rec of this.store.servers.all()) {
+      await this.serial(rec.id, async () => {
+        const ids = inStore.get(rec.id) ?? new Set<string>();
+        for (const r of this.store.checkpoints.list(rec.id)) {
+          if (ids.has(r.id) || r.createdAt >= before) continue;
+          if (await this.engine.engine.store.has(blobKeys.manifest(rec.id, r.id))) continue;
+          await this.store.checkpoints.remove(rec.id, r.id);
+          dropped++;
+          log.warn('a checkpoint whose manifest is gone from the store is no longer listed', { server: rec.id, checkpoint: r.id });
+        }
+        for (const id of ids) {
+          if (this.store.checkpoints.get(rec.id, id)) continue;
+          const m = await this.engine.engine.read(rec.id, id);
+          if (!m || m.createdAt >= before) continue;
+          await this.store.checkpoints.add(recordOf(m, rec.accountId));
+          adopted++;
+          log.info('a checkpoint whose record a killed run did not write is listed', { server: rec.id, checkpoint: id });
+        }
+      });
+    }
+    return { adopted, dropped };
   }
 
   /** The checkpoint a fork starts from: the one named (the server's), or one taken now. */
@@ -121,13 +183,15 @@ export class ServerCheckpoints {
 
   /** A deleted server's checkpoints go with it (a store that cannot be reached keeps their
    *  blobs: logged, the delete goes on; their records go either way). */
-  async forgetServer(serverId: string, log: Logger): Promise<void> {
-    for (const r of this.store.checkpoints.list(serverId)) {
-      await this.engine.engine
-        .remove(serverId, r.id)
-        .catch((err) => log.warn('a deleted server’s checkpoint stays in the store', { server: serverId, checkpoint: r.id, err }));
-      await this.store.checkpoints.remove(serverId, r.id);
-    }
+  forgetServer(serverId: string, log: Logger): Promise<void> {
+    return this.serial(serverId, async () => {
+      for (const r of this.store.checkpoints.list(serverId)) {
+        await this.engine.engine
+          .remove(serverId, r.id)
+          .catch((err) => log.warn('a deleted server’s checkpoint stays in the store', { server: serverId, checkpoint: r.id, err }));
+        await this.store.checkpoints.remove(serverId, r.id);
+      }
+    });
   }
 
   async restore(rec: ServerRecord, cid: string): Promise<CheckpointRecord> {

@@ -30,6 +30,7 @@ import type { HostChoice } from './hostchoice.js';
 import type { SharedQuotas } from './quotas.js';
 import { ServerCheckpoints } from './checkpoints.js';
 import { AutoCheckpoints } from './autocheckpoints.js';
+import { dropMoved, dropStaleCopies, type StaleCopyDeps } from './stalecopies.js';
 import { systemClock, type Clock } from '../clock.js';
 
 export interface HostingDeps {
@@ -62,7 +63,7 @@ export interface HostingDeps {
   sharedDomains?: SharedDomains;
   /** Registry mode: where every server runs and which hosts are down (the placement cache). */
   placements?: PlacementsToShow;
-  /** Clock of the phone codes' time windows (tests move it; default Date.now). */
+  /** Clock of the phone codes' time windows and the request-rate buckets (tests move it; default Date.now). */
   now?: () => number;
   /** Registry mode: the other hosts a create goes to when this one has no room (hostchoice.ts). */
   hostChoice?: HostChoice;
@@ -116,6 +117,9 @@ export interface HostingCore {
   /** Registry mode, once the registry answered this host's start (main.ts, after the edge and SSH
    *  listen): its placements and slugs made to match the store, this host's earlier reservations released. */
   join(): Promise<void>;
+  /** Registry mode, when this host reaches the registry again after fencing itself (main.ts): its
+   *  copies of servers the registry placed on another host meanwhile are removed (stalecopies.ts). */
+  dropMoved(): Promise<void>;
 }
 
 export function buildCore(d: HostingDeps): HostingCore {
@@ -194,6 +198,15 @@ export function buildCore(d: HostingDeps): HostingCore {
       settings: d.cfg.checkpoints,
     });
   d.billing.keepTiers({ apply: (a) => servers.applyTier(a), sync });
+  const stale: StaleCopies = {
+    store: d.store,
+    runtime: d.runtime,
+    checkpoints,
+    dataDir: d.cfg.dataDir,
+    log: d.log,
+    releaseLocal: async (id) => (await exposures.releaseServer(id), d.forget?.(id)),
+    placedOn: (id) => d.placements?.byServer(id)?.host,
+  };
   return {
     cfg: d.cfg,
     log: d.log,
@@ -228,8 +241,9 @@ export function buildCore(d: HostingDeps): HostingCore {
     capacity: () => measureCapacity(d.cfg, d.store.servers.all({ withPending: true })),
     hostChoice: d.hostChoice,
     async join() {
-      await reconcileAtStart(d, servers);
+      await reconcileAtStart(d, servers, stale);
     },
+    dropMoved: () => (d.names ? dropMoved(stale, d.names) : Promise.resolve()),
     async start() {
       await exposures.restore((msg, f) => d.log.warn(msg, f));
       domains.load();
@@ -250,14 +264,22 @@ export function buildCore(d: HostingDeps): HostingCore {
 export async function reconcileAtStart(
   d: Pick<HostingDeps, 'names' | 'quotas' | 'store' | 'cfg' | 'log' | 'runtime'>,
   servers: Pick<Servers, 'delete'>,
+  stale?: StaleCopies,
 ): Promise<void> {
-  if (await reconcileNames(d, servers)) await releaseOwnQuotas(d);
+  if (await reconcileNames(d, servers, stale)) await releaseOwnQuotas(d);
 }
+
+/** How the start's reconcile removes this host's copies of servers placed on another host (stalecopies.ts). */
+export type StaleCopies = StaleCopyDeps & { placedOn(id: string): string | undefined };
 
 /** Registry mode: the registry's placements and slugs of this host made to match its store (a
  *  registry that cannot be reached now is reconciled at the next start; nothing is lost meanwhile:
  *  a stale claim only keeps a name taken). Whether it was reconciled (true without a registry). */
-async function reconcileNames(d: Pick<HostingDeps, 'names' | 'store' | 'cfg' | 'log' | 'runtime'>, all: Pick<Servers, 'delete'>): Promise<boolean> {
+async function reconcileNames(
+  d: Pick<HostingDeps, 'names' | 'store' | 'cfg' | 'log' | 'runtime'>,
+  all: Pick<Servers, 'delete'>,
+  stale?: StaleCopies,
+): Promise<boolean> {
   if (!d.names) return true;
   const servers = d.store.servers
     .all()
@@ -273,6 +295,12 @@ async function reconcileNames(d: Pick<HostingDeps, 'names' | 'store' | 'cfg' | '
       for (const id of r.elsewhere)
         if (d.runtime.get(id)?.state === 'running')
           await d.runtime.stop(id).catch((err) => d.log.error('could not stop a server placed on another host', { server: id, err }));
+      // moved or recovered on another host while this host was away: this host's stale copies go,
+      // one with writes newer than its newest checkpoint kept aside in lost+found (stalecopies.ts)
+      if (stale && r.moved?.length) {
+        const dropped = await dropStaleCopies(stale, r.moved, stale.placedOn);
+        d.log.warn('stale copies of servers placed on another host removed', dropped);
+      }
     }
     if (r.deleted.length) {
       // deleted in the registry while this host was away: its delete is finished here, not undone

@@ -74,7 +74,7 @@ export function createHostingService(deps: HostingDeps): HostingApi {
   const core = buildCore(deps);
   const rl = deps.cfg.hosting.rateLimit;
   // each limit counted on this host, then (cluster mode) in the registry for every host together
-  const rate = (name: string, burst: number, perSecond: number) => new SharedRateLimit(name, { burst, perSecond }, deps.quotas, deps.log);
+  const rate = (name: string, burst: number, perSecond: number) => new SharedRateLimit(name, { burst, perSecond }, deps.quotas, deps.log, deps.now);
   const perKey = rate('key', rl.perKeyPerMinute, rl.perKeyPerMinute / 60);
   const ipLimit = limit(rate('ip', rl.perIpPerMinute, rl.perIpPerMinute / 60), 'address', 'Too many requests from this address (see Retry-After).');
   const createLimit = limit(

@@ -83,11 +83,15 @@ export interface SharedNames {
   place(p: { serverId: string; accountId: string; slug: string; publicIp: string; sshPublicKey?: string; keyFingerprint?: string }): Promise<unknown>;
   /** Forgets a server's placement and slug (it is being deleted). */
   remove(serverId: string): Promise<void>;
+  /** This host's name in the cluster, and where the registry places a server now (host, epoch;
+   *  `deleted`, or undefined when it has no record of it): a host back from its self-fence reads it. */
+  self?: string;
+  placementOf?(serverId: string): Promise<{ host: string; epoch: number } | 'deleted' | undefined>;
   /** At start: the registry made to match this host's committed servers. */
   reconcile(
     servers: readonly { id: string; slug: string; accountId: string }[],
     publicIp: string,
-  ): Promise<{ removed: string[]; released: string[]; placed: string[]; conflicts: string[]; elsewhere: string[]; deleted: string[] }>;
+  ): Promise<{ removed: string[]; released: string[]; placed: string[]; conflicts: string[]; elsewhere: string[]; moved?: string[]; deleted: string[] }>;
 }
 
 /** Whether the bounds a server has (the runtime's view; absent where the runtime enforces none)

@@ -2,8 +2,9 @@
 // Ollama, llama.cpp server): chat.completions with response_format json_schema (strict). The
 // SDK's own retries are off; the caller decides about retries and deadlines. A global limiter
 // caps requests in flight. Requests go through the lean fetch (src/net: node:http, kept-alive).
+// The SDK is loaded by the first request, not with the daemon (a tenth of a daemon start's CPU).
 
-import OpenAI from 'openai';
+import type OpenAI from 'openai';
 import { leanFetch } from '../net/index.js';
 import { Limiter } from './limiter.js';
 import { LlmError, type ChatRequest, type Llm } from './types.js';
@@ -14,21 +15,31 @@ export interface OpenAiLlmOptions {
   concurrency: number;
 }
 
+let sdk: Promise<typeof OpenAI> | undefined;
+const loadSdk = (): Promise<typeof OpenAI> => (sdk ??= import('openai').then((m) => m.default));
+
 export class OpenAiLlm implements Llm {
-  private readonly client: OpenAI;
+  private client: OpenAI | undefined;
   private readonly limiter: Limiter;
 
-  constructor(opts: OpenAiLlmOptions) {
-    // Local servers (Ollama, llama.cpp) need no key, but the SDK insists on one.
-    this.client = new OpenAI({ baseURL: opts.baseUrl, apiKey: opts.apiKey || 'none', maxRetries: 0, timeout: 10 * 60_000, fetch: leanFetch });
+  constructor(private readonly opts: OpenAiLlmOptions) {
     this.limiter = new Limiter(opts.concurrency);
   }
 
   async chat(req: ChatRequest): Promise<string> {
+    const OpenAI = await loadSdk();
+    // Local servers (Ollama, llama.cpp) need no key, but the SDK insists on one.
+    const client = (this.client ??= new OpenAI({
+      baseURL: this.opts.baseUrl,
+      apiKey: this.opts.apiKey || 'none',
+      maxRetries: 0,
+      timeout: 10 * 60_000,
+      fetch: leanFetch,
+    }));
     return this.limiter.run(req.signal, async () => {
       let completion;
       try {
-        completion = await this.client.chat.completions.create(
+        completion = await client.chat.completions.create(
           {
             model: req.model,
             temperature: req.temperature,

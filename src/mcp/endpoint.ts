@@ -5,11 +5,11 @@
 // the caller's own Authorization, so a tool answers exactly what the route would — an error
 // answer becomes a tool result with isError and the API's {error, detail}. The caller was
 // authenticated by the route that serves this endpoint (a wrong key is a 401 at the transport);
-// without a key only the anonymous tools (create_server) are offered.
+// without a key only the anonymous tools (create_server) are offered. The SDK is loaded by the
+// first call, not with the daemon (a sixth of the CPU of a daemon's start).
 
-import { Server } from '@modelcontextprotocol/sdk/server/index.js';
-import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
-import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { HANDLED, type HandlerResult, type Invocation, type Reply, type Req, type RequestInfo, type Res, type Route } from '../http/index.js';
 import { inputsOf, type Tool } from './tools.js';
 
@@ -37,6 +37,19 @@ export interface McpOptions {
 /** Request headers that describe the HTTP exchange itself, not the JSON-RPC message. */
 const HOP = new Set(['host', 'content-length', 'connection', 'transfer-encoding', 'keep-alive', 'upgrade']);
 
+interface Sdk {
+  Server: typeof import('@modelcontextprotocol/sdk/server/index.js').Server;
+  Transport: typeof import('@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js').WebStandardStreamableHTTPServerTransport;
+  types: typeof import('@modelcontextprotocol/sdk/types.js');
+}
+let sdk: Promise<Sdk> | undefined;
+const loadSdk = (): Promise<Sdk> =>
+  (sdk ??= Promise.all([
+    import('@modelcontextprotocol/sdk/server/index.js'),
+    import('@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js'),
+    import('@modelcontextprotocol/sdk/types.js'),
+  ]).then(([server, http, types]) => ({ Server: server.Server, Transport: http.WebStandardStreamableHTTPServerTransport, types })));
+
 const text = (value: unknown): CallToolResult['content'] => [{ type: 'text', text: JSON.stringify(value) }];
 /** An error answer a route wrote itself (bytes): its JSON, or its text. */
 const safeJson = (b: Buffer): unknown => {
@@ -58,7 +71,8 @@ export function toolResult(tool: Tool, reply: Reply, args: Record<string, unknow
   return { content: text(value), ...(isRecord(value) ? { structuredContent: value } : {}) };
 }
 
-function serverFor(o: McpOptions, call: McpCall): Server {
+function serverFor({ Server, types }: Sdk, o: McpOptions, call: McpCall): Server {
+  const { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError } = types;
   const server = new Server({ name: o.name, version: o.version }, { capabilities: { tools: {} }, instructions: o.instructions });
   const offered = o.tools.filter((t) => call.authenticated || t.def.anonymous);
   server.setRequestHandler(ListToolsRequestSchema, () => ({
@@ -87,8 +101,9 @@ function serverFor(o: McpOptions, call: McpCall): Server {
 
 /** Serves one POST of the MCP endpoint and writes its answer. */
 export async function serveMcp(o: McpOptions, call: McpCall): Promise<HandlerResult> {
-  const server = serverFor(o, call);
-  const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+  const mcp = await loadSdk();
+  const server = serverFor(mcp, o, call);
+  const transport = new mcp.Transport({ sessionIdGenerator: undefined, enableJsonResponse: true });
   await server.connect(transport);
   try {
     const headers = new Headers();

@@ -12,6 +12,8 @@ import {
   findImage,
   imageBuildCommand,
   imageOptions,
+  keptAside,
+  lostFoundDir,
   nativeBinary,
   recipeHash,
   traverseAdvice,
@@ -165,6 +167,23 @@ export function acmeCheck(cfg: Readonly<Pick<Config, 'dataDir' | 'https'>>, now 
   return { name: 'ACME certificate', required: urgent, ok: false, detail: `renewal failed ${a.failures}x: ${a.last_error}${kept}; ${expiry}`, fix };
 }
 
+/** Cluster mode (issue 38): disks of servers now placed on another host that this host kept aside
+ *  at start because they held writes newer than their newest checkpoint; none: no row. */
+export function keptAsideCheck(cfg: Readonly<Pick<Config, 'dataDir'>>): Check | undefined {
+  const kept = keptAside(cfg.dataDir);
+  if (!kept.length) return undefined;
+  const what = kept
+    .map((k) => `${k.server} (${k.slug}, now on ${k.placedOn ?? 'another host'}, written ${new Date(k.diskWrittenAt).toISOString()})`)
+    .join('; ');
+  return {
+    name: 'disks kept aside',
+    required: false,
+    ok: false,
+    detail: `${kept.length} disk(s) of servers that moved while this host was away hold writes newer than their newest checkpoint: ${what}`,
+    fix: `look at them in ${lostFoundDir(cfg.dataDir)} (mount -o loop,ro <image>; files owned from the note's uidBase), tell their owners, then delete them`,
+  };
+}
+
 /** `extra`: rows other parts checked (payments). */
 export function runDoctor(cfg: Readonly<Config>, extra: Check[] = []): number {
   const root = checkoutRoot();
@@ -193,6 +212,8 @@ export function runDoctor(cfg: Readonly<Config>, extra: Check[] = []): number {
   }
   const acme = acmeCheck(cfg);
   if (acme) checks.push(acme);
+  const kept = keptAsideCheck(cfg);
+  if (kept) checks.push(kept);
   checks.push(...extra);
   process.stdout.write(formatChecks(checks) + '\n');
   const bad = checks.filter((c) => c.required && !c.ok);

@@ -12,7 +12,9 @@
 // has neither placement nor tombstone for the server (made before this host joined), leaves the
 // host to start its own servers from what it has (registry trouble is survivable). While this
 // host's heartbeat finds the registry unreachable the fence does not try to read it (a reboot's
-// reconcile, a burst of wakes: no connect timeout waited per start for the same answer).
+// reconcile, a burst of wakes: no connect timeout waited per start for the same answer). While
+// this host fences itself (selffence.ts: it reaches neither the registry nor any peer, and another
+// host may soon recover its servers) every start is refused, 503 `host_fenced`.
 
 import { AppError, isAppError } from '../errors.js';
 import type { Logger } from '../log/index.js';
@@ -36,12 +38,15 @@ export class WakeFence {
     private readonly names: FenceNames,
     private readonly log: Logger,
     private readonly registry: () => 'down' | 'held' | 'not-held' = () => 'held',
+    /** Asked first: throws while this host fences itself (selffence.ts: cut off from the registry and every peer). */
+    private readonly cutOff: (id: string) => void = () => {},
   ) {}
 
   /** Resolves when this host may start `id` (its epoch bumped); throws 503 server_moved when the
    *  registry names another host, another epoch or a lost placement, 404 server_not_found when
    *  it deleted the server. */
   async check(id: string): Promise<void> {
+    this.cutOff(id);
     const registry = this.registry();
     if (registry === 'down') {
       this.log.warn('registry unreachable; starting from what this host has, its placement not read', { server: id });

@@ -19,6 +19,8 @@ export interface RegistryOptions {
   leaseMs: number;
   connectTimeoutMs: number;
   statementTimeoutMs: number;
+  /** How long a host's lease must have lapsed, unreached, before it is dead (cluster.recoverAfter; 0: never). */
+  recoverAfterMs?: number;
   /** How long a tombstone some live host has not caught up past is kept (cluster.tombstoneRetention). */
   tombstoneRetentionMs?: number;
   /** The data dir, which keeps this instance's id (identity.ts). */
@@ -41,6 +43,7 @@ export interface ClusterSettings {
     lease: number;
     connectTimeout: number;
     statementTimeout: number;
+    recoverAfter?: number;
     tombstoneRetention?: number;
     replaceHost?: boolean;
     token?: string;
@@ -85,6 +88,7 @@ export function registryOptions(cfg: ClusterSettings, url: string): RegistryOpti
     leaseMs: cfg.cluster.lease,
     connectTimeoutMs: cfg.cluster.connectTimeout,
     statementTimeoutMs: cfg.cluster.statementTimeout,
+    recoverAfterMs: cfg.cluster.recoverAfter,
     tombstoneRetentionMs: cfg.cluster.tombstoneRetention,
     dataDir: cfg.dataDir,
     replaceHost: cfg.cluster.replaceHost === true,

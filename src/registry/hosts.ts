@@ -3,7 +3,8 @@
 // with skewed clocks agree on who is up. A host whose lease ran out is down. Only the run that
 // claimed the name at start (identity.ts) renews it.
 // Each host registers its channel certificate's key (schema 14): the owner's side of the channel
-// checks a peer by it.
+// checks a peer by it. Each heartbeat also says when this host last reached each other host over
+// the channel (schema 21): a host is dead only when no peer has reached it for recoverAfter.
 
 import type { RegistryPool } from './pool.js';
 
@@ -14,7 +15,13 @@ export interface HostFacts {
   version: string;
   /** What the host can still take (bytes, counts), as it measures it. */
   capacity: Record<string, number>;
+  /** How long ago (ms, at this heartbeat) this host last reached each other host over the channel
+   *  (schema 21; contact.ts): no host is dead while any peer still reaches it. */
+  heard?: Record<string, number>;
 }
+
+/** Schema 21: each host's view of the channel, written with its heartbeat (HostFacts.heard). */
+export const HEARD_SQL = `ALTER TABLE hosts ADD COLUMN heard jsonb NOT NULL DEFAULT '{}'::jsonb;`;
 
 export interface HostRow extends HostFacts {
   startedAt: Date;
@@ -28,6 +35,9 @@ export interface HostRow extends HostFacts {
   servers: number;
   /** The instance (data dir) holding the name (identity.ts); null: not recorded yet. */
   instance: string | null;
+  /** Milliseconds since another host last reached it over the channel, by their heartbeats
+   *  (schema 21: `heard`); null: none reported reaching it. */
+  reachedMs: number | null;
 }
 
 interface Raw {
@@ -42,6 +52,7 @@ interface Raw {
   left_ms: string;
   servers: string;
   instance: string | null;
+  reached_ms: string | null;
 }
 
 export class HostDirectory {
@@ -57,9 +68,10 @@ export class HostDirectory {
     const r = await this.pool.query(
       `UPDATE hosts SET advertise = $2, public_ip = $3, capacity = $4, version = $5,
          started_at = CASE WHEN $7 THEN now() ELSE started_at END,
-         heartbeat_at = now(), lease_until = now() + make_interval(secs => $6::double precision / 1000)
+         heartbeat_at = now(), lease_until = now() + make_interval(secs => $6::double precision / 1000),
+         heard = COALESCE($9::jsonb, heard)
        WHERE name = $1 AND run = $8`,
-      [f.name, f.advertise, f.publicIp, JSON.stringify(f.capacity), f.version, this.leaseMs, restarted, run],
+      [f.name, f.advertise, f.publicIp, JSON.stringify(f.capacity), f.version, this.leaseMs, restarted, run, f.heard ? JSON.stringify(f.heard) : null],
     );
     return r.rowCount === 1;
   }
@@ -86,7 +98,9 @@ export class HostDirectory {
 
   async list(): Promise<HostRow[]> {
     const r = await this.pool.query<Raw>(`SELECT h.*, (extract(epoch FROM h.lease_until - now()) * 1000)::bigint AS left_ms,
-         (SELECT count(*) FROM placements p WHERE p.host = h.name AND p.lost_at IS NULL) AS servers
+         (SELECT count(*) FROM placements p WHERE p.host = h.name AND p.lost_at IS NULL) AS servers,
+         (SELECT min((extract(epoch FROM now() - o.heartbeat_at) * 1000)::bigint + (o.heard ->> h.name)::bigint)
+            FROM hosts o WHERE o.name <> h.name AND o.heard ? h.name) AS reached_ms
        FROM hosts h ORDER BY h.name`);
     return r.rows.map((x) => ({
       name: x.name,
@@ -101,6 +115,7 @@ export class HostDirectory {
       up: Number(x.left_ms) > 0,
       servers: Number(x.servers),
       instance: x.instance,
+      reachedMs: x.reached_ms === null ? null : Math.max(0, Number(x.reached_ms)),
     }));
   }
 }

@@ -3,7 +3,9 @@
 // (`answeredBy`, the channel's view wired in main.ts): a host cut off from the registry alone
 // still serves its servers to its peers. A lease runs out at once, between refreshes too (counted
 // down on this host's monotonic clock), except one that ran out while this host could not reach
-// the registry, or within a lease after it could again (leases.ts: nobody could renew).
+// the registry, or within a lease after it could again (leases.ts: nobody could renew). Each
+// host's heartbeat also reports when it last reached each other host over the channel (schema
+// 21): the view keeps, for every host, when any other host last did (`peersHeardAt`, contact.ts).
 
 import { Trouble } from './leases.js';
 import type { RegistryPool } from './pool.js';
@@ -13,6 +15,10 @@ export interface HostView {
   advertise: string;
   publicIp: string;
   up: boolean;
+  /** Its lease runs (or ran out in registry trouble and is excused): `up` without the channel's say. */
+  lease: boolean;
+  /** When another host last reached it over the channel, by their heartbeats (schema 21), on this host's monotonic clock. */
+  peersHeardAt?: number;
 }
 
 export interface HostsViewOptions {
@@ -25,7 +31,7 @@ export interface HostsViewOptions {
   now: () => number;
 }
 
-interface HostSeen extends Omit<HostView, 'up'> {
+interface HostSeen extends Omit<HostView, 'up' | 'lease'> {
   leftMs: number;
   at: number;
 }
@@ -65,7 +71,7 @@ export class HostsView {
     const lapsedAt = h.at + h.leftMs;
     const lease = this.o.now() < lapsedAt || this.reads.excuses(lapsedAt) || this.beats.excuses(lapsedAt);
     const up = lease || this.answers?.(h.name, h.advertise) === true;
-    return { name: h.name, advertise: h.advertise, publicIp: h.publicIp, up };
+    return { name: h.name, advertise: h.advertise, publicIp: h.publicIp, up, lease, ...(h.peersHeardAt === undefined ? {} : { peersHeardAt: h.peersHeardAt }) };
   }
 
   /** Every host seen, with its state now. */
@@ -76,11 +82,32 @@ export class HostsView {
   /** Re-reads the hosts; a failure keeps what was last read (and excuses the leases that run out from now on). */
   async refresh(): Promise<void> {
     try {
-      const r = await this.pool.query<{ name: string; advertise: string; public_ip: string; left_ms: string }>(
-        'SELECT name, advertise, public_ip, (extract(epoch FROM lease_until - now()) * 1000)::bigint AS left_ms FROM hosts',
+      const r = await this.pool.query<{ name: string; advertise: string; public_ip: string; left_ms: string; beat_ms: string; heard: Record<string, number> }>(
+        `SELECT name, advertise, public_ip, (extract(epoch FROM lease_until - now()) * 1000)::bigint AS left_ms,
+           (extract(epoch FROM now() - heartbeat_at) * 1000)::bigint AS beat_ms, heard FROM hosts`,
       );
       const at = this.o.now();
-      this.seen = new Map(r.rows.map((x) => [x.name, { name: x.name, advertise: x.advertise, publicIp: x.public_ip, leftMs: Number(x.left_ms), at }]));
+      // when another host last reached each one: its heartbeat's age plus how long before it it had
+      const ago = new Map<string, number>();
+      for (const p of r.rows)
+        for (const [name, ms] of Object.entries(p.heard ?? {}))
+          if (name !== p.name && Number.isFinite(ms)) ago.set(name, Math.min(ago.get(name) ?? Infinity, Math.max(0, Number(p.beat_ms)) + ms));
+      this.seen = new Map(
+        r.rows.map((x) => {
+          const peers = ago.get(x.name);
+          return [
+            x.name,
+            {
+              name: x.name,
+              advertise: x.advertise,
+              publicIp: x.public_ip,
+              leftMs: Number(x.left_ms),
+              at,
+              peersHeardAt: peers === undefined ? undefined : at - peers,
+            },
+          ];
+        }),
+      );
       this.reads.ok();
     } catch {
       this.reads.failed();

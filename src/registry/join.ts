@@ -37,7 +37,7 @@ import type { ClusterKeys } from './token.js';
 export type BoxAccount = SharedAccount;
 
 /** One entry of the box's ledger: the registry's row without its key (the join makes it). */
-export type BoxLedgerEntry = Omit<LedgerRow, 'key'>;
+export type BoxLedgerEntry = Omit<LedgerRow, 'key' | 'checkpointGbMonths'> & { checkpointGbMonths?: number };
 
 /** What the join reads of a box (its store; hosting's `boxRecords` makes it) and the one thing it writes there. */
 export interface BoxRecords {
@@ -264,6 +264,7 @@ async function putEntries(c: pg.PoolClient, accountId: string, host: string, ent
     ram: Number(m.ram_gb_hours),
     egress: Number(m.egress_gb),
     disk: Number(m.disk_gb_months),
+    checkpoints: Number(m.checkpoint_gb_months),
     spent: Number(m.spent_usd),
   };
   let added = 0;
@@ -271,8 +272,8 @@ async function putEntries(c: pg.PoolClient, accountId: string, host: string, ent
     const batch = entries.slice(i, i + 500);
     const keys = batch.map((e) => registryKey(e, host));
     const r = await c.query<{ key: string }>(
-      `INSERT INTO ledger_entries (key, account_id, kind, server_id, host, period_from, period_to, ram_gb_hours, disk_gb_months, egress_gb, usd, source)
-       SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::bigint[], $8::numeric[], $9::numeric[], $10::numeric[], $11::numeric[], $12::text[])
+      `INSERT INTO ledger_entries (key, account_id, kind, server_id, host, period_from, period_to, ram_gb_hours, disk_gb_months, egress_gb, usd, source, checkpoint_gb_months)
+       SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::bigint[], $8::numeric[], $9::numeric[], $10::numeric[], $11::numeric[], $12::text[], $13::numeric[])
        ON CONFLICT (key) DO NOTHING RETURNING key`,
       [
         keys,
@@ -287,6 +288,7 @@ async function putEntries(c: pg.PoolClient, accountId: string, host: string, ent
         batch.map((e) => dec(e.egressGb)),
         batch.map((e) => dec(e.usd)),
         batch.map((e) => (e.kind === 'credit' ? (e.source ?? null) : null)),
+        batch.map((e) => dec(e.checkpointGbMonths ?? 0)),
       ],
     );
     const inserted = new Set(r.rows.map((x) => x.key));
@@ -311,6 +313,7 @@ async function putEntries(c: pg.PoolClient, accountId: string, host: string, ent
         t.ram = round9(t.ram + e.ramGbHours);
         t.egress = round9(t.egress + e.egressGb);
         t.disk = round9(t.disk + e.diskGbMonths);
+        t.checkpoints = round9(t.checkpoints + (e.checkpointGbMonths ?? 0));
         t.spent = round9(t.spent + e.usd);
         t.balance = round9(t.balance - e.usd);
       }
@@ -318,8 +321,8 @@ async function putEntries(c: pg.PoolClient, accountId: string, host: string, ent
   }
   if (added)
     await c.query(
-      `UPDATE account_money SET balance_usd = $2, ram_gb_hours = $3, egress_gb = $4, disk_gb_months = $5, spent_usd = $6, updated_at = now() WHERE account_id = $1`,
-      [accountId, dec(t.balance), dec(t.ram), dec(t.egress), dec(t.disk), dec(t.spent)],
+      `UPDATE account_money SET balance_usd = $2, ram_gb_hours = $3, egress_gb = $4, disk_gb_months = $5, spent_usd = $6, checkpoint_gb_months = $7, updated_at = now() WHERE account_id = $1`,
+      [accountId, dec(t.balance), dec(t.ram), dec(t.egress), dec(t.disk), dec(t.spent), dec(t.checkpoints)],
     );
   return added;
 }

@@ -28,6 +28,8 @@ export function keyedNames(names: RegistryNames, shared: RegistryShared) {
       if (p.sshPublicKey && p.keyFingerprint) await shared.recordKey({ serverId: p.serverId, publicKey: p.sshPublicKey, fingerprint: p.keyFingerprint });
       return placed;
     },
+    self: names.hostName,
+    placementOf: (serverId: string) => names.fenceOf(serverId),
     async remove(serverId: string) {
       await names.remove(serverId);
       await shared.removeKey(serverId);

@@ -4,7 +4,8 @@
 // the account row's lock, so two hosts metering one account at once sum exactly. A usage entry's
 // dollars are computed inside that transaction: grant first (from the registry's usage totals),
 // then balance, as on a single box (store/billing.ts charge). `INSERT … ON CONFLICT DO NOTHING`
-// makes a retry after a lost commit reply harmless.
+// makes a retry after a lost commit reply harmless. Checkpoint storage (schema 19) has its own
+// columns in both, as the single box keeps it in its entries and totals.
 
 import type pg from 'pg';
 import { periodCost, round9 } from '../price.js';
@@ -20,7 +21,7 @@ export type LedgerWrite =
       to: number;
       ramGbHours: number;
       diskGbMonths: number;
-      /** GB-months of checkpoint storage: priced into usd by periodCost (no column of its own yet). */
+      /** GB-months of checkpoint storage (absent in an outbox entry queued before it was metered). */
       checkpointGbMonths?: number;
       egressGb: number;
       /** The account's grant and the prices when the period was metered. */
@@ -35,6 +36,7 @@ export interface AccountMoney {
   ramGbHours: number;
   egressGb: number;
   diskGbMonths: number;
+  checkpointGbMonths: number;
   spentUsd: number;
 }
 
@@ -46,6 +48,7 @@ export interface LedgerRow {
   to: number;
   ramGbHours: number;
   diskGbMonths: number;
+  checkpointGbMonths: number;
   egressGb: number;
   usd: number;
   source?: string;
@@ -84,8 +87,8 @@ export class RegistryLedger {
       }
       for (const [id, t] of totals)
         await c.query(
-          `UPDATE account_money SET balance_usd = $2, ram_gb_hours = $3, egress_gb = $4, disk_gb_months = $5, spent_usd = $6, updated_at = now() WHERE account_id = $1`,
-          [id, dec(t.balanceUsd), dec(t.ramGbHours), dec(t.egressGb), dec(t.diskGbMonths), dec(t.spentUsd)],
+          `UPDATE account_money SET balance_usd = $2, ram_gb_hours = $3, egress_gb = $4, disk_gb_months = $5, spent_usd = $6, checkpoint_gb_months = $7, updated_at = now() WHERE account_id = $1`,
+          [id, dec(t.balanceUsd), dec(t.ramGbHours), dec(t.egressGb), dec(t.diskGbMonths), dec(t.spentUsd), dec(t.checkpointGbMonths)],
         );
       return { applied, totals };
     });
@@ -103,15 +106,17 @@ export class RegistryLedger {
       return true;
     }
     const usd = periodCost(w, t, w.grant, w.prices);
+    const checkpoints = w.checkpointGbMonths ?? 0;
     const r = await c.query(
-      `INSERT INTO ledger_entries (key, account_id, kind, server_id, host, period_from, period_to, ram_gb_hours, disk_gb_months, egress_gb, usd)
-       VALUES ($1, $2, 'usage', $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (key) DO NOTHING`,
-      [key, w.accountId, w.serverId, this.host, w.from, w.to, dec(w.ramGbHours), dec(w.diskGbMonths), dec(w.egressGb), dec(usd)],
+      `INSERT INTO ledger_entries (key, account_id, kind, server_id, host, period_from, period_to, ram_gb_hours, disk_gb_months, egress_gb, usd, checkpoint_gb_months)
+       VALUES ($1, $2, 'usage', $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT (key) DO NOTHING`,
+      [key, w.accountId, w.serverId, this.host, w.from, w.to, dec(w.ramGbHours), dec(w.diskGbMonths), dec(w.egressGb), dec(usd), dec(checkpoints)],
     );
     if (r.rowCount !== 1) return false;
     t.ramGbHours = round9(t.ramGbHours + w.ramGbHours);
     t.egressGb = round9(t.egressGb + w.egressGb);
     t.diskGbMonths = round9(t.diskGbMonths + w.diskGbMonths);
+    t.checkpointGbMonths = round9(t.checkpointGbMonths + checkpoints);
     t.spentUsd = round9(t.spentUsd + usd);
     t.balanceUsd = round9(t.balanceUsd - usd);
     return true;
@@ -134,7 +139,7 @@ export class RegistryLedger {
   /** An account's entries, newest first, after an optional cursor (exclusive), from every host. */
   async entries(accountId: string, limit: number, before?: [number, string]): Promise<{ items: LedgerRow[]; next?: [number, string] }> {
     const r = await this.pool.query<EntryRow>(
-      `SELECT key, kind, account_id, server_id, period_from, period_to, ram_gb_hours, disk_gb_months, egress_gb, usd, source FROM ledger_entries
+      `SELECT key, kind, account_id, server_id, period_from, period_to, ram_gb_hours, disk_gb_months, checkpoint_gb_months, egress_gb, usd, source FROM ledger_entries
        WHERE account_id = $1 AND ($2::bigint IS NULL OR (period_to, key) < ($2::bigint, $3::text))
        ORDER BY period_to DESC, key DESC LIMIT $4`,
       [accountId, before?.[0] ?? null, before?.[1] ?? '', limit],
@@ -148,6 +153,7 @@ export class RegistryLedger {
       to: Number(e.period_to),
       ramGbHours: Number(e.ram_gb_hours),
       diskGbMonths: Number(e.disk_gb_months),
+      checkpointGbMonths: Number(e.checkpoint_gb_months),
       egressGb: Number(e.egress_gb),
       usd: Number(e.usd),
       source: e.source ?? undefined,
@@ -163,6 +169,7 @@ interface MoneyRow {
   ram_gb_hours: string;
   egress_gb: string;
   disk_gb_months: string;
+  checkpoint_gb_months: string;
   spent_usd: string;
 }
 interface EntryRow {
@@ -174,17 +181,19 @@ interface EntryRow {
   period_to: string;
   ram_gb_hours: string;
   disk_gb_months: string;
+  checkpoint_gb_months: string;
   egress_gb: string;
   usd: string;
   source: string | null;
 }
 
-const MONEY_COLUMNS = 'account_id, balance_usd, ram_gb_hours, egress_gb, disk_gb_months, spent_usd';
+const MONEY_COLUMNS = 'account_id, balance_usd, ram_gb_hours, egress_gb, disk_gb_months, checkpoint_gb_months, spent_usd';
 const money = (r: MoneyRow): AccountMoney => ({
   balanceUsd: Number(r.balance_usd),
   ramGbHours: Number(r.ram_gb_hours),
   egressGb: Number(r.egress_gb),
   diskGbMonths: Number(r.disk_gb_months),
+  checkpointGbMonths: Number(r.checkpoint_gb_months),
   spentUsd: Number(r.spent_usd),
 });
 
@@ -222,3 +231,9 @@ export const LEDGER_SQL = `
     spent_usd       numeric(24, 9) NOT NULL DEFAULT 0,
     updated_at      timestamptz NOT NULL DEFAULT now()
   );`;
+
+/** Schema 19 (migrations.ts): checkpoint storage in the entries and the totals, as the single box
+ *  keeps it (entries written before it read 0, as a single box's older entries do). */
+export const CHECKPOINT_LEDGER_SQL = `
+  ALTER TABLE ledger_entries ADD COLUMN checkpoint_gb_months numeric(24, 9) NOT NULL DEFAULT 0;
+  ALTER TABLE account_money ADD COLUMN checkpoint_gb_months numeric(24, 9) NOT NULL DEFAULT 0;`;

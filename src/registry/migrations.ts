@@ -8,11 +8,12 @@ import { AppError } from '../errors.js';
 import { ACCOUNTS_SQL } from './accounts.js';
 import { ACCOUNT_KEYS_SQL, DOMAINS_SQL, PLACEMENTS_SQL, SHARED_MAPS_SQL } from './feed-history.js';
 import { FEED_SQL, LIVE_INDEX_SQL, TOMBSTONES_SQL } from './feed.js';
-import { LEDGER_SQL } from './ledger.js';
+import { CHECKPOINT_LEDGER_SQL, LEDGER_SQL } from './ledger.js';
 import { ORDERS_SQL, SHARED_SQL } from './shared.js';
 import { IDENTITY_SQL } from './identity.js';
 import { TOKEN_SQL } from './token.js';
 import { QUOTAS_SQL } from './quotas.js';
+import { HEARD_SQL } from './hosts.js';
 import type { RegistryPool } from './pool.js';
 
 export interface Migration {
@@ -149,6 +150,17 @@ export const MIGRATIONS: readonly Migration[] = [
     version: 18,
     about: "an index of the change feed's live records alone: a full load reads no tombstone (placement tombstones are kept for the wake fence)",
     sql: LIVE_INDEX_SQL,
+  },
+  {
+    version: 19,
+    about: 'checkpoint storage in the ledger: GB-months of it in every usage entry and in the account totals',
+    sql: CHECKPOINT_LEDGER_SQL,
+  },
+  {
+    version: 21,
+    about:
+      "hosts: each host's view of the channel (how long ago it last reached each other host), written with its heartbeat: a host is dead only when no peer reached it for cluster.recoverAfter",
+    sql: HEARD_SQL,
   },
 ];
 

@@ -55,6 +55,11 @@ export class RegistryNames {
     private readonly holder: NameHolder = { instance: `ins_${host}`, held: true },
   ) {}
 
+  /** This host's name. */
+  get hostName(): string {
+    return this.host;
+  }
+
   /** Refuses to write under this host's name while this run does not hold it. */
   private held(): void {
     if (!this.holder.held)
@@ -243,7 +248,8 @@ export class RegistryNames {
    * name (a store that lacks a server is no proof it is gone). Servers it has without a
    * placement (made before the host joined the cluster) are claimed and placed; servers placed
    * on another host, or here by another instance, are left there (`elsewhere`: never re-placed
-   * here) — unless that instance was replaced and its placements marked lost: those this store
+   * here; `moved`: those of them placed on another host, a move or a recovery while this host
+   * was away or cut off) — unless that instance was replaced and its placements marked lost: those this store
    * has (a data dir restored from a backup) are placed again for this instance. Servers whose
    * placement was deleted (a tombstone: deleted while this host was down or cut off, wherever it
    * ran then) are not placed again (`deleted`: the host finishes their delete). `servers`: the
@@ -252,7 +258,7 @@ export class RegistryNames {
   async reconcile(
     servers: readonly { id: string; slug: string; accountId: string }[],
     publicIp: string,
-  ): Promise<{ removed: string[]; released: string[]; placed: string[]; conflicts: string[]; elsewhere: string[]; deleted: string[] }> {
+  ): Promise<{ removed: string[]; released: string[]; placed: string[]; conflicts: string[]; elsewhere: string[]; moved: string[]; deleted: string[] }> {
     this.held();
     const keep = new Set(servers.map((x) => x.id));
     const here = await this.placedHere();
@@ -263,6 +269,7 @@ export class RegistryNames {
     const placed: string[] = [];
     const conflicts: string[] = [];
     const elsewhere: string[] = [];
+    const moved: string[] = [];
     const deleted: string[] = [];
     for (const x of servers) {
       if (here.has(x.id)) continue;
@@ -284,6 +291,7 @@ export class RegistryNames {
       // placed on another host (a newer epoch there): never taken back from it
       if (seen && seen !== 'deleted') {
         elsewhere.push(x.id);
+        if (seen.host !== this.host) moved.push(x.id);
         continue;
       }
       // its placement was deleted (the registry keeps the tombstone): never resurrected
@@ -300,6 +308,6 @@ export class RegistryNames {
       await this.place({ serverId: x.id, accountId: x.accountId, slug: x.slug, publicIp });
       placed.push(x.id);
     }
-    return { removed, released, placed, conflicts, elsewhere, deleted };
+    return { removed, released, placed, conflicts, elsewhere, moved, deleted };
   }
 }

@@ -21,6 +21,9 @@ import { RegistryQuotas } from './quotas.js';
 import { registryFacts, type RegistryFacts } from './report.js';
 import { checkToken, sealClear } from './token.js';
 import { joinRegistry, type BoxRecords, type JoinReport } from './join.js';
+import { Contact, savedContact } from './contact.js';
+import { assertNotCutOff, SelfFence, type FencedServers } from './selffence.js';
+import type { Clock } from '../clock.js';
 
 /** The registry part of the daemon: joined when cluster.registry is set, nothing on a single box.
  *  Returns before any round trip: the registry's answer to this start is `ready`. */
@@ -50,6 +53,10 @@ export class Registry {
   readonly fence: WakeFence;
   /** This host's instance (its data dir's id) and run, and whether the run holds the name. */
   readonly identity: HostIdentity;
+  /** This host's contact with the registry and every peer over time: who is dead, whether this host is cut off (issue 38). */
+  readonly contact: Contact;
+  /** The self-fence, once main.ts gave it this host's servers (`fenceServers`). */
+  selfFence?: SelfFence;
   private timer?: NodeJS.Timeout;
   private checked = false;
   private reachable = true;
@@ -83,9 +90,21 @@ export class Registry {
     this.accounts = new RegistryAccounts(this.pool, o.host, this.placements, o.keys);
     this.shared = new RegistryShared(this.pool, o.host, o.keys);
     this.quotas = new RegistryQuotas(this.pool, o.host);
+    this.contact = new Contact({
+      self: o.host,
+      hosts: () => this.placements.hosts(),
+      registryUp: () => this.reachable,
+      now: () => performance.now(),
+      recoverAfterMs: o.recoverAfterMs ?? 0,
+      saved: savedContact(o.dataDir),
+    });
     // a run that reached the registry but does not hold its name (refused, or taken over) starts nothing
-    this.fence = new WakeFence(o.host, this.names, log.child({ part: 'fence' }), () =>
-      !this.reachable || !this.checked ? 'down' : this.identity.held ? 'held' : 'not-held',
+    this.fence = new WakeFence(
+      o.host,
+      this.names,
+      log.child({ part: 'fence' }),
+      () => (!this.reachable || !this.checked ? 'down' : this.identity.held ? 'held' : 'not-held'),
+      (id) => assertNotCutOff(this.contact, o.recoverAfterMs ?? 0, log.child({ part: 'selffence' }), id),
     );
   }
 
@@ -97,7 +116,14 @@ export class Registry {
     } catch (err) {
       this.log.warn('capacity not measured; the lease reports free memory and disk only', { detail: (err as Error).message });
     }
-    return { name: this.o.host, advertise: this.o.advertise, publicIp: this.o.publicIp, version: this.o.version, capacity: room ?? this.o.capacity() };
+    return {
+      name: this.o.host,
+      advertise: this.o.advertise,
+      publicIp: this.o.publicIp,
+      version: this.o.version,
+      capacity: room ?? this.o.capacity(),
+      heard: this.contact.heardAgo(),
+    };
   }
 
   /** What this host's lease reports as its capacity besides free memory and disk (hosting's
@@ -197,6 +223,21 @@ export class Registry {
       });
   }
 
+  /** Starts the self-fence over this host's servers (selffence.ts; with recoverAfter 0 it only reads the contact). */
+  fenceServers(servers: FencedServers, clock: Clock, healed?: () => Promise<void>): SelfFence {
+    this.selfFence?.stop();
+    this.selfFence = new SelfFence({
+      healed,
+      contact: this.contact,
+      servers,
+      recoverAfterMs: this.o.recoverAfterMs ?? 0,
+      log: this.log.child({ part: 'selffence' }),
+      clock,
+    });
+    this.selfFence.start();
+    return this.selfFence;
+  }
+
   /** Registers the public key of this host's channel certificate (its SPKI hash): the other
    *  hosts' channel listeners take a connection naming this host only with that key. */
   async registerChannelKey(key: string): Promise<void> {
@@ -240,6 +281,7 @@ export class Registry {
 
   async stop(): Promise<void> {
     clearInterval(this.timer);
+    this.selfFence?.stop();
     await this.placements.stop();
     await this.beating;
     if (this.identity.held && this.reachable) await this.hosts.release(this.o.host, this.identity.run).catch(() => {});

@@ -30,3 +30,5 @@ export { run as runCommand } from './proc.js';
 export { startFlowWatch, startLxcfs, startOomWatch } from './part.js';
 export { hostClaims, hostNamesCheck, lockHost, type HostLock } from './locks.js';
 export { cleanHost, type CleanReport } from './clean.js';
+export { seedServer, type Seed } from './seed.js';
+export { keepAside, keptAside, lostFoundDir, LOST_FOUND, type KeptAside } from './lostfound.js';

@@ -7,13 +7,15 @@
 // (hostname, memory limit) and the disk image's size — read back when a runtime starts anew.
 // Split out: parking of sleeping servers (a `created` container kept for a fast wake) park.ts,
 // the start path start.ts, the halt halt.ts, the admission allocate.ts, what a server was given
-// (bundle, disk size, image) serverfiles.ts, exec execrun.ts, doze freezer.ts. Every start of an
+// (bundle, disk size, image) serverfiles.ts, exec execrun.ts, doze freezer.ts, the disk copy and
+// swap of checkpoints diskswap.ts. Every start of an
 // existing server asks the start guard first (deps.mayStart: cluster mode's wake fence).
 
-import { chmodSync, mkdirSync, renameSync, rmSync, statSync } from 'node:fs';
+import { newestChange } from './changes.js';
+import { chmodSync, mkdirSync, statSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import type { RuntimeConfig } from '../config/index.js';
-import { AppError, InternalError } from '../errors.js';
+import { AppError } from '../errors.js';
 import type { Logger } from '../log/index.js';
 import type { RuntimeRecord, RuntimeStore } from '../store/index.js';
 import { cgroupPath } from './spec.js';
@@ -22,7 +24,6 @@ import { applyDeferredGrow, destroyDisk, diskPaths, diskUsed, growDisk, mountRoo
 import { memoryStats } from './cgroup.js';
 import { freeze, isFrozen, thaw } from './freezer.js';
 import { Network, nsPaths } from './network.js';
-import { tryRun } from './proc.js';
 import type { HostLock } from './locks.js';
 import { NetWatch } from './netwatch.js';
 import { Runc } from './runc.js';
@@ -33,7 +34,9 @@ import { haltContainer } from './halt.js';
 import { allocateRecord, checkLimits } from './allocate.js';
 import { lowerOf, readApplied, writeBundle, writeNet, type Applied } from './serverfiles.js';
 import { execIn, execPtyIn } from './execrun.js';
-import { adoptImage, captureImage, shiftOwners, stagedPath } from './diskcopy.js';
+import { adoptImage, shiftOwners } from './diskcopy.js';
+import { DiskSwap } from './diskswap.js';
+import { resetIdentity } from './forkidentity.js';
 import type {
   DiskCapture,
   ExecOptions,
@@ -81,6 +84,8 @@ export class ContainerRuntime implements Runtime {
   private readonly parking: Parking;
   /** The start path (start.ts). */
   private readonly starter: Starter;
+  /** Checkpoints' copy and restore's swap of a disk (diskswap.ts). */
+  private readonly diskSwap: DiskSwap;
   /** Repairs a server whose veth or egress element vanished (netwatch.ts); started by watch(). */
   readonly netWatch: NetWatch;
   /** Called with each step of a start and its duration (bench/wake); unset, steps are not timed. */
@@ -119,6 +124,18 @@ export class ContainerRuntime implements Runtime {
       launch: <T>(rec: RuntimeRecord, op: Promise<T>, meanwhile: () => void) => this.starter.launch(rec, op, meanwhile),
       step: <T>(name: string, fn: () => Promise<T>) => this.starter.step(name, fn),
       halt: (id) => this.halt(this.record(id), 0),
+    });
+    this.diskSwap = new DiskSwap({
+      deps,
+      serverDir: (id) => this.serverDir(id),
+      serial: <T>(id: string, fn: () => Promise<T>) => this.serial(id, fn),
+      record: (id) => this.record(id),
+      lower: (rec) => this.lower(rec),
+      state: (id) => this.servers.get(id)?.state,
+      stop: (id, opts) => this.stop(id, opts),
+      start: (id) => this.start(id),
+      wantRunning: (id) => this.deps.store.setDesired(id, 'running'),
+      swapped: (rec, diskBytes) => void this.view(rec, 'sleeping', { ...this.applied(rec.id), diskBytes }),
     });
   }
 
@@ -243,6 +260,7 @@ export class ContainerRuntime implements Runtime {
         await mountRootfs(p, this.deps.helper, this.lower(rec), rec.uidBase);
         if (spec.fromDisk?.uidBase !== undefined) shiftOwners(p.upper, spec.fromDisk.uidBase, rec.uidBase); // a fork: its files to this range
         personalise(diskPaths(this.serverDir(rec.id)).rootfs, rec.uidBase, spec.slug);
+        if (spec.fromDisk) this.deps.log.info('fork: identity files reset', { server: rec.id, ...resetIdentity(p.rootfs) });
         this.writeBundle(rec, applied);
         writeNet(this.serverDir(rec.id), applied.net);
         await this.net.addServer(rec.ip, applied.net);
@@ -288,56 +306,24 @@ export class ContainerRuntime implements Runtime {
     });
   }
 
-  /** A consistent copy of the server's disk (diskcopy.ts), serialised with its starts and stops
-   *  (a stop never meets a frozen disk); `use` runs outside the queue, the copy removed after. */
-  async captureDisk<T>(id: string, use: (copy: DiskCapture) => Promise<T>): Promise<T> {
-    const copy = await this.serial(id, async () => captureImage(diskPaths(this.serverDir(id)), this.deps.dataDir, this.record(id).uidBase));
-    try {
-      return await use(copy);
-    } finally {
-      rmSync(copy.path, { force: true });
-    }
+  /** A consistent copy of the server's disk (diskswap.ts). */
+  captureDisk<T>(id: string, use: (copy: DiskCapture) => Promise<T>): Promise<T> {
+    return this.diskSwap.capture(id, use);
+  }
+
+  /** When the server's own files last changed (changes.ts: the newest ctime in its disk's upper layer). */
+  filesChangedAt(id: string): number | undefined {
+    if (!this.servers.has(id)) return undefined;
+    return newestChange(diskPaths(this.serverDir(id)).upper);
   }
 
   diskWrittenAt(id: string): number | undefined {
-    if (!this.servers.has(id)) return undefined;
-    try {
-      return statSync(diskPaths(this.serverDir(id)).img).mtimeMs;
-    } catch {
-      return undefined;
-    }
+    return this.diskSwap.writtenAt(id);
   }
 
-  /** Restore: fills a staged image, then stops the server, renames the image over its disk
-   *  while unmounted, mounts it and starts the server again when it was running. */
-  async replaceDisk(id: string, fill: (path: string) => Promise<void>, from: { uidBase?: number } = {}): Promise<void> {
-    const rec = this.record(id);
-    const p = diskPaths(this.serverDir(id));
-    const staged = stagedPath(p);
-    try {
-      await fill(staged);
-    } catch (e) {
-      rmSync(staged, { force: true });
-      throw e;
-    }
-    const state = this.servers.get(id)?.state;
-    const wasRunning = state === 'running' || state === 'waking';
-    await this.stop(id, { park: false });
-    await this.serial(id, async () => {
-      if (!(await tryRun('umount', [p.rootfs]))) throw new InternalError(`restore: the root of ${id} is busy`);
-      if (!(await tryRun('umount', [p.disk]))) {
-        await mountRootfs(p, this.deps.helper, this.lower(rec), rec.uidBase);
-        throw new InternalError(`restore: the disk of ${id} is busy`);
-      }
-      try {
-        renameSync(staged, p.img);
-      } finally {
-        await mountRootfs(p, this.deps.helper, this.lower(rec), rec.uidBase);
-      }
-      if (from.uidBase !== undefined) shiftOwners(p.upper, from.uidBase, rec.uidBase);
-      this.view(rec, 'sleeping', { ...this.applied(id), diskBytes: statSync(p.img).size });
-    });
-    if (wasRunning) await this.start(id);
+  /** Restore: a staged image filled, then swapped in while the server is stopped (diskswap.ts). */
+  replaceDisk(id: string, fill: (path: string) => Promise<void>, from: { uidBase?: number } = {}): Promise<void> {
+    return this.diskSwap.replace(id, fill, from);
   }
 
   /** Doze (freezer.ts): the server's processes frozen in place, memory kept; thaw() undoes it. */

@@ -8,6 +8,8 @@
 // store whose schema this build understands (an older one is migrated when the daemon next opens
 // it), then swaps it in with two renames, keeping the old db as db.before-restore-<time>. Whether
 // a daemon runs is the caller's check, with holders() here for processes that map the store.
+// The copy also carries the host's secrets, SSH host keys, certificates and the settlement
+// journal (backupfiles.ts); a restore puts them back where they are missing.
 
 import {
   chmodSync,
@@ -26,10 +28,12 @@ import {
   renameSync,
   rmSync,
   statSync,
+  writeFileSync,
 } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import { open } from 'lmdb';
 import { AppError } from '../errors.js';
+import { embed, extract, placeHostFiles, type Placed } from './backupfiles.js';
 import { SCHEMA_VERSION_KEY } from './db.js';
 import { migrations } from './migrations.js';
 
@@ -122,7 +126,7 @@ export async function summarize(dir: string, what: string): Promise<StoreSummary
 
 /** Writes a consistent, compacted copy of the store of `dataDir` to `file` (replaced
  *  atomically if it exists). Safe while the daemon writes. */
-export async function backupStore(dataDir: string, file: string): Promise<StoreSummary & { file: string }> {
+export async function backupStore(dataDir: string, file: string): Promise<StoreSummary & { file: string; hostFiles: number; journalBytes: number }> {
   const src = storeDir(dataDir);
   if (!existsSync(join(src, 'data.mdb'))) throw AppError.of('no_store', `there is no store at ${src}`);
   const target = resolve(file);
@@ -136,12 +140,13 @@ export async function backupStore(dataDir: string, file: string): Promise<StoreS
       await env.close();
     }
     const copy = join(tmp, 'data.mdb');
-    chmodSync(copy, 0o600); // account records, phone numbers, key hashes: root only
+    chmodSync(copy, 0o600); // account records, phone numbers, key hashes, the host's secrets: root only
+    const carried = await embed(tmp, dataDir);
     fsyncPath(copy);
     const summary = await summarize(tmp, 'the copy');
     renameSync(copy, target);
     fsyncPath(dirname(target));
-    return { ...summary, file: target };
+    return { ...summary, file: target, hostFiles: carried.files, journalBytes: carried.journalBytes };
   } finally {
     rmSync(tmp, { recursive: true, force: true });
   }
@@ -150,6 +155,8 @@ export async function backupStore(dataDir: string, file: string): Promise<StoreS
 export interface Restored extends StoreSummary {
   /** Where the store that was there before now is (undefined when there was none). */
   keptAs?: string;
+  /** The host files the backup carried, put back where missing (undefined: it carried none). */
+  hostFiles?: Placed;
 }
 
 /** Replaces the store of `dataDir` by the backup `file`. The caller makes sure no daemon runs. */
@@ -171,6 +178,8 @@ export async function restoreStore(dataDir: string, file: string, now = new Date
         `${file} has schema version ${summary.schemaVersion}, newer than this rootbox understands (${SCHEMA_VERSION}); restore it with the rootbox that wrote it or a newer one`,
       );
     }
+    const carried = await extract(stage);
+    if (carried?.journal.length) writeFileSync(join(stage, 'settling.journal'), carried.journal, { mode: 0o600 });
     rmSync(join(stage, 'lock.mdb'), { force: true });
     const live = storeDir(dataDir);
     let keptAs: string | undefined;
@@ -185,7 +194,7 @@ export async function restoreStore(dataDir: string, file: string, now = new Date
       throw e;
     }
     fsyncPath(dataDir);
-    return { ...summary, keptAs };
+    return { ...summary, keptAs, hostFiles: carried && placeHostFiles(dataDir, carried.files) };
   } finally {
     rmSync(stage, { recursive: true, force: true });
   }

@@ -11,6 +11,7 @@ import { ContainerRuntime } from '../../src/runtime/index.js';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
 import { send } from '../http/contract.js';
 import { until } from '../helpers/wait.js';
+import { callAdmin } from '../../src/admin/index.js';
 
 let d: TestDaemon;
 let id = '';
@@ -50,6 +51,21 @@ test('a server that wrote gets an automatic checkpoint when it goes to sleep; on
   await auto().tick(); // asleep and unchanged since: nothing
   await auto().enqueue(id);
   assert.is((await list()).length, 1);
+});
+
+test('a server the operator stopped after it wrote gets its checkpoint at the next tick, without a wake', async () => {
+  await exec('head -c 1000000 /dev/urandom > /root/before-stop && sync');
+  const before = (await list()).length;
+  const stopped = await callAdmin(d.dataDir, 'POST', `/servers/${id}/stop`);
+  assert.is(stopped?.status, 200, JSON.stringify(stopped?.body));
+  assert.is.not(state(), 'running');
+  await auto().tick();
+  const now = await list();
+  assert.is(now.length, before + 1, 'one automatic checkpoint of the stopped server');
+  assert.is(now[0].kind, 'auto');
+  assert.is.not(state(), 'running', 'not woken for it');
+  await auto().tick(); // unchanged since: nothing
+  assert.is((await list()).length, before + 1);
 });
 
 test('the tick checkpoints a running server that changed, keeps the newest `keep` automatic ones and every manual one', async () => {

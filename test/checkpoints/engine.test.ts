@@ -7,7 +7,7 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { createHash, randomBytes } from 'node:crypto';
-import { copyFileSync, renameSync } from 'node:fs';
+import { copyFileSync, renameSync, utimesSync } from 'node:fs';
 import { AppError } from '../../src/errors.js';
 import { existsSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync, closeSync, ftruncateSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -289,6 +289,113 @@ test('a checkpoint that finds an unreferenced chunk in the store keeps it from a
   const m2 = await waiting;
   await engineOn(store).materialize(m2, join(d, 'two.img'));
   assert.is(sha(join(d, 'two.img')), sha(img));
+});
+
+test('a killed run’s marker and lock are dead at once for the next run of the same owner: it sweeps and checkpoints without waiting out the grace period', async () => {
+  const d = tmp();
+  const store = new DirBlobStore(join(d, 'checkpoints'));
+  const run = (owner: string, on: BlobStore = store) =>
+    new CheckpointEngine({
+      store: on,
+      secret: secret(),
+      owner,
+      now: () => clockNow,
+      sleep: (ms) => new Promise((r) => setTimeout(r, Math.min(ms, 5))),
+      staleMs: 3_600_000,
+    });
+  const img = join(d, 'disk.img');
+  image(img, 16 * MiB, [[0, randomBytes(2 * MiB)]]);
+  // the killed run: its checkpoint cut off after its chunks (the marker left), its collection
+  // cut off in its sweep (the lock left)
+  const killed = run('host-a:/data', failingManifests(store));
+  await rejects(() => killed.write(meta(), img));
+  await store.put(blobKeys.gcLock, killed.stamp({ at: clockNow }));
+  assert.is(walk(join(store.where, 'pending')).length, 1);
+
+  // another host's live checkpoint still holds the sweep, as before
+  const other = run('host-b:/data');
+  await store.put(blobKeys.pending('ckp_other'), other.stamp({ startedAt: clockNow, serverId: 'srv_b' }));
+  const next = run('host-a:/data');
+  let r = await collect(next);
+  assert.not.ok(r.swept, 'a live checkpoint of another owner holds the sweep');
+  assert.is(r.stale, 1, 'the killed run’s own marker is removed at once');
+  await store.delete(blobKeys.pending('ckp_other'));
+
+  // the same owner's next run: nothing to wait out (the grace period is an hour)
+  await store.put(blobKeys.gcLock, killed.stamp({ at: clockNow }));
+  const started = Date.now();
+  const m = await next.write(meta(), img);
+  assert.ok(Date.now() - started < 5_000, 'the killed collection’s lock is not waited for');
+  r = await collect(next);
+  assert.ok(r.swept);
+  assert.is(r.removed, 0, 'the chunks the new checkpoint names stay');
+  await next.remove('srv_a', m.id);
+  r = await collect(next);
+  assert.is(r.removed, 2, 'and go once nothing names them');
+  // another owner's lock of the same age is waited for (the collector may be running)
+  await store.put(blobKeys.gcLock, other.stamp({ at: clockNow }));
+  const waited = run('host-a:/data');
+  const timeout = Symbol('waiting');
+  const writing = waited.write(meta(), img);
+  const raced = await Promise.race([writing, new Promise((r) => setTimeout(() => r(timeout), 300))]);
+  assert.is(raced, timeout, 'a live lock of another owner holds a checkpoint');
+  await store.delete(blobKeys.gcLock);
+  await writing;
+});
+
+test('a checkpoint of this run that outlasts the grace period still holds its own run’s sweep', async () => {
+  const d = tmp();
+  const store = new DirBlobStore(join(d, 'checkpoints'));
+  const img = join(d, 'disk.img');
+  image(img, 16 * MiB, [[0, randomBytes(2 * MiB)]]);
+  await rejects(() => engineOn(failingManifests(store)).write(meta(), img));
+  clockNow += 61_000; // that one's marker is stale: its two chunks are unreferenced
+  let release!: () => void;
+  const gate = new Promise<void>((r) => (release = r));
+  let found!: () => void;
+  const foundOne = new Promise<void>((r) => (found = r));
+  const slow = Object.assign(Object.create(store) as BlobStore, {
+    has: async (k: string) => {
+      const h = await store.has(k);
+      if (h) (found(), await gate);
+      return h;
+    },
+  });
+  const long = new CheckpointEngine({ store: slow, secret: secret(), owner: 'host-a:/data', now: () => clockNow, staleMs: 60_000 });
+  const running = long.write(meta(), img);
+  await foundOne; // it found the unreferenced chunks and will name them
+  clockNow += 3_600_000; // and it is still running an hour later (a large disk, a slow store)
+  const r = await collect(long);
+  assert.not.ok(r.swept, 'its marker is live: this process is writing it');
+  release();
+  const m = await running;
+  await long.materialize(m, join(d, 'long.img'));
+  assert.is(sha(join(d, 'long.img')), sha(img));
+  assert.ok((await collect(long)).swept, 'once it ended the sweep runs');
+});
+
+test('a put killed half-way in the directory store leaves a temporary file the collector removes once it is older than the run', async () => {
+  const d = tmp();
+  const store = new DirBlobStore(join(d, 'checkpoints'));
+  const img = join(d, 'disk.img');
+  image(img, 8 * MiB, [[0, randomBytes(MiB)]]);
+  const engine = engineOn(store);
+  const m = await engine.write(meta(), img);
+  // what a kill -9 inside put() leaves: the temporary file beside its target, never renamed
+  const chunkDir = join(store.where, ...blobKeys.chunk(m.chunks[0][1]).split('/').slice(0, -1));
+  const killed = join(chunkDir, `.${'a'.repeat(64)}.0123456789ab.tmp`);
+  const live = join(chunkDir, `.${'b'.repeat(64)}.0123456789ab.tmp`);
+  writeFileSync(killed, randomBytes(1000));
+  writeFileSync(live, randomBytes(1000));
+  const past = new Date(Date.now() - 3_600_000);
+  utimesSync(killed, past, past); // written by a run before this one
+  const r = await collect(engine);
+  assert.ok(r.swept);
+  assert.is(r.temp, 1);
+  assert.not.ok(existsSync(killed), 'the killed put’s file is gone');
+  assert.ok(existsSync(live), 'a temporary file of this run (a put under way) stays');
+  await engine.materialize(m, join(d, 'out.img'));
+  assert.is(sha(join(d, 'out.img')), sha(img));
 });
 
 test('a store that cannot be reached answers 503 store_unavailable with Retry-After, and the disk stays as it was', async () => {

@@ -1,8 +1,10 @@
 // A TypeScript entry a test starts as a child process many times (a daemon it kills and starts
-// again), bundled once per test process by esbuild: our TypeScript inlined, packages imported from
-// node_modules (linked beside the bundle), each module keeping its source's import.meta.url as
-// under tsx. A child then starts on plain Node (`node --enable-source-maps <bundle>`) in a fraction
-// of the CPU tsx's loader takes for the same modules. The bundles are removed at exit.
+// again), bundled once per test process by esbuild: our TypeScript and the daemon's dependencies
+// inlined as in dist/, natives and test-only packages imported from node_modules (linked beside
+// the bundle; testExternal in scripts/bundle.mjs), each module keeping its source's
+// import.meta.url as under tsx. A child then starts on plain Node (`node --enable-source-maps
+// <bundle>`) in a fraction of the CPU tsx's loader takes for the same modules. The bundles are
+// removed at exit.
 
 import { mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -25,6 +27,8 @@ export function bundled(entry: string): Promise<string> {
         symlinkSync(join(root, 'node_modules'), join(d, 'node_modules'));
         process.on('exit', () => rmSync(d, { recursive: true, force: true }));
       }
+      // imported at run time from the checkout, not bundled into this file (it reads package.json beside it)
+      const { bundleOptions, testExternal } = (await import(join(root, 'scripts', 'bundle.mjs'))) as typeof import('../../scripts/bundle.mjs');
       const outfile = join(dir, `${made.size}-${basename(entry).replace(/\.ts$/, '.mjs')}`);
       await build({
         entryPoints: [entry],
@@ -33,8 +37,13 @@ export function bundled(entry: string): Promise<string> {
         format: 'esm',
         platform: 'node',
         target: 'node24',
-        packages: 'external',
+        external: testExternal,
+        banner: bundleOptions.banner,
+        // the tests often SIGKILL these children, and a killed process writes no compile cache
+        // (NODE_COMPILE_CACHE, set by scripts/test.mjs): written once the entry module has run
+        footer: { js: "await import('node:module').then((m) => m.flushCompileCache?.());" },
         sourcemap: 'linked',
+        sourcesContent: false,
         logLevel: 'error',
         plugins: [ownImportMeta],
       });

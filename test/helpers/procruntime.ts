@@ -209,6 +209,12 @@ export class ProcessRuntime implements Runtime {
     return { memoryBytes: (await this.stats(id)).memoryBytes };
   }
 
+  /** Whether a running server is frozen now (as the container runtime's: its memory, here none counted). */
+  frozen(id: string): { memoryBytes: number } | undefined {
+    const s = this.servers.get(id);
+    return s?.frozen && s.rec.state === 'running' ? { memoryBytes: 0 } : undefined;
+  }
+
   async thaw(id: string): Promise<void> {
     const s = this.server(id);
     if (s.frozen) s.child?.kill('SIGCONT');

@@ -1,8 +1,9 @@
 // The checkpoint routes on a real daemon with real runc servers (issue 37): a 50 MB random file
 // written over SSH survives checkpoint → change → restore byte-exact (sha256); the list is newest
 // first; a fork is a new server of the same account (its own id, subdomain and key pair, reached
-// over SSH with that key) whose disk is the checkpoint's, independent of its source both ways;
-// another account's key gets 404 on every checkpoint route; a deleted checkpoint is gone.
+// over SSH with that key) whose disk is the checkpoint's, independent of its source both ways and
+// without its identity files (SSH host keys, machine id); another account's key gets 404 on every
+// checkpoint route; a deleted checkpoint is gone.
 
 import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -118,12 +119,32 @@ test('a fork is a new server of the account from the checkpoint, independent of 
   const servers = await api('GET', '/servers');
   assert.ok(servers.json.servers.some((s: { id: string }) => s.id === fork));
 
-  // without a checkpoint: one is taken now, with what the source has at this moment
+  // without a checkpoint: one is taken now, with what the source has at this moment — and the
+  // identity files the source generated inside itself (SSH host keys, machine id) stay its own
+  const machineId = '0123456789abcdef0123456789abcdef';
+  await ssh(
+    id,
+    'mkdir -p /etc/ssh /var/lib/dbus && for t in rsa ecdsa ed25519; do echo secret-$t > /etc/ssh/ssh_host_${t}_key; echo pub-$t > /etc/ssh/ssh_host_${t}_key.pub; done && ' +
+      `ln -s /etc/passwd /etc/ssh/ssh_host_link_key && echo ${machineId} > /etc/machine-id && ln -sf /etc/machine-id /var/lib/dbus/machine-id && echo kept > /etc/ssh/sshd_config && sync`,
+  );
   const now = await api('POST', `/servers/${id}/fork`, {});
   assert.is(now.status, 201, now.text);
   writeFileSync(join(work, now.json.id), now.json.ssh_private_key, { mode: 0o600 });
   forked = now.json.id;
   assert.is(await ssh(now.json.id, 'cat /root/only-source'), 'source');
+  const inFork = (await ssh(forked, 'ls /etc/ssh')).split('\n');
+  assert.equal(
+    inFork.filter((n) => n.startsWith('ssh_host_')),
+    [],
+    'no host key, and no link to one, in the fork',
+  );
+  assert.ok(inFork.includes('sshd_config'), 'the rest of /etc/ssh is the source’s');
+  assert.match(await ssh(forked, 'head -1 /etc/passwd'), /^root:/, 'a key that was a link: the link removed, not its target');
+  const forkId = await ssh(forked, 'cat /etc/machine-id');
+  assert.match(forkId, /^[0-9a-f]{32}$/);
+  assert.is.not(forkId, machineId, 'a machine id of its own');
+  assert.is(await ssh(forked, 'readlink /var/lib/dbus/machine-id'), '/etc/machine-id');
+  assert.is(await ssh(id, 'cat /etc/machine-id /etc/ssh/ssh_host_ed25519_key'), `${machineId}\nsecret-ed25519`, 'the source keeps its own');
 });
 
 test("another account's key gets 404 on every checkpoint route", async () => {

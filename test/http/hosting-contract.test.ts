@@ -18,20 +18,26 @@ let twilio: FakeTwilio;
 let fac: LocalFacilitator;
 let c: Contract;
 let clock = Date.now() + HOUR;
+/** The daemon's clock of its request-rate buckets, held still where a test counts to a limit (however slow the requests). */
+let frozen: number | undefined;
 
 test.before(async () => {
   twilio = await startTwilio();
   fac = await new LocalFacilitator().start();
-  d = await startTestDaemon({
-    publicIp: '127.0.0.1',
-    billing: { grantRamGbHours: 0.001, verifiedGrantRamGbHours: 0.001, grantEgressGb: 1, meterInterval: '1h' },
-    verify: { x402: { payTo: '0x' + '5a'.repeat(20), facilitatorUrl: fac.url, facilitatorTimeout: '1s', settleTimeout: '1s' } },
-    hosting: {
-      portPool: '25871-25874',
-      rateLimit: { perIpPerMinute: 600, createsPerIpPerHour: 40 },
-      sms: { provider: 'twilio', twilioBaseUrl: twilio.url, twilioAccountSid: twilio.sid, twilioAuthToken: twilio.token, twilioFrom: '+15005550006' },
+  d = await startTestDaemon(
+    {
+      publicIp: '127.0.0.1',
+      billing: { grantRamGbHours: 0.001, verifiedGrantRamGbHours: 0.001, grantEgressGb: 1, meterInterval: '1h' },
+      verify: { x402: { payTo: '0x' + '5a'.repeat(20), facilitatorUrl: fac.url, facilitatorTimeout: '1s', settleTimeout: '1s' } },
+      hosting: {
+        portPool: '25871-25874',
+        rateLimit: { perIpPerMinute: 600, createsPerIpPerHour: 40 },
+        sms: { provider: 'twilio', twilioBaseUrl: twilio.url, twilioAccountSid: twilio.sid, twilioAuthToken: twilio.token, twilioFrom: '+15005550006' },
+      },
     },
-  });
+    {},
+    () => frozen ?? Date.now(),
+  );
   const doc = await send(d.http, 'api.localhost', 'GET', '/openapi.json');
   c = new Contract(doc.json, 'hosting');
   c.check('GET', '/openapi.json', doc);
@@ -219,12 +225,17 @@ test('every path answers a method it does not declare with 405 and Allow, as doc
 });
 
 test('an address over its request or create rate gets 429 with Retry-After', async () => {
-  let r: Answer | undefined;
-  for (let i = 0; i < 700 && r?.status !== 429; i++) r = await call('GET', '/credits', { from: '127.0.0.3' });
-  assert.is(r?.status, 429);
-  r = undefined;
-  for (let i = 0; i < 45 && r?.status !== 429; i++) r = await call('POST', '/create', { from: '127.0.0.2', body: { bogus: 1 } });
-  assert.is(r?.status, 429);
+  frozen = Date.now(); // no refill while the requests are sent: the 601st is over, however slow the machine
+  try {
+    let r: Answer | undefined;
+    for (let i = 0; i < 700 && r?.status !== 429; i++) r = await call('GET', '/credits', { from: '127.0.0.3' });
+    assert.is(r?.status, 429);
+    r = undefined;
+    for (let i = 0; i < 45 && r?.status !== 429; i++) r = await call('POST', '/create', { from: '127.0.0.2', body: { bogus: 1 } });
+    assert.is(r?.status, 429);
+  } finally {
+    frozen = undefined;
+  }
 });
 
 test('an exhausted account gets the 402 envelope on reads and /create; a suspended server 402 on restart; a paid recharge 200', async () => {

@@ -170,6 +170,18 @@ test('checkpoint storage costs the same in the registry’s ledger as on a singl
   assert.is(m.sum, e.usd, 'the registry’s entry costs what the single box’s does');
   assert.is(m.balance, -4.15);
   assert.is(single.accounts.get('acc_ck')!.balanceUsd, -4.15);
+  // /usage and /credits answer the same in both modes: the registry keeps the GB-months of
+  // checkpoints in its entries and its totals (schema 19), as the single box does
+  const page = await shared.billing.usage(shared.store.accounts.get('acc_ck')!, '10', null);
+  assert.equal(page.entries, (await local.usage(single.accounts.get('acc_ck')!, '10', null)).entries, 'the registry’s /usage page is the single box’s');
+  assert.is(await pg.sql(`SELECT checkpoint_gb_months FROM account_money WHERE account_id = 'acc_ck'`), '3.000000000');
+  await shared.billing.tick(T0 + 730 * HOUR + 1); // the next pass refreshes the cached totals from the registry
+  assert.equal(shared.store.billing.usageOf('acc_ck'), single.billing.usageOf('acc_ck'), 'the cached totals are the single box’s');
+  assert.equal(
+    shared.billing.credits(shared.store.accounts.get('acc_ck')!),
+    local.credits(single.accounts.get('acc_ck')!),
+    'the registry’s /credits is the single box’s',
+  );
 });
 
 test('a credit written on host A is host B’s balance after its next pass, once per source', async () => {

@@ -79,7 +79,13 @@ test("a server created on one host is in the other host's placement cache with i
   assert.is(p.publicIp, '127.0.0.1');
   assert.is(cache.byServer(made.json.id)?.slug, 'followed');
   const hb = await until('host-b in the hosts view', () => cache.host('host-b'), 5_000, 5);
-  assert.equal(hb, { name: 'host-b', advertise: await pg.sql(`SELECT advertise FROM hosts WHERE name = 'host-b'`), publicIp: '127.0.0.1', up: true });
+  assert.equal(hb, {
+    name: 'host-b',
+    advertise: await pg.sql(`SELECT advertise FROM hosts WHERE name = 'host-b'`),
+    publicIp: '127.0.0.1',
+    up: true,
+    lease: true,
+  });
   const listed = await new HostDirectory(pool, 3000).list();
   assert.is(listed.find((h) => h.name === 'host-b')?.servers, Number(await pg.sql(`SELECT count(*) FROM placements WHERE host = 'host-b'`)));
   assert.ok(listed.find((h) => h.name === 'host-b')!.servers >= 1);

@@ -102,7 +102,7 @@ test('a host whose heartbeat stops shows down within its lease and one refresh',
   await claimName(pool(), facts, holder, { leaseMs, replace: false });
   const beat = performance.now();
   await until('host-c up', () => here.host('host-c')?.up === true, 5_000, 5);
-  assert.equal(here.host('host-c'), { name: 'host-c', advertise: '127.0.0.1:7999', publicIp: '10.0.0.3', up: true });
+  assert.equal(here.host('host-c'), { name: 'host-c', advertise: '127.0.0.1:7999', publicIp: '10.0.0.3', up: true, lease: true });
   // the heartbeat stops here
   await until('host-c down', () => here.host('host-c')?.up === false, 5_000, 5);
   const ms = performance.now() - beat;

@@ -189,7 +189,7 @@ function leafFor(names: string[]): { names: string[]; certPem: string; keyPem: s
 }
 
 test('8 orders at once hold no registry connection while the CA works: another statement of the same 8-connection pool answers at once, and each is ordered once', async () => {
-  const p = new RegistryPool({ url: pg.url, connectTimeoutMs: 500, statementTimeoutMs: 2000 });
+  const p = new RegistryPool({ url: pg.url, connectTimeoutMs: 2000, statementTimeoutMs: 2000 });
   try {
     const shared = new RegistryShared(p, 'host-o', testKeys());
     let open!: () => void;
@@ -206,6 +206,7 @@ test('8 orders at once hold no registry connection while the CA works: another s
         },
       ),
     );
+    const settled = Promise.allSettled(orders); // handled from the start: one that fails early fails the test, not the process
     let during: unknown;
     try {
       await until('8 orders under way', () => ordering === 8, 10_000);
@@ -220,7 +221,7 @@ test('8 orders at once hold no registry connection while the CA works: another s
     } finally {
       open();
     }
-    const got = await Promise.allSettled(orders);
+    const got = await settled;
     assert.is(during, undefined, `a statement of the pool during the orders: ${String(during)}`);
     assert.equal(
       got.map((g) => g.status === 'fulfilled' && g.value.ordered),
@@ -234,7 +235,7 @@ test('8 orders at once hold no registry connection while the CA works: another s
 });
 
 test('a crashed orderer’s lease expires: another host then orders; a live lease is waited for and its result taken', async () => {
-  const p = new RegistryPool({ url: pg.url, connectTimeoutMs: 500, statementTimeoutMs: 2000 });
+  const p = new RegistryPool({ url: pg.url, connectTimeoutMs: 2000, statementTimeoutMs: 2000 });
   try {
     const shared = new RegistryShared(p, 'host-o', testKeys());
     let polls = 0;

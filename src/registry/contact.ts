@@ -1,0 +1,205 @@
+// What this host knows, over time, of its contact with the registry and with every other host
+// (issue 38): since when each host's lease has been lapsed (first seen lapsed here, not excused by
+// registry trouble: leases.ts), when the channel last reached it, and when this host last reached
+// the registry. Read on a timer (`tick`), which also keeps a session open to every other host
+// (the channel pings it; a peer's key is read while the registry answers, so a session can still
+// open once it does not: is it a registry outage everyone sees, or a partition of this host?) —
+// except a host already dead, tried again only while this host cannot reach the registry. The decisions on these times are deadhost.ts's; the times are this
+// host's monotonic clock, so a host that just started has heard nothing yet and judges nobody
+// dead before `recoverAfter` of its own. What a restart must not forget is kept in the data dir
+// (`saved`: when this host last reached the registry or a peer, by the wall clock, and which peers
+// it had then): a host restarted while cut off counts from that contact, not from its start, and
+// still knows it has peers that may have recovered its servers meanwhile (selffence.ts).
+
+import { readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { verdict, type HostContact, type Verdict } from './deadhost.js';
+import type { HostView } from './hostsview.js';
+
+export interface ContactDeps {
+  /** This host's name (not a peer). */
+  self: string;
+  /** The hosts the registry listed, with their state now (the placement cache's hosts view). */
+  hosts(): HostView[];
+  /** Whether `host` at `advertise` answers on the channel now (none: no channel, nobody answers). */
+  answers?(host: string, advertise: string): boolean;
+  /** Opens a session to `host` in the background (the channel's probe). */
+  probe?(host: string, advertise: string): void;
+  /** Whether this host's last heartbeat reached the registry. */
+  registryUp(): boolean;
+  /** Monotonic milliseconds. */
+  now(): number;
+  recoverAfterMs: number;
+  /** What the last run knew (contact.ts's file in the data dir); absent: nothing is kept. */
+  saved?: { load(): SavedContact | undefined; save(s: SavedContact): void };
+  /** Wall-clock milliseconds (the saved contact outlives this run's monotonic clock). */
+  wallNow?(): number;
+}
+
+/** When this host last reached the registry or a peer (wall clock) and the peers it had then. */
+export interface SavedContact {
+  at: number;
+  peers: { name: string; advertise: string }[];
+}
+
+export class Contact {
+  private answers?: (host: string, advertise: string) => boolean;
+  private probe?: (host: string, advertise: string) => void;
+  private readonly heardAt = new Map<string, number>();
+  private readonly lapsedSince = new Map<string, number>();
+  private registryAt?: number;
+  private readonly startedAt: number;
+  /** What the last run saved: its last contact on this run's monotonic clock, and its peers. */
+  private readonly before?: { at: number; peers: HostView[] };
+  private savedAt?: number;
+  private savedPeers = '';
+
+  constructor(private readonly d: ContactDeps) {
+    this.startedAt = d.now();
+    this.answers = d.answers;
+    this.probe = d.probe;
+    let s: SavedContact | undefined;
+    try {
+      s = d.saved?.load();
+    } catch {
+      s = undefined; // unreadable: as if none
+    }
+    if (s && Number.isFinite(s.at) && Array.isArray(s.peers)) {
+      const wall = (d.wallNow ?? Date.now)();
+      this.before = {
+        at: this.startedAt - Math.max(0, wall - s.at),
+        // peers it had: counted as up (never judged dead from this) until the registry lists the hosts
+        peers: s.peers.map((p) => ({ name: p.name, advertise: p.advertise, publicIp: '', up: false, lease: true })),
+      };
+    }
+  }
+
+  /** The hosts the registry lists; while it has listed none in this run, the peers the last run saved. */
+  private hosts(): HostView[] {
+    const listed = this.d.hosts();
+    return listed.length || !this.before ? listed : this.before.peers;
+  }
+
+  /** The last contact with the registry or a peer as this run knows it (the last run's when none yet). */
+  private lastContact(): number {
+    return this.registryAt ?? this.before?.at ?? this.startedAt;
+  }
+
+  /** How this host learns whether a peer answers on the channel, and opens a session to one (wired in main.ts once the channel is up). */
+  channelBy(answers: (host: string, advertise: string) => boolean, probe: (host: string, advertise: string) => void): void {
+    this.answers = answers;
+    this.probe = probe;
+  }
+
+  /** Reads the state of every host now, and probes the ones whose answer matters. */
+  tick(): void {
+    const now = this.d.now();
+    const registryUp = this.d.registryUp();
+    if (registryUp) this.registryAt = now;
+    const seen = new Set<string>();
+    for (const h of this.hosts()) {
+      if (h.name === this.d.self) continue;
+      seen.add(h.name);
+      if (h.lease) this.lapsedSince.delete(h.name);
+      else if (!this.lapsedSince.has(h.name)) this.lapsedSince.set(h.name, now);
+      if (this.answers?.(h.name, h.advertise)) this.heardAt.set(h.name, now);
+      else if (!registryUp || !verdict(this.of(h.name), this.d.recoverAfterMs).dead) this.probe?.(h.name, h.advertise);
+    }
+    for (const name of this.lapsedSince.keys()) if (!seen.has(name)) this.lapsedSince.delete(name);
+    this.save(now, registryUp);
+  }
+
+  /** Keeps the last contact and the peers for the next run: on contact (the registry, or a peer
+   *  answering), at most every recoverAfter/8, or at once when the peers changed. */
+  private save(now: number, registryUp: boolean): void {
+    if (!this.d.saved) return;
+    const peers = this.hosts().filter((h) => h.name !== this.d.self && (h.lease || this.heardAt.get(h.name) === now));
+    const reached = registryUp || peers.some((h) => this.heardAt.get(h.name) === now);
+    if (!reached) return;
+    const list = JSON.stringify(peers.map((h) => ({ name: h.name, advertise: h.advertise })));
+    if (this.savedAt !== undefined && now - this.savedAt < Math.max(1000, this.d.recoverAfterMs / 8) && list === this.savedPeers) return;
+    try {
+      this.d.saved.save({ at: (this.d.wallNow ?? Date.now)(), peers: JSON.parse(list) as SavedContact['peers'] });
+      this.savedAt = now;
+      this.savedPeers = list;
+    } catch {
+      // not kept: the next contact tries again
+    }
+  }
+
+  /** How long ago (ms) this host last reached each other host over the channel (its heartbeat
+   *  writes it: hosts.ts `heard`); a host never reached is not listed. */
+  heardAgo(): Record<string, number> {
+    const now = this.d.now();
+    return Object.fromEntries([...this.heardAt].map(([h, at]) => [h, Math.max(0, Math.round(now - at))]));
+  }
+
+  /** What this host knows of `host` now (deadhost.ts's input): silent since neither this host nor,
+   *  by their heartbeats, any other host reached it over the channel. */
+  of(host: string): HostContact {
+    const now = this.d.now();
+    const lapsed = this.lapsedSince.get(host);
+    const h = this.hosts().find((x) => x.name === host);
+    const answers = h !== undefined && this.answers?.(h.name, h.advertise) === true;
+    return {
+      leaseLapsedForMs: lapsed === undefined || h?.lease ? undefined : now - lapsed,
+      silentForMs: answers ? undefined : now - Math.max(this.heardAt.get(host) ?? this.startedAt, h?.peersHeardAt ?? -Infinity),
+    };
+  }
+
+  /** Whether `host` is dead (its servers may be recovered elsewhere), and if not, why. */
+  verdict(host: string): Verdict {
+    if (host === this.d.self) return { dead: false, why: 'channel' };
+    if (!this.hosts().some((h) => h.name === host)) return { dead: false, why: 'lease' };
+    return verdict(this.of(host), this.d.recoverAfterMs);
+  }
+
+  /** Whether this host's last heartbeat reached the registry. */
+  registryUp(): boolean {
+    return this.d.registryUp();
+  }
+
+  /** How long this host has reached neither the registry nor any peer; undefined while it reaches one. */
+  cutOffForMs(): number | undefined {
+    const now = this.d.now();
+    if (this.d.registryUp()) return undefined;
+    let last = this.lastContact();
+    for (const h of this.hosts()) {
+      if (h.name === this.d.self) continue;
+      if (this.answers?.(h.name, h.advertise)) return undefined;
+      last = Math.max(last, this.heardAt.get(h.name) ?? last);
+    }
+    return now - last;
+  }
+
+  /** Whether another host could recover this host's servers: one whose lease runs or is excused
+   *  (it was up when this host last read the registry), or that answered within `recoverAfter`
+   *  before this host last reached the registry (fixed while it is cut off: a host cut off for
+   *  long does not forget the peers it had and start serving again). */
+  knowsPeers(): boolean {
+    const since = this.lastContact();
+    return this.hosts().some((h) => {
+      if (h.name === this.d.self) return false;
+      const heard = this.heardAt.get(h.name);
+      return h.lease || (heard !== undefined && since - heard < this.d.recoverAfterMs);
+    });
+  }
+}
+
+/** The contact kept in `<dataDir>/cluster-contact.json` (written whole, then renamed into place). */
+export function savedContact(dataDir: string): NonNullable<ContactDeps['saved']> {
+  const file = join(dataDir, 'cluster-contact.json');
+  return {
+    load: () => {
+      try {
+        return JSON.parse(readFileSync(file, 'utf8')) as SavedContact;
+      } catch {
+        return undefined;
+      }
+    },
+    save: (s) => {
+      writeFileSync(`${file}.tmp`, JSON.stringify(s) + '\n', { mode: 0o600 });
+      renameSync(`${file}.tmp`, file);
+    },
+  };
+}

@@ -1,0 +1,155 @@
+// Self-fencing (issue 38): a host that reaches neither the registry nor any peer over the channel
+// freezes its running servers, then stops them, before the others may count it dead and recover
+// its servers from their checkpoints (the bounds and why: deadhost.ts). While it is cut off it
+// starts no server (the runtime's start guard asks `check` before the wake fence, which would
+// start from what this host has while the registry is away). Once the registry or a peer answers
+// again, the servers it froze are thawed; the ones it stopped start on demand as usual, through
+// the wake fence (which refuses a server recovered elsewhere meanwhile). A host whose peers
+// answer while the registry does not (an outage everyone sees) never fences: nobody can recover
+// anything then. The servers are behind a small interface (main.ts gives the runtime's).
+
+import type { Clock, Timer } from '../clock.js';
+import { AppError } from '../errors.js';
+import type { Logger } from '../log/index.js';
+import type { Contact } from './contact.js';
+import { fenceBounds, fenceStep, type FenceStep } from './deadhost.js';
+
+/** What the fence does to this host's servers (the runtime's verbs). */
+export interface FencedServers {
+  /** Servers whose container runs now (frozen ones included). */
+  running(): string[];
+  /** Whether a running server's processes are frozen now (a doze: not the fence's to freeze or thaw). */
+  frozen(id: string): boolean;
+  freeze(id: string): Promise<unknown>;
+  thaw(id: string): Promise<unknown>;
+  stop(id: string): Promise<unknown>;
+}
+
+export interface SelfFenceOptions {
+  contact: Contact;
+  servers: FencedServers;
+  recoverAfterMs: number;
+  log: Logger;
+  /** The timer of the checks (tests move it); its now() is not read. */
+  clock: Clock;
+  /** Called when this host reaches the registry again after it fenced itself (main.ts: hosting
+   *  removes its copies of servers placed on another host meanwhile). */
+  healed?: () => Promise<void>;
+  /** How often contact is read (default: recoverAfter / 20, between 100 ms and 1 s; 1 s with recoverAfter 0). */
+  everyMs?: number;
+}
+
+/** The start guard's first question: 503 host_fenced while this host is cut off past the freeze
+ *  bound. Read fresh at each start, so it holds before the fence's first check too (a host
+ *  restarted while cut off counts from the last contact its previous run saved: contact.ts). */
+export function assertNotCutOff(contact: Contact, recoverAfterMs: number, log: Logger, id: string): void {
+  if (fenceStep(contact.cutOffForMs(), recoverAfterMs, contact.knowsPeers()) === 'serve') return;
+  log.warn('not starting a server: this host reaches neither the registry nor any peer', { server: id });
+  throw AppError.of('host_fenced', 'this host cannot reach the rest of the cluster now; it starts no server until it can', { retryAfter: 5 });
+}
+
+export class SelfFence {
+  private step: FenceStep = 'serve';
+  /** Servers this fence froze (thawed when contact comes back; a doze of presence is not ours). */
+  private readonly frozen = new Set<string>();
+  private timer?: Timer;
+  private busy?: Promise<void>;
+  /** Servers frozen and stopped by the fence (observability and tests). */
+  freezes = 0;
+  stops = 0;
+
+  constructor(private readonly o: SelfFenceOptions) {}
+
+  /** Starts the checks. With recoverAfter 0 (never recovered automatically) nothing is fenced, but
+   *  the contact is still read: this host's heartbeat tells the others which hosts it reaches. */
+  start(): void {
+    const r = this.o.recoverAfterMs;
+    const every = this.o.everyMs ?? (r > 0 ? Math.max(100, Math.min(1000, Math.floor(r / 20))) : 1000);
+    this.timer = this.o.clock.every(every, () => void this.tick());
+  }
+
+  stop(): void {
+    this.timer?.cancel();
+  }
+
+  /** What the fence does now. */
+  get now(): FenceStep {
+    return this.step;
+  }
+
+  /** The start guard's first question (assertNotCutOff). */
+  check(id: string): void {
+    assertNotCutOff(this.o.contact, this.o.recoverAfterMs, this.o.log, id);
+  }
+
+  /** One check: contact read, the step taken (one at a time). */
+  tick(): Promise<void> {
+    this.o.contact.tick();
+    this.busy ??= this.act().finally(() => (this.busy = undefined));
+    return this.busy;
+  }
+
+  private async act(): Promise<void> {
+    const cut = this.o.contact.cutOffForMs();
+    const next = fenceStep(cut, this.o.recoverAfterMs, this.o.contact.knowsPeers());
+    const was = this.step;
+    this.step = next;
+    if (next !== was) {
+      const b = fenceBounds(this.o.recoverAfterMs);
+      if (next === 'serve') this.o.log.info('registry or a peer reachable again: servers the fence froze are thawed', { frozen: this.frozen.size });
+      else
+        this.o.log.error(`reaching neither the registry nor any peer: running servers ${next === 'freeze' ? 'frozen' : 'stopped'} (self-fence)`, {
+          cutOffMs: cut,
+          freezeAfterMs: b.freezeMs,
+          stopAfterMs: b.stopMs,
+          recoverAfterMs: this.o.recoverAfterMs,
+        });
+    }
+    if (next === 'serve') {
+      await this.thawAll();
+      if (was !== 'serve' && this.o.contact.registryUp())
+        await this.o.healed?.().catch((err: unknown) => this.o.log.error('self-fence: after the fence', { err }));
+      return;
+    }
+    const running = this.o.servers.running();
+    if (next === 'freeze') {
+      await Promise.all(
+        running
+          .filter((id) => !this.frozen.has(id) && !this.o.servers.frozen(id))
+          .map(async (id) => {
+            try {
+              await this.o.servers.freeze(id);
+              this.frozen.add(id);
+              this.freezes++;
+            } catch (err) {
+              this.o.log.error('self-fence: could not freeze a server', { server: id, err });
+            }
+          }),
+      );
+      return;
+    }
+    await Promise.all(
+      running.map(async (id) => {
+        try {
+          await this.o.servers.stop(id);
+          this.frozen.delete(id);
+          this.stops++;
+          this.o.log.warn('self-fence: server stopped', { server: id });
+        } catch (err) {
+          this.o.log.error('self-fence: could not stop a server', { server: id, err });
+        }
+      }),
+    );
+  }
+
+  private async thawAll(): Promise<void> {
+    const ids = [...this.frozen];
+    this.frozen.clear();
+    const running = new Set(this.o.servers.running());
+    await Promise.all(
+      ids
+        .filter((id) => running.has(id))
+        .map((id) => this.o.servers.thaw(id).catch((err: unknown) => this.o.log.error('self-fence: could not thaw a server', { server: id, err }))),
+    );
+  }
+}

@@ -1,0 +1,110 @@
+// A server's disk as checkpoints see it (issue 37): the consistent copy a checkpoint is taken from
+// (captureImage, diskcopy.ts, serialised with the server's starts and stops so a stop never meets
+// a frozen disk), when the disk was last written (the image's mtime: whether an automatic
+// checkpoint is due), and the swap of a restore (a staged image filled first, then the server
+// stopped while that image is flushed, the image renamed over its disk while unmounted, mounted
+// again and the server started again when it was running). The runtime (runtime.ts) owns the lifecycle around it and answers
+// these through its Runtime methods.
+
+import { renameSync, rmSync, statSync } from 'node:fs';
+import { open } from 'node:fs/promises';
+import { InternalError } from '../errors.js';
+import type { RuntimeRecord } from '../store/index.js';
+import { diskPaths, mountRootfs } from './disk.js';
+import { captureImage, shiftOwners, stagedPath } from './diskcopy.js';
+import { tryRun } from './proc.js';
+import type { DiskCapture, ServerState } from './types.js';
+
+/** What the disk swap needs of the runtime. */
+export interface DiskSwapHost {
+  readonly deps: { dataDir: string; helper: string };
+  serverDir(id: string): string;
+  serial<T>(id: string, fn: () => Promise<T>): Promise<T>;
+  /** The server's record (server_not_found when it has none). */
+  record(id: string): RuntimeRecord;
+  /** The rootfs of the image the server was created from. */
+  lower(rec: RuntimeRecord): string;
+  state(id: string): ServerState | undefined;
+  stop(id: string, opts: { park?: boolean }): Promise<void>;
+  start(id: string): Promise<void>;
+  /** Marks the server to be booted by the daemon's next start (a kill between the swap's stop and its start). */
+  wantRunning(id: string): void;
+  /** The view after a swap: sleeping, its disk as large as the image put in. */
+  swapped(rec: RuntimeRecord, diskBytes: number): void;
+}
+
+export class DiskSwap {
+  constructor(private readonly rt: DiskSwapHost) {}
+
+  /** A consistent copy of the server's disk; `use` runs outside the server's queue, the copy removed after. */
+  async capture<T>(id: string, use: (copy: DiskCapture) => Promise<T>): Promise<T> {
+    const copy = await this.rt.serial(id, async () => captureImage(diskPaths(this.rt.serverDir(id)), this.rt.deps.dataDir, this.rt.record(id).uidBase));
+    try {
+      return await use(copy);
+    } finally {
+      rmSync(copy.path, { force: true });
+    }
+  }
+
+  /** When the server's disk image was last written; undefined for a server the runtime does not know. */
+  writtenAt(id: string): number | undefined {
+    if (this.rt.state(id) === undefined) return undefined;
+    try {
+      return statSync(diskPaths(this.rt.serverDir(id)).img).mtimeMs;
+    } catch {
+      return undefined;
+    }
+  }
+
+  /** Restore: fills a staged image, then stops the server while that image is flushed to disk
+   *  (its fsync beside the stop, not before it: the restore waits only for the longer of the
+   *  two), renames it over the disk while unmounted, mounts it and starts the server again when
+   *  it was running. A fill or a flush that fails leaves the old disk (a server stopped for the
+   *  flush is started again). */
+  async replace(id: string, fill: (path: string) => Promise<void>, from: { uidBase?: number } = {}): Promise<void> {
+    const rec = this.rt.record(id);
+    const p = diskPaths(this.rt.serverDir(id));
+    const staged = stagedPath(p);
+    try {
+      await fill(staged);
+    } catch (e) {
+      rmSync(staged, { force: true });
+      throw e;
+    }
+    const state = this.rt.state(id);
+    const wasRunning = state === 'running' || state === 'waking';
+    const [flushed, stopped] = await Promise.allSettled([flush(staged), this.rt.stop(id, { park: false })]);
+    if (flushed.status === 'rejected' || stopped.status === 'rejected') {
+      rmSync(staged, { force: true });
+      if (stopped.status === 'rejected') throw stopped.reason;
+      if (wasRunning) await this.rt.start(id);
+      throw (flushed as PromiseRejectedResult).reason;
+    }
+    if (wasRunning) this.rt.wantRunning(id); // killed before the start below: the next start boots it, on whichever whole disk
+    await this.rt.serial(id, async () => {
+      if (!(await tryRun('umount', [p.rootfs]))) throw new InternalError(`restore: the root of ${id} is busy`);
+      if (!(await tryRun('umount', [p.disk]))) {
+        await mountRootfs(p, this.rt.deps.helper, this.rt.lower(rec), rec.uidBase);
+        throw new InternalError(`restore: the disk of ${id} is busy`);
+      }
+      try {
+        renameSync(staged, p.img);
+      } finally {
+        await mountRootfs(p, this.rt.deps.helper, this.rt.lower(rec), rec.uidBase);
+      }
+      if (from.uidBase !== undefined) shiftOwners(p.upper, from.uidBase, rec.uidBase);
+      this.rt.swapped(rec, statSync(p.img).size);
+    });
+    if (wasRunning) await this.rt.start(id);
+  }
+}
+
+/** The file's bytes on disk (fsync): a rename over the old image must not come before them. */
+async function flush(path: string): Promise<void> {
+  const fh = await open(path, 'r+');
+  try {
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+}
