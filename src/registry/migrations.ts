@@ -14,6 +14,7 @@ import { IDENTITY_SQL } from './identity.js';
 import { TOKEN_SQL } from './token.js';
 import { QUOTAS_SQL } from './quotas.js';
 import { HEARD_SQL } from './hosts.js';
+import { RECOVERY_SQL } from './recoveries.js';
 import type { RegistryPool } from './pool.js';
 
 export interface Migration {
@@ -161,6 +162,11 @@ export const MIGRATIONS: readonly Migration[] = [
     about:
       "hosts: each host's view of the channel (how long ago it last reached each other host), written with its heartbeat: a host is dead only when no peer reached it for cluster.recoverAfter",
     sql: HEARD_SQL,
+  },
+  {
+    version: 24,
+    about: "recovery of a dead host's servers: one recovery lease (one host recovers at a time) and each server's recovery outcome (recovered where, unrecoverable, failed)",
+    sql: RECOVERY_SQL,
   },
 ];
 
