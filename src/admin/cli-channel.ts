@@ -98,7 +98,9 @@ export async function clusterStatus(cfg: Readonly<Config>, pool: RegistryPool, f
   const channel = await channelOf(cfg.dataDir);
   if (flags.json) {
     const recoveries = await recoveriesOf(pool, schema);
-    io.out(JSON.stringify({ registry: pool.where, schema, hosts: hosts.map((h) => ({ ...h, state: hostState(h, cfg.cluster.recoverAfter) })), channel, recoveries }));
+    io.out(
+      JSON.stringify({ registry: pool.where, schema, hosts: hosts.map((h) => ({ ...h, state: hostState(h, cfg.cluster.recoverAfter) })), channel, recoveries }),
+    );
     return 0;
   }
   io.out(`registry ${pool.where}: schema ${schema || 'none (run rootbox cluster init)'}, ${hosts.filter((h) => h.up).length} of ${hosts.length} hosts up`);

@@ -29,7 +29,9 @@ export async function recoverCommand(cfg: Readonly<Config>, host: string, flags:
     }
     io.out(`host ${r.host}: ${r.recovered.length} servers recovered, ${r.unrecoverable.length} cannot be, ${r.failed.length} failed`);
     for (const s of r.recovered)
-      io.out(`  ${s.server} (${s.slug}) → ${s.to} from ${s.checkpoint}${s.lost_ms !== undefined ? `; it ran ${Math.round(s.lost_ms / 1000)} s after it (lost, its owner is told)` : ''}`);
+      io.out(
+        `  ${s.server} (${s.slug}) → ${s.to} from ${s.checkpoint}${s.lost_ms !== undefined ? `; it ran ${Math.round(s.lost_ms / 1000)} s after it (lost, its owner is told)` : ''}`,
+      );
     for (const s of r.unrecoverable) io.out(`  ${s.server} (${s.slug}) cannot be recovered: ${s.why}`);
     for (const s of r.failed) io.out(`  ${s.server} (${s.slug}) failed: ${s.why}`);
     return r.failed.length || r.unrecoverable.length ? 1 : 0;

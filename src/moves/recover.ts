@@ -46,7 +46,10 @@ type Capacity = HostRow['capacity'];
 /** Picks the up host with the most memory room that fits `need`, counting what this round placed already. */
 function pickHost(rows: { name: string; capacity: Capacity }[], need: { memoryBytes: number; diskBytes: number }): string | undefined {
   const fit = rows.filter((h) => !shortOf(h.capacity, need));
-  fit.sort((a, b) => b.capacity.memoryRoomBytes! - a.capacity.memoryRoomBytes! || b.capacity.diskRoomBytes! - a.capacity.diskRoomBytes! || a.name.localeCompare(b.name));
+  fit.sort(
+    (a, b) =>
+      b.capacity.memoryRoomBytes! - a.capacity.memoryRoomBytes! || b.capacity.diskRoomBytes! - a.capacity.diskRoomBytes! || a.name.localeCompare(b.name),
+  );
   const h = fit[0];
   if (!h) return undefined;
   const c = h.capacity;
@@ -123,11 +126,15 @@ export class Recovery {
     const r = d.registry;
     if (!r || !this.rec) throw AppError.of('not_configured', 'servers are recovered in a cluster only (cluster.registry)');
     if (!d.cfg.checkpoints.store || !d.hosting.core.checkpoints?.engine.available)
-      throw AppError.of('move_needs_shared_store', 'servers are recovered from checkpoints in a shared S3 store: set checkpoints.store = s3://bucket/prefix on every host');
+      throw AppError.of(
+        'move_needs_shared_store',
+        'servers are recovered from checkpoints in a shared S3 store: set checkpoints.store = s3://bucket/prefix on every host',
+      );
     const rows = await r.hosts.list();
     const row = rows.find((h) => h.name === dead);
     if (!row || dead === r.host) throw AppError.of('recover_host_unknown', `the cluster has no other host ${dead.slice(0, 80)}`);
-    if (row.up) throw AppError.of('recover_host_live', `host ${dead}'s lease still runs (${Math.ceil(row.leaseLeftMs / 1000)} s left): its servers are its own`);
+    if (row.up)
+      throw AppError.of('recover_host_live', `host ${dead}'s lease still runs (${Math.ceil(row.leaseLeftMs / 1000)} s left): its servers are its own`);
     if (this.busy) throw AppError.of('recovery_busy', 'this host is recovering servers already');
     this.busy = true;
     try {
@@ -226,7 +233,8 @@ export class Recovery {
         ...(lostMs !== undefined ? { lostMs } : {}),
       }).catch(() => {});
     } catch (e) {
-      if (isAppError(e) && e.code === 'placement_conflict') return void log.info('a server of a dead host was taken by another host meanwhile', { detail: e.detail });
+      if (isAppError(e) && e.code === 'placement_conflict')
+        return void log.info('a server of a dead host was taken by another host meanwhile', { detail: e.detail });
       await refuse('failed', isAppError(e) ? e.detail : (e as Error).message);
     }
   }

@@ -165,7 +165,8 @@ export const MIGRATIONS: readonly Migration[] = [
   },
   {
     version: 24,
-    about: "recovery of a dead host's servers: one recovery lease (one host recovers at a time) and each server's recovery outcome (recovered where, unrecoverable, failed)",
+    about:
+      "recovery of a dead host's servers: one recovery lease (one host recovers at a time), when each host last saw each of its servers running (server_activity), and each server's recovery outcome (recovered where, unrecoverable, failed)",
     sql: RECOVERY_SQL,
   },
 ];
