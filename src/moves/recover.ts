@@ -30,8 +30,8 @@ import type { AdoptRequest } from './wire.js';
 
 /** Servers recovered at once. */
 const BATCH = 4;
-/** The recovery lease, renewed between batches. */
-const LEASE_MS = 60_000;
+/** The recovery lease, renewed between batches (a batch's restores fit in it; a holder that died frees it after). */
+const LEASE_MS = 2 * 60_000;
 
 export interface RecoveryReport {
   host: string;
@@ -87,7 +87,8 @@ export class Recovery {
     if (!this.rec) return;
     const tick = () => {
       this.tick()
-        .catch((err) => this.log.warn('recovery check failed', { err }))
+        // the registry away: nothing can be recovered, and the self-fence and the heartbeat say so already
+        .catch((err) => !(isAppError(err) && err.code === 'registry_unavailable') && this.log.warn('recovery check failed', { err }))
         .finally(() => {
           if (this.timer) this.timer = setTimeout(tick, ms).unref();
         });

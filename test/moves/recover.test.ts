@@ -188,6 +188,16 @@ test('host-c killed with SIGKILL and its data dir gone: after recoverAfter its c
     const note = await exec(a, srv.woken, 'cat /var/log/rootbox.log');
     assert.match(note, /host host-c died; this server was recovered on another host from its newest checkpoint/);
     assert.match(note, /is lost/);
+    // and among its events (GET /servers/{id}/logs), through either host
+    for (const via of [a, b]) {
+      const logs = await api(via, 'GET', `/servers/${srv.woken.id}/logs`, { key: srv.woken.key });
+      assert.is(logs.status, 200, logs.text);
+      const events = logs.json.events as { source: string; message: string }[];
+      assert.ok(
+        events.some((e) => e.source === 'rootbox' && /^host host-c died; .* is lost/.test(e.message)),
+        JSON.stringify(events),
+      );
+    }
     assert.not.match(await exec(a, srv.sleeper, 'cat /var/log/rootbox.log 2>/dev/null || true'), /died/, 'sleeper lost nothing: no note');
     // bare had no checkpoint: not made up empty, reported
     assert.is(await placement(srv.bare.id), 'host-c', 'bare stays placed on host-c');
