@@ -140,6 +140,7 @@ export const CATALOGUE = {
   recovery_busy: e('conflict', "another recovery of a dead host's servers is under way (one host recovers at a time)"),
   phone_taken: e('conflict', 'another host verified the same phone for a new account at the same instant; log in with it'),
   expose_in_progress: e('conflict', 'another request is exposing the same port'),
+  restore_in_progress: e('conflict', 'a restore of this server is under way (one at a time per server): retry once it has answered'),
   domain_taken: e('conflict', 'the domain is attached to another server (of another account, or another of yours)'),
   server_exists: e('conflict', 'the runtime already has a server with this id'),
   server_not_running: e('conflict', 'the server must be running for this'),
@@ -211,6 +212,7 @@ export const CATALOGUE = {
   host_fenced: e('unavailable', 'this host reaches neither the cluster registry nor another host: it starts no server until it does (Retry-After)'),
   registry_unavailable: e('unavailable', 'the cluster registry (PostgreSQL) cannot be reached: changes to shared records wait until it is back (Retry-After)'),
   store_unavailable: e('unavailable', 'the checkpoint store cannot be reached; servers keep running (Retry-After)'),
+  store_busy: e('unavailable', 'a collection of unreferenced chunks holds the store: no checkpoint taken (Retry-After)'),
   payments_unavailable: e('unavailable', 'the facilitator lacks our network or refuses our key, or the chain or gas wallet is unusable'),
 
   // ── 504 timeout ──
@@ -243,6 +245,7 @@ export const CATALOGUE = {
   host_replace_needed: e('conflict', "another data dir held this host's cluster name: refused without --replace-host (which marks its servers lost)"),
   join_conflict: e('conflict', "another host holds a box's key, phone, subdomain, domain or credit in the registry: its join is refused, each named"),
   data_dir_not_empty: e('conflict', 'rootbox restore --from-backup rebuilds a box into a fresh data dir only; the one given holds files (CLI)'),
+  rebuild_incomplete: e('conflict', 'a restore --from-backup into this data dir was interrupted: the daemon does not start there until a rerun finishes it'),
   daemon_running: e('conflict', 'a daemon or another process holds the store, so the CLI does not write it (restore, offline credit) (CLI)'),
 
   // ── 500 internal: the host's own set-up ──

@@ -19,7 +19,7 @@
 // → metrics (its own loopback listener; scrape-time gauges read the runtime and the data dir).
 
 import { domainCerts, startAcme, type Acme } from './acme/index.js';
-import { startAdmin, type AdminListener } from './admin/index.js';
+import { refuseIncompleteRebuild, startAdmin, type AdminListener } from './admin/index.js';
 import { createBilling, type Billing } from './billing/index.js';
 import { startChannel, type Channel } from './channel/index.js';
 import type { Config } from './config/index.js';
@@ -144,7 +144,7 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
     ),
     part(
       'store',
-      () => openStore(cfg.dataDir),
+      () => (refuseIncompleteRebuild(cfg.dataDir), openStore(cfg.dataDir)),
       (s) => s.close(),
     ),
     part(

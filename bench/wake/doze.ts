@@ -7,7 +7,9 @@
 //      daemon in the way: a request straight to its address just after a raw thaw (thaw write
 //      included), the same with the request connected and sent before the thaw (what a proxy
 //      that connects or forwards while it thaws could gain at most), and awake — the part of
-//      the doze → first byte gap that is the kernel's and the thawed app's, not the proxy's;
+//      the doze → first byte gap that is the kernel's and the thawed app's, not the proxy's; and
+//      the same doze → first byte over HTTPS, a new TLS connection (full handshake, HTTP/1.1) per
+//      request, beside it awake (the thaw starts at the ClientHello's server name);
 //   2. host memory held by N (100) dozing servers of an idle `python3 -m http.server` app: the
 //      sum of their cgroups' memory and the drop of host MemAvailable from before they existed;
 //   3. how fast the memory floor stops them when a memory hog needs room: a host process grows
@@ -19,6 +21,7 @@
 
 import { spawn } from 'node:child_process';
 import { request } from 'node:http';
+import { request as tlsRequest } from 'node:https';
 import { connect } from 'node:net';
 import { loadavg } from 'node:os';
 import { createInterface } from 'node:readline';
@@ -70,6 +73,21 @@ function firstByte(port: number, host: string): Promise<number> {
   return new Promise((resolve, reject) => {
     const t0 = performance.now();
     const r = request({ host: '127.0.0.1', port, path: '/', headers: { host }, agent: false }, (res) => {
+      const t = performance.now() - t0;
+      res.resume();
+      res.on('end', () => (res.statusCode === 200 ? resolve(t) : reject(new Error(`${host}: status ${res.statusCode}`))));
+    });
+    r.on('error', reject);
+    r.end();
+  });
+}
+
+/** firstByte over HTTPS: a new TLS connection (SNI `host`, full handshake, HTTP/1.1) per request. */
+function firstByteTls(port: number, host: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const t0 = performance.now();
+    const o = { host: '127.0.0.1', port, path: '/', servername: host, headers: { host }, agent: false as const, rejectUnauthorized: false };
+    const r = tlsRequest(o, (res) => {
       const t = performance.now() - t0;
       res.resume();
       res.on('end', () => (res.statusCode === 200 ? resolve(t) : reject(new Error(`${host}: status ${res.statusCode}`))));
@@ -162,6 +180,14 @@ export async function dozeRows(_ctx?: unknown): Promise<string[]> {
       await sleep(20);
       dozeWake.push(await firstByte(d.http, app.host));
     }
+    const awakeTls: number[] = [];
+    for (let i = 0; i < DOZES; i++) awakeTls.push(await firstByteTls(d.https, app.host));
+    const dozeWakeTls: number[] = [];
+    for (let i = 0; i < DOZES; i++) {
+      if (!(await until(() => presence.isDozing(app.id), 10_000))) throw new Error('the app server did not doze');
+      await sleep(20);
+      dozeWakeTls.push(await firstByteTls(d.https, app.host));
+    }
     const thawRaw: number[] = [];
     const thawRt: number[] = [];
     const idle = () => until(() => presence.isDozing(app.id), 10_000);
@@ -203,6 +229,8 @@ export async function dozeRows(_ctx?: unknown): Promise<string[]> {
     rows.push(row('  app alone, thaw then request', fmt(aloneThawed, 2)));
     rows.push(row('  app alone, request then thaw', fmt(aloneSentFirst, 2)));
     rows.push(row('  app alone, awake', fmt(aloneAwake, 2)));
+    rows.push(row('doze → first byte, HTTPS (new TLS)', fmt(dozeWakeTls)));
+    rows.push(row('  same request, awake', fmt(awakeTls)));
 
     if (SERVERS <= 0) return rows; // --servers 0: the doze → first byte rows only
 

@@ -6,7 +6,10 @@
 // Only into a fresh data dir (absent, empty, or only the lost+found of a new disk's filesystem):
 // the box is rebuilt in a staging dir inside it and renamed into place at the end, so a refusal or
 // a failure (the store unreachable or refusing, the disk full) leaves the data dir as it was —
-// nothing half-written. A server without any checkpoint in the
+// nothing half-written. The command holds the data dir's lock (a daemon's, runtime/locks.ts)
+// throughout, and marks the data dir from before its staging dir until after its last rename is
+// flushed (rebuildmark.ts): a kill -9 in between leaves the mark, a rerun clears what the killed
+// one made and rebuilds, and the daemon refuses to start there meanwhile. A server without any checkpoint in the
 // store (created since the last one, never asleep and younger than checkpoints.interval) comes back
 // with its records and a fresh empty disk, said by name; so does one whose every checkpoint is
 // damaged. The checkpoint records the API lists are set to what the store holds. The daemon started
@@ -18,9 +21,10 @@ import { dirname, join, resolve } from 'node:path';
 import { CheckpointEngine, blobKeys, hostSecret, openS3BlobStore, publicError, type BlobStore, type Manifest } from '../checkpoints/index.js';
 import type { Config } from '../config/index.js';
 import { AppError, InternalError } from '../errors.js';
-import { seedServer } from '../runtime/index.js';
+import { lockDataDir, runCommand as run, seedServer, type HostLock } from '../runtime/index.js';
 import { openStore, restoreStore, type Store } from '../store/index.js';
 import type { CliFlags, CliOut } from './cli-io.js';
+import { markRebuild, REBUILD_MARK, syncDir, unmarkRebuild } from './rebuildmark.js';
 
 export interface RebuiltServer {
   id: string;
@@ -173,21 +177,59 @@ export async function rebuildCommand(cfg: Readonly<Config>, o: RebuildOptions, f
       'not_configured',
       "restore --from-backup rebuilds a single box; in cluster mode the checkpoints open with the cluster's secret and the registry keeps the accounts, which this command does not rebuild",
     );
+  if (o.hostKey && !existsSync(o.hostKey))
+    throw AppError.of('no_host_key', `--host-key ${o.hostKey} does not exist: give the old host's secrets/host.key (a copy of it)`);
   const existed = existsSync(dir);
+  mkdirSync(dir, { recursive: true, mode: 0o700 }); // locked by its own path: the daemon's data dir lock
+  let lock: HostLock;
+  try {
+    lock = await lockDataDir(dir);
+  } catch (e) {
+    if (!existed) rmdirSync(dir);
+    throw e;
+  }
+  try {
+    return await rebuildLocked(cfg, o, flags, io, dir, where, existed);
+  } finally {
+    await lock.release();
+  }
+}
+
+async function rebuildLocked(
+  cfg: Readonly<Config>,
+  o: RebuildOptions,
+  flags: CliFlags,
+  io: CliOut,
+  dir: string,
+  where: string,
+  existed: boolean,
+): Promise<number> {
   // a new disk's own filesystem mounted at the data dir holds lost+found: still a fresh data dir;
-  // a staging dir is what a killed rebuild left, removed before this one starts
-  const leftovers = existed ? readdirSync(dir).filter((n) => n.startsWith('.rebuilding-')) : [];
-  if (existed && readdirSync(dir).some((n) => n !== 'lost+found' && !leftovers.includes(n)))
+  // a staging dir is what a killed rebuild left, removed before this one starts; so is all a
+  // killed rebuild placed (its mark: rebuildmark.ts) — this command holds the data dir's lock
+  const names = readdirSync(dir);
+  const interrupted = names.includes(REBUILD_MARK);
+  const leftovers = interrupted ? names.filter((n) => n !== 'lost+found') : names.filter((n) => n.startsWith('.rebuilding-'));
+  if (names.some((n) => n !== 'lost+found' && !leftovers.includes(n))) {
+    if (!existed) rmdirSync(dir);
     throw AppError.of(
       'data_dir_not_empty',
       `${dir} is not empty: restore --from-backup rebuilds a box into a fresh data dir only (the plain \`rootbox restore FILE\` replaces the store of an existing one); move it aside or choose another data dir`,
     );
-  const blobs = openS3BlobStore(where, { ...cfg.checkpoints.s3, env: o.env }); // no credentials: refused here, before anything is made
-  for (const n of leftovers) rmSync(join(dir, n), { recursive: true, force: true });
+  }
+  let blobs: BlobStore;
+  try {
+    blobs = openS3BlobStore(where, { ...cfg.checkpoints.s3, env: o.env }); // no credentials: refused here, before anything is made
+  } catch (e) {
+    if (!existed) rmdirSync(dir);
+    throw e;
+  }
+  if (interrupted) io.err(`${dir}: an interrupted rebuild left part of a box here; it is removed and the box rebuilt`);
+  for (const n of leftovers) if (n !== REBUILD_MARK) rmSync(join(dir, n), { recursive: true, force: true });
   const stamp = new Date().toISOString().replace(/[:.]/g, '-');
   // inside the data dir: on its filesystem (a new disk mounted there) and never beside another's
-  mkdirSync(dir, { recursive: true, mode: 0o700 });
   const stage = join(dir, `.rebuilding-${stamp}`);
+  markRebuild(dir, `restore --from-backup ${o.file} into ${stage}`);
   mkdirSync(stage, { mode: 0o700 });
   let done = false;
   try {
@@ -237,9 +279,12 @@ export async function rebuildCommand(cfg: Readonly<Config>, o: RebuildOptions, f
       await store.close();
     }
     rmSync(join(stage, 'db', 'lock.mdb'), { force: true });
+    await run('sync', ['-f', stage], { timeoutMs: 30 * 60_000 }); // every file made (disks, store, keys) on disk before any is placed
     // the store last: a data dir without one is plainly not a whole box
     for (const name of [...readdirSync(stage).filter((n) => n !== 'db'), 'db']) renameSync(join(stage, name), join(dir, name));
     rmdirSync(stage);
+    syncDir(dir);
+    unmarkRebuild(dir); // removed last: until here a kill leaves the mark (a rerun clears, the daemon refuses)
     done = true;
     const body = {
       ok: true,
@@ -259,6 +304,7 @@ export async function rebuildCommand(cfg: Readonly<Config>, o: RebuildOptions, f
     await blobs.close().catch(() => {});
     if (!done) {
       rmSync(stage, { recursive: true, force: true });
+      unmarkRebuild(dir);
       if (!existed) rmdirSync(dir);
     }
   }

@@ -15,6 +15,7 @@ export { creditCommand } from './commands.js';
 export { adminMain, ADMIN_USAGE } from './cli-main.js';
 export { locateDataDir, runningDaemons, type Whereabouts } from './whereabouts.js';
 export { OPERATOR_SUSPENDED } from './views.js';
+export { refuseIncompleteRebuild, REBUILD_MARK } from './rebuildmark.js';
 export type { AdminDeps } from './actions.js';
 
 /** The admin socket, and this daemon's whereabouts in cfg.runDir while it listens (whereabouts.ts). */

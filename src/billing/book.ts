@@ -12,6 +12,7 @@
 import { isAppError } from '../errors.js';
 import type { Logger } from '../log/index.js';
 import type { AccountRecord, Grant, LedgerEntry, OutboxEntry, Prices, Store } from '../store/index.js';
+import { storedCheckpointBytes } from './meter.js';
 
 /** A metered period of one server (store/billing.ts). */
 export type Period = Omit<LedgerEntry, 'kind' | 'usd'> & { serverId: string };
@@ -26,12 +27,23 @@ export interface SharedMoney {
   spentUsd: number;
 }
 
+/** A server's stored checkpoint bytes as this host reports them to the registry. */
+export interface ServerCheckpointBytes {
+  serverId: string;
+  accountId: string;
+  bytes: number;
+}
+
 /** The registry's ledger (registry/ledger.ts), as billing needs it. */
 export interface SharedLedger {
   write(batch: readonly OutboxEntry[]): Promise<{ applied: Set<string>; totals: Map<string, SharedMoney> }>;
   totals(ids: readonly string[]): Promise<Map<string, SharedMoney>>;
   ready(): Promise<void>;
   entries(accountId: string, limit: number, before?: [number, string]): Promise<{ items: LedgerEntry[]; next?: [number, string] }>;
+  /** Records this host's servers' stored checkpoint bytes (`all`: every one of them). */
+  reportCheckpoints(rows: readonly ServerCheckpointBytes[], all: boolean): Promise<void>;
+  /** Bytes the checkpoints of these accounts hold now on the other hosts. */
+  checkpointsElsewhere(ids: readonly string[]): Promise<Map<string, number>>;
 }
 
 export interface MoneyBook {
@@ -47,6 +59,9 @@ export interface MoneyBook {
    *  which hosts metering it elsewhere change); the cache as it is when the registry is away. */
   refresh(accountId: string): Promise<void>;
   entries(accountId: string, limit: number, before?: [number, string]): Promise<{ items: LedgerEntry[]; next?: [number, string] }>;
+  /** Cluster mode: this host's servers' checkpoint bytes written to the registry (other hosts'
+   *  /credits count them); a single box has nothing to tell. */
+  reportCheckpoints(rows: readonly ServerCheckpointBytes[], all: boolean): Promise<void>;
 }
 
 export class LocalBook implements MoneyBook {
@@ -63,6 +78,7 @@ export class LocalBook implements MoneyBook {
   async ready(): Promise<void> {}
   async sync(): Promise<void> {}
   async refresh(): Promise<void> {}
+  async reportCheckpoints(): Promise<void> {}
   async entries(accountId: string, limit: number, before?: [number, string]) {
     return this.store.billing.entries(accountId, limit, before);
   }
@@ -104,9 +120,12 @@ export class RegistryBook implements MoneyBook {
   async sync(accounts: readonly string[]): Promise<void> {
     await this.flush().catch(() => undefined);
     try {
+      const rows = this.store.servers.all().map((s) => ({ serverId: s.id, accountId: s.accountId, bytes: storedCheckpointBytes(this.store, s.id) }));
+      await this.shared.reportCheckpoints(rows, true);
       const totals = await this.shared.totals(accounts);
       // an account the registry has no money of yet keeps what this host has
       for (const [id, m] of totals) this.cache(id, m);
+      for (const [id, n] of await this.shared.checkpointsElsewhere(accounts)) this.store.billing.cacheCheckpointsElsewhere(id, n);
     } catch (e) {
       this.unavailable(e);
     }
@@ -115,6 +134,7 @@ export class RegistryBook implements MoneyBook {
   async refresh(accountId: string): Promise<void> {
     try {
       for (const [id, m] of await this.shared.totals([accountId])) this.cache(id, m);
+      for (const [id, n] of await this.shared.checkpointsElsewhere([accountId])) this.store.billing.cacheCheckpointsElsewhere(id, n);
     } catch (e) {
       if (!isAppError(e) || e.code !== 'registry_unavailable') throw e; // away: the cache answers
     }
@@ -122,6 +142,10 @@ export class RegistryBook implements MoneyBook {
 
   entries(accountId: string, limit: number, before?: [number, string]) {
     return this.shared.entries(accountId, limit, before);
+  }
+
+  reportCheckpoints(rows: readonly ServerCheckpointBytes[], all: boolean): Promise<void> {
+    return this.shared.reportCheckpoints(rows, all);
   }
 
   /** Writes the outbox to the registry, batch by batch; answers the keys newly applied. One flush

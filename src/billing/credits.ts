@@ -11,7 +11,7 @@ export interface Credits {
   ram_gb_hours_left: number;
   egress_gb_left: number;
   balance_usd: number;
-  /** Bytes the account's checkpoints hold in the store now (billed per GB-month like disk). */
+  /** Bytes the account's checkpoints hold in the store now, on every host (billed per GB-month like disk). */
   checkpoint_bytes: number;
 }
 
@@ -26,7 +26,9 @@ export function creditsOf(store: Store, grantOf: (a: AccountRecord) => Grant, ac
     ram_gb_hours_left: r(Math.max(0, grant.ramGbHours - used.ramGbHours)),
     egress_gb_left: r(Math.max(0, grant.egressGb - used.egressGb)),
     balance_usd: r(fresh.balanceUsd, 4),
-    checkpoint_bytes: store.servers.listByAccount(account.id).reduce((n, s) => n + storedCheckpointBytes(store, s.id), 0),
+    // this host's servers as they are now, the other hosts' as the registry said last (cluster mode)
+    checkpoint_bytes:
+      store.servers.listByAccount(account.id).reduce((n, s) => n + storedCheckpointBytes(store, s.id), 0) + (used.checkpointBytesElsewhere ?? 0),
   };
 }
 

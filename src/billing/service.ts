@@ -12,7 +12,7 @@ import { creditsOf, envelopeError, isExhausted, type Credits } from './credits.j
 import type { EgressSink } from './egress.js';
 import { enforce } from './enforce.js';
 import { LocalBook, RegistryBook, type MoneyBook, type SharedLedger } from './book.js';
-import { Meter, runtimeUsage, type UsageSource } from './meter.js';
+import { Meter, runtimeUsage, storedCheckpointBytes, type UsageSource } from './meter.js';
 import { usagePage } from './usage.js';
 
 export interface BillingConfig {
@@ -83,6 +83,16 @@ export class Billing {
     return a?.phone
       ? { ramGbHours: this.d.cfg.verifiedGrantRamGbHours, egressGb: this.d.cfg.verifiedGrantEgressGb }
       : { ramGbHours: this.d.cfg.grantRamGbHours, egressGb: this.d.cfg.grantEgressGb };
+  }
+
+  /** A server's checkpoints changed (taken, deleted, its server gone): cluster mode, its stored
+   *  bytes are written to the registry now, so other hosts' /credits count them before this
+   *  host's next pass (which writes every server's again). */
+  checkpointsChanged(serverId: string, accountId: string): void {
+    const bytes = storedCheckpointBytes(this.d.store, serverId);
+    void this.book
+      .reportCheckpoints([{ serverId, accountId, bytes }], false)
+      .catch((e) => this.d.log.warn('checkpoint bytes not written to the registry; the next pass writes them', { err: (e as Error).message }));
   }
 
   credits(a: AccountRecord): Credits {

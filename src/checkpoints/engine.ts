@@ -15,6 +15,7 @@
 
 import { randomBytes } from 'node:crypto';
 import { open, rm, stat } from 'node:fs/promises';
+import { AppError } from '../errors.js';
 import type { BlobStore } from './blobs.js';
 import { keys, parseManifest, type Manifest } from './manifest.js';
 import { CorruptBlobError, Sealer, type CheckpointSecret } from './seal.js';
@@ -26,8 +27,10 @@ import { CorruptBlobError, Sealer, type CheckpointSecret } from './seal.js';
 export const CHUNK_SIZE = 1 << 20;
 /** Uploads (or downloads) in flight at once for one checkpoint (an object store's latency). */
 const PARALLEL = 4;
-/** How long a checkpoint waits for a collector's sweep to end before giving up. */
+/** How long a checkpoint waits for a collector's sweep to end before giving up (503 store_busy). */
 const GC_WAIT_MS = 60_000;
+/** Seconds a client waits before retrying a checkpoint a long sweep held. */
+const BUSY_RETRY_S = 30;
 
 /** A chunk the manifest names that the store does not have. */
 export class MissingBlobError extends Error {
@@ -130,7 +133,11 @@ export class CheckpointEngine {
   readonly startedAt = Date.now();
   private readonly sleep: (ms: number) => Promise<void>;
 
+  /** The owner this engine's markers and locks carry (start.ts: the data dir's id). */
+  readonly owner?: string;
+
   constructor(private readonly deps: EngineDeps) {
+    this.owner = deps.owner;
     this.store = deps.store;
     this.chunkSize = deps.chunkSize ?? CHUNK_SIZE;
     this.staleMs = deps.staleMs ?? 3_600_000;
@@ -147,9 +154,9 @@ export class CheckpointEngine {
    *  manifest is written (the checkpoint exists from then on). */
   async write(cp: NewCheckpoint, image: string, ranges?: DataRanges): Promise<Manifest> {
     const sealer = await this.seal();
-    this.writing.add(cp.id);
-    await this.store.put(keys.pending(cp.id), this.stamp({ startedAt: this.now(), serverId: cp.serverId }));
     try {
+      this.writing.add(cp.id);
+      await this.store.put(keys.pending(cp.id), this.stamp({ startedAt: this.now(), serverId: cp.serverId }));
       await this.waitForSweep();
       const chunks: [number, string][] = [];
       const sizes = new Map<string, number>();
@@ -204,22 +211,46 @@ export class CheckpointEngine {
   readonly writing = new Set<string>();
   /** Collections this process is running now (its lock is live while there is one). */
   sweeping = 0;
+  /** This process's collections, one after another (gc.ts): they share one lock key. */
+  gcQueue: Promise<unknown> = Promise.resolve();
 
-  /** Waits while a collector sweeps (gc.ts: its lock), so no chunk this checkpoint finds in the
-   *  store is deleted before the manifest names it. A killed collector's lock is not waited for. */
+  /** This engine's collector lock key: its owner (in key characters) and run, so no other
+   *  collector removes it (the body carries the owner as it is). */
+  get lockKey(): string {
+    return keys.gcLock(`${(this.deps.owner ?? 'anon').replace(/[^A-Za-z0-9_-]/g, '_').slice(0, 100)}-${this.run}`);
+  }
+
+  /** Whether the owner-and-run-stamped lock of a collector (its parsed body) is live. */
+  private lockLive(key: string, body: Record<string, unknown>): boolean {
+    return !this.dead(body, Number(body.at), key === this.lockKey && this.sweeping > 0);
+  }
+
+  /** The collector locks in the store: key and whether it is live (a dead one is a killed
+   *  collector's; a body no collector wrote whole counts as dead). */
+  async locks(): Promise<{ key: string; live: boolean }[]> {
+    const out: { key: string; live: boolean }[] = [];
+    for await (const { key } of this.store.list(keys.gcLockPrefix)) {
+      const blob = await this.store.get(key);
+      if (!blob) continue;
+      let body: Record<string, unknown> | null = null;
+      try {
+        body = JSON.parse(Buffer.from(blob).toString()) as Record<string, unknown> | null;
+      } catch {
+        body = null;
+      }
+      out.push({ key, live: body !== null && typeof body === 'object' && this.lockLive(key, body) });
+    }
+    return out;
+  }
+
+  /** Waits while any collector sweeps (gc.ts: the locks), so no chunk this checkpoint finds in
+   *  the store is deleted before the manifest names it. A killed collector's lock is not waited
+   *  for; a sweep that holds the store past GC_WAIT_MS answers 503 store_busy. */
   private async waitForSweep(): Promise<void> {
     const until = this.now() + GC_WAIT_MS;
     for (;;) {
-      const lock = await this.store.get(keys.gcLock);
-      if (!lock) return;
-      let body: Record<string, unknown> = {};
-      try {
-        body = (JSON.parse(Buffer.from(lock).toString()) as Record<string, unknown> | null) ?? {};
-      } catch {
-        return; // not a lock any collector wrote whole: no sweep holds it
-      }
-      if (this.dead(body, Number(body.at), this.sweeping > 0)) return;
-      if (this.now() > until) throw new Error('checkpoint store: a collection holds the store too long');
+      if (!(await this.locks()).some((l) => l.live)) return;
+      if (this.now() > until) throw AppError.of('store_busy', 'the checkpoint store is being cleaned up; try again shortly', { retryAfter: BUSY_RETRY_S });
       await this.sleep(100);
     }
   }
@@ -244,6 +275,11 @@ export class CheckpointEngine {
       if (m) out.push(m);
     }
     return out.sort((a, b) => b.createdAt - a.createdAt || (a.id < b.id ? 1 : -1));
+  }
+
+  /** Whether the store holds the checkpoint's manifest (not opened: it may be damaged). */
+  exists(serverId: string, id: string): Promise<boolean> {
+    return this.store.has(keys.manifest(serverId, id));
   }
 
   /** Forgets a checkpoint (its chunks stay until the collector finds them unreferenced). */

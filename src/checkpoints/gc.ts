@@ -3,8 +3,9 @@
 //
 // Mark and sweep, safe against a checkpoint running at the same time (on this host or another
 // one sharing the store), with only what every BlobStore offers (no modification times): a
-// checkpoint writes its pending marker, then waits while a sweep's lock exists (engine.ts); the
-// collector writes its lock, then reads the pending markers and sweeps only when there is none
+// checkpoint writes its pending marker, then waits while any sweep's lock exists (engine.ts);
+// each collector (its owner and run: every host of a cluster collects the shared store) writes
+// its own lock key and removes only that one, then reads the pending markers and sweeps only when there is none
 // younger than the grace period (`staleMs`). Whichever writes first, the other sees it: either the
 // collector sees the checkpoint pending and sweeps nothing this time, or the checkpoint sees the
 // lock and starts trusting the store's chunks only after the sweep. Markers and locks older than
@@ -53,16 +54,27 @@ async function pendingMarkers(engine: CheckpointEngine): Promise<{ live: number;
   return { live, stale };
 }
 
-/** One collection pass. */
-export async function collect(engine: CheckpointEngine): Promise<GcReport> {
+/** One collection pass; a process runs one at a time (they share its lock key). */
+export function collect(engine: CheckpointEngine): Promise<GcReport> {
+  const next = engine.gcQueue.then(
+    () => collectOnce(engine),
+    () => collectOnce(engine),
+  );
+  engine.gcQueue = next.catch(() => {});
+  return next;
+}
+
+async function collectOnce(engine: CheckpointEngine): Promise<GcReport> {
   const store = engine.store;
   const report: GcReport = { swept: false, live: 0, removed: 0, removedBytes: 0, stale: 0 };
   const before = await pendingMarkers(engine);
   for (const key of before.stale) (await store.delete(key), report.stale++);
+  // killed collectors' locks (another's live lock is its own to remove)
+  for (const l of await engine.locks()) if (!l.live && l.key !== engine.lockKey) await store.delete(l.key);
   if (before.live > 0) return report; // a checkpoint is under way: nothing to do until it ends
-  engine.sweeping++;
-  await store.put(keys.gcLock, engine.stamp({ at: engine.now() }));
   try {
+    engine.sweeping++;
+    await store.put(engine.lockKey, engine.stamp({ at: engine.now() }));
     if ((await pendingMarkers(engine)).live > 0) return report;
     const marked = new Set<string>();
     for (const m of await engine.list()) for (const [, id] of m.chunks) marked.add(id);
@@ -80,6 +92,6 @@ export async function collect(engine: CheckpointEngine): Promise<GcReport> {
     return report;
   } finally {
     engine.sweeping--;
-    await store.delete(keys.gcLock);
+    await store.delete(engine.lockKey);
   }
 }

@@ -59,7 +59,11 @@ export const keys = {
   manifests: (serverId?: string) => (serverId ? `manifests/${serverId}/` : 'manifests/'),
   pending: (id: string) => `pending/${id}`,
   pendingPrefix: 'pending/',
-  gcLock: 'gc/lock',
+  /** One collector's lock (its owner and run): each collector removes only its own, so a
+   *  checkpoint waits while any collector of any host sweeps. */
+  gcLock: (holder: string) => `gc/locks/${holder}`,
+  /** Every lock (and the single `gc/lock` an earlier version wrote). */
+  gcLockPrefix: 'gc/lock',
 };
 
 /** The chunk id a chunk key names, or undefined for a key that is no chunk's. */

@@ -90,17 +90,31 @@ export class Checkpoints {
     });
   }
 
-  async remove(serverId: string, id: string): Promise<void> {
-    await this.get(serverId, id);
-    await mapped(() => this.engine.remove(serverId, id));
+  /** Deletes a checkpoint's manifest without opening it (a damaged one is deleted too; its chunks
+   *  go to the collector), or 404 checkpoint_not_found. */
+  remove(serverId: string, id: string): Promise<void> {
+    return mapped(async () => {
+      if (!isCheckpointId(id) || !(await this.engine.exists(serverId, id))) throw AppError.of('checkpoint_not_found', 'this server has no such checkpoint');
+      await this.engine.remove(serverId, id);
+    });
   }
+
+  /** Servers a restore runs on now: one at a time per server (a client retrying after a
+   *  timeout gets 409 restore_in_progress, never a second swap over the first). */
+  private readonly restoring = new Set<string>();
 
   /** The server's disk becomes the checkpoint's (it restarts when it was running). */
   async restore(serverId: string, id: string): Promise<Manifest> {
     const replace = this.need('replaceDisk');
-    const m = await this.get(serverId, id);
-    await mapped(() => replace(serverId, (path) => this.engine.materialize(m, path, { sync: false }), { uidBase: m.uidBase }));
-    return m;
+    if (this.restoring.has(serverId)) throw AppError.of('restore_in_progress', 'a restore of this server is under way; try again when it has answered');
+    this.restoring.add(serverId);
+    try {
+      const m = await this.get(serverId, id);
+      await mapped(() => replace(serverId, (path) => this.engine.materialize(m, path, { sync: false }), { uidBase: m.uidBase }));
+      return m;
+    } finally {
+      this.restoring.delete(serverId);
+    }
   }
 
   /** Writes a checkpoint's image to `path` (a fork's new disk), every chunk verified. */

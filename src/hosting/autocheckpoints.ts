@@ -95,14 +95,15 @@ export class AutoCheckpoints {
     await Promise.all(due.map((s) => this.enqueue(s.id)));
   }
 
-  /** The records made to match the store (checkpoints.ts reconcile), then one collection of
+  /** The records made to match the store and the manifests of servers that no longer exist
+   *  removed (checkpoints.ts reconcile), then one collection of
    *  unreferenced chunks (`sweep`): at start — what a killed run left goes now, not an interval
    *  later — and every gcInterval. */
   async collect(sweep = true): Promise<void> {
     try {
       const fixed = await this.d.checkpoints.reconcile(this.startedAt, this.d.log);
       const r = sweep ? await this.d.checkpoints.engine.collect() : { swept: false, live: 0, removed: 0, removedBytes: 0, stale: 0 };
-      if (r.removed || r.stale || r.temp || fixed.adopted || fixed.dropped) this.d.log.info('checkpoint chunks collected', { ...r, ...fixed });
+      if (r.removed || r.stale || r.temp || fixed.adopted || fixed.dropped || fixed.orphans) this.d.log.info('checkpoint chunks collected', { ...r, ...fixed });
     } catch (err) {
       this.d.log.warn('checkpoint collection failed; tried again next time', { err });
     }

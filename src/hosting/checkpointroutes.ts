@@ -118,6 +118,7 @@ export function checkpointRoutes(core: HostingCore, ipLimit: Step, base: (ctx: B
         200: { description: 'Restored: the checkpoint the disk now is', json: z.object({ ok: z.literal(true), checkpoint: CheckpointObject }) },
         402: envelope,
         404: 'No such server of yours, or no such checkpoint of it.',
+        409: 'A restore of this server is under way (restore_in_progress): retry once it has answered.',
         502: 'A piece of the checkpoint is missing or damaged in the store (checkpoint_corrupt): nothing changed.',
         503: storeAway,
         507: 'The host has no room for the restored disk (restore_no_room): nothing changed.',

@@ -25,6 +25,20 @@ const recordOf = (m: Manifest, accountId: string): CheckpointRecord => ({
   newBytes: m.newBytes,
 });
 
+/** What hosting tells billing of a server's checkpoints and, in cluster mode, asks the registry. */
+export interface CheckpointHooks {
+  /** Cluster mode: whether the registry places the server on some host (its checkpoints are
+   *  then that host's, never this one's to remove). */
+  placed?(serverId: string): Promise<boolean>;
+  /** The server's stored checkpoint bytes changed (taken, pruned, deleted, its server gone). */
+  changed?(serverId: string, accountId: string): void;
+}
+
+/** Cluster mode: a manifest of a server no host has is removed only once it is this old (a box
+ *  that joined the cluster checkpoints its servers only after placing them at start, but a
+ *  margin costs nothing: a leftover waits an hour). */
+const ORPHAN_GRACE_MS = 3_600_000;
+
 /** Checkpoints of the server, of the runtime and store this host has (hosting's side of them). */
 export class ServerCheckpoints {
   /** Manual checkpoints being taken now, per server (counted against the cap with the stored ones). */
@@ -38,6 +52,7 @@ export class ServerCheckpoints {
     readonly engine: Checkpoints,
     /** Manual checkpoints a server of each tier may hold (absent: no cap). */
     private readonly manualCap?: Readonly<Record<Tier, number>>,
+    private readonly hooks: CheckpointHooks = {},
   ) {}
 
   /** 429 checkpoint_limit when the server holds its tier's maximum of manual checkpoints. */
@@ -82,6 +97,7 @@ export class ServerCheckpoints {
     const { manifest, writtenAt } = await this.engine.take(rec.id, this.settingsOf(rec, account), kind, comment);
     const r = { ...recordOf(manifest, rec.accountId), writtenAt };
     await this.store.checkpoints.add(r);
+    this.hooks.changed?.(rec.id, rec.accountId);
     return r;
   }
 
@@ -128,6 +144,7 @@ export class ServerCheckpoints {
       });
       await this.store.checkpoints.remove(rec.id, cid);
     });
+    this.hooks.changed?.(rec.id, rec.accountId);
   }
 
   /** The records of this host's servers made to match the store's manifests (the manifest is the
@@ -137,7 +154,7 @@ export class ServerCheckpoints {
    *  record whose manifest is gone (a delete killed between the two) goes, so no checkpoint is
    *  listed whose chunks the collector may take. Only checkpoints made before `before` (this
    *  run's start): one this run is taking has its manifest before its record. */
-  async reconcile(before: number, log: Logger): Promise<{ adopted: number; dropped: number }> {
+  async reconcile(before: number, log: Logger): Promise<{ adopted: number; dropped: number; orphans: number }> {
     const inStore = new Map<string, Set<string>>();
     for await (const { key } of this.engine.engine.store.list(blobKeys.manifests())) {
       const [, serverId, id] = key.split('/');
@@ -160,7 +177,10 @@ export class ServerCheckpoints {
         }
         for (const id of ids) {
           if (this.store.checkpoints.get(rec.id, id)) continue;
-          const m = await this.engine.engine.read(rec.id, id);
+          const m = await this.engine.engine.read(rec.id, id).catch((err: unknown) => {
+            log.warn('a checkpoint manifest in the store cannot be opened; passed over', { server: rec.id, checkpoint: id, err });
+            return null; // one damaged manifest must not keep the others' records (and the collection after) from being fixed
+          });
           if (!m || m.createdAt >= before) continue;
           await this.store.checkpoints.add(recordOf(m, rec.accountId));
           adopted++;
@@ -168,7 +188,46 @@ export class ServerCheckpoints {
         }
       });
     }
-    return { adopted, dropped };
+    const orphans = await this.removeOrphans(inStore, log);
+    return { adopted, dropped, orphans };
+  }
+
+  /** Manifests of servers that no longer exist, removed (their chunks are then the collector's):
+   *  what a delete killed before it removed them left (the next start drops the server's record
+   *  without them). A server is gone when this host's store has no record of it (pending ones
+   *  included: a create records its server before anything is made, so before any checkpoint)
+   *  and, in cluster mode, the registry places it on no host either (a placement is written
+   *  before the server is committed, so before its first checkpoint; another host's servers are
+   *  never touched), and only for manifests older than ORPHAN_GRACE_MS there. On a single box
+   *  the store must also still hold checkpoint records of the server (a delete removes each record
+   *  after its manifest; the start that finishes a cut-off delete drops the server's record, not
+   *  these): proof it was this box's server and was deleted — a server made after the state
+   *  backup a data dir was rebuilt from, or another box's in a shared bucket, has none and keeps
+   *  its manifests for the operator. The store is read first, the records and placements after:
+   *  a server made in between has no manifest listed. A manifest this host cannot open (another
+   *  secret's) is never removed. */
+  private async removeOrphans(inStore: ReadonlyMap<string, ReadonlySet<string>>, log: Logger): Promise<number> {
+    const known = new Set(this.store.servers.all({ withPending: true }).map((r) => r.id));
+    let removed = 0;
+    for (const [serverId, ids] of inStore) {
+      if (known.has(serverId)) continue;
+      if (this.hooks.placed) {
+        const placed = await this.hooks.placed(serverId).catch(() => true); // the registry away: kept
+        if (placed || this.store.servers.getAny(serverId)) continue;
+      } else if (this.store.checkpoints.list(serverId).length === 0) continue; // never this store's server
+      await this.serial(serverId, async () => {
+        for (const id of ids) {
+          const m = await this.engine.engine.read(serverId, id).catch(() => null);
+          if (!m) continue;
+          if (this.hooks.placed && this.engine.engine.now() - m.createdAt < ORPHAN_GRACE_MS) continue;
+          await this.engine.engine.remove(serverId, id);
+          removed++;
+          log.info('a checkpoint of a server that no longer exists is removed', { server: serverId, checkpoint: id });
+        }
+        for (const r of this.store.checkpoints.list(serverId)) await this.store.checkpoints.remove(serverId, r.id);
+      });
+    }
+    return removed;
   }
 
   /** The checkpoint a fork starts from: the one named (the server's), or one taken now. */
@@ -185,12 +244,14 @@ export class ServerCheckpoints {
    *  blobs: logged, the delete goes on; their records go either way). */
   forgetServer(serverId: string, log: Logger): Promise<void> {
     return this.serial(serverId, async () => {
-      for (const r of this.store.checkpoints.list(serverId)) {
+      const had = this.store.checkpoints.list(serverId);
+      for (const r of had) {
         await this.engine.engine
           .remove(serverId, r.id)
           .catch((err) => log.warn('a deleted server’s checkpoint stays in the store', { server: serverId, checkpoint: r.id, err }));
         await this.store.checkpoints.remove(serverId, r.id);
       }
+      if (had.length > 0) this.hooks.changed?.(serverId, had[0].accountId);
     });
   }
 

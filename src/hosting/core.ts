@@ -147,7 +147,12 @@ export function buildCore(d: HostingDeps): HostingCore {
     shared: d.sharedDomains,
   });
   const exposures = new Exposures(d.store, d.ports, d.cfg.hosting.portPool, d.cfg.publicIp, d.cfg.hosting.portLimits);
-  const checkpoints = d.checkpoints && new ServerCheckpoints(d.store, d.runtime, d.checkpoints, d.cfg.checkpoints.manualPerServer);
+  const checkpoints =
+    d.checkpoints &&
+    new ServerCheckpoints(d.store, d.runtime, d.checkpoints, d.cfg.checkpoints.manualPerServer, {
+      placed: d.names?.placed && ((id) => d.names!.placed!(id)),
+      changed: (id, accountId) => d.billing.checkpointsChanged(id, accountId),
+    });
   const servers = new Servers({
     store: d.store,
     runtime: d.runtime,

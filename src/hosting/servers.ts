@@ -87,6 +87,8 @@ export interface SharedNames {
    *  `deleted`, or undefined when it has no record of it): a host back from its self-fence reads it. */
   self?: string;
   placementOf?(serverId: string): Promise<{ host: string; epoch: number } | 'deleted' | undefined>;
+  /** Whether the registry places the server on some host (any host's, lost or not). */
+  placed?(serverId: string): Promise<boolean>;
   /** At start: the registry made to match this host's committed servers. */
   reconcile(
     servers: readonly { id: string; slug: string; accountId: string }[],

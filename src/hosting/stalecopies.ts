@@ -10,8 +10,9 @@
 //
 // When the copy was last written: the newest ctime over the server's own files (runtime's
 // filesChangedAt; the disk image's mtime moves when the disk is mounted again after a reboot).
-// Which checkpoint holds this copy: the newest this host took of it (its record here, with the
-// disk's mtime at the copy) — a checkpoint the new owner took after it restored holds none of
+// Which checkpoint holds this copy: the newest this host took of it (its record here with the
+// disk's mtime at the copy; records of checkpoints another host took, adopted from the store, are
+// passed over) — a checkpoint the new owner took after it restored holds none of
 // this copy's later writes, so it is not compared. Without one here, the store's newest
 // checkpoint of the server (its created_at); the store unreadable, or no checkpoint at all: the
 // copy is kept aside (never delete what may be the only copy). A runtime that cannot copy disks
@@ -41,7 +42,9 @@ export async function unsaved(
   // what the server wrote (not the image's mtime, which mounting it moves); a runtime without it: the image's
   const writtenAt = d.runtime.filesChangedAt?.(id) ?? d.runtime.diskWrittenAt?.(id);
   if (writtenAt === undefined) return { unsaved: false };
-  const mine = d.store.checkpoints.list(id)[0];
+  // taken here: a record carries the disk's mtime at the copy only when this host took it (the
+  // records of the store's other checkpoints, adopted at start or kept by a move, carry none)
+  const mine = d.store.checkpoints.list(id).find((c) => c.writtenAt !== undefined);
   if (mine) {
     const at = mine.writtenAt ?? mine.createdAt;
     return { unsaved: writtenAt > at, writtenAt, checkpointAt: at };

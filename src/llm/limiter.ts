@@ -1,5 +1,5 @@
-// A counting semaphore: at most `max` holders at once, waiters served in order; a waiter whose
-// signal aborts leaves the queue.
+// A counting semaphore: at most `max` holders at once, waiters served in order; a waiter still
+// queued at its deadline (performance.now()) leaves the queue.
 
 export class Limiter {
   private active = 0;
@@ -7,20 +7,21 @@ export class Limiter {
 
   constructor(private readonly max: number) {}
 
-  async run<T>(signal: AbortSignal, fn: () => Promise<T>): Promise<T> {
+  /** Runs `fn` once a slot is free; rejects with LimiterTimeout when none freed before `deadline`. */
+  async run<T>(deadline: number, fn: () => Promise<T>): Promise<T> {
     if (this.active >= this.max) {
       await new Promise<void>((resolve, reject) => {
         const go = () => {
-          signal.removeEventListener('abort', onAbort);
+          clearTimeout(timer);
           resolve();
         };
-        const onAbort = () => {
+        const wait = deadline - performance.now();
+        if (wait <= 0) return reject(new LimiterTimeout());
+        const timer = setTimeout(() => {
           const i = this.queue.indexOf(go);
           if (i >= 0) this.queue.splice(i, 1);
-          reject(signal.reason ?? new Error('aborted'));
-        };
-        if (signal.aborted) return onAbort();
-        signal.addEventListener('abort', onAbort, { once: true });
+          reject(new LimiterTimeout());
+        }, wait);
         this.queue.push(go);
       });
     }
@@ -31,5 +32,13 @@ export class Limiter {
       this.active--;
       this.queue.shift()?.();
     }
+  }
+}
+
+/** No slot freed before the deadline. */
+export class LimiterTimeout extends Error {
+  constructor() {
+    super('no slot before the deadline');
+    this.name = 'LimiterTimeout';
   }
 }

@@ -30,6 +30,7 @@ export function keyedNames(names: RegistryNames, shared: RegistryShared) {
     },
     self: names.hostName,
     placementOf: (serverId: string) => names.fenceOf(serverId),
+    placed: async (serverId: string) => (await names.placement(serverId)) !== undefined,
     async remove(serverId: string) {
       await names.remove(serverId);
       await shared.removeKey(serverId);

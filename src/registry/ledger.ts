@@ -5,7 +5,10 @@
 // dollars are computed inside that transaction: grant first (from the registry's usage totals),
 // then balance, as on a single box (store/billing.ts charge). `INSERT … ON CONFLICT DO NOTHING`
 // makes a retry after a lost commit reply harmless. Checkpoint storage (schema 19) has its own
-// columns in both, as the single box keeps it in its entries and totals.
+// columns in both, as the single box keeps it in its entries and totals. The bytes checkpoints
+// hold now (schema 22) are a figure per server, not an entry: each host writes its servers' (at
+// every metering pass, and when one is taken or deleted) and checkpointsElsewhere() sums the
+// other hosts'.
 
 import type pg from 'pg';
 import { periodCost, round9 } from '../price.js';
@@ -38,6 +41,13 @@ export interface AccountMoney {
   diskGbMonths: number;
   checkpointGbMonths: number;
   spentUsd: number;
+}
+
+/** A server's stored checkpoint bytes as its host reports them. */
+export interface CheckpointBytes {
+  serverId: string;
+  accountId: string;
+  bytes: number;
 }
 
 export interface LedgerRow {
@@ -129,6 +139,37 @@ export class RegistryLedger {
     const r = await this.pool.query<MoneyRow>(`SELECT ${MONEY_COLUMNS} FROM account_money WHERE account_id = ANY($1::text[])`, [[...ids]]);
     for (const row of r.rows) out.set(row.account_id, money(row));
     return out;
+  }
+
+  /** Bytes the checkpoints of these accounts hold now on every other host (0 for each without any). */
+  async checkpointsElsewhere(ids: readonly string[]): Promise<Map<string, number>> {
+    const out = new Map(ids.map((id) => [id, 0]));
+    if (ids.length === 0) return out;
+    const r = await this.pool.query<{ account_id: string; bytes: string }>(
+      `SELECT account_id, sum(bytes)::text AS bytes FROM checkpoint_bytes WHERE account_id = ANY($1::text[]) AND host <> $2 GROUP BY account_id`,
+      [[...ids], this.host],
+    );
+    for (const x of r.rows) out.set(x.account_id, Number(x.bytes));
+    return out;
+  }
+
+  /** Records the stored checkpoint bytes of servers of this host (0: none, the row goes); `all`:
+   *  these are all of them, so this host's rows of other servers (deleted, moved away) go too. A
+   *  server moved here takes its row over from the host it left. */
+  async reportCheckpoints(rows: readonly CheckpointBytes[], all: boolean): Promise<void> {
+    const kept = rows.filter((r) => r.bytes > 0);
+    await this.pool.tx(async (c) => {
+      if (all) await c.query('DELETE FROM checkpoint_bytes WHERE host = $1 AND NOT (server_id = ANY($2::text[]))', [this.host, kept.map((r) => r.serverId)]);
+      const gone = rows.filter((r) => !(r.bytes > 0)).map((r) => r.serverId);
+      if (gone.length) await c.query('DELETE FROM checkpoint_bytes WHERE host = $1 AND server_id = ANY($2::text[])', [this.host, gone]);
+      if (kept.length === 0) return;
+      await c.query(
+        `INSERT INTO checkpoint_bytes (server_id, host, account_id, bytes)
+           SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[]) AS t(server_id, host, account_id, bytes) ORDER BY 1
+         ON CONFLICT (server_id) DO UPDATE SET host = EXCLUDED.host, account_id = EXCLUDED.account_id, bytes = EXCLUDED.bytes, updated_at = now()`,
+        [kept.map((r) => r.serverId), kept.map(() => this.host), kept.map((r) => r.accountId), kept.map((r) => Math.round(r.bytes))],
+      );
+    });
   }
 
   /** Answers once the registry takes writes (a recharge asks before its payment is settled). */
@@ -237,3 +278,14 @@ export const LEDGER_SQL = `
 export const CHECKPOINT_LEDGER_SQL = `
   ALTER TABLE ledger_entries ADD COLUMN checkpoint_gb_months numeric(24, 9) NOT NULL DEFAULT 0;
   ALTER TABLE account_money ADD COLUMN checkpoint_gb_months numeric(24, 9) NOT NULL DEFAULT 0;`;
+
+/** Schema 22 (migrations.ts): the bytes each server's checkpoints hold now, written by its host. */
+export const CHECKPOINT_BYTES_SQL = `
+  CREATE TABLE checkpoint_bytes (
+    server_id   text PRIMARY KEY,
+    host        text NOT NULL,
+    account_id  text NOT NULL,
+    bytes       bigint NOT NULL CHECK (bytes > 0),
+    updated_at  timestamptz NOT NULL DEFAULT now()
+  );
+  CREATE INDEX checkpoint_bytes_account ON checkpoint_bytes (account_id);`;

@@ -8,7 +8,7 @@ import { AppError } from '../errors.js';
 import { ACCOUNTS_SQL } from './accounts.js';
 import { ACCOUNT_KEYS_SQL, DOMAINS_SQL, PLACEMENTS_SQL, SHARED_MAPS_SQL } from './feed-history.js';
 import { FEED_SQL, LIVE_INDEX_SQL, TOMBSTONES_SQL } from './feed.js';
-import { CHECKPOINT_LEDGER_SQL, LEDGER_SQL } from './ledger.js';
+import { CHECKPOINT_BYTES_SQL, CHECKPOINT_LEDGER_SQL, LEDGER_SQL } from './ledger.js';
 import { ORDERS_SQL, SHARED_SQL } from './shared.js';
 import { IDENTITY_SQL } from './identity.js';
 import { TOKEN_SQL } from './token.js';
@@ -162,6 +162,11 @@ export const MIGRATIONS: readonly Migration[] = [
     about:
       "hosts: each host's view of the channel (how long ago it last reached each other host), written with its heartbeat: a host is dead only when no peer reached it for cluster.recoverAfter",
     sql: HEARD_SQL,
+  },
+  {
+    version: 22,
+    about: "checkpoint bytes stored now per server, written by the host that holds it: an account's /credits sums every host's",
+    sql: CHECKPOINT_BYTES_SQL,
   },
   {
     version: 24,

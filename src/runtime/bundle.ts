@@ -6,6 +6,7 @@
 import { chownSync, closeSync, fsyncSync, openSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { resolvConf } from './image.js';
+import { realDir } from './nolinks.js';
 
 /** Replaces `path` with `text` so a crash leaves either the old file or the whole new one. */
 export function writeDurably(path: string, text: string): void {
@@ -20,17 +21,23 @@ export function writeDurably(path: string, text: string): void {
   renameSync(tmp, path);
 }
 
-/** Files a new server starts with that depend on it (hostname, hosts, resolver), owned by its root. */
-export function personalise(rootfs: string, uidBase: number, slug: string): void {
+/** Files a new server starts with that depend on it (hostname, hosts, resolver), owned by its root.
+ *  Written only into a real /etc of the root (a fork's or a moved server's /etc may be a link the
+ *  tenant made: it is left as it is, never followed); each file replaced, never written through
+ *  a link. Answers whether they were written. */
+export function personalise(rootfs: string, uidBase: number, slug: string): boolean {
+  const etc = realDir(rootfs, 'etc');
+  if (!etc) return false;
   const files: [string, string][] = [
-    ['etc/hostname', `${slug}\n`],
-    ['etc/hosts', `127.0.0.1\tlocalhost\n127.0.1.1\t${slug}\n::1\tlocalhost ip6-localhost ip6-loopback\n`],
-    ['etc/resolv.conf', resolvConf()],
+    ['hostname', `${slug}\n`],
+    ['hosts', `127.0.0.1\tlocalhost\n127.0.1.1\t${slug}\n::1\tlocalhost ip6-localhost ip6-loopback\n`],
+    ['resolv.conf', resolvConf()],
   ];
-  for (const [rel, text] of files) {
-    const p = join(rootfs, rel);
-    rmSync(p, { force: true }); // resolv.conf may be a symlink in some images: never follow it
-    writeFileSync(p, text, { mode: 0o644 });
+  for (const [name, text] of files) {
+    const p = join(etc, name);
+    rmSync(p, { force: true, recursive: true }); // resolv.conf may be a symlink in some images: removed, never followed
+    writeFileSync(p, text, { mode: 0o644, flag: 'wx' });
     chownSync(p, uidBase, uidBase);
   }
+  return true;
 }

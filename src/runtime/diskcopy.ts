@@ -10,9 +10,11 @@
 // The copy's extents (FIEMAP, `filefrag -e`) say where data may be, so the reader skips holes.
 // A sleeping server's disk is frozen the same way (no wake: its files routes may still write).
 //
-// swap: a complete image staged beside the old one (servers/<id>/disk.img.new), renamed over it
-// while the disk is unmounted; a crash leaves the old image or the new one, never a mix.
+// swap: a complete image staged beside the old one (servers/<id>/disk.img.new.<random>: a name of
+// its own per restore, so two never write one file), renamed over it while the disk is unmounted;
+// a crash leaves the old image or the new one, never a mix.
 
+import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, lchownSync, lstatSync, mkdirSync, readdirSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { DiskPaths } from './disk.js';
@@ -24,7 +26,9 @@ import type { DiskCapture, DiskSource } from './types.js';
 
 const reflinks = new Map<string, boolean>();
 export const capturePath = (p: DiskPaths) => join(p.dir, 'disk.ckp');
-export const stagedPath = (p: DiskPaths) => join(p.dir, 'disk.img.new');
+const STAGED = 'disk.img.new';
+/** A new staged image's path: unique to one restore. */
+export const stagedPath = (p: DiskPaths) => join(p.dir, `${STAGED}.${randomBytes(6).toString('hex')}`);
 const frozenMarker = (p: DiskPaths) => join(p.dir, 'disk.frozen');
 
 /** Copies the image, by reflink when the data dir supports it (learnt once per data dir). */
@@ -112,7 +116,13 @@ async function thaw(p: DiskPaths): Promise<void> {
 export async function thawLeftovers(p: DiskPaths): Promise<void> {
   if (existsSync(frozenMarker(p))) await thaw(p);
   rmSync(capturePath(p), { force: true });
-  rmSync(stagedPath(p), { force: true });
+  let names: string[] = [];
+  try {
+    names = readdirSync(p.dir);
+  } catch {
+    return; // no server directory: nothing left
+  }
+  for (const n of names) if (n === STAGED || n.startsWith(`${STAGED}.`)) rmSync(join(p.dir, n), { force: true });
 }
 
 /** A fork's disk: the image filled from the checkpoint, grown (offline, at its mount) to the

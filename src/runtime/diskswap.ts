@@ -1,9 +1,9 @@
 // A server's disk as checkpoints see it (issue 37): the consistent copy a checkpoint is taken from
 // (captureImage, diskcopy.ts, serialised with the server's starts and stops so a stop never meets
 // a frozen disk), when the disk was last written (the image's mtime: whether an automatic
-// checkpoint is due), and the swap of a restore (a staged image filled first, then the server
-// stopped while that image is flushed, the image renamed over its disk while unmounted, mounted
-// again and the server started again when it was running). The runtime (runtime.ts) owns the lifecycle around it and answers
+// checkpoint is due), and the swap of a restore (a staged image filled first, then in one section
+// of the server's queue the server stopped while that image is flushed, the image renamed over its
+// disk while unmounted and mounted again; the server started again when it was running). The runtime (runtime.ts) owns the lifecycle around it and answers
 // these through its Runtime methods.
 
 import { renameSync, rmSync, statSync } from 'node:fs';
@@ -25,7 +25,8 @@ export interface DiskSwapHost {
   /** The rootfs of the image the server was created from. */
   lower(rec: RuntimeRecord): string;
   state(id: string): ServerState | undefined;
-  stop(id: string, opts: { park?: boolean }): Promise<void>;
+  /** Stops the server's container (outside its queue: the caller holds it). */
+  halt(rec: RuntimeRecord): Promise<void>;
   start(id: string): Promise<void>;
   /** Marks the server to be booted by the daemon's next start (a kill between the swap's stop and its start). */
   wantRunning(id: string): void;
@@ -56,46 +57,54 @@ export class DiskSwap {
     }
   }
 
-  /** Restore: fills a staged image, then stops the server while that image is flushed to disk
-   *  (its fsync beside the stop, not before it: the restore waits only for the longer of the
-   *  two), renames it over the disk while unmounted, mounts it and starts the server again when
-   *  it was running. A fill or a flush that fails leaves the old disk (a server stopped for the
-   *  flush is started again). */
+  /** Restore: fills a staged image (a name of its own), then — in one section of the server's
+   *  queue, so a wake asked meanwhile waits and boots the restored disk — stops the server while
+   *  that image is flushed to disk (its fsync beside the stop, not before it: the restore waits
+   *  only for the longer of the two), renames it over the disk while unmounted and mounts it; the
+   *  server is started again when it was running. A fill, a flush or an unmount that fails (a
+   *  busy disk) leaves the old disk, removes the staged image and starts a running server again. */
   async replace(id: string, fill: (path: string) => Promise<void>, from: { uidBase?: number } = {}): Promise<void> {
     const rec = this.rt.record(id);
     const p = diskPaths(this.rt.serverDir(id));
     const staged = stagedPath(p);
+    let restart = false;
+    let failed = false;
     try {
       await fill(staged);
+      await this.rt.serial(id, async () => {
+        const state = this.rt.state(id);
+        const wasRunning = state === 'running' || state === 'waking';
+        const [flushed, halted] = await Promise.allSettled([flush(staged), this.rt.halt(rec)]);
+        if (halted.status === 'rejected') throw halted.reason;
+        restart = wasRunning;
+        this.rt.swapped(rec, statSync(p.img).size); // stopped: shown asleep on its disk until the swap
+        if (flushed.status === 'rejected') throw flushed.reason;
+        if (wasRunning) this.rt.wantRunning(id); // killed before the start below: the next start boots it, on whichever whole disk
+        if (!(await tryRun('umount', [p.rootfs]))) throw new InternalError(`restore: the root of ${id} is busy`);
+        if (!(await tryRun('umount', [p.disk]))) {
+          await mountRootfs(p, this.rt.deps.helper, this.rt.lower(rec), rec.uidBase);
+          throw new InternalError(`restore: the disk of ${id} is busy`);
+        }
+        try {
+          renameSync(staged, p.img);
+        } finally {
+          await mountRootfs(p, this.rt.deps.helper, this.rt.lower(rec), rec.uidBase);
+        }
+        if (from.uidBase !== undefined) shiftOwners(p.upper, from.uidBase, rec.uidBase);
+        this.rt.swapped(rec, statSync(p.img).size);
+      });
     } catch (e) {
-      rmSync(staged, { force: true });
+      failed = true;
       throw e;
-    }
-    const state = this.rt.state(id);
-    const wasRunning = state === 'running' || state === 'waking';
-    const [flushed, stopped] = await Promise.allSettled([flush(staged), this.rt.stop(id, { park: false })]);
-    if (flushed.status === 'rejected' || stopped.status === 'rejected') {
-      rmSync(staged, { force: true });
-      if (stopped.status === 'rejected') throw stopped.reason;
-      if (wasRunning) await this.rt.start(id);
-      throw (flushed as PromiseRejectedResult).reason;
-    }
-    if (wasRunning) this.rt.wantRunning(id); // killed before the start below: the next start boots it, on whichever whole disk
-    await this.rt.serial(id, async () => {
-      if (!(await tryRun('umount', [p.rootfs]))) throw new InternalError(`restore: the root of ${id} is busy`);
-      if (!(await tryRun('umount', [p.disk]))) {
-        await mountRootfs(p, this.rt.deps.helper, this.rt.lower(rec), rec.uidBase);
-        throw new InternalError(`restore: the disk of ${id} is busy`);
+    } finally {
+      rmSync(staged, { force: true }); // gone already once renamed
+      if (restart) {
+        const started = this.rt.start(id);
+        if (failed)
+          await started.catch(() => {}); // the swap's failure is the answer
+        else await started;
       }
-      try {
-        renameSync(staged, p.img);
-      } finally {
-        await mountRootfs(p, this.rt.deps.helper, this.rt.lower(rec), rec.uidBase);
-      }
-      if (from.uidBase !== undefined) shiftOwners(p.upper, from.uidBase, rec.uidBase);
-      this.rt.swapped(rec, statSync(p.img).size);
-    });
-    if (wasRunning) await this.rt.start(id);
+    }
   }
 }
 

@@ -13,24 +13,9 @@
 import { randomBytes } from 'node:crypto';
 import { chownSync, lstatSync, readdirSync, rmSync, writeFileSync, type Stats } from 'node:fs';
 import { join } from 'node:path';
+import { realDir } from './nolinks.js';
 
 const MACHINE_IDS = ['etc/machine-id', 'var/lib/dbus/machine-id'];
-
-/** The path under root when every component of rel is a real directory (no link), else undefined. */
-function realDir(root: string, rel: string): string | undefined {
-  let path = root;
-  for (const part of rel.split('/')) {
-    path = join(path, part);
-    let st: Stats;
-    try {
-      st = lstatSync(path);
-    } catch {
-      return undefined;
-    }
-    if (!st.isDirectory()) return undefined;
-  }
-  return path;
-}
 
 /** What resetIdentity changed: the host keys removed and the machine-id files rewritten (paths in the server). */
 export interface IdentityReset {

@@ -28,7 +28,7 @@ export { assertServable, traverseAdvice, untraversable } from './traverse.js';
 export { checkoutRoot, nativeBinary, type NativeProgram } from './native.js';
 export { run as runCommand } from './proc.js';
 export { startFlowWatch, startLxcfs, startOomWatch } from './part.js';
-export { hostClaims, hostNamesCheck, lockHost, type HostLock } from './locks.js';
+export { hostClaims, hostNamesCheck, lockDataDir, lockHost, type HostLock } from './locks.js';
 export { cleanHost, type CleanReport } from './clean.js';
 export { seedServer, type Seed } from './seed.js';
 export { keepAside, keptAside, lostFoundDir, LOST_FOUND, type KeptAside } from './lostfound.js';

@@ -144,7 +144,7 @@ function firstLines(child: ChildProcess): Promise<{ lines: string[]; code: numbe
  * Claims the host names for this process; throws `host_names_taken` naming the holder's pid and
  * the conflicting settings when another live daemon holds any of them.
  */
-export async function lockHost(claims: HostClaims, dir = LOCK_DIR): Promise<HostLock> {
+export async function lockHost(claims: HostClaims, dir = LOCK_DIR, only?: 'data'): Promise<HostLock> {
   const bin = nativeBinary('rbx-lock');
   if (!bin.built) throw AppError.of('helper_missing', `the lock helper is not built: ${notBuilt(bin)}`);
   try {
@@ -152,7 +152,7 @@ export async function lockHost(claims: HostClaims, dir = LOCK_DIR): Promise<Host
   } catch (e) {
     throw AppError.of('lock_failed', `cannot make ${dir}: ${(e as Error).message}`);
   }
-  const names = lockNames(claims);
+  const names = only ? lockNames(claims).slice(0, 1) : lockNames(claims);
   const child = spawn(bin.path, [dir, ...names], { stdio: ['pipe', 'pipe', 'pipe'] });
   child.stdin!.on('error', () => {});
   const { lines, code, stderr } = await firstLines(child);
@@ -173,7 +173,7 @@ export async function lockHost(claims: HostClaims, dir = LOCK_DIR): Promise<Host
     const r = l.startsWith('live ') ? readRecord(dir, l.slice(5)) : undefined;
     if (r) others.set(r.claim ?? String(r.pid), r);
   }
-  for (const o of others.values()) {
+  for (const o of only ? [] : others.values()) {
     const what = clashes(claims, o);
     if (what.length) {
       await end();
@@ -195,6 +195,13 @@ export async function lockHost(claims: HostClaims, dir = LOCK_DIR): Promise<Host
       lost = fn;
     },
   };
+}
+
+/** Claims only a data dir (its daemon's lock), for a command that builds one (restore
+ *  --from-backup): refused while a daemon or another such command holds it. */
+export function lockDataDir(dataDir: string, dir = LOCK_DIR): Promise<HostLock> {
+  const none = { bridge: '', nftTable: '', subnet: '255.255.255.255/32', uids: [-1, -1] as [number, number] };
+  return lockHost({ dataDir: resolve(dataDir), ...none }, dir, 'data');
 }
 
 /**

@@ -132,7 +132,7 @@ export class ContainerRuntime implements Runtime {
       record: (id) => this.record(id),
       lower: (rec) => this.lower(rec),
       state: (id) => this.servers.get(id)?.state,
-      stop: (id, opts) => this.stop(id, opts),
+      halt: (rec) => this.halt(rec, this.deps.cfg.stopGrace),
       start: (id) => this.start(id),
       wantRunning: (id) => this.deps.store.setDesired(id, 'running'),
       swapped: (rec, diskBytes) => void this.view(rec, 'sleeping', { ...this.applied(rec.id), diskBytes }),
@@ -259,7 +259,8 @@ export class ContainerRuntime implements Runtime {
         else await makeDisk(p, spec.diskBytes);
         await mountRootfs(p, this.deps.helper, this.lower(rec), rec.uidBase);
         if (spec.fromDisk?.uidBase !== undefined) shiftOwners(p.upper, spec.fromDisk.uidBase, rec.uidBase); // a fork: its files to this range
-        personalise(diskPaths(this.serverDir(rec.id)).rootfs, rec.uidBase, spec.slug);
+        if (!personalise(p.rootfs, rec.uidBase, spec.slug))
+          this.deps.log.warn('its /etc is not a directory: its name files left as they are', { server: rec.id });
         if (spec.fromDisk) this.deps.log.info('fork: identity files reset', { server: rec.id, ...resetIdentity(p.rootfs) });
         this.writeBundle(rec, applied);
         writeNet(this.serverDir(rec.id), applied.net);

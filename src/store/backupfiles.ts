@@ -11,7 +11,7 @@
 // rebuild the box. A restore takes them out of the staged copy before it is swapped in: the live
 // store never holds them. The backup is 0600 and must be kept as privately as the host itself.
 
-import { chmodSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, lstatSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { open } from 'lmdb';
 
@@ -120,13 +120,14 @@ export interface Placed {
   differ: string[];
 }
 
-/** Writes the carried host files into `dataDir`, never over an existing file. */
+/** Writes the carried host files into `dataDir`, never over an existing file (nor through a link). */
 export function placeHostFiles(dataDir: string, files: HostFile[]): Placed {
   const placed: Placed = { written: [], differ: [] };
   for (const f of files) {
     const abs = join(dataDir, f.path);
-    if (existsSync(abs)) {
-      if (!readFileSync(abs).equals(f.data)) placed.differ.push(f.path);
+    const there = lstatSync(abs, { throwIfNoEntry: false }); // a link (dangling or not) is there too, and never followed
+    if (there) {
+      if (!there.isFile() || !readFileSync(abs).equals(f.data)) placed.differ.push(f.path);
       continue;
     }
     mkdirSync(dirname(abs), { recursive: true, mode: 0o700 });

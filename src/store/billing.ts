@@ -23,6 +23,9 @@ export interface Usage {
   checkpointGbMonths?: number;
   /** Dollars drawn from the balance by usage. */
   spentUsd: number;
+  /** Cluster mode: bytes the account's checkpoints hold now on the other hosts, as the registry
+   *  said last (absent: none). */
+  checkpointBytesElsewhere?: number;
 }
 
 export interface LedgerEntry {
@@ -168,8 +171,19 @@ export class BillingStore {
   cache(accountId: string, m: Usage & { balanceUsd: number }): void {
     this.env.txSync(() => {
       const { balanceUsd, ...usage } = m;
-      this.usage.putSync(accountId, usage);
+      const elsewhere = this.usage.get(accountId)?.checkpointBytesElsewhere; // cached apart (below)
+      this.usage.putSync(accountId, elsewhere ? { ...usage, checkpointBytesElsewhere: elsewhere } : usage);
       this.accounts.setBalance(accountId, balanceUsd);
+    });
+  }
+
+  /** Cluster mode: the bytes the account's checkpoints hold on the other hosts, as the registry
+   *  says now (kept beside the cached usage totals; absent when none). */
+  cacheCheckpointsElsewhere(accountId: string, bytes: number): void {
+    if ((this.usage.get(accountId)?.checkpointBytesElsewhere ?? 0) === bytes) return;
+    this.env.txSync(() => {
+      const { checkpointBytesElsewhere: _, ...usage } = this.usage.get(accountId) ?? ZERO_USAGE;
+      this.usage.putSync(accountId, bytes > 0 ? { ...usage, checkpointBytesElsewhere: bytes } : usage);
     });
   }
 

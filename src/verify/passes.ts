@@ -65,9 +65,10 @@ async function runPass(s: PassSettings, artifact: string, rubric: string, pass: 
 }
 
 async function attemptPass(s: PassSettings, artifact: string, rubric: string, pass: number): Promise<VerifierPass> {
-  const signal = AbortSignal.timeout(s.passTimeoutMs);
+  const deadline = performance.now() + s.passTimeoutMs;
+  const late = () => performance.now() >= deadline;
   let last = 'no attempt';
-  for (let attempt = 0; attempt < 2 && !signal.aborted; attempt++) {
+  for (let attempt = 0; attempt < 2 && !late(); attempt++) {
     const prompt = buildPrompt(artifact, rubric, pass);
     try {
       const content = await s.llm.chat({
@@ -77,16 +78,16 @@ async function attemptPass(s: PassSettings, artifact: string, rubric: string, pa
         temperature: temperatureFor(s.temperature, pass),
         maxTokens: s.maxTokens,
         format: PASS_FORMAT,
-        signal,
+        deadline,
       });
       const parsed = parsePass(content);
       if (parsed) return parsed;
       last = 'unusable output';
     } catch (e) {
-      last = e instanceof LlmError ? e.message : signal.aborted ? 'timed out' : `error: ${(e as Error).message}`;
+      last = e instanceof LlmError ? e.message : late() ? 'timed out' : `error: ${(e as Error).message}`;
     }
   }
-  throw new Error(signal.aborted ? `timed out after ${s.passTimeoutMs} ms (${last})` : last);
+  throw new Error(late() ? `timed out after ${s.passTimeoutMs} ms (${last})` : last);
 }
 
 export async function runPasses(s: PassSettings, artifact: string, rubric: string, count: number): Promise<PassesOutcome> {

@@ -8,11 +8,16 @@
 // (A store whose checkpoints do not open with the key, and the whole rebuild: rebuild.test.ts.)
 
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
+import { loadConfig } from '../../src/config/index.js';
+import { AppError } from '../../src/errors.js';
+import { createLogger } from '../../src/log/index.js';
+import { startDaemon, type RuntimeMaker } from '../../src/main.js';
+import { lockDataDir, type Runtime } from '../../src/runtime/index.js';
 import { openStore, summarizeStore } from '../../src/store/index.js';
 import { adminCli } from '../helpers/admincli.js';
 import { freePort } from '../helpers/ports.js';
@@ -145,6 +150,72 @@ test('a rebuild from a backup without a host key refuses unless one is given', a
   assert.match(r.stderr, /carries no host key .* repeat with --host-key FILE/);
   assert.equal(readdirSync(fresh), [], 'nothing made, not even the data dir');
   noStaging(fresh);
+});
+
+test('a rebuild given a --host-key that does not exist says so, and makes nothing', async () => {
+  const fresh = scratch('hostkeymissing');
+  const r = await rebuild(join(fresh, 'new'), ['--host-key', join(fresh, 'no-such.key')]);
+  assert.is(r.code, 1);
+  assert.match(r.stderr, /--host-key .*no-such\.key does not exist/);
+  assert.not.match(r.stderr, /ENOENT/);
+  assert.equal(readdirSync(fresh), []);
+});
+
+test('a rebuild killed in its final renames: the daemon refuses the data dir, a rerun clears what it placed', async () => {
+  const killed = scratch('killed');
+  // what a kill -9 between two renames leaves: the mark, some of the box placed, the rest staged
+  writeFileSync(join(killed, '.rebuild-incomplete'), 'restore --from-backup\n');
+  mkdirSync(join(killed, 'servers', 'srv_x'), { recursive: true });
+  writeFileSync(join(killed, 'servers', 'srv_x', 'disk.img'), 'seeded');
+  mkdirSync(join(killed, '.rebuilding-2026-01-01T00-00-00-000Z', 'db'), { recursive: true });
+  const cfg = loadConfig({ env: {}, file: undefined, overrides: { dataDir: killed, runDir: join(killed, 'run') } });
+  let made = false;
+  const refused = await startDaemon(cfg, createLogger({ level: 'error', sink: () => {} }), (async () => {
+    made = true;
+    throw new Error('the runtime was made');
+  }) as unknown as RuntimeMaker<Runtime>).then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  assert.ok(refused instanceof AppError && refused.code === 'rebuild_incomplete', String(refused));
+  assert.match(refused.detail, /interrupted/);
+  assert.not.ok(made, 'refused before the runtime (its reconcile would take the seeded disks for orphans)');
+  assert.ok(existsSync(join(killed, 'servers', 'srv_x', 'disk.img')), 'nothing removed by the refusal');
+  // the rerun: not refused as a used data dir; what the killed one placed is cleared (here the
+  // store cannot be reached, so it stops there and leaves the data dir empty)
+  const port = await freePort();
+  const r = await rebuild(killed, [], { ROOTBOX_S3_ENDPOINT: `http://127.0.0.1:${port}` });
+  assert.is(r.code, 1, r.stdout);
+  assert.not.match(r.stderr, /is not empty/);
+  assert.match(r.stderr, /an interrupted rebuild left part of a box here/);
+  assert.match(r.stderr, /cannot be reached/);
+  assert.equal(readdirSync(killed), [], 'the partial box and the mark are gone');
+});
+
+test('a rebuild refuses while another holds the data dir, and leaves its staging dir alone', async () => {
+  const busy = scratch('busy');
+  const staging = join(busy, '.rebuilding-2026-01-01T00-00-00-000Z');
+  mkdirSync(staging);
+  const lock = await lockDataDir(busy); // the first rebuild (or a daemon) holds it
+  try {
+    const r = await rebuild(busy);
+    assert.is(r.code, 1);
+    assert.match(r.stderr, /holds dataDir/);
+    assert.ok(existsSync(staging), 'the other rebuild’s staging dir is left');
+  } finally {
+    await lock.release();
+  }
+});
+
+test('a plain restore leaves a link at a host file’s place (dangling or not) as it is, and says so', async () => {
+  const there = scratch('link');
+  mkdirSync(join(there, 'secrets'), { mode: 0o700 });
+  symlinkSync(join(there, 'nowhere'), join(there, 'secrets', 'host.key'));
+  const r = await adminCli(['restore', file], { ROOTBOX_DATA_DIR: there });
+  assert.is(r.code, 0, r.stderr);
+  assert.match(r.stdout, /kept this host's own secrets\/host\.key/);
+  assert.ok(lstatSync(join(there, 'secrets', 'host.key')).isSymbolicLink());
+  assert.not.ok(existsSync(join(there, 'nowhere')), 'nothing written through the link');
 });
 
 test.run();

@@ -6,6 +6,7 @@
 
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
+import { spawn } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { AppError } from '../../src/errors.js';
@@ -106,6 +107,49 @@ test('restore brings the disk back byte-exact and the app back up', async () => 
   assert.is(await sha('/root/big'), bigSha);
   assert.is((await sh(env.rt, id, 'test -e /root/ten; echo $?')).out, '1\n');
   assert.is(await waitFor(() => httpGet(ip), 10_000), 'served\n');
+});
+
+test('a wake asked while a restore swaps the disk waits for it and boots the restored disk', async () => {
+  const r = await sh(env.rt, id, 'head -c 1000000 /dev/urandom > /root/big && sync');
+  assert.is(r.code, 0, r.err);
+  let woke: Promise<void> | undefined;
+  // the wake comes the moment the staged image is complete: while the server stops for the flush
+  await env.rt.replaceDisk(id, async (path) => {
+    await cps.engine.materialize(first, path, { sync: false });
+    setImmediate(() => (woke = env.rt.start(id)));
+  });
+  await woke;
+  assert.is(env.rt.get(id)?.state, 'running');
+  assert.is(await sha('/root/big'), bigSha, 'the server runs on the restored disk');
+  assert.not.ok(
+    readdirSync(env.rt.serverDir(id)).some((n) => n.startsWith('disk.img.')),
+    'no staged image left',
+  );
+});
+
+test('a restore that finds the disk busy removes its staged image and starts the server again', async () => {
+  const r = await sh(env.rt, id, 'head -c 1000000 /dev/urandom > /root/big && sync');
+  assert.is(r.code, 0, r.err);
+  const changed = await sha('/root/big');
+  // a host process inside the server's root keeps it mounted
+  const holder = spawn('sleep', ['60'], { cwd: join(env.rt.serverDir(id), 'rootfs'), stdio: 'ignore' });
+  try {
+    const err = await cps.restore(id, first.id).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    assert.ok(err instanceof Error, 'the restore fails');
+  } finally {
+    holder.kill('SIGKILL');
+  }
+  assert.not.ok(
+    readdirSync(env.rt.serverDir(id)).some((n) => n.startsWith('disk.img.')),
+    'no staged image left',
+  );
+  assert.is(env.rt.get(id)?.state, 'running', 'the server that was running runs again');
+  assert.is(await sha('/root/big'), changed, 'on its old disk');
+  await cps.restore(id, first.id);
+  assert.is(await sha('/root/big'), bigSha);
 });
 
 test('a corrupt chunk refuses the restore: 502 checkpoint_corrupt, the server keeps its disk and keeps running', async () => {

@@ -277,7 +277,7 @@ test('a checkpoint that finds an unreferenced chunk in the store keeps it from a
   const pausedGc = Object.assign(Object.create(store) as BlobStore, {
     put: async (k: string, b: Uint8Array) => {
       await store.put(k, b);
-      if (k === blobKeys.gcLock) (locked(), await sweeping);
+      if (k.startsWith('gc/locks/')) (locked(), await sweeping);
     },
   });
   const gc = collect(engineOn(pausedGc));
@@ -309,7 +309,7 @@ test('a killed run’s marker and lock are dead at once for the next run of the 
   // cut off in its sweep (the lock left)
   const killed = run('host-a:/data', failingManifests(store));
   await rejects(() => killed.write(meta(), img));
-  await store.put(blobKeys.gcLock, killed.stamp({ at: clockNow }));
+  await store.put(killed.lockKey, killed.stamp({ at: clockNow }));
   assert.is(walk(join(store.where, 'pending')).length, 1);
 
   // another host's live checkpoint still holds the sweep, as before
@@ -322,7 +322,7 @@ test('a killed run’s marker and lock are dead at once for the next run of the 
   await store.delete(blobKeys.pending('ckp_other'));
 
   // the same owner's next run: nothing to wait out (the grace period is an hour)
-  await store.put(blobKeys.gcLock, killed.stamp({ at: clockNow }));
+  await store.put(killed.lockKey, killed.stamp({ at: clockNow }));
   const started = Date.now();
   const m = await next.write(meta(), img);
   assert.ok(Date.now() - started < 5_000, 'the killed collection’s lock is not waited for');
@@ -333,13 +333,13 @@ test('a killed run’s marker and lock are dead at once for the next run of the 
   r = await collect(next);
   assert.is(r.removed, 2, 'and go once nothing names them');
   // another owner's lock of the same age is waited for (the collector may be running)
-  await store.put(blobKeys.gcLock, other.stamp({ at: clockNow }));
+  await store.put(other.lockKey, other.stamp({ at: clockNow }));
   const waited = run('host-a:/data');
   const timeout = Symbol('waiting');
   const writing = waited.write(meta(), img);
   const raced = await Promise.race([writing, new Promise((r) => setTimeout(() => r(timeout), 300))]);
   assert.is(raced, timeout, 'a live lock of another owner holds a checkpoint');
-  await store.delete(blobKeys.gcLock);
+  await store.delete(other.lockKey);
   await writing;
 });
 

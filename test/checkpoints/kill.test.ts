@@ -104,7 +104,7 @@ async function storeProblems(servers: string[]): Promise<string[]> {
   const problems: string[] = [];
   const pending = await keysUnder('pending/');
   if (pending.length) problems.push(`pending markers left: ${pending}`);
-  if (await blobs.has('gc/lock')) problems.push('the collector’s lock is left');
+  if ((await keysUnder('gc/')).length) problems.push('a collector’s lock is left');
   const chunks = new Set((await keysUnder('chunks/')).map((k) => k.split('/').pop()!));
   const named = new Set<string>();
   for (const k of await keysUnder('manifests/')) {

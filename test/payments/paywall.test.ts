@@ -307,23 +307,30 @@ test('a paid call waits for one fdatasync, the lock’s, and no other commit: th
   const { txSync, txDurable, txCommitted } = env;
   env.txSync = <T>(fn: () => T): T => (calls.push('sync'), txSync.call(env, fn) as T);
   env.txDurable = <T>(fn: () => T): Promise<T> => (calls.push('durable'), txDurable.call(env, fn) as Promise<T>);
+  // what the callers of txCommitted are given resolves only once the test lets it (lmdb commits as
+  // usual): a charge that waited for the pending mark's or the outcome's commit would never answer
+  let release!: () => void;
+  const held = new Promise<void>((r) => (release = r));
   env.txCommitted = <T>(fn: () => T): Promise<T> => {
     calls.push('commit');
     const p = txCommitted.call(env, fn) as Promise<T>;
-    commits.push(p.then(() => calls.push('committed')));
-    return p;
+    commits.push(p);
+    return held.then(() => p);
   };
   try {
-    const paid = await paywall.charge(req({ 'x-payment': await header() }), async () => 'done');
+    const charged = paywall.charge(req({ 'x-payment': await header() }), async () => 'done');
+    const paid = await Promise.race([charged, new Promise<never>((_, no) => setTimeout(() => no(new Error('the charge waited for a commit')), 10_000))]);
     assert.is(paid.settlement.status, 'settled');
     assert.equal(calls, ['sync', 'commit', 'commit'], 'the lock synced; the pending mark and the outcome asked for, neither waited for');
     const rec = () => paywall.record(paid.payment.asset, paid.payment.payer, paid.payment.nonce);
     assert.is(rec()?.status, 'settled', 'the outcome is read back at once');
     assert.match(readFileSync(join(env.path, 'settling.journal'), 'utf8'), paid.payment.nonce.toLowerCase(), 'the pending mark is in the journal');
+    release();
     await Promise.all(commits);
     assert.is(rec()?.status, 'settled', 'and once committed');
     assert.is(store.payments.pending().length, 0);
   } finally {
+    release();
     for (const k of ['txSync', 'txDurable', 'txCommitted'] as const) delete (env as unknown as Record<string, unknown>)[k];
   }
 });

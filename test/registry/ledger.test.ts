@@ -322,4 +322,34 @@ test('a recharge on a daemon in registry mode is credited in the registry; with 
   }
 });
 
+test('/credits counts the checkpoint bytes of the account’s servers on every host, the same figure on each', async () => {
+  const a = host('host-cka');
+  const b = host('host-ckb');
+  holds(a, 'acc_two', 'srv_two_a');
+  holds(b, 'acc_two', 'srv_two_b');
+  holds(b, 'acc_two', 'srv_two_gone');
+  const ckp = (s: Store, serverId: string, id: string, newBytes: number) =>
+    s.checkpoints.add({ id, serverId, accountId: 'acc_two', createdAt: T0, kind: 'manual', sizeBytes: newBytes, newBytes });
+  await ckp(a.store, 'srv_two_a', 'ckp_a1', 2 * GB);
+  await ckp(b.store, 'srv_two_b', 'ckp_b1', GB);
+  await ckp(b.store, 'srv_two_gone', 'ckp_g1', 5 * GB);
+  const bytes = async (h: Host) => {
+    await h.billing.book.refresh('acc_two'); // what /credits does first (core.freshCredits)
+    return h.billing.credits(h.store.accounts.get('acc_two')!).checkpoint_bytes;
+  };
+  for (const t of [T0, T0 + HOUR]) await Promise.all([a.billing.tick(t), b.billing.tick(t)]);
+  assert.is(await bytes(a), 8 * GB, 'host A counts B’s servers');
+  assert.is(await bytes(b), 8 * GB, 'host B counts A’s, the same figure');
+  // a checkpoint taken on B is counted on A at once (written when taken, not a pass later)
+  await ckp(b.store, 'srv_two_b', 'ckp_b2', GB);
+  b.billing.checkpointsChanged('srv_two_b', 'acc_two');
+  await until('host A counts the checkpoint B just took', async () => (await bytes(a)) === 9 * GB, 5000);
+  // a server B no longer has (its delete cut off) stops counting at B's next pass
+  await b.store.checkpoints.remove('srv_two_gone', 'ckp_g1');
+  b.store.servers.remove('srv_two_gone');
+  await b.billing.tick(T0 + 2 * HOUR);
+  assert.is(await bytes(a), 4 * GB);
+  assert.is(await bytes(b), 4 * GB);
+});
+
 test.run();
