@@ -12,7 +12,7 @@
 import { isAppError } from '../errors.js';
 import type { Logger } from '../log/index.js';
 import type { AccountRecord, Grant, LedgerEntry, OutboxEntry, Prices, Store } from '../store/index.js';
-import { storedCheckpointBytes } from './meter.js';
+import { storedCheckpointBytes } from './stored.js';
 
 /** A metered period of one server (store/billing.ts). */
 export type Period = Omit<LedgerEntry, 'kind' | 'usd'> & { serverId: string };

@@ -4,7 +4,7 @@
 
 import { AppError } from '../errors.js';
 import type { AccountRecord, Grant, Store } from '../store/index.js';
-import { storedCheckpointBytes } from './meter.js';
+import { storedCheckpointBytes } from './stored.js';
 
 export interface Credits {
   tier: 'anonymous' | 'verified' | 'paid';

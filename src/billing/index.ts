@@ -5,7 +5,8 @@
 // (keepTiers); settled recharges arrive from the payments reconciler.
 
 export { creditsOf, isExhausted, upgradeEnvelope, type Credits } from './credits.js';
-export { Meter, runtimeUsage, storedCheckpointBytes, type UsageSample, type UsageSource } from './meter.js';
+export { Meter, runtimeUsage, type UsageSample, type UsageSource } from './meter.js';
+export { storedCheckpointBytes } from './stored.js';
 export { EgressMeter, type EgressSink } from './egress.js';
 export { LocalBook, RegistryBook, type MoneyBook, type SharedLedger, type SharedMoney } from './book.js';
 export { ADMIN_SOURCE_RE, adminCreditOffline, resolveCredit } from './admin.js';

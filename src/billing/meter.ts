@@ -9,6 +9,7 @@ import type { Logger } from '../log/index.js';
 import type { Runtime, ServerState } from '../runtime/index.js';
 import type { AccountRecord, Grant, ServerRecord, Store } from '../store/index.js';
 import type { MoneyBook } from './book.js';
+import { storedCheckpointBytes } from './stored.js';
 
 export interface UsageSample {
   awake: boolean;
@@ -37,18 +38,6 @@ export function runtimeUsage(runtime: Pick<Runtime, 'get' | 'stats' | 'frozen'>,
       egressBytes: s.egressBytes,
     };
   };
-}
-
-/** The checkpoint bytes a server is billed for: what each of its checkpoints added to the store
- *  when it was taken (its new sealed chunks, measured by the engine as it wrote them). A chunk
- *  shared by several checkpoints is counted once, by the one that stored it first; when that one
- *  is deleted, its chunks later ones still use are no longer billed (they stay until the others
- *  go). Deduplication across servers (a fork shares its source's chunks) is each server's own:
- *  a fork's first checkpoint stores only what it does not share. */
-export function storedCheckpointBytes(store: Pick<Store, 'checkpoints'>, serverId: string): number {
-  let n = 0;
-  for (const c of store.checkpoints.list(serverId)) if (Number.isFinite(c.newBytes) && c.newBytes > 0) n += c.newBytes;
-  return n;
 }
 
 const GB = 1024 ** 3;

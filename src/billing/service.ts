@@ -12,7 +12,8 @@ import { creditsOf, envelopeError, isExhausted, type Credits } from './credits.j
 import type { EgressSink } from './egress.js';
 import { enforce } from './enforce.js';
 import { LocalBook, RegistryBook, type MoneyBook, type SharedLedger } from './book.js';
-import { Meter, runtimeUsage, storedCheckpointBytes, type UsageSource } from './meter.js';
+import { Meter, runtimeUsage, type UsageSource } from './meter.js';
+import { storedCheckpointBytes } from './stored.js';
 import { usagePage } from './usage.js';
 
 export interface BillingConfig {
