@@ -125,6 +125,7 @@ export const CATALOGUE = {
   unknown_target: e('not_found', 'no account or server for an admin command'),
   checkpoint_not_found: e('not_found', 'the server has no such checkpoint'),
   move_target_unknown: e('not_found', 'the cluster has no host of that name to move a server to'),
+  recover_host_unknown: e('not_found', 'the cluster has no other host of that name to recover the servers of'),
 
   // ── 405 method_not_allowed ──
   method_not_allowed: e('method_not_allowed', 'the method is not allowed here (Allow lists those that are); CONNECT anywhere'),
@@ -135,6 +136,8 @@ export const CATALOGUE = {
 
   // ── 409 conflict ──
   subdomain_taken: e('conflict', 'every wanted subdomain is taken'),
+  recover_host_live: e('conflict', "a host's servers are recovered only once its lease has lapsed: it still runs them"),
+  recovery_busy: e('conflict', "another recovery of a dead host's servers is under way (one host recovers at a time)"),
   phone_taken: e('conflict', 'another host verified the same phone for a new account at the same instant; log in with it'),
   expose_in_progress: e('conflict', 'another request is exposing the same port'),
   restore_in_progress: e('conflict', 'a restore of this server is under way (one at a time per server): retry once it has answered'),

@@ -36,7 +36,11 @@ export interface AdminDeps {
   /** The host-to-host channel (cluster mode with a CA), for `cluster status`. */
   channel?: { health(): PeerHealth[] };
   /** Moves of servers to other hosts of the cluster (src/moves). */
-  moves?: { move(rec: ServerRecord, to: string): Promise<unknown>; placedOn(id: string): Promise<string | undefined> };
+  moves?: {
+    move(rec: ServerRecord, to: string): Promise<unknown>;
+    placedOn(id: string): Promise<string | undefined>;
+    recover?(host: string): Promise<unknown>;
+  };
   log: Logger;
 }
 

@@ -11,6 +11,7 @@ import type { Config } from '../config/index.js';
 import type { PeerHealth } from '../channel/index.js';
 import { HostDirectory, schemaVersion, verdict, type HostRow, type RegistryPool } from '../registry/index.js';
 import { callAdmin } from './client.js';
+import { recoveriesOf, recoveryLines } from './cli-recover.js';
 import type { CliOut } from './cli-io.js';
 import { adminSocketPath } from './server.js';
 import { bytes, table } from './table.js';
@@ -96,11 +97,15 @@ export async function clusterStatus(cfg: Readonly<Config>, pool: RegistryPool, f
   const hosts = schema ? await new HostDirectory(pool, cfg.cluster.lease).list() : [];
   const channel = await channelOf(cfg.dataDir);
   if (flags.json) {
-    io.out(JSON.stringify({ registry: pool.where, schema, hosts: hosts.map((h) => ({ ...h, state: hostState(h, cfg.cluster.recoverAfter) })), channel }));
+    const recoveries = await recoveriesOf(pool, schema);
+    io.out(
+      JSON.stringify({ registry: pool.where, schema, hosts: hosts.map((h) => ({ ...h, state: hostState(h, cfg.cluster.recoverAfter) })), channel, recoveries }),
+    );
     return 0;
   }
   io.out(`registry ${pool.where}: schema ${schema || 'none (run rootbox cluster init)'}, ${hosts.filter((h) => h.up).length} of ${hosts.length} hosts up`);
   if (hosts.length) io.out(hostLines(hosts, cfg.cluster.recoverAfter));
   io.out(channelLines(channel));
+  io.out(recoveryLines(await recoveriesOf(pool, schema)));
   return 0;
 }

@@ -7,6 +7,7 @@ import { parseArgs } from 'node:util';
 import { DEFAULT_CONFIG_FILE, loadConfig } from '../config/index.js';
 import { accountsCommand } from './cli-accounts.js';
 import { clusterCommand } from './cli-cluster.js';
+import { recoverCommand } from './cli-recover.js';
 import type { CliOut } from './cli-io.js';
 import { serversCommand } from './cli-servers.js';
 import { rebuildCommand } from './cli-rebuild.js';
@@ -47,6 +48,8 @@ export const ADMIN_USAGE = `operator commands (act in the running daemon through
                                           (RAM and disk left under the servers' ceilings), free RAM and disk;
                                           this host's channel to its peers (from the daemon: sessions, errors,
                                           forwarded requests)
+  cluster recover HOST [--json]           re-place a dead host's servers (its lease lapsed) on the others from their
+                                          newest checkpoints in the S3 store, even with cluster.recoverAfter 0
 With the daemon stopped, list/show/status read the store, credit writes it, and the other
 commands refuse. --config FILE or ROOTBOX_DATA_DIR select the data dir (else /etc/rootbox/config.json,
 else ./var when it holds a store, else the data dir of the daemon running on this machine).`;
@@ -116,6 +119,7 @@ export async function adminMain(argv: string[], io: CliOut = stdio, env: NodeJS.
       break;
     case 'cluster':
       if (rest.length === 0) code = await clusterCommand(cfg, sub, flags, io);
+      else if (sub === 'recover' && rest.length === 1) code = await recoverCommand(cfg, rest[0], flags, io);
       break;
     case 'restore': {
       const from = values['from-backup'];

@@ -8,6 +8,7 @@
 //   POST   /servers/:ref/restore {checkpoint} → {ok, server, checkpoint} (the disk becomes the checkpoint's)
 //   POST   /servers/:ref/move {to}     → {ok, move: MoveReport} (cluster mode: the server moved to host `to`)
 //   GET    /cluster/channel             → {host, channel, peers: [PeerHealth]} (cluster mode; channel false without one)
+//   POST   /cluster/recover {host}      → {ok, recovery: RecoveryReport} (a dead host's servers re-placed from their checkpoints)
 //   GET    /accounts                    → {accounts: [AccountView]}
 //   GET    /accounts/:ref               → {account, servers, ledger} (ref: acc_ id or one of its servers)
 //   POST   /accounts/:ref/rotate-key    → {account, api_key}
@@ -36,6 +37,7 @@ const CreditBody = z
 const Ref = z.object({ ref: z.string().min(1).max(255) });
 const RestoreBody = z.object({ checkpoint: z.string().min(1).max(64) }).strict();
 const MoveBody = z.object({ to: z.string().min(1).max(255) }).strict();
+const RecoverBody = z.object({ host: z.string().min(1).max(255) }).strict();
 const ServersQuery = z.object({ account: z.string().max(80).optional() });
 const unknown = 'No such server or account.';
 
@@ -296,6 +298,23 @@ export function adminRouter(d: AdminDeps): Router {
       summary: "This host's channel sessions to its peers: up or down, errors, forwarded requests",
       responses: { 200: { description: 'Channel health' } },
       handler: () => ({ status: 200, body: { host: d.registry?.host ?? null, channel: !!d.channel, peers: d.channel?.health() ?? [] } }),
+    }),
+    route({
+      method: 'POST',
+      path: '/cluster/recover',
+      auth: 'none',
+      summary: "Recover a dead host's servers on the other hosts from their newest checkpoints (the operator's word, even with cluster.recoverAfter 0)",
+      body: RecoverBody,
+      bodyLimit: 1024,
+      responses: {
+        200: { description: 'What was recovered where, what could not be (no checkpoint) and what failed' },
+        404: 'No such other host (recover_host_unknown).',
+        409: "The host's lease still runs (recover_host_live), or another recovery is under way (recovery_busy), or the store is no shared one.",
+      },
+      async handler({ body }) {
+        if (!d.moves?.recover) throw AppError.of('not_configured', 'this daemon recovers no servers (cluster mode only)');
+        return { status: 200, body: { ok: true, recovery: await d.moves.recover(body.host) } };
+      },
     }),
     ...serverRoutes(a, d),
     ...accountRoutes(a, d),

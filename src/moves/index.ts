@@ -5,17 +5,20 @@
 // is moving wait for the move's end (holds.ts), then go where it is. main.ts wires the parts: the
 // admin API's `POST /servers/:ref/move`, the target's side under the channel's API app
 // (`answer`, for peers only), the runtime's start guard and the edge's front (`holdOf*`).
+// A dead host's servers are recovered on the others from their newest checkpoints (recover.ts).
 
 import { AppError } from '../errors.js';
 import { errorReply, sendReply, type HttpApp, type Req, type RequestInfo, type Res } from '../http/index.js';
 import type { ServerRecord } from '../store/index.js';
 import { MoveHolds } from './holds.js';
 import { MoveSource } from './source.js';
+import { Recovery, type RecoveryReport } from './recover.js';
 import { adopt, adoptRequestOf } from './target.js';
 import type { MoveReport, MovesDeps } from './types.js';
 import { ADOPT_PATH } from './wire.js';
 
 export type { MoveReport, MovesDeps } from './types.js';
+export type { RecoveryReport } from './recover.js';
 
 export interface Moves {
   /** Moves `rec` (a server of this host) to host `to`; resolves once the target runs it. */
@@ -28,6 +31,9 @@ export interface Moves {
   holdOfHost(host: string): Promise<void> | undefined;
   /** The channel's API app with the target's side of a move before it: `ADOPT_PATH` from a peer host. */
   withTarget(app: HttpApp): HttpApp;
+  /** Recovers the servers of `host`, whose lease lapsed, from their checkpoints on the other hosts (recover.ts; the operator's `cluster recover`). */
+  recover(host: string): Promise<RecoveryReport>;
+  stop(): void;
 }
 
 export function startMoves(d: MovesDeps): Moves {
@@ -36,6 +42,9 @@ export function startMoves(d: MovesDeps): Moves {
   // `d` is the daemon's record, read when a move runs (the channel is made after this part)
   const source = new MoveSource(d, log, holds);
   const suffix = `.${d.cfg.domain}`;
+  const recovery = new Recovery(d, d.log.child({ part: 'recovery' }));
+  const every = d.cfg.cluster.recoverAfter > 0 ? Math.min(5000, Math.max(500, Math.floor(d.cfg.cluster.recoverAfter / 4))) : 5000;
+  recovery.start(every);
   const answer = async (req: Req, res: Res, info: RequestInfo) => {
     try {
       const a = await adopt(d, log, await adoptRequestOf(req), info.forwarded!);
@@ -52,6 +61,8 @@ export function startMoves(d: MovesDeps): Moves {
       if (!holds.size || !host.endsWith(suffix)) return undefined;
       return holds.ofSlug(host.slice(0, -suffix.length));
     },
+    recover: (host) => recovery.recoverHost(host, 'operator'),
+    stop: () => recovery.stop(),
     withTarget: (app) => ({
       handle: (req, res, info) => {
         const path = (req.url ?? '').split('?')[0];

@@ -64,7 +64,7 @@ async function epochHere(d: MovesDeps, id: string): Promise<number> {
 }
 
 /** Asks the target to take the server; its answer, or the AppError it gave (or host_unavailable). */
-async function ask(d: MovesDeps, to: string, body: AdoptRequest): Promise<AdoptAnswer> {
+export async function ask(d: MovesDeps, to: string, body: AdoptRequest): Promise<AdoptAnswer> {
   const bytes = Buffer.from(JSON.stringify(body));
   const info = { host: 'moves', scheme: 'https' as const, requestId: newRequestId(), ip: '127.0.0.1' };
   const c = await collectAnswer('POST', ADOPT_PATH, { 'content-type': 'application/json', accept: 'application/json' }, bytes, ANSWER_MAX, (req, res) =>

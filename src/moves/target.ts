@@ -17,6 +17,7 @@ import { shortOf } from '../hosting/index.js';
 import { readBody, type Req } from '../http/index.js';
 import type { Logger } from '../log/index.js';
 import type { ServerRecord } from '../store/index.js';
+import { noteTo } from './note.js';
 import type { MovesDeps } from './types.js';
 import { ADOPT_MAX_BYTES, AdoptRequest, type AdoptAnswer } from './wire.js';
 
@@ -102,6 +103,7 @@ export async function adopt(d: MovesDeps, log: Logger, a: AdoptRequest, from: st
     .catch((err) => log.warn('the moved server’s SSH key is recorded at the next start', { server: s.id, err }));
   for (const port of a.exposed)
     await core.exposures.expose(account, s.id, port).catch((err) => log.warn('a moved server’s port was not exposed again', { server: s.id, port, err }));
+  if (a.note) await noteTo(d, s.id, a.note).catch((err) => log.warn('a recovered server’s owner was not told what was lost', { server: s.id, err }));
   if (!a.running) await d.runtime.stop(s.id).catch((err) => log.warn('a moved server that slept is left running', { server: s.id, err }));
   // a running one's app answers before requests are handed over (none is told "app down" while it starts)
   else if (m.settings.runSh) await appUp(d, s.id, APP_WAIT_MS);

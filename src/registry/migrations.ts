@@ -14,6 +14,7 @@ import { IDENTITY_SQL } from './identity.js';
 import { TOKEN_SQL } from './token.js';
 import { QUOTAS_SQL } from './quotas.js';
 import { HEARD_SQL } from './hosts.js';
+import { RECOVERY_SQL } from './recoveries.js';
 import type { RegistryPool } from './pool.js';
 
 export interface Migration {
@@ -166,6 +167,12 @@ export const MIGRATIONS: readonly Migration[] = [
     version: 22,
     about: "checkpoint bytes stored now per server, written by the host that holds it: an account's /credits sums every host's",
     sql: CHECKPOINT_BYTES_SQL,
+  },
+  {
+    version: 24,
+    about:
+      "recovery of a dead host's servers: one recovery lease (one host recovers at a time), when each host last saw each of its servers running (server_activity), and each server's recovery outcome (recovered where, unrecoverable, failed)",
+    sql: RECOVERY_SQL,
   },
 ];
 

@@ -21,7 +21,7 @@ export { buildImage, findImage, imageBuildCommand, imageOptions, imageTag, isBui
 export { formatImages, listImages, pruneImages, serverTag, type ImageInfo } from './images.js';
 export type { ReconcileReport } from './reconcile.js';
 export { Lxcfs, lxcfsState, LXCFS_PROC_FILES } from './lxcfs.js';
-export { OomWatch, ROOTBOX_LOG, OOM_MARK, oomKillsIn } from './oom.js';
+export { OomWatch, ROOTBOX_LOG, OOM_MARK, oomKillsIn, appendRootboxLog } from './oom.js';
 export { FlowWatch, DROP_MARK } from './flowwatch.js';
 export { openFileIn, readTail } from './rootfile.js';
 export { assertServable, traverseAdvice, untraversable } from './traverse.js';

@@ -1,0 +1,242 @@
+// Recovery of a dead host's servers (issue 38 item 3, DESIGN part 7). When the dead-host decision
+// (registry/deadhost.ts through the contact's verdict) says a host is dead — its lease lapsed for
+// cluster.recoverAfter and no peer reached it for as long —, or the operator says so
+// (`rootbox cluster recover HOST`, refused while its lease runs), one host at a time (the
+// registry's recovery lease) re-places each server the registry still places on it:
+//   - from its newest checkpoint in the shared store, on the up host with the most room (this
+//     one included), a bounded number at a time; the target makes it as a move's target does
+//     (target.ts `adopt`) and takes its placement from the epoch read here — compare-and-set, so
+//     a server another host took meanwhile is left to it;
+//   - the server's record is made from what the registry and the store keep, since the dead
+//     host's store may be gone with its data dir: placement (account, slug, epoch), SSH key,
+//     the checkpoint's disk size, the account's tier ceilings; it sleeps on its new host;
+//   - a server that ran after its newest checkpoint (its host wrote when it last ran:
+//     `server_activity`) is recovered too, and its owner is told what was lost (a line in its
+//     /var/log/rootbox.log, written by the target);
+//   - a server with no checkpoint in the store cannot be recovered: it stays placed on the dead
+//     host, logged and listed by `cluster status` as unrecoverable (no empty disk is made).
+// A recovery is no create: no account's create limits are counted. Every outcome is recorded in
+// the registry (`recoveries`).
+
+import { AppError, isAppError } from '../errors.js';
+import { shortOf, TIER_LIMITS, tierOf } from '../hosting/index.js';
+import type { Logger } from '../log/index.js';
+import type { DeadPlacement, HostRow } from '../registry/index.js';
+import { RegistryRecoveries } from '../registry/index.js';
+import { ask } from './source.js';
+import { adopt } from './target.js';
+import type { MovesDeps } from './types.js';
+import type { AdoptRequest } from './wire.js';
+
+/** Servers recovered at once. */
+const BATCH = 4;
+/** The recovery lease, renewed between batches (a batch's restores fit in it; a holder that died frees it after). */
+const LEASE_MS = 2 * 60_000;
+
+export interface RecoveryReport {
+  host: string;
+  by: 'dead' | 'operator';
+  recovered: { server: string; slug: string; to: string; checkpoint: string; lost_ms?: number }[];
+  unrecoverable: { server: string; slug: string; why: string }[];
+  failed: { server: string; slug: string; why: string }[];
+}
+
+type Capacity = HostRow['capacity'];
+
+/** Picks the up host with the most memory room that fits `need`, counting what this round placed already. */
+function pickHost(rows: { name: string; capacity: Capacity }[], need: { memoryBytes: number; diskBytes: number }): string | undefined {
+  const fit = rows.filter((h) => !shortOf(h.capacity, need));
+  fit.sort(
+    (a, b) =>
+      b.capacity.memoryRoomBytes! - a.capacity.memoryRoomBytes! || b.capacity.diskRoomBytes! - a.capacity.diskRoomBytes! || a.name.localeCompare(b.name),
+  );
+  const h = fit[0];
+  if (!h) return undefined;
+  const c = h.capacity;
+  c.memoryRoomBytes = c.memoryRoomBytes! - need.memoryBytes;
+  c.diskRoomBytes = c.diskRoomBytes! - need.diskBytes;
+  c.servers = (c.servers ?? 0) + 1;
+  return h.name;
+}
+
+/** The words a recovered server's rootbox.log gets when it ran after its newest checkpoint. */
+export function lossNote(from: string, checkpointAt: number, activeAt: number): string {
+  const at = (ms: number) => new Date(ms).toISOString().replace(/\.\d+Z$/, 'Z');
+  return (
+    `[rootbox ${at(Date.now())}] host ${from} died; this server was recovered on another host from its newest checkpoint, taken ${at(checkpointAt)}. ` +
+    `It ran until about ${at(activeAt)}: what it did in those ${Math.round((activeAt - checkpointAt) / 1000)} s is lost.\n`
+  );
+}
+
+export class Recovery {
+  private readonly rec?: RegistryRecoveries;
+  private busy = false;
+  private timer?: NodeJS.Timeout;
+  /** Servers found unrecoverable in this run (server@epoch): reported once, checked again only by the operator. */
+  private readonly reported = new Set<string>();
+
+  constructor(
+    private readonly d: MovesDeps,
+    private readonly log: Logger,
+  ) {
+    if (d.registry) this.rec = new RegistryRecoveries(d.registry.pool, d.registry.host);
+  }
+
+  /** Every `ms`: this host's running servers marked active, and any dead host's servers recovered (recoverAfter > 0). */
+  start(ms: number): void {
+    if (!this.rec) return;
+    const tick = () => {
+      this.tick()
+        // the registry away: nothing can be recovered, and the self-fence and the heartbeat say so already
+        .catch((err) => !(isAppError(err) && err.code === 'registry_unavailable') && this.log.warn('recovery check failed', { err }))
+        .finally(() => {
+          if (this.timer) this.timer = setTimeout(tick, ms).unref();
+        });
+    };
+    this.timer = setTimeout(tick, ms).unref();
+  }
+
+  stop(): void {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+  }
+
+  /** One round: activity written; each dead host with servers placed on it recovered. */
+  async tick(): Promise<void> {
+    const r = this.d.registry!;
+    const running = this.d.runtime
+      .list()
+      .filter((s) => s.state === 'running' || s.state === 'waking')
+      .map((s) => s.id);
+    await this.rec!.active(running, Date.now());
+    // not before this host joined and its channel runs (the dead host's peers are asked over it)
+    if (this.d.cfg.cluster.recoverAfter <= 0 || this.busy || !this.d.channel) return;
+    for (const h of r.placements.hosts()) {
+      if (h.name === r.host || !r.contact.verdict(h.name).dead) continue;
+      const left = (await this.rec!.placedOn(h.name)).filter((p) => !this.reported.has(`${p.serverId}@${p.epoch}`));
+      if (!left.length) continue;
+      await this.recoverHost(h.name, 'dead').catch((err) => {
+        if (!(isAppError(err) && err.code === 'recovery_busy')) this.log.warn('recovery of a dead host failed', { host: h.name, err });
+      });
+    }
+  }
+
+  /** Recovers every server the registry places on `dead` (the operator's word: its lease must have lapsed). */
+  async recoverHost(dead: string, by: 'dead' | 'operator'): Promise<RecoveryReport> {
+    const d = this.d;
+    const r = d.registry;
+    if (!r || !this.rec) throw AppError.of('not_configured', 'servers are recovered in a cluster only (cluster.registry)');
+    if (!d.cfg.checkpoints.store || !d.hosting.core.checkpoints?.engine.available)
+      throw AppError.of(
+        'move_needs_shared_store',
+        'servers are recovered from checkpoints in a shared S3 store: set checkpoints.store = s3://bucket/prefix on every host',
+      );
+    const rows = await r.hosts.list();
+    const row = rows.find((h) => h.name === dead);
+    if (!row || dead === r.host) throw AppError.of('recover_host_unknown', `the cluster has no other host ${dead.slice(0, 80)}`);
+    if (row.up)
+      throw AppError.of('recover_host_live', `host ${dead}'s lease still runs (${Math.ceil(row.leaseLeftMs / 1000)} s left): its servers are its own`);
+    if (this.busy) throw AppError.of('recovery_busy', 'this host is recovering servers already');
+    this.busy = true;
+    try {
+      if (!(await this.rec.lease(dead, LEASE_MS))) throw AppError.of('recovery_busy', 'another host is recovering servers now; try again shortly');
+      try {
+        return await this.run(dead, by, rows);
+      } finally {
+        await this.rec.release().catch(() => {});
+      }
+    } finally {
+      this.busy = false;
+    }
+  }
+
+  private async run(dead: string, by: 'dead' | 'operator', rows: HostRow[]): Promise<RecoveryReport> {
+    const r = this.d.registry!;
+    const report: RecoveryReport = { host: dead, by, recovered: [], unrecoverable: [], failed: [] };
+    const targets = rows.filter((h) => h.up && h.name !== dead).map((h) => ({ name: h.name, capacity: { ...h.capacity } }));
+    const placed = await this.rec!.placedOn(dead);
+    this.log.warn('recovering the servers of a dead host', { host: dead, by, servers: placed.length });
+    for (let i = 0; i < placed.length; i += BATCH) {
+      if (i && !(await this.rec!.lease(dead, LEASE_MS))) throw AppError.of('recovery_busy', 'the recovery lease was lost');
+      await Promise.all(placed.slice(i, i + BATCH).map((p) => this.one(dead, p, targets, report)));
+    }
+    await r.placements.sync().catch(() => {});
+    this.log.warn('recovery of a dead host ended', {
+      host: dead,
+      recovered: report.recovered.length,
+      unrecoverable: report.unrecoverable.length,
+      failed: report.failed.length,
+    });
+    return report;
+  }
+
+  private async one(dead: string, p: DeadPlacement, targets: { name: string; capacity: Capacity }[], report: RecoveryReport): Promise<void> {
+    const d = this.d;
+    const r = d.registry!;
+    const log = this.log.child({ server: p.serverId, from: dead });
+    const refuse = async (kind: 'unrecoverable' | 'failed', why: string) => {
+      report[kind].push({ server: p.serverId, slug: p.slug, why });
+      if (kind === 'unrecoverable') this.reported.add(`${p.serverId}@${p.epoch}`);
+      log.error(kind === 'unrecoverable' ? 'a server of a dead host cannot be recovered' : 'a server of a dead host was not recovered', { slug: p.slug, why });
+      await this.rec!.record({ serverId: p.serverId, from: dead, outcome: kind, detail: why }).catch(() => {});
+    };
+    try {
+      const engine = d.hosting.core.checkpoints!.engine;
+      const manifests = (await engine.list(p.serverId)).filter((m) => m.serverId === p.serverId);
+      const newest = manifests[0];
+      if (!newest) return await refuse('unrecoverable', 'no checkpoint of it in the store: its disk was only on the dead host (it stays placed there)');
+      if (!p.publicKey || !p.fingerprint) return await refuse('unrecoverable', 'the registry has no SSH key of it');
+      const account = await d.hosting.core.accounts.book.byId(p.accountId);
+      if (!account) return await refuse('failed', `the registry has no account ${p.accountId}`);
+      const need = { memoryBytes: TIER_LIMITS[tierOf(account)].memoryBytes, diskBytes: newest.imageBytes };
+      const to = pickHost(targets, need);
+      if (!to) return await refuse('failed', 'no up host has room for it');
+      const lostMs = p.activeAt !== undefined && p.activeAt > newest.createdAt ? p.activeAt - newest.createdAt : undefined;
+      const body: AdoptRequest = {
+        server: {
+          id: p.serverId,
+          accountId: p.accountId,
+          slug: p.slug,
+          sshPublicKey: p.publicKey,
+          keyFingerprint: p.fingerprint,
+          ...need,
+          neverSleep: false,
+          suspended: false,
+          flag: null,
+          createdAt: manifests[manifests.length - 1].createdAt,
+        },
+        checkpoint: newest.id,
+        epoch: p.epoch,
+        running: false,
+        exposed: [],
+        checkpoints: manifests.map((m) => ({
+          id: m.id,
+          serverId: m.serverId,
+          accountId: p.accountId,
+          createdAt: m.createdAt,
+          kind: m.kind,
+          ...(m.comment ? { comment: m.comment } : {}),
+          sizeBytes: m.dataBytes,
+          newBytes: m.newBytes,
+        })),
+        domains: [],
+        ...(lostMs !== undefined ? { note: lossNote(dead, newest.createdAt, p.activeAt!) } : {}),
+      };
+      const a = to === r.host ? await adopt(d, log, body, dead) : await ask(d, to, body);
+      report.recovered.push({ server: p.serverId, slug: p.slug, to, checkpoint: newest.id, ...(lostMs !== undefined ? { lost_ms: lostMs } : {}) });
+      log.warn('a server of a dead host recovered', { slug: p.slug, to, epoch: a.epoch, checkpoint: newest.id, lostMs });
+      await this.rec!.record({
+        serverId: p.serverId,
+        from: dead,
+        to,
+        outcome: 'recovered',
+        detail: `from checkpoint ${newest.id}${lostMs !== undefined ? `; it ran ${Math.round(lostMs / 1000)} s after it: that is lost` : ''}`,
+        ...(lostMs !== undefined ? { lostMs } : {}),
+      }).catch(() => {});
+    } catch (e) {
+      if (isAppError(e) && e.code === 'placement_conflict')
+        return void log.info('a server of a dead host was taken by another host meanwhile', { detail: e.detail });
+      await refuse('failed', isAppError(e) ? e.detail : (e as Error).message);
+    }
+  }
+}
