@@ -8,12 +8,12 @@
 // (PostgreSQL notices a gone client only when it answers), so the restart finds a claim or a
 // placement of a create it never finished, and must remove it.
 // Last, fencing with real runc: a server whose placement moved to another host while this one
-// was down is stopped at the restart, and neither a command nor a restart starts it here.
+// was down is removed at the restart, and neither a command nor a restart starts it here.
 // After each restart, every placement and slug claim of the host names a committed server with
 // its container, every committed server has both, and nothing of an unanswered create is left.
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { readdirSync } from 'node:fs';
+import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
 import { openStore } from '../../src/store/index.js';
@@ -165,7 +165,7 @@ test('SIGKILL while the create, its container made, waits to write its placement
   await consistent('after a kill at the placement');
 });
 
-test('a server the registry moved to another host while this one was down is stopped at the restart and never woken here', async () => {
+test('a server the registry moved to another host while this one was down is removed here at the restart (its copy held nothing unsaved) and never woken here', async () => {
   const [id] = [...answered.keys()];
   const owner = await api(d.http, 'GET', `/servers/${id}`, { key: keys.get(id) });
   assert.is(owner.body.state, 'running');
@@ -174,12 +174,16 @@ test('a server the registry moved to another host while this one was down is sto
   await d.start();
   const runc = async () => (await scanHost({ dataDir: d.dataDir, bridge: d.bridge, table: d.table, pool: d.pool })).runc.find((c) => c.id === id)?.status;
   assert.is.not(await runc(), 'running', 'stopped at the restart');
+  // a returning host removes its copy of a server placed elsewhere at a newer epoch (hosting/
+  // stalecopies.ts; this one is not kept aside: nothing was written after its create); the
+  // registry names a host that is not in the cluster, so nobody serves it: not found, not woken
+  await until('the copy removed here', () => !existsSync(join(d.dataDir, 'servers', id)), 30_000);
   const woke = await api(d.http, 'POST', `/servers/${id}/exec`, { key: keys.get(id), body: { command: 'true' } });
-  assert.is(woke.status, 503, JSON.stringify(woke.body));
-  assert.is(woke.body.error, 'server_moved');
+  assert.is(woke.status, 404, JSON.stringify(woke.body));
+  assert.is(woke.body.error, 'server_not_found');
   const restart = await api(d.http, 'POST', `/servers/${id}/restart`, { key: keys.get(id) });
-  assert.is(restart.body.error, 'server_moved');
-  assert.is.not(await runc(), 'running', 'not started by the wake');
+  assert.is(restart.body.error, 'server_not_found');
+  assert.is(await runc(), undefined, 'no container of it here, not started by the wake');
   assert.is(await db.sql(`SELECT host FROM placements WHERE server_id = '${id}'`), 'another-host', 'not taken back');
 });
 
