@@ -8,6 +8,7 @@ import type { Config } from '../config/index.js';
 import type { PeerHealth } from '../channel/index.js';
 import { HostDirectory, schemaVersion, type HostRow, type RegistryPool } from '../registry/index.js';
 import { callAdmin } from './client.js';
+import { drainLines } from './cli-drain.js';
 import type { CliOut } from './cli-io.js';
 import { adminSocketPath } from './server.js';
 import { bytes, table } from './table.js';
@@ -34,7 +35,7 @@ function hostLines(hosts: HostRow[]): string {
       const c = h.capacity;
       return [
         h.name,
-        h.up ? 'up' : 'down',
+        (h.up ? 'up' : 'down') + (h.drain ? ', draining' : ''),
         h.up ? `${(h.leaseLeftMs / 1000).toFixed(1)} s left` : `lapsed ${Math.round(-h.leaseLeftMs / 1000)} s ago`,
         c.serversMax ? `${h.servers} of ${c.serversMax}` : String(h.servers),
         h.advertise,
@@ -84,6 +85,7 @@ export async function clusterStatus(cfg: Readonly<Config>, pool: RegistryPool, f
   }
   io.out(`registry ${pool.where}: schema ${schema || 'none (run rootbox cluster init)'}, ${hosts.filter((h) => h.up).length} of ${hosts.length} hosts up`);
   if (hosts.length) io.out(hostLines(hosts));
+  for (const l of drainLines(hosts)) io.out(l);
   io.out(channelLines(channel));
   return 0;
 }

@@ -38,10 +38,13 @@ export const ADMIN_USAGE = `operator commands (act in the running daemon through
   restore FILE [--json]                   put a backup in place of the store (daemon stopped)
   cluster init [--json]                   apply the registry schema (cluster.registry) this rootbox knows; safe to repeat
   cluster status [--json]                 the registry's hosts: lease, where they are reached, servers, room
-  cluster join [--json]                   copy this box's accounts, ledger, domains, certificates into the registry (once; the daemon does it at its first cluster start)
                                           (RAM and disk left under the servers' ceilings), free RAM and disk;
-                                          this host's channel to its peers (from the daemon: sessions, errors,
-                                          forwarded requests)
+                                          drains (moved, left, failed with why); this host's channel to its
+                                          peers (from the daemon: sessions, errors, forwarded requests)
+  cluster join [--json]                   copy this box's accounts, ledger, domains, certificates into the registry (once; the daemon does it at its first cluster start)
+  cluster drain HOST [--json]             HOST takes no creates and moves every server to the other hosts (needs an S3
+                                          store), a few at a time; resumes after a restart
+  cluster undrain HOST [--json]           HOST takes creates again (moves under way finish)
 With the daemon stopped, list/show/status read the store, credit writes it, and the other
 commands refuse. --config FILE or ROOTBOX_DATA_DIR select the data dir (else /etc/rootbox/config.json,
 else ./var when it holds a store, else the data dir of the daemon running on this machine).`;
@@ -107,7 +110,7 @@ export async function adminMain(argv: string[], io: CliOut = stdio, env: NodeJS.
       if (sub !== undefined && rest.length === 0) code = await backupCommand(cfg, sub, flags, io);
       break;
     case 'cluster':
-      if (rest.length === 0) code = await clusterCommand(cfg, sub, flags, io);
+      code = await clusterCommand(cfg, sub, flags, io, rest);
       break;
     case 'restore':
       if (sub !== undefined && rest.length === 0) code = await restoreCommand(cfg, sub, flags, io);

@@ -33,6 +33,8 @@ export interface HostChoice {
   hosts(): Promise<HostRoom[]>;
   /** Sends the create to `host`'s API over the channel and relays its answer to `call.res`. */
   forward(host: string, call: ForwardedCreate): Promise<void>;
+  /** Why this host takes no create now though it has room (it is being drained), undefined when it takes them. */
+  closed?(): string | undefined;
   /** This host's room changed (a server made here): its lease says so now, not at the next heartbeat. */
   changed(): void;
 }
@@ -82,7 +84,7 @@ export async function chooseCreateHost(
 ): Promise<typeof HANDLED | undefined> {
   if (body.phone !== undefined && body.code === undefined) return undefined;
   const need = TIER_LIMITS[await tierAhead(ctx, body, byPhone)];
-  const why = shortOf(here(), need);
+  const why = choice?.closed?.() ?? shortOf(here(), need);
   if (!why) return undefined;
   const from = ctx.forwarded;
   if (choice && !from) {

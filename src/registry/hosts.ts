@@ -5,6 +5,7 @@
 // Each host registers its channel certificate's key (schema 14): the owner's side of the channel
 // checks a peer by it.
 
+import { drainOf, type DrainMark } from './drains.js';
 import type { RegistryPool } from './pool.js';
 
 export interface HostFacts {
@@ -28,6 +29,8 @@ export interface HostRow extends HostFacts {
   servers: number;
   /** The instance (data dir) holding the name (identity.ts); null: not recorded yet. */
   instance: string | null;
+  /** Its drain (schema 23: no creates, its servers moving to the others), null when it takes creates. */
+  drain: DrainMark | null;
 }
 
 interface Raw {
@@ -42,6 +45,8 @@ interface Raw {
   left_ms: string;
   servers: string;
   instance: string | null;
+  drain_since: Date | null;
+  drain: DrainMark | null;
 }
 
 export class HostDirectory {
@@ -101,6 +106,7 @@ export class HostDirectory {
       up: Number(x.left_ms) > 0,
       servers: Number(x.servers),
       instance: x.instance,
+      drain: drainOf(x.drain_since, x.drain),
     }));
   }
 }

@@ -13,6 +13,7 @@ import { ORDERS_SQL, SHARED_SQL } from './shared.js';
 import { IDENTITY_SQL } from './identity.js';
 import { TOKEN_SQL } from './token.js';
 import { QUOTAS_SQL } from './quotas.js';
+import { DRAIN_SQL } from './drains.js';
 import type { RegistryPool } from './pool.js';
 
 export interface Migration {
@@ -149,6 +150,11 @@ export const MIGRATIONS: readonly Migration[] = [
     version: 18,
     about: "an index of the change feed's live records alone: a full load reads no tombstone (placement tombstones are kept for the wake fence)",
     sql: LIVE_INDEX_SQL,
+  },
+  {
+    version: 23,
+    about: "a host's drain mark and progress in its hosts row: it takes no creates and its servers move to the others (rootbox cluster drain / undrain)",
+    sql: DRAIN_SQL,
   },
 ];
 
