@@ -147,6 +147,7 @@ const UNIT = [
   'test/registry/leases.test.ts',
   'test/checkpoints/backoff.test.ts',
   'test/moves/refusals.test.ts',
+  'test/moves/drain-choice.test.ts',
   'test/sdk/coverage.test.ts',
   'test/sdk/retry.test.ts',
 ];
