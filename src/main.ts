@@ -198,7 +198,7 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
           sharedDomains: d.registry?.shared,
           sharedAccounts: d.registry?.accounts,
           placements: d.registry?.placements,
-          hostChoice: d.registry && hostChoice(d.registry, () => d.channel, () => d.drain),
+          hostChoice: d.registry && hostChoice(d.registry, d), // the channel and the drain read when a create comes
           quotas: d.registry?.quotas,
           sleeps: d.presence,
         });
@@ -288,12 +288,13 @@ function meter(b: Billing, log: Logger): void {
 
 /** Where a create goes when this host has no room (hosting/hostchoice.ts): the hosts of the registry,
  *  their capacity as last reported, reached over the channel (none without one: no cluster CA). */
-function hostChoice(r: Registry, channel: () => Channel | undefined, drain: () => Drain | undefined): HostChoice {
+function hostChoice(r: Registry, d: { readonly channel?: Channel; readonly drain?: Drain }): HostChoice {
+  const channel = () => d.channel;
   return {
     self: r.host,
     // up by the registry's lease and by the channel's view (which the forward goes by); a draining host takes none
     hosts: async () => (channel() ? (await r.hosts.list()).filter((h) => r.placements.host(h.name)?.up && !h.drain) : []),
-    closed: () => drain()?.closed(),
+    closed: () => d.drain?.closed(),
     forward: (host, c) => channel()!.forwardApi(host, c.req, c.res, c.info, { body: c.body, counted: true }), // counted by this host's create route
     changed: () => r.renew(),
   };

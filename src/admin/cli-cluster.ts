@@ -52,7 +52,13 @@ function unusedNote(): string {
 /** The common name of the cluster CA's certificate. */
 const CLUSTER_CA = 'rootbox cluster CA';
 
-export async function clusterCommand(cfg: Readonly<Config>, sub: string | undefined, flags: { json?: boolean }, io: CliOut, args: string[] = []): Promise<number> {
+export async function clusterCommand(
+  cfg: Readonly<Config>,
+  sub: string | undefined,
+  flags: { json?: boolean },
+  io: CliOut,
+  args: string[] = [],
+): Promise<number> {
   const drain = sub === 'drain' || sub === 'undrain';
   if (drain ? args.length !== 1 : args.length !== 0 || (sub !== 'init' && sub !== 'status' && sub !== 'join')) return -1;
   const pool = poolOf(cfg, io);

@@ -111,7 +111,7 @@ export const clusterSchema = z
     drainRetry: duration()
       .prefault('30s')
       .describe(
-        "How long a draining host waits before it tries again to move a server whose move failed (doubled after each further failure, at most 10 min); `rootbox cluster status` shows each such server with why.",
+        'How long a draining host waits before it tries again to move a server whose move failed (doubled after each further failure, at most 10 min); `rootbox cluster status` shows each such server with why.',
       ),
     certificatePoll: duration()
       .prefault('10s')

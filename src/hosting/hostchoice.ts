@@ -7,6 +7,8 @@
 // the channel (ctx.forwarded) is never sent on again: that host answers 503 at_capacity when it
 // is full too. The choice is made before anything changes (no account made, no SMS code used), so
 // the host that creates does all of it. Without room and without another host: 503 at_capacity.
+// A host being drained (moves/drain.ts) serves no create itself, as if it had no room, and the
+// others' choice skips it (main.ts).
 
 import { AppError } from '../errors.js';
 import { HANDLED, type Req, type RequestInfo, type Res, type RouteCtx } from '../http/index.js';

@@ -18,7 +18,7 @@ const room = (memGiB: number, servers = 0, serversMax = 0) => ({
 });
 const host = (name: string, memGiB: number, o: Partial<DrainHost> = {}): DrainHost => ({ name, up: true, drain: null, capacity: room(memGiB), ...o });
 const need = { memoryBytes: 1 * GiB, diskBytes: 1 * GiB };
-const none = new Map<string, typeof need[]>();
+const none = new Map<string, (typeof need)[]>();
 
 test('the host with the most memory room takes the server; the draining host itself never', () => {
   const hosts = [host('a', 100), host('b', 8), host('c', 16)];
@@ -36,7 +36,19 @@ test('moves under way count against a host: its last place goes once, then the n
   const hosts = [host('a', 10), host('b', 30, { capacity: room(30, 3, 4) }), host('c', 2)];
   assert.is(drainTarget(hosts, 'a', need, none), 'b');
   assert.is(drainTarget(hosts, 'a', need, new Map([['b', [need]]])), 'c', 'b holds its most servers once the move to it lands');
-  assert.is(drainTarget(hosts, 'a', need, new Map([['b', [need]], ['c', [need, need]]])), undefined, 'c has no memory room left either');
+  assert.is(
+    drainTarget(
+      hosts,
+      'a',
+      need,
+      new Map([
+        ['b', [need]],
+        ['c', [need, need]],
+      ]),
+    ),
+    undefined,
+    'c has no memory room left either',
+  );
 });
 
 test('a host whose lease reports no capacity, or too little for the server, takes none', () => {

@@ -66,7 +66,12 @@ test.before(async () => {
     const page = `page of ${slug} ${randomBytes(8).toString('hex')}\n`;
     const running = i === 0;
     const app = running ? `printf '#!/bin/bash\\nexec python3 -m http.server 80 --directory /root/www\\n' > /root/run.sh && chmod +x /root/run.sh && ` : '';
-    const w = await sh(a.daemon.runtime, r.json.id, `mkdir -p /root/www && cat > /root/www/index.html && ${app}head -c 3000000 /dev/urandom > /root/data && sync`, Buffer.from(page));
+    const w = await sh(
+      a.daemon.runtime,
+      r.json.id,
+      `mkdir -p /root/www && cat > /root/www/index.html && ${app}head -c 3000000 /dev/urandom > /root/data && sync`,
+      Buffer.from(page),
+    );
     assert.is(w.code, 0, w.err);
     const sum = await sh(a.daemon.runtime, r.json.id, 'sha256sum /root/data | cut -d" " -f1');
     servers.push({ id: r.json.id, slug, page, sha: sum.out.trim(), running });
@@ -146,7 +151,12 @@ test('the draining daemon restarts and resumes: once the store is back every ser
   const logs: Record<string, unknown>[] = [];
   again = await startDaemon(cfg, createLogger({ level: 'debug', sink: (l) => logs.push(JSON.parse(l)) }));
   a = { ...a, daemon: again as TestDaemon['daemon'], http: again.edge.ports.http, https: again.edge.ports.https, logs };
-  await until('host-a resumes its drain', () => logs.some((l) => l.msg === 'draining this host: it takes no creates, its servers move to the others'), 30_000, 50);
+  await until(
+    'host-a resumes its drain',
+    () => logs.some((l) => l.msg === 'draining this host: it takes no creates, its servers move to the others'),
+    30_000,
+    50,
+  );
   await s3.startRgw();
   const h = await until(
     'nothing left on host-a',
