@@ -117,7 +117,11 @@ export function startDrain(d: Pick<MovesDeps, 'registry' | 'store' | 'log'> & { 
     } catch {
       return; // the registry cannot be read: the last mark holds
     }
-    if (!mark || running.size >= o.concurrency) return;
+    if (!mark) return;
+    // a server deleted here since its move failed is no failure of this drain any more
+    const gone = Object.keys(mark.failed).filter((id) => !running.has(id) && !d.store.servers.getAny(id));
+    if (gone.length) await r.drains.forget(r.host, gone).catch(() => {});
+    if (running.size >= o.concurrency) return;
     const t = now();
     const todo = d.store.servers.all().filter((s) => !running.has(s.id) && (retry.get(s.id)?.at ?? 0) <= t);
     if (!todo.length) {

@@ -69,6 +69,15 @@ export class HostDrains {
     );
   }
 
+  /** Forgets the failures of servers `host` no longer has (deleted by their owner meanwhile). */
+  async forget(host: string, servers: string[]): Promise<void> {
+    if (!servers.length) return;
+    await this.pool.query(`UPDATE hosts SET drain = jsonb_set(drain, '{failed}', (drain->'failed') - $2::text[]) WHERE name = $1 AND drain ? 'failed'`, [
+      host,
+      servers,
+    ]);
+  }
+
   /** A server of `host`'s drain that did not move (why; its attempts counted); nothing when the drain ended. */
   async failed(host: string, server: string, why: string): Promise<void> {
     await this.pool.query(
