@@ -29,6 +29,8 @@ let s3: TestS3;
 let pg: TestPostgres;
 let a: TestDaemon;
 let b: TestDaemon;
+/** A host with more room than host-b, draining itself: no server and no create goes to it. */
+let c: TestDaemon;
 /** host-a after its restart (stopped and cleaned up by the test itself). */
 let again: Daemon | undefined;
 type Srv = { id: string; slug: string; page: string; sha: string; running: boolean };
@@ -46,9 +48,9 @@ const status = async () => {
   return (JSON.parse(r.stdout) as { hosts: StatusHost[] }).hosts.find((h) => h.name === 'host-a')!;
 };
 
-async function hostOf(name: string, over: Record<string, unknown>): Promise<TestDaemon> {
+async function hostOf(name: string, over: Record<string, unknown>, hosting: Record<string, unknown> = {}): Promise<TestDaemon> {
   const o = clusterOpts(pg, name, await freePort());
-  return startTestDaemon({ ...o, ...over, cluster: { ...o.cluster, drainRetry: '1s' } });
+  return startTestDaemon({ ...o, ...over, hosting: { ...o.hosting, ...hosting }, cluster: { ...o.cluster, drainRetry: '1s' } });
 }
 
 test.before(async () => {
@@ -62,6 +64,7 @@ test.before(async () => {
   };
   a = await hostOf('host-a', over);
   b = await hostOf('host-b', over);
+  c = await hostOf('host-c', over, { capacity: { memory: 2 ** 40 } });
   for (let i = 0; i < 4; i++) {
     const slug = `dr${i}${randomBytes(3).toString('hex')}`;
     const r = await api(a, 'POST', '/create', { body: { subdomains: [slug] } });
@@ -91,6 +94,7 @@ test.before(async () => {
 });
 
 test.after(async () => {
+  await c?.stop();
   await b?.stop();
   if (again) {
     for (const s of again.runtime.list()) {
@@ -112,6 +116,11 @@ test.after(async () => {
 });
 
 test('a drain while the store is down: every move fails and status says why; the draining host takes no create and no move', async () => {
+  // host-c, with the most room, drains too (it has nothing to move): no server goes to it
+  const rooms = JSON.parse((await adminCli(['cluster', 'status', '--json'], env(b))).stdout).hosts as { name: string; capacity: { memoryRoomBytes: number } }[];
+  const room = (n: string) => rooms.find((h) => h.name === n)!.capacity.memoryRoomBytes;
+  assert.ok(room('host-c') > room('host-b'), 'host-c has the most room');
+  assert.is((await adminCli(['cluster', 'drain', 'host-c'], env(b))).code, 0);
   await s3.killRgw();
   const r = await adminCli(['cluster', 'drain', 'host-a'], env(b));
   assert.is(r.code, 0, r.stderr);
@@ -137,15 +146,16 @@ test('a drain while the store is down: every move fails and status says why; the
   assert.is(h.servers, 3, 'left: 3');
   const text = await adminCli(['cluster', 'status'], env(b));
   assert.match(text.stdout, /host-a +up, draining/);
+  assert.match(text.stdout, /drain of host-c since .*: 0 moved, 0 left, 0 failed \(done: nothing left on it\)/);
   assert.match(text.stdout, /drain of host-a since .*: 0 moved, 3 left, 3 failed/);
   assert.match(text.stdout, new RegExp(`${servers[1].id}: .*store`));
   // a create through host-a's API is made on host-b
-  const c = await api(a, 'POST', '/create');
-  assert.is(c.status, 200, c.text);
-  assert.is(await placed(c.json.id), 'host-b', 'the draining host made no server');
-  assert.ok(b.daemon.store.servers.get(c.json.id));
+  const made = await api(a, 'POST', '/create');
+  assert.is(made.status, 200, made.text);
+  assert.is(await placed(made.json.id), 'host-b', 'the draining host made no server');
+  assert.ok(b.daemon.store.servers.get(made.json.id));
   // nor does a server move to it
-  const m = await adminCli(['servers', 'move', c.json.id, '--to', 'host-a'], env(b));
+  const m = await adminCli(['servers', 'move', made.json.id, '--to', 'host-a'], env(b));
   assert.is(m.code, 1, m.stdout);
   assert.match(m.stderr, /host-a is being drained/);
   // nothing moved: every server still on host-a, the running one running
@@ -181,7 +191,7 @@ test('the draining daemon restarts and resumes: once the store is back every ser
   const text = await adminCli(['cluster', 'status'], env(b));
   assert.match(text.stdout, /drain of host-a since .*: 3 moved, 0 left, 0 failed \(done/);
   for (const s of servers) {
-    assert.is(await placed(s.id), 'host-b');
+    assert.is(await placed(s.id), 'host-b', 'never to host-c, which drains');
     assert.ok(b.daemon.store.servers.get(s.id), `${s.id} on host-b`);
     assert.is(again.runtime.get(s.id), undefined, `${s.id} gone from host-a`);
     for (const [d, tls] of [
@@ -207,10 +217,12 @@ test('the draining daemon restarts and resumes: once the store is back every ser
 test('undrain reopens host-a: a create through it is made there', async () => {
   const r = await adminCli(['cluster', 'undrain', 'host-a'], env(b));
   assert.is(r.code, 0, r.stderr);
+  assert.match(r.stdout, /host-a takes creates again/);
+  assert.is((await adminCli(['cluster', 'undrain', 'host-c'], env(b))).code, 0);
   await until('host-a takes creates again', () => a.logs.some((l) => l.msg === 'drain ended: this host takes creates again'), 30_000, 50);
-  const c = await api(a, 'POST', '/create');
-  assert.is(c.status, 200, c.text);
-  assert.is(await placed(c.json.id), 'host-a');
+  const made = await api(a, 'POST', '/create');
+  assert.is(made.status, 200, made.text);
+  assert.is(await placed(made.json.id), 'host-a');
   assert.is((await status()).drain, null);
   const text = await adminCli(['cluster', 'status'], env(b));
   assert.not.match(text.stdout, /draining|drain of/);
