@@ -266,7 +266,7 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
     // a draining host moves its servers off (the mark in the registry, read each second): stopped before the channel, its moves under way finished
     part(
       'drain',
-      (d) => startDrain(d, { concurrency: cfg.cluster.drainConcurrency, retryMs: cfg.cluster.drainRetry }),
+      (d) => startDrain(d, { concurrency: cfg.cluster.drainConcurrency, retryMs: cfg.cluster.drainRetry, settleMs: cfg.cluster.lease }),
       (x) => x?.stop(),
     ),
     part(

@@ -3,8 +3,9 @@
 // every move. From the mark on this host takes no creates (`closed`: hosting sends them to another
 // host, and the others' choice skips a draining host) and moves its servers off, at most
 // `cluster.drainConcurrency` at once, each to the up host that is not draining and has the most
-// room for it (counting the moves to it under way). A move that fails is recorded with why in the
-// row (`cluster status` shows it) and tried again after `cluster.drainRetry`, doubled per failure.
+// room for it (counting the moves to it under way, and for a lease those that landed, until its
+// lease reports them). A move that fails is recorded with why in the row (`cluster status` shows
+// it) and tried again after `cluster.drainRetry`, doubled per failure.
 // The mark is read every second, so a drain resumes after a restart of either side, and
 // `cluster undrain` ends it (moves under way finish). The loop waits for the registry and the
 // channel; a registry that cannot be read keeps the last mark known.
@@ -50,6 +51,8 @@ export function drainTarget(hosts: readonly DrainHost[], self: string, need: Nee
 export interface DrainOptions {
   concurrency: number;
   retryMs: number;
+  /** How long a server that landed on a host still counts against that host's reported room (its lease). */
+  settleMs?: number;
   /** How often the mark is read (1 s). */
   tickMs?: number;
   now?: () => number;
@@ -93,14 +96,20 @@ export function startDrain(d: Pick<MovesDeps, 'registry' | 'store' | 'log'> & { 
           retry.delete(rec.id);
           log.info('drain: server moved', { server: rec.id, to, was: m.was, heldMs: m.held_ms });
           await r.drains.moved(r.host, rec.id).catch((err) => log.warn('drain: the move was not counted', { err }));
+          return true;
         },
-        (err) => failed(rec, isAppError(err) ? err.detail : 'the move failed (see the log)'),
+        async (err) => (await failed(rec, isAppError(err) ? err.detail : 'the move failed (see the log)'), false),
       )
-      .finally(() => {
+      .then((landed) => {
         running.delete(rec.id);
-        const left = (coming.get(to) ?? []).filter((x) => x !== rec);
-        if (left.length) coming.set(to, left);
-        else coming.delete(to);
+        // a server that landed counts against the target until its lease reports it (a heartbeat or more later)
+        const arrived = () => {
+          const left = (coming.get(to) ?? []).filter((x) => x !== rec);
+          if (left.length) coming.set(to, left);
+          else coming.delete(to);
+        };
+        if (landed && o.settleMs) setTimeout(arrived, o.settleMs).unref();
+        else arrived();
         schedule(0);
       });
     running.set(rec.id, p);
