@@ -1,15 +1,18 @@
-// Draining a host (issue 38 item 2): two daemons on a real PostgreSQL registry with their
+// Draining a host (issue 38 item 2): three daemons on a real PostgreSQL registry with their
 // checkpoints in a real S3 store (Ceph RGW, test/helpers/s3.ts) and four real runc servers on
-// host-a — three asleep, one running an app. `rootbox cluster drain host-a` (run on host-b: the mark
-// is the registry's) while the store is down: every move fails, `cluster status` says why (a server
-// the operator deletes meanwhile leaves the count), host-a takes no create (it goes to host-b) and
-// no move to it. host-a's daemon restarts and resumes the
-// drain; once the store is back the failed moves are tried again and every server ends on host-b,
-// serving its page through both edges (HTTPS too) with the same files, the running one running;
-// status shows 3 moved, 0 left, 0 failed. `cluster undrain` reopens host-a to creates.
+// host-a — three asleep, one running an app; host-c has the most room but drains too. `rootbox
+// cluster drain host-a` (run on host-b: the mark is the registry's) while the store is down: every
+// move fails and `cluster status` says why (a server the operator deletes meanwhile leaves the
+// count); host-a takes no create (it goes to host-b, never to host-c) and no move to it. host-a's
+// daemon restarts and resumes the drain; once the store is back the failed moves are tried again,
+// host-a restarts once more mid-drain (the move under way finishes, the rest move after the start),
+// and every server ends on host-b, serving its page through both edges (HTTPS too) with the same
+// files, the running one running; status shows 3 moved, 0 left, 0 failed. `cluster undrain`
+// reopens host-a to creates.
 
 import { randomBytes } from 'node:crypto';
-import { rmSync } from 'node:fs';
+import { existsSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { createLogger } from '../../src/log/index.js';
@@ -48,9 +51,30 @@ const status = async () => {
   return (JSON.parse(r.stdout) as { hosts: StatusHost[] }).hosts.find((h) => h.name === 'host-a')!;
 };
 
-async function hostOf(name: string, over: Record<string, unknown>, hosting: Record<string, unknown> = {}): Promise<TestDaemon> {
+async function hostOf(
+  name: string,
+  over: Record<string, unknown>,
+  hosting: Record<string, unknown> = {},
+  cluster: Record<string, unknown> = {},
+): Promise<TestDaemon> {
   const o = clusterOpts(pg, name, await freePort());
-  return startTestDaemon({ ...o, ...over, hosting: { ...o.hosting, ...hosting }, cluster: { ...o.cluster, drainRetry: '1s' } });
+  return startTestDaemon({ ...o, ...over, hosting: { ...o.hosting, ...hosting }, cluster: { ...o.cluster, drainRetry: '1s', ...cluster } });
+}
+
+/** host-a's daemon stopped (its containers keep running, as a production daemon's do; its moves under way finish). */
+const stopA = () => a.daemon.stop();
+/** host-a's daemon started again on its data dir; its log lines. */
+async function startA(): Promise<Record<string, unknown>[]> {
+  const logs: Record<string, unknown>[] = [];
+  again = await startDaemon(a.cfg, createLogger({ level: 'debug', sink: (l) => logs.push(JSON.parse(l)) }));
+  a = { ...a, daemon: again as TestDaemon['daemon'], http: again.edge.ports.http, https: again.edge.ports.https, logs };
+  await until(
+    'host-a resumes its drain',
+    () => logs.some((l) => l.msg === 'draining this host: it takes no creates, its servers move to the others'),
+    30_000,
+    50,
+  );
+  return logs;
 }
 
 test.before(async () => {
@@ -62,7 +86,8 @@ test.before(async () => {
     proxy: { idleTimeout: 600_000, wakeTimeout: '30s' },
     checkpoints: { store: `s3://${bucket}/cluster`, s3: { endpoint: s3.endpoint, connectTimeout: '1s', timeout: '20s', maxAttempts: 1 } },
   };
-  a = await hostOf('host-a', over);
+  // one move at a time: a restart during the drain finds one under way and others left
+  a = await hostOf('host-a', over, {}, { drainConcurrency: 1 });
   b = await hostOf('host-b', over);
   c = await hostOf('host-c', over, { capacity: { memory: 2 ** 40 } });
   for (let i = 0; i < 4; i++) {
@@ -163,19 +188,19 @@ test('a drain while the store is down: every move fails and status says why; the
   assert.is(a.daemon.runtime.get(servers[0].id)?.state, 'running');
 });
 
-test('the draining daemon restarts and resumes: once the store is back every server moves to host-b and serves', async () => {
-  const { cfg } = a;
-  await a.daemon.stop(); // its containers keep running, as a production daemon's do
-  const logs: Record<string, unknown>[] = [];
-  again = await startDaemon(cfg, createLogger({ level: 'debug', sink: (l) => logs.push(JSON.parse(l)) }));
-  a = { ...a, daemon: again as TestDaemon['daemon'], http: again.edge.ports.http, https: again.edge.ports.https, logs };
-  await until(
-    'host-a resumes its drain',
-    () => logs.some((l) => l.msg === 'draining this host: it takes no creates, its servers move to the others'),
-    30_000,
-    50,
-  );
+test('the draining daemon restarts twice, once mid-drain, and resumes: once the store is back every server moves to host-b and serves', async () => {
+  await stopA();
+  const logs = await startA();
   await s3.startRgw();
+  // a restart while the drain moves: the move under way finishes, the others wait for the next start
+  await until('a first server moved', () => logs.some((l) => l.msg === 'drain: server moved'), 120_000, 20);
+  await stopA();
+  const mid = await status();
+  assert.ok(mid.drain!.moved >= 1 && mid.servers >= 1 && mid.drain!.moved + mid.servers === 3, `mid-drain: ${JSON.stringify(mid)}`);
+  console.log(`  restarted mid-drain: ${mid.drain!.moved} moved, ${mid.servers} left`);
+  for (const s of servers)
+    assert.is(await placed(s.id), existsSync(join(a.dataDir, 'servers', s.id)) ? 'host-a' : 'host-b', `${s.id}: placed where its disk is`);
+  await startA();
   const h = await until(
     'nothing left on host-a',
     async () => {
@@ -193,7 +218,7 @@ test('the draining daemon restarts and resumes: once the store is back every ser
   for (const s of servers) {
     assert.is(await placed(s.id), 'host-b', 'never to host-c, which drains');
     assert.ok(b.daemon.store.servers.get(s.id), `${s.id} on host-b`);
-    assert.is(again.runtime.get(s.id), undefined, `${s.id} gone from host-a`);
+    assert.is(again!.runtime.get(s.id), undefined, `${s.id} gone from host-a`);
     for (const [d, tls] of [
       [b, true],
       [a, false],
