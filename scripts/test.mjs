@@ -161,6 +161,7 @@ const UNIT = [
   'test/checkpoints/backoff.test.ts',
   'test/moves/refusals.test.ts',
   'test/moves/recoverlease.test.ts',
+  'test/moves/drain-choice.test.ts',
   'test/sdk/coverage.test.ts',
   'test/sdk/retry.test.ts',
 ];

@@ -126,6 +126,7 @@ export const CATALOGUE = {
   checkpoint_not_found: e('not_found', 'the server has no such checkpoint'),
   move_target_unknown: e('not_found', 'the cluster has no host of that name to move a server to'),
   recover_host_unknown: e('not_found', 'the cluster has no other host of that name to recover the servers of'),
+  drain_host_unknown: e('not_found', 'the cluster has no host of that name to drain or undrain'),
 
   // ── 405 method_not_allowed ──
   method_not_allowed: e('method_not_allowed', 'the method is not allowed here (Allow lists those that are); CONNECT anywhere'),
@@ -147,6 +148,7 @@ export const CATALOGUE = {
   image_in_use: e('conflict', 'servers use the base image, so it cannot be rebuilt in place (CLI)'),
   move_in_progress: e('conflict', 'the server is being moved to another host already; wait for that move to end'),
   move_not_here: e('conflict', 'a move starts on the host that runs the server; this host does not (run the command there)'),
+  move_target_draining: e('conflict', 'the target host is being drained (it takes no servers until `rootbox cluster undrain`): nothing changed'),
   move_target_full: e('conflict', 'the target host has no room for the server (memory, disk or its count of servers): nothing changed'),
   move_needs_shared_store: e('conflict', 'a move needs checkpoints in a store every host reaches (checkpoints.store = s3://…), not a host’s own directory'),
   placement_conflict: e('conflict', 'a placement changed since this host read it (another host or epoch): nothing was written'),

@@ -28,9 +28,10 @@ commands:
   image prune    remove images no server of this data dir uses (the current one is kept)
   servers | accounts | status | backup | restore
                  operate the host through the running daemon (rootbox servers --help)
-  cluster init | status | join
+  cluster init | status | join | drain HOST | undrain HOST
                  the cluster registry (cluster.registry): apply its schema, list its hosts,
-                 copy this box's accounts, ledger, domains and certificates into it
+                 copy this box's accounts, ledger, domains and certificates into it, empty a
+                 host of its servers (drain) and reopen it (undrain)
   dev clean      remove what a stopped development run left on the host: its containers,
                  the mounts and loop devices under the data dir, lxcfs, the bridge and the nft
                  tables (the data is kept unless --purge); refused while a daemon runs on them

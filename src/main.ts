@@ -55,7 +55,7 @@ import {
 } from './runtime/index.js';
 import { generateServerKeyPair, startSsh, type SshServer } from './ssh/index.js';
 import { openStore, type Store } from './store/index.js';
-import { startMoves, type Moves } from './moves/index.js';
+import { startDrain, startMoves, type Drain, type Moves } from './moves/index.js';
 import { createVerify } from './verify/index.js';
 
 export interface Daemon<R extends Runtime = ContainerRuntime> {
@@ -116,6 +116,8 @@ type Parts<R extends Runtime> = { -readonly [K in keyof Daemon<R>]: Daemon<R>[K]
   joined?: JoinReport;
   /** Servers moving between hosts (src/moves): the admin's move, the target's side, the holds. */
   moves: Moves;
+  /** Cluster mode: this host's drain (moves/drain.ts), run once the channel is up. */
+  drain?: Drain;
 };
 
 export async function startDaemon<R extends Runtime = ContainerRuntime>(
@@ -196,7 +198,7 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
           sharedDomains: d.registry?.shared,
           sharedAccounts: d.registry?.accounts,
           placements: d.registry?.placements,
-          hostChoice: d.registry && hostChoice(d.registry, () => d.channel),
+          hostChoice: d.registry && hostChoice(d.registry, d), // the channel and the drain read when a create comes
           quotas: d.registry?.quotas,
           sleeps: d.presence,
         });
@@ -269,6 +271,12 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
       },
       (c) => c?.stop(),
     ),
+    // a draining host moves its servers off (the mark in the registry, read each second): stopped before the channel, its moves under way finished
+    part(
+      'drain',
+      (d) => startDrain(d, { concurrency: cfg.cluster.drainConcurrency, retryMs: cfg.cluster.drainRetry, settleMs: cfg.cluster.lease }),
+      (x) => x?.stop(),
+    ),
     part(
       'admin',
       (d) => startAdmin(cfg.dataDir, { ...d, log: log.child({ part: 'admin' }) }),
@@ -304,11 +312,13 @@ function meter(b: Billing, log: Logger): void {
 
 /** Where a create goes when this host has no room (hosting/hostchoice.ts): the hosts of the registry,
  *  their capacity as last reported, reached over the channel (none without one: no cluster CA). */
-function hostChoice(r: Registry, channel: () => Channel | undefined): HostChoice {
+function hostChoice(r: Registry, d: { readonly channel?: Channel; readonly drain?: Drain }): HostChoice {
+  const channel = () => d.channel;
   return {
     self: r.host,
-    // up by the registry's lease and by the channel's view (which the forward goes by)
-    hosts: async () => (channel() ? (await r.hosts.list()).filter((h) => r.placements.host(h.name)?.up) : []),
+    // up by the registry's lease and by the channel's view (which the forward goes by); a draining host takes none
+    hosts: async () => (channel() ? (await r.hosts.list()).filter((h) => r.placements.host(h.name)?.up && !h.drain) : []),
+    closed: () => d.drain?.closed(),
     forward: (host, c) => channel()!.forwardApi(host, c.req, c.res, c.info, { body: c.body, counted: true }), // counted by this host's create route
     changed: () => r.renew(),
   };

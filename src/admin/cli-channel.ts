@@ -12,6 +12,7 @@ import type { PeerHealth } from '../channel/index.js';
 import { HostDirectory, schemaVersion, verdict, type HostRow, type RegistryPool } from '../registry/index.js';
 import { callAdmin } from './client.js';
 import { recoveriesOf, recoveryLines } from './cli-recover.js';
+import { drainLines } from './cli-drain.js';
 import type { CliOut } from './cli-io.js';
 import { adminSocketPath } from './server.js';
 import { bytes, table } from './table.js';
@@ -51,7 +52,7 @@ function hostLines(hosts: HostRow[], recoverAfterMs: number): string {
       const c = h.capacity;
       return [
         h.name,
-        hostState(h, recoverAfterMs),
+        hostState(h, recoverAfterMs) + (h.drain ? ', draining' : ''),
         h.up ? `${(h.leaseLeftMs / 1000).toFixed(1)} s left` : `lapsed ${Math.round(-h.leaseLeftMs / 1000)} s ago`,
         c.serversMax ? `${h.servers} of ${c.serversMax}` : String(h.servers),
         h.advertise,
@@ -105,6 +106,7 @@ export async function clusterStatus(cfg: Readonly<Config>, pool: RegistryPool, f
   }
   io.out(`registry ${pool.where}: schema ${schema || 'none (run rootbox cluster init)'}, ${hosts.filter((h) => h.up).length} of ${hosts.length} hosts up`);
   if (hosts.length) io.out(hostLines(hosts, cfg.cluster.recoverAfter));
+  for (const l of drainLines(hosts)) io.out(l);
   io.out(channelLines(channel));
   io.out(recoveryLines(await recoveriesOf(pool, schema)));
   return 0;

@@ -1,4 +1,4 @@
-// `rootbox cluster init | status | join` (join: cli-join.ts): the registry's side of the operator's commands (DESIGN part 6).
+// `rootbox cluster init | status | join | drain | undrain` (join: cli-join.ts; drain, undrain: cli-drain.ts): the registry's side of the operator's commands (DESIGN part 6).
 // init applies the registry schema this rootbox knows (once, safe to repeat, run by the operator
 // on purpose: a host never migrates at start) and sets up the cluster token, as k3s does: made
 // here (or taken from cluster.token / ROOTBOX_CLUSTER_TOKEN / the token file), printed once and
@@ -30,6 +30,7 @@ import {
   type RegistryPool,
 } from '../registry/index.js';
 import { clusterStatus } from './cli-channel.js';
+import { drainCommand } from './cli-drain.js';
 import { join } from './cli-join.js';
 import { poolOf, type CliOut } from './cli-io.js';
 
@@ -51,11 +52,19 @@ function unusedNote(): string {
 /** The common name of the cluster CA's certificate. */
 const CLUSTER_CA = 'rootbox cluster CA';
 
-export async function clusterCommand(cfg: Readonly<Config>, sub: string | undefined, flags: { json?: boolean }, io: CliOut): Promise<number> {
-  if (sub !== 'init' && sub !== 'status' && sub !== 'join') return -1;
+export async function clusterCommand(
+  cfg: Readonly<Config>,
+  sub: string | undefined,
+  flags: { json?: boolean },
+  io: CliOut,
+  args: string[] = [],
+): Promise<number> {
+  const drain = sub === 'drain' || sub === 'undrain';
+  if (drain ? args.length !== 1 : args.length !== 0 || (sub !== 'init' && sub !== 'status' && sub !== 'join')) return -1;
   const pool = poolOf(cfg, io);
   if (!pool) return 1;
   try {
+    if (drain) return await drainCommand(cfg, pool, sub, args[0], flags, io);
     if (sub === 'init') return await init(cfg, pool, flags, io);
     if (sub === 'join') return await join(cfg, pool, flags, io);
     return await clusterStatus(cfg, pool, flags, io);

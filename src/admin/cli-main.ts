@@ -44,10 +44,13 @@ export const ADMIN_USAGE = `operator commands (act in the running daemon through
                                           newest checkpoint in the store (checkpoints.s3.*, AWS_* credentials)
   cluster init [--json]                   apply the registry schema (cluster.registry) this rootbox knows; safe to repeat
   cluster status [--json]                 the registry's hosts: lease, where they are reached, servers, room
-  cluster join [--json]                   copy this box's accounts, ledger, domains, certificates into the registry (once; the daemon does it at its first cluster start)
                                           (RAM and disk left under the servers' ceilings), free RAM and disk;
-                                          this host's channel to its peers (from the daemon: sessions, errors,
-                                          forwarded requests)
+                                          drains (moved, left, failed with why); this host's channel to its
+                                          peers (from the daemon: sessions, errors, forwarded requests)
+  cluster join [--json]                   copy this box's accounts, ledger, domains, certificates into the registry (once; the daemon does it at its first cluster start)
+  cluster drain HOST [--json]             HOST takes no creates and moves every server to the other hosts (needs an S3
+                                          store), a few at a time; resumes after a restart
+  cluster undrain HOST [--json]           HOST takes creates again (moves under way finish)
   cluster recover HOST [--json]           re-place a dead host's servers (its lease lapsed) on the others from their
                                           newest checkpoints in the S3 store, even with cluster.recoverAfter 0
 With the daemon stopped, list/show/status read the store, credit writes it, and the other
@@ -118,8 +121,8 @@ export async function adminMain(argv: string[], io: CliOut = stdio, env: NodeJS.
       if (sub !== undefined && rest.length === 0) code = await backupCommand(cfg, sub, flags, io);
       break;
     case 'cluster':
-      if (rest.length === 0) code = await clusterCommand(cfg, sub, flags, io);
-      else if (sub === 'recover' && rest.length === 1) code = await recoverCommand(cfg, rest[0], flags, io);
+      if (sub === 'recover' && rest.length === 1) code = await recoverCommand(cfg, rest[0], flags, io);
+      else code = await clusterCommand(cfg, sub, flags, io, rest);
       break;
     case 'restore': {
       const from = values['from-backup'];

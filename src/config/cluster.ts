@@ -104,6 +104,20 @@ export const clusterSchema = z
       .describe(
         "How long the registry keeps the record of a deleted custom domain, SSH key, slug or HTTP-01 token (a tombstone other hosts' caches catch up with) when some live host has not caught up past it; tombstones every live host has caught up past are pruned sooner. A host further behind reloads the whole map instead. Records of deleted placements are kept: they stop a host that was away from starting a deleted server.",
       ),
+    drainConcurrency: z.coerce
+      .number()
+      .int()
+      .min(1)
+      .max(16)
+      .default(2)
+      .describe(
+        'How many servers a draining host (`rootbox cluster drain HOST`) moves to the other hosts at once; each goes to the up host, not draining, with the most room for it.',
+      ),
+    drainRetry: duration()
+      .prefault('30s')
+      .describe(
+        'How long a draining host waits before it tries again to move a server whose move failed (doubled after each further failure, at most 10 min); `rootbox cluster status` shows each such server with why.',
+      ),
     certificatePoll: duration()
       .prefault('10s')
       .describe(

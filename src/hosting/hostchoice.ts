@@ -7,6 +7,8 @@
 // the channel (ctx.forwarded) is never sent on again: that host answers 503 at_capacity when it
 // is full too. The choice is made before anything changes (no account made, no SMS code used), so
 // the host that creates does all of it. Without room and without another host: 503 at_capacity.
+// A host being drained (moves/drain.ts) serves no create itself, as if it had no room, and the
+// others' choice skips it (main.ts).
 
 import { AppError } from '../errors.js';
 import { HANDLED, type Req, type RequestInfo, type Res, type RouteCtx } from '../http/index.js';
@@ -33,6 +35,8 @@ export interface HostChoice {
   hosts(): Promise<HostRoom[]>;
   /** Sends the create to `host`'s API over the channel and relays its answer to `call.res`. */
   forward(host: string, call: ForwardedCreate): Promise<void>;
+  /** Why this host takes no create now though it has room (it is being drained), undefined when it takes them. */
+  closed?(): string | undefined;
   /** This host's room changed (a server made here): its lease says so now, not at the next heartbeat. */
   changed(): void;
 }
@@ -82,7 +86,7 @@ export async function chooseCreateHost(
 ): Promise<typeof HANDLED | undefined> {
   if (body.phone !== undefined && body.code === undefined) return undefined;
   const need = TIER_LIMITS[await tierAhead(ctx, body, byPhone)];
-  const why = shortOf(here(), need);
+  const why = choice?.closed?.() ?? shortOf(here(), need);
   if (!why) return undefined;
   const from = ctx.forwarded;
   if (choice && !from) {

@@ -50,6 +50,7 @@ async function precheck(d: MovesDeps, rec: ServerRecord, to: string): Promise<vo
   if (!row) throw AppError.of('move_target_unknown', `the cluster has no host ${to.slice(0, 80)}`);
   if (!d.channel || !r.placements.host(to)?.up)
     throw AppError.of('move_target_down', `host ${to} is down or cannot be reached: server ${rec.id} stays here`, { retryAfter: 30 });
+  if (row.drain) throw AppError.of('move_target_draining', `host ${to} is being drained: server ${rec.id} stays here`);
   const short = shortOf(row.capacity, rec);
   if (short) throw AppError.of('move_target_full', `host ${to} ${short}: server ${rec.id} stays here`);
   if (!d.hosting.core.checkpoints?.engine.available) throw AppError.of('not_configured', 'checkpoints are not available on this host');

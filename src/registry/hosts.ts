@@ -6,6 +6,7 @@
 // checks a peer by it. Each heartbeat also says when this host last reached each other host over
 // the channel (schema 21): a host is dead only when no peer has reached it for recoverAfter.
 
+import { drainOf, type DrainMark } from './drains.js';
 import type { RegistryPool } from './pool.js';
 
 export interface HostFacts {
@@ -38,6 +39,8 @@ export interface HostRow extends HostFacts {
   /** Milliseconds since another host last reached it over the channel, by their heartbeats
    *  (schema 21: `heard`); null: none reported reaching it. */
   reachedMs: number | null;
+  /** Its drain (schema 23: no creates, its servers moving to the others), null when it takes creates. */
+  drain: DrainMark | null;
 }
 
 interface Raw {
@@ -53,6 +56,8 @@ interface Raw {
   servers: string;
   instance: string | null;
   reached_ms: string | null;
+  drain_since: Date | null;
+  drain: DrainMark | null;
 }
 
 export class HostDirectory {
@@ -116,6 +121,7 @@ export class HostDirectory {
       servers: Number(x.servers),
       instance: x.instance,
       reachedMs: x.reached_ms === null ? null : Math.max(0, Number(x.reached_ms)),
+      drain: drainOf(x.drain_since, x.drain),
     }));
   }
 }

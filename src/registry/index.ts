@@ -11,6 +11,7 @@
 
 export { RegistryPool, redactUrl, isUnavailable } from './pool.js';
 export { HostDirectory, type HostFacts, type HostRow } from './hosts.js';
+export { HostDrains, type DrainMark, type DrainFailure } from './drains.js';
 export { registryChecks, type RegistryCheck } from './doctor.js';
 export { registryFacts, clusterPlacements, clockSkew, type RegistryFacts, type PlacementRow } from './report.js';
 export { RegistryNames, type Placement, type StartAnswer } from './names.js';

@@ -15,6 +15,7 @@ import { TOKEN_SQL } from './token.js';
 import { QUOTAS_SQL } from './quotas.js';
 import { HEARD_SQL } from './hosts.js';
 import { RECOVERY_SQL } from './recoveries.js';
+import { DRAIN_SQL } from './drains.js';
 import type { RegistryPool } from './pool.js';
 
 export interface Migration {
@@ -167,6 +168,11 @@ export const MIGRATIONS: readonly Migration[] = [
     version: 22,
     about: "checkpoint bytes stored now per server, written by the host that holds it: an account's /credits sums every host's",
     sql: CHECKPOINT_BYTES_SQL,
+  },
+  {
+    version: 23,
+    about: "a host's drain mark and progress in its hosts row: it takes no creates and its servers move to the others (rootbox cluster drain / undrain)",
+    sql: DRAIN_SQL,
   },
   {
     version: 24,

@@ -6,6 +6,7 @@ import { AppError, isAppError } from '../errors.js';
 import type { Logger } from '../log/index.js';
 import { registryOptions, type ClusterSettings, type RegistryOptions } from './host.js';
 import { HostDirectory, type HostFacts } from './hosts.js';
+import { HostDrains } from './drains.js';
 import { assertUsable } from './migrations.js';
 import { claimName, newIdentity, type HostIdentity } from './identity.js';
 import { RegistryAccounts } from './accounts.js';
@@ -38,6 +39,8 @@ export async function startRegistry(d: { cfg: Readonly<ClusterSettings & { clust
 export class Registry {
   readonly pool: RegistryPool;
   readonly hosts: HostDirectory;
+  /** Drain marks and progress in the hosts' rows (moves/drain.ts runs a drain of this host). */
+  readonly drains: HostDrains;
   readonly names: RegistryNames;
   readonly payments: RegistryPayments;
   readonly ledger: RegistryLedger;
@@ -71,6 +74,7 @@ export class Registry {
     this.identity = newIdentity(o.dataDir);
     this.pool = new RegistryPool({ url: o.url, connectTimeoutMs: o.connectTimeoutMs, statementTimeoutMs: o.statementTimeoutMs });
     this.hosts = new HostDirectory(this.pool, o.leaseMs);
+    this.drains = new HostDrains(this.pool);
     this.names = new RegistryNames(this.pool, o.host, this.identity);
     this.payments = new RegistryPayments(this.pool, o.host);
     this.ledger = new RegistryLedger(this.pool, o.host);
