@@ -82,6 +82,8 @@ export interface Daemon<R extends Runtime = ContainerRuntime> {
   readonly registry?: Registry;
   /** The host-to-host channel (cluster mode with a CA): forwarding to the host that runs a server. */
   readonly channel?: Channel;
+  /** Servers moving between hosts (src/moves): the admin's move, the target's side, the holds, the recovery of dead hosts. */
+  readonly moves: Moves;
   stop(): Promise<void>;
 }
 
@@ -114,8 +116,6 @@ type Parts<R extends Runtime> = { -readonly [K in keyof Daemon<R>]: Daemon<R>[K]
   metering: Billing;
   /** Cluster mode: what this box copied into the registry when it joined (registry/join.ts). */
   joined?: JoinReport;
-  /** Servers moving between hosts (src/moves): the admin's move, the target's side, the holds. */
-  moves: Moves;
   /** Cluster mode: this host's drain (moves/drain.ts), run once the channel is up. */
   drain?: Drain;
 };
