@@ -137,6 +137,7 @@ const UNIT = [
   'test/runtime/personalise.test.ts',
   'test/hosting/stalecopies.test.ts',
   'test/registry/pooltx.test.ts',
+  'test/hosting/sharedrate.test.ts',
   'test/foundation/firstcall.test.ts',
   'test/foundation/logwhere.test.ts',
   'test/payments/codec.test.ts',

@@ -70,6 +70,8 @@ export class SharedRateLimit {
   private readonly chunk: number;
   /** Tokens taken from the shared bucket and not spent yet, per key, with when they lapse. */
   private readonly leased = new Map<string, { tokens: number; until: number }>();
+  /** The round trip to the shared bucket under way, per key (concurrent requests share it). */
+  private readonly inflight = new Map<string, Promise<{ granted: number; retryAfter: number } | 'alone'>>();
   private lastSweep = 0;
   /** After a failed read of the shared bucket, this host counts alone until then (no request
    *  waits on a registry that is away). */
@@ -93,24 +95,49 @@ export class SharedRateLimit {
     const t = this.now();
     if (!v.ok || !this.shared || t < this.aloneUntil) return v;
     this.sweep(t);
+    if (this.spend(key, t)) return v;
+    return this.viaShared(key, v);
+  }
+
+  /** One token of the lease taken for `key`, if one is left. */
+  private spend(key: string, t: number): boolean {
     const lease = this.leased.get(key);
-    if (lease && lease.until > t && lease.tokens > 0) {
-      if (--lease.tokens === 0) this.leased.delete(key);
-      return v;
+    if (!lease || lease.until <= t || lease.tokens <= 0) return false;
+    if (--lease.tokens === 0) this.leased.delete(key);
+    return true;
+  }
+
+  /** A token from the shared bucket: requests that find no lease share one round trip for it (each
+   *  taking its own chunk emptied the bucket: 16 concurrent creates took 16 chunks of a tenth of it). */
+  private async viaShared(key: string, v: Verdict): Promise<Verdict> {
+    for (;;) {
+      const r = await this.fetch(key);
+      if (r === 'alone') return v;
+      if (this.spend(key, this.now())) return v;
+      if (r.granted === 0) return { ok: false, retryAfter: r.retryAfter };
+      // the chunk went to the others that waited on the same round trip: one more
     }
-    return this.shared.take(`${this.name}:${key}`, this.limit.burst, this.limit.perSecond, this.chunk).then(
-      ({ granted, retryAfter }): Verdict => {
-        if (granted === 0) return { ok: false, retryAfter };
-        if (granted > 1) this.leased.set(key, { tokens: granted - 1, until: this.now() + LEASE_MS });
-        return v;
-      },
-      (e: unknown) => {
-        this.aloneUntil = this.now() + ALONE_MS;
-        if (!isAppError(e) || e.code !== 'registry_unavailable')
-          this.log.warn('shared rate limit not read; this host counts alone for a while', { err: (e as Error).message });
-        return v;
-      },
-    );
+  }
+
+  private fetch(key: string): Promise<{ granted: number; retryAfter: number } | 'alone'> {
+    let p = this.inflight.get(key);
+    if (p) return p;
+    p = this.shared!.take(`${this.name}:${key}`, this.limit.burst, this.limit.perSecond, this.chunk)
+      .then(
+        (r) => {
+          if (r.granted > 0) this.leased.set(key, { tokens: r.granted, until: this.now() + LEASE_MS });
+          return r;
+        },
+        (e: unknown) => {
+          this.aloneUntil = this.now() + ALONE_MS;
+          if (!isAppError(e) || e.code !== 'registry_unavailable')
+            this.log.warn('shared rate limit not read; this host counts alone for a while', { err: (e as Error).message });
+          return 'alone' as const;
+        },
+      )
+      .finally(() => this.inflight.delete(key));
+    this.inflight.set(key, p);
+    return p;
   }
 
   private sweep(t: number): void {
