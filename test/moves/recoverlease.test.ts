@@ -9,6 +9,7 @@ import * as assert from 'uvu/assert';
 import type { TestPostgres } from '../helpers/postgres.js';
 import { RegistryPool, RegistryRecoveries } from '../../src/registry/index.js';
 import { startClusterRegistry } from '../registry/fixtures/twohosts.js';
+import { until } from '../helpers/wait.js';
 
 let pg: TestPostgres;
 let pool: RegistryPool;
@@ -35,8 +36,8 @@ test('one host holds the recovery lease at a time; another takes it once it laps
   await a.release();
   assert.ok(await b.lease('host-c', 300), 'given back: b takes it');
   assert.not.ok(await a.lease('host-c', 60_000));
-  await new Promise((r) => setTimeout(r, 500));
-  assert.ok(await a.lease('host-c', 60_000), 'lapsed: a takes it');
+  // b's 300 ms lease lapses on the registry's clock: a takes it then (asked until it does, within a deadline)
+  await until('a takes the lapsed lease', () => a.lease('host-c', 60_000), 5000, 50);
   await a.release();
 });
 
