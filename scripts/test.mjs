@@ -152,6 +152,7 @@ const UNIT = [
   'test/payments/journal.test.ts',
   'test/payments/digest.test.ts',
   'test/payments/signer.test.ts',
+  'test/payments/ecmul.test.ts',
   'test/install/noderuntime.test.ts',
   'test/install/ports.test.ts',
   'test/hosting/ratelimit-doc.test.ts',
