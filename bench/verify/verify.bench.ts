@@ -1,66 +1,38 @@
 // Benchmark of the verification service, each figure beside a /healthz baseline from the same
 // run: (1) server-side overhead of a paid quick call with an instant LLM and facilitator,
 // (2) wall time of a deep call against its slowest pass, (3) unpaid 402 answers per second
-// (load from a separate process). With --registry, (1) also runs against a second daemon in
+// (load from a separate process). The LLM provider and the facilitator answer at once from a
+// process of their own (upstreams.mjs), so their work is not counted as the daemon's. With --registry, (1) also runs against a second daemon in
 // cluster mode (a real PostgreSQL registry started here: every payment locked there too) in
 // alternating calls, and prints what the registry adds to the paid call.
 // Run: node --import tsx bench/verify/verify.bench.ts [--registry]
 
 import { spawn } from 'node:child_process';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { RegistryPool } from '../../src/registry/index.js';
 import { startTestDaemon, type TestDaemon } from '../../test/helpers/daemon.js';
 import { startPostgres, type TestPostgres } from '../../test/helpers/postgres.js';
 import { encode, newPayer, signPayment } from '../../test/payments/fixtures/payer.js';
 import { call } from '../../test/verify/fixtures/client.js';
 import { initRegistry } from '../../test/helpers/cluster.js';
+import { profiler } from './profile.js';
 
 const PAY_TO = '0x' + '3c'.repeat(20);
 const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))];
 const f = (n: number) => n.toFixed(2);
 
-/** An instant (or delayed per model) OpenAI-compatible server and an instant facilitator. */
-let llmDelay: (model: string) => number = () => 0;
-function instantServer(handler: (path: string, body: any) => unknown): Promise<{ server: Server; url: string }> {
-  const server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c) => chunks.push(c));
-    req.on('end', () => {
-      const body = chunks.length ? JSON.parse(Buffer.concat(chunks).toString()) : {};
-      const out = handler(req.url ?? '', body) as { delay?: number; json: unknown };
-      const send = () => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(out.json));
-      out.delay ? setTimeout(send, out.delay) : send();
-    });
+/** The LLM provider and the facilitator, instant, in their own process (upstreams.mjs). */
+const upstreams = spawn(process.execPath, [new URL('./upstreams.mjs', import.meta.url).pathname], { stdio: ['pipe', 'pipe', 'inherit'] });
+const urls: { llm: string; fac: string } = await new Promise((resolve, reject) => {
+  let out = '';
+  upstreams.stdout!.on('data', (c) => {
+    out += c;
+    if (out.includes('\n')) resolve(JSON.parse(out));
   });
-  return new Promise((r) => server.listen(0, '127.0.0.1', () => r({ server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` })));
-}
-
-const llm = await instantServer((_p, b) => ({
-  delay: llmDelay(b.model),
-  json: {
-    id: 'x',
-    object: 'chat.completion',
-    created: 0,
-    model: b.model,
-    choices: [{ index: 0, message: { role: 'assistant', content: '{"reasoning":"Fine. It checks out.","verdict":"pass"}' }, finish_reason: 'stop' }],
-  },
-}));
-let tx = 0;
-const fac = await instantServer((p, b) =>
-  p === '/supported'
-    ? { json: { kinds: [{ x402Version: 2, scheme: 'exact', network: 'eip155:8453' }], extensions: [], signers: {} } }
-    : p === '/verify'
-      ? { json: { isValid: true, payer: b.paymentPayload.payload.authorization.from } }
-      : {
-          json: {
-            success: true,
-            transaction: '0x' + (++tx).toString(16).padStart(64, '0'),
-            network: b.paymentRequirements.network,
-            payer: b.paymentPayload.payload.authorization.from,
-          },
-        },
-);
+  upstreams.on('exit', () => reject(new Error('upstreams.mjs ended')));
+});
+const llm = { url: urls.llm };
+const fac = { url: urls.fac };
+const setDelays = (d: Record<string, number>) => fetch(`${llm.url}/__delay`, { method: 'POST', body: JSON.stringify(d) }).then((r) => r.text());
 const models = Array.from({ length: 10 }, (_, i) => `m${i}`);
 const verifyCfg = { llm: { baseUrl: `${llm.url}/v1`, models, passTimeout: '10s' }, x402: { payTo: PAY_TO, facilitatorUrl: fac.url } };
 const d = await startTestDaemon({ log: { level: 'error' }, verify: verifyCfg });
@@ -101,6 +73,7 @@ try {
   const facRt: number[] = [];
   for (let i = 0; i < 20; i++) await call(port, 'POST', '/v1/verify/quick', { body, headers: { 'x-payment': payments[N + i] } }); // warm-up
   if (r) for (let i = 0; i < 20; i++) await call(r.http, 'POST', '/v1/verify/quick', { body, headers: { 'x-payment': regPayments[N + i] } });
+  const prof = await profiler('verify-paid');
   for (let i = 0; i < N; i++) {
     if (r) {
       const rp = r.http;
@@ -125,6 +98,7 @@ try {
       ),
     );
   }
+  await prof.stop(N);
   const h50 = pct(health, 50);
   const p50 = pct(paid, 50);
   const upstream = pct(llmRt, 50) + 2 * pct(facRt, 50);
@@ -142,11 +116,11 @@ try {
 
   // 2. Deep call wall time against its slowest pass.
   const slowest = 300;
-  llmDelay = (m) => (m === 'm9' ? slowest : 100);
+  await setDelays({ m9: slowest, '*': 100 });
   const pay = await Promise.all(Array.from({ length: 10 }, async () => encode(await signPayment(payer, { ...terms, amount: '200000' }))));
   const deep: number[] = [];
   for (const p of pay) deep.push(await timed(() => call(port, 'POST', '/v1/verify/deep', { body, headers: { 'x-payment': p } }), 200));
-  llmDelay = () => 0;
+  await setDelays({});
   console.log(`2. deep call (10 passes; 9 take 100 ms, the slowest ${slowest} ms), 10 calls`);
   console.log(`   wall p50 ${f(pct(deep, 50))} ms vs slowest pass ${slowest} ms → ${f(pct(deep, 50) / slowest)}x (target <= 1.2x); /healthz p50 ${f(h50)} ms`);
 
@@ -168,8 +142,5 @@ try {
   await d.stop();
   await r?.stop();
   await pg?.stop();
-  llm.server.close();
-  fac.server.close();
-  llm.server.closeAllConnections();
-  fac.server.closeAllConnections();
+  upstreams.stdin!.end();
 }
