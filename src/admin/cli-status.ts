@@ -41,7 +41,13 @@ function registryLine(r: RegistryFacts): string {
       : r.lease === 'lapsed'
         ? `lease lapsed ${Math.round(-(r.lease_left_s ?? 0))} s ago`
         : 'not registered';
-  return `registry: ${r.registry} reachable, schema ${r.schema} (this rootbox: ${r.schema_of_this_build}); host ${r.host} ${lease}; ${r.hosts_up} of ${r.hosts_total} hosts up; ${r.servers_here} servers placed here`;
+  return `registry: ${r.registry} reachable, schema ${r.schema} (this rootbox: ${r.schema_of_this_build}); host ${r.host} ${lease}; ${r.hosts_up} of ${r.hosts_total} hosts up; ${r.servers_here} servers placed here${drainPart(r.drain)}`;
+}
+
+/** This host's drain in the registry line: moved, left, failed (the why of each: `rootbox cluster status`). */
+function drainPart(d: RegistryFacts['drain']): string {
+  if (!d) return '';
+  return `; draining since ${d.since.replace(/\.\d+Z$/, 'Z')}: ${d.moved} moved, ${d.left} left, ${d.failed} failed${d.failed ? ' (rootbox cluster status says why)' : ''}`;
 }
 
 function human(s: StatusView): string {

@@ -74,7 +74,8 @@ export class Domains {
     return this.d.certs.configured;
   }
 
-  private token(accountId: string, domain: string): string {
+  /** The ownership token of `domain` for `accountId` (a recovered server's domains get theirs here: moves/recover.ts). */
+  token(accountId: string, domain: string): string {
     return this.d.mac(`rootbox domain ownership\n${accountId}\n${domain}`).slice(0, 40);
   }
 

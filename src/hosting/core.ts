@@ -15,11 +15,11 @@ import type { Runtime } from '../runtime/index.js';
 import type { SmsSender } from '../sms/index.js';
 import type { AccountRecord, Store } from '../store/index.js';
 import { Accounts, TIER_LIMITS, tierOf } from './accounts.js';
-import { Exposures, type PortListener } from './expose.js';
+import { exposedOf, Exposures, type PortListener } from './expose.js';
 import { ClusterSecret, HostSecret, type KeySecret } from './keys.js';
 import { LocalAccounts, RegistryAccountBook, type AccountBook, type SharedAccounts } from './directory.js';
 import { PhoneVerifier } from './phone.js';
-import { netDiffers, Servers, type Credits, type KeyPair, type SharedNames } from './servers.js';
+import { netDiffers, Servers, type Credits, type KeyPair, type ServerSettings, type SharedNames } from './servers.js';
 import { Commands } from './commands.js';
 import { Unavailable, type PlacementsToShow } from './unavailable.js';
 import type { ExecSettings } from './exec.js';
@@ -146,7 +146,16 @@ export function buildCore(d: HostingDeps): HostingCore {
     log: d.log.child({ part: 'domains' }),
     shared: d.sharedDomains,
   });
-  const exposures = new Exposures(d.store, d.ports, d.cfg.hosting.portPool, d.cfg.publicIp, d.cfg.hosting.portLimits);
+  // registry mode: each change of a server's exposed ports written where a recovery reads it
+  const settings = d.names?.settings && ((row: ServerSettings) => d.names!.settings!(row));
+  const exposures = new Exposures(d.store, d.ports, d.cfg.hosting.portPool, d.cfg.publicIp, d.cfg.hosting.portLimits, async (id) => {
+    const rec = d.store.servers.get(id);
+    // a server moved away or being deleted: its new owner writes them, or they go with its placement
+    if (!settings || !rec) return;
+    await settings({ serverId: id, neverSleep: rec.neverSleep, exposed: exposedOf(d.store, id) }).catch((err) =>
+      d.log.warn('the registry did not take a server’s exposed ports (written again at the next start)', { server: id, err }),
+    );
+  });
   const checkpoints =
     d.checkpoints &&
     new ServerCheckpoints(d.store, d.runtime, d.checkpoints, d.cfg.checkpoints.manualPerServer, {
@@ -286,9 +295,14 @@ async function reconcileNames(
   stale?: StaleCopies,
 ): Promise<boolean> {
   if (!d.names) return true;
-  const servers = d.store.servers
-    .all()
-    .map((s) => ({ id: s.id, slug: s.slug, accountId: s.accountId, sshPublicKey: s.sshPublicKey, keyFingerprint: s.keyFingerprint }));
+  const servers = d.store.servers.all().map((s) => ({
+    id: s.id,
+    slug: s.slug,
+    accountId: s.accountId,
+    sshPublicKey: s.sshPublicKey,
+    keyFingerprint: s.keyFingerprint,
+    settings: { neverSleep: s.neverSleep, exposed: exposedOf(d.store, s.id) },
+  }));
   try {
     const r = await d.names.reconcile(servers, d.cfg.publicIp);
     if (r.removed.length || r.released.length || r.placed.length) d.log.info('registry reconciled', r);

@@ -3,7 +3,9 @@
 // Allocation lives in the store; the listening and piping is done by a PortListener (the
 // proxy's TcpExposer). A new exposure is stored pending, its port opened, then committed with a
 // synced transaction before the answer: an answered /expose survives a crash, an unanswered one
-// is dropped. At start-up every committed exposure of a live server is opened again.
+// is dropped. At start-up every committed exposure of a live server is opened again. In a
+// cluster every change is told to the registry (`changed`: the container ports a recovery of the
+// server on another host exposes again, registry/settings.ts) before the answer.
 
 import { AppError } from '../errors.js';
 import type { Config } from '../config/index.js';
@@ -24,6 +26,13 @@ export interface PortListener {
   close(port: number): Promise<void>;
 }
 
+/** The container ports a server has exposed (committed ones). */
+export const exposedOf = (store: Store, serverId: string): number[] =>
+  store.exposures
+    .byServer(serverId)
+    .filter((e) => !e.pending)
+    .map((e) => e.containerPort);
+
 export class Exposures {
   private readonly first: number;
   private readonly last: number;
@@ -34,6 +43,8 @@ export class Exposures {
     pool: string,
     private readonly publicIp: string,
     private readonly limits: PortLimits,
+    /** Told after a server's exposed ports changed (never throws). */
+    private readonly changed: (serverId: string) => Promise<void> = async () => {},
   ) {
     [this.first, this.last] = pool.split('-').map(Number);
   }
@@ -102,7 +113,10 @@ export class Exposures {
         });
         continue;
       }
-      if (this.store.exposures.commit(port, serverId)) return this.view(port, containerPort);
+      if (this.store.exposures.commit(port, serverId)) {
+        await this.changed(serverId);
+        return this.view(port, containerPort);
+      }
       // the server was deleted meanwhile and its ports released
       await this.listener.close(port);
       throw AppError.of('server_not_found', `you have no server ${serverId}`);
@@ -115,6 +129,7 @@ export class Exposures {
     if (!e) throw AppError.of('not_exposed', `port ${containerPort} of ${serverId} is not exposed`);
     await this.listener.close(e.port);
     this.store.exposures.release(e.port);
+    await this.changed(serverId);
   }
 
   async releaseServer(serverId: string): Promise<void> {

@@ -75,12 +75,31 @@ export interface ServerDeps {
 
 /** The cluster registry's names and placements (registry mode); absent on a single box, where
  *  the store's slug index alone decides. */
+/** What the registry keeps of a server's settings besides its disk and other records. */
+export interface ServerSettings {
+  serverId: string;
+  neverSleep: boolean;
+  /** Container ports exposed (public ports are each host's own). */
+  exposed: number[];
+}
+
 export interface SharedNames {
   /** Claims a slug for a server across every host; false when any host holds it. */
   claim(slug: string, serverId: string): Promise<boolean>;
   release(slug: string, serverId: string): Promise<void>;
-  /** Records that a committed server runs on this host. */
-  place(p: { serverId: string; accountId: string; slug: string; publicIp: string; sshPublicKey?: string; keyFingerprint?: string }): Promise<unknown>;
+  /** Records that a committed server runs on this host (and its settings: never_sleep). */
+  place(p: {
+    serverId: string;
+    accountId: string;
+    slug: string;
+    publicIp: string;
+    sshPublicKey?: string;
+    keyFingerprint?: string;
+    neverSleep?: boolean;
+  }): Promise<unknown>;
+  /** A server's settings changed on this host (its exposed container ports): what a recovery
+   *  elsewhere brings back without this host (registry/settings.ts). */
+  settings?(row: ServerSettings): Promise<void>;
   /** Forgets a server's placement and slug (it is being deleted). */
   remove(serverId: string): Promise<void>;
   /** This host's name in the cluster, and where the registry places a server now (host, epoch;
@@ -91,7 +110,7 @@ export interface SharedNames {
   placed?(serverId: string): Promise<boolean>;
   /** At start: the registry made to match this host's committed servers. */
   reconcile(
-    servers: readonly { id: string; slug: string; accountId: string }[],
+    servers: readonly { id: string; slug: string; accountId: string; settings?: Omit<ServerSettings, 'serverId'> }[],
     publicIp: string,
   ): Promise<{ removed: string[]; released: string[]; placed: string[]; conflicts: string[]; elsewhere: string[]; moved?: string[]; deleted: string[] }>;
 }
@@ -247,8 +266,8 @@ export class Servers {
     const { id, slug, accountId } = created.record;
     // registry mode: the placement is written first, so a committed server always has one (a
     // crash before the local commit leaves a placement that the next start removes)
-    const { sshPublicKey, keyFingerprint } = created.record;
-    await this.d.names?.place({ serverId: id, accountId, slug, publicIp: this.d.publicIp, sshPublicKey, keyFingerprint });
+    const { sshPublicKey, keyFingerprint, neverSleep } = created.record;
+    await this.d.names?.place({ serverId: id, accountId, slug, publicIp: this.d.publicIp, sshPublicKey, keyFingerprint, neverSleep });
     const ok = this.d.store.commitCreate(id, madeAccount);
     this.pending.end(id);
     // past its deadline the create counts as abandoned: the caller rolls it back

@@ -60,9 +60,11 @@ export async function startMetrics(listen: string): Promise<MetricsListener> {
 export async function serveMetrics(d: {
   cfg: { metrics: { listen: string }; dataDir: string };
   runtime: { list(): Iterable<{ state: string }> };
+  /** Cluster mode: this host's drain (made after this part: read at scrape). */
+  readonly drain?: { progress(): { moved: number; left: number; failed: number; moving: number } | undefined };
   log: { info(msg: string, f?: object): void; error(msg: string, f?: object): void };
 }): Promise<MetricsListener> {
-  const unscrape = setScrapeSources({ servers: () => d.runtime.list(), dataDir: d.cfg.dataDir });
+  const unscrape = setScrapeSources({ servers: () => d.runtime.list(), dataDir: d.cfg.dataDir, drain: () => d.drain?.progress() });
   const listen = d.cfg.metrics.listen;
   const m = await startMetrics(listen).catch((err: unknown) => {
     d.log.error('metrics listener could not start; serving without it', { listen, err });

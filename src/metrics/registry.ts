@@ -15,6 +15,8 @@ export interface ScrapeSources {
   servers?: () => Iterable<{ state: string }>;
   /** The data dir: disk headroom is its filesystem's, the LMDB file is <dataDir>/db/data.mdb. */
   dataDir?: string;
+  /** Cluster mode: this host's drain, undefined when it is not draining (moves/drain.ts). */
+  drain?: () => { moved: number; left: number; failed: number; moving: number } | undefined;
 }
 let sources: ScrapeSources = {};
 
@@ -161,6 +163,18 @@ new Gauge({
     let n = 0;
     for (const read of backlogReaders) n += safe(() => read()) ?? 0;
     this.set(n);
+  },
+});
+
+new Gauge({
+  name: 'rootbox_drain_servers',
+  help: "This host's drain (rootbox cluster drain; read at scrape, absent when it is not draining), by state: moved (off this host since the drain began), left (still here), failed (their last move failed; tried again later), moving (now).",
+  labelNames: ['state'] as const,
+  registers: [registry],
+  collect() {
+    this.reset();
+    const p = safe(() => sources.drain?.());
+    if (p) for (const state of ['moved', 'left', 'failed', 'moving'] as const) this.set({ state }, p[state]);
   },
 });
 

@@ -58,16 +58,28 @@ export interface DrainOptions {
   now?: () => number;
 }
 
+/** How this host's drain goes (`rootbox status`, the metrics): undefined when it is not draining. */
+export interface DrainProgress {
+  since: Date;
+  /** Servers moved off since the drain began, those still here, those whose last move failed, those moving now. */
+  moved: number;
+  left: number;
+  failed: number;
+  moving: number;
+}
+
 export interface Drain {
   /** Why this host takes no creates now (a phrase after "this host"), undefined when it takes them. */
   closed(): string | undefined;
+  /** The drain's progress as this host last read its mark; undefined when not draining. */
+  progress(): DrainProgress | undefined;
   /** Ends the loop and waits for the moves under way. */
   stop(): Promise<void>;
 }
 
 export function startDrain(d: Pick<MovesDeps, 'registry' | 'store' | 'log'> & { channel?: unknown; moves: Moves }, o: DrainOptions): Drain {
   const r = d.registry;
-  if (!r) return { closed: () => undefined, stop: async () => {} };
+  if (!r) return { closed: () => undefined, progress: () => undefined, stop: async () => {} };
   const log = d.log.child({ part: 'drain' });
   const now = o.now ?? Date.now;
   const running = new Map<string, Promise<void>>();
@@ -165,6 +177,16 @@ export function startDrain(d: Pick<MovesDeps, 'registry' | 'store' | 'log'> & { 
 
   return {
     closed: () => (mark ? 'is being drained' : undefined),
+    progress: () =>
+      mark
+        ? {
+            since: mark.since,
+            moved: mark.moved,
+            left: d.store.servers.all().length,
+            failed: Object.keys(mark.failed).length,
+            moving: running.size,
+          }
+        : undefined,
     stop: async () => {
       stopped = true;
       clearTimeout(timer);

@@ -19,7 +19,7 @@ import { ADOPT_PATH } from './wire.js';
 
 export type { MoveReport, MovesDeps } from './types.js';
 export type { RecoveryReport } from './recover.js';
-export { startDrain, drainTarget, type Drain, type DrainHost, type DrainOptions } from './drain.js';
+export { startDrain, drainTarget, type Drain, type DrainHost, type DrainProgress, type DrainOptions } from './drain.js';
 
 export interface Moves {
   /** Moves `rec` (a server of this host) to host `to`; resolves once the target runs it. */

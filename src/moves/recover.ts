@@ -9,7 +9,10 @@
 //     a server another host took meanwhile is left to it;
 //   - the server's record is made from what the registry and the store keep, since the dead
 //     host's store may be gone with its data dir: placement (account, slug, epoch), SSH key,
-//     the checkpoint's disk size, the account's tier ceilings; it sleeps on its new host;
+//     its settings as its host last wrote them (never_sleep, exposed container ports: schema 25,
+//     written on every change, so one after its newest checkpoint is kept), its own domains (the
+//     registry's claims), the checkpoint's disk size, the account's tier ceilings; it sleeps on
+//     its new host, a never_sleep one runs there; its ports are exposed again on the target's own;
 //   - a server that ran after its newest checkpoint (its host wrote when it last ran:
 //     `server_activity`) is recovered too, and its owner is told what was lost (a line in its
 //     /var/log/rootbox.log, written by the target);
@@ -27,6 +30,9 @@ import { ask } from './source.js';
 import { adopt } from './target.js';
 import type { MovesDeps } from './types.js';
 import type { AdoptRequest } from './wire.js';
+
+type DomainState = AdoptRequest['domains'][number]['state'];
+const STATES = new Set<string>(['pending_dns', 'issuing', 'active', 'failed'] satisfies DomainState[]);
 
 /** Servers recovered at once. */
 const BATCH = 4;
@@ -192,6 +198,19 @@ export class Recovery {
       const to = pickHost(targets, need);
       if (!to) return await refuse('failed', 'no up host has room for it');
       const lostMs = p.activeAt !== undefined && p.activeAt > newest.createdAt ? p.activeAt - newest.createdAt : undefined;
+      const neverSleep = p.neverSleep ?? false;
+      const domains = (await this.rec!.domainsOf(p.serverId))
+        .filter((x) => x.accountId === p.accountId && STATES.has(x.state))
+        .map((x) => ({
+          domain: x.domain,
+          serverId: p.serverId,
+          accountId: p.accountId,
+          token: d.hosting.core.domains.token(p.accountId, x.domain),
+          state: x.state as DomainState,
+          apex: x.domain.split('.').length === 2,
+          createdAt: x.claimedAt,
+          ...(x.state === 'active' ? { activeAt: x.claimedAt } : {}),
+        }));
       const body: AdoptRequest = {
         server: {
           id: p.serverId,
@@ -200,15 +219,15 @@ export class Recovery {
           sshPublicKey: p.publicKey,
           keyFingerprint: p.fingerprint,
           ...need,
-          neverSleep: false,
+          neverSleep,
           suspended: false,
           flag: null,
           createdAt: manifests[manifests.length - 1].createdAt,
         },
         checkpoint: newest.id,
         epoch: p.epoch,
-        running: false,
-        exposed: [],
+        running: neverSleep,
+        exposed: p.exposed ?? [],
         checkpoints: manifests.map((m) => ({
           id: m.id,
           serverId: m.serverId,
@@ -219,7 +238,7 @@ export class Recovery {
           sizeBytes: m.dataBytes,
           newBytes: m.newBytes,
         })),
-        domains: [],
+        domains,
         ...(lostMs !== undefined ? { note: lossNote(dead, newest.createdAt, p.activeAt!) } : {}),
       };
       const a = to === r.host ? await adopt(d, log, body, dead) : await ask(d, to, body);

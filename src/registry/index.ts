@@ -31,7 +31,8 @@ export { ClusterKeys, newToken, hasToken, storeToken, checkToken, sealClear, TOK
 export { clusterKeys, tokenFileOf } from './host.js';
 export { migrate, schemaVersion, assertUsable, KNOWN_VERSION, MIGRATIONS } from './migrations.js';
 export { Registry, startRegistry } from './registry.js';
-export { RegistryRecoveries, RECOVERY_SQL, type DeadPlacement, type RecoveryOutcome, type RecoveryRow } from './recoveries.js';
+export { RegistrySettings, SETTINGS_SQL, type ServerSettingsRow } from './settings.js';
+export { RegistryRecoveries, RECOVERY_SQL, type DeadPlacement, type DeadDomain, type RecoveryOutcome, type RecoveryRow } from './recoveries.js';
 export { verdict, fenceStep, fenceBounds, type HostContact, type Verdict, type FenceStep } from './deadhost.js';
 export { Contact, savedContact, type ContactDeps, type SavedContact } from './contact.js';
 export { SelfFence, assertNotCutOff, type FencedServers, type SelfFenceOptions } from './selffence.js';

@@ -15,6 +15,7 @@ import { TOKEN_SQL } from './token.js';
 import { QUOTAS_SQL } from './quotas.js';
 import { HEARD_SQL } from './hosts.js';
 import { RECOVERY_SQL } from './recoveries.js';
+import { SETTINGS_SQL } from './settings.js';
 import { DRAIN_SQL } from './drains.js';
 import type { RegistryPool } from './pool.js';
 
@@ -179,6 +180,12 @@ export const MIGRATIONS: readonly Migration[] = [
     about:
       "recovery of a dead host's servers: one recovery lease (one host recovers at a time), when each host last saw each of its servers running (server_activity), and each server's recovery outcome (recovered where, unrecoverable, failed)",
     sql: RECOVERY_SQL,
+  },
+  {
+    version: 25,
+    about:
+      "servers' settings outside their disks and other records (never_sleep, exposed container ports), written by the host that runs each on every change: a recovery brings them back without the dead host",
+    sql: SETTINGS_SQL,
   },
 ];
 

@@ -1,11 +1,11 @@
 // Recovery of a dead host's servers in the registry (issue 38 item 3; the work itself is
 // moves/recover.ts): one lease row so that one host at a time recovers (the compare-and-set on
 // each placement's epoch stays the final guard: names.ts moveHere), what a recovery needs to know
-// of each server the dead host was placed with (its placement, its SSH key, when it last ran by
-// its host's clock: each host writes the time for its running servers every few seconds, so a
-// server whose newest checkpoint is older than that lost what it did since), and the outcome of
-// each server's recovery (recovered where, unrecoverable and why — no checkpoint —, failed), which
-// `cluster status` lists. Schema 24.
+// of each server the dead host was placed with (its placement, its SSH key, its settings — schema
+// 25, settings.ts — and own domains, when it last ran by its host's clock: each host writes the
+// time for its running servers every few seconds, so a server whose newest checkpoint is older
+// than that lost what it did since), and the outcome of each server's recovery (recovered where,
+// unrecoverable and why — no checkpoint —, failed), which `cluster status` lists. Schema 24.
 
 import type { RegistryPool } from './pool.js';
 
@@ -42,6 +42,18 @@ export interface DeadPlacement {
   fingerprint?: string;
   /** When its host last saw it running (its wall clock, ms); undefined: never seen running. */
   activeAt?: number;
+  /** Its settings as its host last wrote them (settings.ts, schema 25); undefined: none written. */
+  neverSleep?: boolean;
+  exposed?: number[];
+}
+
+/** A server's own domain as the registry's claim has it (shared-schema.ts `custom_domains`). */
+export interface DeadDomain {
+  domain: string;
+  serverId: string;
+  accountId: string;
+  state: string;
+  claimedAt: number;
 }
 
 export type RecoveryOutcome = 'recovered' | 'unrecoverable' | 'failed';
@@ -89,10 +101,13 @@ export class RegistryRecoveries {
       public_key: string | null;
       fingerprint: string | null;
       active_at: string | null;
+      never_sleep: boolean | null;
+      exposed: number[] | null;
     }>(
-      `SELECT p.server_id, p.account_id, p.slug, p.epoch, k.public_key, k.fingerprint, a.active_at
+      `SELECT p.server_id, p.account_id, p.slug, p.epoch, k.public_key, k.fingerprint, a.active_at, s.never_sleep, s.exposed
          FROM placements p LEFT JOIN server_keys k ON k.server_id = p.server_id
            LEFT JOIN server_activity a ON a.server_id = p.server_id AND a.host = p.host
+           LEFT JOIN server_settings s ON s.server_id = p.server_id
         WHERE p.host = $1 AND p.lost_at IS NULL ORDER BY p.server_id`,
       [host],
     );
@@ -104,6 +119,22 @@ export class RegistryRecoveries {
       ...(x.public_key ? { publicKey: x.public_key } : {}),
       ...(x.fingerprint ? { fingerprint: x.fingerprint } : {}),
       ...(x.active_at !== null ? { activeAt: Number(x.active_at) } : {}),
+      ...(x.never_sleep !== null ? { neverSleep: x.never_sleep, exposed: (x.exposed ?? []).map(Number) } : {}),
+    }));
+  }
+
+  /** The own domains the registry holds for server `serverId` (whichever host claimed them). */
+  async domainsOf(serverId: string): Promise<DeadDomain[]> {
+    const r = await this.pool.query<{ domain: string; server_id: string; account_id: string; state: string; claimed_at: Date }>(
+      'SELECT domain, server_id, account_id, state, claimed_at FROM custom_domains WHERE server_id = $1 ORDER BY domain',
+      [serverId],
+    );
+    return r.rows.map((x) => ({
+      domain: x.domain,
+      serverId: x.server_id,
+      accountId: x.account_id,
+      state: x.state,
+      claimedAt: new Date(x.claimed_at).getTime(),
     }));
   }
 

@@ -25,6 +25,9 @@ export interface RegistryFacts {
   hosts_total: number | null;
   /** Placements in the registry naming this host. */
   servers_here: number | null;
+  /** This host's drain (`rootbox cluster drain`): since when, servers moved off, left here, whose
+   *  last move failed; null when it is not draining (or the registry was not read). */
+  drain: { since: string; moved: number; left: number; failed: number } | null;
   /** Why the registry could not be read (no secrets: the pool's errors carry none). */
   error?: string;
 }
@@ -54,6 +57,7 @@ export async function registryFacts(pool: RegistryPool, host: string, leaseMs: n
     hosts_up: null,
     hosts_total: null,
     servers_here: null,
+    drain: null,
   };
   try {
     const schema = await schemaVersion(pool);
@@ -68,6 +72,9 @@ export async function registryFacts(pool: RegistryPool, host: string, leaseMs: n
       hosts_up: hosts.filter((h) => h.up).length,
       hosts_total: hosts.length,
       servers_here: me?.servers ?? 0,
+      drain: me?.drain
+        ? { since: me.drain.since.toISOString(), moved: me.drain.moved, left: me.servers ?? 0, failed: Object.keys(me.drain.failed).length }
+        : null,
     };
   } catch (err) {
     return { ...base, error: isAppError(err) ? err.detail : (err as Error).message };

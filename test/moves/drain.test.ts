@@ -21,6 +21,7 @@ import { ContainerRuntime } from '../../src/runtime/index.js';
 import { adminCli } from '../helpers/admincli.js';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
 import { freePort } from '../helpers/ports.js';
+import { parseExposition, sampleValue } from '../helpers/prom.js';
 import type { TestPostgres } from '../helpers/postgres.js';
 import { startS3, type TestS3 } from '../helpers/s3.js';
 import { until } from '../helpers/wait.js';
@@ -186,6 +187,15 @@ test('a drain while the store is down: every move fails and status says why; the
   // nothing moved: every server still on host-a, the running one running
   for (const s of servers) assert.is(await placed(s.id), 'host-a');
   assert.is(a.daemon.runtime.get(servers[0].id)?.state, 'running');
+  // the drain in host-a's `rootbox status` (its registry line and --json) and in the metrics (the
+  // scrape-time sources are the last daemon started in this process: host-c, draining with nothing on it)
+  const st = await adminCli(['status', '--json'], env(a));
+  assert.is(st.code, 0, st.stderr);
+  const drain = JSON.parse(st.stdout).registry?.drain;
+  assert.equal({ ...drain, since: typeof drain?.since }, { since: 'string', moved: 0, left: 3, failed: 3 }, st.stdout);
+  assert.match((await adminCli(['status'], env(a))).stdout, /host host-a .*; draining since .*: 0 moved, 3 left, 3 failed/);
+  const prom = parseExposition(await (await fetch(`http://127.0.0.1:${c.daemon.metrics.port}/metrics`)).text());
+  for (const state of ['moved', 'left', 'failed', 'moving']) assert.is(sampleValue(prom, 'rootbox_drain_servers', { state }), 0, state);
 });
 
 test('the draining daemon restarts twice, once mid-drain, and resumes: once the store is back every server moves to host-b and serves', async () => {
