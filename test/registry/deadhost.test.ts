@@ -287,6 +287,38 @@ test('self-fence: what it froze thaws once a peer answers again; a doze of prese
   fence.stop();
 });
 
+test('self-fence: a peer answering first ends the fence, and the registry reached later still gets the stale copies checked (healed) once', async () => {
+  const { w, host, contact } = world();
+  w.hosts = [host('a', true), host('b', true)];
+  const clock = new ManualClock(0);
+  const rt = new ProcessRuntime();
+  await rt.create({ id: 'srv_1', slug: 'one', memoryBytes: 1, diskBytes: 1 });
+  let healed = 0;
+  const fence = new SelfFence({ contact, servers: fencedServers(rt), recoverAfterMs: R, log, clock, everyMs: 1000, healed: async () => void healed++ });
+  const advance = async (ms: number) => {
+    for (let i = 0; i < ms / 1000; i++) {
+      w.t += 1000;
+      clock.advance(1000);
+      await fence.tick();
+    }
+  };
+  fence.start();
+  await advance(1000);
+  w.registryUp = false;
+  await advance(R / 2 + 1000);
+  assert.is(fence.now, 'stop');
+  assert.is(rt.get('srv_1')?.state, 'sleeping');
+  // the partition heals: the channel answers a moment before the registry does
+  w.answering.add('b');
+  await advance(1000);
+  assert.is(fence.now, 'serve');
+  assert.is(healed, 0, 'not yet: the registry (where the placements are) is not reached');
+  w.registryUp = true;
+  await advance(3000);
+  assert.is(healed, 1, 'once the registry is reached, after the fence');
+  fence.stop();
+});
+
 test('self-fence: recoverAfter 0 (never recovered automatically) fences nothing, but still reads the contact', async () => {
   const { w, host, contact } = world();
   w.hosts = [host('a', true), host('b', true)];
