@@ -305,6 +305,8 @@ test('host-c cut off from the registry and its peers: it freezes, then stops its
   const kept = readdirSync(join(c.dataDir, 'lost+found')).filter((f) => f.startsWith(srv.id) && f.endsWith('.json'));
   assert.is(kept.length, 1, 'its disk is in lost+found');
   assert.is(JSON.parse(readFileSync(join(c.dataDir, 'lost+found', kept[0]), 'utf8')).placedOn, holder);
+  // host-c's channel to the owner opens again (until then it answers 503 host_unavailable, Retry-After)
+  await until("host-c's edge forwards to the recovered copy", async () => isApp(await get(edgeOfC(), srv.host, '/reopened'), '/reopened'), 15_000, 200);
   // for a while: the recovered copy is the only one running, and host-c's edge forwards to it
   const owner = holder === 'host-a' ? a : b;
   const until2 = Date.now() + 5000;
