@@ -289,7 +289,8 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
 }
 
 /** This host's servers as the self-fence acts on them (registry/selffence.ts): frozen where the
- *  runtime can freeze (else stopped at once), stopped without a parked container. */
+ *  runtime can freeze (else stopped at once), stopped without a parked container — one it froze
+ *  killed where it stands, without a grace in which it would run (write, answer) again. */
 export function fencedServers(rt: Runtime): FencedServers {
   return {
     running: () =>
@@ -300,7 +301,7 @@ export function fencedServers(rt: Runtime): FencedServers {
     frozen: (id) => rt.frozen?.(id) !== undefined,
     freeze: (id) => (rt.freeze ? rt.freeze(id) : rt.stop(id, { park: false })),
     thaw: (id) => rt.thaw?.(id) ?? Promise.resolve(),
-    stop: (id) => rt.stop(id, { park: false }),
+    stop: (id) => rt.stop(id, { park: false, ...(rt.frozen?.(id) !== undefined ? { graceMs: 0 } : {}) }),
   };
 }
 

@@ -1,7 +1,9 @@
 // What this host knows, over time, of its contact with the registry and with every other host
 // (issue 38): since when each host's lease has been lapsed (first seen lapsed here, not excused by
 // registry trouble: leases.ts), when the channel last reached it, and when this host last reached
-// the registry. Read on a timer (`tick`), which also keeps a session open to every other host
+// the registry (a heartbeat that did counts until the next one is due: one hanging on a cut
+// connection until its statement times out is no contact, the others' clock on this host's lease
+// already runs). Read on a timer (`tick`), which also keeps a session open to every other host
 // (the channel pings it; a peer's key is read while the registry answers, so a session can still
 // open once it does not: is it a registry outage everyone sees, or a partition of this host?) —
 // except a host already dead, tried again only while this host cannot reach the registry. The decisions on these times are deadhost.ts's; the times are this
@@ -27,6 +29,12 @@ export interface ContactDeps {
   probe?(host: string, advertise: string): void;
   /** Whether this host's last heartbeat reached the registry. */
   registryUp(): boolean;
+  /** When (monotonic ms) the last heartbeat that reached the registry started: the lease the others
+   *  see runs from about then. With `beatEveryMs`, a heartbeat due since and not answered yet is no
+   *  contact (one hanging until its statement times out still leaves `registryUp` true). */
+  registryReachedAt?(): number | undefined;
+  /** How often this host heartbeats. */
+  beatEveryMs?: number;
   /** Monotonic milliseconds. */
   now(): number;
   recoverAfterMs: number;
@@ -80,6 +88,16 @@ export class Contact {
     return listed.length || !this.before ? listed : this.before.peers;
   }
 
+  /** Until when (monotonic ms) the registry counts as reached, as of `now`: `now` while the last
+   *  heartbeat reached it and the next is not overdue; once one is overdue, when it was due;
+   *  undefined while the last heartbeat failed. */
+  private registryContact(now: number): number | undefined {
+    if (!this.d.registryUp()) return undefined;
+    const at = this.d.registryReachedAt?.();
+    if (at === undefined || this.d.beatEveryMs === undefined) return now;
+    return Math.min(now, at + this.d.beatEveryMs);
+  }
+
   /** The last contact with the registry or a peer as this run knows it (the last run's when none yet). */
   private lastContact(): number {
     return this.registryAt ?? this.before?.at ?? this.startedAt;
@@ -94,8 +112,8 @@ export class Contact {
   /** Reads the state of every host now, and probes the ones whose answer matters. */
   tick(): void {
     const now = this.d.now();
-    const registryUp = this.d.registryUp();
-    if (registryUp) this.registryAt = now;
+    const reached = this.registryContact(now);
+    if (reached !== undefined) this.registryAt = reached;
     const seen = new Set<string>();
     for (const h of this.hosts()) {
       if (h.name === this.d.self) continue;
@@ -103,18 +121,18 @@ export class Contact {
       if (h.lease) this.lapsedSince.delete(h.name);
       else if (!this.lapsedSince.has(h.name)) this.lapsedSince.set(h.name, now);
       if (this.answers?.(h.name, h.advertise)) this.heardAt.set(h.name, now);
-      else if (!registryUp || !verdict(this.of(h.name), this.d.recoverAfterMs).dead) this.probe?.(h.name, h.advertise);
+      else if (reached !== now || !verdict(this.of(h.name), this.d.recoverAfterMs).dead) this.probe?.(h.name, h.advertise);
     }
     for (const name of this.lapsedSince.keys()) if (!seen.has(name)) this.lapsedSince.delete(name);
-    this.save(now, registryUp);
+    this.save(now, reached === now);
   }
 
   /** Keeps the last contact and the peers for the next run: on contact (the registry, or a peer
    *  answering), at most every recoverAfter/8, or at once when the peers changed. */
-  private save(now: number, registryUp: boolean): void {
+  private save(now: number, registryNow: boolean): void {
     if (!this.d.saved) return;
     const peers = this.hosts().filter((h) => h.name !== this.d.self && (h.lease || this.heardAt.get(h.name) === now));
-    const reached = registryUp || peers.some((h) => this.heardAt.get(h.name) === now);
+    const reached = registryNow || peers.some((h) => this.heardAt.get(h.name) === now);
     if (!reached) return;
     const list = JSON.stringify(peers.map((h) => ({ name: h.name, advertise: h.advertise })));
     if (this.savedAt !== undefined && now - this.savedAt < Math.max(1000, this.d.recoverAfterMs / 8) && list === this.savedPeers) return;
@@ -162,8 +180,9 @@ export class Contact {
   /** How long this host has reached neither the registry nor any peer; undefined while it reaches one. */
   cutOffForMs(): number | undefined {
     const now = this.d.now();
-    if (this.d.registryUp()) return undefined;
-    let last = this.lastContact();
+    const reached = this.registryContact(now);
+    if (reached === now) return undefined;
+    let last = reached ?? this.lastContact();
     for (const h of this.hosts()) {
       if (h.name === this.d.self) continue;
       if (this.answers?.(h.name, h.advertise)) return undefined;

@@ -36,6 +36,9 @@ export async function startRegistry(d: { cfg: Readonly<ClusterSettings & { clust
   return r;
 }
 
+/** How often a host heartbeats: a third of its lease (at least 250 ms). */
+const beatEvery = (leaseMs: number) => Math.max(250, Math.floor(leaseMs / 3));
+
 export class Registry {
   readonly pool: RegistryPool;
   readonly hosts: HostDirectory;
@@ -63,6 +66,8 @@ export class Registry {
   private timer?: NodeJS.Timeout;
   private checked = false;
   private reachable = true;
+  /** When (monotonic ms) the last heartbeat that reached the registry started (the self-fence's contact). */
+  private reachedAt?: number;
   private beating?: Promise<void>;
   private measure?: () => Record<string, number>;
   private renewAgain = false;
@@ -98,6 +103,8 @@ export class Registry {
       self: o.host,
       hosts: () => this.placements.hosts(),
       registryUp: () => this.reachable,
+      registryReachedAt: () => this.reachedAt,
+      beatEveryMs: beatEvery(o.leaseMs),
       now: () => performance.now(),
       recoverAfterMs: o.recoverAfterMs ?? 0,
       saved: savedContact(o.dataDir),
@@ -157,7 +164,7 @@ export class Registry {
         this.beating = undefined;
         if (this.renewAgain) this.renew();
       });
-    this.timer = setInterval(() => void this.tick(), Math.max(250, Math.floor(this.o.leaseMs / 3)));
+    this.timer = setInterval(() => void this.tick(), beatEvery(this.o.leaseMs));
     this.timer.unref();
     this.ready = first.then(() => this.placements.start());
     this.ready.catch(() => clearInterval(this.timer)); // refused: nothing renewed (the daemon stops)
@@ -187,6 +194,7 @@ export class Registry {
   }
 
   private async beat(starting: boolean): Promise<void> {
+    const started = performance.now();
     try {
       if (!this.checked) {
         await assertUsable(this.pool);
@@ -204,6 +212,7 @@ export class Registry {
       this.placements.heartbeat(true);
       if (!this.reachable) this.log.info('registry reachable again', { registry: this.pool.where });
       this.reachable = true;
+      this.reachedAt = started;
     } catch (err) {
       // the registry could not be reached: the others' leases that run out meanwhile are not counted
       if (isAppError(err) && err.code === 'registry_unavailable') this.placements.heartbeat(false);

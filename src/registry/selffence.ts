@@ -32,8 +32,9 @@ export interface SelfFenceOptions {
   log: Logger;
   /** The timer of the checks (tests move it); its now() is not read. */
   clock: Clock;
-  /** Called when this host reaches the registry again after it fenced itself (main.ts: hosting
-   *  removes its copies of servers placed on another host meanwhile). */
+  /** Called when this host reaches the registry again after it fenced itself, also when a peer
+   *  answered first and ended the fence before (main.ts: hosting removes its copies of servers
+   *  placed on another host meanwhile). */
   healed?: () => Promise<void>;
   /** How often contact is read (default: recoverAfter / 20, between 100 ms and 1 s; 1 s with recoverAfter 0). */
   everyMs?: number;
@@ -54,6 +55,9 @@ export class SelfFence {
   private readonly frozen = new Set<string>();
   private timer?: Timer;
   private busy?: Promise<void>;
+  /** The fence acted since the registry was last reached: `healed` is owed once it is reached again
+   *  (a peer may answer first and end the fence while the registry is still away). */
+  private owesHeal = false;
   /** Servers frozen and stopped by the fence (observability and tests). */
   freezes = 0;
   stops = 0;
@@ -105,10 +109,13 @@ export class SelfFence {
           recoverAfterMs: this.o.recoverAfterMs,
         });
     }
+    if (next !== 'serve') this.owesHeal = true;
     if (next === 'serve') {
       await this.thawAll();
-      if (was !== 'serve' && this.o.contact.registryUp())
+      if (this.owesHeal && this.o.contact.registryUp()) {
+        this.owesHeal = false;
         await this.o.healed?.().catch((err: unknown) => this.o.log.error('self-fence: after the fence', { err }));
+      }
       return;
     }
     const running = this.o.servers.running();

@@ -1,10 +1,12 @@
 // The stop of a server's container: SIGTERM, up to a grace, SIGKILL to everything, runc delete
 // and the cgroup removed. A dozing (frozen, freezer.ts) server is thawed first so it gets its
-// SIGTERM and grace like any other. The namespaces and veth stay (network.ts; the next start
+// SIGTERM and grace like any other; without a grace, a frozen server is SIGKILLed while still
+// frozen and only then thawed, so it dies without running again (the self-fence froze it so that
+// it would neither write nor answer: registry/selffence.ts). The namespaces and veth stay (network.ts; the next start
 // joins them, the runtime's teardown releases them); parking state is the runtime's (park.ts).
 
 import { removeCgroup } from './cgroup.js';
-import { thaw } from './freezer.js';
+import { isFrozen, thaw } from './freezer.js';
 import { alive, sleep } from './proc.js';
 import type { Runc } from './runc.js';
 import { cgroupPath } from './spec.js';
@@ -13,6 +15,8 @@ import { cgroupPath } from './spec.js';
 const KILL_WAIT_MS = 5000;
 
 export async function haltContainer(runc: Runc, id: string, graceMs: number): Promise<void> {
+  // no grace: the signal is pending when the thaw comes, so no process of it runs another instruction
+  if (graceMs <= 0 && isFrozen(cgroupPath(id))) await runc.kill(id, 'KILL', true);
   thaw(cgroupPath(id)); // a dozing server gets its SIGTERM and grace like any other
   const st = await runc.state(id);
   if (st && st.status !== 'stopped' && st.pid > 0) {

@@ -296,10 +296,10 @@ export class ContainerRuntime implements Runtime {
     });
   }
 
-  stop(id: string, opts: { park?: boolean } = {}): Promise<void> {
+  stop(id: string, opts: { park?: boolean; graceMs?: number } = {}): Promise<void> {
     return this.serial(id, async () => {
       const rec = this.deps.store.setDesired(id, 'stopped') ?? this.record(id);
-      await this.halt(rec, this.deps.cfg.stopGrace);
+      await this.halt(rec, opts.graceMs ?? this.deps.cfg.stopGrace);
       const p = diskPaths(this.serverDir(id));
       if (await applyDeferredGrow(p, this.deps.helper, this.lower(rec), rec.uidBase)) this.deps.log.info('disk grown offline while asleep', { server: id });
       if (opts.park !== false) await this.park(rec);

@@ -154,8 +154,10 @@ export interface Runtime {
    *  refuse it: the server is then left as it was and the guard's error is thrown. */
   start(id: string): Promise<void>;
   /** Stops the container (SIGTERM, grace, SIGKILL); memory freed; disk, mounts and IP kept.
-   *  `park: false`: not parked even where runtime.parkOnSleep is on (a stop for the memory floor). */
-  stop(id: string, opts?: { park?: boolean }): Promise<void>;
+   *  `park: false`: not parked even where runtime.parkOnSleep is on (a stop for the memory floor).
+   *  `graceMs`: this stop's grace instead of runtime.stopGrace; 0 kills a frozen server where it
+   *  stands, never thawed to run again first (the self-fence's stop of a server it froze). */
+  stop(id: string, opts?: { park?: boolean; graceMs?: number }): Promise<void>;
   /** Doze: freezes every process of a running server (cgroup freezer); memory, sockets and the
    *  container are kept. Resolves with the memory it holds frozen (`anonBytes`: its anonymous part,
    *  what a stop gives back to the host). Absent where it cannot be done. */

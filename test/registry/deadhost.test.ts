@@ -196,6 +196,49 @@ test('contact across a restart: the last contact and the peers are kept; a host 
   assertNotCutOff(again, R, log, 'srv_1');
 });
 
+test('contact: a heartbeat that hangs (the registry cut off, the statement not timed out yet) is no contact: cut off from when it was due', () => {
+  const r = 8000;
+  const w = { t: 0, up: true, reachedAt: 0 as number | undefined };
+  const view = (name: string): HostView => ({ name, advertise: `${name}:7946`, publicIp: '10.0.0.1', lease: true, up: true });
+  const contact = new Contact({
+    self: 'a',
+    hosts: () => [view('a'), view('b')],
+    answers: () => false,
+    registryUp: () => w.up,
+    registryReachedAt: () => w.reachedAt,
+    beatEveryMs: 1000,
+    now: () => w.t,
+    recoverAfterMs: r,
+  });
+  // heartbeats every second reach the registry, the last one started at 9 s
+  for (; w.t <= 9000; w.t += 250) {
+    if (w.t % 1000 === 0) w.reachedAt = w.t;
+    contact.tick();
+    assert.is(contact.cutOffForMs(), undefined, `in touch at ${w.t} ms`);
+  }
+  // the one due at 10 s hangs until its statement times out at 16 s: the last heartbeat still says up
+  w.t = 10_000;
+  contact.tick();
+  assert.is(contact.cutOffForMs(), undefined, 'the heartbeat due now may still answer');
+  w.t = 12_000;
+  contact.tick();
+  assert.is(contact.cutOffForMs(), 2000, 'cut off since the heartbeat due at 10 s did not answer');
+  assert.is(fenceStep(contact.cutOffForMs(), r, contact.knowsPeers()), 'freeze', 'frozen a quarter of recoverAfter after it');
+  w.t = 14_000;
+  contact.tick();
+  assert.is(fenceStep(contact.cutOffForMs(), r, contact.knowsPeers()), 'stop', 'stopped at half of it, before the statement timed out');
+  w.t = 16_000;
+  w.up = false; // the statement timed out
+  contact.tick();
+  assert.is(contact.cutOffForMs(), 6000, 'still counted from when the heartbeat was due');
+  // the registry answers again
+  w.t = 17_000;
+  w.up = true;
+  w.reachedAt = 17_000;
+  contact.tick();
+  assert.is(contact.cutOffForMs(), undefined);
+});
+
 /** A process's state letter in /proc (T: stopped by SIGSTOP). */
 function procState(pid: number): string {
   const s = readFileSync(`/proc/${pid}/stat`, 'utf8');
@@ -284,6 +327,38 @@ test('self-fence: what it froze thaws once a peer answers again; a doze of prese
   assert.is.not(procState(pid(rt, 'srv_2')), 'T');
   assert.is(await stateOf(pid(rt, 'srv_dozing'), 'T'), 'T', 'a doze is not the fence’s');
   for (const id of ['srv_1', 'srv_2', 'srv_dozing']) await rt.stop(id);
+  fence.stop();
+});
+
+test('self-fence: a peer answering first ends the fence, and the registry reached later still gets the stale copies checked (healed) once', async () => {
+  const { w, host, contact } = world();
+  w.hosts = [host('a', true), host('b', true)];
+  const clock = new ManualClock(0);
+  const rt = new ProcessRuntime();
+  await rt.create({ id: 'srv_1', slug: 'one', memoryBytes: 1, diskBytes: 1 });
+  let healed = 0;
+  const fence = new SelfFence({ contact, servers: fencedServers(rt), recoverAfterMs: R, log, clock, everyMs: 1000, healed: async () => void healed++ });
+  const advance = async (ms: number) => {
+    for (let i = 0; i < ms / 1000; i++) {
+      w.t += 1000;
+      clock.advance(1000);
+      await fence.tick();
+    }
+  };
+  fence.start();
+  await advance(1000);
+  w.registryUp = false;
+  await advance(R / 2 + 1000);
+  assert.is(fence.now, 'stop');
+  assert.is(rt.get('srv_1')?.state, 'sleeping');
+  // the partition heals: the channel answers a moment before the registry does
+  w.answering.add('b');
+  await advance(1000);
+  assert.is(fence.now, 'serve');
+  assert.is(healed, 0, 'not yet: the registry (where the placements are) is not reached');
+  w.registryUp = true;
+  await advance(3000);
+  assert.is(healed, 1, 'once the registry is reached, after the fence');
   fence.stop();
 });
 

@@ -42,6 +42,9 @@ function bundled(): Promise<string> {
 export interface ProcDaemonOptions {
   /** Extra config merged over the defaults (JSON config file); `hosting` merges one level deep. */
   config?: Record<string, unknown>;
+  /** A cgroup's `cgroup.procs` the daemon joins before it execs (every socket it opens is that
+   *  cgroup's: test/helpers/partition.ts matches them with nft). */
+  cgroupProcs?: string;
 }
 
 const FIRST = 150;
@@ -222,7 +225,9 @@ export class ProcDaemon {
     await collectStale();
     // setpriv: the daemon is SIGKILLed if this test process dies without cleaning up
     const node = [process.execPath, '--enable-source-maps', await bundled(), 'serve', '--config', this.cfgFile];
-    const [cmd, ...args] = existsSync('/usr/bin/setpriv') ? ['/usr/bin/setpriv', '--pdeathsig', 'KILL', '--', ...node] : node;
+    const direct = existsSync('/usr/bin/setpriv') ? ['/usr/bin/setpriv', '--pdeathsig', 'KILL', '--', ...node] : node;
+    const joined = this.opts.cgroupProcs ? ['/bin/sh', '-c', 'echo $$ > "$0" && exec "$@"', this.opts.cgroupProcs, ...direct] : direct;
+    const [cmd, ...args] = joined;
     const child = spawn(cmd, args, {
       cwd: root,
       env: { ...process.env, ROOTBOX_CONFIG: '' },
