@@ -13,6 +13,7 @@ import type { Channel } from './channel/index.js';
 import type { Clock } from './clock.js';
 import { AppError, isAppError } from './errors.js';
 import type { HostingApi } from './hosting/index.js';
+import type { HelloApp } from './http/index.js';
 import type { Logger } from './log/index.js';
 import type { JoinReport, Registry } from './registry/index.js';
 
@@ -51,7 +52,7 @@ function refuseUpgrade(socket: Duplex): void {
  *  then — which, while joining in cluster mode, answers 503 for a `<slug>.{domain}` this host does
  *  not have (another host's, which only the registry's placements know). */
 export function frontOf(d: {
-  proxy: Channel['front'];
+  proxy: Channel['front'] & Partial<HelloApp>;
   /** The channel once the joined part made it. */
   channel: () => Channel | undefined;
   cluster: boolean;
@@ -60,7 +61,7 @@ export function frontOf(d: {
   joined: () => boolean;
   /** A request for a server moving off this host waits for this, then goes where the server is (src/moves). */
   hold?: (host: string) => Promise<void> | undefined;
-}): Channel['front'] {
+}): Channel['front'] & Partial<HelloApp> {
   const now = () => d.channel()?.front ?? d.proxy;
   const suffix = `.${d.domain}`;
   const elsewhere = (host: string) => {
@@ -85,6 +86,8 @@ export function frontOf(d: {
       }),
     // a server moving: node's server answers, which waits (handle)
     lane: d.proxy.lane && ((r, sock, info, done) => (elsewhere(info.host) || d.hold?.(info.host) ? false : (now().lane?.(r, sock, info, done) ?? false))),
+    // a TLS hello's server name: this host's proxy thaws a server of its own that dozes (another host's is not in its sites), not one moving
+    hello: d.proxy.hello && ((slug) => void (d.hold?.(`${slug}${suffix}`) || d.proxy.hello!(slug))),
   };
 }
 

@@ -2,8 +2,9 @@
 // of its own (test daemon: own bridge, subnet, uid ranges, data dir; everything deleted at the end;
 // doze on, idleTimeout 300 ms):
 //   1. doze → first byte of a minimal run.sh app through the edge (target p50 ≤ 5 ms), beside the
-//      same request awake, and the freezer's own thaw (one cgroup write, the floor) and
-//      Runtime.thaw (the same through the runtime's per-server queue); and the app alone, no
+//      same request awake (back to back, and after as long a pause as a doze's with the server
+//      held awake: the part of the gap that is idleness, not the thaw), and the freezer's own
+//      thaw (one cgroup write, the floor) and Runtime.thaw (the same through the runtime's per-server queue); and the app alone, no
 //      daemon in the way: a request straight to its address just after a raw thaw (thaw write
 //      included), the same with the request connected and sent before the thaw (what a proxy
 //      that connects or forwards while it thaws could gain at most), and awake — the part of
@@ -174,6 +175,15 @@ export async function dozeRows(_ctx?: unknown): Promise<string[]> {
     const app = await server(d, 0, APP_SH);
     const awake: number[] = [];
     for (let i = 0; i < DOZES; i++) awake.push(await firstByte(d.http, app.host));
+    // the same request after as long a pause as a doze's, the server held awake meanwhile: what is
+    // left of the doze's gap beside this is the thaw's, not the pause's (cold caches, a host idle)
+    const pausedAwake: number[] = [];
+    for (let i = 0; i < DOZES; i++) {
+      const release = presence.hold(app.id);
+      await sleep(350);
+      pausedAwake.push(await firstByte(d.http, app.host));
+      release();
+    }
     const dozeWake: number[] = [];
     for (let i = 0; i < DOZES; i++) {
       if (!(await until(() => presence.isDozing(app.id), 10_000))) throw new Error('the app server did not doze');
@@ -224,6 +234,7 @@ export async function dozeRows(_ctx?: unknown): Promise<string[]> {
     }
     rows.push(row('doze → first byte', fmt(dozeWake)));
     rows.push(row('  same request, awake', fmt(awake)));
+    rows.push(row('  awake after as long a pause', fmt(pausedAwake)));
     rows.push(row('  freezer thaw (one cgroup write)', fmt(thawRaw, 3)));
     rows.push(row('  Runtime.thaw', fmt(thawRt, 3)));
     rows.push(row('  app alone, thaw then request', fmt(aloneThawed, 2)));

@@ -1,7 +1,8 @@
 // TLS on the edge's own admitted connections: a node TLS server that never listens is handed
 // each connection (emit 'connection') and makes the handshake — ALPN h2 or http/1.1, the
 // certificate chosen by SNI from the TlsManager — and gives back the TLS socket with the plain
-// connection it runs over (the guard links the two), found by the peer's address and port.
+// connection it runs over (the guard links the two), found by the peer's address and port. The
+// name a ClientHello asks for is told (`named`) before its certificate is chosen.
 // Public APIs only: nothing is taken from node's listeners or a socket's internals.
 
 import type { Socket } from 'node:net';
@@ -16,12 +17,14 @@ export class Handshakes {
   /** Connections in their TLS handshake, by peer address and port. */
   private readonly pending = new Map<string, Socket>();
 
-  /** `secured`: a finished handshake, with the plain connection under it (when still known). */
-  constructor(tls: TlsManager, log: Logger, secured: (t: TLSSocket, raw: Socket | undefined) => void) {
+  /** `secured`: a finished handshake, with the plain connection under it (when still known);
+   *  `named`: the server name of a ClientHello (SNI), as the client sent it. */
+  constructor(tls: TlsManager, log: Logger, secured: (t: TLSSocket, raw: Socket | undefined) => void, named?: (name: string) => void) {
     this.server = createTlsServer(
       {
         ALPNProtocols: ['h2', 'http/1.1'],
         SNICallback: (name, cb) => {
+          named?.(name);
           try {
             cb(null, tls.contextFor(name));
           } catch (e) {

@@ -6,7 +6,7 @@ import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { configSchema } from '../config/index.js';
 import type { Logger } from '../log/index.js';
-import type { HttpApp, LaneApp, RequestInfo, UpgradeApp } from '../http/index.js';
+import type { HelloApp, HttpApp, LaneApp, RequestInfo, UpgradeApp } from '../http/index.js';
 import type { Aliases } from './target.js';
 import type { TlsManager } from './tls.js';
 
@@ -15,7 +15,7 @@ export interface EdgeApps {
   hosting: HttpApp & { upgrade?(req: IncomingMessage, socket: Duplex, head: Buffer, info: RequestInfo): void };
   verify: HttpApp;
   /** Serves <slug>.{domain}; receives WebSocket upgrades for those hosts too. */
-  proxy: HttpApp & Partial<UpgradeApp> & Partial<LaneApp>;
+  proxy: HttpApp & Partial<UpgradeApp> & Partial<LaneApp> & Partial<HelloApp>;
 }
 
 /** The `http` / `https` config slices; limits left out take the config defaults. */

@@ -95,10 +95,15 @@ export class Edge {
     );
     this.https1.setTimeout(120_000);
     this.lane = this.laneContext();
-    this.handshakes = new Handshakes(tls, log, (t, raw) => {
-      if (raw) this.guard.secured(t, raw);
-      this.dispatch(t);
-    });
+    this.handshakes = new Handshakes(
+      tls,
+      log,
+      (t, raw) => {
+        if (raw) this.guard.secured(t, raw);
+        this.dispatch(t);
+      },
+      (name) => this.named(name),
+    );
     this.http = createHttpServer(
       { requestTimeout: 0, headersTimeout: h.headerTimeout, keepAliveTimeout: this.keepAliveTimeout, requireHostHeader: false },
       (req, res) => void this.requests.onRequest(req, res, 'http'),
@@ -124,6 +129,16 @@ export class Edge {
     }
     this.guard.start();
     log.info('edge listening', { https: this.ports.https, http: this.ports.http, domain: this.opts.domain });
+  }
+
+  /** A ClientHello named a server's host (its subdomain or one of its own domains): the proxy is
+   *  told at once (a dozing server thaws while the handshake goes on). */
+  private named(name: string): void {
+    const proxy = this.opts.apps.proxy;
+    if (!proxy.hello) return;
+    const info = { host: hostOf(name) };
+    const t = aliased(route(info.host, this.opts.domain), info, this.opts.domain, this.opts.aliases);
+    if (t.app === 'proxy') proxy.hello(t.slug);
   }
 
   private accept(sock: Socket, server: HttpServer): void {

@@ -12,6 +12,7 @@ export {
   type HandlerResult,
   type HttpApp,
   type LaneApp,
+  type HelloApp,
   type LaneExchange,
   type LaneOutcome,
   type LaneRequest,

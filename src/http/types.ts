@@ -64,6 +64,13 @@ export interface HttpApp {
   handle(req: Req, res: Res, info: RequestInfo): Promise<void> | void;
 }
 
+/** An app told which server's host a TLS client named (SNI) while its handshake is still under way. */
+export interface HelloApp {
+  /** `slug`'s host was named in a ClientHello: a request for it is likely to follow the handshake.
+   *  Returns at once and never throws. */
+  hello(slug: string): void;
+}
+
 /** An app that also takes HTTP/1.1 upgrades (WebSockets) for a server's subdomain. */
 export interface UpgradeApp {
   upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, info: RequestInfo & { slug: string }): void;

@@ -52,6 +52,8 @@ export interface IdleOptions {
 
 interface Doze {
   since: number;
+  /** Which doze this is (new at each one): a look made during it holds while it lasts. */
+  seq: number;
   /** What a stop is expected to give back: its anonymous memory at freeze (else cgroup usage). */
   memoryBytes: number;
 }
@@ -66,6 +68,8 @@ export class IdleTracker implements Presence, PresenceState {
   /** Woken servers whose app is not answering yet (reported by the proxy). */
   private readonly starting = new Map<string, Promise<unknown>>();
   private readonly sleepListeners: ((id: string) => void)[] = [];
+  private readonly dozeListeners: ((id: string, doze: number) => void)[] = [];
+  private dozeSeq = 0;
   private timer?: NodeJS.Timeout;
   private floorTimer?: NodeJS.Timeout;
   /** Number of Runtime.start calls made by wake() (observability and tests). */
@@ -120,28 +124,50 @@ export class IdleTracker implements Presence, PresenceState {
     const inflight = this.waking.get(id);
     if (inflight) return inflight;
     if (!this.needsWake(id)) return Promise.resolve();
-    const p = (async () => {
-      await this.sleeping.get(id);
-      await this.freezing.get(id);
-      if (this.dozing.has(id)) return this.thaw(id);
-      const srv = this.opts.runtime.get(id);
-      if (!srv) throw AppError.of('server_not_found', `server ${id} does not exist`);
-      if (srv.state === 'running') return;
-      if (srv.state === 'creating') throw AppError.of('server_creating', 'the server is still being created', { retryAfter: 2 });
-      const started = this.now();
-      this.starts++;
-      await this.opts.runtime.start(id).catch((err: unknown) => {
-        metrics.woke(0, false);
-        throw err;
-      });
-      metrics.woke((this.now() - started) / 1000, true);
-      this.opts.log.info('server woke', { server: id, ms: this.now() - started });
-    })().finally(() => {
+    // a doze with nothing else under way: its thaw's cgroup write now, not a few awaits later
+    const p = (this.dozing.has(id) && !this.sleeping.has(id) && !this.freezing.has(id) ? this.thaw(id) : this.started(id)).finally(() => {
       this.waking.delete(id);
       this.mark(id);
     });
     this.waking.set(id, p);
     return p;
+  }
+
+  /** wake() of a server that is not (only) dozing: after a sleep or freeze under way, a thaw or a start. */
+  private async started(id: string): Promise<void> {
+    await this.sleeping.get(id);
+    await this.freezing.get(id);
+    if (this.dozing.has(id)) return this.thaw(id);
+    const srv = this.opts.runtime.get(id);
+    if (!srv) throw AppError.of('server_not_found', `server ${id} does not exist`);
+    if (srv.state === 'running') return;
+    if (srv.state === 'creating') throw AppError.of('server_creating', 'the server is still being created', { retryAfter: 2 });
+    const started = this.now();
+    this.starts++;
+    await this.opts.runtime.start(id).catch((err: unknown) => {
+      metrics.woke(0, false);
+      throw err;
+    });
+    metrics.woke((this.now() - started) / 1000, true);
+    this.opts.log.info('server woke', { server: id, ms: this.now() - started });
+  }
+
+  /** The thaw of a server that dozes with nothing else under way for it (no wake, freeze or sleep),
+   *  begun now as wake() begins it (its cgroup write made before this turn of the event loop
+   *  ends); undefined for any other server (the caller takes wake()'s usual path). */
+  thawIfDozing(id: string): Promise<void> | undefined {
+    if (!this.dozing.has(id) || this.resting(id)) return undefined;
+    return this.wake(id);
+  }
+
+  /** Which doze the server is in (a number new at each doze); undefined when it does not doze. */
+  dozeOf(id: string): number | undefined {
+    return this.isDozing(id) ? this.dozing.get(id)!.seq : undefined;
+  }
+
+  /** Called once a server dozes (frozen), with the number of that doze (dozeOf). */
+  onDoze(fn: (id: string, doze: number) => void): void {
+    this.dozeListeners.push(fn);
   }
 
   private async thaw(id: string): Promise<void> {
@@ -153,8 +179,11 @@ export class IdleTracker implements Presence, PresenceState {
     });
     this.dozing.delete(id);
     const ms = performance.now() - t0;
-    metrics.woke(ms / 1000, true);
-    this.opts.log.info('server thawed', { server: id, ms: Math.round(ms * 100) / 100 });
+    // told once the request that asked for the thaw is on its way (a log line is a write)
+    setImmediate(() => {
+      metrics.woke(ms / 1000, true);
+      this.opts.log.info('server thawed', { server: id, ms: Math.round(ms * 100) / 100 });
+    });
   }
 
   /** The state to show: the runtime's, `sleeping` while it dozes, `waking` while a wake is under
@@ -235,8 +264,10 @@ export class IdleTracker implements Presence, PresenceState {
     const p = (async () => {
       try {
         const { memoryBytes, anonBytes } = await this.opts.runtime.freeze!(id);
-        this.dozing.set(id, { since: this.now(), memoryBytes: anonBytes ?? memoryBytes });
+        const seq = ++this.dozeSeq;
+        this.dozing.set(id, { since: this.now(), seq, memoryBytes: anonBytes ?? memoryBytes });
         this.dozes++;
+        for (const fn of this.dozeListeners) fn(id, seq);
         this.opts.log.info('server dozes', { server: id, idleMs, memoryBytes, anonBytes });
         metrics.slept();
       } catch (err) {
@@ -297,7 +328,9 @@ export class IdleTracker implements Presence, PresenceState {
       if (s.state !== 'running' || this.dozing.has(s.id) || this.resting(s.id)) continue;
       const f = rt.frozen(s.id);
       if (!f) continue;
-      this.dozing.set(s.id, { since: now, memoryBytes: f.anonBytes ?? f.memoryBytes });
+      const seq = ++this.dozeSeq;
+      this.dozing.set(s.id, { since: now, seq, memoryBytes: f.anonBytes ?? f.memoryBytes });
+      for (const fn of this.dozeListeners) fn(s.id, seq);
       this.activity.markAt(s.id, now);
       this.opts.log.info('server dozes (frozen before this start)', { server: s.id, memoryBytes: f.memoryBytes, anonBytes: f.anonBytes });
     }

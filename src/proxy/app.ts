@@ -10,6 +10,7 @@ import type { ProxyConfig } from '../config/index.js';
 import { AppError, errorFields } from '../errors.js';
 import {
   rawError,
+  type HelloApp,
   type HttpApp,
   type LaneApp,
   type LaneExchange,
@@ -31,7 +32,7 @@ import { serveStatic } from './static.js';
 
 export interface ProxyAppDeps {
   sites: Sites;
-  presence: Pick<IdleTracker, 'wake' | 'hold' | 'connection' | 'touch' | 'needsWake' | 'startingUntil' | 'isDozing'>;
+  presence: Pick<IdleTracker, 'wake' | 'hold' | 'connection' | 'touch' | 'needsWake' | 'startingUntil' | 'isDozing' | 'thawIfDozing' | 'dozeOf'>;
   publication: Publication;
   forwarder: Forwarder;
   cfg: Pick<ProxyConfig, 'wakeTimeout' | 'appStartGrace' | 'holdLimit' | 'holdBodyLimit'>;
@@ -60,7 +61,7 @@ function hasBody(req: Req): boolean {
   return stream ? stream.endAfterHeaders === false : false;
 }
 
-export class ProxyApp implements HttpApp, LaneApp {
+export class ProxyApp implements HttpApp, LaneApp, HelloApp {
   private readonly held = new Map<string, number>();
   private readonly warming = new Map<string, Promise<boolean>>();
   private readonly wokeAt = new Map<string, number>();
@@ -103,6 +104,11 @@ export class ProxyApp implements HttpApp, LaneApp {
     const app = site && !site.suspended ? publication.knownApp(site.id) : false;
     if (!site || app === false) return false;
     if (app && this.upNow(site.id)) return this.direct(r, sock, info, site, presence.hold(site.id), done);
+    // a dozing server: its thaw, and the forward at once, when run.sh is known to be there (a fresh
+    // look, or the one made during this doze); else (no such look, or one that found none: run.sh
+    // may have come since, from the host's side) the usual path looks again first
+    const thawed = (app ?? publication.knownWhileDozing(site.id, presence.dozeOf(site.id))) && this.thawed(r, sock, info, site, done);
+    if (thawed) return thawed;
     const waiting: LaneExchange & { ex?: LaneExchange } = { clientGone: () => waiting.ex?.clientGone() };
     // whatever fails on the way ends the request (node's server answers it) and gives the hold back
     let over = false;
@@ -113,6 +119,68 @@ export class ProxyApp implements HttpApp, LaneApp {
       this.d.log.error('lane request failed', { requestId: info.requestId, err: e });
       once({ kind: 'replay', failure: AppError.of('internal', `the request failed inside the host (request ${info.requestId})`) });
     });
+    return waiting;
+  }
+
+  /**
+   * A TLS client named this server's host (SNI): a dozing server whose app listened when it froze
+   * and has run.sh is thawed now, so its thaw overlaps the rest of the handshake and the request
+   * after it finds the server awake. Nothing else is done for a name alone (a stopped server is
+   * started for a request, not a ClientHello; a thawed server no request reaches dozes again after
+   * idleTimeout, as after any request).
+   */
+  hello(slug: string): void {
+    const { sites, presence, publication } = this.d;
+    const site = sites.lookup(slug);
+    if (!site || site.suspended) return;
+    if (!(publication.knownApp(site.id) ?? publication.knownWhileDozing(site.id, presence.dozeOf(site.id)))) return;
+    this.thawNow(site)?.catch((e: unknown) => this.d.log.warn('a thaw at a TLS hello failed', { server: site.id, err: errorFields(e) }));
+  }
+
+  /** Begins the thaw of a dozing server whose app listened when it froze (its kept-alive
+   *  connections from before the freeze dropped); undefined for any other server. */
+  private thawNow(site: Site): Promise<void> | undefined {
+    const { presence, publication, forwarder } = this.d;
+    if (this.warming.has(site.id) || !publication.isReady(site.id)) return undefined;
+    const doze = presence.dozeOf(site.id);
+    const thawing = presence.thawIfDozing(site.id);
+    if (!thawing) return undefined;
+    publication.thawed(site.id, doze);
+    forwarder.dropIdle(site.upstream); // kept alive before the freeze: the app may be closing them now
+    return thawing.then(() => void this.wokeAt.set(site.id, Date.now()));
+  }
+
+  /**
+   * A dozing server whose app listened when it froze and has run.sh (a fresh look, or one made
+   * during this doze): thawed, and the request forwarded in the same turn of the event loop as
+   * the thaw's cgroup write, without wake()'s wait machinery (held count, wake deadline, `waking`
+   * state: a thaw is one write). Its own connection is the check that the app still listens
+   * (refused: replayed, node's server waits for the app). Undefined for any other server (a wake
+   * or freeze under way, a cold start, an app not known to listen): the usual path.
+   */
+  private thawed(r: LaneRequest, sock: Duplex, info: RequestInfo, site: Site, done: (o: LaneOutcome) => void): LaneExchange | undefined {
+    const thawing = this.thawNow(site);
+    if (!thawing) return undefined;
+    const release = this.d.presence.hold(site.id);
+    const waiting: LaneExchange & { ex?: LaneExchange } = { clientGone: () => waiting.ex?.clientGone() };
+    thawing.then(
+      () => {
+        if (sock.destroyed) {
+          release();
+          return done({ kind: 'cut' });
+        }
+        try {
+          waiting.ex = this.direct(r, sock, info, site, release, done);
+        } catch (e) {
+          this.d.log.error('lane request failed', { requestId: info.requestId, err: e });
+          done({ kind: 'replay', failure: AppError.of('internal', `the request failed inside the host (request ${info.requestId})`) });
+        }
+      },
+      (e: unknown) => {
+        release();
+        done({ kind: 'replay', failure: e instanceof AppError ? e : this.wakeFailed(site, e, info.requestId) });
+      },
+    );
     return waiting;
   }
 

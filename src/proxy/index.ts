@@ -4,7 +4,7 @@
 // `state(id)` is the truthful running/sleeping/waking state for the hosting API.
 
 import { proxySchema, type ProxyConfig } from '../config/index.js';
-import type { HttpApp, LaneApp, UpgradeApp } from '../http/index.js';
+import type { HelloApp, HttpApp, LaneApp, UpgradeApp } from '../http/index.js';
 import type { Logger } from '../log/index.js';
 import { PublicUrls, type PublicSettings } from '../pages/index.js';
 import { IdleTracker } from '../presence/index.js';
@@ -32,7 +32,7 @@ export interface ProxyDeps {
   urls?: PublicUrls;
 }
 
-export interface Proxy extends HttpApp, UpgradeApp, Partial<LaneApp> {
+export interface Proxy extends HttpApp, UpgradeApp, Partial<LaneApp>, HelloApp {
   /** Wake / hold / touch / state: the idle tracker the proxy uses. */
   readonly presence: IdleTracker;
   /** running / sleeping / waking / … as it truly is now; undefined for an unknown id. */
@@ -67,6 +67,7 @@ export function createProxy(deps: ProxyDeps): Proxy {
       log: deps.log,
     });
   tracker.onSleep((id) => publication.markDown(id));
+  tracker.onDoze((id, doze) => publication.lookAtDoze(id, doze));
   const forwarder = new Forwarder({
     connectTimeout: cfg.connectTimeout,
     upstreamTimeout: cfg.upstreamTimeout,
@@ -82,6 +83,7 @@ export function createProxy(deps: ProxyDeps): Proxy {
     upgrade: (req, socket, head, info) => app.upgrade(req, socket, head, info),
     // proxy.lane off: no lane requests; node's server reads every request
     lane: cfg.lane === 'on' ? (r, sock, info, done) => app.lane(r, sock, info, done) : undefined,
+    hello: (slug) => app.hello(slug),
     presence: tracker,
     state: (id) => tracker.state(id),
     start: () => {

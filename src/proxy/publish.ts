@@ -4,7 +4,10 @@
 // successful forwards and probed with plain TCP connects (one probe loop per server, shared by
 // every waiting request) after a wake, a failure, or when run.sh has just appeared. A thaw keeps
 // it: the connection the first request goes over is the check (a refused one marks the app down
-// and the request waits for it, as after any failure).
+// and the request waits for it, as after any failure). A look made once a server dozes that found
+// run.sh holds for as long as that doze lasts (lookAtDoze, knownWhileDozing): nothing in a frozen
+// server runs to remove it, and the files API wakes a server before it writes. One that found none
+// is only the newest answer: run.sh may still come from the host's side, so a request looks again.
 
 import { connect } from 'node:net';
 import { walk } from './resolve.js';
@@ -27,8 +30,21 @@ export function probe(up: Upstream, timeoutMs: number): Promise<boolean> {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** Whether <rootfs>/root/run.sh is an executable file (symlinks resolved inside the rootfs). */
+const runShIn = (rootfs: string): Promise<boolean> => walk(rootfs, ['root', 'run.sh']).then((f) => !!f && f.stat.isFile() && (f.stat.mode & 0o111) !== 0);
+
+/** A run.sh look: when it began, its answer (known once complete), the rootfs it looked in, and the
+ *  answer of the look made during a doze (lookAtDoze). */
+interface Look {
+  at: number;
+  value: Promise<boolean>;
+  known?: boolean;
+  rootfs: string;
+  dozing?: { doze: number; known: boolean };
+}
+
 export class Publication {
-  private readonly runSh = new Map<string, { at: number; value: Promise<boolean>; known?: boolean }>();
+  private readonly runSh = new Map<string, Look>();
   private readonly ready = new Set<string>();
   private readonly waits = new Map<string, { until: number; value: Promise<boolean> }>();
 
@@ -43,13 +59,44 @@ export class Publication {
     const hit = this.runSh.get(id);
     const now = this.now();
     if (hit && now - hit.at < this.opts.checkInterval) return hit.value;
-    const entry: { at: number; value: Promise<boolean>; known?: boolean } = { at: now, value: Promise.resolve(false) };
-    entry.value = walk(rootfs, ['root', 'run.sh']).then((f) => (entry.known = !!f && f.stat.isFile() && (f.stat.mode & 0o111) !== 0));
+    const entry: Look = { at: now, value: Promise.resolve(false), rootfs, dozing: hit?.dozing };
+    entry.value = runShIn(rootfs).then((known) => (entry.known = known));
     // Keep answering from the previous result while the new check runs.
     if (hit?.known !== undefined) entry.known = hit.known;
     this.runSh.set(id, entry);
     if (this.runSh.size > 100_000) this.runSh.clear();
     return entry.value;
+  }
+
+  /** Looks again once the server dozes (`doze`: which one, presence dozeOf), for a server looked at
+   *  before (its rootfs known): the answer holds while that doze lasts (knownWhileDozing). */
+  lookAtDoze(id: string, doze: number): void {
+    const rootfs = this.runSh.get(id)?.rootfs;
+    if (rootfs === undefined) return;
+    runShIn(rootfs).then(
+      (known) => {
+        const e = this.runSh.get(id);
+        if (!e) return;
+        e.dozing = { doze, known };
+        e.known = known; // the newest completed look (hadApp: whether a wake waits for a look)
+      },
+      () => {},
+    );
+  }
+
+  /** Whether run.sh was there when the look made during doze `doze` was (undefined: no such look). */
+  knownWhileDozing(id: string, doze: number | undefined): boolean | undefined {
+    const d = this.runSh.get(id)?.dozing;
+    return d && d.doze === doze ? d.known : undefined;
+  }
+
+  /** The server thawed out of doze `doze`: what the look made during it found counts as a look
+   *  made now (fresh for checkInterval), so the request after a thaw (a TLS hello's) looks no more. */
+  thawed(id: string, doze: number | undefined): void {
+    const e = this.runSh.get(id);
+    const d = e?.dozing;
+    if (!e || !d || d.doze !== doze) return;
+    this.runSh.set(id, { at: this.now(), value: Promise.resolve(d.known), known: d.known, rootfs: e.rootfs });
   }
 
   /** Whether the last completed hasApp check found an app, however old it is. */

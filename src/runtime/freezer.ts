@@ -28,11 +28,13 @@ export function isFrozen(path: string): boolean {
   }
 }
 
-function write(path: string, frozen: boolean): void {
+function write(path: string, frozen: boolean, missingOk = false): void {
   const file = control(path);
   try {
-    writeFileSync(file, V2 ? (frozen ? '1' : '0') : frozen ? 'FROZEN' : 'THAWED');
+    // missingOk: opened without O_CREAT, so a cgroup that is gone is ENOENT (one syscall less than a look first)
+    writeFileSync(file, V2 ? (frozen ? '1' : '0') : frozen ? 'FROZEN' : 'THAWED', { flag: missingOk ? 'r+' : 'w' });
   } catch (e) {
+    if (missingOk && (e as NodeJS.ErrnoException).code === 'ENOENT') return;
     throw new InternalError(frozen ? 'a server cgroup could not be frozen' : 'a server cgroup could not be thawed', { file }, { cause: e });
   }
 }
@@ -65,6 +67,5 @@ export function settle(path: string): void {
 
 /** Thaws the cgroup (nothing to do when it is not frozen or does not exist). */
 export function thaw(path: string): void {
-  if (!existsSync(control(path))) return;
-  write(path, false);
+  write(path, false, true);
 }

@@ -2,16 +2,18 @@
 // a plain process frozen by SIGSTOP (ProcessRuntime) and an idle tracker with doze on: a thaw
 // keeps what the proxy knew of the app (no readiness probe; the connection opened after the thaw
 // is the one the request goes over), while an app that died while frozen, and a server stopped
-// after its doze, still get the probe and wait for the app to listen.
+// after its doze, still get the probe and wait for the app to listen. A look at run.sh made once a
+// server dozes holds while it dozes, and a TLS ClientHello naming a dozing server thaws it.
 
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { chmodSync, closeSync, constants, mkdirSync, mkdtempSync, openSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, closeSync, constants, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { execFileSync } from 'node:child_process';
 import { createServer as httpServer, type Server } from 'node:http';
 import { createServer as tcpServer, connect, type AddressInfo, type Server as TcpServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
+import { connect as tlsConnect } from 'node:tls';
 import { join } from 'node:path';
 import { createLogger } from '../../src/log/index.js';
 import { IdleTracker } from '../../src/presence/index.js';
@@ -99,10 +101,13 @@ test('a request to a dozing server is answered after a thaw over one connection:
   const appPort = await freePort();
   const r = await relay(appPort);
   const s = addServer('thawed', appPort, { upstreamPort: r.port });
-  // started first (the relay accepts before the app listens: its cold wake could not be probed through it)
+  // started first (the relay accepts before the app listens: its cold wake could not be probed through it);
+  // held awake until it answered once (a child slower than the idle timeout to listen was frozen before it did)
+  const held = tracker.hold(s.id);
   await tracker.wake(s.id);
   await until('the app listens', () => accepts(appPort), 60_000); // a node child process: seconds on a loaded host, over 20 s in CI's fast tier while other files initdb their PostgreSQL
   const first = await get(edge.http, host(s), '/one');
+  held();
   assert.is(first.status, 200);
   const pid = JSON.parse(first.text).pid;
   const starts = rt.starts;
@@ -183,6 +188,113 @@ test('a dozing server whose run.sh look is stale is thawed while the look is mad
         }
     await quick.stop();
   }
+});
+
+test('a look made during a doze holds while it lasts: a stale cache costs the thawed request no new look', async () => {
+  // an edge of its own whose ordinary run.sh look is stale after 50 ms (the doze comes after 300 ms idle)
+  const quick = await startEdge({ sites, runtime: rt, presence: tracker, cfg: testConfig({ wakeTimeout: '5s', publishCheckInterval: '50ms' }) });
+  const fifos = Array.from({ length: Number(process.env.UV_THREADPOOL_SIZE ?? 4) }, (_, i) => join(top, `pinfifo${i}`));
+  const blocked: Promise<unknown>[] = [];
+  const free = () => {
+    for (const f of fifos.slice(0, blocked.length))
+      try {
+        closeSync(openSync(f, constants.O_WRONLY | constants.O_NONBLOCK));
+      } catch {
+        /* freed */
+      }
+  };
+  try {
+    const s = addServer('pinned', await freePort());
+    assert.is((await get(quick.http, host(s), '/one')).status, 200);
+    await until('doze', () => tracker.isDozing(s.id), 3000);
+    await sleep(100); // the look made once it froze (two lstats) is done
+    // from now on a look would wait: libuv's thread pool is kept busy by opens of fifos with no writer yet
+    for (const f of fifos) execFileSync('mkfifo', [f]);
+    for (const f of fifos) blocked.push(open(f, 'r').then((h) => h.close()));
+    const thaws = tracker.thaws;
+    const r = await Promise.race([get(quick.http, host(s), '/after-doze'), sleep(2000).then(() => undefined)]);
+    assert.ok(r, 'answered while no look can complete (before: the request waited for a new look)');
+    assert.is(r.status, 200);
+    assert.is(JSON.parse(r.text).url, '/after-doze');
+    assert.is(tracker.thaws, thaws + 1);
+  } finally {
+    free();
+    await Promise.all(blocked);
+    await quick.stop();
+  }
+});
+
+test('a server whose run.sh went away before it dozed is served its files without a thaw', async () => {
+  const quick = await startEdge({ sites, runtime: rt, presence: tracker, cfg: testConfig({ wakeTimeout: '5s', publishCheckInterval: '50ms' }) });
+  try {
+    const s = addServer('unpublished', await freePort());
+    mkdirSync(join(s.rootfs, 'root/www'), { recursive: true });
+    writeFileSync(join(s.rootfs, 'root/www/index.html'), 'static page');
+    assert.is((await get(quick.http, host(s), '/one')).status, 200);
+    rmSync(join(s.rootfs, 'root/run.sh')); // removed from the host side while it runs, before its doze
+    await until('doze', () => tracker.isDozing(s.id), 3000);
+    await sleep(100); // the look made once it froze is done
+    const thaws = tracker.thaws;
+    const r = await get(quick.http, host(s), '/');
+    assert.is(r.status, 200);
+    assert.is(r.text, 'static page');
+    assert.is(tracker.thaws, thaws, 'no thaw (before: thawed while its stale look was made)');
+    assert.ok(tracker.isDozing(s.id));
+  } finally {
+    await quick.stop();
+  }
+});
+
+test('a server whose run.sh appeared during its doze (from the host side) gets its app: a look that found none is looked at again', async () => {
+  const quick = await startEdge({ sites, runtime: rt, presence: tracker, cfg: testConfig({ wakeTimeout: '5s', publishCheckInterval: '50ms' }) });
+  try {
+    const s = addServer('appeared', await freePort());
+    mkdirSync(join(s.rootfs, 'root/www'), { recursive: true });
+    writeFileSync(join(s.rootfs, 'root/www/index.html'), 'static page');
+    const runSh = readFileSync(join(s.rootfs, 'root/run.sh'));
+    assert.is((await get(quick.http, host(s), '/one')).status, 200);
+    rmSync(join(s.rootfs, 'root/run.sh'));
+    await until('doze', () => tracker.isDozing(s.id), 3000);
+    await sleep(100); // the look made once it froze (none there) is done
+    assert.is((await get(quick.http, host(s), '/')).text, 'static page');
+    assert.ok(tracker.isDozing(s.id), 'its files, no thaw');
+    writeFileSync(join(s.rootfs, 'root/run.sh'), runSh);
+    chmodSync(join(s.rootfs, 'root/run.sh'), 0o755);
+    await sleep(60); // past the ordinary look's cache (50 ms)
+    const r = await get(quick.http, host(s), '/after-doze');
+    assert.is(r.status, 200);
+    assert.is(JSON.parse(r.text).url, '/after-doze', `its app answers (got ${r.text.slice(0, 80)})`);
+    assert.ok(!tracker.isDozing(s.id));
+  } finally {
+    await quick.stop();
+  }
+});
+
+test('a TLS ClientHello naming a dozing server thaws it while the handshake goes on; the request after it finds it awake', async () => {
+  const s = addServer('hello', await freePort());
+  assert.is((await get(edge.http, host(s), '/one')).status, 200);
+  await until('doze', () => tracker.isDozing(s.id), 3000);
+  const thaws = tracker.thaws;
+  // a handshake that never ends: the hello alone (its SNI) is what thaws the server
+  const raw = connect({ host: '127.0.0.1', port: edge.https });
+  const hello = tlsConnect({ socket: raw, servername: host(s), rejectUnauthorized: false });
+  hello.on('error', () => {});
+  try {
+    await until('thawed at the hello', () => tracker.thaws > thaws, 2000);
+    assert.ok(!tracker.isDozing(s.id));
+    assert.is(edge.proxy.state(s.id), 'running');
+  } finally {
+    hello.destroy();
+  }
+  // a hello naming no server, or an unknown one, thaws nothing
+  await until('doze again', () => tracker.isDozing(s.id), 3000);
+  for (const name of [`nosuch.${DOMAIN}`, 'example.org']) {
+    const t = tlsConnect({ host: '127.0.0.1', port: edge.https, servername: name, rejectUnauthorized: false });
+    t.on('error', () => {});
+    await new Promise((r) => t.once('secureConnect', r).once('error', r).once('close', r));
+    t.destroy();
+  }
+  assert.ok(tracker.isDozing(s.id));
 });
 
 test('a server stopped after its doze timeout is started again and its app probed until it listens', async () => {
