@@ -4,6 +4,10 @@
 // nftables counter plus bytes the daemon itself sent for it (proxy, exposed ports).
 // The charge and the cursor move commit together (the MoneyBook: store/billing.ts on a single box,
 // the registry's outbox in cluster mode), so it is exactly once.
+// A server that moves between hosts (issue 38) is charged by one host at a time, with no time
+// between: the host it leaves charges it up to the hand-off and then no more (handOff), the host
+// it goes to meters it from that instant (takeOver); a host meters no server the registry places
+// on another host (`owns`: a returning host's stale copy, before it is removed).
 
 import type { Logger } from '../log/index.js';
 import type { Runtime, ServerState } from '../runtime/index.js';
@@ -44,9 +48,15 @@ const GB = 1024 ** 3;
 const HOUR = 3_600_000;
 const MONTH_HOURS = 730;
 
+/** How far the instant a moved server's previous host charged it up to may be from this host's
+ *  clock and still be taken as its start here (farther: a clock that is wrong, now is taken). */
+const HANDOFF_SKEW_MS = 10 * 60_000;
+
 export class Meter {
   /** Bytes sent for a server by the daemon (proxy, exposed ports) since its last charge. */
   private readonly extraEgress = new Map<string, number>();
+  /** Servers whose move off this host is under way: charged up to the hand-off, not here since. */
+  private readonly away = new Set<string>();
 
   constructor(
     private readonly store: Store,
@@ -54,6 +64,8 @@ export class Meter {
     private readonly book: Pick<MoneyBook, 'charge'>,
     private readonly grant: (a: AccountRecord | undefined) => Grant,
     private readonly log: Logger,
+    /** Cluster mode: false for a server the registry places on another host (not metered here). */
+    private readonly owns: (serverId: string) => boolean = () => true,
   ) {}
 
   /** Bytes the daemon wrote to clients for a server (counted where they were written). */
@@ -79,10 +91,41 @@ export class Meter {
     return n;
   }
 
+  /** A move of the server off this host: its period up to `at` is charged now, however short
+   *  (with the egress counted so far), and it is metered here no more until handedOff. */
+  async handOff(server: ServerRecord, at: number): Promise<void> {
+    this.away.add(server.id);
+    // a pass already under way may charge first (up to its own instant): then the rest, up to `at`
+    for (let i = 0; i < 3; i++) {
+      const cur = this.store.billing.cursor(server.id);
+      if (cur && cur.at >= at) return;
+      await this.meterOne(server, at, 0);
+    }
+  }
+
+  /** The move ended: moved, this host's meter of the server goes (its next host charges from the
+   *  hand-off); not moved, it is metered here again from the hand-off on. */
+  handedOff(serverId: string, moved: boolean): void {
+    this.away.delete(serverId);
+    if (!moved) return;
+    this.store.billing.stopMeter(serverId);
+    this.extraEgress.delete(serverId);
+  }
+
+  /** A server made here by a move or a recovery: metered from `from` (the instant its previous
+   *  host charged it up to), else from `now`; its network here is new, its egress counter from 0.
+   *  A meter this host kept of it from an earlier stay is replaced. */
+  takeOver(serverId: string, now: number, from?: number): void {
+    const at = from !== undefined && Math.abs(from - now) <= HANDOFF_SKEW_MS ? from : now;
+    this.extraEgress.delete(serverId);
+    this.store.billing.startMeter(serverId, at, 0);
+  }
+
   /** Charges every server whose period since its cursor is at least `minPeriodMs` long. */
   async tick(now: number, minPeriodMs: number): Promise<number> {
     let charged = 0;
     for (const server of this.store.servers.all()) {
+      if (this.away.has(server.id) || !this.owns(server.id)) continue;
       try {
         if (await this.meterOne(server, now, minPeriodMs)) charged++;
       } catch (e) {

@@ -41,6 +41,8 @@ export interface BillingDeps {
   settlements?: { onSettled(fn: SettledListener): void };
   /** Cluster mode: the registry's ledger; balances and usage totals live there (book.ts). */
   ledger?: SharedLedger;
+  /** Cluster mode: false for a server the registry places on another host (never metered here). */
+  owns?: (serverId: string) => boolean;
   now?: () => number;
 }
 
@@ -71,7 +73,7 @@ export class Billing {
     const { ramUsdPerGbHour, diskUsdPerGbMonth, egressUsdPerGb, checkpointUsdPerGbMonth = 0 } = d.cfg;
     const prices = { ramUsdPerGbHour, diskUsdPerGbMonth, egressUsdPerGb, checkpointUsdPerGbMonth };
     this.book = d.ledger ? new RegistryBook(d.store, prices, d.ledger, d.log) : new LocalBook(d.store, prices);
-    this.meter = new Meter(d.store, d.usage, this.book, (a) => this.grantOf(a), d.log);
+    this.meter = new Meter(d.store, d.usage, this.book, (a) => this.grantOf(a), d.log, d.owns);
     d.settlements?.onSettled((rec) => void this.onSettled(rec).catch((e) => d.log.error('crediting a settled recharge failed', { err: e })));
   }
 
@@ -94,6 +96,26 @@ export class Billing {
     void this.book
       .reportCheckpoints([{ serverId, accountId, bytes }], false)
       .catch((e) => this.d.log.warn('checkpoint bytes not written to the registry; the next pass writes them', { err: (e as Error).message }));
+  }
+
+  /** A move of the server off this host begins (moves/source.ts): its period is charged up to now
+   *  and it is metered here no more while the move runs. Answers that instant, from which the
+   *  target meters it (takeOver). */
+  async handOff(serverId: string): Promise<number> {
+    const at = this.now();
+    const server = this.d.store.servers.get(serverId);
+    if (server) await this.meter.handOff(server, at);
+    return at;
+  }
+
+  /** The move ended: moved, this host meters the server no more; failed, it is metered here again from the hand-off. */
+  handedOff(serverId: string, moved: boolean): void {
+    this.meter.handedOff(serverId, moved);
+  }
+
+  /** A server moved here (from the instant its source charged it up to) or recovered here (from now). */
+  takeOver(serverId: string, from?: number): void {
+    this.meter.takeOver(serverId, this.now(), from);
   }
 
   credits(a: AccountRecord): Credits {
@@ -252,18 +274,21 @@ export function createBilling(d: {
   runtime: Pick<Runtime, 'stop' | 'start' | 'get' | 'stats' | 'frozen'>;
   presence: { state(id: string): ServerState | undefined };
   payments: { reconciler: NonNullable<BillingDeps['settlements']> };
-  /** Cluster mode: the registry, whose ledger holds the money. */
-  registry?: { ledger: SharedLedger };
+  /** Cluster mode: the registry, whose ledger holds the money, and the placement cache (a server
+   *  placed on another host is that host's to meter). */
+  registry?: { ledger: SharedLedger; host: string; placements: { byServer(id: string): { host: string } | undefined } };
   log: Logger;
 }): Billing {
   const usage = runtimeUsage(d.runtime, d.presence);
+  const r = d.registry;
   return new Billing({
     cfg: d.cfg.billing,
     store: d.store,
     runtime: d.runtime,
     usage,
     settlements: d.payments.reconciler,
-    ledger: d.registry?.ledger,
+    ledger: r?.ledger,
+    owns: r && ((id) => (r.placements.byServer(id)?.host ?? r.host) === r.host),
     log: d.log.child({ part: 'billing' }),
   });
 }

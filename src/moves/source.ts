@@ -7,6 +7,9 @@
 //   - a running server: a checkpoint while it runs (most of its disk reaches the store before
 //     anything stops), then requests for it wait (holds.ts), it stops, and a final incremental
 //     checkpoint is taken; a sleeping one: requests wait from the start, and one checkpoint;
+//   - its metering is handed over: charged here up to the instant before the target is asked, not
+//     here after it (billing's handOff), and metered by the target from that instant on — or here
+//     again from it if the move fails;
 //   - the target is asked over the channel to make it from that checkpoint and take its
 //     placement from the epoch read here (target.ts); on its answer this host deletes its copy
 //     (runtime, record, ports, checkpoint records — never the checkpoints in the store) and the
@@ -124,6 +127,7 @@ export class MoveSource {
     let mark = now();
     const lap = (k: keyof typeof phases) => ((phases[k] = now() - mark), (mark = now()));
     let stopped = false;
+    let handed = false;
     let answer: AdoptAnswer | undefined;
     let checkpoint = '';
     try {
@@ -136,6 +140,9 @@ export class MoveSource {
       checkpoint = (await cps.take(rec, account, 'auto', `moved to ${to}`)).id;
       lap('checkpoint');
       const epoch = await epochHere(d, rec.id);
+      // charged here up to now, then no more here: the target meters it from this instant
+      handed = d.billing !== undefined;
+      const meteredTo = await d.billing?.handOff(rec.id);
       const body: AdoptRequest = {
         server: {
           id: rec.id,
@@ -156,6 +163,7 @@ export class MoveSource {
         exposed: d.hosting.core.exposures.list(rec.id).map((e) => e.container_port),
         checkpoints: d.store.checkpoints.list(rec.id),
         domains: d.store.domains.byServer(rec.id),
+        meteredTo,
       };
       try {
         answer = await within(ask(d, to, body), ANSWER_WAIT_MS, () =>
@@ -173,9 +181,11 @@ export class MoveSource {
       // the record first: the requests held go to the target from here on (the front routes by it)
       d.hosting.core.domains.handOff(rec.id);
       d.store.servers.remove(rec.id);
+      d.billing?.handedOff(rec.id, true);
       d.proxy.forget(rec.id);
       await d.registry!.placements.sync().catch(() => {});
     } catch (e) {
+      if (handed) d.billing!.handedOff(rec.id, false); // metered here again from the hand-off
       release();
       log.warn('move failed; the server stays here', { err: e });
       if (stopped) await d.runtime.start(rec.id).catch((err) => log.error('a server whose move failed did not start again', { err }));

@@ -6,7 +6,8 @@
 //      verified on the way, its files moved to this host's uid range, as a fork does);
 //   3. takes the placement from the epoch the source read (compare-and-set: one more then) with
 //      the slug's claim — a registry that moved on, or cannot be reached, undoes 2 and refuses;
-//   4. commits the record, records the server's SSH key under this host, keeps the checkpoint
+//   4. opens the server's meter at the instant the source charged it up to (a recovery: now), then
+//      commits the record, records the server's SSH key under this host, keeps the checkpoint
 //      records and routes its own domains, exposes the container ports again on ports of its own, and lets the server
 //      sleep if it slept on the source; then answers (the source deletes its copy on that).
 // Nothing the shared store holds is removed here, whatever fails: the checkpoints stay the server's.
@@ -93,6 +94,8 @@ export async function adopt(d: MovesDeps, log: Logger, a: AdoptRequest, from: st
     log.warn('a moved server was not taken; the source keeps it', { server: s.id, from, err: e });
     throw e instanceof AppError ? e : AppError.of('move_failed', `${r.host} could not make the server from its checkpoint`, { cause: e });
   }
+  // metered here from where the source stopped (before the commit: no pass sees it without)
+  d.billing?.takeOver(s.id, a.meteredTo);
   d.store.commitCreate(s.id);
   servers.pending.end(s.id);
   // from here on the server is this host's: what follows is best effort, logged, never undone

@@ -22,6 +22,13 @@ export interface MovesDeps {
   hosting: { core: HostingCore };
   registry?: Registry;
   channel?: Channel;
+  /** Metering (billing, issue 38 item 4): the host a server leaves charges it up to the hand-off
+   *  and no more; the host it goes to meters it from that instant (a recovered one from its making). */
+  billing?: {
+    handOff(serverId: string): Promise<number>;
+    handedOff(serverId: string, moved: boolean): void;
+    takeOver(serverId: string, from?: number): void;
+  };
   /** Milliseconds now (the unavailability a move reports). */
   now?: () => number;
 }

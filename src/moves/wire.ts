@@ -3,7 +3,8 @@
 // never_sleep…), the checkpoint to restore, the placement epoch the source read (the target
 // takes the placement from it, compare-and-set), whether it was running, the container ports it
 // had exposed (re-allocated on the target), the records of its checkpoints (the list moves
-// with it) and of its own domains. Both ends check it with zod: a peer of another version is refused, not half-read.
+// with it) and of its own domains, and the instant the source charged it up to (the target
+// meters it from there). Both ends check it with zod: a peer of another version is refused, not half-read.
 
 import { z } from 'zod';
 
@@ -66,6 +67,8 @@ export const AdoptRequest = z
     checkpoints: z.array(CheckpointShape).max(500),
     /** Its own domains (the registry's claims stay as they are: the target routes them from now on). */
     domains: z.array(DomainShape).max(100),
+    /** The instant (ms) the source charged the server up to: the target meters it from there (absent: a recovery, metered from its making). */
+    meteredTo: z.number().int().nonnegative().optional(),
     /** A recovery's word to the owner (what was lost), appended to the server's /var/log/rootbox.log (recover.ts). */
     note: z.string().max(2000).optional(),
   })

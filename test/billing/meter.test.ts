@@ -31,7 +31,7 @@ const cfg = {
   checkpointUsdPerGbMonth: 0.1,
 };
 
-function setup(dir = mkdtempSync(join(tmpdir(), 'rbx-bill-'))) {
+function setup(dir = mkdtempSync(join(tmpdir(), 'rbx-bill-')), o: { now?: () => number; owns?: (id: string) => boolean } = {}) {
   if (!dirs.includes(dir)) dirs.push(dir);
   const store = openStore(dir);
   const samples = new Map<string, UsageSample>();
@@ -42,6 +42,7 @@ function setup(dir = mkdtempSync(join(tmpdir(), 'rbx-bill-'))) {
     log: silentLogger,
     runtime: { stop: async (id) => void calls.push(`stop ${id}`), start: async (id) => void calls.push(`start ${id}`) },
     usage: async (id) => samples.get(id),
+    ...o,
   });
   return { dir, store, samples, calls, billing };
 }
@@ -110,6 +111,75 @@ test('a restart in the middle of a period charges it exactly once and skips noth
   assert.is(used.ramGbHours, 3, 'hours 0-1 once, 1-3 once');
   assert.is((await again.billing.usage(again.store.accounts.get('acc_r')!, null, null)).entries.length, 2);
   await again.store.close();
+});
+
+test('a server moved between hosts is charged by one at a time: by the source up to the hand-off, by the target from it; a failed move goes on at the source', async () => {
+  const t0 = 1_000_000_000_000;
+  let now = t0;
+  const src = setup(undefined, { now: () => now });
+  const dst = setup(undefined, { now: () => now });
+  for (const h of [src, dst]) {
+    account(h.store, 'acc_m');
+    h.samples.set('srv_m', { awake: true, memoryBytes: GB, diskUsedBytes: 0, egressBytes: 0 });
+  }
+  server(src.store, 'srv_m', 'acc_m');
+  await src.billing.tick(t0);
+  await src.billing.tick(t0 + HOUR);
+  // a move that fails: charged up to its hand-off, nothing while it runs, then on from the hand-off
+  now = t0 + 1.5 * HOUR;
+  assert.is(await src.billing.handOff('srv_m'), now);
+  await src.billing.tick(t0 + 2 * HOUR);
+  assert.is(src.store.billing.cursor('srv_m')?.at, t0 + 1.5 * HOUR, 'not charged while its move runs');
+  src.billing.handedOff('srv_m', false);
+  await src.billing.tick(t0 + 2 * HOUR);
+  assert.is(src.store.billing.usageOf('acc_m').ramGbHours, 2);
+  // a move that succeeds: egress sent just before it charged by the source, the rest by the target
+  src.billing.egress('srv_m', GB / 4);
+  now = t0 + 2.5 * HOUR;
+  const at = await src.billing.handOff('srv_m');
+  server(dst.store, 'srv_m', 'acc_m');
+  dst.samples.set('srv_m', { awake: true, memoryBytes: GB, diskUsedBytes: 0, egressBytes: GB / 2 });
+  now += 5_000; // the target's clock when it takes the server over
+  dst.billing.takeOver('srv_m', at);
+  src.store.servers.remove('srv_m');
+  src.billing.handedOff('srv_m', true);
+  assert.is(src.store.billing.cursor('srv_m'), undefined, "the source's meter of it goes");
+  await src.billing.tick(t0 + 4 * HOUR);
+  await dst.billing.tick(t0 + 4 * HOUR);
+  const [s, d] = [src.store.billing.usageOf('acc_m'), dst.store.billing.usageOf('acc_m')];
+  assert.is(s.ramGbHours, 2.5);
+  assert.is(d.ramGbHours, 1.5);
+  assert.is(s.ramGbHours + d.ramGbHours, 4, 'four hours charged for four hours, once each');
+  assert.is(s.egressGb, 0.25);
+  assert.is(d.egressGb, 0.5, "the target's counter from 0");
+  // back to the source: a meter it kept of an earlier stay is replaced, not resumed
+  src.store.billing.startMeter('srv_m', t0, 0);
+  now = t0 + 5 * HOUR;
+  const back = await dst.billing.handOff('srv_m');
+  server(src.store, 'srv_m', 'acc_m');
+  src.billing.takeOver('srv_m', back);
+  dst.store.servers.remove('srv_m');
+  dst.billing.handedOff('srv_m', true);
+  await src.billing.tick(t0 + 6 * HOUR);
+  assert.is(src.store.billing.usageOf('acc_m').ramGbHours + dst.store.billing.usageOf('acc_m').ramGbHours, 6);
+  // a clock far off: the target meters from its own now
+  dst.billing.takeOver('srv_x', now - 3 * HOUR);
+  assert.is(dst.store.billing.cursor('srv_x')?.at, now);
+  for (const h of [src, dst]) await h.store.close();
+});
+
+test('a server the registry places on another host is not metered here', async () => {
+  const { store, samples, billing } = setup(undefined, { owns: (id) => id !== 'srv_gone' });
+  account(store, 'acc_o');
+  server(store, 'srv_gone', 'acc_o');
+  server(store, 'srv_here', 'acc_o');
+  for (const id of ['srv_gone', 'srv_here']) samples.set(id, { awake: true, memoryBytes: GB, diskUsedBytes: 0, egressBytes: 0 });
+  const t0 = 1_000_000_000_000;
+  await billing.tick(t0);
+  await billing.tick(t0 + HOUR);
+  assert.is(store.billing.usageOf('acc_o').ramGbHours, 1, 'srv_here alone');
+  assert.is(store.billing.cursor('srv_gone'), undefined);
+  await store.close();
 });
 
 test('grant used up → upgrade envelope → 48 h later suspension → credit → servers back', async () => {
