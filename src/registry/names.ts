@@ -215,8 +215,6 @@ export class RegistryNames {
       const v = [serverId, this.host, this.holder.instance, this.run];
       const p = await c.query(`DELETE FROM placements WHERE server_id = $1 AND host = $2 AND instance = $3 AND ${HOLDS('$2', '$4')}`, v);
       const s = await c.query(`DELETE FROM slugs WHERE server_id = $1 AND host = $2 AND instance = $3 AND ${HOLDS('$2', '$4')}`, v);
-      // its settings go with it (schema 25: settings.ts)
-      if (p.rowCount) await c.query('DELETE FROM server_settings WHERE server_id = $1', [serverId]);
       if (p.rowCount === 0 && s.rowCount === 0) await this.stillHeld();
     });
     this.epochs.delete(serverId);

@@ -6,14 +6,14 @@
 // is not lost, as it would be in the checkpoint's manifest. A host writes only rows of servers
 // placed on it (the placement read in the same statement), so a host that lost a server to a move
 // or a recovery cannot overwrite what its new owner wrote. The row goes with the placement
-// (names.ts `remove`). Schema 25.
+// (a foreign key: deleted with it on every path). Schema 25.
 
 import type { RegistryPool } from './pool.js';
 
 /** Schema 25: never_sleep and the exposed container ports of every server. */
 export const SETTINGS_SQL = `
   CREATE TABLE server_settings (
-    server_id    text PRIMARY KEY,
+    server_id    text PRIMARY KEY REFERENCES placements (server_id) ON DELETE CASCADE,
     never_sleep  boolean NOT NULL,
     exposed      int[] NOT NULL DEFAULT '{}',
     host         text NOT NULL,
