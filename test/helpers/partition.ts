@@ -9,7 +9,8 @@
 // directions of a connection that was open before the cut go silent too (measured: a stream from
 // a server outside the cgroup stops at the rule), as in a real partition — nothing is reset.
 // `heal()` deletes the table. `remove()` also removes the cgroup (its leftover processes moved to
-// the root first); the table goes at process exit too, and tables of dead test processes go
+// the root first); the table goes at process exit too (SIGTERM and SIGINT end the process by
+// exit), and tables of dead test processes go
 // at the next create, so a failed run leaves no rule behind.
 
 import { execFileSync } from 'node:child_process';
@@ -103,6 +104,9 @@ export class Partition {
     await collectStale(join(p.dir, '..'));
     mkdirSync(p.dir, { recursive: true });
     process.on('exit', p.onExit);
+    // a file the runner ends (its time limit: SIGTERM) runs the exit handlers too
+    for (const sig of ['SIGTERM', 'SIGINT'] as const)
+      if (process.listenerCount(sig) === 0) process.once(sig, () => process.exit(sig === 'SIGTERM' ? 143 : 130));
     return p;
   }
 

@@ -160,19 +160,19 @@ async function setUp(): Promise<void> {
 }
 
 test.after(async () => {
-  await part?.heal();
-  await c?.remove();
-  await part?.remove();
-  await b?.stop();
-  await a?.stop();
-  await pg?.stop();
-  await s3?.stop();
+  // every step runs whatever an earlier one threw; the first error is the one reported
+  const errors: unknown[] = [];
+  for (const step of [() => part?.heal(), () => c?.remove(), () => part?.remove(), () => b?.stop(), () => a?.stop(), () => pg?.stop(), () => s3?.stop()])
+    await Promise.resolve()
+      .then(step)
+      .catch((e) => errors.push(e));
   for (const [k, v] of [
     ['AWS_ACCESS_KEY_ID', saved.id],
     ['AWS_SECRET_ACCESS_KEY', saved.secret],
   ] as const)
     if (v === undefined) delete process.env[k];
     else process.env[k] = v;
+  if (errors.length) throw errors[0];
 });
 
 test('host-c cut off from the registry only (its peers reach it): it keeps its server running and is forwarded to; nothing is recovered', async () => {
