@@ -165,6 +165,7 @@ export class MoveSource {
         },
         checkpoint,
         epoch,
+        run: d.registry!.identity.run,
         running,
         exposed: d.hosting.core.exposures.list(rec.id).map((e) => e.container_port),
         checkpoints: d.store.checkpoints.list(rec.id),

@@ -66,6 +66,8 @@ export const AdoptRequest = z
     checkpoints: z.array(CheckpointShape).max(500),
     /** Its own domains (the registry's claims stay as they are: the target routes them from now on). */
     domains: z.array(DomainShape).max(100),
+    /** The source's run (its registry identity): the target takes the placement only while that run holds the source's name (a move; none for a recovery). */
+    run: z.string().min(1).max(100).optional(),
     /** A recovery's word to the owner (what was lost), appended to the server's /var/log/rootbox.log (recover.ts). */
     note: z.string().max(2000).optional(),
   })
