@@ -66,7 +66,7 @@ export function startMoves(d: MovesDeps): Moves {
     },
     recover: (host) => recovery.recoverHost(host, 'operator'),
     recoveryRound: () => recovery.tick(),
-    stop: () => recovery.stop(),
+    stop: () => (recovery.stop(), source.stop()),
     withTarget: (app) => ({
       handle: (req, res, info) => {
         const path = (req.url ?? '').split('?')[0];

@@ -18,11 +18,16 @@
 //     leaves the server here and starts it again if it ran; a failed or missing answer first bumps
 //     the placement's epoch here (compare-and-set), so a target still at work cannot take it
 //     after — or finds the target took it (its answer lost): then the copy here goes as on success.
+//     While the registry cannot say which (the answer lost and the registry down), the server
+//     stays held and stopped here and the registry is asked again until it answers: a copy
+//     started here before that could run beside the target's (only a target's refusal, a 4xx it
+//     answered before taking anything, lets the server start here without the registry).
 
 import { AppError, isAppError } from '../errors.js';
 import { shortOf } from '../hosting/index.js';
 import { collectAnswer, newRequestId } from '../http/index.js';
 import type { Logger } from '../log/index.js';
+import type { StartAnswer } from '../registry/index.js';
 import type { ServerRecord } from '../store/index.js';
 import type { MoveHolds } from './holds.js';
 import type { MoveReport, MovesDeps } from './types.js';
@@ -38,6 +43,12 @@ function within<T>(p: Promise<T>, ms: number, late: () => Error): Promise<T> {
   const timeout = new Promise<never>((_, reject) => (t = setTimeout(() => reject(late()), ms)));
   return Promise.race([p, timeout]).finally(() => clearTimeout(t));
 }
+
+/** The errors of a target that answered it did not take the server (a 4xx: decided before its placement write). */
+const refusals = new WeakSet<Error>();
+
+/** The message logged while a move's outcome waits for the registry (tests watch for it). */
+export const OUTCOME_UNKNOWN = 'the move’s outcome is unknown until the registry answers: the server stays held';
 
 /** Refuses a move that cannot succeed, before anything changes; answers the placement's epoch now. */
 async function precheck(d: MovesDeps, rec: ServerRecord, to: string): Promise<void> {
@@ -80,13 +91,15 @@ export async function ask(d: MovesDeps, to: string, body: AdoptRequest): Promise
   }
   const err = c.json as { error?: string; detail?: string } | undefined;
   const detail = `host ${to} did not take server ${body.server.id}: ${err?.detail ?? `status ${c.status}`}`;
-  if (err?.error === 'move_target_full' || err?.error === 'placement_conflict') throw AppError.of(err.error, detail);
+  const refused = <E extends Error>(e: E): E => (c.status >= 400 && c.status < 500 && err?.error && refusals.add(e), e);
+  if (err?.error === 'move_target_full' || err?.error === 'placement_conflict') throw refused(AppError.of(err.error, detail));
   if (err?.error === 'host_unavailable') throw AppError.of('move_target_down', detail, { retryAfter: 30 });
-  throw AppError.of('move_failed', detail, { retryAfter: 30 });
+  throw refused(AppError.of('move_failed', detail, { retryAfter: 30 }));
 }
 
 export class MoveSource {
   private readonly moving = new Set<string>();
+  private stopped = false;
 
   constructor(
     private readonly d: MovesDeps,
@@ -159,6 +172,7 @@ export class MoveSource {
         },
         checkpoint,
         epoch,
+        run: d.registry!.identity.run,
         running,
         exposed: d.hosting.core.exposures.list(rec.id).map((e) => e.container_port),
         checkpoints: d.store.checkpoints.list(rec.id),
@@ -172,7 +186,7 @@ export class MoveSource {
       } catch (e) {
         // the placement's epoch bumped here (the wake fence's compare-and-set): a target still at
         // work can no longer take it — or the target took it already and its answer was lost
-        const kept = await d.registry!.names.startAt(rec.id).catch(() => undefined);
+        const kept = await this.placementAfter(rec.id, e, log);
         if (!kept || kept === 'deleted' || 'started' in kept || kept.host !== to || kept.epoch <= epoch) throw e;
         log.warn('the target took the server but its answer was lost', { err: (e as Error).message });
         answer = { epoch: kept.epoch, exposed_ports: [], state: 'unknown' };
@@ -210,6 +224,29 @@ export class MoveSource {
       took_ms: now() - t0,
       exposed_ports: answer.exposed_ports,
     };
+  }
+
+  /** Ends the waits for the registry of moves under way (the daemon stops: their servers stay held). */
+  stop(): void {
+    this.stopped = true;
+  }
+
+  /** After the target's answer did not come (`e`): the placement's epoch bumped here, or what the
+   *  registry has instead. A registry that cannot be read is asked again until it answers — the
+   *  server's requests and starts wait meanwhile — unless the target refused (then undefined). */
+  private async placementAfter(id: string, e: unknown, log: Logger): Promise<StartAnswer> {
+    const refused = e instanceof Error && refusals.has(e);
+    for (let wait = 200, said = false; ; wait = Math.min(wait * 2, 5000)) {
+      try {
+        return await this.d.registry!.names.startAt(id);
+      } catch (err) {
+        if (refused) return undefined;
+        if (this.stopped) throw AppError.of('move_failed', `the outcome of server ${id}'s move is not known; it is settled at the next start`, { cause: err });
+        if (!said) log.warn(OUTCOME_UNKNOWN, { err: (e as Error).message, registry: (err as Error).message });
+        said = true;
+        await new Promise((r) => setTimeout(r, wait));
+      }
+    }
   }
 
   /** This host's copy goes once the target has the server (its record went already): its

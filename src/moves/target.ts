@@ -5,7 +5,9 @@
 //      reservation, and makes the server from the checkpoint the source named (every chunk
 //      verified on the way, its files moved to this host's uid range, as a fork does);
 //   3. takes the placement from the epoch the source read (compare-and-set: one more then) with
-//      the slug's claim — a registry that moved on, or cannot be reached, undoes 2 and refuses;
+//      the slug's claim, while the source's run that asked still holds its name (a source that
+//      restarted meanwhile kept the server) — a registry that moved on, or cannot be reached,
+//      undoes 2 and refuses;
 //   4. opens the server's meter at the instant the source charged it up to (a recovery: now), then
 //      commits the record, records the server's SSH key under this host, keeps the checkpoint
 //      records and routes its own domains, exposes the container ports again on ports of its own, and lets the server
@@ -87,7 +89,7 @@ export async function adopt(d: MovesDeps, log: Logger, a: AdoptRequest, from: st
   try {
     await d.runtime.create({ ...spec, net: servers.netOf(account), fromDisk });
     // the compare-and-set: from the epoch the source read, or nothing (the source keeps serving)
-    epoch = await r.names.moveHere(s.id, s.slug, d.cfg.publicIp, a.epoch);
+    epoch = await r.names.moveHere(s.id, s.slug, d.cfg.publicIp, a.epoch, a.run);
   } catch (e) {
     servers.pending.end(s.id);
     await servers.abandon(s.id);

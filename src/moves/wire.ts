@@ -69,6 +69,8 @@ export const AdoptRequest = z
     domains: z.array(DomainShape).max(100),
     /** The instant (ms) the source charged the server up to: the target meters it from there (absent: a recovery, metered from its making). */
     meteredTo: z.number().int().nonnegative().optional(),
+    /** The source's run (its registry identity): the target takes the placement only while that run holds the source's name (a move; none for a recovery). */
+    run: z.string().min(1).max(100).optional(),
     /** A recovery's word to the owner (what was lost), appended to the server's /var/log/rootbox.log (recover.ts). */
     note: z.string().max(2000).optional(),
   })

@@ -132,10 +132,20 @@ export class RegistryNames {
   /** A move (src/moves): the placement another host wrote is taken by this host from the epoch
    *  `expected` the source read (compare-and-set, one more then), the server's slug claim with
    *  it, in one transaction. Throws 409 placement_conflict when the registry has it at another
-   *  epoch, lost or deleted (nothing written). */
-  async moveHere(serverId: string, slug: string, publicIp: string, expected: number): Promise<number> {
+   *  epoch, lost or deleted (nothing written). `fromRun`: the run of the placement's host that
+   *  asked (a move's source); the placement is taken only while that run still holds the host's
+   *  name — a source that restarted meanwhile kept its copy and serves it (its next start reads
+   *  the placement after its new run is written, which waits for this transaction). */
+  async moveHere(serverId: string, slug: string, publicIp: string, expected: number, fromRun?: string): Promise<number> {
     this.held();
     const epoch = await this.pool.tx(async (c) => {
+      if (fromRun !== undefined) {
+        const h = await c.query<{ run: string | null }>(
+          'SELECT h.run FROM hosts h JOIN placements p ON p.host = h.name WHERE p.server_id = $1 FOR SHARE OF h',
+          [serverId],
+        );
+        if (h.rows[0]?.run !== fromRun) return undefined;
+      }
       const r = await c.query<{ epoch: string }>(
         `UPDATE placements SET host = $2, epoch = epoch + 1, public_ip = $3, instance = $4, lost_at = NULL, placed_at = now()
            WHERE server_id = $1 AND epoch = $5::bigint AND lost_at IS NULL AND ${HOLDS('$2', '$6')}
