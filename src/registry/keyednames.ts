@@ -15,8 +15,12 @@ export function keyedNames(names: RegistryNames, shared: RegistryShared) {
     claim: (slug: string, serverId: string) => names.claim(slug, serverId),
     release: (slug: string, serverId: string) => names.release(slug, serverId),
     /** Also records the keys of the servers placed here (those placed before keys were shared). */
-    async reconcile(servers: readonly { id: string; slug: string; accountId: string; sshPublicKey?: string; keyFingerprint?: string }[], publicIp: string) {
-      const r = await names.reconcile(servers, publicIp);
+    async reconcile(
+      servers: readonly { id: string; slug: string; accountId: string; sshPublicKey?: string; keyFingerprint?: string }[],
+      publicIp: string,
+      moving?: ReadonlySet<string>,
+    ) {
+      const r = await names.reconcile(servers, publicIp, moving);
       const away = new Set([...r.elsewhere, ...r.deleted]);
       const taken = new Set(r.conflicts);
       const keys = servers.filter((x) => x.sshPublicKey && x.keyFingerprint && !away.has(x.id) && !taken.has(x.slug));
