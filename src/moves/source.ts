@@ -15,11 +15,15 @@
 //     leaves the server here and starts it again if it ran; a failed or missing answer first bumps
 //     the placement's epoch here (compare-and-set), so a target still at work cannot take it
 //     after — or finds the target took it (its answer lost): then the copy here goes as on success.
+//     Once the target was asked, the server starts here again only when that bump succeeded: a
+//     registry that cannot be read keeps it stopped (its requests waiting) and is asked again
+//     until it answers; placed anywhere else, it never starts here again.
 
 import { AppError, isAppError } from '../errors.js';
 import { shortOf } from '../hosting/index.js';
 import { collectAnswer, newRequestId } from '../http/index.js';
 import type { Logger } from '../log/index.js';
+import type { StartAnswer } from '../registry/index.js';
 import type { ServerRecord } from '../store/index.js';
 import type { MoveHolds } from './holds.js';
 import type { MoveReport, MovesDeps } from './types.js';
@@ -28,6 +32,8 @@ import { ADOPT_PATH, AdoptAnswer, type AdoptRequest } from './wire.js';
 const ANSWER_MAX = 64 * 1024;
 /** How long the target may take to make the server from its checkpoint and start it. */
 const ANSWER_WAIT_MS = 5 * 60_000;
+/** The longest wait between two reads of a failed move's placement while the registry cannot be read. */
+const RETRY_MAX_MS = 5000;
 
 /** `p`, or the error `late()` makes once `ms` passed. */
 function within<T>(p: Promise<T>, ms: number, late: () => Error): Promise<T> {
@@ -124,6 +130,8 @@ export class MoveSource {
     let mark = now();
     const lap = (k: keyof typeof phases) => ((phases[k] = now() - mark), (mark = now()));
     let stopped = false;
+    /** Before the ask nothing left this host; after it, only the registry's `started` lets it run here again. */
+    let mayRestart = true;
     let answer: AdoptAnswer | undefined;
     let checkpoint = '';
     try {
@@ -163,9 +171,15 @@ export class MoveSource {
         );
       } catch (e) {
         // the placement's epoch bumped here (the wake fence's compare-and-set): a target still at
-        // work can no longer take it — or the target took it already and its answer was lost
-        const kept = await d.registry!.names.startAt(rec.id).catch(() => undefined);
-        if (!kept || kept === 'deleted' || 'started' in kept || kept.host !== to || kept.epoch <= epoch) throw e;
+        // work can no longer take it — or the target took it already and its answer was lost.
+        // Asked once, the server starts here again only on the registry's word that it is still
+        // this host's: until the registry answers, it stays stopped and its requests wait.
+        const kept = await this.placedNow(rec.id, log);
+        if (kept === 'deleted' || kept === undefined || 'started' in kept || kept.host !== to || kept.epoch <= epoch) {
+          mayRestart = kept !== undefined && kept !== 'deleted' && 'started' in kept;
+          if (!mayRestart) log.error('a server whose move failed is not placed here any more: not started here again', { placed: kept });
+          throw e;
+        }
         log.warn('the target took the server but its answer was lost', { err: (e as Error).message });
         answer = { epoch: kept.epoch, exposed_ports: [], state: 'unknown' };
       }
@@ -178,7 +192,7 @@ export class MoveSource {
     } catch (e) {
       release();
       log.warn('move failed; the server stays here', { err: e });
-      if (stopped) await d.runtime.start(rec.id).catch((err) => log.error('a server whose move failed did not start again', { err }));
+      if (stopped && mayRestart) await d.runtime.start(rec.id).catch((err) => log.error('a server whose move failed did not start again', { err }));
       throw isAppError(e) ? e : AppError.of('move_failed', `server ${rec.id} was not moved to ${to}; it stays here`, { cause: e, retryAfter: 30 });
     }
     const heldMs = now() - heldAt;
@@ -200,6 +214,19 @@ export class MoveSource {
       took_ms: now() - t0,
       exposed_ports: answer.exposed_ports,
     };
+  }
+
+  /** The registry's answer to a start of server `id` here (names.ts `startAt`: `started` when it
+   *  is still this host's, bumped; else where it is), asked again until the registry answers. */
+  private async placedNow(id: string, log: Logger): Promise<StartAnswer> {
+    for (let wait = 250; ; wait = Math.min(wait * 2, RETRY_MAX_MS)) {
+      try {
+        return await this.d.registry!.names.startAt(id);
+      } catch (err) {
+        log.warn('where a server whose move failed is placed cannot be read: it stays stopped here, its requests wait', { err, retryMs: wait });
+      }
+      await new Promise((r) => setTimeout(r, wait));
+    }
   }
 
   /** This host's copy goes once the target has the server (its record went already): its
