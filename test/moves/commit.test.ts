@@ -66,6 +66,17 @@ async function startB(killAt?: string): Promise<void> {
     delete process.env.ROOTBOX_TEST_KILL_AT;
   }
   await until('host-a sees host-b up', () => a.daemon.registry!.placements.host('host-b')?.up, 30_000, 100);
+  // and reaches its new run over the channel (not a session to the run before, nor one that failed a moment ago)
+  await until(
+    'host-a reaches host-b over the channel',
+    () => {
+      const adv = a.daemon.registry!.placements.host('host-b')!.advertise;
+      a.daemon.channel!.probe('host-b', adv);
+      return a.daemon.channel!.answering('host-b', adv);
+    },
+    30_000,
+    200,
+  );
 }
 /** host-b as the clients see it (its ports change at each start). */
 const bView = {
@@ -186,7 +197,10 @@ test('H4: the registry halted once the target was asked: the source keeps the se
   }
   const r = await moving;
   assert.is(r.code, 1, r.stdout);
-  await until('x runs on host-a again', () => a.daemon.runtime.get(x.id)?.state === 'running', 60_000, 50);
+  await until('x runs on host-a again', () => a.daemon.runtime.get(x.id)?.state === 'running', 60_000, 50).catch((e) => {
+    for (const l of a.logs.slice(seenA)) if (l.server === x.id || l.level === 'error') console.error('host-a:', JSON.stringify(l).slice(0, 500));
+    throw e;
+  });
   assert.is(await placement(x.id), 'host-a false');
   assert.is((await page(a, x)).trim(), x.page);
   // host-b's unfinished copy, whose fate it could not read, goes once the registry answers
@@ -202,7 +216,13 @@ test('H3: host-b killed after its placement write, before its local commit: rest
   await startB('move-taken');
   const pid = b.child!.pid;
   const r = await move(a.dataDir, y, 'host-b');
-  await until('host-b killed itself', () => !b.running, 60_000, 50);
+  const said = () =>
+    `the move: ${r.code} ${r.stderr.slice(0, 400)}; host-b: ${b
+      .current()
+      .filter((l) => l.level === 'warn' || l.level === 'error')
+      .map((l) => JSON.stringify(l).slice(0, 300))
+      .join(' | ')}`;
+  await until(`host-b killed itself (${said()})`, () => !b.running, 60_000, 50);
   assert.is(r.code, 0, `the source finds the placement on host-b (the answer lost): ${r.stderr}${r.stdout}`);
   assert.is(a.daemon.store.servers.get(y.id), undefined, 'host-a deleted its copy');
   assert.is(await placement(y.id), 'host-b false');
