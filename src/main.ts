@@ -208,7 +208,7 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
       (h) => (h.core.autoCheckpoints?.stop(), h.core.domains.stop()),
     ),
     // single box: metering now; cluster mode: once the box joined (the channel part), as its passes price with the registry's totals
-    part('moves', startMoves),
+    part('moves', startMoves, (m) => m.stop()),
     part('metering', (d) => (d.registry ? undefined : meter(d.billing, log), d.billing)),
     part('verify', createVerify, nothing),
     part(

@@ -304,8 +304,19 @@ async function reconcileNames(
     settings: { neverSleep: s.neverSleep, exposed: exposedOf(d.store, s.id) },
   }));
   try {
-    const r = await d.names.reconcile(servers, d.cfg.publicIp);
+    // servers another host handed over, not committed here yet: the moves part resolves them by their placement
+    const moving = new Set(
+      d.store.servers
+        .pendingAll()
+        .filter((s) => s.pending!.op === 'move')
+        .map((s) => s.id),
+    );
+    const r = await d.names.reconcile(servers, d.cfg.publicIp, moving);
     if (r.removed.length || r.released.length || r.placed.length) d.log.info('registry reconciled', r);
+    if (r.lost?.length)
+      d.log.error('servers placed here (started or handed over here) that this host does not have: marked lost in the registry, their checkpoints kept', {
+        servers: r.lost,
+      });
     if (r.conflicts.length) d.log.error('servers whose subdomain another host holds in the registry', { slugs: r.conflicts });
     if (r.elsewhere.length) {
       d.log.error('servers this host has that the registry places on another host: left there, not placed here, not run here', { servers: r.elsewhere });

@@ -4,7 +4,9 @@
 // SSH, subdomain). An anonymous account made by a create is held the same way until the create
 // commits. At start (construction) pending work of earlier daemons is removed — the runtime's
 // reconcile has already torn down what it held on the host — and held accounts are dropped; in
-// a running daemon, work of its own that failed half-way is retried by sweep().
+// a running daemon, work of its own that failed half-way is retried by sweep(). A server another
+// host hands over (a `move`, src/moves) is left to the moves part: the registry may name this host
+// already, so only its placement says whether it is kept or removed (never a restart or a deadline).
 
 import { randomBytes } from 'node:crypto';
 import { isAppError } from '../errors.js';
@@ -38,7 +40,12 @@ export class PendingWork {
   constructor(private readonly d: PendingDeps) {}
 
   mark(op: PendingOp['op'], now = Date.now()): PendingOp {
-    return { op, by: this.by, until: now + (op === 'create' ? CREATE_DEADLINE_MS : DELETE_DEADLINE_MS) };
+    return { op, by: this.by, until: now + (op === 'delete' ? DELETE_DEADLINE_MS : CREATE_DEADLINE_MS) };
+  }
+
+  /** Whether this daemon is at work on server `id`'s pending record now. */
+  busy(id: string): boolean {
+    return this.inFlight.has(id);
   }
 
   begin(id: string): void {
@@ -109,7 +116,7 @@ export class PendingWork {
   recover(): { servers: string[]; accounts: string[] } {
     const servers: string[] = [];
     for (const rec of this.d.store.servers.pendingAll()) {
-      if (rec.pending!.by === this.by) continue;
+      if (rec.pending!.by === this.by || rec.pending!.op === 'move') continue;
       servers.push(rec.id);
       if (!this.d.store.runtime.get(rec.id)) this.forget(rec);
       else void this.finish(rec).catch((err) => this.d.log.error('removing an unfinished server failed; retried later', { id: rec.id, err }));
@@ -129,7 +136,7 @@ export class PendingWork {
     if (now - this.lastSweep < SWEEP_EVERY_MS) return;
     this.lastSweep = now;
     for (const rec of this.d.store.servers.pendingAll()) {
-      if (this.inFlight.has(rec.id)) continue;
+      if (this.inFlight.has(rec.id) || rec.pending!.op === 'move') continue;
       void this.finish(rec).catch((err) => this.d.log.error('removing an unfinished server failed; retried later', { id: rec.id, err }));
     }
     for (const h of this.d.store.servers.holdsAll()) if (h.until < now) this.dropAccount(h.accountId);

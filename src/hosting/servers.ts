@@ -108,11 +108,22 @@ export interface SharedNames {
   placementOf?(serverId: string): Promise<{ host: string; epoch: number } | 'deleted' | undefined>;
   /** Whether the registry places the server on some host (any host's, lost or not). */
   placed?(serverId: string): Promise<boolean>;
-  /** At start: the registry made to match this host's committed servers. */
+  /** At start: the registry made to match this host's committed servers (`moving`: those handed
+   *  over here not committed yet, whose placement stays as it is). */
   reconcile(
     servers: readonly { id: string; slug: string; accountId: string; settings?: Omit<ServerSettings, 'serverId'> }[],
     publicIp: string,
-  ): Promise<{ removed: string[]; released: string[]; placed: string[]; conflicts: string[]; elsewhere: string[]; moved?: string[]; deleted: string[] }>;
+    moving?: ReadonlySet<string>,
+  ): Promise<{
+    removed: string[];
+    lost?: string[];
+    released: string[];
+    placed: string[];
+    conflicts: string[];
+    elsewhere: string[];
+    moved?: string[];
+    deleted: string[];
+  }>;
 }
 
 /** Whether the bounds a server has (the runtime's view; absent where the runtime enforces none)

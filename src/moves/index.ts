@@ -6,6 +6,8 @@
 // admin API's `POST /servers/:ref/move`, the target's side under the channel's API app
 // (`answer`, for peers only), the runtime's start guard and the edge's front (`holdOf*`).
 // A dead host's servers are recovered on the others from their newest checkpoints (recover.ts).
+// A server handed over here that a crash or a lost answer left pending, or whose takeover a crash
+// cut short, is resolved once the registry answers and then every RESUME_EVERY_MS (takeover.ts).
 
 import { AppError } from '../errors.js';
 import { errorReply, sendReply, type HttpApp, type Req, type RequestInfo, type Res } from '../http/index.js';
@@ -13,6 +15,7 @@ import type { ServerRecord } from '../store/index.js';
 import { MoveHolds } from './holds.js';
 import { MoveSource } from './source.js';
 import { Recovery, type RecoveryReport } from './recover.js';
+import { resumeMoves } from './takeover.js';
 import { adopt, adoptRequestOf } from './target.js';
 import type { MoveReport, MovesDeps } from './types.js';
 import { ADOPT_PATH } from './wire.js';
@@ -39,6 +42,9 @@ export interface Moves {
   stop(): void;
 }
 
+/** How often servers handed over here and left unresolved are looked at again. */
+const RESUME_EVERY_MS = 10_000;
+
 export function startMoves(d: MovesDeps): Moves {
   const holds = new MoveHolds();
   const log = d.log.child({ part: 'moves' });
@@ -48,6 +54,17 @@ export function startMoves(d: MovesDeps): Moves {
   const recovery = new Recovery(d, d.log.child({ part: 'recovery' }));
   const every = d.cfg.cluster.recoverAfter > 0 ? Math.min(5000, Math.max(500, Math.floor(d.cfg.cluster.recoverAfter / 4))) : 5000;
   recovery.start(every);
+  let resumeTimer: NodeJS.Timeout | undefined;
+  let stopped = false;
+  const resume = () => {
+    resumeMoves(d, log)
+      .catch((err) => log.warn('servers handed over here not resolved; tried again later', { err }))
+      .finally(() => {
+        if (!stopped) resumeTimer = setTimeout(resume, RESUME_EVERY_MS).unref();
+      });
+  };
+  // once the registry answered this host's start (a refused start resolves nothing)
+  if (d.registry) d.registry.ready.then(resume, () => {});
   const answer = async (req: Req, res: Res, info: RequestInfo) => {
     try {
       const a = await adopt(d, log, await adoptRequestOf(req), info.forwarded!);
@@ -66,7 +83,7 @@ export function startMoves(d: MovesDeps): Moves {
     },
     recover: (host) => recovery.recoverHost(host, 'operator'),
     recoveryRound: () => recovery.tick(),
-    stop: () => (recovery.stop(), source.stop()),
+    stop: () => (recovery.stop(), source.stop(), (stopped = true), clearTimeout(resumeTimer)),
     withTarget: (app) => ({
       handle: (req, res, info) => {
         const path = (req.url ?? '').split('?')[0];

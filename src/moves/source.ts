@@ -22,6 +22,8 @@
 //     stays held and stopped here and the registry is asked again until it answers: a copy
 //     started here before that could run beside the target's (only a target's refusal, a 4xx it
 //     answered before taking anything, lets the server start here without the registry).
+//     Once the target was asked, the server starts here again only on the registry's word that it
+//     is still this host's (or the target's refusal); placed anywhere else, it never starts here again.
 
 import { AppError, isAppError } from '../errors.js';
 import { shortOf } from '../hosting/index.js';
@@ -36,6 +38,8 @@ import { ADOPT_PATH, AdoptAnswer, type AdoptRequest } from './wire.js';
 const ANSWER_MAX = 64 * 1024;
 /** How long the target may take to make the server from its checkpoint and start it. */
 const ANSWER_WAIT_MS = 5 * 60_000;
+/** The longest wait between two reads of a failed move's placement while the registry cannot be read. */
+const RETRY_MAX_MS = 5000;
 
 /** `p`, or the error `late()` makes once `ms` passed. */
 function within<T>(p: Promise<T>, ms: number, late: () => Error): Promise<T> {
@@ -141,6 +145,8 @@ export class MoveSource {
     const lap = (k: keyof typeof phases) => ((phases[k] = now() - mark), (mark = now()));
     let stopped = false;
     let handed = false;
+    /** Before the ask nothing left this host; after it, only the registry's `started` lets it run here again. */
+    let mayRestart = true;
     let answer: AdoptAnswer | undefined;
     let checkpoint = '';
     try {
@@ -185,9 +191,15 @@ export class MoveSource {
         );
       } catch (e) {
         // the placement's epoch bumped here (the wake fence's compare-and-set): a target still at
-        // work can no longer take it — or the target took it already and its answer was lost
+        // work can no longer take it — or the target took it already and its answer was lost.
+        // Asked once, the server starts here again only on the registry's word that it is still
+        // this host's (or the target's refusal): until the registry answers, it stays stopped.
         const kept = await this.placementAfter(rec.id, e, log);
-        if (!kept || kept === 'deleted' || 'started' in kept || kept.host !== to || kept.epoch <= epoch) throw e;
+        if (!kept || kept === 'deleted' || 'started' in kept || kept.host !== to || kept.epoch <= epoch) {
+          mayRestart = !kept || (kept !== 'deleted' && 'started' in kept);
+          if (!mayRestart) log.error('a server whose move failed is not placed here any more: not started here again', { placed: kept });
+          throw e;
+        }
         log.warn('the target took the server but its answer was lost', { err: (e as Error).message });
         answer = { epoch: kept.epoch, exposed_ports: [], state: 'unknown' };
       }
@@ -202,7 +214,7 @@ export class MoveSource {
       if (handed) d.billing!.handedOff(rec.id, false); // metered here again from the hand-off
       release();
       log.warn('move failed; the server stays here', { err: e });
-      if (stopped) await d.runtime.start(rec.id).catch((err) => log.error('a server whose move failed did not start again', { err }));
+      if (stopped && mayRestart) await d.runtime.start(rec.id).catch((err) => log.error('a server whose move failed did not start again', { err }));
       throw isAppError(e) ? e : AppError.of('move_failed', `server ${rec.id} was not moved to ${to}; it stays here`, { cause: e, retryAfter: 30 });
     }
     const heldMs = now() - heldAt;
@@ -236,7 +248,7 @@ export class MoveSource {
    *  server's requests and starts wait meanwhile — unless the target refused (then undefined). */
   private async placementAfter(id: string, e: unknown, log: Logger): Promise<StartAnswer> {
     const refused = e instanceof Error && refusals.has(e);
-    for (let wait = 200, said = false; ; wait = Math.min(wait * 2, 5000)) {
+    for (let wait = 200, said = false; ; wait = Math.min(wait * 2, RETRY_MAX_MS)) {
       try {
         return await this.d.registry!.names.startAt(id);
       } catch (err) {

@@ -27,8 +27,9 @@ export function keyedNames(names: RegistryNames, shared: RegistryShared, setting
         settings?: Omit<ServerSettingsRow, 'serverId'>;
       }[],
       publicIp: string,
+      moving?: ReadonlySet<string>,
     ) {
-      const r = await names.reconcile(servers, publicIp);
+      const r = await names.reconcile(servers, publicIp, moving);
       const away = new Set([...r.elsewhere, ...r.deleted]);
       const taken = new Set(r.conflicts);
       const keys = servers.filter((x) => x.sshPublicKey && x.keyFingerprint && !away.has(x.id) && !taken.has(x.slug));

@@ -263,18 +263,35 @@ export class RegistryNames {
    * has (a data dir restored from a backup) are placed again for this instance. Servers whose
    * placement was deleted (a tombstone: deleted while this host was down or cut off, wherever it
    * ran then) are not placed again (`deleted`: the host finishes their delete). `servers`: the
-   * committed servers of this host.
+   * committed servers of this host; `moving`: servers another host handed over whose record here
+   * is still pending (src/moves resolves them by their placement): their placement and claim are
+   * left as they are. A placement here at an epoch above 1 whose server this store lacks is not
+   * removed but marked lost (`lost`): only a create cut off leaves one at epoch 1 — above, it was
+   * started or handed over here, and removing it would tombstone a server whose checkpoints then go.
    */
   async reconcile(
     servers: readonly { id: string; slug: string; accountId: string }[],
     publicIp: string,
-  ): Promise<{ removed: string[]; released: string[]; placed: string[]; conflicts: string[]; elsewhere: string[]; moved: string[]; deleted: string[] }> {
+    moving: ReadonlySet<string> = new Set(),
+  ): Promise<{
+    removed: string[];
+    lost: string[];
+    released: string[];
+    placed: string[];
+    conflicts: string[];
+    elsewhere: string[];
+    moved: string[];
+    deleted: string[];
+  }> {
     this.held();
-    const keep = new Set(servers.map((x) => x.id));
+    const keep = new Set([...servers.map((x) => x.id), ...moving]);
     const here = await this.placedHere();
-    for (const [id, epoch] of here) if (keep.has(id) && !this.epochs.has(id)) this.epochs.set(id, epoch);
-    const removed = [...here.keys()].filter((id) => !keep.has(id));
+    for (const [id, epoch] of here) if (keep.has(id) && !moving.has(id) && !this.epochs.has(id)) this.epochs.set(id, epoch);
+    const gone = [...here.keys()].filter((id) => !keep.has(id));
+    const removed = gone.filter((id) => here.get(id)! <= 1);
+    const lost = gone.filter((id) => here.get(id)! > 1);
     for (const id of removed) await this.remove(id);
+    for (const id of lost) await this.markLost(id);
     const released = await this.releaseOrphans(keep);
     const placed: string[] = [];
     const conflicts: string[] = [];
@@ -318,6 +335,16 @@ export class RegistryNames {
       await this.place({ serverId: x.id, accountId: x.accountId, slug: x.slug, publicIp });
       placed.push(x.id);
     }
-    return { removed, released, placed, conflicts, elsewhere, moved, deleted };
+    return { removed, lost, released, placed, conflicts, elsewhere, moved, deleted };
+  }
+
+  /** Marks this instance's placement of a server this host does not have lost (kept, with its
+   *  slug and the checkpoints that name it; the fence starts it nowhere until an operator acts). */
+  private async markLost(serverId: string): Promise<void> {
+    await this.pool.query(
+      `UPDATE placements SET lost_at = now() WHERE server_id = $1 AND host = $2 AND instance = $3 AND lost_at IS NULL AND ${HOLDS('$2', '$4')}`,
+      [serverId, this.host, this.holder.instance, this.run],
+    );
+    this.epochs.delete(serverId);
   }
 }

@@ -265,15 +265,18 @@ export class ContainerRuntime implements Runtime {
         this.writeBundle(rec, applied);
         writeNet(this.serverDir(rec.id), applied.net);
         await this.net.addServer(rec.ip, applied.net);
-        await this.boot(rec);
+        if (spec.start === false) {
+          this.deps.store.setDesired(rec.id, 'stopped');
+          await this.park(rec);
+        } else await this.boot(rec);
       } catch (e) {
         this.deps.log.error('create failed; rolling back', { server: rec.id, err: e });
         await this.teardown(rec).catch((err) => this.deps.log.error('rollback failed', { server: rec.id, err }));
         throw e;
       }
       if (spec.pendingUntil === undefined) this.deps.store.commit(rec.id);
-      this.deps.log.info('server created', { server: rec.id, ip: rec.ip, uidBase: rec.uidBase });
-      return this.view(rec, 'running', applied);
+      this.deps.log.info('server created', { server: rec.id, ip: rec.ip, uidBase: rec.uidBase, ...(spec.start === false ? { asleep: true } : {}) });
+      return this.view(rec, spec.start === false ? 'sleeping' : 'running', applied);
     });
   }
 

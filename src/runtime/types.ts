@@ -55,6 +55,9 @@ export interface ServerSpec {
   pendingUntil?: number;
   /** A fork: the disk comes from a checkpoint instead of being made empty. */
   fromDisk?: DiskSource;
+  /** false: made asleep (parked when runtime.parkOnSleep is on), never booted here; the caller
+   *  starts it later through start() and its start guard (a server moved here: once placed here). */
+  start?: boolean;
 }
 
 export interface RuntimeServer {

@@ -94,7 +94,7 @@ export function openStore(dataDir: string): Store {
 export type { FeedbackRecord } from './feedback.js';
 export type { CheckpointRecord, CheckpointStore } from './checkpoints.js';
 export type { CertificateRecord, CertificateStore } from './certificates.js';
-export type { ServerRecord, PendingOp, AccountHold } from './servers.js';
+export type { ServerRecord, PendingOp, AccountHold, MoveTakeover } from './servers.js';
 export type { RuntimeRecord, RuntimeStore } from './runtime.js';
 export type { AccountRecord } from './accounts.js';
 export type { PendingCode } from './codes.js';

@@ -10,15 +10,43 @@
 // slug stays reserved) and a restarted daemon removes it with everything it holds. Accounts made
 // by an anonymous create are held the same way until that create is committed.
 
+import type { CheckpointRecord } from './checkpoints.js';
 import type { LmdbEnv } from './db.js';
+import type { DomainRecord } from './domains.js';
 
-/** Work on a server that is not acknowledged (create) or not finished (delete). */
+/** Work on a server that is not acknowledged (create) or not finished (delete). A `move` is a
+ *  server another host hands over (src/moves): it is not abandoned by a restart nor by its
+ *  deadline but resolved by the registry's placement (here at an epoch above `expected`: it is
+ *  this host's, committed; elsewhere: removed), since the registry may name this host already. */
 export interface PendingOp {
-  op: 'create' | 'delete';
+  op: 'create' | 'delete' | 'move';
   /** Instance id of the daemon doing it; pending work of another instance is abandoned. */
   by: string;
-  /** Epoch ms after which even that daemon treats it as abandoned. */
+  /** Epoch ms after which even that daemon treats it as abandoned (a move: resolved by the registry instead). */
   until: number;
+  /** A move: the placement's epoch the source read (the target takes it from there, one more). */
+  expected?: number;
+}
+
+/** What a server moved here takes over from its source once it is this host's (src/moves):
+ *  written with its record, in the same transaction, kept through the commit and cleared once
+ *  done, so a crash after the commit loses none of it (finished at the next start). */
+export interface MoveTakeover {
+  /** The host it came from (a recovery: the dead host). */
+  from: string;
+  /** The checkpoint its disk is made from (made again from it when a crash lost the disk). */
+  checkpoint: string;
+  /** Whether it ran on the source: started here once placed here. */
+  running: boolean;
+  /** Container ports exposed again here. */
+  exposed: number[];
+  /** Its checkpoint records and own domains' records as the source had them. */
+  checkpoints: CheckpointRecord[];
+  domains: DomainRecord[];
+  /** A recovery's word to its owner (rootbox.log). */
+  note?: string;
+  /** The instant (ms) the source charged it up to: metered here from there (absent: a recovery, from its commit). */
+  meteredTo?: number;
 }
 
 export interface ServerRecord {
@@ -36,6 +64,8 @@ export interface ServerRecord {
   flag: string | null;
   createdAt: number;
   pending?: PendingOp;
+  /** A server moved here whose takeover is not finished (MoveTakeover). */
+  takeover?: MoveTakeover;
 }
 
 /** An account made by a create that is not committed yet. */
@@ -114,11 +144,12 @@ export class ServerStore {
   }
 
   /** Ends a pending create: the server becomes visible. False when the record is gone, is not
-   *  a pending create, or its deadline passed (it counts as abandoned then). */
+   *  a pending create, or its deadline passed (it counts as abandoned then). A move has no
+   *  deadline here: it commits once the registry placed it here (its caller read that). */
   commit(id: string, now = Date.now()): boolean {
     return this.env.txSync(() => {
       const rec = this.db.get(id);
-      if (!rec?.pending || rec.pending.op !== 'create' || rec.pending.until < now) return false;
+      if (!rec?.pending || rec.pending.op === 'delete' || (rec.pending.op === 'create' && rec.pending.until < now)) return false;
       const { pending: _, ...done } = rec;
       this.db.putSync(id, done);
       return true;
@@ -139,6 +170,16 @@ export class ServerStore {
    *  setLimits'). */
   update(id: string, change: (rec: ServerRecord) => Partial<Pick<ServerRecord, 'neverSleep' | 'suspended' | 'flag'>>): ServerRecord | undefined {
     return this.env.patch<ServerRecord>(this.db, id, change);
+  }
+
+  /** A moved server's takeover done (MoveTakeover): its mark goes. */
+  takeoverDone(id: string): void {
+    this.env.txSync(() => {
+      const rec = this.db.get(id);
+      if (!rec?.takeover) return;
+      const { takeover: _, ...done } = rec;
+      this.db.putSync(id, done);
+    });
   }
 
   /** Records the memory and disk ceilings the server now has (hosting's tier keeping). */

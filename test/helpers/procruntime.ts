@@ -152,7 +152,8 @@ export class ProcessRuntime implements Runtime {
       owned: true,
     };
     this.servers.set(spec.id, s);
-    await this.spawn(s);
+    if (spec.start === false) s.rec.state = 'sleeping';
+    else await this.spawn(s);
     return { ...s.rec };
   }
 

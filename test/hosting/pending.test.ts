@@ -114,6 +114,23 @@ test('a start removes what an earlier run left pending and the anonymous account
   assert.equal(store.servers.holdsAll(), []);
 });
 
+test('a server handed over by a move is neither dropped by a start nor by a sweep, and commits past its deadline, its takeover kept with it until done', () => {
+  // the registry may name this host already (the target killed after its placement write): only its placement decides (src/moves)
+  const takeover = { from: 'host-a', checkpoint: 'ck_1', running: true, exposed: [80], checkpoints: [], domains: [] };
+  const move = { op: 'move' as const, by: 'earlier', until: Date.now() - 1, expected: 4 };
+  store.servers.insert({ ...server('srv_m1', 'acc_m'), pending: move, takeover });
+  const made = new PendingWork({ store, runtime, log, release: async () => {} });
+  assert.equal(made.recover().servers, [], 'not removed at start');
+  made.sweep(Date.now() + 3_600_000);
+  assert.equal(store.servers.getAny('srv_m1')?.pending, move, 'not removed by a sweep');
+  assert.ok(store.commitCreate('srv_m1'), 'a move commits once its placement is here, whatever its deadline');
+  assert.equal(store.servers.get('srv_m1')?.takeover, takeover, 'its takeover kept through the commit');
+  store.servers.takeoverDone('srv_m1');
+  assert.is(store.servers.get('srv_m1')?.takeover, undefined);
+  assert.ok(store.servers.get('srv_m1'));
+  store.servers.remove('srv_m1');
+});
+
 test('an account made by a create is held in the same transaction, or not made at all', () => {
   const work = new PendingWork({ store, runtime, log, release: async () => {} });
   assert.throws(() =>

@@ -115,7 +115,7 @@ test('with the registry down, create and delete answer 503 registry_unavailable 
   assert.is((await api(a, 'DELETE', `/servers/${made.json.id}`, { key: made.json.api_key })).status, 200);
 });
 
-test("a placement and claim of this instance left by a create cut off before its local commit are removed at the host's next start; another instance's under the same name never are", async () => {
+test("a placement and claim of this instance left by a create cut off before its local commit are removed at the host's next start (one at a later epoch marked lost); another instance's under the same name never are", async () => {
   const mine = b.daemon.registry!.identity.instance;
   await pg.sql(`INSERT INTO slugs (slug, server_id, host, instance) VALUES ('ghost', 'srv_0000ghost', 'host-b', '${mine}')`);
   await pg.sql(
@@ -130,6 +130,13 @@ test("a placement and claim of this instance left by a create cut off before its
   );
   await pg.sql(`INSERT INTO slugs (slug, server_id, host, instance) VALUES ('clonehalf', 'srv_clonehalf', 'host-b', 'ins_other')`);
   // a server of b's that the registry now places on another host (a newer epoch there)
+  // placed here by this instance at epoch 3 (started, or handed over by another host's move) with no
+  // record in this store (a move's target killed before its local commit): kept, marked lost —
+  // never removed, whose tombstone would let the checkpoints' orphan sweep delete the server
+  await pg.sql(`INSERT INTO slugs (slug, server_id, host, instance) VALUES ('handover', 'srv_0handover', 'host-b', '${mine}')`);
+  await pg.sql(
+    `INSERT INTO placements (server_id, host, epoch, account_id, slug, public_ip, instance) VALUES ('srv_0handover', 'host-b', 3, 'acc_x', 'handover', '127.0.0.1', '${mine}')`,
+  );
   const moved = await api(b, 'POST', '/create', { body: { subdomains: ['moved-away'] } });
   assert.is(moved.status, 200, moved.text);
   await pg.sql(`UPDATE placements SET host = 'host-z', epoch = 5 WHERE server_id = '${moved.json.id}'`);
@@ -152,6 +159,13 @@ test("a placement and claim of this instance left by a create cut off before its
   assert.is(await pg.sql(`SELECT count(*) FROM slugs WHERE slug IN ('clone', 'clonehalf')`), '2', 'not released');
   assert.is(await pg.sql(`SELECT count(*) FROM changes WHERE key = 'srv_0000clone' AND payload IS NULL`), '0');
   assert.is(await pg.sql(`SELECT host || ' ' || epoch FROM placements WHERE server_id = '${moved.json.id}'`), 'host-z 5', 'not taken back from the other host');
+  assert.is(
+    await pg.sql(`SELECT host || ' ' || epoch || ' ' || (lost_at IS NOT NULL) FROM placements WHERE server_id = 'srv_0handover'`),
+    'host-b 3 true',
+    'a placement at epoch 3 this store lacks is marked lost, not removed',
+  );
+  assert.is(await pg.sql(`SELECT count(*) FROM changes WHERE key = 'srv_0handover' AND payload IS NULL`), '0', 'no tombstone');
+  assert.is(await pg.sql(`SELECT count(*) FROM slugs WHERE slug = 'handover'`), '1', 'its name kept');
   assert.ok(b.logs.some((l) => String(l.msg).includes('places on another host') && JSON.stringify(l).includes(moved.json.id)));
 });
 
