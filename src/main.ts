@@ -25,7 +25,7 @@ import { startChannel, type Channel } from './channel/index.js';
 import type { Config } from './config/index.js';
 import { startEdge, startTls, type Edge, type TlsManager } from './edge/index.js';
 import { startCheckpoints, type Checkpoints } from './checkpoints/index.js';
-import { boxRecords, startHosting, type HostingApi, type HostChoice } from './hosting/index.js';
+import { boxRecords, startHosting, watchPlacedAway, type HostingApi, type HostChoice } from './hosting/index.js';
 import type { HttpApp } from './http/index.js';
 import { systemClock, type Clock } from './clock.js';
 import { apiUntilJoined, frontOf, gatedEdgeCa, joinUntilDone } from './joining.js';
@@ -136,6 +136,7 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
   const part = partsOf<Parts<R>>();
   let edgeCa: ReturnType<typeof gatedEdgeCa> | undefined;
   let joined = !cfg.cluster.registry; // cluster mode: once the joined part ran (joining.ts)
+  let placedAway: (() => void) | undefined; // cluster mode: the watch of servers placed on another host (its stop)
   const parts: Part<Parts<R>>[] = [
     // one daemon per bridge, nft table, subnet, uid range, port pool, metrics address and data dir:
     // claimed before anything is made (a refused start generates no CA, starts no lxcfs)
@@ -239,7 +240,7 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
         await d.registry.ready; // refused (schema, token, name): the start fails here, nothing placed
         // cut off from the registry and every peer: this host's running servers frozen, then stopped, before another may recover them
         // back in touch with the registry after the fence: copies of servers recovered elsewhere meanwhile removed
-        d.registry.fenceServers(fencedServers(d.runtime), o.clock ?? systemClock, () => d.hosting.core.dropMoved());
+        d.registry.fenceServers(fencedServers(d.runtime), o.clock ?? systemClock, async () => void (await d.hosting.core.dropMoved()));
         // a box's accounts, ledger, domains and certificates copied into the registry once, before it serves in cluster mode;
         // tried again with back-off while the registry cannot be reached (not joined meanwhile: 503 for what needs it)
         const registry = d.registry;
@@ -257,6 +258,7 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
           d.registry.contact.channelBy(
             (host, advertise) => c.answering(host, advertise),
             (host, advertise) => c.probe(host, advertise),
+            (host, advertise) => c.registryAgo(host, advertise),
           );
         // servers' keys from the placement cache's memory; a miss (a key recorded a moment ago) reads one catch-up
         const keys = placements && {
@@ -264,12 +266,22 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
           fresh: (fp: string) => placements.sync().then(() => placements.keys.byFingerprint(fp)),
         };
         if (c && keys) d.ssh.reachElsewhere({ keys, open: (id, client) => c.openSsh(id, client) });
+        // a server of this host the registry now places on another host (recovered or moved there
+        // while it ran here): stopped and dropped at once, not only after a fence or at a restart
+        placedAway = watchPlacedAway({
+          placedAway: () => d.hosting.core.placedAway(),
+          busy: (id) => d.moves.holdOfServer(id) !== undefined,
+          drop: (ids) => d.hosting.core.dropMoved(ids),
+          every: (ms, fn) => (o.clock ?? systemClock).every(ms, fn),
+          everyMs: 1000,
+          log,
+        });
         joined = true;
         log.info('joined the cluster', { registry: d.registry.up ? 'reachable' : 'unreachable: serving what this host has', channel: !!c });
         await edgeCa?.settled(); // the HTTPS certificate under the cluster's CA, when the registry gives it within a second
         return c;
       },
-      (c) => c?.stop(),
+      (c) => (placedAway?.(), c?.stop()),
     ),
     // a draining host moves its servers off (the mark in the registry, read each second): stopped before the channel, its moves under way finished
     part(
