@@ -155,7 +155,10 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
       (d) => setInterval(() => void d.store.stats.flush().catch((err) => log.error('stats flush failed', { err })), 2000).unref(),
       clearInterval,
     ),
-    part('registry', startRegistry, (r) => r?.stop()), // cluster mode only: schema check and host registration under way (r.ready)
+    // cluster mode only: schema check and host registration under way (r.ready). At a stop, the
+    // lease is released only when no server is left running: containers outlive the daemon, and
+    // while they run this host holds its lease until it runs out, as after a crash (issue 38)
+    part('registry', startRegistry, (r) => r?.stop({ release: !leftRunning(d.runtime) })),
     part('payments', startPayments),
     part(
       'tls',
@@ -314,6 +317,11 @@ export function fencedServers(rt: Runtime): FencedServers {
     thaw: (id) => rt.thaw?.(id) ?? Promise.resolve(),
     stop: (id) => rt.stop(id, { park: false }),
   };
+}
+
+/** Whether any server of this host still runs (or is frozen) as the daemon stops. */
+function leftRunning(rt: Runtime | undefined): boolean {
+  return rt?.list().some((s) => s.state === 'running' || s.state === 'waking') ?? false;
 }
 
 /** Starts billing's metering loop. */
