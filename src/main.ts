@@ -35,7 +35,7 @@ import { serveMetrics, type MetricsListener } from './metrics/index.js';
 import { startPayments, type Payments } from './payments/index.js';
 import { createPorts, startPresence, type IdleTracker, type TcpExposer } from './presence/index.js';
 import { startProxy, type Proxy } from './proxy/index.js';
-import { keyedNames, startRegistry, type FencedServers, type JoinReport, type Registry } from './registry/index.js';
+import { fenceBounds, keyedNames, startRegistry, type FencedServers, type JoinReport, type Registry } from './registry/index.js';
 import {
   createRuntime,
   hostClaims,
@@ -44,6 +44,7 @@ import {
   startLxcfs,
   startOomWatch,
   startFlowWatch,
+  startFenceWatch,
   type ContainerRuntime,
   type HostLock,
   type Lxcfs,
@@ -137,6 +138,7 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
   let edgeCa: ReturnType<typeof gatedEdgeCa> | undefined;
   let joined = !cfg.cluster.registry; // cluster mode: once the joined part ran (joining.ts)
   let placedAway: (() => void) | undefined; // cluster mode: the watch of servers placed on another host (its stop)
+  let fenceWatch: ((leftRunning: boolean) => void) | undefined; // cluster mode with containers: the detached fence's stop
   const parts: Part<Parts<R>>[] = [
     // one daemon per bridge, nft table, subnet, uid range, port pool, metrics address and data dir:
     // claimed before anything is made (a refused start generates no CA, starts no lxcfs)
@@ -244,6 +246,8 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
         // cut off from the registry and every peer: this host's running servers frozen, then stopped, before another may recover them
         // back in touch with the registry after the fence: copies of servers recovered elsewhere meanwhile removed
         d.registry.fenceServers(fencedServers(d.runtime), o.clock ?? systemClock, async () => void (await d.hosting.core.dropMoved()));
+        // the same fence once this daemon is gone while its containers run (stopped, crash-looping): a detached watchdog
+        if (cfg.cluster.recoverAfter > 0 && makeRuntime === (containers as unknown)) fenceWatch = watchFence(d.registry, d.runtime, cfg);
         // a box's accounts, ledger, domains and certificates copied into the registry once, before it serves in cluster mode;
         // tried again with back-off while the registry cannot be reached (not joined meanwhile: 503 for what needs it)
         const registry = d.registry;
@@ -284,7 +288,7 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
         await edgeCa?.settled(); // the HTTPS certificate under the cluster's CA, when the registry gives it within a second
         return c;
       },
-      (c) => (placedAway?.(), c?.stop()),
+      (c) => (placedAway?.(), fenceWatch?.(leftRunning(d.runtime)), c?.stop()),
     ),
     // a draining host moves its servers off (the mark in the registry, read each second): stopped before the channel, its moves under way finished
     part(
@@ -317,6 +321,24 @@ export function fencedServers(rt: Runtime): FencedServers {
     thaw: (id) => rt.thaw?.(id) ?? Promise.resolve(),
     stop: (id) => rt.stop(id, { park: false }),
   };
+}
+
+/** Starts the fence that outlives this daemon (runtime/fencewatch.ts) and feeds it, every
+ *  recoverAfter/20 (at most a second), the last contact and the servers that run; answers its stop. */
+function watchFence(r: Registry, rt: Runtime, cfg: Readonly<Config>): (leftRunning: boolean) => void {
+  const b = fenceBounds(cfg.cluster.recoverAfter);
+  const w = startFenceWatch({ dataDir: cfg.dataDir, freezeMs: b.freezeMs, stopMs: b.stopMs });
+  const beat = () =>
+    w.beat(
+      Date.now() - (r.contact.cutOffForMs() ?? 0),
+      rt
+        .list()
+        .filter((s) => s.state === 'running' || s.state === 'waking')
+        .map((s) => s.id),
+    );
+  beat();
+  const t = setInterval(beat, Math.max(100, Math.min(1000, Math.floor(cfg.cluster.recoverAfter / 20)))).unref();
+  return (left) => (clearInterval(t), beat(), w.stop(left));
 }
 
 /** Whether any server of this host still runs (or is frozen) as the daemon stops. */
