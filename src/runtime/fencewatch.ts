@@ -19,7 +19,7 @@
 // (deadhost.ts: a quarter and half of recoverAfter), so the servers are stopped before anyone may
 // count this host dead. A daemon started again rewrites the file for a watchdog of its own; the
 // old one leaves once it holds no freeze. The file removed (a stop with nothing left running, or
-// a single box): the watchdog leaves. A killed server is found stopped by the next daemon's
+// a single box), or its servers killed: the watchdog leaves. A killed server is found stopped by the next daemon's
 // reconcile, as after a crash; a frozen one is adopted as dozing.
 
 import { spawn } from 'node:child_process';
@@ -57,6 +57,7 @@ while :; do
       case " $froze " in *" $d "*) ;; *) setf "$d" 1 2>/dev/null && froze="$froze $d";; esac
     fi
   done
+  [ "$age" -ge "$st" ] && exit 0
 done`;
 
 /** The cgroup directory the watchdog freezes and kills for server `id` (freezer hierarchy on v1). */

@@ -83,6 +83,7 @@ test('the daemon gone: its servers frozen at the freeze bound after the last con
   const killedMs = Date.now() - t0;
   assert.ok(killedMs >= STOP_MS, `killed ${killedMs} ms after the last contact`);
   assert.ok(killedMs < 2 * STOP_MS, `killed ${killedMs} ms after the last contact, before recoverAfter`);
+  await until('the watchdog leaves once it killed them', () => !alive(w.pid), 3000, 10);
   w.stop(false);
 });
 
