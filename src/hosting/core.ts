@@ -121,7 +121,7 @@ export interface HostingCore {
    *  placement cache shows `only` placed on another host (main.ts): its copies of servers the
    *  registry placed on another host are removed (stalecopies.ts); false: the registry did not answer. */
   dropMoved(only?: readonly string[]): Promise<boolean>;
-  /** Registry mode: this host's servers the placement cache shows on another host. */
+  /** Registry mode: this host's running servers the placement cache shows on another host. */
   placedAway(): string[];
 }
 
@@ -259,7 +259,8 @@ export function buildCore(d: HostingDeps): HostingCore {
         .all()
         .filter((s) => {
           const host = d.placements!.byServer(s.id)?.host;
-          return host !== undefined && host !== self;
+          const state = d.runtime.get(s.id)?.state;
+          return host !== undefined && host !== self && (state === 'running' || state === 'waking');
         })
         .map((s) => s.id);
     },

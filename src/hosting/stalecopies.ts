@@ -1,8 +1,8 @@
 // A returning host's copies of servers the registry now places on another host (issue 38): moved
 // or recovered there while this host was away or cut off, at a newer epoch. The wake fence never
 // starts them here; at start (the names' reconcile, core.ts), when this host reaches the registry
-// again after fencing itself (`dropMoved`), and as soon as the placement cache shows one placed
-// on another host while this host runs (`watchPlacedAway`), each copy is removed from this host —
+// again after fencing itself (`dropMoved`), and as soon as the placement cache shows one that runs
+// here placed on another host (`watchPlacedAway`), each copy is removed from this host —
 // its container, disk, exposed ports and records here, nothing of what is shared: its placement,
 // slug, domains and checkpoints are the new owner's. Except a copy whose disk was written after
 // the newest checkpoint that holds it: those writes are nowhere else, so the disk is kept aside in
@@ -141,12 +141,14 @@ export async function dropMoved(d: StaleCopyDeps, names: Pick<SharedNames, 'self
   return true;
 }
 
-/** Every `everyMs`, this host's servers the placement cache shows on another host (`placedAway`)
- *  — recovered or moved there while this host ran them, a split it did not fence against, a
- *  move's source that did not hear the end — are dropped (`drop`: dropMoved, which reads each
- *  placement from the registry first), except those `busy` (a move of this host's under way: its
- *  source deletes its copy itself). One round at a time; after a round the registry did not
- *  answer, the next waits `everyMs` × 10. Answers the stop. */
+/** Every `everyMs`, this host's running servers the placement cache shows on another host
+ *  (`placedAway`) — recovered or moved there while this host ran them, a split it did not fence
+ *  against, a move's source that did not hear the end — are stopped and dropped (`drop`:
+ *  dropMoved, which reads each placement from the registry first), except those `busy` (a move of
+ *  this host's under way: its source deletes its copy itself). A sleeping copy cannot diverge (the
+ *  wake fence refuses every start of it) and is left to the next start or fence's end, as before.
+ *  One round at a time; after a round the registry did not answer, the next waits `everyMs` × 10.
+ *  Answers the stop. */
 export function watchPlacedAway(o: {
   placedAway(): string[];
   busy(id: string): boolean;
