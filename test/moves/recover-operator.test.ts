@@ -75,13 +75,13 @@ test('recoverAfter 0: host-c away is never recovered automatically; cluster reco
   for (let i = 0; i < 3; i++) await a.daemon.moves.recoveryRound();
   assert.is(await placement(), 'host-c', 'not recovered without the operator');
   assert.is(a.daemon.store.servers.getAny(srv.id), undefined);
+  // not while host-c was reached over the channel within its lease (it may run its servers still)
+  await until('host-c silent for a lease', () => (a.daemon.registry!.contact.reachedAgo('host-c') ?? Infinity) >= 3000, 30_000, 100);
   // no self-fence with recoverAfter 0: the operator must say host-c is down (--force)
   const refused = await adminCli(['cluster', 'recover', 'host-c'], env(a));
   assert.is(refused.code, 1, refused.stdout);
   assert.match(refused.stderr, /--force/);
   assert.is(await placement(), 'host-c');
-  // and not while host-c was reached over the channel within its lease
-  await until('host-c silent for a lease', () => (a.daemon.registry!.contact.reachedAgo('host-c') ?? Infinity) >= 3000, 30_000, 100);
   const r = await adminCli(['cluster', 'recover', 'host-c', '--force', '--json'], env(a));
   assert.is(r.code, 0, r.stdout + r.stderr);
   const report = JSON.parse(r.stdout).recovery;
