@@ -138,6 +138,8 @@ export const CATALOGUE = {
   // ── 409 conflict ──
   subdomain_taken: e('conflict', 'every wanted subdomain is taken'),
   recover_host_live: e('conflict', "a host's servers are recovered only once its lease has lapsed: it still runs them"),
+  recover_host_reached: e('conflict', 'a host a peer reached over the channel a moment ago may still run its servers: they are not recovered elsewhere'),
+  recover_needs_force: e('conflict', 'with cluster.recoverAfter 0 no host fences itself: recovering a host whose containers may still run needs --force'),
   recovery_busy: e('conflict', "another recovery of a dead host's servers is under way (one host recovers at a time)"),
   phone_taken: e('conflict', 'another host verified the same phone for a new account at the same instant; log in with it'),
   expose_in_progress: e('conflict', 'another request is exposing the same port'),

@@ -25,7 +25,7 @@ import { startChannel, type Channel } from './channel/index.js';
 import type { Config } from './config/index.js';
 import { startEdge, startTls, type Edge, type TlsManager } from './edge/index.js';
 import { startCheckpoints, type Checkpoints } from './checkpoints/index.js';
-import { boxRecords, startHosting, type HostingApi, type HostChoice } from './hosting/index.js';
+import { boxRecords, startHosting, watchPlacedAway, type HostingApi, type HostChoice } from './hosting/index.js';
 import type { HttpApp } from './http/index.js';
 import { systemClock, type Clock } from './clock.js';
 import { apiUntilJoined, frontOf, gatedEdgeCa, joinUntilDone } from './joining.js';
@@ -35,7 +35,7 @@ import { serveMetrics, type MetricsListener } from './metrics/index.js';
 import { startPayments, type Payments } from './payments/index.js';
 import { createPorts, startPresence, type IdleTracker, type TcpExposer } from './presence/index.js';
 import { startProxy, type Proxy } from './proxy/index.js';
-import { keyedNames, RegistrySettings, startRegistry, type FencedServers, type JoinReport, type Registry } from './registry/index.js';
+import { fenceBounds, keyedNames, RegistrySettings, startRegistry, type FencedServers, type JoinReport, type Registry } from './registry/index.js';
 import {
   createRuntime,
   hostClaims,
@@ -44,6 +44,7 @@ import {
   startLxcfs,
   startOomWatch,
   startFlowWatch,
+  startFenceWatch,
   type ContainerRuntime,
   type HostLock,
   type Lxcfs,
@@ -136,6 +137,8 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
   const part = partsOf<Parts<R>>();
   let edgeCa: ReturnType<typeof gatedEdgeCa> | undefined;
   let joined = !cfg.cluster.registry; // cluster mode: once the joined part ran (joining.ts)
+  let placedAway: (() => void) | undefined; // cluster mode: the watch of servers placed on another host (its stop)
+  let fenceWatch: ((leftRunning: boolean) => void) | undefined; // cluster mode with containers: the detached fence's stop
   const parts: Part<Parts<R>>[] = [
     // one daemon per bridge, nft table, subnet, uid range, port pool, metrics address and data dir:
     // claimed before anything is made (a refused start generates no CA, starts no lxcfs)
@@ -154,7 +157,10 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
       (d) => setInterval(() => void d.store.stats.flush().catch((err) => log.error('stats flush failed', { err })), 2000).unref(),
       clearInterval,
     ),
-    part('registry', startRegistry, (r) => r?.stop()), // cluster mode only: schema check and host registration under way (r.ready)
+    // cluster mode only: schema check and host registration under way (r.ready). At a stop, the
+    // lease is released only when no server is left running: containers outlive the daemon, and
+    // while they run this host holds its lease until it runs out, as after a crash (issue 38)
+    part('registry', startRegistry, (r) => r?.stop({ release: !leftRunning(d.runtime) })),
     part('payments', startPayments),
     part(
       'tls',
@@ -239,7 +245,9 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
         await d.registry.ready; // refused (schema, token, name): the start fails here, nothing placed
         // cut off from the registry and every peer: this host's running servers frozen, then stopped, before another may recover them
         // back in touch with the registry after the fence: copies of servers recovered elsewhere meanwhile removed
-        d.registry.fenceServers(fencedServers(d.runtime), o.clock ?? systemClock, () => d.hosting.core.dropMoved());
+        d.registry.fenceServers(fencedServers(d.runtime), o.clock ?? systemClock, async () => void (await d.hosting.core.dropMoved()));
+        // the same fence once this daemon is gone while its containers run (stopped, crash-looping): a detached watchdog
+        if (cfg.cluster.recoverAfter > 0 && makeRuntime === (containers as unknown)) fenceWatch = watchFence(d.registry, d.runtime, cfg);
         // a box's accounts, ledger, domains and certificates copied into the registry once, before it serves in cluster mode;
         // tried again with back-off while the registry cannot be reached (not joined meanwhile: 503 for what needs it)
         const registry = d.registry;
@@ -257,6 +265,7 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
           d.registry.contact.channelBy(
             (host, advertise) => c.answering(host, advertise),
             (host, advertise) => c.probe(host, advertise),
+            (host, advertise) => c.registryAgo(host, advertise),
           );
         // servers' keys from the placement cache's memory; a miss (a key recorded a moment ago) reads one catch-up
         const keys = placements && {
@@ -264,12 +273,22 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
           fresh: (fp: string) => placements.sync().then(() => placements.keys.byFingerprint(fp)),
         };
         if (c && keys) d.ssh.reachElsewhere({ keys, open: (id, client) => c.openSsh(id, client) });
+        // a server of this host the registry now places on another host (recovered or moved there
+        // while it ran here): stopped and dropped at once, not only after a fence or at a restart
+        placedAway = watchPlacedAway({
+          placedAway: () => d.hosting.core.placedAway(),
+          busy: (id) => d.moves.holdOfServer(id) !== undefined,
+          drop: (ids) => d.hosting.core.dropMoved(ids),
+          every: (ms, fn) => (o.clock ?? systemClock).every(ms, fn),
+          everyMs: 1000,
+          log,
+        });
         joined = true;
         log.info('joined the cluster', { registry: d.registry.up ? 'reachable' : 'unreachable: serving what this host has', channel: !!c });
         await edgeCa?.settled(); // the HTTPS certificate under the cluster's CA, when the registry gives it within a second
         return c;
       },
-      (c) => c?.stop(),
+      (c) => (placedAway?.(), fenceWatch?.(leftRunning(d.runtime)), c?.stop()),
     ),
     // a draining host moves its servers off (the mark in the registry, read each second): stopped before the channel, its moves under way finished
     part(
@@ -303,6 +322,29 @@ export function fencedServers(rt: Runtime): FencedServers {
     thaw: (id) => rt.thaw?.(id) ?? Promise.resolve(),
     stop: (id) => rt.stop(id, { park: false, ...(rt.frozen?.(id) !== undefined ? { graceMs: 0 } : {}) }),
   };
+}
+
+/** Starts the fence that outlives this daemon (runtime/fencewatch.ts) and feeds it, every
+ *  recoverAfter/20 (at most a second), the last contact and the servers that run; answers its stop. */
+function watchFence(r: Registry, rt: Runtime, cfg: Readonly<Config>): (leftRunning: boolean) => void {
+  const b = fenceBounds(cfg.cluster.recoverAfter);
+  const w = startFenceWatch({ dataDir: cfg.dataDir, freezeMs: b.freezeMs, stopMs: b.stopMs });
+  const beat = () =>
+    w.beat(
+      Date.now() - (r.contact.cutOffForMs() ?? 0),
+      rt
+        .list()
+        .filter((s) => s.state === 'running' || s.state === 'waking')
+        .map((s) => s.id),
+    );
+  beat();
+  const t = setInterval(beat, Math.max(100, Math.min(1000, Math.floor(cfg.cluster.recoverAfter / 20)))).unref();
+  return (left) => (clearInterval(t), beat(), w.stop(left));
+}
+
+/** Whether any server of this host still runs (or is frozen) as the daemon stops. */
+function leftRunning(rt: Runtime | undefined): boolean {
+  return rt?.list().some((s) => s.state === 'running' || s.state === 'waking') ?? false;
 }
 
 /** Starts billing's metering loop. */

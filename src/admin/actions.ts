@@ -39,7 +39,7 @@ export interface AdminDeps {
   moves?: {
     move(rec: ServerRecord, to: string): Promise<unknown>;
     placedOn(id: string): Promise<string | undefined>;
-    recover?(host: string): Promise<unknown>;
+    recover?(host: string, o?: { force?: boolean }): Promise<unknown>;
   };
   log: Logger;
 }

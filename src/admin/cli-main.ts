@@ -51,8 +51,10 @@ export const ADMIN_USAGE = `operator commands (act in the running daemon through
   cluster drain HOST [--json]             HOST takes no creates and moves every server to the other hosts (needs an S3
                                           store), a few at a time; resumes after a restart
   cluster undrain HOST [--json]           HOST takes creates again (moves under way finish)
-  cluster recover HOST [--json]           re-place a dead host's servers (its lease lapsed) on the others from their
-                                          newest checkpoints in the S3 store, even with cluster.recoverAfter 0
+  cluster recover HOST [--force] [--json] re-place a dead host's servers (its lease lapsed, no peer reached it lately)
+                                          on the others from their newest checkpoints in the S3 store; with
+                                          cluster.recoverAfter 0 (no self-fence) only with --force: make sure HOST
+                                          is down first, or its servers run on two hosts with diverging disks
 With the daemon stopped, list/show/status read the store, credit writes it, and the other
 commands refuse. --config FILE or ROOTBOX_DATA_DIR select the data dir (else /etc/rootbox/config.json,
 else ./var when it holds a store, else the data dir of the daemon running on this machine).`;
@@ -73,6 +75,7 @@ export async function adminMain(argv: string[], io: CliOut = stdio, env: NodeJS.
       config: { type: 'string' },
       json: { type: 'boolean' },
       yes: { type: 'boolean' },
+      force: { type: 'boolean' },
       account: { type: 'string' },
       cluster: { type: 'boolean' },
       'from-backup': { type: 'string' },
@@ -102,7 +105,7 @@ export async function adminMain(argv: string[], io: CliOut = stdio, env: NodeJS.
     io.err(where.note);
     cfg = loadConfig({ file: values.config, env, overrides: { dataDir: where.dataDir } });
   }
-  const flags = { json: values.json, yes: values.yes, account: values.account, cluster: values.cluster, to: values.to };
+  const flags = { json: values.json, yes: values.yes, force: values.force, account: values.account, cluster: values.cluster, to: values.to };
   let code = -1;
   switch (cmd) {
     case 'servers':

@@ -1,7 +1,7 @@
 // `rootbox cluster recover HOST` (issue 38 item 3): the operator's word that a host is dead — its
 // servers re-placed on the other hosts from their newest checkpoints, asked of the running daemon
-// over the admin socket (moves/recover.ts does it; refused while the host's lease runs), even
-// with cluster.recoverAfter 0. And the recoveries `cluster status` lists from the registry.
+// over the admin socket (moves/recover.ts does it; refused while the host's lease runs or a peer
+// reached it lately), with cluster.recoverAfter 0 only with --force (no host fences itself then). And the recoveries `cluster status` lists from the registry.
 
 import type { Config } from '../config/index.js';
 import { isAppError } from '../errors.js';
@@ -18,9 +18,9 @@ interface Report {
   failed: { server: string; slug: string; why: string }[];
 }
 
-export async function recoverCommand(cfg: Readonly<Config>, host: string, flags: { json?: boolean }, io: CliOut): Promise<number> {
+export async function recoverCommand(cfg: Readonly<Config>, host: string, flags: { json?: boolean; force?: boolean }, io: CliOut): Promise<number> {
   try {
-    const a = await ask(cfg.dataDir, 'POST', '/cluster/recover', { host });
+    const a = await ask(cfg.dataDir, 'POST', '/cluster/recover', flags.force ? { host, force: true } : { host });
     if (!a) needDaemon(cfg.dataDir, 'cluster recover');
     const r = ok<{ recovery: Report }>(a).recovery;
     if (flags.json) {

@@ -8,7 +8,7 @@
 //   POST   /servers/:ref/restore {checkpoint} → {ok, server, checkpoint} (the disk becomes the checkpoint's)
 //   POST   /servers/:ref/move {to}     → {ok, move: MoveReport} (cluster mode: the server moved to host `to`)
 //   GET    /cluster/channel             → {host, channel, peers: [PeerHealth]} (cluster mode; channel false without one)
-//   POST   /cluster/recover {host}      → {ok, recovery: RecoveryReport} (a dead host's servers re-placed from their checkpoints)
+//   POST   /cluster/recover {host, force?} → {ok, recovery: RecoveryReport} (a dead host's servers re-placed from their checkpoints)
 //   GET    /accounts                    → {accounts: [AccountView]}
 //   GET    /accounts/:ref               → {account, servers, ledger} (ref: acc_ id or one of its servers)
 //   POST   /accounts/:ref/rotate-key    → {account, api_key}
@@ -37,7 +37,7 @@ const CreditBody = z
 const Ref = z.object({ ref: z.string().min(1).max(255) });
 const RestoreBody = z.object({ checkpoint: z.string().min(1).max(64) }).strict();
 const MoveBody = z.object({ to: z.string().min(1).max(255) }).strict();
-const RecoverBody = z.object({ host: z.string().min(1).max(255) }).strict();
+const RecoverBody = z.object({ host: z.string().min(1).max(255), force: z.boolean().optional() }).strict();
 const ServersQuery = z.object({ account: z.string().max(80).optional() });
 const unknown = 'No such server or account.';
 
@@ -309,11 +309,11 @@ export function adminRouter(d: AdminDeps): Router {
       responses: {
         200: { description: 'What was recovered where, what could not be (no checkpoint) and what failed' },
         404: 'No such other host (recover_host_unknown).',
-        409: "The host's lease still runs (recover_host_live), or another recovery is under way (recovery_busy), or the store is no shared one.",
+        409: "The host's lease still runs (recover_host_live), a peer reached it over the channel a moment ago (recover_host_reached), cluster.recoverAfter is 0 and `force` was not given (recover_needs_force), another recovery is under way (recovery_busy), or the store is no shared one.",
       },
       async handler({ body }) {
         if (!d.moves?.recover) throw AppError.of('not_configured', 'this daemon recovers no servers (cluster mode only)');
-        return { status: 200, body: { ok: true, recovery: await d.moves.recover(body.host) } };
+        return { status: 200, body: { ok: true, recovery: await d.moves.recover(body.host, { force: body.force === true }) } };
       },
     }),
     ...serverRoutes(a, d),

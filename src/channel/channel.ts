@@ -48,6 +48,8 @@ export interface Channel {
   answering(host: string, advertise: string): boolean;
   /** Opens a session to `host` at `advertise` in the background (unless one is open, opening, or failed a moment ago). */
   probe(host: string, advertise: string): void;
+  /** How long ago `host`, answering now, last reached the registry having heard this host (its word, asked beside each ping). */
+  registryAgo(host: string, advertise: string): number | undefined;
   /** The request bodies kept for a retry, per source and in total (sender-body.ts). */
   readonly retries: Pick<RetryBudget, 'held' | 'heldBy'>;
   stop(): Promise<void>;

@@ -35,7 +35,7 @@ import { ownerSsh, type SshAcceptor } from './owner-ssh.js';
 import { MUX_ALPN } from './wire-mux.js';
 import { RawOwner, type Claim } from './owner-raw.js';
 import { handshakeOf, StreamSocket } from './wire-tunnel.js';
-import { dropOwn, H, MAX_HOPS, NOT_HERE, SESSION_WINDOW, SSH_KIND, WINDOW } from './wire.js';
+import { CONTACT_ASK, dropOwn, H, MAX_HOPS, NOT_HERE, REGISTRY_AGO, SESSION_WINDOW, SSH_KIND, WINDOW } from './wire.js';
 
 export interface ChannelServerDeps {
   identity: () => Identity;
@@ -57,6 +57,8 @@ export interface ChannelServerDeps {
   clock?: Clock;
   /** A request for `<slug>.{domain}` waits for this while its server moves off this host (src/moves), then is checked as usual. */
   hold?: (host: string) => Promise<void> | undefined;
+  /** How long ago this host last reached the registry having heard `peer` (registry/contact.ts `vouchAgo`), answered to a peer's CONTACT_ASK. */
+  vouch?: (peer: string) => number | undefined;
 }
 
 /** How long forwarded requests under way may run on at a stop. */
@@ -104,6 +106,7 @@ export class ChannelServer {
     const compat = server.listeners('stream')[0] as (...a: unknown[]) => void;
     server.removeAllListeners('stream');
     server.on('stream', (stream: ServerHttp2Stream, headers: IncomingHttpHeaders, flags: number, raw: string[]) => {
+      if (headers[CONTACT_ASK] !== undefined) return this.vouch(stream);
       if (headers[SSH_KIND] !== undefined)
         return ownerSsh(stream, headers, { ...this.d, self: this.d.identity().host, peer: this.peerOf(stream.session?.socket) });
       compat.call(server, stream, headers, flags, raw);
@@ -156,6 +159,18 @@ export class ChannelServer {
       });
     });
     return (server.address() as AddressInfo).port;
+  }
+
+  /** A peer's CONTACT_ASK: when this host last reached the registry having heard that peer. */
+  private vouch(stream: ServerHttp2Stream): void {
+    stream.on('error', () => {});
+    const peer = this.peerOf(stream.session?.socket) ?? '';
+    const ago = peer ? this.d.vouch?.(peer) : undefined;
+    try {
+      stream.respond({ ':status': 200, [REGISTRY_AGO]: String(ago === undefined ? -1 : Math.round(ago)) }, { endStream: true });
+    } catch {
+      // the stream closed meanwhile
+    }
   }
 
   /** A new certificate (reissued before the old one ends) for the connections from now on. */

@@ -35,6 +35,8 @@ export interface ChannelPartDeps {
     placements: Placements & { ofAccount(accountId: string): PlacementToRoute[]; sync(): Promise<void> };
     /** The epoch this host itself last wrote for a server it placed or started (registry names). */
     names?: { epochOf(serverId: string): number | undefined };
+    /** When this host last reached the registry having heard a peer: answered to the peer's ask (registry/contact.ts). */
+    contact?: { vouchAgo(peer: string): number | undefined };
   };
   store: { servers: { bySlug(slug: string): { id: string } | undefined; get(id: string): { id: string } | undefined } };
   proxy: LocalProxy;
@@ -112,6 +114,7 @@ export async function startChannel(d: ChannelPartDeps): Promise<Channel | undefi
       ssh: d.ssh,
       admit,
       hold: d.moveHold,
+      vouch: r.contact && ((peer) => r.contact!.vouchAgo(peer)),
       api: app && { app, has: (id) => d.store.servers.get(id) !== undefined, placements: owned, self: r.host, log },
       log,
     });
@@ -206,6 +209,7 @@ export async function startChannel(d: ChannelPartDeps): Promise<Channel | undefi
     health: () => health.view(),
     answering: (host, advertise) => peers.answering(host, advertise),
     probe: (host, advertise) => peers.probe(host, advertise),
+    registryAgo: (host, advertise) => peers.registryAgo(host, advertise),
     retries,
     async stop() {
       stopped = true;

@@ -1,7 +1,8 @@
 // The receiving edge's side of forwarding: `<slug>.{domain}` (or a server's own domain) whose
 // server this host does not run goes over the channel to the host that does, with the client's
 // address, scheme and request id, the server id and placement epoch this host saw, and one hop.
-// This host's own servers (its store has the slug) are answered by the local proxy as before;
+// This host's own servers (its store has the slug, and the cache places it nowhere else) are
+// answered by the local proxy as before;
 // a slug no cache knows (within a budget per source: ../misses.ts), or one the cache places here
 // that the store does not hold (deleted here, maybe re-created elsewhere), is asked of the
 // registry once. A server's own domain of another host's server arrives here routed to its
@@ -85,11 +86,21 @@ export class ClusterFront implements HttpApp, UpgradeApp {
       };
   }
 
-  /** The placement of a slug this host does not run, when the cache names another host. */
+  /** The placement of a slug when the cache names another host: one this host does not run, or
+   *  one it still has a copy of that the registry placed elsewhere (recovered or moved there; the
+   *  copy here is dropped: hosting's stalecopies.ts). A cache that lags a move to this host costs
+   *  one "not here", whose replay is answered here. */
   private remote(slug: string): PlacementToRoute | undefined {
-    if (this.d.servers.bySlug(slug)) return undefined;
     const p = this.d.placements.bySlug(slug);
     return p && p.host !== this.d.self ? p : undefined;
+  }
+
+  /** Whether this host runs the slug's server: its store has it and the cache places it nowhere
+   *  else (a copy the registry re-placed is asked of the registry, even on a replay). */
+  private here(slug: string): boolean {
+    if (!this.d.servers.bySlug(slug)) return false;
+    const p = this.d.placements.bySlug(slug);
+    return !p || p.host === this.d.self;
   }
 
   /** Where a slug's server runs: here (undefined) or on another host. The registry is asked when
@@ -98,9 +109,9 @@ export class ClusterFront implements HttpApp, UpgradeApp {
    *  live elsewhere now, the notification not in yet), and for the replay of a lane request the
    *  owner turned away. */
   private async where(slug: string, ip: string, replayOf?: string): Promise<PlacementToRoute | undefined> {
-    if (this.d.servers.bySlug(slug)) return undefined;
     const cached = this.d.placements.bySlug(slug);
     const tried = replayOf !== undefined && this.replayed.delete(replayOf);
+    if (this.here(slug)) return undefined;
     if (cached && cached.host !== this.d.self && !tried) return cached;
     if (!cached && !this.misses.allow(slug, ip)) return undefined;
     const p = await this.d.placements.fresh(slug).catch(() => cached);
@@ -113,7 +124,7 @@ export class ClusterFront implements HttpApp, UpgradeApp {
     const slug = info.host.slice(0, info.host.indexOf('.'));
     const known = this.replayed.size && this.replayed.has(info.requestId) ? undefined : this.remote(slug);
     if (known) return this.forward(req, res, info, known);
-    if (this.d.servers.bySlug(slug)) return this.d.local.handle(req, res, info);
+    if (this.here(slug)) return this.d.local.handle(req, res, info);
     return this.where(slug, info.ip, info.requestId).then((p) => (p ? this.forward(req, res, info, p) : this.d.local.handle(req, res, info)));
   }
 

@@ -11,6 +11,9 @@
 // doubles with each refusal in a row, up to REFUSED_MAX_MS. Whether a peer answers now
 // (`answering`: an open session that answered its connect or last ping recently) is what keeps a
 // host whose lease ran out (cut off from the registry alone) a host requests are forwarded to.
+// Beside each ping (and at each connect) the peer is asked when it last reached the registry
+// having heard this host (wire.ts CONTACT_ASK): `registryAgo`, which the self-fence counts as
+// this host's own contact (registry/deadhost.ts).
 // Beside each open session, the raw lane's connection to the same peer (sender-rawpool.ts: lane
 // requests as multiplexed streams), living and dying with the session (whose pings find a dead peer
 // out).
@@ -23,6 +26,7 @@ import type { ChannelHealth } from './sender-health.js';
 import type { Identity } from './identity.js';
 import { connectPeer, PeerError, type PeerCheck } from './sender-connect.js';
 import { RawPool } from './sender-rawpool.js';
+import { CONTACT_ASK, REGISTRY_AGO } from './wire.js';
 
 export { PeerError, type PeerCheck } from './sender-connect.js';
 
@@ -50,6 +54,8 @@ export class Peers {
   private readonly refusals = new Map<string, number>();
   /** When each open session last answered (its connect, a ping), monotonic ms. */
   private readonly heard = new Map<string, number>();
+  /** Each open session's last answer to CONTACT_ASK: when it came and how long before it the peer had reached the registry. */
+  private readonly vouched = new Map<string, { at: number; ago: number }>();
   private readonly every: number;
   private readonly now: () => number;
 
@@ -81,6 +87,32 @@ export class Peers {
     const key = `${host}@${advertise}`;
     const heard = this.heard.get(key);
     return heard !== undefined && this.openNow(host, advertise) !== undefined && this.now() - heard <= 2 * this.every + this.o.connectTimeoutMs;
+  }
+
+  /** How long ago `host`, answering now, last reached the registry having heard this host (its
+   *  answer to the ask sent beside each ping, aged since); undefined: it has not, or its answer
+   *  is not in yet. */
+  registryAgo(host: string, advertise: string): number | undefined {
+    if (!this.answering(host, advertise)) return undefined;
+    const v = this.vouched.get(`${host}@${advertise}`);
+    return v && v.ago >= 0 ? v.ago + Math.max(0, this.now() - v.at) : undefined;
+  }
+
+  /** Asks the peer of `s` when it last reached the registry having heard this host (wire.ts CONTACT_ASK). */
+  private askContact(key: string, s: ClientHttp2Session): void {
+    try {
+      const req = s.request({ ':method': 'GET', ':path': '/', [CONTACT_ASK]: '1' }, { endStream: true });
+      req.on('error', () => {});
+      req.setTimeout(this.o.connectTimeoutMs, () => req.close(CANCEL));
+      req.on('response', (h) => {
+        const ago = Number(h[REGISTRY_AGO]);
+        if (this.ready.get(key) === s) this.vouched.set(key, { at: this.now(), ago: Number.isFinite(ago) ? ago : -1 });
+        req.close();
+      });
+      req.resume();
+    } catch {
+      // a session closing: its close event ends it
+    }
   }
 
   /** Opens a session to `host` in the background, unless one is open or opening or it failed a
@@ -149,11 +181,14 @@ export class Peers {
       ready: (session) => {
         this.ready.set(key, session);
         this.heard.set(key, this.now());
+        this.vouched.delete(key);
+        this.askContact(key, session);
       },
       closed: (session) => {
         if (this.ready.get(key) === session) {
           this.ready.delete(key);
           this.heard.delete(key);
+          this.vouched.delete(key);
           this.dropRaw(key, false);
         }
         void this.sessions.get(key)?.then(
@@ -172,6 +207,7 @@ export class Peers {
         this.sessions.delete(key);
         this.ready.delete(key);
         this.heard.delete(key);
+        this.vouched.delete(key);
         this.o.health?.error(key.slice(0, key.indexOf('@')), 'ping', 'the peer did not answer a ping');
         // as after a failed connect: for one connect timeout its requests fail at once instead of
         // each waiting for a connection that a peer which stopped answering will not take
@@ -185,6 +221,7 @@ export class Peers {
           if (!err && this.ready.get(key) === s) this.heard.set(key, this.now());
           else if (!s.destroyed) s.destroy();
         });
+        this.askContact(key, s);
       } catch {
         clearTimeout(t); // a session closing: its close event ends it
       }
@@ -201,6 +238,7 @@ export class Peers {
     this.sessions.clear();
     this.ready.clear();
     this.heard.clear();
+    this.vouched.clear();
     this.failed.clear();
     for (const key of [...this.raws.keys()]) this.dropRaw(key, true);
   }

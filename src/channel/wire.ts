@@ -72,6 +72,12 @@ export function dropOwn(req: { headers: IncomingHttpHeaders; rawHeaders: string[
   for (let i = raw.length - 2; i >= 0; i -= 2) if (raw[i].toLowerCase().startsWith(PREFIX)) raw.splice(i, 2);
 }
 
+/** A peer asking, beside each ping, when this host last reached the registry having heard it
+ *  (registry/contact.ts `vouchAgo`): answered at once with REGISTRY_AGO, never passed to an app. */
+export const CONTACT_ASK = 'x-rootbox-contact';
+/** The answer: milliseconds, or -1 for "not in this run". */
+export const REGISTRY_AGO = 'x-rootbox-registry-ago';
+
 /** The stream kind of an SSH connection over the channel (sender-ssh.ts, owner-ssh.ts): not an HTTP request for the proxy. */
 export const SSH_KIND = 'x-rootbox-kind';
 /** The SSH client's port, as the receiving host saw it. */

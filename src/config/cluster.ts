@@ -95,7 +95,7 @@ export const clusterSchema = z
     recoverAfter: duration()
       .prefault('2m')
       .describe(
-        "How long a host's lease must have lapsed, with no peer reaching it over the channel for as long, before it counts as dead and its servers may be recovered on the other hosts from their newest checkpoint (issue 38). A host that can reach neither the registry nor any peer freezes its running servers after a quarter of this and stops them after half of it, so they are stopped well before anyone may recover them; one whose peers still answer keeps serving (a registry outage). 0: never automatically — only the operator recovers a host — and no self-fencing.",
+        "How long a host's lease must have lapsed, with no peer reaching it over the channel for as long, before it counts as dead and its servers may be recovered on the other hosts from their newest checkpoint (issue 38). A host out of contact — reaching neither the registry nor a peer that itself reaches it — freezes its running servers after a quarter of this and stops them after half of it, so they are stopped well before anyone may recover them (a watchdog does the same once the daemon is gone while its containers run); one that hears every other host while none reaches the registry keeps serving (a registry outage everyone sees). 0: never automatically — only the operator recovers a host, with --force — and no self-fencing.",
       ),
     connectTimeout: duration().prefault('3s').describe('How long a connection to the registry may take before the registry counts as unreachable.'),
     statementTimeout: duration().prefault('5s').describe('Longest a registry statement may run; past it the call fails as registry_unavailable.'),

@@ -117,9 +117,12 @@ export interface HostingCore {
   /** Registry mode, once the registry answered this host's start (main.ts, after the edge and SSH
    *  listen): its placements and slugs made to match the store, this host's earlier reservations released. */
   join(): Promise<void>;
-  /** Registry mode, when this host reaches the registry again after fencing itself (main.ts): its
-   *  copies of servers the registry placed on another host meanwhile are removed (stalecopies.ts). */
-  dropMoved(): Promise<void>;
+  /** Registry mode, when this host reaches the registry again after fencing itself, or when the
+   *  placement cache shows `only` placed on another host (main.ts): its copies of servers the
+   *  registry placed on another host are removed (stalecopies.ts); false: the registry did not answer. */
+  dropMoved(only?: readonly string[]): Promise<boolean>;
+  /** Registry mode: this host's running servers the placement cache shows on another host. */
+  placedAway(): string[];
 }
 
 export function buildCore(d: HostingDeps): HostingCore {
@@ -257,7 +260,19 @@ export function buildCore(d: HostingDeps): HostingCore {
     async join() {
       await reconcileAtStart(d, servers, stale);
     },
-    dropMoved: () => (d.names ? dropMoved(stale, d.names) : Promise.resolve()),
+    dropMoved: (only) => (d.names ? dropMoved(stale, d.names, only) : Promise.resolve(true)),
+    placedAway: () => {
+      const self = d.names?.self;
+      if (!self || !d.placements) return [];
+      return d.store.servers
+        .all()
+        .filter((s) => {
+          const host = d.placements!.byServer(s.id)?.host;
+          const state = d.runtime.get(s.id)?.state;
+          return host !== undefined && host !== self && (state === 'running' || state === 'waking');
+        })
+        .map((s) => s.id);
+    },
     async start() {
       await exposures.restore((msg, f) => d.log.warn(msg, f));
       domains.load();

@@ -31,6 +31,7 @@ export type { PortListener } from './expose.js';
 export { TIER_LIMITS, tierOf, type Tier } from './accounts.js';
 export { ExecRequest, ExecAnswer, ExecLine, execute, startExec, type ExecSettings } from './exec.js';
 export { Files } from './files.js';
+export { watchPlacedAway } from './stalecopies.js';
 export { checkpointView } from './checkpointroutes.js';
 export { FilesQuery, ArchiveQuery, FileList, FileEntry, Written } from './fileshapes.js';
 export type { Commands, Running } from './commands.js';

@@ -1,7 +1,8 @@
 // A returning host's copies of servers the registry now places on another host (issue 38): moved
 // or recovered there while this host was away or cut off, at a newer epoch. The wake fence never
-// starts them here; at start (the names' reconcile, core.ts), and when this host reaches the
-// registry again after fencing itself (`dropMoved`), each copy is removed from this host —
+// starts them here; at start (the names' reconcile, core.ts), when this host reaches the registry
+// again after fencing itself (`dropMoved`), and as soon as the placement cache shows one that runs
+// here placed on another host (`watchPlacedAway`), each copy is removed from this host —
 // its container, disk, exposed ports and records here, nothing of what is shared: its placement,
 // slug, domains and checkpoints are the new owner's. Except a copy whose disk was written after
 // the newest checkpoint that holds it: those writes are nowhere else, so the disk is kept aside in
@@ -113,24 +114,60 @@ export async function dropStaleCopies(
   return { removed, keptAside: kept, left };
 }
 
-/** After this host fenced itself and reached the registry again: its servers the registry placed
- *  on another host meanwhile (each one's placement read, as the wake fence reads it) are stopped
- *  when running and dropped as at a start (a registry that does not answer: left to the next start). */
-export async function dropMoved(d: StaleCopyDeps, names: Pick<SharedNames, 'self' | 'placementOf'>): Promise<void> {
-  if (!names.placementOf || !names.self) return;
+/** After this host fenced itself and reached the registry again, or once the placement cache
+ *  shows servers of this host placed on another host (`only`: those; `watchPlacedAway`): each
+ *  one's placement read from the registry, as the wake fence reads it, and those it places on
+ *  another host stopped when running and dropped as at a start. False when the registry did not
+ *  answer (left to the next try, or the next start). */
+export async function dropMoved(d: StaleCopyDeps, names: Pick<SharedNames, 'self' | 'placementOf'>, only?: readonly string[]): Promise<boolean> {
+  if (!names.placementOf || !names.self) return true;
   const where = new Map<string, string>();
   try {
-    for (const s of d.store.servers.all()) {
-      const p = await names.placementOf(s.id);
-      if (p && p !== 'deleted' && p.host !== names.self) where.set(s.id, p.host);
+    for (const id of only ?? d.store.servers.all().map((s) => s.id)) {
+      if (!d.store.servers.get(id)) continue;
+      const p = await names.placementOf(id);
+      if (p && p !== 'deleted' && p.host !== names.self) where.set(id, p.host);
     }
   } catch (err) {
-    return void d.log.warn('placements not read after the fence; stale copies are removed at the next start', { err: (err as Error).message });
+    d.log.warn('placements not read; stale copies of servers placed on another host are removed later', { err: (err as Error).message });
+    return false;
   }
-  if (!where.size) return;
+  if (!where.size) return true;
   for (const id of where.keys())
     if (d.runtime.get(id)?.state === 'running')
       await d.runtime.stop(id).catch((err) => d.log.error('could not stop a server placed on another host', { server: id, err }));
   const dropped = await dropStaleCopies(d, [...where.keys()], (id) => where.get(id));
   d.log.warn('stale copies of servers placed on another host removed', dropped);
+  return true;
+}
+
+/** Every `everyMs`, this host's running servers the placement cache shows on another host
+ *  (`placedAway`) — recovered or moved there while this host ran them, a split it did not fence
+ *  against, a move's source that did not hear the end — are stopped and dropped (`drop`:
+ *  dropMoved, which reads each placement from the registry first), except those `busy` (a move of
+ *  this host's under way: its source deletes its copy itself). A sleeping copy cannot diverge (the
+ *  wake fence refuses every start of it) and is left to the next start or fence's end, as before.
+ *  One round at a time; after a round the registry did not answer, the next waits `everyMs` × 10.
+ *  Answers the stop. */
+export function watchPlacedAway(o: {
+  placedAway(): string[];
+  busy(id: string): boolean;
+  drop(ids: string[]): Promise<boolean>;
+  every(ms: number, fn: () => void): { cancel(): void };
+  everyMs: number;
+  log: Logger;
+}): () => void {
+  let running = false;
+  let skip = 0;
+  const t = o.every(o.everyMs, () => {
+    if (running || skip-- > 0) return;
+    const ids = o.placedAway().filter((id) => !o.busy(id));
+    if (!ids.length) return;
+    running = true;
+    o.drop(ids)
+      .then((ok) => (skip = ok ? 0 : 10))
+      .catch((err: unknown) => (o.log.error('stale copies of servers placed on another host: not removed', { err }), (skip = 10)))
+      .finally(() => (running = false));
+  });
+  return () => t.cancel();
 }

@@ -36,7 +36,7 @@ export interface Moves {
   /** The channel's API app with the target's side of a move before it: `ADOPT_PATH` from a peer host. */
   withTarget(app: HttpApp): HttpApp;
   /** Recovers the servers of `host`, whose lease lapsed, from their checkpoints on the other hosts (recover.ts; the operator's `cluster recover`). */
-  recover(host: string): Promise<RecoveryReport>;
+  recover(host: string, o?: { force?: boolean }): Promise<RecoveryReport>;
   /** One round of the recovery's timer now (what its timer calls; tests call it instead of waiting). */
   recoveryRound(): Promise<void>;
   stop(): void;
@@ -81,7 +81,7 @@ export function startMoves(d: MovesDeps): Moves {
       if (!holds.size || !host.endsWith(suffix)) return undefined;
       return holds.ofSlug(host.slice(0, -suffix.length));
     },
-    recover: (host) => recovery.recoverHost(host, 'operator'),
+    recover: (host, o) => recovery.recoverHost(host, 'operator', o),
     recoveryRound: () => recovery.tick(),
     stop: () => (recovery.stop(), source.stop(), (stopped = true), clearTimeout(resumeTimer)),
     withTarget: (app) => ({

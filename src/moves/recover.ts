@@ -127,21 +127,24 @@ export class Recovery {
     }
   }
 
-  /** Recovers every server the registry places on `dead` (the operator's word: its lease must have lapsed). */
-  async recoverHost(dead: string, by: 'dead' | 'operator'): Promise<RecoveryReport> {
+  /** Recovers every server the registry places on `dead` (the operator's word: its lease must have
+   *  lapsed, no peer may have reached it over the channel while its own fence may not have stopped
+   *  its servers yet, and with recoverAfter 0 — no self-fence at all — only with `force`). */
+  async recoverHost(dead: string, by: 'dead' | 'operator', o: { force?: boolean } = {}): Promise<RecoveryReport> {
     const d = this.d;
     const r = d.registry;
     if (!r || !this.rec) throw AppError.of('not_configured', 'servers are recovered in a cluster only (cluster.registry)');
-    if (!d.cfg.checkpoints.store || !d.hosting.core.checkpoints?.engine.available)
-      throw AppError.of(
-        'move_needs_shared_store',
-        'servers are recovered from checkpoints in a shared S3 store: set checkpoints.store = s3://bucket/prefix on every host',
-      );
     const rows = await r.hosts.list();
     const row = rows.find((h) => h.name === dead);
     if (!row || dead === r.host) throw AppError.of('recover_host_unknown', `the cluster has no other host ${dead.slice(0, 80)}`);
     if (row.up)
       throw AppError.of('recover_host_live', `host ${dead}'s lease still runs (${Math.ceil(row.leaseLeftMs / 1000)} s left): its servers are its own`);
+    if (by === 'operator') this.assertMayRecover(dead, row, o.force === true);
+    if (!d.cfg.checkpoints.store || !d.hosting.core.checkpoints?.engine.available)
+      throw AppError.of(
+        'move_needs_shared_store',
+        'servers are recovered from checkpoints in a shared S3 store: set checkpoints.store = s3://bucket/prefix on every host',
+      );
     if (this.busy) throw AppError.of('recovery_busy', 'this host is recovering servers already');
     this.busy = true;
     try {
@@ -154,6 +157,27 @@ export class Recovery {
     } finally {
       this.busy = false;
     }
+  }
+
+  /** The operator's recovery of a host whose lease lapsed: refused while this host or, by their
+   *  heartbeats, any other reached it over the channel within the lease or within the time its own
+   *  self-fence takes to stop its servers (recoverAfter / 2): it may still run them. With
+   *  recoverAfter 0 nothing fences a host cut off, or one whose daemon stopped while its containers
+   *  run: only `force`, the operator's word that it is down, recovers it then. */
+  private assertMayRecover(dead: string, row: HostRow, force: boolean): void {
+    const c = this.d.cfg.cluster;
+    const ago = this.d.registry!.contact.reachedAgo(dead, row.reachedMs ?? undefined);
+    const window = Math.max(c.lease, Math.floor(c.recoverAfter / 2));
+    if (ago !== undefined && ago < window)
+      throw AppError.of(
+        'recover_host_reached',
+        `host ${dead} was reached over the channel ${Math.round(ago / 1000)} s ago: it may still run its servers (cut off from the registry alone); try again once it has been silent for ${Math.ceil(window / 1000)} s`,
+      );
+    if (c.recoverAfter <= 0 && !force)
+      throw AppError.of(
+        'recover_needs_force',
+        `cluster.recoverAfter is 0, so no host fences itself: if ${dead} still runs (cut off, or its daemon stopped while its containers run), its servers would run on two hosts with two diverging disks. Make sure it is down (powered off, or its containers stopped), then run again with --force`,
+      );
   }
 
   private async run(dead: string, by: 'dead' | 'operator', rows: HostRow[]): Promise<RecoveryReport> {

@@ -1,17 +1,19 @@
 // What this host knows, over time, of its contact with the registry and with every other host
 // (issue 38): since when each host's lease has been lapsed (first seen lapsed here, not excused by
-// registry trouble: leases.ts), when the channel last reached it, and when this host last reached
-// the registry (a heartbeat that did counts until the next one is due: one hanging on a cut
+// registry trouble: leases.ts), when the channel last reached it, when this host last reached the
+// registry (a heartbeat that did counts until the next one is due: one hanging on a cut
 // connection until its statement times out is no contact, the others' clock on this host's lease
-// already runs). Read on a timer (`tick`), which also keeps a session open to every other host
-// (the channel pings it; a peer's key is read while the registry answers, so a session can still
-// open once it does not: is it a registry outage everyone sees, or a partition of this host?) —
-// except a host already dead, tried again only while this host cannot reach the registry. The decisions on these times are deadhost.ts's; the times are this
-// host's monotonic clock, so a host that just started has heard nothing yet and judges nobody
-// dead before `recoverAfter` of its own. What a restart must not forget is kept in the data dir
-// (`saved`: when this host last reached the registry or a peer, by the wall clock, and which peers
-// it had then): a host restarted while cut off counts from that contact, not from its start, and
-// still knows it has peers that may have recovered its servers meanwhile (selffence.ts).
+// already runs), and when a peer last did having heard this host (its word, asked over the channel at
+// each ping: `registryAgo`; what this host answers a peer is `vouchAgo`). Read on a timer
+// (`tick`), which also keeps a session open to every other host (the channel pings it; a peer's
+// key is read while the registry answers, so a session can still open once it does not) — except
+// a host already dead, tried again only while this host cannot reach the registry. What counts as
+// contact, and what is decided on it, is deadhost.ts's; the times are this host's monotonic clock,
+// so a host that just started has heard nothing yet and judges nobody dead before `recoverAfter`
+// of its own. What a restart must not forget is kept in the data dir (`saved`: the last contact
+// by the wall clock, and the peers it had then): a host restarted while cut off counts from that
+// contact, not from its start, and still knows it has peers that may have recovered its servers
+// meanwhile (selffence.ts).
 
 import { readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -27,6 +29,10 @@ export interface ContactDeps {
   answers?(host: string, advertise: string): boolean;
   /** Opens a session to `host` in the background (the channel's probe). */
   probe?(host: string, advertise: string): void;
+  /** How long ago `host`, answering on the channel now, last reached the registry having heard
+   *  this host (its own `vouchAgo` for this host, carried by the channel); undefined: it has not,
+   *  or cannot tell. */
+  registryAgo?(host: string, advertise: string): number | undefined;
   /** Whether this host's last heartbeat reached the registry. */
   registryUp(): boolean;
   /** When (monotonic ms) the last heartbeat that reached the registry started: the lease the others
@@ -53,19 +59,26 @@ export interface SavedContact {
 export class Contact {
   private answers?: (host: string, advertise: string) => boolean;
   private probe?: (host: string, advertise: string) => void;
+  private registryAgoOf?: (host: string, advertise: string) => number | undefined;
   private readonly heardAt = new Map<string, number>();
+  /** When a peer answering on the channel last reached the registry having heard this host (its word). */
+  private viaPeerAt?: number;
+  /** When every host that could recover this host's servers last answered it at once (a registry outage everyone sees). */
+  private allHeardAt?: number;
   private readonly lapsedSince = new Map<string, number>();
   private registryAt?: number;
   private readonly startedAt: number;
   /** What the last run saved: its last contact on this run's monotonic clock, and its peers. */
   private readonly before?: { at: number; peers: HostView[] };
   private savedAt?: number;
+  private savedLast?: number;
   private savedPeers = '';
 
   constructor(private readonly d: ContactDeps) {
     this.startedAt = d.now();
     this.answers = d.answers;
     this.probe = d.probe;
+    this.registryAgoOf = d.registryAgo;
     let s: SavedContact | undefined;
     try {
       s = d.saved?.load();
@@ -98,15 +111,44 @@ export class Contact {
     return Math.min(now, at + this.d.beatEveryMs);
   }
 
-  /** The last contact with the registry or a peer as this run knows it (the last run's when none yet). */
+  /** The last contact as this run knows it (the last run's when none yet): this host reaching the
+   *  registry, a peer reaching it having heard this host, or every host that could recover this
+   *  host answering it at once. */
   private lastContact(): number {
-    return this.registryAt ?? this.before?.at ?? this.startedAt;
+    const own = this.registryAt ?? this.before?.at ?? this.startedAt;
+    return Math.max(own, this.viaPeerAt ?? -Infinity, this.allHeardAt ?? -Infinity);
   }
 
-  /** How this host learns whether a peer answers on the channel, and opens a session to one (wired in main.ts once the channel is up). */
-  channelBy(answers: (host: string, advertise: string) => boolean, probe: (host: string, advertise: string) => void): void {
+  /** How this host learns whether a peer answers on the channel, opens a session to one, and
+   *  hears when it last reached the registry (wired in main.ts once the channel is up). */
+  channelBy(
+    answers: (host: string, advertise: string) => boolean,
+    probe: (host: string, advertise: string) => void,
+    registryAgo?: (host: string, advertise: string) => number | undefined,
+  ): void {
     this.answers = answers;
     this.probe = probe;
+    this.registryAgoOf = registryAgo;
+  }
+
+  /** What this host answers `peer` asking, over the channel, when it last reached the registry:
+   *  how long ago (ms) it last did while hearing `peer` — so that its heartbeat told the registry
+   *  `peer` is reached (hosts.ts `heard`) and nobody counts `peer` dead; undefined: it never did
+   *  in this run (the registry away, or `peer` never heard). About: the heartbeat that carried
+   *  it may be one tick older than the hearing. */
+  vouchAgo(peer: string): number | undefined {
+    const heard = this.heardAt.get(peer);
+    if (heard === undefined || this.registryAt === undefined) return undefined;
+    const now = this.d.now();
+    return Math.max(0, now - Math.min(this.registryAt, heard));
+  }
+
+  /** Whether every host that could recover this host's servers — every other host whose lease
+   *  runs or is excused (it was up when this host last read the registry) — answers it now, and
+   *  there is one. */
+  private hearsAll(): boolean {
+    const others = this.hosts().filter((h) => h.name !== this.d.self && h.lease);
+    return others.length > 0 && others.every((h) => this.answers?.(h.name, h.advertise) === true);
   }
 
   /** Reads the state of every host now, and probes the ones whose answer matters. */
@@ -114,30 +156,37 @@ export class Contact {
     const now = this.d.now();
     const reached = this.registryContact(now);
     if (reached !== undefined) this.registryAt = reached;
+    const registryUp = reached === now;
     const seen = new Set<string>();
     for (const h of this.hosts()) {
       if (h.name === this.d.self) continue;
       seen.add(h.name);
       if (h.lease) this.lapsedSince.delete(h.name);
       else if (!this.lapsedSince.has(h.name)) this.lapsedSince.set(h.name, now);
-      if (this.answers?.(h.name, h.advertise)) this.heardAt.set(h.name, now);
-      else if (reached !== now || !verdict(this.of(h.name), this.d.recoverAfterMs).dead) this.probe?.(h.name, h.advertise);
+      if (this.answers?.(h.name, h.advertise)) {
+        this.heardAt.set(h.name, now);
+        const ago = this.registryAgoOf?.(h.name, h.advertise);
+        if (ago !== undefined && Number.isFinite(ago) && ago >= 0) this.viaPeerAt = Math.max(this.viaPeerAt ?? -Infinity, now - ago);
+      } else if (!registryUp || !verdict(this.of(h.name), this.d.recoverAfterMs).dead) this.probe?.(h.name, h.advertise);
     }
     for (const name of this.lapsedSince.keys()) if (!seen.has(name)) this.lapsedSince.delete(name);
-    this.save(now, reached === now);
+    if (!registryUp && this.hearsAll()) this.allHeardAt = now;
+    this.save(now);
   }
 
-  /** Keeps the last contact and the peers for the next run: on contact (the registry, or a peer
-   *  answering), at most every recoverAfter/8, or at once when the peers changed. */
-  private save(now: number, registryNow: boolean): void {
+  /** Keeps the last contact (lastContact) and the peers for the next run: once it moved, at most
+   *  every recoverAfter/8, or at once when the peers changed. */
+  private save(now: number): void {
     if (!this.d.saved) return;
     const peers = this.hosts().filter((h) => h.name !== this.d.self && (h.lease || this.heardAt.get(h.name) === now));
-    const reached = registryNow || peers.some((h) => this.heardAt.get(h.name) === now);
-    if (!reached) return;
+    if (this.registryAt === undefined && this.viaPeerAt === undefined && this.allHeardAt === undefined) return; // no contact in this run yet
+    const last = this.lastContact();
+    if (last <= (this.savedLast ?? -Infinity) && this.registryAt !== now) return;
     const list = JSON.stringify(peers.map((h) => ({ name: h.name, advertise: h.advertise })));
     if (this.savedAt !== undefined && now - this.savedAt < Math.max(1000, this.d.recoverAfterMs / 8) && list === this.savedPeers) return;
     try {
-      this.d.saved.save({ at: (this.d.wallNow ?? Date.now)(), peers: JSON.parse(list) as SavedContact['peers'] });
+      this.d.saved.save({ at: (this.d.wallNow ?? Date.now)() - Math.max(0, now - last), peers: JSON.parse(list) as SavedContact['peers'] });
+      this.savedLast = last;
       this.savedAt = now;
       this.savedPeers = list;
     } catch {
@@ -165,6 +214,18 @@ export class Contact {
     };
   }
 
+  /** How long ago (ms) this host or, by their heartbeats, another reached `host` over the channel
+   *  (0: it answers now; `reportedMs`: the registry's own count of the others' reports, when read);
+   *  undefined: never in this run. */
+  reachedAgo(host: string, reportedMs?: number): number | undefined {
+    const now = this.d.now();
+    const h = this.hosts().find((x) => x.name === host);
+    if (h && this.answers?.(h.name, h.advertise)) return 0;
+    const times = [this.heardAt.get(host), h?.peersHeardAt].filter((t): t is number => t !== undefined).map((t) => now - t);
+    if (reportedMs !== undefined) times.push(reportedMs);
+    return times.length ? Math.max(0, Math.min(...times)) : undefined;
+  }
+
   /** Whether `host` is dead (its servers may be recovered elsewhere), and if not, why. */
   verdict(host: string): Verdict {
     if (host === this.d.self) return { dead: false, why: 'channel' };
@@ -177,18 +238,19 @@ export class Contact {
     return this.d.registryUp();
   }
 
-  /** How long this host has reached neither the registry nor any peer; undefined while it reaches one. */
+  /** How long this host has been out of contact (deadhost.ts: what counts as contact); undefined
+   *  while it reaches the registry, or every host that could recover it answers it. */
   cutOffForMs(): number | undefined {
     const now = this.d.now();
     const reached = this.registryContact(now);
-    if (reached === now) return undefined;
-    let last = reached ?? this.lastContact();
+    if (reached === now || this.hearsAll()) return undefined;
+    let last = Math.max(this.lastContact(), reached ?? -Infinity);
     for (const h of this.hosts()) {
-      if (h.name === this.d.self) continue;
-      if (this.answers?.(h.name, h.advertise)) return undefined;
-      last = Math.max(last, this.heardAt.get(h.name) ?? last);
+      if (h.name === this.d.self || !this.answers?.(h.name, h.advertise)) continue;
+      const ago = this.registryAgoOf?.(h.name, h.advertise);
+      if (ago !== undefined && Number.isFinite(ago) && ago >= 0) last = Math.max(last, now - ago);
     }
-    return now - last;
+    return Math.max(0, now - last);
   }
 
   /** Whether another host could recover this host's servers: one whose lease runs or is excused

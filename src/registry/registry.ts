@@ -292,12 +292,16 @@ export class Registry {
     return this.reachable && this.checked && this.identity.held;
   }
 
-  async stop(): Promise<void> {
+  /** Stops renewing. `release`: the lease ends at once, so the others see this host down without
+   *  waiting (a stop that leaves no server running); otherwise it runs out on its own, as a
+   *  crash's would (main.ts: servers left running across a stop are still this host's, and a
+   *  restart within the lease is just a restart). */
+  async stop(o: { release?: boolean } = {}): Promise<void> {
     clearInterval(this.timer);
     this.selfFence?.stop();
     await this.placements.stop();
     await this.beating;
-    if (this.identity.held && this.reachable) await this.hosts.release(this.o.host, this.identity.run).catch(() => {});
+    if (o.release !== false && this.identity.held && this.reachable) await this.hosts.release(this.o.host, this.identity.run).catch(() => {});
     await this.pool.end();
   }
 }

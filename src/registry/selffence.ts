@@ -1,12 +1,13 @@
-// Self-fencing (issue 38): a host that reaches neither the registry nor any peer over the channel
-// freezes its running servers, then stops them, before the others may count it dead and recover
+// Self-fencing (issue 38): a host out of contact — reaching neither the registry nor a peer that
+// reaches it, and not hearing every host that could recover it (what counts as contact: deadhost.ts)
+// — freezes its running servers, then stops them, before the others may count it dead and recover
 // its servers from their checkpoints (the bounds and why: deadhost.ts). While it is cut off it
 // starts no server (the runtime's start guard asks `check` before the wake fence, which would
 // start from what this host has while the registry is away). Once the registry or a peer answers
 // again, the servers it froze are thawed; the ones it stopped start on demand as usual, through
 // the wake fence (which refuses a server recovered elsewhere meanwhile). A host whose peers
-// answer while the registry does not (an outage everyone sees) never fences: nobody can recover
-// anything then. The servers are behind a small interface (main.ts gives the runtime's).
+// all answer while none reaches the registry (an outage everyone sees) never fences: nobody can
+// recover anything then. The servers are behind a small interface (main.ts gives the runtime's).
 
 import type { Clock, Timer } from '../clock.js';
 import { AppError } from '../errors.js';

@@ -31,4 +31,5 @@ export { startFlowWatch, startLxcfs, startOomWatch } from './part.js';
 export { hostClaims, hostNamesCheck, lockDataDir, lockHost, type HostLock } from './locks.js';
 export { cleanHost, type CleanReport } from './clean.js';
 export { seedServer, type Seed } from './seed.js';
+export { startFenceWatch, fenceCgroup, type FenceWatch } from './fencewatch.js';
 export { keepAside, keptAside, lostFoundDir, LOST_FOUND, type KeptAside } from './lostfound.js';

@@ -1,7 +1,8 @@
 // `rootbox cluster recover HOST` with cluster.recoverAfter 0 (issue 38 item 3): no host is ever
 // recovered automatically, the operator says when. Two hosts on a real PostgreSQL registry with
 // their checkpoints in a real S3 store (Ceph RGW): host-c's server, checkpointed at sleep, is not
-// recovered while host-c is away, however long; `cluster recover host-c` on host-a makes it there
+// recovered while host-c is away, however long; `cluster recover host-c` is refused without
+// --force (no host fences itself with recoverAfter 0); with it, on host-a, it makes it there
 // from that checkpoint (its page and file byte for byte) and it answers through host-a's edge.
 
 import { randomBytes } from 'node:crypto';
@@ -74,7 +75,14 @@ test('recoverAfter 0: host-c away is never recovered automatically; cluster reco
   for (let i = 0; i < 3; i++) await a.daemon.moves.recoveryRound();
   assert.is(await placement(), 'host-c', 'not recovered without the operator');
   assert.is(a.daemon.store.servers.getAny(srv.id), undefined);
-  const r = await adminCli(['cluster', 'recover', 'host-c', '--json'], env(a));
+  // not while host-c was reached over the channel within its lease (it may run its servers still)
+  await until('host-c silent for a lease', () => (a.daemon.registry!.contact.reachedAgo('host-c') ?? Infinity) >= 3000, 30_000, 100);
+  // no self-fence with recoverAfter 0: the operator must say host-c is down (--force)
+  const refused = await adminCli(['cluster', 'recover', 'host-c'], env(a));
+  assert.is(refused.code, 1, refused.stdout);
+  assert.match(refused.stderr, /--force/);
+  assert.is(await placement(), 'host-c');
+  const r = await adminCli(['cluster', 'recover', 'host-c', '--force', '--json'], env(a));
   assert.is(r.code, 0, r.stdout + r.stderr);
   const report = JSON.parse(r.stdout).recovery;
   assert.equal(
@@ -90,7 +98,7 @@ test('recoverAfter 0: host-c away is never recovered automatically; cluster reco
   assert.is(x.status, 200, x.text);
   assert.is(String(x.json.stdout).trim(), srv.sha, 'its file byte for byte');
   // asked again: nothing is left on host-c
-  const again = await adminCli(['cluster', 'recover', 'host-c'], env(a));
+  const again = await adminCli(['cluster', 'recover', 'host-c', '--force'], env(a));
   assert.is(again.code, 0, again.stderr);
   assert.match(again.stdout, /host host-c: 0 servers recovered, 0 cannot be, 0 failed/);
 });

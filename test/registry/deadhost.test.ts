@@ -45,6 +45,8 @@ function world(start = 0) {
     registryUp: true,
     hosts: [] as HostView[],
     answering: new Set<string>(),
+    /** What each answering peer says of its own registry contact (CONTACT_ASK), ms ago. */
+    vouch: new Map<string, number>(),
     probes: [] as string[],
   };
   const host = (name: string, lease: boolean): HostView => ({
@@ -59,6 +61,7 @@ function world(start = 0) {
     hosts: () => w.hosts.map((h) => host(h.name, h.lease)),
     answers: (h) => w.answering.has(h),
     probe: (h) => void w.probes.push(h),
+    registryAgo: (h) => (w.answering.has(h) ? w.vouch.get(h) : undefined),
     registryUp: () => w.registryUp,
     now: () => w.t,
     recoverAfterMs: R,
@@ -139,6 +142,72 @@ test('contact: cut off is neither the registry nor any peer, counted from the la
   contact.tick();
   assert.ok(contact.knowsPeers(), 'the peers it had are not forgotten while cut off');
   assert.is(contact.cutOffForMs(), 10 * R - 3000);
+});
+
+test('contact: a minority {a, b} cut off from the registry and from c (which has it) fences although a and b answer each other; a peer that reached the registry vouches', () => {
+  const { w, host, contact } = world();
+  w.hosts = [host('a', true), host('b', true), host('c', true)];
+  w.answering.add('b').add('c');
+  contact.tick();
+  // the split: {registry, c} | {a, b}; b answers a but reaches the registry no more than a does
+  w.t = 1000;
+  w.registryUp = false;
+  w.answering.delete('c');
+  contact.tick();
+  w.t = R / 4; // counted from the last heartbeat that reached the registry, at 0
+  contact.tick();
+  assert.is(contact.cutOffForMs(), R / 4, 'b answering is no contact: it vouches for nothing');
+  assert.is(fenceStep(contact.cutOffForMs(), R, contact.knowsPeers()), 'freeze');
+  w.t = R / 2;
+  contact.tick();
+  assert.is(fenceStep(contact.cutOffForMs(), R, contact.knowsPeers()), 'stop', 'stopped by half of recoverAfter, before c may count a dead');
+  // b reaches the registry again (its heartbeat says a is reached): its word is a's contact
+  w.vouch.set('b', 300);
+  contact.tick();
+  assert.is(contact.cutOffForMs(), 300);
+  assert.is(fenceStep(contact.cutOffForMs(), R, contact.knowsPeers()), 'serve');
+  // b's word ages like any contact once it stops answering
+  w.answering.delete('b');
+  w.t += R / 4;
+  contact.tick();
+  assert.is(contact.cutOffForMs(), R / 4 + 300);
+});
+
+test('contact: a registry outage everyone sees keeps serving while every host that could recover this one answers; counted from the last moment all did', () => {
+  const { w, host, contact } = world();
+  w.hosts = [host('a', true), host('b', true), host('c', true), host('gone', false)];
+  w.answering.add('b').add('c');
+  contact.tick();
+  w.registryUp = false;
+  for (w.t = 1000; w.t <= 10 * R; w.t += R / 8) {
+    contact.tick();
+    assert.is(contact.cutOffForMs(), undefined, 'b and c answer, none reaches the registry: nobody can recover anything');
+  }
+  const allAt = w.t - R / 8;
+  w.answering.delete('c'); // c no longer answers: it may be on the registry's side now
+  contact.tick();
+  assert.is(contact.cutOffForMs(), w.t - allAt);
+  w.t = allAt + R / 4;
+  contact.tick();
+  assert.is(fenceStep(contact.cutOffForMs(), R, contact.knowsPeers()), 'freeze');
+});
+
+test('contact: what this host vouches for a peer — how long ago it reached the registry having heard it', () => {
+  const { w, host, contact } = world();
+  w.hosts = [host('a', true), host('b', true)];
+  assert.is(contact.vouchAgo('b'), undefined, 'never heard');
+  w.answering.add('b');
+  contact.tick();
+  assert.is(contact.vouchAgo('b'), 0);
+  w.t = 2000;
+  w.registryUp = false;
+  contact.tick(); // b heard at 2000, the registry last reached at 0
+  assert.is(contact.vouchAgo('b'), 2000);
+  w.registryUp = true;
+  w.answering.delete('b');
+  w.t = 5000;
+  contact.tick(); // the registry at 5000, b last heard at 2000
+  assert.is(contact.vouchAgo('b'), 3000);
 });
 
 const log = createLogger({ level: 'error', sink: () => {} });

@@ -10,7 +10,6 @@
 //     again, B starts it on demand as before, and removes its copy of another server the registry
 //     re-placed on host-a meanwhile (a recovery).
 process.env.ROOTBOX_TEST_RUNTIME ??= 'process';
-import { createServer, connect, type Server, type Socket } from 'node:net';
 import { readFileSync } from 'node:fs';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -19,52 +18,10 @@ import { freePort } from '../helpers/ports.js';
 import type { TestPostgres } from '../helpers/postgres.js';
 import type { ProcessRuntime } from '../helpers/procruntime.js';
 import { until } from '../helpers/wait.js';
+import { Relay } from './fixtures/relay.js';
 import { api, startClusterRegistry, startHost } from './fixtures/twohosts.js';
 
 const RECOVER_MS = 4000;
-
-/** A TCP relay to PostgreSQL that can be cut: every connection through it dropped, new ones
- *  accepted and left unanswered, until healed. */
-class Relay {
-  private server?: Server;
-  private readonly open = new Set<Socket>();
-  private cut = false;
-  port = 0;
-
-  constructor(private readonly to: number) {}
-
-  async listen(): Promise<void> {
-    this.port = await freePort();
-    this.server = createServer((c) => {
-      this.open.add(c);
-      c.on('close', () => this.open.delete(c));
-      c.on('error', () => {});
-      if (this.cut) return;
-      const up = connect(this.to, '127.0.0.1');
-      this.open.add(up);
-      up.on('close', () => (this.open.delete(up), c.destroy()));
-      up.on('error', () => {});
-      c.on('close', () => up.destroy());
-      c.pipe(up).pipe(c);
-    });
-    await new Promise<void>((r) => this.server!.listen(this.port, '127.0.0.1', r));
-  }
-
-  drop(): void {
-    this.cut = true;
-    for (const s of this.open) s.destroy();
-  }
-
-  heal(): void {
-    this.cut = false;
-    for (const s of this.open) s.destroy();
-  }
-
-  async close(): Promise<void> {
-    this.drop();
-    await new Promise<void>((r) => (this.server ? this.server.close(() => r()) : r()));
-  }
-}
 
 let pg: TestPostgres;
 let relay: Relay;

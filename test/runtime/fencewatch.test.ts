@@ -1,0 +1,111 @@
+// The fence that outlives the daemon (issue 38, review H1: src/runtime/fencewatch.ts), on the real
+// cgroup freezer with real processes: a "server" is a process in the freezer cgroup a server of
+// that id gets, the "daemon" a process the test kills. Bounds: frozen 500 ms after the last
+// contact, killed after 1000 ms (a quarter and half of a recoverAfter of 2 s; the thaw's case
+// kills later, so that only the thaw is timed).
+//   - the daemon gone and its contact stale: the server is frozen after the freeze bound, and
+//     every task of it killed after the stop bound; a server already frozen (a doze) is left frozen;
+//   - the daemon alive: nothing, however stale its contact (its own fence acts);
+//   - contact fresh again: what the watchdog froze is thawed;
+//   - the file removed (a stop with nothing left running): the watchdog leaves.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, rmdirSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { fenceCgroup, startFenceWatch, type FenceWatch } from '../../src/runtime/index.js';
+import { until } from '../helpers/wait.js';
+
+const FREEZE_MS = 500;
+const STOP_MS = 1000;
+const V2 = existsSync('/sys/fs/cgroup/cgroup.controllers');
+const dirs: string[] = [];
+const procs: ChildProcess[] = [];
+const tmp = mkdtempSync(join(tmpdir(), 'rbx-fencewatch-'));
+
+const sleeper = () => {
+  const p = spawn('sleep', ['300'], { stdio: 'ignore' });
+  procs.push(p);
+  return p;
+};
+const alive = (pid: number) => existsSync(`/proc/${pid}`) && !/^\S+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+const frozen = (dir: string) =>
+  V2 ? /^frozen 1$/m.test(readFileSync(join(dir, 'cgroup.events'), 'utf8')) : readFileSync(join(dir, 'freezer.state'), 'utf8').trim() === 'FROZEN';
+const setFrozen = (dir: string, on: boolean) =>
+  writeFileSync(join(dir, V2 ? 'cgroup.freeze' : 'freezer.state'), V2 ? (on ? '1' : '0') : on ? 'FROZEN' : 'THAWED');
+
+/** A "server": a process in the cgroup a server of id `id` gets. */
+function server(id: string): { dir: string; pid: number } {
+  const dir = fenceCgroup(id);
+  mkdirSync(dir, { recursive: true });
+  dirs.push(dir);
+  const p = sleeper();
+  writeFileSync(join(dir, 'cgroup.procs'), String(p.pid));
+  return { dir, pid: p.pid! };
+}
+
+function watch(name: string, daemonPid: number, stopMs = STOP_MS): { w: FenceWatch; dataDir: string } {
+  const dataDir = join(tmp, name);
+  mkdirSync(dataDir);
+  return { w: startFenceWatch({ dataDir, freezeMs: FREEZE_MS, stopMs, everyMs: 50, daemonPid }), dataDir };
+}
+
+test.after(() => {
+  for (const d of dirs) {
+    if (!existsSync(d)) continue;
+    setFrozen(d, false);
+    for (const p of readFileSync(join(d, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean)) process.kill(Number(p), 'SIGKILL');
+  }
+  for (const p of procs) p.kill('SIGKILL');
+  setTimeout(() => {
+    for (const d of dirs) if (existsSync(d)) rmdirSync(d);
+    rmSync(tmp, { recursive: true, force: true });
+  }, 200);
+});
+
+test('the daemon gone: its servers frozen at the freeze bound after the last contact and killed at the stop bound; a doze stays frozen', async () => {
+  const tag = `fw${process.pid}a`;
+  const s = server(`srv_${tag}1`);
+  const dozing = server(`srv_${tag}2`);
+  setFrozen(dozing.dir, true);
+  await until('the doze frozen', () => frozen(dozing.dir), 2000, 10);
+  const daemon = sleeper();
+  const { w } = watch('gone', daemon.pid!);
+  const t0 = Date.now();
+  w.beat(t0, [`srv_${tag}1`, `srv_${tag}2`]);
+  daemon.kill('SIGKILL');
+  await until('the server frozen', () => frozen(s.dir), 3000, 10);
+  const frozeMs = Date.now() - t0;
+  assert.ok(frozeMs >= FREEZE_MS, `frozen ${frozeMs} ms after the last contact`);
+  assert.ok(alive(s.pid), 'frozen, not killed yet');
+  await until('the server killed', () => !alive(s.pid), 3000, 10);
+  const killedMs = Date.now() - t0;
+  assert.ok(killedMs >= STOP_MS, `killed ${killedMs} ms after the last contact`);
+  assert.ok(killedMs < 2 * STOP_MS, `killed ${killedMs} ms after the last contact, before recoverAfter`);
+  await until('the watchdog leaves once it killed them', () => !alive(w.pid), 3000, 10);
+  w.stop(false);
+});
+
+test('the daemon alive: nothing, however stale its contact; fresh contact thaws what the watchdog froze; the file gone, it leaves', async () => {
+  const tag = `fw${process.pid}b`;
+  const s = server(`srv_${tag}1`);
+  const daemon = sleeper();
+  const { w } = watch('alive', daemon.pid!, 10 * STOP_MS); // a wide window between freeze and kill: the thaw is what is checked
+  const t0 = Date.now();
+  w.beat(t0, [`srv_${tag}1`]);
+  await new Promise((r) => setTimeout(r, 2 * FREEZE_MS + 500));
+  assert.not.ok(frozen(s.dir), 'the daemon lives: its own fence acts');
+  assert.ok(alive(s.pid));
+  w.beat(Date.now(), [`srv_${tag}1`]); // its last contact
+  daemon.kill('SIGKILL');
+  await until('frozen once the daemon is gone', () => frozen(s.dir), 3000, 10);
+  w.beat(Date.now(), [`srv_${tag}1`]); // a daemon back in contact (here: the file as it writes it)
+  await until('thawed', () => !frozen(s.dir), 3000, 10);
+  assert.ok(alive(s.pid));
+  w.stop(false);
+  await until('the watchdog leaves', () => !alive(w.pid), 3000, 10);
+  assert.ok(alive(s.pid), 'a stop with nothing left running kills nothing');
+});
+
+test.run();
