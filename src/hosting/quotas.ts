@@ -37,6 +37,8 @@ export interface SharedQuotas {
   releaseOwn(): Promise<number>;
   /** Up to `want` tokens from the shared bucket: how many were taken; when none, the seconds until one is there. */
   take(key: string, burst: number, perSecond: number, want: number): Promise<{ granted: number; retryAfter: number }>;
+  /** Tokens taken and not spent, back into the shared bucket (never above `burst`). */
+  give(key: string, tokens: number, burst: number): Promise<void>;
 }
 
 /** The address whose anonymous cap a server of `account` counts under; undefined once verified. */
@@ -62,9 +64,10 @@ export function checkLocalServers(store: Store, account: AccountRecord, maxPerAc
 
 /** A request-rate limit: this process's bucket, then (cluster mode) the registry's shared one
  *  under `name:key`. Tokens are taken from the shared bucket a tenth of the burst at a time and
- *  spent here within LEASE_MS (one round trip per few requests; tokens a host took and did not
- *  spend are lost, so the hosts together never pass the limit). A registry that cannot be
- *  reached leaves this host's own bucket in charge for a while. */
+ *  spent here within LEASE_MS (one round trip per few requests); what a lease did not spend goes
+ *  back to the shared bucket when it lapses (the hosts together never pass the limit, and a
+ *  client whose requests each find the lease lapsed is charged one token each, not a chunk). A
+ *  registry that cannot be reached leaves this host's own bucket in charge for a while. */
 export class SharedRateLimit {
   private readonly local: RateLimiter;
   private readonly chunk: number;
@@ -102,7 +105,12 @@ export class SharedRateLimit {
   /** One token of the lease taken for `key`, if one is left. */
   private spend(key: string, t: number): boolean {
     const lease = this.leased.get(key);
-    if (!lease || lease.until <= t || lease.tokens <= 0) return false;
+    if (!lease) return false;
+    if (lease.until <= t) {
+      this.lapse(key, lease.tokens);
+      return false;
+    }
+    if (lease.tokens <= 0) return false;
     if (--lease.tokens === 0) this.leased.delete(key);
     return true;
   }
@@ -143,6 +151,12 @@ export class SharedRateLimit {
   private sweep(t: number): void {
     if (t - this.lastSweep < 60_000) return;
     this.lastSweep = t;
-    for (const [k, l] of this.leased) if (l.until <= t) this.leased.delete(k);
+    for (const [k, l] of this.leased) if (l.until <= t) this.lapse(k, l.tokens);
+  }
+
+  /** A lapsed lease goes; its unspent tokens back to the shared bucket (lost if it cannot be reached). */
+  private lapse(key: string, tokens: number): void {
+    this.leased.delete(key);
+    if (tokens > 0) this.shared?.give(`${this.name}:${key}`, tokens, this.limit.burst).catch(() => {});
   }
 }

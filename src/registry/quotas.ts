@@ -171,6 +171,11 @@ export class RegistryQuotas {
     return { granted, retryAfter: granted > 0 ? 0 : Math.max(1, Math.ceil((1 - left) / perSecond)) };
   }
 
+  /** Tokens a host took and did not spend, back into the bucket (never above the burst). */
+  async give(key: string, tokens: number, burst: number): Promise<void> {
+    await this.pool.query('UPDATE rate_buckets SET tokens = least($3::double precision, tokens + $2) WHERE key = $1', [key, tokens, burst]);
+  }
+
   /** At most once a minute: expired reservations and long-full buckets are deleted (they no
    *  longer count either way; this only keeps the tables small). */
   private prune(now = Date.now()): void {

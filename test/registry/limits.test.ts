@@ -3,7 +3,7 @@
 //   - 16 anonymous creates at once from one address, half to each host: exactly 3 servers;
 //   - an account capped at 2 servers, creates with its key sent to both hosts at once: 2 in all;
 //   - an account capped at 2 running commands, commands on its server of each host at once: 2 run;
-//   - a key's request rate counted by both hosts together;
+//   - a key's request rate counted by both hosts together; tokens given back (a lapsed lease's) fill the bucket up to its burst;
 //   - reservations do not outlive their work: none left after the creates and commands ended, one
 //     whose create never committed expires (or goes when its host starts again), and commands of a
 //     host whose lease lapsed no longer count.
@@ -113,6 +113,15 @@ test("a key's request rate is counted by both hosts together; most requests take
   for (const r of all.filter((x) => x.status !== 200)) assert.is(r.json.error, 'rate_limited', r.text);
   const byAddress = seen.filter((p) => String(p[0]).startsWith('ip:')).length;
   assert.ok(byAddress <= 2, `the address's limit (1000 a minute) took its tokens once per host, not per request: ${byAddress}`);
+});
+
+test('tokens a host gives back go into the shared bucket, never above its burst', async () => {
+  const q = a.daemon.registry!.quotas;
+  assert.is((await q.take('test:give', 10, 0, 4)).granted, 4);
+  await q.give('test:give', 3, 10);
+  assert.is((await q.take('test:give', 10, 0, 20)).granted, 9, '10 − 4 + 3');
+  await q.give('test:give', 100, 10);
+  assert.is((await q.take('test:give', 10, 0, 20)).granted, 10, 'no more than the burst');
 });
 
 test('a reservation whose create never committed expires; commands of a host whose lease lapsed no longer count', async () => {
