@@ -211,7 +211,8 @@ export class MoveSource {
       d.proxy.forget(rec.id);
       await d.registry!.placements.sync().catch(() => {});
     } catch (e) {
-      if (handed) d.billing!.handedOff(rec.id, false); // metered here again from the hand-off
+      // metered here again from the hand-off, unless the registry places it elsewhere now (never started here again)
+      if (handed) d.billing!.handedOff(rec.id, !mayRestart);
       release();
       log.warn('move failed; the server stays here', { err: e });
       if (stopped && mayRestart) await d.runtime.start(rec.id).catch((err) => log.error('a server whose move failed did not start again', { err }));
