@@ -4,15 +4,19 @@
 // next heartbeat that reached the registry, never an older state after a newer one, a create is
 // not failed by it, a hanging registry holds up no answer — and a write lands only where the
 // registry places the server on this instance and run, its placement read FOR SHARE.
+import { mkdtempSync, rmSync } from 'node:fs';
 import net from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import pg from 'pg';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { silentLogger } from '../../src/log/index.js';
-import { keyedNames, RegistryNames, RegistryPool, RegistrySettings, RegistryShared, SettingsWriter } from '../../src/registry/index.js';
+import { keyedNames, Registry, RegistryNames, RegistryPool, RegistrySettings, RegistryShared, SettingsWriter } from '../../src/registry/index.js';
 import type { ServerSettingsRow } from '../../src/registry/index.js';
 import { initRegistry, testKeys } from '../helpers/cluster.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
+import { until } from '../helpers/wait.js';
 
 let pgs: TestPostgres;
 let pool: RegistryPool;
@@ -161,6 +165,45 @@ test('a move that commits while the old host writes: the old host’s write does
     await c.end();
   }
   assert.is(await row('srv_move'), 'false {80} host-b', 'the new owner’s row stays');
+});
+
+test('a daemon’s registry writes what a failed settings write left at its next heartbeat', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'rbx-settingsrow-'));
+  const r = new Registry(
+    {
+      url: pgs.url,
+      host: 'host-s',
+      advertise: '127.0.0.1:7100',
+      publicIp: '127.0.0.1',
+      version: 'test',
+      leaseMs: 900,
+      connectTimeoutMs: 500,
+      statementTimeoutMs: 2000,
+      capacity: () => ({ memoryFreeBytes: 1 << 30 }),
+      dataDir: dir,
+      replaceHost: false,
+      keys: testKeys(),
+    },
+    silentLogger,
+  );
+  try {
+    await r.start();
+    assert.ok(await r.names.claim('beat', 'srv_beat'));
+    await r.names.place({ serverId: 'srv_beat', accountId: 'acc_1', slug: 'beat', publicIp: '192.0.2.1' });
+    await pgs.sql('ALTER TABLE server_settings RENAME TO server_settings_away');
+    try {
+      r.settings.want([{ serverId: 'srv_beat', neverSleep: false, exposed: [5432] }]);
+      await r.settings.flush();
+      assert.is(r.settings.pending, 1, 'the failed write is kept');
+    } finally {
+      await pgs.sql('ALTER TABLE server_settings_away RENAME TO server_settings');
+    }
+    await until('written at a heartbeat', async () => ((await row('srv_beat')) === 'false {5432} host-s' ? true : undefined), 5000, 50);
+    assert.is(r.settings.pending, 0);
+  } finally {
+    await r.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 test.run();
