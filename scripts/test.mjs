@@ -114,6 +114,7 @@ const UNIT = [
   'test/registry/strangers.test.ts',
   'test/registry/tombstones.test.ts',
   'test/registry/namesrun.test.ts',
+  'test/registry/settingsrow.test.ts',
   'test/registry/newkey.test.ts',
   'test/registry/startquota.test.ts',
   'test/registry/sharedmaps.test.ts',

@@ -35,7 +35,7 @@ import { serveMetrics, type MetricsListener } from './metrics/index.js';
 import { startPayments, type Payments } from './payments/index.js';
 import { createPorts, startPresence, type IdleTracker, type TcpExposer } from './presence/index.js';
 import { startProxy, type Proxy } from './proxy/index.js';
-import { fenceBounds, keyedNames, RegistrySettings, startRegistry, type FencedServers, type JoinReport, type Registry } from './registry/index.js';
+import { fenceBounds, keyedNames, startRegistry, type FencedServers, type JoinReport, type Registry } from './registry/index.js';
 import {
   createRuntime,
   hostClaims,
@@ -200,7 +200,7 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
           ...d,
           makeKeyPair: generateServerKeyPair,
           certs: domainCerts(d.acme),
-          names: d.registry && keyedNames(d.registry.names, d.registry.shared, new RegistrySettings(d.registry.pool, d.registry.host)),
+          names: d.registry && keyedNames(d.registry.names, d.registry.shared, d.registry.settings),
           sharedDomains: d.registry?.shared,
           sharedAccounts: d.registry?.accounts,
           placements: d.registry?.placements,

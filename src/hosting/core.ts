@@ -155,9 +155,8 @@ export function buildCore(d: HostingDeps): HostingCore {
     const rec = d.store.servers.get(id);
     // a server moved away or being deleted: its new owner writes them, or they go with its placement
     if (!settings || !rec) return;
-    await settings({ serverId: id, neverSleep: rec.neverSleep, exposed: exposedOf(d.store, id) }).catch((err) =>
-      d.log.warn('the registry did not take a server’s exposed ports (written again at the next start)', { server: id, err }),
-    );
+    // kept and written off the answer's path, the newest first, again until the registry takes it
+    settings({ serverId: id, neverSleep: rec.neverSleep, exposed: exposedOf(d.store, id) });
   });
   const checkpoints =
     d.checkpoints &&

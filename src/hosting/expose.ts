@@ -5,7 +5,8 @@
 // synced transaction before the answer: an answered /expose survives a crash, an unanswered one
 // is dropped. At start-up every committed exposure of a live server is opened again. In a
 // cluster every change is told to the registry (`changed`: the container ports a recovery of the
-// server on another host exposes again, registry/settings.ts) before the answer.
+// server on another host exposes again, registry/settings.ts), which writes it off the answer's
+// path (registry/settingswriter.ts: kept and written again until the registry takes it).
 
 import { AppError } from '../errors.js';
 import type { Config } from '../config/index.js';
@@ -43,7 +44,7 @@ export class Exposures {
     pool: string,
     private readonly publicIp: string,
     private readonly limits: PortLimits,
-    /** Told after a server's exposed ports changed (never throws). */
+    /** Told after a server's exposed ports changed (never throws; in a cluster it does not wait for the registry). */
     private readonly changed: (serverId: string) => Promise<void> = async () => {},
   ) {
     [this.first, this.last] = pool.split('-').map(Number);

@@ -99,7 +99,7 @@ export interface SharedNames {
   }): Promise<unknown>;
   /** A server's settings changed on this host (its exposed container ports): what a recovery
    *  elsewhere brings back without this host (registry/settings.ts). */
-  settings?(row: ServerSettings): Promise<void>;
+  settings?(row: ServerSettings): void;
   /** Forgets a server's placement and slug (it is being deleted). */
   remove(serverId: string): Promise<void>;
   /** This host's name in the cluster, and where the registry places a server now (host, epoch;

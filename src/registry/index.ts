@@ -32,6 +32,7 @@ export { clusterKeys, tokenFileOf } from './host.js';
 export { migrate, schemaVersion, assertUsable, KNOWN_VERSION, MIGRATIONS } from './migrations.js';
 export { Registry, startRegistry } from './registry.js';
 export { RegistrySettings, SETTINGS_SQL, type ServerSettingsRow } from './settings.js';
+export { SettingsWriter } from './settingswriter.js';
 export { RegistryRecoveries, RECOVERY_SQL, type DeadPlacement, type DeadDomain, type RecoveryOutcome, type RecoveryRow } from './recoveries.js';
 export { verdict, fenceStep, fenceBounds, type HostContact, type Verdict, type FenceStep } from './deadhost.js';
 export { Contact, savedContact, type ContactDeps, type SavedContact } from './contact.js';

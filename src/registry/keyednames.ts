@@ -1,10 +1,12 @@
 // The registry's names and placements with each placed server's SSH public key recorded beside
 // its placement (what hosting sees as SharedNames in registry mode): the names from names.ts, the
 // keys in shared.ts's `server_keys`, its settings (never_sleep, exposed ports) in settings.ts's
-// `server_settings`.
+// `server_settings`, written off the request path by settingswriter.ts (a failed settings write
+// neither fails a create nor holds up an answer: it is kept and written again).
 
 import type { RegistryNames } from './names.js';
-import type { RegistrySettings, ServerSettingsRow } from './settings.js';
+import type { ServerSettingsRow } from './settings.js';
+import type { SettingsWriter } from './settingswriter.js';
 import type { RegistryShared } from './shared.js';
 
 /**
@@ -12,7 +14,7 @@ import type { RegistryShared } from './shared.js';
  * its placement (what hosting sees as SharedNames in registry mode): place() writes the
  * placement, then the key and its settings; remove() forgets them (names.ts removes the settings).
  */
-export function keyedNames(names: RegistryNames, shared: RegistryShared, settings: RegistrySettings) {
+export function keyedNames(names: RegistryNames, shared: RegistryShared, settings: SettingsWriter) {
   return {
     claim: (slug: string, serverId: string) => names.claim(slug, serverId),
     release: (slug: string, serverId: string) => names.release(slug, serverId),
@@ -34,7 +36,7 @@ export function keyedNames(names: RegistryNames, shared: RegistryShared, setting
       const taken = new Set(r.conflicts);
       const keys = servers.filter((x) => x.sshPublicKey && x.keyFingerprint && !away.has(x.id) && !taken.has(x.slug));
       await shared.recordKeys(keys.map((x) => ({ serverId: x.id, fingerprint: x.keyFingerprint!, publicKey: x.sshPublicKey! })));
-      await settings.put(servers.filter((x) => x.settings && !away.has(x.id) && !taken.has(x.slug)).map((x) => ({ serverId: x.id, ...x.settings! })));
+      settings.want(servers.filter((x) => x.settings && !away.has(x.id) && !taken.has(x.slug)).map((x) => ({ serverId: x.id, ...x.settings! })));
       return r;
     },
     async place(p: {
@@ -48,11 +50,11 @@ export function keyedNames(names: RegistryNames, shared: RegistryShared, setting
     }) {
       const placed = await names.place({ serverId: p.serverId, accountId: p.accountId, slug: p.slug, publicIp: p.publicIp });
       if (p.sshPublicKey && p.keyFingerprint) await shared.recordKey({ serverId: p.serverId, publicKey: p.sshPublicKey, fingerprint: p.keyFingerprint });
-      await settings.put([{ serverId: p.serverId, neverSleep: p.neverSleep ?? false, exposed: [] }]);
+      settings.want([{ serverId: p.serverId, neverSleep: p.neverSleep ?? false, exposed: [] }]);
       return placed;
     },
-    /** A server's settings changed here (its exposed ports): written where the registry places it here. */
-    settings: (row: ServerSettingsRow) => settings.put([row]),
+    /** A server's settings changed here (its exposed ports): written soon where the registry places it here (never waits, never throws). */
+    settings: (row: ServerSettingsRow) => settings.want([row]),
     self: names.hostName,
     placementOf: (serverId: string) => names.fenceOf(serverId),
     placed: async (serverId: string) => (await names.placement(serverId)) !== undefined,

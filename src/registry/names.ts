@@ -24,7 +24,7 @@ export interface NameHolder {
 }
 
 /** A write's condition: this run holds the host's name (`h`: the host's parameter, `r`: the run's; a null run passes). */
-const HOLDS = (h: string, r: string) => `(${r}::text IS NULL OR EXISTS (SELECT 1 FROM hosts WHERE name = ${h} AND run = ${r}))`;
+export const HOLDS = (h: string, r: string) => `(${r}::text IS NULL OR EXISTS (SELECT 1 FROM hosts WHERE name = ${h} AND run = ${r}))`;
 
 /** A placement: the registry's record that a server runs on a host, at an epoch (a row of
  *  `placements`). The one placement type of the code: the cache holds it with its version

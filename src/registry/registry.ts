@@ -18,6 +18,8 @@ import { RegistryPayments } from './payments.js';
 import { PlacementCache } from './placements.js';
 import { RegistryPool } from './pool.js';
 import { RegistryShared } from './shared.js';
+import { RegistrySettings } from './settings.js';
+import { SettingsWriter } from './settingswriter.js';
 import { RegistryQuotas } from './quotas.js';
 import { registryFacts, type RegistryFacts } from './report.js';
 import { checkToken, sealClear } from './token.js';
@@ -61,6 +63,8 @@ export class Registry {
   readonly identity: HostIdentity;
   /** This host's contact with the registry and every peer over time: who is dead, whether this host is cut off (issue 38). */
   readonly contact: Contact;
+  /** This host's writes of its servers' settings rows (retried at each heartbeat that reached the registry). */
+  readonly settings: SettingsWriter;
   /** The self-fence, once main.ts gave it this host's servers (`fenceServers`). */
   selfFence?: SelfFence;
   private timer?: NodeJS.Timeout;
@@ -81,6 +85,7 @@ export class Registry {
     this.hosts = new HostDirectory(this.pool, o.leaseMs);
     this.drains = new HostDrains(this.pool);
     this.names = new RegistryNames(this.pool, o.host, this.identity);
+    this.settings = new SettingsWriter(new RegistrySettings(this.pool, o.host, this.identity), log.child({ part: 'settings' }));
     this.payments = new RegistryPayments(this.pool, o.host);
     this.ledger = new RegistryLedger(this.pool, o.host);
     this.channel = new RegistryCa(this.pool, o.keys);
@@ -213,6 +218,7 @@ export class Registry {
       if (!this.reachable) this.log.info('registry reachable again', { registry: this.pool.where });
       this.reachable = true;
       this.reachedAt = started;
+      this.settings.retry();
     } catch (err) {
       // the registry could not be reached: the others' leases that run out meanwhile are not counted
       if (isAppError(err) && err.code === 'registry_unavailable') this.placements.heartbeat(false);

@@ -8,6 +8,7 @@
 // or a recovery cannot overwrite what its new owner wrote. The row goes with the placement
 // (a foreign key: deleted with it on every path). Schema 25.
 
+import { HOLDS, type NameHolder } from './names.js';
 import type { RegistryPool } from './pool.js';
 
 /** Schema 25: never_sleep and the exposed container ports of every server. */
@@ -28,22 +29,37 @@ export interface ServerSettingsRow {
 }
 
 export class RegistrySettings {
+  /** `holder`: this host's instance and run (a daemon's Registry gives its identity), as names.ts checks them. */
   constructor(
     private readonly pool: RegistryPool,
     private readonly host: string,
+    private readonly holder: NameHolder = { instance: `ins_${host}`, held: true },
   ) {}
 
-  /** Writes the rows of servers the registry places on this host (others are left alone); an unchanged row writes nothing. */
+  /** Writes the rows of servers the registry places on this host, on this instance, while this run
+   *  holds the host's name (names.remove's condition); others are left alone; an unchanged row writes
+   *  nothing. The placements are read FOR SHARE in the same transaction: a move or recovery that
+   *  changes one meanwhile waits for this write, or this write sees its new host and skips the row. */
   async put(rows: readonly ServerSettingsRow[]): Promise<void> {
     if (!rows.length) return;
-    await this.pool.query(
-      `INSERT INTO server_settings (server_id, never_sleep, exposed, host)
-       SELECT x.s, x.n, ARRAY(SELECT unnest(string_to_array(x.e, ',')::int[]) ORDER BY 1), $4
-         FROM unnest($1::text[], $2::boolean[], $3::text[]) AS x(s, n, e)
-         JOIN placements p ON p.server_id = x.s AND p.host = $4 AND p.lost_at IS NULL
-       ON CONFLICT (server_id) DO UPDATE SET never_sleep = EXCLUDED.never_sleep, exposed = EXCLUDED.exposed, host = EXCLUDED.host, at = now()
-         WHERE (server_settings.never_sleep, server_settings.exposed, server_settings.host) IS DISTINCT FROM (EXCLUDED.never_sleep, EXCLUDED.exposed, EXCLUDED.host)`,
-      [rows.map((r) => r.serverId), rows.map((r) => r.neverSleep), rows.map((r) => r.exposed.join(',')), this.host],
-    );
+    await this.pool.tx(async (c) => {
+      const mine = await c.query<{ server_id: string }>(
+        `SELECT server_id FROM placements
+          WHERE server_id = ANY($1::text[]) AND host = $2 AND instance = $3 AND lost_at IS NULL AND ${HOLDS('$2', '$4')}
+          ORDER BY server_id FOR SHARE`,
+        [rows.map((r) => r.serverId), this.host, this.holder.instance, this.holder.run ?? null],
+      );
+      const here = new Set(mine.rows.map((r) => r.server_id));
+      const put = rows.filter((r) => here.has(r.serverId));
+      if (!put.length) return;
+      await c.query(
+        `INSERT INTO server_settings (server_id, never_sleep, exposed, host)
+         SELECT x.s, x.n, ARRAY(SELECT unnest(string_to_array(x.e, ',')::int[]) ORDER BY 1), $4
+           FROM unnest($1::text[], $2::boolean[], $3::text[]) AS x(s, n, e)
+         ON CONFLICT (server_id) DO UPDATE SET never_sleep = EXCLUDED.never_sleep, exposed = EXCLUDED.exposed, host = EXCLUDED.host, at = now()
+           WHERE (server_settings.never_sleep, server_settings.exposed, server_settings.host) IS DISTINCT FROM (EXCLUDED.never_sleep, EXCLUDED.exposed, EXCLUDED.host)`,
+        [put.map((r) => r.serverId), put.map((r) => r.neverSleep), put.map((r) => r.exposed.join(',')), this.host],
+      );
+    });
   }
 }

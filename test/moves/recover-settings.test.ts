@@ -194,6 +194,13 @@ async function setUp(): Promise<void> {
   // after its newest checkpoint: a port exposed and its own domain (active, as its order leaves it in the registry)
   const exp = await api(c, 'POST', '/expose', { key: srv.key, body: { server: srv.id, port: 80 } });
   assert.is(exp.status, 200, exp.text);
+  // the answer does not wait for the registry (registry/settingswriter.ts): its row follows it
+  await until(
+    'the exposed port in the registry',
+    async () => ((await pg.sql(`SELECT exposed::text FROM server_settings WHERE server_id = '${srv.id}'`)).trim() === '{80}' ? true : undefined),
+    10_000,
+    50,
+  );
   domain = `www.${slug}.example`;
   const accountId = String(r.json.account_id ?? (await pg.sql(`SELECT account_id FROM placements WHERE server_id = '${srv.id}'`)).trim());
   await pg.sql(`INSERT INTO custom_domains (domain, server_id, account_id, host, state) VALUES ('${domain}', '${srv.id}', '${accountId}', 'host-c', 'active')`);
