@@ -72,6 +72,7 @@ export const CATALOGUE = {
   invalid_amount: e('bad_request', 'an admin credit amount is not a positive number up to 1000000'),
   invalid_server_id: e('bad_request', 'a server id passed to the runtime is malformed'),
   invalid_slug: e('bad_request', 'a slug passed to the runtime is not a DNS label'),
+  move_to_self: e('bad_request', 'a server moves to another host than the one that runs it: nothing changed'),
   invalid_memory: e('bad_request', 'a memory limit is under 32 MiB'),
   invalid_disk: e('bad_request', 'a disk limit is under 64 MiB'),
   invalid_argv: e('bad_request', 'a command to run in a server is empty'),
@@ -146,6 +147,10 @@ export const CATALOGUE = {
   server_exists: e('conflict', 'the runtime already has a server with this id'),
   server_not_running: e('conflict', 'the server must be running for this'),
   image_in_use: e('conflict', 'servers use the base image, so it cannot be rebuilt in place (CLI)'),
+  move_refused: e(
+    'conflict',
+    'the target host refused the server for a reason another try does not change (it has the server already, takes no moved servers, or reads no such request: another version): nothing changed',
+  ),
   move_in_progress: e('conflict', 'the server is being moved to another host already; wait for that move to end'),
   move_not_here: e('conflict', 'a move starts on the host that runs the server; this host does not (run the command there)'),
   move_target_draining: e('conflict', 'the target host is being drained (it takes no servers until `rootbox cluster undrain`): nothing changed'),
