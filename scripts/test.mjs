@@ -164,6 +164,7 @@ const UNIT = [
   'test/moves/refusals.test.ts',
   'test/moves/recoverlease.test.ts',
   'test/moves/drain-choice.test.ts',
+  'test/moves/recoverrules.test.ts',
   'test/sdk/coverage.test.ts',
   'test/sdk/retry.test.ts',
 ];

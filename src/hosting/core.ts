@@ -13,7 +13,7 @@ import { MissBudget } from '../misses.js';
 import type { Presence, PresenceState } from '../presence/index.js';
 import type { Runtime } from '../runtime/index.js';
 import type { SmsSender } from '../sms/index.js';
-import type { AccountRecord, Store } from '../store/index.js';
+import type { AccountRecord, ServerRecord, Store } from '../store/index.js';
 import { Accounts, TIER_LIMITS, tierOf } from './accounts.js';
 import { exposedOf, Exposures, type PortListener } from './expose.js';
 import { ClusterSecret, HostSecret, type KeySecret } from './keys.js';
@@ -117,10 +117,21 @@ export interface HostingCore {
   /** Registry mode, once the registry answered this host's start (main.ts, after the edge and SSH
    *  listen): its placements and slugs made to match the store, this host's earlier reservations released. */
   join(): Promise<void>;
+  /** Registry mode: server `id`'s settings (never_sleep, exposed ports, suspension) written where a
+   *  recovery on another host reads them, after a change of one of them (logged when the registry is away). */
+  settingsChanged(id: string): Promise<void>;
   /** Registry mode, when this host reaches the registry again after fencing itself (main.ts): its
    *  copies of servers the registry placed on another host meanwhile are removed (stalecopies.ts). */
   dropMoved(): Promise<void>;
 }
+
+/** What the registry keeps of a server's settings (registry/settings.ts): a recovery elsewhere brings them back. */
+const settingsOf = (store: Store, rec: ServerRecord): Omit<ServerSettings, 'serverId'> => ({
+  neverSleep: rec.neverSleep,
+  exposed: exposedOf(store, rec.id),
+  suspended: rec.suspended,
+  flag: rec.flag,
+});
 
 export function buildCore(d: HostingDeps): HostingCore {
   const secret = new HostSecret(d.cfg.dataDir);
@@ -148,14 +159,15 @@ export function buildCore(d: HostingDeps): HostingCore {
   });
   // registry mode: each change of a server's exposed ports written where a recovery reads it
   const settings = d.names?.settings && ((row: ServerSettings) => d.names!.settings!(row));
-  const exposures = new Exposures(d.store, d.ports, d.cfg.hosting.portPool, d.cfg.publicIp, d.cfg.hosting.portLimits, async (id) => {
+  const settingsChanged = async (id: string) => {
     const rec = d.store.servers.get(id);
     // a server moved away or being deleted: its new owner writes them, or they go with its placement
     if (!settings || !rec) return;
-    await settings({ serverId: id, neverSleep: rec.neverSleep, exposed: exposedOf(d.store, id) }).catch((err) =>
-      d.log.warn('the registry did not take a server’s exposed ports (written again at the next start)', { server: id, err }),
+    await settings({ serverId: id, ...settingsOf(d.store, rec) }).catch((err) =>
+      d.log.warn('the registry did not take a server’s settings (written again at the next start)', { server: id, err }),
     );
-  });
+  };
+  const exposures = new Exposures(d.store, d.ports, d.cfg.hosting.portPool, d.cfg.publicIp, d.cfg.hosting.portLimits, settingsChanged);
   const checkpoints =
     d.checkpoints &&
     new ServerCheckpoints(d.store, d.runtime, d.checkpoints, d.cfg.checkpoints.manualPerServer, {
@@ -225,6 +237,7 @@ export function buildCore(d: HostingDeps): HostingCore {
     cfg: d.cfg,
     log: d.log,
     store: d.store,
+    settingsChanged,
     accounts: new Accounts(d.store, keySecret, book),
     misses,
     phone: new PhoneVerifier(book, keySecret, d.sms, d.now),
@@ -301,7 +314,7 @@ async function reconcileNames(
     accountId: s.accountId,
     sshPublicKey: s.sshPublicKey,
     keyFingerprint: s.keyFingerprint,
-    settings: { neverSleep: s.neverSleep, exposed: exposedOf(d.store, s.id) },
+    settings: settingsOf(d.store, s),
   }));
   try {
     const r = await d.names.reconcile(servers, d.cfg.publicIp);

@@ -115,7 +115,10 @@ export function startDrain(d: Pick<MovesDeps, 'registry' | 'store' | 'log'> & { 
           await r.drains.moved(r.host, rec.id).catch((err) => log.warn('drain: the move was not counted', { err }));
           return true;
         },
-        async (err) => (await failed(rec, isAppError(err) ? err.detail : 'the move failed (see the log)', isAppError(err) && err.code === 'move_refused'), false),
+        async (err) => (
+          await failed(rec, isAppError(err) ? err.detail : 'the move failed (see the log)', isAppError(err) && err.code === 'move_refused'),
+          false
+        ),
       )
       .then((landed) => {
         running.delete(rec.id);

@@ -116,4 +116,15 @@ test('a target that takes no moved servers (its checkpoints its own directory) r
   assert.ok(b.daemon.store.servers.get(onB), 'B keeps its server');
 });
 
+test('an operator’s suspension and resume are written to the registry’s settings of the server (schema 29: a recovery elsewhere keeps it suspended)', async () => {
+  const row = () => pg.sql(`SELECT suspended || ' ' || coalesce(flag, '-') FROM server_settings WHERE server_id = '${onB}'`);
+  assert.is(await row(), 'false -');
+  const s = await adminCli(['servers', 'suspend', onB], env(b));
+  assert.is(s.code, 0, s.stderr);
+  assert.is(await row(), 'true suspended_by_operator');
+  const r = await adminCli(['servers', 'resume', onB], env(b));
+  assert.is(r.code, 0, r.stderr);
+  assert.is(await row(), 'false -');
+});
+
 test.run();
