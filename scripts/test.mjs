@@ -165,6 +165,7 @@ const UNIT = [
   'test/moves/recoverlease.test.ts',
   'test/moves/drain-choice.test.ts',
   'test/moves/recoverrules.test.ts',
+  'test/hosting/movehold.test.ts',
   'test/sdk/coverage.test.ts',
   'test/sdk/retry.test.ts',
 ];

@@ -127,4 +127,26 @@ test('an operator’s suspension and resume are written to the registry’s sett
   assert.is(await row(), 'false -');
 });
 
+test('a delete on the source once the registry places the server on another host is refused: nothing deleted, its SSH key kept (the move’s last window)', async () => {
+  const key = (await pg.sql(`SELECT count(*) FROM server_keys WHERE server_id = '${id}'`)) as string;
+  assert.is(key, '1');
+  const epoch = Number(await pg.sql(`SELECT epoch FROM placements WHERE server_id = '${id}'`));
+  // what the target's moveHere writes, before the source removed its record
+  await pg.sql(`UPDATE placements SET host = 'host-b', epoch = ${epoch + 1} WHERE server_id = '${id}'`);
+  try {
+    const rec = a.daemon.store.servers.get(id)!;
+    const e = await a.daemon.hosting.core.servers.delete(rec).then(
+      () => undefined,
+      (x: AppError) => x,
+    );
+    assert.is(e?.code, 'placement_conflict', e?.detail);
+    assert.match(e?.detail ?? '', /placed on host-b/);
+    assert.ok(a.daemon.store.servers.get(id), 'the record is kept');
+    assert.is(await pg.sql(`SELECT count(*) FROM server_keys WHERE server_id = '${id}'`), '1', 'its SSH key is kept');
+    assert.is(await pg.sql(`SELECT host || ' ' || epoch FROM placements WHERE server_id = '${id}'`), `host-b ${epoch + 1}`);
+  } finally {
+    await pg.sql(`UPDATE placements SET host = 'host-a', epoch = ${epoch} WHERE server_id = '${id}'`);
+  }
+});
+
 test.run();
