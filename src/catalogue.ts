@@ -147,10 +147,7 @@ export const CATALOGUE = {
   server_exists: e('conflict', 'the runtime already has a server with this id'),
   server_not_running: e('conflict', 'the server must be running for this'),
   image_in_use: e('conflict', 'servers use the base image, so it cannot be rebuilt in place (CLI)'),
-  move_refused: e(
-    'conflict',
-    'the target host refused the server for a reason another try does not change (it has the server already, takes no moved servers, or reads no such request: another version): nothing changed',
-  ),
+  move_refused: e('conflict', 'the target host refused the server for a reason another try does not change (it has it, or takes no moved servers)'),
   move_in_progress: e('conflict', 'the server is being moved to another host already; wait for that move to end'),
   move_not_here: e('conflict', 'a move starts on the host that runs the server; this host does not (run the command there)'),
   move_target_draining: e('conflict', 'the target host is being drained (it takes no servers until `rootbox cluster undrain`): nothing changed'),
