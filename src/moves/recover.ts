@@ -10,7 +10,7 @@
 //   - the server's record is made from what the registry and the store keep, since the dead
 //     host's store may be gone with its data dir: placement (account, slug, epoch), SSH key,
 //     its settings as its host last wrote them (never_sleep, exposed container ports: schema 25,
-//     written on every change, so one after its newest checkpoint is kept), its own domains (the
+//     written on every change, so one after its newest checkpoint is kept; and its suspension), its own domains (the
 //     registry's claims), the checkpoint's disk size, the account's tier ceilings; it sleeps on
 //     its new host, a never_sleep one runs there; its ports are exposed again on the target's own;
 //   - a server that ran after its newest checkpoint (its host wrote when it last ran:
@@ -19,7 +19,10 @@
 //   - a server with no checkpoint in the store cannot be recovered: it stays placed on the dead
 //     host, logged and listed by `cluster status` as unrecoverable (no empty disk is made).
 // A recovery is no create: no account's create limits are counted. Every outcome is recorded in
-// the registry (`recoveries`).
+// the registry (`recoveries`). A server whose recovery failed (no room, no account, a target that
+// did not answer within ASK_WAIT_MS) is tried again by the timer only after a wait doubled per
+// failure; the operator's `cluster recover` tries every one at once. A draining host is no target.
+// An operator-suspended server comes back suspended (its settings, schema 29) and is not started.
 
 import { AppError, isAppError } from '../errors.js';
 import { shortOf, TIER_LIMITS, tierOf } from '../hosting/index.js';
