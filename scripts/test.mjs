@@ -165,6 +165,9 @@ const UNIT = [
   'test/moves/refusals.test.ts',
   'test/moves/recoverlease.test.ts',
   'test/moves/drain-choice.test.ts',
+  'test/moves/recoverrules.test.ts',
+  'test/hosting/movehold.test.ts',
+  'test/moves/drainfinal.test.ts',
   'test/sdk/coverage.test.ts',
   'test/sdk/retry.test.ts',
 ];

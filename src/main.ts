@@ -257,7 +257,7 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
         await d.hosting.core.join();
         // the target's side of a move answers peers under the API app; requests for a server moving off this host wait
         const c = await startChannel({ ...d, hosting: { ...d.hosting, router: d.moves.withTarget(d.hosting.router) }, moveHold: (h) => d.moves.holdOfHost(h) });
-        if (c) d.hosting.bindChannel(c.servers);
+        if (c) d.hosting.bindChannel({ ...c.servers, hold: (id) => d.moves.holdOfServer(id) });
         const placements = d.registry?.placements;
         // down is no lease and no answer on the channel: a host cut off from the registry alone still serves
         if (c) placements?.answeredBy((host, advertise) => c.answering(host, advertise));

@@ -143,8 +143,9 @@ function serverRoutes(a: AdminActions, d: AdminDeps): Route[] {
       bodyLimit: 4096,
       responses: {
         200: { description: 'Moved: the target runs it (the report: epoch, what it was, how long requests waited, its new ports)' },
+        400: 'The target is this host (move_to_self).',
         404: 'No such server, or no such host (move_target_unknown).',
-        409: 'The target is full, the store is no shared one, the server is moving already or runs on another host (move_not_here, naming it).',
+        409: 'The target is full, the store is no shared one, the server is moving already or runs on another host (move_not_here, naming it), or the target refused it for a reason another try does not change (move_refused).',
         503: 'The target is down, or the move failed: the server stays here, serving.',
       },
       async handler({ params, body }) {

@@ -157,7 +157,7 @@ export function checkpointRoutes(core: HostingCore, ipLimit: Step, base: (ctx: B
         const m = await c.forkSource(src, ctx.auth, ctx.body?.checkpoint);
         let created: Created | undefined = await core.servers.create(ctx.auth, {
           subdomains: ctx.body?.slug ? [ctx.body.slug] : undefined,
-          fromDisk: { fill: (path) => c.engine.materialize(m, path), image: m.settings.image || undefined, uidBase: m.uidBase },
+          fromDisk: { fill: (path) => c.engine.materialize(m, path), image: m.settings.image || undefined, uidBase: m.uidBase, fork: true },
         });
         try {
           const view = await core.servers.view(created.record, ctx.auth);

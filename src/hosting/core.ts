@@ -13,7 +13,7 @@ import { MissBudget } from '../misses.js';
 import type { Presence, PresenceState } from '../presence/index.js';
 import type { Runtime } from '../runtime/index.js';
 import type { SmsSender } from '../sms/index.js';
-import type { AccountRecord, Store } from '../store/index.js';
+import type { AccountRecord, ServerRecord, Store } from '../store/index.js';
 import { Accounts, TIER_LIMITS, tierOf } from './accounts.js';
 import { exposedOf, Exposures, type PortListener } from './expose.js';
 import { ClusterSecret, HostSecret, type KeySecret } from './keys.js';
@@ -117,6 +117,10 @@ export interface HostingCore {
   /** Registry mode, once the registry answered this host's start (main.ts, after the edge and SSH
    *  listen): its placements and slugs made to match the store, this host's earlier reservations released. */
   join(): Promise<void>;
+  /** Registry mode: server `id`'s settings (never_sleep, exposed ports, suspension) kept to be
+   *  written where a recovery on another host reads them, after a change of one of them (written
+   *  off the answer's path, again until the registry takes it). */
+  settingsChanged(id: string): void;
   /** Registry mode, when this host reaches the registry again after fencing itself, or when the
    *  placement cache shows `only` placed on another host (main.ts): its copies of servers the
    *  registry placed on another host are removed (stalecopies.ts); false: the registry did not answer. */
@@ -124,6 +128,14 @@ export interface HostingCore {
   /** Registry mode: this host's running servers the placement cache shows on another host. */
   placedAway(): string[];
 }
+
+/** What the registry keeps of a server's settings (registry/settings.ts): a recovery elsewhere brings them back. */
+const settingsOf = (store: Store, rec: ServerRecord): Omit<ServerSettings, 'serverId'> => ({
+  neverSleep: rec.neverSleep,
+  exposed: exposedOf(store, rec.id),
+  suspended: rec.suspended,
+  flag: rec.flag,
+});
 
 export function buildCore(d: HostingDeps): HostingCore {
   const secret = new HostSecret(d.cfg.dataDir);
@@ -151,13 +163,14 @@ export function buildCore(d: HostingDeps): HostingCore {
   });
   // registry mode: each change of a server's exposed ports written where a recovery reads it
   const settings = d.names?.settings && ((row: ServerSettings) => d.names!.settings!(row));
-  const exposures = new Exposures(d.store, d.ports, d.cfg.hosting.portPool, d.cfg.publicIp, d.cfg.hosting.portLimits, async (id) => {
+  const settingsChanged = async (id: string) => {
     const rec = d.store.servers.get(id);
     // a server moved away or being deleted: its new owner writes them, or they go with its placement
     if (!settings || !rec) return;
     // kept and written off the answer's path, the newest first, again until the registry takes it
-    settings({ serverId: id, neverSleep: rec.neverSleep, exposed: exposedOf(d.store, id) });
-  });
+    settings({ serverId: id, ...settingsOf(d.store, rec) });
+  };
+  const exposures = new Exposures(d.store, d.ports, d.cfg.hosting.portPool, d.cfg.publicIp, d.cfg.hosting.portLimits, settingsChanged);
   const checkpoints =
     d.checkpoints &&
     new ServerCheckpoints(d.store, d.runtime, d.checkpoints, d.cfg.checkpoints.manualPerServer, {
@@ -227,6 +240,7 @@ export function buildCore(d: HostingDeps): HostingCore {
     cfg: d.cfg,
     log: d.log,
     store: d.store,
+    settingsChanged,
     accounts: new Accounts(d.store, keySecret, book),
     misses,
     phone: new PhoneVerifier(book, keySecret, d.sms, d.now),
@@ -315,7 +329,7 @@ async function reconcileNames(
     accountId: s.accountId,
     sshPublicKey: s.sshPublicKey,
     keyFingerprint: s.keyFingerprint,
-    settings: { neverSleep: s.neverSleep, exposed: exposedOf(d.store, s.id) },
+    settings: settingsOf(d.store, s),
   }));
   try {
     // servers another host handed over, not committed here yet: the moves part resolves them by their placement

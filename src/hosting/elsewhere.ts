@@ -13,6 +13,8 @@
 // server id neither this host's store nor its placement cache knows costs one catch-up read only
 // within the per-source budget of misses.ts (shared with unknown api keys): beyond it the request
 // is answered here (404 for a server this host does not have), unread.
+// A request for a server moving off this host waits for the move's end first (its hold): then it
+// goes to the target that took it, or is answered here by the server that stayed.
 
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
@@ -53,6 +55,9 @@ export interface ServerForwarding {
   hostsOf(accountId: string): string[];
   /** One catch-up of the placement cache with the registry (a server created elsewhere a moment ago). */
   refresh(): Promise<void>;
+  /** Resolves when a move of server `id` off this host ends (undefined: none); a request for it
+   *  waits for that, then goes where the server is (src/moves' holds, wired in main.ts). */
+  hold?(id: string): Promise<void> | undefined;
   /** `counted`: this host's routes counted the request against the rate limits (the owner does not count it again). */
   forward(host: string, req: Req, res: Res, info: RequestInfo, o?: { server?: PlacementToForward; body?: Buffer; counted?: boolean }): Promise<void>;
   upgrade(host: string, req: IncomingMessage, socket: Duplex, head: Buffer, info: RequestInfo, o?: { server?: PlacementToForward }): void;
@@ -103,6 +108,8 @@ export class Elsewhere {
   /** As `where`, asking the registry once when no cache knows a server id (made on another host a
    *  moment ago), within the budget of the caller's source. */
   private async locate(id: unknown, info: RequestInfo): Promise<PlacementToForward | undefined> {
+    // a server moving off this host: nothing is answered by the copy that is leaving (a change to it would be lost)
+    if (this.f && !info.forwarded && typeof id === 'string') await this.f.hold?.(id);
     const p = this.where(id, info);
     if (p || !this.f || info.forwarded || typeof id !== 'string' || !SERVER_ID.test(id) || this.local.get(id) !== undefined) return p;
     if (!this.misses.allow(id, info.ip)) return undefined;

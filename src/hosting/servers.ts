@@ -81,6 +81,9 @@ export interface ServerSettings {
   neverSleep: boolean;
   /** Container ports exposed (public ports are each host's own). */
   exposed: number[];
+  /** Suspended, and its flag (an operator's suspension outlasts a recovery elsewhere). */
+  suspended?: boolean;
+  flag?: string | null;
 }
 
 export interface SharedNames {

@@ -5,7 +5,8 @@
 // `cluster.drainConcurrency` at once, each to the up host that is not draining and has the most
 // room for it (counting the moves to it under way, and for a lease those that landed, until its
 // lease reports them). A move that fails is recorded with why in the row (`cluster status` shows
-// it) and tried again after `cluster.drainRetry`, doubled per failure.
+// it) and tried again after `cluster.drainRetry`, doubled per failure — unless the target refused
+// it for a reason another try does not change (move_refused): that one waits for the next drain.
 // The mark is read every second, so a drain resumes after a restart of either side, and
 // `cluster undrain` ends it (moves under way finish). The loop waits for the registry and the
 // channel; a registry that cannot be read keeps the last mark known.
@@ -91,11 +92,15 @@ export function startDrain(d: Pick<MovesDeps, 'registry' | 'store' | 'log'> & { 
   let busy = false;
   let emptyNoted = false;
 
-  const failed = (rec: ServerRecord, why: string) => {
+  /** `final`: a refusal another try does not change (move_refused): not tried again in this drain. */
+  const failed = (rec: ServerRecord, why: string, final = false) => {
     const attempts = (retry.get(rec.id)?.attempts ?? 0) + 1;
-    retry.set(rec.id, { at: now() + Math.min(RETRY_MAX_MS, o.retryMs * 2 ** (attempts - 1)), attempts });
-    log.warn('drain: a server did not move; it is tried again later', { server: rec.id, why, attempts });
-    return r.drains.failed(r.host, rec.id, why).catch((err) => log.warn('drain: its failure was not recorded', { err }));
+    retry.set(rec.id, { at: final ? Infinity : now() + Math.min(RETRY_MAX_MS, o.retryMs * 2 ** (attempts - 1)), attempts });
+    if (final) log.error('drain: a server cannot move; it is not tried again in this drain', { server: rec.id, why });
+    else log.warn('drain: a server did not move; it is tried again later', { server: rec.id, why, attempts });
+    return r.drains
+      .failed(r.host, rec.id, final ? `${why}; not tried again (undrain and drain again to retry)` : why)
+      .catch((err) => log.warn('drain: its failure was not recorded', { err }));
   };
 
   const begin = (rec: ServerRecord, to: string) => {
@@ -110,7 +115,10 @@ export function startDrain(d: Pick<MovesDeps, 'registry' | 'store' | 'log'> & { 
           await r.drains.moved(r.host, rec.id).catch((err) => log.warn('drain: the move was not counted', { err }));
           return true;
         },
-        async (err) => (await failed(rec, isAppError(err) ? err.detail : 'the move failed (see the log)'), false),
+        async (err) => (
+          await failed(rec, isAppError(err) ? err.detail : 'the move failed (see the log)', isAppError(err) && err.code === 'move_refused'),
+          false
+        ),
       )
       .then((landed) => {
         running.delete(rec.id);
@@ -135,6 +143,7 @@ export function startDrain(d: Pick<MovesDeps, 'registry' | 'store' | 'log'> & { 
       mark = await r.drains.of(r.host);
       if (mark && !was) log.info('draining this host: it takes no creates, its servers move to the others', { since: mark.since });
       if (!mark && was) log.info('drain ended: this host takes creates again');
+      if (!mark) retry.clear(); // a drain begun again tries every server again
     } catch {
       return; // the registry cannot be read: the last mark holds
     }

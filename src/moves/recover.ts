@@ -10,7 +10,7 @@
 //   - the server's record is made from what the registry and the store keep, since the dead
 //     host's store may be gone with its data dir: placement (account, slug, epoch), SSH key,
 //     its settings as its host last wrote them (never_sleep, exposed container ports: schema 25,
-//     written on every change, so one after its newest checkpoint is kept), its own domains (the
+//     written on every change, so one after its newest checkpoint is kept; and its suspension), its own domains (the
 //     registry's claims), the checkpoint's disk size, the account's tier ceilings; it sleeps on
 //     its new host, a never_sleep one runs there; its ports are exposed again on the target's own;
 //   - a server that ran after its newest checkpoint (its host wrote when it last ran:
@@ -19,7 +19,10 @@
 //   - a server with no checkpoint in the store cannot be recovered: it stays placed on the dead
 //     host, logged and listed by `cluster status` as unrecoverable (no empty disk is made).
 // A recovery is no create: no account's create limits are counted. Every outcome is recorded in
-// the registry (`recoveries`).
+// the registry (`recoveries`). A server whose recovery failed (no room, no account, a target that
+// did not answer within ASK_WAIT_MS) is tried again by the timer only after a wait doubled per
+// failure; the operator's `cluster recover` tries every one at once. A draining host is no target.
+// An operator-suspended server comes back suspended (its settings, schema 29) and is not started.
 
 import { AppError, isAppError } from '../errors.js';
 import { shortOf, TIER_LIMITS, tierOf } from '../hosting/index.js';
@@ -29,7 +32,7 @@ import { RegistryRecoveries } from '../registry/index.js';
 import { ask } from './source.js';
 import { adopt } from './target.js';
 import type { MovesDeps } from './types.js';
-import type { AdoptRequest } from './wire.js';
+import type { AdoptAnswer, AdoptRequest } from './wire.js';
 
 type DomainState = AdoptRequest['domains'][number]['state'];
 const STATES = new Set<string>(['pending_dns', 'issuing', 'active', 'failed'] satisfies DomainState[]);
@@ -38,6 +41,19 @@ const STATES = new Set<string>(['pending_dns', 'issuing', 'active', 'failed'] sa
 const BATCH = 4;
 /** The recovery lease, renewed between batches (a batch's restores fit in it; a holder that died frees it after). */
 const LEASE_MS = 2 * 60_000;
+/** How long a target may take to make a recovered server (as a move's source waits: source.ts). */
+const ASK_WAIT_MS = 5 * 60_000;
+/** The first wait before a server whose recovery failed is tried again by the timer; doubled per failure, up to the max. */
+const RETRY_MS = 30_000;
+const RETRY_MAX_MS = 30 * 60_000;
+
+export interface RecoveryOptions {
+  /** How long a target may take to answer (ASK_WAIT_MS). */
+  askWaitMs?: number;
+  /** The first wait before a failed server is tried again (RETRY_MS). */
+  retryMs?: number;
+  now?: () => number;
+}
 
 export interface RecoveryReport {
   host: string;
@@ -80,12 +96,23 @@ export class Recovery {
   private timer?: NodeJS.Timeout;
   /** Servers found unrecoverable in this run (server@epoch): reported once, checked again only by the operator. */
   private readonly reported = new Set<string>();
+  /** Servers whose recovery failed (no room, no account, a damaged checkpoint, a target that did
+   *  not answer): the timer tries each again only once its wait ran out, doubled per failure. */
+  private readonly retry = new Map<string, { at: number; attempts: number }>();
+  private readonly now: () => number;
 
   constructor(
     private readonly d: MovesDeps,
     private readonly log: Logger,
+    private readonly o: RecoveryOptions = {},
   ) {
     if (d.registry) this.rec = new RegistryRecoveries(d.registry.pool, d.registry.host);
+    this.now = o.now ?? d.now ?? Date.now;
+  }
+
+  /** Whether the timer leaves server `id` alone now (its last recovery failed a short while ago). */
+  private waiting(id: string): boolean {
+    return (this.retry.get(id)?.at ?? 0) > this.now();
   }
 
   /** Every `ms`: this host's running servers marked active, and any dead host's servers recovered (recoverAfter > 0). */
@@ -119,7 +146,7 @@ export class Recovery {
     if (this.d.cfg.cluster.recoverAfter <= 0 || this.busy || !this.d.channel) return;
     for (const h of r.placements.hosts()) {
       if (h.name === r.host || !r.contact.verdict(h.name).dead) continue;
-      const left = (await this.rec!.placedOn(h.name)).filter((p) => !this.reported.has(`${p.serverId}@${p.epoch}`));
+      const left = (await this.rec!.placedOn(h.name)).filter((p) => !this.reported.has(`${p.serverId}@${p.epoch}`) && !this.waiting(p.serverId));
       if (!left.length) continue;
       await this.recoverHost(h.name, 'dead').catch((err) => {
         if (!(isAppError(err) && err.code === 'recovery_busy')) this.log.warn('recovery of a dead host failed', { host: h.name, err });
@@ -183,8 +210,10 @@ export class Recovery {
   private async run(dead: string, by: 'dead' | 'operator', rows: HostRow[]): Promise<RecoveryReport> {
     const r = this.d.registry!;
     const report: RecoveryReport = { host: dead, by, recovered: [], unrecoverable: [], failed: [] };
-    const targets = rows.filter((h) => h.up && h.name !== dead).map((h) => ({ name: h.name, capacity: { ...h.capacity } }));
-    const placed = await this.rec!.placedOn(dead);
+    // never a draining host: it takes no servers (they would move again)
+    const targets = rows.filter((h) => h.up && h.name !== dead && !h.drain).map((h) => ({ name: h.name, capacity: { ...h.capacity } }));
+    // the timer's round leaves the servers that failed a short while ago; the operator's tries every one
+    const placed = (await this.rec!.placedOn(dead)).filter((p) => by === 'operator' || !this.waiting(p.serverId));
     this.log.warn('recovering the servers of a dead host', { host: dead, by, servers: placed.length });
     for (let i = 0; i < placed.length; i += BATCH) {
       if (i && !(await this.rec!.lease(dead, LEASE_MS))) throw AppError.of('recovery_busy', 'the recovery lease was lost');
@@ -207,6 +236,10 @@ export class Recovery {
     const refuse = async (kind: 'unrecoverable' | 'failed', why: string) => {
       report[kind].push({ server: p.serverId, slug: p.slug, why });
       if (kind === 'unrecoverable') this.reported.add(`${p.serverId}@${p.epoch}`);
+      else {
+        const attempts = (this.retry.get(p.serverId)?.attempts ?? 0) + 1;
+        this.retry.set(p.serverId, { at: this.now() + Math.min(RETRY_MAX_MS, (this.o.retryMs ?? RETRY_MS) * 2 ** (attempts - 1)), attempts });
+      }
       log.error(kind === 'unrecoverable' ? 'a server of a dead host cannot be recovered' : 'a server of a dead host was not recovered', { slug: p.slug, why });
       await this.rec!.record({ serverId: p.serverId, from: dead, outcome: kind, detail: why }).catch(() => {});
     };
@@ -244,13 +277,14 @@ export class Recovery {
           keyFingerprint: p.fingerprint,
           ...need,
           neverSleep,
-          suspended: false,
-          flag: null,
+          // as its host last wrote them: an operator's suspension outlasts the recovery
+          suspended: p.suspended ?? false,
+          flag: p.suspended ? (p.flag ?? null) : null,
           createdAt: manifests[manifests.length - 1].createdAt,
         },
         checkpoint: newest.id,
         epoch: p.epoch,
-        running: neverSleep,
+        running: neverSleep && !p.suspended,
         exposed: p.exposed ?? [],
         checkpoints: manifests.map((m) => ({
           id: m.id,
@@ -265,7 +299,8 @@ export class Recovery {
         domains,
         ...(lostMs !== undefined ? { note: lossNote(dead, newest.createdAt, p.activeAt!) } : {}),
       };
-      const a = to === r.host ? await adopt(d, log, body, dead) : await ask(d, to, body);
+      const a = to === r.host ? await adopt(d, log, body, dead) : await this.asked(to, body);
+      this.retry.delete(p.serverId);
       report.recovered.push({ server: p.serverId, slug: p.slug, to, checkpoint: newest.id, ...(lostMs !== undefined ? { lost_ms: lostMs } : {}) });
       log.warn('a server of a dead host recovered', { slug: p.slug, to, epoch: a.epoch, checkpoint: newest.id, lostMs });
       await this.rec!.record({
@@ -278,8 +313,19 @@ export class Recovery {
       }).catch(() => {});
     } catch (e) {
       if (isAppError(e) && e.code === 'placement_conflict')
-        return void log.info('a server of a dead host was taken by another host meanwhile', { detail: e.detail });
+        return void (this.retry.delete(p.serverId), log.info('a server of a dead host was taken by another host meanwhile', { detail: e.detail }));
       await refuse('failed', isAppError(e) ? e.detail : (e as Error).message);
     }
+  }
+
+  /** The target's answer, or move_failed once it took longer than the deadline (a peer that never
+   *  answers does not hold this host's recovery: a late take is the compare-and-set's to settle). */
+  private asked(to: string, body: AdoptRequest): Promise<AdoptAnswer> {
+    const ms = this.o.askWaitMs ?? ASK_WAIT_MS;
+    let t: NodeJS.Timeout | undefined;
+    const late = new Promise<never>(
+      (_, reject) => (t = setTimeout(() => reject(AppError.of('move_failed', `host ${to} did not answer within ${Math.round(ms / 1000)} s`)), ms)),
+    );
+    return Promise.race([ask(this.d, to, body), late]).finally(() => clearTimeout(t));
   }
 }

@@ -36,6 +36,8 @@ import type { MoveReport, MovesDeps } from './types.js';
 import { ADOPT_PATH, AdoptAnswer, type AdoptRequest } from './wire.js';
 
 const ANSWER_MAX = 64 * 1024;
+/** The target's refusals another try does not change: no retryable move_failed. */
+const FINAL = new Set(['server_exists', 'not_configured', 'invalid_request', 'invalid_json', 'move_needs_shared_store']);
 /** How long the target may take to make the server from its checkpoint and start it. */
 const ANSWER_WAIT_MS = 5 * 60_000;
 /** The longest wait between two reads of a failed move's placement while the registry cannot be read. */
@@ -63,7 +65,7 @@ async function precheck(d: MovesDeps, rec: ServerRecord, to: string): Promise<vo
       'move_needs_shared_store',
       'this host keeps checkpoints in its own directory, which the target cannot read: set checkpoints.store = s3://bucket/prefix on every host to move servers',
     );
-  if (to === r.host) throw AppError.of('move_target_unknown', `${to} is this host: server ${rec.id} runs here already`);
+  if (to === r.host) throw AppError.of('move_to_self', `${to} is this host: server ${rec.id} runs here already`);
   const row = (await r.hosts.list()).find((h) => h.name === to);
   if (!row) throw AppError.of('move_target_unknown', `the cluster has no host ${to.slice(0, 80)}`);
   if (!d.channel || !r.placements.host(to)?.up)
@@ -98,6 +100,8 @@ export async function ask(d: MovesDeps, to: string, body: AdoptRequest): Promise
   const refused = <E extends Error>(e: E): E => (c.status >= 400 && c.status < 500 && err?.error && refusals.add(e), e);
   if (err?.error === 'move_target_full' || err?.error === 'placement_conflict') throw refused(AppError.of(err.error, detail));
   if (err?.error === 'host_unavailable') throw AppError.of('move_target_down', detail, { retryAfter: 30 });
+  // what another try does not change (it has the server, takes no moved ones, reads no such request)
+  if (err?.error && FINAL.has(err.error)) throw refused(AppError.of('move_refused', `${detail} (${err.error})`));
   throw refused(AppError.of('move_failed', detail, { retryAfter: 30 }));
 }
 

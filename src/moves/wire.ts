@@ -37,7 +37,8 @@ const CheckpointShape = z.object({
   comment: z.string().max(1000).optional(),
   sizeBytes: z.number().int().nonnegative(),
   newBytes: z.number().int().nonnegative(),
-  writtenAt: z.number().optional(),
+  // no writtenAt: the disk's mtime by the source's clock; the target's stale-copy check
+  // (hosting/stalecopies.ts) reads it only on records this host took (zod drops it if sent)
 });
 
 const DomainShape = z.object({

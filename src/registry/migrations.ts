@@ -15,7 +15,7 @@ import { TOKEN_SQL } from './token.js';
 import { QUOTAS_SQL } from './quotas.js';
 import { HEARD_SQL } from './hosts.js';
 import { RECOVERY_SQL } from './recoveries.js';
-import { SETTINGS_SQL } from './settings.js';
+import { SETTINGS_SQL, SETTINGS_SUSPENSION_SQL } from './settings.js';
 import { DRAIN_SQL } from './drains.js';
 import type { RegistryPool } from './pool.js';
 
@@ -186,6 +186,11 @@ export const MIGRATIONS: readonly Migration[] = [
     about:
       "servers' settings outside their disks and other records (never_sleep, exposed container ports), written by the host that runs each on every change: a recovery brings them back without the dead host",
     sql: SETTINGS_SQL,
+  },
+  {
+    version: 29,
+    about: "servers' suspension in their settings (suspended, flag): an operator's suspension outlasts a recovery on another host",
+    sql: SETTINGS_SUSPENSION_SQL,
   },
 ];
 

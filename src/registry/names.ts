@@ -218,10 +218,15 @@ export class RegistryNames {
     return t.rowCount === 1 ? 'deleted' : undefined;
   }
 
-  /** Removes a deleted server's placement and slug in one transaction. */
+  /** Removes a deleted server's placement and slug in one transaction. Refused (409
+   *  placement_conflict, nothing removed) when the registry places it on another host: a move or
+   *  a recovery took it there, so a delete on this host would delete nothing of the one that runs. */
   async remove(serverId: string): Promise<void> {
     this.held();
     await this.pool.tx(async (c) => {
+      const other = await c.query<{ host: string }>('SELECT host FROM placements WHERE server_id = $1 AND host <> $2 FOR UPDATE', [serverId, this.host]);
+      if (other.rows[0])
+        throw AppError.of('placement_conflict', `server ${serverId} is placed on ${other.rows[0].host} now: nothing was removed here; send the request again`);
       const v = [serverId, this.host, this.holder.instance, this.run];
       const p = await c.query(`DELETE FROM placements WHERE server_id = $1 AND host = $2 AND instance = $3 AND ${HOLDS('$2', '$4')}`, v);
       const s = await c.query(`DELETE FROM slugs WHERE server_id = $1 AND host = $2 AND instance = $3 AND ${HOLDS('$2', '$4')}`, v);

@@ -45,6 +45,9 @@ export interface DeadPlacement {
   /** Its settings as its host last wrote them (settings.ts, schema 25); undefined: none written. */
   neverSleep?: boolean;
   exposed?: number[];
+  /** Suspended when its host last wrote its settings (schema 29), and the flag that says whose. */
+  suspended?: boolean;
+  flag?: string | null;
 }
 
 /** A server's own domain as the registry's claim has it (shared-schema.ts `custom_domains`). */
@@ -103,8 +106,10 @@ export class RegistryRecoveries {
       active_at: string | null;
       never_sleep: boolean | null;
       exposed: number[] | null;
+      suspended: boolean | null;
+      flag: string | null;
     }>(
-      `SELECT p.server_id, p.account_id, p.slug, p.epoch, k.public_key, k.fingerprint, a.active_at, s.never_sleep, s.exposed
+      `SELECT p.server_id, p.account_id, p.slug, p.epoch, k.public_key, k.fingerprint, a.active_at, s.never_sleep, s.exposed, s.suspended, s.flag
          FROM placements p LEFT JOIN server_keys k ON k.server_id = p.server_id
            LEFT JOIN server_activity a ON a.server_id = p.server_id AND a.host = p.host
            LEFT JOIN server_settings s ON s.server_id = p.server_id
@@ -120,6 +125,7 @@ export class RegistryRecoveries {
       ...(x.fingerprint ? { fingerprint: x.fingerprint } : {}),
       ...(x.active_at !== null ? { activeAt: Number(x.active_at) } : {}),
       ...(x.never_sleep !== null ? { neverSleep: x.never_sleep, exposed: (x.exposed ?? []).map(Number) } : {}),
+      ...(x.suspended ? { suspended: true, flag: x.flag } : {}),
     }));
   }
 

@@ -6,7 +6,8 @@
 // is not lost, as it would be in the checkpoint's manifest. A host writes only rows of servers
 // placed on it (the placement read in the same statement), so a host that lost a server to a move
 // or a recovery cannot overwrite what its new owner wrote. The row goes with the placement
-// (a foreign key: deleted with it on every path). Schema 25.
+// (a foreign key: deleted with it on every path). Schema 25; schema 29 added the server's suspension
+// (suspended, and the flag that says whose: an operator's suspension outlasts a recovery on another host).
 
 import { HOLDS, type NameHolder } from './names.js';
 import type { RegistryPool } from './pool.js';
@@ -21,11 +22,18 @@ export const SETTINGS_SQL = `
     at           timestamptz NOT NULL DEFAULT now()
   );`;
 
+/** Schema 29: whether the server is suspended, and its flag (whose suspension: billing/enforce.ts). */
+export const SETTINGS_SUSPENSION_SQL = `
+  ALTER TABLE server_settings ADD COLUMN suspended boolean NOT NULL DEFAULT false, ADD COLUMN flag text;`;
+
 export interface ServerSettingsRow {
   serverId: string;
   neverSleep: boolean;
   /** Container ports exposed (the public ports are the holder's own). */
   exposed: number[];
+  /** Suspended (an operator's or billing's), and its flag; absent: not suspended. */
+  suspended?: boolean;
+  flag?: string | null;
 }
 
 export class RegistrySettings {
@@ -53,12 +61,21 @@ export class RegistrySettings {
       const put = rows.filter((r) => here.has(r.serverId));
       if (!put.length) return;
       await c.query(
-        `INSERT INTO server_settings (server_id, never_sleep, exposed, host)
-         SELECT x.s, x.n, ARRAY(SELECT unnest(string_to_array(x.e, ',')::int[]) ORDER BY 1), $4
-           FROM unnest($1::text[], $2::boolean[], $3::text[]) AS x(s, n, e)
-         ON CONFLICT (server_id) DO UPDATE SET never_sleep = EXCLUDED.never_sleep, exposed = EXCLUDED.exposed, host = EXCLUDED.host, at = now()
-           WHERE (server_settings.never_sleep, server_settings.exposed, server_settings.host) IS DISTINCT FROM (EXCLUDED.never_sleep, EXCLUDED.exposed, EXCLUDED.host)`,
-        [put.map((r) => r.serverId), put.map((r) => r.neverSleep), put.map((r) => r.exposed.join(',')), this.host],
+        `INSERT INTO server_settings (server_id, never_sleep, exposed, host, suspended, flag)
+         SELECT x.s, x.n, ARRAY(SELECT unnest(string_to_array(x.e, ',')::int[]) ORDER BY 1), $4, x.u, x.f
+           FROM unnest($1::text[], $2::boolean[], $3::text[], $5::boolean[], $6::text[]) AS x(s, n, e, u, f)
+         ON CONFLICT (server_id) DO UPDATE SET never_sleep = EXCLUDED.never_sleep, exposed = EXCLUDED.exposed, host = EXCLUDED.host,
+             suspended = EXCLUDED.suspended, flag = EXCLUDED.flag, at = now()
+           WHERE (server_settings.never_sleep, server_settings.exposed, server_settings.host, server_settings.suspended, server_settings.flag)
+             IS DISTINCT FROM (EXCLUDED.never_sleep, EXCLUDED.exposed, EXCLUDED.host, EXCLUDED.suspended, EXCLUDED.flag)`,
+        [
+          put.map((r) => r.serverId),
+          put.map((r) => r.neverSleep),
+          put.map((r) => r.exposed.join(',')),
+          this.host,
+          put.map((r) => r.suspended ?? false),
+          put.map((r) => r.flag ?? null),
+        ],
       );
     });
   }

@@ -261,7 +261,8 @@ export class ContainerRuntime implements Runtime {
         if (spec.fromDisk?.uidBase !== undefined) shiftOwners(p.upper, spec.fromDisk.uidBase, rec.uidBase); // a fork: its files to this range
         if (!personalise(p.rootfs, rec.uidBase, spec.slug))
           this.deps.log.warn('its /etc is not a directory: its name files left as they are', { server: rec.id });
-        if (spec.fromDisk) this.deps.log.info('fork: identity files reset', { server: rec.id, ...resetIdentity(p.rootfs) });
+        // a fork's own identity; a server moved or recovered here keeps its host keys and machine id
+        if (spec.fromDisk?.fork) this.deps.log.info('fork: identity files reset', { server: rec.id, ...resetIdentity(p.rootfs) });
         this.writeBundle(rec, applied);
         writeNet(this.serverDir(rec.id), applied.net);
         await this.net.addServer(rec.ip, applied.net);

@@ -32,6 +32,10 @@ export interface DiskSource {
   image?: string;
   /** The host uid of the checkpointed server's root: its files move to this server's range. */
   uidBase?: number;
+  /** A new server made from another's disk (a fork): its SSH host keys and machine id are reset
+   *  (forkidentity.ts). Absent: the same server made on another host (a move, a recovery), which
+   *  keeps its own. */
+  fork?: boolean;
 }
 
 export type ServerState = 'creating' | 'running' | 'sleeping' | 'waking' | 'stopped' | 'failed';
