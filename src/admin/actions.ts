@@ -96,7 +96,7 @@ export class AdminActions {
   async suspend(rec: ServerRecord): Promise<void> {
     this.d.store.servers.update(rec.id, () => ({ suspended: true, flag: OPERATOR_SUSPENDED }));
     this.d.proxy.forget(rec.id); // the next request reads `suspended` from the store: 402
-    await this.d.hosting.core.settingsChanged(rec.id); // cluster mode: a recovery elsewhere keeps it suspended
+    this.d.hosting.core.settingsChanged(rec.id); // cluster mode: a recovery elsewhere keeps it suspended
     await this.d.runtime.stop(rec.id, { park: false }); // no parked container for a server that cannot wake
     this.d.proxy.forget(rec.id);
     this.d.log.info('admin: server suspended', { server: rec.id });
@@ -108,7 +108,7 @@ export class AdminActions {
     const billingHolds = this.d.store.billing.stateOf(rec.accountId).suspended === true;
     this.d.store.servers.update(rec.id, (r) => ({ suspended: billingHolds, flag: r.flag === OPERATOR_SUSPENDED ? null : r.flag }));
     this.d.proxy.forget(rec.id);
-    await this.d.hosting.core.settingsChanged(rec.id);
+    this.d.hosting.core.settingsChanged(rec.id);
     if (billingHolds) return false;
     await this.d.presence.wake(rec.id);
     this.d.log.info('admin: server resumed', { server: rec.id });

@@ -27,7 +27,7 @@ export class SettingsWriter {
 
   /** These are the servers' settings now: written soon (never throws, never waits). */
   want(rows: readonly ServerSettingsRow[]): void {
-    for (const r of rows) this.wanted.set(r.serverId, { serverId: r.serverId, neverSleep: r.neverSleep, exposed: [...r.exposed] });
+    for (const r of rows) this.wanted.set(r.serverId, { ...r, exposed: [...r.exposed] });
     if (rows.length) void this.flush();
   }
 

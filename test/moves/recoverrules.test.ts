@@ -40,7 +40,7 @@ let pool: RegistryPool;
 test.before(async () => {
   pg = await startClusterRegistry();
   pool = new RegistryPool({ url: pg.url, connectTimeoutMs: 2000, statementTimeoutMs: 5000 });
-  await pg.sql(`INSERT INTO placements (server_id, host, epoch, account_id, slug, public_ip) VALUES ('${ID}', 'host-c', 4, 'acc_1', 'one', '127.0.0.1')`);
+  await pg.sql(`INSERT INTO placements (server_id, host, epoch, account_id, slug, public_ip, instance) VALUES ('${ID}', 'host-c', 4, 'acc_1', 'one', '127.0.0.1', 'ins_host-c')`);
   await pg.sql(`INSERT INTO server_keys (server_id, fingerprint, public_key, host) VALUES ('${ID}', 'fp1', 'ssh-ed25519 AAAA one', 'host-c')`);
 });
 
@@ -71,7 +71,7 @@ function recovery(w: World, o: { askWaitMs?: number; retryMs?: number } = {}): R
   });
   const manifest = { id: 'ckp_00000000001111111111ab', serverId: ID, createdAt: 1000, kind: 'auto', imageBytes: GiB, dataBytes: 1, newBytes: 1 };
   const d = {
-    cfg: { cluster: { recoverAfter: 1000 }, checkpoints: { store: 's3://bucket/x' } },
+    cfg: { cluster: { recoverAfter: 1000, lease: 1000 }, checkpoints: { store: 's3://bucket/x' } },
     log: silentLogger,
     now: () => w.clock,
     runtime: { list: () => [] },
@@ -79,7 +79,7 @@ function recovery(w: World, o: { askWaitMs?: number; retryMs?: number } = {}): R
       pool,
       host: 'host-a',
       placements: { hosts: () => [{ name: 'host-a' }, { name: 'host-b' }, { name: 'host-c' }], sync: async () => {} },
-      contact: { verdict: (h: string) => ({ dead: h === 'host-c' }) },
+      contact: { verdict: (h: string) => ({ dead: h === 'host-c' }), reachedAgo: () => undefined },
       hosts: { list: async () => [row('host-a', true, w.roomA), row('host-b', true, w.roomB, w.bDrains), row('host-c', false, 100)] },
     },
     channel: {

@@ -121,10 +121,11 @@ test('an operator’s suspension and resume are written to the registry’s sett
   assert.is(await row(), 'false -');
   const s = await adminCli(['servers', 'suspend', onB], env(b));
   assert.is(s.code, 0, s.stderr);
-  assert.is(await row(), 'true suspended_by_operator');
+  // written off the answer's path (settingswriter.ts): soon after
+  await until('the suspension in the registry', async () => (await row()) === 'true suspended_by_operator', 5000);
   const r = await adminCli(['servers', 'resume', onB], env(b));
   assert.is(r.code, 0, r.stderr);
-  assert.is(await row(), 'false -');
+  await until('the resume in the registry', async () => (await row()) === 'false -', 5000);
 });
 
 test('a delete on the source once the registry places the server on another host is refused: nothing deleted, its SSH key kept (the move’s last window)', async () => {
