@@ -40,7 +40,9 @@ let pool: RegistryPool;
 test.before(async () => {
   pg = await startClusterRegistry();
   pool = new RegistryPool({ url: pg.url, connectTimeoutMs: 2000, statementTimeoutMs: 5000 });
-  await pg.sql(`INSERT INTO placements (server_id, host, epoch, account_id, slug, public_ip, instance) VALUES ('${ID}', 'host-c', 4, 'acc_1', 'one', '127.0.0.1', 'ins_host-c')`);
+  await pg.sql(
+    `INSERT INTO placements (server_id, host, epoch, account_id, slug, public_ip, instance) VALUES ('${ID}', 'host-c', 4, 'acc_1', 'one', '127.0.0.1', 'ins_host-c')`,
+  );
   await pg.sql(`INSERT INTO server_keys (server_id, fingerprint, public_key, host) VALUES ('${ID}', 'fp1', 'ssh-ed25519 AAAA one', 'host-c')`);
 });
 
