@@ -1,9 +1,9 @@
 // What this host knows, over time, of its contact with the registry and with every other host
 // (issue 38): since when each host's lease has been lapsed (first seen lapsed here, not excused by
 // registry trouble: leases.ts), when the channel last reached it, when this host last reached the
-// registry (a heartbeat that did counts until the next one is due: one hanging on a cut
-// connection until its statement times out is no contact, the others' clock on this host's lease
-// already runs), and when a peer last did having heard this host (its word, asked over the channel at
+// registry (a heartbeat that did counts until the lease it wrote lapses: one hanging on a cut
+// connection until its statement times out is no contact after that, the others' clock on this
+// host's lease runs from then), and when a peer last did having heard this host (its word, asked over the channel at
 // each ping: `registryAgo`; what this host answers a peer is `vouchAgo`). Read on a timer
 // (`tick`), which also keeps a session open to every other host (the channel pings it; a peer's
 // key is read while the registry answers, so a session can still open once it does not) — except
@@ -35,12 +35,12 @@ export interface ContactDeps {
   registryAgo?(host: string, advertise: string): number | undefined;
   /** Whether this host's last heartbeat reached the registry. */
   registryUp(): boolean;
-  /** When (monotonic ms) the last heartbeat that reached the registry started: the lease the others
-   *  see runs from about then. With `beatEveryMs`, a heartbeat due since and not answered yet is no
-   *  contact (one hanging until its statement times out still leaves `registryUp` true). */
+  /** When (monotonic ms) the last heartbeat that reached the registry started: the lease it wrote,
+   *  as the others see it, runs until about `leaseMs` later. With `leaseMs`, contact ends there
+   *  even while the next heartbeat hangs (until its statement times out `registryUp` stays true). */
   registryReachedAt?(): number | undefined;
-  /** How often this host heartbeats. */
-  beatEveryMs?: number;
+  /** The lease a heartbeat writes. */
+  leaseMs?: number;
   /** Monotonic milliseconds. */
   now(): number;
   recoverAfterMs: number;
@@ -101,14 +101,15 @@ export class Contact {
     return listed.length || !this.before ? listed : this.before.peers;
   }
 
-  /** Until when (monotonic ms) the registry counts as reached, as of `now`: `now` while the last
-   *  heartbeat reached it and the next is not overdue; once one is overdue, when it was due;
-   *  undefined while the last heartbeat failed. */
+  /** Until when (monotonic ms) the registry counts as reached, as of `now`: `now` while the lease
+   *  the last heartbeat that reached it wrote still runs; once it lapsed (the next heartbeat
+   *  hanging), when it lapsed — when the others' clock on this host starts; undefined while the
+   *  last heartbeat failed. */
   private registryContact(now: number): number | undefined {
     if (!this.d.registryUp()) return undefined;
     const at = this.d.registryReachedAt?.();
-    if (at === undefined || this.d.beatEveryMs === undefined) return now;
-    return Math.min(now, at + this.d.beatEveryMs);
+    if (at === undefined || this.d.leaseMs === undefined) return now;
+    return Math.min(now, at + this.d.leaseMs);
   }
 
   /** The last contact as this run knows it (the last run's when none yet): this host reaching the

@@ -109,7 +109,7 @@ export class Registry {
       hosts: () => this.placements.hosts(),
       registryUp: () => this.reachable,
       registryReachedAt: () => this.reachedAt,
-      beatEveryMs: beatEvery(o.leaseMs),
+      leaseMs: o.leaseMs,
       now: () => performance.now(),
       recoverAfterMs: o.recoverAfterMs ?? 0,
       saved: savedContact(o.dataDir),

@@ -265,7 +265,7 @@ test('contact across a restart: the last contact and the peers are kept; a host 
   assertNotCutOff(again, R, log, 'srv_1');
 });
 
-test('contact: a heartbeat that hangs (the registry cut off, the statement not timed out yet) is no contact: cut off from when it was due', () => {
+test('contact: a heartbeat that hangs (the registry cut off, the statement not timed out yet) is no contact once the lease the last one wrote lapsed: cut off from then', () => {
   const r = 8000;
   const w = { t: 0, up: true, reachedAt: 0 as number | undefined };
   const view = (name: string): HostView => ({ name, advertise: `${name}:7946`, publicIp: '10.0.0.1', lease: true, up: true });
@@ -275,35 +275,35 @@ test('contact: a heartbeat that hangs (the registry cut off, the statement not t
     answers: () => false,
     registryUp: () => w.up,
     registryReachedAt: () => w.reachedAt,
-    beatEveryMs: 1000,
+    leaseMs: 3000,
     now: () => w.t,
     recoverAfterMs: r,
   });
-  // heartbeats every second reach the registry, the last one started at 9 s
+  // heartbeats every second reach the registry (each writes a lease of 3 s), the last one started at 9 s
   for (; w.t <= 9000; w.t += 250) {
     if (w.t % 1000 === 0) w.reachedAt = w.t;
     contact.tick();
     assert.is(contact.cutOffForMs(), undefined, `in touch at ${w.t} ms`);
   }
-  // the one due at 10 s hangs until its statement times out at 16 s: the last heartbeat still says up
-  w.t = 10_000;
+  // the one due at 10 s hangs until its statement times out at 17 s: the last heartbeat still says up
+  w.t = 11_000;
   contact.tick();
-  assert.is(contact.cutOffForMs(), undefined, 'the heartbeat due now may still answer');
-  w.t = 12_000;
-  contact.tick();
-  assert.is(contact.cutOffForMs(), 2000, 'cut off since the heartbeat due at 10 s did not answer');
-  assert.is(fenceStep(contact.cutOffForMs(), r, contact.knowsPeers()), 'freeze', 'frozen a quarter of recoverAfter after it');
+  assert.is(contact.cutOffForMs(), undefined, 'the lease the last heartbeat wrote still runs');
   w.t = 14_000;
   contact.tick();
-  assert.is(fenceStep(contact.cutOffForMs(), r, contact.knowsPeers()), 'stop', 'stopped at half of it, before the statement timed out');
+  assert.is(contact.cutOffForMs(), 2000, 'cut off since that lease lapsed at 12 s');
+  assert.is(fenceStep(contact.cutOffForMs(), r, contact.knowsPeers()), 'freeze', 'frozen a quarter of recoverAfter after it');
   w.t = 16_000;
+  contact.tick();
+  assert.is(fenceStep(contact.cutOffForMs(), r, contact.knowsPeers()), 'stop', 'stopped at half of it, before the statement timed out');
+  w.t = 17_000;
   w.up = false; // the statement timed out
   contact.tick();
-  assert.is(contact.cutOffForMs(), 6000, 'still counted from when the heartbeat was due');
+  assert.is(contact.cutOffForMs(), 5000, 'still counted from when the lease lapsed');
   // the registry answers again
-  w.t = 17_000;
+  w.t = 18_000;
   w.up = true;
-  w.reachedAt = 17_000;
+  w.reachedAt = 18_000;
   contact.tick();
   assert.is(contact.cutOffForMs(), undefined);
 });
