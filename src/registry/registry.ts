@@ -116,6 +116,7 @@ export class Registry {
       log.child({ part: 'fence' }),
       () => (!this.reachable || !this.checked ? 'down' : this.identity.held ? 'held' : 'not-held'),
       (id) => assertNotCutOff(this.contact, o.recoverAfterMs ?? 0, log.child({ part: 'selffence' }), id),
+      () => this.selfFence?.unsettled ?? false,
     );
   }
 
