@@ -37,9 +37,9 @@ export interface SelfFenceOptions {
   clock: Clock;
   /** Called when this host reaches the registry again after it fenced itself, also when a peer
    *  answered first and ended the fence before (main.ts: hosting removes its copies of servers
-   *  placed on another host meanwhile); throws when the clean-up is not done (called again at the
-   *  next check). */
-  healed?: () => Promise<void>;
+   *  placed on another host meanwhile); resolves false or throws when the clean-up is not done
+   *  (called again at the next check). */
+  healed?: () => Promise<boolean | void>;
   /** How often contact is read (default: recoverAfter / 20, between 100 ms and 1 s; 1 s with recoverAfter 0). */
   everyMs?: number;
 }
@@ -132,7 +132,7 @@ export class SelfFence {
       // the clean-up first (copies recovered elsewhere removed), then the thaw of what is still ours
       if (this.owesHeal && this.o.contact.registryUp()) {
         try {
-          await this.o.healed?.();
+          if ((await this.o.healed?.()) === false) throw new Error('placements not read');
           this.owesHeal = false;
           this.reachedStop = false;
           this.stopTried.clear();
