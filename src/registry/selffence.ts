@@ -4,12 +4,13 @@
 // starts no server (the runtime's start guard asks `check` before the wake fence, which would
 // start from what this host has while the registry is away). Once the registry or a peer answers
 // again, the servers it froze are thawed; the ones it stopped start on demand as usual, through
-// the wake fence (which refuses a server recovered elsewhere meanwhile). After a fence that
-// reached its stop step, a peer answering first ends the fence but settles nothing: until the
-// registry answered and `healed` read the placements (`unsettled`), a server the fence tried to
-// stop stays frozen, and no start or thaw goes ahead on what this host alone knows. A host whose peers
+// the wake fence (which refuses a server recovered elsewhere meanwhile). A host whose peers
 // answer while the registry does not (an outage everyone sees) never fences: nobody can recover
 // anything then. The servers are behind a small interface (main.ts gives the runtime's).
+//
+// After a fence that reached its stop step, a peer answering first ends the fence but settles
+// nothing: until the registry answered and `healed` read the placements (`unsettled`), a server
+// the fence tried to stop stays frozen, and no start or thaw goes ahead on what this host alone knows.
 
 import type { Clock, Timer } from '../clock.js';
 import { AppError } from '../errors.js';
