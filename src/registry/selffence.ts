@@ -7,10 +7,6 @@
 // the wake fence (which refuses a server recovered elsewhere meanwhile). A host whose peers
 // answer while the registry does not (an outage everyone sees) never fences: nobody can recover
 // anything then. The servers are behind a small interface (main.ts gives the runtime's).
-//
-// After a fence that reached its stop step, a peer answering first ends the fence but settles
-// nothing: until the registry answered and `healed` read the placements (`unsettled`), a server
-// the fence tried to stop stays frozen, and no start or thaw goes ahead on what this host alone knows.
 
 import type { Clock, Timer } from '../clock.js';
 import { AppError } from '../errors.js';
@@ -54,6 +50,10 @@ export function assertNotCutOff(contact: Contact, recoverAfterMs: number, log: L
   throw AppError.of('host_fenced', 'this host cannot reach the rest of the cluster now; it starts no server until it can', { retryAfter: 5 });
 }
 
+/** The fence over this host's servers. After a fence that reached its stop step, a peer answering
+ *  first ends the fence but settles nothing: until the registry answered and `healed` read the
+ *  placements (`unsettled`), a server the fence tried to stop stays frozen, and no start or thaw
+ *  goes ahead on what this host alone knows. */
 export class SelfFence {
   private step: FenceStep = 'serve';
   /** Servers this fence froze (thawed when contact comes back; a doze of presence is not ours). */
