@@ -115,9 +115,7 @@ export async function dropStaleCopies(
 
 /** After this host fenced itself and reached the registry again: its servers the registry placed
  *  on another host meanwhile (each one's placement read, as the wake fence reads it) are stopped
- *  when running — a frozen one killed where it stands, never thawed to run a grace — and dropped
- *  as at a start. Throws when the placements could not all be read or such a copy still runs: the
- *  self-fence calls it again at its next check, and keeps what it froze frozen until then. */
+ *  when running and dropped as at a start (a registry that does not answer: left to the next start). */
 export async function dropMoved(d: StaleCopyDeps, names: Pick<SharedNames, 'self' | 'placementOf'>): Promise<void> {
   if (!names.placementOf || !names.self) return;
   const where = new Map<string, string>();
@@ -127,17 +125,17 @@ export async function dropMoved(d: StaleCopyDeps, names: Pick<SharedNames, 'self
       if (p && p !== 'deleted' && p.host !== names.self) where.set(s.id, p.host);
     }
   } catch (err) {
-    d.log.warn("placements not read after the fence; tried again at the fence's next check", { err: (err as Error).message });
-    throw err;
+    d.log.warn('placements not read after the fence; tried again at its next check', { err: (err as Error).message });
+    throw err; // not done: the self-fence calls it again (and keeps what it froze frozen)
   }
   if (!where.size) return;
   for (const id of where.keys())
     if (d.runtime.get(id)?.state === 'running')
-      await d.runtime
+      await d.runtime // a frozen copy killed where it stands: never thawed to run a grace
         .stop(id, { park: false, ...(d.runtime.frozen?.(id) !== undefined ? { graceMs: 0 } : {}) })
         .catch((err) => d.log.error('could not stop a server placed on another host', { server: id, err }));
   const dropped = await dropStaleCopies(d, [...where.keys()], (id) => where.get(id));
+  const still = [...where.keys()].filter((id) => d.runtime.get(id)?.state === 'running');
+  if (still.length) throw new Error(`copies of servers placed on another host still run here: ${still.join(', ')} (removed: ${dropped.removed.join(', ')})`);
   d.log.warn('stale copies of servers placed on another host removed', dropped);
-  const running = [...where.keys()].filter((id) => d.runtime.get(id)?.state === 'running');
-  if (running.length) throw new Error(`copies of servers placed on another host still run here: ${running.join(', ')}`);
 }
