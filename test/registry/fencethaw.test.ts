@@ -187,7 +187,7 @@ test('a failed clean-up is tried again at the next check, before any thaw; a ser
 });
 
 test("the clean-up (hosting's dropMoved) fails when it could not read the placements, so the fence tries it again", async () => {
-  const d = { store: { servers: { all: () => [{ id: 'srv_a' }] } }, runtime: { get: () => undefined }, log };
+  const d = { store: { servers: { all: () => [{ id: 'srv_a' }], get: () => ({ id: 'srv_a' }) } }, runtime: { get: () => undefined }, log };
   const names = {
     self: 'host-b',
     placementOf: async () => {
