@@ -245,7 +245,7 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
         await d.registry.ready; // refused (schema, token, name): the start fails here, nothing placed
         // cut off from the registry and every peer: this host's running servers frozen, then stopped, before another may recover them
         // back in touch with the registry after the fence: copies of servers recovered elsewhere meanwhile removed
-        d.registry.fenceServers(fencedServers(d.runtime), o.clock ?? systemClock, async () => void (await d.hosting.core.dropMoved()));
+        d.registry.fenceServers(fencedServers(d.runtime), o.clock ?? systemClock, () => d.hosting.core.dropMoved());
         // the same fence once this daemon is gone while its containers run (stopped, crash-looping): a detached watchdog
         if (cfg.cluster.recoverAfter > 0 && makeRuntime === (containers as unknown)) fenceWatch = watchFence(d.registry, d.runtime, cfg);
         // a box's accounts, ledger, domains and certificates copied into the registry once, before it serves in cluster mode;

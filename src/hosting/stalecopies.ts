@@ -129,14 +129,20 @@ export async function dropMoved(d: StaleCopyDeps, names: Pick<SharedNames, 'self
       if (p && p !== 'deleted' && p.host !== names.self) where.set(id, p.host);
     }
   } catch (err) {
-    d.log.warn('placements not read; stale copies of servers placed on another host are removed later', { err: (err as Error).message });
+    d.log.warn('placements not read; stale copies of servers placed on another host are removed later (the self-fence tries again at its next check)', {
+      err: (err as Error).message,
+    });
     return false;
   }
   if (!where.size) return true;
   for (const id of where.keys())
     if (d.runtime.get(id)?.state === 'running')
-      await d.runtime.stop(id).catch((err) => d.log.error('could not stop a server placed on another host', { server: id, err }));
+      await d.runtime // a frozen copy killed where it stands: never thawed to run a grace
+        .stop(id, { park: false, ...(d.runtime.frozen?.(id) !== undefined ? { graceMs: 0 } : {}) })
+        .catch((err) => d.log.error('could not stop a server placed on another host', { server: id, err }));
   const dropped = await dropStaleCopies(d, [...where.keys()], (id) => where.get(id));
+  const still = [...where.keys()].filter((id) => d.runtime.get(id)?.state === 'running');
+  if (still.length) throw new Error(`copies of servers placed on another host still run here: ${still.join(', ')} (removed: ${dropped.removed.join(', ')})`);
   d.log.warn('stale copies of servers placed on another host removed', dropped);
   return true;
 }

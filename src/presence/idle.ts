@@ -48,6 +48,9 @@ export interface IdleOptions {
   floorSettle?: number;
   log: Logger;
   now?: () => number;
+  /** Asked before every thaw of a dozing server; throws to refuse it (cluster mode: the registry's
+   *  fence, 503 host_fenced while this host fences itself — a thawed server would run). */
+  mayThaw?: (id: string) => void;
 }
 
 interface Doze {
@@ -99,7 +102,7 @@ export class IdleTracker implements Presence, PresenceState {
   /** Records activity now; a dozing (or freezing) server is thawed (not awaited: bytes for it wait in the kernel). */
   touch(id: string): void {
     this.mark(id);
-    if ((this.dozing.has(id) || this.freezing.has(id)) && !this.waking.has(id))
+    if ((this.dozing.has(id) || this.freezing.has(id)) && !this.waking.has(id) && this.thawAllowed(id))
       this.wake(id).catch((err: unknown) => this.opts.log.error('could not thaw a dozing server', { server: id, err }));
   }
 
@@ -156,7 +159,7 @@ export class IdleTracker implements Presence, PresenceState {
    *  begun now as wake() begins it (its cgroup write made before this turn of the event loop
    *  ends); undefined for any other server (the caller takes wake()'s usual path). */
   thawIfDozing(id: string): Promise<void> | undefined {
-    if (!this.dozing.has(id) || this.resting(id)) return undefined;
+    if (!this.dozing.has(id) || this.resting(id) || !this.thawAllowed(id)) return undefined;
     return this.wake(id);
   }
 
@@ -170,7 +173,18 @@ export class IdleTracker implements Presence, PresenceState {
     this.dozeListeners.push(fn);
   }
 
+  /** Whether the thaw check lets `id` thaw now (a refusal is told by wake(), which throws it). */
+  private thawAllowed(id: string): boolean {
+    try {
+      this.opts.mayThaw?.(id);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
   private async thaw(id: string): Promise<void> {
+    this.opts.mayThaw?.(id);
     const t0 = performance.now();
     this.thaws++;
     await this.opts.runtime.thaw!(id).catch((err: unknown) => {

@@ -11,9 +11,18 @@ interface Servers {
   servers: { get(id: string): { neverSleep?: boolean; suspended?: boolean } | undefined };
 }
 
-export function startPresence(d: { cfg: Readonly<Pick<Config, 'proxy'>>; store: Servers; runtime: IdleOptions['runtime']; log: Logger }): IdleTracker {
+export function startPresence(d: {
+  cfg: Readonly<Pick<Config, 'proxy'>>;
+  store: Servers;
+  runtime: IdleOptions['runtime'];
+  log: Logger;
+  /** Cluster mode: the registry's fence, asked before every thaw (no dozing server thaws while this host fences itself). */
+  registry?: { fence: { checkThaw(id: string): void } };
+}): IdleTracker {
   const p = d.cfg.proxy;
+  const fence = d.registry?.fence;
   const presence = new IdleTracker({
+    mayThaw: fence && ((id) => fence.checkThaw(id)),
     runtime: d.runtime,
     neverSleep: (id) => d.store.servers.get(id)?.neverSleep ?? false,
     idleTimeout: p.idleTimeout,

@@ -14,7 +14,10 @@
 // host's heartbeat finds the registry unreachable the fence does not try to read it (a reboot's
 // reconcile, a burst of wakes: no connect timeout waited per start for the same answer). While
 // this host fences itself (selffence.ts: it reaches neither the registry nor any peer, and another
-// host may soon recover its servers) every start is refused, 503 `host_fenced`.
+// host may soon recover its servers) every start is refused, 503 `host_fenced`; so is every start
+// whose placement is not read while the fence's stop is unsettled (a peer answered before the
+// registry: a server may have been recovered elsewhere meanwhile). A thaw of a dozing server asks
+// the same (`checkThaw`, synchronous: no placement read, so refused while unsettled).
 
 import { AppError, isAppError } from '../errors.js';
 import type { Logger } from '../log/index.js';
@@ -40,7 +43,16 @@ export class WakeFence {
     private readonly registry: () => 'down' | 'held' | 'not-held' = () => 'held',
     /** Asked first: throws while this host fences itself (selffence.ts: cut off from the registry and every peer). */
     private readonly cutOff: (id: string) => void = () => {},
+    /** Whether the self-fence stopped servers and has not read their placements since (selffence.ts `unsettled`). */
+    private readonly unsettled: () => boolean = () => false,
   ) {}
+
+  /** Throws 503 host_fenced when a dozing server of this host may not be thawed now: while the host
+   *  fences itself, or while the fence's stop is unsettled (a thaw reads no placement). */
+  checkThaw(id: string): void {
+    this.cutOff(id);
+    if (this.unsettled()) throw fenceUnsettled(this.log, id);
+  }
 
   /** Resolves when this host may start `id` (its epoch bumped); throws 503 server_moved when the
    *  registry names another host, another epoch or a lost placement, 404 server_not_found when
@@ -49,6 +61,7 @@ export class WakeFence {
     this.cutOff(id);
     const registry = this.registry();
     if (registry === 'down') {
+      if (this.unsettled()) throw fenceUnsettled(this.log, id);
       this.log.warn('registry unreachable; starting from what this host has, its placement not read', { server: id });
       return;
     }
@@ -61,6 +74,7 @@ export class WakeFence {
     try {
       placed = await this.names.startAt(id);
     } catch (err) {
+      if (this.unsettled()) throw fenceUnsettled(this.log, id);
       this.log.warn('placement not read before a start; starting from what this host has', {
         server: id,
         code: isAppError(err) ? err.code : undefined,
@@ -88,4 +102,12 @@ export class WakeFence {
       retryAfter: 5,
     });
   }
+}
+
+/** The refusal of a start or thaw whose placement is not read while the self-fence's stop is unsettled. */
+function fenceUnsettled(log: Logger, id: string): AppError {
+  log.warn('not starting or thawing a server: this host fenced itself and has not read its placement since', { server: id });
+  return AppError.of('host_fenced', 'this host was cut off from the cluster and has not read where this server runs since; try again shortly', {
+    retryAfter: 5,
+  });
 }

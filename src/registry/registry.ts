@@ -121,6 +121,7 @@ export class Registry {
       log.child({ part: 'fence' }),
       () => (!this.reachable || !this.checked ? 'down' : this.identity.held ? 'held' : 'not-held'),
       (id) => assertNotCutOff(this.contact, o.recoverAfterMs ?? 0, log.child({ part: 'selffence' }), id),
+      () => this.selfFence?.unsettled ?? false,
     );
   }
 
@@ -243,7 +244,7 @@ export class Registry {
   }
 
   /** Starts the self-fence over this host's servers (selffence.ts; with recoverAfter 0 it only reads the contact). */
-  fenceServers(servers: FencedServers, clock: Clock, healed?: () => Promise<void>): SelfFence {
+  fenceServers(servers: FencedServers, clock: Clock, healed?: () => Promise<boolean | void>): SelfFence {
     this.selfFence?.stop();
     this.selfFence = new SelfFence({
       healed,

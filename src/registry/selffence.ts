@@ -35,8 +35,9 @@ export interface SelfFenceOptions {
   clock: Clock;
   /** Called when this host reaches the registry again after it fenced itself, also when a peer
    *  answered first and ended the fence before (main.ts: hosting removes its copies of servers
-   *  placed on another host meanwhile). */
-  healed?: () => Promise<void>;
+   *  placed on another host meanwhile); resolves false or throws when the clean-up is not done
+   *  (called again at the next check). */
+  healed?: () => Promise<boolean | void>;
   /** How often contact is read (default: recoverAfter / 20, between 100 ms and 1 s; 1 s with recoverAfter 0). */
   everyMs?: number;
 }
@@ -50,6 +51,10 @@ export function assertNotCutOff(contact: Contact, recoverAfterMs: number, log: L
   throw AppError.of('host_fenced', 'this host cannot reach the rest of the cluster now; it starts no server until it can', { retryAfter: 5 });
 }
 
+/** The fence over this host's servers. After a fence that reached its stop step, a peer answering
+ *  first ends the fence but settles nothing: until the registry answered and `healed` read the
+ *  placements (`unsettled`), a server the fence tried to stop stays frozen, and no start or thaw
+ *  goes ahead on what this host alone knows. */
 export class SelfFence {
   private step: FenceStep = 'serve';
   /** Servers this fence froze (thawed when contact comes back; a doze of presence is not ours). */
@@ -57,8 +62,14 @@ export class SelfFence {
   private timer?: Timer;
   private busy?: Promise<void>;
   /** The fence acted since the registry was last reached: `healed` is owed once it is reached again
-   *  (a peer may answer first and end the fence while the registry is still away). */
+   *  (a peer may answer first and end the fence while the registry is still away); cleared only
+   *  when `healed` succeeded (a failure is tried again at the next check). */
   private owesHeal = false;
+  /** Servers the fence tried to stop since `healed` last succeeded: another host may have recovered
+   *  them meanwhile, so one still frozen stays frozen until `healed` read their placements. */
+  private readonly stopTried = new Set<string>();
+  /** The fence reached its stop step since `healed` last succeeded (see `unsettled`). */
+  private reachedStop = false;
   /** Servers frozen and stopped by the fence (observability and tests). */
   freezes = 0;
   stops = 0;
@@ -80,6 +91,13 @@ export class SelfFence {
   /** What the fence does now. */
   get now(): FenceStep {
     return this.step;
+  }
+
+  /** Whether the fence stopped this host's servers since the registry last answered `healed`: the
+   *  others may have recovered any of them meanwhile, so until `healed` read their placements nothing
+   *  starts or thaws from what this host alone knows (fence.ts, the idle tracker's thaw check). */
+  get unsettled(): boolean {
+    return this.reachedStop;
   }
 
   /** The start guard's first question (assertNotCutOff). */
@@ -111,12 +129,20 @@ export class SelfFence {
         });
     }
     if (next !== 'serve') this.owesHeal = true;
+    if (next === 'stop') this.reachedStop = true;
     if (next === 'serve') {
-      await this.thawAll();
+      // the clean-up first (copies recovered elsewhere removed), then the thaw of what is still ours
       if (this.owesHeal && this.o.contact.registryUp()) {
-        this.owesHeal = false;
-        await this.o.healed?.().catch((err: unknown) => this.o.log.error('self-fence: after the fence', { err }));
+        try {
+          if ((await this.o.healed?.()) === false) throw new Error('placements not read');
+          this.owesHeal = false;
+          this.reachedStop = false;
+          this.stopTried.clear();
+        } catch (err) {
+          this.o.log.error('self-fence: clean-up after the fence failed; tried again at the next check', { err });
+        }
       }
+      await this.thawAll();
       return;
     }
     const running = this.o.servers.running();
@@ -138,6 +164,7 @@ export class SelfFence {
     }
     await Promise.all(
       running.map(async (id) => {
+        this.stopTried.add(id);
         try {
           await this.o.servers.stop(id);
           this.frozen.delete(id);
@@ -150,9 +177,11 @@ export class SelfFence {
     );
   }
 
+  /** Thaws the servers the fence froze, except one it also tried to stop (its stop failed): that one
+   *  stays frozen until `healed` read its placement (it may run on another host now). */
   private async thawAll(): Promise<void> {
-    const ids = [...this.frozen];
-    this.frozen.clear();
+    const ids = [...this.frozen].filter((id) => !this.stopTried.has(id));
+    for (const id of ids) this.frozen.delete(id);
     const running = new Set(this.o.servers.running());
     await Promise.all(
       ids

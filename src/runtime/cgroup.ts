@@ -1,8 +1,8 @@
 // Reading a server's cgroup from the host: memory in use (without reclaimable page cache) and OOM
 // kills, on cgroup v1 (memory controller at /sys/fs/cgroup/memory) or v2 (unified). Also the
-// check that nothing is left behind after delete.
+// check that nothing is left behind after delete, and the SIGKILL of a whole (frozen) cgroup.
 
-import { existsSync, readFileSync, rmdirSync } from 'node:fs';
+import { existsSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 const ROOT = '/sys/fs/cgroup';
@@ -42,6 +42,28 @@ const field = (text: string | undefined, name: string): number => {
 export function cgroupDirs(path: string): string[] {
   if (V2) return [join(ROOT, path)].filter(existsSync);
   return V1_CONTROLLERS.map((c) => join(ROOT, c, path)).filter(existsSync);
+}
+
+/** SIGKILL to every process of the cgroup, frozen ones too: v2's cgroup.kill (Linux 5.14+), else
+ *  each process the freezer's cgroup.procs lists (a frozen cgroup forks nothing meanwhile; the
+ *  signal is pending until a thaw, which it ends). False where the cgroup could not be read. */
+export function killCgroup(path: string): boolean {
+  if (V2)
+    try {
+      writeFileSync(join(ROOT, path, 'cgroup.kill'), '1', { flag: 'r+' });
+      return true;
+    } catch {
+      // an older kernel: one process at a time
+    }
+  const procs = read(join(ROOT, V2 ? '' : 'freezer', path, 'cgroup.procs'));
+  if (procs === undefined) return false;
+  for (const pid of procs.split('\n').filter(Boolean))
+    try {
+      process.kill(Number(pid), 'SIGKILL');
+    } catch {
+      // gone already
+    }
+  return true;
 }
 
 /** Removes empty cgroup dirs runc left (it normally removes them itself). */

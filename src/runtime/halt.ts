@@ -2,10 +2,12 @@
 // and the cgroup removed. A dozing (frozen, freezer.ts) server is thawed first so it gets its
 // SIGTERM and grace like any other; without a grace, a frozen server is SIGKILLed while still
 // frozen and only then thawed, so it dies without running again (the self-fence froze it so that
-// it would neither write nor answer: registry/selffence.ts). The namespaces and veth stay (network.ts; the next start
+// it would neither write nor answer: registry/selffence.ts) — runc's SIGKILL, else one sent through
+// the cgroup (cgroup.ts); when neither could be sent it is left frozen and the stop fails. The namespaces and veth stay (network.ts; the next start
 // joins them, the runtime's teardown releases them); parking state is the runtime's (park.ts).
 
-import { removeCgroup } from './cgroup.js';
+import { InternalError } from '../errors.js';
+import { killCgroup, removeCgroup } from './cgroup.js';
 import { isFrozen, thaw } from './freezer.js';
 import { alive, sleep } from './proc.js';
 import type { Runc } from './runc.js';
@@ -16,7 +18,8 @@ const KILL_WAIT_MS = 5000;
 
 export async function haltContainer(runc: Runc, id: string, graceMs: number): Promise<void> {
   // no grace: the signal is pending when the thaw comes, so no process of it runs another instruction
-  if (graceMs <= 0 && isFrozen(cgroupPath(id))) await runc.kill(id, 'KILL', true);
+  if (graceMs <= 0 && isFrozen(cgroupPath(id)) && !(await runc.kill(id, 'KILL', true)) && !killCgroup(cgroupPath(id)))
+    throw new InternalError('a frozen server could not be killed; it is left frozen, not thawed', { server: id });
   thaw(cgroupPath(id)); // a dozing server gets its SIGTERM and grace like any other
   const st = await runc.state(id);
   if (st && st.status !== 'stopped' && st.pid > 0) {

@@ -13,7 +13,9 @@
 //     then stops it (host_fenced there) — before host-a or host-b counts it dead and before its
 //     lease has been lapsed for recoverAfter, the earliest either may recover it —; then it is
 //     recovered on host-a or host-b from its checkpoint and answers through the cluster. After the
-//     partition heals, host-c does not start it again and keeps its copy aside (it holds a write
+//     partition heals — first towards its peers alone (host-c's fence ends, but it has not read
+//     where the server runs: it refuses to start its copy, host_fenced), then towards the
+//     registry —, host-c does not start it again and keeps its copy aside (it holds a write
 //     newer than the checkpoint): the recovered copy is the only one running, and host-c's edge
 //     forwards to it.
 // statementTimeout is left at its default (5 s): a heartbeat on a cut connection hangs that long,
@@ -284,6 +286,23 @@ test('host-c cut off from the registry and its peers: it freezes, then stops its
     assert.is((await exec(a, 'sha256sum /root/data | cut -d" " -f1')).trim(), srv.sha);
     assert.is((await exec(b, 'test -e /root/later && echo kept || echo lost')).trim(), 'lost');
     assert.is((await pg.sql(`SELECT outcome FROM recoveries WHERE server_id = '${srv.id}'`)).trim(), 'recovered');
+    // the heal in two steps: host-c's peers answer it first, the registry still cut. Its fence ends
+    // (no longer cut off), but it has not read where the server runs: it must not start its copy
+    await part.cut({ remote: [pg.port] });
+    const cutOffDetail = /cannot reach the rest of the cluster/;
+    const early = await until(
+      'host-c reaches its peers again (a start is no longer refused for the cut-off)',
+      async () => {
+        const g = await get(edgeOfC(), srv.host, '/peers-only');
+        return g.status === 503 && cutOffDetail.test(g.body.toString()) ? undefined : g;
+      },
+      30_000,
+      200,
+    );
+    console.log(`  peers back, registry still cut: ${early.status} ${early.body.toString().slice(0, 160)}`);
+    assert.is(early.status, 503, `${early.status} ${early.body.toString().slice(0, 200)}`);
+    assert.is(JSON.parse(early.body.toString()).error, 'host_fenced');
+    assert.is(await containerOnC(), undefined, 'host-c started no copy on its peers alone');
   } finally {
     clearInterval(sampler);
     await part.heal();
