@@ -263,7 +263,8 @@ export class Recovery {
           serverId: p.serverId,
           accountId: p.accountId,
           token: d.hosting.core.domains.token(p.accountId, x.domain),
-          state: x.state as DomainState,
+          // a certificate order cut off with its host: ordered again by the new host's sweep (which takes no `issuing` one)
+          state: (x.state === 'issuing' ? 'pending_dns' : x.state) as DomainState,
           apex: x.domain.split('.').length === 2,
           createdAt: x.claimedAt,
           ...(x.state === 'active' ? { activeAt: x.claimedAt } : {}),

@@ -132,6 +132,25 @@ test('an operator-suspended server is recovered suspended, with its flag, and no
   assert.is(w2.asked[0].running, true);
 });
 
+test('a domain whose certificate order its dead host left under way comes back waiting for its DNS check (ordered again), an active one active', async () => {
+  await pg.sql(
+    `INSERT INTO custom_domains (domain, server_id, account_id, host, state) VALUES ('order.example.net', '${ID}', 'acc_1', 'host-c', 'issuing'), ('live.example.net', '${ID}', 'acc_1', 'host-c', 'active')`,
+  );
+  try {
+    const w = world({ roomB: 8 });
+    await recovery(w).recoverHost('host-c', 'operator');
+    assert.equal(
+      w.asked[0].domains.map((x) => [x.domain, x.state]),
+      [
+        ['live.example.net', 'active'],
+        ['order.example.net', 'pending_dns'],
+      ],
+    );
+  } finally {
+    await pg.sql(`DELETE FROM custom_domains WHERE server_id = '${ID}'`);
+  }
+});
+
 test('a failed recovery waits before the next round tries it, doubled per failure; the operator tries at once', async () => {
   const w = world(); // no host has room
   const r = recovery(w, { retryMs: 10_000 });
