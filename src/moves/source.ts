@@ -6,7 +6,9 @@
 //     under way;
 //   - a running server: a checkpoint while it runs (most of its disk reaches the store before
 //     anything stops), then requests for it wait (holds.ts), it stops, and a final incremental
-//     checkpoint is taken; a sleeping one: requests wait from the start, and one checkpoint;
+//     checkpoint is taken; a sleeping one: its starts wait from the start (and its requests with
+//     an app under run.sh; without one its static pages are served here until the target's
+//     answer), and one checkpoint — none when its newest one holds its disk as it is;
 //   - its metering is handed over: charged here up to the instant before the target is asked, not
 //     here after it (billing's handOff), and metered by the target from that instant on — or here
 //     again from it if the move fails;
@@ -25,6 +27,8 @@
 //     Once the target was asked, the server starts here again only on the registry's word that it
 //     is still this host's (or the target's refusal); placed anywhere else, it never starts here again.
 
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import { AppError, isAppError } from '../errors.js';
 import { shortOf } from '../hosting/index.js';
 import { collectAnswer, newRequestId } from '../http/index.js';
@@ -139,11 +143,16 @@ export class MoveSource {
     const log = this.log.child({ server: rec.id, to });
     // a running server: most of its disk to the store while it serves
     if (runs()) await cps.take(rec, account, 'auto', `before a move to ${to}`);
-    const heldAt = now();
+    let heldAt = now();
     const release = this.holds.begin(rec.id, rec.slug);
     // read once requests wait: a wake that got in before counts
     const running = runs();
-    log.info('moving a server: its requests wait', { slug: rec.slug, running });
+    // asleep without an app: its pages are served from its disk here (no wake: its starts wait)
+    // until the target answers, so its requests wait only for the hand-over
+    const rootfs = d.runtime.get(rec.id)?.rootfs;
+    const served = !running && !!rootfs && existsSync(join(rootfs, 'root')) && !cps.settingsOf(rec, account).runSh;
+    if (served) this.holds.pass(rec.id);
+    log.info(served ? 'moving a server: its pages are served here meanwhile' : 'moving a server: its requests wait', { slug: rec.slug, running });
     const phases = { stop: 0, checkpoint: 0, target: 0 };
     let mark = now();
     const lap = (k: keyof typeof phases) => ((phases[k] = now() - mark), (mark = now()));
@@ -160,7 +169,10 @@ export class MoveSource {
       await d.runtime.stop(rec.id, { park: false });
       stopped = running;
       lap('stop');
-      checkpoint = (await cps.take(rec, account, 'auto', `moved to ${to}`)).id;
+      // a sleeping server's newest checkpoint holds its disk when nothing wrote the image since
+      // (the test the automatic checkpoints make): the target restores that one, none is taken
+      const newest = running ? undefined : cps.list(rec)[0];
+      checkpoint = newest && !cps.changed(rec) ? newest.id : (await cps.take(rec, account, 'auto', `moved to ${to}`)).id;
       lap('checkpoint');
       const epoch = await epochHere(d, rec.id);
       // charged here up to now, then no more here: the target meters it from this instant
@@ -208,6 +220,7 @@ export class MoveSource {
         answer = { epoch: kept.epoch, exposed_ports: [], state: 'unknown' };
       }
       lap('target');
+      if (served) (this.holds.hold(rec.id), (heldAt = now()));
       // the record first: the requests held go to the target from here on (the front routes by it)
       d.hosting.core.domains.handOff(rec.id);
       d.store.servers.remove(rec.id);

@@ -45,7 +45,8 @@ export interface MoveReport {
   was: 'running' | 'sleeping';
   /** The checkpoint the target restored. */
   checkpoint: string;
-  /** How long requests for it waited (from the stop, or the start of a sleeping server's move, to the target's confirmation). */
+  /** How long requests for it waited (from the stop, or the start of a sleeping server's move, to the target's confirmation;
+   *  a sleeping server without an app serves its pages meanwhile: from the confirmation to the hand-over). */
   held_ms: number;
   /** Where that wait went: the stop, the final checkpoint, the target's restore and start. */
   held_phases_ms: { stop: number; checkpoint: number; target: number };
