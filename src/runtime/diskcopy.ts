@@ -25,7 +25,9 @@ import { run, tryRun } from './proc.js';
 import type { DiskCapture, DiskSource } from './types.js';
 
 const reflinks = new Map<string, boolean>();
-export const capturePath = (p: DiskPaths) => join(p.dir, 'disk.ckp');
+const CAPTURE = 'disk.ckp';
+/** A new capture's path: unique to one capture (a checkpoint's copy may still be read while another is taken). */
+export const capturePath = (p: DiskPaths) => join(p.dir, `${CAPTURE}.${randomBytes(6).toString('hex')}`);
 const STAGED = 'disk.img.new';
 /** A new staged image's path: unique to one restore. */
 export const stagedPath = (p: DiskPaths) => join(p.dir, `${STAGED}.${randomBytes(6).toString('hex')}`);
@@ -59,12 +61,11 @@ export async function dataRanges(path: string): Promise<[number, number][] | und
   return out;
 }
 
-/** Takes a consistent copy of the server's image at capturePath(p): with rbx-freeze where it is
+/** Takes a consistent copy of the server's image at a new capturePath(p): with rbx-freeze where it is
  *  built (freeze, copy and thaw in one process: no process start inside the pause), else with
  *  fsfreeze and cp. */
 export async function captureImage(p: DiskPaths, dataDir: string, uidBase: number): Promise<DiskCapture> {
   const dest = capturePath(p);
-  rmSync(dest, { force: true });
   const bin = nativeBinary('rbx-freeze');
   const mounted = mountedPaths().has(p.disk);
   let capture: Omit<DiskCapture, 'uidBase' | 'writtenAt'>;
@@ -115,14 +116,13 @@ async function thaw(p: DiskPaths): Promise<void> {
 /** Thaws a disk a killed daemon left frozen, and removes a capture or staged image it left. */
 export async function thawLeftovers(p: DiskPaths): Promise<void> {
   if (existsSync(frozenMarker(p))) await thaw(p);
-  rmSync(capturePath(p), { force: true });
   let names: string[] = [];
   try {
     names = readdirSync(p.dir);
   } catch {
     return; // no server directory: nothing left
   }
-  for (const n of names) if (n === STAGED || n.startsWith(`${STAGED}.`)) rmSync(join(p.dir, n), { force: true });
+  for (const n of names) if ([STAGED, CAPTURE].some((x) => n === x || n.startsWith(`${x}.`))) rmSync(join(p.dir, n), { force: true });
 }
 
 /** A fork's disk: the image filled from the checkpoint, grown (offline, at its mount) to the

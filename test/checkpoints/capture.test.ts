@@ -2,12 +2,12 @@
 // directory store): a 50 MB random file survives checkpoint → change → restore byte-exact while
 // the server's app comes back; the disk is frozen (its own mount, not the host's) only for the
 // copy and writes go on after; a 10 MiB change stores about 10 MiB; a sleeping server is
-// checkpointed without a wake; a corrupt chunk refuses the restore and the server keeps its disk.
+// checkpointed without a wake; two copies taken at once are each their own; a corrupt chunk refuses the restore and the server keeps its disk.
 
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { spawn } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { AppError } from '../../src/errors.js';
 import { run } from '../../src/runtime/proc.js';
@@ -35,6 +35,9 @@ const sha = async (path: string) => {
   assert.is(r.code, 0, r.err);
   return r.out.trim();
 };
+
+/** The disk copies (captures) in the server's directory. */
+const captures = () => readdirSync(env.rt.serverDir(id)).filter((n) => n.startsWith('disk.ckp'));
 
 let first: Manifest;
 let bigSha = '';
@@ -78,11 +81,24 @@ test('a running server is checkpointed with its disk frozen only for the copy, i
   // the freeze is the server's own mount's and it is over: the server writes
   assert.is((await sh(env.rt, id, 'echo after > /root/after && cat /root/after')).out, 'after\n');
   assert.not.ok(existsSync(join(env.rt.serverDir(id), 'disk.frozen')));
-  assert.not.ok(existsSync(join(env.rt.serverDir(id), 'disk.ckp')), 'the copy is removed');
+  assert.equal(captures(), [], 'the copy is removed');
   const ticks = (await sh(env.rt, id, 'cat /root/ticks')).out.trim().split('\n').map(Number);
   let gap = 0;
   for (let i = 1; i < ticks.length; i++) gap = Math.max(gap, (ticks[i] - ticks[i - 1]) / 1e6);
   console.log(`  longest gap between a writer's appends during the checkpoint: ${gap.toFixed(1)} ms`);
+});
+
+test('two copies of one disk taken at once are each their own: the first is still read after the second was taken and removed', async () => {
+  let release!: () => void;
+  const secondDone = new Promise<void>((r) => (release = r));
+  const first = env.rt.captureDisk!(id, async (copy) => {
+    await secondDone; // a move's checkpoint still reading its copy while the interval's takes one and is done
+    return statSync(copy.path).size;
+  });
+  const second = env.rt.captureDisk!(id, async (copy) => statSync(copy.path).size).finally(release);
+  const [a, b] = await Promise.all([first, second]);
+  assert.ok(a > 0 && a === b, `both copies read whole (${a}, ${b})`);
+  assert.equal(captures(), [], 'both removed after');
 });
 
 test('a 10 MiB change is stored as about 10 MiB', async () => {
@@ -185,10 +201,10 @@ test('a disk left frozen by a daemon killed during a checkpoint is thawed by the
   const dir = env.rt.serverDir(id);
   writeFileSync(join(dir, 'disk.frozen'), ''); // what captureImage leaves between freeze and thaw
   await run('fsfreeze', ['-f', join(dir, 'disk')]);
-  writeFileSync(join(dir, 'disk.ckp'), 'half a copy');
+  writeFileSync(join(dir, 'disk.ckp.0123456789ab'), 'half a copy');
   await env.restart(); // a new runtime over the same data dir: its reconcile
   assert.not.ok(existsSync(join(dir, 'disk.frozen')));
-  assert.not.ok(existsSync(join(dir, 'disk.ckp')));
+  assert.equal(captures(), []);
   const w = await sh(env.rt, id, 'echo thawed > /root/thawed && sync && cat /root/thawed');
   assert.is(w.out, 'thawed\n', w.err);
   cps = new Checkpoints(cps.engine, env.rt);
