@@ -15,7 +15,7 @@ import { isAppError } from '../errors.js';
 import { shortOf, type Capacity } from '../hosting/index.js';
 import type { DrainMark } from '../registry/index.js';
 import type { ServerRecord } from '../store/index.js';
-import type { Moves, MovesDeps } from './index.js';
+import type { MoveReport, MovesDeps } from './types.js';
 
 /** The longest wait before a failed move is tried again. */
 const RETRY_MAX_MS = 10 * 60_000;
@@ -78,7 +78,10 @@ export interface Drain {
   stop(): Promise<void>;
 }
 
-export function startDrain(d: Pick<MovesDeps, 'registry' | 'store' | 'log'> & { channel?: unknown; moves: Moves }, o: DrainOptions): Drain {
+export function startDrain(
+  d: Pick<MovesDeps, 'registry' | 'store' | 'log'> & { channel?: unknown; moves: { move(rec: ServerRecord, to: string): Promise<MoveReport> } },
+  o: DrainOptions,
+): Drain {
   const r = d.registry;
   if (!r) return { closed: () => undefined, progress: () => undefined, stop: async () => {} };
   const log = d.log.child({ part: 'drain' });
