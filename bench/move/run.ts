@@ -31,13 +31,13 @@
 //   node --import tsx bench/move/run.ts [--servers 20] [--moves 5] [--recover-after 20s] [--interval 30s] [--concurrency 2]
 // Everything it starts (daemons, servers, networks, PostgreSQL, Ceph) is removed at the end; the
 // daemons' logs are kept in a temp dir it prints.
-// One run on branch bench38 (2 cores shared with other agents, load 5-16), defaults as above:
-//   a. drain 187 s (goal 60 s); each server unavailable p50 3.36 s, max 3.38 s — one stall every
-//      client saw at once, on every edge; requests held per move p50 0.03 s; a move p50 11.4 s
-//      (stop 0.4, checkpoint 3.8, target's restore of 100 MiB from the store 7.8);
-//   b. running server unavailable p50 3.37 s, max 3.54 s (stop 0.19, final checkpoint 1.03,
-//      target 2.22); c. every sleeping server serving 16.8 s (p50) / 20.4 s (max) after
-//      recoverAfter; lost writes 13.3 s, its newest checkpoint 13.0 s old at the kill.
+// One run on main at 2796621, a quiet machine (load 0.2 at the start, 2.4 at the end), defaults as above:
+//   a. drain 54.0 s (goal 60 s); each server unavailable p50 1.10 s, max 1.11 s; requests held per
+//      move p50 0.01 s; a move p50 3.75 s (stop 0.18, checkpoint 0.00 — none when its newest one
+//      holds its disk —, target 3.26); b. running server unavailable p50 2.22 s, max 3.71 s (goal 3 s
+//      missed by its max: stop 0.15, final checkpoint 0.70, target p50 1.37 max 2.80); c. every
+//      sleeping server serving 10.4 s (p50) / 15.2 s (max) after recoverAfter; lost writes 17.0 s,
+//      its newest checkpoint 16.7 s old at the kill.
 
 import { request, Agent } from 'node:http';
 import { randomBytes } from 'node:crypto';
