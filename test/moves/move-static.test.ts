@@ -49,6 +49,8 @@ test.before(async () => {
   };
   a = await host('host-a');
   b = await host('host-b');
+  // host-a takes host-b for up (its lease seen, or its channel answering): a move before that is refused
+  await until('host-a sees host-b up', () => a.daemon.registry!.placements.host('host-b')?.up === true, 30_000, 50);
   const slug = `ms${randomBytes(3).toString('hex')}`;
   const r = await api(a, 'POST', '/create', { body: { subdomains: [slug] } });
   assert.is(r.status, 200, r.text);
