@@ -10,7 +10,7 @@
 //     forwarding to it; B keeps forwarding to A; B's own edge serves its server; once healed, B's
 //     lease runs again.
 process.env.ROOTBOX_TEST_RUNTIME ??= 'process';
-import { createServer, connect, type Server, type Socket } from 'node:net';
+import { Relay } from './fixtures/relay.js';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'uvu';
@@ -24,49 +24,6 @@ import { get } from './fixtures/clients.js';
 import { api, startClusterRegistry, startHost } from './fixtures/twohosts.js';
 
 const LEASE_MS = 2000;
-
-/** A TCP relay to PostgreSQL that can be cut: every connection through it dropped, new ones
- *  accepted and left unanswered (packets lost, as in a partition), until healed. */
-class Relay {
-  private server?: Server;
-  private readonly open = new Set<Socket>();
-  private cut = false;
-  port = 0;
-
-  constructor(private readonly to: number) {}
-
-  async listen(): Promise<void> {
-    this.port = await freePort();
-    this.server = createServer((c) => {
-      this.open.add(c);
-      c.on('close', () => this.open.delete(c));
-      c.on('error', () => {});
-      if (this.cut) return; // held, never answered
-      const up = connect(this.to, '127.0.0.1');
-      this.open.add(up);
-      up.on('close', () => (this.open.delete(up), c.destroy()));
-      up.on('error', () => {});
-      c.on('close', () => up.destroy());
-      c.pipe(up).pipe(c);
-    });
-    await new Promise<void>((r) => this.server!.listen(this.port, '127.0.0.1', r));
-  }
-
-  drop(): void {
-    this.cut = true;
-    for (const s of this.open) s.destroy();
-  }
-
-  heal(): void {
-    this.cut = false;
-    for (const s of this.open) s.destroy(); // the held ones: their clients connect again
-  }
-
-  async close(): Promise<void> {
-    this.drop();
-    await new Promise<void>((r) => (this.server ? this.server.close(() => r()) : r()));
-  }
-}
 
 let pg: TestPostgres;
 let relay: Relay;
