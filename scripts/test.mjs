@@ -76,6 +76,7 @@ const UNIT = [
   'test/registry/ops.test.ts',
   'test/registry/fence.test.ts',
   'test/registry/fencethaw.test.ts',
+  'test/moves/recoverchoice.test.ts',
   'test/checkpoints/s3-faults.test.ts',
   'test/presence/doze-tracker.test.ts',
   'test/checkpoints/engine.test.ts',

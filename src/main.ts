@@ -35,7 +35,7 @@ import { serveMetrics, type MetricsListener } from './metrics/index.js';
 import { startPayments, type Payments } from './payments/index.js';
 import { createPorts, startPresence, type IdleTracker, type TcpExposer } from './presence/index.js';
 import { startProxy, type Proxy } from './proxy/index.js';
-import { fenceBounds, keyedNames, startRegistry, type FencedServers, type JoinReport, type Registry } from './registry/index.js';
+import { fenceBounds, fenceStateFile, keyedNames, startRegistry, type FencedServers, type JoinReport, type Registry } from './registry/index.js';
 import {
   createRuntime,
   hostClaims,
@@ -328,7 +328,7 @@ export function fencedServers(rt: Runtime): FencedServers {
  *  recoverAfter/20 (at most a second), the last contact and the servers that run; answers its stop. */
 function watchFence(r: Registry, rt: Runtime, cfg: Readonly<Config>): (leftRunning: boolean) => void {
   const b = fenceBounds(cfg.cluster.recoverAfter);
-  const w = startFenceWatch({ dataDir: cfg.dataDir, freezeMs: b.freezeMs, stopMs: b.stopMs });
+  const w = startFenceWatch({ dataDir: cfg.dataDir, freezeMs: b.freezeMs, stopMs: b.stopMs, settleFile: fenceStateFile(cfg.dataDir) });
   const beat = () =>
     w.beat(
       Date.now() - (r.contact.cutOffForMs() ?? 0),

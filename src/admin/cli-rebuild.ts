@@ -18,7 +18,7 @@
 
 import { chmodSync, copyFileSync, existsSync, mkdirSync, readdirSync, renameSync, rmdirSync, rmSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
-import { CheckpointEngine, blobKeys, hostSecret, openS3BlobStore, publicError, type BlobStore, type Manifest } from '../checkpoints/index.js';
+import { CheckpointEngine, blobKeys, byLineage, hostSecret, openS3BlobStore, publicError, type BlobStore, type Manifest } from '../checkpoints/index.js';
 import type { Config } from '../config/index.js';
 import { AppError, InternalError } from '../errors.js';
 import { lockDataDir, runCommand as run, seedServer, type HostLock } from '../runtime/index.js';
@@ -39,7 +39,8 @@ export interface RebuiltServer {
   note?: string;
 }
 
-/** Every manifest in the store by server, newest first; a manifest that does not open is counted. */
+/** Every manifest in the store by server, newest first along its lineage (placement epoch, then
+ *  time: checkpoints' `byLineage`); a manifest that does not open is counted. */
 async function manifests(store: BlobStore, engine: CheckpointEngine): Promise<{ by: Map<string, Manifest[]>; unreadable: number }> {
   const by = new Map<string, Manifest[]>();
   let unreadable = 0;
@@ -55,7 +56,7 @@ async function manifests(store: BlobStore, engine: CheckpointEngine): Promise<{ 
     }
     if (m) by.set(srv, [...(by.get(srv) ?? []), m]);
   }
-  for (const list of by.values()) list.sort((a, b) => b.createdAt - a.createdAt || (a.id < b.id ? 1 : -1));
+  for (const list of by.values()) list.sort(byLineage);
   return { by, unreadable };
 }
 

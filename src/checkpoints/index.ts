@@ -5,7 +5,7 @@ export { StoreUnavailableError, type BlobStore } from './blobs.js';
 export { DirBlobStore, validKey } from './dirstore.js';
 export { CheckpointEngine, CHUNK_SIZE, MissingBlobError, chunksOf, type DataRanges, type EngineDeps, type NewCheckpoint } from './engine.js';
 export { collect, type GcReport } from './gc.js';
-export { keys as blobKeys, newCheckpointId, isCheckpointId, type CheckpointKind, type Manifest, type ServerSettings } from './manifest.js';
+export { keys as blobKeys, newCheckpointId, isCheckpointId, byLineage, type CheckpointKind, type Manifest, type ServerSettings } from './manifest.js';
 export { CorruptBlobError, hostSecret, type CheckpointSecret } from './seal.js';
 export { Checkpoints, publicError, type Taken } from './service.js';
 export { openS3BlobStore, type S3Settings, type S3StoreOptions } from './s3.js';

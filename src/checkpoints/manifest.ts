@@ -21,7 +21,13 @@ export interface Manifest {
   v: 1;
   id: string;
   serverId: string;
+  /** When it was taken, by the clock of the host that took it (hosts' clocks differ: never
+   *  compared across hosts alone, see `byLineage`). */
   createdAt: number;
+  /** The placement epoch under which the host that took it ran the server (registry/names.ts:
+   *  every placement and start bumps it), absent on a single box, where the host knew none, and in
+   *  manifests written before it was recorded. */
+  epoch?: number;
   kind: CheckpointKind;
   comment?: string;
   settings: ServerSettings;
@@ -72,6 +78,15 @@ export function chunkIdOf(key: string): string | undefined {
   return m?.[1];
 }
 
+/** Orders a server's checkpoints along its lineage, newest first: the highest placement epoch
+ *  first (a host that took the placement after another holds a higher one, whatever the two
+ *  clocks say), then the newest within an epoch (one host's clock); manifests without an epoch
+ *  (written before it was recorded, or where none was known) after every one with it, newest
+ *  first among themselves. Ties by id, so the order is total. */
+export function byLineage(a: Pick<Manifest, 'id' | 'createdAt' | 'epoch'>, b: Pick<Manifest, 'id' | 'createdAt' | 'epoch'>): number {
+  return (b.epoch ?? -1) - (a.epoch ?? -1) || b.createdAt - a.createdAt || (a.id < b.id ? 1 : a.id > b.id ? -1 : 0);
+}
+
 /** A manifest read back: every field checked, so a manifest from a newer or broken writer is
  *  refused rather than half-used. */
 export function parseManifest(text: string): Manifest {
@@ -81,6 +96,7 @@ export function parseManifest(text: string): Manifest {
     isCheckpointId(m.id) &&
     isServerId(m.serverId) &&
     Number.isSafeInteger(m.createdAt) &&
+    (m.epoch === undefined || (Number.isSafeInteger(m.epoch) && m.epoch >= 0)) &&
     (m.kind === 'manual' || m.kind === 'auto') &&
     typeof m.settings?.tier === 'string' &&
     typeof m.settings.image === 'string' &&

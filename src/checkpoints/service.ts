@@ -64,12 +64,12 @@ export class Checkpoints {
   }
 
   /** A checkpoint of the server now. */
-  take(serverId: string, settings: ServerSettings, kind: CheckpointKind, comment?: string): Promise<Taken> {
+  take(serverId: string, settings: ServerSettings, kind: CheckpointKind, comment?: string, epoch?: number): Promise<Taken> {
     const capture = this.need('captureDisk');
     return mapped(() =>
       capture(serverId, async (copy) => {
         const now = this.engine.now();
-        const cp = { id: newCheckpointId(now), serverId, createdAt: now, kind, settings, uidBase: copy.uidBase, ...(comment ? { comment } : {}) };
+        const cp = { id: newCheckpointId(now), serverId, createdAt: now, epoch, kind, settings, uidBase: copy.uidBase, ...(comment ? { comment } : {}) };
         const manifest = await this.engine.write(cp, copy.path, copy.ranges);
         return { manifest, pausedMs: copy.pausedMs, method: copy.method, writtenAt: copy.writtenAt };
       }),

@@ -30,6 +30,10 @@ export interface CheckpointHooks {
   /** Cluster mode: whether the registry places the server on some host (its checkpoints are
    *  then that host's, never this one's to remove). */
   placed?(serverId: string): Promise<boolean>;
+  /** Cluster mode: the placement epoch under which this host runs the server (the epoch it last
+   *  wrote, registry/names.ts), recorded in each checkpoint's manifest: a recovery follows the
+   *  lineage by it, not by the hosts' clocks (moves/recover.ts). */
+  epochOf?(serverId: string): number | undefined;
   /** The server's stored checkpoint bytes changed (taken, pruned, deleted, its server gone). */
   changed?(serverId: string, accountId: string): void;
 }
@@ -94,7 +98,7 @@ export class ServerCheckpoints {
   }
 
   private async takeNow(rec: ServerRecord, account: AccountRecord, kind: 'manual' | 'auto', comment?: string): Promise<CheckpointRecord> {
-    const { manifest, writtenAt } = await this.engine.take(rec.id, this.settingsOf(rec, account), kind, comment);
+    const { manifest, writtenAt } = await this.engine.take(rec.id, this.settingsOf(rec, account), kind, comment, this.hooks.epochOf?.(rec.id));
     const r = { ...recordOf(manifest, rec.accountId), writtenAt };
     await this.store.checkpoints.add(r);
     this.hooks.changed?.(rec.id, rec.accountId);

@@ -175,6 +175,7 @@ export function buildCore(d: HostingDeps): HostingCore {
     d.checkpoints &&
     new ServerCheckpoints(d.store, d.runtime, d.checkpoints, d.cfg.checkpoints.manualPerServer, {
       placed: d.names?.placed && ((id) => d.names!.placed!(id)),
+      epochOf: d.names?.epochOf && ((id) => d.names!.epochOf!(id)),
       changed: (id, accountId) => d.billing.checkpointsChanged(id, accountId),
     });
   const servers = new Servers({

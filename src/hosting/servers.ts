@@ -111,6 +111,8 @@ export interface SharedNames {
   placementOf?(serverId: string): Promise<{ host: string; epoch: number } | 'deleted' | undefined>;
   /** Whether the registry places the server on some host (any host's, lost or not). */
   placed?(serverId: string): Promise<boolean>;
+  /** The placement epoch this host last wrote for the server in this run (its checkpoints record it). */
+  epochOf?(serverId: string): number | undefined;
   /** At start: the registry made to match this host's committed servers (`moving`: those handed
    *  over here not committed yet, whose placement stays as it is). */
   reconcile(

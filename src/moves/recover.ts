@@ -3,7 +3,8 @@
 // cluster.recoverAfter and no peer reached it for as long —, or the operator says so
 // (`rootbox cluster recover HOST`, refused while its lease runs), one host at a time (the
 // registry's recovery lease) re-places each server the registry still places on it:
-//   - from its newest checkpoint in the shared store, on the up host with the most room (this
+//   - from its newest checkpoint in the shared store — along its lineage, the highest placement
+//     epoch first, never by the hosts' clocks alone (`recoveryCheckpoint`) —, on the up host with the most room (this
 //     one included), a bounded number at a time; the target makes it as a move's target does
 //     (target.ts `adopt`) and takes its placement from the epoch read here — compare-and-set, so
 //     a server another host took meanwhile is left to it;
@@ -24,6 +25,7 @@
 // failure; the operator's `cluster recover` tries every one at once. A draining host is no target.
 // An operator-suspended server comes back suspended (its settings, schema 29) and is not started.
 
+import { byLineage, type Manifest } from '../checkpoints/index.js';
 import { AppError, isAppError } from '../errors.js';
 import { shortOf, TIER_LIMITS, tierOf } from '../hosting/index.js';
 import type { Logger } from '../log/index.js';
@@ -79,6 +81,18 @@ function pickHost(rows: { name: string; capacity: Capacity }[], need: { memoryBy
   c.diskRoomBytes = c.diskRoomBytes! - need.diskBytes;
   c.servers = (c.servers ?? 0) + 1;
   return h.name;
+}
+
+/** The checkpoint a server is recovered from: the newest along its lineage (checkpoints/manifest.ts
+ *  `byLineage`: the highest placement epoch, then the newest within it; manifests without an epoch
+ *  last), never by the wall clock alone — each host stamps its own, the clocks differ, and after a
+ *  move the old host may write one after the new host took the placement. One whose epoch is above
+ *  the placement's (`epoch`, what the registry holds now) cannot have been taken legitimately: it
+ *  is skipped (`skipped`, logged by the caller). `ordered`: the usable ones, newest first. */
+export function recoveryCheckpoint(manifests: readonly Manifest[], epoch: number): { chosen?: Manifest; ordered: Manifest[]; skipped: Manifest[] } {
+  const skipped = manifests.filter((m) => m.epoch !== undefined && m.epoch > epoch);
+  const ordered = manifests.filter((m) => m.epoch === undefined || m.epoch <= epoch).sort(byLineage);
+  return { chosen: ordered[0], ordered, skipped };
 }
 
 /** The words a recovered server's rootbox.log gets when it ran after its newest checkpoint. */
@@ -245,8 +259,16 @@ export class Recovery {
     };
     try {
       const engine = d.hosting.core.checkpoints!.engine;
-      const manifests = (await engine.list(p.serverId)).filter((m) => m.serverId === p.serverId);
-      const newest = manifests[0];
+      const all = (await engine.list(p.serverId)).filter((m) => m.serverId === p.serverId);
+      const { chosen: newest, skipped } = recoveryCheckpoint(all, p.epoch);
+      for (const m of skipped)
+        log.error("a checkpoint of a dead host's server names a placement epoch above the registry's: skipped", {
+          slug: p.slug,
+          checkpoint: m.id,
+          epoch: m.epoch,
+          placementEpoch: p.epoch,
+        });
+      const manifests = all.filter((m) => !skipped.includes(m));
       if (!newest) return await refuse('unrecoverable', 'no checkpoint of it in the store: its disk was only on the dead host (it stays placed there)');
       if (!p.publicKey || !p.fingerprint) return await refuse('unrecoverable', 'the registry has no SSH key of it');
       const account = await d.hosting.core.accounts.book.byId(p.accountId);
@@ -281,7 +303,7 @@ export class Recovery {
           // as its host last wrote them: an operator's suspension outlasts the recovery
           suspended: p.suspended ?? false,
           flag: p.suspended ? (p.flag ?? null) : null,
-          createdAt: manifests[manifests.length - 1].createdAt,
+          createdAt: Math.min(...manifests.map((m) => m.createdAt)),
         },
         checkpoint: newest.id,
         epoch: p.epoch,

@@ -37,4 +37,5 @@ export { RegistryRecoveries, RECOVERY_SQL, type DeadPlacement, type DeadDomain, 
 export { verdict, fenceStep, fenceBounds, type HostContact, type Verdict, type FenceStep } from './deadhost.js';
 export { Contact, savedContact, type ContactDeps, type SavedContact } from './contact.js';
 export { SelfFence, assertNotCutOff, type FencedServers, type SelfFenceOptions } from './selffence.js';
+export { FenceSettlement, fenceStateFile } from './fencestate.js';
 export { joinRegistry, type BoxRecords, type BoxAccount, type BoxLedgerEntry, type JoinReport, type JoinOptions } from './join.js';

@@ -58,6 +58,7 @@ export function keyedNames(names: RegistryNames, shared: RegistryShared, setting
     self: names.hostName,
     placementOf: (serverId: string) => names.fenceOf(serverId),
     placed: async (serverId: string) => (await names.placement(serverId)) !== undefined,
+    epochOf: (serverId: string) => names.epochOf(serverId),
     async remove(serverId: string) {
       await names.remove(serverId);
       await shared.removeKey(serverId);

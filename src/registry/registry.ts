@@ -26,6 +26,7 @@ import { checkToken, sealClear } from './token.js';
 import { joinRegistry, type BoxRecords, type JoinReport } from './join.js';
 import { Contact, savedContact } from './contact.js';
 import { assertNotCutOff, SelfFence, type FencedServers } from './selffence.js';
+import { FenceSettlement, fenceStateFile } from './fencestate.js';
 import type { Clock } from '../clock.js';
 
 /** The registry part of the daemon: joined when cluster.registry is set, nothing on a single box.
@@ -67,6 +68,9 @@ export class Registry {
   readonly settings: SettingsWriter;
   /** The self-fence, once main.ts gave it this host's servers (`fenceServers`). */
   selfFence?: SelfFence;
+  /** Whether the self-fence's stop (or the watchdog's) is settled, read from the data dir at once:
+   *  the wake fence asks it from the boot's first start on, before the self-fence runs. */
+  readonly settlement: FenceSettlement;
   private timer?: NodeJS.Timeout;
   private checked = false;
   private reachable = true;
@@ -114,6 +118,12 @@ export class Registry {
       recoverAfterMs: o.recoverAfterMs ?? 0,
       saved: savedContact(o.dataDir),
     });
+    this.settlement = new FenceSettlement(fenceStateFile(o.dataDir), (what, err) => log.error(what, { err }));
+    if (this.settlement.unsettled)
+      log.warn("this host fenced itself before its restart and has not read its servers' placements since: no start or thaw without them", {
+        since: new Date(this.settlement.since!.since).toISOString(),
+        by: this.settlement.since!.by ?? 'fence',
+      });
     // a run that reached the registry but does not hold its name (refused, or taken over) starts nothing
     this.fence = new WakeFence(
       o.host,
@@ -121,7 +131,7 @@ export class Registry {
       log.child({ part: 'fence' }),
       () => (!this.reachable || !this.checked ? 'down' : this.identity.held ? 'held' : 'not-held'),
       (id) => assertNotCutOff(this.contact, o.recoverAfterMs ?? 0, log.child({ part: 'selffence' }), id),
-      () => this.selfFence?.unsettled ?? false,
+      () => this.settlement.unsettled,
     );
   }
 
@@ -253,6 +263,7 @@ export class Registry {
       recoverAfterMs: this.o.recoverAfterMs ?? 0,
       log: this.log.child({ part: 'selffence' }),
       clock,
+      settlement: this.settlement,
     });
     this.selfFence.start();
     return this.selfFence;

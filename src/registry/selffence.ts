@@ -14,6 +14,7 @@ import { AppError } from '../errors.js';
 import type { Logger } from '../log/index.js';
 import type { Contact } from './contact.js';
 import { fenceBounds, fenceStep, type FenceStep } from './deadhost.js';
+import { FenceSettlement } from './fencestate.js';
 
 /** What the fence does to this host's servers (the runtime's verbs). */
 export interface FencedServers {
@@ -40,6 +41,9 @@ export interface SelfFenceOptions {
   healed?: () => Promise<boolean | void>;
   /** How often contact is read (default: recoverAfter / 20, between 100 ms and 1 s; 1 s with recoverAfter 0). */
   everyMs?: number;
+  /** Whether the stop is settled, kept across a restart (fencestate.ts; registry.ts gives the data
+   *  dir's, which the wake fence reads too). Default: in memory only. */
+  settlement?: FenceSettlement;
 }
 
 /** The start guard's first question: 503 host_fenced while this host is cut off past the freeze
@@ -54,7 +58,8 @@ export function assertNotCutOff(contact: Contact, recoverAfterMs: number, log: L
 /** The fence over this host's servers. After a fence that reached its stop step, a peer answering
  *  first ends the fence but settles nothing: until the registry answered and `healed` read the
  *  placements (`unsettled`), a server the fence tried to stop stays frozen, and no start or thaw
- *  goes ahead on what this host alone knows. */
+ *  goes ahead on what this host alone knows — also after a restart (the mark is kept in the data
+ *  dir: fencestate.ts), and the clean-up is then owed at once. */
 export class SelfFence {
   private step: FenceStep = 'serve';
   /** Servers this fence froze (thawed when contact comes back; a doze of presence is not ours). */
@@ -64,17 +69,21 @@ export class SelfFence {
   /** The fence acted since the registry was last reached: `healed` is owed once it is reached again
    *  (a peer may answer first and end the fence while the registry is still away); cleared only
    *  when `healed` succeeded (a failure is tried again at the next check). */
-  private owesHeal = false;
+  private owesHeal: boolean;
   /** Servers the fence tried to stop since `healed` last succeeded: another host may have recovered
    *  them meanwhile, so one still frozen stays frozen until `healed` read their placements. */
   private readonly stopTried = new Set<string>();
-  /** The fence reached its stop step since `healed` last succeeded (see `unsettled`). */
-  private reachedStop = false;
+  /** The fence reached its stop step since `healed` last succeeded, in this run or a run before (see `unsettled`). */
+  private readonly settlement: FenceSettlement;
   /** Servers frozen and stopped by the fence (observability and tests). */
   freezes = 0;
   stops = 0;
 
-  constructor(private readonly o: SelfFenceOptions) {}
+  constructor(private readonly o: SelfFenceOptions) {
+    this.settlement = o.settlement ?? new FenceSettlement();
+    // a run before stopped servers and never read their placements: the clean-up is owed now
+    this.owesHeal = this.settlement.unsettled;
+  }
 
   /** Starts the checks. With recoverAfter 0 (never recovered automatically) nothing is fenced, but
    *  the contact is still read: this host's heartbeat tells the others which hosts it reaches. */
@@ -97,7 +106,7 @@ export class SelfFence {
    *  others may have recovered any of them meanwhile, so until `healed` read their placements nothing
    *  starts or thaws from what this host alone knows (fence.ts, the idle tracker's thaw check). */
   get unsettled(): boolean {
-    return this.reachedStop;
+    return this.settlement.unsettled;
   }
 
   /** The start guard's first question (assertNotCutOff). */
@@ -129,14 +138,14 @@ export class SelfFence {
         });
     }
     if (next !== 'serve') this.owesHeal = true;
-    if (next === 'stop') this.reachedStop = true;
+    if (next === 'stop') this.settlement.stopping(); // on disk before any stop: a restart keeps the rule
     if (next === 'serve') {
       // the clean-up first (copies recovered elsewhere removed), then the thaw of what is still ours
       if (this.owesHeal && this.o.contact.registryUp()) {
         try {
           if ((await this.o.healed?.()) === false) throw new Error('placements not read');
           this.owesHeal = false;
-          this.reachedStop = false;
+          this.settlement.settled();
           this.stopTried.clear();
         } catch (err) {
           this.o.log.error('self-fence: clean-up after the fence failed; tried again at the next check', { err });

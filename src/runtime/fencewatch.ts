@@ -12,6 +12,9 @@
 //           22: a pid reused after the daemon's death is not it), the watchdog meant to act;
 //   line 2: the cgroup version;
 //   then:   the cgroup directory (freezer hierarchy on v1) of each server that runs.
+// Before it kills anything it writes the daemon's mark that the fence's stop is unsettled (`settle`,
+// registry/fencestate.ts's file): the next daemon starts or thaws nothing before it has read where
+// its servers are placed now (another host may have recovered them).
 // While the daemon lives, its own fence acts and the watchdog only thaws what it froze itself once
 // contact is fresh again. Once the daemon is gone, it freezes every listed server that is not
 // frozen already (a doze is not its to thaw) when the contact is `freezeMs` old, and kills every
@@ -30,9 +33,9 @@ import { cgroupPath } from './spec.js';
 const ROOT = '/sys/fs/cgroup';
 const V2 = existsSync(join(ROOT, 'cgroup.controllers'));
 
-/** The watchdog: POSIX sh and coreutils. $1 file, $2 freeze ms, $3 stop ms, $4 the pause between checks (s). */
+/** The watchdog: POSIX sh and coreutils. $1 file, $2 freeze ms, $3 stop ms, $4 the pause between checks (s), $5 the unsettled mark's file (or ''). */
 const SCRIPT = String.raw`
-f="$1"; fz="$2"; st="$3"; every="$4"; me=$$; froze=""
+f="$1"; fz="$2"; st="$3"; every="$4"; mark="$5"; me=$$; froze=""
 frozen() { if [ "$v" = v2 ]; then grep -qx 'frozen 1' "$1/cgroup.events" 2>/dev/null; else [ "$(cat "$1/freezer.state" 2>/dev/null)" = FROZEN ]; fi; }
 setf() { if [ "$v" = v2 ]; then echo "$2" > "$1/cgroup.freeze"; elif [ "$2" = 1 ]; then echo FROZEN > "$1/freezer.state"; else echo THAWED > "$1/freezer.state"; fi; }
 while :; do
@@ -47,6 +50,9 @@ while :; do
   fi
   if [ -r "/proc/$dpid/stat" ] && [ "$(cut -d' ' -f22 "/proc/$dpid/stat" 2>/dev/null)" = "$dstart" ]; then continue; fi
   [ "$wpid" = "$me" ] || continue
+  if [ "$age" -ge "$st" ] && [ -n "$mark" ] && [ -n "$dirs" ] && [ ! -e "$mark" ]; then
+    printf '{"since":%s,"by":"watchdog"}\n' "$(date +%s%3N)" > "$mark.tmp" && sync "$mark.tmp" 2>/dev/null; mv -f "$mark.tmp" "$mark"
+  fi
   for d in $dirs; do
     [ -d "$d" ] || continue
     if [ "$age" -ge "$st" ]; then
@@ -82,11 +88,19 @@ export interface FenceWatch {
 
 /** Starts this daemon's watchdog over `dataDir`'s fence file (a watchdog of an earlier run leaves
  *  once this one's file names another, unless it holds a freeze). `daemonPid`: the process whose
- *  life it watches (this one; tests give another). */
-export function startFenceWatch(o: { dataDir: string; freezeMs: number; stopMs: number; everyMs?: number; daemonPid?: number }): FenceWatch {
+ *  life it watches (this one; tests give another). `settleFile`: where it marks, before it kills,
+ *  that the next daemon must read its servers' placements first (registry/fencestate.ts). */
+export function startFenceWatch(o: {
+  dataDir: string;
+  freezeMs: number;
+  stopMs: number;
+  everyMs?: number;
+  daemonPid?: number;
+  settleFile?: string;
+}): FenceWatch {
   const file = join(o.dataDir, 'fence-watch');
   const every = Math.max(0.05, Math.min(1, (o.everyMs ?? Math.max(50, Math.floor(o.freezeMs / 10))) / 1000));
-  const child = spawn('/bin/sh', ['-c', SCRIPT, 'rootbox-fence-watch', file, String(o.freezeMs), String(o.stopMs), every.toFixed(2)], {
+  const child = spawn('/bin/sh', ['-c', SCRIPT, 'rootbox-fence-watch', file, String(o.freezeMs), String(o.stopMs), every.toFixed(2), o.settleFile ?? ''], {
     detached: true,
     stdio: 'ignore',
   });

@@ -7,15 +7,32 @@
 //     start (or a thaw) go ahead on what this host alone knows: host_fenced until the clean-up
 //     read the placements;
 //   - the clean-up is called again at the next check when it failed, and runs before the thaw; a
-//     server whose fence stop failed stays frozen until the clean-up succeeded.
+//     server whose fence stop failed stays frozen until the clean-up succeeded;
+//   - a daemon restarted while that stop is unsettled (the real Registry made again on the same
+//     data dir) still refuses every start and thaw from what it alone knows, before its self-fence
+//     runs, until the registry answered and the clean-up read the placements.
 
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { Clock } from '../../src/clock.js';
 import { createLogger } from '../../src/log/index.js';
 import { startPresence } from '../../src/presence/part.js';
-import { assertNotCutOff, fenceBounds, SelfFence, WakeFence, type FenceAnswer, type FencedServers } from '../../src/registry/index.js';
+import {
+  assertNotCutOff,
+  ClusterKeys,
+  FenceSettlement,
+  fenceBounds,
+  fenceStateFile,
+  newToken,
+  Registry,
+  SelfFence,
+  WakeFence,
+  type FenceAnswer,
+  type FencedServers,
+} from '../../src/registry/index.js';
 import type { Contact } from '../../src/registry/contact.js';
 import { dropMoved } from '../../src/hosting/stalecopies.js';
 import { ProcessRuntime, freePort } from '../helpers/procruntime.js';
@@ -196,6 +213,75 @@ test("the clean-up (hosting's dropMoved) fails when it could not read the placem
   };
   // not done: a throw, or false (either way the fence calls it again)
   assert.is(await dropMoved(d as never, names).catch(() => false), false);
+});
+
+test('a daemon restarted while the fence stop is unsettled still starts and thaws nothing from what it alone knows, until the clean-up read the placements', async () => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'rbx-fencerestart-'));
+  try {
+    // run 1: cut off past the stop bound, then a peer answers while the registry does not
+    const { w, contact } = world();
+    const srv = servers(['srv_a']);
+    const sf = new SelfFence({ contact, servers: srv.s, recoverAfterMs: R, log, clock: noClock, settlement: new FenceSettlement(fenceStateFile(dataDir)) });
+    w.up = false;
+    w.cut = B.stopMs + 1;
+    await sf.tick();
+    assert.equal(srv.calls, ['stop srv_a']);
+    w.cut = undefined;
+    await sf.tick();
+    assert.ok(sf.unsettled);
+    assert.ok(existsSync(fenceStateFile(dataDir)), 'kept in the data dir');
+    // the daemon restarts: the registry part made again on the same data dir, its heartbeat not
+    // answered yet (its wake fence starts from what this host has) and no self-fence running yet
+    const registry = () =>
+      new Registry(
+        {
+          url: 'postgres://rootbox@127.0.0.1:9/rootbox', // never reached in this test
+          host: 'host-b',
+          advertise: '127.0.0.1:9',
+          publicIp: '127.0.0.1',
+          version: 'test',
+          leaseMs: 3000,
+          connectTimeoutMs: 200,
+          statementTimeoutMs: 500,
+          recoverAfterMs: R,
+          dataDir,
+          replaceHost: false,
+          keys: new ClusterKeys(newToken()),
+          capacity: () => ({}),
+        },
+        log,
+      );
+    const r = registry();
+    try {
+      assert.is(await code(r.fence.check('srv_a')), 'host_fenced', 'no start from what this host has after the restart');
+      assert.throws(
+        () => r.fence.checkThaw('srv_a'),
+        (e: { code?: string }) => e.code === 'host_fenced',
+        'no thaw either',
+      );
+      // its self-fence starts; the registry answers (its contact: reached): the clean-up owed runs at the first check
+      let healed = 0;
+      const again = servers([]);
+      const sf2 = r.fenceServers(again.s, noClock, async () => void healed++);
+      assert.ok(sf2.unsettled, 'the self-fence of the new run knows it too');
+      await sf2.tick();
+      assert.is(healed, 1, 'the clean-up ran at once');
+      assert.not.ok(sf2.unsettled);
+      assert.not.ok(existsSync(fenceStateFile(dataDir)), 'the mark removed once settled');
+      assert.is(await code(r.fence.check('srv_a')), undefined, 'settled: starts as before');
+      r.fence.checkThaw('srv_a');
+    } finally {
+      await r.stop();
+    }
+    const r3 = registry(); // and a restart after that starts settled
+    try {
+      assert.is(await code(r3.fence.check('srv_a')), undefined);
+    } finally {
+      await r3.stop();
+    }
+  } finally {
+    rmSync(dataDir, { recursive: true, force: true });
+  }
 });
 
 test.run();

@@ -5,6 +5,7 @@
 // kills later, so that only the thaw is timed).
 //   - the daemon gone and its contact stale: the server is frozen after the freeze bound, and
 //     every task of it killed after the stop bound; a server already frozen (a doze) is left frozen;
+//     before the kill it marks the fence's stop unsettled for the next daemon (registry/fencestate.ts);
 //   - the daemon alive: nothing, however stale its contact (its own fence acts);
 //   - contact fresh again: what the watchdog froze is thawed;
 //   - the file removed (a stop with nothing left running): the watchdog leaves.
@@ -14,6 +15,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
+import { FenceSettlement, fenceStateFile } from '../../src/registry/index.js';
 import { fenceCgroup, startFenceWatch, type FenceWatch } from '../../src/runtime/index.js';
 import { until } from '../helpers/wait.js';
 
@@ -48,7 +50,7 @@ function server(id: string): { dir: string; pid: number } {
 function watch(name: string, daemonPid: number, stopMs = STOP_MS): { w: FenceWatch; dataDir: string } {
   const dataDir = join(tmp, name);
   mkdirSync(dataDir);
-  return { w: startFenceWatch({ dataDir, freezeMs: FREEZE_MS, stopMs, everyMs: 50, daemonPid }), dataDir };
+  return { w: startFenceWatch({ dataDir, freezeMs: FREEZE_MS, stopMs, everyMs: 50, daemonPid, settleFile: fenceStateFile(dataDir) }), dataDir };
 }
 
 test.after(() => {
@@ -71,7 +73,7 @@ test('the daemon gone: its servers frozen at the freeze bound after the last con
   setFrozen(dozing.dir, true);
   await until('the doze frozen', () => frozen(dozing.dir), 2000, 10);
   const daemon = sleeper();
-  const { w } = watch('gone', daemon.pid!);
+  const { w, dataDir } = watch('gone', daemon.pid!);
   const t0 = Date.now();
   w.beat(t0, [`srv_${tag}1`, `srv_${tag}2`]);
   daemon.kill('SIGKILL');
@@ -79,7 +81,11 @@ test('the daemon gone: its servers frozen at the freeze bound after the last con
   const frozeMs = Date.now() - t0;
   assert.ok(frozeMs >= FREEZE_MS, `frozen ${frozeMs} ms after the last contact`);
   assert.ok(alive(s.pid), 'frozen, not killed yet');
+  assert.not.ok(existsSync(fenceStateFile(dataDir)), 'a freeze settles itself: no mark');
   await until('the server killed', () => !alive(s.pid), 3000, 10);
+  const next = new FenceSettlement(fenceStateFile(dataDir)); // what the next daemon reads
+  assert.ok(next.unsettled, 'the next daemon starts nothing before it read the placements');
+  assert.is(next.since?.by, 'watchdog');
   const killedMs = Date.now() - t0;
   assert.ok(killedMs >= STOP_MS, `killed ${killedMs} ms after the last contact`);
   assert.ok(killedMs < 2 * STOP_MS, `killed ${killedMs} ms after the last contact, before recoverAfter`);
@@ -91,7 +97,7 @@ test('the daemon alive: nothing, however stale its contact; fresh contact thaws 
   const tag = `fw${process.pid}b`;
   const s = server(`srv_${tag}1`);
   const daemon = sleeper();
-  const { w } = watch('alive', daemon.pid!, 10 * STOP_MS); // a wide window between freeze and kill: the thaw is what is checked
+  const { w, dataDir } = watch('alive', daemon.pid!, 10 * STOP_MS); // a wide window between freeze and kill: the thaw is what is checked
   const t0 = Date.now();
   w.beat(t0, [`srv_${tag}1`]);
   await new Promise((r) => setTimeout(r, 2 * FREEZE_MS + 500));
@@ -106,6 +112,7 @@ test('the daemon alive: nothing, however stale its contact; fresh contact thaws 
   w.stop(false);
   await until('the watchdog leaves', () => !alive(w.pid), 3000, 10);
   assert.ok(alive(s.pid), 'a stop with nothing left running kills nothing');
+  assert.not.ok(existsSync(fenceStateFile(dataDir)), 'nothing killed: no unsettled mark');
 });
 
 test.run();
