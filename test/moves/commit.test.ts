@@ -100,10 +100,7 @@ test.before(async () => {
 
 async function setUp(): Promise<void> {
   const settings = { proxy: { idleTimeout: 600_000, wakeTimeout: '30s' } };
-  cl = await startS3Cluster([
-    { name: 'host-a', settings },
-    { name: 'host-b', child: true, settings },
-  ]);
+  cl = await startS3Cluster(['host-a', { name: 'host-b', child: true }], settings);
   ({ pg } = cl);
   a = cl.daemon('host-a');
   b = cl.child('host-b');
