@@ -174,7 +174,8 @@ export function buildCore(d: HostingDeps): HostingCore {
   const checkpoints =
     d.checkpoints &&
     new ServerCheckpoints(d.store, d.runtime, d.checkpoints, d.cfg.checkpoints.manualPerServer, {
-      placed: d.names?.placed && ((id) => d.names!.placed!(id)),
+      // placed on some host (any host's, lost or not): the registry has its placement, not only its tombstone
+      placed: d.names?.placementOf && (async (id) => typeof (await d.names!.placementOf!(id)) === 'object'),
       epochOf: d.names?.epochOf && ((id) => d.names!.epochOf!(id)),
       changed: (id, accountId) => d.billing.checkpointsChanged(id, accountId),
     });

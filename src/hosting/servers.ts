@@ -8,6 +8,7 @@
 import { randomBytes } from 'node:crypto';
 import { AppError, isAppError } from '../errors.js';
 import type { Logger } from '../log/index.js';
+import type { PlaceRequest } from '../placing.js';
 import type { DiskSource, NetBounds, Runtime, ServerSpec, ServerState } from '../runtime/index.js';
 import type { AccountRecord, ServerRecord, Store } from '../store/index.js';
 import { TIER_LIMITS, tierOf, type Tier } from './accounts.js';
@@ -91,26 +92,17 @@ export interface SharedNames {
   claim(slug: string, serverId: string): Promise<boolean>;
   release(slug: string, serverId: string): Promise<void>;
   /** Records that a committed server runs on this host (and its settings: never_sleep). */
-  place(p: {
-    serverId: string;
-    accountId: string;
-    slug: string;
-    publicIp: string;
-    sshPublicKey?: string;
-    keyFingerprint?: string;
-    neverSleep?: boolean;
-  }): Promise<unknown>;
+  place(p: PlaceRequest): Promise<unknown>;
   /** A server's settings changed on this host (its exposed container ports): what a recovery
    *  elsewhere brings back without this host (registry/settings.ts). */
   settings?(row: ServerSettings): void;
   /** Forgets a server's placement and slug (it is being deleted). */
   remove(serverId: string): Promise<void>;
   /** This host's name in the cluster, and where the registry places a server now (host, epoch;
-   *  `deleted`, or undefined when it has no record of it): a host back from its self-fence reads it. */
+   *  `deleted`, or undefined when it has no record of it): a host back from its self-fence reads it,
+   *  and the checkpoints' sweep of orphans asks whether any host has the server (core.ts). */
   self?: string;
   placementOf?(serverId: string): Promise<{ host: string; epoch: number } | 'deleted' | undefined>;
-  /** Whether the registry places the server on some host (any host's, lost or not). */
-  placed?(serverId: string): Promise<boolean>;
   /** The placement epoch this host last wrote for the server in this run (its checkpoints record it). */
   epochOf?(serverId: string): number | undefined;
   /** At start: the registry made to match this host's committed servers (`moving`: those handed

@@ -4,6 +4,7 @@
 // `server_settings`, written off the request path by settingswriter.ts (a failed settings write
 // neither fails a create nor holds up an answer: it is kept and written again).
 
+import type { PlaceRequest } from '../placing.js';
 import type { RegistryNames } from './names.js';
 import type { ServerSettingsRow } from './settings.js';
 import type { SettingsWriter } from './settingswriter.js';
@@ -39,15 +40,7 @@ export function keyedNames(names: RegistryNames, shared: RegistryShared, setting
       settings.want(servers.filter((x) => x.settings && !away.has(x.id) && !taken.has(x.slug)).map((x) => ({ serverId: x.id, ...x.settings! })));
       return r;
     },
-    async place(p: {
-      serverId: string;
-      accountId: string;
-      slug: string;
-      publicIp: string;
-      sshPublicKey?: string;
-      keyFingerprint?: string;
-      neverSleep?: boolean;
-    }) {
+    async place(p: PlaceRequest) {
       const placed = await names.place({ serverId: p.serverId, accountId: p.accountId, slug: p.slug, publicIp: p.publicIp });
       if (p.sshPublicKey && p.keyFingerprint) await shared.recordKey({ serverId: p.serverId, publicKey: p.sshPublicKey, fingerprint: p.keyFingerprint });
       settings.want([{ serverId: p.serverId, neverSleep: p.neverSleep ?? false, exposed: [] }]);
@@ -57,7 +50,6 @@ export function keyedNames(names: RegistryNames, shared: RegistryShared, setting
     settings: (row: ServerSettingsRow) => settings.want([row]),
     self: names.hostName,
     placementOf: (serverId: string) => names.fenceOf(serverId),
-    placed: async (serverId: string) => (await names.placement(serverId)) !== undefined,
     epochOf: (serverId: string) => names.epochOf(serverId),
     async remove(serverId: string) {
       await names.remove(serverId);

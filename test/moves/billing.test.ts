@@ -20,17 +20,16 @@ import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { adminCli } from '../helpers/admincli.js';
-import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
-import { freePort } from '../helpers/ports.js';
+import type { TestDaemon } from '../helpers/daemon.js';
 import type { TestPostgres } from '../helpers/postgres.js';
 import { run } from '../helpers/run.js';
-import { startS3, type TestS3 } from '../helpers/s3.js';
 import { until } from '../helpers/wait.js';
 import { send } from '../http/contract.js';
-import { ProcDaemon } from '../hosting/helpers/procdaemon.js';
+import type { ProcDaemon } from '../hosting/helpers/procdaemon.js';
 import { sh } from '../runtime/helpers/env.js';
 import { get } from '../registry/fixtures/clients.js';
-import { api, clusterOpts, startClusterRegistry } from '../registry/fixtures/twohosts.js';
+import { startS3Cluster, type S3Cluster } from '../registry/fixtures/s3cluster.js';
+import { api } from '../registry/fixtures/twohosts.js';
 
 const GB = 1024 ** 3;
 /** Where account R (anonymous, at its max of 2 servers) was made. */
@@ -39,7 +38,7 @@ const X = '127.0.10.1';
 const Y = '127.0.10.2';
 const BLOB = randomBytes(2 * 1024 * 1024);
 
-let s3: TestS3;
+let cl: S3Cluster;
 let pg: TestPostgres;
 let a: TestDaemon;
 let b: TestDaemon;
@@ -53,7 +52,6 @@ interface Srv {
  *  checkpointed; keep: on host-c, never checkpointed (it stays host-c's) — each of the last three
  *  an anonymous account of its own from Y (at its cap of 3). */
 const srv: Record<'run' | 'nap' | 'lost' | 'still' | 'keep', Srv> = {} as never;
-const saved = { id: process.env.AWS_ACCESS_KEY_ID, secret: process.env.AWS_SECRET_ACCESS_KEY };
 let egressSent = 0;
 
 const env = (dataDir: string) => ({ ...process.env, ROOTBOX_DATA_DIR: dataDir, ROOTBOX_REGISTRY: pg.url });
@@ -160,43 +158,24 @@ test.before(async () => {
 });
 
 async function setUp(): Promise<void> {
-  s3 = await startS3();
-  const bucket = await s3.bucket();
-  Object.assign(process.env, s3.env);
-  pg = await startClusterRegistry();
-  const checkpoints = { store: `s3://${bucket}/cluster`, s3: { endpoint: s3.endpoint, connectTimeout: '2s', timeout: '20s', maxAttempts: 2 } };
-  // the create rate out of the way: refused creates spend its tokens too (hosts take them a chunk at a time)
-  const limits = (o: ReturnType<typeof clusterOpts>) => ({
-    ...o.hosting,
-    maxServersPerAccount: 2,
-    anonServersPerIp: 3,
-    rateLimit: { ...o.hosting.rateLimit, createsPerIpPerHour: 100_000 },
-  });
-  const host = async (name: string) => {
-    const o = clusterOpts(pg, name, await freePort());
-    return startTestDaemon({
-      ...o,
-      hosting: limits(o),
-      cluster: { ...o.cluster, recoverAfter: '5s', drainRetry: '1s' },
-      checkpoints,
-      billing: { meterInterval: '1h' }, // the test charges A's and B's periods itself
-      proxy: { idleTimeout: 600_000, wakeTimeout: '30s' },
-    });
-  };
-  a = await host('host-a');
-  b = await host('host-b');
-  const oc = clusterOpts(pg, 'host-c', await freePort());
-  c = new ProcDaemon({
-    config: {
-      ...oc,
-      hosting: limits(oc),
-      cluster: { ...oc.cluster, recoverAfter: '5s' },
-      checkpoints,
-      billing: { meterInterval: '1s' },
-      proxy: { idleTimeout: '2s', idleCheckInterval: '200ms' },
+  // the test charges A's and B's periods itself
+  const inProcess = { cluster: { drainRetry: '1s' }, billing: { meterInterval: '1h' }, proxy: { idleTimeout: 600_000, wakeTimeout: '30s' } };
+  cl = await startS3Cluster(
+    [
+      { name: 'host-a', settings: inProcess },
+      { name: 'host-b', settings: inProcess },
+      { name: 'host-c', child: true, settings: { billing: { meterInterval: '1s' }, proxy: { idleTimeout: '2s', idleCheckInterval: '200ms' } } },
+    ],
+    {
+      // the create rate out of the way: refused creates spend its tokens too (hosts take them a chunk at a time)
+      hosting: { maxServersPerAccount: 2, anonServersPerIp: 3, rateLimit: { createsPerIpPerHour: 100_000 } },
+      cluster: { recoverAfter: '5s' },
     },
-  });
-  await c.start();
+  );
+  ({ pg } = cl);
+  a = cl.daemon('host-a');
+  b = cl.daemon('host-b');
+  c = cl.child('host-c');
   const made = async (via: { http: number }, from: string, key?: string): Promise<Srv> => {
     const slug = `mb${randomBytes(4).toString('hex')}`;
     const r = await create(via, from, key, slug);
@@ -230,17 +209,7 @@ async function setUp(): Promise<void> {
 }
 
 test.after(async () => {
-  // every part stopped, whatever one of them throws
-  for (const stop of [() => c?.remove(), () => b?.stop(), () => a?.stop(), () => pg?.stop(), () => s3?.stop()])
-    await Promise.resolve()
-      .then(stop)
-      .catch((e) => console.error('cleanup:', e));
-  for (const [k, v] of [
-    ['AWS_ACCESS_KEY_ID', saved.id],
-    ['AWS_SECRET_ACCESS_KEY', saved.secret],
-  ] as const)
-    if (v === undefined) delete process.env[k];
-    else process.env[k] = v;
+  await cl?.stop().catch((e) => console.error('cleanup:', e));
 });
 
 test('the account and the address at their limits cannot create more', async () => {

@@ -16,20 +16,19 @@ import { randomBytes } from 'node:crypto';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { adminCli } from '../helpers/admincli.js';
-import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
-import { freePort } from '../helpers/ports.js';
+import type { TestDaemon } from '../helpers/daemon.js';
 import type { TestPostgres } from '../helpers/postgres.js';
-import { startS3, type TestS3 } from '../helpers/s3.js';
 import { until } from '../helpers/wait.js';
-import { ProcDaemon } from '../hosting/helpers/procdaemon.js';
+import type { ProcDaemon } from '../hosting/helpers/procdaemon.js';
 import { get } from '../registry/fixtures/clients.js';
-import { api, clusterOpts, startClusterRegistry } from '../registry/fixtures/twohosts.js';
+import { startS3Cluster, type S3Cluster } from '../registry/fixtures/s3cluster.js';
+import { api } from '../registry/fixtures/twohosts.js';
 import type { RuntimeRecord } from '../../src/store/index.js';
 import { OUTCOME_UNKNOWN } from '../../src/moves/source.js';
 
 const RUN_SH = `#!/bin/bash\ncd /root/www && exec python3 -m http.server 80\n`;
 
-let s3: TestS3;
+let cl: S3Cluster;
 let pg: TestPostgres;
 let a: TestDaemon;
 let b: ProcDaemon;
@@ -42,7 +41,7 @@ interface Srv {
 }
 let x: Srv;
 let y: Srv;
-const saved = { id: process.env.AWS_ACCESS_KEY_ID, secret: process.env.AWS_SECRET_ACCESS_KEY, kill: process.env.ROOTBOX_TEST_KILL_AT };
+const savedKillAt = process.env.ROOTBOX_TEST_KILL_AT;
 /** host-a's boots of a server: whether its record was committed (visible) at that moment. */
 const boots: { id: string; committed: boolean }[] = [];
 
@@ -100,18 +99,14 @@ test.before(async () => {
 });
 
 async function setUp(): Promise<void> {
-  s3 = await startS3();
-  const bucket = await s3.bucket();
-  Object.assign(process.env, s3.env);
-  pg = await startClusterRegistry();
-  const checkpoints = { store: `s3://${bucket}/cluster`, s3: { endpoint: s3.endpoint, connectTimeout: '2s', timeout: '20s', maxAttempts: 2 } };
-  const proxy = { idleTimeout: 600_000, wakeTimeout: '30s' };
-  a = await startTestDaemon({ ...clusterOpts(pg, 'host-a', await freePort()), checkpoints, proxy });
+  const settings = { proxy: { idleTimeout: 600_000, wakeTimeout: '30s' } };
+  cl = await startS3Cluster(['host-a', { name: 'host-b', child: true }], settings);
+  ({ pg } = cl);
+  a = cl.daemon('host-a');
+  b = cl.child('host-b');
   const rt = a.daemon.runtime as unknown as { boot(rec: RuntimeRecord, meanwhile?: () => void): Promise<void> };
   const boot = rt.boot.bind(rt);
   rt.boot = (rec, meanwhile) => (boots.push({ id: rec.id, committed: !!a.daemon.store.servers.get(rec.id) }), boot(rec, meanwhile));
-  b = new ProcDaemon({ config: { ...clusterOpts(pg, 'host-b', await freePort()), checkpoints, proxy } });
-  await b.start();
   await until('host-a sees host-b up', () => a.daemon.registry!.placements.host('host-b')?.up, 30_000, 100);
   // x and y made on host-b, each with a page its app serves and a file
   const make = async (name: string): Promise<Srv> => {
@@ -136,17 +131,9 @@ async function setUp(): Promise<void> {
 }
 
 test.after(async () => {
-  await b?.remove();
-  await a?.stop();
-  await pg?.stop();
-  await s3?.stop();
-  for (const [k, v] of [
-    ['AWS_ACCESS_KEY_ID', saved.id],
-    ['AWS_SECRET_ACCESS_KEY', saved.secret],
-    ['ROOTBOX_TEST_KILL_AT', saved.kill],
-  ] as const)
-    if (v === undefined) delete process.env[k];
-    else process.env[k] = v;
+  await cl?.stop();
+  if (savedKillAt === undefined) delete process.env.ROOTBOX_TEST_KILL_AT;
+  else process.env.ROOTBOX_TEST_KILL_AT = savedKillAt;
 });
 
 test('M1: a sleeping server moved to host-a is never booted there; a running one is booted only once it is committed there', async () => {

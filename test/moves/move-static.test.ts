@@ -10,14 +10,15 @@ import { randomBytes } from 'node:crypto';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { adminCli } from '../helpers/admincli.js';
-import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
-import { freePort } from '../helpers/ports.js';
+import type { TestDaemon } from '../helpers/daemon.js';
 import type { TestPostgres } from '../helpers/postgres.js';
-import { startS3, type TestS3 } from '../helpers/s3.js';
+import type { TestS3 } from '../helpers/s3.js';
 import { until } from '../helpers/wait.js';
 import { get, type Got } from '../registry/fixtures/clients.js';
-import { api, clusterOpts, startClusterRegistry } from '../registry/fixtures/twohosts.js';
+import { startS3Cluster, type S3Cluster } from '../registry/fixtures/s3cluster.js';
+import { api } from '../registry/fixtures/twohosts.js';
 
+let cl: S3Cluster;
 let s3: TestS3;
 let pg: TestPostgres;
 let a: TestDaemon;
@@ -26,7 +27,6 @@ let srv: { id: string; slug: string; page: string; key: string };
 /** The checkpoint taken once it slept: its disk as it is, which the move restores (none taken). */
 let slept: string;
 let paused = false;
-const saved = { id: process.env.AWS_ACCESS_KEY_ID, secret: process.env.AWS_SECRET_ACCESS_KEY };
 
 const env = (d: Pick<TestDaemon, 'dataDir'>) => ({ ...process.env, ROOTBOX_DATA_DIR: d.dataDir, ROOTBOX_REGISTRY: pg.url });
 const placed = async (id: string) => (await pg.sql(`SELECT host FROM placements WHERE server_id = '${id}'`)).trim();
@@ -38,17 +38,11 @@ const page = (d: TestDaemon, ms: number): Promise<Got> =>
   ]);
 
 test.before(async () => {
-  s3 = await startS3();
-  const bucket = await s3.bucket();
-  Object.assign(process.env, s3.env);
-  pg = await startClusterRegistry();
-  const checkpoints = { store: `s3://${bucket}/cluster`, s3: { endpoint: s3.endpoint, connectTimeout: '2s', timeout: '120s', maxAttempts: 1 } };
-  const host = async (name: string) => {
-    const o = clusterOpts(pg, name, await freePort());
-    return startTestDaemon({ ...o, checkpoints, proxy: { idleTimeout: 600_000, wakeTimeout: '30s' } });
-  };
-  a = await host('host-a');
-  b = await host('host-b');
+  const settings = { checkpoints: { s3: { timeout: '120s', maxAttempts: 1 } }, proxy: { idleTimeout: 600_000, wakeTimeout: '30s' } };
+  cl = await startS3Cluster(['host-a', 'host-b'], settings);
+  ({ s3, pg } = cl);
+  a = cl.daemon('host-a');
+  b = cl.daemon('host-b');
   // host-a takes host-b for up (its lease seen, or its channel answering): a move before that is refused
   await until('host-a sees host-b up', () => a.daemon.registry!.placements.host('host-b')?.up === true, 30_000, 50);
   const slug = `ms${randomBytes(3).toString('hex')}`;
@@ -71,16 +65,7 @@ test.before(async () => {
 
 test.after(async () => {
   if (paused) s3?.contRgw();
-  await b?.stop();
-  await a?.stop();
-  await pg?.stop();
-  await s3?.stop();
-  for (const [k, v] of [
-    ['AWS_ACCESS_KEY_ID', saved.id],
-    ['AWS_SECRET_ACCESS_KEY', saved.secret],
-  ] as const)
-    if (v === undefined) delete process.env[k];
-    else process.env[k] = v;
+  await cl?.stop();
 });
 
 test('its page is answered at once through both edges while the move waits for the store, then from host-b', async () => {

@@ -17,11 +17,12 @@ import { adminCli } from '../helpers/admincli.js';
 import type { TestDaemon } from '../helpers/daemon.js';
 import type { TestPostgres } from '../helpers/postgres.js';
 import { run } from '../helpers/run.js';
-import { startS3, type TestS3 } from '../helpers/s3.js';
+import type { TestS3 } from '../helpers/s3.js';
 import { until } from '../helpers/wait.js';
 import { sh } from '../runtime/helpers/env.js';
 import { get, type Got } from '../registry/fixtures/clients.js';
-import { api, startClusterRegistry, startHost } from '../registry/fixtures/twohosts.js';
+import { startS3Cluster, type S3Cluster } from '../registry/fixtures/s3cluster.js';
+import { api } from '../registry/fixtures/twohosts.js';
 
 const BLOB = randomBytes(100_000);
 const APP_PY = `import socket, threading
@@ -48,6 +49,7 @@ while True:
 const RUN_SH = `#!/bin/bash\nexec python3 /root/app.py\n`;
 const expected = (path: string) => Buffer.concat([Buffer.from(`${path}\n`), BLOB]);
 
+let cl: S3Cluster;
 let s3: TestS3;
 let pg: TestPostgres;
 let a: TestDaemon;
@@ -59,7 +61,6 @@ let keyFile = '';
 let knownHosts = '';
 let fileSha = '';
 const work = mkdtempSync(join(tmpdir(), 'rbx-move-'));
-const saved = { id: process.env.AWS_ACCESS_KEY_ID, secret: process.env.AWS_SECRET_ACCESS_KEY };
 const hosts = new Map<string, TestDaemon>();
 
 const env = (d: TestDaemon) => ({ ...process.env, ROOTBOX_DATA_DIR: d.dataDir, ROOTBOX_REGISTRY: pg.url });
@@ -156,16 +157,11 @@ async function requestedDuring<T>(from: TestDaemon | undefined, during: () => Pr
 }
 
 test.before(async () => {
-  s3 = await startS3();
-  const bucket = await s3.bucket();
-  Object.assign(process.env, s3.env);
-  pg = await startClusterRegistry();
-  const over = {
-    proxy: { idleTimeout: 600_000, wakeTimeout: '30s' },
-    checkpoints: { store: `s3://${bucket}/cluster`, s3: { endpoint: s3.endpoint, connectTimeout: '2s', timeout: '20s', maxAttempts: 2 } },
-  };
-  a = await startHost(pg, 'host-a', over);
-  b = await startHost(pg, 'host-b', over);
+  const settings = { proxy: { idleTimeout: 600_000, wakeTimeout: '30s' } };
+  cl = await startS3Cluster(['host-a', 'host-b'], settings);
+  ({ s3, pg } = cl);
+  a = cl.daemon('host-a');
+  b = cl.daemon('host-b');
   hosts.set('host-a', a).set('host-b', b);
   const slug = `mv${randomBytes(3).toString('hex')}`;
   const r = await api(a, 'POST', '/create', { body: { subdomains: [slug] } });
@@ -215,17 +211,11 @@ test.before(async () => {
 });
 
 test.after(async () => {
-  await b?.stop();
-  await a?.stop();
-  await pg?.stop();
-  await s3?.stop();
-  rmSync(work, { recursive: true, force: true });
-  for (const [k, v] of [
-    ['AWS_ACCESS_KEY_ID', saved.id],
-    ['AWS_SECRET_ACCESS_KEY', saved.secret],
-  ] as const)
-    if (v === undefined) delete process.env[k];
-    else process.env[k] = v;
+  try {
+    await cl?.stop();
+  } finally {
+    rmSync(work, { recursive: true, force: true });
+  }
 });
 
 test('a sleeping server moves from A to B: one checkpoint, a restore there, the epoch up, A without its disk', async () => {

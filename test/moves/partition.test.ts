@@ -26,16 +26,15 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
+import type { TestDaemon } from '../helpers/daemon.js';
 import { Partition } from '../helpers/partition.js';
-import { freePort } from '../helpers/ports.js';
 import type { TestPostgres } from '../helpers/postgres.js';
 import { run } from '../helpers/run.js';
-import { startS3, type TestS3 } from '../helpers/s3.js';
 import { sleep, until } from '../helpers/wait.js';
-import { ProcDaemon } from '../hosting/helpers/procdaemon.js';
+import type { ProcDaemon } from '../hosting/helpers/procdaemon.js';
 import { get, type Got } from '../registry/fixtures/clients.js';
-import { api, clusterOpts, startClusterRegistry } from '../registry/fixtures/twohosts.js';
+import { startS3Cluster, type S3Cluster } from '../registry/fixtures/s3cluster.js';
+import { api } from '../registry/fixtures/twohosts.js';
 
 const RECOVER_MS = 10_000;
 const LEASE_MS = 3000;
@@ -62,7 +61,7 @@ while True:
 `;
 const RUN_SH = `#!/bin/bash\nexec python3 /root/app.py\n`;
 
-let s3: TestS3;
+let cl: S3Cluster;
 let pg: TestPostgres;
 let part: Partition;
 let a: TestDaemon;
@@ -70,7 +69,6 @@ let b: TestDaemon;
 let c: ProcDaemon;
 let cPort = 0;
 let srv: { id: string; slug: string; host: string; key: string; sha: string };
-const saved = { id: process.env.AWS_ACCESS_KEY_ID, secret: process.env.AWS_SECRET_ACCESS_KEY };
 
 const edgeOfC = () => ({ http: c.http, https: c.https, ca: '' });
 const isApp = (g: Got | undefined, path: string) => g?.status === 200 && g.body.toString() === `app ${path}`;
@@ -116,31 +114,23 @@ test.before(async () => {
 });
 
 async function setUp(): Promise<void> {
-  s3 = await startS3();
-  const bucket = await s3.bucket();
-  Object.assign(process.env, s3.env);
-  pg = await startClusterRegistry();
   part = await Partition.create();
-  const checkpoints = {
-    store: `s3://${bucket}/cluster`,
-    s3: { endpoint: s3.endpoint, connectTimeout: '2s', timeout: '20s', maxAttempts: 2 },
-    interval: 0, // only the checkpoint the test takes
-  };
-  const opts = (name: string, port: number) => {
-    const o = clusterOpts(pg, name, port);
-    return {
-      ...o,
+  const host = (name: string, child?: { cgroupProcs: string }) => ({
+    name,
+    child,
+    settings: {
       // statementTimeout stays the default (5 s): a heartbeat on a cut connection hangs that long
-      cluster: { ...o.cluster, lease: `${LEASE_MS}ms`, recoverAfter: `${RECOVER_MS}ms`, forwardConnectTimeout: '1s' },
-      checkpoints,
+      cluster: { lease: `${LEASE_MS}ms`, recoverAfter: `${RECOVER_MS}ms`, forwardConnectTimeout: '1s' },
+      checkpoints: { interval: 0 }, // only the checkpoint the test takes
       proxy: { idleTimeout: 600_000, wakeTimeout: '30s' },
-    };
-  };
-  a = await startTestDaemon(opts('host-a', await freePort()));
-  b = await startTestDaemon(opts('host-b', await freePort()));
-  cPort = await freePort();
-  c = new ProcDaemon({ config: opts('host-c', cPort), cgroupProcs: part.procs });
-  await c.start();
+    },
+  });
+  cl = await startS3Cluster([host('host-a'), host('host-b'), host('host-c', { cgroupProcs: part.procs })]);
+  ({ pg } = cl);
+  a = cl.daemon('host-a');
+  b = cl.daemon('host-b');
+  c = cl.child('host-c');
+  cPort = cl.port('host-c');
   const slug = `pt${randomBytes(3).toString('hex')}`;
   const r = await api(c, 'POST', '/create', { body: { subdomains: [slug] } });
   assert.is(r.status, 200, r.text);
@@ -164,16 +154,10 @@ async function setUp(): Promise<void> {
 test.after(async () => {
   // every step runs whatever an earlier one threw; the first error is the one reported
   const errors: unknown[] = [];
-  for (const step of [() => part?.heal(), () => c?.remove(), () => part?.remove(), () => b?.stop(), () => a?.stop(), () => pg?.stop(), () => s3?.stop()])
+  for (const step of [() => part?.heal(), () => cl?.stop(), () => part?.remove()])
     await Promise.resolve()
       .then(step)
       .catch((e) => errors.push(e));
-  for (const [k, v] of [
-    ['AWS_ACCESS_KEY_ID', saved.id],
-    ['AWS_SECRET_ACCESS_KEY', saved.secret],
-  ] as const)
-    if (v === undefined) delete process.env[k];
-    else process.env[k] = v;
   if (errors.length) throw errors[0];
 });
 

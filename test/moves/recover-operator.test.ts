@@ -9,36 +9,33 @@ import { randomBytes } from 'node:crypto';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { adminCli } from '../helpers/admincli.js';
-import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
-import { freePort } from '../helpers/ports.js';
+import type { TestDaemon } from '../helpers/daemon.js';
 import type { TestPostgres } from '../helpers/postgres.js';
-import { startS3, type TestS3 } from '../helpers/s3.js';
 import { until } from '../helpers/wait.js';
 import { sh } from '../runtime/helpers/env.js';
 import { get } from '../registry/fixtures/clients.js';
-import { api, clusterOpts, startClusterRegistry } from '../registry/fixtures/twohosts.js';
+import { startS3Cluster, type S3Cluster } from '../registry/fixtures/s3cluster.js';
+import { api } from '../registry/fixtures/twohosts.js';
 
-let s3: TestS3;
+let cl: S3Cluster;
 let pg: TestPostgres;
 let a: TestDaemon;
 let c: TestDaemon;
 const srv = { id: '', slug: '', key: '', page: randomBytes(2000), sha: '' };
-const saved = { id: process.env.AWS_ACCESS_KEY_ID, secret: process.env.AWS_SECRET_ACCESS_KEY };
 const env = (d: TestDaemon) => ({ ...process.env, ROOTBOX_DATA_DIR: d.dataDir, ROOTBOX_REGISTRY: pg.url });
 const placement = async () => (await pg.sql(`SELECT host FROM placements WHERE server_id = '${srv.id}'`)).trim();
 
 test.before(async () => {
-  s3 = await startS3();
-  const bucket = await s3.bucket();
-  Object.assign(process.env, s3.env);
-  pg = await startClusterRegistry();
-  const checkpoints = { store: `s3://${bucket}/cluster`, s3: { endpoint: s3.endpoint, connectTimeout: '2s', timeout: '20s', maxAttempts: 2 } };
-  const host = async (name: string, proxy: Record<string, unknown>) => {
-    const o = clusterOpts(pg, name, await freePort());
-    return startTestDaemon({ ...o, cluster: { ...o.cluster, recoverAfter: 0 }, checkpoints, proxy });
-  };
-  a = await host('host-a', { idleTimeout: 600_000 });
-  c = await host('host-c', { idleTimeout: '1s', idleCheckInterval: '200ms' });
+  cl = await startS3Cluster(
+    [
+      { name: 'host-a', settings: { proxy: { idleTimeout: 600_000 } } },
+      { name: 'host-c', settings: { proxy: { idleTimeout: '1s', idleCheckInterval: '200ms' } } },
+    ],
+    { cluster: { recoverAfter: 0 } },
+  );
+  ({ pg } = cl);
+  a = cl.daemon('host-a');
+  c = cl.daemon('host-c');
   srv.slug = `ro${randomBytes(3).toString('hex')}`;
   const r = await api(c, 'POST', '/create', { body: { subdomains: [srv.slug] } });
   assert.is(r.status, 200, r.text);
@@ -56,16 +53,7 @@ test.before(async () => {
 });
 
 test.after(async () => {
-  await c?.stop();
-  await a?.stop();
-  await pg?.stop();
-  await s3?.stop();
-  for (const [k, v] of [
-    ['AWS_ACCESS_KEY_ID', saved.id],
-    ['AWS_SECRET_ACCESS_KEY', saved.secret],
-  ] as const)
-    if (v === undefined) delete process.env[k];
-    else process.env[k] = v;
+  await cl?.stop();
 });
 
 test('recoverAfter 0: host-c away is never recovered automatically; cluster recover host-c brings its server back on host-a, byte for byte', async () => {

@@ -19,21 +19,20 @@ import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { adminCli } from '../helpers/admincli.js';
-import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
-import { freePort } from '../helpers/ports.js';
+import type { TestDaemon } from '../helpers/daemon.js';
 import type { TestPostgres } from '../helpers/postgres.js';
 import { run } from '../helpers/run.js';
-import { startS3, type TestS3 } from '../helpers/s3.js';
 import { until } from '../helpers/wait.js';
-import { ProcDaemon } from '../hosting/helpers/procdaemon.js';
+import type { ProcDaemon } from '../hosting/helpers/procdaemon.js';
 import { get } from '../registry/fixtures/clients.js';
-import { api, clusterOpts, startClusterRegistry } from '../registry/fixtures/twohosts.js';
+import { startS3Cluster, type S3Cluster } from '../registry/fixtures/s3cluster.js';
+import { api } from '../registry/fixtures/twohosts.js';
 
 const RECOVER_AFTER = '5s';
 const IDLE_MS = 3000;
 const RUN_SH = '#!/bin/bash\ncd /root/www && exec python3 -m http.server 80\n';
 
-let s3: TestS3;
+let cl: S3Cluster;
 let pg: TestPostgres;
 let a: TestDaemon;
 let b: TestDaemon;
@@ -44,7 +43,6 @@ let domain = '';
 let keyFile = '';
 let knownHosts = '';
 const work = mkdtempSync(join(tmpdir(), 'rbx-recset-'));
-const saved = { id: process.env.AWS_ACCESS_KEY_ID, secret: process.env.AWS_SECRET_ACCESS_KEY };
 
 const env = (d: TestDaemon) => ({ ...process.env, ROOTBOX_DATA_DIR: d.dataDir, ROOTBOX_REGISTRY: pg.url });
 const placement = async () => (await pg.sql(`SELECT host FROM placements WHERE server_id = '${srv.id}'`)).trim();
@@ -135,25 +133,19 @@ test.before(async () => {
 });
 
 async function setUp(): Promise<void> {
-  s3 = await startS3();
-  const bucket = await s3.bucket();
-  Object.assign(process.env, s3.env);
-  pg = await startClusterRegistry();
-  const checkpoints = { store: `s3://${bucket}/cluster`, s3: { endpoint: s3.endpoint, connectTimeout: '2s', timeout: '20s', maxAttempts: 2 } };
-  const host = async (name: string) => {
-    const o = clusterOpts(pg, name, await freePort());
-    return startTestDaemon({
-      ...o,
-      cluster: { ...o.cluster, recoverAfter: RECOVER_AFTER },
-      checkpoints,
-      proxy: { idleTimeout: IDLE_MS, idleCheckInterval: '200ms', wakeTimeout: '30s' },
-    });
-  };
-  a = await host('host-a');
-  b = await host('host-b');
-  const oc = clusterOpts(pg, 'host-c', await freePort());
-  c = new ProcDaemon({ config: { ...oc, cluster: { ...oc.cluster, recoverAfter: RECOVER_AFTER }, checkpoints, proxy: { idleTimeout: 600_000 } } });
-  await c.start();
+  const inProcess = { proxy: { idleTimeout: IDLE_MS, idleCheckInterval: '200ms', wakeTimeout: '30s' } };
+  cl = await startS3Cluster(
+    [
+      { name: 'host-a', settings: inProcess },
+      { name: 'host-b', settings: inProcess },
+      { name: 'host-c', child: true, settings: { proxy: { idleTimeout: 600_000 } } },
+    ],
+    { cluster: { recoverAfter: RECOVER_AFTER } },
+  );
+  ({ pg } = cl);
+  a = cl.daemon('host-a');
+  b = cl.daemon('host-b');
+  c = cl.child('host-c');
   // a verified account (never_sleep needs a phone): the code from host-c's log SMS provider
   const phone = `+1555${String(Date.now()).slice(-7)}`;
   const ask = await api(c, 'POST', '/create', { body: { phone } });
@@ -211,18 +203,11 @@ async function setUp(): Promise<void> {
 }
 
 test.after(async () => {
-  await c?.remove();
-  await b?.stop();
-  await a?.stop();
-  await pg?.stop();
-  await s3?.stop();
-  rmSync(work, { recursive: true, force: true });
-  for (const [k, v] of [
-    ['AWS_ACCESS_KEY_ID', saved.id],
-    ['AWS_SECRET_ACCESS_KEY', saved.secret],
-  ] as const)
-    if (v === undefined) delete process.env[k];
-    else process.env[k] = v;
+  try {
+    await cl?.stop();
+  } finally {
+    rmSync(work, { recursive: true, force: true });
+  }
 });
 
 test('host-c killed with SIGKILL and its data dir gone: the recovered server keeps its domain, never_sleep, exposed port, keys and host key', async () => {

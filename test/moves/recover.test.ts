@@ -20,19 +20,18 @@ import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { adminCli } from '../helpers/admincli.js';
-import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
-import { freePort } from '../helpers/ports.js';
+import type { TestDaemon } from '../helpers/daemon.js';
 import type { TestPostgres } from '../helpers/postgres.js';
 import { run } from '../helpers/run.js';
-import { startS3, type TestS3 } from '../helpers/s3.js';
 import { until } from '../helpers/wait.js';
-import { ProcDaemon } from '../hosting/helpers/procdaemon.js';
+import type { ProcDaemon } from '../hosting/helpers/procdaemon.js';
 import { get } from '../registry/fixtures/clients.js';
-import { api, clusterOpts, startClusterRegistry } from '../registry/fixtures/twohosts.js';
+import { startS3Cluster, type S3Cluster } from '../registry/fixtures/s3cluster.js';
+import { api } from '../registry/fixtures/twohosts.js';
 
 const RECOVER_AFTER = '5s';
 
-let s3: TestS3;
+let cl: S3Cluster;
 let pg: TestPostgres;
 let a: TestDaemon;
 let b: TestDaemon;
@@ -45,7 +44,6 @@ interface Srv {
   sha: string;
 }
 const srv: Record<'sleeper' | 'woken' | 'bare', Srv> = {} as never;
-const saved = { id: process.env.AWS_ACCESS_KEY_ID, secret: process.env.AWS_SECRET_ACCESS_KEY };
 
 const env = (dataDir: string) => ({ ...process.env, ROOTBOX_DATA_DIR: dataDir, ROOTBOX_REGISTRY: pg.url });
 const exec = async (via: { http: number }, s: Srv, command: string) => {
@@ -80,22 +78,19 @@ test.before(async () => {
 });
 
 async function setUp(): Promise<void> {
-  s3 = await startS3();
-  const bucket = await s3.bucket();
-  Object.assign(process.env, s3.env);
-  pg = await startClusterRegistry();
-  const checkpoints = { store: `s3://${bucket}/cluster`, s3: { endpoint: s3.endpoint, connectTimeout: '2s', timeout: '20s', maxAttempts: 2 } };
-  const host = async (name: string) => {
-    const o = clusterOpts(pg, name, await freePort());
-    return startTestDaemon({ ...o, cluster: { ...o.cluster, recoverAfter: RECOVER_AFTER }, checkpoints, proxy: { idleTimeout: 600_000, wakeTimeout: '30s' } });
-  };
-  a = await host('host-a');
-  b = await host('host-b');
-  const oc = clusterOpts(pg, 'host-c', await freePort());
-  c = new ProcDaemon({
-    config: { ...oc, cluster: { ...oc.cluster, recoverAfter: RECOVER_AFTER }, checkpoints, proxy: { idleTimeout: '2s', idleCheckInterval: '200ms' } },
-  });
-  await c.start();
+  const inProcess = { proxy: { idleTimeout: 600_000, wakeTimeout: '30s' } };
+  cl = await startS3Cluster(
+    [
+      { name: 'host-a', settings: inProcess },
+      { name: 'host-b', settings: inProcess },
+      { name: 'host-c', child: true, settings: { proxy: { idleTimeout: '2s', idleCheckInterval: '200ms' } } },
+    ],
+    { cluster: { recoverAfter: RECOVER_AFTER } },
+  );
+  ({ pg } = cl);
+  a = cl.daemon('host-a');
+  b = cl.daemon('host-b');
+  c = cl.child('host-c');
   for (const name of ['sleeper', 'woken', 'bare'] as const) {
     const slug = `rc${name.slice(0, 2)}${randomBytes(3).toString('hex')}`;
     const r = await api(c, 'POST', '/create', { body: { subdomains: [slug] } });
@@ -132,17 +127,7 @@ async function setUp(): Promise<void> {
 }
 
 test.after(async () => {
-  await c?.remove();
-  await b?.stop();
-  await a?.stop();
-  await pg?.stop();
-  await s3?.stop();
-  for (const [k, v] of [
-    ['AWS_ACCESS_KEY_ID', saved.id],
-    ['AWS_SECRET_ACCESS_KEY', saved.secret],
-  ] as const)
-    if (v === undefined) delete process.env[k];
-    else process.env[k] = v;
+  await cl?.stop();
 });
 
 test('cluster recover is refused for a host whose lease runs, and changes nothing', async () => {
