@@ -9,6 +9,7 @@ import { readFileSync } from 'node:fs';
 import { createLogger } from '../../src/log/index.js';
 import { IdleTracker } from '../../src/presence/index.js';
 import { hostMemAvailable, victims } from '../../src/presence/floor.js';
+import { MemoryFloor } from '../../src/presence/release.js';
 import { ProcessRuntime, freePort } from '../helpers/procruntime.js';
 
 const MiB = 1024 * 1024;
@@ -195,6 +196,50 @@ test("the floor does not stop a second server while the first one's freed pages 
     t.stop();
     await rt.stopAll();
   }
+});
+
+test('the floor bookkeeping: a stop under way counts its memory as coming however long it takes, host memory moving for other reasons neither hides nor doubles it', () => {
+  let avail = 940 * MiB; // 60 MiB below the floor
+  let now = 0;
+  const runtime = { parked: () => [], unpark: async () => false };
+  const f = new MemoryFloor({
+    runtime,
+    memoryFloor: 1000 * MiB,
+    memAvailable: () => avail,
+    floorSettle: 1500,
+    now: () => now,
+    log: createLogger({ level: 'error', sink: () => {} }),
+  });
+  assert.is(f.missing(), 60 * MiB);
+  const a = f.stopping('a', 160 * MiB);
+  assert.is(f.missing(), -100 * MiB, "A's 160 MiB cover the 60 missing");
+  avail += 300 * MiB; // another process exits while A's stop runs
+  assert.is(f.missing(), -240 * MiB, 'the host above the floor: nothing asked');
+  avail -= 300 * MiB + 50 * MiB; // ... and something else takes 50 MiB
+  assert.is(f.missing(), -50 * MiB, 'the host is short by 110, A brings 160');
+  now = 60_000; // a stop of a frozen container that takes a minute under load
+  assert.is(f.missing(), -50 * MiB, 'still counted while it runs');
+  avail += 160 * MiB; // its processes gone: the memory is back
+  f.stopped(a);
+  assert.is(f.missing(), -100 * MiB, 'within the settle window the 50 MiB taken meanwhile look like memory still coming');
+  now += 1500;
+  assert.is(f.missing(), -50 * MiB, 'then the host as it is');
+  assert.not.ok(f.isReleasing('a'));
+  const b = f.stopping('b', 160 * MiB);
+  f.stopped(b); // its memory does not show (the estimate was too high, or it shows late)
+  now += 1000;
+  assert.is(f.missing(), -210 * MiB, 'counted within the settle window');
+  now += 500;
+  assert.is(f.missing(), -50 * MiB, 'then the host as it is');
+  avail += 500 * MiB;
+  const c = f.stopping('c', 160 * MiB);
+  avail += 160 * MiB;
+  f.stopped(c);
+  assert.is(f.missing(), -710 * MiB);
+  assert.not.ok(f.isReleasing('c'), 'all shown: nothing more to wait for');
+  assert.is(f.reading().floor, 1000 * MiB);
+  f.bytes = 0;
+  assert.is(f.missing(), 0, 'no floor');
 });
 
 test.run();
