@@ -22,7 +22,7 @@ export const proxySchema = z
     dozeMemoryFloor: bytes()
       .default(1024 ** 3)
       .describe(
-        "Host memory (MemAvailable) kept free: below it, dozing servers are stopped, least recently used first, only as many as the missing memory needs by the anonymous memory each holds; a stopped server's memory counts as coming back until MemAvailable shows it (or 1.5 s have passed), so one shortfall does not stop a second server. Once no dozing server is left to stop, parked containers of sleeping servers (runtime.parkOnSleep) are removed, least recently parked first. 0 turns it off.",
+        "Host memory (MemAvailable, plus the free pages on the kernel's per-CPU lists, where a stopped server's pages land first) kept free: below it, dozing servers are stopped, least recently used first, only as many as the missing memory needs by the anonymous memory each holds; a stopped server's memory counts as coming back until MemAvailable shows it (or 1.5 s have passed), so one shortfall does not stop a second server. Once no dozing server is left to stop, parked containers of sleeping servers (runtime.parkOnSleep) are removed, least recently parked first. 0 turns it off.",
       ),
     idleCheckInterval: duration().prefault('5s').describe('How often the idle tracker looks for servers to put to sleep.'),
     wakeTimeout: duration()

@@ -1,19 +1,57 @@
 // The host memory floor of dozing servers: how much memory the host has available (MemAvailable
-// from /proc/meminfo, the kernel's estimate of what can be used without swapping) and which
+// from /proc/meminfo, the kernel's estimate of what can be used without swapping, plus the free
+// pages on its per-CPU lists, which MemAvailable leaves out) and which
 // dozing servers to stop when it is below the floor — the least recently used first, servers with
 // an open connection (a quiet WebSocket or exposed-port connection, which a stop would cut) only
 // after all others, as many as the missing memory needs by what each holds frozen.
 
 import { readFileSync } from 'node:fs';
+import { endianness } from 'node:os';
 
-/** Host MemAvailable in bytes (Infinity when it cannot be read: then nothing is stopped for it). */
-export function hostMemAvailable(): number {
+const procText = (path: string): string => readFileSync(path, 'utf8');
+
+/** Memory the host can use now, in bytes: MemAvailable (/proc/meminfo) plus the free pages the
+ *  kernel keeps on its per-CPU lists (/proc/zoneinfo, `count` of each pageset), which MemAvailable
+ *  leaves out. Since Linux 6.7 those lists are tuned up to about 1 GiB per CPU: the pages of an
+ *  exited process (a stopped server) land there and drain into MemAvailable only over seconds,
+ *  and an allocation (a growing process) takes from them first; MemAvailable alone lags both
+ *  ways. Infinity when MemAvailable cannot be read (then nothing is stopped for it); the lists
+ *  count 0 when zoneinfo cannot be read. `read` and `pageSize` are given by tests. */
+export function hostMemAvailable(read: (path: string) => string = procText, pageSize = kernelPageSize()): number {
+  let kb: string | undefined;
   try {
-    const kb = /^MemAvailable:\s+(\d+) kB$/m.exec(readFileSync('/proc/meminfo', 'utf8'))?.[1];
-    return kb === undefined ? Infinity : Number(kb) * 1024;
+    kb = /^MemAvailable:\s+(\d+) kB$/m.exec(read('/proc/meminfo'))?.[1];
   } catch {
     return Infinity;
   }
+  if (kb === undefined) return Infinity;
+  let pages = 0;
+  try {
+    for (const m of read('/proc/zoneinfo').matchAll(/^\s+count:\s+(\d+)$/gm)) pages += Number(m[1]);
+  } catch {
+    /* no zoneinfo: MemAvailable alone */
+  }
+  return Number(kb) * 1024 + pages * pageSize;
+}
+
+let pageSizeRead: number | undefined;
+
+/** The kernel's page size (AT_PAGESZ of /proc/self/auxv, read once; 4096 when unreadable). */
+function kernelPageSize(): number {
+  if (pageSizeRead !== undefined) return pageSizeRead;
+  pageSizeRead = 4096;
+  try {
+    const b = readFileSync('/proc/self/auxv');
+    const word = (i: number) => (endianness() === 'LE' ? b.readBigUInt64LE(i) : b.readBigUInt64BE(i));
+    for (let i = 0; i + 16 <= b.length; i += 16) {
+      const type = word(i);
+      if (type === 0n) break;
+      if (type === 6n) pageSizeRead = Number(word(i + 8)); // AT_PAGESZ
+    }
+  } catch {
+    /* not Linux or no procfs: the usual size */
+  }
+  return pageSizeRead;
 }
 
 export interface Dozer {

@@ -7,7 +7,7 @@
 //     connection — thaws it in milliseconds;
 //   - sleep: after `dozeTimeout` dozing (or at once when dozing is off) the container is stopped
 //     (Runtime.stop, memory freed) and wake() starts it again. Dozing servers are also stopped,
-//     least recently used first, while host MemAvailable is below `memoryFloor` (floor.ts picks
+//     least recently used first, while host available memory is below `memoryFloor` (floor.ts picks
 //     them, release.ts keeps the memory still coming back and removes parked containers).
 // What idle means (activity.ts keeps it): a hold keeps the server awake (an SSH shell running a
 // silent build must not be frozen). An open connection that carries no bytes for idleTimeout lets
@@ -294,15 +294,34 @@ export class IdleTracker implements Presence, PresenceState {
   /** Stops dozing servers, LRU first, while host available memory is below the floor; when no
    *  dozing server is left to stop, removes parked containers of sleeping servers (unparkFloor). */
   checkFloor(): void {
-    const missing = this.floor.missing();
+    const reading = this.floor.reading();
+    const { missing } = reading;
     if (missing <= 0) return;
     const dozers = [];
     for (const [id, d] of this.dozing)
       if (!this.resting(id) && !this.floor.isReleasing(id))
         dozers.push({ id, last: this.activity.lastAt(id) ?? 0, memoryBytes: d.memoryBytes, connected: this.activity.connected(id) });
     const stopping = victims(dozers, missing);
+    if (stopping.length) this.opts.log.info('memory floor: dozing servers stop', { servers: stopping, ...reading });
     for (const id of stopping) this.sleep(id, this.now() - (this.activity.lastAt(id) ?? 0), 'memory floor');
     if (stopping.length === dozers.length && this.sleeping.size === 0) this.floor.unpark(missing);
+  }
+
+  /** The memory floor from now on (bytes; 0: none): checked from the next floor check on. */
+  setMemoryFloor(bytes: number): void {
+    this.floor.bytes = bytes;
+    if (this.timer) this.armFloor();
+  }
+
+  /** The floor check runs while there is a floor and something it can free (dozing or parked servers). */
+  private armFloor(): void {
+    if ((this.dozeOn || this.opts.runtime.parked) && this.floor.bytes > 0) {
+      this.floorTimer ??= setInterval(() => this.checkFloor(), this.opts.floorInterval ?? 500);
+      this.floorTimer.unref();
+    } else {
+      clearInterval(this.floorTimer);
+      this.floorTimer = undefined;
+    }
   }
 
   private sleep(id: string, idleMs: number, why: string): void {
@@ -354,10 +373,7 @@ export class IdleTracker implements Presence, PresenceState {
     if (!this.timer) this.adoptFrozen();
     this.timer ??= setInterval(() => this.check(), this.opts.checkInterval);
     this.timer.unref();
-    if ((this.dozeOn || this.opts.runtime.parked) && (this.opts.memoryFloor ?? 0) > 0) {
-      this.floorTimer ??= setInterval(() => this.checkFloor(), this.opts.floorInterval ?? 500);
-      this.floorTimer.unref();
-    }
+    this.armFloor();
   }
 
   stop(): void {

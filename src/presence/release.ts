@@ -34,10 +34,26 @@ export class MemoryFloor {
 
   /** Bytes missing below the floor, less what stops already give back (not asked twice); 0 without a floor. */
   missing(): number {
-    const floor = this.opts.memoryFloor ?? 0;
-    if (!(floor > 0)) return 0;
+    return this.reading().missing;
+  }
+
+  /** The floor's reading now: the floor, host available memory, memory of stops still coming
+   *  back, and what is missing after it (0 without a floor; the floor stop's log line tells it). */
+  reading(): { floor: number; avail: number; coming: number; missing: number } {
+    const floor = this.bytes;
+    if (!(floor > 0)) return { floor: 0, avail: Infinity, coming: 0, missing: 0 };
     const avail = this.memAvailable();
-    return floor - avail - this.coming(avail);
+    const coming = this.coming(avail);
+    return { floor, avail, coming, missing: floor - avail - coming };
+  }
+
+  /** The floor (bytes; 0: none). */
+  get bytes(): number {
+    return this.opts.memoryFloor ?? 0;
+  }
+
+  set bytes(floor: number) {
+    this.opts.memoryFloor = floor;
   }
 
   /** Whether the server's stop is still giving memory back. */

@@ -8,7 +8,8 @@ import * as assert from 'uvu/assert';
 import { readFileSync } from 'node:fs';
 import { createLogger } from '../../src/log/index.js';
 import { IdleTracker } from '../../src/presence/index.js';
-import { victims } from '../../src/presence/floor.js';
+import { hostMemAvailable, victims } from '../../src/presence/floor.js';
+import { MemoryFloor } from '../../src/presence/release.js';
 import { ProcessRuntime, freePort } from '../helpers/procruntime.js';
 
 const MiB = 1024 * 1024;
@@ -115,6 +116,130 @@ test('the floor waits for a stopped server memory to show before it stops anothe
     t.stop();
     await rt.stopAll();
   }
+});
+
+/** /proc/meminfo and /proc/zoneinfo as a 6.x kernel writes them (trimmed): MemAvailable in kB,
+ *  and per CPU a pageset whose `count` is free pages on that CPU's list. */
+const meminfo = (availKb: number) => `MemTotal:       24683656 kB\nMemFree:        17426620 kB\nMemAvailable:   ${availKb} kB\nBuffers:          123 kB\n`;
+const zoneinfo = (counts: number[]) =>
+  `Node 0, zone   Normal\n  pages free     2515583\n        min      14479\n  pagesets\n` +
+  counts
+    .map((c, cpu) => `    cpu: ${cpu}\n              count:    ${c}\n              high:     48556\n              batch:    63\n  vm stats threshold: 36\n`)
+    .join('') +
+  `  node_unreclaimable:  0\n  start_pfn:           1048576\n`;
+
+test("hostMemAvailable: MemAvailable plus the free pages on the per-CPU lists (where an exited process's pages land first)", () => {
+  const files: Record<string, string> = { '/proc/meminfo': meminfo(1000 * 1024), '/proc/zoneinfo': zoneinfo([25600, 12800]) };
+  const read = (path: string) => {
+    if (!(path in files)) throw new Error(`ENOENT ${path}`);
+    return files[path]!;
+  };
+  assert.is(hostMemAvailable(read, 4096), 1000 * MiB + 150 * MiB, "MemAvailable and both CPUs' lists (100 + 50 MiB of 4 KiB pages)");
+  assert.is(hostMemAvailable(read, 65536), 1000 * MiB + 38400 * 65536, "pages of the kernel's size");
+  delete files['/proc/zoneinfo'];
+  assert.is(hostMemAvailable(read, 4096), 1000 * MiB, 'no zoneinfo: MemAvailable alone');
+  delete files['/proc/meminfo'];
+  assert.is(hostMemAvailable(read, 4096), Infinity, 'nothing readable: no floor stop for it');
+});
+
+test("the floor does not stop a second server while the first one's freed pages sit on the per-CPU lists (MemAvailable shows them only seconds later)", async () => {
+  const rt = new ProcessRuntime();
+  const ids = ['srv_a', 'srv_b', 'srv_c'];
+  for (const id of ids) rt.add(id, id.slice(4), '/nonexistent', await freePort());
+  // a kernel of 6.7+: a stopped server's 100 MiB go to the per-CPU lists at once and drain into
+  // MemAvailable 2 s later (here in one go); before the hog MemAvailable is well above the floor
+  const stoppedAt = new Map<string, number>();
+  const stop = rt.stop.bind(rt);
+  rt.stop = async (id: string) => (await stop(id), void stoppedAt.set(id, Date.now()));
+  let availKb = 10_000 * 1024;
+  const drained = () => [...stoppedAt.values()].filter((t) => Date.now() - t >= 2000).length;
+  const onLists = () => stoppedAt.size - drained();
+  const read = (path: string) => (path === '/proc/meminfo' ? meminfo(availKb + drained() * 100 * 1024) : zoneinfo([onLists() * 25600, 0]));
+  const t = new IdleTracker({
+    runtime: rt,
+    neverSleep: () => false,
+    idleTimeout: 100,
+    checkInterval: 20,
+    dozeTimeout: 60_000,
+    memoryFloor: 1000 * MiB,
+    memAvailable: () => hostMemAvailable(read, 4096),
+    floorInterval: 20,
+    floorSettle: 300,
+    log: createLogger({ level: 'error', sink: () => {} }),
+  });
+  t.start();
+  const asleep = () => ids.filter((id) => rt.get(id)?.state === 'sleeping');
+  try {
+    for (const id of ids) {
+      await t.wake(id);
+      await sleep(5);
+    }
+    const end = Date.now() + 5000;
+    while (!ids.every((id) => t.isDozing(id)) && Date.now() < end) await sleep(20);
+    assert.ok(
+      ids.every((id) => t.isDozing(id)),
+      'all three doze',
+    );
+    availKb = 990 * 1024; // 10 MiB below the floor: one stop (100 MiB) covers it
+    while (asleep().length === 0 && Date.now() < end) await sleep(10);
+    assert.equal(asleep(), ['srv_a'], 'the LRU one first');
+    await sleep(1000); // settle window (300 ms) long over, the freed pages still on the lists
+    assert.equal(
+      asleep(),
+      ['srv_a'],
+      `no second stop: its memory is back, on the per-CPU lists (MemAvailable ${hostMemAvailable(read, 4096) / MiB} MiB with them)`,
+    );
+    await sleep(1500); // drained into MemAvailable
+    assert.equal(asleep(), ['srv_a'], 'nor once MemAvailable shows it');
+    assert.ok(t.isDozing('srv_b') && t.isDozing('srv_c'));
+  } finally {
+    t.stop();
+    await rt.stopAll();
+  }
+});
+
+test('the floor bookkeeping: a stop under way counts its memory as coming however long it takes, host memory moving for other reasons neither hides nor doubles it', () => {
+  let avail = 940 * MiB; // 60 MiB below the floor
+  let now = 0;
+  const runtime = { parked: () => [], unpark: async () => false };
+  const f = new MemoryFloor({
+    runtime,
+    memoryFloor: 1000 * MiB,
+    memAvailable: () => avail,
+    floorSettle: 1500,
+    now: () => now,
+    log: createLogger({ level: 'error', sink: () => {} }),
+  });
+  assert.is(f.missing(), 60 * MiB);
+  const a = f.stopping('a', 160 * MiB);
+  assert.is(f.missing(), -100 * MiB, "A's 160 MiB cover the 60 missing");
+  avail += 300 * MiB; // another process exits while A's stop runs
+  assert.is(f.missing(), -240 * MiB, 'the host above the floor: nothing asked');
+  avail -= 300 * MiB + 50 * MiB; // ... and something else takes 50 MiB
+  assert.is(f.missing(), -50 * MiB, 'the host is short by 110, A brings 160');
+  now = 60_000; // a stop of a frozen container that takes a minute under load
+  assert.is(f.missing(), -50 * MiB, 'still counted while it runs');
+  avail += 160 * MiB; // its processes gone: the memory is back
+  f.stopped(a);
+  assert.is(f.missing(), -100 * MiB, 'within the settle window the 50 MiB taken meanwhile look like memory still coming');
+  now += 1500;
+  assert.is(f.missing(), -50 * MiB, 'then the host as it is');
+  assert.not.ok(f.isReleasing('a'));
+  const b = f.stopping('b', 160 * MiB);
+  f.stopped(b); // its memory does not show (the estimate was too high, or it shows late)
+  now += 1000;
+  assert.is(f.missing(), -210 * MiB, 'counted within the settle window');
+  now += 500;
+  assert.is(f.missing(), -50 * MiB, 'then the host as it is');
+  avail += 500 * MiB;
+  const c = f.stopping('c', 160 * MiB);
+  avail += 160 * MiB;
+  f.stopped(c);
+  assert.is(f.missing(), -710 * MiB);
+  assert.not.ok(f.isReleasing('c'), 'all shown: nothing more to wait for');
+  assert.is(f.reading().floor, 1000 * MiB);
+  f.bytes = 0;
+  assert.is(f.missing(), 0, 'no floor');
 });
 
 test.run();
