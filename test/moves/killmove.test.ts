@@ -325,11 +325,7 @@ test(`kill -9 of the source or the target at seeded points of ${ROUNDS} moves: o
   const rand = rng(SEED);
   // every point once before any twice, in an order the seed draws (ROOTBOX_TEST_POINTS=a,b: those only)
   const chosen = process.env.ROOTBOX_TEST_POINTS?.split(',').filter((p): p is Point => (POINTS as string[]).includes(p));
-  // KNOWN BUG, open in issue 38 (found by CI at 5565658, seed 799368144): after the target is killed
-  // at its placement write, the source answers the failed move but its server's container stays
-  // stopped (exec: runc's "cannot exec in a stopped container"). That point runs only when asked
-  // (ROOTBOX_TEST_POINTS=target-at-placement), and fails there, until the source's restart is fixed.
-  const order = chosen?.length ? chosen : POINTS.filter((p) => p !== 'target-at-placement');
+  const order = chosen?.length ? chosen : [...POINTS];
   if (!chosen?.length)
     for (let i = order.length - 1; i > 0; i--) {
       const j = Math.floor(rand() * (i + 1));
