@@ -164,6 +164,7 @@ const UNIT = [
   'test/registry/leases.test.ts',
   'test/checkpoints/backoff.test.ts',
   'test/moves/refusals.test.ts',
+  'test/moves/precheck.test.ts',
   'test/moves/recoverlease.test.ts',
   'test/moves/drain-choice.test.ts',
   'test/moves/recoverrules.test.ts',
