@@ -165,6 +165,7 @@ const UNIT = [
   'test/checkpoints/backoff.test.ts',
   'test/moves/refusals.test.ts',
   'test/moves/precheck.test.ts',
+  'test/moves/lostanswer.test.ts',
   'test/moves/recoverlease.test.ts',
   'test/moves/drain-choice.test.ts',
   'test/moves/recoverrules.test.ts',

@@ -226,6 +226,10 @@ export class MoveSource {
         domains: d.store.domains.byServer(rec.id),
         meteredTo,
       };
+      // asked from here on: the target may take it, so only the registry's `started` (or the
+      // target's refusal) lets it run here again — not a wait for the registry cut short by the
+      // daemon's stop, nor a failure after the target's answer
+      mayRestart = false;
       try {
         answer = await within(ask(d, to, body), ANSWER_WAIT_MS, () =>
           AppError.of('move_failed', `host ${to} did not answer within ${ANSWER_WAIT_MS / 1000} s`, { retryAfter: 30 }),
@@ -257,7 +261,11 @@ export class MoveSource {
       if (handed) d.billing!.handedOff(rec.id, !mayRestart);
       release();
       log.warn('move failed; the server stays here', { err: e });
-      if (stopped && mayRestart) await d.runtime.start(rec.id).catch((err) => log.error('a server whose move failed did not start again', { err }));
+      if (stopped && mayRestart)
+        await d.runtime.start(rec.id).then(
+          () => log.info('a server whose move failed runs here again'),
+          (err: unknown) => log.error('a server whose move failed did not start again', { err }),
+        );
       throw isAppError(e) ? e : AppError.of('move_failed', `server ${rec.id} was not moved to ${to}; it stays here`, { cause: e, retryAfter: 30 });
     }
     const heldMs = now() - heldAt;
