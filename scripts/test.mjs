@@ -166,6 +166,7 @@ const UNIT = [
   'test/moves/refusals.test.ts',
   'test/moves/precheck.test.ts',
   'test/moves/lostanswer.test.ts',
+  'test/moves/adoptleftover.test.ts',
   'test/moves/recoverlease.test.ts',
   'test/moves/drain-choice.test.ts',
   'test/moves/recoverrules.test.ts',
