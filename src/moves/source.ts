@@ -2,8 +2,9 @@
 // host that runs the server:
 //   - refused with nothing changed: not in cluster mode, checkpoints in this host's own directory
 //     (the target could not read them: move_needs_shared_store), a target that is unknown, this
-//     host, down, or without room as its lease reports it, a server placed elsewhere, a move of it
-//     under way;
+//     host, down, or without room as its lease reports it, or whose channel does not answer within
+//     a few seconds (a host just started: its session waited for), a server placed elsewhere, a
+//     move of it under way;
 //   - a running server: a checkpoint while it runs (most of its disk reaches the store before
 //     anything stops), then requests for it wait (holds.ts), it stops, and a final incremental
 //     checkpoint is taken; a sleeping one: its starts wait from the start (and its requests with
