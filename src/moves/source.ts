@@ -2,8 +2,9 @@
 // host that runs the server:
 //   - refused with nothing changed: not in cluster mode, checkpoints in this host's own directory
 //     (the target could not read them: move_needs_shared_store), a target that is unknown, this
-//     host, down, or without room as its lease reports it, a server placed elsewhere, a move of it
-//     under way;
+//     host, down, or without room as its lease reports it, or whose channel does not answer within
+//     a few seconds (a host just started: its session waited for), a server placed elsewhere, a
+//     move of it under way;
 //   - a running server: a checkpoint while it runs (most of its disk reaches the store before
 //     anything stops), then requests for it wait (holds.ts), it stops, and a final incremental
 //     checkpoint is taken; a sleeping one: its starts wait from the start (and its requests with
@@ -33,7 +34,7 @@ import { AppError, isAppError } from '../errors.js';
 import { shortOf } from '../hosting/index.js';
 import { collectAnswer, newRequestId } from '../http/index.js';
 import type { Logger } from '../log/index.js';
-import type { StartAnswer } from '../registry/index.js';
+import type { HostRow, StartAnswer } from '../registry/index.js';
 import type { ServerRecord } from '../store/index.js';
 import type { MoveHolds } from './holds.js';
 import type { MoveReport, MovesDeps } from './types.js';
@@ -60,6 +61,26 @@ const refusals = new WeakSet<Error>();
 /** The message logged while a move's outcome waits for the registry (tests watch for it). */
 export const OUTCOME_UNKNOWN = 'the move’s outcome is unknown until the registry answers: the server stays held';
 
+/** How long a move waits for a target whose lease runs to answer on the channel (a host that has
+ *  just started or restarted: its session not open yet), and how often it looks meanwhile. */
+const TARGET_WAIT_MS = 5000;
+const TARGET_POLL_MS = 100;
+
+/** Whether the channel reaches `to` (up by its lease: precheck) now; one whose session is not open
+ *  yet is probed and waited for, a few seconds at most. */
+async function reached(d: MovesDeps, row: HostRow, to: string): Promise<boolean> {
+  const c = d.channel;
+  if (!c) return false;
+  const advertise = d.registry!.placements.host(to)?.advertise ?? row.advertise;
+  if (c.answering(to, advertise)) return true;
+  for (let left = d.targetWaitMs ?? TARGET_WAIT_MS; left > 0; left -= TARGET_POLL_MS) {
+    c.probe(to, advertise); // nothing while a session is opening, or for a moment after one failed
+    await new Promise((r) => setTimeout(r, Math.min(left, TARGET_POLL_MS)));
+    if (c.answering(to, advertise)) return true;
+  }
+  return false;
+}
+
 /** Refuses a move that cannot succeed, before anything changes; answers the placement's epoch now. */
 async function precheck(d: MovesDeps, rec: ServerRecord, to: string): Promise<void> {
   const r = d.registry;
@@ -72,12 +93,17 @@ async function precheck(d: MovesDeps, rec: ServerRecord, to: string): Promise<vo
   if (to === r.host) throw AppError.of('move_to_self', `${to} is this host: server ${rec.id} runs here already`);
   const row = (await r.hosts.list()).find((h) => h.name === to);
   if (!row) throw AppError.of('move_target_unknown', `the cluster has no host ${to.slice(0, 80)}`);
-  if (!d.channel || !r.placements.host(to)?.up)
-    throw AppError.of('move_target_down', `host ${to} is down or cannot be reached: server ${rec.id} stays here`, { retryAfter: 30 });
+  // up: its lease runs by the registry's row just read (a host that has just started, which the
+  // placement cache's view may not show yet), or the view says so (a lease excused, the channel answering)
+  const down = () => AppError.of('move_target_down', `host ${to} is down or cannot be reached: server ${rec.id} stays here`, { retryAfter: 30 });
+  if (!d.channel || !(row.up || r.placements.host(to)?.up)) throw down();
   if (row.drain) throw AppError.of('move_target_draining', `host ${to} is being drained: server ${rec.id} stays here`);
   const short = shortOf(row.capacity, rec);
   if (short) throw AppError.of('move_target_full', `host ${to} ${short}: server ${rec.id} stays here`);
   if (!d.hosting.core.checkpoints?.engine.available) throw AppError.of('not_configured', 'checkpoints are not available on this host');
+  // last (the refusals above come without a wait): the target answers on the channel, else
+  // nothing stops here only for its ask to fail
+  if (!(await reached(d, row, to))) throw down();
 }
 
 /** The placement's epoch as the registry has it, this host's (else 409 move_not_here). */
@@ -201,6 +227,10 @@ export class MoveSource {
         domains: d.store.domains.byServer(rec.id),
         meteredTo,
       };
+      // asked from here on: the target may take it, so only the registry's `started` (or the
+      // target's refusal) lets it run here again — not a wait for the registry cut short by the
+      // daemon's stop, nor a failure after the target's answer
+      mayRestart = false;
       try {
         answer = await within(ask(d, to, body), ANSWER_WAIT_MS, () =>
           AppError.of('move_failed', `host ${to} did not answer within ${ANSWER_WAIT_MS / 1000} s`, { retryAfter: 30 }),
@@ -232,7 +262,11 @@ export class MoveSource {
       if (handed) d.billing!.handedOff(rec.id, !mayRestart);
       release();
       log.warn('move failed; the server stays here', { err: e });
-      if (stopped && mayRestart) await d.runtime.start(rec.id).catch((err) => log.error('a server whose move failed did not start again', { err }));
+      if (stopped && mayRestart)
+        await d.runtime.start(rec.id).then(
+          () => log.info('a server whose move failed runs here again'),
+          (err: unknown) => log.error('a server whose move failed did not start again', { err }),
+        );
       throw isAppError(e) ? e : AppError.of('move_failed', `server ${rec.id} was not moved to ${to}; it stays here`, { cause: e, retryAfter: 30 });
     }
     const heldMs = now() - heldAt;

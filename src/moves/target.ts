@@ -28,7 +28,7 @@ import { readBody, type Req } from '../http/index.js';
 import type { Logger } from '../log/index.js';
 import type { MoveTakeover, ServerRecord } from '../store/index.js';
 import { killPoint } from './killpoint.js';
-import { APP_WAIT_MS, commitMove, finishTakeover, specOf, takenHere } from './takeover.js';
+import { APP_WAIT_MS, commitMove, finishTakeover, resumeMoves, specOf, takenHere } from './takeover.js';
 import type { MovesDeps } from './types.js';
 import { ADOPT_MAX_BYTES, AdoptRequest, type AdoptAnswer } from './wire.js';
 
@@ -53,6 +53,13 @@ export async function adopt(d: MovesDeps, log: Logger, a: AdoptRequest, from: st
   const cps = core.checkpoints;
   if (!r || !cps?.engine.available) throw AppError.of('not_configured', 'this host takes no moved servers (no registry or no checkpoints)');
   const s = a.server;
+  if (d.store.servers.getAny(s.id)?.pending?.op === 'move') {
+    // an earlier move of it a crash left pending here, its placement not read since (the registry
+    // away at the restart): resolved now — removed, as it is placed elsewhere — else tried again later
+    await resumeMoves(d, log);
+    if (d.store.servers.getAny(s.id))
+      throw AppError.of('move_failed', `${r.host} has an earlier move of server ${s.id} not resolved yet: try again shortly`, { retryAfter: 10 });
+  }
   if (d.store.servers.getAny(s.id)) throw AppError.of('server_exists', `${r.host} has server ${s.id} already`);
   const short = shortOf(core.capacity(), s);
   if (short) throw AppError.of('move_target_full', `${r.host} ${short}`);

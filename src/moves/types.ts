@@ -31,6 +31,8 @@ export interface MovesDeps {
   };
   /** Milliseconds now (the unavailability a move reports). */
   now?: () => number;
+  /** How long a move waits for a target whose lease runs to answer on the channel (default 5 s; tests shorten it). */
+  targetWaitMs?: number;
 }
 
 /** What a finished move reports (the admin API's answer). */

@@ -1,5 +1,6 @@
-// The stop of a server's container: SIGTERM, up to a grace, SIGKILL to everything, runc delete
-// and the cgroup removed. A dozing (frozen, freezer.ts) server is thawed first so it gets its
+// The stop of a server's container: SIGTERM, up to a grace, SIGKILL to everything (to its init
+// alone for a created — parked — container: nothing else of it runs), runc delete and the cgroup
+// removed when empty. A dozing (frozen, freezer.ts) server is thawed first so it gets its
 // SIGTERM and grace like any other; without a grace, a frozen server is SIGKILLed while still
 // frozen and only then thawed, so it dies without running again (the self-fence froze it so that
 // it would neither write nor answer: registry/selffence.ts) — runc's SIGKILL, else one sent through
@@ -28,7 +29,11 @@ export async function haltContainer(runc: Runc, id: string, graceMs: number): Pr
       const deadline = Date.now() + graceMs;
       while (Date.now() < deadline && alive(st.pid)) await sleep(10);
     }
-    if (alive(st.pid)) await runc.kill(id, 'KILL', true);
+    // a created (parked) container's one process is its init: killed alone. --all signals every
+    // process of the cgroup, which is named after the server alone (spec.ts cgroupPath): another
+    // daemon of the machine running the same server (a move's source, beside the target's parked
+    // copy it gave up) would lose its container with it
+    if (alive(st.pid)) await runc.kill(id, 'KILL', st.status !== 'created');
     const deadline = Date.now() + KILL_WAIT_MS;
     while (Date.now() < deadline && alive(st.pid)) await sleep(10);
   }

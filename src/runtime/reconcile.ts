@@ -65,7 +65,7 @@ export async function reconcile(rt: ContainerRuntime): Promise<ReconcileReport> 
   for (const c of containers) {
     if (records.has(c.id)) continue;
     report.orphans.push(c.id);
-    await rt.runc.kill(c.id, 'KILL', true);
+    await rt.runc.kill(c.id, 'KILL', c.status !== 'created'); // a created one: its init alone (halt.ts says why)
     await rt.runc.delete(c.id, true).catch((err) => log.warn('orphan delete failed', { container: c.id, err }));
     removeCgroup(cgroupPath(c.id));
   }

@@ -74,14 +74,15 @@ export class Runc {
   createdInit(id: string): number | undefined {
     const init = this.initOf(id);
     if (!init || !existsSync(join(this.root, id, 'exec.fifo'))) return undefined;
-    try {
-      const stat = readFileSync(`/proc/${init.pid}/stat`, 'utf8');
-      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      if (f[0] === 'Z' || Number(f[19]) !== init.start) return undefined; // field 22: starttime
-    } catch {
-      return undefined;
-    }
-    return init.pid;
+    return liveInit(init) ? init.pid : undefined;
+  }
+
+  /** Whether the container's init runs (the process runc recorded, by pid and start time, alive
+   *  and no zombie), read from files without spawning runc: false for a container whose init
+   *  ended — killed from outside the runtime, say — or that runc does not have. */
+  initAlive(id: string): boolean {
+    const init = this.initOf(id);
+    return !!init && liveInit(init);
   }
 
   /** Whether runc has state for the container (a file check, no process). */
@@ -156,5 +157,16 @@ export class Runc {
     const fds = o.preserveFds ? ['--preserve-fds', String(o.preserveFds)] : [];
     const cg = o.cgroup ? ['--cgroup', o.cgroup] : [];
     return this.args('exec', ...(o.tty ? ['-t'] : []), ...fds, ...cg, ...(o.cwd ? ['--cwd', o.cwd] : []), ...env, id, ...o.argv);
+  }
+}
+
+/** Whether the process runc recorded as a container's init is that process, alive (not a zombie). */
+function liveInit(init: { pid: number; start: number }): boolean {
+  try {
+    const stat = readFileSync(`/proc/${init.pid}/stat`, 'utf8');
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return f[0] !== 'Z' && Number(f[19]) === init.start; // field 22: starttime
+  } catch {
+    return false;
   }
 }

@@ -413,6 +413,14 @@ export class ContainerRuntime implements Runtime {
     const s = this.servers.get(id);
     if (!s) throw AppError.of('server_not_found', `no server ${id} on this host`);
     if (s.state !== 'running') throw AppError.of('server_not_running', `server ${id} is ${s.state}; wake it first`);
+    if (this.runc.initAlive(id)) return;
+    // its container stopped behind the runtime's back (its init killed from outside): told so,
+    // never runc's own "cannot exec in a stopped container", and started again by its next wake
+    this.setState(id, 'failed');
+    this.deps.log.warn('a running server’s container is not running: marked failed, started again at its next wake', { server: id });
+    throw AppError.of('server_not_ready', `server ${s.slug}'s container stopped; it starts again at the next request, try again in a moment`, {
+      retryAfter: 2,
+    });
   }
 
   exec(id: string, opts: ExecOptions): PipeProcess {

@@ -1,0 +1,125 @@
+// The source's side of a move whose target did not answer (moves/source.ts, issue 38's lost-answer
+// path), run in this process with the registry's names, the channel's answer and the runtime given
+// to it, so each outcome is seen on its own. A running server is stopped, checkpointed and asked
+// for; the target answers a failure (a 5xx: not a refusal, it may have taken the placement). Then
+//   - the registry bumps the placement's epoch here (`started`: still this host's): the server is
+//     started here again;
+//   - the registry places it on the target at a later epoch (it took it, its answer lost): not
+//     started here, its copy here goes;
+//   - the registry cannot be read, and the daemon stops while the source waits for it: the move
+//     fails, and the server is NOT started here (the target may have it; the fence would start it
+//     from what this host has while the registry is away).
+
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { isAppError } from '../../src/errors.js';
+import type { Req, Res } from '../../src/http/index.js';
+import { silentLogger } from '../../src/log/index.js';
+import { MoveHolds } from '../../src/moves/holds.js';
+import { MoveSource } from '../../src/moves/source.js';
+import type { MovesDeps } from '../../src/moves/index.js';
+import type { StartAnswer } from '../../src/registry/index.js';
+import type { ServerRecord } from '../../src/store/index.js';
+import { until } from '../helpers/wait.js';
+
+const GiB = 1024 ** 3;
+const ID = 'srv_0123456789ab';
+const rec = { id: ID, accountId: 'acc_1', slug: 'one', memoryBytes: GiB, diskBytes: GiB } as ServerRecord;
+
+/** A source whose target answers 502 and whose registry answers `after` when asked after it. */
+function world(after: () => Promise<StartAnswer>) {
+  const calls: string[] = [];
+  let asked = 0;
+  const d = {
+    cfg: { checkpoints: { store: 's3://bucket/x' } },
+    log: silentLogger,
+    registry: {
+      host: 'host-a',
+      identity: { run: 'run_1' },
+      hosts: {
+        list: async () => [
+          {
+            name: 'host-b',
+            advertise: '127.0.0.1:1',
+            up: true,
+            leaseLeftMs: 10_000,
+            capacity: { servers: 0, serversMax: 0, memoryFreeBytes: 64 * GiB, memoryRoomBytes: 64 * GiB, diskRoomBytes: 100 * GiB },
+            drain: null,
+          },
+        ],
+      },
+      placements: { host: () => ({ name: 'host-b', advertise: '127.0.0.1:1', up: true, lease: true }), sync: async () => {} },
+      names: {
+        placement: async () => ({ serverId: ID, host: 'host-a', epoch: 3 }),
+        startAt: async () => (asked++, after()),
+      },
+    },
+    channel: {
+      answering: () => true,
+      probe: () => {},
+      forwardApi: async (_to: string, _req: Req, res: Res) => {
+        calls.push('ask');
+        res.writeHead(502, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ error: 'move_failed', detail: 'the target broke down' }));
+      },
+    },
+    presence: { state: () => 'running' },
+    proxy: { forget: () => calls.push('forget') },
+    runtime: {
+      get: () => ({ state: 'running', rootfs: '/nonexistent' }),
+      stop: async () => void calls.push('stop'),
+      start: async () => void calls.push('start'),
+      delete: async () => void calls.push('delete'),
+    },
+    hosting: {
+      core: {
+        checkpoints: {
+          engine: { available: true },
+          take: async () => ({ id: 'ckp_1' }),
+          list: () => [],
+          changed: () => true,
+          settingsOf: () => ({}),
+        },
+        exposures: { list: () => [], releaseServer: async () => {} },
+        domains: { handOff: () => {} },
+      },
+    },
+    store: {
+      accounts: { get: () => ({ id: 'acc_1' }) },
+      checkpoints: { list: () => [], remove: async () => {} },
+      domains: { byServer: () => [] },
+      servers: { remove: () => calls.push('remove') },
+    },
+  } as unknown as MovesDeps;
+  const source = new MoveSource(d, silentLogger, new MoveHolds());
+  const move = source.move(rec, 'host-b').then(
+    () => 'moved',
+    (e: unknown) => (isAppError(e) ? e.code : String(e)),
+  );
+  return { source, move, calls, asked: () => asked };
+}
+
+test('the registry still places it here (the epoch bumped here): started here again', async () => {
+  const w = world(async () => ({ started: 4 }));
+  assert.is(await w.move, 'move_failed');
+  assert.equal(w.calls, ['stop', 'ask', 'start']);
+});
+
+test('the registry places it on the target at a later epoch (its answer lost): not started here, its copy here goes', async () => {
+  const w = world(async () => ({ host: 'host-b', epoch: 4, lost: false, mine: false }));
+  assert.is(await w.move, 'moved');
+  assert.not.ok(w.calls.includes('start'));
+  assert.ok(w.calls.includes('remove') && w.calls.includes('delete'), w.calls.join(','));
+});
+
+test('the registry cannot be read and the daemon stops meanwhile: the move fails, the server is not started here', async () => {
+  const w = world(async () => {
+    throw new Error('registry unreachable');
+  });
+  await until('the source to wait for the registry', () => w.asked() > 0, 5000, 5);
+  w.source.stop();
+  assert.is(await w.move, 'move_failed');
+  assert.equal(w.calls, ['stop', 'ask'], 'never started again while the outcome is not known');
+});
+
+test.run();
