@@ -90,6 +90,8 @@ test('a checkpoint of a sleeping disk nothing writes to holds it as it is: no ch
   const taken = await cps.take(id, settings, 'auto');
   await new Promise((r) => setTimeout(r, 200));
   assert.is(env.rt.diskWrittenAt(id), taken.writtenAt, 'the image unchanged since the checkpoint');
+  await env.rt.stop(id, { park: false }); // the move's stop flushes nothing: still the checkpoint's
+  assert.is(env.rt.diskWrittenAt(id), taken.writtenAt, 'the image unchanged by the stop');
 });
 
 test('a write still in the page cache when a sleeping server is stopped (a move) reads as a change after the stop', async () => {

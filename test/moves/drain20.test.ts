@@ -114,6 +114,9 @@ test.before(async () => {
     180_000,
     250,
   );
+  // servers whose automatic checkpoint (queued at a sleep before their exec) was taken while their exec wrote
+  const early = servers.filter((s) => a.logs.some((l) => l.server === s.id && l.msg === 'automatic checkpoint' && String(l.time) < s.wrote!));
+  console.log(`  ${early.length} of ${N} servers checkpointed before their exec returned`);
 });
 
 test.after(async () => {
@@ -153,7 +156,15 @@ test('drain host-a: status shows the progress, host-a takes no create, every ser
     },
     300_000,
     100,
-  );
+  ).catch((e: Error) => {
+    // where the drain stood: its last progress, and host-a's log of its moves (started, moved, failed)
+    const last = seen.slice(-3).map((p) => `${p.moved}/${p.left}/${p.failed}`);
+    const moves = a.logs
+      .filter((l) => /mov|drain/.test(String(l.msg)))
+      .slice(-12)
+      .map((l) => `${String(l.time).slice(11, 23)} ${l.msg} ${l.server ?? ''} ${l.err ? JSON.stringify(l.err).slice(0, 160) : ''}`);
+    throw new Error(`${e.message}: last progress (moved/left/failed) ${last.join(' ')}; host-a's last move logs:\n    ${moves.join('\n    ')}`);
+  });
   console.log(`  progress seen: ${seen.map((p) => `${p.moved}/${p.left}/${p.failed}`).join(' ')}`);
   for (const [i, p] of seen.entries()) {
     assert.is(p.failed, 0, `no move failed: ${JSON.stringify(p)}`);
