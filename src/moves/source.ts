@@ -188,6 +188,8 @@ export class MoveSource {
     let mayRestart = true;
     let answer: AdoptAnswer | undefined;
     let checkpoint = '';
+    /** The newest checkpoint held the disk as it is: none was taken for the move. */
+    let reused = false;
     try {
       // stopped without a parked container (asleep: its parked one goes): this host's delete
       // afterwards then touches no container, nor the cgroup of that name the target's copy has
@@ -198,7 +200,8 @@ export class MoveSource {
       // a sleeping server's newest checkpoint holds its disk when nothing wrote the image since
       // (the test the automatic checkpoints make): the target restores that one, none is taken
       const newest = running ? undefined : cps.list(rec)[0];
-      checkpoint = newest && !cps.changed(rec) ? newest.id : (await cps.take(rec, account, 'auto', `moved to ${to}`)).id;
+      reused = !!newest && !cps.changed(rec);
+      checkpoint = reused ? newest!.id : (await cps.take(rec, account, 'auto', `moved to ${to}`)).id;
       lap('checkpoint');
       const epoch = await epochHere(d, rec.id);
       // charged here up to now, then no more here: the target meters it from this instant
@@ -274,7 +277,7 @@ export class MoveSource {
     await this.forget(rec).catch((err) =>
       log.error('the copy a move left behind here was not all removed (the registry places the server on the target: it never starts here)', { err }),
     );
-    log.info('server moved', { slug: rec.slug, epoch: answer.epoch, heldMs, running, phases });
+    log.info('server moved', { slug: rec.slug, epoch: answer.epoch, heldMs, running, phases, checkpoint, reused });
     return {
       server: rec.id,
       slug: rec.slug,

@@ -68,7 +68,7 @@ export async function captureImage(p: DiskPaths, dataDir: string, uidBase: numbe
   const dest = capturePath(p);
   const bin = nativeBinary('rbx-freeze');
   const mounted = mountedPaths().has(p.disk);
-  let capture: Omit<DiskCapture, 'uidBase' | 'writtenAt'>;
+  let capture: Omit<DiskCapture, 'uidBase'>;
   if (mounted) writeFileSync(frozenMarker(p), '');
   try {
     if (mounted && bin.built) capture = await freezeCopy(bin.path, p, dest);
@@ -79,32 +79,48 @@ export async function captureImage(p: DiskPaths, dataDir: string, uidBase: numbe
   } finally {
     if (mounted) await thaw(p); // a no-op when the copy thawed it: it is the marker's removal
   }
-  return { ...capture, uidBase, writtenAt: statSync(p.img).mtimeMs };
+  return { ...capture, uidBase };
 }
 
-/** rbx-freeze's copy: its pause as it measured it, and the copy's data ranges. */
-async function freezeCopy(bin: string, p: DiskPaths, dest: string): Promise<Omit<DiskCapture, 'uidBase' | 'writtenAt'>> {
+/** An mtime in ms as Node's stat answers it (statSync(...).mtimeMs), from its seconds and nanoseconds. */
+const msOf = (sec: number, nsec: number) => sec * 1000 + nsec / 1e6;
+
+/** rbx-freeze's copy: its pause as it measured it, the copy's data ranges, and the image's mtime
+ *  as the thaw left it (read by rbx-freeze at once: a write the server was held from, flushed
+ *  after the thaw, moves the mtime past it instead of counting as in the copy). */
+async function freezeCopy(bin: string, p: DiskPaths, dest: string): Promise<Omit<DiskCapture, 'uidBase'>> {
   const r = await run(bin, [p.disk, p.img, dest], { timeoutMs: 30 * 60_000 });
   const lines = r.stdout.trim().split('\n');
-  const head = /^ok (\d+) (reflink|copy)$/.exec(lines[0] ?? '');
+  const head = /^ok (\d+) (reflink|copy) (\d+) (\d+)$/.exec(lines[0] ?? '');
   if (!head) throw new InternalError('rbx-freeze answered what it should not', { stdout: r.stdout.slice(0, 200) });
   const whole = lines[lines.length - 1] === 'end';
   const ranges = lines.slice(1, whole ? -1 : undefined).map((l) => l.split(' ').map(Number) as [number, number]);
-  return { path: dest, ranges: whole ? ranges : undefined, pausedMs: Number(head[1]) / 1000, method: head[2] as DiskCapture['method'] };
+  return {
+    path: dest,
+    ranges: whole ? ranges : undefined,
+    pausedMs: Number(head[1]) / 1000,
+    method: head[2] as DiskCapture['method'],
+    writtenAt: msOf(Number(head[3]), Number(head[4])),
+  };
 }
 
-/** The same with the host's tools: fsfreeze, cp, fsfreeze -u (a process start on each side of the copy). */
-async function toolCopy(p: DiskPaths, dest: string, dataDir: string, freeze: boolean): Promise<Omit<DiskCapture, 'uidBase' | 'writtenAt'>> {
+/** The same with the host's tools: fsfreeze, cp, fsfreeze -u (a process start on each side of the
+ *  copy). The image's mtime is read before the thaw (frozen, or not mounted: before the copy):
+ *  what reaches the image after the thaw could come before a read after it, so the thaw's own
+ *  write counts as a change here (the next sleep takes a checkpoint again: slower, never a loss). */
+async function toolCopy(p: DiskPaths, dest: string, dataDir: string, freeze: boolean): Promise<Omit<DiskCapture, 'uidBase'>> {
   if (freeze) await tryRun('sync', ['-f', p.disk], { timeoutMs: 120_000 }); // flushed before the pause, not during it
   const t0 = performance.now();
   let method: DiskCapture['method'];
+  let writtenAt = statSync(p.img).mtimeMs;
   if (freeze) await run('fsfreeze', ['-f', p.disk], { timeoutMs: 60_000 });
   try {
     method = await copyImage(p.img, dest, dataDir);
+    if (freeze) writtenAt = statSync(p.img).mtimeMs;
   } finally {
     if (freeze) await thaw(p);
   }
-  return { path: dest, ranges: await dataRanges(dest), pausedMs: performance.now() - t0, method };
+  return { path: dest, ranges: await dataRanges(dest), pausedMs: performance.now() - t0, method, writtenAt };
 }
 
 async function thaw(p: DiskPaths): Promise<void> {

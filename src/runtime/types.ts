@@ -19,8 +19,9 @@ export interface DiskCapture {
   method: 'reflink' | 'copy';
   /** The host uid of the server's root: its files on the disk are owned from there on. */
   uidBase: number;
-  /** When the disk image was last written (its mtime, read after the thaw): a later
-   *  diskWrittenAt says the server wrote since. */
+  /** When the disk image was last written as the copy holds it (its mtime, read the instant the
+   *  thaw returns — before what the freeze held can reach the image — or before the thaw): a
+   *  later diskWrittenAt says the server wrote since. */
   writtenAt: number;
 }
 

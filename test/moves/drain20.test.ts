@@ -10,6 +10,8 @@
 // (sha256) through every edge without a wake. `cluster undrain host-a` reopens it to creates.
 
 import { createHash, randomBytes } from 'node:crypto';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { adminCli } from '../helpers/admincli.js';
@@ -27,7 +29,7 @@ let pg: TestPostgres;
 let a: TestDaemon;
 let b: TestDaemon;
 let c: TestDaemon;
-type Srv = { id: string; slug: string; key: string; page: string; sha: string };
+type Srv = { id: string; slug: string; key: string; page: string; sha: string; wrote?: string };
 const servers: Srv[] = [];
 const saved = { id: process.env.AWS_ACCESS_KEY_ID, secret: process.env.AWS_SECRET_ACCESS_KEY };
 
@@ -40,6 +42,30 @@ const status = async () => {
   assert.is(r.code, 0, r.stderr);
   return (JSON.parse(r.stdout) as { hosts: StatusHost[] }).hosts.find((h) => h.name === 'host-a')!;
 };
+
+/** Why `edge` answered `got` for `s` (placed on `h`) instead of its own page: what the target has
+ *  on its disk, which checkpoint the move shipped (reused or taken) and host-a's checkpoints of it. */
+function explain(s: Srv, edge: TestDaemon, h: string, got: string): string {
+  const on = h === 'host-b' ? b : c;
+  const rt = on.daemon.runtime.get(s.id);
+  const www = rt ? join(rt.rootfs, 'root', 'www') : '';
+  let has: string;
+  try {
+    const page = existsSync(join(www, 'index.html')) ? JSON.stringify(readFileSync(join(www, 'index.html'), 'utf8').slice(0, 80)) : 'no index.html';
+    has = `/root/www [${readdirSync(www).join(', ')}], ${page}`;
+  } catch (e) {
+    has = `/root/www unreadable (${(e as NodeJS.ErrnoException).code})`;
+  }
+  const mine = (l: Record<string, unknown>) => l.server === s.id || l.id === s.id;
+  const moved = a.logs.filter((l) => mine(l) && l.msg === 'server moved').map((l) => ({ checkpoint: l.checkpoint, reused: l.reused, to: l.to }));
+  const autos = a.logs.filter((l) => mine(l) && l.msg === 'automatic checkpoint').map((l) => ({ at: l.time, checkpoint: l.checkpoint }));
+  const cps = on.daemon.store.checkpoints.list(s.id).map((k) => ({ id: k.id, kind: k.kind, comment: k.comment, writtenAt: k.writtenAt }));
+  return (
+    `${s.slug} (${s.id}) through ${edge.cfg.cluster.host} answered ${JSON.stringify(got.slice(0, 80))}, not its own page. ` +
+    `Placed on ${h}: its runtime ${rt?.state ?? 'absent'}, ${has}; its checkpoint records ${JSON.stringify(cps)}; ` +
+    `host-a moved it ${JSON.stringify(moved)}; its files were written by ${s.wrote}, its automatic checkpoints there ${JSON.stringify(autos)}`
+  );
+}
 
 test.before(async () => {
   s3 = await startS3();
@@ -75,6 +101,7 @@ test.before(async () => {
       assert.is(w.status, 200, w.text);
       assert.is(w.json.exit_code, 0, String(w.json.stderr));
       s.sha = String(w.json.stdout).split(' ')[0];
+      s.wrote = new Date().toISOString();
     }),
   );
   const cps = a.daemon.hosting.core.checkpoints!.engine;
@@ -87,6 +114,9 @@ test.before(async () => {
     180_000,
     250,
   );
+  // servers whose automatic checkpoint (queued at a sleep before their exec) was taken while their exec wrote
+  const early = servers.filter((s) => a.logs.some((l) => l.server === s.id && l.msg === 'automatic checkpoint' && String(l.time) < s.wrote!));
+  console.log(`  ${early.length} of ${N} servers checkpointed before their exec returned`);
 });
 
 test.after(async () => {
@@ -126,7 +156,15 @@ test('drain host-a: status shows the progress, host-a takes no create, every ser
     },
     300_000,
     100,
-  );
+  ).catch((e: Error) => {
+    // where the drain stood: its last progress, and host-a's log of its moves (started, moved, failed)
+    const last = seen.slice(-3).map((p) => `${p.moved}/${p.left}/${p.failed}`);
+    const moves = a.logs
+      .filter((l) => /mov|drain/.test(String(l.msg)))
+      .slice(-12)
+      .map((l) => `${String(l.time).slice(11, 23)} ${l.msg} ${l.server ?? ''} ${l.err ? JSON.stringify(l.err).slice(0, 160) : ''}`);
+    throw new Error(`${e.message}: last progress (moved/left/failed) ${last.join(' ')}; host-a's last move logs:\n    ${moves.join('\n    ')}`);
+  });
   console.log(`  progress seen: ${seen.map((p) => `${p.moved}/${p.left}/${p.failed}`).join(' ')}`);
   for (const [i, p] of seen.entries()) {
     assert.is(p.failed, 0, `no move failed: ${JSON.stringify(p)}`);
@@ -153,7 +191,7 @@ test('drain host-a: status shows the progress, host-a takes no create, every ser
     for (const d of [a, b, c]) {
       const page = await get(d, `${s.slug}.localhost`, '/');
       assert.is(page.status, 200, `${s.slug} through ${d.cfg.cluster.host}: ${page.status}`);
-      assert.is(page.body.toString(), s.page);
+      if (page.body.toString() !== s.page) assert.unreachable(explain(s, d, h, page.body.toString()));
     }
     const data = await get(b, `${s.slug}.localhost`, '/data.bin', { tls: true });
     assert.is(data.status, 200);

@@ -7,8 +7,13 @@
 // (a reflink: milliseconds on XFS/btrfs whatever the size) unless `copy` is asked or the data
 // dir refuses it, else a sparse copy (SEEK_DATA/SEEK_HOLE + copy_file_range: holes stay holes) —
 // and FITHAW, always. DEST is created (O_EXCL) and removed on failure.
-// Prints: "ok <paused µs> <reflink|copy>", then one line "<start> <end>" per data range of DEST
-// (SEEK_DATA/SEEK_HOLE) and "end" once they are all listed. Exit 0; 1 with a message on stderr on failure. Killed between freeze
+// Prints: "ok <paused µs> <reflink|copy> <IMAGE's mtime: seconds> <nanoseconds>", then one line
+// "<start> <end>" per data range of DEST
+// (SEEK_DATA/SEEK_HOLE) and "end" once they are all listed. IMAGE's mtime is read the instant the
+// thaw returns (the thaw's own superblock write in it), before anything the server was held from
+// can reach the image: what the copy holds is the image as of that mtime, and a write after it
+// moves it (a later reader compares; read any later, a write the copy missed would count as in
+// it). Exit 0; 1 with a message on stderr on failure. Killed between freeze
 // and thaw, the disk stays frozen: the runtime's marker file makes the next start thaw it.
 // Built by `npm run build` into dist/bin/rbx-freeze-<hash of this file>.
 // cflags: -O2 -Wall
@@ -84,6 +89,8 @@ int main(int argc, char **argv) {
     err = errno;
   }
   int thawed = ioctl(mnt, FITHAW, 0);
+  struct stat img;
+  int stated = fstat(src, &img);
   long long paused = now_us() - t0;
   if (rc != 0 || fsync(dst) != 0) {
     fprintf(stderr, "rbx-freeze: copy: %s\n", strerror(err ? err : errno));
@@ -94,7 +101,12 @@ int main(int argc, char **argv) {
     fprintf(stderr, "rbx-freeze: thaw: %s\n", strerror(errno));
     return 1;
   }
-  printf("ok %lld %s\n", paused, method);
+  if (stated != 0) {
+    fprintf(stderr, "rbx-freeze: stat %s: %s\n", argv[2], strerror(errno));
+    unlink(argv[3]);
+    return 1;
+  }
+  printf("ok %lld %s %lld %ld\n", paused, method, (long long)img.st_mtim.tv_sec, (long)img.st_mtim.tv_nsec);
   struct stat st;
   if (fstat(dst, &st) != 0) return 1;
   int rd = open(argv[3], O_RDONLY | O_CLOEXEC);
