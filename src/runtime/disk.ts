@@ -12,7 +12,7 @@
 //                          `/init` on the server's loop device.
 //   servers/<id>/rootfs    overlay: idmapped base image (read-only) + upper; stays mounted while
 //                          the server sleeps so the proxy can serve /root/www without waking it.
-// Both host mounts are nosuid,nodev: what a server writes never becomes a setuid program or a
+// Both host mounts are nosuid,nodev,noatime: what a server writes never becomes a setuid program or a
 // device node on the host's side, and neither mount names a host path in its options.
 // servers/<id> is 0710 root:<the server's root gid> (closeServerDir): the daemon (root) and the
 // server's own mapped root (runc's setup inside its user namespace, which must reach rootfs and
@@ -80,13 +80,14 @@ export function mountedPaths(): Set<string> {
   return new Set(mountTable().keys());
 }
 
-/** Host mounts of a server's root carry these flags (remounted with them when an older daemon
- *  mounted them without). */
+/** Host mounts of a server's root carry these flags, and both noatime (remounted with them when an
+ *  older daemon mounted them without): the edge's reads of a sleeping server's files write no atime
+ *  to its disk, whose image would then read as changed since its checkpoint (a move, a sleep). */
 const SAFE = ['nosuid', 'nodev'];
 
 async function ensureSafeFlags(table: Map<string, string[]>, target: string, also: string[] = []): Promise<void> {
   const opts = table.get(target);
-  if (opts && !SAFE.every((f) => opts.includes(f))) await run('mount', ['-o', ['remount', 'bind', ...SAFE, ...also].join(','), target]);
+  if (opts && ![...SAFE, ...also].every((f) => opts.includes(f))) await run('mount', ['-o', ['remount', 'bind', ...SAFE, ...also].join(','), target]);
 }
 
 /** Makes servers/<id> 0710 owned by root and the server's root group (its mapped gid 0), when it
@@ -125,7 +126,7 @@ export async function mountRootfs(p: DiskPaths, helper: string, lower: string, u
   if (!mounted.has(p.rootfs)) {
     await mkdir(p.rootfs, { recursive: true, mode: 0o755 });
     await mountIdmappedOverlay(helper, { uidBase, lower, dir: p.disk, upper: relative(p.disk, p.upper), work: relative(p.disk, p.work), target: p.rootfs });
-  } else await ensureSafeFlags(mounted, p.rootfs);
+  } else await ensureSafeFlags(mounted, p.rootfs, ['noatime']);
 }
 
 /**

@@ -123,6 +123,13 @@ async function toolCopy(p: DiskPaths, dest: string, dataDir: string, freeze: boo
   return { path: dest, ranges: await dataRanges(dest), pausedMs: performance.now() - t0, method, writtenAt };
 }
 
+/** What the server wrote (dirty in its ext4's page cache, on the image only at writeback, up to
+ *  30 s later) flushed to its image, so the image's mtime says it changed: a stopped server's
+ *  changes are then seen at once (the checkpoint at its sleep, a move's check of its newest one). */
+export async function flushWrites(p: DiskPaths): Promise<void> {
+  if (mountedPaths().has(p.disk)) await tryRun('sync', ['-f', p.disk], { timeoutMs: 120_000 });
+}
+
 async function thaw(p: DiskPaths): Promise<void> {
   // EINVAL: not frozen (a freeze that failed, or thawed already) — done either way
   const r = await tryRun('fsfreeze', ['-u', p.disk], { timeoutMs: 60_000, okCodes: [0, 1] });

@@ -6,7 +6,7 @@
 // tells how many disks the host has), and grows that disk online.
 // The overlay's options are what /proc/self/mountinfo shows inside the server, so they name no
 // host path: the helper runs in the server's disk directory and gets upper and work as relative
-// names (overlayfs keeps the strings it was given). The overlay is mounted nosuid,nodev: nothing
+// names (overlayfs keeps the strings it was given). The overlay is mounted nosuid,nodev,noatime: nothing
 // a server writes can become a setuid binary or a device node on the host's side of its root.
 
 import { readdirSync, rmSync } from 'node:fs';
@@ -24,7 +24,7 @@ export function helperPath(root?: string): string {
 
 /**
  * Mounts overlay(lower = idmapped read-only view of `lower` shifted to uidBase, upper, work) at
- * target, nosuid,nodev. `upper` and `work` are names relative to `dir`, where the helper runs.
+ * target, nosuid,nodev,noatime (a read writes nothing to the disk). `upper` and `work` are names relative to `dir`, where the helper runs.
  */
 export async function mountIdmappedOverlay(
   helper: string,

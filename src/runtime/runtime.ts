@@ -34,7 +34,7 @@ import { haltContainer } from './halt.js';
 import { allocateRecord, checkLimits } from './allocate.js';
 import { lowerOf, readApplied, writeBundle, writeNet, type Applied } from './serverfiles.js';
 import { execIn, execPtyIn } from './execrun.js';
-import { adoptImage, shiftOwners } from './diskcopy.js';
+import { adoptImage, flushWrites, shiftOwners } from './diskcopy.js';
 import { DiskSwap } from './diskswap.js';
 import { resetIdentity } from './forkidentity.js';
 import type {
@@ -305,6 +305,7 @@ export class ContainerRuntime implements Runtime {
       const rec = this.deps.store.setDesired(id, 'stopped') ?? this.record(id);
       await this.halt(rec, opts.graceMs ?? this.deps.cfg.stopGrace);
       const p = diskPaths(this.serverDir(id));
+      await flushWrites(p); // stopped with its writes on its image: whether it changed since its checkpoint is known now
       if (await applyDeferredGrow(p, this.deps.helper, this.lower(rec), rec.uidBase)) this.deps.log.info('disk grown offline while asleep', { server: id });
       if (opts.park !== false) await this.park(rec);
       this.view(rec, 'sleeping'); // once it is parked: a sleep is done when its state says so

@@ -196,14 +196,14 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (argc == 8 && !strcmp(argv[1], "overlay")) {
-    /* overlay <uid base> <count> <lower> <upper> <work> <target>: nosuid,nodev overlay whose lower
+    /* overlay <uid base> <count> <lower> <upper> <work> <target>: nosuid,nodev,noatime overlay whose lower
        layer is an idmapped read-only clone of <lower> that is never attached anywhere else; upper
        and work are passed as given (relative to the cwd keeps host paths out of mountinfo) */
     int tree = idmapped_tree(argv[2], argv[3], argv[4]);
     char opts[3 * 4096];
     int n = snprintf(opts, sizeof opts, "lowerdir=/proc/self/fd/%d,upperdir=%s,workdir=%s", tree, argv[5], argv[6]);
     if (n < 0 || n >= (int)sizeof opts) { fprintf(stderr, "rbx-idmount: paths too long\n"); return 1; }
-    if (mount("overlay", argv[7], "overlay", MS_NOSUID | MS_NODEV, opts)) die("mount overlay");
+    if (mount("overlay", argv[7], "overlay", MS_NOSUID | MS_NODEV | MS_NOATIME, opts)) die("mount overlay");
     return 0;
   }
   fprintf(stderr, "usage: rbx-idmount bind BASE COUNT SRC DST | overlay BASE COUNT LOWER UPPER WORK TARGET | loop IMG TARGET NAME | grow MOUNTPOINT DEVICE\n");
