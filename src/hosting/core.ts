@@ -1,7 +1,8 @@
 // The hosting API's services wired together once: accounts, phone verification, servers and
 // exposed ports, and keeping servers' ceilings in line with their account's tier (registered
 // with billing as its tier keeper). Built by createHostingApi from its dependencies; start()
-// reopens stored exposures and applies stored tiers.
+// reopens stored exposures and applies stored tiers. What it keeps in line with the registry in
+// cluster mode (servers' settings, the start's reconcile, stale copies) is registrysync.ts.
 
 import type { Billing } from '../billing/index.js';
 import type { Checkpoints } from '../checkpoints/index.js';
@@ -13,13 +14,13 @@ import { MissBudget } from '../misses.js';
 import type { Presence, PresenceState } from '../presence/index.js';
 import type { Runtime } from '../runtime/index.js';
 import type { SmsSender } from '../sms/index.js';
-import type { AccountRecord, ServerRecord, Store } from '../store/index.js';
+import type { AccountRecord, Store } from '../store/index.js';
 import { Accounts, TIER_LIMITS, tierOf } from './accounts.js';
-import { exposedOf, Exposures, type PortListener } from './expose.js';
+import { Exposures, type PortListener } from './expose.js';
 import { ClusterSecret, HostSecret, type KeySecret } from './keys.js';
 import { LocalAccounts, RegistryAccountBook, type AccountBook, type SharedAccounts } from './directory.js';
 import { PhoneVerifier } from './phone.js';
-import { netDiffers, Servers, type Credits, type KeyPair, type ServerSettings, type SharedNames } from './servers.js';
+import { netDiffers, Servers, type Credits, type KeyPair, type SharedNames } from './servers.js';
 import { Commands } from './commands.js';
 import { Unavailable, type PlacementsToShow } from './unavailable.js';
 import type { ExecSettings } from './exec.js';
@@ -30,7 +31,7 @@ import type { HostChoice } from './hostchoice.js';
 import type { SharedQuotas } from './quotas.js';
 import { ServerCheckpoints } from './checkpoints.js';
 import { AutoCheckpoints } from './autocheckpoints.js';
-import { dropMoved, dropStaleCopies, type StaleCopyDeps } from './stalecopies.js';
+import { registrySync, settingsWriter } from './registrysync.js';
 import { systemClock, type Clock } from '../clock.js';
 
 export interface HostingDeps {
@@ -129,14 +130,6 @@ export interface HostingCore {
   placedAway(): string[];
 }
 
-/** What the registry keeps of a server's settings (registry/settings.ts): a recovery elsewhere brings them back. */
-const settingsOf = (store: Store, rec: ServerRecord): Omit<ServerSettings, 'serverId'> => ({
-  neverSleep: rec.neverSleep,
-  exposed: exposedOf(store, rec.id),
-  suspended: rec.suspended,
-  flag: rec.flag,
-});
-
 export function buildCore(d: HostingDeps): HostingCore {
   const secret = new HostSecret(d.cfg.dataDir);
   const shared = d.sharedAccounts;
@@ -161,15 +154,8 @@ export function buildCore(d: HostingDeps): HostingCore {
     log: d.log.child({ part: 'domains' }),
     shared: d.sharedDomains,
   });
-  // registry mode: each change of a server's exposed ports written where a recovery reads it
-  const settings = d.names?.settings && ((row: ServerSettings) => d.names!.settings!(row));
-  const settingsChanged = async (id: string) => {
-    const rec = d.store.servers.get(id);
-    // a server moved away or being deleted: its new owner writes them, or they go with its placement
-    if (!settings || !rec) return;
-    // kept and written off the answer's path, the newest first, again until the registry takes it
-    settings({ serverId: id, ...settingsOf(d.store, rec) });
-  };
+  // registry mode: each change of a server's settings written where a recovery reads it (registrysync.ts)
+  const settingsChanged = settingsWriter(d);
   const exposures = new Exposures(d.store, d.ports, d.cfg.hosting.portPool, d.cfg.publicIp, d.cfg.hosting.portLimits, settingsChanged);
   const checkpoints =
     d.checkpoints &&
@@ -229,15 +215,6 @@ export function buildCore(d: HostingDeps): HostingCore {
       settings: d.cfg.checkpoints,
     });
   d.billing.keepTiers({ apply: (a) => servers.applyTier(a), sync });
-  const stale: StaleCopies = {
-    store: d.store,
-    runtime: d.runtime,
-    checkpoints,
-    dataDir: d.cfg.dataDir,
-    log: d.log,
-    releaseLocal: async (id) => (await exposures.releaseServer(id), d.forget?.(id)),
-    placedOn: (id) => d.placements?.byServer(id)?.host,
-  };
   return {
     cfg: d.cfg,
     log: d.log,
@@ -272,22 +249,7 @@ export function buildCore(d: HostingDeps): HostingCore {
     sshPort: d.sshPort,
     capacity: () => measureCapacity(d.cfg, d.store.servers.all({ withPending: true })),
     hostChoice: d.hostChoice,
-    async join() {
-      await reconcileAtStart(d, servers, stale);
-    },
-    dropMoved: (only) => (d.names ? dropMoved(stale, d.names, only) : Promise.resolve(true)),
-    placedAway: () => {
-      const self = d.names?.self;
-      if (!self || !d.placements) return [];
-      return d.store.servers
-        .all()
-        .filter((s) => {
-          const host = d.placements!.byServer(s.id)?.host;
-          const state = d.runtime.get(s.id)?.state;
-          return host !== undefined && host !== self && (state === 'running' || state === 'waking');
-        })
-        .map((s) => s.id);
-    },
+    ...registrySync(d, { servers, exposures, checkpoints }),
     async start() {
       await exposures.restore((msg, f) => d.log.warn(msg, f));
       domains.load();
@@ -299,93 +261,6 @@ export function buildCore(d: HostingDeps): HostingCore {
       await sync();
     },
   };
-}
-
-/** Registry mode, at start: the registry's names made to match the store, then the reservations
- *  of this host's earlier run released — only once the reconcile succeeded, which proves this run
- *  holds the host's name (names.ts writes nothing otherwise): a run that does not hold it must not
- *  remove the reservations of the run that does. */
-export async function reconcileAtStart(
-  d: Pick<HostingDeps, 'names' | 'quotas' | 'store' | 'cfg' | 'log' | 'runtime'>,
-  servers: Pick<Servers, 'delete'>,
-  stale?: StaleCopies,
-): Promise<void> {
-  if (await reconcileNames(d, servers, stale)) await releaseOwnQuotas(d);
-}
-
-/** How the start's reconcile removes this host's copies of servers placed on another host (stalecopies.ts). */
-export type StaleCopies = StaleCopyDeps & { placedOn(id: string): string | undefined };
-
-/** Registry mode: the registry's placements and slugs of this host made to match its store (a
- *  registry that cannot be reached now is reconciled at the next start; nothing is lost meanwhile:
- *  a stale claim only keeps a name taken). Whether it was reconciled (true without a registry). */
-async function reconcileNames(
-  d: Pick<HostingDeps, 'names' | 'store' | 'cfg' | 'log' | 'runtime'>,
-  all: Pick<Servers, 'delete'>,
-  stale?: StaleCopies,
-): Promise<boolean> {
-  if (!d.names) return true;
-  const servers = d.store.servers.all().map((s) => ({
-    id: s.id,
-    slug: s.slug,
-    accountId: s.accountId,
-    sshPublicKey: s.sshPublicKey,
-    keyFingerprint: s.keyFingerprint,
-    settings: settingsOf(d.store, s),
-  }));
-  try {
-    // servers another host handed over, not committed here yet: the moves part resolves them by their placement
-    const moving = new Set(
-      d.store.servers
-        .pendingAll()
-        .filter((s) => s.pending!.op === 'move')
-        .map((s) => s.id),
-    );
-    const r = await d.names.reconcile(servers, d.cfg.publicIp, moving);
-    if (r.removed.length || r.released.length || r.placed.length) d.log.info('registry reconciled', r);
-    if (r.lost?.length)
-      d.log.error('servers placed here (started or handed over here) that this host does not have: marked lost in the registry, their checkpoints kept', {
-        servers: r.lost,
-      });
-    if (r.conflicts.length) d.log.error('servers whose subdomain another host holds in the registry', { slugs: r.conflicts });
-    if (r.elsewhere.length) {
-      d.log.error('servers this host has that the registry places on another host: left there, not placed here, not run here', { servers: r.elsewhere });
-      // fencing: one left running by the previous daemon is stopped, its disk kept; the runtime
-      // never starts it (its start guard: the registry's wake fence, main.ts)
-      for (const id of r.elsewhere)
-        if (d.runtime.get(id)?.state === 'running')
-          await d.runtime.stop(id).catch((err) => d.log.error('could not stop a server placed on another host', { server: id, err }));
-      // moved or recovered on another host while this host was away: this host's stale copies go,
-      // one with writes newer than its newest checkpoint kept aside in lost+found (stalecopies.ts)
-      if (stale && r.moved?.length) {
-        const dropped = await dropStaleCopies(stale, r.moved, stale.placedOn);
-        d.log.warn('stale copies of servers placed on another host removed', dropped);
-      }
-    }
-    if (r.deleted.length) {
-      // deleted in the registry while this host was away: its delete is finished here, not undone
-      d.log.warn('servers deleted in the registry while this host was away: deleted here too', { servers: r.deleted });
-      for (const id of r.deleted) {
-        const rec = d.store.servers.get(id);
-        if (rec) await all.delete(rec).catch((err) => d.log.error('could not delete a server the registry deleted', { server: id, err }));
-      }
-    }
-  } catch (err) {
-    d.log.warn('registry not reconciled at start; retried at the next start', { err: (err as Error).message });
-    return false;
-  }
-  return true;
-}
-
-/** Registry mode: what this host reserved before a kill (a create cut off, commands of the dead
- *  daemon) goes now; a registry away, or a name this run does not hold, leaves it to expire. */
-async function releaseOwnQuotas(d: Pick<HostingDeps, 'quotas' | 'log'>): Promise<void> {
-  try {
-    const n = await d.quotas?.releaseOwn();
-    if (n) d.log.info('reservations of an earlier run released', { reservations: n });
-  } catch (err) {
-    d.log.warn('reservations of an earlier run not released; they expire', { err: (err as Error).message });
-  }
 }
 
 /** A server lags when its RAM or disk ceiling is below its account's tier (a credit the daemon

@@ -1,7 +1,7 @@
 // A returning host's copies of servers the registry now places on another host (issue 38): moved
 // or recovered there while this host was away or cut off, at a newer epoch. The wake fence never
-// starts them here; at start (the names' reconcile, core.ts), when this host reaches the registry
-// again after fencing itself (`dropMoved`), and as soon as the placement cache shows one that runs
+// starts them here; at start (the names' reconcile, registrysync.ts), when this host reaches the
+// registry again after fencing itself (`dropMoved`), and as soon as the placement cache shows one that runs
 // here placed on another host (`watchPlacedAway`), each copy is removed from this host —
 // its container, disk, exposed ports and records here, nothing of what is shared: its placement,
 // slug, domains and checkpoints are the new owner's. Except a copy whose disk was written after

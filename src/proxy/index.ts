@@ -41,6 +41,9 @@ export interface Proxy extends HttpApp, UpgradeApp, Partial<LaneApp>, HelloApp {
   start(): void;
   /** Forgets a deleted server (idle tracking, cached run.sh and port state). */
   forget(id: string): void;
+  /** Whether the run.sh look made once the server dozed (its doze now, publish.ts lookAtDoze) is
+   *  complete: what a test waits on before it asks what that look found. */
+  lookedAtDoze(id: string): boolean;
   /** Stops the idle checks of a tracker of its own and closes kept-alive upstream connections. */
   stop(): Promise<void>;
 }
@@ -89,6 +92,7 @@ export function createProxy(deps: ProxyDeps): Proxy {
     start: () => {
       if (own) tracker.start();
     },
+    lookedAtDoze: (id) => publication.knownWhileDozing(id, tracker.dozeOf(id)) !== undefined,
     forget: (id) => {
       tracker.forget(id);
       publication.forget(id);

@@ -17,7 +17,7 @@ import { reconcile, type ReconcileReport } from './reconcile.js';
 import { ContainerRuntime } from './runtime.js';
 import { hostClaims, lockHost, type HostLock } from './locks.js';
 import { ensureInitDir } from './supervisor.js';
-import { assertTraversable } from './traverse.js';
+import { assertTraversable, openDataDir } from './traverse.js';
 
 export type RuntimeSettings = Pick<Config, 'dataDir' | 'runtime'> & Partial<Pick<Config, 'hosting' | 'metrics'>>;
 
@@ -62,7 +62,7 @@ async function prepare(
   mayStart: StartGuard | undefined,
 ): Promise<CreatedRuntime> {
   lock.onLost(() => log.error('the host-name lock helper ended while the daemon runs: another daemon may now take these names', { names: lock.names }));
-  ContainerRuntime.openPath(cfg.dataDir);
+  openDataDir(cfg.dataDir);
   const helper = helperPath();
   const initDir = ensureInitDir(join(cfg.dataDir, 'runtime', 'init'));
   await mountDevices(cfg.dataDir);

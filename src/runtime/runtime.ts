@@ -5,38 +5,35 @@
 // Its store record holds what it owns (address, uid range, desired state). Slug and limits are
 // given in the spec (create) and at resize and kept where they act: the bundle's config.json
 // (hostname, memory limit) and the disk image's size — read back when a runtime starts anew.
-// Split out: parking of sleeping servers (a `created` container kept for a fast wake) park.ts,
-// the start path start.ts, the halt halt.ts, the admission allocate.ts, what a server was given
-// (bundle, disk size, image) serverfiles.ts, exec execrun.ts, doze freezer.ts, the disk copy and
-// swap of checkpoints diskswap.ts. Every start of an
-// existing server asks the start guard first (deps.mayStart: cluster mode's wake fence).
+// Split out: what it is made from deps.ts, the create path (from the image or a checkpoint's
+// disk: a fork, a move) and teardown create.ts, the admission allocate.ts, parking of sleeping
+// servers (a `created` container kept for a fast wake) park.ts, the start path start.ts, the halt
+// halt.ts, resize resize.ts, what a server was given (bundle, disk size, image) serverfiles.ts,
+// exec execrun.ts, doze freezer.ts, the disk copy and swap of checkpoints diskswap.ts. Every start
+// of an existing server asks the start guard first (deps.mayStart: cluster mode's wake fence).
 
 import { newestChange } from './changes.js';
-import { chmodSync, mkdirSync, statSync } from 'node:fs';
-import { basename, dirname, join } from 'node:path';
-import type { RuntimeConfig } from '../config/index.js';
+import { join } from 'node:path';
 import { AppError } from '../errors.js';
-import type { Logger } from '../log/index.js';
-import type { RuntimeRecord, RuntimeStore } from '../store/index.js';
+import type { RuntimeRecord } from '../store/index.js';
+import type { RuntimeDeps } from './deps.js';
 import { cgroupPath } from './spec.js';
 import { unmountDevices } from './devices.js';
-import { applyDeferredGrow, destroyDisk, diskPaths, diskUsed, growDisk, mountRootfs, makeDisk } from './disk.js';
+import { applyDeferredGrow, diskPaths, diskUsed } from './disk.js';
 import { memoryStats } from './cgroup.js';
 import { freeze, isFrozen, thaw } from './freezer.js';
 import { Network, nsPaths } from './network.js';
-import type { HostLock } from './locks.js';
 import { NetWatch } from './netwatch.js';
 import { Runc } from './runc.js';
-import { personalise } from './bundle.js';
 import { Parking } from './park.js';
 import { Starter } from './start.js';
 import { haltContainer } from './halt.js';
-import { allocateRecord, checkLimits } from './allocate.js';
-import { lowerOf, readApplied, writeBundle, writeNet, type Applied } from './serverfiles.js';
+import { resizeServer } from './resize.js';
+import { lowerOf, readApplied, viewOf, writeBundle, type Applied } from './serverfiles.js';
 import { execIn, execPtyIn } from './execrun.js';
-import { adoptImage, flushWrites, shiftOwners } from './diskcopy.js';
+import { flushWrites } from './diskcopy.js';
 import { DiskSwap } from './diskswap.js';
-import { resetIdentity } from './forkidentity.js';
+import { Creator } from './create.js';
 import type {
   DiskCapture,
   ExecOptions,
@@ -51,35 +48,13 @@ import type {
   ServerStats,
 } from './types.js';
 
-export interface RuntimeDeps {
-  dataDir: string;
-  cfg: RuntimeConfig;
-  store: RuntimeStore;
-  log: Logger;
-  /** Rootfs of the current recipe's base image (`<imageDir>/<name>-<hash>/rootfs`): the idmapped
-   *  lower layer of new servers. An existing server keeps the image its record names (images.ts),
-   *  from the same image dir, whatever the current recipe is. */
-  image: string;
-  /** Compiled mount helper (idmapped overlay, loop-mounted disk). */
-  helper: string;
-  /** Directory bind-mounted at /run/rootbox (tini + supervisor). */
-  initDir: string;
-  /** Host path of the rbx-exec wrapper in initDir (execwrap.ts); without it execs run unwrapped. */
-  execWrapper?: string;
-  /** The host-name locks this runtime's daemon holds (locks.ts), let go by close(). */
-  hostLock?: HostLock;
-  /** The start guard (types.ts StartGuard), asked before every start of an existing server
-   *  (cluster mode: the wake fence); absent: every start may go. */
-  mayStart?: (serverId: string) => Promise<void>;
-}
-
 export class ContainerRuntime implements Runtime {
   readonly net: Network;
   readonly runc: Runc;
   readonly servers = new Map<string, RuntimeServer>();
   private readonly queues = new Map<string, Promise<unknown>>();
-  /** Ids reserved (reserve) whose create has not started yet. */
-  private readonly reserved = new Set<string>();
+  /** The create path (create.ts): reservations, disks from the image or a checkpoint. */
+  private readonly creator: Creator;
   /** Servers parked asleep (park.ts). */
   private readonly parking: Parking;
   /** The start path (start.ts). */
@@ -125,6 +100,7 @@ export class ContainerRuntime implements Runtime {
       step: <T>(name: string, fn: () => Promise<T>) => this.starter.step(name, fn),
       halt: (id) => this.halt(this.record(id), 0),
     });
+    this.creator = new Creator(this);
     this.diskSwap = new DiskSwap({
       deps,
       serverDir: (id) => this.serverDir(id),
@@ -158,17 +134,7 @@ export class ContainerRuntime implements Runtime {
   /** Sets the in-memory view of a server: its state, and what it was given (`applied`; by
    *  default as the view already has it, else as its bundle and disk say). */
   view(rec: RuntimeRecord, state: ServerState, applied: Applied = this.applied(rec.id)): RuntimeServer {
-    const s: RuntimeServer = {
-      id: rec.id,
-      slug: applied.slug,
-      ip: rec.ip,
-      uidBase: rec.uidBase,
-      memoryBytes: applied.memoryBytes,
-      diskBytes: applied.diskBytes,
-      net: applied.net,
-      rootfs: diskPaths(this.serverDir(rec.id)).rootfs,
-      state,
-    };
+    const s = viewOf(rec, state, applied, this.serverDir(rec.id));
     this.servers.set(rec.id, s);
     return s;
   }
@@ -191,7 +157,8 @@ export class ContainerRuntime implements Runtime {
     if (s) s.state = state;
   }
 
-  private record(id: string): RuntimeRecord {
+  /** The server's record (server_not_found when it has none). */
+  record(id: string): RuntimeRecord {
     const rec = this.deps.store.get(id);
     if (!rec) throw AppError.of('server_not_found', `no server ${id} on this host`);
     return rec;
@@ -234,51 +201,14 @@ export class ContainerRuntime implements Runtime {
     this.parking.adopt(id);
   }
 
-  /** The runtime record of a new server, written pending before anything exists on the host: a
-   *  crash from then on leaves a record that reconcile tears down with all it holds. */
+  /** The runtime record of a new server, written pending before anything exists on the host (create.ts). */
   reserve(spec: ServerSpec): void {
-    this.allocate(spec);
-    this.reserved.add(spec.id);
+    this.creator.reserve(spec);
   }
 
-  private allocate(spec: ServerSpec): RuntimeRecord {
-    // the current image's tag, or (a fork) the one its checkpoint's disk goes over
-    return allocateRecord(spec, this.deps, spec.fromDisk?.image || basename(dirname(this.deps.image)), () => this.net.hosts());
-  }
-
-  async create(spec: ServerSpec): Promise<RuntimeServer> {
-    // a reservation is taken once; one whose transaction was rolled back left no record
-    const reserved = this.reserved.delete(spec.id) ? this.deps.store.get(spec.id) : undefined;
-    const rec = reserved?.pending !== undefined && !this.servers.has(spec.id) ? reserved : this.allocate(spec);
-    const applied: Applied = { slug: spec.slug, memoryBytes: spec.memoryBytes, diskBytes: spec.diskBytes, net: spec.net ?? this.defaultNet() };
-    return this.serial(spec.id, async () => {
-      this.view(rec, 'creating', applied);
-      const p = diskPaths(this.serverDir(rec.id));
-      try {
-        if (spec.fromDisk) await adoptImage(p, spec.fromDisk, spec.diskBytes);
-        else await makeDisk(p, spec.diskBytes);
-        await mountRootfs(p, this.deps.helper, this.lower(rec), rec.uidBase);
-        if (spec.fromDisk?.uidBase !== undefined) shiftOwners(p.upper, spec.fromDisk.uidBase, rec.uidBase); // a fork: its files to this range
-        if (!personalise(p.rootfs, rec.uidBase, spec.slug))
-          this.deps.log.warn('its /etc is not a directory: its name files left as they are', { server: rec.id });
-        // a fork's own identity; a server moved or recovered here keeps its host keys and machine id
-        if (spec.fromDisk?.fork) this.deps.log.info('fork: identity files reset', { server: rec.id, ...resetIdentity(p.rootfs) });
-        this.writeBundle(rec, applied);
-        writeNet(this.serverDir(rec.id), applied.net);
-        await this.net.addServer(rec.ip, applied.net);
-        if (spec.start === false) {
-          this.deps.store.setDesired(rec.id, 'stopped');
-          await this.park(rec);
-        } else await this.boot(rec);
-      } catch (e) {
-        this.deps.log.error('create failed; rolling back', { server: rec.id, err: e });
-        await this.teardown(rec).catch((err) => this.deps.log.error('rollback failed', { server: rec.id, err }));
-        throw e;
-      }
-      if (spec.pendingUntil === undefined) this.deps.store.commit(rec.id);
-      this.deps.log.info('server created', { server: rec.id, ip: rec.ip, uidBase: rec.uidBase, ...(spec.start === false ? { asleep: true } : {}) });
-      return this.view(rec, spec.start === false ? 'sleeping' : 'running', applied);
-    });
+  /** A new server made from the image or from a checkpoint's disk (a fork, a move; create.ts). */
+  create(spec: ServerSpec): Promise<RuntimeServer> {
+    return this.creator.create(spec);
   }
 
   /** The one start of an existing server (wake, restart, resume, a network repair): the start
@@ -361,15 +291,9 @@ export class ContainerRuntime implements Runtime {
     await haltContainer(this.runc, rec.id, graceMs);
   }
 
-  /** Everything a server has, released; the store record last. */
-  async teardown(rec: RuntimeRecord): Promise<void> {
-    await this.halt(rec, 0);
-    await this.net.releaseNamespaces(rec.ip, nsPaths(this.serverDir(rec.id)));
-    await this.net.removeServer(rec.ip);
-    await destroyDisk(diskPaths(this.serverDir(rec.id)));
-    this.deps.store.remove(rec.id);
-    this.servers.delete(rec.id);
-    this.reserved.delete(rec.id);
+  /** Everything a server has, released; the store record last (create.ts). */
+  teardown(rec: RuntimeRecord): Promise<void> {
+    return this.creator.teardown(rec);
   }
 
   delete(id: string): Promise<void> {
@@ -381,33 +305,9 @@ export class ContainerRuntime implements Runtime {
     });
   }
 
+  /** New limits (resize.ts): the disk grown, never shrunk; memory and network bounds applied live. */
   resize(id: string, limits: { memoryBytes: number; diskBytes: number; net?: NetBounds }): Promise<void> {
-    checkLimits(limits);
-    return this.serial(id, async () => {
-      const rec = this.record(id);
-      const old = this.applied(id);
-      const p = diskPaths(this.serverDir(id));
-      const diskBytes = Math.max(limits.diskBytes, statSync(p.img).size); // disks never shrink
-      if (diskBytes > statSync(p.img).size) {
-        const how = await growDisk(p, this.deps.helper, diskBytes);
-        if (how === 'deferred') this.deps.log.warn('online disk growth refused (no CAP_SYS_RESOURCE); grows at the next sleep', { server: id });
-      }
-      const now: Applied = { slug: old.slug, memoryBytes: limits.memoryBytes, diskBytes, net: limits.net ?? old.net };
-      this.writeBundle(rec, now);
-      if (now.net.flows !== old.net.flows || now.net.newFlowsPerSecond !== old.net.newFlowsPerSecond) {
-        writeNet(this.serverDir(id), now.net);
-        await this.net.addServer(rec.ip, now.net); // live: its next new connection meets the new bounds
-        this.deps.log.info('server network bounds changed', { server: id, ...now.net });
-      }
-      const parked = this.parking.has(id) && now.memoryBytes !== old.memoryBytes;
-      if (parked)
-        await this.halt(rec, 0); // parked with the old limit: parked again below with the new one
-      else if ((await this.runc.state(id))?.status === 'running') await this.runc.updateMemory(id, limits.memoryBytes);
-      this.view(rec, this.servers.get(id)?.state ?? 'running', now);
-      if (parked) await this.park(rec);
-      if (now.memoryBytes !== old.memoryBytes || now.diskBytes !== old.diskBytes)
-        this.deps.log.info('server resized', { server: id, memoryBytes: now.memoryBytes, diskBytes });
-    });
+    return resizeServer(this, id, limits, (id) => this.parking.has(id));
   }
 
   private running(id: string): void {
@@ -459,14 +359,5 @@ export class ContainerRuntime implements Runtime {
     this.netWatch.stop();
     await unmountDevices(this.deps.dataDir);
     await this.deps.hostLock?.release();
-  }
-
-  /** Lets the container's root user traverse to its rootfs (runc needs o+x on every parent);
-   *  `servers` is 0711: traversable, not listable (each server's own dir is closed: disk.ts). */
-  static openPath(dataDir: string): void {
-    for (const d of [dataDir, join(dataDir, 'servers')]) {
-      mkdirSync(d, { recursive: true });
-      chmodSync(d, d === dataDir ? statSync(d).mode | 0o111 : 0o711);
-    }
   }
 }

@@ -2,7 +2,7 @@
 // bundle's config.json (hostname, memory limit; written here, synced before it replaces the old
 // one), the disk image's size and net.json (the bounds on its connections, which nftables loses
 // at a reboot) — read back when a runtime starts anew — and the image rootfs
-// that is the lower layer of its overlay. The runtime (runtime.ts) keeps the in-memory view.
+// that is the lower layer of its overlay. The runtime (runtime.ts) keeps the in-memory view (viewOf).
 
 import { existsSync, mkdirSync, readFileSync, statSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
@@ -16,10 +16,25 @@ import { serverLower } from './images.js';
 import { ensureLxcfsDir } from './lxcfs.js';
 import { nsPaths } from './network.js';
 import { ociSpec } from './spec.js';
-import type { NetBounds, ServerSpec } from './types.js';
+import type { NetBounds, RuntimeServer, ServerSpec, ServerState } from './types.js';
 
 /** What a server was given (ServerSpec without id), as applied on the host. */
 export type Applied = Pick<ServerSpec, 'slug' | 'memoryBytes' | 'diskBytes'> & { net: NetBounds };
+
+/** The runtime's in-memory view of a server in `state`, with what it was given. */
+export function viewOf(rec: RuntimeRecord, state: ServerState, applied: Applied, serverDir: string): RuntimeServer {
+  return {
+    id: rec.id,
+    slug: applied.slug,
+    ip: rec.ip,
+    uidBase: rec.uidBase,
+    memoryBytes: applied.memoryBytes,
+    diskBytes: applied.diskBytes,
+    net: applied.net,
+    rootfs: diskPaths(serverDir).rootfs,
+    state,
+  };
+}
 
 const netFile = (serverDir: string) => join(serverDir, 'net.json');
 

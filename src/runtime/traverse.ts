@@ -1,10 +1,11 @@
 // Whether the servers' mapped uids can reach the data dir and the image dir: every existing
 // ancestor needs the others-execute bit (they are no owner or group of it), else runc fails with
 // "mount …/rootfs: permission denied". `serve` (factory.ts) refuses to start and `doctor` reports
-// it, each naming the exact chmod.
+// it, each naming the exact chmod. The data dir itself, and its `servers`, the daemon opens at
+// start (openDataDir).
 
-import { statSync } from 'node:fs';
-import { dirname, resolve } from 'node:path';
+import { chmodSync, mkdirSync, statSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
 import { AppError } from '../errors.js';
 import { findImage, imageBuildCommand, imageOptions, recipeHash, type ImageSettings } from './image.js';
 
@@ -49,4 +50,13 @@ export function assertServable(cfg: ImageSettings): void {
   if (!findImage(img))
     throw AppError.of('image_missing', `base image ${img.name} (recipe ${recipeHash()}) is not built in ${img.imageDir}; run: ${imageBuildCommand(cfg)}`);
   assertTraversable(cfg.dataDir, img.imageDir);
+}
+
+/** Lets the container's root user traverse to its rootfs (runc needs o+x on every parent);
+ *  `servers` is 0711: traversable, not listable (each server's own dir is closed: disk.ts). */
+export function openDataDir(dataDir: string): void {
+  for (const d of [dataDir, join(dataDir, 'servers')]) {
+    mkdirSync(d, { recursive: true });
+    chmodSync(d, d === dataDir ? statSync(d).mode | 0o111 : 0o711);
+  }
 }

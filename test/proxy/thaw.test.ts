@@ -207,7 +207,7 @@ test('a look made during a doze holds while it lasts: a stale cache costs the th
     const s = addServer('pinned', await freePort());
     assert.is((await get(quick.http, host(s), '/one')).status, 200);
     await until('doze', () => tracker.isDozing(s.id), 3000);
-    await sleep(100); // the look made once it froze (two lstats) is done
+    await until('the look made once it froze (two lstats)', () => quick.proxy.lookedAtDoze(s.id), 2000);
     // from now on a look would wait: libuv's thread pool is kept busy by opens of fifos with no writer yet
     for (const f of fifos) execFileSync('mkfifo', [f]);
     for (const f of fifos) blocked.push(open(f, 'r').then((h) => h.close()));
@@ -233,7 +233,7 @@ test('a server whose run.sh went away before it dozed is served its files withou
     assert.is((await get(quick.http, host(s), '/one')).status, 200);
     rmSync(join(s.rootfs, 'root/run.sh')); // removed from the host side while it runs, before its doze
     await until('doze', () => tracker.isDozing(s.id), 3000);
-    await sleep(100); // the look made once it froze is done
+    await until('the look made once it froze', () => quick.proxy.lookedAtDoze(s.id), 2000);
     const thaws = tracker.thaws;
     const r = await get(quick.http, host(s), '/');
     assert.is(r.status, 200);
@@ -255,7 +255,7 @@ test('a server whose run.sh appeared during its doze (from the host side) gets i
     assert.is((await get(quick.http, host(s), '/one')).status, 200);
     rmSync(join(s.rootfs, 'root/run.sh'));
     await until('doze', () => tracker.isDozing(s.id), 3000);
-    await sleep(100); // the look made once it froze (none there) is done
+    await until('the look made once it froze (none there)', () => quick.proxy.lookedAtDoze(s.id), 2000);
     assert.is((await get(quick.http, host(s), '/')).text, 'static page');
     assert.ok(tracker.isDozing(s.id), 'its files, no thaw');
     writeFileSync(join(s.rootfs, 'root/run.sh'), runSh);

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { loadConfig } from '../../src/config/index.js';
-import { reconcileAtStart } from '../../src/hosting/core.js';
+import { reconcileAtStart } from '../../src/hosting/registrysync.js';
 import { Servers } from '../../src/hosting/servers.js';
 import { createLogger } from '../../src/log/index.js';
 import { RegistryNames, RegistryPool, RegistryQuotas } from '../../src/registry/index.js';
