@@ -14,6 +14,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
+import { ownersView, type PlacementToRoute } from '../../src/channel/lookup.js';
 import type { PlacementCache } from '../../src/registry/index.js';
 import type { TestDaemon } from '../helpers/daemon.js';
 import type { TestPostgres } from '../helpers/postgres.js';
@@ -65,6 +66,32 @@ function holdCache(d: TestDaemon): { asks: () => number; release: () => void } {
 
 /** A's "not here" answers so far: to API requests (owner-api.ts) and to the edge's (owner-server.ts). */
 const notHere = () => a.logs.filter((l) => typeof l.msg === 'string' && l.msg.startsWith('not here:')).length;
+
+test("ownersView: the newest epoch this host knows — the cache's, or the one it wrote when the cache trails it", () => {
+  const cached = new Map<string, PlacementToRoute>([
+    ['srv_1', { serverId: 'srv_1', slug: 'one', host: 'host-a', epoch: 3 }],
+    ['srv_2', { serverId: 'srv_2', slug: 'two', host: 'host-b', epoch: 7 }],
+    ['srv_3', { serverId: 'srv_3', slug: 'three', host: 'host-b', epoch: 9 }],
+  ]);
+  const wrote = new Map([
+    ['srv_1', 4], // restarted here: its start bumped 3 → 4, the cache has not heard
+    ['srv_2', 8], // taken over from host-b (a move, a recovery) at 8, the cache still names host-b at 7
+    ['srv_3', 5], // started here at 5, moved to host-b since (9): the cache is newer
+    ['srv_4', 1], // placed here a moment ago, the cache lacks it
+  ]);
+  const view = ownersView({ byServer: (id) => cached.get(id) }, 'host-a', (id) => wrote.get(id));
+  const at = (id: string) => {
+    const p = view.byServer(id);
+    return p && [p.host, p.epoch];
+  };
+  assert.equal(at('srv_1'), ['host-a', 4]);
+  assert.is(view.byServer('srv_1')?.slug, 'one');
+  assert.equal(at('srv_2'), ['host-a', 8]);
+  assert.equal(at('srv_3'), ['host-b', 9]);
+  assert.equal(at('srv_4'), ['host-a', 1]);
+  assert.is(view.byServer('srv_5'), undefined);
+  assert.equal(ownersView({ byServer: (id) => cached.get(id) }, 'host-a').byServer('srv_1'), cached.get('srv_1'), 'nothing written: the cache');
+});
 
 test("a restart on A that B's cache hears of before A's own: B's API and edge reach A's server at the new epoch, never 503 'no longer runs it'", async () => {
   const made = await api(a, 'POST', '/create', { body: { subdomains: ['own-epoch'] } });
