@@ -113,6 +113,7 @@ const UNIT = [
   'test/registry/ledger-kill.test.ts',
   'test/registry/placements.test.ts',
   'test/registry/moved.test.ts',
+  'test/registry/ownerepoch.test.ts',
   'test/registry/strangers.test.ts',
   'test/registry/tombstones.test.ts',
   'test/registry/namesrun.test.ts',

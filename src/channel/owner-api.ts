@@ -49,6 +49,14 @@ export function answerApi(d: ApiOwnerDeps, req: Http2ServerRequest, res: Http2Se
   if (server !== undefined) {
     const placed = d.placements.byServer(server);
     if (!d.has(server) || (placed && (placed.host !== d.self || placed.epoch !== Number(h[H.epoch])))) {
+      const here = placed ? { host: placed.host, epoch: placed.epoch } : {};
+      d.log.debug('not here: an API request for a server this host does not run at the epoch the sender saw', {
+        server,
+        epoch: h[H.epoch],
+        has: d.has(server),
+        ...here,
+        rid: info.requestId,
+      });
       return void res.writeHead(NOT_HERE, { [H.notHere]: '1' }).end();
     }
   }

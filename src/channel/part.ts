@@ -17,7 +17,7 @@ import { ClusterFront, type LocalProxy } from './sender-front.js';
 import { ChannelHealth } from './sender-health.js';
 import { PeerAdmission } from './owner-admit.js';
 import { channelKeyPair, issueIdentity, REISSUE_MS, type Identity } from './identity.js';
-import type { Placements, PlacementToRoute } from './lookup.js';
+import { ownersView, type Placements, type PlacementToRoute } from './lookup.js';
 import { Peers } from './sender-peers.js';
 import { ChannelServer } from './owner-server.js';
 import { openSsh } from './sender-ssh.js';
@@ -79,14 +79,9 @@ export async function startChannel(d: ChannelPartDeps): Promise<Channel | undefi
   let nextTry: Timer | undefined;
   let stopped = false;
   const lookup = r.placements;
-  // the owner's check of the epoch a sender saw: from the placement cache, or — a server the
-  // cache lacks (its catch-up behind this host's own write) — the epoch this host wrote for it
-  const owned: Pick<Placements, 'byServer'> = {
-    byServer: (id) => {
-      const epoch = lookup.byServer(id) ? undefined : r.names?.epochOf(id);
-      return epoch === undefined ? lookup.byServer(id) : { serverId: id, slug: '', host: r.host, epoch };
-    },
-  };
+  // the owner's check of the epoch a sender saw: the placement cache's, or the epoch this host
+  // wrote itself where the cache trails it (lookup.ts)
+  const owned = ownersView(lookup, r.host, r.names && ((id) => r.names!.epochOf(id)));
   const health = new ChannelHealth();
   // both sides take a peer only with the key its host registered
   const admit = new PeerAdmission(r.hosts);

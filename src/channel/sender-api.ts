@@ -142,9 +142,21 @@ export class ApiForwarder {
 
   /** After "not here": where the server is now — another host, 'here' (or gone: this host's API answers), or undefined (no news). */
   private async relocate(host: string, server: NonNullable<ApiForwardOptions['server']>): Promise<PlacementToRoute | 'here' | undefined> {
-    await this.d.placements.fresh(server.slug).catch(() => undefined);
+    const read = await this.d.placements.fresh(server.slug).then(
+      () => true,
+      () => false,
+    );
     const now = this.d.placements.byServer(server.serverId);
     if (!now || now.host === this.d.self) return 'here';
-    return now.host === host && now.epoch === server.epoch ? undefined : now;
+    if (now.host !== host || now.epoch !== server.epoch) return now;
+    // the owner refused what the registry still says: worth a line (the owner checks against its
+    // own view, lookup.ts ownersView); the client gets 503 host_unavailable
+    this.d.log.warn('the owner answered "not here" for a server the registry places on it at the epoch sent', {
+      host,
+      server: server.serverId,
+      epoch: server.epoch,
+      registryRead: read,
+    });
+    return undefined;
   }
 }
