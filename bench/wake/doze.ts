@@ -10,7 +10,9 @@
 //      that connects or forwards while it thaws could gain at most), and awake — the part of
 //      the doze → first byte gap that is the kernel's and the thawed app's, not the proxy's; and
 //      the same doze → first byte over HTTPS, a new TLS connection (full handshake, HTTP/1.1) per
-//      request, beside it awake (the thaw starts at the ClientHello's server name);
+//      request, beside it awake (the thaw starts at the ClientHello's server name); and the
+//      doze → first byte and the awake request from a client in a process of its own, as a real
+//      client is (the other rows' client shares the daemon's event loop and adds its own work to it);
 //   2. host memory held by N (100) dozing servers of an idle `python3 -m http.server` app: the
 //      sum of their cgroups' memory and the drop of host MemAvailable from before they existed;
 //   3. how fast the memory floor stops them when a memory hog needs room: a host process grows
@@ -96,6 +98,38 @@ function firstByteTls(port: number, host: string): Promise<number> {
     r.on('error', reject);
     r.end();
   });
+}
+
+/** A client in a process of its own (a real client is not on the daemon's event loop): `GET /` with
+ *  a new connection per line asked; answers the time to the response's first byte as it measured it. */
+const CLIENT_JS = `
+const http = require('node:http');
+require('node:readline').createInterface({ input: process.stdin }).on('line', (l) => {
+  const [port, host] = l.split(' ');
+  const t0 = performance.now();
+  const r = http.request({ host: '127.0.0.1', port: Number(port), path: '/', headers: { host }, agent: false }, (res) => {
+    const t = performance.now() - t0;
+    res.resume();
+    res.on('end', () => process.stdout.write(res.statusCode + ' ' + t + '\\n'));
+  });
+  r.on('error', (e) => process.stdout.write('0 ' + e.message + '\\n'));
+  r.end();
+});
+`;
+
+function ownProcessClient(): { firstByte(port: number, host: string): Promise<number>; close(): void } {
+  const child = spawn(process.execPath, ['-e', CLIENT_JS], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const lines = createInterface({ input: child.stdout! })[Symbol.asyncIterator]();
+  return {
+    async firstByte(port, host) {
+      child.stdin!.write(`${port} ${host}\n`);
+      const { value } = await lines.next();
+      const [status, t] = String(value).split(' ');
+      if (status !== '200') throw new Error(`${host}: ${status} ${t}`);
+      return Number(t);
+    },
+    close: () => void child.kill('SIGKILL'),
+  };
 }
 
 const accepts = (ip: string) =>
@@ -198,6 +232,21 @@ export async function dozeRows(_ctx?: unknown): Promise<string[]> {
       await sleep(20);
       dozeWakeTls.push(await firstByteTls(d.https, app.host));
     }
+    // the same doze → first byte and awake request from a client in its own process
+    const client = ownProcessClient();
+    const ownAwake: number[] = [];
+    const ownDoze: number[] = [];
+    try {
+      for (let i = 0; i < 3; i++) await client.firstByte(d.http, app.host); // its code warm
+      for (let i = 0; i < DOZES; i++) {
+        if (!(await until(() => presence.isDozing(app.id), 10_000))) throw new Error('the app server did not doze');
+        await sleep(20);
+        ownDoze.push(await client.firstByte(d.http, app.host));
+        ownAwake.push(await client.firstByte(d.http, app.host));
+      }
+    } finally {
+      client.close();
+    }
     const thawRaw: number[] = [];
     const thawRt: number[] = [];
     const idle = () => until(() => presence.isDozing(app.id), 10_000);
@@ -240,6 +289,8 @@ export async function dozeRows(_ctx?: unknown): Promise<string[]> {
     rows.push(row('  app alone, thaw then request', fmt(aloneThawed, 2)));
     rows.push(row('  app alone, request then thaw', fmt(aloneSentFirst, 2)));
     rows.push(row('  app alone, awake', fmt(aloneAwake, 2)));
+    rows.push(row('doze → first byte, client process', fmt(ownDoze)));
+    rows.push(row('  same request, awake', fmt(ownAwake)));
     rows.push(row('doze → first byte, HTTPS (new TLS)', fmt(dozeWakeTls)));
     rows.push(row('  same request, awake', fmt(awakeTls)));
 
