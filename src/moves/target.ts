@@ -93,6 +93,9 @@ export async function adopt(d: MovesDeps, log: Logger, a: AdoptRequest, from: st
   } catch (e) {
     throw await undo(e, 'a moved server was not made here; the source keeps it');
   }
+  // a sleeping one: its disk as restored is its checkpoint's, by this host's clock (a record
+  // without it would have every moved server checkpointed again at the first interval)
+  const restoredAt = a.running ? undefined : await d.runtime.settledDiskAt?.(s.id).catch(() => undefined);
   let epoch: number;
   try {
     // the compare-and-set: from the epoch the source read, or nothing (the source keeps serving)
@@ -125,7 +128,7 @@ export async function adopt(d: MovesDeps, log: Logger, a: AdoptRequest, from: st
     commitMove(d, s.id);
     killPoint('move-committed');
     // from here on the server is this host's: its takeover is finished here, or at the next start
-    await finishTakeover(d, log, s.id, m.settings.runSh ? APP_WAIT_MS : 0);
+    await finishTakeover(d, log, s.id, m.settings.runSh ? APP_WAIT_MS : 0, restoredAt);
   } finally {
     servers.pending.end(s.id); // in flight until then: a round of resumeMoves leaves it alone
   }

@@ -37,8 +37,8 @@ const CheckpointShape = z.object({
   comment: z.string().max(1000).optional(),
   sizeBytes: z.number().int().nonnegative(),
   newBytes: z.number().int().nonnegative(),
-  // no writtenAt: the disk's mtime by the source's clock; the target's stale-copy check
-  // (hosting/stalecopies.ts) reads it only on records this host took (zod drops it if sent)
+  // no writtenAt: the disk's mtime by the source's clock (zod drops it if sent); the target sets
+  // its own on the checkpoint it restored a sleeping server from (takeover.ts finishTakeover)
 });
 
 const DomainShape = z.object({
