@@ -32,6 +32,14 @@ const GC_WAIT_MS = 60_000;
 /** Seconds a client waits before retrying a checkpoint a long sweep held. */
 const BUSY_RETRY_S = 30;
 
+/** A patch asked of an image whose base checkpoint has another size or chunk size. */
+export class BaseMismatch extends Error {
+  constructor(detail: string) {
+    super(`the base checkpoint does not fit: ${detail}`);
+    this.name = 'BaseMismatch';
+  }
+}
+
 /** A chunk the manifest names that the store does not have. */
 export class MissingBlobError extends Error {
   constructor(readonly key: string) {
@@ -285,6 +293,40 @@ export class CheckpointEngine {
   /** Forgets a checkpoint (its chunks stay until the collector finds them unreferenced). */
   async remove(serverId: string, id: string): Promise<void> {
     await this.store.delete(keys.manifest(serverId, id));
+  }
+
+  /** Turns `file`, the image of checkpoint `base` (materialize()d, untouched since), into the
+   *  image of `m`: every chunk whose id differs fetched, checked as materialize checks it and
+   *  written; every chunk `base` has and `m` does not zeroed; flushed (fsync). Chunks of equal id
+   *  hold equal bytes (the id is their keyed hash): the result is byte for byte materialize(m).
+   *  Throws BaseMismatch when the two differ in size or chunk size, and any error of a chunk as
+   *  materialize does — `file` is then half-patched, the caller's to remove. */
+  async patch(base: Manifest, m: Manifest, file: string): Promise<{ fetched: number; zeroed: number; chunks: number }> {
+    if (base.imageBytes !== m.imageBytes || base.chunkSize !== m.chunkSize)
+      throw new BaseMismatch(`${base.imageBytes}/${base.chunkSize} bytes, not ${m.imageBytes}/${m.chunkSize}`);
+    const sealer = await this.seal();
+    const had = new Map(base.chunks);
+    const want = (index: number) => Math.min(m.chunkSize, m.imageBytes - index * m.chunkSize);
+    const changed = m.chunks.filter(([index, id]) => had.get(index) !== id);
+    const now = new Set(m.chunks.map(([index]) => index));
+    const gone = base.chunks.filter(([index]) => !now.has(index)).map(([index]) => index);
+    const fh = await open(file, 'r+');
+    try {
+      if ((await fh.stat()).size !== m.imageBytes) throw new BaseMismatch(`the staged image is not ${m.imageBytes} bytes`);
+      await eachLimited(changed, PARALLEL, async ([index, id]) => {
+        const key = keys.chunk(id);
+        const blob = await this.store.get(key);
+        if (!blob) throw new MissingBlobError(key);
+        const plain = sealer.openChunk(blob, key, id, m.chunkSize);
+        if (plain.length !== want(index)) throw new CorruptBlobError(key);
+        await fh.write(plain, 0, plain.length, index * m.chunkSize);
+      });
+      for (const index of gone) await fh.write(Buffer.alloc(want(index)), 0, want(index), index * m.chunkSize);
+      await fh.sync();
+    } finally {
+      await fh.close();
+    }
+    return { fetched: changed.length, zeroed: gone.length, chunks: m.chunks.length };
   }
 
   /** Writes the checkpoint's image to `dest` (created; sparse where the image is zero), every
