@@ -41,10 +41,16 @@ async function appUp(d: MovesDeps, id: string, ms: number): Promise<boolean> {
   return false;
 }
 
-/** What the runtime is given to make a moved server from checkpoint `m`. */
-export function specOf(d: MovesDeps, rec: ServerRecord, m: Manifest): { spec: ServerSpec; fromDisk: NonNullable<ServerSpec['fromDisk']> } {
+/** What the runtime is given to make a moved server from checkpoint `m` (its image written by
+ *  `fill` when given — a prestaged one patched —, else materialized whole). */
+export function specOf(
+  d: MovesDeps,
+  rec: ServerRecord,
+  m: Manifest,
+  fill?: (path: string) => Promise<void>,
+): { spec: ServerSpec; fromDisk: NonNullable<ServerSpec['fromDisk']> } {
   const cps = d.hosting.core.checkpoints!;
-  const fromDisk = { fill: (path: string) => cps.engine.materialize(m, path), image: m.settings.image || undefined, uidBase: m.uidBase };
+  const fromDisk = { fill: fill ?? ((path: string) => cps.engine.materialize(m, path)), image: m.settings.image || undefined, uidBase: m.uidBase };
   return { spec: { id: rec.id, slug: rec.slug, memoryBytes: rec.memoryBytes, diskBytes: rec.diskBytes, pendingUntil: rec.pending?.until }, fromDisk };
 }
 
