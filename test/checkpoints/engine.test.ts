@@ -253,6 +253,36 @@ test('a patch of a base image to a later checkpoint fetches only the chunks that
   );
 });
 
+test('a checkpoint right after another of the same server looks for none of the chunks that one named, unless its manifest is gone', async () => {
+  const d = tmp();
+  const store = new DirBlobStore(join(d, 'checkpoints'));
+  const heads: string[] = [];
+  const counting = Object.assign(Object.create(store) as BlobStore, { has: (k: string) => (heads.push(k), store.has(k)) });
+  const engine = engineOn(counting);
+  const img = join(d, 'disk.img');
+  image(img, 64 * MiB, [[0, randomBytes(10 * MiB)]]);
+  const first = await engine.write(meta(), img);
+  assert.is(heads.filter((k) => k.startsWith('chunks/')).length, 10, 'the first looks for each chunk');
+  image(img, 64 * MiB, [[2 * MiB, randomBytes(MiB)]]);
+  heads.length = 0;
+  const second = await engine.write(meta(), img);
+  assert.is(heads.filter((k) => k.startsWith('chunks/')).length, 1, 'only the changed chunk looked for');
+  assert.is(second.newBytes > 0 && second.newBytes < 1.1 * MiB, true, `${second.newBytes}`);
+  const out = join(d, 'out.img');
+  await engine.materialize(second, out);
+  assert.is(sha(out), sha(img));
+  // its manifest gone (deleted; a sweep may have taken its chunks): every chunk looked for again
+  await engine.remove('srv_a', second.id);
+  await engine.remove('srv_a', first.id);
+  await collect(engine);
+  heads.length = 0;
+  const third = await engine.write(meta(), img);
+  assert.is(heads.filter((k) => k.startsWith('chunks/')).length, 10);
+  assert.is(third.newBytes > 9 * MiB, true, 'the swept chunks stored again');
+  await engine.materialize(third, out);
+  assert.is(sha(out), sha(img));
+});
+
 /** A store that fails the manifest's put: a checkpoint killed after its chunks. */
 const failingManifests = (s: BlobStore): BlobStore =>
   Object.assign(Object.create(s) as BlobStore, {
