@@ -28,7 +28,8 @@
 // The machine is shared: expect noise; the load average at the start and end is printed.
 // Run as root, from the checkout, with the images built (ROOTBOX_IMAGE_DIR) and Debian's ceph-mon,
 // ceph-osd, radosgw and postgresql installed (as the container tests need):
-//   node --import tsx bench/move/run.ts [--servers 20] [--moves 5] [--recover-after 20s] [--interval 30s] [--concurrency 2]
+//   node --import tsx bench/move/run.ts [--servers 20] [--moves 5] [--recover-after 20s] [--interval 30s] [--concurrency 2] [--only running]
+// (`--only running`: part b alone.)
 // Everything it starts (daemons, servers, networks, PostgreSQL, Ceph) is removed at the end; the
 // daemons' logs are kept in a temp dir it prints.
 // One run on main at 2796621, a quiet machine (load 0.2 at the start, 2.4 at the end), defaults as above:
@@ -62,6 +63,8 @@ const MOVES = Number(arg('moves', '5'));
 const RECOVER_AFTER = arg('recover-after', '20s');
 const INTERVAL = arg('interval', '30s');
 const CONCURRENCY = Number(arg('concurrency', '2'));
+/** `--only running`: part b alone (no drain, no kill). */
+const RUNNING_ONLY = arg('only', 'all') === 'running';
 const secs = (d: string) => Number(/^(\d+)s$/.exec(d)?.[1] ?? NaN) * 1000;
 const MiB = 1024 * 1024;
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
@@ -223,84 +226,86 @@ async function main(): Promise<void> {
   };
 
   // ── a. drain of SERVERS sleeping servers ─────────────────────────────────────────────────────
-  const t0 = performance.now();
   const sleepers: Srv[] = [];
-  for (let i = 0; i < SERVERS; i++) {
-    const slug = `mv${i}${randomBytes(3).toString('hex')}`;
-    const r = await api(a, 'POST', '/create', { body: { subdomains: [slug] } });
-    if (r.status !== 200) throw new Error(`create: ${r.text}`);
-    sleepers.push({ id: r.json.id, slug, key: r.json.api_key, page: `page of ${slug} ${randomBytes(8).toString('hex')}\n` });
-  }
-  for (let i = 0; i < sleepers.length; i += 4)
-    await Promise.all(
-      sleepers
-        .slice(i, i + 4)
-        .map((x) => exec(a, x, `mkdir -p /root/www && echo -n '${x.page}' > /root/www/index.html && head -c ${100 * MiB} /dev/urandom > /root/data && sync`)),
+  if (!RUNNING_ONLY) {
+    const t0 = performance.now();
+    for (let i = 0; i < SERVERS; i++) {
+      const slug = `mv${i}${randomBytes(3).toString('hex')}`;
+      const r = await api(a, 'POST', '/create', { body: { subdomains: [slug] } });
+      if (r.status !== 200) throw new Error(`create: ${r.text}`);
+      sleepers.push({ id: r.json.id, slug, key: r.json.api_key, page: `page of ${slug} ${randomBytes(8).toString('hex')}\n` });
+    }
+    for (let i = 0; i < sleepers.length; i += 4)
+      await Promise.all(
+        sleepers
+          .slice(i, i + 4)
+          .map((x) => exec(a, x, `mkdir -p /root/www && echo -n '${x.page}' > /root/www/index.html && head -c ${100 * MiB} /dev/urandom > /root/data && sync`)),
+      );
+    await until(
+      'every server of host-a asleep, checkpointed',
+      async () => {
+        for (const x of sleepers) {
+          const g = await api(a, 'GET', `/servers/${x.id}`, { key: x.key });
+          if (g.json?.state !== 'sleeping') return false;
+          const cps = await api(a, 'GET', `/servers/${x.id}/checkpoints`, { key: x.key });
+          if (!(cps.json?.checkpoints as unknown[] | undefined)?.length) return false;
+        }
+        return true;
+      },
+      600_000,
+      1000,
     );
-  await until(
-    'every server of host-a asleep, checkpointed',
-    async () => {
-      for (const x of sleepers) {
-        const g = await api(a, 'GET', `/servers/${x.id}`, { key: x.key });
-        if (g.json?.state !== 'sleeping') return false;
-        const cps = await api(a, 'GET', `/servers/${x.id}/checkpoints`, { key: x.key });
-        if (!(cps.json?.checkpoints as unknown[] | undefined)?.length) return false;
-      }
-      return true;
-    },
-    600_000,
-    1000,
-  );
-  for (const x of sleepers) if ((await placed(x.id)) !== 'host-a') throw new Error(`${x.slug} was made on ${await placed(x.id)}, not host-a`);
-  console.log(`\na. drain of host-a: ${SERVERS} sleeping servers, 100 MiB of random bytes each (set up in ${s(performance.now() - t0).trim()})`);
-  const all = [edge(a, 'a'), edge(b, 'b'), edge(c, 'c')];
-  const pa = probe(sleepers, () => all);
-  await sleep(2000);
-  const d0 = performance.now();
-  await cli(b, ['cluster', 'drain', 'host-a']);
-  const ids = sleepers.map((x) => x.id);
-  await until('no server left on host-a', async () => (await countOn('host-a', ids)) === 0, 600_000, 200);
-  const d1 = performance.now();
-  await sleep(3000);
-  await pa.stop();
-  const per = sleepers.map((x) => unavailable(pa.asks.get(x.id)!, d0, d1));
-  // where the wait is: per edge, each server's slowest request and the answers that were not its page
-  const byEdge = (e: string) => {
-    const mine = sleepers.map((x) => pa.asks.get(x.id)!.filter((q) => q.edge === e && q.sent >= d0 && q.sent <= d1));
-    const statuses = new Map<number, number>();
-    for (const q of mine.flat()) if (!q.ok) statuses.set(q.status, (statuses.get(q.status) ?? 0) + 1);
-    return { slowest: mine.map((qs) => Math.max(0, ...qs.map((q) => q.done - q.sent))), statuses };
-  };
-  const wrong = sleepers.reduce((n, x) => n + wrongs(pa.asks.get(x.id)!, d0, d1 + 3000), 0);
-  const split = new Map<string, number>();
-  for (const x of sleepers) split.set(await placed(x.id), (split.get(await placed(x.id)) ?? 0) + 1);
-  row('drain: `cluster drain host-a` → no server placed on it, goal ≤ 60 s', `${s(d1 - d0)}   ${goal(d1 - d0, 60_000)}`);
-  row(
-    `each server unavailable (n=${SERVERS}, a request every 100 ms), goal ≤ 3 s`,
-    `p50 ${s(pct(per, 50))}   max ${s(Math.max(...per))}   ${goal(Math.max(...per), 3000)}`,
-  );
-  row('wrong pages during the drain, goal 0', `${wrong}`);
-  for (const e of all) {
-    const r = byEdge(e.name);
+    for (const x of sleepers) if ((await placed(x.id)) !== 'host-a') throw new Error(`${x.slug} was made on ${await placed(x.id)}, not host-a`);
+    console.log(`\na. drain of host-a: ${SERVERS} sleeping servers, 100 MiB of random bytes each (set up in ${s(performance.now() - t0).trim()})`);
+    const all = [edge(a, 'a'), edge(b, 'b'), edge(c, 'c')];
+    const pa = probe(sleepers, () => all);
+    await sleep(2000);
+    const d0 = performance.now();
+    await cli(b, ['cluster', 'drain', 'host-a']);
+    const ids = sleepers.map((x) => x.id);
+    await until('no server left on host-a', async () => (await countOn('host-a', ids)) === 0, 600_000, 200);
+    const d1 = performance.now();
+    await sleep(3000);
+    await pa.stop();
+    const per = sleepers.map((x) => unavailable(pa.asks.get(x.id)!, d0, d1));
+    // where the wait is: per edge, each server's slowest request and the answers that were not its page
+    const byEdge = (e: string) => {
+      const mine = sleepers.map((x) => pa.asks.get(x.id)!.filter((q) => q.edge === e && q.sent >= d0 && q.sent <= d1));
+      const statuses = new Map<number, number>();
+      for (const q of mine.flat()) if (!q.ok) statuses.set(q.status, (statuses.get(q.status) ?? 0) + 1);
+      return { slowest: mine.map((qs) => Math.max(0, ...qs.map((q) => q.done - q.sent))), statuses };
+    };
+    const wrong = sleepers.reduce((n, x) => n + wrongs(pa.asks.get(x.id)!, d0, d1 + 3000), 0);
+    const split = new Map<string, number>();
+    for (const x of sleepers) split.set(await placed(x.id), (split.get(await placed(x.id)) ?? 0) + 1);
+    row('drain: `cluster drain host-a` → no server placed on it, goal ≤ 60 s', `${s(d1 - d0)}   ${goal(d1 - d0, 60_000)}`);
     row(
-      `  through host-${e.name}'s edge: each server's slowest request; not its page (status: count)`,
-      `${spread(r.slowest)}   ${[...r.statuses].map(([k, v]) => `${k || 'none'}: ${v}`).join(', ') || '-'}`,
+      `each server unavailable (n=${SERVERS}, a request every 100 ms), goal ≤ 3 s`,
+      `p50 ${s(pct(per, 50))}   max ${s(Math.max(...per))}   ${goal(Math.max(...per), 3000)}`,
     );
+    row('wrong pages during the drain, goal 0', `${wrong}`);
+    for (const e of all) {
+      const r = byEdge(e.name);
+      row(
+        `  through host-${e.name}'s edge: each server's slowest request; not its page (status: count)`,
+        `${spread(r.slowest)}   ${[...r.statuses].map(([k, v]) => `${k || 'none'}: ${v}`).join(', ') || '-'}`,
+      );
+    }
+    row('where they went', [...split].map(([h, n]) => `${h} ${n}`).join(', '));
+    const moved = a.logs.filter((l) => l.msg === 'server moved' && l.heldMs !== undefined);
+    if (moved.length) {
+      const ph = (k: string) => moved.map((l) => Number(l.phases?.[k] ?? 0));
+      row(`  host-a's log: requests held per move (n=${moved.length})`, spread(moved.map((l) => Number(l.heldMs))));
+      row(`  host-a's log: each move, its stop to the target's answer`, spread(ph('stop').map((x, i) => x + ph('checkpoint')[i] + ph('target')[i])));
+      for (const k of ['stop', 'checkpoint', 'target']) row(`    of which ${k}`, spread(ph(k)));
+    }
+    const st = JSON.parse(await cli(b, ['cluster', 'status', '--json'])) as {
+      hosts: { name: string; servers: number; drain: { moved: number; failed: object } | null }[];
+    };
+    const ha = st.hosts.find((h) => h.name === 'host-a')!;
+    row('cluster status', `${ha.drain?.moved} moved, ${ha.servers} left, ${Object.keys(ha.drain?.failed ?? {}).length} failed`);
+    await cli(b, ['cluster', 'undrain', 'host-a']);
   }
-  row('where they went', [...split].map(([h, n]) => `${h} ${n}`).join(', '));
-  const moved = a.logs.filter((l) => l.msg === 'server moved' && l.heldMs !== undefined);
-  if (moved.length) {
-    const ph = (k: string) => moved.map((l) => Number(l.phases?.[k] ?? 0));
-    row(`  host-a's log: requests held per move (n=${moved.length})`, spread(moved.map((l) => Number(l.heldMs))));
-    row(`  host-a's log: each move, its stop to the target's answer`, spread(ph('stop').map((x, i) => x + ph('checkpoint')[i] + ph('target')[i])));
-    for (const k of ['stop', 'checkpoint', 'target']) row(`    of which ${k}`, spread(ph(k)));
-  }
-  const st = JSON.parse(await cli(b, ['cluster', 'status', '--json'])) as {
-    hosts: { name: string; servers: number; drain: { moved: number; failed: object } | null }[];
-  };
-  const ha = st.hosts.find((h) => h.name === 'host-a')!;
-  row('cluster status', `${ha.drain?.moved} moved, ${ha.servers} left, ${Object.keys(ha.drain?.failed ?? {}).length} failed`);
-  await cli(b, ['cluster', 'undrain', 'host-a']);
 
   // ── b. moves of a running server ────────────────────────────────────────────────────────────
   console.log(`\nb. move of a running server (100 MiB of random bytes, an app, a writer), ${MOVES} times between host-b and host-c`);
@@ -347,6 +352,17 @@ async function main(): Promise<void> {
   for (const k of ['stop', 'checkpoint', 'target']) row(`    of which ${k}`, spread(runs.map((r) => r.phases[k])));
   row('  the move report: the whole move (checkpoint while running included)', spread(runs.map((r) => r.took)));
   row('wrong pages during the moves, goal 0', `${wrongs(pb.asks.get(app.id)!, 0, bEnd)}`);
+  // the targets' side (moves/prepare.ts, target.ts): the prestage before the stop, the patch after it
+  const tlogs = [...b.logs, ...c.logs].filter((l) => l.server === app.id);
+  const staged = tlogs.filter((l) => l.msg === 'a running server’s checkpoint staged for its move here');
+  const patched = tlogs.filter((l) => l.msg === 'a moved server’s staged image patched');
+  if (staged.length) row(`  targets' logs: checkpoint staged before the stop (n=${staged.length})`, spread(staged.map((l) => Number(l.ms))));
+  if (patched.length)
+    row(
+      `  targets' logs: staged image patched after it (n=${patched.length}); chunks fetched of`,
+      `${spread(patched.map((l) => Number(l.ms)))}   ${patched.map((l) => `${l.fetched}/${l.chunks}`).join(' ')}`,
+    );
+  if (RUNNING_ONLY) return;
 
   // ── c. recovery after host-c's loss ─────────────────────────────────────────────────────────
   const onC: Srv[] = [];

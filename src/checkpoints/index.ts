@@ -3,7 +3,7 @@
 // restored or forked from there, every chunk verified; unreferenced chunks collected.
 export { StoreUnavailableError, type BlobStore } from './blobs.js';
 export { DirBlobStore, validKey } from './dirstore.js';
-export { CheckpointEngine, CHUNK_SIZE, MissingBlobError, chunksOf, type DataRanges, type EngineDeps, type NewCheckpoint } from './engine.js';
+export { BaseMismatch, CheckpointEngine, CHUNK_SIZE, MissingBlobError, chunksOf, type DataRanges, type EngineDeps, type NewCheckpoint } from './engine.js';
 export { collect, type GcReport } from './gc.js';
 export { keys as blobKeys, newCheckpointId, isCheckpointId, byLineage, type CheckpointKind, type Manifest, type ServerSettings } from './manifest.js';
 export { CorruptBlobError, hostSecret, type CheckpointSecret } from './seal.js';

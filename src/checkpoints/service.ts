@@ -122,6 +122,11 @@ export class Checkpoints {
     return mapped(() => this.engine.materialize(m, path));
   }
 
+  /** Makes `file`, checkpoint `base`'s image, checkpoint `m`'s (engine.ts patch: only the chunks that differ). */
+  patch(base: Manifest, m: Manifest, file: string): Promise<{ fetched: number; zeroed: number; chunks: number }> {
+    return mapped(() => this.engine.patch(base, m, file));
+  }
+
   /** One pass of the collector of unreferenced chunks. */
   collect(): Promise<GcReport> {
     return mapped(() => collect(this.engine));

@@ -43,8 +43,9 @@ export async function unsaved(
   // what the server wrote (not the image's mtime, which mounting it moves); a runtime without it: the image's
   const writtenAt = d.runtime.filesChangedAt?.(id) ?? d.runtime.diskWrittenAt?.(id);
   if (writtenAt === undefined) return { unsaved: false };
-  // taken here: a record carries the disk's mtime at the copy only when this host took it (the
-  // records of the store's other checkpoints, adopted at start or kept by a move, carry none)
+  // taken here: a record carries the disk's mtime at the copy only when this host took it or
+  // made a moved server's disk from it (the records of the store's other checkpoints, adopted at
+  // start or kept by a move, carry none)
   const mine = d.store.checkpoints.list(id).find((c) => c.writtenAt !== undefined);
   if (mine) {
     const at = mine.writtenAt ?? mine.createdAt;

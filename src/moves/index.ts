@@ -9,6 +9,7 @@
 // A server handed over here that a crash or a lost answer left pending, or whose takeover a crash
 // cut short, is resolved once the registry answers and then every RESUME_EVERY_MS (takeover.ts).
 
+import { join } from 'node:path';
 import { AppError } from '../errors.js';
 import { errorReply, sendReply, type HttpApp, type Req, type RequestInfo, type Res } from '../http/index.js';
 import type { ServerRecord } from '../store/index.js';
@@ -16,9 +17,11 @@ import { MoveHolds } from './holds.js';
 import { MoveSource } from './source.js';
 import { Recovery, type RecoveryReport } from './recover.js';
 import { resumeMoves } from './takeover.js';
+import { prepareHere, prepareRequestOf } from './prepare.js';
+import { Staging } from './staging.js';
 import { adopt, adoptRequestOf } from './target.js';
 import type { MoveReport, MovesDeps } from './types.js';
-import { ADOPT_PATH } from './wire.js';
+import { ADOPT_PATH, PREPARE_PATH } from './wire.js';
 
 export type { MoveReport, MovesDeps } from './types.js';
 export type { RecoveryReport } from './recover.js';
@@ -33,7 +36,9 @@ export interface Moves {
   holdOfServer(id: string): Promise<void> | undefined;
   /** The same for a request to `host` (`<slug>.{domain}`). */
   holdOfHost(host: string): Promise<void> | undefined;
-  /** The channel's API app with the target's side of a move before it: `ADOPT_PATH` from a peer host. */
+  /** The running moves' images staged here (staging.ts; tests look). */
+  readonly staging: Staging;
+  /** The channel's API app with the target's side of a move before it: `ADOPT_PATH` and `PREPARE_PATH` from a peer host. */
   withTarget(app: HttpApp): HttpApp;
   /** Recovers the servers of `host`, whose lease lapsed, from their checkpoints on the other hosts (recover.ts; the operator's `cluster recover`). */
   recover(host: string, o?: { force?: boolean }): Promise<RecoveryReport>;
@@ -44,11 +49,16 @@ export interface Moves {
 
 /** How often servers handed over here and left unresolved are looked at again. */
 const RESUME_EVERY_MS = 10_000;
+/** How often stages whose adopt never came are looked for. */
+const STAGE_SWEEP_MS = 60_000;
 
 export function startMoves(d: MovesDeps): Moves {
   const holds = new MoveHolds();
   const log = d.log.child({ part: 'moves' });
   // `d` is the daemon's record, read when a move runs (the channel is made after this part)
+  const staging = new Staging(join(d.cfg.dataDir, 'moves', 'staged'), () => d.hosting.core.checkpoints?.engine);
+  staging.wipe(); // what a killed run staged is never used
+  const sweepTimer = setInterval(() => staging.sweep(), STAGE_SWEEP_MS).unref();
   const source = new MoveSource(d, log, holds);
   const suffix = `.${d.cfg.domain}`;
   const recovery = new Recovery(d, d.log.child({ part: 'recovery' }));
@@ -67,8 +77,15 @@ export function startMoves(d: MovesDeps): Moves {
   if (d.registry) d.registry.ready.then(resume, () => {});
   const answer = async (req: Req, res: Res, info: RequestInfo) => {
     try {
-      const a = await adopt(d, log, await adoptRequestOf(req), info.forwarded!);
+      const a = await adopt(d, log, await adoptRequestOf(req), info.forwarded!, staging);
       sendReply(res, { status: 200, body: a });
+    } catch (err) {
+      sendReply(res, errorReply(err, info.requestId, log));
+    }
+  };
+  const prepare = async (req: Req, res: Res, info: RequestInfo) => {
+    try {
+      sendReply(res, { status: 200, body: await prepareHere(d, log, staging, await prepareRequestOf(req), info.forwarded!) });
     } catch (err) {
       sendReply(res, errorReply(err, info.requestId, log));
     }
@@ -83,15 +100,16 @@ export function startMoves(d: MovesDeps): Moves {
     },
     recover: (host, o) => recovery.recoverHost(host, 'operator', o),
     recoveryRound: () => recovery.tick(),
-    stop: () => (recovery.stop(), source.stop(), (stopped = true), clearTimeout(resumeTimer)),
+    staging,
+    stop: () => (recovery.stop(), source.stop(), (stopped = true), clearTimeout(resumeTimer), clearInterval(sweepTimer)),
     withTarget: (app) => ({
       handle: (req, res, info) => {
         const path = (req.url ?? '').split('?')[0];
-        if (path !== ADOPT_PATH) return app.handle(req, res, info);
+        if (path !== ADOPT_PATH && path !== PREPARE_PATH) return app.handle(req, res, info);
         // a peer host only (the channel's mutual TLS names it); never a client's request
         if (!info.forwarded || req.method !== 'POST')
           return (sendReply(res, errorReply(AppError.of('not_found', 'no such route'), info.requestId, log)), undefined);
-        return answer(req, res, info);
+        return path === ADOPT_PATH ? answer(req, res, info) : prepare(req, res, info);
       },
     }),
   };

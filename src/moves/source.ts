@@ -37,6 +37,7 @@ import type { Logger } from '../log/index.js';
 import type { HostRow, StartAnswer } from '../registry/index.js';
 import type { ServerRecord } from '../store/index.js';
 import type { MoveHolds } from './holds.js';
+import { askPrepare, PREPARE_WAIT_MS } from './prepare.js';
 import type { MoveReport, MovesDeps } from './types.js';
 import { ADOPT_PATH, AdoptAnswer, type AdoptRequest } from './wire.js';
 
@@ -167,8 +168,20 @@ export class MoveSource {
     await epochHere(d, rec.id);
     const runs = () => ['running', 'waking'].includes(d.presence.state(rec.id) ?? d.runtime.get(rec.id)?.state ?? '');
     const log = this.log.child({ server: rec.id, to });
-    // a running server: most of its disk to the store while it serves
-    if (runs()) await cps.take(rec, account, 'auto', `before a move to ${to}`);
+    // a running server: most of its disk to the store while it serves, and made into an image on
+    // the target (prepare.ts) — after the stop only what changed since is fetched there
+    let base: string | undefined;
+    if (runs()) {
+      const c1 = (await cps.take(rec, account, 'auto', `before a move to ${to}`)).id;
+      const ask = { server: rec.id, checkpoint: c1, memoryBytes: rec.memoryBytes, diskBytes: rec.diskBytes };
+      base = await within(askPrepare(d, to, ask), PREPARE_WAIT_MS, () => new Error(`host ${to} did not stage within ${PREPARE_WAIT_MS / 1000} s`)).then(
+        () => c1,
+        (err: unknown) => (
+          this.log.warn('the target did not stage the server’s checkpoint: its whole image is made at the hand-over', { server: rec.id, to, err }),
+          undefined
+        ),
+      );
+    }
     let heldAt = now();
     const release = this.holds.begin(rec.id, rec.slug);
     // read once requests wait: a wake that got in before counts
@@ -222,6 +235,8 @@ export class MoveSource {
           createdAt: rec.createdAt,
         },
         checkpoint,
+        // only to a target that staged it (an older one's schema refuses the field)
+        ...(base ? { base } : {}),
         epoch,
         run: d.registry!.identity.run,
         running,

@@ -41,10 +41,16 @@ async function appUp(d: MovesDeps, id: string, ms: number): Promise<boolean> {
   return false;
 }
 
-/** What the runtime is given to make a moved server from checkpoint `m`. */
-export function specOf(d: MovesDeps, rec: ServerRecord, m: Manifest): { spec: ServerSpec; fromDisk: NonNullable<ServerSpec['fromDisk']> } {
+/** What the runtime is given to make a moved server from checkpoint `m` (its image written by
+ *  `fill` when given — a prestaged one patched —, else materialized whole). */
+export function specOf(
+  d: MovesDeps,
+  rec: ServerRecord,
+  m: Manifest,
+  fill?: (path: string) => Promise<void>,
+): { spec: ServerSpec; fromDisk: NonNullable<ServerSpec['fromDisk']> } {
   const cps = d.hosting.core.checkpoints!;
-  const fromDisk = { fill: (path: string) => cps.engine.materialize(m, path), image: m.settings.image || undefined, uidBase: m.uidBase };
+  const fromDisk = { fill: fill ?? ((path: string) => cps.engine.materialize(m, path)), image: m.settings.image || undefined, uidBase: m.uidBase };
   return { spec: { id: rec.id, slug: rec.slug, memoryBytes: rec.memoryBytes, diskBytes: rec.diskBytes, pendingUntil: rec.pending?.until }, fromDisk };
 }
 
@@ -66,8 +72,11 @@ export function commitMove(d: MovesDeps, id: string): void {
 }
 
 /** Finishes what a server moved here takes over (each step on its own: one failing skips none
- *  after it), then clears its mark; `appWaitMs`: how long a started server's app may take to listen. */
-export async function finishTakeover(d: MovesDeps, log: Logger, id: string, appWaitMs = 0): Promise<void> {
+ *  after it), then clears its mark; `appWaitMs`: how long a started server's app may take to listen;
+ *  `restoredAt`: the image's mtime once made from its checkpoint, nothing run on it since (the
+ *  checkpoint's record carries it as the disk's `writtenAt` here: automatic checkpoints and the
+ *  stale-copy check then see the disk as that checkpoint's until the server writes it). */
+export async function finishTakeover(d: MovesDeps, log: Logger, id: string, appWaitMs = 0, restoredAt?: number): Promise<void> {
   const rec = d.store.servers.get(id);
   const t = rec?.takeover;
   if (!rec || !t) return;
@@ -76,7 +85,10 @@ export async function finishTakeover(d: MovesDeps, log: Logger, id: string, appW
     (msg: string, more: Record<string, unknown> = {}) =>
     (err: unknown) =>
       log.warn(msg, { server: id, ...more, err });
-  for (const c of t.checkpoints) await d.store.checkpoints.add(c).catch(warn('a moved server’s checkpoint record was not kept', { checkpoint: c.id }));
+  for (const c of t.checkpoints) {
+    const r = c.id === t.checkpoint && restoredAt !== undefined ? { ...c, writtenAt: restoredAt } : c;
+    await d.store.checkpoints.add(r).catch(warn('a moved server’s checkpoint record was not kept', { checkpoint: c.id }));
+  }
   try {
     core.domains.takeOver(t.domains, rec.slug);
   } catch (err) {

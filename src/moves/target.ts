@@ -23,11 +23,12 @@
 // Nothing the shared store holds is removed here, whatever fails: the checkpoints stay the server's.
 
 import { AppError } from '../errors.js';
-import { shortOf } from '../hosting/index.js';
 import { readBody, type Req } from '../http/index.js';
 import type { Logger } from '../log/index.js';
 import type { MoveTakeover, ServerRecord } from '../store/index.js';
 import { killPoint } from './killpoint.js';
+import { roomShort } from './prepare.js';
+import type { Staging } from './staging.js';
 import { APP_WAIT_MS, commitMove, finishTakeover, resumeMoves, specOf, takenHere } from './takeover.js';
 import type { MovesDeps } from './types.js';
 import { ADOPT_MAX_BYTES, AdoptRequest, type AdoptAnswer } from './wire.js';
@@ -47,7 +48,7 @@ export async function adoptRequestOf(req: Req): Promise<AdoptRequest> {
 }
 
 /** Makes the server the source sent on this host, placed here; its answer tells the source to delete its copy. */
-export async function adopt(d: MovesDeps, log: Logger, a: AdoptRequest, from: string): Promise<AdoptAnswer> {
+export async function adopt(d: MovesDeps, log: Logger, a: AdoptRequest, from: string, staging?: Staging): Promise<AdoptAnswer> {
   const r = d.registry;
   const core = d.hosting.core;
   const cps = core.checkpoints;
@@ -61,7 +62,7 @@ export async function adopt(d: MovesDeps, log: Logger, a: AdoptRequest, from: st
       throw AppError.of('move_failed', `${r.host} has an earlier move of server ${s.id} not resolved yet: try again shortly`, { retryAfter: 10 });
   }
   if (d.store.servers.getAny(s.id)) throw AppError.of('server_exists', `${r.host} has server ${s.id} already`);
-  const short = shortOf(core.capacity(), s);
+  const short = roomShort(d, staging, s);
   if (short) throw AppError.of('move_target_full', `${r.host} ${short}`);
   const account = await core.accounts.book.byId(s.accountId);
   if (!account) throw AppError.of('move_failed', `${r.host} does not find the account ${s.accountId} in the registry`);
@@ -78,7 +79,21 @@ export async function adopt(d: MovesDeps, log: Logger, a: AdoptRequest, from: st
     ...(a.meteredTo !== undefined ? { meteredTo: a.meteredTo } : {}),
   };
   const record: ServerRecord = { ...s, pending: { ...servers.pending.mark('move'), expected: a.epoch }, takeover };
-  const { spec, fromDisk } = specOf(d, record, m);
+  // prestaged (prepare.ts): the staged image of `base` patched to this checkpoint's, else made whole
+  const base = a.base;
+  const fill =
+    base && staging
+      ? async (path: string) => {
+          const t0 = Date.now();
+          const r = await staging.take(s.id, base, m, path).catch((err: unknown) => {
+            log.warn('a moved server’s staged image was not used: made whole from its checkpoint', { server: s.id, base, err });
+            return undefined;
+          });
+          if (r) log.info('a moved server’s staged image patched', { server: s.id, base, checkpoint: m.id, ...r, ms: Date.now() - t0 });
+          else await cps.engine.materialize(m, path);
+        }
+      : undefined;
+  const { spec, fromDisk } = specOf(d, record, m, fill);
   const inserted = d.store.atomically(() => {
     if (!d.store.servers.insert(record)) return false;
     d.runtime.reserve?.({ ...spec, fromDisk });
@@ -100,6 +115,9 @@ export async function adopt(d: MovesDeps, log: Logger, a: AdoptRequest, from: st
   } catch (e) {
     throw await undo(e, 'a moved server was not made here; the source keeps it');
   }
+  // a sleeping one: its disk as restored is its checkpoint's, by this host's clock (a record
+  // without it would have every moved server checkpointed again at the first interval)
+  const restoredAt = a.running ? undefined : await d.runtime.settledDiskAt?.(s.id).catch(() => undefined);
   let epoch: number;
   try {
     // the compare-and-set: from the epoch the source read, or nothing (the source keeps serving)
@@ -132,7 +150,7 @@ export async function adopt(d: MovesDeps, log: Logger, a: AdoptRequest, from: st
     commitMove(d, s.id);
     killPoint('move-committed');
     // from here on the server is this host's: its takeover is finished here, or at the next start
-    await finishTakeover(d, log, s.id, m.settings.runSh ? APP_WAIT_MS : 0);
+    await finishTakeover(d, log, s.id, m.settings.runSh ? APP_WAIT_MS : 0, restoredAt);
   } finally {
     servers.pending.end(s.id); // in flight until then: a round of resumeMoves leaves it alone
   }

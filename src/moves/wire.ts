@@ -11,6 +11,20 @@ import { z } from 'zod';
 /** The path of the target's side, answered only for a host that came over the channel. */
 export const ADOPT_PATH = '/_rootbox/moves/adopt';
 
+/** The target's prestage (staging.ts): a running server's checkpoint materialized there before the source stops it. */
+export const PREPARE_PATH = '/_rootbox/moves/prepare';
+
+/** What the source asks of the prestage: the server and its running checkpoint (C1). */
+export const PrepareRequest = z
+  .object({
+    server: z.string().regex(/^srv_[0-9a-f]{1,32}$/),
+    checkpoint: z.string().min(1).max(64),
+    memoryBytes: z.number().int().positive(),
+    diskBytes: z.number().int().positive(),
+  })
+  .strict();
+export type PrepareRequest = z.infer<typeof PrepareRequest>;
+
 /** The largest adopt request (a server record, its exposes and up to a few hundred checkpoint records). */
 export const ADOPT_MAX_BYTES = 256 * 1024;
 
@@ -37,8 +51,8 @@ const CheckpointShape = z.object({
   comment: z.string().max(1000).optional(),
   sizeBytes: z.number().int().nonnegative(),
   newBytes: z.number().int().nonnegative(),
-  // no writtenAt: the disk's mtime by the source's clock; the target's stale-copy check
-  // (hosting/stalecopies.ts) reads it only on records this host took (zod drops it if sent)
+  // no writtenAt: the disk's mtime by the source's clock (zod drops it if sent); the target sets
+  // its own on the checkpoint it restored a sleeping server from (takeover.ts finishTakeover)
 });
 
 const DomainShape = z.object({
@@ -59,6 +73,8 @@ export const AdoptRequest = z
     server: ServerShape,
     /** The checkpoint the target restores (the source's last one, taken with the server stopped or asleep). */
     checkpoint: z.string().min(1).max(64),
+    /** The checkpoint the target staged for this move (PREPARE_PATH): only what differs from it is fetched. Sent only to a target that answered the prepare. */
+    base: z.string().min(1).max(64).optional(),
     /** The placement epoch the source read: the target takes the placement only from it. */
     epoch: z.number().int().positive(),
     /** Whether the server ran on the source (the target starts it; otherwise it sleeps there too). */

@@ -57,6 +57,13 @@ export class DiskSwap {
     }
   }
 
+  /** The disk flushed (sync -f of its mount), then writtenAt. */
+  async settledAt(id: string): Promise<number | undefined> {
+    if (this.rt.state(id) === undefined) return undefined;
+    await tryRun('sync', ['-f', diskPaths(this.rt.serverDir(id)).disk], { timeoutMs: 120_000 });
+    return this.writtenAt(id);
+  }
+
   /** Restore: fills a staged image (a name of its own), then — in one section of the server's
    *  queue, so a wake asked meanwhile waits and boots the restored disk — stops the server while
    *  that image is flushed to disk (its fsync beside the stop, not before it: the restore waits

@@ -257,6 +257,10 @@ export class ContainerRuntime implements Runtime {
     return this.diskSwap.writtenAt(id);
   }
 
+  settledDiskAt(id: string): Promise<number | undefined> {
+    return this.diskSwap.settledAt(id);
+  }
+
   /** Restore: a staged image filled, then swapped in while the server is stopped (diskswap.ts). */
   replaceDisk(id: string, fill: (path: string) => Promise<void>, from: { uidBase?: number } = {}): Promise<void> {
     return this.diskSwap.replace(id, fill, from);

@@ -204,6 +204,10 @@ export interface Runtime {
   filesChangedAt?(id: string): number | undefined;
   /** When the server's disk image was last written (ms; undefined for an unknown server). */
   diskWrittenAt?(id: string): number | undefined;
+  /** The server's mounted disk flushed (what the runtime wrote on it — a restore's mount,
+   *  owners, name files — reaches the image now, not at a later writeback), then its image's
+   *  mtime: what diskWrittenAt says while nothing writes it. Undefined for an unknown server. */
+  settledDiskAt?(id: string): Promise<number | undefined>;
   /** Restore: `fill` writes a complete image at the path it is given (beside the old one; it
    *  need not fsync it: the runtime does, beside the server's stop); only then is the server
    *  stopped, the image renamed over its disk, and the server started again when it was running.

@@ -13,6 +13,7 @@ import { existsSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, s
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
+  BaseMismatch,
   CheckpointEngine,
   collect,
   CorruptBlobError,
@@ -198,6 +199,88 @@ test('a corrupt or missing chunk refuses the restore and leaves no file', async 
   assert.is(sha(out), sha(img));
   // another secret opens nothing
   await rejects(() => engineOn(store, secret(Buffer.alloc(32, 9))).read('srv_a', m.id));
+});
+
+test('a patch of a base image to a later checkpoint fetches only the chunks that differ and gives materialize’s bytes; a corrupt chunk or another size refuses', async () => {
+  const d = tmp();
+  const store = new DirBlobStore(join(d, 'checkpoints'));
+  const engine = engineOn(store);
+  const img = join(d, 'disk.img');
+  // A: 8 chunks of data over a 64 MiB sparse image
+  image(img, 64 * MiB, [[0, randomBytes(8 * MiB)]]);
+  const a = await engine.write(meta(), img);
+  // B: chunks 1, 3 and 6 rewritten (3 partly), 5 zeroed, 20 new in a hole
+  image(img, 64 * MiB, [
+    [1 * MiB, randomBytes(MiB)],
+    [3 * MiB + 4096, randomBytes(8192)],
+    [6 * MiB, randomBytes(MiB)],
+    [5 * MiB, Buffer.alloc(MiB)],
+    [20 * MiB + 77, randomBytes(1000)],
+  ]);
+  const b = await engine.write(meta(), img);
+  assert.is(b.chunks.length, 8);
+  const whole = join(d, 'whole.img');
+  await engine.materialize(b, whole);
+  assert.is(sha(whole), sha(img));
+  const staged = join(d, 'staged.img');
+  await engine.materialize(a, staged);
+  // the store counts what it is asked for
+  const gets: string[] = [];
+  const counting = Object.assign(Object.create(store) as BlobStore, { get: (k: string) => (gets.push(k), store.get(k)) });
+  const r = await engineOn(counting).patch(a, b, staged);
+  assert.equal(r, { fetched: 4, zeroed: 1, chunks: 8 });
+  assert.is(gets.filter((k) => k.startsWith('chunks/')).length, 4, 'only the changed chunks fetched');
+  assert.is(sha(staged), sha(whole), 'byte for byte the image materialize makes');
+  // a corrupt chunk refuses (the caller falls back to a whole materialize)
+  const c = join(d, 'again.img');
+  await engine.materialize(a, c);
+  const victim = join(store.where, ...blobKeys.chunk(b.chunks.find(([i]) => i === 6)![1]).split('/'));
+  const good = readFileSync(victim);
+  const bad = Buffer.from(good);
+  bad[bad.length - 5] ^= 1;
+  writeFileSync(victim, bad);
+  await rejects(
+    () => engine.patch(a, b, c),
+    (e: unknown) => e instanceof CorruptBlobError,
+  );
+  writeFileSync(victim, good);
+  // another size is not patched
+  image(img, 32 * MiB, [[0, randomBytes(MiB)]]);
+  const small = await engine.write(meta(), img);
+  await rejects(
+    () => engine.patch(a, small, c),
+    (e: unknown) => e instanceof BaseMismatch,
+  );
+});
+
+test('a checkpoint right after another of the same server looks for none of the chunks that one named, unless its manifest is gone', async () => {
+  const d = tmp();
+  const store = new DirBlobStore(join(d, 'checkpoints'));
+  const heads: string[] = [];
+  const counting = Object.assign(Object.create(store) as BlobStore, { has: (k: string) => (heads.push(k), store.has(k)) });
+  const engine = engineOn(counting);
+  const img = join(d, 'disk.img');
+  image(img, 64 * MiB, [[0, randomBytes(10 * MiB)]]);
+  const first = await engine.write(meta(), img);
+  assert.is(heads.filter((k) => k.startsWith('chunks/')).length, 10, 'the first looks for each chunk');
+  image(img, 64 * MiB, [[2 * MiB, randomBytes(MiB)]]);
+  heads.length = 0;
+  const second = await engine.write(meta(), img);
+  assert.is(heads.filter((k) => k.startsWith('chunks/')).length, 1, 'only the changed chunk looked for');
+  assert.is(second.newBytes > 0 && second.newBytes < 1.1 * MiB, true, `${second.newBytes}`);
+  const out = join(d, 'out.img');
+  await engine.materialize(second, out);
+  assert.is(sha(out), sha(img));
+  // its manifest gone (deleted; a sweep may have taken its chunks): every chunk looked for again
+  await engine.remove('srv_a', second.id);
+  await engine.remove('srv_a', first.id);
+  await collect(engine);
+  heads.length = 0;
+  const third = await engine.write(meta(), img);
+  assert.is(heads.filter((k) => k.startsWith('chunks/')).length, 10);
+  assert.is(third.newBytes > 9 * MiB, true, 'the swept chunks stored again');
+  await engine.materialize(third, out);
+  assert.is(sha(out), sha(img));
 });
 
 /** A store that fails the manifest's put: a checkpoint killed after its chunks. */

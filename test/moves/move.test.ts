@@ -239,6 +239,15 @@ test('a sleeping server moves from A to B: one checkpoint, a restore there, the 
   assert.not.ok(existsSync(serverDir), "A's disk of it is gone");
   assert.ok(b.daemon.store.servers.get(srv.id), "B's store has it");
   assert.is((await pg.sql(`SELECT host FROM placements WHERE server_id = '${srv.id}'`)).trim(), 'host-b');
+  // nothing wrote its disk since it was made from its checkpoint: B's automatic checkpoints leave it
+  const had = b.daemon.store.checkpoints.list(srv.id).map((c) => c.id);
+  assert.ok(had.length > 0, 'its checkpoint records moved with it');
+  await b.daemon.hosting.core.autoCheckpoints!.tick();
+  assert.equal(
+    b.daemon.store.checkpoints.list(srv.id).map((c) => c.id),
+    had,
+    'a moved sleeping server whose disk nothing wrote is not checkpointed again',
+  );
   await sameServer('after-sleeping-move');
   const list = await adminCli(['servers', 'list', '--cluster', '--json'], env(a));
   assert.is(list.code, 0, list.stderr);
