@@ -147,14 +147,17 @@ test("the floor does not stop a second server while the first one's freed pages 
   const ids = ['srv_a', 'srv_b', 'srv_c'];
   for (const id of ids) rt.add(id, id.slice(4), '/nonexistent', await freePort());
   // a kernel of 6.7+: a stopped server's 100 MiB go to the per-CPU lists at once and drain into
-  // MemAvailable 2 s later (here in one go); before the hog MemAvailable is well above the floor
+  // MemAvailable 2 s later (here in one go); before the hog MemAvailable is well above the floor.
+  // The tracker's clock is the test's, and the test runs its checks (no timers).
+  let clock = 1_000_000;
   const stoppedAt = new Map<string, number>();
   const stop = rt.stop.bind(rt);
-  rt.stop = async (id: string) => (await stop(id), void stoppedAt.set(id, Date.now()));
+  rt.stop = async (id: string) => (await stop(id), void stoppedAt.set(id, clock));
   let availKb = 10_000 * 1024;
-  const drained = () => [...stoppedAt.values()].filter((t) => Date.now() - t >= 2000).length;
+  const drained = () => [...stoppedAt.values()].filter((t) => clock - t >= 2000).length;
   const onLists = () => stoppedAt.size - drained();
   const read = (path: string) => (path === '/proc/meminfo' ? meminfo(availKb + drained() * 100 * 1024) : zoneinfo([onLists() * 25600, 0]));
+  const decisions: string[][] = [];
   const t = new IdleTracker({
     runtime: rt,
     neverSleep: () => false,
@@ -163,34 +166,51 @@ test("the floor does not stop a second server while the first one's freed pages 
     dozeTimeout: 60_000,
     memoryFloor: 1000 * MiB,
     memAvailable: () => hostMemAvailable(read, 4096),
-    floorInterval: 20,
     floorSettle: 300,
-    log: createLogger({ level: 'error', sink: () => {} }),
+    now: () => clock,
+    log: createLogger({
+      level: 'info',
+      sink: (line) => {
+        const l = JSON.parse(line) as { msg: string; servers?: string[] };
+        if (l.msg === 'memory floor: dozing servers stop') decisions.push(l.servers!);
+      },
+    }),
   });
-  t.start();
   const asleep = () => ids.filter((id) => rt.get(id)?.state === 'sleeping');
+  const settled = async (what: string, cond: () => boolean) => {
+    const end = Date.now() + 5000;
+    while (!cond() && Date.now() < end) await sleep(5);
+    assert.ok(cond(), what);
+  };
   try {
     for (const id of ids) {
       await t.wake(id);
-      await sleep(5);
+      clock += 5; // A touched first: least recently used
     }
-    const end = Date.now() + 5000;
-    while (!ids.every((id) => t.isDozing(id)) && Date.now() < end) await sleep(20);
-    assert.ok(
-      ids.every((id) => t.isDozing(id)),
-      'all three doze',
-    );
+    clock += 200;
+    t.check();
+    await settled('all three doze', () => ids.every((id) => t.isDozing(id)));
     availKb = 990 * 1024; // 10 MiB below the floor: one stop (100 MiB) covers it
-    while (asleep().length === 0 && Date.now() < end) await sleep(10);
-    assert.equal(asleep(), ['srv_a'], 'the LRU one first');
-    await sleep(1000); // settle window (300 ms) long over, the freed pages still on the lists
+    t.checkFloor();
+    assert.equal(decisions, [['srv_a']], 'the LRU one first, alone');
+    await settled('A stopped', () => asleep().length === 1);
+    assert.equal(asleep(), ['srv_a']);
+    for (let i = 0; i < 10; i++) {
+      clock += 100; // settle window (300 ms) long over, the freed pages still on the lists
+      t.checkFloor();
+    }
     assert.equal(
-      asleep(),
-      ['srv_a'],
+      decisions,
+      [['srv_a']],
       `no second stop: its memory is back, on the per-CPU lists (MemAvailable ${hostMemAvailable(read, 4096) / MiB} MiB with them)`,
     );
-    await sleep(1500); // drained into MemAvailable
-    assert.equal(asleep(), ['srv_a'], 'nor once MemAvailable shows it');
+    for (let i = 0; i < 15; i++) {
+      clock += 100; // drained into MemAvailable
+      t.checkFloor();
+    }
+    assert.is(drained(), 1);
+    assert.equal(decisions, [['srv_a']], 'nor once MemAvailable shows it');
+    assert.equal(asleep(), ['srv_a']);
     assert.ok(t.isDozing('srv_b') && t.isDozing('srv_c'));
   } finally {
     t.stop();
