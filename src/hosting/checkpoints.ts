@@ -32,7 +32,8 @@ export interface CheckpointHooks {
   placed?(serverId: string): Promise<boolean>;
   /** Cluster mode: the placement epoch under which this host runs the server (the epoch it last
    *  wrote, registry/names.ts), recorded in each checkpoint's manifest: a recovery follows the
-   *  lineage by it, not by the hosts' clocks (moves/recover.ts). */
+   *  lineage by it, not by the hosts' clocks (moves/recover.ts). Where it is given and knows none
+   *  for a server, the server's checkpoints wait (registry_unavailable). */
   epochOf?(serverId: string): number | undefined;
   /** The server's stored checkpoint bytes changed (taken, pruned, deleted, its server gone). */
   changed?(serverId: string, accountId: string): void;
@@ -98,7 +99,20 @@ export class ServerCheckpoints {
   }
 
   private async takeNow(rec: ServerRecord, account: AccountRecord, kind: 'manual' | 'auto', comment?: string): Promise<CheckpointRecord> {
-    const { manifest, writtenAt } = await this.engine.take(rec.id, this.settingsOf(rec, account), kind, comment, this.hooks.epochOf?.(rec.id));
+    const epoch = this.hooks.epochOf?.(rec.id);
+    if (this.hooks.epochOf && epoch === undefined) {
+      // cluster mode before this run read the server's placement (the registry away since the
+      // start): a checkpoint without its epoch would rank below every older one with an epoch in
+      // a recovery (moves/recover.ts), so it waits until the registry was read
+      throw AppError.of(
+        'registry_unavailable',
+        `server ${rec.id}'s placement has not been read from the cluster registry since this host started: its checkpoint waits until it is`,
+        {
+          retryAfter: 10,
+        },
+      );
+    }
+    const { manifest, writtenAt } = await this.engine.take(rec.id, this.settingsOf(rec, account), kind, comment, epoch);
     const r = { ...recordOf(manifest, rec.accountId), writtenAt };
     await this.store.checkpoints.add(r);
     this.hooks.changed?.(rec.id, rec.accountId);

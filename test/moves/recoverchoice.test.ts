@@ -112,7 +112,7 @@ test('manifests without an epoch rank below any with one, by time among themselv
   assert.is(recoveryCheckpoint([forged], 2).chosen, undefined, 'none usable: nothing chosen');
 });
 
-test("hosting's checkpoints record the placement epoch this host runs the server under", async () => {
+test("hosting's checkpoints record the placement epoch this host runs the server under, and wait while it is not known", async () => {
   const dir = tmp();
   const db = openStore(dir);
   try {
@@ -126,10 +126,23 @@ test("hosting's checkpoints record the placement epoch this host runs the server
     const r = await cps.take(rec, account, 'auto');
     const m = await a.engine.read('srv_c', r.id);
     assert.is(m?.epoch, 7);
-    epochs.clear(); // no epoch known (the registry away since this run started): none recorded
+    epochs.clear(); // no epoch known (the registry away since this run started): no checkpoint without one
     clock.now += 1000;
+    for (const kind of ['manual', 'auto'] as const) {
+      const e = await cps.take(rec, account, kind).then(
+        () => undefined,
+        (err: unknown) => err,
+      );
+      assert.is((e as { code?: string })?.code, 'registry_unavailable', `${kind}: refused until the placement is read`);
+    }
+    assert.equal(
+      (await a.cps.list('srv_c')).map((m) => m.id),
+      [r.id],
+      'nothing written: the one with epoch 7 stays the newest',
+    );
+    epochs.set('srv_c', 9); // read at last
     const r2 = await cps.take(rec, account, 'manual');
-    assert.is((await a.engine.read('srv_c', r2.id))?.epoch, undefined);
+    assert.is((await a.engine.read('srv_c', r2.id))?.epoch, 9);
   } finally {
     await db.close();
   }
