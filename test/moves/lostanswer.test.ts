@@ -17,6 +17,7 @@ import type { Req, Res } from '../../src/http/index.js';
 import { silentLogger } from '../../src/log/index.js';
 import { MoveHolds } from '../../src/moves/holds.js';
 import { MoveSource } from '../../src/moves/source.js';
+import { PREPARE_PATH } from '../../src/moves/wire.js';
 import type { MovesDeps } from '../../src/moves/index.js';
 import type { StartAnswer } from '../../src/registry/index.js';
 import type { ServerRecord } from '../../src/store/index.js';
@@ -57,7 +58,13 @@ function world(after: () => Promise<StartAnswer>) {
     channel: {
       answering: () => true,
       probe: () => {},
-      forwardApi: async (_to: string, _req: Req, res: Res) => {
+      forwardApi: async (_to: string, req: Req, res: Res) => {
+        if (req.url === PREPARE_PATH) {
+          // the running server's prestage (moves/prepare.ts): an older target that has none
+          calls.push('prepare');
+          res.writeHead(404, { 'content-type': 'application/json' });
+          return void res.end(JSON.stringify({ error: 'not_found', detail: 'no such route' }));
+        }
         calls.push('ask');
         res.writeHead(502, { 'content-type': 'application/json' });
         res.end(JSON.stringify({ error: 'move_failed', detail: 'the target broke down' }));
@@ -102,7 +109,7 @@ function world(after: () => Promise<StartAnswer>) {
 test('the registry still places it here (the epoch bumped here): started here again', async () => {
   const w = world(async () => ({ started: 4 }));
   assert.is(await w.move, 'move_failed');
-  assert.equal(w.calls, ['stop', 'ask', 'start']);
+  assert.equal(w.calls, ['prepare', 'stop', 'ask', 'start']);
 });
 
 test('the registry places it on the target at a later epoch (its answer lost): not started here, its copy here goes', async () => {
@@ -119,7 +126,7 @@ test('the registry cannot be read and the daemon stops meanwhile: the move fails
   await until('the source to wait for the registry', () => w.asked() > 0, 5000, 5);
   w.source.stop();
   assert.is(await w.move, 'move_failed');
-  assert.equal(w.calls, ['stop', 'ask'], 'never started again while the outcome is not known');
+  assert.equal(w.calls, ['prepare', 'stop', 'ask'], 'never started again while the outcome is not known');
 });
 
 test.run();
