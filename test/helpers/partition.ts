@@ -130,7 +130,11 @@ export class Partition {
       if (spec.local?.length) r.push(`${sock} tcp ${local} ${set(spec.local)} counter drop`);
       return r.join('\n    ');
     };
-    const text = `table inet ${this.table} {
+    // one nft transaction: the earlier cut replaced with no moment between where packets flow
+    // (two commands left a gap in which a cut-off daemon could reach its registry again)
+    const text = `table inet ${this.table}
+delete table inet ${this.table}
+table inet ${this.table} {
   chain out {
     type filter hook output priority filter; policy accept;
     ${rules('out')}
@@ -141,7 +145,6 @@ export class Partition {
   }
 }
 `;
-    await run('nft', ['delete', 'table', 'inet', this.table]);
     const r = await run('nft', ['-f', '-'], { input: text });
     if (r.code !== 0) throw new Error(`nft refused the partition: ${r.stderr}\n${text}`);
     this.cutNow = true;
