@@ -14,21 +14,20 @@ import * as assert from 'uvu/assert';
 import { adminCli } from '../helpers/admincli.js';
 import type { TestDaemon } from '../helpers/daemon.js';
 import type { TestPostgres } from '../helpers/postgres.js';
-import { startS3, type TestS3 } from '../helpers/s3.js';
 import { until } from '../helpers/wait.js';
 import { sh } from '../runtime/helpers/env.js';
 import { get } from '../registry/fixtures/clients.js';
-import { api, startClusterRegistry, startHost } from '../registry/fixtures/twohosts.js';
+import { startS3Cluster, type S3Cluster } from '../registry/fixtures/s3cluster.js';
+import { api } from '../registry/fixtures/twohosts.js';
 
 const RUN_SH = `#!/bin/bash\nexec python3 -m http.server 80 --directory /root/www\n`;
 
-let s3: TestS3;
+let cl: S3Cluster;
 let pg: TestPostgres;
 let a: TestDaemon;
 let b: TestDaemon;
 let srv: { id: string; slug: string; host: string };
 let fileSha = '';
-const saved = { id: process.env.AWS_ACCESS_KEY_ID, secret: process.env.AWS_SECRET_ACCESS_KEY };
 const hosts = new Map<string, TestDaemon>();
 
 const env = (d: TestDaemon) => ({ ...process.env, ROOTBOX_DATA_DIR: d.dataDir, ROOTBOX_REGISTRY: pg.url });
@@ -58,16 +57,10 @@ function holdFinalCheckpoint(d: TestDaemon): { reached: Promise<void>; release: 
 }
 
 test.before(async () => {
-  s3 = await startS3();
-  const bucket = await s3.bucket();
-  Object.assign(process.env, s3.env);
-  pg = await startClusterRegistry();
-  const over = {
-    proxy: { idleTimeout: 600_000, wakeTimeout: '30s' },
-    checkpoints: { store: `s3://${bucket}/cluster`, s3: { endpoint: s3.endpoint, connectTimeout: '2s', timeout: '20s', maxAttempts: 2 } },
-  };
-  a = await startHost(pg, 'host-a', over);
-  b = await startHost(pg, 'host-b', over);
+  cl = await startS3Cluster(['host-a', 'host-b'], { proxy: { idleTimeout: 600_000, wakeTimeout: '30s' } });
+  pg = cl.pg;
+  a = cl.daemon('host-a');
+  b = cl.daemon('host-b');
   hosts.set('host-a', a).set('host-b', b);
   const slug = `ps${randomBytes(3).toString('hex')}`;
   const r = await api(a, 'POST', '/create', { body: { subdomains: [slug] } });
@@ -84,16 +77,7 @@ test.before(async () => {
 });
 
 test.after(async () => {
-  await b?.stop();
-  await a?.stop();
-  await pg?.stop();
-  await s3?.stop();
-  for (const [k, v] of [
-    ['AWS_ACCESS_KEY_ID', saved.id],
-    ['AWS_SECRET_ACCESS_KEY', saved.secret],
-  ] as const)
-    if (v === undefined) delete process.env[k];
-    else process.env[k] = v;
+  await cl?.stop();
 });
 
 test('a running server’s checkpoint is staged on the target and nothing else changes there before the adopt; the adopt patches only what changed', async () => {
