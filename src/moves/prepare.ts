@@ -57,13 +57,19 @@ export async function prepareHere(d: MovesDeps, log: Logger, staging: Staging, p
   return { staged: p.checkpoint };
 }
 
-/** The source's side: resolves once the target staged the checkpoint; throws on any other answer (a 404: an older target). */
-export async function askPrepare(d: MovesDeps, to: string, body: PrepareRequest): Promise<void> {
+/** A move's JSON POST to `path` on host `to` over the channel (the prepare here, the adopt in
+ *  source.ts): the target's answer, its body read up to `maxBytes`. */
+export function postToTarget(d: MovesDeps, to: string, path: string, body: unknown, maxBytes: number): ReturnType<typeof collectAnswer> {
   const bytes = Buffer.from(JSON.stringify(body));
   const info = { host: 'moves', scheme: 'https' as const, requestId: newRequestId(), ip: '127.0.0.1' };
-  const c = await collectAnswer('POST', PREPARE_PATH, { 'content-type': 'application/json', accept: 'application/json' }, bytes, 16 * 1024, (req, res) =>
+  return collectAnswer('POST', path, { 'content-type': 'application/json', accept: 'application/json' }, bytes, maxBytes, (req, res) =>
     d.channel!.forwardApi(to, req, res, info, { body: bytes, counted: true }),
   );
+}
+
+/** The source's side: resolves once the target staged the checkpoint; throws on any other answer (a 404: an older target). */
+export async function askPrepare(d: MovesDeps, to: string, body: PrepareRequest): Promise<void> {
+  const c = await postToTarget(d, to, PREPARE_PATH, body, 16 * 1024);
   if (c.status === 200 && (c.json as { staged?: string } | undefined)?.staged === body.checkpoint) return;
   const err = c.json as { error?: string; detail?: string } | undefined;
   throw new Error(`host ${to} did not stage the checkpoint: ${err?.error ?? ''} ${err?.detail ?? `status ${c.status}`}`.trim());

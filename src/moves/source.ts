@@ -32,12 +32,11 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { AppError, isAppError } from '../errors.js';
 import { shortOf } from '../hosting/index.js';
-import { collectAnswer, newRequestId } from '../http/index.js';
 import type { Logger } from '../log/index.js';
 import type { HostRow, StartAnswer } from '../registry/index.js';
 import type { ServerRecord } from '../store/index.js';
 import type { MoveHolds } from './holds.js';
-import { askPrepare, PREPARE_WAIT_MS } from './prepare.js';
+import { askPrepare, postToTarget, PREPARE_WAIT_MS } from './prepare.js';
 import type { MoveReport, MovesDeps } from './types.js';
 import { ADOPT_PATH, AdoptAnswer, type AdoptRequest } from './wire.js';
 
@@ -117,11 +116,7 @@ async function epochHere(d: MovesDeps, id: string): Promise<number> {
 
 /** Asks the target to take the server; its answer, or the AppError it gave (or host_unavailable). */
 export async function ask(d: MovesDeps, to: string, body: AdoptRequest): Promise<AdoptAnswer> {
-  const bytes = Buffer.from(JSON.stringify(body));
-  const info = { host: 'moves', scheme: 'https' as const, requestId: newRequestId(), ip: '127.0.0.1' };
-  const c = await collectAnswer('POST', ADOPT_PATH, { 'content-type': 'application/json', accept: 'application/json' }, bytes, ANSWER_MAX, (req, res) =>
-    d.channel!.forwardApi(to, req, res, info, { body: bytes, counted: true }),
-  );
+  const c = await postToTarget(d, to, ADOPT_PATH, body, ANSWER_MAX);
   if (c.status === 200) {
     const a = AdoptAnswer.safeParse(c.json);
     if (a.success) return a.data;

@@ -11,7 +11,7 @@ import { open } from 'node:fs/promises';
 import { InternalError } from '../errors.js';
 import type { RuntimeRecord } from '../store/index.js';
 import { diskPaths, mountRootfs } from './disk.js';
-import { captureImage, shiftOwners, stagedPath } from './diskcopy.js';
+import { captureImage, flushWrites, shiftOwners, stagedPath } from './diskcopy.js';
 import { tryRun } from './proc.js';
 import type { DiskCapture, ServerState } from './types.js';
 
@@ -57,10 +57,10 @@ export class DiskSwap {
     }
   }
 
-  /** The disk flushed (sync -f of its mount), then writtenAt. */
+  /** The disk flushed (diskcopy's flushWrites, as at a stop), then writtenAt. */
   async settledAt(id: string): Promise<number | undefined> {
     if (this.rt.state(id) === undefined) return undefined;
-    await tryRun('sync', ['-f', diskPaths(this.rt.serverDir(id)).disk], { timeoutMs: 120_000 });
+    await flushWrites(diskPaths(this.rt.serverDir(id)));
     return this.writtenAt(id);
   }
 
