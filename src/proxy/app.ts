@@ -1,11 +1,10 @@
 // The <slug>.{domain} app: finds the server, then either serves its /root/www (no run.sh; never
 // wakes it) or forwards to its app on port 80, holding the request (bounded count, time and
-// buffered body) while a sleeping server wakes and its app starts listening. WebSocket upgrades
+// buffered body) while a sleeping server wakes and its app starts listening (waking.ts). WebSocket upgrades
 // take the same path and keep the server awake for as long as they are open.
 
 import type { IncomingMessage } from 'node:http';
 import type { Duplex, Readable } from 'node:stream';
-import { PassThrough } from 'node:stream';
 import type { ProxyConfig } from '../config/index.js';
 import { AppError, errorFields } from '../errors.js';
 import {
@@ -29,6 +28,7 @@ import { sendErrorPage } from './pages.js';
 import type { Publication } from './publish.js';
 import type { Site, Sites } from './sites.js';
 import { serveStatic } from './static.js';
+import { Waking } from './waking.js';
 
 export interface ProxyAppDeps {
   sites: Sites;
@@ -53,18 +53,8 @@ const suspended = (site: Site, api: string) =>
         extra: { hint: 'The owner can add credit or verify a phone to bring it back.', suspended_by: 'billing', upgrade_url: `${api}/account/recharge` },
       });
 
-function hasBody(req: Req): boolean {
-  const len = req.headers['content-length'];
-  if (len !== undefined) return Number(len) > 0;
-  if (req.headers['transfer-encoding'] !== undefined) return true;
-  const stream = (req as { stream?: { endAfterHeaders?: boolean } }).stream;
-  return stream ? stream.endAfterHeaders === false : false;
-}
-
 export class ProxyApp implements HttpApp, LaneApp, HelloApp {
-  private readonly held = new Map<string, number>();
-  private readonly warming = new Map<string, Promise<boolean>>();
-  private readonly wokeAt = new Map<string, number>();
+  private readonly waking: Waking;
   /** Counts what answers, static or forwarded, and WebSockets send to their clients. */
   private readonly meter: EgressMeter | undefined;
 
@@ -73,6 +63,7 @@ export class ProxyApp implements HttpApp, LaneApp, HelloApp {
   constructor(private readonly d: ProxyAppDeps) {
     if (d.egress) this.meter = new EgressMeter(d.egress);
     this.urls = d.urls ?? new PublicUrls();
+    this.waking = new Waking(d);
   }
 
   /** Origin of the hosting API (api.{domain}) as the client reaches this daemon. */
@@ -141,13 +132,13 @@ export class ProxyApp implements HttpApp, LaneApp, HelloApp {
    *  connections from before the freeze dropped); undefined for any other server. */
   private thawNow(site: Site): Promise<void> | undefined {
     const { presence, publication, forwarder } = this.d;
-    if (this.warming.has(site.id) || !publication.isReady(site.id)) return undefined;
+    if (this.waking.isWarming(site.id) || !publication.isReady(site.id)) return undefined;
     const doze = presence.dozeOf(site.id);
     const thawing = presence.thawIfDozing(site.id);
     if (!thawing) return undefined;
     publication.thawed(site.id, doze);
     forwarder.dropIdle(site.upstream); // kept alive before the freeze: the app may be closing them now
-    return thawing.then(() => void this.wokeAt.set(site.id, Date.now()));
+    return thawing.then(() => this.waking.woke(site.id));
   }
 
   /**
@@ -209,7 +200,7 @@ export class ProxyApp implements HttpApp, LaneApp, HelloApp {
       held();
     });
     try {
-      await this.ready(site, undefined);
+      await this.waking.ready(site, undefined);
     } catch (e) {
       release();
       return done({ kind: 'replay', failure: e instanceof AppError ? e : this.wakeFailed(site, e, info.requestId) });
@@ -255,7 +246,7 @@ export class ProxyApp implements HttpApp, LaneApp, HelloApp {
 
   /** The server's app takes requests now: no wake, warm-up or port wait first. */
   private upNow(id: string): boolean {
-    return !this.warming.has(id) && !this.d.presence.needsWake(id) && this.d.publication.isReady(id);
+    return !this.waking.isWarming(id) && !this.d.presence.needsWake(id) && this.d.publication.isReady(id);
   }
 
   private static(req: Req, res: Res, info: RequestInfo, site: Site): Promise<void> {
@@ -268,7 +259,7 @@ export class ProxyApp implements HttpApp, LaneApp, HelloApp {
     const release = this.d.presence.hold(site.id);
     let body: Readable | undefined;
     try {
-      body = await this.ready(site, req);
+      body = await this.waking.ready(site, req);
     } catch (e) {
       release();
       return sendErrorPage(req, res, e instanceof AppError ? e : this.wakeFailed(site, e, info.requestId), info.requestId, this.api(req, info));
@@ -315,7 +306,7 @@ export class ProxyApp implements HttpApp, LaneApp, HelloApp {
     const release = this.d.presence.connection(site.id, () => (socket as Duplex & { bytesWritten?: number }).bytesWritten ?? 0);
     socket.once('close', release);
     try {
-      await this.ready(site, req);
+      await this.waking.ready(site, req);
     } catch (e) {
       const err = e instanceof AppError ? e : this.wakeFailed(site, e, info.requestId);
       return rawError(socket, err, rid);
@@ -325,72 +316,6 @@ export class ProxyApp implements HttpApp, LaneApp, HelloApp {
     socket.pause(); // the forwarder's pipe resumes it: the listener below takes no byte from it
     socket.on('data', () => this.d.presence.touch(site.id)); // the client's bytes thaw a dozing server
     this.d.forwarder.ws(req, socket, head, site.upstream, info, site.id, this.failed);
-  }
-
-  /**
-   * Makes sure the app can answer: wakes a sleeping server (holding the request, its body read
-   * into memory up to holdBodyLimit) or waits briefly for an app that is starting. Returns the
-   * buffered body stream when one was made.
-   */
-  private async ready(site: Site, req: Req | undefined): Promise<Readable | undefined> {
-    const { presence, publication, cfg } = this.d;
-    let warming = this.warming.get(site.id);
-    if (!warming && !presence.needsWake(site.id)) {
-      if (publication.isReady(site.id)) return undefined;
-      // Just started (by SSH, a port, a restart) or run.sh just appeared: give the app its time.
-      const deadline = Math.max(Date.now() + cfg.appStartGrace, (this.wokeAt.get(site.id) ?? 0) + cfg.wakeTimeout);
-      if (await publication.waitReady(site.id, site.upstream, deadline)) return undefined;
-      throw AppError.of('app_down', 'the app of this server is not accepting connections on port 80', {
-        extra: { hint: '/root/run.sh exists but nothing listens on 0.0.0.0:80; see /var/log/run.sh.log on the server.' },
-      });
-    }
-    const n = this.held.get(site.id) ?? 0;
-    if (n >= cfg.holdLimit) {
-      throw AppError.of('wake_queue_full', 'too many requests are waiting for this server to wake', { retryAfter: 2 });
-    }
-    this.held.set(site.id, n + 1);
-    let body: PassThrough | undefined;
-    if (req && hasBody(req)) {
-      body = new PassThrough({ highWaterMark: Math.max(16 * 1024, cfg.holdBodyLimit / 2) });
-      req.on('error', (e) => body!.destroy(e));
-      (req as Readable).pipe(body);
-    }
-    try {
-      warming ??= this.warm(site);
-      if (await warming) return body;
-      body?.destroy();
-      throw AppError.of('wake_timeout', `the server did not start answering on port 80 within ${Math.round(cfg.wakeTimeout / 1000)} s of waking`, {
-        extra: { hint: 'Its /root/run.sh must start a server bound to 0.0.0.0:80; see /var/log/run.sh.log on the server.' },
-      });
-    } catch (e) {
-      body?.destroy();
-      throw e;
-    } finally {
-      const m = (this.held.get(site.id) ?? 1) - 1;
-      if (m <= 0) this.held.delete(site.id);
-      else this.held.set(site.id, m);
-    }
-  }
-
-  /** One wake of a server and the wait for its app, shared by every request that arrives meanwhile. */
-  private warm(site: Site): Promise<boolean> {
-    const { presence, publication, cfg, forwarder } = this.d;
-    const deadline = Date.now() + cfg.wakeTimeout;
-    const p = (async () => {
-      // only a thaw: the app's port and sockets outlived the freeze, so what was known of it holds
-      // and the request goes at once — its own connection is the check (refused: the app is
-      // marked down and the request waits for it, appAway). A cold start is probed.
-      const thaw = presence.isDozing(site.id);
-      if (!thaw) publication.markDown(site.id);
-      const woke = await withDeadline(presence.wake(site.id), deadline);
-      if (!woke) return false;
-      this.wokeAt.set(site.id, Date.now());
-      if (thaw) forwarder.dropIdle(site.upstream); // kept alive before the freeze: the app may be closing them now
-      return publication.waitReady(site.id, site.upstream, deadline);
-    })().finally(() => this.warming.delete(site.id));
-    this.warming.set(site.id, p);
-    presence.startingUntil(site.id, p); // the server shows `waking` until its app answers
-    return p;
   }
 
   /** A forward that got no answer marks the app down, so the next request probes it first. */
@@ -403,11 +328,4 @@ export class ProxyApp implements HttpApp, LaneApp, HelloApp {
     this.d.log.error('wake failed', { server: site.id, rid: requestId, err: errorFields(e) });
     return AppError.of('wake_failed', 'the server could not be started', { cause: e, retryAfter: 5 });
   }
-}
-
-/** Resolves true when `p` settles in time, false at the deadline; rejections pass through. */
-function withDeadline(p: Promise<unknown>, deadline: number): Promise<boolean> {
-  let t: NodeJS.Timeout;
-  const timeout = new Promise<false>((resolve) => (t = setTimeout(() => resolve(false), Math.max(0, deadline - Date.now()))));
-  return Promise.race([p.then(() => true), timeout]).finally(() => clearTimeout(t));
 }
