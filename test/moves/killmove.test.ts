@@ -7,7 +7,10 @@
 // (a store request of its held, a registry table lock it waits on, or the peer stopped with
 // SIGSTOP) when the SIGKILL comes:
 //   - the source, while its checkpoint before the move is written (the pending marker held);
-//   - the target, while it restores (its k-th chunk read held);
+//   - the target, while it stages a running server's checkpoint before the stop (moves/prepare.ts:
+//     its k-th chunk read held; such a round always moves a running server);
+//   - the target, while it restores (its k-th chunk read held; a running server's first one after
+//     the staging);
 //   - the source, while the target restores (the move's checkpoint is in the store); or killed
 //     and started again before the target goes on (the target must then not take the placement
 //     from the run that asked: the restarted source has its copy);
@@ -24,7 +27,7 @@
 // and a move again succeeds. Last, the registry going down between the target's taking the
 // placement and the source reading it (the target's answer lost): the source must not start its
 // copy again while it cannot know; afterwards one host serves it, with that disk.
-// ROOTBOX_TEST_ROUNDS (default 6, at least 5; 9 covers every point) and ROOTBOX_TEST_POINTS=a,b
+// ROOTBOX_TEST_ROUNDS (default 6, at least 5; 10 covers every point) and ROOTBOX_TEST_POINTS=a,b
 // (those points only, in that order) change what a run does.
 
 import { randomBytes } from 'node:crypto';
@@ -53,6 +56,7 @@ const OUTCOME_UNKNOWN = 'the move’s outcome is unknown until the registry answ
 
 type Point =
   | 'source-checkpointing'
+  | 'target-staging'
   | 'target-restoring'
   | 'source-while-target-restores'
   | 'source-back-while-target-restores'
@@ -63,6 +67,7 @@ type Point =
   | 'target-answered';
 const POINTS: Point[] = [
   'source-checkpointing',
+  'target-staging',
   'target-restoring',
   'source-while-target-restores',
   'source-back-while-target-restores',
@@ -74,7 +79,7 @@ const POINTS: Point[] = [
 ];
 /** Where the server must be after a kill at the point: the target only once it took the placement. */
 const endsOn = (p: Point): 'source' | 'target' =>
-  ['source-checkpointing', 'target-restoring', 'source-back-while-target-restores', 'target-at-placement'].includes(p) ? 'source' : 'target';
+  ['source-checkpointing', 'target-staging', 'target-restoring', 'source-back-while-target-restores', 'target-at-placement'].includes(p) ? 'source' : 'target';
 
 interface Host {
   name: string;
@@ -252,6 +257,14 @@ async function killAt(point: Point, source: Host, target: Host, running: boolean
       await settle(() => source.proxy.release());
       break;
     }
+    case 'target-staging': {
+      const staged = () => said(target, 'a running server’s checkpoint staged for its move here', from) || said(target, 'taking a server moved here', from);
+      const held = target.proxy.hold((r) => r.method === 'GET' && r.key.startsWith('chunks/') && !staged(), k);
+      start();
+      await before(held);
+      await settle(() => target.proxy.release());
+      break;
+    }
     case 'target-restoring':
     case 'source-while-target-restores': {
       const held = target.proxy.hold(restoreRead, restorePass);
@@ -334,11 +347,13 @@ test(`kill -9 of the source or the target at seeded points of ${ROUNDS} moves: o
     }
   for (let i = 0; i < ROUNDS; i++) {
     const point = order[i % order.length];
-    const running = rand() < 0.5;
+    // only a running server's move stages its checkpoint on the target first
+    const drawn = rand() < 0.5;
+    const running = point === 'target-staging' || drawn;
     const k = Math.floor(rand() * 3);
     const source = hostNamed(await placed());
     const target = other(source);
-    const what = `round ${i + 1} (${point}, ${running ? 'running' : 'sleeping'}, ${source.name} → ${target.name}${point.includes('restor') ? `, chunk ${running ? 0 : k}` : ''})`;
+    const what = `round ${i + 1} (${point}, ${running ? 'running' : 'sleeping'}, ${source.name} → ${target.name}${point === 'target-staging' ? `, chunk ${k}` : point.includes('restor') ? `, chunk ${running ? 0 : k}` : ''})`;
     console.log(`  ${what}`);
     const t0 = Date.now();
     const sha = await exec(source, `head -c 3000000 /dev/urandom > /root/data && sync && sha256sum /root/data | cut -d' ' -f1`);
