@@ -177,8 +177,9 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
       'runtime',
       async (d) => {
         const r = d.registry; // cluster mode: no start of a server placed elsewhere or deleted (read once the registry answered)
-        // a server moving off this host starts only once its move ended (then the fence refuses it if it left)
-        const guard = r && (async (id: string) => (await r.ready, await d.moves?.holdOfServer(id), r.fence.check(id)));
+        // a server moving off this host starts only once its move ended (then the fence refuses it
+        // if it left), waited for outside the server's queue (the move's stop and checkpoint use it)
+        const guard = r && Object.assign(async (id: string) => (await r.ready, r.fence.check(id)), { waitFor: (id: string) => d.moves?.holdOfServer(id) });
         const { runtime, reconciled } = await makeRuntime(cfg, d.store, log, guard, d.hostLock);
         if (reconciled) log.info('reconciled servers with runc', { ...reconciled });
         return runtime;

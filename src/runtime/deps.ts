@@ -7,6 +7,7 @@ import type { RuntimeConfig } from '../config/index.js';
 import type { Logger } from '../log/index.js';
 import type { RuntimeStore } from '../store/index.js';
 import type { HostLock } from './locks.js';
+import type { StartGuard } from './types.js';
 
 export interface RuntimeDeps {
   dataDir: string;
@@ -27,5 +28,5 @@ export interface RuntimeDeps {
   hostLock?: HostLock;
   /** The start guard (types.ts StartGuard), asked before every start of an existing server
    *  (cluster mode: the wake fence); absent: every start may go. */
-  mayStart?: (serverId: string) => Promise<void>;
+  mayStart?: StartGuard;
 }

@@ -213,21 +213,30 @@ export class ContainerRuntime implements Runtime {
 
   /** The one start of an existing server (wake, restart, resume, a network repair): the start
    *  guard is asked first; its refusal leaves the server as it is. */
-  start(id: string): Promise<void> {
-    return this.serial(id, async () => {
-      const rec = this.record(id);
-      const desire = () => void this.deps.store.setDesired(id, 'running');
-      if (this.servers.get(id)?.state === 'running' && (await this.runc.state(id))?.status === 'running') return desire();
-      await this.deps.mayStart?.(id);
-      this.view(rec, 'waking');
-      try {
-        await this.boot(rec, desire);
-      } catch (e) {
-        this.setState(id, 'failed');
-        throw e;
-      }
-      this.setState(id, 'running');
-    });
+  async start(id: string): Promise<void> {
+    const guard = this.deps.mayStart;
+    for (;;) {
+      // what the start waits for (a move of the server) is waited for outside the queue, and
+      // again if it began while this start waited for its turn
+      await guard?.waitFor?.(id);
+      const started = await this.serial(id, async () => {
+        const rec = this.record(id);
+        const desire = () => void this.deps.store.setDesired(id, 'running');
+        if (this.servers.get(id)?.state === 'running' && (await this.runc.state(id))?.status === 'running') return (desire(), true);
+        if (guard?.waitFor?.(id)) return false;
+        await guard?.(id);
+        this.view(rec, 'waking');
+        try {
+          await this.boot(rec, desire);
+        } catch (e) {
+          this.setState(id, 'failed');
+          throw e;
+        }
+        this.setState(id, 'running');
+        return true;
+      });
+      if (started) return;
+    }
   }
 
   stop(id: string, opts: { park?: boolean; graceMs?: number } = {}): Promise<void> {

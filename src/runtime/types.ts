@@ -146,8 +146,14 @@ export interface PtyProcess {
 /** Resolves when this host may start the server's container, throws an AppError when it may not
  *  (cluster mode: the registry's wake fence, given by main.ts; absent on a single box). The
  *  runtime asks it before every start of an existing server: Runtime.start (wake, restart,
- *  resume), a repair's restart, the boot-time reconcile of a server that should run. */
-export type StartGuard = (serverId: string) => Promise<void>;
+ *  resume), a repair's restart, the boot-time reconcile of a server that should run — inside the
+ *  server's queue. `waitFor`, when given, is asked first, outside that queue: what a start must
+ *  wait for while other work on the server goes on (a move of it under way, whose stop and
+ *  checkpoint need the queue: waited for inside it, the two would wait on each other forever). */
+export interface StartGuard {
+  (serverId: string): Promise<void>;
+  waitFor?: (serverId: string) => Promise<void> | undefined;
+}
 
 export interface Runtime {
   /** Writes the server's runtime record (pending, with its address and uid range) at once, so

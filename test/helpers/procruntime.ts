@@ -169,6 +169,7 @@ export class ProcessRuntime implements Runtime {
   async start(id: string): Promise<void> {
     const s = this.server(id);
     if (s.child) return;
+    await this.opts.mayStart?.waitFor?.(id);
     await this.opts.mayStart?.(id);
     await this.spawn(s);
   }

@@ -19,6 +19,7 @@ import { sh } from '../runtime/helpers/env.js';
 import { get } from '../registry/fixtures/clients.js';
 import { startS3Cluster, type S3Cluster } from '../registry/fixtures/s3cluster.js';
 import { api } from '../registry/fixtures/twohosts.js';
+import { holdFinalCheckpoint } from './helpers/holdtake.js';
 
 const RUN_SH = `#!/bin/bash\nexec python3 -m http.server 80 --directory /root/www\n`;
 
@@ -40,21 +41,6 @@ const inServer = async (script: string) => {
 };
 const placed = async () => (await pg.sql(`SELECT host || ' ' || epoch FROM placements WHERE server_id = '${srv.id}'`)).trim();
 const logged = (d: TestDaemon, since: number, msg: string) => d.logs.slice(since).filter((l) => l.msg === msg && l.server === srv.id);
-
-/** Holds host `d`'s final checkpoint of a move (the one taken once the server stopped) until the returned release is called. */
-function holdFinalCheckpoint(d: TestDaemon): { reached: Promise<void>; release: () => void; restore: () => void } {
-  const cps = d.daemon.hosting.core.checkpoints!;
-  const take = cps.take.bind(cps);
-  let reach!: () => void;
-  let release!: () => void;
-  const reached = new Promise<void>((r) => (reach = r));
-  const gate = new Promise<void>((r) => (release = r));
-  cps.take = async (rec, account, kind, comment) => {
-    if (comment?.startsWith('moved to ')) (reach(), await gate);
-    return take(rec, account, kind, comment);
-  };
-  return { reached, release, restore: () => void (cps.take = take) };
-}
 
 test.before(async () => {
   cl = await startS3Cluster(['host-a', 'host-b'], { proxy: { idleTimeout: 600_000, wakeTimeout: '30s' } });
