@@ -28,6 +28,7 @@ import { startCheckpoints, type Checkpoints } from './checkpoints/index.js';
 import { boxRecords, startHosting, watchPlacedAway, type HostingApi, type HostChoice } from './hosting/index.js';
 import type { HttpApp } from './http/index.js';
 import { systemClock, type Clock } from './clock.js';
+import { fencedServers, leftRunning, watchFence, type FenceWatching } from './fencing.js';
 import { apiUntilJoined, frontOf, gatedEdgeCa, joinUntilDone } from './joining.js';
 import { nothing, partsOf, startAll, type Part } from './lifecycle.js';
 import { createLogger, type Logger } from './log/index.js';
@@ -35,7 +36,7 @@ import { serveMetrics, type MetricsListener } from './metrics/index.js';
 import { startPayments, type Payments } from './payments/index.js';
 import { createPorts, startPresence, type IdleTracker, type TcpExposer } from './presence/index.js';
 import { startProxy, type Proxy } from './proxy/index.js';
-import { fenceBounds, fenceStateFile, keyedNames, startRegistry, type FencedServers, type JoinReport, type Registry } from './registry/index.js';
+import { keyedNames, startRegistry, type JoinReport, type Registry } from './registry/index.js';
 import {
   createRuntime,
   hostClaims,
@@ -44,7 +45,6 @@ import {
   startLxcfs,
   startOomWatch,
   startFlowWatch,
-  startFenceWatch,
   type ContainerRuntime,
   type HostLock,
   type Lxcfs,
@@ -138,7 +138,7 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
   let edgeCa: ReturnType<typeof gatedEdgeCa> | undefined;
   let joined = !cfg.cluster.registry; // cluster mode: once the joined part ran (joining.ts)
   let placedAway: (() => void) | undefined; // cluster mode: the watch of servers placed on another host (its stop)
-  let fenceWatch: ((leftRunning: boolean) => void) | undefined; // cluster mode with containers: the detached fence's stop
+  let fenceWatch: FenceWatching | undefined; // cluster mode with containers: the detached fence (its stop, the starts it must know at once)
   const parts: Part<Parts<R>>[] = [
     // one daemon per bridge, nft table, subnet, uid range, port pool, metrics address and data dir:
     // claimed before anything is made (a refused start generates no CA, starts no lxcfs)
@@ -179,7 +179,12 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
         const r = d.registry; // cluster mode: no start of a server placed elsewhere or deleted (read once the registry answered)
         // a server moving off this host starts only once its move ended (then the fence refuses it
         // if it left), waited for outside the server's queue (the move's stop and checkpoint use it)
-        const guard = r && Object.assign(async (id: string) => (await r.ready, r.fence.check(id)), { waitFor: (id: string) => d.moves?.holdOfServer(id) });
+        // and, once the fence let it, listed for the detached fence before its container exists
+        const guard =
+          r &&
+          Object.assign(async (id: string) => (await r.ready, await r.fence.check(id), fenceWatch?.starting(id)), {
+            waitFor: (id: string) => d.moves?.holdOfServer(id),
+          });
         const { runtime, reconciled } = await makeRuntime(cfg, d.store, log, guard, d.hostLock);
         if (reconciled) log.info('reconciled servers with runc', { ...reconciled });
         return runtime;
@@ -289,7 +294,7 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
         await edgeCa?.settled(); // the HTTPS certificate under the cluster's CA, when the registry gives it within a second
         return c;
       },
-      (c) => (placedAway?.(), fenceWatch?.(leftRunning(d.runtime)), c?.stop()),
+      (c) => (placedAway?.(), fenceWatch?.stop(leftRunning(d.runtime)), c?.stop()),
     ),
     // a draining host moves its servers off (the mark in the registry, read each second): stopped before the channel, its moves under way finished
     part(
@@ -306,46 +311,6 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
   ];
   d.stop = await startAll(parts, d, log);
   return d;
-}
-
-/** This host's servers as the self-fence acts on them (registry/selffence.ts): frozen where the
- *  runtime can freeze (else stopped at once), stopped without a parked container — one it froze
- *  killed where it stands, without a grace in which it would run (write, answer) again. */
-export function fencedServers(rt: Runtime): FencedServers {
-  return {
-    running: () =>
-      rt
-        .list()
-        .filter((s) => s.state === 'running')
-        .map((s) => s.id),
-    frozen: (id) => rt.frozen?.(id) !== undefined,
-    freeze: (id) => (rt.freeze ? rt.freeze(id) : rt.stop(id, { park: false })),
-    thaw: (id) => rt.thaw?.(id) ?? Promise.resolve(),
-    stop: (id) => rt.stop(id, { park: false, ...(rt.frozen?.(id) !== undefined ? { graceMs: 0 } : {}) }),
-  };
-}
-
-/** Starts the fence that outlives this daemon (runtime/fencewatch.ts) and feeds it, every
- *  recoverAfter/20 (at most a second), the last contact and the servers that run; answers its stop. */
-function watchFence(r: Registry, rt: Runtime, cfg: Readonly<Config>): (leftRunning: boolean) => void {
-  const b = fenceBounds(cfg.cluster.recoverAfter);
-  const w = startFenceWatch({ dataDir: cfg.dataDir, freezeMs: b.freezeMs, stopMs: b.stopMs, settleFile: fenceStateFile(cfg.dataDir) });
-  const beat = () =>
-    w.beat(
-      Date.now() - (r.contact.cutOffForMs() ?? 0),
-      rt
-        .list()
-        .filter((s) => s.state === 'running' || s.state === 'waking')
-        .map((s) => s.id),
-    );
-  beat();
-  const t = setInterval(beat, Math.max(100, Math.min(1000, Math.floor(cfg.cluster.recoverAfter / 20)))).unref();
-  return (left) => (clearInterval(t), beat(), w.stop(left));
-}
-
-/** Whether any server of this host still runs (or is frozen) as the daemon stops. */
-function leftRunning(rt: Runtime | undefined): boolean {
-  return rt?.list().some((s) => s.state === 'running' || s.state === 'waking') ?? false;
 }
 
 /** Starts billing's metering loop. */

@@ -9,7 +9,7 @@ import { readFileSync } from 'node:fs';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { createLogger } from '../../src/log/index.js';
-import { fencedServers } from '../../src/main.js';
+import { fencedServers } from '../../src/fencing.js';
 import { Contact, SelfFence, assertNotCutOff, fenceStep, verdict, type HostContact, type SavedContact } from '../../src/registry/index.js';
 import type { HostView } from '../../src/registry/index.js';
 import { ManualClock } from '../helpers/clock.js';

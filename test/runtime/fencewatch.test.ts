@@ -16,7 +16,10 @@ import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { FenceSettlement, fenceStateFile } from '../../src/registry/index.js';
-import { fenceCgroup, startFenceWatch, type FenceWatch } from '../../src/runtime/index.js';
+import { fenceCgroup, startFenceWatch, type FenceWatch, type Runtime } from '../../src/runtime/index.js';
+import { watchFence } from '../../src/fencing.js';
+import type { Config } from '../../src/config/index.js';
+import type { Registry } from '../../src/registry/index.js';
 import { until } from '../helpers/wait.js';
 
 const FREEZE_MS = 500;
@@ -113,6 +116,28 @@ test('the daemon alive: nothing, however stale its contact; fresh contact thaws 
   await until('the watchdog leaves', () => !alive(w.pid), 3000, 10);
   assert.ok(alive(s.pid), 'a stop with nothing left running kills nothing');
   assert.not.ok(existsSync(fenceStateFile(dataDir)), 'nothing killed: no unsettled mark');
+});
+
+test("a server the wake fence lets start is in the watchdog's file at once, before the next tick and before its container exists", async () => {
+  const dataDir = join(tmp, 'starting');
+  mkdirSync(dataDir);
+  const file = join(dataDir, 'fence-watch');
+  const listed = () => readFileSync(file, 'utf8').split('\n').slice(2);
+  // the daemon (this process) in contact, nothing running: a tick every 100 ms lists nothing
+  const r = { contact: { cutOffForMs: () => 0 } } as unknown as Registry;
+  const rt = { list: () => [] } as unknown as Runtime;
+  const cfg = { dataDir, cluster: { recoverAfter: 2000 } } as unknown as Config;
+  const f = watchFence(r, rt, cfg);
+  try {
+    assert.equal(listed().filter(Boolean), []);
+    const id = `srv_fw${process.pid}s`;
+    f.starting(id);
+    // a kill -9 now: the watchdog would freeze and kill it with the rest
+    assert.ok(listed().includes(fenceCgroup(id)), `listed at once: ${JSON.stringify(listed())}`);
+  } finally {
+    f.stop(false);
+  }
+  assert.not.ok(existsSync(file), 'a stop with nothing left running removes the file (the watchdog leaves)');
 });
 
 test.run();
