@@ -215,6 +215,7 @@ export const CATALOGUE = {
   move_target_down: e('unavailable', 'the target host of a move is down or cannot be reached over the channel: nothing changed (Retry-After)'),
   move_failed: e('unavailable', 'the move did not complete; the server stays on (or went back to) the host it was on, serving (Retry-After)'),
   server_moved: e('unavailable', 'the cluster registry places this server on another host: this host does not start it (Retry-After)'),
+  move_unsettled: e('unavailable', 'another host was asked to take the server and whether it did is not known until the registry answers (Retry-After)'),
   host_fenced: e('unavailable', 'this host reaches neither the cluster registry nor another host: it starts no server until it does (Retry-After)'),
   registry_unavailable: e('unavailable', 'the cluster registry (PostgreSQL) cannot be reached: changes to shared records wait until it is back (Retry-After)'),
   store_unavailable: e('unavailable', 'the checkpoint store cannot be reached; servers keep running (Retry-After)'),

@@ -158,8 +158,16 @@ export class CheckpointEngine {
     this.sleep = deps.sleep ?? ((ms) => new Promise((r) => setTimeout(r, ms)));
   }
 
+  /** The sealer under the secret's key, read once; a key that could not be read (the cluster
+   *  registry away at a host's start) is read again at the next call, not kept as a failure. */
   seal(): Promise<Sealer> {
-    this.sealer ??= this.deps.secret.key().then((k) => new Sealer(k));
+    this.sealer ??= this.deps.secret.key().then(
+      (k) => new Sealer(k),
+      (err: unknown) => {
+        this.sealer = undefined;
+        throw err;
+      },
+    );
     return this.sealer;
   }
 

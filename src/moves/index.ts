@@ -8,11 +8,14 @@
 // A dead host's servers are recovered on the others from their newest checkpoints (recover.ts).
 // A server handed over here that a crash or a lost answer left pending, or whose takeover a crash
 // cut short, is resolved once the registry answers and then every RESUME_EVERY_MS (takeover.ts).
+// A server this host asked another to take whose outcome an earlier run (or this one) did not
+// learn is held and settled from the registry (asked.ts).
 
 import { join } from 'node:path';
 import { AppError } from '../errors.js';
 import { errorReply, sendReply, type HttpApp, type Req, type RequestInfo, type Res } from '../http/index.js';
 import type { ServerRecord } from '../store/index.js';
+import { UnsettledMoves } from './asked.js';
 import { MoveHolds } from './holds.js';
 import { MoveSource } from './source.js';
 import { Recovery, type RecoveryReport } from './recover.js';
@@ -59,7 +62,9 @@ export function startMoves(d: MovesDeps): Moves {
   const staging = new Staging(join(d.cfg.dataDir, 'moves', 'staged'), () => d.hosting.core.checkpoints?.engine);
   staging.wipe(); // what a killed run staged is never used
   const sweepTimer = setInterval(() => staging.sweep(), STAGE_SWEEP_MS).unref();
-  const source = new MoveSource(d, log, holds);
+  const unsettled = new UnsettledMoves(d, log, holds);
+  unsettled.start(); // before the edge listens: their requests wait from the first
+  const source = new MoveSource(d, log, holds, unsettled);
   const suffix = `.${d.cfg.domain}`;
   const recovery = new Recovery(d, d.log.child({ part: 'recovery' }));
   const every = d.cfg.cluster.recoverAfter > 0 ? Math.min(5000, Math.max(500, Math.floor(d.cfg.cluster.recoverAfter / 4))) : 5000;
@@ -101,7 +106,7 @@ export function startMoves(d: MovesDeps): Moves {
     recover: (host, o) => recovery.recoverHost(host, 'operator', o),
     recoveryRound: () => recovery.tick(),
     staging,
-    stop: () => (recovery.stop(), source.stop(), (stopped = true), clearTimeout(resumeTimer), clearInterval(sweepTimer)),
+    stop: () => (recovery.stop(), source.stop(), unsettled.stop(), (stopped = true), clearTimeout(resumeTimer), clearInterval(sweepTimer)),
     withTarget: (app) => ({
       handle: (req, res, info) => {
         const path = (req.url ?? '').split('?')[0];

@@ -27,6 +27,10 @@
 //     answered before taking anything, lets the server start here without the registry).
 //     Once the target was asked, the server starts here again only on the registry's word that it
 //     is still this host's (or the target's refusal); placed anywhere else, it never starts here again.
+//     That holds across a restart: before the target is asked the server is marked in the data dir
+//     (registry/asked.ts, flushed), the mark removed once the outcome is known; a daemon that
+//     stops or is killed before that leaves it, and the next run's wake fence and moves part
+//     (asked.ts) start nothing of it until the registry says where it is.
 
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
@@ -35,6 +39,7 @@ import { shortOf } from '../hosting/index.js';
 import type { Logger } from '../log/index.js';
 import type { HostRow, StartAnswer } from '../registry/index.js';
 import type { ServerRecord } from '../store/index.js';
+import { forgetCopy, type UnsettledMoves } from './asked.js';
 import type { MoveHolds } from './holds.js';
 import { askPrepare, postToTarget, PREPARE_WAIT_MS } from './prepare.js';
 import type { MoveReport, MovesDeps } from './types.js';
@@ -139,12 +144,17 @@ export class MoveSource {
     private readonly d: MovesDeps,
     private readonly log: Logger,
     private readonly holds: MoveHolds,
+    private readonly unsettled: UnsettledMoves,
   ) {}
 
   async move(rec: ServerRecord, to: string): Promise<MoveReport> {
     const d = this.d;
     await precheck(d, rec, to);
     if (this.moving.has(rec.id)) throw AppError.of('move_in_progress', `server ${rec.id} is being moved already`);
+    if (d.registry!.asked.has(rec.id))
+      throw AppError.of('move_in_progress', `server ${rec.id}'s last move has an outcome this host has not learnt yet (the registry answers it)`, {
+        retryAfter: 30,
+      });
     this.moving.add(rec.id);
     try {
       return await this.run(rec, to);
@@ -242,7 +252,9 @@ export class MoveSource {
       };
       // asked from here on: the target may take it, so only the registry's `started` (or the
       // target's refusal) lets it run here again — not a wait for the registry cut short by the
-      // daemon's stop, nor a failure after the target's answer
+      // daemon's stop, nor a failure after the target's answer. Marked first, on disk: a run
+      // started after a kill from here on knows the outcome is unknown (a failure to keep the mark: not asked)
+      d.registry!.asked.mark(rec.id, { to, epoch, running });
       mayRestart = false;
       try {
         answer = await within(ask(d, to, body), ANSWER_WAIT_MS, () =>
@@ -273,7 +285,11 @@ export class MoveSource {
     } catch (e) {
       // metered here again from the hand-off, unless the registry places it elsewhere now (never started here again)
       if (handed) d.billing!.handedOff(rec.id, !mayRestart);
+      // the outcome known and the server still this host's: the mark goes before it starts again;
+      // else its copy is settled from the registry (this run's, or the next one's)
+      if (mayRestart) d.registry!.asked.clear(rec.id);
       release();
+      if (!mayRestart) this.unsettled.settle(rec.id);
       log.warn('move failed; the server stays here', { err: e });
       if (stopped && mayRestart)
         await d.runtime.start(rec.id).then(
@@ -284,8 +300,11 @@ export class MoveSource {
     }
     const heldMs = now() - heldAt;
     release();
-    await this.forget(rec).catch((err) =>
-      log.error('the copy a move left behind here was not all removed (the registry places the server on the target: it never starts here)', { err }),
+    // the outcome known and the copy gone: the mark too (a copy not all removed keeps it: the next start removes the rest)
+    await forgetCopy(d, rec.id).then(
+      () => d.registry!.asked.clear(rec.id),
+      (err: unknown) =>
+        log.error('the copy a move left behind here was not all removed (the registry places the server on the target: it never starts here)', { err }),
     );
     log.info('server moved', { slug: rec.slug, epoch: answer.epoch, heldMs, running, phases, checkpoint, reused });
     return {
@@ -324,17 +343,5 @@ export class MoveSource {
         await new Promise((r) => setTimeout(r, wait));
       }
     }
-  }
-
-  /** This host's copy goes once the target has the server (its record went already): its
-   *  ports, runtime and checkpoint records — never its checkpoints in the store (the target's now), nor its
-   *  placement, slug or key in the registry (the target's). */
-  private async forget(rec: ServerRecord): Promise<void> {
-    const d = this.d;
-    await d.hosting.core.exposures.releaseServer(rec.id);
-    await d.runtime.delete(rec.id).catch((e) => {
-      if (!(isAppError(e) && e.code === 'server_not_found')) throw e;
-    });
-    for (const c of d.store.checkpoints.list(rec.id)) await d.store.checkpoints.remove(rec.id, c.id);
   }
 }

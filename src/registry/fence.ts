@@ -18,9 +18,16 @@
 // whose placement is not read while the fence's stop is unsettled (a peer answered before the
 // registry: a server may have been recovered elsewhere meanwhile). A thaw of a dozing server asks
 // the same (`checkThaw`, synchronous: no placement read, so refused while unsettled).
+// A server this host asked another host to take, the move's outcome not known yet (asked.ts: a
+// mark kept across a restart), starts only on its placement read in that very check: the registry
+// down or its read failed, 503 `move_unsettled` (the target may run it now), and never thawed; the
+// registry's `started` removes the mark. Placed elsewhere or deleted, the mark stays until this
+// host's copy is gone (the moves part removes both, moves/asked.ts): a later registry outage must
+// not start that copy either.
 
 import { AppError, isAppError } from '../errors.js';
 import type { Logger } from '../log/index.js';
+import type { AskedMoves } from './asked.js';
 import type { RegistryNames, StartAnswer } from './names.js';
 
 /** What the registry says of a server's placement, as far as the fence reads it. */
@@ -45,13 +52,17 @@ export class WakeFence {
     private readonly cutOff: (id: string) => void = () => {},
     /** Whether the self-fence stopped servers and has not read their placements since (selffence.ts `unsettled`). */
     private readonly unsettled: () => boolean = () => false,
+    /** The servers whose move this host asked for and whose outcome it has not learnt (asked.ts). */
+    private readonly asked: Pick<AskedMoves, 'has' | 'clear'> = { has: () => false, clear: () => {} },
   ) {}
 
   /** Throws 503 host_fenced when a dozing server of this host may not be thawed now: while the host
-   *  fences itself, or while the fence's stop is unsettled (a thaw reads no placement). */
+   *  fences itself, or while the fence's stop is unsettled (a thaw reads no placement); 503
+   *  move_unsettled while the server's move's outcome is unknown. */
   checkThaw(id: string): void {
     this.cutOff(id);
     if (this.unsettled()) throw fenceUnsettled(this.log, id);
+    if (this.asked.has(id)) throw moveUnsettled(this.log, id);
   }
 
   /** Resolves when this host may start `id` (its epoch bumped); throws 503 server_moved when the
@@ -62,6 +73,7 @@ export class WakeFence {
     const registry = this.registry();
     if (registry === 'down') {
       if (this.unsettled()) throw fenceUnsettled(this.log, id);
+      if (this.asked.has(id)) throw moveUnsettled(this.log, id);
       this.log.warn('registry unreachable; starting from what this host has, its placement not read', { server: id });
       return;
     }
@@ -75,6 +87,7 @@ export class WakeFence {
       placed = await this.names.startAt(id);
     } catch (err) {
       if (this.unsettled()) throw fenceUnsettled(this.log, id);
+      if (this.asked.has(id)) throw moveUnsettled(this.log, id);
       this.log.warn('placement not read before a start; starting from what this host has', {
         server: id,
         code: isAppError(err) ? err.code : undefined,
@@ -82,7 +95,11 @@ export class WakeFence {
       });
       return;
     }
-    if (!placed || (placed !== 'deleted' && 'started' in placed)) return;
+    if (!placed || (placed !== 'deleted' && 'started' in placed)) {
+      // still this host's (or a server the registry does not know): the move did not happen
+      if (this.asked.has(id)) (this.asked.clear(id), this.log.info('a server whose move’s outcome was unknown is still this host’s', { server: id }));
+      return;
+    }
     this.refused++;
     if (placed === 'deleted') {
       this.log.error('not starting a server the registry deleted', { server: id });
@@ -102,6 +119,16 @@ export class WakeFence {
       retryAfter: 5,
     });
   }
+}
+
+/** The refusal of a start or thaw whose placement is not read while the server's move's outcome is unknown. */
+function moveUnsettled(log: Logger, id: string): AppError {
+  log.warn('not starting or thawing a server: this host asked another to take it and has not learnt whether it did', { server: id });
+  return AppError.of(
+    'move_unsettled',
+    'this server was being moved to another host and whether the move happened is not known until the cluster registry answers: it is not started here meanwhile; try again shortly',
+    { retryAfter: 5 },
+  );
 }
 
 /** The refusal of a start or thaw whose placement is not read while the self-fence's stop is unsettled. */

@@ -38,4 +38,5 @@ export { verdict, fenceStep, fenceBounds, type HostContact, type Verdict, type F
 export { Contact, savedContact, type ContactDeps, type SavedContact } from './contact.js';
 export { SelfFence, assertNotCutOff, type FencedServers, type SelfFenceOptions } from './selffence.js';
 export { FenceSettlement, fenceStateFile } from './fencestate.js';
+export { AskedMoves, askedDir, type AskedMove } from './asked.js';
 export { joinRegistry, type BoxRecords, type BoxAccount, type BoxLedgerEntry, type JoinReport, type JoinOptions } from './join.js';

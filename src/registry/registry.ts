@@ -27,6 +27,7 @@ import { joinRegistry, type BoxRecords, type JoinReport } from './join.js';
 import { Contact, savedContact } from './contact.js';
 import { assertNotCutOff, SelfFence, type FencedServers } from './selffence.js';
 import { FenceSettlement, fenceStateFile } from './fencestate.js';
+import { AskedMoves, askedDir } from './asked.js';
 import type { Clock } from '../clock.js';
 
 /** The registry part of the daemon: joined when cluster.registry is set, nothing on a single box.
@@ -71,6 +72,9 @@ export class Registry {
   /** Whether the self-fence's stop (or the watchdog's) is settled, read from the data dir at once:
    *  the wake fence asks it from the boot's first start on, before the self-fence runs. */
   readonly settlement: FenceSettlement;
+  /** The servers this host asked another host to take, the outcome not known yet (asked.ts), read
+   *  from the data dir at once: the wake fence asks it from the boot's first start on. */
+  readonly asked: AskedMoves;
   private timer?: NodeJS.Timeout;
   private checked = false;
   private reachable = true;
@@ -124,6 +128,11 @@ export class Registry {
         since: new Date(this.settlement.since!.since).toISOString(),
         by: this.settlement.since!.by ?? 'fence',
       });
+    this.asked = new AskedMoves(askedDir(o.dataDir), (what, err) => log.error(what, { err }));
+    if (this.asked.list().length)
+      log.warn('servers this host asked another host to take before its restart, the outcome unknown: none starts here before the registry says', {
+        servers: this.asked.list(),
+      });
     // a run that reached the registry but does not hold its name (refused, or taken over) starts nothing
     this.fence = new WakeFence(
       o.host,
@@ -132,6 +141,7 @@ export class Registry {
       () => (!this.reachable || !this.checked ? 'down' : this.identity.held ? 'held' : 'not-held'),
       (id) => assertNotCutOff(this.contact, o.recoverAfterMs ?? 0, log.child({ part: 'selffence' }), id),
       () => this.settlement.unsettled,
+      this.asked,
     );
   }
 

@@ -201,6 +201,32 @@ test('a corrupt or missing chunk refuses the restore and leaves no file', async 
   await rejects(() => engineOn(store, secret(Buffer.alloc(32, 9))).read('srv_a', m.id));
 });
 
+test('a secret whose key could not be read (the registry away at start) is read again at the next use, not kept as a failure', async () => {
+  const d = tmp();
+  const store = new DirBlobStore(join(d, 'checkpoints'));
+  const img = join(d, 'disk.img');
+  image(img, 4 * MiB, [[0, randomBytes(MiB)]]);
+  const m = await engineOn(store).write(meta(), img);
+  let reads = 0;
+  const away = {
+    key: async () => {
+      if (++reads === 1) throw AppError.of('registry_unavailable', 'the cluster registry cannot be reached; try again shortly');
+      return Buffer.alloc(32, 7);
+    },
+  };
+  const engine = engineOn(store, away);
+  await rejects(
+    () => engine.list(m.serverId),
+    (e: unknown) => e instanceof AppError && e.code === 'registry_unavailable',
+  );
+  assert.equal(
+    (await engine.list(m.serverId)).map((x) => x.id),
+    [m.id],
+    'read again once the key is there',
+  );
+  assert.is(reads, 2);
+});
+
 test('a patch of a base image to a later checkpoint fetches only the chunks that differ and gives materialize’s bytes; a corrupt chunk or another size refuses', async () => {
   const d = tmp();
   const store = new DirBlobStore(join(d, 'checkpoints'));

@@ -9,17 +9,24 @@
 //   - the registry cannot be read, and the daemon stops while the source waits for it: the move
 //     fails, and the server is NOT started here (the target may have it; the fence would start it
 //     from what this host has while the registry is away).
+// The server is marked asked (registry/asked.ts) in the data dir before the target is asked, and
+// the mark is removed once the outcome is known (the first two), kept when it is not (the last:
+// the next run's wake fence and moves part read it).
 
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { isAppError } from '../../src/errors.js';
 import type { Req, Res } from '../../src/http/index.js';
 import { silentLogger } from '../../src/log/index.js';
+import { UnsettledMoves } from '../../src/moves/asked.js';
 import { MoveHolds } from '../../src/moves/holds.js';
 import { MoveSource } from '../../src/moves/source.js';
 import { PREPARE_PATH } from '../../src/moves/wire.js';
 import type { MovesDeps } from '../../src/moves/index.js';
-import type { StartAnswer } from '../../src/registry/index.js';
+import { AskedMoves, askedDir, type StartAnswer } from '../../src/registry/index.js';
 import type { ServerRecord } from '../../src/store/index.js';
 import { until } from '../helpers/wait.js';
 
@@ -31,6 +38,10 @@ const rec = { id: ID, accountId: 'acc_1', slug: 'one', memoryBytes: GiB, diskByt
 function world(after: () => Promise<StartAnswer>) {
   const calls: string[] = [];
   let asked = 0;
+  const dataDir = mkdtempSync(join(tmpdir(), 'rbx-lostanswer-'));
+  dirs.push(dataDir);
+  /** Whether the server was marked asked on disk when the target was asked. */
+  let markedAtAsk: boolean | undefined;
   const d = {
     cfg: { checkpoints: { store: 's3://bucket/x' } },
     log: silentLogger,
@@ -50,6 +61,7 @@ function world(after: () => Promise<StartAnswer>) {
         ],
       },
       placements: { host: () => ({ name: 'host-b', advertise: '127.0.0.1:1', up: true, lease: true }), sync: async () => {} },
+      asked: new AskedMoves(askedDir(dataDir)),
       names: {
         placement: async () => ({ serverId: ID, host: 'host-a', epoch: 3 }),
         startAt: async () => (asked++, after()),
@@ -66,6 +78,7 @@ function world(after: () => Promise<StartAnswer>) {
           return void res.end(JSON.stringify({ error: 'not_found', detail: 'no such route' }));
         }
         calls.push('ask');
+        markedAtAsk = existsSync(join(askedDir(dataDir), ID));
         res.writeHead(502, { 'content-type': 'application/json' });
         res.end(JSON.stringify({ error: 'move_failed', detail: 'the target broke down' }));
       },
@@ -98,18 +111,28 @@ function world(after: () => Promise<StartAnswer>) {
       servers: { remove: () => calls.push('remove') },
     },
   } as unknown as MovesDeps;
-  const source = new MoveSource(d, silentLogger, new MoveHolds());
+  const holds = new MoveHolds();
+  const unsettled = new UnsettledMoves(d, silentLogger, holds);
+  const source = new MoveSource(d, silentLogger, holds, unsettled);
   const move = source.move(rec, 'host-b').then(
     () => 'moved',
     (e: unknown) => (isAppError(e) ? e.code : String(e)),
   );
-  return { source, move, calls, asked: () => asked };
+  /** Whether the mark is on disk now (what a run started after a kill reads). */
+  const marked = () => new AskedMoves(askedDir(dataDir)).has(ID);
+  return { source, unsettled, move, calls, asked: () => asked, marked, markedAtAsk: () => markedAtAsk };
 }
+const dirs: string[] = [];
+test.after(() => {
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+});
 
 test('the registry still places it here (the epoch bumped here): started here again', async () => {
   const w = world(async () => ({ started: 4 }));
   assert.is(await w.move, 'move_failed');
   assert.equal(w.calls, ['prepare', 'stop', 'ask', 'start']);
+  assert.is(w.markedAtAsk(), true, 'marked on disk before the target was asked');
+  assert.not.ok(w.marked(), 'the outcome known: the mark removed');
 });
 
 test('the registry places it on the target at a later epoch (its answer lost): not started here, its copy here goes', async () => {
@@ -117,6 +140,8 @@ test('the registry places it on the target at a later epoch (its answer lost): n
   assert.is(await w.move, 'moved');
   assert.not.ok(w.calls.includes('start'));
   assert.ok(w.calls.includes('remove') && w.calls.includes('delete'), w.calls.join(','));
+  assert.is(w.markedAtAsk(), true, 'marked on disk before the target was asked');
+  assert.not.ok(w.marked(), 'the outcome known and the copy gone: the mark removed');
 });
 
 test('the registry cannot be read and the daemon stops meanwhile: the move fails, the server is not started here', async () => {
@@ -124,9 +149,12 @@ test('the registry cannot be read and the daemon stops meanwhile: the move fails
     throw new Error('registry unreachable');
   });
   await until('the source to wait for the registry', () => w.asked() > 0, 5000, 5);
+  w.unsettled.stop(); // the moves part stops both (moves/index.ts)
   w.source.stop();
   assert.is(await w.move, 'move_failed');
   assert.equal(w.calls, ['prepare', 'stop', 'ask'], 'never started again while the outcome is not known');
+  assert.is(w.markedAtAsk(), true, 'marked on disk before the target was asked');
+  assert.ok(w.marked(), 'the outcome not known: the mark kept for the next run');
 });
 
 test.run();

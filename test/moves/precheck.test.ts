@@ -15,6 +15,8 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { isAppError } from '../../src/errors.js';
 import { silentLogger } from '../../src/log/index.js';
+import { UnsettledMoves } from '../../src/moves/asked.js';
+import { AskedMoves } from '../../src/registry/index.js';
 import { MoveHolds } from '../../src/moves/holds.js';
 import { MoveSource } from '../../src/moves/source.js';
 import type { MovesDeps } from '../../src/moves/index.js';
@@ -44,6 +46,7 @@ async function moveTo(t: Target, waitMs = 600) {
     targetWaitMs: waitMs,
     registry: {
       host: 'host-a',
+      asked: new AskedMoves(),
       hosts: {
         list: async () => [
           {
@@ -63,7 +66,8 @@ async function moveTo(t: Target, waitMs = 600) {
     // the first thing a move past the check reads
     store: { accounts: { get: () => void (past = { answering: answering() }) } },
   } as unknown as MovesDeps;
-  const source = new MoveSource(d, silentLogger, new MoveHolds());
+  const holds = new MoveHolds();
+  const source = new MoveSource(d, silentLogger, holds, new UnsettledMoves(d, silentLogger, holds));
   let err: unknown;
   await source.move(rec, 'host-b').catch((e: unknown) => (err = e));
   return { code: isAppError(err) ? err.code : String(err), past, probes, ms: performance.now() - t0 };

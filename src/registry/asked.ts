@@ -1,0 +1,119 @@
+// The servers this host asked another host to take and whose move's outcome it has not learnt yet
+// (issue 38, a review's fence hole), kept across a restart. From the moment a move's source sends
+// the adopt request (moves/source.ts) the target may take the server's placement; if the answer is
+// lost while the registry cannot say, and this daemon stops or is killed, a run started again with
+// the registry still away must not start its own copy from what it has: the target may run it. So
+// the source marks the server here — written and flushed, with the directory, before the request
+// goes — and removes the mark once the outcome is known (the target's answer read and the copy
+// forgotten, the target's refusal, or the registry's placement read). While a server is marked the
+// wake fence (fence.ts) starts or thaws it only on a placement read in that check; a restarted
+// run's moves part holds its requests and settles it once the registry answers (moves/asked.ts).
+//
+// One small file per server in `<dataDir>/cluster-moves-asked/` (its name the server's id): its
+// existence is the mark, so a torn write still marks, two moves' marks never rewrite each other,
+// and the mark is read when the registry part is made — before the boot's reconcile asks the wake
+// fence anything. Not the LMDB store: the registry imports no store (the module map), and the
+// fence reads it synchronously from its constructor on, as it does `cluster-fence.json`
+// (fencestate.ts) for the same reason.
+
+import { closeSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+/** The directory of the marks (one file per server). */
+export function askedDir(dataDir: string): string {
+  return join(dataDir, 'cluster-moves-asked');
+}
+
+/** What a mark records: the target asked, the epoch the source read, since when (wall-clock ms),
+ *  and whether the server ran when its move began (it runs here again if the move did not happen). */
+export interface AskedMove {
+  to?: string;
+  epoch?: number;
+  since: number;
+  running?: boolean;
+}
+
+const ID = /^srv_[0-9a-f]{1,32}$/;
+
+/** The marks, in memory and (with `dir`) on disk; `dir` absent: memory only (tests of the fence alone). */
+export class AskedMoves {
+  private readonly marks = new Map<string, AskedMove>();
+
+  constructor(
+    private readonly dir?: string,
+    private readonly onError: (what: string, err: unknown) => void = () => {},
+  ) {
+    if (!dir) return;
+    let names: string[] = [];
+    try {
+      names = readdirSync(dir);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') onError('the marks of moves asked could not be read: their servers are not known', err);
+    }
+    for (const name of names) {
+      if (!ID.test(name)) continue; // a `.tmp` a kill left: its rename never happened, the mark was never made
+      let m: Partial<AskedMove> = {};
+      try {
+        m = JSON.parse(readFileSync(join(dir, name), 'utf8')) as Partial<AskedMove>;
+      } catch {
+        // present but unreadable: still marked (the safe side)
+      }
+      this.marks.set(name, {
+        to: typeof m?.to === 'string' ? m.to : undefined,
+        epoch: Number.isFinite(m?.epoch) ? m.epoch : undefined,
+        since: Number.isFinite(m?.since) ? m.since! : Date.now(),
+        running: m?.running === true,
+      });
+    }
+  }
+
+  /** Marks `id` asked; on disk (flushed, the directory too) before it returns. Throws when it could
+   *  not be kept there: the move must not ask without it. */
+  mark(id: string, m: Omit<AskedMove, 'since'> & { since?: number }): void {
+    if (!ID.test(id)) throw new Error(`not a server id: ${id.slice(0, 40)}`);
+    const mark: AskedMove = { ...m, since: m.since ?? Date.now() };
+    if (this.dir) {
+      mkdirSync(this.dir, { recursive: true, mode: 0o700 });
+      const file = join(this.dir, id);
+      writeFileSync(`${file}.tmp`, JSON.stringify(mark) + '\n', { mode: 0o600, flush: true });
+      renameSync(`${file}.tmp`, file);
+      syncDir(this.dir);
+    }
+    this.marks.set(id, mark);
+  }
+
+  has(id: string): boolean {
+    return this.marks.has(id);
+  }
+
+  get(id: string): Readonly<AskedMove> | undefined {
+    return this.marks.get(id);
+  }
+
+  /** The servers marked now. */
+  list(): string[] {
+    return [...this.marks.keys()];
+  }
+
+  /** The move's outcome is known: the mark removed (a failure to remove it is logged; the next
+   *  start settles it again from the registry). */
+  clear(id: string): void {
+    if (!this.marks.delete(id) || !this.dir) return;
+    try {
+      rmSync(join(this.dir, id), { force: true });
+      syncDir(this.dir);
+    } catch (err) {
+      this.onError('the mark of a move whose outcome is known could not be removed: the next start settles it again', err);
+    }
+  }
+}
+
+/** A rename or removal in `dir` kept across a power loss too. */
+function syncDir(dir: string): void {
+  const fd = openSync(dir, 'r');
+  try {
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+}

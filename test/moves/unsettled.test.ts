@@ -1,0 +1,116 @@
+// A move's source started again with a server marked asked, the outcome unknown (moves/asked.ts,
+// issue 38 review), run in this process with the registry's names, hosting's clean-up and the
+// runtime given to it:
+//   - while the registry cannot say (its heartbeat not through, or the read failing) the server's
+//     requests and starts are held and nothing of it is started or removed; once the registry
+//     places it on the target, this host's copy goes (hosting's dropMoved), then the mark, then the
+//     hold (the requests go to the target);
+//   - still this host's (`started`): the mark goes, the hold ends, and a server that ran when its
+//     move began is started again — after the hold ended (its start would wait on it);
+//   - a mark whose server record is gone (a kill between the record's removal and the copy's): what
+//     is left goes, then the mark;
+//   - the daemon stopping ends the wait, the mark kept.
+
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { silentLogger } from '../../src/log/index.js';
+import { UnsettledMoves } from '../../src/moves/asked.js';
+import { MoveHolds } from '../../src/moves/holds.js';
+import type { MovesDeps } from '../../src/moves/index.js';
+import { AskedMoves, type StartAnswer } from '../../src/registry/index.js';
+import { until } from '../helpers/wait.js';
+
+const ID = 'srv_0123456789ab';
+
+function world(o: { running?: boolean; record?: boolean } = {}) {
+  const calls: string[] = [];
+  const holds = new MoveHolds();
+  const asked = new AskedMoves();
+  asked.mark(ID, { to: 'host-b', epoch: 3, running: o.running });
+  const w = {
+    up: false,
+    answer: (): Promise<StartAnswer> => Promise.reject(new Error('registry unreachable')),
+    record: o.record ?? true,
+    reads: 0,
+  };
+  const d = {
+    log: silentLogger,
+    registry: {
+      host: 'host-a',
+      asked,
+      get up() {
+        return w.up;
+      },
+      names: { startAt: () => (w.reads++, w.answer()) },
+      placements: { sync: async () => void calls.push('sync') },
+    },
+    store: {
+      servers: { get: (id: string) => (w.record && id === ID ? { id, slug: 'one' } : undefined) },
+      checkpoints: { list: () => [{ id: 'ckp_1' }], remove: async () => void calls.push('checkpoint record') },
+    },
+    hosting: {
+      core: {
+        dropMoved: async (ids: string[]) => (calls.push(`dropMoved ${ids.join(',')}`), (w.record = false), true),
+        servers: { delete: async () => void calls.push('delete') },
+        exposures: { releaseServer: async () => void calls.push('ports') },
+      },
+    },
+    runtime: {
+      start: async () => void calls.push(`start (held: ${holds.ofServer(ID) !== undefined})`),
+      delete: async () => void calls.push('runtime delete'),
+    },
+    proxy: { forget: () => void calls.push('forget') },
+  } as unknown as MovesDeps;
+  const u = new UnsettledMoves(d, silentLogger, holds);
+  return { w, u, holds, asked, calls };
+}
+
+test('held while the registry cannot say; placed on the target: the copy goes, then the mark and the hold', async () => {
+  const { w, u, holds, asked, calls } = world({ running: true });
+  u.start();
+  assert.ok(holds.ofServer(ID), 'its starts wait');
+  assert.ok(holds.ofSlug('one'), 'its requests wait');
+  await new Promise((r) => setTimeout(r, 500));
+  assert.is(w.reads, 0, 'no read while the heartbeat does not reach the registry (or this run does not hold its name yet)');
+  w.up = true; // reached, the read fails
+  await until('a read tried', () => w.reads > 0, 5000, 5);
+  assert.ok(holds.ofServer(ID) && asked.has(ID), 'still held, still marked');
+  assert.equal(calls, []);
+  w.answer = async () => ({ host: 'host-b', epoch: 4, lost: false, mine: false });
+  await until('settled', () => !asked.has(ID), 10_000, 5);
+  await u.idle();
+  assert.is(holds.ofServer(ID), undefined, 'the hold ended');
+  assert.equal(calls, [`dropMoved ${ID}`, 'forget', 'sync'], 'the copy gone before its requests go on; never started here');
+});
+
+test('still this host’s: the mark goes and a server that ran starts again once its hold ended', async () => {
+  const { w, u, holds, asked, calls } = world({ running: true });
+  w.up = true;
+  w.answer = async () => ({ started: 4 });
+  u.start();
+  await until('settled', () => !asked.has(ID), 5000, 5);
+  await u.idle();
+  assert.is(holds.ofServer(ID), undefined);
+  assert.equal(calls, ['start (held: false)']);
+});
+
+test('a mark without a server record: what the copy left goes, then the mark; no registry read needed', async () => {
+  const { w, u, asked, calls } = world({ record: false });
+  u.start();
+  await u.idle();
+  assert.not.ok(asked.has(ID));
+  assert.equal(calls, ['ports', 'runtime delete', 'checkpoint record']);
+  assert.is(w.reads, 0);
+});
+
+test('the daemon stops while the registry cannot say: the wait ends, the mark stays', async () => {
+  const { u, holds, asked, calls } = world({ running: true });
+  u.start();
+  u.stop();
+  await u.idle();
+  assert.is(holds.ofServer(ID), undefined, 'the hold ended with the daemon');
+  assert.ok(asked.has(ID), 'marked for the next run');
+  assert.equal(calls, []);
+});
+
+test.run();
