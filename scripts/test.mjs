@@ -170,6 +170,7 @@ const UNIT = [
   'test/moves/precheck.test.ts',
   'test/moves/lostanswer.test.ts',
   'test/moves/unsettled.test.ts',
+  'test/moves/moveback.test.ts',
   'test/moves/adoptleftover.test.ts',
   'test/moves/recoverlease.test.ts',
   'test/moves/drain-choice.test.ts',

@@ -279,6 +279,7 @@ export class MoveSource {
       // the record first: the requests held go to the target from here on (the front routes by it)
       d.hosting.core.domains.handOff(rec.id);
       d.store.servers.remove(rec.id);
+      d.registry!.names.forget(rec.id); // the target's epoch now: a start here (moved back) reads its placement
       d.billing?.handedOff(rec.id, true);
       d.proxy.forget(rec.id);
       await d.registry!.placements.sync().catch(() => {});

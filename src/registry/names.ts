@@ -235,6 +235,15 @@ export class RegistryNames {
     this.epochs.delete(serverId);
   }
 
+  /** A server that left this host (a move's target took its placement): the epoch this host wrote
+   *  for it is no longer the compare of any write of its. Kept, it would be the stale epoch a
+   *  later start here compares against — one of a server moved back here whose placement write's
+   *  answer was lost (taken without this map learning its epoch): refused by the fence — and the
+   *  owner's view (channel ownersView) would place it here at that epoch once the cache has none. */
+  forget(serverId: string): void {
+    this.epochs.delete(serverId);
+  }
+
   /** Claims of this instance whose server is not among `keep` (reconcile after a crash): released. */
   async releaseOrphans(keep: ReadonlySet<string>): Promise<string[]> {
     this.held();

@@ -6,6 +6,7 @@
 import type { RuntimeConfig } from '../config/index.js';
 import type { Logger } from '../log/index.js';
 import type { RuntimeStore } from '../store/index.js';
+import type { SyncDisk } from './diskcopy.js';
 import type { HostLock } from './locks.js';
 import type { StartGuard } from './types.js';
 
@@ -29,4 +30,6 @@ export interface RuntimeDeps {
   /** The start guard (types.ts StartGuard), asked before every start of an existing server
    *  (cluster mode: the wake fence); absent: every start may go. */
   mayStart?: StartGuard;
+  /** How a server's mounted disk is flushed to its image (diskcopy.ts syncDisk, `sync -f`, when absent). */
+  syncDisk?: SyncDisk;
 }

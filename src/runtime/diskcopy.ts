@@ -123,11 +123,25 @@ async function toolCopy(p: DiskPaths, dest: string, dataDir: string, freeze: boo
   return { path: dest, ranges: await dataRanges(dest), pausedMs: performance.now() - t0, method, writtenAt };
 }
 
+/** Flushes a mounted filesystem's dirty pages to its device; throws when it could not. */
+export type SyncDisk = (mountpoint: string) => Promise<void>;
+
+/** The host's `sync -f` (syncfs). */
+export const syncDisk: SyncDisk = async (mountpoint) => void (await run('sync', ['-f', mountpoint], { timeoutMs: 120_000 }));
+
 /** What the server wrote (dirty in its ext4's page cache, on the image only at writeback, up to
  *  30 s later) flushed to its image, so the image's mtime says it changed: a stopped server's
- *  changes are then seen at once (the checkpoint at its sleep, a move's check of its newest one). */
-export async function flushWrites(p: DiskPaths): Promise<void> {
-  if (mountedPaths().has(p.disk)) await tryRun('sync', ['-f', p.disk], { timeoutMs: 120_000 });
+ *  changes are then seen at once (the checkpoint at its sleep, a move's check of its newest one).
+ *  Resolves true when flushed (or not mounted: nothing dirty); false with the error when the sync
+ *  failed — writes may still be in the page cache, the image's mtime does not show them yet. */
+export async function flushWrites(p: DiskPaths, sync: SyncDisk = syncDisk): Promise<{ ok: true } | { ok: false; err: unknown }> {
+  if (!mountedPaths().has(p.disk)) return { ok: true };
+  try {
+    await sync(p.disk);
+    return { ok: true };
+  } catch (err) {
+    return { ok: false, err };
+  }
 }
 
 async function thaw(p: DiskPaths): Promise<void> {

@@ -9,6 +9,7 @@ import { AppError } from '../errors.js';
 import type { Logger } from '../log/index.js';
 import type { RuntimeStore } from '../store/index.js';
 import type { StartGuard } from './types.js';
+import type { RuntimeDeps } from './deps.js';
 import { mountDevices } from './devices.js';
 import { ensureExecWrapper } from './execwrap.js';
 import { helperPath } from './helper.js';
@@ -30,6 +31,7 @@ export interface CreatedRuntime {
  * Prepares the host and returns the runtime. Throws `image_missing` when the base image of the
  * current recipe has not been built (`rootbox image build`). `mayStart`: the start guard asked
  * before every start of an existing server, the reconcile's included (cluster mode: the wake fence).
+ * `effects`: outside effects given instead of the host's (a test's failing disk flush).
  */
 export async function createRuntime(
   cfg: RuntimeSettings,
@@ -38,6 +40,7 @@ export async function createRuntime(
   mayStart?: StartGuard,
   /** The host-name locks, when the caller took them first (the daemon does, before anything else). */
   held?: HostLock,
+  effects: Pick<RuntimeDeps, 'syncDisk'> = {},
 ): Promise<CreatedRuntime> {
   const img = imageOptions(cfg);
   const image = findImage(img);
@@ -46,7 +49,7 @@ export async function createRuntime(
   assertTraversable(cfg.dataDir, img.imageDir);
   const lock = held ?? (await lockHost(hostClaims(cfg)));
   try {
-    return await prepare(cfg, store, log, image, lock, mayStart);
+    return await prepare(cfg, store, log, image, lock, mayStart, effects);
   } catch (e) {
     if (!held) await lock.release();
     throw e;
@@ -60,6 +63,7 @@ async function prepare(
   image: NonNullable<ReturnType<typeof findImage>>,
   lock: HostLock,
   mayStart: StartGuard | undefined,
+  effects: Pick<RuntimeDeps, 'syncDisk'>,
 ): Promise<CreatedRuntime> {
   lock.onLost(() => log.error('the host-name lock helper ended while the daemon runs: another daemon may now take these names', { names: lock.names }));
   openDataDir(cfg.dataDir);
@@ -78,6 +82,7 @@ async function prepare(
     execWrapper,
     hostLock: lock,
     mayStart,
+    ...effects,
   });
   await runtime.net.setup();
   const reconciled = cfg.runtime.reconcile === 'on' ? await reconcile(runtime) : undefined;

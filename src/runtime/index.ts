@@ -17,6 +17,7 @@ export type {
 } from './types.js';
 export { createRuntime, type CreatedRuntime, type RuntimeSettings } from './factory.js';
 export { ContainerRuntime } from './runtime.js';
+export { syncDisk, type SyncDisk } from './diskcopy.js';
 export { buildImage, findImage, imageBuildCommand, imageOptions, imageTag, isBuilt, recipeHash, type ImageSettings } from './image.js';
 export { formatImages, listImages, pruneImages, serverTag, type ImageInfo } from './images.js';
 export type { ReconcileReport } from './reconcile.js';

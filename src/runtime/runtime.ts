@@ -31,7 +31,6 @@ import { haltContainer } from './halt.js';
 import { resizeServer } from './resize.js';
 import { lowerOf, readApplied, viewOf, writeBundle, type Applied } from './serverfiles.js';
 import { execIn, execPtyIn } from './execrun.js';
-import { flushWrites } from './diskcopy.js';
 import { DiskSwap } from './diskswap.js';
 import { Creator } from './create.js';
 import type {
@@ -244,7 +243,7 @@ export class ContainerRuntime implements Runtime {
       const rec = this.deps.store.setDesired(id, 'stopped') ?? this.record(id);
       await this.halt(rec, opts.graceMs ?? this.deps.cfg.stopGrace);
       const p = diskPaths(this.serverDir(id));
-      await flushWrites(p); // stopped with its writes on its image: whether it changed since its checkpoint is known now
+      await this.diskSwap.flush(id); // stopped with its writes on its image (or, the flush failed, counted as changed): whether it changed since its checkpoint is known now
       if (await applyDeferredGrow(p, this.deps.helper, this.lower(rec), rec.uidBase)) this.deps.log.info('disk grown offline while asleep', { server: id });
       if (opts.park !== false) await this.park(rec);
       this.view(rec, 'sleeping'); // once it is parked: a sleep is done when its state says so
@@ -314,6 +313,7 @@ export class ContainerRuntime implements Runtime {
       // doomed first: a crash part-way through is finished by reconcile, never booted again
       const rec = this.deps.store.doom(id, Date.now()) ?? this.record(id);
       await this.teardown(rec);
+      this.diskSwap.forget(id);
       this.deps.log.info('server deleted', { server: id });
     });
   }

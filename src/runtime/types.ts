@@ -208,11 +208,14 @@ export interface Runtime {
    *  (ms; undefined for an unknown server). Unlike diskWrittenAt, not moved by mounting the disk
    *  or by the runtime's own files on it. Absent where servers have no disk. */
   filesChangedAt?(id: string): number | undefined;
-  /** When the server's disk image was last written (ms; undefined for an unknown server). */
+  /** When the server's disk image was last written (ms; undefined for an unknown server). After
+   *  a flush of its disk that failed (a stop's), no earlier than that failure: what it wrote may
+   *  reach the image at any time, so the disk reads as changed since any checkpoint before it. */
   diskWrittenAt?(id: string): number | undefined;
   /** The server's mounted disk flushed (what the runtime wrote on it — a restore's mount,
    *  owners, name files — reaches the image now, not at a later writeback), then its image's
-   *  mtime: what diskWrittenAt says while nothing writes it. Undefined for an unknown server. */
+   *  mtime: what diskWrittenAt says while nothing writes it. Undefined for an unknown server, or
+   *  when the flush failed (the mtime does not hold what is still to reach the image). */
   settledDiskAt?(id: string): Promise<number | undefined>;
   /** Restore: `fill` writes a complete image at the path it is given (beside the old one; it
    *  need not fsync it: the runtime does, beside the server's stop); only then is the server

@@ -9,7 +9,9 @@
 // thaws; whenever the copy lacks that page, the disk must read as changed since the checkpoint.
 // And a disk nothing wrote to since its checkpoint reads unchanged (no checkpoint taken for nothing),
 // while a write still in the page cache when the server is stopped (its sleep, a move) reads as a
-// change at once, not at the writeback up to 30 s later.
+// change at once, not at the writeback up to 30 s later — and when that stop's flush fails (the
+// runtime's disk flush given a failing one), the disk reads as changed all the same until a new
+// checkpoint holds it.
 
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -17,15 +19,28 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { open, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { CheckpointEngine, Checkpoints, DirBlobStore } from '../../src/checkpoints/index.js';
+import { syncDisk } from '../../src/runtime/index.js';
 import { MiB, newId, sh, startRuntime, type RuntimeEnv } from '../runtime/helpers/env.js';
 
 let env: RuntimeEnv;
 let cps: Checkpoints;
 const id = newId('wat');
 const settings = { tier: 'free', image: 'test', slug: 'ckp-wat', runSh: false };
+/** While set, the runtime's flush of a server's disk fails (as `sync -f` on an I/O error). */
+let flushFails = false;
 
 test.before(async () => {
-  env = await startRuntime('wat', 163);
+  env = await startRuntime(
+    'wat',
+    163,
+    {},
+    {
+      syncDisk: async (mountpoint) => {
+        if (flushFails) throw new Error('sync: error syncing: Input/output error');
+        await syncDisk(mountpoint);
+      },
+    },
+  );
   const engine = new CheckpointEngine({ store: new DirBlobStore(join(env.dataDir, 'checkpoints')), secret: { key: async () => Buffer.alloc(32, 5) } });
   cps = new Checkpoints(engine, env.rt);
 });
@@ -105,6 +120,27 @@ test('a write still in the page cache when a sleeping server is stopped (a move)
   await env.rt.stop(id, { park: false }); // the move's stop, before it asks whether its newest checkpoint is current
   const written = env.rt.diskWrittenAt(id)!;
   assert.ok(written > taken.writtenAt, `the image written after the checkpoint (mtime ${written}, writtenAt ${taken.writtenAt})`);
+});
+
+test('a stop whose flush fails leaves the disk changed since its checkpoint (a new one is taken, the older one never reused) until a checkpoint holds it', async () => {
+  const taken = await cps.take(id, settings, 'auto');
+  const page = join(env.rt.get(id)!.rootfs, 'root', 'www', 'unflushed.html');
+  writeFileSync(page, 'unflushed\n'); // in the page cache, on the image only at writeback
+  flushFails = true;
+  try {
+    await env.rt.stop(id, { park: false }); // the move's stop: its flush fails, the write stays dirty
+    const written = env.rt.diskWrittenAt(id)!;
+    assert.ok(written > taken.writtenAt, `changed since the checkpoint after a failed flush (disk written ${written}, writtenAt ${taken.writtenAt})`);
+    assert.is(await env.rt.settledDiskAt(id), undefined, 'no settled time from a flush that failed');
+  } finally {
+    flushFails = false;
+  }
+  // the next checkpoint (its copy frozen: what was dirty is in it) is what the disk holds again
+  const again = await cps.take(id, settings, 'auto');
+  assert.ok(again.writtenAt > taken.writtenAt);
+  assert.is(env.rt.diskWrittenAt(id), again.writtenAt, 'unchanged since the new checkpoint');
+  await cps.restore(id, again.manifest.id);
+  assert.is(readFileSync(page, 'utf8'), 'unflushed\n', 'the new checkpoint holds the write the failed flush left dirty');
 });
 
 test.run();

@@ -65,6 +65,7 @@ function world(after: () => Promise<StartAnswer>) {
       names: {
         placement: async () => ({ serverId: ID, host: 'host-a', epoch: 3 }),
         startAt: async () => (asked++, after()),
+        forget: () => calls.push('forget-epoch'),
       },
     },
     channel: {

@@ -10,10 +10,16 @@
 // Prints: "ok <paused µs> <reflink|copy> <IMAGE's mtime: seconds> <nanoseconds>", then one line
 // "<start> <end>" per data range of DEST
 // (SEEK_DATA/SEEK_HOLE) and "end" once they are all listed. IMAGE's mtime is read the instant the
-// thaw returns (the thaw's own superblock write in it), before anything the server was held from
-// can reach the image: what the copy holds is the image as of that mtime, and a write after it
-// moves it (a later reader compares; read any later, a write the copy missed would count as in
-// it). Exit 0; 1 with a message on stderr on failure. Killed between freeze
+// thaw returns (the thaw's own superblock write in it): what the copy holds is the image as of that
+// mtime, and a write after it moves it (a later reader compares). Not before FITHAW: the thaw
+// commits ext4's superblock through the loop device, which moves the image's mtime past a stamp
+// read while frozen (by 4 to 80 ms in tests), so every checkpoint would read as changed at once —
+// none skipped at a sleep, none reused by a move, every stopped server checkpointed again at each
+// tick (test/checkpoints/writtenat fails so). What the freeze held reaches the image only once its
+// write is flushed (an fsync, the writeback) after the thaw woke it; one that did so between the
+// thaw and the fstat below (this process held in that one system call's gap) would count as in the
+// copy — a window left open, not testable deterministically. Exit 0; 1 with a message on stderr on
+// failure. Killed between freeze
 // and thaw, the disk stays frozen: the runtime's marker file makes the next start thaw it.
 // Built by `npm run build` into dist/bin/rbx-freeze-<hash of this file>.
 // cflags: -O2 -Wall

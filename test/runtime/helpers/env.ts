@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadConfig, type Config } from '../../../src/config/index.js';
 import { silentLogger } from '../../../src/log/index.js';
-import { buildImage, createRuntime, imageOptions, type ContainerRuntime, type Runtime } from '../../../src/runtime/index.js';
+import { buildImage, createRuntime, imageOptions, type ContainerRuntime, type Runtime, type SyncDisk } from '../../../src/runtime/index.js';
 import { openStore, type Store } from '../../../src/store/index.js';
 
 const repo = new URL('../../../', import.meta.url).pathname;
@@ -25,7 +25,8 @@ export interface RuntimeEnv {
   cleanup(): Promise<void>;
 }
 
-export async function startRuntime(tag: string, n: number, runtime: Record<string, unknown> = {}): Promise<RuntimeEnv> {
+/** `effects`: outside effects the runtime uses instead of the host's (a disk flush that fails). */
+export async function startRuntime(tag: string, n: number, runtime: Record<string, unknown> = {}, effects: { syncDisk?: SyncDisk } = {}): Promise<RuntimeEnv> {
   const dataDir = mkdtempSync(join(tmpdir(), `rbx-rt-${tag}-`));
   const cfg = loadConfig({
     env: {},
@@ -47,7 +48,7 @@ export async function startRuntime(tag: string, n: number, runtime: Record<strin
   let store = openStore(dataDir);
   let rt: ContainerRuntime | undefined;
   try {
-    rt = (await createRuntime(runtimeOnly(cfg), store.runtime, silentLogger)).runtime;
+    rt = (await createRuntime(runtimeOnly(cfg), store.runtime, silentLogger, undefined, undefined, effects)).runtime;
   } catch (e) {
     await store.close();
     rmSync(dataDir, { recursive: true, force: true });
@@ -63,7 +64,7 @@ export async function startRuntime(tag: string, n: number, runtime: Record<strin
       await store.close();
       store = openStore(dataDir);
       env.store = store;
-      env.rt = (await createRuntime(runtimeOnly(cfg), store.runtime, silentLogger)).runtime;
+      env.rt = (await createRuntime(runtimeOnly(cfg), store.runtime, silentLogger, undefined, undefined, effects)).runtime;
       return env.rt;
     },
     async cleanup() {
