@@ -19,16 +19,11 @@ import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { isAppError } from '../../src/errors.js';
-import type { Req, Res } from '../../src/http/index.js';
-import { silentLogger } from '../../src/log/index.js';
-import { UnsettledMoves } from '../../src/moves/asked.js';
-import { MoveHolds } from '../../src/moves/holds.js';
-import { MoveSource } from '../../src/moves/source.js';
 import { PREPARE_PATH } from '../../src/moves/wire.js';
-import type { MovesDeps } from '../../src/moves/index.js';
 import { AskedMoves, askedDir, type StartAnswer } from '../../src/registry/index.js';
 import type { ServerRecord } from '../../src/store/index.js';
 import { until } from '../helpers/wait.js';
+import { fakeSource } from './helpers/fakesource.js';
 
 const GiB = 1024 ** 3;
 const ID = 'srv_0123456789ab';
@@ -42,79 +37,28 @@ function world(after: () => Promise<StartAnswer>) {
   dirs.push(dataDir);
   /** Whether the server was marked asked on disk when the target was asked. */
   let markedAtAsk: boolean | undefined;
-  const d = {
-    cfg: { checkpoints: { store: 's3://bucket/x' } },
-    log: silentLogger,
-    registry: {
-      host: 'host-a',
-      identity: { run: 'run_1' },
-      hosts: {
-        list: async () => [
-          {
-            name: 'host-b',
-            advertise: '127.0.0.1:1',
-            up: true,
-            leaseLeftMs: 10_000,
-            capacity: { servers: 0, serversMax: 0, memoryFreeBytes: 64 * GiB, memoryRoomBytes: 64 * GiB, diskRoomBytes: 100 * GiB },
-            drain: null,
-          },
-        ],
-      },
-      placements: { host: () => ({ name: 'host-b', advertise: '127.0.0.1:1', up: true, lease: true }), sync: async () => {} },
-      asked: new AskedMoves(askedDir(dataDir)),
-      names: {
-        placement: async () => ({ serverId: ID, host: 'host-a', epoch: 3 }),
-        startAt: async () => (asked++, after()),
-        forget: () => calls.push('forget-epoch'),
-      },
+  const { source, unsettled } = fakeSource({
+    dataDir,
+    state: 'running',
+    on: (effect) => void calls.push(effect),
+    names: {
+      placement: async () => ({ serverId: ID, host: 'host-a', epoch: 3 }),
+      startAt: async () => (asked++, after()),
+      forget: () => calls.push('forget-epoch'),
     },
-    channel: {
-      answering: () => true,
-      probe: () => {},
-      forwardApi: async (_to: string, req: Req, res: Res) => {
-        if (req.url === PREPARE_PATH) {
-          // the running server's prestage (moves/prepare.ts): an older target that has none
-          calls.push('prepare');
-          res.writeHead(404, { 'content-type': 'application/json' });
-          return void res.end(JSON.stringify({ error: 'not_found', detail: 'no such route' }));
-        }
-        calls.push('ask');
-        markedAtAsk = existsSync(join(askedDir(dataDir), ID));
-        res.writeHead(502, { 'content-type': 'application/json' });
-        res.end(JSON.stringify({ error: 'move_failed', detail: 'the target broke down' }));
-      },
+    forwardApi: async (_to, req, res) => {
+      if (req.url === PREPARE_PATH) {
+        // the running server's prestage (moves/prepare.ts): an older target that has none
+        calls.push('prepare');
+        res.writeHead(404, { 'content-type': 'application/json' });
+        return void res.end(JSON.stringify({ error: 'not_found', detail: 'no such route' }));
+      }
+      calls.push('ask');
+      markedAtAsk = existsSync(join(askedDir(dataDir), ID));
+      res.writeHead(502, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ error: 'move_failed', detail: 'the target broke down' }));
     },
-    presence: { state: () => 'running' },
-    proxy: { forget: () => calls.push('forget') },
-    runtime: {
-      get: () => ({ state: 'running', rootfs: '/nonexistent' }),
-      stop: async () => void calls.push('stop'),
-      start: async () => void calls.push('start'),
-      delete: async () => void calls.push('delete'),
-    },
-    hosting: {
-      core: {
-        checkpoints: {
-          engine: { available: true },
-          take: async () => ({ id: 'ckp_1' }),
-          list: () => [],
-          changed: () => true,
-          settingsOf: () => ({}),
-        },
-        exposures: { list: () => [], releaseServer: async () => {} },
-        domains: { handOff: () => {} },
-      },
-    },
-    store: {
-      accounts: { get: () => ({ id: 'acc_1' }) },
-      checkpoints: { list: () => [], remove: async () => {} },
-      domains: { byServer: () => [] },
-      servers: { remove: () => calls.push('remove') },
-    },
-  } as unknown as MovesDeps;
-  const holds = new MoveHolds();
-  const unsettled = new UnsettledMoves(d, silentLogger, holds);
-  const source = new MoveSource(d, silentLogger, holds, unsettled);
+  });
   const move = source.move(rec, 'host-b').then(
     () => 'moved',
     (e: unknown) => (isAppError(e) ? e.code : String(e)),

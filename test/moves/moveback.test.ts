@@ -14,16 +14,12 @@ import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { isAppError } from '../../src/errors.js';
-import type { Req, Res } from '../../src/http/index.js';
-import { silentLogger } from '../../src/log/index.js';
-import { UnsettledMoves } from '../../src/moves/asked.js';
-import { MoveHolds } from '../../src/moves/holds.js';
-import { MoveSource } from '../../src/moves/source.js';
-import type { MovesDeps } from '../../src/moves/index.js';
-import { AskedMoves, askedDir, RegistryNames, RegistryPool } from '../../src/registry/index.js';
+import type { MoveSource } from '../../src/moves/source.js';
+import { RegistryNames, RegistryPool } from '../../src/registry/index.js';
 import type { ServerRecord } from '../../src/store/index.js';
 import { initRegistry } from '../helpers/cluster.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
+import { fakeSource } from './helpers/fakesource.js';
 
 const GiB = 1024 ** 3;
 const ID = 'srv_0123456789ab';
@@ -51,68 +47,17 @@ test.after(async () => {
 
 /** host-a's move source over its real names; host-b's side takes the placement and answers. */
 function source(names: RegistryNames, target: RegistryNames): MoveSource {
-  const d = {
-    cfg: { checkpoints: { store: 's3://bucket/x' } },
-    log: silentLogger,
-    registry: {
-      host: 'host-a',
-      identity: { run: 'run_1' },
-      hosts: {
-        list: async () => [
-          {
-            name: 'host-b',
-            advertise: '127.0.0.1:1',
-            up: true,
-            leaseLeftMs: 10_000,
-            capacity: { servers: 0, serversMax: 0, memoryFreeBytes: 64 * GiB, memoryRoomBytes: 64 * GiB, diskRoomBytes: 100 * GiB },
-            drain: null,
-          },
-        ],
-      },
-      placements: { host: () => ({ name: 'host-b', advertise: '127.0.0.1:1', up: true, lease: true }), sync: async () => {} },
-      names,
-      asked: new AskedMoves(askedDir(dataDir)),
+  return fakeSource({
+    dataDir,
+    names,
+    state: 'sleeping',
+    forwardApi: async (_to, _req, res, _info, o) => {
+      const ask = JSON.parse(o.body.toString()) as { server: { id: string; slug: string }; epoch: number };
+      const epoch = await target.moveHere(ask.server.id, ask.server.slug, '127.0.0.2', ask.epoch);
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ epoch, exposed_ports: [], state: 'sleeping' }));
     },
-    channel: {
-      answering: () => true,
-      probe: () => {},
-      forwardApi: async (_to: string, _req: Req, res: Res, _info: unknown, o: { body: Buffer }) => {
-        const ask = JSON.parse(o.body.toString()) as { server: { id: string; slug: string }; epoch: number };
-        const epoch = await target.moveHere(ask.server.id, ask.server.slug, '127.0.0.2', ask.epoch);
-        res.writeHead(200, { 'content-type': 'application/json' });
-        res.end(JSON.stringify({ epoch, exposed_ports: [], state: 'sleeping' }));
-      },
-    },
-    presence: { state: () => 'sleeping' },
-    proxy: { forget: () => {} },
-    runtime: {
-      get: () => ({ state: 'sleeping', rootfs: '/nonexistent' }),
-      stop: async () => {},
-      start: async () => {},
-      delete: async () => {},
-    },
-    hosting: {
-      core: {
-        checkpoints: {
-          engine: { available: true },
-          take: async () => ({ id: 'ckp_1' }),
-          list: () => [],
-          changed: () => true,
-          settingsOf: () => ({}),
-        },
-        exposures: { list: () => [], releaseServer: async () => {} },
-        domains: { handOff: () => {} },
-      },
-    },
-    store: {
-      accounts: { get: () => ({ id: 'acc_1' }) },
-      checkpoints: { list: () => [], remove: async () => {} },
-      domains: { byServer: () => [] },
-      servers: { remove: () => {} },
-    },
-  } as unknown as MovesDeps;
-  const holds = new MoveHolds();
-  return new MoveSource(d, silentLogger, holds, new UnsettledMoves(d, silentLogger, holds));
+  }).source;
 }
 
 test('a server moved away and back, its placement write here answered lost: the fence starts it from its placement here, not from the epoch written before it left', async () => {
