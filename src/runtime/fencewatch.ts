@@ -14,7 +14,9 @@
 //   then:   the cgroup directory (freezer hierarchy on v1) of each server that runs.
 // Before it kills anything it writes the daemon's mark that the fence's stop is unsettled (`settle`,
 // registry/fencestate.ts's file): the next daemon starts or thaws nothing before it has read where
-// its servers are placed now (another host may have recovered them).
+// its servers are placed now (another host may have recovered them). The mark is flushed, renamed
+// into place and its directory flushed (coreutils `sync FILE` fsyncs what it opens, a directory
+// too) before the first kill, so a power loss after the kill cannot lose it.
 // While the daemon lives, its own fence acts and the watchdog only thaws what it froze itself once
 // contact is fresh again. Once the daemon is gone, it freezes every listed server that is not
 // frozen already (a doze is not its to thaw) when the contact is `freezeMs` old, and kills every
@@ -51,7 +53,7 @@ while :; do
   if [ -r "/proc/$dpid/stat" ] && [ "$(cut -d' ' -f22 "/proc/$dpid/stat" 2>/dev/null)" = "$dstart" ]; then continue; fi
   [ "$wpid" = "$me" ] || continue
   if [ "$age" -ge "$st" ] && [ -n "$mark" ] && [ -n "$dirs" ] && [ ! -e "$mark" ]; then
-    printf '{"since":%s,"by":"watchdog"}\n' "$(date +%s%3N)" > "$mark.tmp" && sync "$mark.tmp" 2>/dev/null; mv -f "$mark.tmp" "$mark"
+    printf '{"since":%s,"by":"watchdog"}\n' "$(date +%s%3N)" > "$mark.tmp" && sync "$mark.tmp" 2>/dev/null; mv -f "$mark.tmp" "$mark" && sync "$(dirname "$mark")" 2>/dev/null
   fi
   for d in $dirs; do
     [ -d "$d" ] || continue

@@ -8,7 +8,10 @@
 //     before the kill it marks the fence's stop unsettled for the next daemon (registry/fencestate.ts);
 //   - the daemon alive: nothing, however stale its contact (its own fence acts);
 //   - contact fresh again: what the watchdog froze is thawed;
-//   - the file removed (a stop with nothing left running): the watchdog leaves.
+//   - the file removed (a stop with nothing left running): the watchdog leaves;
+//   - the unsettled mark, the watchdog's and the daemon's own fence's, is renamed into place and its
+//     directory fsynced before the kill (strace: the syscalls themselves; a power loss cannot be
+//     tested here).
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, rmdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -45,6 +48,33 @@ function server(id: string): { dir: string; pid: number } {
   const p = sleeper();
   writeFileSync(join(dir, 'cgroup.procs'), String(p.pid));
   return { dir, pid: p.pid! };
+}
+
+/** strace attached to `pid` (and, with `children`, what it starts): its openat, fsync and renames
+ *  with the paths of their fds (-y), until end(). */
+async function strace(pid: number, children: boolean): Promise<{ end: () => Promise<string[]> }> {
+  const log = join(tmp, `strace-${pid}-${Date.now()}`);
+  const p = spawn('strace', [...(children ? ['-f'] : []), '-y', '-e', 'trace=openat,fsync,rename,renameat,renameat2', '-o', log, '-p', String(pid)], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  procs.push(p);
+  let err = '';
+  p.stderr!.on('data', (b: Buffer) => (err += b.toString()));
+  const gone = new Promise((r) => p.once('exit', r)); // also on its own, once what it traces is gone
+  await until('strace attached', () => /attached/.test(err), 5000, 10);
+  return {
+    end: async () => {
+      p.kill('SIGINT');
+      await gone;
+      return readFileSync(log, 'utf8').split('\n');
+    },
+  };
+}
+
+/** Whether the trace renames `<dir>/cluster-fence.json.tmp` over the mark and then fsyncs `dir`. */
+function dirSyncedAfterRename(lines: string[], dir: string): boolean {
+  const renamed = lines.findIndex((l) => /rename\w*\(.*cluster-fence\.json\.tmp".*cluster-fence\.json"/.test(l));
+  return renamed >= 0 && lines.slice(renamed + 1).some((l) => l.includes(`fsync(`) && l.includes(`<${dir}>) = 0`));
 }
 
 function watch(name: string, daemonPid: number, stopMs = STOP_MS): { w: FenceWatch; dataDir: string } {
@@ -113,6 +143,29 @@ test('the daemon alive: nothing, however stale its contact; fresh contact thaws 
   await until('the watchdog leaves', () => !alive(w.pid), 3000, 10);
   assert.ok(alive(s.pid), 'a stop with nothing left running kills nothing');
   assert.not.ok(existsSync(fenceStateFile(dataDir)), 'nothing killed: no unsettled mark');
+});
+
+test("the unsettled mark is renamed into place and its directory fsynced before the kill: the watchdog's and the daemon fence's own", async () => {
+  const tag = `fw${process.pid}c`;
+  const s = server(`srv_${tag}1`);
+  const daemon = sleeper();
+  const { w, dataDir } = watch('durable', daemon.pid!, 2 * STOP_MS);
+  const traced = await strace(w.pid, true);
+  w.beat(Date.now(), [`srv_${tag}1`]);
+  daemon.kill('SIGKILL');
+  await until('the server killed', () => !alive(s.pid), 6000, 10);
+  const lines = await traced.end();
+  assert.ok(existsSync(fenceStateFile(dataDir)), 'marked');
+  assert.ok(dirSyncedAfterRename(lines, dataDir), `the watchdog fsyncs ${dataDir} after the rename`);
+  w.stop(false);
+
+  const own = join(tmp, 'own');
+  mkdirSync(own);
+  const self = await strace(process.pid, false);
+  new FenceSettlement(fenceStateFile(own)).stopping();
+  const mine = await self.end();
+  assert.ok(new FenceSettlement(fenceStateFile(own)).unsettled);
+  assert.ok(dirSyncedAfterRename(mine, own), `stopping() fsyncs ${own} after the rename`);
 });
 
 test.run();
