@@ -45,6 +45,7 @@ import {
   startOomWatch,
   startFlowWatch,
   startFenceWatch,
+  cgroupPath,
   type ContainerRuntime,
   type HostLock,
   type Lxcfs,
@@ -328,7 +329,13 @@ export function fencedServers(rt: Runtime): FencedServers {
  *  recoverAfter/20 (at most a second), the last contact and the servers that run; answers its stop. */
 function watchFence(r: Registry, rt: Runtime, cfg: Readonly<Config>): (leftRunning: boolean) => void {
   const b = fenceBounds(cfg.cluster.recoverAfter);
-  const w = startFenceWatch({ dataDir: cfg.dataDir, freezeMs: b.freezeMs, stopMs: b.stopMs, settleFile: fenceStateFile(cfg.dataDir) });
+  const w = startFenceWatch({
+    dataDir: cfg.dataDir,
+    cgroup: (id) => cgroupPath(cfg.runtime, id),
+    freezeMs: b.freezeMs,
+    stopMs: b.stopMs,
+    settleFile: fenceStateFile(cfg.dataDir),
+  });
   const beat = () =>
     w.beat(
       Date.now() - (r.contact.cutOffForMs() ?? 0),

@@ -30,7 +30,6 @@
 import { spawn } from 'node:child_process';
 import { existsSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { cgroupPath } from './spec.js';
 
 const ROOT = '/sys/fs/cgroup';
 const V2 = existsSync(join(ROOT, 'cgroup.controllers'));
@@ -68,9 +67,10 @@ while :; do
   [ "$age" -ge "$st" ] && exit 0
 done`;
 
-/** The cgroup directory the watchdog freezes and kills for server `id` (freezer hierarchy on v1). */
-export function fenceCgroup(id: string): string {
-  return V2 ? join(ROOT, cgroupPath(id)) : join(ROOT, 'freezer', cgroupPath(id));
+/** The cgroup directory the watchdog freezes and kills for a server whose cgroup is `cgroup`
+ *  (spec.ts cgroupPath: the daemon's own; freezer hierarchy on v1). */
+export function fenceCgroup(cgroup: string): string {
+  return V2 ? join(ROOT, cgroup) : join(ROOT, 'freezer', cgroup);
 }
 
 /** The start time of process `pid` (field 22 of /proc/pid/stat), as the watchdog reads it. */
@@ -94,6 +94,8 @@ export interface FenceWatch {
  *  that the next daemon must read its servers' placements first (registry/fencestate.ts). */
 export function startFenceWatch(o: {
   dataDir: string;
+  /** A server's cgroup path on this daemon (spec.ts cgroupPath). */
+  cgroup: (id: string) => string;
   freezeMs: number;
   stopMs: number;
   everyMs?: number;
@@ -112,7 +114,8 @@ export function startFenceWatch(o: {
   const daemonPid = o.daemonPid ?? process.pid;
   const dstart = startTime(daemonPid);
   const write = (contactAt: number, running: readonly string[]) => {
-    const body = [`${Math.floor(contactAt)} ${daemonPid} ${dstart} ${pid}`, V2 ? 'v2' : 'v1', ...running.map(fenceCgroup)].join('\n') + '\n';
+    const body =
+      [`${Math.floor(contactAt)} ${daemonPid} ${dstart} ${pid}`, V2 ? 'v2' : 'v1', ...running.map((id) => fenceCgroup(o.cgroup(id)))].join('\n') + '\n';
     writeFileSync(`${file}.tmp`, body, { mode: 0o600 });
     renameSync(`${file}.tmp`, file);
   };

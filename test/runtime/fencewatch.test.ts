@@ -19,12 +19,14 @@ import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { FenceSettlement, fenceStateFile } from '../../src/registry/index.js';
-import { fenceCgroup, startFenceWatch, type FenceWatch } from '../../src/runtime/index.js';
+import { cgroupPath, fenceCgroup, startFenceWatch, type FenceWatch } from '../../src/runtime/index.js';
 import { until } from '../helpers/wait.js';
 
 const FREEZE_MS = 500;
 const STOP_MS = 1000;
 const V2 = existsSync('/sys/fs/cgroup/cgroup.controllers');
+/** The daemon's runtime config: its nft table names its servers' cgroup parent. */
+const RT = { nftTable: `rbfw${process.pid % 100000}` };
 const dirs: string[] = [];
 const procs: ChildProcess[] = [];
 const tmp = mkdtempSync(join(tmpdir(), 'rbx-fencewatch-'));
@@ -42,7 +44,7 @@ const setFrozen = (dir: string, on: boolean) =>
 
 /** A "server": a process in the cgroup a server of id `id` gets. */
 function server(id: string): { dir: string; pid: number } {
-  const dir = fenceCgroup(id);
+  const dir = fenceCgroup(cgroupPath(RT, id));
   mkdirSync(dir, { recursive: true });
   dirs.push(dir);
   const p = sleeper();
@@ -80,7 +82,18 @@ function dirSyncedAfterRename(lines: string[], dir: string): boolean {
 function watch(name: string, daemonPid: number, stopMs = STOP_MS): { w: FenceWatch; dataDir: string } {
   const dataDir = join(tmp, name);
   mkdirSync(dataDir);
-  return { w: startFenceWatch({ dataDir, freezeMs: FREEZE_MS, stopMs, everyMs: 50, daemonPid, settleFile: fenceStateFile(dataDir) }), dataDir };
+  return {
+    w: startFenceWatch({
+      dataDir,
+      cgroup: (id) => cgroupPath(RT, id),
+      freezeMs: FREEZE_MS,
+      stopMs,
+      everyMs: 50,
+      daemonPid,
+      settleFile: fenceStateFile(dataDir),
+    }),
+    dataDir,
+  };
 }
 
 test.after(() => {
@@ -92,6 +105,7 @@ test.after(() => {
   for (const p of procs) p.kill('SIGKILL');
   setTimeout(() => {
     for (const d of dirs) if (existsSync(d)) rmdirSync(d);
+    if (dirs.length) rmdirSync(join(dirs[0], '..'));
     rmSync(tmp, { recursive: true, force: true });
   }, 200);
 });
