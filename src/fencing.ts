@@ -5,7 +5,7 @@
 
 import type { Config } from './config/index.js';
 import { fenceBounds, fenceStateFile, type FencedServers, type Registry } from './registry/index.js';
-import { startFenceWatch, type Runtime } from './runtime/index.js';
+import { cgroupPath, startFenceWatch, type Runtime } from './runtime/index.js';
 
 /** This host's servers as the self-fence acts on them (registry/selffence.ts): frozen where the
  *  runtime can freeze (else stopped at once), stopped without a parked container — one it froze
@@ -37,7 +37,13 @@ export interface FenceWatching {
  *  the servers that run or start. */
 export function watchFence(r: Registry, rt: Runtime, cfg: Readonly<Config>): FenceWatching {
   const b = fenceBounds(cfg.cluster.recoverAfter);
-  const w = startFenceWatch({ dataDir: cfg.dataDir, freezeMs: b.freezeMs, stopMs: b.stopMs, settleFile: fenceStateFile(cfg.dataDir) });
+  const w = startFenceWatch({
+    dataDir: cfg.dataDir,
+    cgroup: (id) => cgroupPath(cfg.runtime, id),
+    freezeMs: b.freezeMs,
+    stopMs: b.stopMs,
+    settleFile: fenceStateFile(cfg.dataDir),
+  });
   // let start since the last tick; by the next one the runtime lists them waking or running
   const starting = new Set<string>();
   const beat = () => {

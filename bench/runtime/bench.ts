@@ -12,7 +12,6 @@ import { chownSync, chmodSync, mkdirSync, readFileSync, writeFileSync } from 'no
 import { connect } from 'node:net';
 import { join } from 'node:path';
 import { memoryStats } from '../../src/runtime/cgroup.js';
-import { cgroupPath } from '../../src/runtime/spec.js';
 import { MiB, newId, RUN_SH, startRuntime } from '../../test/runtime/helpers/env.js';
 
 const runs = Number(process.argv[2] ?? 20);
@@ -98,12 +97,12 @@ try {
   }
   // memory: all awake and idle vs all asleep
   await new Promise((r) => setTimeout(r, 2000));
-  const cg = ids.map((id) => memoryStats(cgroupPath(id)).memoryBytes);
+  const cg = ids.map((id) => memoryStats(env.rt.cgroup(id)).memoryBytes);
   const awakeAvail = memAvailable();
   for (const id of ids) await env.rt.stop(id);
   await new Promise((r) => setTimeout(r, 2000));
   const sleepAvail = memAvailable();
-  const sleepingCg = ids.map((id) => memoryStats(cgroupPath(id)).memoryBytes);
+  const sleepingCg = ids.map((id) => memoryStats(env.rt.cgroup(id)).memoryBytes);
   const p50peer = stats(peers).p50;
   console.log(`runtime bench: ${runs} runs, busy shared 2-core machine (other engineers' tests running)`);
   console.log(`create() resolved          ${fmt(created)}   (target p50 <= 250 ms)`);

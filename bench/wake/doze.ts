@@ -33,7 +33,6 @@ import { sh } from '../../test/runtime/helpers/env.js';
 import type { ContainerRuntime } from '../../src/runtime/index.js';
 import { hostMemAvailable } from '../../src/presence/floor.js';
 import { thaw } from '../../src/runtime/freezer.js';
-import { cgroupPath } from '../../src/runtime/spec.js';
 
 const arg = (name: string, def: string) => {
   const i = process.argv.indexOf(`--${name}`);
@@ -253,7 +252,7 @@ export async function dozeRows(_ctx?: unknown): Promise<string[]> {
     for (let i = 0; i < DOZES; i++) {
       await idle(); // frozen by the tracker: thaw it under its feet, then let it see a touch
       const t0 = performance.now();
-      thaw(cgroupPath(app.id));
+      thaw(rt.cgroup(app.id));
       thawRaw.push(performance.now() - t0);
       await firstByte(d.http, app.host);
       await idle();
@@ -269,13 +268,13 @@ export async function dozeRows(_ctx?: unknown): Promise<string[]> {
       await idle();
       if (i % 2 === 0) {
         const t0 = performance.now();
-        thaw(cgroupPath(app.id));
+        thaw(rt.cgroup(app.id));
         const t = performance.now() - t0;
         aloneThawed.push(t + (await appAlone(app.ip)));
       } else {
         const answered = appAlone(app.ip); // connected and sent: the kernel queues both for the frozen app
         await new Promise((r) => setImmediate(r));
-        thaw(cgroupPath(app.id));
+        thaw(rt.cgroup(app.id));
         aloneSentFirst.push(await answered);
       }
       aloneAwake.push(await appAlone(app.ip));

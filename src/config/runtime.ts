@@ -57,7 +57,9 @@ export const runtimeSchema = z
       .string()
       .regex(/^[a-z][a-z0-9_]{0,30}$/)
       .default('rootbox')
-      .describe('Name of the nftables tables (`inet <name>` and `bridge <name>`) holding NAT, isolation and egress counters.'),
+      .describe(
+        "Name of the nftables tables (`inet <name>` and `bridge <name>`) holding NAT, isolation and egress counters; also the parent of its servers' cgroups (`/<name>/<server id>`: `/rootbox/<id>` by default), so that two daemons of one machine never share a server's cgroup.",
+      ),
     // Bounds on each server's outbound connections, enforced in nftables per server (network.ts,
     // netbounds.ts) by its account's tier; a tier change applies to running servers at once.
     egress: z

@@ -4,7 +4,8 @@
 // this host's servers: until the registry answered and the placements were read (`healed`),
 // nothing starts or thaws from what this host alone knows (fence.ts). A daemon restarted meanwhile
 // must keep that rule, so the mark lives in `<dataDir>/cluster-fence.json` (written whole and
-// flushed before any server is stopped, renamed into place; removed once settled), read when the
+// flushed before any server is stopped, renamed into place and its directory flushed, so a power
+// loss after the stop keeps it; removed once settled), read when the
 // registry part is made — before the boot's reconcile asks the wake fence anything.
 //
 // A file beside `cluster-contact.json`, not the LMDB store: the registry imports no store (the
@@ -13,12 +14,22 @@
 // and the saved contact is no proof either (a peer that answered ended the fence and refreshed it,
 // with the stop still unsettled).
 
-import { readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { closeSync, fsyncSync, openSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 
 /** The file that marks the fence's stop unsettled (the watchdog is given the same path: main.ts). */
 export function fenceStateFile(dataDir: string): string {
   return join(dataDir, 'cluster-fence.json');
+}
+
+/** Flushes a directory's entries (the rename of the mark into it). */
+function syncDir(dir: string): void {
+  const fd = openSync(dir, 'r');
+  try {
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
 }
 
 /** What the file says: since when (wall-clock ms) the stop is unsettled, and who marked it. */
@@ -63,6 +74,7 @@ export class FenceSettlement {
     try {
       writeFileSync(`${this.file}.tmp`, JSON.stringify(this.mark) + '\n', { mode: 0o600, flush: true });
       renameSync(`${this.file}.tmp`, this.file);
+      syncDir(dirname(this.file));
     } catch (err) {
       this.onError('the self-fence could not keep its unsettled stop in the data dir: a restart before it settles would forget it', err);
     }

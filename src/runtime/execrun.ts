@@ -9,7 +9,6 @@ import { AppError } from '../errors.js';
 import { pipeExec, ptyExec, type Wrapping } from './exec.js';
 import { ExecGroup } from './execgroup.js';
 import type { Runc } from './runc.js';
-import { cgroupPath } from './spec.js';
 import { INIT_MOUNT } from './supervisor.js';
 import type { ExecOptions, ExitInfo, PipeProcess, PtyOptions, PtyProcess } from './types.js';
 
@@ -38,21 +37,21 @@ function signalling(
   };
 }
 
-export function execIn(runc: Runc, id: string, opts: ExecOptions, execWrapper: string | undefined): PipeProcess {
+export function execIn(runc: Runc, id: string, cgroup: string, opts: ExecOptions, execWrapper: string | undefined): PipeProcess {
   if (!opts.argv.length) throw AppError.of('invalid_argv', 'exec needs a command');
   const w = wrapping(execWrapper);
   const argv = w ? [w.inside, 'run', ...opts.argv] : opts.argv;
-  const group = ExecGroup.open(cgroupPath(id));
+  const group = ExecGroup.open(cgroup);
   const p = pipeExec(runc.execArgs(id, { tty: false, argv, env: opts.env, cwd: opts.cwd, preserveFds: w ? 1 : 0, cgroup: group?.runcFlag }), !!w);
   return { ...p, signalAll: signalling(group, !!w, p) };
 }
 
-export function execPtyIn(runc: Runc, id: string, opts: PtyOptions, execWrapper: string | undefined): PtyProcess {
+export function execPtyIn(runc: Runc, id: string, cgroup: string, opts: PtyOptions, execWrapper: string | undefined): PtyProcess {
   if (!opts.argv.length) throw AppError.of('invalid_argv', 'exec needs a command');
   const env = { TERM: opts.term, ...opts.env };
   const w = wrapping(execWrapper);
   const argv = w ? [w.inside, 'run', ...opts.argv] : opts.argv;
-  const group = ExecGroup.open(cgroupPath(id));
+  const group = ExecGroup.open(cgroup);
   let p: Omit<PtyProcess, 'signalAll'>;
   try {
     p = ptyExec(runc.execArgs(id, { tty: true, argv, env, cwd: opts.cwd, preserveFds: w ? 1 : 0, cgroup: group?.runcFlag }), opts, w);

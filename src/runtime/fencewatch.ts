@@ -14,7 +14,9 @@
 //   then:   the cgroup directory (freezer hierarchy on v1) of each server that runs.
 // Before it kills anything it writes the daemon's mark that the fence's stop is unsettled (`settle`,
 // registry/fencestate.ts's file): the next daemon starts or thaws nothing before it has read where
-// its servers are placed now (another host may have recovered them).
+// its servers are placed now (another host may have recovered them). The mark is flushed, renamed
+// into place and its directory flushed (coreutils `sync FILE` fsyncs what it opens, a directory
+// too) before the first kill, so a power loss after the kill cannot lose it.
 // While the daemon lives, its own fence acts and the watchdog only thaws what it froze itself once
 // contact is fresh again. Once the daemon is gone, it freezes every listed server that is not
 // frozen already (a doze is not its to thaw) when the contact is `freezeMs` old, and kills every
@@ -28,7 +30,6 @@
 import { spawn } from 'node:child_process';
 import { existsSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { cgroupPath } from './spec.js';
 
 const ROOT = '/sys/fs/cgroup';
 const V2 = existsSync(join(ROOT, 'cgroup.controllers'));
@@ -51,7 +52,7 @@ while :; do
   if [ -r "/proc/$dpid/stat" ] && [ "$(cut -d' ' -f22 "/proc/$dpid/stat" 2>/dev/null)" = "$dstart" ]; then continue; fi
   [ "$wpid" = "$me" ] || continue
   if [ "$age" -ge "$st" ] && [ -n "$mark" ] && [ -n "$dirs" ] && [ ! -e "$mark" ]; then
-    printf '{"since":%s,"by":"watchdog"}\n' "$(date +%s%3N)" > "$mark.tmp" && sync "$mark.tmp" 2>/dev/null; mv -f "$mark.tmp" "$mark"
+    printf '{"since":%s,"by":"watchdog"}\n' "$(date +%s%3N)" > "$mark.tmp" && sync "$mark.tmp" 2>/dev/null; mv -f "$mark.tmp" "$mark" && sync "$(dirname "$mark")" 2>/dev/null
   fi
   for d in $dirs; do
     [ -d "$d" ] || continue
@@ -66,9 +67,10 @@ while :; do
   [ "$age" -ge "$st" ] && exit 0
 done`;
 
-/** The cgroup directory the watchdog freezes and kills for server `id` (freezer hierarchy on v1). */
-export function fenceCgroup(id: string): string {
-  return V2 ? join(ROOT, cgroupPath(id)) : join(ROOT, 'freezer', cgroupPath(id));
+/** The cgroup directory the watchdog freezes and kills for a server whose cgroup is `cgroup`
+ *  (spec.ts cgroupPath: the daemon's own; freezer hierarchy on v1). */
+export function fenceCgroup(cgroup: string): string {
+  return V2 ? join(ROOT, cgroup) : join(ROOT, 'freezer', cgroup);
 }
 
 /** The start time of process `pid` (field 22 of /proc/pid/stat), as the watchdog reads it. */
@@ -92,6 +94,8 @@ export interface FenceWatch {
  *  that the next daemon must read its servers' placements first (registry/fencestate.ts). */
 export function startFenceWatch(o: {
   dataDir: string;
+  /** A server's cgroup path on this daemon (spec.ts cgroupPath). */
+  cgroup: (id: string) => string;
   freezeMs: number;
   stopMs: number;
   everyMs?: number;
@@ -110,7 +114,8 @@ export function startFenceWatch(o: {
   const daemonPid = o.daemonPid ?? process.pid;
   const dstart = startTime(daemonPid);
   const write = (contactAt: number, running: readonly string[]) => {
-    const body = [`${Math.floor(contactAt)} ${daemonPid} ${dstart} ${pid}`, V2 ? 'v2' : 'v1', ...running.map(fenceCgroup)].join('\n') + '\n';
+    const body =
+      [`${Math.floor(contactAt)} ${daemonPid} ${dstart} ${pid}`, V2 ? 'v2' : 'v1', ...running.map((id) => fenceCgroup(o.cgroup(id)))].join('\n') + '\n';
     writeFileSync(`${file}.tmp`, body, { mode: 0o600 });
     renameSync(`${file}.tmp`, file);
   };

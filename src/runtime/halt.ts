@@ -12,16 +12,16 @@ import { killCgroup, removeCgroup } from './cgroup.js';
 import { isFrozen, thaw } from './freezer.js';
 import { alive, sleep } from './proc.js';
 import type { Runc } from './runc.js';
-import { cgroupPath } from './spec.js';
 
 /** How long the SIGKILLed init may take to go before runc delete (forced) goes ahead. */
 const KILL_WAIT_MS = 5000;
 
-export async function haltContainer(runc: Runc, id: string, graceMs: number): Promise<void> {
+/** Stops container `id`, whose cgroup is `cgroup` (spec.ts cgroupPath: this daemon's own). */
+export async function haltContainer(runc: Runc, id: string, cgroup: string, graceMs: number): Promise<void> {
   // no grace: the signal is pending when the thaw comes, so no process of it runs another instruction
-  if (graceMs <= 0 && isFrozen(cgroupPath(id)) && !(await runc.kill(id, 'KILL', true)) && !killCgroup(cgroupPath(id)))
+  if (graceMs <= 0 && isFrozen(cgroup) && !(await runc.kill(id, 'KILL', true)) && !killCgroup(cgroup))
     throw new InternalError('a frozen server could not be killed; it is left frozen, not thawed', { server: id });
-  thaw(cgroupPath(id)); // a dozing server gets its SIGTERM and grace like any other
+  thaw(cgroup); // a dozing server gets its SIGTERM and grace like any other
   const st = await runc.state(id);
   if (st && st.status !== 'stopped' && st.pid > 0) {
     if (graceMs > 0 && st.status === 'running') {
@@ -29,14 +29,12 @@ export async function haltContainer(runc: Runc, id: string, graceMs: number): Pr
       const deadline = Date.now() + graceMs;
       while (Date.now() < deadline && alive(st.pid)) await sleep(10);
     }
-    // a created (parked) container's one process is its init: killed alone. --all signals every
-    // process of the cgroup, which is named after the server alone (spec.ts cgroupPath): another
-    // daemon of the machine running the same server (a move's source, beside the target's parked
-    // copy it gave up) would lose its container with it
+    // a created (parked) container's one process is its init: killed alone (nothing else of it
+    // runs); a running one's every process of its cgroup, this daemon's own (spec.ts cgroupPath)
     if (alive(st.pid)) await runc.kill(id, 'KILL', st.status !== 'created');
     const deadline = Date.now() + KILL_WAIT_MS;
     while (Date.now() < deadline && alive(st.pid)) await sleep(10);
   }
   if (st) await runc.delete(id, true);
-  removeCgroup(cgroupPath(id));
+  removeCgroup(cgroup);
 }

@@ -33,4 +33,5 @@ export { hostClaims, hostNamesCheck, lockDataDir, lockHost, type HostLock } from
 export { cleanHost, type CleanReport } from './clean.js';
 export { seedServer, type Seed } from './seed.js';
 export { startFenceWatch, fenceCgroup, type FenceWatch } from './fencewatch.js';
+export { cgroupPath } from './spec.js';
 export { keepAside, keptAside, lostFoundDir, LOST_FOUND, type KeptAside } from './lostfound.js';

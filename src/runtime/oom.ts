@@ -11,7 +11,6 @@ import { closeSync, constants, existsSync, openSync, readFileSync, readSync, sta
 import type { Logger } from '../log/index.js';
 import { Periodic } from './periodic.js';
 import { appendIn, readTail } from './rootfile.js';
-import { cgroupPath } from './spec.js';
 import type { RuntimeServer } from './types.js';
 
 export const ROOTBOX_LOG = '/var/log/rootbox.log';
@@ -31,6 +30,8 @@ export function oomKillsIn(log: string): number {
 export interface OomWatchOptions {
   /** The servers as the runtime sees them now. */
   servers: () => RuntimeServer[];
+  /** A server's cgroup path on this daemon (spec.ts cgroupPath). */
+  cgroup: (id: string) => string;
   log: Logger;
   /** Poll period (default 2 s). */
   everyMs?: number;
@@ -58,7 +59,7 @@ export class OomWatch extends Periodic {
     const ids = new Set(running.map((s) => s.id));
     for (const id of this.seen.keys()) if (!ids.has(id)) this.seen.delete(id);
     for (const s of running) {
-      const c = oomCounter(cgroupPath(s.id));
+      const c = oomCounter(this.o.cgroup(s.id));
       if (!c) continue;
       const { ino, kills } = c;
       const before = this.seen.get(s.id);
@@ -70,7 +71,7 @@ export class OomWatch extends Periodic {
   }
 
   private async report(s: RuntimeServer, count: number, total: number): Promise<void> {
-    const victims = kernelVictims(cgroupPath(s.id), s.uidBase).slice(-count);
+    const victims = kernelVictims(this.o.cgroup(s.id), s.uidBase).slice(-count);
     const at = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
     const limit = `${Math.round(s.memoryBytes / MiB)} MiB`;
     let text = '';

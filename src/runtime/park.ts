@@ -63,13 +63,13 @@ export class Parking {
     } catch (err) {
       this.rt.deps.log.warn('could not park a sleeping server; it wakes cold', { server: rec.id, err });
       await this.rt.runc.delete(rec.id, true).catch(() => {});
-      removeCgroup(cgroupPath(rec.id));
+      removeCgroup(cgroupPath(this.rt.deps.cfg, rec.id));
     }
   }
 
   /** Parked servers: since when, and the memory their waiting init holds (its cgroup). */
   list(): { id: string; since: number; memoryBytes: number }[] {
-    return [...this.since].map(([id, since]) => ({ id, since, memoryBytes: memoryStats(cgroupPath(id)).memoryBytes }));
+    return [...this.since].map(([id, since]) => ({ id, since, memoryBytes: memoryStats(cgroupPath(this.rt.deps.cfg, id)).memoryBytes }));
   }
 
   /** A parked server's container and cgroup removed (it stays asleep and wakes cold); false when

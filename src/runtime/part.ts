@@ -21,7 +21,7 @@ export async function startLxcfs(d: { cfg: Readonly<Pick<Config, 'dataDir'>>; lo
 export function startOomWatch(d: { runtime: Runtime; log: Logger }): OomWatch | undefined {
   if (!(d.runtime instanceof ContainerRuntime)) return undefined;
   const runtime = d.runtime;
-  const oom = new OomWatch({ servers: () => runtime.list(), log: d.log.child({ part: 'oom' }) });
+  const oom = new OomWatch({ servers: () => runtime.list(), cgroup: (id) => runtime.cgroup(id), log: d.log.child({ part: 'oom' }) });
   oom.start();
   return oom;
 }

@@ -9,7 +9,9 @@
 //   - a running container of a known server is adopted as it is (the cgroups of the execs a daemon
 //     before this one ran in it are released: execgroup.ts); a frozen one (runc: paused),
 //     dozing when the daemon stopped, stays frozen: the idle tracker adopts it as dozing
-//     (Runtime.frozen), so it is shown and billed asleep and the next request thaws it;
+//     (Runtime.frozen), so it is shown and billed asleep and the next request thaws it; one in
+//     another cgroup parent than this daemon's (spec.ts cgroupPath: made by a release before the
+//     parent was per daemon, on a daemon with another nft table) is restarted into its own;
 //   - a `created` container of a sleeping server (parked, runtime.ts park()) is adopted as parked
 //     when its bundle is unchanged, else deleted and the server parked again; one of a server that
 //     should run is started (its parked start);
@@ -27,8 +29,7 @@ import { mountRootfs } from './disk.js';
 import { thawLeftovers } from './diskcopy.js';
 import { endLeftovers } from './leftovers.js';
 import type { ContainerRuntime } from './runtime.js';
-import { cgroupPath } from './spec.js';
-import { removeCgroup } from './cgroup.js';
+import { cgroupDirs, removeCgroup } from './cgroup.js';
 import { settle } from './freezer.js';
 import { ExecGroup } from './execgroup.js';
 
@@ -67,7 +68,7 @@ export async function reconcile(rt: ContainerRuntime): Promise<ReconcileReport> 
     report.orphans.push(c.id);
     await rt.runc.kill(c.id, 'KILL', c.status !== 'created'); // a created one: its init alone (halt.ts says why)
     await rt.runc.delete(c.id, true).catch((err) => log.warn('orphan delete failed', { container: c.id, err }));
-    removeCgroup(cgroupPath(c.id));
+    removeCgroup(rt.cgroup(c.id));
   }
   const dir = rt.serverDir('');
   if (existsSync(dir)) {
@@ -75,7 +76,7 @@ export async function reconcile(rt: ContainerRuntime): Promise<ReconcileReport> 
       if (records.has(name)) continue;
       if (!report.orphans.includes(name)) report.orphans.push(name); // its container was listed above
       await destroyDisk(diskPaths(rt.serverDir(name))).catch((err) => log.warn('orphan disk cleanup failed', { server: name, err }));
-      removeCgroup(cgroupPath(name));
+      removeCgroup(rt.cgroup(name));
     }
   }
   const status = new Map(containers.map((c) => [c.id, c.status]));
@@ -90,10 +91,18 @@ export async function reconcile(rt: ContainerRuntime): Promise<ReconcileReport> 
         const before = readFileSync(bundleFile, 'utf8');
         rt.writeBundle(rec, applied);
         const sameBundle = readFileSync(bundleFile, 'utf8') === before;
+        if ((status.get(rec.id) === 'running' || status.get(rec.id) === 'paused') && !cgroupDirs(rt.cgroup(rec.id)).length) {
+          // made under another cgroup parent (before the parent was this daemon's own, spec.ts
+          // cgroupPath): stopped, then started below in its own, where its freeze, its stop's
+          // cgroup kill and the watchdog (fencewatch.ts) reach it
+          await rt.halt(rec, rt.deps.cfg.stopGrace);
+          status.delete(rec.id);
+          log.warn("reconcile: a server running in another cgroup parent was restarted into this daemon's", { server: rec.id });
+        }
         if (status.get(rec.id) === 'running' || status.get(rec.id) === 'paused') {
-          settle(cgroupPath(rec.id)); // a freeze cut short by the crash: running, not half frozen
+          settle(rt.cgroup(rec.id)); // a freeze cut short by the crash: running, not half frozen
           // what the execs of the daemon before ran goes on in the server, no longer tracked
-          for (const g of ExecGroup.existing(cgroupPath(rec.id))) await g.release();
+          for (const g of ExecGroup.existing(rt.cgroup(rec.id))) await g.release();
           rt.view(rec, 'running', applied);
           report.adopted.push(rec.id);
         } else if (rec.desired === 'running' && (await mayStart(rt, rec.id, report))) {
@@ -109,7 +118,7 @@ export async function reconcile(rt: ContainerRuntime): Promise<ReconcileReport> 
         } else {
           const parked = status.get(rec.id) === 'created';
           if (status.has(rec.id)) await rt.halt(rec, 0);
-          else removeCgroup(cgroupPath(rec.id)); // a park or wake killed inside runc create leaves empty cgroups
+          else removeCgroup(rt.cgroup(rec.id)); // a park or wake killed inside runc create leaves empty cgroups
           rt.view(rec, 'sleeping', applied);
           if (parked) await rt.park(rec); // made with another bundle (an upgrade, a resize cut short)
           report.sleeping.push(rec.id);

@@ -114,6 +114,11 @@ export class ContainerRuntime implements Runtime {
     });
   }
 
+  /** Server `id`'s cgroup path on this daemon (spec.ts cgroupPath). */
+  cgroup(id: string): string {
+    return cgroupPath(this.deps.cfg, id);
+  }
+
   serverDir(id: string): string {
     return join(this.deps.dataDir, 'servers', id);
   }
@@ -276,15 +281,15 @@ export class ContainerRuntime implements Runtime {
 
   /** Doze (freezer.ts): the server's processes frozen in place, memory kept; thaw() undoes it. */
   freeze(id: string): Promise<{ memoryBytes: number; anonBytes: number }> {
-    return this.serial(id, async () => (this.running(id), await freeze(cgroupPath(id)), memoryStats(cgroupPath(id))));
+    return this.serial(id, async () => (this.running(id), await freeze(this.cgroup(id)), memoryStats(this.cgroup(id))));
   }
 
   /** With nothing queued for the server, the cgroup write is made before this returns (a request
    *  waiting for the thaw goes on in the same turn of the event loop); else after what is queued. */
   thaw(id: string): Promise<void> {
-    if (this.queues.has(id)) return this.serial(id, async () => thaw(cgroupPath(id)));
+    if (this.queues.has(id)) return this.serial(id, async () => thaw(this.cgroup(id)));
     try {
-      thaw(cgroupPath(id));
+      thaw(this.cgroup(id));
       return Promise.resolve();
     } catch (e) {
       return Promise.reject(e as Error);
@@ -293,14 +298,14 @@ export class ContainerRuntime implements Runtime {
 
   /** A running server's frozen memory when its cgroup is frozen now (one or two file reads). */
   frozen(id: string): { memoryBytes: number; anonBytes: number } | undefined {
-    return this.get(id)?.state === 'running' && isFrozen(cgroupPath(id)) ? memoryStats(cgroupPath(id)) : undefined;
+    return this.get(id)?.state === 'running' && isFrozen(this.cgroup(id)) ? memoryStats(this.cgroup(id)) : undefined;
   }
 
   /** SIGTERM, up to `graceMs`, SIGKILL to everything, runc delete. The namespaces and veth stay
    *  (the next start joins them; teardown releases them). */
   async halt(rec: RuntimeRecord, graceMs: number): Promise<void> {
     this.parking.forget(rec.id);
-    await haltContainer(this.runc, rec.id, graceMs);
+    await haltContainer(this.runc, rec.id, this.cgroup(rec.id), graceMs);
   }
 
   /** Everything a server has, released; the store record last (create.ts). */
@@ -339,18 +344,18 @@ export class ContainerRuntime implements Runtime {
 
   exec(id: string, opts: ExecOptions): PipeProcess {
     this.running(id);
-    return execIn(this.runc, id, opts, this.deps.execWrapper);
+    return execIn(this.runc, id, this.cgroup(id), opts, this.deps.execWrapper);
   }
 
   execPty(id: string, opts: PtyOptions): PtyProcess {
     this.running(id);
-    return execPtyIn(this.runc, id, opts, this.deps.execWrapper);
+    return execPtyIn(this.runc, id, this.cgroup(id), opts, this.deps.execWrapper);
   }
 
   async stats(id: string): Promise<ServerStats> {
     const rec = this.record(id);
     const running = this.servers.get(id)?.state === 'running';
-    const { memoryBytes, oomKills } = running ? memoryStats(cgroupPath(id)) : { memoryBytes: 0, oomKills: 0 };
+    const { memoryBytes, oomKills } = running ? memoryStats(this.cgroup(id)) : { memoryBytes: 0, oomKills: 0 };
     return { memoryBytes, oomKills, diskUsedBytes: this.diskUsedBytes(id), egressBytes: await this.net.egressBytes(rec.ip) };
   }
 

@@ -15,7 +15,7 @@ import { diskPaths, syncInitFiles } from './disk.js';
 import { serverLower } from './images.js';
 import { ensureLxcfsDir } from './lxcfs.js';
 import { nsPaths } from './network.js';
-import { ociSpec } from './spec.js';
+import { cgroupPath, ociSpec } from './spec.js';
 import type { NetBounds, RuntimeServer, ServerSpec, ServerState } from './types.js';
 
 /** What a server was given (ServerSpec without id), as applied on the host. */
@@ -86,6 +86,7 @@ export function writeBundle(
   syncInitFiles(deps.initDir, p); // the init bind comes from the server's own disk (disk.ts)
   const spec = ociSpec({
     id: rec.id,
+    cgroup: cgroupPath(deps.cfg, rec.id),
     slug: applied.slug,
     rootfs: p.rootfs,
     uidBase: rec.uidBase,

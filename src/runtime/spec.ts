@@ -54,6 +54,8 @@ export const CONTAINER_ENV = ['PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/us
 
 export interface SpecInput {
   id: string;
+  /** The server's cgroup path (cgroupPath). */
+  cgroup: string;
   slug: string;
   rootfs: string;
   uidBase: number;
@@ -92,7 +94,12 @@ const MASKED_DIRS = [
   '/sys/devices/virtual/block',
 ];
 
-export const cgroupPath = (id: string) => `/rootbox/${id}`;
+/** The cgroup of server `id` on this daemon: `/<runtime.nftTable>/<id>`. The parent is the daemon's
+ *  own, named after its nft table, which the host-name locks keep to one live daemon (locks.ts):
+ *  two daemons of one machine (tests, or a move between them) never share a server's cgroup, so
+ *  a halt's cgroup kill, a freeze or the watchdog's kill of one never reaches the other's
+ *  processes. The default table `rootbox` gives `/rootbox/<id>`, the path of every release before. */
+export const cgroupPath = (cfg: Pick<RuntimeConfig, 'nftTable'>, id: string) => `/${cfg.nftTable}/${id}`;
 
 /** Inodes of the server's 64 MiB tmpfs mounts (one per page) and of the sizeless ones (a few
  *  mount points): without nr_inodes a tmpfs gets half the host's memory pages, which `df -i`
@@ -107,13 +114,13 @@ const RO = ['bind', 'ro', 'nosuid', 'noexec', 'nodev'];
  *  opens the mount sources; the cgroup namespace shows them as `/`, no host path). On cgroup v1
  *  the controllers sit on a sizeless tmpfs: runc's own `cgroup` mount puts them on a tmpfs the
  *  size of half the host's memory, which df lists. */
-function cgroupMounts(id: string): Record<string, unknown>[] {
-  if (CGROUP_V2) return [{ destination: '/sys/fs/cgroup', type: 'bind', source: `/sys/fs/cgroup${cgroupPath(id)}`, options: RO }];
+function cgroupMounts(cgroup: string): Record<string, unknown>[] {
+  if (CGROUP_V2) return [{ destination: '/sys/fs/cgroup', type: 'bind', source: `/sys/fs/cgroup${cgroup}`, options: RO }];
   return [
     { destination: '/sys/fs/cgroup', type: 'tmpfs', source: 'tmpfs', options: ['ro', 'nosuid', 'noexec', 'nodev', 'size=0', NO_INODES, 'mode=755'] },
     ...['memory', 'cpu', 'cpuacct', 'pids']
       .filter((c) => existsSync(`/sys/fs/cgroup/${c}`))
-      .map((c) => ({ destination: `/sys/fs/cgroup/${c}`, type: 'bind', source: `/sys/fs/cgroup/${c}${cgroupPath(id)}`, options: RO })),
+      .map((c) => ({ destination: `/sys/fs/cgroup/${c}`, type: 'bind', source: `/sys/fs/cgroup/${c}${cgroup}`, options: RO })),
   ];
 }
 
@@ -153,7 +160,7 @@ export function ociSpec(s: SpecInput): Record<string, unknown> {
       { destination: '/sys', type: 'sysfs', source: 'sysfs', options: ['nosuid', 'noexec', 'nodev', 'ro'] },
       { destination: '/run', type: 'tmpfs', source: 'tmpfs', options: ['nosuid', 'nodev', 'mode=755', 'size=65536k', INODES] },
       { destination: INIT_MOUNT, type: 'bind', source: s.initDir, options: ['bind', 'ro', 'nosuid', 'nodev'] },
-      ...cgroupMounts(s.id),
+      ...cgroupMounts(s.cgroup),
       ...MASKED_DIRS.filter((d) => existsSync(d)).map((d) => ({
         destination: d,
         type: 'tmpfs',
@@ -181,7 +188,7 @@ export function ociSpec(s: SpecInput): Record<string, unknown> {
         s.ns ? { type: 'user', path: s.ns.user } : { type: 'user' },
         { type: 'cgroup' },
       ],
-      cgroupsPath: cgroupPath(s.id),
+      cgroupsPath: s.cgroup,
       resources: {
         devices: [{ allow: false, access: 'rwm' }],
         memory: { limit: s.memoryBytes },

@@ -12,6 +12,7 @@ import { startDaemon, type Daemon } from '../../src/main.js';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
 import { run } from '../helpers/run.js';
 import { call, cgroupMemoryLimit, ensureBuilt, rootboxBin } from '../billing/api.js';
+import { removeCgroup } from '../../src/runtime/cgroup.js';
 
 const MiB = 1024 * 1024;
 let d: TestDaemon;
@@ -35,6 +36,7 @@ test.after(async () => {
   }
   await again.stop();
   await again.runtime.net.teardown().catch((e) => console.error('cleanup: network teardown failed', e));
+  removeCgroup(`/${d.cfg.runtime.nftTable}`); // its servers' cgroup parent, when empty
   rmSync(d.dataDir, { recursive: true, force: true });
 });
 
@@ -87,11 +89,11 @@ test('servers list --json lists a new server running with its account, tier and 
 
 test("accounts credit raises a running server's cgroup memory limit at once", async () => {
   const s = await create();
-  assert.is(cgroupMemoryLimit(s.id), 256 * MiB);
+  assert.is(cgroupMemoryLimit(d.cfg.runtime, s.id), 256 * MiB);
   const r = await cli('accounts', 'credit', s.id, '5');
   assert.is(r.code, 0, r.stderr);
   assert.match(r.stdout, /tier paid/);
-  assert.is(cgroupMemoryLimit(s.id), 4096 * MiB, 'raised live');
+  assert.is(cgroupMemoryLimit(d.cfg.runtime, s.id), 4096 * MiB, 'raised live');
   assert.is(await runcStatus(s.id), 'running', 'without a restart');
   const acc = await json('accounts', 'show', s.id);
   assert.is(acc.account.tier, 'paid');

@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { createLogger } from '../../src/log/index.js';
 import { startDaemon, type Daemon } from '../../src/main.js';
 import { appliedBounds } from '../../src/runtime/netbounds.js';
+import { removeCgroup } from '../../src/runtime/cgroup.js';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
 import { run } from '../helpers/run.js';
 import { call, canGrowOnline, cgroupMemoryLimit, diskSizes, ensureBuilt, rootboxBin } from './api.js';
@@ -33,6 +34,7 @@ test.after(async () => {
   }
   await again.stop();
   await again.runtime.net.teardown().catch((e) => console.error('cleanup: network teardown failed', e));
+  removeCgroup(`/${d.cfg.runtime.nftTable}`); // its servers' cgroup parent, when empty
   rmSync(d.dataDir, { recursive: true, force: true });
 });
 
@@ -42,7 +44,7 @@ test("admin credit on a running daemon raises the running server's cgroup memory
   const created = await call(d.http, 'POST', '/create');
   assert.is(created.status, 200, JSON.stringify(created.body));
   const { id, api_key: key } = created.body;
-  assert.is(cgroupMemoryLimit(id), 256 * MiB, 'anonymous ceiling before');
+  assert.is(cgroupMemoryLimit(d.cfg.runtime, id), 256 * MiB, 'anonymous ceiling before');
   assert.is(diskSizes(d.dataDir, id).image, 256 * MiB);
   const bounds = () => appliedBounds(d.cfg.runtime.nftTable, d.daemon.runtime.get(id)!.ip);
   assert.equal(await bounds(), { flows: 1000, newFlowsPerSecond: 100 }, "the anonymous tier's connection bounds before");
@@ -52,7 +54,7 @@ test("admin credit on a running daemon raises the running server's cgroup memory
   assert.match(r.stdout, /balance now \$5; tier paid/);
   assert.match(r.stdout, new RegExp(`${id}: 4096 MiB RAM, 5120 MiB disk`));
 
-  assert.is(cgroupMemoryLimit(id), 4 * GiB, 'the cgroup limit is raised live, without a restart');
+  assert.is(cgroupMemoryLimit(d.cfg.runtime, id), 4 * GiB, 'the cgroup limit is raised live, without a restart');
   assert.is(d.daemon.runtime.get(id)?.state, 'running');
   assert.equal(await bounds(), { flows: 16000, newFlowsPerSecond: 1000 }, "the paid tier's connection bounds, live");
   const disk = diskSizes(d.dataDir, id);
@@ -86,11 +88,11 @@ test('a credit written while the daemon is stopped is applied to the running con
   const r = await cli(id, '1');
   assert.is(r.code, 0, r.stderr);
   assert.match(r.stdout, /daemon is not running/);
-  assert.is(cgroupMemoryLimit(id), 256 * MiB, 'nobody applied it yet');
+  assert.is(cgroupMemoryLimit(d.cfg.runtime, id), 256 * MiB, 'nobody applied it yet');
 
   again = await startDaemon(d.cfg, createLogger({ level: 'error', sink: () => {} }));
   assert.is(again.runtime.get(id)?.state, 'running');
-  assert.is(cgroupMemoryLimit(id), 4 * GiB, 'the stored paid tier is applied at start');
+  assert.is(cgroupMemoryLimit(d.cfg.runtime, id), 4 * GiB, 'the stored paid tier is applied at start');
   assert.is(diskSizes(d.dataDir, id).image, 5 * GiB);
   assert.is(again.store.servers.get(id)?.memoryBytes, 4 * GiB);
 });

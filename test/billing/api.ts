@@ -54,9 +54,9 @@ export function call(
   });
 }
 
-/** The memory limit the kernel enforces on the server's cgroup (v1 or v2). */
-export function cgroupMemoryLimit(id: string): number {
-  const dirs = cgroupDirs(cgroupPath(id));
+/** The memory limit the kernel enforces on the server's cgroup (v1 or v2) on the daemon of `runtime`. */
+export function cgroupMemoryLimit(runtime: { nftTable: string }, id: string): number {
+  const dirs = cgroupDirs(cgroupPath(runtime, id));
   const v1 = dirs.find((d) => d.includes('/memory/'));
   const text = v1 ? readFileSync(join(v1, 'memory.limit_in_bytes'), 'utf8') : readFileSync(join(dirs[0], 'memory.max'), 'utf8');
   return Number(text.trim());

@@ -76,7 +76,7 @@ test('grant used up → envelope → suspension after 48 h → recharge once →
 
   assert.is(d.daemon.store.servers.get(id)?.suspended, false);
   assert.is(d.daemon.runtime.get(id)?.state, 'running', 'the server is back');
-  const limit = Number(readFileSync(`/sys/fs/cgroup/memory/rootbox/${id}/memory.limit_in_bytes`, 'utf8').trim());
+  const limit = Number(readFileSync(`/sys/fs/cgroup/memory/${d.cfg.runtime.nftTable}/${id}/memory.limit_in_bytes`, 'utf8').trim());
   assert.is(limit, 4 * 1024 ** 3, 'the paid RAM ceiling is applied live');
   const credits = await call('GET', '/credits', { key });
   assert.is(credits.status, 200);

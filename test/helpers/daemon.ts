@@ -16,6 +16,7 @@ import { loadConfig, type Config } from '../../src/config/index.js';
 import { createLogger, type Logger } from '../../src/log/index.js';
 import { startDaemon, type Daemon, type RuntimeMaker } from '../../src/main.js';
 import { ContainerRuntime, type Runtime } from '../../src/runtime/index.js';
+import { removeCgroup } from '../../src/runtime/cgroup.js';
 import type { Clock } from '../../src/clock.js';
 import { AppError } from '../../src/errors.js';
 import { clusterCommand } from '../../src/admin/cli-cluster.js';
@@ -193,8 +194,10 @@ async function startOnce(overrides: Record<string, unknown>, env: NodeJS.Process
         await daemon.runtime.delete(s.id).catch((e) => console.error('test daemon cleanup: delete failed', s.id, e));
       }
       await daemon.stop();
-      if (daemon.runtime instanceof ContainerRuntime)
+      if (daemon.runtime instanceof ContainerRuntime) {
         await daemon.runtime.net.teardown().catch((e) => console.error('test daemon cleanup: network teardown failed', e));
+        removeCgroup(`/${cfg.runtime.nftTable}`); // its servers' cgroup parent (spec.ts cgroupPath), when empty
+      }
       rmSync(dataDir, { recursive: true, force: true });
     },
   };

@@ -120,7 +120,7 @@ test('a delete cut off by a crash is finished at the next start: the server neve
       [],
     );
     assert.equal([...idsIn(await scan())], [], 'nothing of it on the host');
-    assert.equal(withCgroups([c.body.id]), []);
+    assert.equal(withCgroups(d.table, [c.body.id]), []);
   }
   assert.ok(cut || got.status === 404, 'an answered delete is never undone');
 });
@@ -163,7 +163,7 @@ test('a create cut off by a crash leaves no server, account, mount, loop device,
   assert.equal([...idsIn(h)], [], 'no mount, loop device, server dir or container');
   assert.equal(h.veths, []);
   assert.equal(h.nftElements, []);
-  assert.equal(withCgroups([id]), [], 'no cgroup');
+  assert.equal(withCgroups(d.table, [id]), [], 'no cgroup');
   const made = [];
   for (let i = 0; i < 3; i++) made.push(await create()); // the per-IP cap of 3 is all free
   for (const m of made) assert.is((await api(d.http, 'DELETE', `/servers/${m.id}`, { key: m.api_key })).status, 200);

@@ -42,7 +42,7 @@ test.after(async () => {
   rmSync(work, { recursive: true, force: true });
 });
 
-const cgroup = (ctl: string) => `/sys/fs/cgroup/${ctl}/rootbox/${id}`;
+const cgroup = (ctl: string) => `/sys/fs/cgroup/${ctl}/${d.cfg.runtime.nftTable}/${id}`;
 /** Tasks the server's pids cgroup counts now (read on the host). */
 const pids = () => Number(readFileSync(join(cgroup('pids'), 'pids.current'), 'utf8'));
 const execCgroups = () => readdirSync(cgroup('freezer')).filter((n) => n.startsWith('exec-'));

@@ -171,7 +171,13 @@ async function check(m: Model, seen: Set<string>, payHash: string): Promise<{ pr
     // a server's egress byte counter and the drop counters of its connection bounds (open, rate)
     h.nftCounters.filter((c) => ![...liveIps].some((ip) => ['eg', 'nf', 'nr'].some((k) => c === `${k}_${ip.replace(/\./g, '_')}`))),
   );
-  stray('cgroup', withCgroups([...seen].filter((id) => !live.has(id))));
+  stray(
+    'cgroup',
+    withCgroups(
+      d.table,
+      [...seen].filter((id) => !live.has(id)),
+    ),
+  );
   const wantPorts = new Set(liveExp.map((e) => e.port));
   const strayPorts = h.listening.filter((p) => !wantPorts.has(p));
   if (strayPorts.length || liveExp.some((e) => !h.listening.includes(e.port!))) {

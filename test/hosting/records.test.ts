@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { createLogger } from '../../src/log/index.js';
 import { startDaemon, type Daemon } from '../../src/main.js';
 import { ContainerRuntime, type Runtime } from '../../src/runtime/index.js';
+import { removeCgroup } from '../../src/runtime/cgroup.js';
 import { openEnv } from '../../src/store/db.js';
 import { migrations } from '../../src/store/migrations.js';
 import { call, cgroupMemoryLimit, diskSizes } from '../billing/api.js';
@@ -30,6 +31,7 @@ test.after(async () => {
   for (const s of again.runtime.list()) await again.runtime.delete(s.id).catch((e) => console.error('cleanup: delete failed', s.id, e));
   await again.stop();
   if (again.runtime instanceof ContainerRuntime) await again.runtime.net.teardown().catch((e) => console.error('cleanup: network teardown failed', e));
+  removeCgroup(`/${d.cfg.runtime.nftTable}`); // its servers' cgroup parent, when empty
   rmSync(d.dataDir, { recursive: true, force: true });
 });
 
@@ -65,7 +67,7 @@ test('a tier change writes the limits to the server record only; the runtime rec
   const rec = store.servers.get(id)!;
   assert.equal([rec.memoryBytes, rec.diskBytes], [4 * GiB, 5 * GiB]);
   assert.is(bundleMemory(id), 4 * GiB);
-  assert.is(cgroupMemoryLimit(id), 4 * GiB);
+  assert.is(cgroupMemoryLimit(d.cfg.runtime, id), 4 * GiB);
   assert.equal([runtime.get(id)?.memoryBytes, runtime.get(id)?.diskBytes], [4 * GiB, 5 * GiB], 'the runtime reports the limits it applied');
   assert.is(diskSizes(d.dataDir, id).image, 5 * GiB);
 });
@@ -100,7 +102,7 @@ test('a data dir whose runtime records hold slug, memory and disk (schema 1) is 
   // asleep and woken again, it boots from its bundle with the paid limit
   await again.runtime.stop(id);
   await again.runtime.start(id);
-  assert.is(cgroupMemoryLimit(id), 4 * GiB);
+  assert.is(cgroupMemoryLimit(d.cfg.runtime, id), 4 * GiB);
   assert.is(await hostname(again, id), slug);
 });
 

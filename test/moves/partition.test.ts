@@ -90,8 +90,8 @@ async function containerOnC(): Promise<string | undefined> {
 /** The server's cgroup on host-c now (cgroup v1 freezer or v2): frozen (the fence's freeze),
  *  running, or gone (the container halted: its cgroup is removed). One file read. */
 function cgroupOnC(): 'frozen' | 'running' | 'gone' {
-  const v1 = `/sys/fs/cgroup/freezer/rootbox/${srv.id}/freezer.state`;
-  const v2 = `/sys/fs/cgroup/rootbox/${srv.id}/cgroup.events`;
+  const v1 = `/sys/fs/cgroup/freezer/${c.table}/${srv.id}/freezer.state`;
+  const v2 = `/sys/fs/cgroup/${c.table}/${srv.id}/cgroup.events`;
   try {
     if (existsSync('/sys/fs/cgroup/cgroup.controllers')) return /^frozen 1$/m.test(readFileSync(v2, 'utf8')) ? 'frozen' : 'running';
     return readFileSync(v1, 'utf8').trim() === 'FROZEN' ? 'frozen' : 'running';

@@ -49,7 +49,7 @@ test.after(async () => {
 /** The cgroup freezer's own word on the server: FROZEN, THAWED (or FREEZING). */
 function freezerState(id: string): string {
   const v2 = existsSync('/sys/fs/cgroup/cgroup.controllers');
-  const dir = cgroupsOf(id).find((p) => v2 || p.includes('/freezer/'));
+  const dir = cgroupsOf(d.table, id).find((p) => v2 || p.includes('/freezer/'));
   if (!dir) return 'no cgroup';
   if (v2) return /^frozen 1$/m.test(readFileSync(join(dir, 'cgroup.events'), 'utf8')) ? 'FROZEN' : 'THAWED';
   return readFileSync(join(dir, 'freezer.state'), 'utf8').trim();

@@ -8,7 +8,10 @@
 //     before the kill it marks the fence's stop unsettled for the next daemon (registry/fencestate.ts);
 //   - the daemon alive: nothing, however stale its contact (its own fence acts);
 //   - contact fresh again: what the watchdog froze is thawed;
-//   - the file removed (a stop with nothing left running): the watchdog leaves.
+//   - the file removed (a stop with nothing left running): the watchdog leaves;
+//   - the unsettled mark, the watchdog's and the daemon's own fence's, is renamed into place and its
+//     directory fsynced before the kill (strace: the syscalls themselves; a power loss cannot be
+//     tested here).
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, rmdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -16,7 +19,7 @@ import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { FenceSettlement, fenceStateFile } from '../../src/registry/index.js';
-import { fenceCgroup, startFenceWatch, type FenceWatch, type Runtime } from '../../src/runtime/index.js';
+import { cgroupPath, fenceCgroup, startFenceWatch, type FenceWatch, type Runtime } from '../../src/runtime/index.js';
 import { watchFence } from '../../src/fencing.js';
 import type { Config } from '../../src/config/index.js';
 import type { Registry } from '../../src/registry/index.js';
@@ -25,6 +28,8 @@ import { until } from '../helpers/wait.js';
 const FREEZE_MS = 500;
 const STOP_MS = 1000;
 const V2 = existsSync('/sys/fs/cgroup/cgroup.controllers');
+/** The daemon's runtime config: its nft table names its servers' cgroup parent. */
+const RT = { nftTable: `rbfw${process.pid % 100000}` };
 const dirs: string[] = [];
 const procs: ChildProcess[] = [];
 const tmp = mkdtempSync(join(tmpdir(), 'rbx-fencewatch-'));
@@ -42,7 +47,7 @@ const setFrozen = (dir: string, on: boolean) =>
 
 /** A "server": a process in the cgroup a server of id `id` gets. */
 function server(id: string): { dir: string; pid: number } {
-  const dir = fenceCgroup(id);
+  const dir = fenceCgroup(cgroupPath(RT, id));
   mkdirSync(dir, { recursive: true });
   dirs.push(dir);
   const p = sleeper();
@@ -50,10 +55,48 @@ function server(id: string): { dir: string; pid: number } {
   return { dir, pid: p.pid! };
 }
 
+/** strace attached to `pid` (and, with `children`, what it starts): its openat, fsync and renames
+ *  with the paths of their fds (-y), until end(). */
+async function strace(pid: number, children: boolean): Promise<{ end: () => Promise<string[]> }> {
+  const log = join(tmp, `strace-${pid}-${Date.now()}`);
+  const p = spawn('strace', [...(children ? ['-f'] : []), '-y', '-e', 'trace=openat,fsync,rename,renameat,renameat2', '-o', log, '-p', String(pid)], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  procs.push(p);
+  let err = '';
+  p.stderr!.on('data', (b: Buffer) => (err += b.toString()));
+  const gone = new Promise((r) => p.once('exit', r)); // also on its own, once what it traces is gone
+  await until('strace attached', () => /attached/.test(err), 5000, 10);
+  return {
+    end: async () => {
+      p.kill('SIGINT');
+      await gone;
+      return readFileSync(log, 'utf8').split('\n');
+    },
+  };
+}
+
+/** Whether the trace renames `<dir>/cluster-fence.json.tmp` over the mark and then fsyncs `dir`. */
+function dirSyncedAfterRename(lines: string[], dir: string): boolean {
+  const renamed = lines.findIndex((l) => /rename\w*\(.*cluster-fence\.json\.tmp".*cluster-fence\.json"/.test(l));
+  return renamed >= 0 && lines.slice(renamed + 1).some((l) => l.includes(`fsync(`) && l.includes(`<${dir}>) = 0`));
+}
+
 function watch(name: string, daemonPid: number, stopMs = STOP_MS): { w: FenceWatch; dataDir: string } {
   const dataDir = join(tmp, name);
   mkdirSync(dataDir);
-  return { w: startFenceWatch({ dataDir, freezeMs: FREEZE_MS, stopMs, everyMs: 50, daemonPid, settleFile: fenceStateFile(dataDir) }), dataDir };
+  return {
+    w: startFenceWatch({
+      dataDir,
+      cgroup: (id) => cgroupPath(RT, id),
+      freezeMs: FREEZE_MS,
+      stopMs,
+      everyMs: 50,
+      daemonPid,
+      settleFile: fenceStateFile(dataDir),
+    }),
+    dataDir,
+  };
 }
 
 test.after(() => {
@@ -65,6 +108,7 @@ test.after(() => {
   for (const p of procs) p.kill('SIGKILL');
   setTimeout(() => {
     for (const d of dirs) if (existsSync(d)) rmdirSync(d);
+    if (dirs.length) rmdirSync(join(dirs[0], '..'));
     rmSync(tmp, { recursive: true, force: true });
   }, 200);
 });
@@ -126,18 +170,41 @@ test("a server the wake fence lets start is in the watchdog's file at once, befo
   // the daemon (this process) in contact, nothing running: a tick every 100 ms lists nothing
   const r = { contact: { cutOffForMs: () => 0 } } as unknown as Registry;
   const rt = { list: () => [] } as unknown as Runtime;
-  const cfg = { dataDir, cluster: { recoverAfter: 2000 } } as unknown as Config;
+  const cfg = { dataDir, runtime: RT, cluster: { recoverAfter: 2000 } } as unknown as Config;
   const f = watchFence(r, rt, cfg);
   try {
     assert.equal(listed().filter(Boolean), []);
     const id = `srv_fw${process.pid}s`;
     f.starting(id);
     // a kill -9 now: the watchdog would freeze and kill it with the rest
-    assert.ok(listed().includes(fenceCgroup(id)), `listed at once: ${JSON.stringify(listed())}`);
+    assert.ok(listed().includes(fenceCgroup(cgroupPath(RT, id))), `listed at once: ${JSON.stringify(listed())}`);
   } finally {
     f.stop(false);
   }
   assert.not.ok(existsSync(file), 'a stop with nothing left running removes the file (the watchdog leaves)');
+});
+
+test("the unsettled mark is renamed into place and its directory fsynced before the kill: the watchdog's and the daemon fence's own", async () => {
+  const tag = `fw${process.pid}c`;
+  const s = server(`srv_${tag}1`);
+  const daemon = sleeper();
+  const { w, dataDir } = watch('durable', daemon.pid!, 2 * STOP_MS);
+  const traced = await strace(w.pid, true);
+  w.beat(Date.now(), [`srv_${tag}1`]);
+  daemon.kill('SIGKILL');
+  await until('the server killed', () => !alive(s.pid), 6000, 10);
+  const lines = await traced.end();
+  assert.ok(existsSync(fenceStateFile(dataDir)), 'marked');
+  assert.ok(dirSyncedAfterRename(lines, dataDir), `the watchdog fsyncs ${dataDir} after the rename`);
+  w.stop(false);
+
+  const own = join(tmp, 'own');
+  mkdirSync(own);
+  const self = await strace(process.pid, false);
+  new FenceSettlement(fenceStateFile(own)).stopping();
+  const mine = await self.end();
+  assert.ok(new FenceSettlement(fenceStateFile(own)).unsettled);
+  assert.ok(dirSyncedAfterRename(mine, own), `stopping() fsyncs ${own} after the rename`);
 });
 
 test.run();

@@ -7,7 +7,6 @@ import { readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { networkInterfaces } from 'node:os';
 import { cgroupDirs } from '../../src/runtime/cgroup.js';
-import { cgroupPath } from '../../src/runtime/spec.js';
 import { httpGet, MiB, newId, RUN_SH, sh, startRuntime, waitFor, type RuntimeEnv } from './helpers/env.js';
 
 let env: RuntimeEnv;
@@ -110,7 +109,7 @@ test('a fork bomb stops at the pids limit and the host stays responsive', async 
   const bomb = env.rt.exec(a, { argv: ['/bin/bash', '-c', 'b() { b | b & }; b; sleep 5'] });
   bomb.stdin.end();
   await new Promise((r) => setTimeout(r, 2500));
-  const pidsDir = cgroupDirs(cgroupPath(a)).find((d) => d.includes('/pids/'))!;
+  const pidsDir = cgroupDirs(env.rt.cgroup(a)).find((d) => d.includes('/pids/'))!;
   const current = Number(readFileSync(`${pidsDir}/pids.current`, 'utf8'));
   assert.ok(current <= limit, `pids.current ${current} <= ${limit}`);
   const events = readFileSync(`${pidsDir}/pids.events`, 'utf8');
@@ -122,7 +121,7 @@ test('a fork bomb stops at the pids limit and the host stays responsive', async 
   assert.is(parked?.status, 'created');
   assert.equal(readFileSync(`${pidsDir}/cgroup.procs`, 'utf8').trim().split('\n'), [String(parked!.pid)], 'nothing of the bomb is left');
   assert.ok(await env.rt.unpark(a));
-  assert.is(cgroupDirs(cgroupPath(a)).length, 0);
+  assert.is(cgroupDirs(env.rt.cgroup(a)).length, 0);
 });
 
 test.run();

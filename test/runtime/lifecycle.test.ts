@@ -1,5 +1,6 @@
 // Lifecycle of one real runc server, shared by the tests of this file in order: create, exec,
-// run.sh supervision, sleep/wake, resize, stats, adoption by a new runtime, delete. Runs on
+// run.sh supervision, sleep/wake, resize, stats, adoption by a new runtime, delete; its cgroup under the
+// daemon's own parent (the nft table's name: two daemons of one machine never share one). Runs on
 // cgroup v1 and v2, and reaches nothing outside the machine (egress goes to a network namespace
 // made for the test).
 
@@ -11,7 +12,6 @@ import { existsSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { run, tryRun } from '../../src/runtime/proc.js';
 import { cgroupDirs } from '../../src/runtime/cgroup.js';
-import { cgroupPath } from '../../src/runtime/spec.js';
 import { httpGet, MiB, newId, RUN_SH, sh, startRuntime, waitFor, type RuntimeEnv } from './helpers/env.js';
 
 let env: RuntimeEnv;
@@ -36,6 +36,16 @@ test('create returns a running server whose commands run as root with the slug a
   assert.is(r.err, 'err\n');
   assert.equal(env.rt.get(id)?.state, 'running');
   assert.ok(env.rt.list().some((x) => x.id === id));
+});
+
+test("the server's cgroup is under this daemon's own parent, named after its nft table: never another daemon's of the machine", async () => {
+  const init = (await env.rt.runc.state(id))!.pid;
+  const v2 = existsSync('/sys/fs/cgroup/cgroup.controllers');
+  const line = readFileSync(`/proc/${init}/cgroup`, 'utf8')
+    .split('\n')
+    .find((l) => (v2 ? l.startsWith('0::') : l.split(':')[1] === 'freezer'));
+  assert.is(line?.split(':')[2], `/${env.cfg.runtime.nftTable}/${id}`, line);
+  assert.is(env.rt.cgroup(id), `/${env.cfg.runtime.nftTable}/${id}`);
 });
 
 test('exec pipes are binary-safe in both directions', async () => {
@@ -115,7 +125,7 @@ test('stop frees the container memory (parked: only runc init waits, no user pro
   assert.is(env.rt.get(id)?.state, 'sleeping');
   const parked = await env.rt.runc.state(id);
   assert.is(parked?.status, 'created', 'parked (runtime.parkOnSleep): the container made, not started');
-  const procs = cgroupDirs(cgroupPath(id)).find((d) => d.includes('/pids/')) ?? cgroupDirs(cgroupPath(id))[0];
+  const procs = cgroupDirs(env.rt.cgroup(id)).find((d) => d.includes('/pids/')) ?? cgroupDirs(env.rt.cgroup(id))[0];
   assert.equal(readFileSync(join(procs, 'cgroup.procs'), 'utf8').trim().split('\n'), [String(parked!.pid)], 'nothing but the waiting init');
   assert.is((await env.rt.stats(id)).memoryBytes, 0, 'no memory billed while asleep');
   assert.is(await httpGet(ip, 80, 300), null);
@@ -136,7 +146,7 @@ const canGrowOnline = (BigInt('0x' + (/^CapEff:\s+([0-9a-f]+)$/m.exec(readFileSy
 /** The memory limit the kernel enforces on a server's cgroup: memory.limit_in_bytes of the
  *  memory controller on cgroup v1, memory.max on v2. */
 function memoryLimit(server: string): number {
-  const dirs = cgroupDirs(cgroupPath(server));
+  const dirs = cgroupDirs(env.rt.cgroup(server));
   const v1 = dirs.find((d) => d.includes('/memory/'));
   assert.ok(v1 ?? dirs[0], 'the server has a cgroup');
   return Number(readFileSync(v1 ? join(v1, 'memory.limit_in_bytes') : join(dirs[0], 'memory.max'), 'utf8').trim());
@@ -228,7 +238,7 @@ test('delete leaves no container, mount, loop device, veth, nft counter, cgroup,
   const nft = (await run('nft', ['list', 'table', 'inet', env.rt.net.table])).stdout;
   assert.is(nft.includes(ip), false, 'no map element');
   assert.is(nft.includes(`eg_${ip.replace(/\./g, '_')}`), false, 'no counter');
-  assert.is(cgroupDirs(cgroupPath(id)).length, 0, 'no cgroup');
+  assert.is(cgroupDirs(env.rt.cgroup(id)).length, 0, 'no cgroup');
   assert.is(existsSync(dir), false, 'no files');
   const again = await env.rt.delete(id).then(
     () => null,

@@ -41,7 +41,7 @@ test('an orphan with a running container and a server directory is removed and l
 test('the cgroup of an exec the runtime before left running is released at the next start; the command goes on', async () => {
   const id = newId('x');
   await env.rt.create({ id, slug: 'exec-left', memoryBytes: 96 * MiB, diskBytes: 160 * MiB });
-  const execs = () => readdirSync(`/sys/fs/cgroup/freezer/rootbox/${id}`).filter((n) => n.startsWith('exec-'));
+  const execs = () => readdirSync(`/sys/fs/cgroup/freezer${env.rt.cgroup(id)}`).filter((n) => n.startsWith('exec-'));
   const p = env.rt.exec(id, { argv: ['sleep', '7003'] });
   p.stdin.end();
   try {

@@ -58,12 +58,12 @@ test('a SIGKILL while a server is being parked leaves it asleep with a parked co
       'parked, or nothing',
     );
     const st = JSON.parse(readFileSync(`${d.dataDir}/runc/${id}/state.json`, 'utf8'));
-    const dirs = cgroupDirs(cgroupPath(id));
+    const dirs = cgroupDirs(cgroupPath({ nftTable: d.table }, id));
     const procs = readFileSync(`${dirs.find((x) => x.includes('/pids/')) ?? dirs[0]}/cgroup.procs`, 'utf8')
       .trim()
       .split('\n');
     assert.equal(procs, [String(st.init_process_pid)], 'only the parked init');
-  } else assert.equal(cgroupDirs(cgroupPath(id)), [], 'no container, so no cgroup');
+  } else assert.equal(cgroupDirs(cgroupPath({ nftTable: d.table }, id)), [], 'no container, so no cgroup');
   const r = await api(d.http, 'POST', `/servers/${id}/restart`, { key: c.body.api_key });
   assert.is(r.status, 200, JSON.stringify(r.body));
   assert.is(r.body.state, 'running');

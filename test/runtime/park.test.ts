@@ -12,7 +12,6 @@ import * as assert from 'uvu/assert';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { cgroupDirs } from '../../src/runtime/cgroup.js';
-import { cgroupPath } from '../../src/runtime/spec.js';
 import { alive } from '../../src/runtime/proc.js';
 import { silentLogger } from '../../src/log/index.js';
 import { IdleTracker } from '../../src/presence/index.js';
@@ -31,7 +30,7 @@ async function serve(id: string, slug: string, text: string): Promise<void> {
 }
 
 const procsOf = (id: string): string[] => {
-  const dirs = cgroupDirs(cgroupPath(id));
+  const dirs = cgroupDirs(env.rt.cgroup(id));
   const d = dirs.find((x) => x.includes('/pids/')) ?? dirs[0];
   return d ? readFileSync(join(d, 'cgroup.procs'), 'utf8').trim().split('\n').filter(Boolean) : [];
 };
@@ -118,7 +117,7 @@ test('the memory floor removes parked containers least recently parked first, on
     [a],
     'the least recently parked went',
   );
-  assert.is(cgroupDirs(cgroupPath(b)).length, 0, 'no cgroup');
+  assert.is(cgroupDirs(env.rt.cgroup(b)).length, 0, 'no cgroup');
   assert.is(env.rt.get(b)?.state, 'sleeping');
   await env.rt.start(b);
   assert.is(await waitFor(() => httpGet(ips[b]), 10_000), 'pb\n');
@@ -155,8 +154,8 @@ test('a resize of a parked server parks it again with the new memory limit', asy
   const st = await env.rt.runc.state(a);
   assert.is(st?.status, 'created');
   assert.is.not(st?.pid, before);
-  const mem = cgroupDirs(cgroupPath(a)).find((d) => d.includes('/memory/'));
-  const limit = Number(readFileSync(mem ? join(mem, 'memory.limit_in_bytes') : join(cgroupDirs(cgroupPath(a))[0], 'memory.max'), 'utf8'));
+  const mem = cgroupDirs(env.rt.cgroup(a)).find((d) => d.includes('/memory/'));
+  const limit = Number(readFileSync(mem ? join(mem, 'memory.limit_in_bytes') : join(cgroupDirs(env.rt.cgroup(a))[0], 'memory.max'), 'utf8'));
   assert.is(limit, 192 * MiB);
   assert.is(env.rt.get(a)?.state, 'sleeping');
 });
@@ -166,7 +165,7 @@ test('a stop for the memory floor (park: false) parks nothing', async () => {
   await env.rt.stop(a, { park: false });
   assert.is(env.rt.get(a)?.state, 'sleeping');
   assert.is(await env.rt.runc.state(a), undefined);
-  assert.is(cgroupDirs(cgroupPath(a)).length, 0);
+  assert.is(cgroupDirs(env.rt.cgroup(a)).length, 0);
   assert.equal(env.rt.parked(), []);
   await env.rt.start(a);
 });
@@ -176,7 +175,7 @@ test('delete of a parked server leaves no container, cgroup or process', async (
   const pid = (await env.rt.runc.state(a))!.pid;
   await env.rt.delete(a);
   assert.is(await env.rt.runc.state(a), undefined);
-  assert.is(cgroupDirs(cgroupPath(a)).length, 0);
+  assert.is(cgroupDirs(env.rt.cgroup(a)).length, 0);
   assert.not.ok(alive(pid));
   assert.equal(env.rt.parked(), []);
 });
@@ -188,7 +187,7 @@ test('with parkOnSleep off a sleeping server has no container and no cgroup', as
     await off.rt.create({ id, slug: 'park-off', memoryBytes: 128 * MiB, diskBytes: 160 * MiB });
     await off.rt.stop(id);
     assert.is(await off.rt.runc.state(id), undefined);
-    assert.is(cgroupDirs(cgroupPath(id)).length, 0);
+    assert.is(cgroupDirs(env.rt.cgroup(id)).length, 0);
     assert.equal(off.rt.parked(), []);
     await off.rt.start(id);
     assert.is((await off.rt.runc.state(id))?.status, 'running');

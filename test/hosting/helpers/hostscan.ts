@@ -76,7 +76,7 @@ export async function scanHost(o: { dataDir: string; bridge: string; table: stri
 }
 
 /** Server ids (of those given) that still have a cgroup directory somewhere. */
-export const withCgroups = (ids: Iterable<string>): string[] => [...ids].filter((id) => cgroupsOf(id).length > 0);
+export const withCgroups = (table: string, ids: Iterable<string>): string[] => [...ids].filter((id) => cgroupsOf(table, id).length > 0);
 
 /** Every server id a scan mentions (paths, containers). */
 export function idsIn(s: HostScan): Set<string> {

@@ -128,7 +128,7 @@ async function cleanSlot(n: number, holder: number): Promise<void> {
     const ids = existsSync(servers) ? readdirSync(servers) : [];
     for (const pid of pidsWithArg(join(dataDir, 'lxcfs'))) process.kill(pid, 'SIGKILL'); // outlives its daemon by design
     for (const m of mountsUnder(dataDir).reverse()) await run('umount', ['-l', m]);
-    for (const id of ids) removeCgroups(id);
+    for (const id of [...ids, '']) removeCgroups(`rbk${n}`, id);
     rmSync(dataDir, { recursive: true, force: true });
   }
   await run('nft', ['delete', 'table', 'inet', `rbk${n}`]);
@@ -329,15 +329,16 @@ export function mountsUnder(dir: string): string[] {
 const CGROUP = '/sys/fs/cgroup';
 
 /** cgroup directories of a server id, across hierarchies (v1 or v2). */
-export function cgroupsOf(id: string): string[] {
-  if (existsSync(join(CGROUP, 'cgroup.controllers'))) return [join(CGROUP, 'rootbox', id)].filter(existsSync);
+export function cgroupsOf(table: string, id: string): string[] {
+  if (existsSync(join(CGROUP, 'cgroup.controllers'))) return [join(CGROUP, table, id)].filter(existsSync);
   return readdirSync(CGROUP)
-    .map((c) => join(CGROUP, c, 'rootbox', id))
+    .map((c) => join(CGROUP, c, table, id))
     .filter(existsSync);
 }
 
-function removeCgroups(id: string): void {
-  for (const d of cgroupsOf(id)) {
+/** The cgroups of server `id` of the daemon of nft table `table` (`''`: that daemon's parent), when empty. */
+function removeCgroups(table: string, id: string): void {
+  for (const d of cgroupsOf(table, id)) {
     try {
       rmdirSync(d);
     } catch {

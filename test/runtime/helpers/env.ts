@@ -10,6 +10,7 @@ import { loadConfig, type Config } from '../../../src/config/index.js';
 import { silentLogger } from '../../../src/log/index.js';
 import { buildImage, createRuntime, imageOptions, type ContainerRuntime, type Runtime, type SyncDisk } from '../../../src/runtime/index.js';
 import { openStore, type Store } from '../../../src/store/index.js';
+import { removeCgroup } from '../../../src/runtime/cgroup.js';
 
 const repo = new URL('../../../', import.meta.url).pathname;
 export const IMAGE_DIR = process.env.ROOTBOX_IMAGE_DIR ?? join(repo, 'var', 'images');
@@ -73,6 +74,7 @@ export async function startRuntime(tag: string, n: number, runtime: Record<strin
       }
       await env.rt.close();
       await env.rt.net.teardown();
+      removeCgroup(`/${cfg.runtime.nftTable}`); // its servers' cgroup parent (spec.ts cgroupPath), when empty
       await env.store.close();
       rmSync(dataDir, { recursive: true, force: true });
     },
