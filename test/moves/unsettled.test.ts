@@ -32,6 +32,10 @@ function world(o: { running?: boolean; record?: boolean } = {}) {
     answer: (): Promise<StartAnswer> => Promise.reject(new Error('registry unreachable')),
     record: o.record ?? true,
     reads: 0,
+    /** dropMoved's rounds that leave the copy (its disk not kept aside: dropStaleCopies logs and leaves it). */
+    dropFails: 0,
+    /** What the runtime's start waits for (a move's hold, StartGuard.waitFor). */
+    startWaits: Promise.resolve(),
   };
   const d = {
     log: silentLogger,
@@ -50,13 +54,13 @@ function world(o: { running?: boolean; record?: boolean } = {}) {
     },
     hosting: {
       core: {
-        dropMoved: async (ids: string[]) => (calls.push(`dropMoved ${ids.join(',')}`), (w.record = false), true),
+        dropMoved: async (ids: string[]) => (calls.push(`dropMoved ${ids.join(',')}`), w.dropFails > 0 ? w.dropFails-- : (w.record = false), true),
         servers: { delete: async () => void calls.push('delete') },
         exposures: { releaseServer: async () => void calls.push('ports') },
       },
     },
     runtime: {
-      start: async () => void calls.push(`start (held: ${holds.ofServer(ID) !== undefined})`),
+      start: async () => (calls.push(`start (held: ${holds.ofServer(ID) !== undefined})`), await w.startWaits),
       delete: async () => void calls.push('runtime delete'),
     },
     proxy: { forget: () => void calls.push('forget') },
@@ -101,6 +105,45 @@ test('a mark without a server record: what the copy left goes, then the mark; no
   assert.not.ok(asked.has(ID));
   assert.equal(calls, ['ports', 'runtime delete', 'checkpoint record']);
   assert.is(w.reads, 0);
+});
+
+test('placed on the target but the copy here cannot go: the hold ends at once, only the drop is tried again, the mark kept until the copy is gone', async () => {
+  const { w, u, holds, asked, calls } = world({ running: true });
+  w.up = true;
+  w.answer = async () => ({ host: 'host-b', epoch: 4, lost: false, mine: false });
+  w.dropFails = 2;
+  u.start();
+  await until('the first drop tried', () => calls.length > 0, 5000, 5);
+  await until('the hold ended', () => holds.ofServer(ID) === undefined && holds.ofSlug('one') === undefined, 5000, 5);
+  assert.ok(asked.has(ID), 'still marked: the copy is here');
+  w.up = false; // the drop is tried again whatever the heartbeat says (dropMoved reads the placement itself)
+  await until('settled', () => !asked.has(ID), 10_000, 5);
+  await u.idle();
+  assert.is(w.reads, 1, 'the placement read once: then only the drop');
+  assert.equal(calls.filter((c) => c.startsWith('dropMoved')).length, 3);
+  assert.not.ok(
+    calls.some((c) => c.startsWith('start')),
+    'never started here',
+  );
+});
+
+test('a restart’s start that waits (on a new move’s hold): a new mark of the server is settled meanwhile', async () => {
+  const { w, u, holds, asked, calls } = world({ running: true });
+  w.up = true;
+  w.answer = async () => ({ started: 4 });
+  let go!: () => void;
+  w.startWaits = new Promise<void>((r) => (go = r));
+  u.start();
+  await until('the restart’s start under way', () => calls.includes('start (held: false)'), 5000, 5);
+  asked.mark(ID, { to: 'host-b', epoch: 5, running: false }); // the new move asked, then failed with its outcome unknown
+  w.up = false;
+  u.settle(ID);
+  assert.ok(holds.ofServer(ID), 'the new mark is being settled: its server held');
+  w.up = true;
+  await until('the new mark settled', () => !asked.has(ID), 5000, 5);
+  go();
+  await u.idle();
+  assert.is(holds.ofServer(ID), undefined);
 });
 
 test('the daemon stops while the registry cannot say: the wait ends, the mark stays', async () => {
