@@ -143,6 +143,7 @@ export class UnsettledMoves {
     if (!mark) return true; // a start read its placement meanwhile (the fence settled it)
     const rec = d.store.servers.get(id);
     if (!rec) {
+      if (d.store.servers.getAny(id)) return false; // moved back here meanwhile (target.ts, pending): its adopt clears the mark
       await forgetCopy(d, id);
       r.asked.clear(id);
       this.log.info('what a moved server left here is gone', { server: id });

@@ -49,7 +49,10 @@ function world(o: { running?: boolean; record?: boolean } = {}) {
       placements: { sync: async () => void calls.push('sync') },
     },
     store: {
-      servers: { get: (id: string) => (w.record && id === ID ? { id, slug: 'one' } : undefined) },
+      servers: {
+        get: (id: string) => (w.record && id === ID ? { id, slug: 'one' } : undefined),
+        getAny: (id: string) => (w.record && id === ID ? { id, slug: 'one' } : undefined),
+      },
       checkpoints: { list: () => [{ id: 'ckp_1' }], remove: async () => void calls.push('checkpoint record') },
     },
     hosting: {
