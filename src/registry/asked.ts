@@ -98,9 +98,17 @@ export class AskedMoves {
   /** The move's outcome is known: the mark removed (a failure to remove it is logged; the next
    *  start settles it again from the registry). */
   clear(id: string): void {
-    if (!this.marks.delete(id) || !this.dir) return;
+    this.marks.delete(id);
+    // its file whether marked in memory or not: a mark() that threw after its rename (the
+    // directory's fsync) left the file though not the mark in memory
+    if (!this.dir || !ID.test(id)) return;
     try {
-      rmSync(join(this.dir, id), { force: true });
+      try {
+        rmSync(join(this.dir, id));
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code === 'ENOENT') return; // none: nothing to flush
+        throw err;
+      }
       syncDir(this.dir);
     } catch (err) {
       this.onError('the mark of a move whose outcome is known could not be removed: the next start settles it again', err);

@@ -128,4 +128,17 @@ test('a mark file a kill left half written still marks; a rename that never happ
   assert.throws(() => b.mark('../x', {}), /not a server id/);
 });
 
+test('a mark whose write threw after its rename (the directory’s fsync): the source’s clear removes its file though it is not marked in memory', () => {
+  const dataDir = tmp();
+  const a = new AskedMoves(askedDir(dataDir));
+  a.mark('srv_b', { to: 'host-b' });
+  writeFileSync(join(askedDir(dataDir), 'srv_a'), '{"to":"host-b"}'); // renamed into place; mark() threw before its map was set
+  assert.not.ok(a.has('srv_a'));
+  a.clear('srv_a');
+  assert.not.ok(existsSync(join(askedDir(dataDir), 'srv_a')), 'the file removed');
+  assert.not.ok(new AskedMoves(askedDir(dataDir)).has('srv_a'), 'the next run does not find it marked');
+  a.clear('srv_c'); // never marked: nothing to remove, no error
+  assert.ok(a.has('srv_b'));
+});
+
 test.run();
