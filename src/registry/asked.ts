@@ -17,7 +17,7 @@
 // (fencestate.ts) for the same reason.
 
 import { closeSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 
 /** The directory of the marks (one file per server). */
 export function askedDir(dataDir: string): string {
@@ -39,9 +39,14 @@ const ID = /^srv_[0-9a-f]{1,32}$/;
 export class AskedMoves {
   private readonly marks = new Map<string, AskedMove>();
 
+  /** The directory made and its entry in the data dir flushed (once per run). */
+  private made = false;
+
   constructor(
     private readonly dir?: string,
     private readonly onError: (what: string, err: unknown) => void = () => {},
+    /** Flushes a directory's entries (tests see which). */
+    private readonly flushDir: (dir: string) => void = syncDir,
   ) {
     if (!dir) return;
     let names: string[] = [];
@@ -73,11 +78,17 @@ export class AskedMoves {
     if (!ID.test(id)) throw new Error(`not a server id: ${id.slice(0, 40)}`);
     const mark: AskedMove = { ...m, since: m.since ?? Date.now() };
     if (this.dir) {
-      mkdirSync(this.dir, { recursive: true, mode: 0o700 });
+      if (!this.made) {
+        // a host's first move makes the directory: its entry in the data dir flushed too, else a
+        // power loss can drop the directory with the mark in it
+        mkdirSync(this.dir, { recursive: true, mode: 0o700 });
+        this.flushDir(dirname(this.dir));
+        this.made = true;
+      }
       const file = join(this.dir, id);
       writeFileSync(`${file}.tmp`, JSON.stringify(mark) + '\n', { mode: 0o600, flush: true });
       renameSync(`${file}.tmp`, file);
-      syncDir(this.dir);
+      this.flushDir(this.dir);
     }
     this.marks.set(id, mark);
   }
@@ -109,7 +120,7 @@ export class AskedMoves {
         if ((err as NodeJS.ErrnoException).code === 'ENOENT') return; // none: nothing to flush
         throw err;
       }
-      syncDir(this.dir);
+      this.flushDir(this.dir);
     } catch (err) {
       this.onError('the mark of a move whose outcome is known could not be removed: the next start settles it again', err);
     }

@@ -141,4 +141,16 @@ test('a mark whose write threw after its rename (the directory’s fsync): the s
   assert.ok(a.has('srv_b'));
 });
 
+test('the first mark makes the directory and flushes its entry in the data dir, then the mark’s; later marks flush the directory only', () => {
+  const dataDir = tmp();
+  const flushed: string[] = [];
+  const a = new AskedMoves(askedDir(dataDir), undefined, (dir) => void flushed.push(dir));
+  a.mark('srv_a', { to: 'host-b' });
+  assert.equal(flushed, [dataDir, askedDir(dataDir)]);
+  a.mark('srv_b', { to: 'host-b' });
+  a.clear('srv_a');
+  assert.equal(flushed, [dataDir, askedDir(dataDir), askedDir(dataDir), askedDir(dataDir)]);
+  assert.ok(existsSync(join(askedDir(dataDir), 'srv_b')));
+});
+
 test.run();
