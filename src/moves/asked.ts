@@ -51,7 +51,10 @@ export class UnsettledMoves {
 
   /** Every server marked when this run started is settled (in the background). */
   start(): void {
-    for (const id of this.d.registry?.asked.list() ?? []) this.settle(id);
+    const asked = this.d.registry?.asked;
+    for (const id of asked?.list() ?? []) this.settle(id);
+    // the marks could not be read: every server is taken as marked, each settled once the registry answers
+    if (asked?.unreadable) for (const s of this.d.store.servers.all()) this.settle(s.id);
   }
 
   /** Settles marked server `id` in the background; its requests and starts wait meanwhile. */
@@ -104,7 +107,9 @@ export class UnsettledMoves {
   /** Until the outcome is known (or the daemon stops); whether the server starts here again. */
   private async run(id: string): Promise<boolean> {
     const rec = this.d.store.servers.get(id);
-    let release = rec ? this.holds.begin(id, rec.slug) : () => {};
+    // a server only taken as marked (the marks unreadable) may run, never moved: its starts are
+    // refused (the fence) until settled, its requests not held
+    let release = rec && !this.d.registry!.asked.get(id)?.unread ? this.holds.begin(id, rec.slug) : () => {};
     let restart = false;
     try {
       this.log.warn('a move this host asked for has an unknown outcome: the server is held until the registry says where it is', {

@@ -11,6 +11,9 @@
 //     is left goes, then the mark;
 //   - the daemon stopping ends the wait, the mark kept.
 
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { silentLogger } from '../../src/log/index.js';
@@ -22,11 +25,11 @@ import { until } from '../helpers/wait.js';
 
 const ID = 'srv_0123456789ab';
 
-function world(o: { running?: boolean; record?: boolean } = {}) {
+function world(o: { running?: boolean; record?: boolean; asked?: AskedMoves } = {}) {
   const calls: string[] = [];
   const holds = new MoveHolds();
-  const asked = new AskedMoves();
-  asked.mark(ID, { to: 'host-b', epoch: 3, running: o.running });
+  const asked = o.asked ?? new AskedMoves();
+  if (!o.asked) asked.mark(ID, { to: 'host-b', epoch: 3, running: o.running });
   const w = {
     up: false,
     answer: (): Promise<StartAnswer> => Promise.reject(new Error('registry unreachable')),
@@ -52,6 +55,7 @@ function world(o: { running?: boolean; record?: boolean } = {}) {
       servers: {
         get: (id: string) => (w.record && id === ID ? { id, slug: 'one' } : undefined),
         getAny: (id: string) => (w.record && id === ID ? { id, slug: 'one' } : undefined),
+        all: () => (w.record ? [{ id: ID, slug: 'one' }] : []),
       },
       checkpoints: { list: () => [{ id: 'ckp_1' }], remove: async () => void calls.push('checkpoint record') },
     },
@@ -147,6 +151,26 @@ test('a restart’s start that waits (on a new move’s hold): a new mark of the
   go();
   await u.idle();
   assert.is(holds.ofServer(ID), undefined);
+});
+
+test('the marks could not be read: every server settled once the registry answers, its requests not held, nothing started', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'rbx-unsettled-'));
+  try {
+    writeFileSync(join(dir, 'marks'), 'not a directory');
+    const { w, u, holds, asked, calls } = world({ asked: new AskedMoves(join(dir, 'marks')) });
+    assert.ok(asked.has(ID));
+    u.start();
+    assert.is(holds.ofServer(ID), undefined, 'not held: never moved, it may run');
+    await new Promise((r) => setTimeout(r, 300));
+    assert.ok(asked.has(ID), 'marked while the registry cannot say');
+    w.up = true;
+    w.answer = async () => ({ started: 4 });
+    await until('settled', () => !asked.has(ID), 5000, 5);
+    await u.idle();
+    assert.equal(calls, [], 'nothing started or removed');
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 test('the daemon stops while the registry cannot say: the wait ends, the mark stays', async () => {

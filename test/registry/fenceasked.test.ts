@@ -153,4 +153,36 @@ test('the first mark makes the directory and flushes its entry in the data dir, 
   assert.ok(existsSync(join(askedDir(dataDir), 'srv_b')));
 });
 
+test('a marks directory that cannot be read (not absent): every server taken as marked, logged once, until the registry answered for it', async () => {
+  const dataDir = tmp();
+  writeFileSync(askedDir(dataDir), 'not a directory'); // readdir fails ENOTDIR (as root, a mode 000 directory would still read)
+  const errors: string[] = [];
+  const asked = new AskedMoves(askedDir(dataDir), (what) => void errors.push(what));
+  assert.is(errors.length, 1, 'logged once');
+  assert.ok(asked.unreadable);
+  assert.ok(asked.has('srv_a') && asked.has('srv_b'), 'every server marked');
+  assert.is(asked.get('srv_a')?.unread, true);
+  const w = { registry: 'down' as 'down' | 'held', answer: async (): Promise<FenceAnswer> => ({ started: 4 }) };
+  const fence = new WakeFence(
+    'host-a',
+    { startAt: () => w.answer() },
+    log,
+    () => w.registry,
+    () => {},
+    () => false,
+    asked,
+  );
+  assert.is(await code(fence.check('srv_a')), 'move_unsettled', 'the registry down: no start from what this host has');
+  assert.is(await code(() => fence.checkThaw('srv_a')), 'move_unsettled');
+  w.registry = 'held';
+  assert.is(await code(fence.check('srv_a')), undefined, 'its placement read: started');
+  assert.not.ok(asked.has('srv_a'), 'settled');
+  w.registry = 'down';
+  assert.is(await code(fence.check('srv_a')), undefined, 'then the old rule');
+  assert.ok(asked.has('srv_b'), 'another server not answered for yet: still marked');
+  asked.clear('srv_b');
+  assert.not.ok(asked.has('srv_b'));
+  assert.is(errors.length, 1, 'no error per clear');
+});
+
 test.run();
