@@ -85,6 +85,11 @@ export class UnsettledMoves {
     );
   }
 
+  /** Whether marked server `id` is being settled (its copy, placed elsewhere, is removed here: no other drop of it). */
+  busy(id: string): boolean {
+    return this.settling.has(id);
+  }
+
   /** Ends the waits (the daemon stops: the marks stay, the next start settles them). */
   stop(): void {
     this.stopped = true;
