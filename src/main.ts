@@ -251,7 +251,8 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
         await d.registry.ready; // refused (schema, token, name): the start fails here, nothing placed
         // cut off from the registry and every peer: this host's running servers frozen, then stopped, before another may recover them
         // back in touch with the registry after the fence: copies of servers recovered elsewhere meanwhile removed
-        d.registry.fenceServers(fencedServers(d.runtime), o.clock ?? systemClock, () => d.hosting.core.dropMoved());
+        // (a server whose move's outcome is being settled: its copy left to the moves part, asked.ts)
+        d.registry.fenceServers(fencedServers(d.runtime), o.clock ?? systemClock, () => d.hosting.core.dropMoved(undefined, (id) => d.moves.settling(id)));
         // the same fence once this daemon is gone while its containers run (stopped, crash-looping): a detached watchdog
         if (cfg.cluster.recoverAfter > 0 && makeRuntime === (containers as unknown)) fenceWatch = watchFence(d.registry, d.runtime, cfg);
         // a box's accounts, ledger, domains and certificates copied into the registry once, before it serves in cluster mode;
@@ -260,7 +261,7 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
         const done = await joinUntilDone(() => registry.join(boxRecords(d.store, cfg.dataDir)), { clock: o.clock ?? systemClock, log, stopping: o.stopping });
         if (!done) return undefined; // stopping (serve stops what started)
         meter(d.billing, log); // the registry has every account of this box: no grant given twice, no zero totals cached
-        await d.hosting.core.join();
+        await d.hosting.core.join((id) => d.moves.settling(id));
         // the target's side of a move answers peers under the API app; requests for a server moving off this host wait
         const c = await startChannel({ ...d, hosting: { ...d.hosting, router: d.moves.withTarget(d.hosting.router) }, moveHold: (h) => d.moves.holdOfHost(h) });
         if (c) d.hosting.bindChannel({ ...c.servers, hold: (id) => d.moves.holdOfServer(id) });
@@ -283,7 +284,7 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
         // while it ran here): stopped and dropped at once, not only after a fence or at a restart
         placedAway = watchPlacedAway({
           placedAway: () => d.hosting.core.placedAway(),
-          busy: (id) => d.moves.holdOfServer(id) !== undefined,
+          busy: (id) => d.moves.holdOfServer(id) !== undefined || d.moves.settling(id),
           drop: (ids) => d.hosting.core.dropMoved(ids),
           every: (ms, fn) => (o.clock ?? systemClock).every(ms, fn),
           everyMs: 1000,

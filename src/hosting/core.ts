@@ -117,15 +117,16 @@ export interface HostingCore {
   start(): Promise<void>;
   /** Registry mode, once the registry answered this host's start (main.ts, after the edge and SSH
    *  listen): its placements and slugs made to match the store, this host's earlier reservations released. */
-  join(): Promise<void>;
+  join(skip?: (id: string) => boolean): Promise<void>;
   /** Registry mode: server `id`'s settings (never_sleep, exposed ports, suspension) kept to be
    *  written where a recovery on another host reads them, after a change of one of them (written
    *  off the answer's path, again until the registry takes it). */
   settingsChanged(id: string): void;
   /** Registry mode, when this host reaches the registry again after fencing itself, or when the
    *  placement cache shows `only` placed on another host (main.ts): its copies of servers the
-   *  registry placed on another host are removed (stalecopies.ts); false: the registry did not answer. */
-  dropMoved(only?: readonly string[]): Promise<boolean>;
+   *  registry placed on another host are removed (stalecopies.ts); false: the registry did not answer.
+   *  `skip`: servers another part removes itself (a move's outcome being settled: moves/asked.ts). */
+  dropMoved(only?: readonly string[], skip?: (id: string) => boolean): Promise<boolean>;
   /** Registry mode: this host's running servers the placement cache shows on another host. */
   placedAway(): string[];
 }

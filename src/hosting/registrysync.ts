@@ -62,7 +62,11 @@ export function settingsWriter(d: Pick<RegistrySyncDeps, 'names' | 'store'>): (i
 export function registrySync(
   d: RegistrySyncDeps,
   parts: { servers: Pick<Servers, 'delete'>; exposures: Pick<Exposures, 'releaseServer'>; checkpoints?: ServerCheckpoints },
-): { join(): Promise<void>; dropMoved(only?: readonly string[]): Promise<boolean>; placedAway(): string[] } {
+): {
+  join(skip?: (id: string) => boolean): Promise<void>;
+  dropMoved(only?: readonly string[], skip?: (id: string) => boolean): Promise<boolean>;
+  placedAway(): string[];
+} {
   const stale: StaleCopies = {
     store: d.store,
     runtime: d.runtime,
@@ -73,10 +77,10 @@ export function registrySync(
     placedOn: (id) => d.placements?.byServer(id)?.host,
   };
   return {
-    async join() {
-      await reconcileAtStart(d, parts.servers, stale);
+    async join(skip) {
+      await reconcileAtStart(d, parts.servers, stale, skip);
     },
-    dropMoved: (only) => (d.names ? dropMoved(stale, d.names, only) : Promise.resolve(true)),
+    dropMoved: (only, skip) => (d.names ? dropMoved(stale, d.names, only, skip) : Promise.resolve(true)),
     placedAway: () => {
       const self = d.names?.self;
       if (!self || !d.placements) return [];
@@ -100,8 +104,9 @@ export async function reconcileAtStart(
   d: Pick<RegistrySyncDeps, 'names' | 'quotas' | 'store' | 'cfg' | 'log' | 'runtime'>,
   servers: Pick<Servers, 'delete'>,
   stale?: StaleCopies,
+  skip?: (id: string) => boolean,
 ): Promise<void> {
-  if (await reconcileNames(d, servers, stale)) await releaseOwnQuotas(d);
+  if (await reconcileNames(d, servers, stale, skip)) await releaseOwnQuotas(d);
 }
 
 /** How the start's reconcile removes this host's copies of servers placed on another host (stalecopies.ts). */
@@ -114,6 +119,8 @@ async function reconcileNames(
   d: Pick<RegistrySyncDeps, 'names' | 'store' | 'cfg' | 'log' | 'runtime'>,
   all: Pick<Servers, 'delete'>,
   stale?: StaleCopies,
+  /** Servers another part removes itself (a move's outcome being settled): their copies left to it. */
+  skip: (id: string) => boolean = () => false,
 ): Promise<boolean> {
   if (!d.names) return true;
   const servers = d.store.servers.all().map((s) => ({
@@ -149,7 +156,11 @@ async function reconcileNames(
       // moved or recovered on another host while this host was away: this host's stale copies go,
       // one with writes newer than its newest checkpoint kept aside in lost+found (stalecopies.ts)
       if (stale && r.moved?.length) {
-        const dropped = await dropStaleCopies(stale, r.moved, stale.placedOn);
+        const dropped = await dropStaleCopies(
+          stale,
+          r.moved.filter((id) => !skip(id)),
+          stale.placedOn,
+        );
         d.log.warn('stale copies of servers placed on another host removed', dropped);
       }
     }

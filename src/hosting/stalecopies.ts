@@ -120,12 +120,18 @@ export async function dropStaleCopies(
  *  one's placement read from the registry, as the wake fence reads it, and those it places on
  *  another host stopped when running and dropped as at a start. False when the registry did not
  *  answer (left to the next try, or the next start). */
-export async function dropMoved(d: StaleCopyDeps, names: Pick<SharedNames, 'self' | 'placementOf'>, only?: readonly string[]): Promise<boolean> {
+export async function dropMoved(
+  d: StaleCopyDeps,
+  names: Pick<SharedNames, 'self' | 'placementOf'>,
+  only?: readonly string[],
+  /** Servers another part removes itself (a move's outcome being settled: moves/asked.ts): left to it. */
+  skip: (id: string) => boolean = () => false,
+): Promise<boolean> {
   if (!names.placementOf || !names.self) return true;
   const where = new Map<string, string>();
   try {
     for (const id of only ?? d.store.servers.all().map((s) => s.id)) {
-      if (!d.store.servers.get(id)) continue;
+      if (!d.store.servers.get(id) || skip(id)) continue;
       const p = await names.placementOf(id);
       if (p && p !== 'deleted' && p.host !== names.self) where.set(id, p.host);
     }

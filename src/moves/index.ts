@@ -37,6 +37,8 @@ export interface Moves {
   placedOn(id: string): Promise<string | undefined>;
   /** Resolves when a move of server `id` ends (undefined: none holds its requests now). */
   holdOfServer(id: string): Promise<void> | undefined;
+  /** Whether a move's outcome is being settled for server `id` (asked.ts: it removes a copy placed elsewhere itself). */
+  settling(id: string): boolean;
   /** The same for a request to `host` (`<slug>.{domain}`). */
   holdOfHost(host: string): Promise<void> | undefined;
   /** The running moves' images staged here (staging.ts; tests look). */
@@ -99,6 +101,7 @@ export function startMoves(d: MovesDeps): Moves {
     move: (rec, to) => source.move(rec, to),
     placedOn: async (id) => (/^srv_[0-9a-f]{1,32}$/.test(id) ? (await d.registry?.names.placement(id))?.host : undefined),
     holdOfServer: (id) => holds.ofServer(id),
+    settling: (id) => unsettled.busy(id),
     holdOfHost: (host) => {
       if (!holds.size || !host.endsWith(suffix)) return undefined;
       return holds.ofSlug(host.slice(0, -suffix.length));

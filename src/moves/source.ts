@@ -301,11 +301,16 @@ export class MoveSource {
     }
     const heldMs = now() - heldAt;
     release();
-    // the outcome known and the copy gone: the mark too (a copy not all removed keeps it: the next start removes the rest)
+    // the outcome known and the copy gone: the mark too (a copy not all removed keeps it: what is
+    // left goes in the background, tried again until it is gone, then the mark — asked.ts)
     await forgetCopy(d, rec.id).then(
       () => d.registry!.asked.clear(rec.id),
-      (err: unknown) =>
-        log.error('the copy a move left behind here was not all removed (the registry places the server on the target: it never starts here)', { err }),
+      (err: unknown) => (
+        log.error('the copy a move left behind here was not all removed (the registry places the server on the target: it never starts here): tried again', {
+          err,
+        }),
+        this.unsettled.settle(rec.id)
+      ),
     );
     log.info('server moved', { slug: rec.slug, epoch: answer.epoch, heldMs, running, phases, checkpoint, reused });
     return {

@@ -26,6 +26,7 @@ import { AppError } from '../errors.js';
 import { readBody, type Req } from '../http/index.js';
 import type { Logger } from '../log/index.js';
 import type { MoveTakeover, ServerRecord } from '../store/index.js';
+import { forgetCopy } from './asked.js';
 import { killPoint } from './killpoint.js';
 import { roomShort } from './prepare.js';
 import type { Staging } from './staging.js';
@@ -62,6 +63,16 @@ export async function adopt(d: MovesDeps, log: Logger, a: AdoptRequest, from: st
       throw AppError.of('move_failed', `${r.host} has an earlier move of server ${s.id} not resolved yet: try again shortly`, { retryAfter: 10 });
   }
   if (d.store.servers.getAny(s.id)) throw AppError.of('server_exists', `${r.host} has server ${s.id} already`);
+  if (r.asked.has(s.id)) {
+    // an earlier move of it off this host whose outcome is known (the source sends it here) but
+    // whose copy was not all removed: what is left goes now, then the stale mark (which would
+    // refuse its starts here while the registry is away, and any move of it)
+    await forgetCopy(d, s.id).catch((e: unknown) => {
+      throw AppError.of('move_failed', `${r.host} could not remove what an earlier move of server ${s.id} left here`, { cause: e, retryAfter: 10 });
+    });
+    r.asked.clear(s.id);
+    log.info('the mark of an earlier move of a server moved back here cleared', { server: s.id });
+  }
   const short = roomShort(d, staging, s);
   if (short) throw AppError.of('move_target_full', `${r.host} ${short}`);
   const account = await core.accounts.book.byId(s.accountId);

@@ -14,10 +14,12 @@
 // and the mark is read when the registry part is made — before the boot's reconcile asks the wake
 // fence anything. Not the LMDB store: the registry imports no store (the module map), and the
 // fence reads it synchronously from its constructor on, as it does `cluster-fence.json`
-// (fencestate.ts) for the same reason.
+// (fencestate.ts) for the same reason. A directory that cannot be read (EACCES, EIO; not absent)
+// fails safe: every server is taken as marked — its starts refused while the registry is away,
+// each settled by the moves part once it answers — and the error logged once.
 
 import { closeSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 
 /** The directory of the marks (one file per server). */
 export function askedDir(dataDir: string): string {
@@ -31,6 +33,8 @@ export interface AskedMove {
   epoch?: number;
   since: number;
   running?: boolean;
+  /** Not a mark read: the marks' directory could not be read, so every server is taken as marked. */
+  unread?: boolean;
 }
 
 const ID = /^srv_[0-9a-f]{1,32}$/;
@@ -39,16 +43,29 @@ const ID = /^srv_[0-9a-f]{1,32}$/;
 export class AskedMoves {
   private readonly marks = new Map<string, AskedMove>();
 
+  /** When the marks' directory could not be read (not absent: EACCES, EIO): every server is taken
+   *  as marked (the safe side) until the registry said where it is (`clear`: `answered`). */
+  private unreadAt: number | undefined;
+  private readonly answered = new Set<string>();
+
+  /** The directory made and its entry in the data dir flushed (once per run). */
+  private made = false;
+
   constructor(
     private readonly dir?: string,
     private readonly onError: (what: string, err: unknown) => void = () => {},
+    /** Flushes a directory's entries (tests see which). */
+    private readonly flushDir: (dir: string) => void = syncDir,
   ) {
     if (!dir) return;
     let names: string[] = [];
     try {
       names = readdirSync(dir);
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') onError('the marks of moves asked could not be read: their servers are not known', err);
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') {
+        this.unreadAt = Date.now();
+        onError('the marks of moves asked could not be read: every server is taken as marked until the registry says where it is', err);
+      }
     }
     for (const name of names) {
       if (!ID.test(name)) continue; // a `.tmp` a kill left: its rename never happened, the mark was never made
@@ -73,35 +90,56 @@ export class AskedMoves {
     if (!ID.test(id)) throw new Error(`not a server id: ${id.slice(0, 40)}`);
     const mark: AskedMove = { ...m, since: m.since ?? Date.now() };
     if (this.dir) {
-      mkdirSync(this.dir, { recursive: true, mode: 0o700 });
+      if (!this.made) {
+        // a host's first move makes the directory: its entry in the data dir flushed too, else a
+        // power loss can drop the directory with the mark in it
+        mkdirSync(this.dir, { recursive: true, mode: 0o700 });
+        this.flushDir(dirname(this.dir));
+        this.made = true;
+      }
       const file = join(this.dir, id);
       writeFileSync(`${file}.tmp`, JSON.stringify(mark) + '\n', { mode: 0o600, flush: true });
       renameSync(`${file}.tmp`, file);
-      syncDir(this.dir);
+      this.flushDir(this.dir);
     }
     this.marks.set(id, mark);
   }
 
   has(id: string): boolean {
-    return this.marks.has(id);
+    return this.marks.has(id) || (this.unreadAt !== undefined && !this.answered.has(id) && ID.test(id));
   }
 
   get(id: string): Readonly<AskedMove> | undefined {
-    return this.marks.get(id);
+    return this.marks.get(id) ?? (this.has(id) ? { since: this.unreadAt!, unread: true } : undefined);
   }
 
-  /** The servers marked now. */
+  /** The servers marked now (those read; with `unreadable`, every other server too until cleared). */
   list(): string[] {
     return [...this.marks.keys()];
+  }
+
+  /** Whether the marks' directory could not be read when this run started: every server not cleared since is marked. */
+  get unreadable(): boolean {
+    return this.unreadAt !== undefined;
   }
 
   /** The move's outcome is known: the mark removed (a failure to remove it is logged; the next
    *  start settles it again from the registry). */
   clear(id: string): void {
-    if (!this.marks.delete(id) || !this.dir) return;
+    const had = this.marks.delete(id);
+    if (this.unreadAt !== undefined) this.answered.add(id);
+    // its file whether marked in memory or not: a mark() that threw after its rename (the
+    // directory's fsync) left the file though not the mark in memory
+    if (!this.dir || !ID.test(id)) return;
     try {
-      rmSync(join(this.dir, id), { force: true });
-      syncDir(this.dir);
+      try {
+        rmSync(join(this.dir, id));
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code === 'ENOENT') return; // none: nothing to flush
+        if (!had && this.unreadAt !== undefined) return; // the directory unreadable: logged once, at the start
+        throw err;
+      }
+      this.flushDir(this.dir);
     } catch (err) {
       this.onError('the mark of a move whose outcome is known could not be removed: the next start settles it again', err);
     }

@@ -30,7 +30,8 @@ const ID = 'srv_0123456789ab';
 const rec = { id: ID, accountId: 'acc_1', slug: 'one', memoryBytes: GiB, diskBytes: GiB } as ServerRecord;
 
 /** A source whose target answers 502 and whose registry answers `after` when asked after it. */
-function world(after: () => Promise<StartAnswer>) {
+function world(after: () => Promise<StartAnswer>, o: { deleteFails?: number } = {}) {
+  let deleteFails = o.deleteFails ?? 0;
   const calls: string[] = [];
   let asked = 0;
   const dataDir = mkdtempSync(join(tmpdir(), 'rbx-lostanswer-'));
@@ -40,7 +41,10 @@ function world(after: () => Promise<StartAnswer>) {
   const { source, unsettled } = fakeSource({
     dataDir,
     state: 'running',
-    on: (effect) => void calls.push(effect),
+    on: (effect) => {
+      calls.push(effect);
+      if (effect === 'delete' && deleteFails-- > 0) throw new Error('the runtime could not delete the container');
+    },
     names: {
       placement: async () => ({ serverId: ID, host: 'host-a', epoch: 3 }),
       startAt: async () => (asked++, after()),
@@ -87,6 +91,19 @@ test('the registry places it on the target at a later epoch (its answer lost): n
   assert.ok(w.calls.includes('remove') && w.calls.includes('delete'), w.calls.join(','));
   assert.is(w.markedAtAsk(), true, 'marked on disk before the target was asked');
   assert.not.ok(w.marked(), 'the outcome known and the copy gone: the mark removed');
+});
+
+test('its copy here not all removed after the move: removed again in the background, then the mark', async () => {
+  const w = world(async () => ({ host: 'host-b', epoch: 4, lost: false, mine: false }), { deleteFails: 1 });
+  assert.is(await w.move, 'moved');
+  await until('the mark removed', () => !w.marked(), 5000, 5);
+  await w.unsettled.idle();
+  assert.equal(
+    w.calls.filter((c) => c === 'delete'),
+    ['delete', 'delete'],
+    'tried again',
+  );
+  assert.not.ok(w.calls.includes('start'));
 });
 
 test('the registry cannot be read and the daemon stops meanwhile: the move fails, the server is not started here', async () => {

@@ -128,4 +128,61 @@ test('a mark file a kill left half written still marks; a rename that never happ
   assert.throws(() => b.mark('../x', {}), /not a server id/);
 });
 
+test('a mark whose write threw after its rename (the directory’s fsync): the source’s clear removes its file though it is not marked in memory', () => {
+  const dataDir = tmp();
+  const a = new AskedMoves(askedDir(dataDir));
+  a.mark('srv_b', { to: 'host-b' });
+  writeFileSync(join(askedDir(dataDir), 'srv_a'), '{"to":"host-b"}'); // renamed into place; mark() threw before its map was set
+  assert.not.ok(a.has('srv_a'));
+  a.clear('srv_a');
+  assert.not.ok(existsSync(join(askedDir(dataDir), 'srv_a')), 'the file removed');
+  assert.not.ok(new AskedMoves(askedDir(dataDir)).has('srv_a'), 'the next run does not find it marked');
+  a.clear('srv_c'); // never marked: nothing to remove, no error
+  assert.ok(a.has('srv_b'));
+});
+
+test('the first mark makes the directory and flushes its entry in the data dir, then the mark’s; later marks flush the directory only', () => {
+  const dataDir = tmp();
+  const flushed: string[] = [];
+  const a = new AskedMoves(askedDir(dataDir), undefined, (dir) => void flushed.push(dir));
+  a.mark('srv_a', { to: 'host-b' });
+  assert.equal(flushed, [dataDir, askedDir(dataDir)]);
+  a.mark('srv_b', { to: 'host-b' });
+  a.clear('srv_a');
+  assert.equal(flushed, [dataDir, askedDir(dataDir), askedDir(dataDir), askedDir(dataDir)]);
+  assert.ok(existsSync(join(askedDir(dataDir), 'srv_b')));
+});
+
+test('a marks directory that cannot be read (not absent): every server taken as marked, logged once, until the registry answered for it', async () => {
+  const dataDir = tmp();
+  writeFileSync(askedDir(dataDir), 'not a directory'); // readdir fails ENOTDIR (as root, a mode 000 directory would still read)
+  const errors: string[] = [];
+  const asked = new AskedMoves(askedDir(dataDir), (what) => void errors.push(what));
+  assert.is(errors.length, 1, 'logged once');
+  assert.ok(asked.unreadable);
+  assert.ok(asked.has('srv_a') && asked.has('srv_b'), 'every server marked');
+  assert.is(asked.get('srv_a')?.unread, true);
+  const w = { registry: 'down' as 'down' | 'held', answer: async (): Promise<FenceAnswer> => ({ started: 4 }) };
+  const fence = new WakeFence(
+    'host-a',
+    { startAt: () => w.answer() },
+    log,
+    () => w.registry,
+    () => {},
+    () => false,
+    asked,
+  );
+  assert.is(await code(fence.check('srv_a')), 'move_unsettled', 'the registry down: no start from what this host has');
+  assert.is(await code(() => fence.checkThaw('srv_a')), 'move_unsettled');
+  w.registry = 'held';
+  assert.is(await code(fence.check('srv_a')), undefined, 'its placement read: started');
+  assert.not.ok(asked.has('srv_a'), 'settled');
+  w.registry = 'down';
+  assert.is(await code(fence.check('srv_a')), undefined, 'then the old rule');
+  assert.ok(asked.has('srv_b'), 'another server not answered for yet: still marked');
+  asked.clear('srv_b');
+  assert.not.ok(asked.has('srv_b'));
+  assert.is(errors.length, 1, 'no error per clear');
+});
+
 test.run();

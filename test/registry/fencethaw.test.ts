@@ -215,6 +215,14 @@ test("the clean-up (hosting's dropMoved) fails when it could not read the placem
   assert.is(await dropMoved(d as never, names).catch(() => false), false);
 });
 
+test("the clean-up (hosting's dropMoved) leaves alone a server whose move's outcome the moves part settles (it removes that copy itself)", async () => {
+  const d = { store: { servers: { all: () => [{ id: 'srv_a' }, { id: 'srv_b' }], get: (id: string) => ({ id }) } }, runtime: { get: () => undefined }, log };
+  const read: string[] = [];
+  const names = { self: 'host-b', placementOf: async (id: string) => void read.push(id) };
+  assert.is(await dropMoved(d as never, names, undefined, (id) => id === 'srv_a'), true);
+  assert.equal(read, ['srv_b'], 'srv_a neither read nor dropped here');
+});
+
 test('a daemon restarted while the fence stop is unsettled still starts and thaws nothing from what it alone knows, until the clean-up read the placements', async () => {
   const dataDir = mkdtempSync(join(tmpdir(), 'rbx-fencerestart-'));
   try {

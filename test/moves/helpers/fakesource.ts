@@ -77,7 +77,7 @@ export function fakeSource(o: FakeSourceOptions): { source: MoveSource; unsettle
       accounts: { get: () => ({ id: 'acc_1' }) },
       checkpoints: { list: () => [], remove: async () => {} },
       domains: { byServer: () => [] },
-      servers: { remove: () => on('remove') },
+      servers: { remove: () => on('remove'), get: () => undefined, getAny: () => undefined }, // the record: removed by the move
     },
   } as unknown as MovesDeps;
   const holds = new MoveHolds();
