@@ -32,13 +32,13 @@
 // (`--only running`: part b alone.)
 // Everything it starts (daemons, servers, networks, PostgreSQL, Ceph) is removed at the end; the
 // daemons' logs are kept in a temp dir it prints.
-// One run on main at 2796621, a quiet machine (load 0.2 at the start, 2.4 at the end), defaults as above:
-//   a. drain 54.0 s (goal 60 s); each server unavailable p50 1.10 s, max 1.11 s; requests held per
-//      move p50 0.01 s; a move p50 3.75 s (stop 0.18, checkpoint 0.00 — none when its newest one
-//      holds its disk —, target 3.26); b. running server unavailable p50 2.22 s, max 3.71 s (goal 3 s
-//      missed by its max: stop 0.15, final checkpoint 0.70, target p50 1.37 max 2.80); c. every
-//      sleeping server serving 10.4 s (p50) / 15.2 s (max) after recoverAfter; lost writes 17.0 s,
-//      its newest checkpoint 16.7 s old at the kill.
+// One run on main at 0fe0b4a + this wait, a quiet machine (load 0.8 at the start, 3.3 at the end),
+// defaults as above: a. drain 50.3 s (goal 60 s); each server unavailable p50 0.80 s, max 0.97 s;
+// a move p50 4.18 s (stop 0.20, checkpoint 0.00 — its newest one holds its disk —, target 3.98);
+// b. running server unavailable p50 1.77 s, max 1.96 s (stop 0.22, final checkpoint 0.97, target
+// 0.61; staged before the stop 1.60 s, 5–7 of ~120 chunks fetched after it); c. every sleeping
+// server serving 19.1 s (p50) / 26.1 s (max) after recoverAfter; lost writes 1.3 s, its newest
+// checkpoint 0.9 s old at the kill.
 
 import { request, Agent } from 'node:http';
 import { randomBytes } from 'node:crypto';
@@ -235,20 +235,28 @@ async function main(): Promise<void> {
       if (r.status !== 200) throw new Error(`create: ${r.text}`);
       sleepers.push({ id: r.json.id, slug, key: r.json.api_key, page: `page of ${slug} ${randomBytes(8).toString('hex')}\n` });
     }
+    /** When each server's files were written: a server created early fell asleep before (its
+     *  checkpoint at that sleep holds an empty disk); the one at its next sleep holds them. */
+    const wrote = new Map<string, number>();
     for (let i = 0; i < sleepers.length; i += 4)
       await Promise.all(
         sleepers
           .slice(i, i + 4)
-          .map((x) => exec(a, x, `mkdir -p /root/www && echo -n '${x.page}' > /root/www/index.html && head -c ${100 * MiB} /dev/urandom > /root/data && sync`)),
+          .map((x) =>
+            exec(a, x, `mkdir -p /root/www && echo -n '${x.page}' > /root/www/index.html && head -c ${100 * MiB} /dev/urandom > /root/data && sync`).then(() =>
+              wrote.set(x.id, Date.now()),
+            ),
+          ),
       );
     await until(
-      'every server of host-a asleep, checkpointed',
+      'every server of host-a asleep, its files in a checkpoint',
       async () => {
         for (const x of sleepers) {
           const g = await api(a, 'GET', `/servers/${x.id}`, { key: x.key });
           if (g.json?.state !== 'sleeping') return false;
           const cps = await api(a, 'GET', `/servers/${x.id}/checkpoints`, { key: x.key });
-          if (!(cps.json?.checkpoints as unknown[] | undefined)?.length) return false;
+          const made = ((cps.json?.checkpoints as { created_at: string }[] | undefined) ?? []).map((c) => Date.parse(c.created_at));
+          if (!made.some((t) => t > wrote.get(x.id)!)) return false;
         }
         return true;
       },
