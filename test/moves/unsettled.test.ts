@@ -35,6 +35,8 @@ function world(o: { running?: boolean; record?: boolean; asked?: AskedMoves } = 
     answer: (): Promise<StartAnswer> => Promise.reject(new Error('registry unreachable')),
     record: o.record ?? true,
     reads: 0,
+    /** How often the settle loop looked whether the heartbeat reaches the registry. */
+    looks: 0,
     /** dropMoved's rounds that leave the copy (its disk not kept aside: dropStaleCopies logs and leaves it). */
     dropFails: 0,
     /** What the runtime's start waits for (a move's hold, StartGuard.waitFor). */
@@ -46,6 +48,7 @@ function world(o: { running?: boolean; record?: boolean; asked?: AskedMoves } = 
       host: 'host-a',
       asked,
       get up() {
+        w.looks++;
         return w.up;
       },
       names: { startAt: () => (w.reads++, w.answer()) },
@@ -81,7 +84,7 @@ test('held while the registry cannot say; placed on the target: the copy goes, t
   u.start();
   assert.ok(holds.ofServer(ID), 'its starts wait');
   assert.ok(holds.ofSlug('one'), 'its requests wait');
-  await new Promise((r) => setTimeout(r, 500));
+  await until('the loop looked twice', () => w.looks >= 2, 5000, 5);
   assert.is(w.reads, 0, 'no read while the heartbeat does not reach the registry (or this run does not hold its name yet)');
   w.up = true; // reached, the read fails
   await until('a read tried', () => w.reads > 0, 5000, 5);
@@ -161,7 +164,7 @@ test('the marks could not be read: every server settled once the registry answer
     assert.ok(asked.has(ID));
     u.start();
     assert.is(holds.ofServer(ID), undefined, 'not held: never moved, it may run');
-    await new Promise((r) => setTimeout(r, 300));
+    await until('the loop looked twice', () => w.looks >= 2, 5000, 5);
     assert.ok(asked.has(ID), 'marked while the registry cannot say');
     w.up = true;
     w.answer = async () => ({ started: 4 });
