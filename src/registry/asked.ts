@@ -18,8 +18,9 @@
 // fails safe: every server is taken as marked — its starts refused while the registry is away,
 // each settled by the moves part once it answers — and the error logged once.
 
-import { closeSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
+import { syncDir } from './fencestate.js';
 
 /** The directory of the marks (one file per server). */
 export function askedDir(dataDir: string): string {
@@ -143,15 +144,5 @@ export class AskedMoves {
     } catch (err) {
       this.onError('the mark of a move whose outcome is known could not be removed: the next start settles it again', err);
     }
-  }
-}
-
-/** A rename or removal in `dir` kept across a power loss too. */
-function syncDir(dir: string): void {
-  const fd = openSync(dir, 'r');
-  try {
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
   }
 }

@@ -22,8 +22,9 @@ export function fenceStateFile(dataDir: string): string {
   return join(dataDir, 'cluster-fence.json');
 }
 
-/** Flushes a directory's entries (the rename of the mark into it). */
-function syncDir(dir: string): void {
+/** Flushes a directory's entries (a rename or removal in it kept across a power loss too; the
+ *  marks here and in asked.ts). */
+export function syncDir(dir: string): void {
   const fd = openSync(dir, 'r');
   try {
     fsyncSync(fd);
