@@ -1,7 +1,7 @@
 // bench/wake/doze.ts: what a doze costs and gives, with real runc containers behind a real daemon
 // of its own (test daemon: own bridge, subnet, uid ranges, data dir; everything deleted at the end;
 // doze on, idleTimeout 300 ms):
-//   1. doze → first byte of a minimal run.sh app through the edge (target p50 ≤ 5 ms), beside the
+//   1. doze → first byte of a minimal run.sh app through the edge (issue 35's goal: p50 ≤ 2 ms), beside the
 //      same request awake (back to back, and after as long a pause as a doze's with the server
 //      held awake: the part of the gap that is idleness, not the thaw), and the freezer's own
 //      thaw (one cgroup write, the floor) and Runtime.thaw (the same through the runtime's per-server queue); and the app alone, no
@@ -280,6 +280,15 @@ export async function dozeRows(_ctx?: unknown): Promise<string[]> {
       aloneAwake.push(await appAlone(app.ip));
       await firstByte(d.http, app.host); // the tracker sees it: it thaws (already done) and dozes it again
     }
+    // the app alone after as long a pause, held awake: the part of a pause's cost that is the host's
+    // (idle CPUs, cold caches) and not the daemon's
+    const alonePaused: number[] = [];
+    for (let i = 0; i < DOZES; i++) {
+      const release = presence.hold(app.id);
+      await sleep(350);
+      alonePaused.push(await appAlone(app.ip));
+      release();
+    }
     rows.push(row('doze → first byte', fmt(dozeWake)));
     rows.push(row('  same request, awake', fmt(awake)));
     rows.push(row('  awake after as long a pause', fmt(pausedAwake)));
@@ -288,6 +297,7 @@ export async function dozeRows(_ctx?: unknown): Promise<string[]> {
     rows.push(row('  app alone, thaw then request', fmt(aloneThawed, 2)));
     rows.push(row('  app alone, request then thaw', fmt(aloneSentFirst, 2)));
     rows.push(row('  app alone, awake', fmt(aloneAwake, 2)));
+    rows.push(row('  app alone, awake after a pause', fmt(alonePaused, 2)));
     rows.push(row('doze → first byte, client process', fmt(ownDoze)));
     rows.push(row('  same request, awake', fmt(ownAwake)));
     rows.push(row('doze → first byte, HTTPS (new TLS)', fmt(dozeWakeTls)));
