@@ -24,7 +24,8 @@ import { AppError, InternalError } from '../errors.js';
 import { lockDataDir, runCommand as run, seedServer, type HostLock } from '../runtime/index.js';
 import { openStore, restoreStore, type Store } from '../store/index.js';
 import type { CliFlags, CliOut } from './cli-io.js';
-import { markRebuild, REBUILD_MARK, syncDir, unmarkRebuild } from './rebuildmark.js';
+import { markRebuild, REBUILD_MARK, unmarkRebuild } from './rebuildmark.js';
+import { flushPath } from '../durable.js';
 
 export interface RebuiltServer {
   id: string;
@@ -284,7 +285,7 @@ async function rebuildLocked(
     // the store last: a data dir without one is plainly not a whole box
     for (const name of [...readdirSync(stage).filter((n) => n !== 'db'), 'db']) renameSync(join(stage, name), join(dir, name));
     rmdirSync(stage);
-    syncDir(dir);
+    flushPath(dir);
     unmarkRebuild(dir); // removed last: until here a kill leaves the mark (a rerun clears, the daemon refuses)
     done = true;
     const body = {

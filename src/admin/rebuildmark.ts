@@ -5,38 +5,23 @@
 // dir while it is there (its half-placed files would otherwise be taken for a box, and its
 // seeded disks for orphans).
 
-import { closeSync, existsSync, fsyncSync, openSync, rmSync, writeSync } from 'node:fs';
+import { existsSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { flushPath } from '../durable.js';
 import { AppError } from '../errors.js';
 
 export const REBUILD_MARK = '.rebuild-incomplete';
 
-/** Flushes a directory's entries (a rename or a new file in it). */
-export function syncDir(dir: string): void {
-  const fd = openSync(dir, 'r');
-  try {
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
-  }
-}
-
 /** Writes the mark, flushed with its directory entry. */
 export function markRebuild(dataDir: string, what: string): void {
-  const fd = openSync(join(dataDir, REBUILD_MARK), 'w', 0o600);
-  try {
-    writeSync(fd, `${what}\n`);
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
-  }
-  syncDir(dataDir);
+  writeFileSync(join(dataDir, REBUILD_MARK), `${what}\n`, { mode: 0o600, flush: true });
+  flushPath(dataDir);
 }
 
 /** Removes the mark, flushed. */
 export function unmarkRebuild(dataDir: string): void {
   rmSync(join(dataDir, REBUILD_MARK), { force: true });
-  syncDir(dataDir);
+  flushPath(dataDir);
 }
 
 /** The daemon's start: refused while a rebuild of the data dir is incomplete. */

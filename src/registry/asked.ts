@@ -18,9 +18,9 @@
 // fails safe: every server is taken as marked — its starts refused while the registry is away,
 // each settled by the moves part once it answers — and the error logged once.
 
-import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { syncDir } from './fencestate.js';
+import { flushPath, replaceFile } from '../durable.js';
 
 /** The directory of the marks (one file per server). */
 export function askedDir(dataDir: string): string {
@@ -56,7 +56,7 @@ export class AskedMoves {
     private readonly dir?: string,
     private readonly onError: (what: string, err: unknown) => void = () => {},
     /** Flushes a directory's entries (tests see which). */
-    private readonly flushDir: (dir: string) => void = syncDir,
+    private readonly flushDir: (dir: string) => void = flushPath,
   ) {
     if (!dir) return;
     let names: string[] = [];
@@ -99,9 +99,7 @@ export class AskedMoves {
         this.made = true;
       }
       const file = join(this.dir, id);
-      writeFileSync(`${file}.tmp`, JSON.stringify(mark) + '\n', { mode: 0o600, flush: true });
-      renameSync(`${file}.tmp`, file);
-      this.flushDir(this.dir);
+      replaceFile(file, JSON.stringify(mark) + '\n', { flushDir: this.flushDir });
     }
     this.marks.set(id, mark);
   }

@@ -14,23 +14,13 @@
 // and the saved contact is no proof either (a peer that answered ended the fence and refreshed it,
 // with the stop still unsettled).
 
-import { closeSync, fsyncSync, openSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { readFileSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { replaceFile } from '../durable.js';
 
 /** The file that marks the fence's stop unsettled (the watchdog is given the same path: main.ts). */
 export function fenceStateFile(dataDir: string): string {
   return join(dataDir, 'cluster-fence.json');
-}
-
-/** Flushes a directory's entries (a rename or removal in it kept across a power loss too; the
- *  marks here and in asked.ts). */
-export function syncDir(dir: string): void {
-  const fd = openSync(dir, 'r');
-  try {
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
-  }
 }
 
 /** What the file says: since when (wall-clock ms) the stop is unsettled, and who marked it. */
@@ -73,9 +63,7 @@ export class FenceSettlement {
     this.mark = { since: now, by: 'fence' };
     if (!this.file) return;
     try {
-      writeFileSync(`${this.file}.tmp`, JSON.stringify(this.mark) + '\n', { mode: 0o600, flush: true });
-      renameSync(`${this.file}.tmp`, this.file);
-      syncDir(dirname(this.file));
+      replaceFile(this.file, JSON.stringify(this.mark) + '\n');
     } catch (err) {
       this.onError('the self-fence could not keep its unsettled stop in the data dir: a restart before it settles would forget it', err);
     }

@@ -16,9 +16,10 @@
 // Nothing is written when the claim is refused.
 
 import { randomBytes } from 'node:crypto';
-import { closeSync, existsSync, fsyncSync, openSync, readFileSync, renameSync, writeSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { replaceFile } from '../durable.js';
 import { AppError } from '../errors.js';
 import type { HostFacts } from './hosts.js';
 import type { RegistryPool } from './pool.js';
@@ -47,15 +48,7 @@ export function instanceOf(dataDir: string): { instance: string; fresh: boolean 
   const have = readInstance(dataDir);
   if (have) return { instance: have, fresh: false };
   const id = `ins_${randomBytes(16).toString('hex')}`;
-  const tmp = `${path}.tmp`;
-  const fd = openSync(tmp, 'w', 0o600);
-  try {
-    writeSync(fd, id + '\n');
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
-  }
-  renameSync(tmp, path);
+  replaceFile(path, id + '\n'); // its directory flushed too: a power loss must not give the data dir a new id
   return { instance: id, fresh: true };
 }
 

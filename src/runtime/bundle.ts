@@ -3,22 +3,17 @@
 // kept across daemon restarts) and the files a new server starts with that name it (hostname,
 // hosts, resolver), written without following any symlink in the image.
 
-import { chownSync, closeSync, fsyncSync, openSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { chownSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { replaceFile } from '../durable.js';
 import { resolvConf } from './image.js';
 import { realDir } from './nolinks.js';
 
-/** Replaces `path` with `text` so a crash leaves either the old file or the whole new one. */
+/** Replaces `path` with `text` so a crash leaves either the old file or the whole new one (its
+ *  directory not flushed: a power loss may leave the old one, as a create's first file is
+ *  written again by the next start). */
 export function writeDurably(path: string, text: string): void {
-  const tmp = `${path}.tmp`;
-  const fd = openSync(tmp, 'w', 0o600);
-  try {
-    writeFileSync(fd, text);
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
-  }
-  renameSync(tmp, path);
+  replaceFile(path, text, { flushDir: false });
 }
 
 /** Files a new server starts with that depend on it (hostname, hosts, resolver), owned by its root.

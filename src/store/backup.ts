@@ -17,7 +17,6 @@ import {
   copyFileSync,
   existsSync,
   fstatSync,
-  fsyncSync,
   mkdirSync,
   mkdtempSync,
   openSync,
@@ -32,6 +31,7 @@ import {
 } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import { open } from 'lmdb';
+import { flushPath } from '../durable.js';
 import { AppError } from '../errors.js';
 import { embed, extract, placeHostFiles, type Placed } from './backupfiles.js';
 import { SCHEMA_VERSION_KEY } from './db.js';
@@ -50,15 +50,6 @@ export interface StoreSummary {
 const storeDir = (dataDir: string) => join(dataDir, 'db');
 // noSubdir: a directory whose name has a dot (a temporary one) is still an env directory
 const envOptions = { maxDbs: 64, encoding: 'msgpack', noSubdir: false } as const;
-
-function fsyncPath(path: string): void {
-  const fd = openSync(path, 'r');
-  try {
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
-  }
-}
 
 /** Checks the two meta pages of an LMDB data file before LMDB maps it: LMDB trusts its file and
  *  crashes the process (SIGSEGV, SIGBUS) on one that is not LMDB or is cut short. Layout of this
@@ -142,10 +133,10 @@ export async function backupStore(dataDir: string, file: string): Promise<StoreS
     const copy = join(tmp, 'data.mdb');
     chmodSync(copy, 0o600); // account records, phone numbers, key hashes, the host's secrets: root only
     const carried = await embed(tmp, dataDir);
-    fsyncPath(copy);
+    flushPath(copy);
     const summary = await summarize(tmp, 'the copy');
     renameSync(copy, target);
-    fsyncPath(dirname(target));
+    flushPath(dirname(target));
     return { ...summary, file: target, hostFiles: carried.files, journalBytes: carried.journalBytes };
   } finally {
     rmSync(tmp, { recursive: true, force: true });
@@ -170,7 +161,7 @@ export async function restoreStore(dataDir: string, file: string, now = new Date
     checkDataFile(file, file);
     copyFileSync(file, join(stage, 'data.mdb'));
     chmodSync(join(stage, 'data.mdb'), 0o600);
-    fsyncPath(join(stage, 'data.mdb'));
+    flushPath(join(stage, 'data.mdb'));
     const summary = await summarize(stage, file);
     if (summary.schemaVersion > SCHEMA_VERSION) {
       throw AppError.of(
@@ -193,7 +184,7 @@ export async function restoreStore(dataDir: string, file: string, now = new Date
       if (keptAs) renameSync(keptAs, live); // put the old store back
       throw e;
     }
-    fsyncPath(dataDir);
+    flushPath(dataDir);
     return { ...summary, keptAs, hostFiles: carried && placeHostFiles(dataDir, carried.files) };
   } finally {
     rmSync(stage, { recursive: true, force: true });
