@@ -8,6 +8,7 @@
 // unrecoverable and why — no checkpoint —, failed), which `cluster status` lists. Schema 24.
 
 import type { RegistryPool } from './pool.js';
+import type { Placement } from './names.js';
 
 /** Schema 24: the recovery lease and every server's recovery outcome. */
 export const RECOVERY_SQL = `
@@ -32,12 +33,9 @@ export const RECOVERY_SQL = `
     active_at  bigint NOT NULL
   );`;
 
-/** A server of the dead host as the registry places it, with its SSH key when recorded. */
-export interface DeadPlacement {
-  serverId: string;
-  accountId: string;
-  slug: string;
-  epoch: number;
+/** A server of the dead host as the registry places it (part of its `Placement`), with its SSH key
+ *  when recorded and what a recovery brings back beside it. */
+export interface DeadPlacement extends Pick<Placement, 'serverId' | 'accountId' | 'slug' | 'epoch'> {
   publicKey?: string;
   fingerprint?: string;
   /** When its host last saw it running (its wall clock, ms); undefined: never seen running. */
