@@ -84,7 +84,7 @@ export async function startChannel(d: ChannelPartDeps): Promise<Channel | undefi
   const owned = ownersView(lookup, r.host, r.names && ((id) => r.names!.epochOf(id)));
   const health = new ChannelHealth();
   // both sides take a peer only with the key its host registered
-  const admit = new PeerAdmission(r.hosts);
+  const admit = new PeerAdmission(r.hosts, clock);
   const peers = new Peers({ identity: () => identity, connectTimeoutMs: d.cfg.cluster.forwardConnectTimeout, log, health, admit, clock });
   const hosting = d.hosting;
   const own = (host: string) => hosting?.core?.domains.slugOf(host);

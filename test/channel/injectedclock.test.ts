@@ -3,6 +3,7 @@
 // timeout far beyond the test's run and moves only the injected clock:
 //   - a session's ping deadline (sender-peers.ts): a peer that stops answering is dropped;
 //   - a session's connect timeout (sender-connect.ts) and the raw lane's (sender-rawpool.ts);
+//   - the wait for the registry's read of a peer's key (owner-admit.ts);
 // Real TLS, HTTP/2 and the raw lane on loopback under a real cluster CA.
 
 import { createSecureServer, type Http2SecureServer } from 'node:http2';
@@ -11,6 +12,7 @@ import { type Server as TlsServer } from 'node:tls';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { issueIdentity, type Identity } from '../../src/channel/identity.js';
+import { PeerAdmission } from '../../src/channel/owner-admit.js';
 import { Peers } from '../../src/channel/sender-peers.js';
 import { RawPool } from '../../src/channel/sender-rawpool.js';
 import { createCa } from '../../src/edge/index.js';
@@ -120,6 +122,19 @@ test("a connect that never completes fails once the injected clock passes connec
   clock.advance(LONG_MS);
   await until('the raw connect given up', () => given !== 'not yet', 5000);
   assert.is(given, undefined, 'no stream: the caller takes the HTTP/2 session');
+});
+
+test("a registry read of a peer's key that hangs is waited for by the injected clock", async () => {
+  const clock = new ManualClock();
+  let hang = false;
+  const admit = new PeerAdmission({ channelKey: (host) => (hang ? new Promise(() => {}) : Promise.resolve(host === 'host-b' ? 'K1' : undefined)) }, clock);
+  assert.ok(await admit.admit('host-b', 'K1'));
+  hang = true;
+  const taken = admit.admit('host-b', 'K1');
+  assert.is(await within(taken, 200), 'pending', 'waits for the read');
+  clock.advance(300);
+  assert.is(await within(taken), 'resolved', 'then the key last read decides');
+  assert.ok(await taken);
 });
 
 test.run();
