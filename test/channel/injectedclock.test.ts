@@ -4,17 +4,21 @@
 //   - a session's ping deadline (sender-peers.ts): a peer that stops answering is dropped;
 //   - a session's connect timeout (sender-connect.ts) and the raw lane's (sender-rawpool.ts);
 //   - the wait for the registry's read of a peer's key (owner-admit.ts);
+//   - the channel part's own servers (part.ts): its raw lane's idle timer and the SSH open's timeout.
 // Real TLS, HTTP/2 and the raw lane on loopback under a real cluster CA.
 
-import { createSecureServer, type Http2SecureServer } from 'node:http2';
+import { createSecureServer, type Http2SecureServer, type ServerHttp2Stream } from 'node:http2';
 import { createServer as createNetServer, connect as netConnect, type AddressInfo, type Server as NetServer, type Socket } from 'node:net';
-import { type Server as TlsServer } from 'node:tls';
+import { connect as tlsConnect, type Server as TlsServer } from 'node:tls';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
+import { startChannel, type Channel } from '../../src/channel/index.js';
 import { issueIdentity, type Identity } from '../../src/channel/identity.js';
 import { PeerAdmission } from '../../src/channel/owner-admit.js';
 import { Peers } from '../../src/channel/sender-peers.js';
 import { RawPool } from '../../src/channel/sender-rawpool.js';
+import { MUX_ALPN } from '../../src/channel/wire-mux.js';
+import { SSH_KIND } from '../../src/channel/wire.js';
 import { createCa } from '../../src/edge/index.js';
 import { createLogger } from '../../src/log/index.js';
 import type { CaPair } from '../../src/registry/index.js';
@@ -30,6 +34,8 @@ const owner: Identity = issueIdentity(pair, 'host-a');
  *  wait (and within 10 pings of 5 s: node's HTTP/2 keeps at most 10 unanswered, and a clock moved
  *  in one step sends them all before any can be answered). */
 const LONG_MS = 20_000;
+/** How long the owner keeps an idle raw lane connection (owner-server.ts). */
+const RAW_IDLE_MS = 60_000;
 const stops: (() => unknown)[] = [];
 
 test.after(async () => {
@@ -135,6 +141,76 @@ test("a registry read of a peer's key that hangs is waited for by the injected c
   clock.advance(300);
   assert.is(await within(taken), 'resolved', 'then the key last read decides');
   assert.ok(await taken);
+});
+
+/** host-a's channel part on `clock`, its registry knowing host-b (key and a server of it at `bAt`). */
+async function part(clock: ManualClock, bAt: string): Promise<Channel> {
+  const registered = new Map([['host-b', me.keyId]]);
+  const c = await startChannel({
+    cfg: { cluster: { listen: '127.0.0.1:0', forwardConnectTimeout: LONG_MS, forwardRetryBody: 1024, forwardRetryPerSource: 4096, forwardRetryTotal: 65536 } },
+    log,
+    registry: {
+      host: 'host-a',
+      channel: { load: async () => pair },
+      registerChannelKey: async (key: string) => void registered.set('host-a', key),
+      hosts: { channelKey: async (host: string) => registered.get(host) },
+      placements: {
+        bySlug: () => undefined,
+        byServer: (id: string) => (id === 'srv_b1' ? { serverId: id, slug: 'b1', host: 'host-b', epoch: 1 } : undefined),
+        fresh: async () => undefined,
+        host: (n: string) => (n === 'host-b' ? { name: n, advertise: bAt, up: true } : undefined),
+        ofAccount: () => [],
+        sync: async () => {},
+      },
+    },
+    store: { servers: { bySlug: () => undefined, get: () => undefined } },
+    proxy: { handle: (_req, res) => void res.writeHead(404).end() },
+    clock,
+  });
+  if (!c) throw new Error('the channel is not up');
+  stops.push(() => c.stop());
+  return c;
+}
+
+test("the channel part's raw lane closes an idle connection by the part's clock", async () => {
+  const clock = new ManualClock();
+  const c = await part(clock, '127.0.0.1:9');
+  // host-b's raw lane connection to host-a, idle
+  const timers = clock.pending;
+  const raw = tlsConnect({ host: '127.0.0.1', port: c.port, ca: me.ca, cert: me.cert, key: me.key, servername: 'host-a', ALPNProtocols: [MUX_ALPN] });
+  stops.push(() => raw.destroy());
+  raw.on('error', () => {});
+  let closed = false;
+  raw.on('close', () => (closed = true));
+  await new Promise<void>((r) => raw.once('secureConnect', () => r()));
+  assert.is(raw.alpnProtocol, MUX_ALPN);
+  await until('the owner took the raw connection (its idle timer set)', () => clock.pending > timers, 5000);
+  clock.advance(RAW_IDLE_MS - 1);
+  await new Promise((r) => setTimeout(r, 100));
+  assert.not.ok(closed, 'not idle long enough yet');
+  clock.advance(1);
+  await until('the idle raw connection closed by the owner', () => closed, 5000);
+});
+
+test("the channel part's SSH open times out by the part's clock", async () => {
+  // host-b's channel: takes the SSH stream and never answers it (its other streams, answered)
+  const bServer = createSecureServer({ ca: me.ca, cert: me.cert, key: me.key, requestCert: true, rejectUnauthorized: true });
+  const sshStreams: ServerHttp2Stream[] = [];
+  bServer.on('stream', (st, h) => {
+    st.on('error', () => {});
+    if (h[SSH_KIND] === 'ssh') sshStreams.push(st);
+    else st.respond({ ':status': 200 }, { endStream: true });
+  });
+  bServer.on('session', (s) => void stops.push(() => s.destroy()));
+  const clock = new ManualClock();
+  const c = await part(clock, await listen(bServer));
+  const opening = c.openSsh('srv_b1', { ip: '192.0.2.1', port: 40000 });
+  await until('the SSH stream at host-b', () => sshStreams.length > 0, 5000);
+  assert.is(await within(opening, 200), 'pending');
+  clock.advance(LONG_MS - 1);
+  assert.is(await within(opening, 100), 'pending');
+  clock.advance(1);
+  assert.match(await within(opening), `did not answer within ${LONG_MS} ms`);
 });
 
 test.run();
