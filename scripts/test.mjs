@@ -96,6 +96,8 @@ const UNIT = [
   'test/channel/admit.test.ts',
   'test/channel/peerrefuse.test.ts',
   'test/channel/startretry.test.ts',
+  'test/channel/wire.test.ts',
+  'test/channel/injectedclock.test.ts',
   'test/proxy/http1-diff.test.ts',
   'test/payments/paywall.test.ts',
   'test/foundation/edge-wire.test.ts',

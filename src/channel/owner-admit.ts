@@ -8,6 +8,8 @@
 // cannot answer (unreachable, or past the reads a second this host spends on it: a stranger's
 // certificates do not turn into registry load): then only that key is taken.
 
+import { systemClock, type Clock, type Timer } from '../clock.js';
+
 export interface RegisteredKeys {
   /** The channel key `host` registered; undefined for a host the registry does not know. */
   channelKey(host: string): Promise<string | undefined>;
@@ -25,13 +27,14 @@ export class PeerAdmission {
 
   constructor(
     private readonly keys: RegisteredKeys,
-    private readonly now: () => number = Date.now,
+    /** The reads' window and the wait for a read (tests move it). */
+    private readonly clock: Clock = systemClock,
   ) {}
 
   /** Whether a peer naming `host` with certificate key `key` is taken. */
   async admit(host: string, key: string | undefined): Promise<boolean> {
     if (!host || !key) return false;
-    const t = this.now();
+    const t = this.clock.now();
     if (t - this.window.at >= 1000) this.window = { at: t, reads: 0 };
     if (this.window.reads < READS_PER_SECOND) {
       this.window.reads++;
@@ -43,10 +46,10 @@ export class PeerAdmission {
         },
         () => undefined, // the registry unreachable: the key last read decides
       );
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      const late = new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), READ_WAIT_MS)));
+      let timer: Timer | undefined;
+      const late = new Promise<undefined>((resolve) => (timer = this.clock.after(READ_WAIT_MS, () => resolve(undefined))));
       const got = await Promise.race([read, late]);
-      clearTimeout(timer);
+      timer?.cancel();
       if (got) return got.registered === key;
     }
     return this.known.get(host) === key;

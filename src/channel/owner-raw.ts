@@ -198,7 +198,7 @@ function channelFields(h: { raw: string[]; rid?: string }): { info: RequestInfo 
   const claim: Claim = { server: undefined, epoch: NaN, hops: 0 };
   for (let i = 0; i < h.raw.length; i += 2) {
     const name = h.raw[i];
-    if (name.length < 10 || name.slice(0, 10).toLowerCase() !== PREFIX) {
+    if (name.length < PREFIX.length || name.slice(0, PREFIX.length).toLowerCase() !== PREFIX) {
       raw.push(name, h.raw[i + 1]);
       continue;
     }

@@ -44,7 +44,8 @@ export interface ChannelPartDeps {
   hosting?: { router: ApiApp; upgrade?: ApiApp['upgrade']; core?: { domains: { slugOf(host: string): string | undefined } } };
   /** This host's SSH server, for the SSH connections other hosts forward here. */
   ssh?: SshAcceptor;
-  /** The start's retries and the certificate's reissue (tests move it). */
+  /** The start's retries, the certificate's reissue and every timer of the channel's own (pings,
+   *  connect and SSH open timeouts, the raw lane's idle timers, the wait for a peer's key): tests move it. */
   clock?: Clock;
   /** Requests for a server moving off this host wait for this (src/moves, wired in main.ts). */
   moveHold?: (host: string) => Promise<void> | undefined;
@@ -84,7 +85,7 @@ export async function startChannel(d: ChannelPartDeps): Promise<Channel | undefi
   const owned = ownersView(lookup, r.host, r.names && ((id) => r.names!.epochOf(id)));
   const health = new ChannelHealth();
   // both sides take a peer only with the key its host registered
-  const admit = new PeerAdmission(r.hosts);
+  const admit = new PeerAdmission(r.hosts, clock);
   const peers = new Peers({ identity: () => identity, connectTimeoutMs: d.cfg.cluster.forwardConnectTimeout, log, health, admit, clock });
   const hosting = d.hosting;
   const own = (host: string) => hosting?.core?.domains.slugOf(host);
@@ -112,6 +113,7 @@ export async function startChannel(d: ChannelPartDeps): Promise<Channel | undefi
       vouch: r.contact && ((peer) => r.contact!.vouchAgo(peer)),
       api: app && { app, has: (id) => d.store.servers.get(id) !== undefined, placements: owned, self: r.host, log },
       log,
+      clock,
     });
     identity = me;
     try {
@@ -174,7 +176,7 @@ export async function startChannel(d: ChannelPartDeps): Promise<Channel | undefi
   const api = new ApiForwarder({ peers, placements: lookup, self: r.host, retry, local: () => app, log, health });
   const forwardApi: Channel['forwardApi'] = (host, req, res, info, o) => api.forward(host, req, res, info, o);
   const upgradeApi: Channel['upgradeApi'] = (host, req, socket, head, info, o) => api.upgrade(host, req, socket, head, info, o);
-  const sshOpen = { peers, placements: lookup, self: r.host, timeoutMs: d.cfg.cluster.forwardConnectTimeout, log };
+  const sshOpen = { peers, placements: lookup, self: r.host, timeoutMs: d.cfg.cluster.forwardConnectTimeout, log, clock };
   return {
     front,
     // another host's server: routed to its slug here, forwarded by the front

@@ -9,6 +9,7 @@
 
 import { connect, type ClientHttp2Session } from 'node:http2';
 import { connect as tlsConnect, type ConnectionOptions, type PeerCertificate, type TLSSocket } from 'node:tls';
+import { systemClock, type Clock } from '../clock.js';
 import type { Logger } from '../log/index.js';
 import type { ChannelHealth } from './sender-health.js';
 import { peerHost, peerKey, type Identity } from './identity.js';
@@ -39,6 +40,8 @@ export interface ConnectOptions {
   health?: ChannelHealth;
   /** Whether a peer's certificate carries the key its host registered (none: any certificate of the cluster CA naming it). */
   admit?: PeerCheck;
+  /** The connect timeout's time (tests move it). */
+  clock?: Clock;
 }
 
 /** What the keeper of the sessions (Peers) hears of one it opened. */
@@ -82,13 +85,13 @@ export function connectPeer(opt: ConnectOptions, host: string, advertise: string
       // small requests go out at once (Nagle would hold them for the peer's delayed ACK)
       (_s, sock) => sock.setNoDelay(true),
     );
-    const t = setTimeout(() => {
+    const t = (opt.clock ?? systemClock).after(opt.connectTimeoutMs, () => {
       const e = new Error(`no channel to ${host} at ${advertise} within ${opt.connectTimeoutMs} ms`);
       socket?.destroy(e);
       session.destroy(e);
-    }, opt.connectTimeoutMs);
+    });
     const fail = (e: Error) => {
-      clearTimeout(t);
+      t.cancel();
       if (settled) return;
       settled = true;
       opt.health?.error(host, loop ? 'loop' : 'connect', e.message);
@@ -97,7 +100,7 @@ export function connectPeer(opt: ConnectOptions, host: string, advertise: string
     };
     session.once('error', fail);
     session.once('close', () => {
-      clearTimeout(t);
+      t.cancel();
       on.closed(session);
       opt.health?.closed(host);
       // closed after the handshake, before the owner's SETTINGS: the owner refused this host
@@ -109,7 +112,7 @@ export function connectPeer(opt: ConnectOptions, host: string, advertise: string
     const ready = () => {
       if (!took || !checked || settled || session.destroyed) return;
       settled = true;
-      clearTimeout(t);
+      t.cancel();
       session.off('error', fail);
       session.on('error', (e) => (opt.log.debug('channel session failed', { peer: host, detail: e.message }), opt.health?.error(host, 'session', e.message)));
       session.unref(); // idle sessions keep no process alive

@@ -203,7 +203,7 @@ export class Peers {
   private ping(): void {
     for (const [key, s] of this.ready) {
       if (s.destroyed) continue;
-      const t = setTimeout(() => {
+      const t = this.clock.after(this.o.connectTimeoutMs, () => {
         this.sessions.delete(key);
         this.ready.delete(key);
         this.heard.delete(key);
@@ -214,16 +214,16 @@ export class Peers {
         this.failed.set(key, { until: this.now() + this.o.connectTimeoutMs, error: new PeerError(false, 'the peer did not answer a ping') });
         this.dropRaw(key, true);
         s.destroy(new Error('the peer did not answer a ping'));
-      }, this.o.connectTimeoutMs);
+      });
       try {
         s.ping((err) => {
-          clearTimeout(t);
+          t.cancel();
           if (!err && this.ready.get(key) === s) this.heard.set(key, this.now());
           else if (!s.destroyed) s.destroy();
         });
         this.askContact(key, s);
       } catch {
-        clearTimeout(t); // a session closing: its close event ends it
+        t.cancel(); // a session closing: its close event ends it
       }
     }
   }

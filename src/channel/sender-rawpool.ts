@@ -127,9 +127,9 @@ export class RawPool {
     const conn = (c = new MuxConn(sock, (gone) => {
       if (this.conn === gone) this.conn = undefined;
     }));
-    const t = setTimeout(() => sock.destroy(), this.o.connectTimeoutMs);
+    const t = this.clock.after(this.o.connectTimeoutMs, () => sock.destroy());
     const settle = (ok: boolean) => {
-      clearTimeout(t);
+      t.cancel();
       const waiting = this.waiting;
       this.waiting = [];
       if (ok) {

@@ -7,30 +7,33 @@
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http2';
 import { connectionTokens, REQUEST_DROP } from '../h1/index.js';
 
+/** The prefix of every header the channel itself carries: dropped from a client's head, never passed to an app. */
+export const PREFIX = 'x-rootbox-';
+
 export const H = {
-  hops: 'x-rootbox-hops',
-  ip: 'x-rootbox-client-ip',
-  scheme: 'x-rootbox-scheme',
+  hops: `${PREFIX}hops`,
+  ip: `${PREFIX}client-ip`,
+  scheme: `${PREFIX}scheme`,
   rid: 'x-request-id',
-  server: 'x-rootbox-server',
-  epoch: 'x-rootbox-epoch',
+  server: `${PREFIX}server`,
+  epoch: `${PREFIX}epoch`,
   /** The host name the edge routed by (`<slug>.{domain}`; a server's own domain arrives as it). */
-  site: 'x-rootbox-site',
+  site: `${PREFIX}site`,
   /** A server's own domain the client asked for (the sender routed it to site): the owner checks it is still the server's. */
-  alias: 'x-rootbox-alias',
+  alias: `${PREFIX}alias`,
   /** A WebSocket handshake: the value of the client's Upgrade header. */
-  upgrade: 'x-rootbox-upgrade',
+  upgrade: `${PREFIX}upgrade`,
   /** The owner's answer is the app's HTTP/1.1 answer, bytes as they go to the client. */
-  raw: 'x-rootbox-raw',
+  raw: `${PREFIX}raw`,
   /** A request for the owner's API app (sender-api.ts), not its proxy. */
-  api: 'x-rootbox-api',
+  api: `${PREFIX}api`,
   /** An API request the sender's own routes counted against the rate limits already (a create sent
    *  on, a part of a server list): the owner does not count it again. Any other is counted there. */
-  counted: 'x-rootbox-counted',
+  counted: `${PREFIX}counted`,
   /** The owner's answer when it does not run the server the sender meant. */
-  notHere: 'x-rootbox-not-here',
+  notHere: `${PREFIX}not-here`,
   /** The owner's answer on the raw lane when its lane does not take the request (static files): send it by the full path. */
-  fullPath: 'x-rootbox-full-path',
+  fullPath: `${PREFIX}full-path`,
 } as const;
 
 /** A forwarded request passes one channel: an owner never forwards again, so a second hop is a loop. */
@@ -38,9 +41,6 @@ export const MAX_HOPS = 1;
 
 /** Status of the owner's "not here" answer (Misdirected Request: the sender asks the registry and retries once). */
 export const NOT_HERE = 421;
-
-/** The prefix of every header the channel itself carries: dropped from a client's head, never passed to an app. */
-export const PREFIX = 'x-rootbox-';
 
 /** The client's head for the channel: pseudo-headers, hop-by-hop, spoofable and our own names dropped. */
 export function channelHeaders(headers: IncomingHttpHeaders): OutgoingHttpHeaders {
@@ -74,11 +74,11 @@ export function dropOwn(req: { headers: IncomingHttpHeaders; rawHeaders: string[
 
 /** A peer asking, beside each ping, when this host last reached the registry having heard it
  *  (registry/contact.ts `vouchAgo`): answered at once with REGISTRY_AGO, never passed to an app. */
-export const CONTACT_ASK = 'x-rootbox-contact';
+export const CONTACT_ASK = `${PREFIX}contact` as const;
 /** The answer: milliseconds, or -1 for "not in this run". */
-export const REGISTRY_AGO = 'x-rootbox-registry-ago';
+export const REGISTRY_AGO = `${PREFIX}registry-ago` as const;
 
 /** The stream kind of an SSH connection over the channel (sender-ssh.ts, owner-ssh.ts): not an HTTP request for the proxy. */
-export const SSH_KIND = 'x-rootbox-kind';
+export const SSH_KIND = `${PREFIX}kind` as const;
 /** The SSH client's port, as the receiving host saw it. */
-export const CLIENT_PORT = 'x-rootbox-client-port';
+export const CLIENT_PORT = `${PREFIX}client-port` as const;
