@@ -74,7 +74,7 @@ export interface HostingDeps {
   checkpoints?: Checkpoints;
   /** Tells when the idle tracker put a server to sleep (its automatic checkpoint). */
   sleeps?: { onSleep(fn: (id: string) => void): void };
-  /** The timers of automatic checkpoints (default: the system clock). */
+  /** The timers of automatic checkpoints and the API's wait for another host's part of a server list (default: the system clock). */
   clock?: Clock;
 }
 
