@@ -178,6 +178,7 @@ const UNIT = [
   'test/moves/drain-choice.test.ts',
   'test/moves/recoverrules.test.ts',
   'test/hosting/movehold.test.ts',
+  'test/hosting/listwait.test.ts',
   'test/moves/drainfinal.test.ts',
   'test/sdk/coverage.test.ts',
   'test/sdk/retry.test.ts',

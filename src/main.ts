@@ -127,7 +127,7 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
   makeRuntime: RuntimeMaker<R> = containers as unknown as RuntimeMaker<R>,
   o: {
     now?: () => number;
-    /** The clock of the join's back-off (a test moves it). */
+    /** The clock of the join's back-off, the fence's and hosting's timers (a test moves it). */
     clock?: Clock;
     /** Aborted by SIGTERM/SIGINT during the start: a join still waiting for the registry gives up (serve then stops what started). */
     stopping?: AbortSignal;
@@ -213,6 +213,7 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
           hostChoice: d.registry && hostChoice(d.registry, d), // the channel and the drain read when a create comes
           quotas: d.registry?.quotas,
           sleeps: d.presence,
+          clock: o.clock, // its timers: automatic checkpoints, the server list's wait for other hosts
         });
         d.registry?.reportCapacity(h.core.capacity); // the lease carries this host's room
         return h;

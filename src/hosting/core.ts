@@ -1,8 +1,9 @@
 // The hosting API's services wired together once: accounts, phone verification, servers and
 // exposed ports, and keeping servers' ceilings in line with their account's tier (registered
-// with billing as its tier keeper). Built by createHostingApi from its dependencies; start()
-// reopens stored exposures and applies stored tiers. What it keeps in line with the registry in
-// cluster mode (servers' settings, the start's reconcile, stale copies) is registrysync.ts.
+// with billing as its tier keeper). Built by createHostingService (service.ts) from its
+// dependencies; start() reopens stored exposures and applies stored tiers. What it keeps in line
+// with the registry in cluster mode (servers' settings, the start's reconcile, stale copies) is
+// registrysync.ts.
 
 import type { Billing } from '../billing/index.js';
 import type { Checkpoints } from '../checkpoints/index.js';
@@ -74,7 +75,7 @@ export interface HostingDeps {
   checkpoints?: Checkpoints;
   /** Tells when the idle tracker put a server to sleep (its automatic checkpoint). */
   sleeps?: { onSleep(fn: (id: string) => void): void };
-  /** The timers of automatic checkpoints (default: the system clock). */
+  /** The timers of automatic checkpoints and the API's wait for another host's part of a server list (default: the system clock). */
   clock?: Clock;
 }
 
