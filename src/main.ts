@@ -127,7 +127,7 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
   makeRuntime: RuntimeMaker<R> = containers as unknown as RuntimeMaker<R>,
   o: {
     now?: () => number;
-    /** The clock of the join's back-off (a test moves it). */
+    /** The clock of the join's back-off, the self-fence, the moves part and the drain (a test moves it). */
     clock?: Clock;
     /** Aborted by SIGTERM/SIGINT during the start: a join still waiting for the registry gives up (serve then stops what started). */
     stopping?: AbortSignal;
@@ -219,8 +219,13 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
       },
       (h) => (h.core.autoCheckpoints?.stop(), h.core.domains.stop()),
     ),
+    // its timers on the daemon's clock; the record itself read through it (the channel, made after this part, when a move runs)
+    part(
+      'moves',
+      (d) => startMoves(Object.assign(Object.create(d) as typeof d, { clock: o.clock ?? systemClock })),
+      (m) => m.stop(),
+    ),
     // single box: metering now; cluster mode: once the box joined (the channel part), as its passes price with the registry's totals
-    part('moves', startMoves, (m) => m.stop()),
     part('metering', (d) => (d.registry ? undefined : meter(d.billing, log), d.billing)),
     part('verify', createVerify, nothing),
     part(
@@ -300,7 +305,13 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
     // a draining host moves its servers off (the mark in the registry, read each second): stopped before the channel, its moves under way finished
     part(
       'drain',
-      (d) => startDrain(d, { concurrency: cfg.cluster.drainConcurrency, retryMs: cfg.cluster.drainRetry, settleMs: cfg.cluster.lease }),
+      (d) =>
+        startDrain(d, {
+          concurrency: cfg.cluster.drainConcurrency,
+          retryMs: cfg.cluster.drainRetry,
+          settleMs: cfg.cluster.lease,
+          clock: o.clock ?? systemClock,
+        }),
       (x) => x?.stop(),
     ),
     part(

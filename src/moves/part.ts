@@ -6,6 +6,7 @@
 // (takeover.ts), looked at once the registry answers and then every RESUME_EVERY_MS.
 
 import { join } from 'node:path';
+import { systemClock, type Timer } from '../clock.js';
 import { AppError } from '../errors.js';
 import { errorReply, sendReply, type HttpApp, type Req, type RequestInfo, type Res } from '../http/index.js';
 import type { ServerRecord } from '../store/index.js';
@@ -50,10 +51,15 @@ const STAGE_SWEEP_MS = 60_000;
 export function startMoves(d: MovesDeps): Moves {
   const holds = new MoveHolds();
   const log = d.log.child({ part: 'moves' });
+  const clock = d.clock ?? systemClock;
   // `d` is the daemon's record, read when a move runs (the channel is made after this part)
-  const staging = new Staging(join(d.cfg.dataDir, 'moves', 'staged'), () => d.hosting.core.checkpoints?.engine);
+  const staging = new Staging(
+    join(d.cfg.dataDir, 'moves', 'staged'),
+    () => d.hosting.core.checkpoints?.engine,
+    () => clock.now(),
+  );
   staging.wipe(); // what a killed run staged is never used
-  const sweepTimer = setInterval(() => staging.sweep(), STAGE_SWEEP_MS).unref();
+  const sweepTimer = clock.every(STAGE_SWEEP_MS, () => staging.sweep());
   const unsettled = new UnsettledMoves(d, log, holds);
   unsettled.start(); // before the edge listens: their requests wait from the first
   const source = new MoveSource(d, log, holds, unsettled);
@@ -61,13 +67,13 @@ export function startMoves(d: MovesDeps): Moves {
   const recovery = new Recovery(d, d.log.child({ part: 'recovery' }));
   const every = d.cfg.cluster.recoverAfter > 0 ? Math.min(5000, Math.max(500, Math.floor(d.cfg.cluster.recoverAfter / 4))) : 5000;
   recovery.start(every);
-  let resumeTimer: NodeJS.Timeout | undefined;
+  let resumeTimer: Timer | undefined;
   let stopped = false;
   const resume = () => {
     resumeMoves(d, log)
       .catch((err) => log.warn('servers handed over here not resolved; tried again later', { err }))
       .finally(() => {
-        if (!stopped) resumeTimer = setTimeout(resume, RESUME_EVERY_MS).unref();
+        if (!stopped) resumeTimer = clock.after(RESUME_EVERY_MS, resume);
       });
   };
   // once the registry answered this host's start (a refused start resolves nothing)
@@ -99,7 +105,7 @@ export function startMoves(d: MovesDeps): Moves {
     recover: (host, o) => recovery.recoverHost(host, 'operator', o),
     recoveryRound: () => recovery.tick(),
     staging,
-    stop: () => (recovery.stop(), source.stop(), unsettled.stop(), (stopped = true), clearTimeout(resumeTimer), clearInterval(sweepTimer)),
+    stop: () => (recovery.stop(), source.stop(), unsettled.stop(), (stopped = true), resumeTimer?.cancel(), sweepTimer.cancel()),
     withTarget: (app) => ({
       handle: (req, res, info) => {
         const path = (req.url ?? '').split('?')[0];
