@@ -127,7 +127,7 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
   makeRuntime: RuntimeMaker<R> = containers as unknown as RuntimeMaker<R>,
   o: {
     now?: () => number;
-    /** The clock of the join's back-off, the self-fence, the moves part and the drain (a test moves it). */
+    /** The clock of the join's back-off, the fences, the moves part and the drain (a test moves it). */
     clock?: Clock;
     /** Aborted by SIGTERM/SIGINT during the start: a join still waiting for the registry gives up (serve then stops what started). */
     stopping?: AbortSignal;
@@ -259,7 +259,8 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
         // (a server whose move's outcome is being settled: its copy left to the moves part, asked.ts)
         d.registry.fenceServers(fencedServers(d.runtime), o.clock ?? systemClock, () => d.hosting.core.dropMoved(undefined, (id) => d.moves.settling(id)));
         // the same fence once this daemon is gone while its containers run (stopped, crash-looping): a detached watchdog
-        if (cfg.cluster.recoverAfter > 0 && makeRuntime === (containers as unknown)) fenceWatch = watchFence(d.registry, d.runtime, cfg);
+        if (cfg.cluster.recoverAfter > 0 && makeRuntime === (containers as unknown))
+          fenceWatch = watchFence(d.registry, d.runtime, cfg, o.clock ?? systemClock);
         // a box's accounts, ledger, domains and certificates copied into the registry once, before it serves in cluster mode;
         // tried again with back-off while the registry cannot be reached (not joined meanwhile: 503 for what needs it)
         const registry = d.registry;
