@@ -3,6 +3,7 @@
 // the detached watchdog that outlives the daemon (runtime/fencewatch.ts), fed every tick and at
 // every start the wake fence lets go with the servers that run or start. Wired by main.ts.
 
+import { systemClock, type Clock } from './clock.js';
 import type { Config } from './config/index.js';
 import { fenceBounds, fenceStateFile, type FencedServers, type Registry } from './registry/index.js';
 import { cgroupPath, startFenceWatch, type Runtime } from './runtime/index.js';
@@ -34,8 +35,9 @@ export interface FenceWatching {
 
 /** Starts the fence that outlives this daemon (runtime/fencewatch.ts) and feeds it, every
  *  recoverAfter/20 (at most a second) and at every start the fence lets go, the last contact and
- *  the servers that run or start. */
-export function watchFence(r: Registry, rt: Runtime, cfg: Readonly<Config>): FenceWatching {
+ *  the servers that run or start. The last contact is the contact's wall clock less how long it has
+ *  been cut off (both the contact's clocks); the ticks go by `clock` (the daemon's). */
+export function watchFence(r: Registry, rt: Runtime, cfg: Readonly<Config>, clock: Clock = systemClock): FenceWatching {
   const b = fenceBounds(cfg.cluster.recoverAfter);
   const w = startFenceWatch({
     dataDir: cfg.dataDir,
@@ -51,13 +53,13 @@ export function watchFence(r: Registry, rt: Runtime, cfg: Readonly<Config>): Fen
       .list()
       .filter((s) => s.state === 'running' || s.state === 'waking')
       .map((s) => s.id);
-    w.beat(Date.now() - (r.contact.cutOffForMs() ?? 0), [...new Set([...running, ...starting])]);
+    w.beat(r.contact.wallNow() - (r.contact.cutOffForMs() ?? 0), [...new Set([...running, ...starting])]);
   };
   const tick = () => (beat(), starting.clear());
   tick();
-  const t = setInterval(tick, Math.max(100, Math.min(1000, Math.floor(cfg.cluster.recoverAfter / 20)))).unref();
+  const t = clock.every(Math.max(100, Math.min(1000, Math.floor(cfg.cluster.recoverAfter / 20))), tick);
   return {
-    stop: (left) => (clearInterval(t), beat(), w.stop(left)),
+    stop: (left) => (t.cancel(), beat(), w.stop(left)),
     starting: (id) => (starting.add(id), beat()),
   };
 }

@@ -127,7 +127,7 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
   makeRuntime: RuntimeMaker<R> = containers as unknown as RuntimeMaker<R>,
   o: {
     now?: () => number;
-    /** The clock of the join's back-off, the fence's and hosting's timers (a test moves it). */
+    /** The clock of the join's back-off, the fences, hosting's timers, the moves part and the drain (a test moves it). */
     clock?: Clock;
     /** Aborted by SIGTERM/SIGINT during the start: a join still waiting for the registry gives up (serve then stops what started). */
     stopping?: AbortSignal;
@@ -220,8 +220,13 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
       },
       (h) => (h.core.autoCheckpoints?.stop(), h.core.domains.stop()),
     ),
+    // its timers on the daemon's clock; the record itself read through it (the channel, made after this part, when a move runs)
+    part(
+      'moves',
+      (d) => startMoves(Object.assign(Object.create(d) as typeof d, { clock: o.clock ?? systemClock })),
+      (m) => m.stop(),
+    ),
     // single box: metering now; cluster mode: once the box joined (the channel part), as its passes price with the registry's totals
-    part('moves', startMoves, (m) => m.stop()),
     part('metering', (d) => (d.registry ? undefined : meter(d.billing, log), d.billing)),
     part('verify', createVerify, nothing),
     part(
@@ -255,7 +260,8 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
         // (a server whose move's outcome is being settled: its copy left to the moves part, asked.ts)
         d.registry.fenceServers(fencedServers(d.runtime), o.clock ?? systemClock, () => d.hosting.core.dropMoved(undefined, (id) => d.moves.settling(id)));
         // the same fence once this daemon is gone while its containers run (stopped, crash-looping): a detached watchdog
-        if (cfg.cluster.recoverAfter > 0 && makeRuntime === (containers as unknown)) fenceWatch = watchFence(d.registry, d.runtime, cfg);
+        if (cfg.cluster.recoverAfter > 0 && makeRuntime === (containers as unknown))
+          fenceWatch = watchFence(d.registry, d.runtime, cfg, o.clock ?? systemClock);
         // a box's accounts, ledger, domains and certificates copied into the registry once, before it serves in cluster mode;
         // tried again with back-off while the registry cannot be reached (not joined meanwhile: 503 for what needs it)
         const registry = d.registry;
@@ -301,7 +307,13 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
     // a draining host moves its servers off (the mark in the registry, read each second): stopped before the channel, its moves under way finished
     part(
       'drain',
-      (d) => startDrain(d, { concurrency: cfg.cluster.drainConcurrency, retryMs: cfg.cluster.drainRetry, settleMs: cfg.cluster.lease }),
+      (d) =>
+        startDrain(d, {
+          concurrency: cfg.cluster.drainConcurrency,
+          retryMs: cfg.cluster.drainRetry,
+          settleMs: cfg.cluster.lease,
+          clock: o.clock ?? systemClock,
+        }),
       (x) => x?.stop(),
     ),
     part(

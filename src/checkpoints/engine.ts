@@ -140,8 +140,8 @@ export class CheckpointEngine {
   readonly now: () => number;
   /** This process's run: with the owner, on every marker and lock it writes. */
   readonly run = randomBytes(8).toString('hex');
-  /** When this run began (the wall clock): a temporary blob older than it is a killed put's. */
-  readonly startedAt = Date.now();
+  /** When this run began (by `now`): a temporary blob older than it is a killed put's. */
+  readonly startedAt: number;
   private readonly sleep: (ms: number) => Promise<void>;
 
   /** The owner this engine's markers and locks carry (start.ts: the data dir's id). */
@@ -155,6 +155,7 @@ export class CheckpointEngine {
     this.chunkSize = deps.chunkSize ?? CHUNK_SIZE;
     this.staleMs = deps.staleMs ?? 3_600_000;
     this.now = deps.now ?? Date.now;
+    this.startedAt = this.now();
     this.sleep = deps.sleep ?? ((ms) => new Promise((r) => setTimeout(r, ms)));
   }
 

@@ -88,7 +88,7 @@ async function collectOnce(engine: CheckpointEngine): Promise<GcReport> {
     }
     report.swept = true;
     // a killed put's temporary file: older than this run (one daemon per data dir) and a minute
-    if (store.sweepTemp) report.temp = await store.sweepTemp(Math.max(TEMP_MIN_AGE_MS, Date.now() - engine.startedAt));
+    if (store.sweepTemp) report.temp = await store.sweepTemp(Math.max(TEMP_MIN_AGE_MS, engine.now() - engine.startedAt));
     return report;
   } finally {
     engine.sweeping--;

@@ -17,6 +17,7 @@
 // A mark without a server record (a kill between the record's removal and the copy's): what is
 // left of the copy goes. The registry away: asked again, a wait doubled up to WAIT_MAX_MS.
 
+import { systemClock } from '../clock.js';
 import type { Logger } from '../log/index.js';
 import type { MoveHolds } from './holds.js';
 import type { MovesDeps } from './types.js';
@@ -98,8 +99,8 @@ export class UnsettledMoves {
 
   private pause(ms: number): Promise<void> {
     return new Promise((resolve) => {
-      const end = () => (clearTimeout(t), this.waits.delete(end), resolve());
-      const t = setTimeout(end, ms);
+      const end = () => (t.cancel(), this.waits.delete(end), resolve());
+      const t = (this.d.clock ?? systemClock).after(ms, end);
       this.waits.add(end);
     });
   }

@@ -11,6 +11,7 @@
 // `cluster undrain` ends it (moves under way finish). The loop waits for the registry and the
 // channel; a registry that cannot be read keeps the last mark known.
 
+import { systemClock, type Clock, type Timer } from '../clock.js';
 import { isAppError } from '../errors.js';
 import { shortOf, type Capacity } from '../hosting/index.js';
 import type { DrainMark } from '../registry/index.js';
@@ -57,6 +58,8 @@ export interface DrainOptions {
   /** How often the mark is read (1 s). */
   tickMs?: number;
   now?: () => number;
+  /** The timers of the drain's passes and of a landed server's settling (default: the system clock). */
+  clock?: Clock;
 }
 
 /** How this host's drain goes (`rootbox status`, the metrics): undefined when it is not draining. */
@@ -86,12 +89,13 @@ export function startDrain(
   if (!r) return { closed: () => undefined, progress: () => undefined, stop: async () => {} };
   const log = d.log.child({ part: 'drain' });
   const now = o.now ?? Date.now;
+  const clock = o.clock ?? systemClock;
   const running = new Map<string, Promise<void>>();
   const coming = new Map<string, Need[]>();
   const retry = new Map<string, { at: number; attempts: number }>();
   let mark: DrainMark | null = null;
   let stopped = false;
-  let timer: NodeJS.Timeout | undefined;
+  let timer: Timer | undefined;
   let busy = false;
   let emptyNoted = false;
 
@@ -131,7 +135,7 @@ export function startDrain(
           if (left.length) coming.set(to, left);
           else coming.delete(to);
         };
-        if (landed && o.settleMs) setTimeout(arrived, o.settleMs).unref();
+        if (landed && o.settleMs) clock.after(o.settleMs, arrived);
         else arrived();
         schedule(0);
       });
@@ -175,15 +179,14 @@ export function startDrain(
 
   function schedule(ms: number): void {
     if (stopped) return;
-    clearTimeout(timer);
-    timer = setTimeout(() => {
+    timer?.cancel();
+    timer = clock.after(ms, () => {
       if (busy) return schedule(100);
       busy = true;
       void tick()
         .catch((err) => log.warn('drain: a pass failed; the next one tries again', { err }))
         .finally(() => ((busy = false), schedule(o.tickMs ?? 1000)));
-    }, ms);
-    timer.unref();
+    });
   }
   schedule(0);
 
@@ -201,7 +204,7 @@ export function startDrain(
         : undefined,
     stop: async () => {
       stopped = true;
-      clearTimeout(timer);
+      timer?.cancel();
       await Promise.allSettled([...running.values()]);
     },
   };

@@ -26,6 +26,7 @@
 // An operator-suspended server comes back suspended (its settings, schema 29) and is not started.
 
 import { byLineage, type Manifest } from '../checkpoints/index.js';
+import { systemClock, type Clock, type Timer } from '../clock.js';
 import { AppError, isAppError } from '../errors.js';
 import { shortOf, TIER_LIMITS, tierOf } from '../hosting/index.js';
 import type { Logger } from '../log/index.js';
@@ -107,13 +108,14 @@ export function lossNote(from: string, checkpointAt: number, activeAt: number): 
 export class Recovery {
   private readonly rec?: RegistryRecoveries;
   private busy = false;
-  private timer?: NodeJS.Timeout;
+  private timer?: Timer;
   /** Servers found unrecoverable in this run (server@epoch): reported once, checked again only by the operator. */
   private readonly reported = new Set<string>();
   /** Servers whose recovery failed (no room, no account, a damaged checkpoint, a target that did
    *  not answer): the timer tries each again only once its wait ran out, doubled per failure. */
   private readonly retry = new Map<string, { at: number; attempts: number }>();
   private readonly now: () => number;
+  private readonly clock: Clock;
 
   constructor(
     private readonly d: MovesDeps,
@@ -122,6 +124,7 @@ export class Recovery {
   ) {
     if (d.registry) this.rec = new RegistryRecoveries(d.registry.pool, d.registry.host);
     this.now = o.now ?? d.now ?? Date.now;
+    this.clock = d.clock ?? systemClock;
   }
 
   /** Whether the timer leaves server `id` alone now (its last recovery failed a short while ago). */
@@ -137,14 +140,14 @@ export class Recovery {
         // the registry away: nothing can be recovered, and the self-fence and the heartbeat say so already
         .catch((err) => !(isAppError(err) && err.code === 'registry_unavailable') && this.log.warn('recovery check failed', { err }))
         .finally(() => {
-          if (this.timer) this.timer = setTimeout(tick, ms).unref();
+          if (this.timer) this.timer = this.clock.after(ms, tick);
         });
     };
-    this.timer = setTimeout(tick, ms).unref();
+    this.timer = this.clock.after(ms, tick);
   }
 
   stop(): void {
-    clearTimeout(this.timer);
+    this.timer?.cancel();
     this.timer = undefined;
   }
 
@@ -155,7 +158,7 @@ export class Recovery {
       .list()
       .filter((s) => s.state === 'running' || s.state === 'waking')
       .map((s) => s.id);
-    await this.rec!.active(running, Date.now());
+    await this.rec!.active(running, this.now());
     // not before this host joined and its channel runs (the dead host's peers are asked over it)
     if (this.d.cfg.cluster.recoverAfter <= 0 || this.busy || !this.d.channel) return;
     for (const h of r.placements.hosts()) {
@@ -345,10 +348,10 @@ export class Recovery {
    *  answers does not hold this host's recovery: a late take is the compare-and-set's to settle). */
   private asked(to: string, body: AdoptRequest): Promise<AdoptAnswer> {
     const ms = this.o.askWaitMs ?? ASK_WAIT_MS;
-    let t: NodeJS.Timeout | undefined;
+    let t: Timer | undefined;
     const late = new Promise<never>(
-      (_, reject) => (t = setTimeout(() => reject(AppError.of('move_failed', `host ${to} did not answer within ${Math.round(ms / 1000)} s`)), ms)),
+      (_, reject) => (t = this.clock.after(ms, () => reject(AppError.of('move_failed', `host ${to} did not answer within ${Math.round(ms / 1000)} s`)))),
     );
-    return Promise.race([ask(this.d, to, body), late]).finally(() => clearTimeout(t));
+    return Promise.race([ask(this.d, to, body), late]).finally(() => t?.cancel());
   }
 }

@@ -12,6 +12,7 @@
 
 import { connect } from 'node:net';
 import type { Manifest } from '../checkpoints/index.js';
+import { systemClock } from '../clock.js';
 import { AppError } from '../errors.js';
 import type { Logger } from '../log/index.js';
 import type { ServerSpec } from '../runtime/index.js';
@@ -26,8 +27,9 @@ export const APP_WAIT_MS = 15_000;
 async function appUp(d: MovesDeps, id: string, ms: number): Promise<boolean> {
   const ip = d.runtime.get(id)?.ip;
   if (!ip) return false;
-  const until = Date.now() + ms;
-  while (Date.now() < until) {
+  const clock = d.clock ?? systemClock;
+  const until = clock.now() + ms;
+  while (clock.now() < until) {
     const ok = await new Promise<boolean>((resolve) => {
       const s = connect({ host: ip, port: 80 });
       const done = (v: boolean) => (s.destroy(), resolve(v));
@@ -36,7 +38,7 @@ async function appUp(d: MovesDeps, id: string, ms: number): Promise<boolean> {
       s.once('error', () => done(false));
     });
     if (ok) return true;
-    await new Promise((r) => setTimeout(r, 50));
+    await new Promise((r) => clock.after(50, () => r(undefined)));
   }
   return false;
 }

@@ -3,6 +3,7 @@
 // registry (names, placements, hosts, shared keys) and the channel that reaches the target.
 
 import type { Channel } from '../channel/index.js';
+import type { Clock } from '../clock.js';
 import type { Config } from '../config/index.js';
 import type { HostingCore } from '../hosting/index.js';
 import type { Logger } from '../log/index.js';
@@ -31,6 +32,8 @@ export interface MovesDeps {
   };
   /** Milliseconds now (the unavailability a move reports). */
   now?: () => number;
+  /** The timers of the moves part: its loops, deadlines and waits (default: the system clock; tests move it). */
+  clock?: Clock;
   /** How long a move waits for a target whose lease runs to answer on the channel (default 5 s; tests shorten it). */
   targetWaitMs?: number;
 }

@@ -239,6 +239,11 @@ export class Contact {
     return this.d.registryUp();
   }
 
+  /** Wall-clock milliseconds by the contact's clock (the watchdog's last contact: now less `cutOffForMs`). */
+  wallNow(): number {
+    return (this.d.wallNow ?? Date.now)();
+  }
+
   /** How long this host has been out of contact (deadhost.ts: what counts as contact); undefined
    *  while it reaches the registry, or every host that could recover it answers it. */
   cutOffForMs(): number | undefined {

@@ -61,3 +61,15 @@ export class ManualClock implements Clock {
     };
   }
 }
+
+/** The real clock with timers that keep the process alive (src/clock.ts's systemClock does not): for a
+ *  part a test drives by itself, where no listener keeps the process up while it waits (the daemon's do). */
+export const keptClock: Clock = {
+  now: () => Date.now(),
+  after: (ms, fn) => kept(setTimeout(fn, ms), clearTimeout),
+  every: (ms, fn) => kept(setInterval(fn, ms), clearInterval),
+};
+
+function kept(t: NodeJS.Timeout, clear: (t: NodeJS.Timeout) => void): Timer {
+  return { cancel: () => clear(t), refresh: () => void t.refresh() };
+}

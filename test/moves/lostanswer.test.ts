@@ -111,7 +111,7 @@ test('the registry cannot be read and the daemon stops meanwhile: the move fails
     throw new Error('registry unreachable');
   });
   await until('the source to wait for the registry', () => w.asked() > 0, 5000, 5);
-  w.unsettled.stop(); // the moves part stops both (moves/index.ts)
+  w.unsettled.stop(); // the moves part stops both (moves/part.ts)
   w.source.stop();
   assert.is(await w.move, 'move_failed');
   assert.equal(w.calls, ['prepare', 'stop', 'ask'], 'never started again while the outcome is not known');

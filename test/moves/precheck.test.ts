@@ -21,6 +21,7 @@ import { MoveHolds } from '../../src/moves/holds.js';
 import { MoveSource } from '../../src/moves/source.js';
 import type { MovesDeps } from '../../src/moves/index.js';
 import type { ServerRecord } from '../../src/store/index.js';
+import { keptClock } from '../helpers/clock.js';
 
 const GiB = 1024 ** 3;
 const rec = { id: 'srv_0123456789ab', accountId: 'acc_1', slug: 'one', memoryBytes: GiB, diskBytes: GiB } as ServerRecord;
@@ -44,6 +45,7 @@ async function moveTo(t: Target, waitMs = 600) {
     cfg: { checkpoints: { store: 's3://bucket/x' } },
     log: silentLogger,
     targetWaitMs: waitMs,
+    clock: keptClock, // the poll's waits keep this process up, as the daemon's listeners do
     registry: {
       host: 'host-a',
       asked: new AskedMoves(),

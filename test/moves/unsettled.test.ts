@@ -21,6 +21,7 @@ import { UnsettledMoves } from '../../src/moves/asked.js';
 import { MoveHolds } from '../../src/moves/holds.js';
 import type { MovesDeps } from '../../src/moves/index.js';
 import { AskedMoves, type StartAnswer } from '../../src/registry/index.js';
+import { keptClock } from '../helpers/clock.js';
 import { until } from '../helpers/wait.js';
 
 const ID = 'srv_0123456789ab';
@@ -74,6 +75,7 @@ function world(o: { running?: boolean; record?: boolean; asked?: AskedMoves } = 
       delete: async () => void calls.push('runtime delete'),
     },
     proxy: { forget: () => void calls.push('forget') },
+    clock: keptClock, // the waits keep this process up, as the daemon's listeners do
   } as unknown as MovesDeps;
   const u = new UnsettledMoves(d, silentLogger, holds);
   return { w, u, holds, asked, calls };

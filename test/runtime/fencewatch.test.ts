@@ -168,7 +168,7 @@ test("a server the wake fence lets start is in the watchdog's file at once, befo
   const file = join(dataDir, 'fence-watch');
   const listed = () => readFileSync(file, 'utf8').split('\n').slice(2);
   // the daemon (this process) in contact, nothing running: a tick every 100 ms lists nothing
-  const r = { contact: { cutOffForMs: () => 0 } } as unknown as Registry;
+  const r = { contact: { cutOffForMs: () => 0, wallNow: () => Date.now() } } as unknown as Registry;
   const rt = { list: () => [] } as unknown as Runtime;
   const cfg = { dataDir, runtime: RT, cluster: { recoverAfter: 2000 } } as unknown as Config;
   const f = watchFence(r, rt, cfg);

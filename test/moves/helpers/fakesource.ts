@@ -12,6 +12,7 @@ import { MoveHolds } from '../../../src/moves/holds.js';
 import type { MovesDeps } from '../../../src/moves/index.js';
 import { MoveSource } from '../../../src/moves/source.js';
 import { AskedMoves, askedDir } from '../../../src/registry/index.js';
+import { keptClock } from '../../helpers/clock.js';
 
 const GiB = 1024 ** 3;
 
@@ -79,6 +80,7 @@ export function fakeSource(o: FakeSourceOptions): { source: MoveSource; unsettle
       domains: { byServer: () => [] },
       servers: { remove: () => on('remove'), get: () => undefined, getAny: () => undefined }, // the record: removed by the move
     },
+    clock: keptClock, // the waits keep this process up, as the daemon's listeners do
   } as unknown as MovesDeps;
   const holds = new MoveHolds();
   const unsettled = new UnsettledMoves(d, silentLogger, holds);
