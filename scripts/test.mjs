@@ -53,12 +53,10 @@ if (existsSync(shipped) && realpathSync(process.execPath) !== realpathSync(shipp
  *  (roughly: the first ones by their wall time in a ROOTBOX_TEST_CPU=1 run; a contract suite counts
  *  with its registry run, which follows it), so the long ones overlap instead of ending the run. */
 const UNIT = [
-  'test/registry/promotion.test.ts',
   'test/registry/listenfirst.test.ts',
   'test/admin/whereabouts.test.ts',
   'test/registry/deadhost.test.ts',
   'test/registry/heard.test.ts',
-  'test/payments/selfsettle.test.ts',
   'test/registry/accounts.test.ts',
   'test/registry/shared.test.ts',
   'test/http/hosting-contract.test.ts',

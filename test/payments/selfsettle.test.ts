@@ -3,6 +3,7 @@
 // @x402/fetch + @x402/evm client. The money is read back from the chain: who paid, who got it,
 // the receipt, how many transfers used an authorization.
 
+process.env.ROOTBOX_TEST_RUNTIME ??= 'process'; // a slow case, run in the container tier (issue 35 item 12); no server runs here
 import { test } from 'uvu';
 import { registry } from '../../src/metrics/registry.js';
 import * as assert from 'uvu/assert';

@@ -187,6 +187,9 @@ test("the floor does not stop a second server while the first one's freed pages 
       await t.wake(id);
       clock += 5; // A touched first: least recently used
     }
+    // each app's node process past its start (a dozing server counts what it held at the freeze: one
+    // frozen in its first milliseconds, a few MiB, would not cover the 10 MiB and a second stop would follow)
+    for (const id of ids) for (const end = Date.now() + 10_000; (await rt.stats(id)).memoryBytes < 20 * MiB && Date.now() < end;) await sleep(5);
     clock += 200;
     t.check();
     await settled('all three doze', () => ids.every((id) => t.isDozing(id)));
