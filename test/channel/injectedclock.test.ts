@@ -58,6 +58,10 @@ const within = (p: Promise<unknown>, ms = 500): Promise<string> =>
     new Promise<string>((r) => setTimeout(() => r('pending'), ms)),
   ]);
 
+/** Resolves once `clock` holds more timers than `before`: the deadline a pending promise now
+ *  waits for is set, and only moving the clock can pass it (no wait of the system clock's). */
+const armed = (clock: ManualClock, before: number): Promise<unknown> => until('its deadline set on the clock', () => clock.pending > before, 5000);
+
 /** A listener that takes connections and never says a word (no TLS handshake: a peer that hangs). */
 async function silent(): Promise<string> {
   const socks: Socket[] = [];
@@ -114,16 +118,19 @@ test("a connect that never completes fails once the injected clock passes connec
   const clock = new ManualClock();
   const peers = new Peers({ identity: () => me, connectTimeoutMs: LONG_MS, log, clock, now: () => clock.now() });
   stops.push(() => peers.close());
+  const before = clock.pending;
   const opening = peers.session('host-a', at);
-  assert.is(await within(opening, 200), 'pending');
+  await armed(clock, before);
+  assert.is(await within(opening, 0), 'pending');
   clock.advance(LONG_MS);
   assert.is(await within(opening), `rejected: no channel to host-a at ${at} within ${LONG_MS} ms`);
 
   const pool = new RawPool({ host: 'host-a', advertise: at, identity: () => me, max: 8, connectTimeoutMs: LONG_MS, idleMs: LONG_MS, clock });
   stops.push(() => pool.close(true));
   let given: unknown = 'not yet';
+  const unarmed = clock.pending;
   assert.ok(pool.acquire({ onData: () => {}, onEnd: () => {} }, (s) => (given = s)));
-  await new Promise((r) => setTimeout(r, 200));
+  await armed(clock, unarmed);
   assert.is(given, 'not yet');
   clock.advance(LONG_MS);
   await until('the raw connect given up', () => given !== 'not yet', 5000);
@@ -136,8 +143,10 @@ test("a registry read of a peer's key that hangs is waited for by the injected c
   const admit = new PeerAdmission({ channelKey: (host) => (hang ? new Promise(() => {}) : Promise.resolve(host === 'host-b' ? 'K1' : undefined)) }, clock);
   assert.ok(await admit.admit('host-b', 'K1'));
   hang = true;
+  const before = clock.pending;
   const taken = admit.admit('host-b', 'K1');
-  assert.is(await within(taken, 200), 'pending', 'waits for the read');
+  await armed(clock, before);
+  assert.is(await within(taken, 0), 'pending', 'waits for the read');
   clock.advance(300);
   assert.is(await within(taken), 'resolved', 'then the key last read decides');
   assert.ok(await taken);
@@ -186,7 +195,7 @@ test("the channel part's raw lane closes an idle connection by the part's clock"
   assert.is(raw.alpnProtocol, MUX_ALPN);
   await until('the owner took the raw connection (its idle timer set)', () => clock.pending > timers, 5000);
   clock.advance(RAW_IDLE_MS - 1);
-  await new Promise((r) => setTimeout(r, 100));
+  assert.ok(clock.pending > timers, 'its idle timer still set: it did not fire'); // a close would start from it, synchronously
   assert.not.ok(closed, 'not idle long enough yet');
   clock.advance(1);
   await until('the idle raw connection closed by the owner', () => closed, 5000);
@@ -204,11 +213,13 @@ test("the channel part's SSH open times out by the part's clock", async () => {
   bServer.on('session', (s) => void stops.push(() => s.destroy()));
   const clock = new ManualClock();
   const c = await part(clock, await listen(bServer));
+  const before = clock.pending;
   const opening = c.openSsh('srv_b1', { ip: '192.0.2.1', port: 40000 });
   await until('the SSH stream at host-b', () => sshStreams.length > 0, 5000);
-  assert.is(await within(opening, 200), 'pending');
+  await armed(clock, before);
+  assert.is(await within(opening, 0), 'pending');
   clock.advance(LONG_MS - 1);
-  assert.is(await within(opening, 100), 'pending');
+  assert.is(await within(opening, 0), 'pending');
   clock.advance(1);
   assert.match(await within(opening), `did not answer within ${LONG_MS} ms`);
 });

@@ -39,7 +39,8 @@ test("the list's wait for another host's part runs on the daemon's clock", async
   const list = send(d.http, API, 'GET', '/servers', { headers: { authorization: `Bearer ${made.json.api_key}` } }).finally(() => (answered = true));
   for (let i = 0; i < 200 && !asked.length; i++) await new Promise((r) => setTimeout(r, 10));
   assert.equal(asked, ['host-x'], 'the other host is asked for its part');
-  await new Promise((r) => setTimeout(r, 100));
+  // a request behind it through the same daemon: whatever the list could do without the clock is done
+  assert.is((await send(d.http, API, 'GET', '/healthz')).status, 200);
   assert.not.ok(answered, 'the list waits for the other host while the clock stands still');
 
   clock.advance(3000);
