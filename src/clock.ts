@@ -29,3 +29,15 @@ export const systemClock: Clock = {
   after: (ms, fn) => wrap(setTimeout(fn, ms), clearTimeout),
   every: (ms, fn) => wrap(setInterval(fn, ms), clearInterval),
 };
+
+/** Resolves once `ms` passed by `clock`. */
+export function pause(clock: Clock, ms: number): Promise<void> {
+  return new Promise((resolve) => clock.after(ms, () => resolve()));
+}
+
+/** `p`, or the error `late()` makes once `ms` passed by `clock` (the timer cancelled once `p` settles). */
+export function deadline<T>(clock: Clock, p: Promise<T>, ms: number, late: () => Error): Promise<T> {
+  let t: Timer | undefined;
+  const timeout = new Promise<never>((_, reject) => (t = clock.after(ms, () => reject(late()))));
+  return Promise.race([p, timeout]).finally(() => t?.cancel());
+}

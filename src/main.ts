@@ -134,6 +134,7 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
   } = {},
 ): Promise<Daemon<R>> {
   const d = { cfg, log, run: runCommand, now: o.now ?? Date.now } as Parts<R>;
+  const clock = o.clock ?? systemClock;
   const part = partsOf<Parts<R>>();
   let edgeCa: ReturnType<typeof gatedEdgeCa> | undefined;
   let joined = !cfg.cluster.registry; // cluster mode: once the joined part ran (joining.ts)
@@ -213,7 +214,7 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
           hostChoice: d.registry && hostChoice(d.registry, d), // the channel and the drain read when a create comes
           quotas: d.registry?.quotas,
           sleeps: d.presence,
-          clock: o.clock, // its timers: automatic checkpoints, the server list's wait for other hosts
+          clock, // its timers: automatic checkpoints, the server list's wait for other hosts
         });
         d.registry?.reportCapacity(h.core.capacity); // the lease carries this host's room
         return h;
@@ -223,7 +224,7 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
     // its timers on the daemon's clock; the record itself read through it (the channel, made after this part, when a move runs)
     part(
       'moves',
-      (d) => startMoves(Object.assign(Object.create(d) as typeof d, { clock: o.clock ?? systemClock })),
+      (d) => startMoves(Object.assign(Object.create(d) as typeof d, { clock })),
       (m) => m.stop(),
     ),
     // single box: metering now; cluster mode: once the box joined (the channel part), as its passes price with the registry's totals
@@ -258,14 +259,13 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
         // cut off from the registry and every peer: this host's running servers frozen, then stopped, before another may recover them
         // back in touch with the registry after the fence: copies of servers recovered elsewhere meanwhile removed
         // (a server whose move's outcome is being settled: its copy left to the moves part, asked.ts)
-        d.registry.fenceServers(fencedServers(d.runtime), o.clock ?? systemClock, () => d.hosting.core.dropMoved(undefined, (id) => d.moves.settling(id)));
+        d.registry.fenceServers(fencedServers(d.runtime), clock, () => d.hosting.core.dropMoved(undefined, (id) => d.moves.settling(id)));
         // the same fence once this daemon is gone while its containers run (stopped, crash-looping): a detached watchdog
-        if (cfg.cluster.recoverAfter > 0 && makeRuntime === (containers as unknown))
-          fenceWatch = watchFence(d.registry, d.runtime, cfg, o.clock ?? systemClock);
+        if (cfg.cluster.recoverAfter > 0 && makeRuntime === (containers as unknown)) fenceWatch = watchFence(d.registry, d.runtime, cfg, clock);
         // a box's accounts, ledger, domains and certificates copied into the registry once, before it serves in cluster mode;
         // tried again with back-off while the registry cannot be reached (not joined meanwhile: 503 for what needs it)
         const registry = d.registry;
-        const done = await joinUntilDone(() => registry.join(boxRecords(d.store, cfg.dataDir)), { clock: o.clock ?? systemClock, log, stopping: o.stopping });
+        const done = await joinUntilDone(() => registry.join(boxRecords(d.store, cfg.dataDir)), { clock, log, stopping: o.stopping });
         if (!done) return undefined; // stopping (serve stops what started)
         meter(d.billing, log); // the registry has every account of this box: no grant given twice, no zero totals cached
         await d.hosting.core.join((id) => d.moves.settling(id));
@@ -293,7 +293,7 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
           placedAway: () => d.hosting.core.placedAway(),
           busy: (id) => d.moves.holdOfServer(id) !== undefined || d.moves.settling(id),
           drop: (ids) => d.hosting.core.dropMoved(ids),
-          every: (ms, fn) => (o.clock ?? systemClock).every(ms, fn),
+          every: (ms, fn) => clock.every(ms, fn),
           everyMs: 1000,
           log,
         });
@@ -312,7 +312,7 @@ export async function startDaemon<R extends Runtime = ContainerRuntime>(
           concurrency: cfg.cluster.drainConcurrency,
           retryMs: cfg.cluster.drainRetry,
           settleMs: cfg.cluster.lease,
-          clock: o.clock ?? systemClock,
+          clock,
         }),
       (x) => x?.stop(),
     ),

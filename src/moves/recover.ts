@@ -26,7 +26,7 @@
 // An operator-suspended server comes back suspended (its settings, schema 29) and is not started.
 
 import { byLineage, type Manifest } from '../checkpoints/index.js';
-import { systemClock, type Clock, type Timer } from '../clock.js';
+import { deadline, systemClock, type Clock, type Timer } from '../clock.js';
 import { AppError, isAppError } from '../errors.js';
 import { shortOf, TIER_LIMITS, tierOf } from '../hosting/index.js';
 import type { Logger } from '../log/index.js';
@@ -348,10 +348,6 @@ export class Recovery {
    *  answers does not hold this host's recovery: a late take is the compare-and-set's to settle). */
   private asked(to: string, body: AdoptRequest): Promise<AdoptAnswer> {
     const ms = this.o.askWaitMs ?? ASK_WAIT_MS;
-    let t: Timer | undefined;
-    const late = new Promise<never>(
-      (_, reject) => (t = this.clock.after(ms, () => reject(AppError.of('move_failed', `host ${to} did not answer within ${Math.round(ms / 1000)} s`)))),
-    );
-    return Promise.race([ask(this.d, to, body), late]).finally(() => t?.cancel());
+    return deadline(this.clock, ask(this.d, to, body), ms, () => AppError.of('move_failed', `host ${to} did not answer within ${Math.round(ms / 1000)} s`));
   }
 }

@@ -34,7 +34,7 @@
 
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { systemClock, type Clock, type Timer } from '../clock.js';
+import { deadline, pause, systemClock } from '../clock.js';
 import { AppError, isAppError } from '../errors.js';
 import { shortOf } from '../hosting/index.js';
 import type { Logger } from '../log/index.js';
@@ -53,13 +53,6 @@ const FINAL = new Set(['server_exists', 'not_configured', 'invalid_request', 'in
 const ANSWER_WAIT_MS = 5 * 60_000;
 /** The longest wait between two reads of a failed move's placement while the registry cannot be read. */
 const RETRY_MAX_MS = 5000;
-
-/** `p`, or the error `late()` makes once `ms` passed by `clock`. */
-function within<T>(clock: Clock, p: Promise<T>, ms: number, late: () => Error): Promise<T> {
-  let t: Timer | undefined;
-  const timeout = new Promise<never>((_, reject) => (t = clock.after(ms, () => reject(late()))));
-  return Promise.race([p, timeout]).finally(() => t?.cancel());
-}
 
 /** The errors of a target that answered it did not take the server (a 4xx: decided before its placement write). */
 const refusals = new WeakSet<Error>();
@@ -81,7 +74,7 @@ async function reached(d: MovesDeps, row: HostRow, to: string): Promise<boolean>
   if (c.answering(to, advertise)) return true;
   for (let left = d.targetWaitMs ?? TARGET_WAIT_MS; left > 0; left -= TARGET_POLL_MS) {
     c.probe(to, advertise); // nothing while a session is opening, or for a moment after one failed
-    await new Promise((r) => (d.clock ?? systemClock).after(Math.min(left, TARGET_POLL_MS), () => r(undefined)));
+    await pause(d.clock ?? systemClock, Math.min(left, TARGET_POLL_MS));
     if (c.answering(to, advertise)) return true;
   }
   return false;
@@ -181,7 +174,12 @@ export class MoveSource {
     if (runs()) {
       const c1 = (await cps.take(rec, account, 'auto', `before a move to ${to}`)).id;
       const ask = { server: rec.id, checkpoint: c1, memoryBytes: rec.memoryBytes, diskBytes: rec.diskBytes };
-      base = await within(clock, askPrepare(d, to, ask), PREPARE_WAIT_MS, () => new Error(`host ${to} did not stage within ${PREPARE_WAIT_MS / 1000} s`)).then(
+      base = await deadline(
+        clock,
+        askPrepare(d, to, ask),
+        PREPARE_WAIT_MS,
+        () => new Error(`host ${to} did not stage within ${PREPARE_WAIT_MS / 1000} s`),
+      ).then(
         () => c1,
         (err: unknown) => (
           this.log.warn('the target did not stage the server’s checkpoint: its whole image is made at the hand-over', { server: rec.id, to, err }),
@@ -259,7 +257,7 @@ export class MoveSource {
       d.registry!.asked.mark(rec.id, { to, epoch, running });
       mayRestart = false;
       try {
-        answer = await within(clock, ask(d, to, body), ANSWER_WAIT_MS, () =>
+        answer = await deadline(clock, ask(d, to, body), ANSWER_WAIT_MS, () =>
           AppError.of('move_failed', `host ${to} did not answer within ${ANSWER_WAIT_MS / 1000} s`, { retryAfter: 30 }),
         );
       } catch (e) {
@@ -348,7 +346,7 @@ export class MoveSource {
         if (this.stopped) throw AppError.of('move_failed', `the outcome of server ${id}'s move is not known; it is settled at the next start`, { cause: err });
         if (!said) log.warn(OUTCOME_UNKNOWN, { err: (e as Error).message, registry: (err as Error).message });
         said = true;
-        await new Promise((r) => (this.d.clock ?? systemClock).after(wait, () => r(undefined)));
+        await pause(this.d.clock ?? systemClock, wait);
       }
     }
   }

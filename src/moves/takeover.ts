@@ -12,7 +12,7 @@
 
 import { connect } from 'node:net';
 import type { Manifest } from '../checkpoints/index.js';
-import { systemClock } from '../clock.js';
+import { pause, systemClock } from '../clock.js';
 import { AppError } from '../errors.js';
 import type { Logger } from '../log/index.js';
 import type { ServerSpec } from '../runtime/index.js';
@@ -38,7 +38,7 @@ async function appUp(d: MovesDeps, id: string, ms: number): Promise<boolean> {
       s.once('error', () => done(false));
     });
     if (ok) return true;
-    await new Promise((r) => clock.after(50, () => r(undefined)));
+    await pause(clock, 50);
   }
   return false;
 }

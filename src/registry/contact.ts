@@ -86,7 +86,7 @@ export class Contact {
       s = undefined; // unreadable: as if none
     }
     if (s && Number.isFinite(s.at) && Array.isArray(s.peers)) {
-      const wall = (d.wallNow ?? Date.now)();
+      const wall = this.wallNow();
       this.before = {
         at: this.startedAt - Math.max(0, wall - s.at),
         // peers it had: counted as up (never judged dead from this) until the registry lists the hosts
@@ -186,7 +186,7 @@ export class Contact {
     const list = JSON.stringify(peers.map((h) => ({ name: h.name, advertise: h.advertise })));
     if (this.savedAt !== undefined && now - this.savedAt < Math.max(1000, this.d.recoverAfterMs / 8) && list === this.savedPeers) return;
     try {
-      this.d.saved.save({ at: (this.d.wallNow ?? Date.now)() - Math.max(0, now - last), peers: JSON.parse(list) as SavedContact['peers'] });
+      this.d.saved.save({ at: this.wallNow() - Math.max(0, now - last), peers: JSON.parse(list) as SavedContact['peers'] });
       this.savedLast = last;
       this.savedAt = now;
       this.savedPeers = list;
