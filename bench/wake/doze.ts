@@ -210,13 +210,18 @@ export async function dozeRows(_ctx?: unknown): Promise<string[]> {
     for (let i = 0; i < DOZES; i++) awake.push(await firstByte(d.http, app.host));
     // the same request after as long a pause as a doze's, the server held awake meanwhile: what is
     // left of the doze's gap beside this is the thaw's, not the pause's (cold caches, a host idle)
-    const pausedAwake: number[] = [];
-    for (let i = 0; i < DOZES; i++) {
+    /** `measure` after as long a pause as a doze's, the server held awake meanwhile. */
+    const afterPause = async (measure: () => Promise<number>): Promise<number> => {
       const release = presence.hold(app.id);
-      await sleep(350);
-      pausedAwake.push(await firstByte(d.http, app.host));
-      release();
-    }
+      try {
+        await sleep(350);
+        return await measure();
+      } finally {
+        release();
+      }
+    };
+    const pausedAwake: number[] = [];
+    for (let i = 0; i < DOZES; i++) pausedAwake.push(await afterPause(() => firstByte(d.http, app.host)));
     const dozeWake: number[] = [];
     for (let i = 0; i < DOZES; i++) {
       if (!(await until(() => presence.isDozing(app.id), 10_000))) throw new Error('the app server did not doze');
@@ -283,12 +288,7 @@ export async function dozeRows(_ctx?: unknown): Promise<string[]> {
     // the app alone after as long a pause, held awake: the part of a pause's cost that is the host's
     // (idle CPUs, cold caches) and not the daemon's
     const alonePaused: number[] = [];
-    for (let i = 0; i < DOZES; i++) {
-      const release = presence.hold(app.id);
-      await sleep(350);
-      alonePaused.push(await appAlone(app.ip));
-      release();
-    }
+    for (let i = 0; i < DOZES; i++) alonePaused.push(await afterPause(() => appAlone(app.ip)));
     rows.push(row('doze → first byte', fmt(dozeWake)));
     rows.push(row('  same request, awake', fmt(awake)));
     rows.push(row('  awake after as long a pause', fmt(pausedAwake)));
