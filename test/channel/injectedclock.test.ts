@@ -13,23 +13,18 @@ import { connect as tlsConnect, type Server as TlsServer } from 'node:tls';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { startChannel, type Channel } from '../../src/channel/index.js';
-import { issueIdentity, type Identity } from '../../src/channel/identity.js';
 import { PeerAdmission } from '../../src/channel/owner-admit.js';
 import { Peers } from '../../src/channel/sender-peers.js';
 import { RawPool } from '../../src/channel/sender-rawpool.js';
 import { MUX_ALPN } from '../../src/channel/wire-mux.js';
 import { SSH_KIND } from '../../src/channel/wire.js';
-import { createCa } from '../../src/edge/index.js';
 import { createLogger } from '../../src/log/index.js';
-import type { CaPair } from '../../src/registry/index.js';
 import { ManualClock } from '../helpers/clock.js';
+import { twoHosts } from './helpers/hosts.js';
 import { until } from '../helpers/wait.js';
 
 const log = createLogger({ level: 'error' });
-const name = 'rootbox cluster CA';
-const pair: CaPair = { name, ...createCa(name) };
-const me: Identity = issueIdentity(pair, 'host-b');
-const owner: Identity = issueIdentity(pair, 'host-a');
+const { pair, me, owner } = twoHosts();
 /** Every real-time timeout here: far beyond the test's run, so only the injected clock can end a
  *  wait (and within 10 pings of 5 s: node's HTTP/2 keeps at most 10 unanswered, and a clock moved
  *  in one step sends them all before any can be answered). */

@@ -14,16 +14,12 @@ import * as assert from 'uvu/assert';
 import { channelKeyPair, issueIdentity, type Identity } from '../../src/channel/identity.js';
 import { PeerAdmission } from '../../src/channel/owner-admit.js';
 import { PeerError, Peers, REFUSED_MAX_MS } from '../../src/channel/sender-peers.js';
-import { createCa } from '../../src/edge/index.js';
 import { createLogger } from '../../src/log/index.js';
-import type { CaPair } from '../../src/registry/index.js';
 import { ManualClock } from '../helpers/clock.js';
+import { twoHosts } from './helpers/hosts.js';
 
 const log = createLogger({ level: 'error' });
-const name = 'rootbox cluster CA';
-const pair: CaPair = { name, ...createCa(name) };
-const me: Identity = issueIdentity(pair, 'host-b');
-const owner: Identity = issueIdentity(pair, 'host-a');
+const { pair, me, owner } = twoHosts();
 const CONNECT_MS = 1000;
 const stops: (() => void)[] = [];
 
