@@ -4,6 +4,7 @@
 
 import { existsSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { forget } from './freezer.js';
 
 const ROOT = '/sys/fs/cgroup';
 const V2 = existsSync(join(ROOT, 'cgroup.controllers'));
@@ -68,6 +69,7 @@ export function killCgroup(path: string): boolean {
 
 /** Removes empty cgroup dirs runc left (it normally removes them itself). */
 export function removeCgroup(path: string): void {
+  forget(path); // a freeze's open control file
   for (const d of cgroupDirs(path)) {
     try {
       rmdirSync(d);

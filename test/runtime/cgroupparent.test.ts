@@ -3,6 +3,8 @@
 // was per daemon (`/rootbox/<id>` on a daemon whose table is not `rootbox`); here: the same data
 // dir started again under another table — is restarted at reconcile into the new daemon's own, so
 // that its freeze, its stop's cgroup kill and the watchdog (runtime/fencewatch.ts) reach it.
+// On cgroup v1 the parent also holds the freezer pin (an empty cgroup kept frozen: freezer.ts)
+// while its runtime runs; a runtime's close removes it.
 
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -40,7 +42,10 @@ test.after(async () => {
 test("a server running in another cgroup parent than its daemon's is restarted into the daemon's own at reconcile", async () => {
   await env.rt.create({ id, slug: 'cgroup-parent', memoryBytes: 128 * MiB, diskBytes: 160 * MiB });
   assert.is(cgroupOf((await env.rt.runc.state(id))!.pid), `/${table}/${id}`);
+  const pinState = `/sys/fs/cgroup/freezer/${table}/freezer-pin/freezer.state`;
+  if (!v2) assert.is(readFileSync(pinState, 'utf8').trim(), 'FROZEN', 'the freezer pin, while the runtime runs');
   await env.rt.close(); // as a daemon that stopped: its container runs on
+  assert.ok(!existsSync(pinState), 'the pin goes with the runtime');
   const cfg = { ...env.cfg, runtime: { ...env.cfg.runtime, nftTable: `${table}b` } };
   const { runtime, reconciled } = await createRuntime(runtimeOnly(cfg), env.store.runtime, silentLogger);
   env.rt = runtime;
