@@ -84,6 +84,9 @@ export class ServerStore {
   private readonly byAccount;
   private readonly holds;
 
+  /** Writes to server records so far (version). */
+  private writes = 0;
+
   constructor(private readonly env: LmdbEnv) {
     this.db = env.db<ServerRecord>('servers');
     this.slugs = env.db<string>('server_slugs');
@@ -94,6 +97,12 @@ export class ServerStore {
 
   get(id: string): ServerRecord | undefined {
     return visible(this.db.get(id));
+  }
+
+  /** Changes with every write to a server record (this daemon is the store's one writer while it
+   *  runs): what a cache read from them is current while it stays the same (proxy/sites.ts). */
+  version(): number {
+    return this.writes;
   }
 
   /** The record whether committed or pending. */
@@ -133,6 +142,7 @@ export class ServerStore {
 
   /** Inserts a new record (pending or not); false (and nothing written) when its slug is taken. */
   insert(rec: ServerRecord): boolean {
+    this.writes++;
     return this.env.txSync(() => {
       if (this.slugs.get(rec.slug) !== undefined) return false;
       this.db.putSync(rec.id, rec);
@@ -147,6 +157,7 @@ export class ServerStore {
    *  a pending create, or its deadline passed (it counts as abandoned then). A move has no
    *  deadline here: it commits once the registry placed it here (its caller read that). */
   commit(id: string, now = Date.now()): boolean {
+    this.writes++;
     return this.env.txSync(() => {
       const rec = this.db.get(id);
       if (!rec?.pending || rec.pending.op === 'delete' || (rec.pending.op === 'create' && rec.pending.until < now)) return false;
@@ -158,6 +169,7 @@ export class ServerStore {
 
   /** Marks a server as being deleted (invisible from now on); the record as it was, or undefined. */
   markDeleting(id: string, by: string, until: number): ServerRecord | undefined {
+    this.writes++;
     return this.env.txSync(() => {
       const rec = this.db.get(id);
       if (!rec) return undefined;
@@ -169,11 +181,13 @@ export class ServerStore {
   /** Changes a record's flags (slug, key and owner are fixed for a server's life; limits are
    *  setLimits'). */
   update(id: string, change: (rec: ServerRecord) => Partial<Pick<ServerRecord, 'neverSleep' | 'suspended' | 'flag'>>): ServerRecord | undefined {
+    this.writes++;
     return this.env.patch<ServerRecord>(this.db, id, change);
   }
 
   /** A moved server's takeover done (MoveTakeover): its mark goes. */
   takeoverDone(id: string): void {
+    this.writes++;
     this.env.txSync(() => {
       const rec = this.db.get(id);
       if (!rec?.takeover) return;
@@ -184,11 +198,13 @@ export class ServerStore {
 
   /** Records the memory and disk ceilings the server now has (hosting's tier keeping). */
   setLimits(id: string, limits: Pick<ServerRecord, 'memoryBytes' | 'diskBytes'>): ServerRecord | undefined {
+    this.writes++;
     const { memoryBytes, diskBytes } = limits;
     return this.env.patch<ServerRecord>(this.db, id, () => ({ memoryBytes, diskBytes }));
   }
 
   remove(id: string): void {
+    this.writes++;
     this.env.txSync(() => {
       const rec = this.db.get(id);
       if (!rec) return;
