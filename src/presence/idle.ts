@@ -61,6 +61,9 @@ interface Doze {
   memoryBytes: number;
 }
 
+/** How long after a thaw it is logged and counted: after the first answer it was for (a few ms). */
+const THAW_REPORT_DELAY_MS = 20;
+
 export class IdleTracker implements Presence, PresenceState {
   private readonly activity: Activity;
   private readonly floor: MemoryFloor;
@@ -193,11 +196,11 @@ export class IdleTracker implements Presence, PresenceState {
     });
     this.dozing.delete(id);
     const ms = performance.now() - t0;
-    // told once the request that asked for the thaw is on its way (a log line is a write)
-    setImmediate(() => {
+    // told once the request that asked for the thaw has had its answer (a log line is a write)
+    setTimeout(() => {
       metrics.woke(ms / 1000, true);
       this.opts.log.info('server thawed', { server: id, ms: Math.round(ms * 100) / 100 });
-    });
+    }, THAW_REPORT_DELAY_MS).unref();
   }
 
   /** The state to show: the runtime's, `sleeping` while it dozes, `waking` while a wake is under

@@ -24,6 +24,7 @@ import { EgressMeter } from '../billing/index.js';
 import { PublicUrls } from '../pages/index.js';
 import type { IdleTracker } from '../presence/index.js';
 import type { Forwarder, ForwardFailure } from './forward.js';
+import type { DirectExchange } from './direct.js';
 import { sendErrorPage } from './pages.js';
 import type { Publication } from './publish.js';
 import type { Site, Sites } from './sites.js';
@@ -138,41 +139,27 @@ export class ProxyApp implements HttpApp, LaneApp, HelloApp {
     if (!thawing) return undefined;
     publication.thawed(site.id, doze);
     forwarder.dropIdle(site.upstream); // kept alive before the freeze: the app may be closing them now
-    return thawing.then(() => this.waking.woke(site.id));
+    this.waking.woke(site.id);
+    return thawing;
   }
 
   /**
    * A dozing server whose app listened when it froze and has run.sh (a fresh look, or one made
-   * during this doze): thawed, and the request forwarded in the same turn of the event loop as
-   * the thaw's cgroup write, without wake()'s wait machinery (held count, wake deadline, `waking`
-   * state: a thaw is one write). Its own connection is the check that the app still listens
-   * (refused: replayed, node's server waits for the app). Undefined for any other server (a wake
-   * or freeze under way, a cold start, an app not known to listen): the usual path.
+   * during this doze): thawed, and the request forwarded right after the thaw's cgroup write, in
+   * the same call, without wake()'s wait machinery (held count, wake deadline, `waking` state: a
+   * thaw is one write) or a promise's turn in between. Its own connection is the check that the
+   * app still listens (refused: replayed, node's server waits for the app); a thaw that failed
+   * ends the request with its error. Undefined for any other server (a wake or freeze under way,
+   * a cold start, an app not known to listen): the usual path.
    */
   private thawed(r: LaneRequest, sock: Duplex, info: RequestInfo, site: Site, done: (o: LaneOutcome) => void): LaneExchange | undefined {
     const thawing = this.thawNow(site);
     if (!thawing) return undefined;
-    const release = this.d.presence.hold(site.id);
-    const waiting: LaneExchange & { ex?: LaneExchange } = { clientGone: () => waiting.ex?.clientGone() };
-    thawing.then(
-      () => {
-        if (sock.destroyed) {
-          release();
-          return done({ kind: 'cut' });
-        }
-        try {
-          waiting.ex = this.direct(r, sock, info, site, release, done);
-        } catch (e) {
-          this.d.log.error('lane request failed', { requestId: info.requestId, err: e });
-          done({ kind: 'replay', failure: AppError.of('internal', `the request failed inside the host (request ${info.requestId})`) });
-        }
-      },
-      (e: unknown) => {
-        release();
-        done({ kind: 'replay', failure: e instanceof AppError ? e : this.wakeFailed(site, e, info.requestId) });
-      },
-    );
-    return waiting;
+    let ex: DirectExchange | undefined;
+    // a thaw that failed leaves the app frozen: the request is answered with why, not left to time out
+    thawing.catch((e: unknown) => ex?.abandon(e instanceof AppError ? e : this.wakeFailed(site, e, info.requestId)));
+    ex = this.direct(r, sock, info, site, this.d.presence.hold(site.id), done);
+    return ex;
   }
 
   private async laneWaited(
@@ -216,7 +203,7 @@ export class ProxyApp implements HttpApp, LaneApp, HelloApp {
     waiting.ex = this.direct(r, sock, info, site, release, done);
   }
 
-  private direct(r: LaneRequest, sock: Duplex, info: RequestInfo, site: Site, release: () => void, done: (o: LaneOutcome) => void): LaneExchange {
+  private direct(r: LaneRequest, sock: Duplex, info: RequestInfo, site: Site, release: () => void, done: (o: LaneOutcome) => void): DirectExchange {
     try {
       return this.d.forwarder.direct(r, sock, site.upstream, info, {
         serverId: site.id,

@@ -10,6 +10,7 @@
 // server then answers that request with the page the full path gives, without forwarding it again.
 
 import type { Duplex } from 'node:stream';
+import type { AppError } from '../errors.js';
 import type { LaneOutcome, LaneRequest, RequestInfo } from '../http/index.js';
 import type { Logger } from '../log/index.js';
 import { ResponseReader, requestHead, responseHead, wholeAnswer, type HttpDate, type ReaderEvents, type ResponseHead } from '../h1/index.js';
@@ -195,6 +196,17 @@ export class DirectExchange extends UpstreamTurn implements ReaderEvents, Bumped
     if (this.settled) return;
     this.settle(false);
     this.o.done({ kind: 'cut', status: this.status || undefined });
+  }
+
+  /** The server could not be made to answer (its thaw failed): ended with `failure` unless over. */
+  abandon(failure: AppError): void {
+    if (this.settled) return;
+    this.settle(false);
+    if (this.wrote) {
+      this.sock.destroy();
+      return this.o.done({ kind: 'cut', status: this.status });
+    }
+    this.o.done({ kind: 'replay', failure });
   }
 
   protected fail(err: Error): void {

@@ -3,7 +3,9 @@
 // keeps what the proxy knew of the app (no readiness probe; the connection opened after the thaw
 // is the one the request goes over), while an app that died while frozen, and a server stopped
 // after its doze, still get the probe and wait for the app to listen. A look at run.sh made once a
-// server dozes holds while it dozes, and a TLS ClientHello naming a dozing server thaws it.
+// server dozes holds while it dozes, and a TLS ClientHello naming a dozing server thaws it. A thaw
+// that fails (the request already on its way to the frozen app) ends the request with the wake
+// page at once.
 
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -124,6 +126,32 @@ test('a request to a dozing server is answered after a thaw over one connection:
     assert.is(rt.starts, starts, 'no start');
     assert.is(edge.proxy.state(s.id), 'running');
   }
+});
+
+test('a thaw that fails answers the request at once with the wake page; the next request thaws the server and is answered', async () => {
+  const appPort = await freePort();
+  const s = addServer('thawfails', appPort);
+  const held = tracker.hold(s.id);
+  await tracker.wake(s.id);
+  await until('the app listens', () => accepts(appPort), 60_000);
+  assert.is((await get(edge.http, host(s), '/one')).status, 200);
+  held();
+  await until('doze', () => tracker.isDozing(s.id), 3000);
+  const thaw = rt.thaw.bind(rt);
+  rt.thaw = async () => {
+    rt.thaw = thaw; // once
+    throw new Error('EIO: the cgroup could not be written');
+  };
+  const t0 = performance.now();
+  const failed = await get(edge.http, host(s), '/while-failing');
+  const ms = performance.now() - t0;
+  assert.is(failed.status, 503, failed.text);
+  assert.match(failed.text, 'wake_failed');
+  assert.ok(ms < 2000, `answered in ${ms.toFixed(0)} ms, not left to the upstream's timeout`);
+  assert.ok(tracker.isDozing(s.id), 'still frozen');
+  const ok = await get(edge.http, host(s), '/after');
+  assert.is(ok.status, 200);
+  assert.is(JSON.parse(ok.text).url, '/after');
 });
 
 test('an app that died while its server dozed: the thaw finds its port closed, the request waits for the app to listen again', async () => {
