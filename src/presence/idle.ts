@@ -30,7 +30,7 @@ import { Activity } from './activity.js';
 import { MemoryFloor } from './release.js';
 
 export interface IdleOptions {
-  runtime: Pick<Runtime, 'start' | 'stop' | 'get' | 'list' | 'freeze' | 'thaw' | 'frozen' | 'parked' | 'unpark'>;
+  runtime: Pick<Runtime, 'start' | 'stop' | 'get' | 'list' | 'freeze' | 'thaw' | 'thawsAtOnce' | 'frozen' | 'parked' | 'unpark'>;
   /** Whether a server must never sleep (read at every check, so a change applies at once). */
   neverSleep(id: string): boolean;
   idleTimeout: number;
@@ -61,7 +61,7 @@ interface Doze {
   memoryBytes: number;
 }
 
-/** How long after a thaw it is logged and counted: after the first answer it was for (a few ms). */
+/** How long after a thaw it is logged and counted: after the first answer it was for, as a rule (an app answers in ms). */
 const THAW_REPORT_DELAY_MS = 20;
 
 export class IdleTracker implements Presence, PresenceState {
@@ -164,6 +164,12 @@ export class IdleTracker implements Presence, PresenceState {
   thawIfDozing(id: string): Promise<void> | undefined {
     if (!this.dozing.has(id) || this.resting(id) || !this.thawAllowed(id)) return undefined;
     return this.wake(id);
+  }
+
+  /** Whether a thaw of the server now would make its cgroup write before thawIfDozing returns
+   *  (the runtime has nothing else queued for it). */
+  thawsAtOnce(id: string): boolean {
+    return this.opts.runtime.thawsAtOnce?.(id) ?? true;
   }
 
   /** Which doze the server is in (a number new at each doze); undefined when it does not doze. */

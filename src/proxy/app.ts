@@ -33,7 +33,10 @@ import { Waking } from './waking.js';
 
 export interface ProxyAppDeps {
   sites: Sites;
-  presence: Pick<IdleTracker, 'wake' | 'hold' | 'connection' | 'touch' | 'needsWake' | 'startingUntil' | 'isDozing' | 'thawIfDozing' | 'dozeOf'>;
+  presence: Pick<
+    IdleTracker,
+    'wake' | 'hold' | 'connection' | 'touch' | 'needsWake' | 'startingUntil' | 'isDozing' | 'thawIfDozing' | 'thawsAtOnce' | 'dozeOf'
+  >;
   publication: Publication;
   forwarder: Forwarder;
   cfg: Pick<ProxyConfig, 'wakeTimeout' | 'appStartGrace' | 'holdLimit' | 'holdBodyLimit'>;
@@ -150,9 +153,11 @@ export class ProxyApp implements HttpApp, LaneApp, HelloApp {
    * thaw is one write) or a promise's turn in between. Its own connection is the check that the
    * app still listens (refused: replayed, node's server waits for the app); a thaw that failed
    * ends the request with its error. Undefined for any other server (a wake or freeze under way,
-   * a cold start, an app not known to listen): the usual path.
+   * other work queued for it in the runtime, a cold start, an app not known to listen): the usual
+   * path, which waits for the thaw.
    */
   private thawed(r: LaneRequest, sock: Duplex, info: RequestInfo, site: Site, done: (o: LaneOutcome) => void): LaneExchange | undefined {
+    if (!this.d.presence.thawsAtOnce(site.id)) return undefined;
     const thawing = this.thawNow(site);
     if (!thawing) return undefined;
     let ex: DirectExchange | undefined;

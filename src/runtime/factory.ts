@@ -85,7 +85,6 @@ async function prepare(
     ...effects,
   });
   await runtime.net.setup();
-  runtime.pinFreezer();
   const reconciled = cfg.runtime.reconcile === 'on' ? await reconcile(runtime) : undefined;
   runtime.netWatch.start();
   return { runtime, reconciled };

@@ -1,6 +1,6 @@
 // The cgroup freezer of a server (doze): freeze() stops every process of the container where it
 // stands — memory, sockets and open files kept, no CPU — and thaw() lets them go on. It writes
-// the cgroup's own control file (no runc spawn: a thaw is one write and a read or two), on cgroup
+// the cgroup's own control file (no runc spawn: a freeze is a write and reads until it holds, a thaw one write), on cgroup
 // v1 (freezer.state: FROZEN / THAWED, FREEZING in between) or v2 (cgroup.freeze 1/0, done when
 // cgroup.events says `frozen 1`). runc sees the same state (`paused`), so runc kill/delete know it.
 // A freeze outlives the daemon: a restart adopts frozen servers as dozing (Runtime.frozen); only

@@ -52,6 +52,8 @@ export class ContainerRuntime implements Runtime {
   readonly runc: Runc;
   readonly servers = new Map<string, RuntimeServer>();
   private readonly queues = new Map<string, Promise<unknown>>();
+  /** The freezer pin was made (pinFreezer). */
+  private pinned = false;
   /** The create path (create.ts): reservations, disks from the image or a checkpoint. */
   private readonly creator: Creator;
   /** Servers parked asleep (park.ts). */
@@ -281,11 +283,15 @@ export class ContainerRuntime implements Runtime {
 
   /** Doze (freezer.ts): the server's processes frozen in place, memory kept; thaw() undoes it. */
   freeze(id: string): Promise<{ memoryBytes: number; anonBytes: number }> {
-    return this.serial(id, async () => (this.running(id), await freeze(this.cgroup(id)), memoryStats(this.cgroup(id))));
+    return this.serial(id, async () => (this.running(id), this.pinFreezer(), await freeze(this.cgroup(id)), memoryStats(this.cgroup(id))));
   }
 
   /** With nothing queued for the server, the cgroup write is made before this returns (a request
    *  waiting for the thaw goes on in the same turn of the event loop); else after what is queued. */
+  thawsAtOnce(id: string): boolean {
+    return !this.queues.has(id);
+  }
+
   thaw(id: string): Promise<void> {
     if (this.queues.has(id)) return this.serial(id, async () => thaw(this.cgroup(id)));
     try {
@@ -371,13 +377,16 @@ export class ContainerRuntime implements Runtime {
     return [...this.servers.values()];
   }
 
-  /** Keeps the freezer's kernel key on while the daemon runs (freezer.ts pin): made at start. */
-  pinFreezer(): void {
+  /** Keeps the freezer's kernel key on from the first freeze until close (freezer.ts pin): a
+   *  daemon that never dozes a server makes none. */
+  private pinFreezer(): void {
+    if (this.pinned) return;
+    this.pinned = true;
     if (!pin(`/${this.deps.cfg.nftTable}`)) this.deps.log.warn('the freezer pin cgroup could not be made: each doze and thaw takes ~0.15 ms more');
   }
 
-  /** Stops watching the network, removes the freezer pin and lets the host-name locks go (the
-   *  daemon's stop; containers keep running, dozing ones frozen). */
+  /** Stops watching the network, removes the freezer pin (one a killed daemon left too) and lets
+   *  the host-name locks go (the daemon's stop; containers keep running, dozing ones frozen). */
   async close(): Promise<void> {
     this.netWatch.stop();
     unpin(`/${this.deps.cfg.nftTable}`);

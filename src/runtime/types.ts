@@ -178,6 +178,9 @@ export interface Runtime {
   freeze?(id: string): Promise<{ memoryBytes: number; anonBytes?: number }>;
   /** Lets the processes of a frozen server run again (a no-op when it is not frozen). */
   thaw?(id: string): Promise<void>;
+  /** Whether thaw() makes its cgroup write before it returns (nothing else is queued for the
+   *  server, as a checkpoint's copy or a resize can be); absent: it always does. */
+  thawsAtOnce?(id: string): boolean;
   /** Whether a running server's processes are frozen now — also by a daemon before this one (a
    *  doze outlives a restart): the memory it holds frozen, as freeze() gives it; undefined when
    *  it is not frozen. Absent where servers cannot be frozen. */

@@ -5,7 +5,8 @@
 // after its doze, still get the probe and wait for the app to listen. A look at run.sh made once a
 // server dozes holds while it dozes, and a TLS ClientHello naming a dozing server thaws it. A thaw
 // that fails (the request already on its way to the frozen app) ends the request with the wake
-// page at once.
+// page at once; one that waits behind other work queued for the server (thawsAtOnce false) is
+// waited for before the request goes to the app.
 
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -152,6 +153,36 @@ test('a thaw that fails answers the request at once with the wake page; the next
   const ok = await get(edge.http, host(s), '/after');
   assert.is(ok.status, 200);
   assert.is(JSON.parse(ok.text).url, '/after');
+});
+
+test('a thaw queued behind other work for the server is waited for: the request reaches the app only once it is thawed', async () => {
+  const appPort = await freePort();
+  const r = await relay(appPort);
+  const s = addServer('thawqueued', appPort, { upstreamPort: r.port });
+  const held = tracker.hold(s.id);
+  await tracker.wake(s.id);
+  await until('the app listens', () => accepts(appPort), 60_000);
+  assert.is((await get(edge.http, host(s), '/one')).status, 200);
+  held();
+  r.cutAll();
+  await until('doze', () => tracker.isDozing(s.id), 3000);
+  const thaw = rt.thaw.bind(rt);
+  const before = r.count();
+  let reachedFrozen: number | undefined;
+  (rt as { thawsAtOnce?: (id: string) => boolean }).thawsAtOnce = () => false; // a checkpoint's copy, say, is queued for it
+  rt.thaw = async (id: string) => {
+    await sleep(200); // the queued work
+    reachedFrozen = r.count() - before;
+    return thaw(id);
+  };
+  try {
+    const res = await get(edge.http, host(s), '/queued');
+    assert.is(res.status, 200, res.text);
+    assert.is(reachedFrozen, 0, 'no connection to the app while it was frozen');
+  } finally {
+    rt.thaw = thaw;
+    delete (rt as { thawsAtOnce?: unknown }).thawsAtOnce;
+  }
 });
 
 test('an app that died while its server dozed: the thaw finds its port closed, the request waits for the app to listen again', async () => {

@@ -4,7 +4,7 @@
 // dir started again under another table — is restarted at reconcile into the new daemon's own, so
 // that its freeze, its stop's cgroup kill and the watchdog (runtime/fencewatch.ts) reach it.
 // On cgroup v1 the parent also holds the freezer pin (an empty cgroup kept frozen: freezer.ts)
-// while its runtime runs; a runtime's close removes it.
+// from the runtime's first freeze; a runtime's close removes it.
 
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -43,7 +43,10 @@ test("a server running in another cgroup parent than its daemon's is restarted i
   await env.rt.create({ id, slug: 'cgroup-parent', memoryBytes: 128 * MiB, diskBytes: 160 * MiB });
   assert.is(cgroupOf((await env.rt.runc.state(id))!.pid), `/${table}/${id}`);
   const pinState = `/sys/fs/cgroup/freezer/${table}/freezer-pin/freezer.state`;
-  if (!v2) assert.is(readFileSync(pinState, 'utf8').trim(), 'FROZEN', 'the freezer pin, while the runtime runs');
+  assert.ok(!existsSync(pinState), 'no freezer pin before a freeze');
+  await env.rt.freeze(id);
+  if (!v2) assert.is(readFileSync(pinState, 'utf8').trim(), 'FROZEN', 'the freezer pin, from the first freeze');
+  await env.rt.thaw(id);
   await env.rt.close(); // as a daemon that stopped: its container runs on
   assert.ok(!existsSync(pinState), 'the pin goes with the runtime');
   const cfg = { ...env.cfg, runtime: { ...env.cfg.runtime, nftTable: `${table}b` } };

@@ -9,6 +9,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, rmdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { unpin } from '../../../src/runtime/freezer.js';
 import { run } from '../../helpers/run.js';
 
 const root = new URL('../../../', import.meta.url).pathname;
@@ -128,6 +129,7 @@ async function cleanSlot(n: number, holder: number): Promise<void> {
     const ids = existsSync(servers) ? readdirSync(servers) : [];
     for (const pid of pidsWithArg(join(dataDir, 'lxcfs'))) process.kill(pid, 'SIGKILL'); // outlives its daemon by design
     for (const m of mountsUnder(dataDir).reverse()) await run('umount', ['-l', m]);
+    unpin(`/rbk${n}`); // the freezer pin its runtime kept (runtime/freezer.ts), which a SIGKILL leaves
     for (const id of [...ids, '']) removeCgroups(`rbk${n}`, id);
     rmSync(dataDir, { recursive: true, force: true });
   }
