@@ -23,7 +23,7 @@ import type { Logger } from '../log/index.js';
 import { EgressMeter } from '../billing/index.js';
 import { PublicUrls } from '../pages/index.js';
 import type { IdleTracker } from '../presence/index.js';
-import type { Forwarder, ForwardFailure } from './forward.js';
+import type { Forwarder, ForwardFailure, Upstream } from './forward.js';
 import type { DirectExchange } from './direct.js';
 import { sendErrorPage } from './pages.js';
 import type { Publication } from './publish.js';
@@ -63,6 +63,8 @@ export class ProxyApp implements HttpApp, LaneApp, HelloApp {
   private readonly meter: EgressMeter | undefined;
 
   private readonly urls: PublicUrls;
+  /** Where each server's requests last went (its app's address): a doze's spare connection goes there. */
+  private readonly upstreams = new Map<string, Upstream>();
 
   constructor(private readonly d: ProxyAppDeps) {
     if (d.egress) this.meter = new EgressMeter(d.egress);
@@ -209,6 +211,7 @@ export class ProxyApp implements HttpApp, LaneApp, HelloApp {
   }
 
   private direct(r: LaneRequest, sock: Duplex, info: RequestInfo, site: Site, release: () => void, done: (o: LaneOutcome) => void): DirectExchange {
+    this.upstreams.set(site.id, site.upstream);
     try {
       return this.d.forwarder.direct(r, sock, site.upstream, info, {
         serverId: site.id,
@@ -266,6 +269,7 @@ export class ProxyApp implements HttpApp, LaneApp, HelloApp {
    */
   private forward(req: Req, res: Res, info: RequestInfo, site: Site, release: () => void, body: Readable | undefined, retry: boolean): void {
     if (retry) this.meter?.answer(res, site.id); // the second forward's answer is already counted
+    this.upstreams.set(site.id, site.upstream);
 
     const appAway = retry
       ? () => {
@@ -308,6 +312,28 @@ export class ProxyApp implements HttpApp, LaneApp, HelloApp {
     socket.pause(); // the forwarder's pipe resumes it: the listener below takes no byte from it
     socket.on('data', () => this.d.presence.touch(site.id)); // the client's bytes thaw a dozing server
     this.d.forwarder.ws(req, socket, head, site.upstream, info, site.id, this.failed);
+  }
+
+  /**
+   * The server dozes: when its app listened, a connection to it is opened now (the kernel
+   * completes it while the app is frozen) for the request that will thaw it (pool.ts spare).
+   */
+  dozed(id: string): void {
+    const up = this.upstreams.get(id);
+    if (up && this.d.publication.isReady(id)) this.d.forwarder.spare(up);
+  }
+
+  /** The server was thawed or stopped: a spare connection no request took is closed (a
+   *  single-threaded app would otherwise wait on it). After the lane's own thaw it is taken already. */
+  awoke(id: string): void {
+    const up = this.upstreams.get(id);
+    if (up) this.d.forwarder.dropSpare(up);
+  }
+
+  /** A deleted server: its spare closed, its address forgotten. */
+  forget(id: string): void {
+    this.awoke(id);
+    this.upstreams.delete(id);
   }
 
   /** A forward that got no answer marks the app down, so the next request probes it first. */

@@ -101,6 +101,16 @@ export class Forwarder {
     });
   }
 
+  /** Opens a connection to a dozing server's app for the request that will thaw it (pool.ts spare). */
+  spare(upstream: Upstream): void {
+    this.pool.spare(upstream);
+  }
+
+  /** Closes the spare connection to `upstream` (its app was thawed for something else, or stopped). */
+  dropSpare(upstream: Upstream): void {
+    this.pool.dropSpare(upstream);
+  }
+
   /** Closes the free kept-alive connections to `upstream` (pool.ts dropIdle: after a thaw). */
   dropIdle(upstream: Upstream): void {
     this.pool.dropIdle(upstream);

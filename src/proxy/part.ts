@@ -20,7 +20,7 @@ export interface ProxyDeps {
   cfg?: ProxyConfig;
   /** Hosting records (slug → server). Without them (or without a runtime) every slug is unknown. */
   servers?: ServerLookup;
-  runtime?: Pick<Runtime, 'start' | 'stop' | 'get' | 'list'>;
+  runtime?: Pick<Runtime, 'start' | 'stop' | 'get' | 'list' | 'onThawed'>;
   /** Replaces the store + runtime lookup (tests, benchmarks). */
   sites?: Sites;
   /** The daemon's idle tracker (started and stopped by its own part). Without it the proxy
@@ -69,8 +69,6 @@ export function createProxy(deps: ProxyDeps): Proxy {
       checkInterval: cfg.idleCheckInterval,
       log: deps.log,
     });
-  tracker.onSleep((id) => publication.markDown(id));
-  tracker.onDoze((id, doze) => publication.lookAtDoze(id, doze));
   const forwarder = new Forwarder({
     connectTimeout: cfg.connectTimeout,
     upstreamTimeout: cfg.upstreamTimeout,
@@ -81,6 +79,10 @@ export function createProxy(deps: ProxyDeps): Proxy {
     log: deps.log,
   });
   const app = new ProxyApp({ sites, presence: tracker, publication, forwarder, cfg, log: deps.log, egress: deps.egress, urls: deps.urls });
+  tracker.onSleep((id) => (publication.markDown(id), app.awoke(id)));
+  tracker.onDoze((id, doze) => (publication.lookAtDoze(id, doze), app.dozed(id)));
+  tracker.onThaw((id) => app.awoke(id));
+  deps.runtime?.onThawed?.((id) => app.awoke(id)); // thaws the tracker did not make (a stop's, a fence's)
   return {
     handle: (req, res, info) => app.handle(req, res, info),
     upgrade: (req, socket, head, info) => app.upgrade(req, socket, head, info),
@@ -96,6 +98,7 @@ export function createProxy(deps: ProxyDeps): Proxy {
     forget: (id) => {
       tracker.forget(id);
       publication.forget(id);
+      app.forget(id);
       sites.forget?.(id);
     },
     async stop() {

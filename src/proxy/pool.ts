@@ -5,7 +5,9 @@
 // whichever request currently owns it, so a request costs no listener churn. Reads skip node's
 // stream machinery (`onread` into one shared buffer): an owner gets views of that buffer and
 // must copy whatever it keeps beyond the call. After a thaw an upstream's free connections are
-// dropped (dropIdle): the request after it opens its own.
+// dropped (dropIdle): the request after it opens its own, or takes the spare made while the app
+// was frozen (spare: the kernel completes its handshake without the app, so the request that
+// thaws it writes its head at once and the thawed app finds connection and head waiting).
 // Fair shares per source (an IPv4 address or an IPv6 /64, ../slots.ts sourceKey; for a request
 // forwarded over the channel, the client's address it carries): one source holds at most
 // `maxPerSource` of an upstream's connections, so stalled or slow requests of one client cannot
@@ -92,6 +94,8 @@ interface Entry {
   held: Map<string, number>;
   /** Queued requests by source (made when the first one waits). */
   waiting: FairSlots<Waiter> | undefined;
+  /** A connection opened while the app was frozen, for the next request (spare). */
+  spare: Conn | undefined;
 }
 
 export interface PoolOptions {
@@ -131,6 +135,16 @@ export class UpstreamPool {
     const e = this.entry(up);
     const max = this.maxPerSource;
     if ((e.held.get(source) ?? 0) < max) {
+      const spare = fresh ? undefined : e.spare;
+      if (spare) {
+        e.spare = undefined;
+        if (!spare.sock.destroyed) {
+          spare.sock.setTimeout(this.opts.activeTimeout);
+          this.take(e, spare, source);
+          give(spare);
+          return noop;
+        }
+      }
       const stale = Date.now() - this.opts.idleTimeout;
       while (!fresh && e.free.length > 0) {
         const c = e.free.pop()!;
@@ -174,7 +188,7 @@ export class UpstreamPool {
   private entry(up: Upstream): Entry {
     const key = `${up.host}:${up.port}`;
     let e = this.entries.get(key);
-    if (!e) this.entries.set(key, (e = { free: [], busy: 0, queue: [], upstream: up, key, held: new Map(), waiting: undefined }));
+    if (!e) this.entries.set(key, (e = { free: [], busy: 0, queue: [], upstream: up, key, held: new Map(), waiting: undefined, spare: undefined }));
     return e;
   }
 
@@ -217,6 +231,29 @@ export class UpstreamPool {
     const e = this.entries.get(`${up.host}:${up.port}`);
     if (!e) return;
     for (const c of e.free.splice(0)) c.sock.destroy();
+  }
+
+  /**
+   * Opens a connection to `up` for its next request, kept with no timer until a request takes it
+   * or dropSpare closes it: for a dozing server's app, which the kernel connects to while frozen.
+   * Nothing when one is kept already.
+   */
+  spare(up: Upstream): void {
+    const e = this.entry(up);
+    if (e.spare && !e.spare.sock.destroyed) return;
+    const c = this.open(e);
+    c.reused = true; // a reset on it before an answer gets the request one retry, as on a kept-alive one
+    c.sock.setTimeout(0);
+    e.spare = c;
+  }
+
+  /** Closes the spare connection to `up`, if one is kept (its app was thawed for something else). */
+  dropSpare(up: Upstream): void {
+    const e = this.entries.get(`${up.host}:${up.port}`);
+    const c = e?.spare;
+    if (!e || !c) return;
+    e.spare = undefined;
+    c.sock.destroy();
   }
 
   /** Gives a connection back: kept when `reusable`, else closed. Called once per acquire. */
@@ -275,7 +312,8 @@ export class UpstreamPool {
     if (!e) return;
     const i = e.free.indexOf(c);
     if (i >= 0) e.free.splice(i, 1);
-    if (e.busy === 0 && e.free.length === 0 && e.queue.length === 0) this.entries.delete(c.key);
+    if (e.spare === c) e.spare = undefined;
+    if (e.busy === 0 && e.free.length === 0 && e.queue.length === 0 && !e.spare) this.entries.delete(c.key);
   }
 
   private sweep(now: number): void {
@@ -287,7 +325,7 @@ export class UpstreamPool {
   /** Closes every connection (daemon stop). */
   close(): void {
     clearInterval(this.sweeper);
-    for (const e of this.entries.values()) for (const c of e.free) c.sock.destroy();
+    for (const e of this.entries.values()) for (const c of [...e.free, ...(e.spare ? [e.spare] : [])]) c.sock.destroy();
     this.entries.clear();
   }
 }

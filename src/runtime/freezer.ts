@@ -26,6 +26,20 @@ const value = (frozen: boolean) => (V2 ? (frozen ? '1' : '0') : frozen ? 'FROZEN
 /** The open control file of each cgroup frozen by freeze(), until its thaw (or its removal: forget). */
 const held = new Map<string, number>();
 
+/** Told of each cgroup this process thaws (thaw, settle), once the call that thawed it is done. */
+const thawWatchers = new Set<(path: string) => void>();
+
+/** Calls `fn` with the path of every cgroup thawed from now on (after the thawing call returns);
+ *  the returned function stops it. */
+export function watchThaws(fn: (path: string) => void): () => void {
+  thawWatchers.add(fn);
+  return () => void thawWatchers.delete(fn);
+}
+
+function tellThawed(path: string): void {
+  if (thawWatchers.size > 0) queueMicrotask(() => thawWatchers.forEach((fn) => fn(path)));
+}
+
 /** Whether the cgroup is frozen now (false when it does not exist). */
 export function isFrozen(path: string): boolean {
   try {
@@ -78,7 +92,7 @@ export async function freeze(path: string): Promise<void> {
 export function settle(path: string): void {
   try {
     const asked = readFileSync(control(path), 'utf8').trim();
-    if ((V2 ? asked === '1' : asked === 'FREEZING') && !isFrozen(path)) write(path, false);
+    if ((V2 ? asked === '1' : asked === 'FREEZING') && !isFrozen(path)) (write(path, false), tellThawed(path));
   } catch {
     // no such cgroup: nothing was frozen
   }
@@ -87,6 +101,7 @@ export function settle(path: string): void {
 /** Thaws the cgroup (nothing to do when it is not frozen or does not exist): one write on the
  *  file its freeze left open, else on the file opened now. */
 export function thaw(path: string): void {
+  tellThawed(path);
   const fd = held.get(path);
   if (fd === undefined) return write(path, false, true);
   held.delete(path);

@@ -21,7 +21,7 @@ import { cgroupPath } from './spec.js';
 import { unmountDevices } from './devices.js';
 import { applyDeferredGrow, diskPaths, diskUsed } from './disk.js';
 import { memoryStats } from './cgroup.js';
-import { freeze, isFrozen, pin, thaw, unpin } from './freezer.js';
+import { freeze, isFrozen, pin, thaw, unpin, watchThaws } from './freezer.js';
 import { Network, nsPaths } from './network.js';
 import { NetWatch } from './netwatch.js';
 import { Runc } from './runc.js';
@@ -54,6 +54,9 @@ export class ContainerRuntime implements Runtime {
   private readonly queues = new Map<string, Promise<unknown>>();
   /** The freezer pin was made (pinFreezer). */
   private pinned = false;
+  private readonly thawListeners = new Set<(id: string) => void>();
+  /** Stops telling thawListeners (close). */
+  private readonly unwatchThaws: () => void;
   /** The create path (create.ts): reservations, disks from the image or a checkpoint. */
   private readonly creator: Creator;
   /** Servers parked asleep (park.ts). */
@@ -68,6 +71,10 @@ export class ContainerRuntime implements Runtime {
   trace?: (step: string, ms: number) => void;
 
   constructor(readonly deps: RuntimeDeps) {
+    const mine = `/${deps.cfg.nftTable}/`; // this daemon's servers' cgroups (spec.ts cgroupPath)
+    this.unwatchThaws = watchThaws((path) => {
+      if (path.startsWith(mine)) for (const fn of this.thawListeners) fn(path.slice(mine.length));
+    });
     this.net = new Network(deps.cfg);
     this.runc = new Runc(join(deps.dataDir, 'runc'));
     this.starter = new Starter({
@@ -288,6 +295,10 @@ export class ContainerRuntime implements Runtime {
 
   /** With nothing queued for the server, the cgroup write is made before this returns (a request
    *  waiting for the thaw goes on in the same turn of the event loop); else after what is queued. */
+  onThawed(fn: (id: string) => void): void {
+    this.thawListeners.add(fn);
+  }
+
   thawsAtOnce(id: string): boolean {
     return !this.queues.has(id);
   }
@@ -389,6 +400,7 @@ export class ContainerRuntime implements Runtime {
    *  the host-name locks go (the daemon's stop; containers keep running, dozing ones frozen). */
   async close(): Promise<void> {
     this.netWatch.stop();
+    this.unwatchThaws();
     unpin(`/${this.deps.cfg.nftTable}`);
     await unmountDevices(this.deps.dataDir);
     await this.deps.hostLock?.release();

@@ -181,6 +181,9 @@ export interface Runtime {
   /** Whether thaw() makes its cgroup write before it returns (nothing else is queued for the
    *  server, as a checkpoint's copy or a resize can be); absent: it always does. */
   thawsAtOnce?(id: string): boolean;
+  /** Calls `fn` with the id of each server whose processes this daemon thaws, whatever thawed
+   *  them (a doze's end, a stop, a fence), once the call that thawed them is done. */
+  onThawed?(fn: (id: string) => void): void;
   /** Whether a running server's processes are frozen now — also by a daemon before this one (a
    *  doze outlives a restart): the memory it holds frozen, as freeze() gives it; undefined when
    *  it is not frozen. Absent where servers cannot be frozen. */

@@ -1,7 +1,8 @@
 // A request to a dozing server through the real edge and proxy, with servers whose "container" is
 // a plain process frozen by SIGSTOP (ProcessRuntime) and an idle tracker with doze on: a thaw
-// keeps what the proxy knew of the app (no readiness probe; the connection opened after the thaw
-// is the one the request goes over), while an app that died while frozen, and a server stopped
+// keeps what the proxy knew of the app (no readiness probe; the one connection opened while the
+// server dozed, which the kernel completes without the frozen app, is the one the request goes
+// over; a thaw for anything else closes it), while an app that died while frozen, and a server stopped
 // after its doze, still get the probe and wait for the app to listen. A look at run.sh made once a
 // server dozes holds while it dozes, and a TLS ClientHello naming a dozing server thaws it. A thaw
 // that fails (the request already on its way to the frozen app) ends the request with the wake
@@ -64,8 +65,9 @@ function addServer(slug: string, port: number, opts: { bindDelay?: number; upstr
 }
 
 /** A TCP relay in front of an app's port that counts the connections made to it (and can cut them all). */
-async function relay(to: number): Promise<{ port: number; count: () => number; cutAll: () => void }> {
+async function relay(to: number): Promise<{ port: number; count: () => number; live: () => number; sent: () => number; cutAll: () => void }> {
   let n = 0;
+  let bytes = 0;
   const open = new Set<Socket>();
   const srv: TcpServer = tcpServer((c) => {
     n++;
@@ -75,11 +77,18 @@ async function relay(to: number): Promise<{ port: number; count: () => number; c
       s.on('error', () => {});
       s.on('close', () => (open.delete(s), c.destroy(), up.destroy()));
     }
+    c.on('data', (d: Buffer) => (bytes += d.length));
     c.pipe(up).pipe(c);
   });
   await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
   closers.push(() => (srv.close(), [...open].forEach((s) => s.destroy())));
-  return { port: (srv.address() as AddressInfo).port, count: () => n, cutAll: () => [...open].forEach((s) => s.destroy()) };
+  return {
+    port: (srv.address() as AddressInfo).port,
+    count: () => n,
+    live: () => open.size / 2,
+    sent: () => bytes,
+    cutAll: () => [...open].forEach((s) => s.destroy()),
+  };
 }
 
 test.before(async () => {
@@ -116,17 +125,36 @@ test('a request to a dozing server is answered after a thaw over one connection:
   const starts = rt.starts;
   for (let round = 0; round < 2; round++) {
     r.cutAll(); // the app closed its kept-alive connections (as apps do after a few seconds)
+    const before = r.count();
     await until('doze', () => tracker.isDozing(s.id), 3000);
     assert.is(edge.proxy.state(s.id), 'sleeping');
-    const before = r.count();
+    await until('a spare connection is made while it dozes', () => r.count() - before === 1);
     const res = await get(edge.http, host(s), `/after-doze-${round}`);
     assert.is(res.status, 200);
     assert.is(JSON.parse(res.text).pid, pid, 'the same process answers (thawed, not started)');
     assert.is(JSON.parse(res.text).url, `/after-doze-${round}`);
-    assert.is(r.count() - before, 1, 'one connection: the request went over the one opened after the thaw (no probe before it)');
+    assert.is(r.count() - before, 1, 'one connection: the request went over the spare made while it dozed (no probe, no other)');
     assert.is(rt.starts, starts, 'no start');
     assert.is(edge.proxy.state(s.id), 'running');
   }
+});
+
+test('a dozing server thawed for anything but a request (an SSH login, a port connection) has its spare connection closed', async () => {
+  const appPort = await freePort();
+  const r = await relay(appPort);
+  const s = addServer('sparedrop', appPort, { upstreamPort: r.port });
+  const held = tracker.hold(s.id);
+  await tracker.wake(s.id);
+  await until('the app listens', () => accepts(appPort), 60_000);
+  assert.is((await get(edge.http, host(s), '/one')).status, 200);
+  held();
+  r.cutAll();
+  await until('doze', () => tracker.isDozing(s.id), 3000);
+  await until('the spare connection, open while it dozes', () => r.live() === 1);
+  tracker.touch(s.id); // what an SSH login or an exposed port's connection does
+  await until('the spare is closed once it thawed', () => r.live() === 0);
+  assert.ok(!tracker.isDozing(s.id));
+  assert.is((await get(edge.http, host(s), '/after')).status, 200);
 });
 
 test('a thaw that fails answers the request at once with the wake page; the next request thaws the server and is answered', async () => {
@@ -167,18 +195,18 @@ test('a thaw queued behind other work for the server is waited for: the request 
   r.cutAll();
   await until('doze', () => tracker.isDozing(s.id), 3000);
   const thaw = rt.thaw.bind(rt);
-  const before = r.count();
+  const before = r.sent();
   let reachedFrozen: number | undefined;
   (rt as { thawsAtOnce?: (id: string) => boolean }).thawsAtOnce = () => false; // a checkpoint's copy, say, is queued for it
   rt.thaw = async (id: string) => {
     await sleep(200); // the queued work
-    reachedFrozen = r.count() - before;
+    reachedFrozen = r.sent() - before;
     return thaw(id);
   };
   try {
     const res = await get(edge.http, host(s), '/queued');
     assert.is(res.status, 200, res.text);
-    assert.is(reachedFrozen, 0, 'no connection to the app while it was frozen');
+    assert.is(reachedFrozen, 0, 'no byte of the request reached the app while it was frozen');
   } finally {
     rt.thaw = thaw;
     delete (rt as { thawsAtOnce?: unknown }).thawsAtOnce;

@@ -44,9 +44,12 @@ test("a server running in another cgroup parent than its daemon's is restarted i
   assert.is(cgroupOf((await env.rt.runc.state(id))!.pid), `/${table}/${id}`);
   const pinState = `/sys/fs/cgroup/freezer/${table}/freezer-pin/freezer.state`;
   assert.ok(!existsSync(pinState), 'no freezer pin before a freeze');
+  const thawed: string[] = [];
+  env.rt.onThawed((s) => thawed.push(s));
   await env.rt.freeze(id);
   if (!v2) assert.is(readFileSync(pinState, 'utf8').trim(), 'FROZEN', 'the freezer pin, from the first freeze');
   await env.rt.thaw(id);
+  assert.equal(thawed, [id], 'its thaw told by id');
   await env.rt.close(); // as a daemon that stopped: its container runs on
   assert.ok(!existsSync(pinState), 'the pin goes with the runtime');
   const cfg = { ...env.cfg, runtime: { ...env.cfg.runtime, nftTable: `${table}b` } };

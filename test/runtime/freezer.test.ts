@@ -10,7 +10,7 @@ import * as assert from 'uvu/assert';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, readlinkSync, rmdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { freeze, isFrozen, pin, thaw, unpin } from '../../src/runtime/freezer.js';
+import { freeze, isFrozen, pin, thaw, unpin, watchThaws } from '../../src/runtime/freezer.js';
 import { removeCgroup } from '../../src/runtime/cgroup.js';
 import { until } from '../helpers/wait.js';
 
@@ -105,6 +105,23 @@ test('removing a frozen cgroup closes the file its freeze left open', async () =
   removeCgroup(emptyPath);
   assert.ok(!existsSync(emptyDir));
   assert.is(openIn(emptyPath), 0);
+});
+
+test('each thaw is told to the watchers once the thawing call is done, until they stop watching', async () => {
+  const told: string[] = [];
+  const stop = watchThaws((p) => told.push(p));
+  try {
+    await freeze(path);
+    thaw(path);
+    assert.equal(told, [], 'not inside the call');
+    await Promise.resolve();
+    assert.equal(told, [path]);
+  } finally {
+    stop();
+  }
+  thaw(path);
+  await Promise.resolve();
+  assert.equal(told, [path], 'not after stop');
 });
 
 test('pin keeps an empty cgroup frozen under the parent (v1); unpin removes it, and the parent can go', () => {
