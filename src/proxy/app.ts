@@ -57,6 +57,9 @@ const suspended = (site: Site, api: string) =>
         extra: { hint: 'The owner can add credit or verify a phone to bring it back.', suspended_by: 'billing', upgrade_url: `${api}/account/recharge` },
       });
 
+/** How long a TLS hello's thaw keeps the spare connection for the request after the handshake. */
+const HELLO_SPARE_MS = 1000;
+
 export class ProxyApp implements HttpApp, LaneApp, HelloApp {
   private readonly waking: Waking;
   /** Counts what answers, static or forwarded, and WebSockets send to their clients. */
@@ -65,6 +68,8 @@ export class ProxyApp implements HttpApp, LaneApp, HelloApp {
   private readonly urls: PublicUrls;
   /** Where each server's requests last went (its app's address): a doze's spare connection goes there. */
   private readonly upstreams = new Map<string, Upstream>();
+  /** Servers a TLS hello thawed, whose spare waits for the request after the handshake until the timer. */
+  private readonly helloKeeps = new Map<string, NodeJS.Timeout>();
 
   constructor(private readonly d: ProxyAppDeps) {
     if (d.egress) this.meter = new EgressMeter(d.egress);
@@ -131,6 +136,10 @@ export class ProxyApp implements HttpApp, LaneApp, HelloApp {
     const site = sites.lookup(slug);
     if (!site || site.suspended) return;
     if (!(publication.knownApp(site.id) ?? publication.knownWhileDozing(site.id, presence.dozeOf(site.id)))) return;
+    // its spare connection is kept for the request after the handshake, for a while
+    const keep = setTimeout(() => (this.helloKeeps.delete(site.id), this.awoke(site.id)), HELLO_SPARE_MS).unref();
+    clearTimeout(this.helloKeeps.get(site.id));
+    this.helloKeeps.set(site.id, keep);
     this.thawNow(site)?.catch((e: unknown) => this.d.log.warn('a thaw at a TLS hello failed', { server: site.id, err: errorFields(e) }));
   }
 
@@ -309,6 +318,7 @@ export class ProxyApp implements HttpApp, LaneApp, HelloApp {
     }
     if (socket.destroyed) return;
     this.meter?.socket(socket, site.id);
+    this.upstreams.set(site.id, site.upstream);
     socket.pause(); // the forwarder's pipe resumes it: the listener below takes no byte from it
     socket.on('data', () => this.d.presence.touch(site.id)); // the client's bytes thaw a dozing server
     this.d.forwarder.ws(req, socket, head, site.upstream, info, site.id, this.failed);
@@ -319,19 +329,25 @@ export class ProxyApp implements HttpApp, LaneApp, HelloApp {
    * completes it while the app is frozen) for the request that will thaw it (pool.ts spare).
    */
   dozed(id: string): void {
+    clearTimeout(this.helloKeeps.get(id)); // a hello's keep ends with the doze after it
+    this.helloKeeps.delete(id);
     const up = this.upstreams.get(id);
     if (up && this.d.publication.isReady(id)) this.d.forwarder.spare(up);
   }
 
   /** The server was thawed or stopped: a spare connection no request took is closed (a
-   *  single-threaded app would otherwise wait on it). After the lane's own thaw it is taken already. */
+   *  single-threaded app would otherwise wait on it), unless a TLS hello's thaw keeps it for the
+   *  request after the handshake (hello). After the lane's own thaw it is taken already. */
   awoke(id: string): void {
+    if (this.helloKeeps.has(id)) return;
     const up = this.upstreams.get(id);
     if (up) this.d.forwarder.dropSpare(up);
   }
 
   /** A deleted server: its spare closed, its address forgotten. */
   forget(id: string): void {
+    clearTimeout(this.helloKeeps.get(id));
+    this.helloKeeps.delete(id);
     this.awoke(id);
     this.upstreams.delete(id);
   }

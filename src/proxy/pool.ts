@@ -115,6 +115,8 @@ export class UpstreamPool {
   private readonly entries = new Map<string, Entry>();
   private readonly sweeper: NodeJS.Timeout;
   private readonly maxPerSource: number;
+  /** close() was called: no spare is opened any more. */
+  private closed = false;
 
   constructor(private readonly opts: PoolOptions) {
     this.maxPerSource = opts.maxPerSource ?? opts.maxSockets;
@@ -135,7 +137,7 @@ export class UpstreamPool {
     const e = this.entry(up);
     const max = this.maxPerSource;
     if ((e.held.get(source) ?? 0) < max) {
-      const spare = fresh ? undefined : e.spare;
+      const spare = fresh || e.busy >= this.opts.maxSockets ? undefined : e.spare;
       if (spare) {
         e.spare = undefined;
         if (!spare.sock.destroyed) {
@@ -239,6 +241,7 @@ export class UpstreamPool {
    * Nothing when one is kept already.
    */
   spare(up: Upstream): void {
+    if (this.closed) return;
     const e = this.entry(up);
     if (e.spare && !e.spare.sock.destroyed) return;
     const c = this.open(e);
@@ -324,6 +327,7 @@ export class UpstreamPool {
 
   /** Closes every connection (daemon stop). */
   close(): void {
+    this.closed = true;
     clearInterval(this.sweeper);
     for (const e of this.entries.values()) for (const c of [...e.free, ...(e.spare ? [e.spare] : [])]) c.sock.destroy();
     this.entries.clear();

@@ -37,7 +37,16 @@ export function watchThaws(fn: (path: string) => void): () => void {
 }
 
 function tellThawed(path: string): void {
-  if (thawWatchers.size > 0) queueMicrotask(() => thawWatchers.forEach((fn) => fn(path)));
+  if (thawWatchers.size === 0) return;
+  queueMicrotask(() => {
+    for (const fn of thawWatchers) {
+      try {
+        fn(path);
+      } catch (e) {
+        process.emitWarning(e as Error); // one watcher's failure costs the others nothing
+      }
+    }
+  });
 }
 
 /** Whether the cgroup is frozen now (false when it does not exist). */

@@ -293,8 +293,6 @@ export class ContainerRuntime implements Runtime {
     return this.serial(id, async () => (this.running(id), this.pinFreezer(), await freeze(this.cgroup(id)), memoryStats(this.cgroup(id))));
   }
 
-  /** With nothing queued for the server, the cgroup write is made before this returns (a request
-   *  waiting for the thaw goes on in the same turn of the event loop); else after what is queued. */
   onThawed(fn: (id: string) => void): void {
     this.thawListeners.add(fn);
   }
@@ -303,6 +301,8 @@ export class ContainerRuntime implements Runtime {
     return !this.queues.has(id);
   }
 
+  /** With nothing queued for the server, the cgroup write is made before this returns (a request
+   *  waiting for the thaw goes on in the same turn of the event loop); else after what is queued. */
   thaw(id: string): Promise<void> {
     if (this.queues.has(id)) return this.serial(id, async () => thaw(this.cgroup(id)));
     try {

@@ -384,6 +384,32 @@ test('a TLS ClientHello naming a dozing server thaws it while the handshake goes
   assert.ok(tracker.isDozing(s.id));
 });
 
+test("a TLS hello's thaw keeps the spare connection for the request after the handshake, which goes over it", async () => {
+  const appPort = await freePort();
+  const r = await relay(appPort);
+  const s = addServer('hellospare', appPort, { upstreamPort: r.port });
+  const held = tracker.hold(s.id);
+  await tracker.wake(s.id);
+  await until('the app listens', () => accepts(appPort), 60_000);
+  assert.is((await get(edge.http, host(s), '/one')).status, 200);
+  held();
+  r.cutAll();
+  const before = r.count();
+  await until('doze', () => tracker.isDozing(s.id), 3000);
+  await until('the spare connection, open while it dozes', () => r.live() === 1);
+  const t = tlsConnect({ host: '127.0.0.1', port: edge.https, servername: host(s), rejectUnauthorized: false });
+  t.on('error', () => {});
+  const answer = await new Promise<string>((resolve) => {
+    let got = '';
+    t.once('secureConnect', () => t.write(`GET /over-tls HTTP/1.1\r\nHost: ${host(s)}\r\nConnection: close\r\n\r\n`));
+    t.on('data', (d: Buffer) => (got += d.toString('latin1')));
+    t.once('close', () => resolve(got));
+  });
+  assert.match(answer, /^HTTP\/1\.1 200 /);
+  assert.match(answer, '/over-tls');
+  assert.is(r.count() - before, 1, 'the request went over the spare made while it dozed');
+});
+
 test('a server stopped after its doze timeout is started again and its app probed until it listens', async () => {
   const s = addServer('stopped', await freePort(), { bindDelay: 250 });
   const first = await get(edge.http, host(s), '/one');
