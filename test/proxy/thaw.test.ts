@@ -139,16 +139,23 @@ test('a request to a dozing server is answered after a thaw over one connection:
   }
 });
 
-test('a dozing server thawed for anything but a request (an SSH login, a port connection) has its spare connection closed', async () => {
+/** A server behind a relay that counts its app's connections, started and answered once (held
+ *  awake meanwhile, as the first test says why), its kept-alive connections then cut: it dozes next. */
+async function answeredOnce(slug: string): Promise<{ s: Site; r: Awaited<ReturnType<typeof relay>> }> {
   const appPort = await freePort();
   const r = await relay(appPort);
-  const s = addServer('sparedrop', appPort, { upstreamPort: r.port });
+  const s = addServer(slug, appPort, { upstreamPort: r.port });
   const held = tracker.hold(s.id);
   await tracker.wake(s.id);
   await until('the app listens', () => accepts(appPort), 60_000);
   assert.is((await get(edge.http, host(s), '/one')).status, 200);
   held();
   r.cutAll();
+  return { s, r };
+}
+
+test('a dozing server thawed for anything but a request (an SSH login, a port connection) has its spare connection closed', async () => {
+  const { s, r } = await answeredOnce('sparedrop');
   await until('doze', () => tracker.isDozing(s.id), 3000);
   await until('the spare connection, open while it dozes', () => r.live() === 1);
   tracker.touch(s.id); // what an SSH login or an exposed port's connection does
@@ -158,13 +165,7 @@ test('a dozing server thawed for anything but a request (an SSH login, a port co
 });
 
 test('a thaw that fails answers the request at once with the wake page; the next request thaws the server and is answered', async () => {
-  const appPort = await freePort();
-  const s = addServer('thawfails', appPort);
-  const held = tracker.hold(s.id);
-  await tracker.wake(s.id);
-  await until('the app listens', () => accepts(appPort), 60_000);
-  assert.is((await get(edge.http, host(s), '/one')).status, 200);
-  held();
+  const { s } = await answeredOnce('thawfails');
   await until('doze', () => tracker.isDozing(s.id), 3000);
   const thaw = rt.thaw.bind(rt);
   rt.thaw = async () => {
@@ -184,15 +185,7 @@ test('a thaw that fails answers the request at once with the wake page; the next
 });
 
 test('a thaw queued behind other work for the server is waited for: the request reaches the app only once it is thawed', async () => {
-  const appPort = await freePort();
-  const r = await relay(appPort);
-  const s = addServer('thawqueued', appPort, { upstreamPort: r.port });
-  const held = tracker.hold(s.id);
-  await tracker.wake(s.id);
-  await until('the app listens', () => accepts(appPort), 60_000);
-  assert.is((await get(edge.http, host(s), '/one')).status, 200);
-  held();
-  r.cutAll();
+  const { s, r } = await answeredOnce('thawqueued');
   await until('doze', () => tracker.isDozing(s.id), 3000);
   const thaw = rt.thaw.bind(rt);
   const before = r.sent();
@@ -385,15 +378,7 @@ test('a TLS ClientHello naming a dozing server thaws it while the handshake goes
 });
 
 test("a TLS hello's thaw keeps the spare connection for the request after the handshake, which goes over it", async () => {
-  const appPort = await freePort();
-  const r = await relay(appPort);
-  const s = addServer('hellospare', appPort, { upstreamPort: r.port });
-  const held = tracker.hold(s.id);
-  await tracker.wake(s.id);
-  await until('the app listens', () => accepts(appPort), 60_000);
-  assert.is((await get(edge.http, host(s), '/one')).status, 200);
-  held();
-  r.cutAll();
+  const { s, r } = await answeredOnce('hellospare');
   const before = r.count();
   await until('doze', () => tracker.isDozing(s.id), 3000);
   await until('the spare connection, open while it dozes', () => r.live() === 1);
