@@ -192,7 +192,9 @@ test('a thaw queued behind other work for the server is waited for: the request 
   let reachedFrozen: number | undefined;
   (rt as { thawsAtOnce?: (id: string) => boolean }).thawsAtOnce = () => false; // a checkpoint's copy, say, is queued for it
   rt.thaw = async (id: string) => {
-    await sleep(200); // the queued work
+    // the queued work: a few turns of the event loop, in which a request sent at once would have
+    // reached the relay (written in the thaw's call, flushed in that turn, read in the next)
+    for (let i = 0; i < 3; i++) await new Promise((res) => setImmediate(res));
     reachedFrozen = r.sent() - before;
     return thaw(id);
   };
