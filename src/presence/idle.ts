@@ -75,7 +75,6 @@ export class IdleTracker implements Presence, PresenceState {
   private readonly starting = new Map<string, Promise<unknown>>();
   private readonly sleepListeners: ((id: string) => void)[] = [];
   private readonly dozeListeners: ((id: string, doze: number) => void)[] = [];
-  private readonly thawListeners: ((id: string) => void)[] = [];
   private dozeSeq = 0;
   private timer?: NodeJS.Timeout;
   private floorTimer?: NodeJS.Timeout;
@@ -183,11 +182,6 @@ export class IdleTracker implements Presence, PresenceState {
     this.dozeListeners.push(fn);
   }
 
-  /** Called once a dozing server was thawed (its cgroup write made), by whatever woke it. */
-  onThaw(fn: (id: string) => void): void {
-    this.thawListeners.push(fn);
-  }
-
   /** Whether the thaw check lets `id` thaw now (a refusal is told by wake(), which throws it). */
   private thawAllowed(id: string): boolean {
     try {
@@ -207,7 +201,6 @@ export class IdleTracker implements Presence, PresenceState {
       throw err;
     });
     this.dozing.delete(id);
-    for (const fn of this.thawListeners) fn(id);
     const ms = performance.now() - t0;
     // told once the request that asked for the thaw has had its answer (a log line is a write)
     setTimeout(() => {

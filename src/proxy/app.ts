@@ -137,9 +137,8 @@ export class ProxyApp implements HttpApp, LaneApp, HelloApp {
     if (!site || site.suspended) return;
     if (!(publication.knownApp(site.id) ?? publication.knownWhileDozing(site.id, presence.dozeOf(site.id)))) return;
     // its spare connection is kept for the request after the handshake, for a while
-    const keep = setTimeout(() => (this.helloKeeps.delete(site.id), this.awoke(site.id)), HELLO_SPARE_MS).unref();
-    clearTimeout(this.helloKeeps.get(site.id));
-    this.helloKeeps.set(site.id, keep);
+    this.endHelloKeep(site.id);
+    this.helloKeeps.set(site.id, setTimeout(() => (this.helloKeeps.delete(site.id), this.awoke(site.id)), HELLO_SPARE_MS).unref());
     this.thawNow(site)?.catch((e: unknown) => this.d.log.warn('a thaw at a TLS hello failed', { server: site.id, err: errorFields(e) }));
   }
 
@@ -329,8 +328,7 @@ export class ProxyApp implements HttpApp, LaneApp, HelloApp {
    * completes it while the app is frozen) for the request that will thaw it (pool.ts spare).
    */
   dozed(id: string): void {
-    clearTimeout(this.helloKeeps.get(id)); // a hello's keep ends with the doze after it
-    this.helloKeeps.delete(id);
+    this.endHelloKeep(id); // a hello's keep ends with the doze after it
     const up = this.upstreams.get(id);
     if (up && this.d.publication.isReady(id)) this.d.forwarder.spare(up);
   }
@@ -344,10 +342,14 @@ export class ProxyApp implements HttpApp, LaneApp, HelloApp {
     if (up) this.d.forwarder.dropSpare(up);
   }
 
-  /** A deleted server: its spare closed, its address forgotten. */
-  forget(id: string): void {
+  private endHelloKeep(id: string): void {
     clearTimeout(this.helloKeeps.get(id));
     this.helloKeeps.delete(id);
+  }
+
+  /** A deleted server: its spare closed, its address forgotten. */
+  forget(id: string): void {
+    this.endHelloKeep(id);
     this.awoke(id);
     this.upstreams.delete(id);
   }

@@ -81,8 +81,7 @@ export function createProxy(deps: ProxyDeps): Proxy {
   const app = new ProxyApp({ sites, presence: tracker, publication, forwarder, cfg, log: deps.log, egress: deps.egress, urls: deps.urls });
   tracker.onSleep((id) => (publication.markDown(id), app.awoke(id)));
   tracker.onDoze((id, doze) => (publication.lookAtDoze(id, doze), app.dozed(id)));
-  tracker.onThaw((id) => app.awoke(id));
-  deps.runtime?.onThawed?.((id) => app.awoke(id)); // thaws the tracker did not make (a stop's, a fence's)
+  deps.runtime?.onThawed?.((id) => app.awoke(id)); // every thaw: the tracker's, a stop's, a fence's
   return {
     handle: (req, res, info) => app.handle(req, res, info),
     upgrade: (req, socket, head, info) => app.upgrade(req, socket, head, info),

@@ -188,7 +188,7 @@ export class UpstreamPool {
   }
 
   private entry(up: Upstream): Entry {
-    const key = `${up.host}:${up.port}`;
+    const key = keyOf(up);
     let e = this.entries.get(key);
     if (!e) this.entries.set(key, (e = { free: [], busy: 0, queue: [], upstream: up, key, held: new Map(), waiting: undefined, spare: undefined }));
     return e;
@@ -230,7 +230,7 @@ export class UpstreamPool {
    * ones — the first one's connect is then the check that the app still listens).
    */
   dropIdle(up: Upstream): void {
-    const e = this.entries.get(`${up.host}:${up.port}`);
+    const e = this.entries.get(keyOf(up));
     if (!e) return;
     for (const c of e.free.splice(0)) c.sock.destroy();
   }
@@ -252,7 +252,7 @@ export class UpstreamPool {
 
   /** Closes the spare connection to `up`, if one is kept (its app was thawed for something else). */
   dropSpare(up: Upstream): void {
-    const e = this.entries.get(`${up.host}:${up.port}`);
+    const e = this.entries.get(keyOf(up));
     const c = e?.spare;
     if (!e || !c) return;
     e.spare = undefined;
@@ -333,6 +333,9 @@ export class UpstreamPool {
     this.entries.clear();
   }
 }
+
+/** An upstream's entry key. */
+const keyOf = (up: Upstream) => `${up.host}:${up.port}`;
 
 function noop(): void {}
 

@@ -164,3 +164,42 @@ export function unpin(parent: string): void {
     // never made, or gone
   }
 }
+
+/**
+ * The freezer side of one daemon's servers, all under its cgroup `parent`: the pin from its first
+ * freeze until close, and each thaw of one of them, by anyone in this process, told by server id.
+ */
+export class ServerFreezer {
+  private pinned = false;
+  private readonly listeners = new Set<(id: string) => void>();
+  private readonly unwatch: () => void;
+
+  constructor(
+    private readonly parent: string,
+    private readonly warn: (msg: string) => void,
+  ) {
+    const mine = `${parent}/`;
+    this.unwatch = watchThaws((path) => {
+      if (path.startsWith(mine)) for (const fn of this.listeners) fn(path.slice(mine.length));
+    });
+  }
+
+  /** freeze(), the pin made first the first time. */
+  freeze(path: string): Promise<void> {
+    if (!this.pinned) {
+      this.pinned = true;
+      if (!pin(this.parent)) this.warn('the freezer pin cgroup could not be made: each doze and thaw takes ~0.15 ms more');
+    }
+    return freeze(path);
+  }
+
+  onThawed(fn: (id: string) => void): void {
+    this.listeners.add(fn);
+  }
+
+  /** Stops telling thaws and removes the pin (one a killed daemon left too). */
+  close(): void {
+    this.unwatch();
+    unpin(this.parent);
+  }
+}

@@ -21,7 +21,7 @@ import { cgroupPath } from './spec.js';
 import { unmountDevices } from './devices.js';
 import { applyDeferredGrow, diskPaths, diskUsed } from './disk.js';
 import { memoryStats } from './cgroup.js';
-import { freeze, isFrozen, pin, thaw, unpin, watchThaws } from './freezer.js';
+import { isFrozen, ServerFreezer, thaw } from './freezer.js';
 import { Network, nsPaths } from './network.js';
 import { NetWatch } from './netwatch.js';
 import { Runc } from './runc.js';
@@ -52,11 +52,8 @@ export class ContainerRuntime implements Runtime {
   readonly runc: Runc;
   readonly servers = new Map<string, RuntimeServer>();
   private readonly queues = new Map<string, Promise<unknown>>();
-  /** The freezer pin was made (pinFreezer). */
-  private pinned = false;
-  private readonly thawListeners = new Set<(id: string) => void>();
-  /** Stops telling thawListeners (close). */
-  private readonly unwatchThaws: () => void;
+  /** Its servers' freezes and thaws (freezer.ts: the pin, thaws told by id). */
+  private readonly freezer: ServerFreezer;
   /** The create path (create.ts): reservations, disks from the image or a checkpoint. */
   private readonly creator: Creator;
   /** Servers parked asleep (park.ts). */
@@ -71,10 +68,7 @@ export class ContainerRuntime implements Runtime {
   trace?: (step: string, ms: number) => void;
 
   constructor(readonly deps: RuntimeDeps) {
-    const mine = `/${deps.cfg.nftTable}/`; // this daemon's servers' cgroups (spec.ts cgroupPath)
-    this.unwatchThaws = watchThaws((path) => {
-      if (path.startsWith(mine)) for (const fn of this.thawListeners) fn(path.slice(mine.length));
-    });
+    this.freezer = new ServerFreezer(`/${deps.cfg.nftTable}`, (msg) => deps.log.warn(msg)); // spec.ts cgroupPath's parent
     this.net = new Network(deps.cfg);
     this.runc = new Runc(join(deps.dataDir, 'runc'));
     this.starter = new Starter({
@@ -290,11 +284,11 @@ export class ContainerRuntime implements Runtime {
 
   /** Doze (freezer.ts): the server's processes frozen in place, memory kept; thaw() undoes it. */
   freeze(id: string): Promise<{ memoryBytes: number; anonBytes: number }> {
-    return this.serial(id, async () => (this.running(id), this.pinFreezer(), await freeze(this.cgroup(id)), memoryStats(this.cgroup(id))));
+    return this.serial(id, async () => (this.running(id), await this.freezer.freeze(this.cgroup(id)), memoryStats(this.cgroup(id))));
   }
 
   onThawed(fn: (id: string) => void): void {
-    this.thawListeners.add(fn);
+    this.freezer.onThawed(fn);
   }
 
   thawsAtOnce(id: string): boolean {
@@ -388,20 +382,11 @@ export class ContainerRuntime implements Runtime {
     return [...this.servers.values()];
   }
 
-  /** Keeps the freezer's kernel key on from the first freeze until close (freezer.ts pin): a
-   *  daemon that never dozes a server makes none. */
-  private pinFreezer(): void {
-    if (this.pinned) return;
-    this.pinned = true;
-    if (!pin(`/${this.deps.cfg.nftTable}`)) this.deps.log.warn('the freezer pin cgroup could not be made: each doze and thaw takes ~0.15 ms more');
-  }
-
   /** Stops watching the network, removes the freezer pin (one a killed daemon left too) and lets
    *  the host-name locks go (the daemon's stop; containers keep running, dozing ones frozen). */
   async close(): Promise<void> {
     this.netWatch.stop();
-    this.unwatchThaws();
-    unpin(`/${this.deps.cfg.nftTable}`);
+    this.freezer.close();
     await unmountDevices(this.deps.dataDir);
     await this.deps.hostLock?.release();
   }

@@ -221,6 +221,13 @@ export class ProcessRuntime implements Runtime {
     const s = this.server(id);
     if (s.frozen) s.child?.kill('SIGCONT');
     s.frozen = false;
+    queueMicrotask(() => this.thawed.forEach((fn) => fn(id))); // told after the call, as the container runtime's
+  }
+
+  private readonly thawed = new Set<(id: string) => void>();
+
+  onThawed(fn: (id: string) => void): void {
+    this.thawed.add(fn);
   }
 
   async delete(id: string): Promise<void> {

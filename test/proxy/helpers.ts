@@ -47,7 +47,7 @@ export function testConfig(over: Partial<Record<keyof ProxyConfig, unknown>> = {
 
 export async function startEdge(opts: {
   sites: Sites;
-  runtime?: Pick<Runtime, 'start' | 'stop' | 'get' | 'list'>;
+  runtime?: Pick<Runtime, 'start' | 'stop' | 'get' | 'list' | 'onThawed'>;
   cfg?: ProxyConfig;
   egress?: (id: string, bytes: number) => void;
   /** An idle tracker of the test's own (started and stopped by the test), e.g. with doze on. */
